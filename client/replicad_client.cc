@@ -1,0 +1,91 @@
+#include "client/replicad_client.h"
+
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace replicad::client {
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  int code = static_cast<int>(status.error_code());
+  if (code <= static_cast<int>(absl::StatusCode::kOk) ||
+      code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    return absl::UnknownError(absl::StrCat("gRPC status ", code, ": ", status.error_message()));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code), status.error_message());
+}
+
+absl::StatusOr<std::unique_ptr<ReplicadClient>> ReplicadClient::Connect(
+    const std::string& target, const ClientOptions& options) {
+  if (target.empty()) return absl::InvalidArgumentError("empty server address");
+  if (options.max_message_bytes < 1 ||
+      options.max_message_bytes > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("max_message_bytes ", options.max_message_bytes,
+                                                   ": expected 1 to ",
+                                                   std::numeric_limits<int>::max()));
+  }
+  if (options.deadline <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "deadline ", absl::FormatDuration(options.deadline), ": expected a positive duration"));
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  args.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  return std::unique_ptr<ReplicadClient>(
+      new ReplicadClient(v1::Replicad::NewStub(channel), options.deadline));
+}
+
+ReplicadClient::ReplicadClient(std::unique_ptr<v1::Replicad::Stub> stub, absl::Duration deadline)
+    : stub_(std::move(stub)), deadline_(deadline) {}
+
+void ReplicadClient::Prepare(grpc::ClientContext* context) const {
+  if (deadline_ != absl::InfiniteDuration()) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  }
+}
+
+absl::StatusOr<v1::PredictResponse> ReplicadClient::Predict(const v1::PredictRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::PredictResponse response;
+  absl::Status status = FromGrpcStatus(stub_->Predict(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::ListDevicesResponse> ReplicadClient::ListDevices() {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::ListDevicesResponse response;
+  absl::Status status =
+      FromGrpcStatus(stub_->ListDevices(&context, v1::ListDevicesRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::ListModelsResponse> ReplicadClient::ListModels() {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::ListModelsResponse response;
+  absl::Status status =
+      FromGrpcStatus(stub_->ListModels(&context, v1::ListModelsRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::ModelInfo> ReplicadClient::GetModel(const std::string& name) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::GetModelRequest request;
+  request.set_name(name);
+  v1::GetModelResponse response;
+  absl::Status status = FromGrpcStatus(stub_->GetModel(&context, request, &response));
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_model());
+}
+
+}  // namespace replicad::client

@@ -1,0 +1,68 @@
+#ifndef REPLICAD_CLIENT_REPLICAD_CLIENT_H_
+#define REPLICAD_CLIENT_REPLICAD_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "replicad/v1/replicad.grpc.pb.h"
+#include "replicad/v1/replicad.pb.h"
+
+namespace replicad::client {
+
+struct ClientOptions {
+  // Largest request or response, both directions. gRPC's default of 4 MiB is too
+  // small for a batch of images; the server's limit applies as well.
+  int64_t max_message_bytes = int64_t{256} << 20;
+  // Per call, from the moment it starts; absl::InfiniteDuration() for none.
+  // Expiry ends the call with DEADLINE_EXCEEDED and cancels it on the server.
+  absl::Duration deadline = absl::Seconds(30);
+};
+
+// A client of one replicad server (the replicad.v1.Replicad service), over an
+// insecure channel. Every call returns the server's status unchanged (see
+// FromGrpcStatus); an unreachable server is UNAVAILABLE.
+//
+// Thread-safe: calls may be made concurrently from any number of threads and
+// share one channel.
+class ReplicadClient {
+ public:
+  // `target` is a gRPC target, e.g. "localhost:8500" or "unix:///run/replicad.sock".
+  // Does not contact the server: the channel connects on the first call.
+  // InvalidArgument when target is empty, max_message_bytes is not in
+  // [1, 2^31 - 1] or the deadline is not positive.
+  static absl::StatusOr<std::unique_ptr<ReplicadClient>> Connect(const std::string& target,
+                                                                 const ClientOptions& options);
+
+  ReplicadClient(const ReplicadClient&) = delete;
+  ReplicadClient& operator=(const ReplicadClient&) = delete;
+
+  absl::StatusOr<v1::PredictResponse> Predict(const v1::PredictRequest& request);
+  absl::StatusOr<v1::ListDevicesResponse> ListDevices();
+  absl::StatusOr<v1::ListModelsResponse> ListModels();
+  // NOT_FOUND (from the server) when no model is called `name`.
+  absl::StatusOr<v1::ModelInfo> GetModel(const std::string& name);
+
+ private:
+  ReplicadClient(std::unique_ptr<v1::Replicad::Stub> stub, absl::Duration deadline);
+
+  // Applies the deadline to a fresh context for one call.
+  void Prepare(grpc::ClientContext* context) const;
+
+  const std::unique_ptr<v1::Replicad::Stub> stub_;
+  const absl::Duration deadline_;
+};
+
+// The one place a grpc::Status becomes an absl::Status: same code (the two
+// enums share the canonical numbering), same message. A code outside the
+// canonical range becomes UNKNOWN with the number in the message.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace replicad::client
+
+#endif  // REPLICAD_CLIENT_REPLICAD_CLIENT_H_

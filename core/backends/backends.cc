@@ -1,0 +1,52 @@
+#include "core/backends/backends.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "core/backends/cpu/cpu_backend.h"
+#if REPLICAD_WITH_CUDA
+#include "core/backends/cuda/cuda_backend.h"
+#endif
+
+namespace replicad {
+
+absl::StatusOr<std::vector<DeviceInfo>> EnumerateDevices() {
+  std::vector<DeviceInfo> devices = EnumerateCpuDevices();
+#if REPLICAD_WITH_CUDA
+  absl::StatusOr<std::vector<DeviceInfo>> cuda = EnumerateCudaDevices();
+  if (!cuda.ok()) return cuda.status();
+  devices.insert(devices.end(), cuda->begin(), cuda->end());
+#endif
+  return devices;
+}
+
+std::vector<DeviceId> DefaultSlots(const std::vector<DeviceInfo>& devices, int threads_per_slot) {
+  // GPUs join "all" once their backend can run replicas (the CUDA kernels);
+  // until then "all" is the CPU slots, so the default never fails to start.
+  std::vector<DeviceId> slots;
+  int cpus = 0;
+  for (const DeviceInfo& d : devices) cpus += d.id.kind == DeviceKind::kCpu ? 1 : 0;
+  const int cpu_slots = std::max(1, cpus / std::max(1, threads_per_slot));
+  for (int i = 0; i < cpu_slots; ++i) {
+    slots.push_back(DeviceId{DeviceKind::kCpu, i * std::max(1, threads_per_slot) % std::max(1, cpus)});
+  }
+  return slots;
+}
+
+absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
+                                                     const SlotOptions& options) {
+  switch (info.id.kind) {
+    case DeviceKind::kCpu:
+      return CreateCpuDevice(info, CpuSlotOptions{options.threads_per_slot});
+    case DeviceKind::kCuda:
+#if REPLICAD_WITH_CUDA
+      return CreateCudaDevice(info);
+#else
+      return absl::UnimplementedError(absl::StrCat(
+          DeviceIdToString(info.id), ": this replicad was built without CUDA (REPLICAD_WITH_CUDA)"));
+#endif
+  }
+  return absl::InternalError("unknown device kind");
+}
+
+}  // namespace replicad

@@ -1,0 +1,33 @@
+#ifndef REPLICAD_CORE_BACKENDS_BACKENDS_H_
+#define REPLICAD_CORE_BACKENDS_BACKENDS_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/device/device.h"
+
+namespace replicad {
+
+// The single place that knows which backends this build has.
+
+// Every device of this machine that some built backend can see: CPUs first,
+// then CUDA devices when the CUDA backend is built.
+absl::StatusOr<std::vector<DeviceInfo>> EnumerateDevices();
+
+// What "--devices all" means: every GPU a backend can run replicas on, one
+// slot each; with none, CPU slots of `threads_per_slot` cores each (at least one).
+std::vector<DeviceId> DefaultSlots(const std::vector<DeviceInfo>& devices, int threads_per_slot);
+
+struct SlotOptions {
+  int threads_per_slot = 1;  // CPU slots: OpenMP threads of the slot.
+};
+
+// A new slot (its own stream) on the device `info` describes. Unimplemented
+// for a device kind whose backend cannot run replicas in this build.
+absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
+                                                     const SlotOptions& options);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_BACKENDS_BACKENDS_H_

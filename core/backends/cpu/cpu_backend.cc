@@ -1,0 +1,112 @@
+#include "core/backends/cpu/cpu_backend.h"
+
+#include <omp.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "core/backends/cpu/kernels/cpu_kernel_factory.h"
+#include "core/device/host_stream.h"
+
+namespace replicad {
+namespace {
+
+std::string CpuModelName() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (absl::StartsWith(line, "model name")) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        return std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+      }
+    }
+  }
+  return "CPU";
+}
+
+int UsableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+class CpuDevice : public Device {
+ public:
+  CpuDevice(DeviceInfo info, const CpuSlotOptions& options)
+      : info_(std::move(info)),
+        stream_([threads = options.threads] { omp_set_num_threads(threads); }),
+        kernel_context_{dnnl::engine(dnnl::engine::kind::cpu, 0), dnnl::stream()} {
+    kernel_context_.stream = dnnl::stream(kernel_context_.engine);
+  }
+
+  ~CpuDevice() override { stream_.Synchronize(); }
+
+  const DeviceInfo& info() const override { return info_; }
+  MemoryLocation memory_location() const override { return MemoryLocation{}; }
+
+  absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) override {
+    allocations_.fetch_add(1, std::memory_order_relaxed);
+    try {
+      return Buffer::AllocateHost(bytes);
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(DeviceIdToString(info_.id), ": cannot allocate ", bytes, " bytes"));
+    }
+  }
+  uint64_t allocation_count() const override {
+    return allocations_.load(std::memory_order_relaxed);
+  }
+
+  void Enqueue(absl::AnyInvocable<void() &&> work) override { stream_.Enqueue(std::move(work)); }
+
+  void EnqueueCopy(const void* src, MemoryLocation, void* dst, MemoryLocation,
+                   size_t bytes) override {
+    stream_.Enqueue([src, dst, bytes] { std::memcpy(dst, src, bytes); });
+  }
+
+  std::shared_ptr<Event> RecordEvent() override { return stream_.RecordEvent(); }
+
+  absl::Status Synchronize() override {
+    stream_.Synchronize();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) override {
+    return MakeCpuKernel(spec, kernel_context_);
+  }
+
+ private:
+  const DeviceInfo info_;
+  std::atomic<uint64_t> allocations_{0};
+  HostStream stream_;
+  CpuKernelContext kernel_context_;
+};
+
+}  // namespace
+
+std::vector<DeviceInfo> EnumerateCpuDevices() {
+  const std::string name = CpuModelName();
+  const uint64_t memory =
+      static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  std::vector<DeviceInfo> devices;
+  const int cores = UsableCores();
+  for (int i = 0; i < cores; ++i) {
+    devices.push_back(DeviceInfo{DeviceId{DeviceKind::kCpu, i}, name, memory, ""});
+  }
+  return devices;
+}
+
+std::unique_ptr<Device> CreateCpuDevice(const DeviceInfo& info, const CpuSlotOptions& options) {
+  return std::make_unique<CpuDevice>(info, options);
+}
+
+}  // namespace replicad

@@ -1,0 +1,52 @@
+#include <cstring>
+
+#include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/ops/constant_value.h"
+#include "core/ops/op_util.h"
+
+namespace replicad {
+namespace {
+
+// Row-major data keeps its bytes under Identity, Flatten and Reshape, so the
+// kernel is a copy (outputs never alias inputs).
+class CopyKernel : public Kernel {
+ public:
+  explicit CopyKernel(size_t bytes) : bytes_(bytes) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    if (bytes_ != 0) std::memcpy(outputs[0], inputs[0], bytes_);
+    return absl::OkStatus();
+  }
+
+ private:
+  size_t bytes_;
+};
+
+// Writes a value held since the plan was made.
+class ConstantKernel : public Kernel {
+ public:
+  explicit ConstantKernel(Tensor value) : value_(std::move(value)) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    if (value_.byte_size() != 0) std::memcpy(outputs[0], value_.raw_data(), value_.byte_size());
+    return absl::OkStatus();
+  }
+
+ private:
+  Tensor value_;
+};
+
+}  // namespace
+
+KernelOrStatus MakeCopyKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  const TensorType& out = spec.outputs[0];
+  return std::make_unique<CopyKernel>(static_cast<size_t>(NumElements(out.shape)) *
+                                      DTypeSize(out.dtype));
+}
+
+KernelOrStatus MakeConstantKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(Tensor value, ConstantValue(spec));
+  return std::make_unique<ConstantKernel>(std::move(value));
+}
+
+}  // namespace replicad

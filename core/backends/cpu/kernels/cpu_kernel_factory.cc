@@ -1,0 +1,92 @@
+#include "core/backends/cpu/kernels/cpu_kernel_factory.h"
+
+#include "absl/strings/string_view.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/ops/op_registry.h"
+#include "core/ops/op_util.h"
+
+namespace replicad {
+namespace {
+
+using Builder = KernelOrStatus (*)(const KernelSpec&, CpuKernelContext&);
+
+struct BuilderEntry {
+  absl::string_view op_type;
+  Builder build;
+};
+
+constexpr BuilderEntry kBuilders[] = {
+    {"Add", MakeBinaryKernel},
+    {"Constant", MakeConstantKernel},
+    {"Conv", MakeConvKernel},
+    {"Flatten", MakeCopyKernel},
+    {"Gemm", MakeGemmKernel},
+    {"GlobalAveragePool", MakeGlobalAveragePoolKernel},
+    {"Identity", MakeCopyKernel},
+    {"MatMul", MakeMatMulKernel},
+    {"MaxPool", MakeMaxPoolKernel},
+    {"Mul", MakeBinaryKernel},
+    {"Relu", MakeReluKernel},
+    {"Reshape", MakeCopyKernel},
+    {"Softmax", MakeSoftmaxKernel},
+};
+
+// An output with no elements needs no work, and oneDNN's handling of
+// zero-volume memories differs between primitives.
+class EmptyKernel : public Kernel {
+ public:
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    return absl::OkStatus();
+  }
+};
+
+std::string TypesToString(const std::vector<TensorType>& types) {
+  return absl::StrCat("[", absl::StrJoin(types, ", ", [](std::string* out, const TensorType& t) {
+                        absl::StrAppend(out, TensorTypeToString(t));
+                      }), "]");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Kernel>> MakeCpuKernel(const KernelSpec& spec,
+                                                      CpuKernelContext& context) {
+  const BuilderEntry* entry = nullptr;
+  for (const BuilderEntry& candidate : kBuilders) {
+    if (candidate.op_type == spec.op_type) entry = &candidate;
+  }
+  const OpDefinition* op = FindOp(spec.op_type);
+  if (entry == nullptr || op == nullptr) {
+    return NodeUnimplemented(spec, absl::StrCat("the CPU backend has no kernel for op '",
+                                                spec.op_type, "'"));
+  }
+  if (spec.attributes == nullptr) return NodeError(spec, "KernelSpec.attributes is null");
+  // Builders trust spec, so check once here that it is what the op's shape
+  // rule accepts and infers; a stale plan then fails here, not inside oneDNN.
+  KernelSpec checked = spec;
+  checked.outputs.clear();
+  REPLICAD_RETURN_IF_ERROR(op->infer(&checked));
+  if (checked.outputs != spec.outputs) {
+    return NodeError(spec, absl::StrCat("KernelSpec.outputs must be the inferred ",
+                                        TypesToString(checked.outputs), ", received ",
+                                        TypesToString(spec.outputs)));
+  }
+  bool all_empty = true;
+  for (const TensorType& output : spec.outputs) all_empty &= NumElements(output.shape) == 0;
+  if (all_empty) return std::make_unique<EmptyKernel>();
+  try {
+    return entry->build(spec, context);
+  } catch (const dnnl::error& e) {
+    if (e.status == dnnl_unimplemented) {
+      return NodeUnimplemented(spec, absl::StrCat("oneDNN has no CPU implementation for this "
+                                                  "form (",
+                                                  e.what(), ")"));
+    }
+    return absl::InternalError(
+        absl::StrCat(NodeLabel(spec), ": oneDNN failed to build the kernel: ", e.what()));
+  }
+}
+
+}  // namespace replicad

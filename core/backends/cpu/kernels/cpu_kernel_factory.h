@@ -1,0 +1,33 @@
+#ifndef REPLICAD_CORE_BACKENDS_CPU_KERNELS_CPU_KERNEL_FACTORY_H_
+#define REPLICAD_CORE_BACKENDS_CPU_KERNELS_CPU_KERNEL_FACTORY_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "core/device/kernel.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace replicad {
+
+// The oneDNN engine and in-order stream of one CPU slot. It must outlive every
+// kernel made with it; kernels run on the thread that owns `stream`.
+struct CpuKernelContext {
+  dnnl::engine engine;
+  dnnl::stream stream;
+};
+
+// Builds the oneDNN-backed kernel for spec (outputs already inferred by the
+// op's shape rule). All primitives, scratchpads and index tables are made
+// here; the kernel's Run only points them at the given buffers, executes and
+// waits on context.stream, so outputs are complete when Run returns.
+//
+// Fails with Unimplemented naming the op and the node when this backend lacks
+// the op or oneDNN has no implementation for the form; InvalidArgument (from
+// the op's shape rule) when spec is malformed or its outputs were not
+// inferred; Internal naming the node for any other oneDNN error.
+absl::StatusOr<std::unique_ptr<Kernel>> MakeCpuKernel(const KernelSpec& spec,
+                                                      CpuKernelContext& context);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_BACKENDS_CPU_KERNELS_CPU_KERNEL_FACTORY_H_

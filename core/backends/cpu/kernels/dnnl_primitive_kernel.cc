@@ -1,0 +1,88 @@
+#include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace replicad {
+
+dnnl::memory::desc RowMajorDesc(const Shape& shape, dnnl::memory::data_type type) {
+  const dnnl::memory::dims dims =
+      shape.empty() ? dnnl::memory::dims{1} : dnnl::memory::dims(shape.begin(), shape.end());
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) {
+    strides[i] = strides[i + 1] * std::max<dnnl::memory::dim>(dims[i + 1], 1);
+  }
+  return dnnl::memory::desc(dims, type, strides);
+}
+
+dnnl::primitive_attr UserScratchpadAttr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+BoundPrimitive::BoundPrimitive(CpuKernelContext& context, const dnnl::primitive_desc_base& pd,
+                               dnnl::primitive primitive)
+    : context_(context), primitive_(std::move(primitive)) {
+  const dnnl::memory::desc scratchpad = pd.scratchpad_desc();
+  if (scratchpad.get_size() != 0) BindFixed(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad,
+                                                                              context_.engine));
+}
+
+void BoundPrimitive::BindInput(int arg, const dnnl::memory::desc& desc, int input_index) {
+  // DNNL_MEMORY_NONE: the handle is set on every Execute.
+  dnnl::memory memory(desc, context_.engine, DNNL_MEMORY_NONE);
+  bindings_.push_back({memory, input_index, /*is_output=*/false});
+  args_.push_back({arg, memory.get()});
+}
+
+void BoundPrimitive::BindOutput(int arg, const dnnl::memory::desc& desc, int output_index) {
+  dnnl::memory memory(desc, context_.engine, DNNL_MEMORY_NONE);
+  bindings_.push_back({memory, output_index, /*is_output=*/true});
+  args_.push_back({arg, memory.get()});
+}
+
+void BoundPrimitive::BindFixed(int arg, const dnnl::memory& memory) {
+  fixed_.push_back(memory);
+  args_.push_back({arg, memory.get()});
+}
+
+absl::Status BoundPrimitive::Execute(const void* const* inputs, void* const* outputs,
+                                     const std::string& node) {
+  for (const Binding& binding : bindings_) {
+    // oneDNN takes void* for every argument; it never writes a source.
+    void* handle = binding.is_output ? outputs[binding.index]
+                                     : const_cast<void*>(inputs[binding.index]);
+    dnnl_status_t status = dnnl_memory_set_data_handle(binding.memory.get(), handle);
+    if (status != dnnl_success) {
+      return absl::InternalError(
+          absl::StrCat(node, ": oneDNN could not bind a buffer (status ", status, ")"));
+    }
+  }
+  dnnl_status_t status =
+      dnnl_primitive_execute(primitive_.get(), context_.stream.get(),
+                             static_cast<int>(args_.size()), args_.data());
+  if (status != dnnl_success) {
+    return absl::InternalError(
+        absl::StrCat(node, ": oneDNN primitive execution failed (status ", status, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WaitStream(CpuKernelContext& context, const std::string& node) {
+  dnnl_status_t status = dnnl_stream_wait(context.stream.get());
+  if (status != dnnl_success) {
+    return absl::InternalError(
+        absl::StrCat(node, ": oneDNN stream wait failed (status ", status, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrimitiveKernel::Run(const void* const* inputs, void* const* outputs) {
+  absl::Status status = primitive_.Execute(inputs, outputs, node_);
+  if (!status.ok()) return status;
+  return WaitStream(context_, node_);
+}
+
+}  // namespace replicad

@@ -1,0 +1,80 @@
+#ifndef REPLICAD_CORE_BACKENDS_CPU_KERNELS_DNNL_PRIMITIVE_KERNEL_H_
+#define REPLICAD_CORE_BACKENDS_CPU_KERNELS_DNNL_PRIMITIVE_KERNEL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/backends/cpu/kernels/cpu_kernel_factory.h"
+#include "core/device/kernel.h"
+#include "core/tensor/shape.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace replicad {
+
+// Internal to the CPU kernels: one oneDNN primitive whose argument memories
+// are made once and only re-pointed per call.
+
+// Plain row-major memory descriptor for `shape` (rank 0 becomes [1], since
+// oneDNN has no scalars).
+dnnl::memory::desc RowMajorDesc(const Shape& shape, dnnl::memory::data_type type);
+
+// Primitive attributes every kernel starts from: a user-provided scratchpad,
+// so that executing never allocates.
+dnnl::primitive_attr UserScratchpadAttr();
+
+// A primitive plus its bound arguments. Arguments come from the kernel's
+// inputs or outputs by index (re-pointed on every Execute) or are fixed
+// memories owned here (the scratchpad, prepared weights). Not thread-safe:
+// Execute runs on the context's stream thread, one call at a time.
+class BoundPrimitive {
+ public:
+  // `pd` must have been made with UserScratchpadAttr(); its scratchpad is
+  // allocated here.
+  BoundPrimitive(CpuKernelContext& context, const dnnl::primitive_desc_base& pd,
+                 dnnl::primitive primitive);
+
+  void BindInput(int arg, const dnnl::memory::desc& desc, int input_index);
+  void BindOutput(int arg, const dnnl::memory::desc& desc, int output_index);
+  void BindFixed(int arg, const dnnl::memory& memory);
+
+  // Points the bound memories at inputs/outputs and submits the primitive to
+  // the stream without waiting. Internal naming `node` on a oneDNN error.
+  absl::Status Execute(const void* const* inputs, void* const* outputs, const std::string& node);
+
+ private:
+  struct Binding {
+    dnnl::memory memory;
+    int index;  // Into inputs, or into outputs when `is_output`.
+    bool is_output;
+  };
+
+  CpuKernelContext& context_;
+  dnnl::primitive primitive_;
+  std::vector<dnnl::memory> fixed_;
+  std::vector<Binding> bindings_;
+  // Prebuilt so that Execute can call the C API without building the
+  // std::unordered_map the C++ execute() takes (and copies into a vector).
+  std::vector<dnnl_exec_arg_t> args_;
+};
+
+// A kernel that is exactly one bound primitive: Execute, then wait.
+class PrimitiveKernel : public Kernel {
+ public:
+  PrimitiveKernel(CpuKernelContext& context, std::string node, BoundPrimitive primitive)
+      : context_(context), node_(std::move(node)), primitive_(std::move(primitive)) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override;
+
+ private:
+  CpuKernelContext& context_;
+  std::string node_;
+  BoundPrimitive primitive_;
+};
+
+// Waits for the stream; Internal naming `node` when oneDNN reports an error.
+absl::Status WaitStream(CpuKernelContext& context, const std::string& node);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_BACKENDS_CPU_KERNELS_DNNL_PRIMITIVE_KERNEL_H_

@@ -1,0 +1,113 @@
+#include <algorithm>
+#include <string>
+
+#include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
+#include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/ops/broadcast.h"
+#include "core/ops/matmul_attributes.h"
+#include "core/ops/op_util.h"
+
+namespace replicad {
+namespace {
+
+using dnnl::memory;
+
+// Y = alpha * A'B' + beta * C. oneDNN's sum post-op adds beta times what dst
+// held before, so Run first broadcasts C into Y (M*N stores, cheap next to
+// the M*N*K product) and the matmul accumulates onto it; alpha is the
+// primitive's output scale.
+class GemmKernel : public Kernel {
+ public:
+  GemmKernel(CpuKernelContext& context, std::string node, BoundPrimitive primitive,
+             int64_t m, int64_t n, int64_t c_rows, int64_t c_cols, bool has_c)
+      : context_(context),
+        node_(std::move(node)),
+        primitive_(std::move(primitive)),
+        m_(m),
+        n_(n),
+        c_rows_(c_rows),
+        c_cols_(c_cols),
+        has_c_(has_c) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    if (has_c_) {
+      const float* c = static_cast<const float*>(inputs[2]);
+      float* y = static_cast<float*>(outputs[0]);
+      for (int64_t i = 0; i < m_; ++i) {
+        const float* c_row = c + (c_rows_ == 1 ? 0 : i * c_cols_);
+        float* y_row = y + i * n_;
+        if (c_cols_ == 1) {
+          std::fill(y_row, y_row + n_, c_row[0]);
+        } else {
+          std::copy(c_row, c_row + n_, y_row);
+        }
+      }
+    }
+    REPLICAD_RETURN_IF_ERROR(primitive_.Execute(inputs, outputs, node_));
+    return WaitStream(context_, node_);
+  }
+
+ private:
+  CpuKernelContext& context_;
+  std::string node_;
+  BoundPrimitive primitive_;
+  int64_t m_, n_, c_rows_, c_cols_;
+  bool has_c_;
+};
+
+}  // namespace
+
+KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(GemmAttributes gemm, ParseGemmAttributes(spec));
+  const memory::data_type f32 = memory::data_type::f32;
+  // A transposed operand is the same bytes read with swapped strides.
+  const memory::desc a({gemm.m, gemm.k}, f32,
+                       gemm.trans_a ? memory::dims{1, gemm.m} : memory::dims{gemm.k, 1});
+  const memory::desc b({gemm.k, gemm.n}, f32,
+                       gemm.trans_b ? memory::dims{1, gemm.k} : memory::dims{gemm.n, 1});
+  const memory::desc y({gemm.m, gemm.n}, f32, memory::format_tag::ab);
+
+  dnnl::primitive_attr attr = UserScratchpadAttr();
+  if (gemm.alpha != 1.0f) attr.set_output_scales(0, {gemm.alpha});
+  // ONNX ignores C when beta is 0 (it may then hold anything, NaN included).
+  const bool use_c = gemm.has_c && gemm.beta != 0.0f;
+  if (use_c) {
+    dnnl::post_ops ops;
+    ops.append_sum(gemm.beta);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, y), attr, context.engine);
+  BoundPrimitive primitive(context, pd, dnnl::matmul(pd));
+  primitive.BindInput(DNNL_ARG_SRC, a, 0);
+  primitive.BindInput(DNNL_ARG_WEIGHTS, b, 1);
+  primitive.BindOutput(DNNL_ARG_DST, y, 0);
+
+  int64_t c_rows = 1;
+  int64_t c_cols = 1;
+  if (use_c) {
+    const Shape c = PadToRank(spec.inputs[2]->shape, 2);
+    c_rows = c[0];
+    c_cols = c[1];
+  }
+  return std::make_unique<GemmKernel>(context, NodeLabel(spec), std::move(primitive), gemm.m,
+                                      gemm.n, c_rows, c_cols, use_c);
+}
+
+KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(MatMulLayout layout, ParseMatMulLayout(spec));
+  const memory::data_type f32 = memory::data_type::f32;
+  // oneDNN broadcasts batch dims of size 1 in either operand, which is numpy's
+  // rule once both are padded to one rank.
+  const memory::desc a = RowMajorDesc(layout.a, f32);
+  const memory::desc b = RowMajorDesc(layout.b, f32);
+  const memory::desc y = RowMajorDesc(layout.padded_output, f32);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, y), UserScratchpadAttr(),
+                                        context.engine);
+  BoundPrimitive primitive(context, pd, dnnl::matmul(pd));
+  primitive.BindInput(DNNL_ARG_SRC, a, 0);
+  primitive.BindInput(DNNL_ARG_WEIGHTS, b, 1);
+  primitive.BindOutput(DNNL_ARG_DST, y, 0);
+  return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+}
+
+}  // namespace replicad

@@ -1,0 +1,59 @@
+#ifndef REPLICAD_CORE_DEVICE_DEVICE_H_
+#define REPLICAD_CORE_DEVICE_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "core/device/device_id.h"
+#include "core/device/kernel.h"
+#include "core/tensor/buffer.h"
+
+namespace replicad {
+
+// Completion marker recorded on a device stream. Thread-safe.
+class Event {
+ public:
+  virtual ~Event() = default;
+  // Blocks the calling host thread until the stream reached the event.
+  virtual void Wait() = 0;
+  virtual bool IsReady() = 0;
+};
+
+// One execution slot: the memory of a physical device plus one in-order stream
+// on it. A physical device carries as many Device objects as it has slots
+// (each with its own stream). Every method is thread-safe; work submitted with
+// Enqueue/EnqueueCopy runs in submission order, one item at a time.
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual const DeviceInfo& info() const = 0;
+  // Where this device's buffers live.
+  virtual MemoryLocation memory_location() const = 0;
+
+  // Device memory; ResourceExhausted naming the device and size when it runs out.
+  virtual absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) = 0;
+  // Allocations made so far: tests prove with it that the hot path allocates nothing.
+  virtual uint64_t allocation_count() const = 0;
+
+  // Runs `work` on the stream's host thread after everything submitted before.
+  virtual void Enqueue(absl::AnyInvocable<void() &&> work) = 0;
+  // Copies `bytes` in stream order; either side may be host or this device.
+  virtual void EnqueueCopy(const void* src, MemoryLocation src_location, void* dst,
+                           MemoryLocation dst_location, size_t bytes) = 0;
+  // An event that becomes ready once everything submitted before it has run.
+  virtual std::shared_ptr<Event> RecordEvent() = 0;
+  // Blocks until the stream is idle; returns the first stream error, if any.
+  virtual absl::Status Synchronize() = 0;
+
+  // Builds the kernel for one node with concrete types (KernelSpec.outputs
+  // filled). Unimplemented naming the op when this backend lacks it.
+  virtual absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) = 0;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_DEVICE_DEVICE_H_

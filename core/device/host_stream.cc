@@ -1,0 +1,63 @@
+#include "core/device/host_stream.h"
+
+namespace replicad {
+
+HostStream::HostStream(absl::AnyInvocable<void() &&> on_start)
+    : thread_([this, start = std::move(on_start)]() mutable { Loop(std::move(start)); }) {}
+
+HostStream::~HostStream() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+void HostStream::Enqueue(absl::AnyInvocable<void() &&> work) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(work));
+}
+
+std::shared_ptr<Event> HostStream::RecordEvent() {
+  auto event = std::make_shared<HostEvent>();
+  Enqueue([event] { event->Signal(); });
+  return event;
+}
+
+void HostStream::Synchronize() { RecordEvent()->Wait(); }
+
+void HostStream::Loop(absl::AnyInvocable<void() &&> on_start) {
+  if (on_start) std::move(on_start)();
+  while (true) {
+    absl::AnyInvocable<void() &&> work;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](HostStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+            return s->stopping_ || !s->queue_.empty();
+          },
+          this));
+      if (queue_.empty()) return;  // stopping_ and drained.
+      work = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::move(work)();
+  }
+}
+
+void HostEvent::Signal() {
+  absl::MutexLock lock(&mu_);
+  ready_ = true;
+}
+
+void HostEvent::Wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&ready_));
+}
+
+bool HostEvent::IsReady() {
+  absl::MutexLock lock(&mu_);
+  return ready_;
+}
+
+}  // namespace replicad

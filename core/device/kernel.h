@@ -1,0 +1,46 @@
+#ifndef REPLICAD_CORE_DEVICE_KERNEL_H_
+#define REPLICAD_CORE_DEVICE_KERNEL_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/tensor/attributes.h"
+#include "core/tensor/shape.h"
+#include "core/tensor/tensor.h"
+
+namespace replicad {
+
+// One graph node with concrete types: what shape inference reads and what a
+// backend needs to build the node's kernel. Shape inference fills `outputs`.
+struct KernelSpec {
+  std::string op_type;    // ONNX op type, e.g. "Conv".
+  std::string node_name;  // For messages; may be empty.
+  int opset = 17;         // The model's opset for the default ONNX domain.
+  const Attributes* attributes = nullptr;  // Never null; owned by the graph.
+  // One entry per declared input; nullopt where an optional input is absent.
+  std::vector<std::optional<TensorType>> inputs;
+  // Host values of inputs known when the plan is made (initializers, Constant
+  // outputs), else nullptr. Same length as `inputs`.
+  std::vector<const Tensor*> constant_inputs;
+  std::vector<TensorType> outputs;
+};
+
+// A node's computation for the exact types of its KernelSpec, built once per
+// execution plan and run for every request of that plan. Kernels keep their
+// backend primitives; Run must not allocate memory.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+
+  // Reads `inputs` and writes `outputs`: device pointers in the spec's order
+  // (nullptr for an absent optional input), laid out row-major with the
+  // spec's types. Runs on the owning device's stream thread, one call at a
+  // time. Outputs never alias inputs.
+  virtual absl::Status Run(const void* const* inputs, void* const* outputs) = 0;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_DEVICE_KERNEL_H_

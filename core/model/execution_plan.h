@@ -1,0 +1,77 @@
+#ifndef REPLICAD_CORE_MODEL_EXECUTION_PLAN_H_
+#define REPLICAD_CORE_MODEL_EXECUTION_PLAN_H_
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/device/device.h"
+#include "core/model/graph.h"
+
+namespace replicad {
+
+// A graph compiled for one device slot and one set of concrete input shapes:
+// every value's type inferred, every node's kernel built, and every
+// intermediate value given an offset in one arena sized by liveness (values
+// whose lifetimes do not overlap share bytes). After Create, Run allocates
+// nothing: it is the per-request hot path.
+class ExecutionPlan {
+ public:
+  // `weights` are the replica's device copies of graph.initializers (same
+  // keys); `graph` and `weights` must outlive the plan. Shape inference and
+  // kernel errors name the node. Must not be called on `device`'s stream
+  // thread (it waits for the constant uploads).
+  static absl::StatusOr<std::unique_ptr<ExecutionPlan>> Create(
+      const Graph& graph, const std::map<int, Tensor>& weights, Device& device,
+      const std::vector<Shape>& input_shapes);
+
+  const std::vector<TensorType>& input_types() const { return input_types_; }
+  const std::vector<TensorType>& output_types() const { return output_types_; }
+  // Bytes of the intermediate-value arena, and what they would be without reuse.
+  size_t arena_bytes() const { return arena_bytes_; }
+  size_t unshared_bytes() const { return unshared_bytes_; }
+
+  // Runs the graph: `inputs` and `outputs` are device pointers in graph
+  // order, with input_types() and output_types(). Not reentrant: call it
+  // from the device's stream thread, one call at a time.
+  absl::Status Run(const void* const* inputs, void* const* outputs);
+
+ private:
+  ExecutionPlan() = default;
+
+  struct Step {
+    std::unique_ptr<Kernel> kernel;
+    size_t args_begin = 0;  // Into arg_values_/arg_ptrs_: inputs, then outputs.
+    size_t num_inputs = 0;
+    size_t num_outputs = 0;
+    const Node* node = nullptr;
+  };
+  // A graph output that no node of its own writes (it is a graph input, a
+  // constant, or listed twice), copied into place after the steps.
+  struct OutputCopy {
+    int value;
+    int output;
+    size_t bytes;
+  };
+
+  std::vector<TensorType> input_types_;
+  std::vector<TensorType> output_types_;
+  std::vector<int> input_values_;
+  std::vector<int> output_values_;  // -1 where the output is served by an OutputCopy.
+  std::vector<Step> steps_;
+  std::vector<OutputCopy> output_copies_;
+  std::vector<int> arg_values_;         // Value index per kernel argument (-1: absent).
+  std::vector<void*> arg_ptrs_;         // Resolved per Run; sized once.
+  std::vector<void*> value_ptrs_;       // Per value; fixed ones set at Create.
+  std::shared_ptr<Buffer> arena_;
+  std::deque<Tensor> host_constants_;  // Constant outputs, for shape rules and kernels.
+  std::vector<std::shared_ptr<Buffer>> constants_;  // Their device copies.
+  size_t arena_bytes_ = 0;
+  size_t unshared_bytes_ = 0;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_MODEL_EXECUTION_PLAN_H_

@@ -1,0 +1,24 @@
+#include "core/model/model.h"
+
+namespace replicad {
+namespace {
+
+int FindByName(const std::vector<TensorSpec>& specs, const std::string& name) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+Model::Model(std::string name, std::string source, Graph graph)
+    : name_(std::move(name)), source_(std::move(source)), graph_(std::move(graph)) {
+  for (int v : graph_.inputs) inputs_.push_back({graph_.values[v].name, graph_.values[v].type});
+  for (int v : graph_.outputs) outputs_.push_back({graph_.values[v].name, graph_.values[v].type});
+}
+
+int Model::InputIndex(const std::string& name) const { return FindByName(inputs_, name); }
+int Model::OutputIndex(const std::string& name) const { return FindByName(outputs_, name); }
+
+}  // namespace replicad

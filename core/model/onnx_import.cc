@@ -1,0 +1,187 @@
+#include "core/model/onnx_import.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/model/onnx_tensor.h"
+#include "core/ops/op_registry.h"
+#include "onnx/checker.h"
+#include "onnx/onnx_pb.h"
+#include "onnx/shape_inference/implementation.h"
+
+namespace replicad {
+namespace {
+
+constexpr int kMinOpset = 11;
+constexpr int kMaxOpset = 17;
+
+absl::StatusOr<AttributeValue> ConvertAttribute(const onnx::AttributeProto& a,
+                                                const std::string& node) {
+  switch (a.type()) {
+    case onnx::AttributeProto::INT:
+      return AttributeValue(static_cast<int64_t>(a.i()));
+    case onnx::AttributeProto::FLOAT:
+      return AttributeValue(a.f());
+    case onnx::AttributeProto::STRING:
+      return AttributeValue(a.s());
+    case onnx::AttributeProto::INTS:
+      return AttributeValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    case onnx::AttributeProto::FLOATS:
+      return AttributeValue(std::vector<float>(a.floats().begin(), a.floats().end()));
+    case onnx::AttributeProto::TENSOR: {
+      absl::StatusOr<Tensor> t = TensorFromOnnx(a.t());
+      if (!t.ok()) {
+        return absl::Status(t.status().code(), absl::StrCat("node '", node, "' attribute '",
+                                                            a.name(), "': ", t.status().message()));
+      }
+      return AttributeValue(*std::move(t));
+    }
+    default:
+      return absl::UnimplementedError(absl::StrCat("node '", node, "' attribute '", a.name(),
+                                                   "' has an unsupported attribute type ",
+                                                   static_cast<int>(a.type())));
+  }
+}
+
+// The value's declared type; open or unnamed dimensions become kAnyDim.
+absl::StatusOr<TensorType> ConvertValueInfo(const onnx::ValueInfoProto& info, const char* role) {
+  if (!info.type().has_tensor_type()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(role, " '", info.name(), "' is not a tensor"));
+  }
+  const auto& tt = info.type().tensor_type();
+  absl::StatusOr<DType> dtype = DTypeFromOnnx(tt.elem_type());
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(role, " '", info.name(), "': ", dtype.status().message()));
+  }
+  TensorType type{*dtype, {}};
+  for (const auto& dim : tt.shape().dim()) {
+    type.shape.push_back(dim.has_dim_value() ? dim.dim_value() : kAnyDim);
+  }
+  return type;
+}
+
+absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImportOptions& options) {
+  const onnx::GraphProto& g = model.graph();
+  Graph graph;
+  for (const auto& opset : model.opset_import()) {
+    if (opset.domain().empty() || opset.domain() == "ai.onnx") {
+      graph.opset = static_cast<int>(opset.version());
+    }
+  }
+  if (graph.opset < kMinOpset || graph.opset > kMaxOpset) {
+    return absl::InvalidArgumentError(absl::StrCat("model opset is ", graph.opset,
+                                                   "; replicad supports opsets ", kMinOpset,
+                                                   " to ", kMaxOpset));
+  }
+
+  std::unordered_map<std::string, int> index;
+  auto value_index = [&](const std::string& name) {
+    auto [it, inserted] = index.emplace(name, static_cast<int>(graph.values.size()));
+    if (inserted) graph.values.push_back(Value{name, {}});
+    return it->second;
+  };
+
+  for (const auto& init : g.initializer()) {
+    absl::StatusOr<Tensor> t = TensorFromOnnx(init);
+    if (!t.ok()) return t.status();
+    const int v = value_index(init.name());
+    graph.values[v].type = t->type();
+    graph.initializers[v] = *std::move(t);
+  }
+  for (const auto& [name, tensor] : options.bind_inputs) {
+    const int v = value_index(name);
+    graph.values[v].type = tensor.type();
+    graph.initializers[v] = tensor;
+  }
+  for (const auto& input : g.input()) {
+    const int v = value_index(input.name());
+    if (graph.initializers.count(v)) continue;  // IR < 4 lists initializers as inputs too.
+    absl::StatusOr<TensorType> type = ConvertValueInfo(input, "input");
+    if (!type.ok()) return type.status();
+    graph.values[v].type = *type;
+    graph.inputs.push_back(v);
+  }
+
+  std::vector<std::string> unsupported;
+  for (int n = 0; n < g.node_size(); ++n) {
+    const onnx::NodeProto& proto = g.node(n);
+    Node node;
+    node.name = proto.name().empty() ? absl::StrCat(proto.op_type(), "_", n) : proto.name();
+    node.op_type = proto.op_type();
+    const bool default_domain = proto.domain().empty() || proto.domain() == "ai.onnx";
+    if (!default_domain || FindOp(proto.op_type()) == nullptr) {
+      unsupported.push_back(absl::StrCat(default_domain ? "" : proto.domain() + "::",
+                                         proto.op_type(), " (node '", node.name, "')"));
+      continue;
+    }
+    for (const std::string& in : proto.input()) {
+      node.inputs.push_back(in.empty() ? Node::kAbsentInput : value_index(in));
+    }
+    for (const std::string& out : proto.output()) node.outputs.push_back(value_index(out));
+    for (const auto& attr : proto.attribute()) {
+      absl::StatusOr<AttributeValue> value = ConvertAttribute(attr, node.name);
+      if (!value.ok()) return value.status();
+      node.attributes.Set(attr.name(), *std::move(value));
+    }
+    graph.nodes.push_back(std::move(node));
+  }
+  if (!unsupported.empty()) {
+    return absl::UnimplementedError(absl::StrCat("unsupported operators: ",
+                                                 absl::StrJoin(unsupported, ", ")));
+  }
+
+  for (const auto& output : g.output()) {
+    auto it = index.find(output.name());
+    if (it == index.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output '", output.name(), "' is produced by no node"));
+    }
+    absl::StatusOr<TensorType> type = ConvertValueInfo(output, "output");
+    if (!type.ok()) return type.status();
+    graph.values[it->second].type = *type;
+    graph.outputs.push_back(it->second);
+  }
+  return graph;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& bytes,
+                                                           const std::string& name,
+                                                           const std::string& source,
+                                                           const OnnxImportOptions& options) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not an ONNX model (cannot parse)"));
+  }
+  try {
+    onnx::checker::check_model(model);
+    onnx::shape_inference::InferShapes(model);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ONNX rejects the model: ", e.what()));
+  }
+  absl::StatusOr<Graph> graph = ConvertGraph(model, options);
+  if (!graph.ok()) {
+    return absl::Status(graph.status().code(),
+                        absl::StrCat(source, ": ", graph.status().message()));
+  }
+  return std::make_shared<const Model>(name, source, *std::move(graph));
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxFile(const std::string& path,
+                                                          const std::string& name,
+                                                          const OnnxImportOptions& options) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot open model file '", path, "'"));
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  return LoadOnnxBytes(bytes.str(), name, path, options);
+}
+
+}  // namespace replicad

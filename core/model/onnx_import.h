@@ -1,0 +1,43 @@
+#ifndef REPLICAD_CORE_MODEL_ONNX_IMPORT_H_
+#define REPLICAD_CORE_MODEL_ONNX_IMPORT_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/model/model.h"
+#include "core/tensor/tensor.h"
+
+namespace replicad {
+
+struct OnnxImportOptions {
+  // Graph inputs to bind to fixed values: they become initializers. Used for
+  // inputs whose values a shape rule needs (e.g. Reshape's target shape).
+  std::map<std::string, Tensor> bind_inputs;
+};
+
+// Loads an ONNX model: runs ONNX's checker and shape inference, requires an
+// opset of the default domain between 11 and 17, converts the graph to the
+// engine's IR and keeps the initializers as host tensors (the template).
+// Errors:
+//  - NotFound: the file does not exist or cannot be read.
+//  - InvalidArgument: not an ONNX model, the checker or shape inference
+//    rejects it, an unsupported opset, an unsupported dtype of an input,
+//    output or initializer (naming it).
+//  - Unimplemented: operators the engine lacks; the message names every
+//    unsupported op type with its nodes.
+absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxFile(const std::string& path,
+                                                          const std::string& name,
+                                                          const OnnxImportOptions& options = {});
+
+// As LoadOnnxFile, from serialized ModelProto bytes; `source` names them in
+// messages and in Model::source().
+absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& bytes,
+                                                           const std::string& name,
+                                                           const std::string& source,
+                                                           const OnnxImportOptions& options = {});
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_MODEL_ONNX_IMPORT_H_

@@ -1,0 +1,154 @@
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/ops/conv_attributes.h"
+#include "core/ops/op_util.h"
+#include "core/ops/shape_rules.h"
+
+namespace replicad {
+namespace {
+
+// ONNX rounds integer division of the output size towards negative infinity
+// (floor mode) or positive infinity (ceil_mode); both operands are positive
+// here except the numerator, which the caller checked is non-negative.
+int64_t DivideRounding(int64_t numerator, int64_t denominator, bool round_up) {
+  return round_up ? (numerator + denominator - 1) / denominator : numerator / denominator;
+}
+
+absl::StatusOr<std::array<int64_t, 2>> PositivePair(const KernelSpec& spec,
+                                                    const std::string& name) {
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<int64_t> values, IntsAttribute(spec, name, {1, 1}));
+  if (values.size() != 2 || values[0] < 1 || values[1] < 1) {
+    return NodeError(spec, absl::StrCat("attribute '", name,
+                                        "' must hold 2 positive values for a 2-D window, received [",
+                                        absl::StrJoin(values, ","), "]"));
+  }
+  return std::array<int64_t, 2>{values[0], values[1]};
+}
+
+}  // namespace
+
+absl::StatusOr<Window2d> ResolveWindow2d(const KernelSpec& spec, std::array<int64_t, 2> input,
+                                         std::array<int64_t, 2> kernel, bool ceil_mode) {
+  Window2d window;
+  window.kernel = kernel;
+  REPLICAD_ASSIGN_OR_RETURN(window.strides, PositivePair(spec, "strides"));
+  REPLICAD_ASSIGN_OR_RETURN(window.dilations, PositivePair(spec, "dilations"));
+  REPLICAD_ASSIGN_OR_RETURN(std::string auto_pad, StringAttribute(spec, "auto_pad", "NOTSET"));
+  const bool has_pads = spec.attributes->Has("pads");
+  std::array<int64_t, 2> dilated{};
+  for (int i = 0; i < 2; ++i) dilated[i] = (kernel[i] - 1) * window.dilations[i] + 1;
+
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    if (has_pads) {
+      return NodeError(spec, absl::StrCat("attribute 'pads' cannot be combined with auto_pad ",
+                                          auto_pad, "; expected one of them"));
+    }
+    for (int i = 0; i < 2; ++i) {
+      window.output[i] = DivideRounding(input[i], window.strides[i], /*round_up=*/true);
+      const int64_t total =
+          std::max<int64_t>(0, (window.output[i] - 1) * window.strides[i] + dilated[i] - input[i]);
+      // SAME_UPPER puts the odd padding element at the end, SAME_LOWER at the start.
+      window.pads_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      window.pads_end[i] = total - window.pads_begin[i];
+    }
+    return window;
+  }
+  if (auto_pad == "VALID") {
+    if (has_pads) {
+      return NodeError(spec, "attribute 'pads' cannot be combined with auto_pad VALID");
+    }
+  } else if (auto_pad == "NOTSET") {
+    REPLICAD_ASSIGN_OR_RETURN(std::vector<int64_t> pads, IntsAttribute(spec, "pads", {0, 0, 0, 0}));
+    if (pads.size() != 4 || *std::min_element(pads.begin(), pads.end()) < 0) {
+      return NodeError(spec, absl::StrCat("attribute 'pads' must hold 4 non-negative values "
+                                          "[h_begin, w_begin, h_end, w_end], received [",
+                                          absl::StrJoin(pads, ","), "]"));
+    }
+    window.pads_begin = {pads[0], pads[1]};
+    window.pads_end = {pads[2], pads[3]};
+  } else {
+    return NodeError(spec, absl::StrCat("attribute 'auto_pad' must be NOTSET, VALID, SAME_UPPER "
+                                        "or SAME_LOWER, received '",
+                                        auto_pad, "'"));
+  }
+  for (int i = 0; i < 2; ++i) {
+    const int64_t span = input[i] + window.pads_begin[i] + window.pads_end[i] - dilated[i];
+    if (span < 0) {
+      return NodeError(spec, absl::StrCat("spatial dim ", i, " of size ", input[i],
+                                          " with pads ", window.pads_begin[i], "+",
+                                          window.pads_end[i], " is smaller than the dilated "
+                                          "kernel ", dilated[i]));
+    }
+    window.output[i] = DivideRounding(span, window.strides[i], ceil_mode) + 1;
+  }
+  return window;
+}
+
+absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, 3));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType w, RequiredInput(spec, 1, "W"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "X", x, {DType::kFloat32}));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 1, "W", w, {DType::kFloat32}));
+  if (x.shape.size() < 3) {
+    return NodeError(spec, absl::StrCat("input 0 'X' must be [N, C, spatial...], received ",
+                                        TensorTypeToString(x)));
+  }
+  if (x.shape.size() != 4) {
+    return NodeUnimplemented(spec, absl::StrCat("only 2-D convolution (X of rank 4) is "
+                                                "implemented, received X ",
+                                                TensorTypeToString(x)));
+  }
+  if (w.shape.size() != x.shape.size()) {
+    return NodeError(spec, absl::StrCat("input 1 'W' must have rank ", x.shape.size(),
+                                        " like X, received ", TensorTypeToString(w)));
+  }
+  ConvAttributes conv;
+  REPLICAD_ASSIGN_OR_RETURN(conv.group, IntAttribute(spec, "group", 1));
+  const int64_t channels = x.shape[1];
+  conv.out_channels = w.shape[0];
+  if (conv.group < 1 || channels % conv.group != 0 || conv.out_channels % conv.group != 0) {
+    return NodeError(spec, absl::StrCat("attribute 'group' must be positive and divide X's ",
+                                        channels, " channels and W's ", conv.out_channels,
+                                        " output channels, received ", conv.group));
+  }
+  if (w.shape[1] != channels / conv.group) {
+    return NodeError(spec, absl::StrCat("input 1 'W' must have ", channels / conv.group,
+                                        " input channels (X's ", channels, " / group ",
+                                        conv.group, ") in dim 1, received ",
+                                        TensorTypeToString(w)));
+  }
+  const std::array<int64_t, 2> kernel{w.shape[2], w.shape[3]};
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<int64_t> kernel_shape,
+                            IntsAttribute(spec, "kernel_shape", {kernel[0], kernel[1]}));
+  if (kernel_shape != std::vector<int64_t>{kernel[0], kernel[1]}) {
+    return NodeError(spec, absl::StrCat("attribute 'kernel_shape' must match W's spatial dims [",
+                                        kernel[0], ",", kernel[1], "], received [",
+                                        absl::StrJoin(kernel_shape, ","), "]"));
+  }
+  if (HasInput(spec, 2)) {
+    const TensorType& b = *spec.inputs[2];
+    REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 2, "B", b, {DType::kFloat32}));
+    if (b.shape != Shape{conv.out_channels}) {
+      return NodeError(spec, absl::StrCat("input 2 'B' must be float32[", conv.out_channels,
+                                          "], received ", TensorTypeToString(b)));
+    }
+  }
+  REPLICAD_ASSIGN_OR_RETURN(conv.window, ResolveWindow2d(spec, {x.shape[2], x.shape[3]}, kernel,
+                                                         /*ceil_mode=*/false));
+  return conv;
+}
+
+absl::Status InferConv(KernelSpec* spec) {
+  REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(*spec));
+  spec->outputs = {TensorType{DType::kFloat32,
+                              {spec->inputs[0]->shape[0], conv.out_channels,
+                               conv.window.output[0], conv.window.output[1]}}};
+  return absl::OkStatus();
+}
+
+}  // namespace replicad

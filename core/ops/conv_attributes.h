@@ -1,0 +1,56 @@
+#ifndef REPLICAD_CORE_OPS_CONV_ATTRIBUTES_H_
+#define REPLICAD_CORE_OPS_CONV_ATTRIBUTES_H_
+
+#include <array>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "core/device/kernel.h"
+
+namespace replicad {
+
+// The geometry of a 2-D sliding window (Conv, MaxPool) with ONNX's defaults and
+// auto_pad resolved against a concrete NCHW input. Index 0 is H, 1 is W. All
+// values are in elements; dilations are ONNX's (1 = dense), pads are explicit
+// (never negative) and `output` is the output's spatial size.
+struct Window2d {
+  std::array<int64_t, 2> kernel{};
+  std::array<int64_t, 2> strides{1, 1};
+  std::array<int64_t, 2> dilations{1, 1};
+  std::array<int64_t, 2> pads_begin{};
+  std::array<int64_t, 2> pads_end{};
+  std::array<int64_t, 2> output{};
+};
+
+// Conv with inputs X [N, C, H, W], W [M, C/group, kH, kW] and optional B [M];
+// output [N, M, output[0], output[1]].
+struct ConvAttributes {
+  Window2d window;
+  int64_t group = 1;
+  int64_t out_channels = 0;  // M.
+};
+
+// Validates a Conv node (inputs, dtypes, attributes kernel_shape, strides,
+// pads, dilations, group, auto_pad) and resolves its geometry.
+// InvalidArgument naming the node, the input or attribute, the expected and
+// the received value for a malformed node (e.g. W's channel count against X's
+// and group); Unimplemented for valid forms other than 2-D float32.
+absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec);
+
+// The same for MaxPool on X [N, C, H, W] (kernel_shape required). With
+// ceil_mode the output size rounds up, so the last window may reach past
+// pads_end; a library that floors must extend its right padding to
+// (output - 1) * stride + dilated kernel - input - pads_begin (max pooling
+// ignores padding, so the result is unchanged). Unimplemented for other
+// spatial ranks.
+absl::StatusOr<Window2d> ParseMaxPoolAttributes(const KernelSpec& spec);
+
+// The part both share: reads strides, dilations, pads and auto_pad of spec
+// for a window of `kernel` over `input` (H, W) and computes the output size,
+// rounding up when `ceil_mode`.
+absl::StatusOr<Window2d> ResolveWindow2d(const KernelSpec& spec, std::array<int64_t, 2> input,
+                                         std::array<int64_t, 2> kernel, bool ceil_mode);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_OPS_CONV_ATTRIBUTES_H_

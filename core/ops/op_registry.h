@@ -1,0 +1,31 @@
+#ifndef REPLICAD_CORE_OPS_OP_REGISTRY_H_
+#define REPLICAD_CORE_OPS_OP_REGISTRY_H_
+
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/device/kernel.h"
+
+namespace replicad {
+
+// Each operator once, independent of any backend: its type and its shape rule.
+// (The gradient rule joins it with training.)
+struct OpDefinition {
+  std::string_view type;  // ONNX op type in the default domain.
+  // Checks the attributes and input types of `spec` and sets spec->outputs.
+  // InvalidArgument naming the node, the attribute or input, the expected and
+  // the received value when the node is malformed; Unimplemented for a valid
+  // ONNX form this engine does not compute (e.g. 3-D Conv).
+  absl::Status (*infer)(KernelSpec* spec);
+};
+
+// The definition for `op_type`, or nullptr when the engine lacks the operator.
+const OpDefinition* FindOp(std::string_view op_type);
+
+// Every supported op type, sorted.
+std::vector<std::string_view> SupportedOps();
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_OPS_OP_REGISTRY_H_

@@ -1,0 +1,86 @@
+#ifndef REPLICAD_CORE_OPS_OP_UTIL_H_
+#define REPLICAD_CORE_OPS_OP_UTIL_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/device/kernel.h"
+#include "core/tensor/shape.h"
+
+namespace replicad {
+
+// Helpers shared by the shape rules in core/ops and the backends' kernels, so
+// that every message names a node the same way. Pure functions; thread-safe.
+
+// "Conv node 'conv1'", or "Conv node (unnamed)" when the node has no name.
+std::string NodeLabel(const KernelSpec& spec);
+
+// InvalidArgument "<node>: <message>".
+absl::Status NodeError(const KernelSpec& spec, absl::string_view message);
+// Unimplemented "<node>: <message>".
+absl::Status NodeUnimplemented(const KernelSpec& spec, absl::string_view message);
+
+// InvalidArgument unless min_inputs <= spec.inputs.size() <= max_inputs and
+// spec.constant_inputs is empty or as long as spec.inputs.
+absl::Status CheckInputCount(const KernelSpec& spec, int min_inputs, int max_inputs);
+
+// The type of input `index` (called `name` in the ONNX spec); InvalidArgument
+// when it is absent.
+absl::StatusOr<TensorType> RequiredInput(const KernelSpec& spec, int index, absl::string_view name);
+
+// True when input `index` is declared and present.
+bool HasInput(const KernelSpec& spec, int index);
+
+// The host value of input `index` when the plan knows it, else nullptr.
+const Tensor* ConstantInput(const KernelSpec& spec, int index);
+
+// Checks that input `index` has one of `allowed`. A dtype outside `allowed`
+// is InvalidArgument when ONNX forbids it for the op and Unimplemented when
+// ONNX allows it (onnx_allows) but replicad does not compute it.
+absl::Status CheckInputDType(const KernelSpec& spec, int index, absl::string_view name,
+                             const TensorType& type, std::initializer_list<DType> allowed,
+                             std::initializer_list<DType> onnx_allows = {});
+
+// Maps axis in [-rank, rank) (or [-rank, rank] when `inclusive_end`, as
+// Flatten allows) to a non-negative axis; InvalidArgument naming the
+// attribute otherwise.
+absl::StatusOr<int64_t> NormalizeAxis(const KernelSpec& spec, absl::string_view attribute,
+                                      int64_t axis, int64_t rank, bool inclusive_end = false);
+
+// Attribute getters: the default when absent; InvalidArgument naming the
+// node and the attribute when present with another type.
+absl::StatusOr<int64_t> IntAttribute(const KernelSpec& spec, const std::string& name,
+                                     int64_t default_value);
+absl::StatusOr<float> FloatAttribute(const KernelSpec& spec, const std::string& name,
+                                     float default_value);
+absl::StatusOr<std::string> StringAttribute(const KernelSpec& spec, const std::string& name,
+                                            const std::string& default_value);
+absl::StatusOr<std::vector<int64_t>> IntsAttribute(const KernelSpec& spec, const std::string& name,
+                                                   std::vector<int64_t> default_value);
+
+}  // namespace replicad
+
+// Evaluates `expr` (an absl::StatusOr); returns its status from the enclosing
+// function on failure, else moves the value into `lhs`.
+#define REPLICAD_ASSIGN_OR_RETURN(lhs, expr) \
+  REPLICAD_ASSIGN_OR_RETURN_IMPL_(REPLICAD_CONCAT_(status_or_, __LINE__), lhs, expr)
+#define REPLICAD_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                    \
+  if (!tmp.ok()) return tmp.status();                   \
+  lhs = std::move(tmp).value()
+#define REPLICAD_CONCAT_(a, b) REPLICAD_CONCAT_IMPL_(a, b)
+#define REPLICAD_CONCAT_IMPL_(a, b) a##b
+
+// Returns `expr` (an absl::Status) from the enclosing function unless it is OK.
+#define REPLICAD_RETURN_IF_ERROR(expr)    \
+  do {                                    \
+    absl::Status status_ = (expr);        \
+    if (!status_.ok()) return status_;    \
+  } while (false)
+
+#endif  // REPLICAD_CORE_OPS_OP_UTIL_H_

@@ -1,0 +1,73 @@
+#include <array>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/ops/conv_attributes.h"
+#include "core/ops/op_util.h"
+#include "core/ops/shape_rules.h"
+
+namespace replicad {
+
+absl::StatusOr<Window2d> ParseMaxPoolAttributes(const KernelSpec& spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, 1));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "X", x, {DType::kFloat32}));
+  if (x.shape.size() < 3) {
+    return NodeError(spec, absl::StrCat("input 0 'X' must be [N, C, spatial...], received ",
+                                        TensorTypeToString(x)));
+  }
+  if (x.shape.size() != 4) {
+    return NodeUnimplemented(spec, absl::StrCat("only 2-D max pooling (X of rank 4) is "
+                                                "implemented, received X ",
+                                                TensorTypeToString(x)));
+  }
+  if (!spec.attributes->Has("kernel_shape")) {
+    return NodeError(spec, "attribute 'kernel_shape' is required");
+  }
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, IntsAttribute(spec, "kernel_shape", {}));
+  if (kernel.size() != 2 || kernel[0] < 1 || kernel[1] < 1) {
+    return NodeError(spec, absl::StrCat("attribute 'kernel_shape' must hold 2 positive values, "
+                                        "received [",
+                                        absl::StrJoin(kernel, ","), "]"));
+  }
+  REPLICAD_ASSIGN_OR_RETURN(int64_t ceil_mode, IntAttribute(spec, "ceil_mode", 0));
+  REPLICAD_ASSIGN_OR_RETURN(int64_t storage_order, IntAttribute(spec, "storage_order", 0));
+  if (storage_order != 0 && storage_order != 1) {
+    return NodeError(spec, absl::StrCat("attribute 'storage_order' must be 0 or 1, received ",
+                                        storage_order));
+  }
+  return ResolveWindow2d(spec, {x.shape[2], x.shape[3]}, {kernel[0], kernel[1]}, ceil_mode != 0);
+}
+
+absl::Status InferMaxPool(KernelSpec* spec) {
+  REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(*spec));
+  const Shape& x = spec->inputs[0]->shape;
+  spec->outputs = {TensorType{DType::kFloat32, {x[0], x[1], window.output[0], window.output[1]}}};
+  return absl::OkStatus();
+}
+
+absl::Status InferGlobalAveragePool(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 1));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(*spec, 0, "X"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "X", x, {DType::kFloat32}));
+  if (x.shape.size() < 3) {
+    return NodeError(*spec, absl::StrCat("input 0 'X' must be [N, C, spatial...], received ",
+                                         TensorTypeToString(x)));
+  }
+  for (size_t i = 2; i < x.shape.size(); ++i) {
+    if (x.shape[i] == 0) {
+      return NodeError(*spec, absl::StrCat("input 0 'X' has an empty spatial dim, so its "
+                                           "average is undefined; received ",
+                                           TensorTypeToString(x)));
+    }
+  }
+  Shape out(x.shape.size(), 1);
+  out[0] = x.shape[0];
+  out[1] = x.shape[1];
+  spec->outputs = {TensorType{DType::kFloat32, std::move(out)}};
+  return absl::OkStatus();
+}
+
+}  // namespace replicad

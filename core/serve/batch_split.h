@@ -1,0 +1,31 @@
+#ifndef REPLICAD_CORE_SERVE_BATCH_SPLIT_H_
+#define REPLICAD_CORE_SERVE_BATCH_SPLIT_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace replicad {
+
+// Rows [begin, end) of a batch, run by slot `slot`.
+struct BatchSlice {
+  int slot = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+
+  int64_t rows() const { return end - begin; }
+  bool operator==(const BatchSlice& o) const {
+    return slot == o.slot && begin == o.begin && end == o.end;
+  }
+};
+
+// Cuts `batch` rows into contiguous slices, in slot order, with sizes
+// proportional to `weights` (all > 0). Each slot gets the floor of its exact
+// share and the leftover rows go one each to the largest remainders (ties to
+// the lower slot), so sizes differ from the exact shares by less than one row.
+// Slots whose share rounds to zero rows are left out: a batch smaller than
+// the slot count uses fewer slots. batch == 0 gives no slices.
+std::vector<BatchSlice> SplitBatch(int64_t batch, const std::vector<double>& weights);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_SERVE_BATCH_SPLIT_H_

@@ -1,0 +1,71 @@
+#ifndef REPLICAD_CORE_SERVE_REPLICA_SET_H_
+#define REPLICAD_CORE_SERVE_REPLICA_SET_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "core/serve/batch_split.h"
+#include "core/serve/replica.h"
+
+namespace replicad {
+
+// Where the merged outputs go. The sink owns their memory (e.g. the bytes of
+// a gRPC response), so the merge writes each slice straight into place.
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  // Host memory for output `index` (model order) of `type`, at least its
+  // byte size, valid until the Predict's done runs. Called before any slot runs.
+  virtual absl::StatusOr<void*> Allocate(int index, const TensorType& type) = 0;
+};
+
+// Told about every slice a slot ran (for metrics). Called on slot threads.
+class SliceObserver {
+ public:
+  virtual ~SliceObserver() = default;
+  virtual void OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) = 0;
+};
+
+// The template's replicas, one per slot, and the split/run/merge of a batch
+// across them. Thread-safe: any number of Predict calls may be in flight;
+// each slot runs its slices in arrival order.
+class ReplicaSet {
+ public:
+  struct Options {
+    DeviceId merge_device;               // Only the CPU (host memory) for now.
+    SliceObserver* observer = nullptr;   // Optional; must outlive the set.
+  };
+
+  // Unimplemented for a merge device other than cpu; InvalidArgument for no replicas.
+  static absl::StatusOr<std::unique_ptr<ReplicaSet>> Create(
+      std::shared_ptr<const Model> model, std::vector<std::unique_ptr<Replica>> replicas,
+      const Options& options);
+
+  using Done = absl::AnyInvocable<void(absl::Status status, std::vector<BatchSlice> slices) &&>;
+
+  // Splits `inputs` (host tensors in model input order, validated, all with
+  // the same dim 0 > 0) across the replicas by weight, runs the slices
+  // concurrently, and merges: rank >= 1 outputs are written at their row
+  // offset; rank-0 outputs become the row-weighted mean of the slices.
+  // `done` runs exactly once, on a slot thread or before Predict returns.
+  void Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done);
+
+  const Model& model() const { return *model_; }
+  const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
+  const DeviceId& merge_device() const { return options_.merge_device; }
+
+ private:
+  ReplicaSet(std::shared_ptr<const Model> model, std::vector<std::unique_ptr<Replica>> replicas,
+             const Options& options);
+
+  std::shared_ptr<const Model> model_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<double> weights_;
+  Options options_;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_SERVE_REPLICA_SET_H_

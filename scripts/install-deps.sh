@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building, testing and running replicad needs.
+# Idempotent: packages already present are left as they are. Needs root (or sudo).
+# Only Debian's package registry is contacted; nothing is downloaded at build time.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  # gRPC and Protobuf for the service and the client.
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
+  # oneDNN; its CMake config needs the OpenCL ICD loader.
+  libdnnl-dev ocl-icd-opencl-dev
+  # ONNX import/export (checker, shape inference) and the backend conformance data.
+  libonnx-dev libonnx-testdata
+  # Boost.Asio/Beast for the metrics endpoint; CLI and logging.
+  libboost-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
+  # Tests and benchmarks.
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # promtool checks our Prometheus exposition; numpy and onnx write test fixtures.
+  prometheus python3-numpy python3-onnx
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

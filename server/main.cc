@@ -1,0 +1,206 @@
+// replicad: serves ONNX models over gRPC, splitting every batch across replicas.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/backends/backends.h"
+#include "core/device/device_map.h"
+#include "core/metrics/registry.h"
+#include "grpcpp/grpcpp.h"
+#include "server/metrics_http_server.h"
+#include "server/model_sources.h"
+#include "server/replicad_service.h"
+#include "server/served_models.h"
+#include "server/server_metrics.h"
+#include "server/server_options.h"
+
+namespace replicad {
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::cerr << "replicad: " << absl::StatusCodeToString(status.code()) << ": "
+            << status.message() << std::endl;
+  return 1;
+}
+
+void PrintDevices(const std::vector<DeviceInfo>& devices) {
+  for (const DeviceInfo& d : devices) {
+    std::printf("%-8s %-48s %8.1f GiB %s\n", DeviceIdToString(d.id).c_str(), d.name.c_str(),
+                static_cast<double>(d.memory_bytes) / (1 << 30),
+                d.compute_capability.empty() ? "" : ("cc " + d.compute_capability).c_str());
+  }
+}
+
+absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
+                                                  const std::vector<DeviceInfo>& devices) {
+  ServingOptions serving;
+  if (options.threads_per_slot < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--threads-per-slot must be at least 1; received ",
+                                                   options.threads_per_slot));
+  }
+  serving.slot_options.threads_per_slot = options.threads_per_slot;
+  absl::StatusOr<std::vector<SlotAssignment>> slots =
+      options.device_map.empty()
+          ? ParseDeviceList(options.devices, devices,
+                            DefaultSlots(devices, options.threads_per_slot))
+          : ParseDeviceMap(options.device_map, devices);
+  if (!slots.ok()) return slots.status();
+  if (!options.slot_weights.empty()) {
+    if (absl::Status s = ApplySlotWeights(options.slot_weights, &*slots); !s.ok()) return s;
+  }
+  serving.slots = *std::move(slots);
+  absl::StatusOr<DeviceId> merge = ParseDeviceId(options.merge_device);
+  if (!merge.ok()) return merge.status();
+  serving.merge_device = *merge;
+  if (options.max_batch_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-batch-size must be >= 0; received ",
+                                                   options.max_batch_size));
+  }
+  serving.max_batch_size = options.max_batch_size;
+  return serving;
+}
+
+absl::StatusOr<std::vector<ModelSource>> MakeModelSources(const ServerOptions& options) {
+  std::vector<ModelSource> sources;
+  if (!options.model_repository.empty()) {
+    absl::StatusOr<std::vector<ModelSource>> found = ScanModelRepository(options.model_repository);
+    if (!found.ok()) return found.status();
+    sources = *std::move(found);
+  }
+  for (const std::string& flag : options.models) {
+    absl::StatusOr<ModelSource> source = ParseModelFlag(flag);
+    if (!source.ok()) return source.status();
+    sources.push_back(*std::move(source));
+  }
+  if (sources.empty()) sources.push_back(ModelSource{"default", ""});
+  return sources;
+}
+
+int Serve(const ServerOptions& options) {
+  // Block the stop signals before any thread starts, so every thread inherits
+  // the mask and only the sigwait below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
+  if (!devices.ok()) return Fail(devices.status());
+  absl::StatusOr<ServingOptions> serving = MakeServingOptions(options, *devices);
+  if (!serving.ok()) return Fail(serving.status());
+  absl::StatusOr<std::vector<ModelSource>> sources = MakeModelSources(options);
+  if (!sources.ok()) return Fail(sources.status());
+
+  metrics::Registry registry;
+  ServerMetrics server_metrics(registry);
+  for (const SlotAssignment& slot : serving->slots) {
+    server_metrics.AddDeviceSlot(DeviceIdToString(slot.device));
+  }
+  absl::StatusOr<std::unique_ptr<ServedModels>> models =
+      ServedModels::Load(*sources, *devices, *serving, &server_metrics);
+  if (!models.ok()) return Fail(models.status());
+  for (const auto& [name, served] : (*models)->models()) {
+    std::cout << "replicad: model '" << name << "' from " << served.model->source() << " on "
+              << absl::StrJoin(serving->slots, ", ",
+                               [](std::string* out, const SlotAssignment& s) {
+                                 absl::StrAppend(out, s.name, "=", DeviceIdToString(s.device));
+                               })
+              << std::endl;
+  }
+
+  std::unique_ptr<MetricsHttpServer> metrics_server;
+  if (!options.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
+        MetricsHttpServer::Start(options.metrics_listen, registry);
+    if (!started.ok()) return Fail(started.status());
+    metrics_server = *std::move(started);
+    std::cout << "replicad: metrics on port " << metrics_server->port() << " (/metrics)"
+              << std::endl;
+  }
+
+  ReplicadService service(**models, *devices, server_metrics);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return Fail(absl::UnavailableError(
+        absl::StrCat("cannot listen on '", options.listen, "' (--listen)")));
+  }
+  std::cout << "replicad: gRPC listening on port " << port << std::endl;
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::cout << "replicad: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
+            << ": finishing requests in flight" << std::endl;
+  // Shutdown stops accepting at once and waits for handlers in flight, up to
+  // the grace period, after which they are cancelled.
+  server->Shutdown(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(
+                       static_cast<int64_t>(options.shutdown_grace_seconds * 1000)));
+  server->Wait();
+  if (metrics_server) metrics_server->Stop();
+  std::cout << "replicad: stopped" << std::endl;
+  return 0;
+}
+
+}  // namespace
+}  // namespace replicad
+
+int main(int argc, char** argv) {
+  using replicad::ServerOptions;
+  CLI::App app{"replicad: serves ONNX models over gRPC, splitting every batch across replicas"};
+  app.require_subcommand(1);
+  ServerOptions options;
+  CLI::App* serve = app.add_subcommand("serve", "Serve models until SIGINT or SIGTERM");
+  serve->add_option("--listen", options.listen, "gRPC address, HOST:PORT (port 0: any free port)")
+      ->capture_default_str();
+  serve->add_option("--metrics-listen", options.metrics_listen,
+                    "Prometheus /metrics address, HOST:PORT; empty disables it")
+      ->capture_default_str();
+  serve->add_option("--model-repository", options.model_repository,
+                    "Serve every DIR/NAME/model.onnx as NAME");
+  serve->add_option("--model", options.models, "Serve NAME=PATH.onnx (repeatable)");
+  serve->add_option("--devices", options.devices,
+                    "Slots: 'all' or a list like cpu:0,cpu:1 (repeat a device for more slots)")
+      ->capture_default_str();
+  serve->add_option("--device-map", options.device_map,
+                    "Theano-style slot map, e.g. 'r0->cpu0;r1->cpu0' (replaces --devices)");
+  serve->add_option("--slot-weights", options.slot_weights,
+                    "Relative batch share per slot, e.g. 3,1 (default: equal)");
+  serve->add_option("--merge-device", options.merge_device, "Where outputs are merged")
+      ->capture_default_str();
+  serve->add_option("--threads-per-slot", options.threads_per_slot,
+                    "OpenMP threads of each CPU slot")
+      ->capture_default_str();
+  serve->add_option("--max-batch-size", options.max_batch_size,
+                    "Reject larger batches with INVALID_ARGUMENT (0: no limit)")
+      ->capture_default_str();
+  serve->add_option("--max-message-bytes", options.max_message_bytes,
+                    "Largest gRPC request or response; larger requests get RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  serve->add_option("--shutdown-grace-seconds", options.shutdown_grace_seconds,
+                    "On SIGINT/SIGTERM, how long requests in flight may take to finish")
+      ->capture_default_str();
+  CLI::App* devices = app.add_subcommand("devices", "List this machine's devices and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  if (devices->parsed()) {
+    absl::StatusOr<std::vector<replicad::DeviceInfo>> found = replicad::EnumerateDevices();
+    if (!found.ok()) return replicad::Fail(found.status());
+    replicad::PrintDevices(*found);
+    return 0;
+  }
+  return replicad::Serve(options);
+}

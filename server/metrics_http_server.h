@@ -1,0 +1,66 @@
+#ifndef REPLICAD_SERVER_METRICS_HTTP_SERVER_H_
+#define REPLICAD_SERVER_METRICS_HTTP_SERVER_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "core/metrics/registry.h"
+
+namespace replicad {
+
+// An HTTP/1.1 endpoint for Prometheus to scrape:
+//   GET /metrics   200, Content-Type text/plain; version=0.0.4; charset=utf-8,
+//                  the registry's Render()
+//   GET /healthz   200, "ok"  (the process is up; readiness is a gRPC matter)
+//   HEAD on either the same headers without the body (HTTP requires HEAD
+//   wherever GET works); other methods on these paths 405 with an Allow
+//   header; any other path 404; a query string is ignored.
+// A request that does not parse, or whose header exceeds 8 KiB or body 64 KiB,
+// is answered 400 and its connection closed; the server carries on.
+// Connections are kept alive as HTTP/1.1 asks and closed after 30 s idle.
+//
+// One background thread serves every connection with asynchronous I/O, so
+// scrapes never run on, or wait for, inference threads. Thread-safe: Stop and
+// port may be called from any thread.
+class MetricsHttpServer {
+ public:
+  // Listens on `listen_address`, "host:port": "0.0.0.0:9090", "127.0.0.1:0"
+  // (port 0 picks a free port; see port()), "[::1]:9090", "localhost:9090",
+  // ":9090" (all IPv4 interfaces). Returns InvalidArgument when the address
+  // does not parse or the host does not resolve, and Unavailable (or
+  // PermissionDenied) when the socket cannot be bound or listened on; the
+  // message names the address and the operating system's reason.
+  // `registry` is not owned and must outlive the server.
+  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
+      const std::string& listen_address, const metrics::Registry& registry);
+
+  // Stops the server (see Stop).
+  ~MetricsHttpServer();
+  MetricsHttpServer(const MetricsHttpServer&) = delete;
+  MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
+
+  // The port actually bound, e.g. the one chosen for port 0.
+  int port() const { return port_; }
+
+  // Closes the listening socket and every open connection (a scrape in flight
+  // is dropped), then joins the background thread. Idempotent; blocks until
+  // done. Must not be called from the server's own thread (nothing of the
+  // caller runs there).
+  void Stop();
+
+ private:
+  class Impl;
+  MetricsHttpServer(std::unique_ptr<Impl> impl, int port);
+
+  std::unique_ptr<Impl> impl_;  // Released by Stop.
+  const int port_;
+  std::thread thread_;
+  std::once_flag stop_once_;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_METRICS_HTTP_SERVER_H_

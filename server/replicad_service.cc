@@ -1,0 +1,223 @@
+#include "server/replicad_service.h"
+
+#include <chrono>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "core/serve/request_validation.h"
+#include "server/grpc_status.h"
+
+namespace replicad {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+absl::StatusOr<DType> DecodeDType(int value, const std::string& field) {
+  switch (value) {
+    case v1::DATA_TYPE_FLOAT32:
+      return DType::kFloat32;
+    case v1::DATA_TYPE_INT64:
+      return DType::kInt64;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".dtype: expected DATA_TYPE_FLOAT32 or DATA_TYPE_INT64, received ",
+          v1::DataType_IsValid(value) ? v1::DataType_Name(value) : std::string("unknown"), " (",
+          value, ")"));
+  }
+}
+
+v1::DataType EncodeDType(DType dtype) {
+  return dtype == DType::kFloat32 ? v1::DATA_TYPE_FLOAT32 : v1::DATA_TYPE_INT64;
+}
+
+void FillSpec(const TensorSpec& spec, v1::TensorSpec* out) {
+  out->set_name(spec.name);
+  out->set_dtype(EncodeDType(spec.type.dtype));
+  for (int64_t d : spec.type.shape) out->add_shape(d);
+}
+
+// Writes the merged outputs straight into the response's tensors; outputs
+// the client did not ask for land in scratch memory and are dropped.
+class ResponseSink : public OutputSink {
+ public:
+  ResponseSink(const Model& model, std::vector<bool> wanted, v1::PredictResponse* response)
+      : model_(model), wanted_(std::move(wanted)), response_(response) {}
+
+  absl::StatusOr<void*> Allocate(int index, const TensorType& type) override {
+    const size_t bytes = static_cast<size_t>(NumElements(type.shape)) * DTypeSize(type.dtype);
+    std::string* raw;
+    if (wanted_[index]) {
+      v1::Tensor* tensor = response_->add_outputs();
+      tensor->set_name(model_.outputs()[index].name);
+      tensor->set_dtype(EncodeDType(type.dtype));
+      for (int64_t d : type.shape) tensor->add_shape(d);
+      raw = tensor->mutable_raw();
+    } else {
+      raw = &scratch_[index];
+    }
+    raw->resize(bytes);
+    return raw->data();
+  }
+
+ private:
+  const Model& model_;
+  const std::vector<bool> wanted_;
+  v1::PredictResponse* response_;
+  std::map<int, std::string> scratch_;
+};
+
+}  // namespace
+
+ReplicadService::ReplicadService(const ServedModels& models, std::vector<DeviceInfo> devices,
+                                 ServerMetrics& metrics)
+    : models_(models), devices_(std::move(devices)), metrics_(metrics) {}
+
+grpc::ServerUnaryReactor* ReplicadService::Answer(grpc::CallbackServerContext* context,
+                                                  const std::string& model,
+                                                  const std::string& method,
+                                                  const absl::Status& status, double seconds) {
+  metrics_.RecordRequest(model, method, status, seconds);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* context,
+                                                   const v1::PredictRequest* request,
+                                                   v1::PredictResponse* response) {
+  const Clock::time_point start = Clock::now();
+  const ServedModel* served = models_.Find(request->model());
+  if (served == nullptr) {
+    // Unknown names share one label value, so clients cannot grow the series.
+    return Answer(context, "", "Predict",
+                  absl::NotFoundError(absl::StrCat("model: '", request->model(),
+                                                   "' is not served; served models: ",
+                                                   models_.NameList())),
+                  SecondsSince(start));
+  }
+  const Model& model = *served->model;
+
+  std::vector<RequestInput> inputs;
+  inputs.reserve(request->inputs_size());
+  for (int i = 0; i < request->inputs_size(); ++i) {
+    const v1::Tensor& t = request->inputs(i);
+    absl::StatusOr<DType> dtype =
+        DecodeDType(t.dtype(), absl::StrCat("inputs[", i, "] '", t.name(), "'"));
+    if (!dtype.ok()) return Answer(context, model.name(), "Predict", dtype.status(), SecondsSince(start));
+    inputs.push_back(RequestInput{t.name(), *dtype, Shape(t.shape().begin(), t.shape().end()),
+                                  t.raw().data(), t.raw().size()});
+  }
+  std::vector<bool> wanted(model.outputs().size(), request->output_names_size() == 0);
+  for (int i = 0; i < request->output_names_size(); ++i) {
+    const int index = model.OutputIndex(request->output_names(i));
+    if (index < 0) {
+      std::string names;
+      for (const TensorSpec& s : model.outputs()) absl::StrAppend(&names, names.empty() ? "" : ", ", s.name);
+      return Answer(context, model.name(), "Predict",
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "output_names[", i, "]: model '", model.name(), "' has no output '",
+                        request->output_names(i), "'; expected one of: ", names)),
+                    SecondsSince(start));
+    }
+    wanted[index] = true;
+  }
+  // The request outlives the Predict (gRPC keeps it until Finish), so the
+  // input tensors view its bytes without a keep-alive.
+  absl::StatusOr<std::vector<Tensor>> bound =
+      BindInputs(model, inputs, served->max_batch_size, nullptr);
+  if (!bound.ok()) return Answer(context, model.name(), "Predict", bound.status(), SecondsSince(start));
+
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  response->set_model(model.name());
+  const int64_t rows = (*bound)[0].shape()[0];
+  auto sink = std::make_shared<ResponseSink>(model, std::move(wanted), response);
+  const ReplicaSet& set = *served->replicas;
+  served->replicas->Predict(
+      *std::move(bound), sink.get(),
+      [this, sink, reactor, response, start, rows, &set](absl::Status status,
+                                                         std::vector<BatchSlice> slices) {
+        for (const BatchSlice& slice : slices) {
+          const Replica& replica = *set.replicas()[slice.slot];
+          v1::SliceInfo* info = response->add_slices();
+          info->set_slot(replica.slot().name);
+          info->set_device(DeviceIdToString(replica.device().info().id));
+          info->set_begin(slice.begin);
+          info->set_end(slice.end);
+        }
+        if (status.ok()) {
+          metrics_.RecordSamples(set.model().name(), rows);
+        } else {
+          response->Clear();
+        }
+        metrics_.RecordRequest(set.model().name(), "Predict", status, SecondsSince(start));
+        reactor->Finish(ToGrpcStatus(status));
+      });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ReplicadService::ListDevices(grpc::CallbackServerContext* context,
+                                                       const v1::ListDevicesRequest*,
+                                                       v1::ListDevicesResponse* response) {
+  const Clock::time_point start = Clock::now();
+  std::map<DeviceId, int> slots;
+  for (const auto& [name, served] : models_.models()) {
+    for (const auto& replica : served.replicas->replicas()) ++slots[replica->slot().device];
+  }
+  for (const DeviceInfo& d : devices_) {
+    v1::DeviceInfo* out = response->add_devices();
+    out->set_id(DeviceIdToString(d.id));
+    out->set_kind(d.id.kind == DeviceKind::kCpu ? "cpu" : "cuda");
+    out->set_name(d.name);
+    out->set_memory_bytes(d.memory_bytes);
+    out->set_compute_capability(d.compute_capability);
+    out->set_slots(slots[d.id]);
+  }
+  return Answer(context, "", "ListDevices", absl::OkStatus(), SecondsSince(start));
+}
+
+grpc::ServerUnaryReactor* ReplicadService::ListModels(grpc::CallbackServerContext* context,
+                                                      const v1::ListModelsRequest*,
+                                                      v1::ListModelsResponse* response) {
+  const Clock::time_point start = Clock::now();
+  for (const auto& [name, served] : models_.models()) {
+    v1::ModelSummary* out = response->add_models();
+    out->set_name(name);
+    out->set_path(served.model->source());
+  }
+  return Answer(context, "", "ListModels", absl::OkStatus(), SecondsSince(start));
+}
+
+grpc::ServerUnaryReactor* ReplicadService::GetModel(grpc::CallbackServerContext* context,
+                                                    const v1::GetModelRequest* request,
+                                                    v1::GetModelResponse* response) {
+  const Clock::time_point start = Clock::now();
+  const ServedModel* served = models_.Find(request->name());
+  if (served == nullptr) {
+    return Answer(context, "", "GetModel",
+                  absl::NotFoundError(absl::StrCat("name: '", request->name(),
+                                                   "' is not served; served models: ",
+                                                   models_.NameList())),
+                  SecondsSince(start));
+  }
+  v1::ModelInfo* info = response->mutable_model();
+  info->set_name(served->model->name());
+  info->set_path(served->model->source());
+  info->set_opset(served->model->graph().opset);
+  for (const TensorSpec& s : served->model->inputs()) FillSpec(s, info->add_inputs());
+  for (const TensorSpec& s : served->model->outputs()) FillSpec(s, info->add_outputs());
+  for (const auto& replica : served->replicas->replicas()) {
+    v1::ReplicaInfo* r = info->add_replicas();
+    r->set_slot(replica->slot().name);
+    r->set_device(DeviceIdToString(replica->device().info().id));
+    r->set_weight(replica->slot().weight);
+  }
+  info->set_merge_device(DeviceIdToString(served->replicas->merge_device()));
+  info->set_max_batch_size(served->max_batch_size);
+  return Answer(context, served->model->name(), "GetModel", absl::OkStatus(), SecondsSince(start));
+}
+
+}  // namespace replicad

@@ -1,0 +1,42 @@
+#ifndef REPLICAD_SERVER_SERVER_METRICS_H_
+#define REPLICAD_SERVER_SERVER_METRICS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/metrics/registry.h"
+#include "core/serve/replica_set.h"
+
+namespace replicad {
+
+// The daemon's metrics, all under replicad_*:
+//   requests_total{model,method,code}             counter
+//   request_duration_seconds{model,method}        histogram
+//   samples_total{model}                          counter (rows predicted)
+//   slot_samples_total{model,slot,device}         counter
+//   slot_busy_seconds_total{model,slot,device}    counter (time in kernels)
+//   device_slots{device}                          gauge
+// Thread-safe; the registry must outlive it.
+class ServerMetrics : public SliceObserver {
+ public:
+  explicit ServerMetrics(metrics::Registry& registry);
+
+  void RecordRequest(const std::string& model, const std::string& method,
+                     const absl::Status& status, double seconds);
+  void RecordSamples(const std::string& model, int64_t rows);
+  void AddDeviceSlot(const std::string& device);
+
+  void OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) override;
+
+ private:
+  metrics::CounterFamily& requests_;
+  metrics::HistogramFamily& request_duration_;
+  metrics::CounterFamily& samples_;
+  metrics::CounterFamily& slot_samples_;
+  metrics::CounterFamily& slot_busy_;
+  metrics::GaugeFamily& device_slots_;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_SERVER_METRICS_H_

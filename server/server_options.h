@@ -1,0 +1,28 @@
+#ifndef REPLICAD_SERVER_SERVER_OPTIONS_H_
+#define REPLICAD_SERVER_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace replicad {
+
+// Everything `replicad serve` is configured with (see --help).
+struct ServerOptions {
+  std::string listen = "0.0.0.0:8500";
+  std::string metrics_listen = "0.0.0.0:9090";  // Empty: no metrics endpoint.
+  std::string model_repository;
+  std::vector<std::string> models;  // NAME=PATH each.
+  std::string devices = "all";
+  std::string device_map;    // Theano-style; replaces --devices when set.
+  std::string slot_weights;  // "3,1": one per slot; equal when empty.
+  std::string merge_device = "cpu:0";
+  int threads_per_slot = 1;
+  int64_t max_batch_size = 0;                  // 0: no limit.
+  int64_t max_message_bytes = 256ll << 20;     // gRPC send and receive limit.
+  double shutdown_grace_seconds = 30;          // In-flight RPCs get this long on SIGTERM.
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_SERVER_OPTIONS_H_

@@ -1,0 +1,508 @@
+// The CPU kernels against plain-loop references, for the forms the ONNX
+// conformance data does not cover (grouped and dilated Conv, Gemm's C
+// broadcasts, MatMul with 1-D and broadcast operands, both-sided broadcasting,
+// Softmax before opset 13, ...), plus MakeCpuKernel's errors.
+
+#include <cmath>
+#include <limits>
+#include <list>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/backends/cpu/kernels/cpu_kernel_factory.h"
+#include "core/ops/op_registry.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace replicad {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+Tensor Random(Shape shape, uint32_t seed) {
+  Tensor t = Tensor::Host(DType::kFloat32, std::move(shape));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+Tensor Int64s(Shape shape, const std::vector<int64_t>& values) {
+  Tensor t = Tensor::Host(DType::kInt64, std::move(shape));
+  std::copy(values.begin(), values.end(), t.data<int64_t>());
+  return t;
+}
+
+// Row-major offset of `index` in `shape`.
+int64_t Offset(const Shape& shape, const std::vector<int64_t>& index) {
+  int64_t offset = 0;
+  for (size_t d = 0; d < shape.size(); ++d) offset = offset * shape[d] + index[d];
+  return offset;
+}
+
+class CpuKernelsTest : public ::testing::Test {
+ protected:
+  CpuKernelsTest() : engine_(dnnl::engine::kind::cpu, 0), context_{engine_, dnnl::stream(engine_)} {}
+
+  // Infers, builds and runs one node; `constants` lists the inputs passed as
+  // plan-time constants.
+  absl::StatusOr<std::vector<Tensor>> Run(const std::string& op_type,
+                                          const std::vector<std::optional<Tensor>>& inputs,
+                                          const Attributes& attributes, int opset = 17,
+                                          std::vector<int> constants = {}) {
+    KernelSpec spec;
+    spec.op_type = op_type;
+    spec.node_name = "k1";
+    spec.opset = opset;
+    spec.attributes = &attributes;
+    std::vector<const void*> data;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      spec.inputs.push_back(inputs[i] ? std::optional<TensorType>(inputs[i]->type()) : std::nullopt);
+      const bool constant = std::find(constants.begin(), constants.end(), i) != constants.end();
+      spec.constant_inputs.push_back(constant ? &*inputs[i] : nullptr);
+      data.push_back(inputs[i] ? inputs[i]->raw_data() : nullptr);
+    }
+    const OpDefinition* op = FindOp(op_type);
+    if (op == nullptr) return absl::NotFoundError(op_type);
+    absl::Status inferred = op->infer(&spec);
+    if (!inferred.ok()) return inferred;
+    absl::StatusOr<std::unique_ptr<Kernel>> kernel = MakeCpuKernel(spec, context_);
+    if (!kernel.ok()) return kernel.status();
+    std::vector<Tensor> outputs;
+    std::vector<void*> output_data;
+    for (const TensorType& type : spec.outputs) {
+      outputs.push_back(Tensor::Host(type.dtype, type.shape));
+      output_data.push_back(outputs.back().raw_data());
+    }
+    absl::Status ran = (*kernel)->Run(data.data(), output_data.data());
+    if (!ran.ok()) return ran;
+    return outputs;
+  }
+
+  dnnl::engine engine_;
+  CpuKernelContext context_;
+};
+
+void ExpectNear(const Tensor& actual, const Tensor& expected) {
+  ASSERT_EQ(actual.type(), expected.type());
+  for (int64_t i = 0; i < expected.num_elements(); ++i) {
+    const float e = expected.data<float>()[i];
+    ASSERT_NEAR(actual.data<float>()[i], e, 1e-5 + 1e-4 * std::fabs(e)) << "element " << i;
+  }
+}
+
+struct ConvParams {
+  int64_t group = 1;
+  std::array<int64_t, 2> strides{1, 1}, dilations{1, 1}, pads_begin{0, 0}, pads_end{0, 0};
+};
+
+Tensor ReferenceConv(const Tensor& x, const Tensor& w, const Tensor* b, const ConvParams& p) {
+  const Shape& xs = x.shape();
+  const Shape& ws = w.shape();
+  const int64_t n = xs[0], c = xs[1], m = ws[0], cg = c / p.group, mg = m / p.group;
+  std::array<int64_t, 2> out{};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t dilated = (ws[2 + i] - 1) * p.dilations[i] + 1;
+    out[i] = (xs[2 + i] + p.pads_begin[i] + p.pads_end[i] - dilated) / p.strides[i] + 1;
+  }
+  Tensor y = Tensor::Host(DType::kFloat32, {n, m, out[0], out[1]});
+  for (int64_t in = 0; in < n; ++in)
+    for (int64_t om = 0; om < m; ++om)
+      for (int64_t oh = 0; oh < out[0]; ++oh)
+        for (int64_t ow = 0; ow < out[1]; ++ow) {
+          double sum = b ? b->data<float>()[om] : 0.0;
+          const int64_t g = om / mg;
+          for (int64_t ic = 0; ic < cg; ++ic)
+            for (int64_t kh = 0; kh < ws[2]; ++kh)
+              for (int64_t kw = 0; kw < ws[3]; ++kw) {
+                const int64_t ih = oh * p.strides[0] - p.pads_begin[0] + kh * p.dilations[0];
+                const int64_t iw = ow * p.strides[1] - p.pads_begin[1] + kw * p.dilations[1];
+                if (ih < 0 || ih >= xs[2] || iw < 0 || iw >= xs[3]) continue;
+                sum += x.data<float>()[Offset(xs, {in, g * cg + ic, ih, iw})] *
+                       w.data<float>()[Offset(ws, {om, ic, kh, kw})];
+              }
+          y.data<float>()[Offset(y.shape(), {in, om, oh, ow})] = static_cast<float>(sum);
+        }
+  return y;
+}
+
+TEST_F(CpuKernelsTest, ConvGroupedDilatedStridedWithBias) {
+  const Tensor x = Random({2, 6, 9, 8}, 1);
+  const Tensor w = Random({4, 3, 3, 2}, 2);
+  const Tensor b = Random({4}, 3);
+  Attributes attributes;
+  attributes.Set("group", int64_t{2});
+  attributes.Set("strides", std::vector<int64_t>{2, 1});
+  attributes.Set("dilations", std::vector<int64_t>{2, 3});
+  attributes.Set("pads", std::vector<int64_t>{1, 0, 2, 1});
+  absl::StatusOr<std::vector<Tensor>> y = Run("Conv", {x, w, b}, attributes);
+  ASSERT_TRUE(y.ok()) << y.status();
+  ConvParams p;
+  p.group = 2;
+  p.strides = {2, 1};
+  p.dilations = {2, 3};
+  p.pads_begin = {1, 0};
+  p.pads_end = {2, 1};
+  ExpectNear((*y)[0], ReferenceConv(x, w, &b, p));
+}
+
+TEST_F(CpuKernelsTest, ConvDepthwiseSameLower) {
+  const Tensor x = Random({1, 4, 7, 6}, 4);
+  const Tensor w = Random({4, 1, 4, 3}, 5);
+  Attributes attributes;
+  attributes.Set("group", int64_t{4});
+  attributes.Set("auto_pad", std::string("SAME_LOWER"));
+  attributes.Set("strides", std::vector<int64_t>{2, 2});
+  absl::StatusOr<std::vector<Tensor>> y = Run("Conv", {x, w}, attributes);
+  ASSERT_TRUE(y.ok()) << y.status();
+  // out = ceil(7/2) = 4, ceil(6/2) = 3; total pads 4-1+... = (4-1)*2+4-7 = 3 -> 2 before, 1 after;
+  // (3-1)*2+3-6 = 1 -> 1 before (SAME_LOWER puts the odd one first), 0 after.
+  ConvParams p;
+  p.group = 4;
+  p.strides = {2, 2};
+  p.pads_begin = {2, 1};
+  p.pads_end = {1, 0};
+  ExpectNear((*y)[0], ReferenceConv(x, w, nullptr, p));
+}
+
+TEST_F(CpuKernelsTest, KernelRebindsBuffersOnEveryRun) {
+  const Tensor x1 = Random({1, 2, 5, 5}, 6);
+  const Tensor x2 = Random({1, 2, 5, 5}, 7);
+  const Tensor w = Random({3, 2, 3, 3}, 8);
+  Attributes attributes;
+  KernelSpec spec;
+  spec.op_type = "Conv";
+  spec.attributes = &attributes;
+  spec.inputs = {x1.type(), w.type()};
+  spec.constant_inputs = {nullptr, nullptr};
+  ASSERT_TRUE(FindOp("Conv")->infer(&spec).ok());
+  absl::StatusOr<std::unique_ptr<Kernel>> kernel = MakeCpuKernel(spec, context_);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  for (const Tensor* x : {&x1, &x2}) {
+    Tensor y = Tensor::Host(DType::kFloat32, spec.outputs[0].shape);
+    const void* inputs[] = {x->raw_data(), w.raw_data()};
+    void* outputs[] = {y.raw_data()};
+    ASSERT_TRUE((*kernel)->Run(inputs, outputs).ok());
+    ExpectNear(y, ReferenceConv(*x, w, nullptr, ConvParams{}));
+  }
+}
+
+TEST_F(CpuKernelsTest, MaxPoolCeilModeDilatedPadded) {
+  const Tensor x = Random({2, 3, 8, 7}, 9);
+  Attributes attributes;
+  attributes.Set("kernel_shape", std::vector<int64_t>{3, 2});
+  attributes.Set("strides", std::vector<int64_t>{2, 2});
+  attributes.Set("dilations", std::vector<int64_t>{1, 2});
+  attributes.Set("pads", std::vector<int64_t>{1, 0, 0, 1});
+  attributes.Set("ceil_mode", int64_t{1});
+  absl::StatusOr<std::vector<Tensor>> y = Run("MaxPool", {x}, attributes);
+  ASSERT_TRUE(y.ok()) << y.status();
+  // H: (8 + 1 - 3) / 2 + 1 = 4 exactly; W: dilated kernel 3, (7 + 1 - 3) / 2 = 2.5 -> 3 + 1 = 4.
+  const Shape expected_shape{2, 3, 4, 4};
+  ASSERT_EQ((*y)[0].shape(), expected_shape);
+  Tensor expected = Tensor::Host(DType::kFloat32, expected_shape);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t oh = 0; oh < 4; ++oh)
+        for (int64_t ow = 0; ow < 4; ++ow) {
+          float best = -std::numeric_limits<float>::infinity();
+          for (int64_t kh = 0; kh < 3; ++kh)
+            for (int64_t kw = 0; kw < 2; ++kw) {
+              const int64_t ih = oh * 2 - 1 + kh;
+              const int64_t iw = ow * 2 + kw * 2;
+              if (ih < 0 || ih >= 8 || iw < 0 || iw >= 7) continue;
+              best = std::max(best, x.data<float>()[Offset(x.shape(), {n, c, ih, iw})]);
+            }
+          expected.data<float>()[Offset(expected_shape, {n, c, oh, ow})] = best;
+        }
+  ExpectNear((*y)[0], expected);
+}
+
+TEST_F(CpuKernelsTest, GlobalAveragePoolRank5) {
+  const Tensor x = Random({2, 3, 2, 3, 4}, 10);
+  absl::StatusOr<std::vector<Tensor>> y = Run("GlobalAveragePool", {x}, Attributes());
+  ASSERT_TRUE(y.ok()) << y.status();
+  Tensor expected = Tensor::Host(DType::kFloat32, {2, 3, 1, 1, 1});
+  for (int64_t i = 0; i < 6; ++i) {
+    double sum = 0;
+    for (int64_t j = 0; j < 24; ++j) sum += x.data<float>()[i * 24 + j];
+    expected.data<float>()[i] = static_cast<float>(sum / 24);
+  }
+  ExpectNear((*y)[0], expected);
+}
+
+// alpha * A' B' + beta * C with C broadcast from c_shape.
+Tensor ReferenceGemm(const Tensor& a, const Tensor& b, const Tensor* c, bool ta, bool tb,
+                     float alpha, float beta) {
+  const int64_t m = ta ? a.shape()[1] : a.shape()[0];
+  const int64_t k = ta ? a.shape()[0] : a.shape()[1];
+  const int64_t n = tb ? b.shape()[0] : b.shape()[1];
+  Tensor y = Tensor::Host(DType::kFloat32, {m, n});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        sum += a.data<float>()[ta ? l * m + i : i * k + l] *
+               b.data<float>()[tb ? j * k + l : l * n + j];
+      }
+      double value = alpha * sum;
+      if (c != nullptr) {
+        Shape cs = c->shape();
+        while (cs.size() < 2) cs.insert(cs.begin(), 1);
+        value += beta * c->data<float>()[(cs[0] == 1 ? 0 : i) * cs[1] + (cs[1] == 1 ? 0 : j)];
+      }
+      y.data<float>()[i * n + j] = static_cast<float>(value);
+    }
+  return y;
+}
+
+TEST_F(CpuKernelsTest, GemmTransposedScaledWithBroadcastC) {
+  const Tensor a = Random({5, 3}, 11);  // transA: M = 3, K = 5.
+  const Tensor b = Random({4, 5}, 12);  // transB: N = 4.
+  for (const Shape& c_shape : {Shape{}, Shape{4}, Shape{3, 1}, Shape{1, 4}, Shape{3, 4}}) {
+    const Tensor c = Random(c_shape, 13);
+    Attributes attributes;
+    attributes.Set("transA", int64_t{1});
+    attributes.Set("transB", int64_t{1});
+    attributes.Set("alpha", 0.5f);
+    attributes.Set("beta", -2.0f);
+    absl::StatusOr<std::vector<Tensor>> y = Run("Gemm", {a, b, c}, attributes);
+    ASSERT_TRUE(y.ok()) << y.status();
+    SCOPED_TRACE(ShapeToString(c_shape));
+    ExpectNear((*y)[0], ReferenceGemm(a, b, &c, true, true, 0.5f, -2.0f));
+  }
+}
+
+TEST_F(CpuKernelsTest, GemmIgnoresCWhenBetaIsZero) {
+  const Tensor a = Random({2, 3}, 14);
+  const Tensor b = Random({3, 4}, 15);
+  Tensor c = Tensor::Host(DType::kFloat32, {2, 4});
+  for (int64_t i = 0; i < 8; ++i) c.data<float>()[i] = std::nanf("");
+  Attributes attributes;
+  attributes.Set("beta", 0.0f);
+  absl::StatusOr<std::vector<Tensor>> y = Run("Gemm", {a, b, c}, attributes);
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectNear((*y)[0], ReferenceGemm(a, b, nullptr, false, false, 1.0f, 0.0f));
+}
+
+// Batched numpy matmul of operands already shaped [batch..., M, K] and
+// [batch..., K, N] with equal ranks; batch dims of 1 broadcast.
+Tensor ReferenceBatchedMatMul(const Tensor& a, const Shape& as, const Tensor& b, const Shape& bs,
+                              const Shape& out_shape) {
+  const size_t r = as.size();
+  const int64_t m = as[r - 2], k = as[r - 1], n = bs[r - 1];
+  Shape batch(out_shape.begin(), out_shape.end());
+  batch.resize(r - 2);
+  Tensor y = Tensor::Host(DType::kFloat32, out_shape);
+  const int64_t batches = NumElements(batch);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    std::vector<int64_t> index(r - 2);
+    int64_t rest = bi;
+    for (int d = static_cast<int>(r) - 3; d >= 0; --d) {
+      index[d] = rest % batch[d];
+      rest /= batch[d];
+    }
+    int64_t a_off = 0, b_off = 0;
+    for (size_t d = 0; d + 2 < r; ++d) {
+      a_off = a_off * as[d] + (as[d] == 1 ? 0 : index[d]);
+      b_off = b_off * bs[d] + (bs[d] == 1 ? 0 : index[d]);
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          sum += a.data<float>()[a_off * m * k + i * k + l] * b.data<float>()[b_off * k * n + l * n + j];
+        }
+        y.data<float>()[bi * m * n + i * n + j] = static_cast<float>(sum);
+      }
+  }
+  return y;
+}
+
+TEST_F(CpuKernelsTest, MatMulBroadcastBatches) {
+  const Tensor a = Random({2, 1, 3, 4}, 16);
+  const Tensor b = Random({3, 4, 5}, 17);
+  absl::StatusOr<std::vector<Tensor>> y = Run("MatMul", {a, b}, Attributes());
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectNear((*y)[0], ReferenceBatchedMatMul(a, {2, 1, 3, 4}, b, {1, 3, 4, 5}, {2, 3, 3, 5}));
+}
+
+TEST_F(CpuKernelsTest, MatMulOneDimensionalOperands) {
+  const Tensor v = Random({4}, 18);
+  const Tensor b = Random({2, 4, 3}, 19);
+  absl::StatusOr<std::vector<Tensor>> left = Run("MatMul", {v, b}, Attributes());
+  ASSERT_TRUE(left.ok()) << left.status();
+  Tensor expected = ReferenceBatchedMatMul(v, {1, 1, 4}, b, {2, 4, 3}, {2, 1, 3});
+  ExpectNear((*left)[0], *Tensor::Create(DType::kFloat32, {2, 3}, expected.buffer()));
+
+  const Tensor a = Random({2, 3, 4}, 20);
+  absl::StatusOr<std::vector<Tensor>> right = Run("MatMul", {a, v}, Attributes());
+  ASSERT_TRUE(right.ok()) << right.status();
+  expected = ReferenceBatchedMatMul(a, {2, 3, 4}, v, {1, 4, 1}, {2, 3, 1});
+  ExpectNear((*right)[0], *Tensor::Create(DType::kFloat32, {2, 3}, expected.buffer()));
+
+  absl::StatusOr<std::vector<Tensor>> dot = Run("MatMul", {v, v}, Attributes());
+  ASSERT_TRUE(dot.ok()) << dot.status();
+  expected = ReferenceBatchedMatMul(v, {1, 4}, v, {4, 1}, {1, 1});
+  ExpectNear((*dot)[0], *Tensor::Create(DType::kFloat32, {}, expected.buffer()));
+}
+
+// A op B with numpy broadcasting, any ranks.
+template <typename T>
+Tensor ReferenceBinary(const Tensor& a, const Tensor& b, bool add) {
+  const size_t r = std::max(a.rank(), b.rank());
+  Shape as = a.shape(), bs = b.shape();
+  while (as.size() < r) as.insert(as.begin(), 1);
+  while (bs.size() < r) bs.insert(bs.begin(), 1);
+  Shape out(r);
+  for (size_t d = 0; d < r; ++d) out[d] = std::max(as[d], bs[d]);
+  Tensor y = Tensor::Host(a.dtype(), out);
+  std::vector<int64_t> index(r), ai(r), bi(r);
+  for (int64_t i = 0; i < y.num_elements(); ++i) {
+    int64_t rest = i;
+    for (int d = static_cast<int>(r) - 1; d >= 0; --d) {
+      index[d] = rest % out[d];
+      rest /= out[d];
+      ai[d] = as[d] == 1 ? 0 : index[d];
+      bi[d] = bs[d] == 1 ? 0 : index[d];
+    }
+    const T x = a.data<T>()[Offset(as, ai)];
+    const T z = b.data<T>()[Offset(bs, bi)];
+    y.data<T>()[i] = add ? x + z : x * z;
+  }
+  return y;
+}
+
+TEST_F(CpuKernelsTest, AddAndMulBroadcastEitherOrBothOperands) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 3, 4}, {4}}, {{3, 1}, {2, 3, 5}}, {{3, 1, 5}, {4, 1}}, {{}, {2, 2}}, {{2, 2}, {2, 2}}};
+  uint32_t seed = 21;
+  for (const auto& [a_shape, b_shape] : cases) {
+    const Tensor a = Random(a_shape, seed++);
+    const Tensor b = Random(b_shape, seed++);
+    for (const char* op : {"Add", "Mul"}) {
+      SCOPED_TRACE(std::string(op) + " " + ShapeToString(a_shape) + " " + ShapeToString(b_shape));
+      absl::StatusOr<std::vector<Tensor>> y = Run(op, {a, b}, Attributes());
+      ASSERT_TRUE(y.ok()) << y.status();
+      ExpectNear((*y)[0], ReferenceBinary<float>(a, b, std::string(op) == "Add"));
+    }
+  }
+}
+
+TEST_F(CpuKernelsTest, Int64AddAndMul) {
+  const Tensor a = Int64s({2, 1, 3}, {1, -2, 3, 4, 5, -6});
+  const Tensor b = Int64s({2, 1}, {10000000000, 7});
+  for (const char* op : {"Add", "Mul"}) {
+    absl::StatusOr<std::vector<Tensor>> y = Run(op, {a, b}, Attributes());
+    ASSERT_TRUE(y.ok()) << y.status();
+    const Tensor expected = ReferenceBinary<int64_t>(a, b, std::string(op) == "Add");
+    ASSERT_EQ((*y)[0].type(), expected.type());
+    for (int64_t i = 0; i < expected.num_elements(); ++i) {
+      EXPECT_EQ((*y)[0].data<int64_t>()[i], expected.data<int64_t>()[i]) << op << " " << i;
+    }
+  }
+}
+
+TEST_F(CpuKernelsTest, EmptyOutputRuns) {
+  const Tensor a = Random({2, 0}, 30);
+  const Tensor b = Random({1}, 31);
+  absl::StatusOr<std::vector<Tensor>> y = Run("Add", {a, b}, Attributes());
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ((*y)[0].shape(), (Shape{2, 0}));
+}
+
+// Softmax over `size` consecutive groups of `stride`-spaced elements.
+Tensor ReferenceSoftmax(const Tensor& x, int64_t outer, int64_t size, int64_t inner) {
+  Tensor y = Tensor::Host(DType::kFloat32, x.shape());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const float* in = x.data<float>() + o * size * inner + i;
+      float* out = y.data<float>() + o * size * inner + i;
+      double max = in[0], sum = 0;
+      for (int64_t s = 0; s < size; ++s) max = std::max<double>(max, in[s * inner]);
+      for (int64_t s = 0; s < size; ++s) sum += std::exp(in[s * inner] - max);
+      for (int64_t s = 0; s < size; ++s) out[s * inner] = std::exp(in[s * inner] - max) / sum;
+    }
+  return y;
+}
+
+TEST_F(CpuKernelsTest, SoftmaxCoercesTo2dBeforeOpset13) {
+  const Tensor x = Random({2, 3, 4}, 32);
+  Attributes attributes;
+  attributes.Set("axis", int64_t{1});
+  absl::StatusOr<std::vector<Tensor>> old = Run("Softmax", {x}, attributes, /*opset=*/11);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ExpectNear((*old)[0], ReferenceSoftmax(x, 2, 12, 1));
+  absl::StatusOr<std::vector<Tensor>> current = Run("Softmax", {x}, attributes, /*opset=*/13);
+  ASSERT_TRUE(current.ok()) << current.status();
+  ExpectNear((*current)[0], ReferenceSoftmax(x, 2, 3, 4));
+}
+
+TEST_F(CpuKernelsTest, ReluAndCopies) {
+  const Tensor x = Random({3, 4}, 33);
+  absl::StatusOr<std::vector<Tensor>> relu = Run("Relu", {x}, Attributes());
+  ASSERT_TRUE(relu.ok()) << relu.status();
+  for (int64_t i = 0; i < 12; ++i) {
+    EXPECT_EQ((*relu)[0].data<float>()[i], std::max(0.0f, x.data<float>()[i]));
+  }
+  const Tensor ints = Int64s({2, 3}, {1, 2, 3, 4, 5, 6});
+  const Tensor shape = Int64s({3}, {3, 1, -1});
+  absl::StatusOr<std::vector<Tensor>> reshaped =
+      Run("Reshape", {ints, shape}, Attributes(), 17, /*constants=*/{1});
+  ASSERT_TRUE(reshaped.ok()) << reshaped.status();
+  EXPECT_EQ((*reshaped)[0].shape(), (Shape{3, 1, 2}));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ((*reshaped)[0].data<int64_t>()[i], i + 1);
+}
+
+TEST_F(CpuKernelsTest, ConstantWritesItsValue) {
+  Attributes attributes;
+  attributes.Set("value_ints", std::vector<int64_t>{7, -1, 3});
+  absl::StatusOr<std::vector<Tensor>> y = Run("Constant", {}, attributes);
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_EQ((*y)[0].type(), (TensorType{DType::kInt64, {3}}));
+  EXPECT_EQ((*y)[0].data<int64_t>()[0], 7);
+  EXPECT_EQ((*y)[0].data<int64_t>()[1], -1);
+  EXPECT_EQ((*y)[0].data<int64_t>()[2], 3);
+}
+
+TEST_F(CpuKernelsTest, UnknownOpIsUnimplementedNamingOpAndNode) {
+  Attributes attributes;
+  KernelSpec spec;
+  spec.op_type = "Transpose";
+  spec.node_name = "t7";
+  spec.attributes = &attributes;
+  absl::StatusOr<std::unique_ptr<Kernel>> kernel = MakeCpuKernel(spec, context_);
+  EXPECT_EQ(kernel.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(kernel.status().message()),
+              AllOf(HasSubstr("Transpose node 't7'"), HasSubstr("no kernel for op 'Transpose'")));
+}
+
+TEST_F(CpuKernelsTest, StaleOutputsAndMalformedSpecsAreRejected) {
+  Attributes attributes;
+  KernelSpec spec;
+  spec.op_type = "Relu";
+  spec.node_name = "r1";
+  spec.attributes = &attributes;
+  spec.inputs = {TensorType{DType::kFloat32, {2, 3}}};
+  spec.constant_inputs = {nullptr};
+  spec.outputs = {TensorType{DType::kFloat32, {3, 2}}};
+  absl::StatusOr<std::unique_ptr<Kernel>> stale = MakeCpuKernel(spec, context_);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(stale.status().message()),
+              AllOf(HasSubstr("Relu node 'r1'"), HasSubstr("float32[2,3]"),
+                    HasSubstr("received [float32[3,2]]")));
+
+  spec.op_type = "Conv";
+  spec.inputs = {TensorType{DType::kFloat32, {1, 3, 5, 5}}, TensorType{DType::kFloat32, {2, 2, 3, 3}}};
+  spec.constant_inputs = {nullptr, nullptr};
+  absl::StatusOr<std::unique_ptr<Kernel>> malformed = MakeCpuKernel(spec, context_);
+  EXPECT_EQ(malformed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(malformed.status().message()), HasSubstr("must have 3 input channels"));
+}
+
+}  // namespace
+}  // namespace replicad

@@ -1,0 +1,88 @@
+#include "core/model/onnx_import.h"
+
+#include "core/model/default_model.h"
+#include "core/model/onnx_builder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace replicad {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+TEST(OnnxImportTest, DefaultModelHasItsSignatureAndWeights) {
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadDefaultModel();
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ((*model)->inputs().size(), 1u);
+  EXPECT_EQ((*model)->inputs()[0].name, "image");
+  EXPECT_EQ((*model)->inputs()[0].type.shape, (Shape{kAnyDim, 1, 28, 28}));
+  ASSERT_EQ((*model)->outputs().size(), 2u);
+  EXPECT_EQ((*model)->outputs()[1].name, "probabilities");
+  EXPECT_EQ((*model)->graph().initializers.size(), 6u);
+  EXPECT_EQ((*model)->graph().opset, 13);
+  // Deterministic: the same bytes every time.
+  EXPECT_EQ(DefaultModelOnnxBytes(), DefaultModelOnnxBytes());
+}
+
+TEST(OnnxImportTest, UnsupportedOperatorsAreAllNamedWithTheirNodes) {
+  OnnxModelBuilder b("lstm_and_friends");
+  b.AddNode("Relu", {"x"}, {"a"});
+  b.AddNode("Elu", {"a"}, {"b"});
+  b.AddNode("Selu", {"b"}, {"c"});
+  b.AddNode("Elu", {"c"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(b.Serialize(), "m", "m.onnx");
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(model.status().message(),
+              AllOf(HasSubstr("m.onnx"), HasSubstr("Elu (node 'b')"), HasSubstr("Selu (node 'c')"),
+                    HasSubstr("Elu (node 'y')")));
+}
+
+TEST(OnnxImportTest, OpsetOutsideElevenToSeventeenIsRejected) {
+  OnnxModelBuilder b("old", 9);
+  b.AddNode("Relu", {"x"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(b.Serialize(), "m", "m");
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(), HasSubstr("opset is 9; replicad supports opsets 11 to 17"));
+}
+
+TEST(OnnxImportTest, UnsupportedInputDtypeIsNamed) {
+  OnnxModelBuilder b("f16");
+  b.AddNode("Relu", {"x"}, {"y"});
+  onnx::ModelProto model = b.model();
+  auto* input = model.mutable_graph()->add_input();
+  input->set_name("x");
+  input->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT16);
+  input->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+  auto* output = model.mutable_graph()->add_output();
+  *output = *input;
+  output->set_name("y");
+  absl::StatusOr<std::shared_ptr<const Model>> loaded =
+      LoadOnnxBytes(model.SerializeAsString(), "m", "m");
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loaded.status().message(), AllOf(HasSubstr("input 'x'"), HasSubstr("FLOAT16 (10)")));
+}
+
+TEST(OnnxImportTest, GarbageAndMissingFiles) {
+  EXPECT_EQ(LoadOnnxBytes("not a model", "m", "junk.onnx").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadOnnxFile("/nonexistent/model.onnx", "m").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(OnnxImportTest, CheckerRejectsBrokenGraphs) {
+  OnnxModelBuilder b("broken");
+  b.AddNode("Relu", {"missing"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(b.Serialize(), "m", "m");
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(), HasSubstr("ONNX rejects the model"));
+}
+
+}  // namespace
+}  // namespace replicad

@@ -1,0 +1,219 @@
+// Runs the ONNX backend node tests (/usr/share/libonnx-testdata/data/node) whose
+// ops replicad supports through the shape rules and the CPU kernels, and
+// compares every output with the reference on every test_data_set_*.
+//
+// Prints one line per case: "PASS name", "SKIP name: <reason>" where the
+// reason is "unsupported op X", "unsupported dtype Y" or "unsupported form:
+// <Unimplemented message>", or "FAIL name: <why>" (a test failure); then
+// "N passed, M skipped".
+//
+// Tolerances are ONNX's backend-test defaults (rtol 1e-3, atol 1e-7); int64
+// outputs must match exactly. Graph inputs that a shape rule needs as values
+// (Reshape's `shape`) are bound as constants, as an initializer would be in a
+// real model (see RunOnnxNodes).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/backends/cpu/kernels/cpu_kernel_factory.h"
+#include "core/ops/op_registry.h"
+#include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
+#include "tests/testing/onnx_node_runner.h"
+
+namespace replicad {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kNodeDataDir[] = "/usr/share/libonnx-testdata/data/node";
+constexpr double kRtol = 1e-3;
+constexpr double kAtol = 1e-7;
+
+template <typename Proto>
+bool ReadProto(const fs::path& path, Proto* proto) {
+  std::ifstream in(path, std::ios::binary);
+  return in && proto->ParseFromIstream(&in);
+}
+
+// The reason to skip a case before running it: an op or a value type replicad
+// does not compute. nullopt when the case should run.
+std::optional<std::string> StaticSkipReason(const onnx::ModelProto& model) {
+  std::set<std::string> supported;
+  for (std::string_view op : SupportedOps()) supported.insert(std::string(op));
+  for (const onnx::NodeProto& node : model.graph().node()) {
+    const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (!default_domain || supported.count(node.op_type()) == 0) {
+      return absl::StrCat("unsupported op ", default_domain ? "" : node.domain() + ".",
+                          node.op_type());
+    }
+  }
+  std::vector<const onnx::ValueInfoProto*> values;
+  for (const auto& v : model.graph().input()) values.push_back(&v);
+  for (const auto& v : model.graph().output()) values.push_back(&v);
+  for (const onnx::ValueInfoProto* value : values) {
+    const onnx::TypeProto& type = value->type();
+    if (type.has_sequence_type()) return std::string("unsupported dtype sequence");
+    if (type.has_optional_type()) return std::string("unsupported dtype optional");
+    if (type.has_map_type()) return std::string("unsupported dtype map");
+    if (!type.has_tensor_type()) return std::string("unsupported dtype non-tensor");
+    if (!DTypeFromOnnx(type.tensor_type().elem_type()).ok()) {
+      return absl::StrCat("unsupported dtype ",
+                          OnnxDataTypeName(type.tensor_type().elem_type()));
+    }
+  }
+  return std::nullopt;
+}
+
+// Empty when `actual` matches `expected` within the tolerances, else why not.
+std::string Compare(const Tensor& actual, const Tensor& expected) {
+  if (!(actual.type() == expected.type())) {
+    return absl::StrCat("got ", TensorTypeToString(actual.type()), ", expected ",
+                        TensorTypeToString(expected.type()));
+  }
+  for (int64_t i = 0; i < expected.num_elements(); ++i) {
+    if (expected.dtype() == DType::kInt64) {
+      if (actual.data<int64_t>()[i] != expected.data<int64_t>()[i]) {
+        return absl::StrCat("element ", i, " is ", actual.data<int64_t>()[i], ", expected ",
+                            expected.data<int64_t>()[i]);
+      }
+      continue;
+    }
+    const double a = actual.data<float>()[i];
+    const double e = expected.data<float>()[i];
+    if (std::isnan(e) && std::isnan(a)) continue;
+    if (!(std::fabs(a - e) <= kAtol + kRtol * std::fabs(e))) {
+      return absl::StrCat("element ", i, " is ", a, ", expected ", e);
+    }
+  }
+  return "";
+}
+
+enum class Outcome { kPass, kSkip, kFail };
+
+struct CaseResult {
+  Outcome outcome;
+  std::string detail;
+};
+
+// Loads the inputs of one test_data_set_* and runs the case.
+CaseResult RunDataSet(const onnx::ModelProto& model, const fs::path& data_set,
+                      CpuKernelContext& context) {
+  int graph_inputs = 0;
+  std::set<std::string> initializers;
+  for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
+  for (const auto& input : model.graph().input()) graph_inputs += initializers.count(input.name()) == 0;
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < graph_inputs; ++i) {
+    onnx::TensorProto proto;
+    const fs::path path = data_set / absl::StrCat("input_", i, ".pb");
+    if (!ReadProto(path, &proto)) return {Outcome::kFail, absl::StrCat("cannot read ", path.string())};
+    absl::StatusOr<Tensor> tensor = TensorFromProto(proto);
+    if (!tensor.ok()) {
+      return {Outcome::kFail, absl::StrCat(path.string(), ": ", tensor.status().message())};
+    }
+    inputs.push_back(*std::move(tensor));
+  }
+  absl::StatusOr<std::vector<Tensor>> outputs = RunOnnxNodes(model, inputs, context);
+  if (!outputs.ok()) {
+    if (absl::IsUnimplemented(outputs.status())) {
+      return {Outcome::kSkip, absl::StrCat("unsupported form: ", outputs.status().message())};
+    }
+    return {Outcome::kFail, outputs.status().ToString()};
+  }
+  for (int i = 0; i < model.graph().output_size(); ++i) {
+    onnx::TensorProto proto;
+    const fs::path path = data_set / absl::StrCat("output_", i, ".pb");
+    if (!ReadProto(path, &proto)) return {Outcome::kFail, absl::StrCat("cannot read ", path.string())};
+    absl::StatusOr<Tensor> expected = TensorFromProto(proto);
+    if (!expected.ok()) {
+      return {Outcome::kFail, absl::StrCat(path.string(), ": ", expected.status().message())};
+    }
+    const std::string mismatch = Compare((*outputs)[i], *expected);
+    if (!mismatch.empty()) {
+      return {Outcome::kFail, absl::StrCat(data_set.filename().string(), " output ", i, " '",
+                                           model.graph().output(i).name(), "': ", mismatch)};
+    }
+  }
+  return {Outcome::kPass, ""};
+}
+
+CaseResult RunCase(const fs::path& dir, CpuKernelContext& context) {
+  onnx::ModelProto model;
+  if (!ReadProto(dir / "model.onnx", &model)) return {Outcome::kFail, "cannot read model.onnx"};
+  if (std::optional<std::string> reason = StaticSkipReason(model)) {
+    return {Outcome::kSkip, *reason};
+  }
+  std::vector<fs::path> data_sets;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    if (entry.is_directory() && entry.path().filename().string().rfind("test_data_set_", 0) == 0) {
+      data_sets.push_back(entry.path());
+    }
+  }
+  std::sort(data_sets.begin(), data_sets.end());
+  if (data_sets.empty()) return {Outcome::kFail, "no test_data_set_* folder"};
+  for (const fs::path& data_set : data_sets) {
+    CaseResult result = RunDataSet(model, data_set, context);
+    if (result.outcome != Outcome::kPass) return result;
+  }
+  return {Outcome::kPass, ""};
+}
+
+TEST(OnnxNodeConformanceTest, SupportedCasesMatchReference) {
+  ASSERT_TRUE(fs::is_directory(kNodeDataDir))
+      << kNodeDataDir << " is missing; install libonnx-testdata (scripts/install-deps.sh)";
+  std::vector<fs::path> cases;
+  for (const fs::directory_entry& entry : fs::directory_iterator(kNodeDataDir)) {
+    if (entry.is_directory()) cases.push_back(entry.path());
+  }
+  std::sort(cases.begin(), cases.end());
+
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  CpuKernelContext context{engine, dnnl::stream(engine)};
+  int passed = 0;
+  int skipped = 0;
+  int failed = 0;
+  std::set<std::string> ops_passed;
+  for (const fs::path& dir : cases) {
+    const std::string name = dir.filename().string();
+    const CaseResult result = RunCase(dir, context);
+    switch (result.outcome) {
+      case Outcome::kPass: {
+        ++passed;
+        std::printf("PASS %s\n", name.c_str());
+        onnx::ModelProto model;
+        ReadProto(dir / "model.onnx", &model);
+        for (const auto& node : model.graph().node()) ops_passed.insert(node.op_type());
+        break;
+      }
+      case Outcome::kSkip:
+        ++skipped;
+        std::printf("SKIP %s: %s\n", name.c_str(), result.detail.c_str());
+        break;
+      case Outcome::kFail:
+        ++failed;
+        std::printf("FAIL %s: %s\n", name.c_str(), result.detail.c_str());
+        ADD_FAILURE() << name << ": " << result.detail;
+        break;
+    }
+  }
+  std::printf("%d passed, %d skipped\n", passed, skipped);
+  if (failed != 0) std::printf("%d failed\n", failed);
+  // A supported op whose every case is skipped would otherwise go unnoticed.
+  for (std::string_view op : SupportedOps()) {
+    EXPECT_EQ(ops_passed.count(std::string(op)), 1u)
+        << "no conformance case of supported op " << op << " passed";
+  }
+}
+
+}  // namespace
+}  // namespace replicad

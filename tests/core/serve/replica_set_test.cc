@@ -1,0 +1,135 @@
+#include "core/serve/replica_set.h"
+
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/test_models.h"
+
+namespace replicad {
+namespace {
+
+using testing::PredictAndWait;
+using testing::PredictOutcome;
+using testing::RandomTensor;
+using testing::RelativeL2;
+
+class ReplicaSetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::LoadOrDie(testing::TwoInputTwoOutputOnnx(), "two_in_two_out");
+  }
+  std::vector<Tensor> Inputs(int64_t batch, uint64_t seed) {
+    return {RandomTensor({batch, 3, 6, 6}, seed), RandomTensor({batch, 5}, seed + 1000)};
+  }
+  std::shared_ptr<const Model> model_;
+};
+
+// The result over N slots equals the 1-slot result within 1e-6 relative
+// (L2) for every split, uneven ones included.
+TEST_F(ReplicaSetTest, SplitResultsEqualOneSlotResults) {
+  std::unique_ptr<ReplicaSet> one = testing::MakeCpuReplicaSet(model_, {1});
+  for (int slots : {1, 2, 3}) {
+    std::unique_ptr<ReplicaSet> many =
+        testing::MakeCpuReplicaSet(model_, std::vector<double>(slots, 1.0));
+    for (int64_t batch : {1, 2, 7, 64}) {
+      PredictOutcome reference = PredictAndWait(*one, Inputs(batch, batch));
+      PredictOutcome split = PredictAndWait(*many, Inputs(batch, batch));
+      ASSERT_TRUE(reference.status.ok()) << reference.status;
+      ASSERT_TRUE(split.status.ok()) << split.status;
+      EXPECT_EQ(split.slices.size(), static_cast<size_t>(std::min<int64_t>(slots, batch)));
+      ASSERT_EQ(split.outputs.size(), 2u);
+      for (size_t j = 0; j < 2; ++j) {
+        EXPECT_EQ(split.outputs[j].shape(), reference.outputs[j].shape());
+        EXPECT_EQ(split.outputs[j].shape()[0], batch);
+        EXPECT_LE(RelativeL2(split.outputs[j], reference.outputs[j]), 1e-6)
+            << "output " << j << " batch " << batch << " slots " << slots;
+      }
+    }
+  }
+}
+
+TEST_F(ReplicaSetTest, WeightedSlotsGetProportionalSlices) {
+  std::unique_ptr<ReplicaSet> one = testing::MakeCpuReplicaSet(model_, {1});
+  std::unique_ptr<ReplicaSet> weighted = testing::MakeCpuReplicaSet(model_, {3, 1});
+  PredictOutcome reference = PredictAndWait(*one, Inputs(8, 42));
+  PredictOutcome split = PredictAndWait(*weighted, Inputs(8, 42));
+  ASSERT_TRUE(split.status.ok()) << split.status;
+  EXPECT_EQ(split.slices, (std::vector<BatchSlice>{{0, 0, 6}, {1, 6, 8}}));
+  for (size_t j = 0; j < 2; ++j) {
+    EXPECT_LE(RelativeL2(split.outputs[j], reference.outputs[j]), 1e-6);
+  }
+}
+
+// The outputs of a slice are not a copy of another slice: each row of the
+// merged output matches the same row computed alone.
+TEST_F(ReplicaSetTest, EachMergedRowMatchesThatRowAlone) {
+  std::unique_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(model_, {1, 1, 1});
+  std::vector<Tensor> batch = Inputs(5, 7);
+  PredictOutcome merged = PredictAndWait(*set, batch);
+  ASSERT_TRUE(merged.status.ok());
+  for (int64_t row = 0; row < 5; ++row) {
+    PredictOutcome alone =
+        PredictAndWait(*set, {*batch[0].SliceRows(row, row + 1), *batch[1].SliceRows(row, row + 1)});
+    ASSERT_TRUE(alone.status.ok());
+    for (size_t j = 0; j < 2; ++j) {
+      EXPECT_LE(RelativeL2(*merged.outputs[j].SliceRows(row, row + 1), alone.outputs[j]), 1e-6);
+    }
+  }
+}
+
+TEST_F(ReplicaSetTest, ConcurrentPredictsGetTheirOwnResults) {
+  std::unique_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(model_, {1, 1});
+  std::vector<PredictOutcome> expected;
+  for (int i = 0; i < 8; ++i) expected.push_back(PredictAndWait(*set, Inputs(3 + i, 100 + i)));
+  std::vector<std::thread> threads;
+  std::vector<PredictOutcome> got(8);
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      for (int repeat = 0; repeat < 5; ++repeat) got[i] = PredictAndWait(*set, Inputs(3 + i, 100 + i));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(got[i].status.ok());
+    for (size_t j = 0; j < 2; ++j) EXPECT_EQ(RelativeL2(got[i].outputs[j], expected[i].outputs[j]), 0.0);
+  }
+}
+
+TEST_F(ReplicaSetTest, PlansAreBuiltOncePerSliceSize) {
+  std::unique_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(model_, {1, 1});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(PredictAndWait(*set, Inputs(6, i)).status.ok());
+  EXPECT_EQ(set->replicas()[0]->plan_count(), 1u);
+  ASSERT_TRUE(PredictAndWait(*set, Inputs(5, 9)).status.ok());  // Slices of 3 and 2.
+  EXPECT_EQ(set->replicas()[0]->plan_count(), 2u);
+  EXPECT_EQ(set->replicas()[1]->plan_count(), 2u);
+}
+
+TEST_F(ReplicaSetTest, EmptyBatchIsAnErrorNotACrash) {
+  std::unique_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(model_, {1, 1});
+  PredictOutcome outcome = PredictAndWait(
+      *set, {Tensor::Host(DType::kFloat32, {0, 3, 6, 6}), Tensor::Host(DType::kFloat32, {0, 5})});
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kInvalidArgument);
+}
+
+class CountingObserver : public SliceObserver {
+ public:
+  void OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) override {
+    absl::MutexLock lock(&mu);
+    rows_by_slot[replica.slot().name] += rows;
+    EXPECT_GE(busy_seconds, 0.0);
+  }
+  absl::Mutex mu;
+  std::map<std::string, int64_t> rows_by_slot;
+};
+
+TEST_F(ReplicaSetTest, ObserverSeesEverySlice) {
+  CountingObserver observer;
+  std::unique_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(model_, {1, 1, 1}, &observer);
+  ASSERT_TRUE(PredictAndWait(*set, Inputs(7, 1)).status.ok());
+  absl::MutexLock lock(&observer.mu);
+  EXPECT_EQ(observer.rows_by_slot, (std::map<std::string, int64_t>{{"r0", 3}, {"r1", 2}, {"r2", 2}}));
+}
+
+}  // namespace
+}  // namespace replicad

@@ -1,0 +1,408 @@
+// Starts the real daemon and drives it through the client library and
+// replicactl: the model, the split, every bad-input case, metrics, shutdown.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "client/npy.h"
+#include "client/replicad_client.h"
+#include "core/model/default_model.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/daemon_process.h"
+#include "tests/testing/test_models.h"
+
+namespace replicad {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing::DaemonProcess;
+
+v1::Tensor ToProto(const std::string& name, const Tensor& t) {
+  v1::Tensor p;
+  p.set_name(name);
+  p.set_dtype(t.dtype() == DType::kFloat32 ? v1::DATA_TYPE_FLOAT32 : v1::DATA_TYPE_INT64);
+  for (int64_t d : t.shape()) p.add_shape(d);
+  p.set_raw(t.raw_data(), t.byte_size());
+  return p;
+}
+
+Tensor FromProto(const v1::Tensor& p) {
+  Tensor t = Tensor::Host(p.dtype() == v1::DATA_TYPE_FLOAT32 ? DType::kFloat32 : DType::kInt64,
+                          Shape(p.shape().begin(), p.shape().end()));
+  EXPECT_EQ(p.raw().size(), t.byte_size());
+  std::memcpy(t.raw_data(), p.raw().data(), std::min(p.raw().size(), t.byte_size()));
+  return t;
+}
+
+v1::PredictRequest ImageRequest(int64_t batch, uint64_t seed) {
+  v1::PredictRequest request;
+  request.set_model("default");
+  *request.add_inputs() = ToProto("image", testing::RandomTensor({batch, 1, 28, 28}, seed));
+  return request;
+}
+
+class ReplicadE2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> started = DaemonProcess::Start(
+        {"--devices", "cpu:0,cpu:0,cpu:0", "--max-batch-size", "256", "--max-message-bytes",
+         std::to_string(4 << 20)});
+    ASSERT_TRUE(started.ok()) << started.status();
+    daemon_ = started->release();
+    client::ClientOptions options;
+    options.max_message_bytes = 64 << 20;  // Bigger than the server's, to test its limit.
+    client_ = client::ReplicadClient::Connect(daemon_->target(), options)->release();
+    // The in-process reference: the same embedded model on one slot.
+    reference_ = testing::MakeCpuReplicaSet(*LoadDefaultModel(), {1}).release();
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    delete reference_;
+    delete daemon_;
+  }
+
+  // A request that must succeed, proving earlier bad requests disturbed nothing.
+  static void ExpectServingStillWorks() {
+    absl::StatusOr<v1::PredictResponse> ok = client_->Predict(ImageRequest(5, 77));
+    ASSERT_TRUE(ok.ok()) << ok.status();
+    EXPECT_EQ(ok->outputs_size(), 2);
+  }
+
+  static absl::Status PredictError(const v1::PredictRequest& request) {
+    absl::StatusOr<v1::PredictResponse> response = client_->Predict(request);
+    EXPECT_FALSE(response.ok());
+    return response.status();
+  }
+
+  static DaemonProcess* daemon_;
+  static client::ReplicadClient* client_;
+  static ReplicaSet* reference_;
+};
+
+DaemonProcess* ReplicadE2eTest::daemon_ = nullptr;
+client::ReplicadClient* ReplicadE2eTest::client_ = nullptr;
+ReplicaSet* ReplicadE2eTest::reference_ = nullptr;
+
+TEST_F(ReplicadE2eTest, PredictSplitsTheBatchAndMatchesOneSlot) {
+  for (int64_t batch : {1, 2, 7, 64}) {
+    v1::PredictRequest request = ImageRequest(batch, batch);
+    absl::StatusOr<v1::PredictResponse> response = client_->Predict(request);
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_EQ(response->slices_size(), std::min<int64_t>(batch, 3));
+    int64_t next = 0;
+    for (const v1::SliceInfo& slice : response->slices()) {
+      EXPECT_EQ(slice.begin(), next);
+      EXPECT_EQ(slice.device(), "cpu:0");
+      next = slice.end();
+    }
+    EXPECT_EQ(next, batch);
+    testing::PredictOutcome expected =
+        testing::PredictAndWait(*reference_, {FromProto(request.inputs(0))});
+    ASSERT_TRUE(expected.status.ok());
+    ASSERT_EQ(response->outputs_size(), 2);
+    EXPECT_EQ(response->outputs(0).name(), "logits");
+    EXPECT_EQ(response->outputs(1).name(), "probabilities");
+    for (int j = 0; j < 2; ++j) {
+      Tensor got = FromProto(response->outputs(j));
+      EXPECT_EQ(got.shape(), (Shape{batch, 10}));
+      EXPECT_LE(testing::RelativeL2(got, expected.outputs[j]), 1e-6);
+    }
+  }
+}
+
+TEST_F(ReplicadE2eTest, OutputNamesSelectOutputs) {
+  v1::PredictRequest request = ImageRequest(3, 1);
+  request.add_output_names("probabilities");
+  absl::StatusOr<v1::PredictResponse> response = client_->Predict(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->outputs_size(), 1);
+  EXPECT_EQ(response->outputs(0).name(), "probabilities");
+
+  request.set_output_names(0, "nope");
+  absl::Status s = PredictError(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("output_names[0]"), HasSubstr("no output 'nope'")));
+}
+
+TEST_F(ReplicadE2eTest, ListsDevicesModelsAndTheModel) {
+  absl::StatusOr<v1::ListDevicesResponse> devices = client_->ListDevices();
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_GE(devices->devices_size(), 1);
+  EXPECT_EQ(devices->devices(0).id(), "cpu:0");
+  EXPECT_EQ(devices->devices(0).kind(), "cpu");
+  EXPECT_EQ(devices->devices(0).slots(), 3);
+  EXPECT_GT(devices->devices(0).memory_bytes(), 0u);
+
+  absl::StatusOr<v1::ListModelsResponse> models = client_->ListModels();
+  ASSERT_TRUE(models.ok());
+  ASSERT_EQ(models->models_size(), 1);
+  EXPECT_EQ(models->models(0).name(), "default");
+  EXPECT_EQ(models->models(0).path(), "<embedded>");
+
+  absl::StatusOr<v1::ModelInfo> model = client_->GetModel("default");
+  ASSERT_TRUE(model.ok());
+  ASSERT_EQ(model->inputs_size(), 1);
+  EXPECT_EQ(model->inputs(0).name(), "image");
+  EXPECT_THAT(model->inputs(0).shape(), ::testing::ElementsAre(-1, 1, 28, 28));
+  EXPECT_EQ(model->replicas_size(), 3);
+  EXPECT_EQ(model->replicas(2).slot(), "r2");
+  EXPECT_EQ(model->merge_device(), "cpu:0");
+  EXPECT_EQ(model->max_batch_size(), 256);
+
+  absl::StatusOr<v1::ModelInfo> missing = client_->GetModel("resnet");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("'resnet' is not served; served models: default"));
+}
+
+// One test per bad-input case: the code, a message naming the field with the
+// expected and received values, and the daemon serving normally afterwards.
+TEST_F(ReplicadE2eTest, UnknownModel) {
+  v1::PredictRequest request = ImageRequest(2, 1);
+  request.set_model("mnist");
+  absl::Status s = PredictError(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("model: 'mnist' is not served; served models: default"));
+  ExpectServingStillWorks();
+}
+
+TEST_F(ReplicadE2eTest, UnknownInput) {
+  v1::PredictRequest request = ImageRequest(2, 1);
+  request.mutable_inputs(0)->set_name("img");
+  absl::Status s = PredictError(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("inputs[0].name"), HasSubstr("no input 'img'"),
+                                 HasSubstr("image float32[?,1,28,28]")));
+  ExpectServingStillWorks();
+}
+
+TEST_F(ReplicadE2eTest, MissingInput) {
+  v1::PredictRequest request;
+  request.set_model("default");
+  absl::Status s = PredictError(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("input 'image' is missing"));
+  ExpectServingStillWorks();
+}
+
+TEST_F(ReplicadE2eTest, DuplicatedInput) {
+  v1::PredictRequest request = ImageRequest(2, 1);
+  *request.add_inputs() = request.inputs(0);
+  absl::Status s = PredictError(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("inputs[1].name: input 'image' is already given as inputs[0]"));
+  ExpectServingStillWorks();
+}
+
+TEST_F(ReplicadE2eTest, WrongDtype) {
+  v1::PredictRequest request = ImageRequest(2, 1);
+  request.mutable_inputs(0)->set_dtype(v1::DATA_TYPE_INT64);
+  request.mutable_inputs(0)->mutable_raw()->resize(2 * 28 * 28 * 8);
+  absl::Status s = PredictError(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("inputs[0] 'image': dtype expected float32, received int64"));
+
+  request.mutable_inputs(0)->set_dtype(v1::DATA_TYPE_UNSPECIFIED);
+  s = PredictError(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("received DATA_TYPE_UNSPECIFIED (0)"));
+  ExpectServingStillWorks();
+}
+
+TEST_F(ReplicadE2eTest, WrongRank) {
+  v1::PredictRequest request = ImageRequest(2, 1);
+  request.mutable_inputs(0)->clear_shape();
+  for (int64_t d : {2, 28, 28}) request.mutable_inputs(0)->add_shape(d);
+  absl::Status s = PredictError(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("inputs[0] 'image'"), HasSubstr("expected rank 4"),
+                                 HasSubstr("received rank 3")));
+  ExpectServingStillWorks();
+}
+
+TEST_F(ReplicadE2eTest, WrongNonBatchDimension) {
+  v1::PredictRequest request = ImageRequest(2, 1);
+  request.mutable_inputs(0)->set_shape(2, 14);
+  request.mutable_inputs(0)->set_shape(3, 56);
+  absl::Status s = PredictError(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("dim 2 expected 28, received 14"));
+  ExpectServingStillWorks();
+}
+
+TEST_F(ReplicadE2eTest, ByteCountNotMatchingShape) {
+  v1::PredictRequest request = ImageRequest(2, 1);
+  request.mutable_inputs(0)->mutable_raw()->resize(100);
+  absl::Status s = PredictError(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("raw holds 100 bytes; float32[2,1,28,28] needs 6272"));
+  ExpectServingStillWorks();
+}
+
+TEST_F(ReplicadE2eTest, EmptyBatch) {
+  v1::PredictRequest request = ImageRequest(2, 1);
+  request.mutable_inputs(0)->set_shape(0, 0);
+  request.mutable_inputs(0)->clear_raw();
+  absl::Status s = PredictError(request);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("the batch is empty"));
+  ExpectServingStillWorks();
+}
+
+TEST_F(ReplicadE2eTest, BatchOverTheConfiguredMaximum) {
+  absl::Status s = PredictError(ImageRequest(257, 1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("batch size 257 exceeds the maximum of 256"));
+  ExpectServingStillWorks();
+}
+
+TEST_F(ReplicadE2eTest, RequestOverTheMessageLimitIsResourceExhausted) {
+  // 2000 images of 3136 bytes: ~6 MiB, over the daemon's 4 MiB limit.
+  absl::Status s = PredictError(ImageRequest(2000, 1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  ExpectServingStillWorks();
+}
+
+TEST_F(ReplicadE2eTest, ConcurrentClientsAllGetAnswers) {
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) {
+        if (client_->Predict(ImageRequest(1 + (t + i) % 9, t * 100 + i)).ok()) ++ok;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 60);
+}
+
+TEST_F(ReplicadE2eTest, ReplicactlPredictWritesNpyOutputs) {
+  const std::string dir = ::testing::TempDir() + "/replicactl_e2e";
+  std::filesystem::create_directories(dir);
+  v1::PredictRequest request = ImageRequest(4, 9);
+  ASSERT_TRUE(client::WriteNpy(dir + "/image.npy", request.inputs(0)).ok());
+  testing::CommandResult result = testing::RunCommand(
+      {testing::BinDir() + "/replicactl", "--server", daemon_->target(), "predict", "--model",
+       "default", "--input", "image=" + dir + "/image.npy", "--output-dir", dir + "/out"});
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_THAT(result.out, HasSubstr("probabilities"));
+  absl::StatusOr<v1::Tensor> probabilities = client::ReadNpy(dir + "/out/probabilities.npy");
+  ASSERT_TRUE(probabilities.ok()) << probabilities.status();
+  absl::StatusOr<v1::PredictResponse> direct = client_->Predict(request);
+  ASSERT_TRUE(direct.ok());
+  EXPECT_EQ(probabilities->raw(), direct->outputs(1).raw());
+  EXPECT_THAT(probabilities->shape(), ::testing::ElementsAre(4, 10));
+}
+
+TEST_F(ReplicadE2eTest, ReplicactlListsAndReportsErrors) {
+  const std::string ctl = testing::BinDir() + "/replicactl";
+  testing::CommandResult models = testing::RunCommand({ctl, "--server", daemon_->target(), "models"});
+  EXPECT_EQ(models.exit_code, 0) << models.out;
+  EXPECT_THAT(models.out, HasSubstr("default"));
+  testing::CommandResult devices =
+      testing::RunCommand({ctl, "--server", daemon_->target(), "devices"});
+  EXPECT_EQ(devices.exit_code, 0) << devices.out;
+  EXPECT_THAT(devices.out, HasSubstr("cpu:0"));
+  testing::CommandResult model =
+      testing::RunCommand({ctl, "--server", daemon_->target(), "model", "default"});
+  EXPECT_EQ(model.exit_code, 0) << model.out;
+  EXPECT_THAT(model.out, AllOf(HasSubstr("image"), HasSubstr("r2")));
+  testing::CommandResult missing =
+      testing::RunCommand({ctl, "--server", daemon_->target(), "model", "nope"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_THAT(missing.out, HasSubstr("NOT_FOUND"));
+}
+
+TEST_F(ReplicadE2eTest, MetricsCountRequestsAndSlotsAndPassPromtool) {
+  ASSERT_TRUE(client_->Predict(ImageRequest(6, 3)).ok());
+  absl::StatusOr<std::string> response = testing::HttpGet(daemon_->metrics_port(), "/metrics");
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_THAT(*response, HasSubstr("200 OK"));
+  EXPECT_THAT(*response,
+              AllOf(HasSubstr("replicad_requests_total{model=\"default\",method=\"Predict\",code=\"OK\"}"),
+                    HasSubstr("replicad_request_duration_seconds_bucket{model=\"default\",method=\"Predict\",le=\"+Inf\"}"),
+                    HasSubstr("replicad_slot_samples_total{model=\"default\",slot=\"r2\",device=\"cpu:0\"}"),
+                    HasSubstr("replicad_slot_busy_seconds_total"),
+                    HasSubstr("replicad_samples_total{model=\"default\"}"),
+                    HasSubstr("replicad_device_slots{device=\"cpu:0\"} 3")));
+  const size_t body = response->find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos);
+  const std::string file = ::testing::TempDir() + "/live_metrics.txt";
+  std::ofstream(file) << response->substr(body + 4);
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "no promtool";
+  testing::CommandResult check = testing::RunCommand({"/bin/sh", "-c", "promtool check metrics < " + file});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+}
+
+TEST(ReplicadShutdownTest, SigtermFinishesInFlightRequestsAndExitsZero) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = *client::ReplicadClient::Connect((*daemon)->target(), {});
+  ASSERT_TRUE(client->Predict(ImageRequest(1, 1)).ok());
+  std::atomic<int> answered{0};
+  std::thread load([&] {
+    for (int i = 0; i < 20; ++i) {
+      absl::StatusOr<v1::PredictResponse> r = client->Predict(ImageRequest(128, i));
+      // After shutdown starts, new calls are refused (UNAVAILABLE), never half-answered.
+      if (r.ok()) {
+        ++answered;
+        EXPECT_EQ(r->outputs(0).raw().size(), 128u * 10 * 4);
+      } else {
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+      }
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
+  load.join();
+  EXPECT_GT(answered.load(), 0);
+  EXPECT_THAT((*daemon)->output(), HasSubstr("replicad: stopped"));
+}
+
+TEST(ReplicadStartupTest, UnknownDeviceFailsListingTheDevicesThatExist) {
+  testing::CommandResult result = testing::RunCommand(
+      {testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0", "--devices",
+       "cpu:0,cuda:7"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.out, AllOf(HasSubstr("'cuda:7' does not exist"), HasSubstr("available: cpu:0")));
+}
+
+TEST(ReplicadStartupTest, UnsupportedModelFailsNamingOpsAndNodes) {
+  const std::string dir = ::testing::TempDir() + "/bad_repo/lstm";
+  std::filesystem::create_directories(dir);
+  {
+    onnx::ModelProto model;
+    model.set_ir_version(8);
+    model.add_opset_import()->set_version(13);
+    auto* node = model.mutable_graph()->add_node();
+    node->set_op_type("Elu");
+    node->set_name("elu_1");
+    node->add_input("x");
+    node->add_output("y");
+    for (const char* name : {"x", "y"}) {
+      auto* info = std::string(name) == "x" ? model.mutable_graph()->add_input()
+                                            : model.mutable_graph()->add_output();
+      info->set_name(name);
+      info->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+    }
+    std::ofstream(dir + "/model.onnx", std::ios::binary) << model.SerializeAsString();
+  }
+  testing::CommandResult result = testing::RunCommand(
+      {testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0", "--model-repository",
+       ::testing::TempDir() + "/bad_repo"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.out, AllOf(HasSubstr("UNIMPLEMENTED"), HasSubstr("model 'lstm'"),
+                                HasSubstr("Elu (node 'elu_1')")));
+}
+
+}  // namespace
+}  // namespace replicad

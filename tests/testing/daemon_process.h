@@ -1,0 +1,55 @@
+#ifndef REPLICAD_TESTS_TESTING_DAEMON_PROCESS_H_
+#define REPLICAD_TESTS_TESTING_DAEMON_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace replicad::testing {
+
+// The directory holding the built replicad and replicactl (REPLICAD_BIN_DIR,
+// set by CTest).
+std::string BinDir();
+
+// A `replicad serve` child process on ephemeral ports. Start waits until it
+// reports both ports (or fails with its output). The destructor kills it.
+class DaemonProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
+      const std::vector<std::string>& extra_args);
+  ~DaemonProcess();
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  // Sends `signal` and waits; returns the exit code (or 128 + the signal
+  // that killed it). Everything it printed is in output().
+  int StopWith(int signal);
+  const std::string& output() const { return output_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  std::string output_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr, interleaved.
+};
+// Runs argv[0] with the arguments and waits for it.
+CommandResult RunCommand(const std::vector<std::string>& argv);
+
+// GET http://127.0.0.1:port/path; returns the whole response (status line,
+// headers, body) or an error.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+
+}  // namespace replicad::testing
+
+#endif  // REPLICAD_TESTS_TESTING_DAEMON_PROCESS_H_

@@ -1,0 +1,115 @@
+#include "tests/testing/test_models.h"
+
+#include <cmath>
+
+#include "absl/synchronization/notification.h"
+#include "core/backends/cpu/cpu_backend.h"
+#include "core/model/onnx_builder.h"
+#include "core/model/onnx_import.h"
+#include "gtest/gtest.h"
+
+namespace replicad::testing {
+
+Tensor RandomTensor(Shape shape, uint64_t seed) {
+  Tensor t = Tensor::Host(DType::kFloat32, std::move(shape));
+  uint64_t state = seed;
+  float* data = t.data<float>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    data[i] = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  }
+  return t;
+}
+
+std::string TwoInputTwoOutputOnnx() {
+  OnnxModelBuilder b("two_in_two_out", 13);
+  b.AddInitializer("conv.w", RandomTensor({2, 3, 3, 3}, 1));
+  b.AddInitializer("conv.b", RandomTensor({2}, 2));
+  b.AddInitializer("fc.w", RandomTensor({5, 2}, 3));
+  b.AddInitializer("fc.b", RandomTensor({2}, 4));
+  b.AddInitializer("mm.w", RandomTensor({5, 3}, 5));
+  b.AddInitializer("scale", RandomTensor({3}, 6));
+  OnnxModelBuilder::SetInts(b.AddNode("Conv", {"image", "conv.w", "conv.b"}, {"c"}), "pads",
+                            {1, 1, 1, 1});
+  b.AddNode("Relu", {"c"}, {"r"});
+  b.AddNode("GlobalAveragePool", {"r"}, {"g"});
+  b.AddNode("Flatten", {"g"}, {"flat"});
+  b.AddNode("Gemm", {"features", "fc.w", "fc.b"}, {"fc"});
+  b.AddNode("Add", {"flat", "fc"}, {"sum"});
+  b.AddNode("MatMul", {"features", "mm.w"}, {"mm"});
+  b.AddNode("Mul", {"mm", "scale"}, {"scaled"});
+  OnnxModelBuilder::SetInt(b.AddNode("Softmax", {"scaled"}, {"probabilities"}), "axis", -1);
+  b.AddInput("image", DType::kFloat32, {kAnyDim, 3, 6, 6});
+  b.AddInput("features", DType::kFloat32, {kAnyDim, 5});
+  b.AddOutput("sum", DType::kFloat32, {kAnyDim, 2});
+  b.AddOutput("probabilities", DType::kFloat32, {kAnyDim, 3});
+  return b.Serialize();
+}
+
+std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std::string& name) {
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(onnx_bytes, name, name);
+  if (!model.ok()) {
+    ADD_FAILURE() << model.status();
+    std::abort();
+  }
+  return *model;
+}
+
+std::unique_ptr<ReplicaSet> MakeCpuReplicaSet(std::shared_ptr<const Model> model,
+                                              const std::vector<double>& weights,
+                                              SliceObserver* observer) {
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    SlotAssignment slot{"r" + std::to_string(i), cpu.id, weights[i]};
+    absl::StatusOr<std::unique_ptr<Replica>> replica =
+        Replica::Create(model, slot, CreateCpuDevice(cpu, CpuSlotOptions{1}));
+    if (!replica.ok()) {
+      ADD_FAILURE() << replica.status();
+      std::abort();
+    }
+    replicas.push_back(*std::move(replica));
+  }
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
+      ReplicaSet::Create(model, std::move(replicas), ReplicaSet::Options{cpu.id, observer});
+  if (!set.ok()) {
+    ADD_FAILURE() << set.status();
+    std::abort();
+  }
+  return *std::move(set);
+}
+
+absl::StatusOr<void*> TensorSink::Allocate(int index, const TensorType& type) {
+  if (outputs.size() <= static_cast<size_t>(index)) outputs.resize(index + 1);
+  outputs[index] = Tensor::Host(type.dtype, type.shape);
+  return outputs[index].raw_data();
+}
+
+PredictOutcome PredictAndWait(ReplicaSet& set, std::vector<Tensor> inputs) {
+  PredictOutcome outcome;
+  TensorSink sink;
+  absl::Notification done;
+  set.Predict(std::move(inputs), &sink, [&](absl::Status status, std::vector<BatchSlice> slices) {
+    outcome.status = status;
+    outcome.slices = std::move(slices);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  outcome.outputs = std::move(sink.outputs);
+  return outcome;
+}
+
+double RelativeL2(const Tensor& a, const Tensor& b) {
+  double diff = 0, ref = 0;
+  for (int64_t i = 0; i < b.num_elements(); ++i) {
+    const double x = a.data<float>()[i], y = b.data<float>()[i];
+    diff += (x - y) * (x - y);
+    ref += y * y;
+  }
+  return ref == 0 ? std::sqrt(diff) : std::sqrt(diff / ref);
+}
+
+}  // namespace replicad::testing

@@ -1,0 +1,51 @@
+#ifndef REPLICAD_TESTS_TESTING_TEST_MODELS_H_
+#define REPLICAD_TESTS_TESTING_TEST_MODELS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/model.h"
+#include "core/serve/replica_set.h"
+
+namespace replicad::testing {
+
+// Deterministic pseudo-random floats in [-1, 1) (SplitMix64 of `seed`).
+Tensor RandomTensor(Shape shape, uint64_t seed);
+
+// Two inputs, two outputs, shared batch dim:
+//   image float32[N,3,6,6] -> Conv 2x3x3 pad 1 -> Relu -> GlobalAveragePool -> Flatten [N,2]
+//   features float32[N,5]  -> Gemm (5x2, bias)                               [N,2]
+//   sum = Add of the two                                              float32[N,2]
+//   probabilities = Softmax(MatMul(features, 5x3) * scale[3])        float32[N,3]
+std::string TwoInputTwoOutputOnnx();
+
+// Loads ONNX bytes as a Model named `name`; aborts the test on failure.
+std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std::string& name);
+
+// A replica set of `weights.size()` CPU slots (all on cpu:0, one thread each).
+std::unique_ptr<ReplicaSet> MakeCpuReplicaSet(std::shared_ptr<const Model> model,
+                                              const std::vector<double>& weights,
+                                              SliceObserver* observer = nullptr);
+
+// An OutputSink that keeps the merged outputs as host tensors.
+class TensorSink : public OutputSink {
+ public:
+  absl::StatusOr<void*> Allocate(int index, const TensorType& type) override;
+  std::vector<Tensor> outputs;
+};
+
+// Runs Predict and waits; returns the outputs (or the error) and the slices.
+struct PredictOutcome {
+  absl::Status status;
+  std::vector<Tensor> outputs;
+  std::vector<BatchSlice> slices;
+};
+PredictOutcome PredictAndWait(ReplicaSet& set, std::vector<Tensor> inputs);
+
+// ||a - b||_2 / ||b||_2 (0 when both are zero).
+double RelativeL2(const Tensor& a, const Tensor& b);
+
+}  // namespace replicad::testing
+
+#endif  // REPLICAD_TESTS_TESTING_TEST_MODELS_H_
