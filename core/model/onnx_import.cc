@@ -10,6 +10,7 @@
 #include "core/model/onnx_tensor.h"
 #include "core/ops/op_registry.h"
 #include "onnx/checker.h"
+#include "onnx/defs/schema.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
 
@@ -74,7 +75,7 @@ absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImpo
       graph.opset = static_cast<int>(opset.version());
     }
   }
-  if (graph.opset < kMinOpset || graph.opset > kMaxOpset) {
+  if (graph.opset > kMaxOpset || graph.opset <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("model opset is ", graph.opset,
                                                    "; replicad supports opsets ", kMinOpset,
                                                    " to ", kMaxOpset));
@@ -106,6 +107,22 @@ absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImpo
     if (!type.ok()) return type.status();
     graph.values[v].type = *type;
     graph.inputs.push_back(v);
+  }
+
+  if (graph.opset < kMinOpset) {
+    // An older opset is fine where every operator the model uses is the same
+    // at opset 11: the model means exactly what it would mean there.
+    for (const onnx::NodeProto& node : g.node()) {
+      const auto* declared = onnx::OpSchemaRegistry::Schema(node.op_type(), graph.opset, node.domain());
+      const auto* current = onnx::OpSchemaRegistry::Schema(node.op_type(), kMinOpset, node.domain());
+      if (declared == nullptr || current == nullptr ||
+          declared->since_version() != current->since_version()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model opset is ", graph.opset, " and ", node.op_type(), " (node '", node.name(),
+            "') changed by opset ", kMinOpset, "; replicad supports opsets ", kMinOpset, " to ",
+            kMaxOpset, " (convert the model with onnx.version_converter)"));
+      }
+    }
   }
 
   std::vector<std::string> unsupported;

@@ -43,9 +43,9 @@ absl::StatusOr<Tensor> ConstantValue(const KernelSpec& spec) {
     absl::StatusOr<Tensor> value = attributes.GetTensor("value");
     if (!value.ok()) return NodeError(spec, value.status().message());
     if (value->location().kind != MemoryKind::kHost) {
-      return NodeUnimplemented(spec, absl::StrCat("attribute 'value' lives in ",
-                                                  MemoryLocationToString(value->location()),
-                                                  "; expected host memory"));
+      return NodeUnimplemented(
+          spec, absl::StrCat("attribute 'value' lives in ",
+                             MemoryLocationToString(value->location()), "; expected host memory"));
     }
     return *value;
   }

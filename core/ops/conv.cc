@@ -22,9 +22,10 @@ absl::StatusOr<std::array<int64_t, 2>> PositivePair(const KernelSpec& spec,
                                                     const std::string& name) {
   REPLICAD_ASSIGN_OR_RETURN(std::vector<int64_t> values, IntsAttribute(spec, name, {1, 1}));
   if (values.size() != 2 || values[0] < 1 || values[1] < 1) {
-    return NodeError(spec, absl::StrCat("attribute '", name,
-                                        "' must hold 2 positive values for a 2-D window, received [",
-                                        absl::StrJoin(values, ","), "]"));
+    return NodeError(spec,
+                     absl::StrCat("attribute '", name,
+                                  "' must hold 2 positive values for a 2-D window, received [",
+                                  absl::StrJoin(values, ","), "]"));
   }
   return std::array<int64_t, 2>{values[0], values[1]};
 }
@@ -78,10 +79,11 @@ absl::StatusOr<Window2d> ResolveWindow2d(const KernelSpec& spec, std::array<int6
   for (int i = 0; i < 2; ++i) {
     const int64_t span = input[i] + window.pads_begin[i] + window.pads_end[i] - dilated[i];
     if (span < 0) {
-      return NodeError(spec, absl::StrCat("spatial dim ", i, " of size ", input[i],
-                                          " with pads ", window.pads_begin[i], "+",
-                                          window.pads_end[i], " is smaller than the dilated "
-                                          "kernel ", dilated[i]));
+      return NodeError(spec, absl::StrCat("spatial dim ", i, " of size ", input[i], " with pads ",
+                                          window.pads_begin[i], "+", window.pads_end[i],
+                                          " is smaller than the dilated "
+                                          "kernel ",
+                                          dilated[i]));
     }
     window.output[i] = DivideRounding(span, window.strides[i], ceil_mode) + 1;
   }
@@ -118,17 +120,16 @@ absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec) {
   }
   if (w.shape[1] != channels / conv.group) {
     return NodeError(spec, absl::StrCat("input 1 'W' must have ", channels / conv.group,
-                                        " input channels (X's ", channels, " / group ",
-                                        conv.group, ") in dim 1, received ",
-                                        TensorTypeToString(w)));
+                                        " input channels (X's ", channels, " / group ", conv.group,
+                                        ") in dim 1, received ", TensorTypeToString(w)));
   }
   const std::array<int64_t, 2> kernel{w.shape[2], w.shape[3]};
   REPLICAD_ASSIGN_OR_RETURN(std::vector<int64_t> kernel_shape,
                             IntsAttribute(spec, "kernel_shape", {kernel[0], kernel[1]}));
   if (kernel_shape != std::vector<int64_t>{kernel[0], kernel[1]}) {
-    return NodeError(spec, absl::StrCat("attribute 'kernel_shape' must match W's spatial dims [",
-                                        kernel[0], ",", kernel[1], "], received [",
-                                        absl::StrJoin(kernel_shape, ","), "]"));
+    return NodeError(
+        spec, absl::StrCat("attribute 'kernel_shape' must match W's spatial dims [", kernel[0], ",",
+                           kernel[1], "], received [", absl::StrJoin(kernel_shape, ","), "]"));
   }
   if (HasInput(spec, 2)) {
     const TensorType& b = *spec.inputs[2];
@@ -146,8 +147,8 @@ absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec) {
 absl::Status InferConv(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(*spec));
   spec->outputs = {TensorType{DType::kFloat32,
-                              {spec->inputs[0]->shape[0], conv.out_channels,
-                               conv.window.output[0], conv.window.output[1]}}};
+                              {spec->inputs[0]->shape[0], conv.out_channels, conv.window.output[0],
+                               conv.window.output[1]}}};
   return absl::OkStatus();
 }
 

@@ -38,8 +38,7 @@ absl::Status InferRelu(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(*spec, 0, "X"));
   // Relu accepts int64 from opset 14 on.
   if (spec->opset >= 14) {
-    REPLICAD_RETURN_IF_ERROR(
-        CheckInputDType(*spec, 0, "X", x, {DType::kFloat32}, {DType::kInt64}));
+    REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "X", x, {DType::kFloat32}, {DType::kInt64}));
   } else {
     REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "X", x, {DType::kFloat32}));
   }

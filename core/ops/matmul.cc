@@ -24,22 +24,22 @@ absl::StatusOr<GemmAttributes> ParseGemmAttributes(const KernelSpec& spec) {
   gemm.trans_a = trans_a != 0;
   gemm.trans_b = trans_b != 0;
   if (a.shape.size() != 2) {
-    return NodeError(spec, absl::StrCat("input 0 'A' must be 2-D, received ",
-                                        TensorTypeToString(a)));
+    return NodeError(spec,
+                     absl::StrCat("input 0 'A' must be 2-D, received ", TensorTypeToString(a)));
   }
   if (b.shape.size() != 2) {
-    return NodeError(spec, absl::StrCat("input 1 'B' must be 2-D, received ",
-                                        TensorTypeToString(b)));
+    return NodeError(spec,
+                     absl::StrCat("input 1 'B' must be 2-D, received ", TensorTypeToString(b)));
   }
   gemm.m = gemm.trans_a ? a.shape[1] : a.shape[0];
   gemm.k = gemm.trans_a ? a.shape[0] : a.shape[1];
   const int64_t b_k = gemm.trans_b ? b.shape[1] : b.shape[0];
   gemm.n = gemm.trans_b ? b.shape[0] : b.shape[1];
   if (b_k != gemm.k) {
-    return NodeError(spec, absl::StrCat("input 1 'B' must have K = ", gemm.k, " in dim ",
-                                        gemm.trans_b ? 1 : 0, " (transA=", trans_a, ", transB=",
-                                        trans_b, ", A ", TensorTypeToString(a), "), received ",
-                                        TensorTypeToString(b)));
+    return NodeError(
+        spec, absl::StrCat("input 1 'B' must have K = ", gemm.k, " in dim ", gemm.trans_b ? 1 : 0,
+                           " (transA=", trans_a, ", transB=", trans_b, ", A ",
+                           TensorTypeToString(a), "), received ", TensorTypeToString(b)));
   }
   if (HasInput(spec, 2)) {
     const TensorType& c = *spec.inputs[2];
@@ -75,16 +75,15 @@ absl::StatusOr<MatMulLayout> ParseMatMulLayout(const KernelSpec& spec) {
   if (b2[b2.size() - 2] != k) {
     const size_t rows_dim = b.shape.size() == 1 ? 0 : b.shape.size() - 2;
     return NodeError(spec, absl::StrCat("input 1 'B' must have ", k, " (A's last dim) in dim ",
-                                        rows_dim, ", received A ", TensorTypeToString(a),
-                                        " and B ", TensorTypeToString(b)));
+                                        rows_dim, ", received A ", TensorTypeToString(a), " and B ",
+                                        TensorTypeToString(b)));
   }
   const size_t rank = std::max(a2.size(), b2.size());
   MatMulLayout layout;
   layout.a = PadToRank(a2, rank);
   layout.b = PadToRank(b2, rank);
-  const std::optional<Shape> batch =
-      BroadcastShapes(Shape(layout.a.begin(), layout.a.end() - 2),
-                      Shape(layout.b.begin(), layout.b.end() - 2));
+  const std::optional<Shape> batch = BroadcastShapes(Shape(layout.a.begin(), layout.a.end() - 2),
+                                                     Shape(layout.b.begin(), layout.b.end() - 2));
   if (!batch.has_value()) {
     return NodeError(spec, absl::StrCat("batch dims of A ", TensorTypeToString(a), " and B ",
                                         TensorTypeToString(b), " do not broadcast"));

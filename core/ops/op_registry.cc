@@ -10,18 +10,12 @@ namespace {
 
 // Sorted by type, so that lookups can bisect and SupportedOps is a copy.
 constexpr OpDefinition kOps[] = {
-    {"Add", InferAdd},
-    {"Constant", InferConstant},
-    {"Conv", InferConv},
-    {"Flatten", InferFlatten},
-    {"Gemm", InferGemm},
-    {"GlobalAveragePool", InferGlobalAveragePool},
-    {"Identity", InferIdentity},
-    {"MatMul", InferMatMul},
-    {"MaxPool", InferMaxPool},
-    {"Mul", InferMul},
-    {"Relu", InferRelu},
-    {"Reshape", InferReshape},
+    {"Add", InferAdd},           {"Constant", InferConstant},
+    {"Conv", InferConv},         {"Flatten", InferFlatten},
+    {"Gemm", InferGemm},         {"GlobalAveragePool", InferGlobalAveragePool},
+    {"Identity", InferIdentity}, {"MatMul", InferMatMul},
+    {"MaxPool", InferMaxPool},   {"Mul", InferMul},
+    {"Relu", InferRelu},         {"Reshape", InferReshape},
     {"Softmax", InferSoftmax},
 };
 

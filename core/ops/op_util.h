@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/device/kernel.h"
 #include "core/tensor/shape.h"
 
@@ -77,10 +77,10 @@ absl::StatusOr<std::vector<int64_t>> IntsAttribute(const KernelSpec& spec, const
 #define REPLICAD_CONCAT_IMPL_(a, b) a##b
 
 // Returns `expr` (an absl::Status) from the enclosing function unless it is OK.
-#define REPLICAD_RETURN_IF_ERROR(expr)    \
-  do {                                    \
-    absl::Status status_ = (expr);        \
-    if (!status_.ok()) return status_;    \
+#define REPLICAD_RETURN_IF_ERROR(expr) \
+  do {                                 \
+    absl::Status status_ = (expr);     \
+    if (!status_.ok()) return status_; \
   } while (false)
 
 #endif  // REPLICAD_CORE_OPS_OP_UTIL_H_

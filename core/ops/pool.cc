@@ -35,8 +35,8 @@ absl::StatusOr<Window2d> ParseMaxPoolAttributes(const KernelSpec& spec) {
   REPLICAD_ASSIGN_OR_RETURN(int64_t ceil_mode, IntAttribute(spec, "ceil_mode", 0));
   REPLICAD_ASSIGN_OR_RETURN(int64_t storage_order, IntAttribute(spec, "storage_order", 0));
   if (storage_order != 0 && storage_order != 1) {
-    return NodeError(spec, absl::StrCat("attribute 'storage_order' must be 0 or 1, received ",
-                                        storage_order));
+    return NodeError(
+        spec, absl::StrCat("attribute 'storage_order' must be 0 or 1, received ", storage_order));
   }
   return ResolveWindow2d(spec, {x.shape[2], x.shape[3]}, {kernel[0], kernel[1]}, ceil_mode != 0);
 }

@@ -37,20 +37,21 @@ absl::Status InferReshape(KernelSpec* spec) {
   }
   const Tensor* shape_value = ConstantInput(*spec, 1);
   if (shape_value == nullptr) {
-    return NodeUnimplemented(*spec, "input 1 'shape' must be known when the plan is made (an "
-                                    "initializer or a Constant output); replicad plans static "
-                                    "shapes");
+    return NodeUnimplemented(*spec,
+                             "input 1 'shape' must be known when the plan is made (an "
+                             "initializer or a Constant output); replicad plans static "
+                             "shapes");
   }
   if (!(shape_value->type() == shape_type)) {
-    return NodeError(*spec, absl::StrCat("input 1 'shape' is declared ",
-                                         TensorTypeToString(shape_type),
-                                         " but its constant value is ",
-                                         TensorTypeToString(shape_value->type())));
+    return NodeError(
+        *spec,
+        absl::StrCat("input 1 'shape' is declared ", TensorTypeToString(shape_type),
+                     " but its constant value is ", TensorTypeToString(shape_value->type())));
   }
   // allowzero arrived in opset 14; earlier opsets always copy a 0 from the input.
-  REPLICAD_ASSIGN_OR_RETURN(int64_t allowzero,
-                            spec->opset >= 14 ? IntAttribute(*spec, "allowzero", 0)
-                                              : absl::StatusOr<int64_t>(0));
+  REPLICAD_ASSIGN_OR_RETURN(int64_t allowzero, spec->opset >= 14
+                                                   ? IntAttribute(*spec, "allowzero", 0)
+                                                   : absl::StatusOr<int64_t>(0));
   const int64_t* requested = shape_value->data<int64_t>();
   const int64_t rank = shape_value->num_elements();
   const std::string requested_text =
@@ -63,23 +64,23 @@ absl::Status InferReshape(KernelSpec* spec) {
     const int64_t dim = requested[i];
     if (dim == -1) {
       if (inferred >= 0) {
-        return NodeError(*spec, absl::StrCat("input 1 'shape' ", requested_text,
-                                             " has more than one -1"));
+        return NodeError(*spec,
+                         absl::StrCat("input 1 'shape' ", requested_text, " has more than one -1"));
       }
       inferred = i;
       continue;
     }
     if (dim < -1) {
-      return NodeError(*spec, absl::StrCat("input 1 'shape' ", requested_text,
-                                           " has a dim below -1"));
+      return NodeError(*spec,
+                       absl::StrCat("input 1 'shape' ", requested_text, " has a dim below -1"));
     }
     if (dim == 0) {
       has_zero = true;
       if (allowzero == 0) {
         if (i >= static_cast<int64_t>(data.shape.size())) {
           return NodeError(*spec, absl::StrCat("input 1 'shape' ", requested_text, " copies dim ",
-                                               i, " (a 0) from data ",
-                                               TensorTypeToString(data), ", which has no dim ", i));
+                                               i, " (a 0) from data ", TensorTypeToString(data),
+                                               ", which has no dim ", i));
         }
         out[i] = data.shape[i];
         known *= out[i];
@@ -102,10 +103,10 @@ absl::Status InferReshape(KernelSpec* spec) {
     out[inferred] = total / known;
   }
   if (NumElements(out) != total) {
-    return NodeError(*spec, absl::StrCat("shape ", requested_text, " resolves to ",
-                                         ShapeToString(out), " with ", NumElements(out),
-                                         " elements, but data ", TensorTypeToString(data),
-                                         " has ", total));
+    return NodeError(
+        *spec, absl::StrCat("shape ", requested_text, " resolves to ", ShapeToString(out), " with ",
+                            NumElements(out), " elements, but data ", TensorTypeToString(data),
+                            " has ", total));
   }
   spec->outputs = {TensorType{data.dtype, std::move(out)}};
   return absl::OkStatus();

@@ -12,6 +12,7 @@
 
 #include "client/npy.h"
 #include "client/replicad_client.h"
+#include "core/model/onnx_builder.h"
 #include "core/model/default_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -379,23 +380,12 @@ TEST(ReplicadStartupTest, UnknownDeviceFailsListingTheDevicesThatExist) {
 TEST(ReplicadStartupTest, UnsupportedModelFailsNamingOpsAndNodes) {
   const std::string dir = ::testing::TempDir() + "/bad_repo/lstm";
   std::filesystem::create_directories(dir);
-  {
-    onnx::ModelProto model;
-    model.set_ir_version(8);
-    model.add_opset_import()->set_version(13);
-    auto* node = model.mutable_graph()->add_node();
-    node->set_op_type("Elu");
-    node->set_name("elu_1");
-    node->add_input("x");
-    node->add_output("y");
-    for (const char* name : {"x", "y"}) {
-      auto* info = std::string(name) == "x" ? model.mutable_graph()->add_input()
-                                            : model.mutable_graph()->add_output();
-      info->set_name(name);
-      info->mutable_type()->mutable_tensor_type()->set_elem_type(1);
-    }
-    std::ofstream(dir + "/model.onnx", std::ios::binary) << model.SerializeAsString();
-  }
+  OnnxModelBuilder builder("elu_graph");
+  builder.AddNode("Relu", {"x"}, {"r"});
+  builder.AddNode("Elu", {"r"}, {"y"})->set_name("elu_1");
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
+  std::ofstream(dir + "/model.onnx", std::ios::binary) << builder.Serialize();
   testing::CommandResult result = testing::RunCommand(
       {testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0", "--model-repository",
        ::testing::TempDir() + "/bad_repo"});

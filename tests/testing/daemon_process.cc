@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <regex>
 
 #include "absl/strings/str_cat.h"
@@ -66,7 +67,11 @@ int ExitCode(int status) {
 
 std::string BinDir() {
   const char* dir = std::getenv("REPLICAD_BIN_DIR");
-  return dir != nullptr ? dir : "build/bin";
+  if (dir != nullptr) return dir;
+  // Run by hand: the tests live in BUILD/tests, the binaries in BUILD/bin.
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? "build/bin" : (self.parent_path().parent_path() / "bin").string();
 }
 
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(

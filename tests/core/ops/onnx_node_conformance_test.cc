@@ -1,5 +1,5 @@
 // Runs the ONNX backend node tests (/usr/share/libonnx-testdata/data/node) whose
-// ops replicad supports through the shape rules and the CPU kernels, and
+// ops replicad supports through the ONNX importer, execution plans and the CPU kernels, and
 // compares every output with the reference on every test_data_set_*.
 //
 // Prints one line per case: "PASS name", "SKIP name: <reason>" where the
@@ -10,7 +10,8 @@
 // Tolerances are ONNX's backend-test defaults (rtol 1e-3, atol 1e-7); int64
 // outputs must match exactly. Graph inputs that a shape rule needs as values
 // (Reshape's `shape`) are bound as constants, as an initializer would be in a
-// real model (see RunOnnxNodes).
+// real model (see RunOnnxModel). Cases run the way replicad serves a model:
+// ONNX import, a CPU replica, its execution plan.
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/backends/cpu/kernels/cpu_kernel_factory.h"
+#include "core/model/onnx_tensor.h"
 #include "core/ops/op_registry.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
@@ -67,8 +68,7 @@ std::optional<std::string> StaticSkipReason(const onnx::ModelProto& model) {
     if (type.has_map_type()) return std::string("unsupported dtype map");
     if (!type.has_tensor_type()) return std::string("unsupported dtype non-tensor");
     if (!DTypeFromOnnx(type.tensor_type().elem_type()).ok()) {
-      return absl::StrCat("unsupported dtype ",
-                          OnnxDataTypeName(type.tensor_type().elem_type()));
+      return absl::StrCat("unsupported dtype ", OnnxDataTypeName(type.tensor_type().elem_type()));
     }
   }
   return std::nullopt;
@@ -106,24 +106,25 @@ struct CaseResult {
 };
 
 // Loads the inputs of one test_data_set_* and runs the case.
-CaseResult RunDataSet(const onnx::ModelProto& model, const fs::path& data_set,
-                      CpuKernelContext& context) {
+CaseResult RunDataSet(const onnx::ModelProto& model, const fs::path& data_set) {
   int graph_inputs = 0;
   std::set<std::string> initializers;
   for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
-  for (const auto& input : model.graph().input()) graph_inputs += initializers.count(input.name()) == 0;
+  for (const auto& input : model.graph().input())
+    graph_inputs += initializers.count(input.name()) == 0;
   std::vector<Tensor> inputs;
   for (int i = 0; i < graph_inputs; ++i) {
     onnx::TensorProto proto;
     const fs::path path = data_set / absl::StrCat("input_", i, ".pb");
-    if (!ReadProto(path, &proto)) return {Outcome::kFail, absl::StrCat("cannot read ", path.string())};
-    absl::StatusOr<Tensor> tensor = TensorFromProto(proto);
+    if (!ReadProto(path, &proto))
+      return {Outcome::kFail, absl::StrCat("cannot read ", path.string())};
+    absl::StatusOr<Tensor> tensor = TensorFromOnnx(proto);
     if (!tensor.ok()) {
       return {Outcome::kFail, absl::StrCat(path.string(), ": ", tensor.status().message())};
     }
     inputs.push_back(*std::move(tensor));
   }
-  absl::StatusOr<std::vector<Tensor>> outputs = RunOnnxNodes(model, inputs, context);
+  absl::StatusOr<std::vector<Tensor>> outputs = RunOnnxModel(model, inputs);
   if (!outputs.ok()) {
     if (absl::IsUnimplemented(outputs.status())) {
       return {Outcome::kSkip, absl::StrCat("unsupported form: ", outputs.status().message())};
@@ -133,8 +134,9 @@ CaseResult RunDataSet(const onnx::ModelProto& model, const fs::path& data_set,
   for (int i = 0; i < model.graph().output_size(); ++i) {
     onnx::TensorProto proto;
     const fs::path path = data_set / absl::StrCat("output_", i, ".pb");
-    if (!ReadProto(path, &proto)) return {Outcome::kFail, absl::StrCat("cannot read ", path.string())};
-    absl::StatusOr<Tensor> expected = TensorFromProto(proto);
+    if (!ReadProto(path, &proto))
+      return {Outcome::kFail, absl::StrCat("cannot read ", path.string())};
+    absl::StatusOr<Tensor> expected = TensorFromOnnx(proto);
     if (!expected.ok()) {
       return {Outcome::kFail, absl::StrCat(path.string(), ": ", expected.status().message())};
     }
@@ -147,7 +149,7 @@ CaseResult RunDataSet(const onnx::ModelProto& model, const fs::path& data_set,
   return {Outcome::kPass, ""};
 }
 
-CaseResult RunCase(const fs::path& dir, CpuKernelContext& context) {
+CaseResult RunCase(const fs::path& dir) {
   onnx::ModelProto model;
   if (!ReadProto(dir / "model.onnx", &model)) return {Outcome::kFail, "cannot read model.onnx"};
   if (std::optional<std::string> reason = StaticSkipReason(model)) {
@@ -162,7 +164,7 @@ CaseResult RunCase(const fs::path& dir, CpuKernelContext& context) {
   std::sort(data_sets.begin(), data_sets.end());
   if (data_sets.empty()) return {Outcome::kFail, "no test_data_set_* folder"};
   for (const fs::path& data_set : data_sets) {
-    CaseResult result = RunDataSet(model, data_set, context);
+    CaseResult result = RunDataSet(model, data_set);
     if (result.outcome != Outcome::kPass) return result;
   }
   return {Outcome::kPass, ""};
@@ -177,15 +179,13 @@ TEST(OnnxNodeConformanceTest, SupportedCasesMatchReference) {
   }
   std::sort(cases.begin(), cases.end());
 
-  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  CpuKernelContext context{engine, dnnl::stream(engine)};
   int passed = 0;
   int skipped = 0;
   int failed = 0;
   std::set<std::string> ops_passed;
   for (const fs::path& dir : cases) {
     const std::string name = dir.filename().string();
-    const CaseResult result = RunCase(dir, context);
+    const CaseResult result = RunCase(dir);
     switch (result.outcome) {
       case Outcome::kPass: {
         ++passed;

@@ -250,9 +250,9 @@ TEST(ReshapeShapeTest, MalformedShapesAreRejected) {
   EXPECT_THAT(std::string(two.Infer().message()), HasSubstr("more than one -1"));
   Node count("Reshape", {F32({2, 3}), I64({2})});
   count.Constant(1, {4, 2});
-  EXPECT_THAT(std::string(count.Infer().message()),
-              AllOf(HasSubstr("Reshape node 'n1'"), HasSubstr("[4,2]"),
-                    HasSubstr("float32[2,3] has 6")));
+  EXPECT_THAT(
+      std::string(count.Infer().message()),
+      AllOf(HasSubstr("Reshape node 'n1'"), HasSubstr("[4,2]"), HasSubstr("float32[2,3] has 6")));
   Node both("Reshape", {F32({0, 3}), I64({2})});
   both.Set("allowzero", int64_t{1}).Constant(1, {0, -1});
   EXPECT_THAT(std::string(both.Infer().message()), HasSubstr("combines 0 and -1"));

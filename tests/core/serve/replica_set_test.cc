@@ -100,9 +100,11 @@ TEST_F(ReplicaSetTest, PlansAreBuiltOncePerSliceSize) {
   std::unique_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(model_, {1, 1});
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(PredictAndWait(*set, Inputs(6, i)).status.ok());
   EXPECT_EQ(set->replicas()[0]->plan_count(), 1u);
-  ASSERT_TRUE(PredictAndWait(*set, Inputs(5, 9)).status.ok());  // Slices of 3 and 2.
+  ASSERT_TRUE(PredictAndWait(*set, Inputs(6, 9)).status.ok());  // 3 and 3 again: no new plan.
+  EXPECT_EQ(set->replicas()[0]->plan_count(), 1u);
+  ASSERT_TRUE(PredictAndWait(*set, Inputs(7, 9)).status.ok());  // Slices of 4 and 3.
   EXPECT_EQ(set->replicas()[0]->plan_count(), 2u);
-  EXPECT_EQ(set->replicas()[1]->plan_count(), 2u);
+  EXPECT_EQ(set->replicas()[1]->plan_count(), 1u);
 }
 
 TEST_F(ReplicaSetTest, EmptyBatchIsAnErrorNotACrash) {

@@ -88,7 +88,9 @@ TEST_F(BindInputsTest, ByteCountNotMatchingShape) {
 }
 
 TEST_F(BindInputsTest, DifferentBatchSizes) {
-  absl::Status s = Bind({Image(), Features({1, 5})});
+  RequestInput one_row = Features({1, 5});
+  one_row.bytes = 5 * 4;
+  absl::Status s = Bind({Image(), one_row});
   EXPECT_THAT(s.message(), HasSubstr("batch size (dim 0) expected 2 like inputs[0], received 1"));
 }
 

@@ -101,9 +101,8 @@ KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& contex
   const dnnl::memory::desc src0_desc = RowMajorDesc(src0 == 0 ? a_padded : b_padded, f32);
   const dnnl::memory::desc src1_desc = RowMajorDesc(src0 == 0 ? b_padded : a_padded, f32);
   const dnnl::memory::desc dst_desc = RowMajorDesc(out, f32);
-  const dnnl::binary::desc desc(
-      is_add ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul, src0_desc, src1_desc,
-      dst_desc);
+  const dnnl::binary::desc desc(is_add ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul,
+                                src0_desc, src1_desc, dst_desc);
   const dnnl::binary::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
   BoundPrimitive primitive(context, pd, dnnl::binary(pd));
   primitive.BindInput(DNNL_ARG_SRC_0, src0_desc, src0);

@@ -36,9 +36,9 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   const memory::dims dilates{window.dilations[0] - 1, window.dilations[1] - 1};
   const memory::dims padding_l{window.pads_begin[0], window.pads_begin[1]};
   const memory::dims padding_r{window.pads_end[0], window.pads_end[1]};
-  const dnnl::convolution_forward::desc desc(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, weights, bias,
-      dst, strides, dilates, padding_l, padding_r);
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::convolution_direct, src, weights,
+                                             bias, dst, strides, dilates, padding_l, padding_r);
   const dnnl::convolution_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
 
   BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));

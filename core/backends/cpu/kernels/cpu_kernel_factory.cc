@@ -1,9 +1,8 @@
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
 
-#include "absl/strings/string_view.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/op_util.h"
@@ -19,18 +18,12 @@ struct BuilderEntry {
 };
 
 constexpr BuilderEntry kBuilders[] = {
-    {"Add", MakeBinaryKernel},
-    {"Constant", MakeConstantKernel},
-    {"Conv", MakeConvKernel},
-    {"Flatten", MakeCopyKernel},
-    {"Gemm", MakeGemmKernel},
-    {"GlobalAveragePool", MakeGlobalAveragePoolKernel},
-    {"Identity", MakeCopyKernel},
-    {"MatMul", MakeMatMulKernel},
-    {"MaxPool", MakeMaxPoolKernel},
-    {"Mul", MakeBinaryKernel},
-    {"Relu", MakeReluKernel},
-    {"Reshape", MakeCopyKernel},
+    {"Add", MakeBinaryKernel},      {"Constant", MakeConstantKernel},
+    {"Conv", MakeConvKernel},       {"Flatten", MakeCopyKernel},
+    {"Gemm", MakeGemmKernel},       {"GlobalAveragePool", MakeGlobalAveragePoolKernel},
+    {"Identity", MakeCopyKernel},   {"MatMul", MakeMatMulKernel},
+    {"MaxPool", MakeMaxPoolKernel}, {"Mul", MakeBinaryKernel},
+    {"Relu", MakeReluKernel},       {"Reshape", MakeCopyKernel},
     {"Softmax", MakeSoftmaxKernel},
 };
 
@@ -44,9 +37,12 @@ class EmptyKernel : public Kernel {
 };
 
 std::string TypesToString(const std::vector<TensorType>& types) {
-  return absl::StrCat("[", absl::StrJoin(types, ", ", [](std::string* out, const TensorType& t) {
-                        absl::StrAppend(out, TensorTypeToString(t));
-                      }), "]");
+  return absl::StrCat("[",
+                      absl::StrJoin(types, ", ",
+                                    [](std::string* out, const TensorType& t) {
+                                      absl::StrAppend(out, TensorTypeToString(t));
+                                    }),
+                      "]");
 }
 
 }  // namespace
@@ -59,8 +55,8 @@ absl::StatusOr<std::unique_ptr<Kernel>> MakeCpuKernel(const KernelSpec& spec,
   }
   const OpDefinition* op = FindOp(spec.op_type);
   if (entry == nullptr || op == nullptr) {
-    return NodeUnimplemented(spec, absl::StrCat("the CPU backend has no kernel for op '",
-                                                spec.op_type, "'"));
+    return NodeUnimplemented(
+        spec, absl::StrCat("the CPU backend has no kernel for op '", spec.op_type, "'"));
   }
   if (spec.attributes == nullptr) return NodeError(spec, "KernelSpec.attributes is null");
   // Builders trust spec, so check once here that it is what the op's shape

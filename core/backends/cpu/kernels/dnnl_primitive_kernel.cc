@@ -26,8 +26,8 @@ BoundPrimitive::BoundPrimitive(CpuKernelContext& context, const dnnl::primitive_
                                dnnl::primitive primitive)
     : context_(context), primitive_(std::move(primitive)) {
   const dnnl::memory::desc scratchpad = pd.scratchpad_desc();
-  if (scratchpad.get_size() != 0) BindFixed(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad,
-                                                                              context_.engine));
+  if (scratchpad.get_size() != 0)
+    BindFixed(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad, context_.engine));
 }
 
 void BoundPrimitive::BindInput(int arg, const dnnl::memory::desc& desc, int input_index) {
@@ -52,17 +52,16 @@ absl::Status BoundPrimitive::Execute(const void* const* inputs, void* const* out
                                      const std::string& node) {
   for (const Binding& binding : bindings_) {
     // oneDNN takes void* for every argument; it never writes a source.
-    void* handle = binding.is_output ? outputs[binding.index]
-                                     : const_cast<void*>(inputs[binding.index]);
+    void* handle =
+        binding.is_output ? outputs[binding.index] : const_cast<void*>(inputs[binding.index]);
     dnnl_status_t status = dnnl_memory_set_data_handle(binding.memory.get(), handle);
     if (status != dnnl_success) {
       return absl::InternalError(
           absl::StrCat(node, ": oneDNN could not bind a buffer (status ", status, ")"));
     }
   }
-  dnnl_status_t status =
-      dnnl_primitive_execute(primitive_.get(), context_.stream.get(),
-                             static_cast<int>(args_.size()), args_.data());
+  dnnl_status_t status = dnnl_primitive_execute(primitive_.get(), context_.stream.get(),
+                                                static_cast<int>(args_.size()), args_.data());
   if (status != dnnl_success) {
     return absl::InternalError(
         absl::StrCat(node, ": oneDNN primitive execution failed (status ", status, ")"));

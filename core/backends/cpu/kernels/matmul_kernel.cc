@@ -18,8 +18,8 @@ using dnnl::memory;
 // primitive's output scale.
 class GemmKernel : public Kernel {
  public:
-  GemmKernel(CpuKernelContext& context, std::string node, BoundPrimitive primitive,
-             int64_t m, int64_t n, int64_t c_rows, int64_t c_cols, bool has_c)
+  GemmKernel(CpuKernelContext& context, std::string node, BoundPrimitive primitive, int64_t m,
+             int64_t n, int64_t c_rows, int64_t c_cols, bool has_c)
       : context_(context),
         node_(std::move(node)),
         primitive_(std::move(primitive)),

@@ -38,6 +38,9 @@ KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& conte
 // A mean reduction over every spatial dim, which covers any rank (oneDNN's
 // pooling stops at 3 spatial dims).
 KernelOrStatus MakeGlobalAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  // oneDNN rejects a reduction that reduces nothing; the mean of one element
+  // is the element.
+  if (spec.inputs[0]->shape == spec.outputs[0].shape) return MakeCopyKernel(spec, context);
   const memory::desc src = RowMajorDesc(spec.inputs[0]->shape, memory::data_type::f32);
   const memory::desc dst = RowMajorDesc(spec.outputs[0].shape, memory::data_type::f32);
   const dnnl::reduction::desc desc(dnnl::algorithm::reduction_mean, src, dst, 0.0f, 0.0f);

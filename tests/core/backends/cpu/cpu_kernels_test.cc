@@ -46,7 +46,8 @@ int64_t Offset(const Shape& shape, const std::vector<int64_t>& index) {
 
 class CpuKernelsTest : public ::testing::Test {
  protected:
-  CpuKernelsTest() : engine_(dnnl::engine::kind::cpu, 0), context_{engine_, dnnl::stream(engine_)} {}
+  CpuKernelsTest()
+      : engine_(dnnl::engine::kind::cpu, 0), context_{engine_, dnnl::stream(engine_)} {}
 
   // Infers, builds and runs one node; `constants` lists the inputs passed as
   // plan-time constants.
@@ -61,7 +62,8 @@ class CpuKernelsTest : public ::testing::Test {
     spec.attributes = &attributes;
     std::vector<const void*> data;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      spec.inputs.push_back(inputs[i] ? std::optional<TensorType>(inputs[i]->type()) : std::nullopt);
+      spec.inputs.push_back(inputs[i] ? std::optional<TensorType>(inputs[i]->type())
+                                      : std::nullopt);
       const bool constant = std::find(constants.begin(), constants.end(), i) != constants.end();
       spec.constant_inputs.push_back(constant ? &*inputs[i] : nullptr);
       data.push_back(inputs[i] ? inputs[i]->raw_data() : nullptr);
@@ -235,6 +237,13 @@ TEST_F(CpuKernelsTest, GlobalAveragePoolRank5) {
   ExpectNear((*y)[0], expected);
 }
 
+TEST_F(CpuKernelsTest, GlobalAveragePoolOfUnitSpatialDimsIsTheInput) {
+  const Tensor x = Random({2, 3, 1, 1}, 34);
+  absl::StatusOr<std::vector<Tensor>> y = Run("GlobalAveragePool", {x}, Attributes());
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectNear((*y)[0], x);
+}
+
 // alpha * A' B' + beta * C with C broadcast from c_shape.
 Tensor ReferenceGemm(const Tensor& a, const Tensor& b, const Tensor* c, bool ta, bool tb,
                      float alpha, float beta) {
@@ -315,7 +324,8 @@ Tensor ReferenceBatchedMatMul(const Tensor& a, const Shape& as, const Tensor& b,
       for (int64_t j = 0; j < n; ++j) {
         double sum = 0;
         for (int64_t l = 0; l < k; ++l) {
-          sum += a.data<float>()[a_off * m * k + i * k + l] * b.data<float>()[b_off * k * n + l * n + j];
+          sum += a.data<float>()[a_off * m * k + i * k + l] *
+                 b.data<float>()[b_off * k * n + l * n + j];
         }
         y.data<float>()[bi * m * n + i * n + j] = static_cast<float>(sum);
       }
@@ -497,7 +507,8 @@ TEST_F(CpuKernelsTest, StaleOutputsAndMalformedSpecsAreRejected) {
                     HasSubstr("received [float32[3,2]]")));
 
   spec.op_type = "Conv";
-  spec.inputs = {TensorType{DType::kFloat32, {1, 3, 5, 5}}, TensorType{DType::kFloat32, {2, 2, 3, 3}}};
+  spec.inputs = {TensorType{DType::kFloat32, {1, 3, 5, 5}},
+                 TensorType{DType::kFloat32, {2, 2, 3, 3}}};
   spec.constant_inputs = {nullptr, nullptr};
   absl::StatusOr<std::unique_ptr<Kernel>> malformed = MakeCpuKernel(spec, context_);
   EXPECT_EQ(malformed.status().code(), absl::StatusCode::kInvalidArgument);
