@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The main job: installs dependencies, builds replicad, starts it on its
+# embedded default model on all local devices, predicts Fashion-MNIST images
+# through replicactl, and shows the devices, the model and the metrics.
+# Ports: REPLICAD_PORT (default 8500) and REPLICAD_METRICS_PORT (default 9090).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh replicad replicactl
+
+bin="${REPLICAD_BUILD_DIR:-build}/bin"
+port="${REPLICAD_PORT:-8500}"
+metrics_port="${REPLICAD_METRICS_PORT:-9090}"
+work="$(mktemp -d)"
+log="$work/replicad.log"
+
+"$bin/replicad" serve --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics_port" \
+  --devices all >"$log" 2>&1 &
+daemon=$!
+trap 'kill -TERM $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 1 100); do
+  grep -q "gRPC listening" "$log" && break
+  kill -0 $daemon 2>/dev/null || { cat "$log"; exit 1; }
+  sleep 0.1
+done
+cat "$log"
+
+ctl=("$bin/replicactl" --server "127.0.0.1:$port")
+echo; echo "== devices"; "${ctl[@]}" devices
+echo; echo "== model"; "${ctl[@]}" model default
+
+echo; echo "== predict: 64 Fashion-MNIST test images"
+/usr/bin/python3 - "$work" <<'PY'
+import gzip, sys
+import numpy as np
+root = "/usr/share/datasets/fashion-mnist/"
+with gzip.open(root + "t10k-images-idx3-ubyte.gz") as f:
+    images = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)[:64]
+with gzip.open(root + "t10k-labels-idx1-ubyte.gz") as f:
+    labels = np.frombuffer(f.read(), np.uint8, offset=8)[:64]
+np.save(sys.argv[1] + "/image.npy", (images / 255.0).astype(np.float32))
+np.save(sys.argv[1] + "/labels.npy", labels.astype(np.int64))
+PY
+"${ctl[@]}" predict --model default --input "image=$work/image.npy" --output-dir "$work/out"
+/usr/bin/python3 - "$work" <<'PY'
+import sys
+import numpy as np
+p = np.load(sys.argv[1] + "/out/probabilities.npy")
+labels = np.load(sys.argv[1] + "/labels.npy")
+pred = p.argmax(1)
+print("first 16 predicted:", pred[:16].tolist())
+print("first 16 labels:   ", labels[:16].tolist())
+print("accuracy on 64: %.3f (the embedded model's weights are untrained)" % (pred == labels).mean())
+print("probability rows sum to 1: max |sum-1| = %.2e" % abs(p.sum(1) - 1).max())
+PY
+
+echo; echo "== train"
+echo "TrainStep is not implemented yet; it arrives with data-parallel training (see README)."
+
+echo; echo "== metrics (http://127.0.0.1:$metrics_port/metrics)"
+/usr/bin/python3 -c "import urllib.request,sys; print(urllib.request.urlopen(sys.argv[1]).read().decode())" \
+  "http://127.0.0.1:$metrics_port/metrics" | grep -v '^#' | grep -v '_bucket'

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, builds everything, runs every test.
+# Tests labelled `gpu` skip themselves on machines without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+cd "${REPLICAD_BUILD_DIR:-build}"
+ctest --output-on-failure -j "${REPLICAD_JOBS:-$(nproc)}"
