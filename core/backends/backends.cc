@@ -23,12 +23,14 @@ absl::StatusOr<std::vector<DeviceInfo>> EnumerateDevices() {
 std::vector<DeviceId> DefaultSlots(const std::vector<DeviceInfo>& devices, int threads_per_slot) {
   // GPUs join "all" once their backend can run replicas (the CUDA kernels);
   // until then "all" is the CPU slots, so the default never fails to start.
-  std::vector<DeviceId> slots;
   int cpus = 0;
   for (const DeviceInfo& d : devices) cpus += d.id.kind == DeviceKind::kCpu ? 1 : 0;
-  const int cpu_slots = std::max(1, cpus / std::max(1, threads_per_slot));
-  for (int i = 0; i < cpu_slots; ++i) {
-    slots.push_back(DeviceId{DeviceKind::kCpu, i * std::max(1, threads_per_slot) % std::max(1, cpus)});
+  const int width = std::max(1, threads_per_slot);
+  std::vector<DeviceId> slots;
+  // Slot i starts at core i * width, so slots tile the cores; a slot wider
+  // than the machine still gets one slot, on cpu:0.
+  for (int first_core = 0; first_core + width <= cpus || slots.empty(); first_core += width) {
+    slots.push_back(DeviceId{DeviceKind::kCpu, first_core < cpus ? first_core : 0});
   }
   return slots;
 }
