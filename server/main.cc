@@ -144,11 +144,15 @@ int Serve(const ServerOptions& options) {
   sigwait(&stop_signals, &signal_number);
   std::cout << "replicad: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
             << ": finishing requests in flight" << std::endl;
-  // Shutdown stops accepting at once and waits for handlers in flight, up to
-  // the grace period, after which they are cancelled.
-  server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(
-                       static_cast<int64_t>(options.shutdown_grace_seconds * 1000)));
+  // New Predicts are refused (UNAVAILABLE) while those in flight finish, up
+  // to the grace period; then the server shuts down at once, cancelling
+  // whatever is left. (gRPC's own Shutdown deadline would also wait for idle
+  // client connections.)
+  service.StartDraining();
+  if (!service.AwaitIdle(absl::Seconds(options.shutdown_grace_seconds))) {
+    std::cout << "replicad: grace period over; cancelling requests still in flight" << std::endl;
+  }
+  server->Shutdown(std::chrono::system_clock::now());
   server->Wait();
   if (metrics_server) metrics_server->Stop();
   std::cout << "replicad: stopped" << std::endl;

@@ -86,10 +86,42 @@ grpc::ServerUnaryReactor* ReplicadService::Answer(grpc::CallbackServerContext* c
   return reactor;
 }
 
+void ReplicadService::InFlight::Release() {
+  if (service_ == nullptr) return;
+  absl::MutexLock lock(&service_->mu_);
+  --service_->in_flight_;
+  service_ = nullptr;
+}
+
+std::optional<ReplicadService::InFlight> ReplicadService::Admit() {
+  absl::MutexLock lock(&mu_);
+  if (draining_) return std::nullopt;
+  ++in_flight_;
+  return InFlight(this);
+}
+
+void ReplicadService::StartDraining() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+bool ReplicadService::AwaitIdle(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](int* in_flight) { return *in_flight == 0; }, &in_flight_),
+                              timeout);
+}
+
 grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* context,
                                                    const v1::PredictRequest* request,
                                                    v1::PredictResponse* response) {
   const Clock::time_point start = Clock::now();
+  std::optional<InFlight> in_flight = Admit();
+  if (!in_flight) {
+    return Answer(context, "", "Predict",
+                  absl::UnavailableError("replicad is shutting down; send the request elsewhere"),
+                  SecondsSince(start));
+  }
   const ServedModel* served = models_.Find(request->model());
   if (served == nullptr) {
     // Unknown names share one label value, so clients cannot grow the series.
@@ -138,8 +170,8 @@ grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* 
   const ReplicaSet& set = *served->replicas;
   served->replicas->Predict(
       *std::move(bound), sink.get(),
-      [this, sink, reactor, response, start, rows, &set](absl::Status status,
-                                                         std::vector<BatchSlice> slices) {
+      [this, sink, reactor, response, start, rows, &set, in_flight = *std::move(in_flight)](
+          absl::Status status, std::vector<BatchSlice> slices) mutable {
         for (const BatchSlice& slice : slices) {
           const Replica& replica = *set.replicas()[slice.slot];
           v1::SliceInfo* info = response->add_slices();
@@ -155,6 +187,7 @@ grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* 
         }
         metrics_.RecordRequest(set.model().name(), "Predict", status, SecondsSince(start));
         reactor->Finish(ToGrpcStatus(status));
+        in_flight.Release();
       });
   return reactor;
 }

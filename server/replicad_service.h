@@ -1,7 +1,12 @@
 #ifndef REPLICAD_SERVER_REPLICAD_SERVICE_H_
 #define REPLICAD_SERVER_REPLICAD_SERVICE_H_
 
+#include <optional>
+#include <utility>
 #include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 #include "replicad/v1/replicad.grpc.pb.h"
 #include "server/served_models.h"
@@ -14,6 +19,10 @@ namespace replicad {
 // ReplicaSet and answer from its completion, so no gRPC thread waits on a
 // device. Every RPC is counted and timed in ServerMetrics. Thread-safe;
 // `models`, `devices` and `metrics` must outlive the service.
+//
+// Shutdown is two-phase: StartDraining makes new Predicts fail fast with
+// UNAVAILABLE (so a client retries elsewhere) while those in flight finish;
+// AwaitIdle waits for them. Then the gRPC server can shut down at once.
 class ReplicadService final : public replicad::v1::Replicad::CallbackService {
  public:
   ReplicadService(const ServedModels& models, std::vector<DeviceInfo> devices,
@@ -32,14 +41,36 @@ class ReplicadService final : public replicad::v1::Replicad::CallbackService {
                                      const v1::GetModelRequest* request,
                                      v1::GetModelResponse* response) override;
 
+  void StartDraining();
+  // True once no Predict is in flight; false if `timeout` passed first.
+  bool AwaitIdle(absl::Duration timeout);
+
  private:
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const std::string& model,
                                    const std::string& method, const absl::Status& status,
                                    double seconds);
 
+  // Counts an admitted Predict until Release (or destruction).
+  class InFlight {
+   public:
+    explicit InFlight(ReplicadService* service) : service_(service) {}
+    InFlight(InFlight&& other) : service_(std::exchange(other.service_, nullptr)) {}
+    InFlight& operator=(InFlight&&) = delete;
+    ~InFlight() { Release(); }
+    void Release();
+
+   private:
+    ReplicadService* service_;
+  };
+  // An InFlight for a new Predict; nullopt while draining.
+  std::optional<InFlight> Admit();
+
   const ServedModels& models_;
   const std::vector<DeviceInfo> devices_;
   ServerMetrics& metrics_;
+  absl::Mutex mu_;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace replicad

@@ -396,3 +396,50 @@ TEST(ReplicadStartupTest, UnsupportedModelFailsNamingOpsAndNodes) {
 
 }  // namespace
 }  // namespace replicad
+
+namespace replicad {
+namespace {
+
+// --model-repository, --model and --device-map together: every model gets the
+// mapped slots, named by their contexts.
+TEST(ReplicadStartupTest, ModelRepositoryModelFlagAndDeviceMap) {
+  const std::string repo = ::testing::TempDir() + "/good_repo";
+  std::filesystem::create_directories(repo + "/cnn");
+  std::filesystem::create_directories(repo + "/empty_dir_is_skipped");
+  std::ofstream(repo + "/cnn/model.onnx", std::ios::binary) << DefaultModelOnnxBytes();
+  const std::string extra = ::testing::TempDir() + "/extra.onnx";
+  std::ofstream(extra, std::ios::binary) << testing::TwoInputTwoOutputOnnx();
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(
+      {"--model-repository", repo, "--model", "pair=" + extra, "--device-map",
+       "fast->cpu0;slow->cpu0", "--slot-weights", "3,1"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = *client::ReplicadClient::Connect((*daemon)->target(), {});
+  absl::StatusOr<v1::ListModelsResponse> models = client->ListModels();
+  ASSERT_TRUE(models.ok()) << models.status();
+  ASSERT_EQ(models->models_size(), 2);
+  EXPECT_EQ(models->models(0).name(), "cnn");
+  EXPECT_EQ(models->models(0).path(), repo + "/cnn/model.onnx");
+  EXPECT_EQ(models->models(1).name(), "pair");
+  absl::StatusOr<v1::ModelInfo> pair = client->GetModel("pair");
+  ASSERT_TRUE(pair.ok());
+  ASSERT_EQ(pair->replicas_size(), 2);
+  EXPECT_EQ(pair->replicas(0).slot(), "fast");
+  EXPECT_EQ(pair->replicas(0).weight(), 3.0);
+  EXPECT_EQ(pair->replicas(1).slot(), "slow");
+
+  v1::PredictRequest request;
+  request.set_model("pair");
+  *request.add_inputs() = ToProto("image", testing::RandomTensor({8, 3, 6, 6}, 1));
+  *request.add_inputs() = ToProto("features", testing::RandomTensor({8, 5}, 2));
+  absl::StatusOr<v1::PredictResponse> response = client->Predict(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->slices_size(), 2);
+  EXPECT_EQ(response->slices(0).slot(), "fast");
+  EXPECT_EQ(response->slices(0).end(), 6);  // 3:1 of 8 rows.
+  EXPECT_EQ(response->outputs(0).name(), "sum");
+  EXPECT_THAT(response->outputs(1).shape(), ::testing::ElementsAre(8, 3));
+  EXPECT_EQ((*daemon)->StopWith(SIGINT), 0) << (*daemon)->output();
+}
+
+}  // namespace
+}  // namespace replicad
