@@ -15,7 +15,7 @@ constexpr OpDefinition kOps[] = {
     {"Gemm", InferGemm},         {"GlobalAveragePool", InferGlobalAveragePool},
     {"Identity", InferIdentity}, {"MatMul", InferMatMul},
     {"MaxPool", InferMaxPool},   {"Mul", InferMul},
-    {"Relu", InferRelu},         {"Reshape", InferReshape},
+    {"Relu", InferRelu},         {"Reshape", InferReshape, 1u << 1},
     {"Softmax", InferSoftmax},
 };
 

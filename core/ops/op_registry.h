@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_OPS_OP_REGISTRY_H_
 #define REPLICAD_CORE_OPS_OP_REGISTRY_H_
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -18,6 +19,12 @@ struct OpDefinition {
   // the received value when the node is malformed; Unimplemented for a valid
   // ONNX form this engine does not compute (e.g. 3-D Conv).
   absl::Status (*infer)(KernelSpec* spec);
+  // Bit i set: the shape rule needs input i's value, not just its type
+  // (Reshape's `shape`), so it must be known when the plan is made: an
+  // initializer, a Constant, or computed from such values at plan time.
+  uint32_t value_inputs = 0;
+
+  bool NeedsValue(size_t input) const { return input < 32 && ((value_inputs >> input) & 1u); }
 };
 
 // The definition for `op_type`, or nullptr when the engine lacks the operator.

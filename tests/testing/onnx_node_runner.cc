@@ -4,6 +4,7 @@
 
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/model/onnx_import.h"
+#include "core/ops/op_registry.h"
 #include "core/serve/replica.h"
 
 namespace replicad {
@@ -12,7 +13,10 @@ absl::StatusOr<std::vector<Tensor>> RunOnnxModel(const onnx::ModelProto& model,
                                                  const std::vector<Tensor>& inputs) {
   std::set<std::string> value_inputs;  // Graph inputs read as values by a shape rule.
   for (const onnx::NodeProto& node : model.graph().node()) {
-    if (node.op_type() == "Reshape" && node.input_size() > 1) value_inputs.insert(node.input(1));
+    const OpDefinition* op = FindOp(node.op_type());
+    for (int i = 0; op != nullptr && i < node.input_size(); ++i) {
+      if (op->NeedsValue(i)) value_inputs.insert(node.input(i));
+    }
   }
   std::set<std::string> initializers;
   for (const auto& init : model.graph().initializer()) initializers.insert(init.name());

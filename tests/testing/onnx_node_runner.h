@@ -12,8 +12,8 @@ namespace replicad {
 // Runs an ONNX backend test model the way replicad serves one: through the
 // ONNX importer (checker, shape inference), a CPU replica and its execution
 // plan. `inputs` are the graph inputs that are not initializers, in order.
-// Graph inputs that a shape rule needs as values (Reshape's `shape`) are bound
-// as constants first: the backend tests feed them as inputs, where a real
+// Graph inputs that a shape rule needs as values (OpDefinition::value_inputs,
+// e.g. Reshape's `shape`) are bound as constants first: the backend tests feed them as inputs, where a real
 // model holds them as initializers.
 //
 // Unimplemented for what replicad does not compute (an operator, a form such
