@@ -18,6 +18,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # promtool checks our Prometheus exposition; numpy and onnx write test fixtures.
   prometheus python3-numpy python3-onnx
+  # PyTorch and torchvision: reference outputs of tests/parity (models built with weights=None).
+  python3-torch python3-torchvision
   # Fashion-MNIST: the images the main job predicts (scripts/demo.sh).
   dataset-fashion-mnist
 )

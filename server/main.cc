@@ -108,6 +108,7 @@ int Serve(const ServerOptions& options) {
       ServedModels::Load(*sources, *devices, *serving, &server_metrics);
   if (!models.ok()) return Fail(models.status());
   for (const auto& [name, served] : (*models)->models()) {
+    for (const auto& replica : served.replicas->replicas()) server_metrics.AddReplica(*replica);
     std::cout << "replicad: model '" << name << "' from " << served.model->source() << " on "
               << absl::StrJoin(serving->slots, ", ",
                                [](std::string* out, const SlotAssignment& s) {

@@ -37,11 +37,17 @@ void ServerMetrics::AddDeviceSlot(const std::string& device) {
   device_slots_.WithLabels({device}).Add(1);
 }
 
-void ServerMetrics::OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) {
+void ServerMetrics::AddReplica(const Replica& replica) {
   std::vector<std::string> labels = {replica.model().name(), replica.slot().name,
                                      DeviceIdToString(replica.device().info().id)};
-  slot_samples_.WithLabels(labels).Increment(static_cast<double>(rows));
-  slot_busy_.WithLabels(labels).Increment(busy_seconds);
+  slots_[&replica] = SlotCounters{&slot_samples_.WithLabels(labels), &slot_busy_.WithLabels(labels)};
+}
+
+void ServerMetrics::OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) {
+  auto it = slots_.find(&replica);
+  if (it == slots_.end()) return;  // Not registered: a programming error, not worth a crash.
+  it->second.samples->Increment(static_cast<double>(rows));
+  it->second.busy_seconds->Increment(busy_seconds);
 }
 
 }  // namespace replicad

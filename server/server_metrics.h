@@ -1,6 +1,7 @@
 #ifndef REPLICAD_SERVER_SERVER_METRICS_H_
 #define REPLICAD_SERVER_SERVER_METRICS_H_
 
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
@@ -25,6 +26,9 @@ class ServerMetrics : public SliceObserver {
                      const absl::Status& status, double seconds);
   void RecordSamples(const std::string& model, int64_t rows);
   void AddDeviceSlot(const std::string& device);
+  // Looks up a replica's slot counters once, so OnSliceRun takes no lock.
+  // Call for every replica before serving starts (not thread-safe).
+  void AddReplica(const Replica& replica);
 
   void OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) override;
 
@@ -35,6 +39,12 @@ class ServerMetrics : public SliceObserver {
   metrics::CounterFamily& slot_samples_;
   metrics::CounterFamily& slot_busy_;
   metrics::GaugeFamily& device_slots_;
+  struct SlotCounters {
+    metrics::Counter* samples;
+    metrics::Counter* busy_seconds;
+  };
+  // Filled by AddReplica before serving, read-only afterwards.
+  std::map<const Replica*, SlotCounters> slots_;
 };
 
 }  // namespace replicad

@@ -1,10 +1,12 @@
 #include "core/model/execution_plan.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/model/arena_planner.h"
 #include "core/ops/constant_value.h"
+#include "core/ops/data_movement_attributes.h"
 #include "core/ops/op_registry.h"
 
 namespace replicad {
@@ -21,68 +23,67 @@ size_t ByteSize(const TensorType& type) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
-    const Graph& graph, const std::map<int, Tensor>& weights, Device& device,
-    const std::vector<Shape>& input_shapes) {
-  if (input_shapes.size() != graph.inputs.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("plan needs ", graph.inputs.size(),
-                                                   " input shapes; received ",
-                                                   input_shapes.size()));
-  }
-  std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan());
-  const size_t num_values = graph.values.size();
-  std::vector<std::optional<TensorType>> types(num_values);
-  // Host values known now (initializers, Constant outputs), for shape rules.
-  std::vector<const Tensor*> host_values(num_values, nullptr);
-  plan->value_ptrs_.assign(num_values, nullptr);
-
-  for (const auto& [v, tensor] : graph.initializers) {
-    types[v] = tensor.type();
-    host_values[v] = &tensor;
-    auto it = weights.find(v);
-    if (it == weights.end()) {
-      return absl::InternalError(absl::StrCat("no device copy of initializer '",
-                                              graph.values[v].name, "'"));
-    }
-    plan->value_ptrs_[v] = it->second.raw_data();
-  }
-  for (size_t i = 0; i < graph.inputs.size(); ++i) {
-    const int v = graph.inputs[i];
-    TensorType type{graph.values[v].type.dtype, input_shapes[i]};
-    types[v] = type;
-    plan->input_types_.push_back(type);
-    plan->input_values_.push_back(v);
+// Builds one ExecutionPlan: walks the graph once, inferring types, folding
+// what is known at plan time and making a step of everything else.
+class ExecutionPlan::Builder {
+ public:
+  Builder(const Graph& graph, const std::map<int, Tensor>& weights, Device& device,
+          ExecutionPlan* plan)
+      : graph_(graph),
+        weights_(weights),
+        device_(device),
+        plan_(*plan),
+        types_(graph.values.size()),
+        host_values_(graph.values.size(), nullptr),
+        first_step_(graph.values.size(), -1),
+        last_step_(graph.values.size(), -1),
+        is_output_(graph.values.size(), false) {
+    plan_.value_ptrs_.assign(graph.values.size(), nullptr);
+    for (int v : graph.outputs) is_output_[v] = true;
   }
 
-  // Shape inference and kernels, node by node; first/last step per value for the arena.
-  std::vector<int> first_step(num_values, -1), last_step(num_values, -1);
-  std::vector<bool> is_output(num_values, false);
-  for (int v : graph.outputs) is_output[v] = true;
-  for (const Node& node : graph.nodes) {
-    if (node.op_type == "Constant") {
-      KernelSpec constant_spec;
-      constant_spec.op_type = node.op_type;
-      constant_spec.node_name = node.name;
-      constant_spec.opset = graph.opset;
-      constant_spec.attributes = &node.attributes;
-      absl::StatusOr<Tensor> value = ConstantValue(constant_spec);
-      if (!value.ok()) return NodeError(node, value.status());
-      const int v = node.outputs[0];
-      types[v] = value->type();
-      plan->host_constants_.push_back(*std::move(value));
-      host_values[v] = &plan->host_constants_.back();
-      absl::StatusOr<std::shared_ptr<Buffer>> copy = device.Allocate(host_values[v]->byte_size());
-      if (!copy.ok()) return copy.status();
-      device.EnqueueCopy(host_values[v]->raw_data(), MemoryLocation{}, (*copy)->data(),
-                         device.memory_location(), host_values[v]->byte_size());
-      plan->value_ptrs_[v] = (*copy)->data();
-      plan->constants_.push_back(*std::move(copy));
-      continue;
+  absl::Status Build(const std::vector<Shape>& input_shapes) {
+    if (absl::Status s = BindInitializersAndInputs(input_shapes); !s.ok()) return s;
+    for (const Node& node : graph_.nodes) {
+      if (absl::Status s = AddNode(node); !s.ok()) return NodeError(node, s);
     }
+    if (absl::Status s = PlaceOutputs(); !s.ok()) return s;
+    if (absl::Status s = PlaceIntermediates(); !s.ok()) return s;
+    device_.RecordEvent()->Wait();  // Constant uploads done before the first Run.
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status BindInitializersAndInputs(const std::vector<Shape>& input_shapes) {
+    if (input_shapes.size() != graph_.inputs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("plan needs ", graph_.inputs.size(),
+                                                     " input shapes; received ",
+                                                     input_shapes.size()));
+    }
+    for (const auto& [v, tensor] : graph_.initializers) {
+      auto it = weights_.find(v);
+      if (it == weights_.end()) {
+        return absl::InternalError(
+            absl::StrCat("no device copy of initializer '", graph_.values[v].name, "'"));
+      }
+      types_[v] = tensor.type();
+      host_values_[v] = &tensor;
+      plan_.value_ptrs_[v] = it->second.raw_data();
+    }
+    for (size_t i = 0; i < graph_.inputs.size(); ++i) {
+      const int v = graph_.inputs[i];
+      types_[v] = TensorType{graph_.values[v].type.dtype, input_shapes[i]};
+      plan_.input_types_.push_back(*types_[v]);
+      plan_.input_values_.push_back(v);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<KernelSpec> SpecFor(const Node& node) {
     KernelSpec spec;
     spec.op_type = node.op_type;
     spec.node_name = node.name;
-    spec.opset = graph.opset;
+    spec.opset = graph_.opset;
     spec.attributes = &node.attributes;
     for (int v : node.inputs) {
       if (v == Node::kAbsentInput) {
@@ -90,88 +91,181 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
         spec.constant_inputs.push_back(nullptr);
         continue;
       }
-      if (!types[v]) {
-        return NodeError(node, absl::InvalidArgumentError(absl::StrCat(
-                                   "input '", graph.values[v].name, "' is produced by no node")));
+      if (!types_[v]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("input '", graph_.values[v].name, "' is produced by no node"));
       }
-      spec.inputs.push_back(types[v]);
-      spec.constant_inputs.push_back(host_values[v]);
+      spec.inputs.push_back(types_[v]);
+      spec.constant_inputs.push_back(host_values_[v]);
+    }
+    return spec;
+  }
+
+  absl::Status AddNode(const Node& node) {
+    absl::StatusOr<KernelSpec> spec = SpecFor(node);
+    if (!spec.ok()) return spec.status();
+    if (node.op_type == "Constant") {
+      absl::StatusOr<Tensor> value = ConstantValue(*spec);
+      if (!value.ok()) return value.status();
+      return AddKnownValue(node.outputs[0], *std::move(value));
     }
     const OpDefinition* op = FindOp(node.op_type);
-    if (op == nullptr) {
-      return NodeError(node, absl::UnimplementedError("unsupported operator"));
+    if (op == nullptr) return absl::UnimplementedError("unsupported operator");
+    if (absl::Status s = op->infer(&*spec); !s.ok()) return s;
+    if (spec->outputs.size() < node.outputs.size()) {
+      return absl::UnimplementedError(absl::StrCat("the engine computes ", spec->outputs.size(),
+                                                   " outputs; the model asks for ",
+                                                   node.outputs.size()));
     }
-    if (absl::Status s = op->infer(&spec); !s.ok()) return NodeError(node, s);
-    if (spec.outputs.size() < node.outputs.size()) {
-      return NodeError(node, absl::UnimplementedError(absl::StrCat(
-                                 "the engine computes ", spec.outputs.size(),
-                                 " outputs; the model asks for ", node.outputs.size())));
+    spec->outputs.resize(node.outputs.size());
+    // Shape's value follows from its input's type, which the plan knows, so
+    // Shape -> Gather -> Concat -> Reshape chains fold away at plan time.
+    if (node.op_type == "Shape") {
+      absl::StatusOr<Tensor> value = ShapeValue(*spec);
+      if (!value.ok()) return value.status();
+      return AddKnownValue(node.outputs[0], *std::move(value));
     }
-    spec.outputs.resize(node.outputs.size());
-    absl::StatusOr<std::unique_ptr<Kernel>> kernel = device.MakeKernel(spec);
-    if (!kernel.ok()) return NodeError(node, kernel.status());
+    const bool known = std::all_of(node.inputs.begin(), node.inputs.end(),
+                                   [&](int v) { return v < 0 || host_values_[v] != nullptr; });
+    absl::StatusOr<std::unique_ptr<Kernel>> kernel = device_.MakeKernel(*spec);
+    if (!kernel.ok()) return kernel.status();
+    if (known) return Fold(node, *spec, **kernel);
+    AddStep(node, *spec, *std::move(kernel));
+    return absl::OkStatus();
+  }
 
-    const int step = static_cast<int>(plan->steps_.size());
+  // A value known now: uploaded once, read by shape rules as a host tensor.
+  absl::Status AddKnownValue(int v, Tensor host) {
+    types_[v] = host.type();
+    plan_.host_constants_.push_back(std::move(host));
+    const Tensor& value = plan_.host_constants_.back();
+    host_values_[v] = &value;
+    absl::StatusOr<std::shared_ptr<Buffer>> copy = device_.Allocate(value.byte_size());
+    if (!copy.ok()) return copy.status();
+    device_.EnqueueCopy(value.raw_data(), value.location(), (*copy)->data(),
+                        device_.memory_location(), value.byte_size());
+    plan_.value_ptrs_[v] = (*copy)->data();
+    plan_.constants_.push_back(*std::move(copy));
+    return absl::OkStatus();
+  }
+
+  // Every input is known: run the kernel once now and keep its outputs as
+  // constants, so no request pays for it (constant folding).
+  absl::Status Fold(const Node& node, const KernelSpec& spec, Kernel& kernel) {
+    std::vector<void*> args;
+    for (int v : node.inputs) args.push_back(v < 0 ? nullptr : plan_.value_ptrs_[v]);
+    std::vector<std::shared_ptr<Buffer>> outputs;
+    for (const TensorType& type : spec.outputs) {
+      absl::StatusOr<std::shared_ptr<Buffer>> buffer = device_.Allocate(ByteSize(type));
+      if (!buffer.ok()) return buffer.status();
+      args.push_back((*buffer)->data());
+      outputs.push_back(*std::move(buffer));
+    }
+    absl::Status status;
+    device_.Enqueue([&] { status = kernel.Run(args.data(), args.data() + node.inputs.size()); });
+    if (absl::Status s = device_.Synchronize(); !s.ok()) return s;
+    if (!status.ok()) return status;
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const int v = node.outputs[o];
+      Tensor host = Tensor::Host(spec.outputs[o].dtype, spec.outputs[o].shape);
+      device_.EnqueueCopy(outputs[o]->data(), device_.memory_location(), host.raw_data(),
+                          MemoryLocation{}, host.byte_size());
+      types_[v] = host.type();
+      plan_.host_constants_.push_back(std::move(host));
+      host_values_[v] = &plan_.host_constants_.back();
+      plan_.value_ptrs_[v] = outputs[o]->data();
+      plan_.constants_.push_back(std::move(outputs[o]));
+    }
+    return device_.Synchronize();
+  }
+
+  void AddStep(const Node& node, const KernelSpec& spec, std::unique_ptr<Kernel> kernel) {
+    const int step = static_cast<int>(plan_.steps_.size());
     Step s;
-    s.kernel = *std::move(kernel);
+    s.kernel = std::move(kernel);
     s.node = &node;
-    s.args_begin = plan->arg_values_.size();
+    s.args_begin = plan_.arg_values_.size();
     s.num_inputs = node.inputs.size();
     s.num_outputs = node.outputs.size();
     for (int v : node.inputs) {
-      plan->arg_values_.push_back(v);
-      if (v >= 0 && first_step[v] >= 0) last_step[v] = step;
+      plan_.arg_values_.push_back(v);
+      if (v >= 0 && first_step_[v] >= 0) last_step_[v] = step;
     }
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       const int v = node.outputs[o];
-      types[v] = spec.outputs[o];
-      plan->arg_values_.push_back(v);
-      if (!is_output[v]) first_step[v] = last_step[v] = step;
+      types_[v] = spec.outputs[o];
+      plan_.arg_values_.push_back(v);
+      if (!is_output_[v]) first_step_[v] = last_step_[v] = step;
     }
-    plan->steps_.push_back(std::move(s));
+    plan_.steps_.push_back(std::move(s));
   }
 
-  // Graph outputs: the first listing of a value a node computes is written in
-  // place; inputs, constants and repeats are copied after the steps.
-  std::vector<bool> served(num_values, false);
-  for (size_t j = 0; j < graph.outputs.size(); ++j) {
-    const int v = graph.outputs[j];
-    if (!types[v]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("output '", graph.values[v].name, "' is produced by no node"));
+  // The first listing of a value a step computes is written in place;
+  // inputs, constants and repeats are copied after the steps.
+  absl::Status PlaceOutputs() {
+    std::vector<bool> served(graph_.values.size(), false);
+    for (size_t j = 0; j < graph_.outputs.size(); ++j) {
+      const int v = graph_.outputs[j];
+      if (!types_[v]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("output '", graph_.values[v].name, "' is produced by no node"));
+      }
+      plan_.output_types_.push_back(*types_[v]);
+      const bool computed =
+          host_values_[v] == nullptr &&
+          std::find(plan_.input_values_.begin(), plan_.input_values_.end(), v) ==
+              plan_.input_values_.end();
+      if (computed && !served[v]) {
+        served[v] = true;
+        plan_.output_values_.push_back(v);
+      } else {
+        plan_.output_values_.push_back(-1);
+        plan_.output_copies_.push_back({v, static_cast<int>(j), ByteSize(*types_[v])});
+      }
     }
-    plan->output_types_.push_back(*types[v]);
-    const bool computed = host_values[v] == nullptr &&
-                          std::find(plan->input_values_.begin(), plan->input_values_.end(), v) ==
-                              plan->input_values_.end();
-    if (computed && !served[v]) {
-      served[v] = true;
-      plan->output_values_.push_back(v);
-    } else {
-      plan->output_values_.push_back(-1);
-      plan->output_copies_.push_back({v, static_cast<int>(j), ByteSize(*types[v])});
-    }
+    return absl::OkStatus();
   }
 
-  std::vector<ArenaRequest> requests;
-  std::vector<int> request_values;
-  for (size_t v = 0; v < num_values; ++v) {
-    if (first_step[v] < 0) continue;
-    requests.push_back({ByteSize(*types[v]), first_step[v], last_step[v]});
-    request_values.push_back(static_cast<int>(v));
-    plan->unshared_bytes_ += ByteSize(*types[v]);
+  absl::Status PlaceIntermediates() {
+    std::vector<ArenaRequest> requests;
+    std::vector<int> request_values;
+    for (size_t v = 0; v < graph_.values.size(); ++v) {
+      if (first_step_[v] < 0) continue;
+      requests.push_back({ByteSize(*types_[v]), first_step_[v], last_step_[v]});
+      request_values.push_back(static_cast<int>(v));
+      plan_.unshared_bytes_ += ByteSize(*types_[v]);
+    }
+    ArenaLayout layout = PlanArena(requests);
+    plan_.arena_bytes_ = layout.total_bytes;
+    absl::StatusOr<std::shared_ptr<Buffer>> arena = device_.Allocate(layout.total_bytes);
+    if (!arena.ok()) return arena.status();
+    plan_.arena_ = *std::move(arena);
+    for (size_t r = 0; r < requests.size(); ++r) {
+      plan_.value_ptrs_[request_values[r]] =
+          static_cast<char*>(plan_.arena_->data()) + layout.offsets[r];
+    }
+    plan_.arg_ptrs_.assign(plan_.arg_values_.size(), nullptr);
+    return absl::OkStatus();
   }
-  ArenaLayout layout = PlanArena(requests);
-  plan->arena_bytes_ = layout.total_bytes;
-  absl::StatusOr<std::shared_ptr<Buffer>> arena = device.Allocate(layout.total_bytes);
-  if (!arena.ok()) return arena.status();
-  plan->arena_ = *std::move(arena);
-  for (size_t r = 0; r < requests.size(); ++r) {
-    plan->value_ptrs_[request_values[r]] =
-        static_cast<char*>(plan->arena_->data()) + layout.offsets[r];
-  }
-  plan->arg_ptrs_.assign(plan->arg_values_.size(), nullptr);
-  device.RecordEvent()->Wait();  // Constant uploads done before the first Run.
+
+  const Graph& graph_;
+  const std::map<int, Tensor>& weights_;
+  Device& device_;
+  ExecutionPlan& plan_;
+  std::vector<std::optional<TensorType>> types_;
+  // Host values known now (initializers, constants, folded values), for shape rules.
+  std::vector<const Tensor*> host_values_;
+  // First and last step that touch each intermediate value, for the arena.
+  std::vector<int> first_step_, last_step_;
+  std::vector<bool> is_output_;
+};
+
+absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
+    const Graph& graph, const std::map<int, Tensor>& weights, Device& device,
+    const std::vector<Shape>& input_shapes) {
+  std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan());
+  Builder builder(graph, weights, device, plan.get());
+  if (absl::Status s = builder.Build(input_shapes); !s.ok()) return s;
   return plan;
 }
 

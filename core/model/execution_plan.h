@@ -15,8 +15,11 @@ namespace replicad {
 // A graph compiled for one device slot and one set of concrete input shapes:
 // every value's type inferred, every node's kernel built, and every
 // intermediate value given an offset in one arena sized by liveness (values
-// whose lifetimes do not overlap share bytes). After Create, Run allocates
-// nothing: it is the per-request hot path.
+// whose lifetimes do not overlap share bytes). Nodes whose inputs are all
+// known when the plan is made (initializers, Constants, Shape of a typed
+// value, and anything computed only from those) run once at Create and
+// become constants. After Create, Run allocates nothing: it is the
+// per-request hot path.
 class ExecutionPlan {
  public:
   // `weights` are the replica's device copies of graph.initializers (same
@@ -32,6 +35,8 @@ class ExecutionPlan {
   // Bytes of the intermediate-value arena, and what they would be without reuse.
   size_t arena_bytes() const { return arena_bytes_; }
   size_t unshared_bytes() const { return unshared_bytes_; }
+  // Kernels run per request (folded nodes are not among them).
+  size_t step_count() const { return steps_.size(); }
 
   // Runs the graph: `inputs` and `outputs` are device pointers in graph
   // order, with input_types() and output_types(). Not reentrant: call it
@@ -39,6 +44,7 @@ class ExecutionPlan {
   absl::Status Run(const void* const* inputs, void* const* outputs);
 
  private:
+  class Builder;
   ExecutionPlan() = default;
 
   struct Step {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/model/graph_optimizer.h"
 #include "core/model/onnx_tensor.h"
 #include "core/ops/op_registry.h"
 #include "onnx/checker.h"
@@ -76,7 +77,7 @@ absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImpo
     }
   }
   if (graph.opset > kMaxOpset || graph.opset <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("model opset is ", graph.opset,
+    return absl::UnimplementedError(absl::StrCat("model opset is ", graph.opset,
                                                    "; replicad supports opsets ", kMinOpset,
                                                    " to ", kMaxOpset));
   }
@@ -117,7 +118,7 @@ absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImpo
       const auto* current = onnx::OpSchemaRegistry::Schema(node.op_type(), kMinOpset, node.domain());
       if (declared == nullptr || current == nullptr ||
           declared->since_version() != current->since_version()) {
-        return absl::InvalidArgumentError(absl::StrCat(
+        return absl::UnimplementedError(absl::StrCat(
             "model opset is ", graph.opset, " and ", node.op_type(), " (node '", node.name(),
             "') changed by opset ", kMinOpset, "; replicad supports opsets ", kMinOpset, " to ",
             kMaxOpset, " (convert the model with onnx.version_converter)"));
@@ -184,6 +185,9 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& by
     return absl::InvalidArgumentError(absl::StrCat(source, ": ONNX rejects the model: ", e.what()));
   }
   absl::StatusOr<Graph> graph = ConvertGraph(model, options);
+  if (graph.ok() && options.optimize) {
+    if (absl::Status s = OptimizeForInference(&*graph); !s.ok()) graph = s;
+  }
   if (!graph.ok()) {
     return absl::Status(graph.status().code(),
                         absl::StrCat(source, ": ", graph.status().message()));

@@ -15,18 +15,22 @@ struct OnnxImportOptions {
   // Graph inputs to bind to fixed values: they become initializers. Used for
   // inputs whose values a shape rule needs (e.g. Reshape's target shape).
   std::map<std::string, Tensor> bind_inputs;
+  // Rewrite the graph for inference (see graph_optimizer.h).
+  bool optimize = true;
 };
 
 // Loads an ONNX model: runs ONNX's checker and shape inference, requires an
 // opset of the default domain between 11 and 17, converts the graph to the
-// engine's IR and keeps the initializers as host tensors (the template).
+// engine's IR, optimizes it for inference (unless told not to) and keeps the
+// initializers as host tensors (the template).
 // Errors:
 //  - NotFound: the file does not exist or cannot be read.
 //  - InvalidArgument: not an ONNX model, the checker or shape inference
-//    rejects it, an unsupported opset, an unsupported dtype of an input,
-//    output or initializer (naming it).
-//  - Unimplemented: operators the engine lacks; the message names every
-//    unsupported op type with its nodes.
+//    rejects it, an unsupported dtype of an input, output or initializer
+//    (naming it).
+//  - Unimplemented: operators the engine lacks (the message names every
+//    unsupported op type with its nodes); an opset above 17, or below 11 for
+//    an operator that changed by opset 11 (naming it).
 absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxFile(const std::string& path,
                                                           const std::string& name,
                                                           const OnnxImportOptions& options = {});

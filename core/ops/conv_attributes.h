@@ -45,6 +45,17 @@ absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec);
 // spatial ranks.
 absl::StatusOr<Window2d> ParseMaxPoolAttributes(const KernelSpec& spec);
 
+// AveragePool on X [N, C, H, W] (kernel_shape required; ceil_mode from opset
+// 10). With count_include_pad the divisor counts the explicit pads but not
+// a ceil_mode window's part past pads_end (as the ONNX reference and PyTorch
+// do); without it, the divisor counts only elements of X. Unimplemented for
+// other spatial ranks.
+struct AveragePoolAttributes {
+  Window2d window;
+  bool count_include_pad = false;
+};
+absl::StatusOr<AveragePoolAttributes> ParseAveragePoolAttributes(const KernelSpec& spec);
+
 // The part both share: reads strides, dilations, pads and auto_pad of spec
 // for a window of `kernel` over `input` (H, W) and computes the output size,
 // rounding up when `ceil_mode`.

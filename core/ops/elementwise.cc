@@ -8,7 +8,7 @@
 namespace replicad {
 namespace {
 
-// Add and Mul: two inputs of one dtype, multidirectional broadcasting.
+// Add, Sub, Mul and Div: two inputs of one dtype, multidirectional broadcasting.
 absl::Status InferBroadcastBinary(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
   REPLICAD_ASSIGN_OR_RETURN(TensorType a, RequiredInput(*spec, 0, "A"));
@@ -32,6 +32,10 @@ absl::Status InferBroadcastBinary(KernelSpec* spec) {
 absl::Status InferAdd(KernelSpec* spec) { return InferBroadcastBinary(spec); }
 
 absl::Status InferMul(KernelSpec* spec) { return InferBroadcastBinary(spec); }
+
+absl::Status InferSub(KernelSpec* spec) { return InferBroadcastBinary(spec); }
+
+absl::Status InferDiv(KernelSpec* spec) { return InferBroadcastBinary(spec); }
 
 absl::Status InferRelu(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 1));

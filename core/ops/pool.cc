@@ -10,7 +10,11 @@
 
 namespace replicad {
 
-absl::StatusOr<Window2d> ParseMaxPoolAttributes(const KernelSpec& spec) {
+namespace {
+
+// MaxPool and AveragePool: X [N, C, H, W], a required kernel_shape, the
+// window attributes and ceil_mode; `what` names the pooling in messages.
+absl::StatusOr<Window2d> ParsePoolWindow(const KernelSpec& spec, absl::string_view what) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, 1));
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
   REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "X", x, {DType::kFloat32}));
@@ -19,9 +23,9 @@ absl::StatusOr<Window2d> ParseMaxPoolAttributes(const KernelSpec& spec) {
                                         TensorTypeToString(x)));
   }
   if (x.shape.size() != 4) {
-    return NodeUnimplemented(spec, absl::StrCat("only 2-D max pooling (X of rank 4) is "
-                                                "implemented, received X ",
-                                                TensorTypeToString(x)));
+    return NodeUnimplemented(
+        spec, absl::StrCat("only 2-D ", what, " (X of rank 4) is implemented, received X ",
+                           TensorTypeToString(x)));
   }
   if (!spec.attributes->Has("kernel_shape")) {
     return NodeError(spec, "attribute 'kernel_shape' is required");
@@ -33,18 +37,45 @@ absl::StatusOr<Window2d> ParseMaxPoolAttributes(const KernelSpec& spec) {
                                         absl::StrJoin(kernel, ","), "]"));
   }
   REPLICAD_ASSIGN_OR_RETURN(int64_t ceil_mode, IntAttribute(spec, "ceil_mode", 0));
+  return ResolveWindow2d(spec, {x.shape[2], x.shape[3]}, {kernel[0], kernel[1]}, ceil_mode != 0);
+}
+
+}  // namespace
+
+absl::StatusOr<Window2d> ParseMaxPoolAttributes(const KernelSpec& spec) {
+  REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParsePoolWindow(spec, "max pooling"));
   REPLICAD_ASSIGN_OR_RETURN(int64_t storage_order, IntAttribute(spec, "storage_order", 0));
   if (storage_order != 0 && storage_order != 1) {
     return NodeError(
         spec, absl::StrCat("attribute 'storage_order' must be 0 or 1, received ", storage_order));
   }
-  return ResolveWindow2d(spec, {x.shape[2], x.shape[3]}, {kernel[0], kernel[1]}, ceil_mode != 0);
+  return window;
 }
 
 absl::Status InferMaxPool(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(*spec));
   const Shape& x = spec->inputs[0]->shape;
   spec->outputs = {TensorType{DType::kFloat32, {x[0], x[1], window.output[0], window.output[1]}}};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AveragePoolAttributes> ParseAveragePoolAttributes(const KernelSpec& spec) {
+  AveragePoolAttributes pool;
+  REPLICAD_ASSIGN_OR_RETURN(pool.window, ParsePoolWindow(spec, "average pooling"));
+  REPLICAD_ASSIGN_OR_RETURN(int64_t count_include_pad, IntAttribute(spec, "count_include_pad", 0));
+  if (count_include_pad != 0 && count_include_pad != 1) {
+    return NodeError(spec, absl::StrCat("attribute 'count_include_pad' must be 0 or 1, received ",
+                                        count_include_pad));
+  }
+  pool.count_include_pad = count_include_pad == 1;
+  return pool;
+}
+
+absl::Status InferAveragePool(KernelSpec* spec) {
+  REPLICAD_ASSIGN_OR_RETURN(AveragePoolAttributes pool, ParseAveragePoolAttributes(*spec));
+  const Shape& x = spec->inputs[0]->shape;
+  spec->outputs = {
+      TensorType{DType::kFloat32, {x[0], x[1], pool.window.output[0], pool.window.output[1]}}};
   return absl::OkStatus();
 }
 

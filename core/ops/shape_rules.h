@@ -10,19 +10,51 @@ namespace replicad {
 // spec and sets spec->outputs. Internal to core/ops; everyone else reaches
 // them through FindOp.
 absl::Status InferAdd(KernelSpec* spec);
+absl::Status InferAveragePool(KernelSpec* spec);
+absl::Status InferBatchNormalization(KernelSpec* spec);
+absl::Status InferCast(KernelSpec* spec);
+absl::Status InferClip(KernelSpec* spec);
+absl::Status InferConcat(KernelSpec* spec);
 absl::Status InferConstant(KernelSpec* spec);
 absl::Status InferConv(KernelSpec* spec);
+absl::Status InferConvTranspose(KernelSpec* spec);
+absl::Status InferDiv(KernelSpec* spec);
+absl::Status InferDropout(KernelSpec* spec);
+absl::Status InferErf(KernelSpec* spec);
 absl::Status InferFlatten(KernelSpec* spec);
+absl::Status InferGather(KernelSpec* spec);
 absl::Status InferGemm(KernelSpec* spec);
 absl::Status InferGlobalAveragePool(KernelSpec* spec);
+absl::Status InferHardSigmoid(KernelSpec* spec);
+absl::Status InferHardSwish(KernelSpec* spec);
 absl::Status InferIdentity(KernelSpec* spec);
+absl::Status InferLeakyRelu(KernelSpec* spec);
+absl::Status InferLogSoftmax(KernelSpec* spec);
 absl::Status InferMatMul(KernelSpec* spec);
 absl::Status InferMaxPool(KernelSpec* spec);
 absl::Status InferMul(KernelSpec* spec);
+absl::Status InferPad(KernelSpec* spec);
+absl::Status InferPow(KernelSpec* spec);
+absl::Status InferReduceMean(KernelSpec* spec);
+// From opset 13 needs input 1 ('axes'), when present, in spec.constant_inputs.
+absl::Status InferReduceSum(KernelSpec* spec);
 absl::Status InferRelu(KernelSpec* spec);
 // Needs input 1 ('shape') in spec.constant_inputs; Unimplemented without it.
 absl::Status InferReshape(KernelSpec* spec);
+absl::Status InferShape(KernelSpec* spec);
+absl::Status InferSigmoid(KernelSpec* spec);
 absl::Status InferSoftmax(KernelSpec* spec);
+absl::Status InferSqrt(KernelSpec* spec);
+absl::Status InferSub(KernelSpec* spec);
+absl::Status InferTanh(KernelSpec* spec);
+absl::Status InferTranspose(KernelSpec* spec);
+// These read the inputs their registry entry's value_inputs names from
+// spec.constant_inputs; Unimplemented when those are not known.
+absl::Status InferConstantOfShape(KernelSpec* spec);
+absl::Status InferExpand(KernelSpec* spec);
+absl::Status InferSlice(KernelSpec* spec);
+absl::Status InferSqueeze(KernelSpec* spec);
+absl::Status InferUnsqueeze(KernelSpec* spec);
 
 }  // namespace replicad
 

@@ -89,3 +89,35 @@ TEST(ExecutionPlanTest, ShapeErrorsNameTheNode) {
 
 }  // namespace
 }  // namespace replicad
+
+namespace replicad {
+namespace {
+
+// Add(c1, c2) has only known inputs: it runs once when the plan is made, and
+// the per-request plan is the single Mul.
+TEST(ExecutionPlanTest, NodesWithKnownInputsAreFoldedAtPlanTime) {
+  OnnxModelBuilder b("fold");
+  Tensor one = Tensor::Host(DType::kFloat32, {2});
+  one.data<float>()[0] = 1.5f;
+  one.data<float>()[1] = -2.0f;
+  b.AddInitializer("c1", one);
+  b.AddInitializer("c2", one);
+  b.AddNode("Add", {"c1", "c2"}, {"c"});
+  b.AddNode("Mul", {"x", "c"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 2});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
+  std::unique_ptr<Replica> replica = CpuReplica(testing::LoadOrDie(b.Serialize(), "fold"));
+  absl::StatusOr<ExecutionPlan*> plan = replica->PlanFor({{1, 2}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->step_count(), 1u);
+  float x[2] = {2, 3}, y[2] = {0, 0};
+  const void* inputs[] = {x};
+  void* outputs[] = {y};
+  replica->device().Enqueue([&] { ASSERT_TRUE((*plan)->Run(inputs, outputs).ok()); });
+  ASSERT_TRUE(replica->device().Synchronize().ok());
+  EXPECT_EQ(y[0], 6.0f);
+  EXPECT_EQ(y[1], -12.0f);
+}
+
+}  // namespace
+}  // namespace replicad

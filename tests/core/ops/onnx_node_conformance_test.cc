@@ -183,8 +183,14 @@ TEST(OnnxNodeConformanceTest, SupportedCasesMatchReference) {
   int skipped = 0;
   int failed = 0;
   std::set<std::string> ops_passed;
+  // Ops of the cases whose ops and dtypes replicad supports (those that run).
+  std::set<std::string> ops_runnable;
   for (const fs::path& dir : cases) {
     const std::string name = dir.filename().string();
+    onnx::ModelProto case_model;
+    if (ReadProto(dir / "model.onnx", &case_model) && !StaticSkipReason(case_model)) {
+      for (const auto& node : case_model.graph().node()) ops_runnable.insert(node.op_type());
+    }
     const CaseResult result = RunCase(dir);
     switch (result.outcome) {
       case Outcome::kPass: {
@@ -209,7 +215,15 @@ TEST(OnnxNodeConformanceTest, SupportedCasesMatchReference) {
   std::printf("%d passed, %d skipped\n", passed, skipped);
   if (failed != 0) std::printf("%d failed\n", failed);
   // A supported op whose every case is skipped would otherwise go unnoticed.
+  // The exception is an op none of whose cases can run because each uses a
+  // dtype replicad lacks (all of Cast's involve float16, double, bfloat16 or
+  // string); its unit tests must cover it.
   for (std::string_view op : SupportedOps()) {
+    if (ops_runnable.count(std::string(op)) == 0) {
+      std::printf("NOTE every node case of supported op %s uses an unsupported dtype\n",
+                  std::string(op).c_str());
+      continue;
+    }
     EXPECT_EQ(ops_passed.count(std::string(op)), 1u)
         << "no conformance case of supported op " << op << " passed";
   }

@@ -1,6 +1,9 @@
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
@@ -12,10 +15,11 @@ namespace replicad {
 namespace {
 
 // Elementwise A op B with numpy broadcasting, for what oneDNN's binary
-// primitive cannot take: int64 data, and float32 where both operands need
-// broadcasting (oneDNN broadcasts only src1). Strides of broadcast dims are 0;
-// the innermost dim runs as a tight loop.
-template <typename T, typename Op>
+// primitive cannot take: int64 data, float32 where both operands need
+// broadcasting (oneDNN broadcasts only src1) or where a non-commuting op's A
+// does, and Pow with mixed dtypes. Strides of broadcast dims are 0; the
+// innermost dim runs as a tight loop.
+template <typename Op, typename Out, typename A = Out, typename B = A>
 class BroadcastLoopKernel : public Kernel {
  public:
   BroadcastLoopKernel(const Shape& a, const Shape& b, const Shape& out)
@@ -24,9 +28,9 @@ class BroadcastLoopKernel : public Kernel {
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
     const int64_t total = NumElements(out_);
     if (total == 0) return absl::OkStatus();
-    const T* a = static_cast<const T*>(inputs[0]);
-    const T* b = static_cast<const T*>(inputs[1]);
-    T* out = static_cast<T*>(outputs[0]);
+    const A* a = static_cast<const A*>(inputs[0]);
+    const B* b = static_cast<const B*>(inputs[1]);
+    Out* out = static_cast<Out*>(outputs[0]);
     const int rank = static_cast<int>(out_.size());
     const int64_t inner = rank == 0 ? 1 : out_.back();
     const int64_t a_inner = rank == 0 ? 0 : a_strides_.back();
@@ -40,7 +44,7 @@ class BroadcastLoopKernel : public Kernel {
         a_offset += index_[d] * a_strides_[d];
         b_offset += index_[d] * b_strides_[d];
       }
-      T* out_row = out + row * inner;
+      Out* out_row = out + row * inner;
       for (int64_t j = 0; j < inner; ++j) {
         out_row[j] = op(a[a_offset + j * a_inner], b[b_offset + j * b_inner]);
       }
@@ -70,44 +74,142 @@ class BroadcastLoopKernel : public Kernel {
   std::vector<int64_t> index_;  // Sized here so that Run does not allocate.
 };
 
+// Integer division truncates, as C++'s; a zero divisor gives 0 and
+// INT64_MIN / -1 wraps to INT64_MIN, where the division would trap and take
+// the server down.
 template <typename T>
-KernelOrStatus MakeLoopKernel(bool is_add, const Shape& a, const Shape& b, const Shape& out) {
-  if (is_add) return std::make_unique<BroadcastLoopKernel<T, std::plus<T>>>(a, b, out);
-  return std::make_unique<BroadcastLoopKernel<T, std::multiplies<T>>>(a, b, out);
+struct Divides {
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) return 0;
+      if (b == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));
+    }
+    return a / b;
+  }
+};
+
+template <typename T>
+KernelOrStatus MakeLoopKernel(const std::string& op, const Shape& a, const Shape& b,
+                              const Shape& out) {
+  if (op == "Add") return std::make_unique<BroadcastLoopKernel<std::plus<T>, T>>(a, b, out);
+  if (op == "Sub") return std::make_unique<BroadcastLoopKernel<std::minus<T>, T>>(a, b, out);
+  if (op == "Mul") return std::make_unique<BroadcastLoopKernel<std::multiplies<T>, T>>(a, b, out);
+  return std::make_unique<BroadcastLoopKernel<Divides<T>, T>>(a, b, out);
+}
+
+// An int64 result of Pow that has none (NaN) or is out of range.
+int64_t TruncateToInt64(double value) {
+  if (std::isnan(value)) return 0;
+  constexpr double kLimit = 9223372036854775808.0;  // 2^63
+  if (value >= kLimit) return std::numeric_limits<int64_t>::max();
+  if (value < -kLimit) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(value);
+}
+
+// X ^ Y for the dtype pairs ONNX allows and replicad holds. A float32 base
+// with an int64 exponent goes through double, as numpy's float64 result
+// does. An int64 base with an int64 exponent is exact (wrapping on overflow
+// like the other int64 ops); a negative exponent truncates 1 / X^-Y toward
+// zero, so it is 0 unless X is 1 or -1 (0 ^ -1 is 0, as integer division by
+// zero is in Div). An int64 base with a float exponent truncates the double
+// result, NaN giving 0.
+struct Power {
+  float operator()(float x, float y) const { return std::pow(x, y); }
+  float operator()(float x, int64_t y) const {
+    return static_cast<float>(std::pow(static_cast<double>(x), static_cast<double>(y)));
+  }
+  int64_t operator()(int64_t x, float y) const {
+    return TruncateToInt64(std::pow(static_cast<double>(x), static_cast<double>(y)));
+  }
+  int64_t operator()(int64_t x, int64_t y) const {
+    if (y < 0) {
+      if (x == 1) return 1;
+      if (x == -1) return y % 2 == 0 ? 1 : -1;
+      return 0;
+    }
+    uint64_t result = 1;
+    uint64_t base = static_cast<uint64_t>(x);
+    for (uint64_t e = static_cast<uint64_t>(y); e != 0; e >>= 1) {
+      if (e & 1) result *= base;
+      base *= base;
+    }
+    return static_cast<int64_t>(result);
+  }
+};
+
+template <typename Out>
+KernelOrStatus MakePowLoopKernel(DType exponent, const Shape& x, const Shape& y, const Shape& out) {
+  if (exponent == DType::kInt64) {
+    return std::make_unique<BroadcastLoopKernel<Power, Out, Out, int64_t>>(x, y, out);
+  }
+  return std::make_unique<BroadcastLoopKernel<Power, Out, Out, float>>(x, y, out);
 }
 
 }  // namespace
 
 KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& context) {
-  const bool is_add = spec.op_type == "Add";
+  const std::string& op = spec.op_type;
   const Shape& out = spec.outputs[0].shape;
   const Shape& a = spec.inputs[0]->shape;
   const Shape& b = spec.inputs[1]->shape;
-  if (spec.outputs[0].dtype == DType::kInt64) return MakeLoopKernel<int64_t>(is_add, a, b, out);
+  if (spec.outputs[0].dtype == DType::kInt64) return MakeLoopKernel<int64_t>(op, a, b, out);
 
   const Shape a_padded = PadToRank(a, out.size());
   const Shape b_padded = PadToRank(b, out.size());
   // oneDNN needs src0 at the output's shape; Add and Mul commute, so either
   // operand can be src0. Zero-sized outputs take the loop, which skips them.
+  const bool commutes = op == "Add" || op == "Mul";
   int src0 = -1;
   if (a_padded == out) {
     src0 = 0;
-  } else if (b_padded == out) {
+  } else if (commutes && b_padded == out) {
     src0 = 1;
   }
-  if (src0 < 0 || NumElements(out) == 0) return MakeLoopKernel<float>(is_add, a, b, out);
+  if (src0 < 0 || NumElements(out) == 0) return MakeLoopKernel<float>(op, a, b, out);
   const int src1 = 1 - src0;
   const dnnl::memory::data_type f32 = dnnl::memory::data_type::f32;
   const dnnl::memory::desc src0_desc = RowMajorDesc(src0 == 0 ? a_padded : b_padded, f32);
   const dnnl::memory::desc src1_desc = RowMajorDesc(src0 == 0 ? b_padded : a_padded, f32);
   const dnnl::memory::desc dst_desc = RowMajorDesc(out, f32);
-  const dnnl::binary::desc desc(is_add ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul,
-                                src0_desc, src1_desc, dst_desc);
+  dnnl::algorithm algorithm = dnnl::algorithm::binary_div;
+  if (op == "Add") {
+    algorithm = dnnl::algorithm::binary_add;
+  } else if (op == "Sub") {
+    algorithm = dnnl::algorithm::binary_sub;
+  } else if (op == "Mul") {
+    algorithm = dnnl::algorithm::binary_mul;
+  }
+  const dnnl::binary::desc desc(algorithm, src0_desc, src1_desc, dst_desc);
   const dnnl::binary::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
   BoundPrimitive primitive(context, pd, dnnl::binary(pd));
   primitive.BindInput(DNNL_ARG_SRC_0, src0_desc, src0);
   primitive.BindInput(DNNL_ARG_SRC_1, src1_desc, src1);
   primitive.BindOutput(DNNL_ARG_DST, dst_desc, 0);
+  return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+}
+
+// A constant scalar exponent on a float32 base, the common x^2 and x^0.5
+// of exported norms, is oneDNN's eltwise pow (alpha * x^beta with alpha 1),
+// unless the scalar raises the output's rank; anything else is the loop.
+KernelOrStatus MakePowKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  const TensorType& x = *spec.inputs[0];
+  const TensorType& y = *spec.inputs[1];
+  const Shape& out = spec.outputs[0].shape;
+  if (x.dtype == DType::kInt64) return MakePowLoopKernel<int64_t>(y.dtype, x.shape, y.shape, out);
+  const Tensor* exponent = ConstantInput(spec, 1);
+  if (exponent == nullptr || exponent->num_elements() != 1 || out != x.shape) {
+    return MakePowLoopKernel<float>(y.dtype, x.shape, y.shape, out);
+  }
+  const float beta = y.dtype == DType::kInt64 ? static_cast<float>(exponent->data<int64_t>()[0])
+                                              : exponent->data<float>()[0];
+  const dnnl::memory::desc data({NumElements(out)}, dnnl::memory::data_type::f32,
+                                dnnl::memory::format_tag::x);
+  const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                         dnnl::algorithm::eltwise_pow, data, 1.0f, beta);
+  const dnnl::eltwise_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+  BoundPrimitive primitive(context, pd, dnnl::eltwise_forward(pd));
+  primitive.BindInput(DNNL_ARG_SRC, data, 0);
+  primitive.BindOutput(DNNL_ARG_DST, data, 0);
   return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
 }
 

@@ -1,4 +1,5 @@
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
+#include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/op_util.h"
@@ -39,7 +40,11 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
                                              dnnl::algorithm::convolution_direct, src, weights,
                                              bias, dst, strides, dilates, padding_l, padding_r);
-  const dnnl::convolution_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+  dnnl::primitive_attr attr = UserScratchpadAttr();
+  dnnl::post_ops ops;
+  REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops));
+  attr.set_post_ops(ops);
+  const dnnl::convolution_forward::primitive_desc pd(desc, attr, context.engine);
 
   BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));
   primitive.BindInput(DNNL_ARG_SRC, src, 0);

@@ -16,17 +16,43 @@ namespace replicad {
 using KernelOrStatus = absl::StatusOr<std::unique_ptr<Kernel>>;
 
 KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeConvTransposeKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& context);
-// Add and Mul, float32 and int64.
+// Add, Sub, Mul and Div, float32 and int64.
 KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Pow: float32 or int64 base, float32 or int64 exponent.
+KernelOrStatus MakePowKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeReluKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeSoftmaxKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish and Sqrt.
+KernelOrStatus MakeEltwiseKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeClipKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeErfKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeLogSoftmaxKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeBatchNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context);
+// ReduceSum and ReduceMean.
+KernelOrStatus MakeReduceKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGlobalAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context);
-// Identity, Flatten and Reshape: the bytes are unchanged, only the type is.
+// Identity, Flatten, Reshape, Squeeze, Unsqueeze and inference Dropout: the
+// bytes are unchanged, only the type is.
 KernelOrStatus MakeCopyKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeConstantKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Data movement, any dtype: Transpose (a oneDNN reorder), Concat, Gather, and
+// Slice, Pad and Expand (index-map copies).
+KernelOrStatus MakeTransposeKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeConcatKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeGatherKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeSliceKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakePadKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeExpandKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Shape and ConstantOfShape write values known when the kernel is built.
+KernelOrStatus MakeShapeKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeConstantOfShapeKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Cast between float32 and int64.
+KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context);
 
 }  // namespace replicad
 

@@ -4,6 +4,7 @@
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/broadcast.h"
+#include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/ops/matmul_attributes.h"
 #include "core/ops/op_util.h"
 
@@ -71,11 +72,10 @@ KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context)
   if (gemm.alpha != 1.0f) attr.set_output_scales(0, {gemm.alpha});
   // ONNX ignores C when beta is 0 (it may then hold anything, NaN included).
   const bool use_c = gemm.has_c && gemm.beta != 0.0f;
-  if (use_c) {
-    dnnl::post_ops ops;
-    ops.append_sum(gemm.beta);
-    attr.set_post_ops(ops);
-  }
+  dnnl::post_ops ops;
+  if (use_c) ops.append_sum(gemm.beta);
+  REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops));
+  attr.set_post_ops(ops);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, y), attr, context.engine);
   BoundPrimitive primitive(context, pd, dnnl::matmul(pd));
   primitive.BindInput(DNNL_ARG_SRC, a, 0);

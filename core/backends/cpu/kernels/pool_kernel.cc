@@ -1,3 +1,7 @@
+#include <algorithm>
+#include <cstring>
+#include <string>
+
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/conv_attributes.h"
@@ -7,6 +11,47 @@ namespace replicad {
 
 using dnnl::memory;
 
+namespace {
+
+// oneDNN floors the output size; with ceil_mode the last window needs extra
+// right padding, which the pooling must then ignore.
+memory::dims FlooringPaddingR(const Window2d& window, const Shape& x) {
+  memory::dims padding_r(2);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t dilated = (window.kernel[i] - 1) * window.dilations[i] + 1;
+    padding_r[i] = std::max(window.pads_end[i], (window.output[i] - 1) * window.strides[i] +
+                                                    dilated - x[2 + i] - window.pads_begin[i]);
+  }
+  return padding_r;
+}
+
+// Average pooling that counts the explicit pads but not a ceil_mode
+// window's overhang, which no oneDNN algorithm does alone: X is copied into
+// the interior of a buffer whose zero border is the explicit padding (zeroed
+// once; the copy never writes it), and that buffer is pooled excluding only
+// the overhang.
+class PaddedAveragePoolKernel : public Kernel {
+ public:
+  PaddedAveragePoolKernel(CpuKernelContext& context, std::string node, BoundPrimitive copy,
+                          BoundPrimitive pool)
+      : context_(context), node_(std::move(node)), copy_(std::move(copy)), pool_(std::move(pool)) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    absl::Status status = copy_.Execute(inputs, outputs, node_);
+    if (status.ok()) status = pool_.Execute(inputs, outputs, node_);
+    if (!status.ok()) return status;
+    return WaitStream(context_, node_);
+  }
+
+ private:
+  CpuKernelContext& context_;
+  std::string node_;
+  BoundPrimitive copy_;
+  BoundPrimitive pool_;
+};
+
+}  // namespace
+
 KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(spec));
   const Shape& x = spec.inputs[0]->shape;
@@ -15,14 +60,8 @@ KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& conte
                          memory::format_tag::nchw);
   const memory::desc dst(memory::dims(y.begin(), y.end()), memory::data_type::f32,
                          memory::format_tag::nchw);
-  memory::dims padding_r(2);
-  for (int i = 0; i < 2; ++i) {
-    // oneDNN floors the output size; with ceil_mode the last window needs
-    // extra right padding, which max pooling ignores.
-    const int64_t dilated = (window.kernel[i] - 1) * window.dilations[i] + 1;
-    padding_r[i] = std::max(window.pads_end[i], (window.output[i] - 1) * window.strides[i] +
-                                                    dilated - x[2 + i] - window.pads_begin[i]);
-  }
+  // Max pooling ignores padding, so the extra right padding is harmless.
+  const memory::dims padding_r = FlooringPaddingR(window, x);
   const dnnl::pooling_v2_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, src, dst,
       {window.strides[0], window.strides[1]}, {window.kernel[0], window.kernel[1]},
@@ -33,6 +72,61 @@ KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& conte
   primitive.BindInput(DNNL_ARG_SRC, src, 0);
   primitive.BindOutput(DNNL_ARG_DST, dst, 0);
   return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+}
+
+KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(AveragePoolAttributes pool, ParseAveragePoolAttributes(spec));
+  const Window2d& window = pool.window;
+  const Shape& x = spec.inputs[0]->shape;
+  const Shape& y = spec.outputs[0].shape;
+  const memory::data_type f32 = memory::data_type::f32;
+  const memory::desc src(memory::dims(x.begin(), x.end()), f32, memory::format_tag::nchw);
+  const memory::desc dst(memory::dims(y.begin(), y.end()), f32, memory::format_tag::nchw);
+  const memory::dims strides{window.strides[0], window.strides[1]};
+  const memory::dims kernel{window.kernel[0], window.kernel[1]};
+  const memory::dims dilation{window.dilations[0] - 1, window.dilations[1] - 1};
+  const memory::dims padding_r = FlooringPaddingR(window, x);
+  const bool overhang = padding_r[0] > window.pads_end[0] || padding_r[1] > window.pads_end[1];
+
+  if (!pool.count_include_pad || !overhang) {
+    // Excluding padding also excludes the overhang, as ONNX wants.
+    const dnnl::pooling_v2_forward::desc desc(
+        dnnl::prop_kind::forward_inference,
+        pool.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                               : dnnl::algorithm::pooling_avg_exclude_padding,
+        src, dst, strides, kernel, dilation, {window.pads_begin[0], window.pads_begin[1]},
+        padding_r);
+    const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+    BoundPrimitive primitive(context, pd, dnnl::pooling_v2_forward(pd));
+    primitive.BindInput(DNNL_ARG_SRC, src, 0);
+    primitive.BindOutput(DNNL_ARG_DST, dst, 0);
+    return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+  }
+
+  const memory::desc padded_desc({x[0], x[1], x[2] + window.pads_begin[0] + window.pads_end[0],
+                                  x[3] + window.pads_begin[1] + window.pads_end[1]},
+                                 f32, memory::format_tag::nchw);
+  dnnl::memory padded(padded_desc, context.engine);
+  std::memset(padded.get_data_handle(), 0, padded_desc.get_size());
+  const memory::desc interior_desc = padded_desc.submemory_desc(
+      memory::dims(x.begin(), x.end()), {0, 0, window.pads_begin[0], window.pads_begin[1]});
+  const dnnl::memory interior(interior_desc, context.engine, padded.get_data_handle());
+  const dnnl::reorder::primitive_desc copy_pd(context.engine, src, context.engine, interior_desc,
+                                              UserScratchpadAttr());
+  BoundPrimitive copy(context, copy_pd, dnnl::reorder(copy_pd));
+  copy.BindInput(DNNL_ARG_FROM, src, 0);
+  copy.BindFixed(DNNL_ARG_TO, interior);
+
+  const dnnl::pooling_v2_forward::desc desc(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_avg_exclude_padding, padded_desc,
+      dst, strides, kernel, dilation, {0, 0},
+      {padding_r[0] - window.pads_end[0], padding_r[1] - window.pads_end[1]});
+  const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+  BoundPrimitive averaging(context, pd, dnnl::pooling_v2_forward(pd));
+  averaging.BindFixed(DNNL_ARG_SRC, padded);
+  averaging.BindOutput(DNNL_ARG_DST, dst, 0);
+  return std::make_unique<PaddedAveragePoolKernel>(context, NodeLabel(spec), std::move(copy),
+                                                   std::move(averaging));
 }
 
 // A mean reduction over every spatial dim, which covers any rank (oneDNN's

@@ -4,11 +4,13 @@
 // Softmax before opset 13, ...), plus MakeCpuKernel's errors.
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <list>
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -482,13 +484,13 @@ TEST_F(CpuKernelsTest, ConstantWritesItsValue) {
 TEST_F(CpuKernelsTest, UnknownOpIsUnimplementedNamingOpAndNode) {
   Attributes attributes;
   KernelSpec spec;
-  spec.op_type = "Transpose";
+  spec.op_type = "NoSuchOp";
   spec.node_name = "t7";
   spec.attributes = &attributes;
   absl::StatusOr<std::unique_ptr<Kernel>> kernel = MakeCpuKernel(spec, context_);
   EXPECT_EQ(kernel.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(kernel.status().message()),
-              AllOf(HasSubstr("Transpose node 't7'"), HasSubstr("no kernel for op 'Transpose'")));
+              AllOf(HasSubstr("NoSuchOp node 't7'"), HasSubstr("no kernel for op 'NoSuchOp'")));
 }
 
 TEST_F(CpuKernelsTest, StaleOutputsAndMalformedSpecsAreRejected) {
@@ -513,6 +515,377 @@ TEST_F(CpuKernelsTest, StaleOutputsAndMalformedSpecsAreRejected) {
   absl::StatusOr<std::unique_ptr<Kernel>> malformed = MakeCpuKernel(spec, context_);
   EXPECT_EQ(malformed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(malformed.status().message()), HasSubstr("must have 3 input channels"));
+}
+
+// Element-wise math, normalization and reductions.
+
+Tensor Floats(Shape shape, const std::vector<float>& values) {
+  Tensor t = Tensor::Host(DType::kFloat32, std::move(shape));
+  std::copy(values.begin(), values.end(), t.data<float>());
+  return t;
+}
+
+// Element by element within ExpectNear's tolerance; NaN matches only NaN and
+// an infinity only itself.
+void ExpectNearOrBothNaN(const Tensor& actual, const Tensor& expected) {
+  ASSERT_EQ(actual.type(), expected.type());
+  for (int64_t i = 0; i < expected.num_elements(); ++i) {
+    const float a = actual.data<float>()[i];
+    const float e = expected.data<float>()[i];
+    if (std::isnan(e)) {
+      EXPECT_TRUE(std::isnan(a)) << "element " << i << " is " << a << ", expected NaN";
+      continue;
+    }
+    if (std::isinf(e)) {
+      EXPECT_EQ(a, e) << "element " << i;
+      continue;
+    }
+    EXPECT_NEAR(a, e, 1e-5 + 1e-4 * std::fabs(e)) << "element " << i;
+  }
+}
+
+void ExpectInt64s(const Tensor& actual, const Shape& shape, const std::vector<int64_t>& expected) {
+  ASSERT_EQ(actual.type(), (TensorType{DType::kInt64, shape}));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(actual.data<int64_t>()[i], expected[i]) << "element " << i;
+  }
+}
+
+// a op b with numpy broadcasting, for any op and ranks.
+template <typename T, typename Op>
+Tensor ReferenceBroadcast(const Tensor& a, const Tensor& b, Op op) {
+  const size_t r = std::max(a.rank(), b.rank());
+  Shape as = a.shape(), bs = b.shape();
+  while (as.size() < r) as.insert(as.begin(), 1);
+  while (bs.size() < r) bs.insert(bs.begin(), 1);
+  Shape out(r);
+  for (size_t d = 0; d < r; ++d) out[d] = std::max(as[d], bs[d]);
+  Tensor y = Tensor::Host(a.dtype(), out);
+  std::vector<int64_t> ai(r), bi(r);
+  for (int64_t i = 0; i < y.num_elements(); ++i) {
+    int64_t rest = i;
+    for (int d = static_cast<int>(r) - 1; d >= 0; --d) {
+      const int64_t index = rest % out[d];
+      rest /= out[d];
+      ai[d] = as[d] == 1 ? 0 : index;
+      bi[d] = bs[d] == 1 ? 0 : index;
+    }
+    y.data<T>()[i] = op(a.data<T>()[Offset(as, ai)], b.data<T>()[Offset(bs, bi)]);
+  }
+  return y;
+}
+
+TEST_F(CpuKernelsTest, SubAndDivBroadcastEitherOperandInOrder) {
+  // A broadcast against a full B cannot swap into oneDNN's src0 for ops that
+  // do not commute; these shapes take both the loop and the primitive.
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{4}, {2, 3, 4}}, {{2, 3, 4}, {3, 1}}, {{3, 1}, {2, 1, 4}}, {{}, {2, 2}}, {{2, 2}, {2, 2}}};
+  uint32_t seed = 100;
+  for (const auto& [a_shape, b_shape] : cases) {
+    const Tensor a = Random(a_shape, seed++);
+    Tensor b = Random(b_shape, seed++);
+    for (int64_t i = 0; i < b.num_elements(); ++i) b.data<float>()[i] += 3.0f;  // Away from 0.
+    SCOPED_TRACE(ShapeToString(a_shape) + " " + ShapeToString(b_shape));
+    absl::StatusOr<std::vector<Tensor>> sub = Run("Sub", {a, b}, Attributes());
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    ExpectNear((*sub)[0], ReferenceBroadcast<float>(a, b, std::minus<float>()));
+    absl::StatusOr<std::vector<Tensor>> div = Run("Div", {a, b}, Attributes());
+    ASSERT_TRUE(div.ok()) << div.status();
+    ExpectNear((*div)[0], ReferenceBroadcast<float>(a, b, std::divides<float>()));
+  }
+}
+
+TEST_F(CpuKernelsTest, Int64DivTruncatesAndNeverTraps) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  const Tensor a = Int64s({6}, {7, -7, 7, -7, 5, kMin});
+  const Tensor b = Int64s({6}, {2, 2, -2, -2, 0, -1});
+  absl::StatusOr<std::vector<Tensor>> div = Run("Div", {a, b}, Attributes());
+  ASSERT_TRUE(div.ok()) << div.status();
+  ExpectInt64s((*div)[0], {6}, {3, -3, -3, 3, 0, kMin});
+  absl::StatusOr<std::vector<Tensor>> sub = Run("Sub", {Int64s({2, 1}, {10, 20}), b}, Attributes());
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  ExpectInt64s((*sub)[0], {2, 6}, {8, 8, 12, 12, 10, 11, 18, 18, 22, 22, 20, 21});
+}
+
+TEST_F(CpuKernelsTest, PowWithConstantScalarExponentMatchesTheLoop) {
+  const Tensor x = Floats({5}, {-2.0f, -0.5f, 0.0f, 1.5f, 3.0f});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::pair<float, std::vector<float>>> cases = {
+      {2.0f, {4.0f, 0.25f, 0.0f, 2.25f, 9.0f}},
+      {3.0f, {-8.0f, -0.125f, 0.0f, 3.375f, 27.0f}},
+      {0.5f, {nan, nan, 0.0f, std::sqrt(1.5f), std::sqrt(3.0f)}},
+      {-1.0f, {-0.5f, -2.0f, std::numeric_limits<float>::infinity(), 1.0f / 1.5f, 1.0f / 3.0f}}};
+  for (const auto& [exponent, expected] : cases) {
+    SCOPED_TRACE(exponent);
+    const Tensor y = Floats({}, {exponent});
+    for (std::vector<int> constants : {std::vector<int>{}, std::vector<int>{1}}) {
+      absl::StatusOr<std::vector<Tensor>> z =
+          Run("Pow", {x, y}, Attributes(), 17, std::move(constants));
+      ASSERT_TRUE(z.ok()) << z.status();
+      ExpectNearOrBothNaN((*z)[0], Floats({5}, expected));
+    }
+  }
+  // An int64 exponent, constant or not, is the same power.
+  const Tensor two = Int64s({1}, {2});
+  for (std::vector<int> constants : {std::vector<int>{}, std::vector<int>{1}}) {
+    absl::StatusOr<std::vector<Tensor>> z =
+        Run("Pow", {x, two}, Attributes(), 17, std::move(constants));
+    ASSERT_TRUE(z.ok()) << z.status();
+    ExpectNear((*z)[0], Floats({5}, {4.0f, 0.25f, 0.0f, 2.25f, 9.0f}));
+  }
+}
+
+TEST_F(CpuKernelsTest, Int64PowIsExactAndTruncates) {
+  const Tensor x = Int64s({6}, {2, -3, 5, 1, -1, 0});
+  const Tensor y = Int64s({6}, {10, 3, -1, -3, -3, -1});
+  absl::StatusOr<std::vector<Tensor>> z = Run("Pow", {x, y}, Attributes());
+  ASSERT_TRUE(z.ok()) << z.status();
+  ExpectInt64s((*z)[0], {6}, {1024, -27, 0, 1, -1, 0});
+  // 3^39 needs more than a double's 53-bit mantissa but fits int64.
+  z = Run("Pow", {Int64s({}, {3}), Int64s({}, {39})}, Attributes());
+  ASSERT_TRUE(z.ok()) << z.status();
+  ExpectInt64s((*z)[0], {}, {4052555153018976267});
+  // A float exponent truncates; NaN (a negative base to a fraction) gives 0.
+  z = Run("Pow", {Int64s({3}, {2, 9, -8}), Floats({3}, {0.5f, 0.5f, 1.0f / 3})}, Attributes());
+  ASSERT_TRUE(z.ok()) << z.status();
+  ExpectInt64s((*z)[0], {3}, {1, 3, 0});
+}
+
+TEST_F(CpuKernelsTest, ClipWithOneBoundAtRunTimeOrConstant) {
+  const Tensor x = Floats({2, 3}, {-3.0f, -0.5f, 0.0f, 0.5f, 2.0f, 7.0f});
+  const Tensor max = Floats({}, {0.25f});
+  const Tensor min = Floats({1}, {-1.0f});
+  for (bool constant : {false, true}) {
+    SCOPED_TRACE(constant ? "constant" : "run time");
+    const std::vector<int> both = constant ? std::vector<int>{1, 2} : std::vector<int>{};
+    absl::StatusOr<std::vector<Tensor>> only_max = Run("Clip", {x, std::nullopt, max}, Attributes(),
+                                                       13, constant ? std::vector<int>{2} : both);
+    ASSERT_TRUE(only_max.ok()) << only_max.status();
+    ExpectNear((*only_max)[0], Floats({2, 3}, {-3.0f, -0.5f, 0.0f, 0.25f, 0.25f, 0.25f}));
+    absl::StatusOr<std::vector<Tensor>> only_min =
+        Run("Clip", {x, min}, Attributes(), 13, constant ? std::vector<int>{1} : both);
+    ASSERT_TRUE(only_min.ok()) << only_min.status();
+    ExpectNear((*only_min)[0], Floats({2, 3}, {-1.0f, -0.5f, 0.0f, 0.5f, 2.0f, 7.0f}));
+    // ReLU6.
+    absl::StatusOr<std::vector<Tensor>> relu6 =
+        Run("Clip", {x, Floats({}, {0.0f}), Floats({}, {6.0f})}, Attributes(), 13, both);
+    ASSERT_TRUE(relu6.ok()) << relu6.status();
+    ExpectNear((*relu6)[0], Floats({2, 3}, {0.0f, 0.0f, 0.0f, 0.5f, 2.0f, 6.0f}));
+    // min above max: numpy.clip gives max everywhere.
+    absl::StatusOr<std::vector<Tensor>> crossed =
+        Run("Clip", {x, Floats({}, {1.0f}), Floats({}, {0.0f})}, Attributes(), 13, both);
+    ASSERT_TRUE(crossed.ok()) << crossed.status();
+    ExpectNear((*crossed)[0], Floats({2, 3}, {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}));
+  }
+  absl::StatusOr<std::vector<Tensor>> ints =
+      Run("Clip", {Int64s({4}, {-5, 0, 5, 9}), Int64s({}, {-2}), Int64s({}, {6})}, Attributes(), 13,
+          {1});
+  ASSERT_TRUE(ints.ok()) << ints.status();
+  ExpectInt64s((*ints)[0], {4}, {-2, 0, 5, 6});
+}
+
+TEST_F(CpuKernelsTest, ClipReadsRunTimeBoundsOnEveryRunAndKeepsNaN) {
+  Attributes attributes;
+  KernelSpec spec;
+  spec.op_type = "Clip";
+  spec.opset = 13;
+  spec.attributes = &attributes;
+  spec.inputs = {TensorType{DType::kFloat32, {3}}, TensorType{DType::kFloat32, {}},
+                 TensorType{DType::kFloat32, {}}};
+  spec.constant_inputs = {nullptr, nullptr, nullptr};
+  ASSERT_TRUE(FindOp("Clip")->infer(&spec).ok());
+  absl::StatusOr<std::unique_ptr<Kernel>> kernel = MakeCpuKernel(spec, context_);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const Tensor x = Floats({3}, {-2.0f, std::nanf(""), 2.0f});
+  for (float bound : {1.0f, 0.5f}) {
+    const Tensor low = Floats({}, {-bound});
+    const Tensor high = Floats({}, {bound});
+    Tensor y = Tensor::Host(DType::kFloat32, {3});
+    const void* inputs[] = {x.raw_data(), low.raw_data(), high.raw_data()};
+    void* outputs[] = {y.raw_data()};
+    ASSERT_TRUE((*kernel)->Run(inputs, outputs).ok());
+    EXPECT_EQ(y.data<float>()[0], -bound);
+    EXPECT_TRUE(std::isnan(y.data<float>()[1]));
+    EXPECT_EQ(y.data<float>()[2], bound);
+  }
+}
+
+TEST_F(CpuKernelsTest, ActivationAttributesAndErfOverManyElements) {
+  const Tensor x = Floats({5}, {-4.0f, -1.0f, 0.0f, 1.0f, 3.0f});
+  Attributes hard_sigmoid;
+  hard_sigmoid.Set("alpha", 0.25f);
+  hard_sigmoid.Set("beta", 0.4f);
+  absl::StatusOr<std::vector<Tensor>> y = Run("HardSigmoid", {x}, hard_sigmoid);
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectNear((*y)[0], Floats({5}, {0.0f, 0.15f, 0.4f, 0.65f, 1.0f}));
+  Attributes leaky;
+  leaky.Set("alpha", 0.5f);
+  y = Run("LeakyRelu", {x}, leaky);
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectNear((*y)[0], Floats({5}, {-2.0f, -0.5f, 0.0f, 1.0f, 3.0f}));
+  y = Run("HardSwish", {x}, Attributes());
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectNear((*y)[0], Floats({5}, {0.0f, -1.0f / 3, 0.0f, 2.0f / 3, 3.0f}));
+
+  // Past the size at which the loop goes parallel.
+  const Tensor big = Random({2, 100, 100}, 40);
+  y = Run("Erf", {big}, Attributes());
+  ASSERT_TRUE(y.ok()) << y.status();
+  Tensor expected = Tensor::Host(DType::kFloat32, big.shape());
+  for (int64_t i = 0; i < big.num_elements(); ++i) {
+    expected.data<float>()[i] = std::erf(big.data<float>()[i]);
+  }
+  ExpectNear((*y)[0], expected);
+}
+
+TEST_F(CpuKernelsTest, LogSoftmaxCoercesTo2dBeforeOpset13) {
+  const Tensor x = Random({2, 3, 4}, 41);
+  Attributes attributes;
+  attributes.Set("axis", int64_t{1});
+  for (const auto& [opset, size, inner] : {std::tuple{11, 12, 1}, std::tuple{13, 3, 4}}) {
+    absl::StatusOr<std::vector<Tensor>> y = Run("LogSoftmax", {x}, attributes, opset);
+    ASSERT_TRUE(y.ok()) << y.status();
+    Tensor expected = ReferenceSoftmax(x, 2, size, inner);
+    for (int64_t i = 0; i < expected.num_elements(); ++i) {
+      expected.data<float>()[i] = std::log(expected.data<float>()[i]);
+    }
+    ExpectNear((*y)[0], expected);
+  }
+}
+
+TEST_F(CpuKernelsTest, DropoutInInferenceIsTheIdentity) {
+  const Tensor x = Random({3, 4}, 42);
+  Attributes ratio;
+  ratio.Set("ratio", 0.3f);
+  absl::StatusOr<std::vector<Tensor>> old = Run("Dropout", {x}, ratio, /*opset=*/11);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ExpectNear((*old)[0], x);
+  absl::StatusOr<std::vector<Tensor>> current =
+      Run("Dropout", {x, Floats({}, {0.9f})}, Attributes(), /*opset=*/13);
+  ASSERT_TRUE(current.ok()) << current.status();
+  ExpectNear((*current)[0], x);
+}
+
+// Inference batch normalization of x viewed as [N, C, spatial].
+Tensor ReferenceBatchNorm(const Tensor& x, int64_t channels, const Tensor& scale,
+                          const Tensor& bias, const Tensor& mean, const Tensor& var,
+                          float epsilon) {
+  Tensor y = Tensor::Host(DType::kFloat32, x.shape());
+  const int64_t batch = x.rank() == 0 ? 1 : x.shape()[0];
+  const int64_t spatial = x.num_elements() / batch / channels;
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t s = 0; s < spatial; ++s) {
+        const int64_t i = (n * channels + c) * spatial + s;
+        const double normalized = (x.data<float>()[i] - mean.data<float>()[c]) /
+                                  std::sqrt(static_cast<double>(var.data<float>()[c]) + epsilon);
+        y.data<float>()[i] =
+            static_cast<float>(normalized * scale.data<float>()[c] + bias.data<float>()[c]);
+      }
+  return y;
+}
+
+TEST_F(CpuKernelsTest, BatchNormalizationWithLargeEpsilonAnyRank) {
+  uint32_t seed = 50;
+  for (const Shape& shape : {Shape{2, 3, 2, 5}, Shape{4, 3}, Shape{2, 3, 2, 1, 3}, Shape{5}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    const int64_t channels = shape.size() >= 2 ? shape[1] : 1;
+    const Tensor x = Random(shape, seed++);
+    const Tensor scale = Random({channels}, seed++);
+    const Tensor bias = Random({channels}, seed++);
+    const Tensor mean = Random({channels}, seed++);
+    Tensor var = Random({channels}, seed++);
+    for (int64_t c = 0; c < channels; ++c) var.data<float>()[c] = std::fabs(var.data<float>()[c]);
+    Attributes attributes;
+    attributes.Set("epsilon", 0.75f);
+    absl::StatusOr<std::vector<Tensor>> y =
+        Run("BatchNormalization", {x, scale, bias, mean, var}, attributes, 15, {1, 2, 3, 4});
+    ASSERT_TRUE(y.ok()) << y.status();
+    ExpectNear((*y)[0], ReferenceBatchNorm(x, channels, scale, bias, mean, var, 0.75f));
+  }
+}
+
+TEST_F(CpuKernelsTest, ReduceMeanWithoutKeepdimsOverSeveralAxes) {
+  const Tensor x = Random({2, 3, 4}, 60);
+  Attributes attributes;
+  attributes.Set("axes", std::vector<int64_t>{0, -1});
+  attributes.Set("keepdims", int64_t{0});
+  absl::StatusOr<std::vector<Tensor>> y = Run("ReduceMean", {x}, attributes, 13);
+  ASSERT_TRUE(y.ok()) << y.status();
+  Tensor expected = Tensor::Host(DType::kFloat32, {3});
+  for (int64_t j = 0; j < 3; ++j) {
+    double sum = 0;
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t k = 0; k < 4; ++k) sum += x.data<float>()[Offset({2, 3, 4}, {i, j, k})];
+    expected.data<float>()[j] = static_cast<float>(sum / 8);
+  }
+  ExpectNear((*y)[0], expected);
+}
+
+TEST_F(CpuKernelsTest, ReduceSumAxesInputAndEmptyAxes) {
+  const Tensor x = Random({2, 3, 2}, 61);
+  // No axes input: every axis, unless noop_with_empty_axes.
+  absl::StatusOr<std::vector<Tensor>> all = Run("ReduceSum", {x}, Attributes(), 13);
+  ASSERT_TRUE(all.ok()) << all.status();
+  double sum = 0;
+  for (int64_t i = 0; i < 12; ++i) sum += x.data<float>()[i];
+  ExpectNear((*all)[0], Floats({1, 1, 1}, {static_cast<float>(sum)}));
+  Attributes noop;
+  noop.Set("noop_with_empty_axes", int64_t{1});
+  absl::StatusOr<std::vector<Tensor>> same = Run("ReduceSum", {x, Int64s({0}, {})}, noop, 13, {1});
+  ASSERT_TRUE(same.ok()) << same.status();
+  ExpectNear((*same)[0], x);
+  // Before opset 13 the axes are an attribute.
+  Attributes middle;
+  middle.Set("axes", std::vector<int64_t>{1});
+  middle.Set("keepdims", int64_t{0});
+  absl::StatusOr<std::vector<Tensor>> old = Run("ReduceSum", {x}, middle, 11);
+  ASSERT_TRUE(old.ok()) << old.status();
+  Tensor expected = Tensor::Host(DType::kFloat32, {2, 2});
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t k = 0; k < 2; ++k) {
+      double s = 0;
+      for (int64_t j = 0; j < 3; ++j) s += x.data<float>()[Offset({2, 3, 2}, {i, j, k})];
+      expected.data<float>()[i * 2 + k] = static_cast<float>(s);
+    }
+  ExpectNear((*old)[0], expected);
+}
+
+TEST_F(CpuKernelsTest, ReduceInt64EmptyAndUnitDims) {
+  const Tensor ints = Int64s({2, 3}, {1, 2, 4, -1, -2, -4});
+  Attributes keep0;
+  keep0.Set("keepdims", int64_t{0});
+  absl::StatusOr<std::vector<Tensor>> sum =
+      Run("ReduceSum", {ints, Int64s({1}, {1})}, keep0, 13, {1});
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  ExpectInt64s((*sum)[0], {2}, {7, -7});
+  Attributes rows;
+  rows.Set("axes", std::vector<int64_t>{1});
+  absl::StatusOr<std::vector<Tensor>> mean = Run("ReduceMean", {ints}, rows, 13);
+  ASSERT_TRUE(mean.ok()) << mean.status();
+  ExpectInt64s((*mean)[0], {2, 1}, {2, -2});  // 7 / 3 and -7 / 3 truncate.
+
+  // Reducing a dim of 0: the sum of nothing is 0, its mean NaN (int64: 0).
+  const Tensor empty = Tensor::Host(DType::kFloat32, {2, 0});
+  absl::StatusOr<std::vector<Tensor>> empty_sum =
+      Run("ReduceSum", {empty, Int64s({1}, {1})}, Attributes(), 13, {1});
+  ASSERT_TRUE(empty_sum.ok()) << empty_sum.status();
+  ExpectNear((*empty_sum)[0], Floats({2, 1}, {0.0f, 0.0f}));
+  absl::StatusOr<std::vector<Tensor>> empty_mean = Run("ReduceMean", {empty}, rows, 13);
+  ASSERT_TRUE(empty_mean.ok()) << empty_mean.status();
+  ExpectNearOrBothNaN((*empty_mean)[0], Floats({2, 1}, {NAN, NAN}));
+  absl::StatusOr<std::vector<Tensor>> empty_int_mean =
+      Run("ReduceMean", {Tensor::Host(DType::kInt64, {2, 0})}, rows, 13);
+  ASSERT_TRUE(empty_int_mean.ok()) << empty_int_mean.status();
+  ExpectInt64s((*empty_int_mean)[0], {2, 1}, {0, 0});
+
+  // Only dims of 1 reduced: the input, which oneDNN's reduction rejects.
+  const Tensor x = Random({3, 1, 2}, 62);
+  Attributes unit;
+  unit.Set("axes", std::vector<int64_t>{1});
+  absl::StatusOr<std::vector<Tensor>> copy = Run("ReduceMean", {x}, unit, 13);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  ExpectNear((*copy)[0], x);
 }
 
 }  // namespace

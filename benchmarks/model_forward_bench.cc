@@ -1,0 +1,301 @@
+// Forward-pass time of one ONNX model at one batch size: in-process (an execution plan run
+// directly, and ReplicaSet::Predict over CPU slots) or through a running daemon's Predict
+// over gRPC. benchmarks/compare_peers.py runs it next to ONNX Runtime and PyTorch.
+//
+// Run with:
+//   build/benchmarks/model_forward_bench --model resnet18.onnx --batch 32 --threads 2
+//   build/benchmarks/model_forward_bench --model resnet18.onnx --batch 32 --threads 1 --slots 2
+//   build/benchmarks/model_forward_bench --grpc --server 127.0.0.1:8500 --name m --batch 32
+// (the last against e.g. `build/bin/replicad serve --model m=resnet18.onnx --devices cpu:0
+// --threads-per-slot 2 --listen 127.0.0.1:8500`); benchmarks/compare_peers.py runs all three.
+//
+// In-process, --slots S CPU slots of --threads T OpenMP threads each (S*T threads in all)
+// serve the model. "direct" (one slot only) is ExecutionPlan::Run on the calling thread:
+// no stream hop, no split, no merge. "Predict" is ReplicaSet::Predict waited for
+// synchronously, as the daemon runs it. --grpc times ReplicadClient::Predict against
+// --server (request built once; each call serializes it and parses the response).
+// Inputs are deterministic pseudo-random floats; every mode runs --warmup untimed passes
+// first (the first also builds the plans), then --iterations timed ones. The table gives
+// median, mean and min milliseconds per pass and images per second (batch / median);
+// with --json, one last line "json: {...}" repeats it for scripts.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "client/replicad_client.h"
+#include "core/backends/cpu/cpu_backend.h"
+#include "core/model/onnx_import.h"
+#include "core/serve/replica_set.h"
+
+namespace replicad {
+namespace {
+
+struct Options {
+  std::string model_path;
+  std::string name = "m";
+  int64_t batch = 1;
+  int threads = 1;
+  int slots = 1;
+  int iterations = 20;
+  int warmup = 3;
+  bool grpc = false;
+  std::string server;
+  bool json = false;
+};
+
+struct Timing {
+  std::string mode;
+  double median_ms = 0;
+  double mean_ms = 0;
+  double min_ms = 0;
+};
+
+// Runs `pass` warmup + iterations times; a failing pass stops the run.
+absl::StatusOr<Timing> Measure(const std::string& mode, const Options& options,
+                               const std::function<absl::Status()>& pass) {
+  for (int i = 0; i < options.warmup; ++i) {
+    if (absl::Status s = pass(); !s.ok()) return s;
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < options.iterations; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    if (absl::Status s = pass(); !s.ok()) return s;
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  Timing t{mode};
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  t.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  t.mean_ms = std::accumulate(ms.begin(), ms.end(), 0.0) / n;
+  t.min_ms = sorted.front();
+  return t;
+}
+
+// SplitMix64 floats in [-1, 1): the same bytes on every run.
+void FillRandom(float* data, int64_t count, uint64_t seed) {
+  uint64_t state = seed;
+  for (int64_t i = 0; i < count; ++i) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    data[i] = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  }
+}
+
+// The model's input shape with dim 0 set to the batch; other open dims are an error.
+absl::StatusOr<Shape> BatchShape(const std::string& input, Shape shape, int64_t batch) {
+  if (shape.empty()) return absl::InvalidArgumentError(input + ": rank 0 input has no batch dim");
+  shape[0] = batch;
+  for (int64_t d : shape) {
+    if (d == kAnyDim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(input, ": dims other than 0 are not fixed: ", ShapeToString(shape)));
+    }
+  }
+  return shape;
+}
+
+class HostSink : public OutputSink {
+ public:
+  explicit HostSink(size_t outputs) : buffers_(outputs) {}
+  absl::StatusOr<void*> Allocate(int index, const TensorType& type) override {
+    // Reused across passes, as a response buffer of the same size would be.
+    if (buffers_[index].byte_size() != NumElements(type.shape) * DTypeSize(type.dtype)) {
+      buffers_[index] = Tensor::Host(type.dtype, type.shape);
+    }
+    return buffers_[index].raw_data();
+  }
+
+ private:
+  std::vector<Tensor> buffers_;
+};
+
+absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      LoadOnnxFile(options.model_path, options.name);
+  if (!model.ok()) return model.status();
+  std::vector<Tensor> inputs;
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < (*model)->inputs().size(); ++i) {
+    const TensorSpec& spec = (*model)->inputs()[i];
+    if (spec.type.dtype != DType::kFloat32) {
+      return absl::UnimplementedError(spec.name + ": only float32 inputs are generated");
+    }
+    absl::StatusOr<Shape> shape = BatchShape(spec.name, spec.type.shape, options.batch);
+    if (!shape.ok()) return shape.status();
+    shapes.push_back(*shape);
+    inputs.push_back(Tensor::Host(DType::kFloat32, *shape));
+    FillRandom(inputs.back().data<float>(), inputs.back().num_elements(), 1000 + i);
+  }
+
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (int i = 0; i < options.slots; ++i) {
+    absl::StatusOr<std::unique_ptr<Replica>> replica =
+        Replica::Create(*model, SlotAssignment{"r" + std::to_string(i), cpu.id, 1},
+                        CreateCpuDevice(cpu, CpuSlotOptions{options.threads}));
+    if (!replica.ok()) return replica.status();
+    replicas.push_back(*std::move(replica));
+  }
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
+      ReplicaSet::Create(*model, std::move(replicas), ReplicaSet::Options{cpu.id, nullptr});
+  if (!set.ok()) return set.status();
+
+  std::vector<Timing> timings;
+  if (options.slots == 1) {
+    absl::StatusOr<ExecutionPlan*> plan = (*set)->replicas()[0]->PlanFor(shapes);
+    if (!plan.ok()) return plan.status();
+    std::vector<Tensor> outputs;
+    std::vector<const void*> in_ptrs;
+    std::vector<void*> out_ptrs;
+    for (const Tensor& t : inputs) in_ptrs.push_back(t.raw_data());
+    for (const TensorType& type : (*plan)->output_types()) {
+      outputs.push_back(Tensor::Host(type.dtype, type.shape));
+      out_ptrs.push_back(outputs.back().raw_data());
+    }
+    omp_set_num_threads(options.threads);  // As the slot's own thread runs it.
+    absl::StatusOr<Timing> direct =
+        Measure("direct", options, [&] { return (*plan)->Run(in_ptrs.data(), out_ptrs.data()); });
+    if (!direct.ok()) return direct.status();
+    timings.push_back(*direct);
+  }
+  HostSink sink((*model)->outputs().size());
+  absl::StatusOr<Timing> predict = Measure("predict", options, [&] {
+    absl::Status status;
+    absl::Notification done;
+    (*set)->Predict(inputs, &sink, [&](absl::Status s, std::vector<BatchSlice>) {
+      status = s;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return status;
+  });
+  if (!predict.ok()) return predict.status();
+  timings.push_back(*predict);
+  return timings;
+}
+
+absl::StatusOr<std::vector<Timing>> RunGrpc(const Options& options) {
+  client::ClientOptions client_options;
+  client_options.deadline = absl::Minutes(10);
+  absl::StatusOr<std::unique_ptr<client::ReplicadClient>> client =
+      client::ReplicadClient::Connect(options.server, client_options);
+  if (!client.ok()) return client.status();
+  absl::StatusOr<v1::ModelInfo> info = (*client)->GetModel(options.name);
+  if (!info.ok()) return info.status();
+  v1::PredictRequest request;
+  request.set_model(options.name);
+  for (int i = 0; i < info->inputs_size(); ++i) {
+    const v1::TensorSpec& spec = info->inputs(i);
+    if (spec.dtype() != v1::DATA_TYPE_FLOAT32) {
+      return absl::UnimplementedError(spec.name() + ": only float32 inputs are generated");
+    }
+    absl::StatusOr<Shape> shape =
+        BatchShape(spec.name(), Shape(spec.shape().begin(), spec.shape().end()), options.batch);
+    if (!shape.ok()) return shape.status();
+    v1::Tensor* tensor = request.add_inputs();
+    tensor->set_name(spec.name());
+    tensor->set_dtype(v1::DATA_TYPE_FLOAT32);
+    for (int64_t d : *shape) tensor->add_shape(d);
+    std::vector<float> values(NumElements(*shape));
+    FillRandom(values.data(), values.size(), 1000 + i);
+    tensor->set_raw(values.data(), values.size() * sizeof(float));
+  }
+  absl::StatusOr<Timing> grpc = Measure("grpc", options, [&]() -> absl::Status {
+    absl::StatusOr<v1::PredictResponse> response = (*client)->Predict(request);
+    return response.status();
+  });
+  if (!grpc.ok()) return grpc.status();
+  return std::vector<Timing>{*grpc};
+}
+
+std::string Describe(const Timing& t, const Options& options) {
+  if (t.mode == "direct") return "direct (ExecutionPlan::Run)";
+  if (t.mode == "predict") return absl::StrCat("Predict (ReplicaSet, ", options.slots, " slot(s))");
+  return absl::StrCat("Predict over gRPC (", options.server, ")");
+}
+
+int Main(int argc, char** argv) {
+  Options options;
+  CLI::App app{"Forward-pass time of an ONNX model in replicad, in-process or over gRPC"};
+  app.add_option("--model", options.model_path, "ONNX file (in-process mode)");
+  app.add_option("--name", options.name, "Model name (its name in the daemon for --grpc)")
+      ->capture_default_str();
+  app.add_option("--batch", options.batch, "Rows per pass")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", options.threads, "OpenMP threads per slot")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--slots", options.slots, "CPU slots (in-process mode)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--iterations", options.iterations, "Timed passes")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", options.warmup, "Untimed passes first")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--grpc", options.grpc, "Time Predict through --server instead");
+  app.add_option("--server", options.server, "HOST:PORT of a running replicad (--grpc)");
+  app.add_flag("--json", options.json, "Print a last line 'json: {...}' for scripts");
+  CLI11_PARSE(app, argc, argv);
+  if (options.grpc ? options.server.empty() : options.model_path.empty()) {
+    std::cerr << "model_forward_bench: "
+              << (options.grpc ? "--grpc needs --server" : "--model is required") << "\n";
+    return 2;
+  }
+
+  absl::StatusOr<std::vector<Timing>> timings =
+      options.grpc ? RunGrpc(options) : RunInProcess(options);
+  if (!timings.ok()) {
+    std::cerr << "model_forward_bench: " << timings.status() << "\n";
+    return 1;
+  }
+  std::cout << absl::StrFormat(
+      "model %s  batch %d  %s  %d iterations (+%d warm-up)\n",
+      options.grpc ? options.name : options.model_path, options.batch,
+      options.grpc ? "via the daemon's slots"
+                   : absl::StrFormat("%d slot(s) x %d thread(s)", options.slots, options.threads),
+      options.iterations, options.warmup);
+  std::cout << absl::StrFormat("| %-40s | %9s | %9s | %9s | %9s |\n", "path", "median ms",
+                               "mean ms", "min ms", "images/s");
+  std::cout << "| ---------------------------------------- | --------: | --------: | --------: "
+               "| --------: |\n";
+  std::vector<std::string> json;
+  for (const Timing& t : *timings) {
+    const double images_per_s = options.batch * 1000.0 / t.median_ms;
+    std::cout << absl::StrFormat("| %-40s | %9.3f | %9.3f | %9.3f | %9.1f |\n",
+                                 Describe(t, options), t.median_ms, t.mean_ms, t.min_ms,
+                                 images_per_s);
+    json.push_back(
+        absl::StrFormat("\"%s\": {\"median_ms\": %.6f, \"mean_ms\": %.6f, \"min_ms\": %.6f, "
+                        "\"images_per_s\": %.3f}",
+                        t.mode, t.median_ms, t.mean_ms, t.min_ms, images_per_s));
+  }
+  if (options.json) std::cout << "json: {" << absl::StrJoin(json, ", ") << "}\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace replicad
+
+int main(int argc, char** argv) { return replicad::Main(argc, argv); }

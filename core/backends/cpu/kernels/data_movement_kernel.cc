@@ -1,0 +1,208 @@
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
+#include "core/backends/cpu/kernels/index_map_kernel.h"
+#include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/ops/broadcast.h"
+#include "core/ops/data_movement_attributes.h"
+#include "core/ops/op_util.h"
+#include "core/ops/slice_pad_attributes.h"
+
+namespace replicad {
+namespace {
+
+using dnnl::memory;
+
+// Concatenation of row-major inputs along `axis` is, for each of the
+// `outer` = prod(dims[:axis]) rows, one contiguous block per input in turn.
+class ConcatKernel : public Kernel {
+ public:
+  ConcatKernel(int64_t outer, std::vector<size_t> block_bytes)
+      : outer_(outer), block_bytes_(std::move(block_bytes)) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    char* out = static_cast<char*>(outputs[0]);
+    for (int64_t row = 0; row < outer_; ++row) {
+      for (size_t i = 0; i < block_bytes_.size(); ++i) {
+        const size_t bytes = block_bytes_[i];
+        if (bytes == 0) continue;
+        std::memcpy(out, static_cast<const char*>(inputs[i]) + row * bytes, bytes);
+        out += bytes;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t outer_;
+  std::vector<size_t> block_bytes_;
+};
+
+// Gather along `axis` of data viewed as [outer, axis_dim, inner]: each index
+// selects one block of `inner` elements. Indices are data, so they are
+// checked on every Run, before anything is written.
+class GatherKernel : public Kernel {
+ public:
+  GatherKernel(std::string node, int64_t outer, int64_t axis_dim, size_t block_bytes,
+               int64_t num_indices)
+      : node_(std::move(node)),
+        outer_(outer),
+        axis_dim_(axis_dim),
+        block_bytes_(block_bytes),
+        num_indices_(num_indices) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    const char* data = static_cast<const char*>(inputs[0]);
+    const int64_t* indices = static_cast<const int64_t*>(inputs[1]);
+    for (int64_t j = 0; j < num_indices_; ++j) {
+      if (indices[j] < -axis_dim_ || indices[j] >= axis_dim_) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(node_, ": input 1 'indices' holds ", indices[j], " at position ", j,
+                         "; expected an index in [", -axis_dim_, ", ", axis_dim_ - 1, "]"));
+      }
+    }
+    char* out = static_cast<char*>(outputs[0]);
+    for (int64_t row = 0; row < outer_; ++row) {
+      const char* slab = data + row * axis_dim_ * block_bytes_;
+      for (int64_t j = 0; j < num_indices_; ++j) {
+        const int64_t index = indices[j] < 0 ? indices[j] + axis_dim_ : indices[j];
+        std::memcpy(out, slab + index * block_bytes_, block_bytes_);
+        out += block_bytes_;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string node_;
+  int64_t outer_;
+  int64_t axis_dim_;
+  size_t block_bytes_;
+  int64_t num_indices_;
+};
+
+KernelOrStatus MakeIndexMap(const KernelSpec& spec, std::vector<std::vector<int64_t>> offsets,
+                            const void* fill) {
+  const TensorType& out = spec.outputs[0];
+  return std::make_unique<IndexMapKernel>(DTypeSize(out.dtype), out.shape, std::move(offsets),
+                                          fill);
+}
+
+// The offsets (start + o * step) * stride of output indices o in [0, size).
+std::vector<int64_t> Strided(int64_t size, int64_t start, int64_t step, int64_t stride) {
+  std::vector<int64_t> offsets(size);
+  for (int64_t o = 0; o < size; ++o) offsets[o] = (start + o * step) * stride;
+  return offsets;
+}
+
+}  // namespace
+
+KernelOrStatus MakeTransposeKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<int64_t> perm, ParseTransposePerm(spec));
+  const TensorType& in = *spec.inputs[0];
+  const Shape& out = spec.outputs[0].shape;
+  const int rank = static_cast<int>(perm.size());
+  bool identity = true;
+  for (int d = 0; d < rank; ++d) identity &= perm[d] == d;
+  if (identity) return MakeCopyKernel(spec, context);
+  const std::vector<int64_t> in_strides = RowMajorStrides(in.shape);
+
+  // A reorder from the input viewed with permuted strides is oneDNN's
+  // parallel transpose. It copies 4-byte elements exactly; an int64 is two of
+  // them, in an extra innermost dim of 2.
+  const bool halves = in.dtype == DType::kInt64;
+  if (rank + (halves ? 1 : 0) <= DNNL_MAX_NDIMS) {
+    memory::dims dims(out.begin(), out.end());
+    memory::dims strides(rank);
+    for (int d = 0; d < rank; ++d) strides[d] = in_strides[perm[d]] * (halves ? 2 : 1);
+    if (halves) {
+      dims.push_back(2);
+      strides.push_back(1);
+    }
+    const memory::desc src(dims, memory::data_type::s32, strides);
+    const memory::desc dst = RowMajorDesc(Shape(dims.begin(), dims.end()), memory::data_type::s32);
+    const dnnl::reorder::primitive_desc pd(context.engine, src, context.engine, dst,
+                                           UserScratchpadAttr());
+    BoundPrimitive primitive(context, pd, dnnl::reorder(pd));
+    primitive.BindInput(DNNL_ARG_FROM, src, 0);
+    primitive.BindOutput(DNNL_ARG_TO, dst, 0);
+    return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+  }
+  std::vector<std::vector<int64_t>> offsets(rank);
+  for (int d = 0; d < rank; ++d) offsets[d] = Strided(out[d], 0, 1, in_strides[perm[d]]);
+  const uint64_t unused_fill = 0;
+  return MakeIndexMap(spec, std::move(offsets), &unused_fill);
+}
+
+KernelOrStatus MakeSliceKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(SliceLayout layout, ParseSliceLayout(spec));
+  const std::vector<int64_t> in_strides = RowMajorStrides(spec.inputs[0]->shape);
+  std::vector<std::vector<int64_t>> offsets(in_strides.size());
+  for (size_t d = 0; d < offsets.size(); ++d) {
+    offsets[d] = Strided(layout.output[d], layout.starts[d], layout.steps[d], in_strides[d]);
+  }
+  const uint64_t unused_fill = 0;
+  return MakeIndexMap(spec, std::move(offsets), &unused_fill);
+}
+
+KernelOrStatus MakePadKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(PadLayout layout, ParsePadLayout(spec));
+  const Shape& in = spec.inputs[0]->shape;
+  const std::vector<int64_t> in_strides = RowMajorStrides(in);
+  std::vector<std::vector<int64_t>> offsets(in.size());
+  for (size_t d = 0; d < in.size(); ++d) {
+    offsets[d].resize(layout.output[d]);
+    for (int64_t o = 0; o < layout.output[d]; ++o) {
+      const int64_t source =
+          PadSourceIndex(layout.mode, o, layout.pads_begin[d], layout.pads_end[d], in[d]);
+      offsets[d][o] = source < 0 ? IndexMapKernel::kFill : source * in_strides[d];
+    }
+  }
+  return MakeIndexMap(spec, std::move(offsets), layout.value.raw_data());
+}
+
+KernelOrStatus MakeExpandKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  const Shape& out = spec.outputs[0].shape;
+  const Shape in = PadToRank(spec.inputs[0]->shape, out.size());
+  const std::vector<int64_t> in_strides = RowMajorStrides(in);
+  std::vector<std::vector<int64_t>> offsets(out.size());
+  for (size_t d = 0; d < out.size(); ++d) {
+    // A broadcast dim reads its single element for every output index.
+    offsets[d] = Strided(out[d], 0, in[d] == 1 ? 0 : 1, in_strides[d]);
+  }
+  const uint64_t unused_fill = 0;
+  return MakeIndexMap(spec, std::move(offsets), &unused_fill);
+}
+
+KernelOrStatus MakeConcatKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseConcatAxis(spec));
+  const Shape& out = spec.outputs[0].shape;
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= out[d];
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < out.size(); ++d) inner *= out[d];
+  std::vector<size_t> block_bytes;
+  for (const std::optional<TensorType>& input : spec.inputs) {
+    block_bytes.push_back(static_cast<size_t>(input->shape[axis] * inner) *
+                          DTypeSize(input->dtype));
+  }
+  return std::make_unique<ConcatKernel>(outer, std::move(block_bytes));
+}
+
+KernelOrStatus MakeGatherKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseGatherAxis(spec));
+  const TensorType& data = *spec.inputs[0];
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < data.shape.size(); ++d) inner *= data.shape[d];
+  return std::make_unique<GatherKernel>(NodeLabel(spec), outer, data.shape[axis],
+                                        static_cast<size_t>(inner) * DTypeSize(data.dtype),
+                                        NumElements(spec.inputs[1]->shape));
+}
+
+}  // namespace replicad

@@ -1,0 +1,228 @@
+#include "core/model/graph_optimizer.h"
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/ops/fused_activation.h"
+
+namespace replicad {
+namespace {
+
+// Readers of each value (node indices), rebuilt after every rewrite pass.
+std::vector<std::vector<int>> Readers(const Graph& graph) {
+  std::vector<std::vector<int>> readers(graph.values.size());
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    for (int v : graph.nodes[n].inputs) {
+      if (v >= 0) readers[v].push_back(static_cast<int>(n));
+    }
+  }
+  return readers;
+}
+
+bool IsGraphOutput(const Graph& graph, int v) {
+  for (int o : graph.outputs) {
+    if (o == v) return true;
+  }
+  return false;
+}
+
+// `v` feeds exactly one node and nothing else sees it.
+bool PrivateValue(const Graph& graph, const std::vector<std::vector<int>>& readers, int v) {
+  return readers[v].size() == 1 && !IsGraphOutput(graph, v);
+}
+
+const Tensor* Initializer(const Graph& graph, int v) {
+  auto it = graph.initializers.find(v);
+  return it == graph.initializers.end() ? nullptr : &it->second;
+}
+
+void RemoveNodes(Graph* graph, const std::set<int>& dead) {
+  std::vector<Node> kept;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    if (!dead.count(static_cast<int>(n))) kept.push_back(std::move(graph->nodes[n]));
+  }
+  graph->nodes = std::move(kept);
+}
+
+int AddInitializer(Graph* graph, const std::string& name, Tensor value) {
+  const int v = static_cast<int>(graph->values.size());
+  graph->values.push_back(Value{name, value.type()});
+  graph->initializers[v] = std::move(value);
+  return v;
+}
+
+// Identity, and Dropout whose mask nobody reads, pass their input through.
+void RemovePassThroughs(Graph* graph) {
+  std::vector<std::vector<int>> readers = Readers(*graph);
+  std::set<int> dead;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& node = graph->nodes[n];
+    const bool dropout_without_mask =
+        node.op_type == "Dropout" &&
+        (node.outputs.size() < 2 || readers[node.outputs[1]].empty()) &&
+        !(node.outputs.size() >= 2 && IsGraphOutput(*graph, node.outputs[1]));
+    // Dropout's training_mode input, when given, must be a known false.
+    bool inference = true;
+    if (node.op_type == "Dropout" && node.inputs.size() >= 3 && node.inputs[2] >= 0) {
+      const Tensor* mode = Initializer(*graph, node.inputs[2]);
+      inference = mode != nullptr && mode->num_elements() == 1 &&
+                  (mode->dtype() == DType::kInt64 ? *mode->data<int64_t>() == 0
+                                                  : *mode->data<float>() == 0);
+    }
+    if (!(node.op_type == "Identity" || (dropout_without_mask && inference))) continue;
+    const int in = node.inputs[0], out = node.outputs[0];
+    if (in < 0 || IsGraphOutput(*graph, out)) continue;
+    for (int reader : readers[out]) {
+      for (int& v : graph->nodes[reader].inputs) {
+        if (v == out) v = in;
+      }
+    }
+    dead.insert(static_cast<int>(n));
+  }
+  RemoveNodes(graph, dead);
+}
+
+// y = scale * (conv(x) - mean) / sqrt(var + eps) + bias
+//   = conv'(x) with W' = W * s[m] and B' = (B - mean) * s + bias, s = scale / sqrt(var + eps).
+absl::Status FoldBatchNorms(Graph* graph) {
+  std::vector<std::vector<int>> readers = Readers(*graph);
+  std::set<int> dead;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    Node& conv = graph->nodes[n];
+    if (conv.op_type != "Conv" || conv.outputs.size() != 1) continue;
+    const int y = conv.outputs[0];
+    if (!PrivateValue(*graph, readers, y)) continue;
+    const int bn_index = readers[y][0];
+    const Node& bn = graph->nodes[bn_index];
+    if (bn.op_type != "BatchNormalization" || bn.outputs.size() != 1 || bn.inputs.size() != 5 ||
+        bn.inputs[0] != y) {
+      continue;
+    }
+    if (absl::StatusOr<int64_t> mode = bn.attributes.GetInt("training_mode", 0); !mode.ok() || *mode) {
+      continue;
+    }
+    const Tensor* w = Initializer(*graph, conv.inputs[1]);
+    const Tensor* b = conv.inputs.size() > 2 && conv.inputs[2] >= 0
+                          ? Initializer(*graph, conv.inputs[2])
+                          : nullptr;
+    const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
+    const Tensor* params[4];
+    bool known = w != nullptr && w->dtype() == DType::kFloat32 && w->rank() >= 3 &&
+                 (!has_bias || b != nullptr);
+    for (int p = 0; p < 4 && known; ++p) {
+      params[p] = Initializer(*graph, bn.inputs[p + 1]);
+      known = params[p] != nullptr && params[p]->dtype() == DType::kFloat32 &&
+              params[p]->num_elements() == w->shape()[0];
+    }
+    if (!known) continue;
+    absl::StatusOr<float> epsilon = bn.attributes.GetFloat("epsilon", 1e-5f);
+    if (!epsilon.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", bn.name, "': ", epsilon.status().message()));
+    }
+    const int64_t out_channels = w->shape()[0];
+    const int64_t per_channel = w->num_elements() / out_channels;
+    Tensor folded_w = Tensor::Host(DType::kFloat32, w->shape());
+    Tensor folded_b = Tensor::Host(DType::kFloat32, {out_channels});
+    const float *scale = params[0]->data<float>(), *shift = params[1]->data<float>(),
+                *mean = params[2]->data<float>(), *var = params[3]->data<float>();
+    for (int64_t m = 0; m < out_channels; ++m) {
+      const double s = scale[m] / std::sqrt(static_cast<double>(var[m]) + *epsilon);
+      for (int64_t i = 0; i < per_channel; ++i) {
+        folded_w.data<float>()[m * per_channel + i] =
+            static_cast<float>(w->data<float>()[m * per_channel + i] * s);
+      }
+      const double bias = has_bias ? b->data<float>()[m] : 0.0;
+      folded_b.data<float>()[m] = static_cast<float>((bias - mean[m]) * s + shift[m]);
+    }
+    const int new_w = AddInitializer(graph, conv.name + ".bn_folded_weight", std::move(folded_w));
+    const int new_b = AddInitializer(graph, conv.name + ".bn_folded_bias", std::move(folded_b));
+    Node& rewritten = graph->nodes[n];  // AddInitializer does not touch nodes.
+    rewritten.inputs.resize(3);
+    rewritten.inputs[1] = new_w;
+    rewritten.inputs[2] = new_b;
+    rewritten.outputs[0] = graph->nodes[bn_index].outputs[0];
+    dead.insert(bn_index);
+  }
+  RemoveNodes(graph, dead);
+  return absl::OkStatus();
+}
+
+// The activation `node` applies as (alpha, beta), or false when it cannot be fused.
+bool FusibleActivation(const Graph& graph, const Node& node, float* alpha, float* beta) {
+  *alpha = 0;
+  *beta = 0;
+  if (node.op_type == "Relu" || node.op_type == "Sigmoid" || node.op_type == "Tanh" ||
+      node.op_type == "HardSwish") {
+    return true;
+  }
+  if (node.op_type == "LeakyRelu") {
+    absl::StatusOr<float> a = node.attributes.GetFloat("alpha", 0.01f);
+    *alpha = a.ok() ? *a : 0;
+    return a.ok();
+  }
+  if (node.op_type == "Clip") {
+    // Opset 11+: bounds are optional scalar inputs, fusible when constant.
+    *alpha = -INFINITY;
+    *beta = INFINITY;
+    for (size_t i = 1; i < node.inputs.size() && i < 3; ++i) {
+      if (node.inputs[i] < 0) continue;
+      const Tensor* bound = Initializer(graph, node.inputs[i]);
+      if (bound == nullptr || bound->dtype() != DType::kFloat32 || bound->num_elements() != 1) {
+        return false;
+      }
+      (i == 1 ? *alpha : *beta) = *bound->data<float>();
+    }
+    return true;
+  }
+  return false;
+}
+
+void FuseActivations(Graph* graph) {
+  std::vector<std::vector<int>> readers = Readers(*graph);
+  std::set<int> dead;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    Node& producer = graph->nodes[n];
+    if ((producer.op_type != "Conv" && producer.op_type != "Gemm") ||
+        producer.outputs.size() != 1 || producer.attributes.Has(kFusedActivation)) {
+      continue;
+    }
+    const int y = producer.outputs[0];
+    if (!PrivateValue(*graph, readers, y)) continue;
+    const Node& activation = graph->nodes[readers[y][0]];
+    float alpha, beta;
+    if (activation.outputs.size() != 1 || activation.inputs[0] != y ||
+        !FusibleActivation(*graph, activation, &alpha, &beta)) {
+      continue;
+    }
+    WriteFusedActivation(FusedActivation{activation.op_type, alpha, beta}, &producer.attributes);
+    producer.outputs[0] = activation.outputs[0];
+    dead.insert(readers[y][0]);
+  }
+  RemoveNodes(graph, dead);
+}
+
+void DropUnreadInitializers(Graph* graph) {
+  std::vector<std::vector<int>> readers = Readers(*graph);
+  for (auto it = graph->initializers.begin(); it != graph->initializers.end();) {
+    if (readers[it->first].empty() && !IsGraphOutput(*graph, it->first)) {
+      it = graph->initializers.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status OptimizeForInference(Graph* graph) {
+  RemovePassThroughs(graph);
+  if (absl::Status s = FoldBatchNorms(graph); !s.ok()) return s;
+  FuseActivations(graph);
+  DropUnreadInitializers(graph);
+  return absl::OkStatus();
+}
+
+}  // namespace replicad

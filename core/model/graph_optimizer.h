@@ -1,0 +1,24 @@
+#ifndef REPLICAD_CORE_MODEL_GRAPH_OPTIMIZER_H_
+#define REPLICAD_CORE_MODEL_GRAPH_OPTIMIZER_H_
+
+#include "absl/status/status.h"
+#include "core/model/graph.h"
+
+namespace replicad {
+
+// Rewrites an imported graph for inference, leaving every graph input,
+// output and its name as they are:
+//  - Identity and Dropout (inference) are removed, their consumers rewired;
+//  - Conv followed by BatchNormalization (inference) becomes one Conv with
+//    the normalisation folded into its weights and bias (new initializers);
+//  - Conv and Gemm absorb a following Relu, LeakyRelu, Clip (constant
+//    bounds), Sigmoid, Tanh or HardSwish (see core/ops/fused_activation.h);
+//  - initializers nothing reads any more are dropped.
+// A rewrite applies only where the intermediate value has no other reader
+// and is not a graph output. Errors only for malformed BatchNormalization
+// parameters (InvalidArgument naming the node).
+absl::Status OptimizeForInference(Graph* graph);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_MODEL_GRAPH_OPTIMIZER_H_

@@ -1,0 +1,49 @@
+#ifndef REPLICAD_CORE_OPS_DATA_MOVEMENT_ATTRIBUTES_H_
+#define REPLICAD_CORE_OPS_DATA_MOVEMENT_ATTRIBUTES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/device/kernel.h"
+#include "core/tensor/tensor.h"
+
+namespace replicad {
+
+// The parsed forms of the data-movement operators, shared by their shape
+// rules and the backends' kernels. Each validates the whole node and fails
+// with InvalidArgument naming the node, the attribute or input, the expected
+// and the received value; Unimplemented where ONNX allows what replicad does
+// not compute. Pure functions; thread-safe.
+
+// Transpose: output dim i is input dim perm[i]; `perm` defaults to the input's
+// dims reversed and must be a permutation of [0, rank).
+absl::StatusOr<std::vector<int64_t>> ParseTransposePerm(const KernelSpec& spec);
+
+// Concat: the concatenation axis in [0, rank) (ONNX allows [-rank, rank)).
+// All inputs share dtype and rank and agree on every other dim.
+absl::StatusOr<int64_t> ParseConcatAxis(const KernelSpec& spec);
+
+// Gather: the axis of `data` in [0, rank) that int64 `indices` select along;
+// the output is data.shape[:axis] + indices.shape + data.shape[axis+1:].
+// Index values are checked when the kernel runs, since they are data.
+absl::StatusOr<int64_t> ParseGatherAxis(const KernelSpec& spec);
+
+// Shape: the int64 [end - start] host tensor of the input's dims
+// [start, end), with opset 15's start/end attributes (negative counts from
+// the back; both clamp to [0, rank]). The value depends only on the input's
+// type, so it is known when the plan is made.
+absl::StatusOr<Tensor> ShapeValue(const KernelSpec& spec);
+
+// ConstantOfShape: the one-element host tensor every output element copies,
+// from the `value` attribute (float32 0 when absent).
+absl::StatusOr<Tensor> ConstantOfShapeFill(const KernelSpec& spec);
+
+// Cast: the target dtype of attribute `to`. Unimplemented naming the ONNX
+// type for a valid target other than FLOAT and INT64; InvalidArgument for a
+// number that is no ONNX type.
+absl::StatusOr<DType> ParseCastTarget(const KernelSpec& spec);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_OPS_DATA_MOVEMENT_ATTRIBUTES_H_

@@ -1,0 +1,28 @@
+#include "core/ops/fused_activation.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace replicad {
+
+absl::StatusOr<std::optional<FusedActivation>> ReadFusedActivation(const Attributes& attributes) {
+  if (!attributes.Has(kFusedActivation)) return std::nullopt;
+  FusedActivation activation;
+  absl::StatusOr<std::string> op = attributes.GetString(kFusedActivation, "");
+  absl::StatusOr<float> alpha = attributes.GetFloat(kFusedAlpha, 0);
+  absl::StatusOr<float> beta = attributes.GetFloat(kFusedBeta, 0);
+  if (!op.ok()) return op.status();
+  if (!alpha.ok()) return alpha.status();
+  if (!beta.ok()) return beta.status();
+  for (const char* known : {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSwish"}) {
+    if (*op == known) return FusedActivation{*op, *alpha, *beta};
+  }
+  return absl::InvalidArgumentError(absl::StrCat("fused activation '", *op, "' is not supported"));
+}
+
+void WriteFusedActivation(const FusedActivation& activation, Attributes* attributes) {
+  attributes->Set(kFusedActivation, activation.op_type);
+  attributes->Set(kFusedAlpha, activation.alpha);
+  attributes->Set(kFusedBeta, activation.beta);
+}
+
+}  // namespace replicad

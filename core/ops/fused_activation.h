@@ -1,0 +1,34 @@
+#ifndef REPLICAD_CORE_OPS_FUSED_ACTIVATION_H_
+#define REPLICAD_CORE_OPS_FUSED_ACTIVATION_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/tensor/attributes.h"
+
+namespace replicad {
+
+// An element-wise activation that a Conv or Gemm applies to its own output,
+// set by the load-time graph optimizer instead of a separate node. The
+// attribute names contain a dot, which ONNX attribute names never do.
+inline constexpr char kFusedActivation[] = "replicad.activation";
+inline constexpr char kFusedAlpha[] = "replicad.alpha";
+inline constexpr char kFusedBeta[] = "replicad.beta";
+
+struct FusedActivation {
+  std::string op_type;  // Relu, LeakyRelu, Clip, Sigmoid, Tanh or HardSwish.
+  float alpha = 0;      // LeakyRelu's slope; Clip's lower bound.
+  float beta = 0;       // Clip's upper bound.
+};
+
+// The node's fused activation, nullopt when there is none; InvalidArgument
+// for an activation outside the list above.
+absl::StatusOr<std::optional<FusedActivation>> ReadFusedActivation(const Attributes& attributes);
+
+// Sets the attributes that ReadFusedActivation reads.
+void WriteFusedActivation(const FusedActivation& activation, Attributes* attributes);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_OPS_FUSED_ACTIVATION_H_

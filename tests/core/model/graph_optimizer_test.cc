@@ -1,0 +1,156 @@
+#include "core/model/graph_optimizer.h"
+
+#include <cmath>
+
+#include "core/backends/cpu/cpu_backend.h"
+#include "core/model/onnx_builder.h"
+#include "core/model/onnx_import.h"
+#include "core/ops/fused_activation.h"
+#include "core/serve/replica.h"
+#include "gtest/gtest.h"
+#include "tests/testing/test_models.h"
+
+namespace replicad {
+namespace {
+
+using testing::RandomTensor;
+
+// Runs `model` once on a CPU replica.
+std::vector<Tensor> RunOnce(std::shared_ptr<const Model> model, const std::vector<Tensor>& inputs) {
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::unique_ptr<Replica> replica =
+      *Replica::Create(model, SlotAssignment{"r0", cpu.id, 1}, CreateCpuDevice(cpu, {1}));
+  std::vector<Shape> shapes;
+  std::vector<const void*> in;
+  for (const Tensor& t : inputs) {
+    shapes.push_back(t.shape());
+    in.push_back(t.raw_data());
+  }
+  absl::StatusOr<ExecutionPlan*> plan = replica->PlanFor(shapes);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return {};
+  std::vector<Tensor> outputs;
+  std::vector<void*> out;
+  for (const TensorType& type : (*plan)->output_types()) {
+    outputs.push_back(Tensor::Host(type.dtype, type.shape));
+    out.push_back(outputs.back().raw_data());
+  }
+  absl::Status status;
+  replica->device().Enqueue([&] { status = (*plan)->Run(in.data(), out.data()); });
+  EXPECT_TRUE(replica->device().Synchronize().ok());
+  EXPECT_TRUE(status.ok()) << status;
+  return outputs;
+}
+
+Tensor Positive(Shape shape, uint64_t seed) {
+  Tensor t = RandomTensor(std::move(shape), seed);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = std::fabs(t.data<float>()[i]) + 0.1f;
+  return t;
+}
+
+// A 1x1 Conv, BatchNormalization and Relu become one Conv with the
+// normalisation in its weights and the Relu as a post-op; the output equals
+// the three computed separately (here by hand, in double).
+TEST(GraphOptimizerTest, ConvBatchNormReluBecomesOneConv) {
+  const Tensor w = RandomTensor({3, 2, 1, 1}, 1), b = RandomTensor({3}, 2);
+  const Tensor scale = RandomTensor({3}, 3), shift = RandomTensor({3}, 4),
+               mean = RandomTensor({3}, 5), var = Positive({3}, 6);
+  OnnxModelBuilder builder("conv_bn_relu");
+  for (auto [name, value] : std::vector<std::pair<std::string, Tensor>>{
+           {"w", w}, {"b", b}, {"scale", scale}, {"shift", shift}, {"mean", mean}, {"var", var}}) {
+    builder.AddInitializer(name, value);
+  }
+  builder.AddNode("Conv", {"x", "w", "b"}, {"c"});
+  OnnxModelBuilder::SetFloat(
+      builder.AddNode("BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"n"}),
+      "epsilon", 1e-3f);
+  builder.AddNode("Relu", {"n"}, {"y"});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 2, 3, 3});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 3, 3, 3});
+  std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+
+  ASSERT_EQ(model->graph().nodes.size(), 1u);
+  const Node& conv = model->graph().nodes[0];
+  EXPECT_EQ(conv.op_type, "Conv");
+  EXPECT_EQ(*conv.attributes.GetString(kFusedActivation, ""), "Relu");
+  EXPECT_EQ(model->graph().initializers.size(), 2u);  // Folded weight and bias only.
+
+  const Tensor x = RandomTensor({2, 2, 3, 3}, 7);
+  std::vector<Tensor> y = RunOnce(model, {x});
+  ASSERT_EQ(y.size(), 1u);
+  for (int n = 0; n < 2; ++n) {
+    for (int m = 0; m < 3; ++m) {
+      for (int p = 0; p < 9; ++p) {
+        double c = b.data<float>()[m];
+        for (int k = 0; k < 2; ++k) c += w.data<float>()[m * 2 + k] * x.data<float>()[(n * 2 + k) * 9 + p];
+        double normed = scale.data<float>()[m] * (c - mean.data<float>()[m]) /
+                            std::sqrt(var.data<float>()[m] + 1e-3) + shift.data<float>()[m];
+        const double expected = std::max(0.0, normed);
+        EXPECT_NEAR(y[0].data<float>()[(n * 3 + m) * 9 + p], expected, 1e-5);
+      }
+    }
+  }
+}
+
+TEST(GraphOptimizerTest, GemmAbsorbsClipWithConstantBounds) {
+  const Tensor w = RandomTensor({4, 3}, 11);
+  Tensor low = Tensor::Host(DType::kFloat32, {}), high = Tensor::Host(DType::kFloat32, {});
+  *low.data<float>() = -0.2f;
+  *high.data<float>() = 0.3f;
+  OnnxModelBuilder builder("gemm_clip");
+  builder.AddInitializer("w", w);
+  builder.AddInitializer("low", low);
+  builder.AddInitializer("high", high);
+  builder.AddNode("Gemm", {"x", "w"}, {"g"});
+  builder.AddNode("Clip", {"g", "low", "high"}, {"y"});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 3});
+  std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+  ASSERT_EQ(model->graph().nodes.size(), 1u);
+  const Tensor x = RandomTensor({5, 4}, 12);
+  std::vector<Tensor> y = RunOnce(model, {x});
+  ASSERT_EQ(y.size(), 1u);
+  for (int r = 0; r < 5; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      double g = 0;
+      for (int k = 0; k < 4; ++k) g += x.data<float>()[r * 4 + k] * w.data<float>()[k * 3 + c];
+      EXPECT_NEAR(y[0].data<float>()[r * 3 + c], std::clamp(g, -0.2, 0.3), 1e-6);
+    }
+  }
+}
+
+TEST(GraphOptimizerTest, IdentitiesGoExceptWhereTheyProduceAGraphOutput) {
+  OnnxModelBuilder builder("identities");
+  builder.AddNode("Identity", {"x"}, {"a"});
+  builder.AddNode("Relu", {"a"}, {"r"});
+  builder.AddNode("Identity", {"r"}, {"y"});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 2});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
+  std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+  ASSERT_EQ(model->graph().nodes.size(), 2u);
+  EXPECT_EQ(model->graph().nodes[0].op_type, "Relu");
+  EXPECT_EQ(model->outputs()[0].name, "y");
+  Tensor x = Tensor::Host(DType::kFloat32, {1, 2});
+  x.data<float>()[0] = -1;
+  x.data<float>()[1] = 2;
+  std::vector<Tensor> y = RunOnce(model, {x});
+  ASSERT_EQ(y.size(), 1u);
+  EXPECT_EQ(y[0].data<float>()[0], 0.0f);
+  EXPECT_EQ(y[0].data<float>()[1], 2.0f);
+}
+
+TEST(GraphOptimizerTest, ValuesWithSeveralReadersAreNotFused) {
+  OnnxModelBuilder builder("shared");
+  builder.AddInitializer("w", RandomTensor({2, 2}, 1));
+  builder.AddNode("Gemm", {"x", "w"}, {"g"});
+  builder.AddNode("Relu", {"g"}, {"r"});
+  builder.AddNode("Add", {"g", "r"}, {"y"});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 2});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
+  std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+  EXPECT_EQ(model->graph().nodes.size(), 3u);
+  EXPECT_FALSE(model->graph().nodes[0].attributes.Has(kFusedActivation));
+}
+
+}  // namespace
+}  // namespace replicad
