@@ -11,9 +11,9 @@
 #include "core/model/onnx_tensor.h"
 #include "core/ops/op_registry.h"
 #include "onnx/checker.h"
-#include "onnx/defs/schema.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
+#include "onnx/version_converter/convert.h"
 
 namespace replicad {
 namespace {
@@ -68,15 +68,18 @@ absl::StatusOr<TensorType> ConvertValueInfo(const onnx::ValueInfoProto& info, co
   return type;
 }
 
+int DefaultDomainOpset(const onnx::ModelProto& model) {
+  for (const auto& opset : model.opset_import()) {
+    if (opset.domain().empty() || opset.domain() == "ai.onnx") return static_cast<int>(opset.version());
+  }
+  return 0;
+}
+
 absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImportOptions& options) {
   const onnx::GraphProto& g = model.graph();
   Graph graph;
-  for (const auto& opset : model.opset_import()) {
-    if (opset.domain().empty() || opset.domain() == "ai.onnx") {
-      graph.opset = static_cast<int>(opset.version());
-    }
-  }
-  if (graph.opset > kMaxOpset || graph.opset <= 0) {
+  graph.opset = DefaultDomainOpset(model);
+  if (graph.opset > kMaxOpset || graph.opset < kMinOpset) {
     return absl::UnimplementedError(absl::StrCat("model opset is ", graph.opset,
                                                    "; replicad supports opsets ", kMinOpset,
                                                    " to ", kMaxOpset));
@@ -108,22 +111,6 @@ absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImpo
     if (!type.ok()) return type.status();
     graph.values[v].type = *type;
     graph.inputs.push_back(v);
-  }
-
-  if (graph.opset < kMinOpset) {
-    // An older opset is fine where every operator the model uses is the same
-    // at opset 11: the model means exactly what it would mean there.
-    for (const onnx::NodeProto& node : g.node()) {
-      const auto* declared = onnx::OpSchemaRegistry::Schema(node.op_type(), graph.opset, node.domain());
-      const auto* current = onnx::OpSchemaRegistry::Schema(node.op_type(), kMinOpset, node.domain());
-      if (declared == nullptr || current == nullptr ||
-          declared->since_version() != current->since_version()) {
-        return absl::UnimplementedError(absl::StrCat(
-            "model opset is ", graph.opset, " and ", node.op_type(), " (node '", node.name(),
-            "') changed by opset ", kMinOpset, "; replicad supports opsets ", kMinOpset, " to ",
-            kMaxOpset, " (convert the model with onnx.version_converter)"));
-      }
-    }
   }
 
   std::vector<std::string> unsupported;
@@ -177,6 +164,22 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& by
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": not an ONNX model (cannot parse)"));
+  }
+  try {
+    // Older models are brought to opset 11 by ONNX's own version converter,
+    // so the operators only ever see the semantics of opsets 11 to 17.
+    if (const int opset = DefaultDomainOpset(model); opset > 0 && opset < kMinOpset) {
+      onnx::shape_inference::InferShapes(model);  // Some adapters (Gemm's) need shapes.
+      model = onnx::version_conversion::ConvertVersion(model, kMinOpset);
+      // Opset 11 came with IR version 6; the converter keeps the old IR
+      // version, under which its new initializers (e.g. Pad's pads) would
+      // have to be graph inputs too.
+      if (model.ir_version() < 6) model.set_ir_version(6);
+    }
+  } catch (const std::exception& e) {
+    return absl::UnimplementedError(absl::StrCat(source, ": cannot convert the model from opset ",
+                                                 DefaultDomainOpset(model), " to ", kMinOpset,
+                                                 ": ", e.what()));
   }
   try {
     onnx::checker::check_model(model);

@@ -19,8 +19,9 @@ struct OnnxImportOptions {
   bool optimize = true;
 };
 
-// Loads an ONNX model: runs ONNX's checker and shape inference, requires an
-// opset of the default domain between 11 and 17, converts the graph to the
+// Loads an ONNX model: converts a model older than opset 11 to opset 11 with
+// ONNX's version converter, runs ONNX's checker and shape inference, requires
+// an opset of the default domain between 11 and 17, converts the graph to the
 // engine's IR, optimizes it for inference (unless told not to) and keeps the
 // initializers as host tensors (the template).
 // Errors:
@@ -29,8 +30,8 @@ struct OnnxImportOptions {
 //    rejects it, an unsupported dtype of an input, output or initializer
 //    (naming it).
 //  - Unimplemented: operators the engine lacks (the message names every
-//    unsupported op type with its nodes); an opset above 17, or below 11 for
-//    an operator that changed by opset 11 (naming it).
+//    unsupported op type with its nodes); an opset above 17; an old model
+//    ONNX's converter cannot bring to opset 11 (with its reason).
 absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxFile(const std::string& path,
                                                           const std::string& name,
                                                           const OnnxImportOptions& options = {});

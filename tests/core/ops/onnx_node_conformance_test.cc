@@ -36,7 +36,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kNodeDataDir[] = "/usr/share/libonnx-testdata/data/node";
+constexpr char kDataDir[] = "/usr/share/libonnx-testdata/data";
 constexpr double kRtol = 1e-3;
 constexpr double kAtol = 1e-7;
 
@@ -170,39 +170,43 @@ CaseResult RunCase(const fs::path& dir) {
   return {Outcome::kPass, ""};
 }
 
-TEST(OnnxNodeConformanceTest, SupportedCasesMatchReference) {
-  ASSERT_TRUE(fs::is_directory(kNodeDataDir))
-      << kNodeDataDir << " is missing; install libonnx-testdata (scripts/install-deps.sh)";
-  std::vector<fs::path> cases;
-  for (const fs::directory_entry& entry : fs::directory_iterator(kNodeDataDir)) {
-    if (entry.is_directory()) cases.push_back(entry.path());
-  }
-  std::sort(cases.begin(), cases.end());
-
+struct SuiteTally {
   int passed = 0;
   int skipped = 0;
-  int failed = 0;
   std::set<std::string> ops_passed;
   // Ops of the cases whose ops and dtypes replicad supports (those that run).
   std::set<std::string> ops_runnable;
+};
+
+// Runs every case folder under `root`, printing a line per case and the
+// totals; a case that should pass and does not is a test failure.
+SuiteTally RunSuite(const fs::path& root) {
+  SuiteTally tally;
+  EXPECT_TRUE(fs::is_directory(root))
+      << root << " is missing; install libonnx-testdata (scripts/install-deps.sh)";
+  if (!fs::is_directory(root)) return tally;
+  std::vector<fs::path> cases;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root)) {
+    if (entry.is_directory()) cases.push_back(entry.path());
+  }
+  std::sort(cases.begin(), cases.end());
+  int failed = 0;
   for (const fs::path& dir : cases) {
     const std::string name = dir.filename().string();
-    onnx::ModelProto case_model;
-    if (ReadProto(dir / "model.onnx", &case_model) && !StaticSkipReason(case_model)) {
-      for (const auto& node : case_model.graph().node()) ops_runnable.insert(node.op_type());
+    onnx::ModelProto model;
+    const bool readable = ReadProto(dir / "model.onnx", &model);
+    if (readable && !StaticSkipReason(model)) {
+      for (const auto& node : model.graph().node()) tally.ops_runnable.insert(node.op_type());
     }
     const CaseResult result = RunCase(dir);
     switch (result.outcome) {
-      case Outcome::kPass: {
-        ++passed;
+      case Outcome::kPass:
+        ++tally.passed;
         std::printf("PASS %s\n", name.c_str());
-        onnx::ModelProto model;
-        ReadProto(dir / "model.onnx", &model);
-        for (const auto& node : model.graph().node()) ops_passed.insert(node.op_type());
+        for (const auto& node : model.graph().node()) tally.ops_passed.insert(node.op_type());
         break;
-      }
       case Outcome::kSkip:
-        ++skipped;
+        ++tally.skipped;
         std::printf("SKIP %s: %s\n", name.c_str(), result.detail.c_str());
         break;
       case Outcome::kFail:
@@ -212,21 +216,37 @@ TEST(OnnxNodeConformanceTest, SupportedCasesMatchReference) {
         break;
     }
   }
-  std::printf("%d passed, %d skipped\n", passed, skipped);
+  std::printf("%s: %d passed, %d skipped\n", root.filename().c_str(), tally.passed, tally.skipped);
+  std::printf("%d passed, %d skipped\n", tally.passed, tally.skipped);
   if (failed != 0) std::printf("%d failed\n", failed);
+  return tally;
+}
+
+TEST(OnnxNodeConformanceTest, SupportedCasesMatchReference) {
+  const SuiteTally tally = RunSuite(fs::path(kDataDir) / "node");
   // A supported op whose every case is skipped would otherwise go unnoticed.
   // The exception is an op none of whose cases can run because each uses a
   // dtype replicad lacks (all of Cast's involve float16, double, bfloat16 or
   // string); its unit tests must cover it.
   for (std::string_view op : SupportedOps()) {
-    if (ops_runnable.count(std::string(op)) == 0) {
+    if (tally.ops_runnable.count(std::string(op)) == 0) {
       std::printf("NOTE every node case of supported op %s uses an unsupported dtype\n",
                   std::string(op).c_str());
       continue;
     }
-    EXPECT_EQ(ops_passed.count(std::string(op)), 1u)
+    EXPECT_EQ(tally.ops_passed.count(std::string(op)), 1u)
         << "no conformance case of supported op " << op << " passed";
   }
+}
+
+// PyTorch modules and functions exported to ONNX (older opsets, converted to
+// opset 11 on import).
+TEST(OnnxNodeConformanceTest, PytorchConvertedCasesMatchReference) {
+  RunSuite(fs::path(kDataDir) / "pytorch-converted");
+}
+
+TEST(OnnxNodeConformanceTest, PytorchOperatorCasesMatchReference) {
+  RunSuite(fs::path(kDataDir) / "pytorch-operator");
 }
 
 }  // namespace
