@@ -362,7 +362,10 @@ TEST(ReplicadShutdownTest, SigtermFinishesInFlightRequestsAndExitsZero) {
       }
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Signal once the load is flowing, however slow the machine is.
+  for (int i = 0; i < 3000 && answered.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
   load.join();
   EXPECT_GT(answered.load(), 0);
