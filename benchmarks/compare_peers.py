@@ -96,26 +96,27 @@ class Daemon:
         self.output = ""
 
     def start(self, timeout=300):
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, bufsize=1)
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # Raw reads: a buffered reader could hold the port line while select() sees nothing.
+        fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 1.0)
+            ready, _, _ = select.select([fd], [], [], 1.0)
             if not ready:
                 if self.proc.poll() is not None:
                     break
                 continue
-            line = self.proc.stdout.readline()
-            if not line:
+            chunk = os.read(fd, 65536)
+            if not chunk:
                 break
-            self.output += line
-            match = re.search(r"gRPC listening on port (\d+)", line)
+            self.output += chunk.decode(errors="replace")
+            match = re.search(r"gRPC listening on port (\d+)", self.output)
             if match:
                 self.port = int(match.group(1))
                 return None
         self.stop()
         last = self.output.strip().splitlines()[-1:] or ["(no output)"]
-        return f"replicad serve did not start: {last[0][:300]}"
+        return f"replicad serve did not start within {timeout} s: {last[0][:300]}"
 
     def peak_rss_bytes(self):
         with open(f"/proc/{self.proc.pid}/status") as f:

@@ -117,8 +117,9 @@ class HostSink : public OutputSink {
  public:
   explicit HostSink(size_t outputs) : buffers_(outputs) {}
   absl::StatusOr<void*> Allocate(int index, const TensorType& type) override {
-    // Reused across passes, as a response buffer of the same size would be.
-    if (buffers_[index].byte_size() != NumElements(type.shape) * DTypeSize(type.dtype)) {
+    // Reused across passes (the daemon allocates a response per call; the gRPC figures
+    // include that).
+    if (buffers_[index].buffer() == nullptr || !(buffers_[index].type() == type)) {
       buffers_[index] = Tensor::Host(type.dtype, type.shape);
     }
     return buffers_[index].raw_data();

@@ -25,6 +25,15 @@ struct KernelSpec {
   // outputs), else nullptr. Same length as `inputs`.
   std::vector<const Tensor*> constant_inputs;
   std::vector<TensorType> outputs;
+
+  // Native layouts. A backend may keep a value in a layout of its own (e.g.
+  // oneDNN's blocked channels) between two of its kernels, saving the
+  // conversions to and from row-major. Where `native_output` is set, the
+  // output's only reader can take any layout the producer reports through
+  // Kernel::native_output_layout; that reader then finds the layout in
+  // `input_layouts` (empty string: row-major). Opaque outside the backend.
+  bool native_output = false;
+  std::vector<std::string> input_layouts;  // Empty, or one per input.
 };
 
 // A node's computation for the exact types of its KernelSpec, built once per
@@ -36,9 +45,21 @@ class Kernel {
 
   // Reads `inputs` and writes `outputs`: device pointers in the spec's order
   // (nullptr for an absent optional input), laid out row-major with the
-  // spec's types. Runs on the owning device's stream thread, one call at a
+  // spec's types unless the spec's native layouts say otherwise. Runs on the owning device's stream thread, one call at a
   // time. Outputs never alias inputs.
   virtual absl::Status Run(const void* const* inputs, void* const* outputs) = 0;
+
+  // Scratch bytes Run needs besides its inputs and outputs (e.g. reordered
+  // copies of them). The plan hands every kernel the same workspace, since
+  // its kernels run one at a time, through SetWorkspace before the first Run.
+  virtual size_t workspace_bytes() const { return 0; }
+  virtual void SetWorkspace(void* workspace) {}
+
+  // With KernelSpec::native_output: the layout output 0 is written in
+  // (empty: row-major after all) and the bytes it needs, which may exceed
+  // the row-major size (blocked layouts pad channels).
+  virtual std::string native_output_layout() const { return {}; }
+  virtual size_t native_output_bytes() const { return 0; }
 };
 
 }  // namespace replicad

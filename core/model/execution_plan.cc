@@ -37,9 +37,17 @@ class ExecutionPlan::Builder {
         host_values_(graph.values.size(), nullptr),
         first_step_(graph.values.size(), -1),
         last_step_(graph.values.size(), -1),
-        is_output_(graph.values.size(), false) {
+        is_output_(graph.values.size(), false),
+        readers_(graph.values.size()),
+        layouts_(graph.values.size()),
+        native_bytes_(graph.values.size(), 0) {
     plan_.value_ptrs_.assign(graph.values.size(), nullptr);
     for (int v : graph.outputs) is_output_[v] = true;
+    for (const Node& node : graph.nodes) {
+      for (int v : node.inputs) {
+        if (v >= 0) readers_[v].push_back(&node);
+      }
+    }
   }
 
   absl::Status Build(const std::vector<Shape>& input_shapes) {
@@ -49,6 +57,7 @@ class ExecutionPlan::Builder {
     }
     if (absl::Status s = PlaceOutputs(); !s.ok()) return s;
     if (absl::Status s = PlaceIntermediates(); !s.ok()) return s;
+    if (absl::Status s = PlaceWorkspace(); !s.ok()) return s;
     device_.RecordEvent()->Wait();  // Constant uploads done before the first Run.
     return absl::OkStatus();
   }
@@ -127,11 +136,32 @@ class ExecutionPlan::Builder {
     }
     const bool known = std::all_of(node.inputs.begin(), node.inputs.end(),
                                    [&](int v) { return v < 0 || host_values_[v] != nullptr; });
+    spec->native_output = !known && KeepsNativeLayout(node);
+    if (std::any_of(node.inputs.begin(), node.inputs.end(),
+                    [&](int v) { return v >= 0 && !layouts_[v].empty(); })) {
+      for (int v : node.inputs) spec->input_layouts.push_back(v >= 0 ? layouts_[v] : "");
+    }
     absl::StatusOr<std::unique_ptr<Kernel>> kernel = device_.MakeKernel(*spec);
     if (!kernel.ok()) return kernel.status();
     if (known) return Fold(node, *spec, **kernel);
+    if (spec->native_output) {
+      layouts_[node.outputs[0]] = (*kernel)->native_output_layout();
+      native_bytes_[node.outputs[0]] = (*kernel)->native_output_bytes();
+    }
     AddStep(node, *spec, *std::move(kernel));
     return absl::OkStatus();
+  }
+
+  // A convolution feeding only another convolution may hand over its output
+  // in the backend's own layout: the conversions to row-major and back are
+  // what a run of convolutions would otherwise spend most of its time on.
+  bool KeepsNativeLayout(const Node& node) const {
+    if (node.op_type != "Conv" || node.outputs.size() != 1) return false;
+    const int v = node.outputs[0];
+    if (is_output_[v] || readers_[v].size() != 1) return false;
+    const Node& reader = *readers_[v][0];
+    return reader.op_type == "Conv" && reader.inputs[0] == v &&
+           std::count(reader.inputs.begin(), reader.inputs.end(), v) == 1;
   }
 
   // A value known now: uploaded once, read by shape rules as a host tensor.
@@ -160,6 +190,13 @@ class ExecutionPlan::Builder {
       if (!buffer.ok()) return buffer.status();
       args.push_back((*buffer)->data());
       outputs.push_back(*std::move(buffer));
+    }
+    std::shared_ptr<Buffer> workspace;
+    if (kernel.workspace_bytes() > 0) {
+      absl::StatusOr<std::shared_ptr<Buffer>> buffer = device_.Allocate(kernel.workspace_bytes());
+      if (!buffer.ok()) return buffer.status();
+      workspace = *std::move(buffer);
+      kernel.SetWorkspace(workspace->data());
     }
     absl::Status status;
     device_.Enqueue([&] { status = kernel.Run(args.data(), args.data() + node.inputs.size()); });
@@ -231,7 +268,8 @@ class ExecutionPlan::Builder {
     std::vector<int> request_values;
     for (size_t v = 0; v < graph_.values.size(); ++v) {
       if (first_step_[v] < 0) continue;
-      requests.push_back({ByteSize(*types_[v]), first_step_[v], last_step_[v]});
+      requests.push_back({std::max(ByteSize(*types_[v]), native_bytes_[v]), first_step_[v],
+                          last_step_[v]});
       request_values.push_back(static_cast<int>(v));
       plan_.unshared_bytes_ += ByteSize(*types_[v]);
     }
@@ -248,6 +286,19 @@ class ExecutionPlan::Builder {
     return absl::OkStatus();
   }
 
+  // Kernels run one at a time, so they share one workspace: the largest.
+  absl::Status PlaceWorkspace() {
+    size_t bytes = 0;
+    for (const Step& step : plan_.steps_) bytes = std::max(bytes, step.kernel->workspace_bytes());
+    if (bytes == 0) return absl::OkStatus();
+    absl::StatusOr<std::shared_ptr<Buffer>> workspace = device_.Allocate(bytes);
+    if (!workspace.ok()) return workspace.status();
+    plan_.workspace_ = *std::move(workspace);
+    plan_.workspace_bytes_ = bytes;
+    for (Step& step : plan_.steps_) step.kernel->SetWorkspace(plan_.workspace_->data());
+    return absl::OkStatus();
+  }
+
   const Graph& graph_;
   const std::map<int, Tensor>& weights_;
   Device& device_;
@@ -258,6 +309,11 @@ class ExecutionPlan::Builder {
   // First and last step that touch each intermediate value, for the arena.
   std::vector<int> first_step_, last_step_;
   std::vector<bool> is_output_;
+  std::vector<std::vector<const Node*>> readers_;
+  // Per value: the backend's layout when its producer kept one (else empty)
+  // and the bytes that layout needs.
+  std::vector<std::string> layouts_;
+  std::vector<size_t> native_bytes_;
 };
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(

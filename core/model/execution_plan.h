@@ -35,6 +35,8 @@ class ExecutionPlan {
   // Bytes of the intermediate-value arena, and what they would be without reuse.
   size_t arena_bytes() const { return arena_bytes_; }
   size_t unshared_bytes() const { return unshared_bytes_; }
+  // Bytes of the scratch space the kernels share (e.g. reordered layouts).
+  size_t workspace_bytes() const { return workspace_bytes_; }
   // Kernels run per request (folded nodes are not among them).
   size_t step_count() const { return steps_.size(); }
 
@@ -72,9 +74,11 @@ class ExecutionPlan {
   std::vector<void*> arg_ptrs_;         // Resolved per Run; sized once.
   std::vector<void*> value_ptrs_;       // Per value; fixed ones set at Create.
   std::shared_ptr<Buffer> arena_;
+  std::shared_ptr<Buffer> workspace_;  // Shared scratch of the kernels.
   std::deque<Tensor> host_constants_;  // Constant outputs, for shape rules and kernels.
   std::vector<std::shared_ptr<Buffer>> constants_;  // Their device copies.
   size_t arena_bytes_ = 0;
+  size_t workspace_bytes_ = 0;
   size_t unshared_bytes_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ops/constant_value.h"
 #include "core/ops/fused_activation.h"
 
 namespace replicad {
@@ -52,6 +53,27 @@ int AddInitializer(Graph* graph, const std::string& name, Tensor value) {
   graph->values.push_back(Value{name, value.type()});
   graph->initializers[v] = std::move(value);
   return v;
+}
+
+// A Constant node's value becomes an initializer, so the rewrites below see
+// it as known (e.g. the 0 and 6 of an exported ReLU6's Clip).
+void ConstantsToInitializers(Graph* graph) {
+  std::set<int> dead;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& node = graph->nodes[n];
+    if (node.op_type != "Constant" || node.outputs.size() != 1) continue;
+    KernelSpec spec;
+    spec.op_type = node.op_type;
+    spec.node_name = node.name;
+    spec.opset = graph->opset;
+    spec.attributes = &node.attributes;
+    absl::StatusOr<Tensor> value = ConstantValue(spec);
+    if (!value.ok()) continue;  // The plan reports it, naming the node.
+    graph->initializers[node.outputs[0]] = *std::move(value);
+    graph->values[node.outputs[0]].type = graph->initializers[node.outputs[0]].type();
+    dead.insert(static_cast<int>(n));
+  }
+  RemoveNodes(graph, dead);
 }
 
 // Identity, and Dropout whose mask nobody reads, pass their input through.
@@ -218,6 +240,7 @@ void DropUnreadInitializers(Graph* graph) {
 }  // namespace
 
 absl::Status OptimizeForInference(Graph* graph) {
+  ConstantsToInitializers(graph);
   RemovePassThroughs(graph);
   if (absl::Status s = FoldBatchNorms(graph); !s.ok()) return s;
   FuseActivations(graph);

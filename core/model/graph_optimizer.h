@@ -8,6 +8,7 @@ namespace replicad {
 
 // Rewrites an imported graph for inference, leaving every graph input,
 // output and its name as they are:
+//  - Constant nodes become initializers;
 //  - Identity and Dropout (inference) are removed, their consumers rewired;
 //  - Conv followed by BatchNormalization (inference) becomes one Conv with
 //    the normalisation folded into its weights and bias (new initializers);

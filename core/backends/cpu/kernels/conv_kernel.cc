@@ -1,3 +1,7 @@
+#include <cstring>
+#include <optional>
+#include <string>
+
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
@@ -5,12 +9,102 @@
 #include "core/ops/op_util.h"
 
 namespace replicad {
+namespace {
 
 using dnnl::memory;
 
-// Plain NCHW/OIHW layouts keep Run free of reorders; oneDNN's blocked
-// layouts (format_tag::any plus reorders of X and Y, weights reordered once
-// here) are faster and are the next step for this kernel.
+std::string SerializeDesc(const memory::desc& desc);
+
+// A convolution in the layouts oneDNN prefers for it (blocked channels): X
+// is reordered in, Y reordered out, and the weights were reordered once when
+// the kernel was made. The blocked convolution's speed pays for the two
+// reorders on anything but tiny layers.
+class BlockedConvKernel : public Kernel {
+ public:
+  // `blocked_src` and `blocked_dst` (either may be empty) get their memory
+  // from the plan's workspace.
+  BlockedConvKernel(CpuKernelContext& context, std::string node,
+                    std::optional<BoundPrimitive> src_reorder, BoundPrimitive conv,
+                    std::optional<BoundPrimitive> dst_reorder, dnnl::memory blocked_src,
+                    dnnl::memory blocked_dst)
+      : context_(context),
+        node_(std::move(node)),
+        src_reorder_(std::move(src_reorder)),
+        conv_(std::move(conv)),
+        dst_reorder_(std::move(dst_reorder)),
+        blocked_src_(std::move(blocked_src)),
+        blocked_dst_(std::move(blocked_dst)) {}
+
+  size_t workspace_bytes() const override { return SrcBytes() + DstBytes(); }
+
+  // Set when the output is written in oneDNN's layout (no reorder out).
+  void SetNativeOutput(const memory::desc& desc) {
+    native_layout_ = SerializeDesc(desc);
+    native_bytes_ = desc.get_size();
+  }
+  std::string native_output_layout() const override { return native_layout_; }
+  size_t native_output_bytes() const override { return native_bytes_; }
+
+  void SetWorkspace(void* workspace) override {
+    char* base = static_cast<char*>(workspace);
+    if (blocked_src_) blocked_src_.set_data_handle(base);
+    if (blocked_dst_) blocked_dst_.set_data_handle(base + SrcBytes());
+  }
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    if (src_reorder_) REPLICAD_RETURN_IF_ERROR(src_reorder_->Execute(inputs, outputs, node_));
+    REPLICAD_RETURN_IF_ERROR(conv_.Execute(inputs, outputs, node_));
+    if (dst_reorder_) REPLICAD_RETURN_IF_ERROR(dst_reorder_->Execute(inputs, outputs, node_));
+    return WaitStream(context_, node_);
+  }
+
+ private:
+  static constexpr size_t kAlignment = 64;
+  size_t SrcBytes() const {
+    return blocked_src_ ? (blocked_src_.get_desc().get_size() + kAlignment - 1) / kAlignment * kAlignment
+                        : 0;
+  }
+  size_t DstBytes() const { return blocked_dst_ ? blocked_dst_.get_desc().get_size() : 0; }
+
+  CpuKernelContext& context_;
+  std::string node_;
+  std::optional<BoundPrimitive> src_reorder_;
+  BoundPrimitive conv_;
+  std::optional<BoundPrimitive> dst_reorder_;
+  dnnl::memory blocked_src_;
+  dnnl::memory blocked_dst_;
+  std::string native_layout_;
+  size_t native_bytes_ = 0;
+};
+
+// A layout travels between kernels as the bytes of its oneDNN descriptor
+// (a plain C struct in oneDNN 2.x); only this backend reads it.
+std::string SerializeDesc(const memory::desc& desc) {
+  return std::string(reinterpret_cast<const char*>(&desc.data), sizeof(desc.data));
+}
+
+std::optional<memory::desc> DeserializeDesc(const std::string& bytes) {
+  if (bytes.size() != sizeof(dnnl_memory_desc_t)) return std::nullopt;
+  dnnl_memory_desc_t raw;
+  std::memcpy(&raw, bytes.data(), sizeof(raw));
+  return memory::desc(raw);
+}
+
+// Input 0's layout: the producer's native one when it kept it, else `plain`.
+memory::desc InputLayout(const KernelSpec& spec, const memory::desc& plain) {
+  if (spec.input_layouts.empty() || spec.input_layouts[0].empty()) return plain;
+  std::optional<memory::desc> given = DeserializeDesc(spec.input_layouts[0]);
+  return given ? *given : plain;
+}
+
+BoundPrimitive Reorder(CpuKernelContext& context, const memory::desc& from, const memory::desc& to) {
+  const dnnl::reorder::primitive_desc pd(context.engine, from, context.engine, to,
+                                         UserScratchpadAttr());
+  return BoundPrimitive(context, pd, dnnl::reorder(pd));
+}
+
+}  // namespace
+
 KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(spec));
   const Window2d& window = conv.window;
@@ -19,16 +113,17 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   const bool has_bias = HasInput(spec, 2);
   const memory::data_type f32 = memory::data_type::f32;
 
-  const memory::desc src(memory::dims(x.begin(), x.end()), f32, memory::format_tag::nchw);
-  const memory::desc dst(memory::dims(spec.outputs[0].shape.begin(), spec.outputs[0].shape.end()),
-                         f32, memory::format_tag::nchw);
+  const memory::dims src_dims(x.begin(), x.end());
+  const memory::dims dst_dims(spec.outputs[0].shape.begin(), spec.outputs[0].shape.end());
+  const memory::desc src(src_dims, f32, memory::format_tag::nchw);
+  const memory::desc dst(dst_dims, f32, memory::format_tag::nchw);
   // ONNX's [M, C/group, kH, kW] is, byte for byte, oneDNN's grouped goihw
   // [group, M/group, C/group, kH, kW].
-  const memory::desc weights =
-      conv.group == 1
-          ? memory::desc(memory::dims(w.begin(), w.end()), f32, memory::format_tag::oihw)
-          : memory::desc({conv.group, w[0] / conv.group, w[1], w[2], w[3]}, f32,
-                         memory::format_tag::goihw);
+  const memory::dims weight_dims =
+      conv.group == 1 ? memory::dims(w.begin(), w.end())
+                      : memory::dims{conv.group, w[0] / conv.group, w[1], w[2], w[3]};
+  const memory::desc weights(weight_dims, f32,
+                             conv.group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
   const memory::desc bias =
       has_bias ? memory::desc({conv.out_channels}, f32, memory::format_tag::x) : memory::desc();
 
@@ -37,15 +132,72 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   const memory::dims dilates{window.dilations[0] - 1, window.dilations[1] - 1};
   const memory::dims padding_l{window.pads_begin[0], window.pads_begin[1]};
   const memory::dims padding_r{window.pads_end[0], window.pads_end[1]};
-  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                             dnnl::algorithm::convolution_direct, src, weights,
-                                             bias, dst, strides, dilates, padding_l, padding_r);
   dnnl::primitive_attr attr = UserScratchpadAttr();
   dnnl::post_ops ops;
   REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops));
   attr.set_post_ops(ops);
-  const dnnl::convolution_forward::primitive_desc pd(desc, attr, context.engine);
 
+  const Tensor* constant_weights = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
+  if (constant_weights != nullptr) {
+    // Let oneDNN choose every layout; reorder at the edges.
+    const memory::desc any_src(src_dims, f32, memory::format_tag::any);
+    const memory::desc any_dst(dst_dims, f32, memory::format_tag::any);
+    const memory::desc any_weights(weight_dims, f32, memory::format_tag::any);
+    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                               dnnl::algorithm::convolution_direct, any_src,
+                                               any_weights, bias, any_dst, strides, dilates,
+                                               padding_l, padding_r);
+    const dnnl::convolution_forward::primitive_desc pd(desc, attr, context.engine);
+    // Weights: reordered once, now, from the plan's host value.
+    dnnl::memory blocked_weights(pd.weights_desc(), context.engine);
+    {
+      dnnl::memory plain(weights, context.engine, constant_weights->raw_data());
+      dnnl::reorder(plain, blocked_weights).execute(context.stream, plain, blocked_weights);
+      context.stream.wait();
+    }
+    std::optional<BoundPrimitive> src_reorder, dst_reorder;
+    dnnl::memory blocked_src, blocked_dst;
+    BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));
+    // X arrives row-major, or in the layout its producing convolution kept.
+    const memory::desc given_src = InputLayout(spec, src);
+    if (pd.src_desc() != given_src) {
+      blocked_src = dnnl::memory(pd.src_desc(), context.engine, DNNL_MEMORY_NONE);
+      src_reorder.emplace(Reorder(context, given_src, pd.src_desc()));
+      src_reorder->BindInput(DNNL_ARG_FROM, given_src, 0);
+      src_reorder->BindFixed(DNNL_ARG_TO, blocked_src);
+      primitive.BindFixed(DNNL_ARG_SRC, blocked_src);
+    } else {
+      primitive.BindInput(DNNL_ARG_SRC, given_src, 0);
+    }
+    primitive.BindFixed(DNNL_ARG_WEIGHTS, blocked_weights);
+    if (has_bias) primitive.BindInput(DNNL_ARG_BIAS, bias, 2);
+    const bool native_output = spec.native_output && pd.dst_desc() != dst;
+    if (native_output) {
+      primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
+    } else if (pd.dst_desc() != dst) {
+      blocked_dst = dnnl::memory(pd.dst_desc(), context.engine, DNNL_MEMORY_NONE);
+      primitive.BindFixed(DNNL_ARG_DST, blocked_dst);
+      dst_reorder.emplace(Reorder(context, pd.dst_desc(), dst));
+      dst_reorder->BindFixed(DNNL_ARG_FROM, blocked_dst);
+      dst_reorder->BindOutput(DNNL_ARG_TO, dst, 0);
+    } else {
+      primitive.BindOutput(DNNL_ARG_DST, dst, 0);
+    }
+    auto kernel = std::make_unique<BlockedConvKernel>(
+        context, NodeLabel(spec), std::move(src_reorder), std::move(primitive),
+        std::move(dst_reorder), std::move(blocked_src), std::move(blocked_dst));
+    if (native_output) kernel->SetNativeOutput(pd.dst_desc());
+    return kernel;
+  }
+
+  if (InputLayout(spec, src) != src) {
+    return absl::InternalError(NodeLabel(spec) +
+                               ": a convolution with computed weights cannot take a native layout");
+  }
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::convolution_direct, src, weights,
+                                             bias, dst, strides, dilates, padding_l, padding_r);
+  const dnnl::convolution_forward::primitive_desc pd(desc, attr, context.engine);
   BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));
   primitive.BindInput(DNNL_ARG_SRC, src, 0);
   primitive.BindInput(DNNL_ARG_WEIGHTS, weights, 1);

@@ -14,9 +14,10 @@ using dnnl::memory;
 // nothing is prepared here.
 KernelOrStatus MakeBatchNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(BatchNormLayout layout, ParseBatchNormalization(spec));
-  // [N, C, D1, ...] is row-major [N, C, prod(D)], so one 3-D form serves every rank.
-  const memory::desc data({layout.batch, layout.channels, layout.spatial}, memory::data_type::f32,
-                          memory::format_tag::abc);
+  // [N, C, D1, ...] is row-major [N, C, prod(D), 1], so one 4-D form serves
+  // every rank; 4-D nchw (unlike 3-D) has oneDNN's jit implementation.
+  const memory::desc data({layout.batch, layout.channels, layout.spatial, 1},
+                          memory::data_type::f32, memory::format_tag::nchw);
   const memory::desc per_channel({layout.channels}, memory::data_type::f32, memory::format_tag::x);
   const dnnl::batch_normalization_forward::desc desc(
       dnnl::prop_kind::forward_inference, data, layout.epsilon,
