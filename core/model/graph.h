@@ -12,9 +12,9 @@
 namespace replicad {
 
 // A value flowing through the graph. In `type.shape`, kAnyDim marks a
-// dimension the model leaves open (the batch dimension of an input); values
-// that are not graph inputs or outputs carry an empty shape here, because
-// their shapes are only known per execution plan.
+// dimension the model leaves open (the batch dimension of an input). For
+// intermediate values the type is what ONNX's shape inference found (an
+// empty shape where it found none); plans infer concrete shapes themselves.
 struct Value {
   std::string name;
   TensorType type;

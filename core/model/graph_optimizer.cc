@@ -123,7 +123,8 @@ absl::Status FoldBatchNorms(Graph* graph) {
         bn.inputs[0] != y) {
       continue;
     }
-    if (absl::StatusOr<int64_t> mode = bn.attributes.GetInt("training_mode", 0); !mode.ok() || *mode) {
+    if (absl::StatusOr<int64_t> mode = bn.attributes.GetInt("training_mode", 0);
+        !mode.ok() || *mode) {
       continue;
     }
     const Tensor* w = Initializer(*graph, conv.inputs[1]);
@@ -142,7 +143,8 @@ absl::Status FoldBatchNorms(Graph* graph) {
     if (!known) continue;
     absl::StatusOr<float> epsilon = bn.attributes.GetFloat("epsilon", 1e-5f);
     if (!epsilon.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("node '", bn.name, "': ", epsilon.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", bn.name, "': ", epsilon.status().message()));
     }
     const int64_t out_channels = w->shape()[0];
     const int64_t per_channel = w->num_elements() / out_channels;
@@ -226,6 +228,55 @@ void FuseActivations(Graph* graph) {
   RemoveNodes(graph, dead);
 }
 
+// Same rank and the same dims where ONNX's shape inference knows them (an
+// open batch dim matches an open one): then the Add needs no broadcasting.
+// The Conv's shape rule checks the concrete types again in every plan.
+bool SameShape(const TensorType& a, const TensorType& b) {
+  if (a.shape.empty() || a.shape.size() != b.shape.size() || a.dtype != b.dtype) return false;
+  for (size_t d = 0; d < a.shape.size(); ++d) {
+    if (a.shape[d] != b.shape[d]) return false;
+    if (d > 0 && a.shape[d] == kAnyDim) return false;
+  }
+  return true;
+}
+
+// Conv -> Add(conv, other) becomes one Conv that adds `other` to its output
+// (oneDNN's sum post-op), so a residual connection costs no separate pass;
+// a Relu after it then fuses too (FuseActivations runs next).
+void FuseResidualAdds(Graph* graph) {
+  std::vector<std::vector<int>> readers = Readers(*graph);
+  std::set<int> dead;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    Node& conv = graph->nodes[n];
+    if (conv.op_type != "Conv" || conv.outputs.size() != 1 ||
+        conv.attributes.Has(kFusedActivation) || HasFusedSum(conv.attributes) ||
+        conv.inputs.size() < 2 || Initializer(*graph, conv.inputs[1]) == nullptr) {
+      continue;
+    }
+    const int y = conv.outputs[0];
+    if (!PrivateValue(*graph, readers, y)) continue;
+    const int add_index = readers[y][0];
+    const Node& add = graph->nodes[add_index];
+    if (add.op_type != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
+    const int other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+    if (other == y || other < 0 ||
+        !SameShape(graph->values[y].type, graph->values[other].type) ||
+        !SameShape(graph->values[y].type, graph->values[add.outputs[0]].type)) {
+      continue;
+    }
+    // The fused node takes the Add's place: `other` may be computed after
+    // the Conv (a downsampling branch), never after the Add.
+    Node fused = std::move(conv);
+    fused.inputs.resize(3, Node::kAbsentInput);
+    fused.inputs.push_back(other);
+    fused.attributes.Set(kFusedSum, int64_t{1});
+    fused.outputs[0] = add.outputs[0];
+    graph->nodes[add_index] = std::move(fused);
+    dead.insert(static_cast<int>(n));
+  }
+  RemoveNodes(graph, dead);
+}
+
 void DropUnreadInitializers(Graph* graph) {
   std::vector<std::vector<int>> readers = Readers(*graph);
   for (auto it = graph->initializers.begin(); it != graph->initializers.end();) {
@@ -243,6 +294,7 @@ absl::Status OptimizeForInference(Graph* graph) {
   ConstantsToInitializers(graph);
   RemovePassThroughs(graph);
   if (absl::Status s = FoldBatchNorms(graph); !s.ok()) return s;
+  FuseResidualAdds(graph);
   FuseActivations(graph);
   DropUnreadInitializers(graph);
   return absl::OkStatus();

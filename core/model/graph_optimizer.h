@@ -12,6 +12,8 @@ namespace replicad {
 //  - Identity and Dropout (inference) are removed, their consumers rewired;
 //  - Conv followed by BatchNormalization (inference) becomes one Conv with
 //    the normalisation folded into its weights and bias (new initializers);
+//  - Conv absorbs an Add of its output and a same-shaped value (a residual
+//    connection), which then arrives as the Conv's input 3;
 //  - Conv and Gemm absorb a following Relu, LeakyRelu, Clip (constant
 //    bounds), Sigmoid, Tanh or HardSwish (see core/ops/fused_activation.h);
 //  - initializers nothing reads any more are dropped.

@@ -141,6 +141,14 @@ absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImpo
                                                  absl::StrJoin(unsupported, ", ")));
   }
 
+  // Types ONNX's shape inference found for intermediate values: the
+  // optimizer reads them (kAnyDim where symbolic); plans infer their own.
+  for (const auto& info : g.value_info()) {
+    auto it = index.find(info.name());
+    if (it == index.end() || graph.initializers.count(it->second)) continue;
+    absl::StatusOr<TensorType> type = ConvertValueInfo(info, "value");
+    if (type.ok()) graph.values[it->second].type = *type;
+  }
   for (const auto& output : g.output()) {
     auto it = index.find(output.name());
     if (it == index.end()) {

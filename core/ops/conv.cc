@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/ops/conv_attributes.h"
+#include "core/ops/fused_activation.h"
 #include "core/ops/op_util.h"
 #include "core/ops/shape_rules.h"
 
@@ -91,7 +92,7 @@ absl::StatusOr<Window2d> ResolveWindow2d(const KernelSpec& spec, std::array<int6
 }
 
 absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec) {
-  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, 3));
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, HasFusedSum(*spec.attributes) ? 4 : 3));
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
   REPLICAD_ASSIGN_OR_RETURN(TensorType w, RequiredInput(spec, 1, "W"));
   REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "X", x, {DType::kFloat32}));
@@ -149,6 +150,15 @@ absl::Status InferConv(KernelSpec* spec) {
   spec->outputs = {TensorType{DType::kFloat32,
                               {spec->inputs[0]->shape[0], conv.out_channels, conv.window.output[0],
                                conv.window.output[1]}}};
+  if (HasFusedSum(*spec->attributes)) {
+    REPLICAD_ASSIGN_OR_RETURN(TensorType addend, RequiredInput(*spec, 3, "addend"));
+    if (!(addend == spec->outputs[0])) {
+      return NodeError(*spec, absl::StrCat("fused addend must be ",
+                                           TensorTypeToString(spec->outputs[0]),
+                                           " like the output, received ",
+                                           TensorTypeToString(addend)));
+    }
+  }
   return absl::OkStatus();
 }
 

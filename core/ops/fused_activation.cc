@@ -19,6 +19,11 @@ absl::StatusOr<std::optional<FusedActivation>> ReadFusedActivation(const Attribu
   return absl::InvalidArgumentError(absl::StrCat("fused activation '", *op, "' is not supported"));
 }
 
+bool HasFusedSum(const Attributes& attributes) {
+  absl::StatusOr<int64_t> sum = attributes.GetInt(kFusedSum, 0);
+  return sum.ok() && *sum != 0;
+}
+
 void WriteFusedActivation(const FusedActivation& activation, Attributes* attributes) {
   attributes->Set(kFusedActivation, activation.op_type);
   attributes->Set(kFusedAlpha, activation.alpha);

@@ -26,6 +26,12 @@ struct FusedActivation {
 // for an activation outside the list above.
 absl::StatusOr<std::optional<FusedActivation>> ReadFusedActivation(const Attributes& attributes);
 
+// A Conv that absorbed the Add after it (a residual connection): it takes
+// the other addend as input 3, of exactly its output's type, and computes
+// conv(X) + input 3 before any fused activation.
+inline constexpr char kFusedSum[] = "replicad.sum";
+bool HasFusedSum(const Attributes& attributes);
+
 // Sets the attributes that ReadFusedActivation reads.
 void WriteFusedActivation(const FusedActivation& activation, Attributes* attributes);
 

@@ -154,3 +154,44 @@ TEST(GraphOptimizerTest, ValuesWithSeveralReadersAreNotFused) {
 
 }  // namespace
 }  // namespace replicad
+
+namespace replicad {
+namespace {
+
+// A residual block's Conv -> Add -> Relu is one Conv with a sum and a Relu
+// post-op; the Add's other operand may be computed after the Conv.
+TEST(GraphOptimizerTest, ResidualAddAndReluFuseIntoTheConv) {
+  const Tensor w = RandomTensor({2, 2, 1, 1}, 21);
+  OnnxModelBuilder builder("residual");
+  builder.AddInitializer("w", w);
+  builder.AddNode("Conv", {"x", "w"}, {"c"});
+  builder.AddNode("Sigmoid", {"x"}, {"skip"});  // Computed after the Conv.
+  builder.AddNode("Add", {"skip", "c"}, {"sum"});
+  builder.AddNode("Relu", {"sum"}, {"y"});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 2, 2, 2});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 2, 2, 2});
+  std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+  ASSERT_EQ(model->graph().nodes.size(), 2u);
+  EXPECT_EQ(model->graph().nodes[0].op_type, "Sigmoid");
+  const Node& conv = model->graph().nodes[1];
+  EXPECT_EQ(conv.op_type, "Conv");
+  EXPECT_TRUE(HasFusedSum(conv.attributes));
+  EXPECT_EQ(*conv.attributes.GetString(kFusedActivation, ""), "Relu");
+
+  const Tensor x = RandomTensor({3, 2, 2, 2}, 22);
+  std::vector<Tensor> y = RunOnce(model, {x});
+  ASSERT_EQ(y.size(), 1u);
+  for (int n = 0; n < 3; ++n) {
+    for (int m = 0; m < 2; ++m) {
+      for (int p = 0; p < 4; ++p) {
+        double c = 0;
+        for (int k = 0; k < 2; ++k) c += w.data<float>()[m * 2 + k] * x.data<float>()[(n * 2 + k) * 4 + p];
+        const double skip = 1.0 / (1.0 + std::exp(-x.data<float>()[(n * 2 + m) * 4 + p]));
+        EXPECT_NEAR(y[0].data<float>()[(n * 2 + m) * 4 + p], std::max(0.0, c + skip), 1e-5);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace replicad

@@ -6,6 +6,7 @@
 #include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/conv_attributes.h"
+#include "core/ops/fused_activation.h"
 #include "core/ops/op_util.h"
 
 namespace replicad {
@@ -26,10 +27,11 @@ class BlockedConvKernel : public Kernel {
   BlockedConvKernel(CpuKernelContext& context, std::string node,
                     std::optional<BoundPrimitive> src_reorder, BoundPrimitive conv,
                     std::optional<BoundPrimitive> dst_reorder, dnnl::memory blocked_src,
-                    dnnl::memory blocked_dst)
+                    dnnl::memory blocked_dst, std::optional<BoundPrimitive> addend_copy)
       : context_(context),
         node_(std::move(node)),
         src_reorder_(std::move(src_reorder)),
+        addend_copy_(std::move(addend_copy)),
         conv_(std::move(conv)),
         dst_reorder_(std::move(dst_reorder)),
         blocked_src_(std::move(blocked_src)),
@@ -53,6 +55,9 @@ class BlockedConvKernel : public Kernel {
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
     if (src_reorder_) REPLICAD_RETURN_IF_ERROR(src_reorder_->Execute(inputs, outputs, node_));
+    // A fused residual Add: the addend goes where the convolution writes,
+    // and its sum post-op accumulates onto it.
+    if (addend_copy_) REPLICAD_RETURN_IF_ERROR(addend_copy_->Execute(inputs, outputs, node_));
     REPLICAD_RETURN_IF_ERROR(conv_.Execute(inputs, outputs, node_));
     if (dst_reorder_) REPLICAD_RETURN_IF_ERROR(dst_reorder_->Execute(inputs, outputs, node_));
     return WaitStream(context_, node_);
@@ -61,14 +66,16 @@ class BlockedConvKernel : public Kernel {
  private:
   static constexpr size_t kAlignment = 64;
   size_t SrcBytes() const {
-    return blocked_src_ ? (blocked_src_.get_desc().get_size() + kAlignment - 1) / kAlignment * kAlignment
-                        : 0;
+    return blocked_src_
+               ? (blocked_src_.get_desc().get_size() + kAlignment - 1) / kAlignment * kAlignment
+               : 0;
   }
   size_t DstBytes() const { return blocked_dst_ ? blocked_dst_.get_desc().get_size() : 0; }
 
   CpuKernelContext& context_;
   std::string node_;
   std::optional<BoundPrimitive> src_reorder_;
+  std::optional<BoundPrimitive> addend_copy_;
   BoundPrimitive conv_;
   std::optional<BoundPrimitive> dst_reorder_;
   dnnl::memory blocked_src_;
@@ -97,7 +104,8 @@ memory::desc InputLayout(const KernelSpec& spec, const memory::desc& plain) {
   return given ? *given : plain;
 }
 
-BoundPrimitive Reorder(CpuKernelContext& context, const memory::desc& from, const memory::desc& to) {
+BoundPrimitive Reorder(CpuKernelContext& context, const memory::desc& from,
+                       const memory::desc& to) {
   const dnnl::reorder::primitive_desc pd(context.engine, from, context.engine, to,
                                          UserScratchpadAttr());
   return BoundPrimitive(context, pd, dnnl::reorder(pd));
@@ -122,8 +130,8 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   const memory::dims weight_dims =
       conv.group == 1 ? memory::dims(w.begin(), w.end())
                       : memory::dims{conv.group, w[0] / conv.group, w[1], w[2], w[3]};
-  const memory::desc weights(weight_dims, f32,
-                             conv.group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
+  const memory::desc weights(
+      weight_dims, f32, conv.group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
   const memory::desc bias =
       has_bias ? memory::desc({conv.out_channels}, f32, memory::format_tag::x) : memory::desc();
 
@@ -134,19 +142,21 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   const memory::dims padding_r{window.pads_end[0], window.pads_end[1]};
   dnnl::primitive_attr attr = UserScratchpadAttr();
   dnnl::post_ops ops;
+  const bool fused_sum = HasFusedSum(*spec.attributes);
+  if (fused_sum) ops.append_sum(1.0f);
   REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops));
   attr.set_post_ops(ops);
 
-  const Tensor* constant_weights = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
+  const Tensor* constant_weights =
+      spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
   if (constant_weights != nullptr) {
     // Let oneDNN choose every layout; reorder at the edges.
     const memory::desc any_src(src_dims, f32, memory::format_tag::any);
     const memory::desc any_dst(dst_dims, f32, memory::format_tag::any);
     const memory::desc any_weights(weight_dims, f32, memory::format_tag::any);
-    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                               dnnl::algorithm::convolution_direct, any_src,
-                                               any_weights, bias, any_dst, strides, dilates,
-                                               padding_l, padding_r);
+    const dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any_src,
+        any_weights, bias, any_dst, strides, dilates, padding_l, padding_r);
     const dnnl::convolution_forward::primitive_desc pd(desc, attr, context.engine);
     // Weights: reordered once, now, from the plan's host value.
     dnnl::memory blocked_weights(pd.weights_desc(), context.engine);
@@ -183,13 +193,30 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     } else {
       primitive.BindOutput(DNNL_ARG_DST, dst, 0);
     }
+    std::optional<BoundPrimitive> addend_copy;
+    if (fused_sum) {
+      // Into the blocked buffer when there is one, else straight into Y.
+      addend_copy.emplace(Reorder(
+          context, dst, blocked_dst ? pd.dst_desc() : (native_output ? pd.dst_desc() : dst)));
+      addend_copy->BindInput(DNNL_ARG_FROM, dst, 3);
+      if (blocked_dst) {
+        addend_copy->BindFixed(DNNL_ARG_TO, blocked_dst);
+      } else {
+        addend_copy->BindOutput(DNNL_ARG_TO, native_output ? pd.dst_desc() : dst, 0);
+      }
+    }
     auto kernel = std::make_unique<BlockedConvKernel>(
         context, NodeLabel(spec), std::move(src_reorder), std::move(primitive),
-        std::move(dst_reorder), std::move(blocked_src), std::move(blocked_dst));
+        std::move(dst_reorder), std::move(blocked_src), std::move(blocked_dst),
+        std::move(addend_copy));
     if (native_output) kernel->SetNativeOutput(pd.dst_desc());
     return kernel;
   }
 
+  if (fused_sum) {
+    return absl::InternalError(NodeLabel(spec) +
+                               ": a fused Add needs constant weights (the optimizer checks this)");
+  }
   if (InputLayout(spec, src) != src) {
     return absl::InternalError(NodeLabel(spec) +
                                ": a convolution with computed weights cannot take a native layout");
