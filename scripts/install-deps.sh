@@ -20,6 +20,8 @@ packages=(
   prometheus python3-numpy python3-onnx
   # PyTorch and torchvision: reference outputs of tests/parity (models built with weights=None).
   python3-torch python3-torchvision
+  # venv for scripts/bench-venv.sh (ONNX Runtime from PyPI next to Debian's PyTorch).
+  python3-venv
   # Fashion-MNIST: the images the main job predicts (scripts/demo.sh).
   dataset-fashion-mnist
 )
