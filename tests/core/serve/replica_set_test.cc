@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "core/model/onnx_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_models.h"
@@ -131,6 +132,42 @@ TEST_F(ReplicaSetTest, ObserverSeesEverySlice) {
   ASSERT_TRUE(PredictAndWait(*set, Inputs(7, 1)).status.ok());
   absl::MutexLock lock(&observer.mu);
   EXPECT_EQ(observer.rows_by_slot, (std::map<std::string, int64_t>{{"r0", 3}, {"r1", 2}, {"r2", 2}}));
+}
+
+}  // namespace
+}  // namespace replicad
+
+namespace replicad {
+namespace {
+
+using testing::PredictAndWait;
+using testing::PredictOutcome;
+using testing::RandomTensor;
+using testing::RelativeL2;
+
+// A rank-0 output (here the mean of every element, as a loss would be) is
+// merged as the row-weighted mean of the slices' values, which equals the
+// one-slot value for any split, uneven ones included.
+TEST(ReplicaSetScalarTest, RankZeroOutputsAreTheSampleWeightedMean) {
+  OnnxModelBuilder builder("scalar_mean");
+  OnnxModelBuilder::SetInt(builder.AddNode("ReduceMean", {"x"}, {"mean"}), "keepdims", 0);
+  builder.AddNode("Relu", {"x"}, {"y"});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+  builder.AddOutput("mean", DType::kFloat32, {});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
+  std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+  std::unique_ptr<ReplicaSet> one = testing::MakeCpuReplicaSet(model, {1});
+  std::unique_ptr<ReplicaSet> three = testing::MakeCpuReplicaSet(model, {1, 1, 1});
+  for (int64_t batch : {1, 2, 7, 64}) {
+    PredictOutcome reference = PredictAndWait(*one, {RandomTensor({batch, 4}, batch)});
+    PredictOutcome split = PredictAndWait(*three, {RandomTensor({batch, 4}, batch)});
+    ASSERT_TRUE(reference.status.ok()) << reference.status;
+    ASSERT_TRUE(split.status.ok()) << split.status;
+    EXPECT_EQ(split.outputs[0].rank(), 0);
+    EXPECT_NEAR(*split.outputs[0].data<float>(), *reference.outputs[0].data<float>(), 1e-6)
+        << "batch " << batch;
+    EXPECT_LE(RelativeL2(split.outputs[1], reference.outputs[1]), 1e-6);
+  }
 }
 
 }  // namespace
