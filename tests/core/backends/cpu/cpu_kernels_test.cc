@@ -8,7 +8,6 @@
 #include <limits>
 #include <list>
 #include <optional>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "core/ops/op_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/backends/cpu/cpu_kernel_test_base.h"
 
 namespace replicad {
 namespace {
@@ -25,79 +25,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-Tensor Random(Shape shape, uint32_t seed) {
-  Tensor t = Tensor::Host(DType::kFloat32, std::move(shape));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
-
-Tensor Int64s(Shape shape, const std::vector<int64_t>& values) {
-  Tensor t = Tensor::Host(DType::kInt64, std::move(shape));
-  std::copy(values.begin(), values.end(), t.data<int64_t>());
-  return t;
-}
-
-// Row-major offset of `index` in `shape`.
-int64_t Offset(const Shape& shape, const std::vector<int64_t>& index) {
-  int64_t offset = 0;
-  for (size_t d = 0; d < shape.size(); ++d) offset = offset * shape[d] + index[d];
-  return offset;
-}
-
-class CpuKernelsTest : public ::testing::Test {
- protected:
-  CpuKernelsTest()
-      : engine_(dnnl::engine::kind::cpu, 0), context_{engine_, dnnl::stream(engine_)} {}
-
-  // Infers, builds and runs one node; `constants` lists the inputs passed as
-  // plan-time constants.
-  absl::StatusOr<std::vector<Tensor>> Run(const std::string& op_type,
-                                          const std::vector<std::optional<Tensor>>& inputs,
-                                          const Attributes& attributes, int opset = 17,
-                                          std::vector<int> constants = {}) {
-    KernelSpec spec;
-    spec.op_type = op_type;
-    spec.node_name = "k1";
-    spec.opset = opset;
-    spec.attributes = &attributes;
-    std::vector<const void*> data;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      spec.inputs.push_back(inputs[i] ? std::optional<TensorType>(inputs[i]->type())
-                                      : std::nullopt);
-      const bool constant = std::find(constants.begin(), constants.end(), i) != constants.end();
-      spec.constant_inputs.push_back(constant ? &*inputs[i] : nullptr);
-      data.push_back(inputs[i] ? inputs[i]->raw_data() : nullptr);
-    }
-    const OpDefinition* op = FindOp(op_type);
-    if (op == nullptr) return absl::NotFoundError(op_type);
-    absl::Status inferred = op->infer(&spec);
-    if (!inferred.ok()) return inferred;
-    absl::StatusOr<std::unique_ptr<Kernel>> kernel = MakeCpuKernel(spec, context_);
-    if (!kernel.ok()) return kernel.status();
-    std::vector<Tensor> outputs;
-    std::vector<void*> output_data;
-    for (const TensorType& type : spec.outputs) {
-      outputs.push_back(Tensor::Host(type.dtype, type.shape));
-      output_data.push_back(outputs.back().raw_data());
-    }
-    absl::Status ran = (*kernel)->Run(data.data(), output_data.data());
-    if (!ran.ok()) return ran;
-    return outputs;
-  }
-
-  dnnl::engine engine_;
-  CpuKernelContext context_;
-};
-
-void ExpectNear(const Tensor& actual, const Tensor& expected) {
-  ASSERT_EQ(actual.type(), expected.type());
-  for (int64_t i = 0; i < expected.num_elements(); ++i) {
-    const float e = expected.data<float>()[i];
-    ASSERT_NEAR(actual.data<float>()[i], e, 1e-5 + 1e-4 * std::fabs(e)) << "element " << i;
-  }
-}
+class CpuKernelsTest : public CpuKernelTestBase {};
 
 struct ConvParams {
   int64_t group = 1;
