@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -91,25 +92,41 @@ absl::StatusOr<Window2d> ResolveWindow2d(const KernelSpec& spec, std::array<int6
   return window;
 }
 
-absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec) {
-  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, HasFusedSum(*spec.attributes) ? 4 : 3));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType w, RequiredInput(spec, 1, "W"));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "X", x, {DType::kFloat32}));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 1, "W", w, {DType::kFloat32}));
+absl::Status CheckSpatial2d(const KernelSpec& spec, const TensorType& x, absl::string_view what) {
   if (x.shape.size() < 3) {
     return NodeError(spec, absl::StrCat("input 0 'X' must be [N, C, spatial...], received ",
                                         TensorTypeToString(x)));
   }
   if (x.shape.size() != 4) {
-    return NodeUnimplemented(spec, absl::StrCat("only 2-D convolution (X of rank 4) is "
-                                                "implemented, received X ",
-                                                TensorTypeToString(x)));
+    return NodeUnimplemented(
+        spec, absl::StrCat("only 2-D ", what, " (X of rank 4) is implemented, received X ",
+                           TensorTypeToString(x)));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Conv2dInputs> ParseConv2dInputs(const KernelSpec& spec, int max_inputs,
+                                               absl::string_view what) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, max_inputs));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType w, RequiredInput(spec, 1, "W"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "X", x, {DType::kFloat32}));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 1, "W", w, {DType::kFloat32}));
+  REPLICAD_RETURN_IF_ERROR(CheckSpatial2d(spec, x, what));
   if (w.shape.size() != x.shape.size()) {
     return NodeError(spec, absl::StrCat("input 1 'W' must have rank ", x.shape.size(),
                                         " like X, received ", TensorTypeToString(w)));
   }
+  return Conv2dInputs{std::move(x), std::move(w)};
+}
+
+absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec) {
+  // A fused Sum brings the tensor it adds as a fourth input.
+  REPLICAD_ASSIGN_OR_RETURN(
+      Conv2dInputs inputs,
+      ParseConv2dInputs(spec, HasFusedSum(*spec.attributes) ? 4 : 3, "convolution"));
+  const TensorType& x = inputs.x;
+  const TensorType& w = inputs.w;
   ConvAttributes conv;
   REPLICAD_ASSIGN_OR_RETURN(conv.group, IntAttribute(spec, "group", 1));
   const int64_t channels = x.shape[1];

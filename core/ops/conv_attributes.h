@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/device/kernel.h"
 
 namespace replicad {
@@ -61,6 +62,26 @@ absl::StatusOr<AveragePoolAttributes> ParseAveragePoolAttributes(const KernelSpe
 // rounding up when `ceil_mode`.
 absl::StatusOr<Window2d> ResolveWindow2d(const KernelSpec& spec, std::array<int64_t, 2> input,
                                          std::array<int64_t, 2> kernel, bool ceil_mode);
+
+// The data and weight inputs of a 2-D convolution-like node: X [N, C, H, W]
+// and a W of rank 4, each float32. Conv and ConvTranspose share this check so
+// both reject a malformed X or W with the same messages.
+struct Conv2dInputs {
+  TensorType x;
+  TensorType w;
+};
+
+// InvalidArgument unless X is [N, C, spatial...]; Unimplemented ("only 2-D
+// <what> ...") unless it is 4-D. Shared by Conv, ConvTranspose and pooling.
+absl::Status CheckSpatial2d(const KernelSpec& spec, const TensorType& x, absl::string_view what);
+
+// Checks that spec has 2 to `max_inputs` inputs, that X (input 0) and W
+// (input 1) are present and float32, that X has rank >= 3 and W the rank of
+// X. InvalidArgument for a malformed node; Unimplemented when X's rank is not
+// 4, with "only 2-D <what> (X of rank 4) is implemented" (`what` names the
+// operation, e.g. "convolution").
+absl::StatusOr<Conv2dInputs> ParseConv2dInputs(const KernelSpec& spec, int max_inputs,
+                                               absl::string_view what);
 
 }  // namespace replicad
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/ops/conv_attributes.h"
 #include "core/ops/conv_transpose_attributes.h"
 #include "core/ops/op_util.h"
 #include "core/ops/shape_rules.h"
@@ -30,24 +31,10 @@ absl::StatusOr<std::array<int64_t, 2>> Pair(const KernelSpec& spec, const std::s
 }  // namespace
 
 absl::StatusOr<ConvTransposeAttributes> ParseConvTransposeAttributes(const KernelSpec& spec) {
-  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, 3));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType w, RequiredInput(spec, 1, "W"));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "X", x, {DType::kFloat32}));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 1, "W", w, {DType::kFloat32}));
-  if (x.shape.size() < 3) {
-    return NodeError(spec, absl::StrCat("input 0 'X' must be [N, C, spatial...], received ",
-                                        TensorTypeToString(x)));
-  }
-  if (x.shape.size() != 4) {
-    return NodeUnimplemented(spec, absl::StrCat("only 2-D transposed convolution (X of rank 4) "
-                                                "is implemented, received X ",
-                                                TensorTypeToString(x)));
-  }
-  if (w.shape.size() != 4) {
-    return NodeError(spec, absl::StrCat("input 1 'W' must have rank 4 like X, received ",
-                                        TensorTypeToString(w)));
-  }
+  REPLICAD_ASSIGN_OR_RETURN(Conv2dInputs inputs,
+                            ParseConv2dInputs(spec, 3, "transposed convolution"));
+  const TensorType& x = inputs.x;
+  const TensorType& w = inputs.w;
   ConvTransposeAttributes conv;
   REPLICAD_ASSIGN_OR_RETURN(conv.group, IntAttribute(spec, "group", 1));
   const int64_t channels = x.shape[1];

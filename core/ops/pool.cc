@@ -18,15 +18,7 @@ absl::StatusOr<Window2d> ParsePoolWindow(const KernelSpec& spec, absl::string_vi
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, 1));
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
   REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "X", x, {DType::kFloat32}));
-  if (x.shape.size() < 3) {
-    return NodeError(spec, absl::StrCat("input 0 'X' must be [N, C, spatial...], received ",
-                                        TensorTypeToString(x)));
-  }
-  if (x.shape.size() != 4) {
-    return NodeUnimplemented(
-        spec, absl::StrCat("only 2-D ", what, " (X of rank 4) is implemented, received X ",
-                           TensorTypeToString(x)));
-  }
+  REPLICAD_RETURN_IF_ERROR(CheckSpatial2d(spec, x, what));
   if (!spec.attributes->Has("kernel_shape")) {
     return NodeError(spec, "attribute 'kernel_shape' is required");
   }
