@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
+#include "core/backends/cpu/kernels/weight_cache.h"
 #include "core/device/host_stream.h"
 
 namespace replicad {
@@ -44,8 +45,9 @@ class CpuDevice : public Device {
   CpuDevice(DeviceInfo info, const CpuSlotOptions& options)
       : info_(std::move(info)),
         stream_([threads = options.threads] { omp_set_num_threads(threads); }),
-        kernel_context_{dnnl::engine(dnnl::engine::kind::cpu, 0), dnnl::stream()} {
+        kernel_context_{dnnl::engine(dnnl::engine::kind::cpu, 0), dnnl::stream(), nullptr} {
     kernel_context_.stream = dnnl::stream(kernel_context_.engine);
+    kernel_context_.weights = std::make_shared<WeightCache>(kernel_context_.engine);
   }
 
   ~CpuDevice() override { stream_.Synchronize(); }

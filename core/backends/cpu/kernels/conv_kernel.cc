@@ -5,6 +5,7 @@
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/backends/cpu/kernels/weight_cache.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/fused_activation.h"
 #include "core/ops/op_util.h"
@@ -14,7 +15,6 @@ namespace {
 
 using dnnl::memory;
 
-std::string SerializeDesc(const memory::desc& desc);
 
 // A convolution in the layouts oneDNN prefers for it (blocked channels): X
 // is reordered in, Y reordered out, and the weights were reordered once when
@@ -84,19 +84,6 @@ class BlockedConvKernel : public Kernel {
   size_t native_bytes_ = 0;
 };
 
-// A layout travels between kernels as the bytes of its oneDNN descriptor
-// (a plain C struct in oneDNN 2.x); only this backend reads it.
-std::string SerializeDesc(const memory::desc& desc) {
-  return std::string(reinterpret_cast<const char*>(&desc.data), sizeof(desc.data));
-}
-
-std::optional<memory::desc> DeserializeDesc(const std::string& bytes) {
-  if (bytes.size() != sizeof(dnnl_memory_desc_t)) return std::nullopt;
-  dnnl_memory_desc_t raw;
-  std::memcpy(&raw, bytes.data(), sizeof(raw));
-  return memory::desc(raw);
-}
-
 // Input 0's layout: the producer's native one when it kept it, else `plain`.
 memory::desc InputLayout(const KernelSpec& spec, const memory::desc& plain) {
   if (spec.input_layouts.empty() || spec.input_layouts[0].empty()) return plain;
@@ -158,13 +145,10 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any_src,
         any_weights, bias, any_dst, strides, dilates, padding_l, padding_r);
     const dnnl::convolution_forward::primitive_desc pd(desc, attr, context.engine);
-    // Weights: reordered once, now, from the plan's host value.
-    dnnl::memory blocked_weights(pd.weights_desc(), context.engine);
-    {
-      dnnl::memory plain(weights, context.engine, constant_weights->raw_data());
-      dnnl::reorder(plain, blocked_weights).execute(context.stream, plain, blocked_weights);
-      context.stream.wait();
-    }
+    // Weights: reordered once per slot (shared by its plans) from the host value.
+    std::shared_ptr<WeightCache> cache = context.weights;
+    if (cache == nullptr) cache = std::make_shared<WeightCache>(context.engine);
+    const dnnl::memory blocked_weights = cache->Get(*constant_weights, weights, pd.weights_desc());
     std::optional<BoundPrimitive> src_reorder, dst_reorder;
     dnnl::memory blocked_src, blocked_dst;
     BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));

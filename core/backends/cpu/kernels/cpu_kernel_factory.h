@@ -9,11 +9,16 @@
 
 namespace replicad {
 
+class WeightCache;
+
 // The oneDNN engine and in-order stream of one CPU slot. It must outlive every
-// kernel made with it; kernels run on the thread that owns `stream`.
+// kernel made with it; kernels run on the thread that owns `stream`, which
+// kernel construction never touches. `weights`, when set, shares reordered
+// weights between the slot's kernels (without it each kernel keeps its own).
 struct CpuKernelContext {
   dnnl::engine engine;
   dnnl::stream stream;
+  std::shared_ptr<WeightCache> weights;
 };
 
 // Builds the oneDNN-backed kernel for spec (outputs already inferred by the
