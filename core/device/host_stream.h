@@ -1,6 +1,8 @@
 #ifndef REPLICAD_CORE_DEVICE_HOST_STREAM_H_
 #define REPLICAD_CORE_DEVICE_HOST_STREAM_H_
 
+#include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <thread>
@@ -35,8 +37,11 @@ class HostStream {
  private:
   void Loop(absl::AnyInvocable<void() &&> on_start);
 
+  static constexpr std::chrono::microseconds kSpinBeforeSleep{50};
+
   absl::Mutex mu_;
   std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int> pending_{0};  // queue_.size(), readable without the lock.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
