@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
 #include "core/device/kernel.h"
+#include "core/tensor/shape.h"
 
 namespace replicad {
 
@@ -14,6 +15,13 @@ namespace replicad {
 // a builder may assume spec is valid and its outputs are the inferred ones.
 // Builders may throw dnnl::error; MakeCpuKernel turns it into a Status.
 using KernelOrStatus = absl::StatusOr<std::unique_ptr<Kernel>>;
+
+// A float32 oneDNN reduction of row-major `input` to `reduced` (dims kept as
+// 1). Shared by ReduceMean/ReduceSum and GlobalAveragePool; the caller handles
+// what oneDNN rejects (a reduction that reduces nothing, empty inputs).
+KernelOrStatus MakeDnnlReductionKernel(const KernelSpec& spec, CpuKernelContext& context,
+                                       dnnl::algorithm algorithm, const Shape& input,
+                                       const Shape& reduced);
 
 KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeConvTransposeKernel(const KernelSpec& spec, CpuKernelContext& context);

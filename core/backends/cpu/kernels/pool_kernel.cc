@@ -135,14 +135,8 @@ KernelOrStatus MakeGlobalAveragePoolKernel(const KernelSpec& spec, CpuKernelCont
   // oneDNN rejects a reduction that reduces nothing; the mean of one element
   // is the element.
   if (spec.inputs[0]->shape == spec.outputs[0].shape) return MakeCopyKernel(spec, context);
-  const memory::desc src = RowMajorDesc(spec.inputs[0]->shape, memory::data_type::f32);
-  const memory::desc dst = RowMajorDesc(spec.outputs[0].shape, memory::data_type::f32);
-  const dnnl::reduction::desc desc(dnnl::algorithm::reduction_mean, src, dst, 0.0f, 0.0f);
-  const dnnl::reduction::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
-  BoundPrimitive primitive(context, pd, dnnl::reduction(pd));
-  primitive.BindInput(DNNL_ARG_SRC, src, 0);
-  primitive.BindOutput(DNNL_ARG_DST, dst, 0);
-  return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+  return MakeDnnlReductionKernel(spec, context, dnnl::algorithm::reduction_mean,
+                                 spec.inputs[0]->shape, spec.outputs[0].shape);
 }
 
 }  // namespace replicad

@@ -84,11 +84,17 @@ KernelOrStatus MakeReduceKernel(const KernelSpec& spec, CpuKernelContext& contex
   if (NumElements(input) == 0) {
     return std::make_unique<ReduceLoopKernel<float>>(input, layout.reduced, mean);
   }
+  return MakeDnnlReductionKernel(
+      spec, context, mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum,
+      input, layout.reduced);
+}
+
+KernelOrStatus MakeDnnlReductionKernel(const KernelSpec& spec, CpuKernelContext& context,
+                                       dnnl::algorithm algorithm, const Shape& input,
+                                       const Shape& reduced) {
   const dnnl::memory::desc src = RowMajorDesc(input, dnnl::memory::data_type::f32);
-  const dnnl::memory::desc dst = RowMajorDesc(layout.reduced, dnnl::memory::data_type::f32);
-  const dnnl::reduction::desc desc(
-      mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum, src, dst, 0.0f,
-      0.0f);
+  const dnnl::memory::desc dst = RowMajorDesc(reduced, dnnl::memory::data_type::f32);
+  const dnnl::reduction::desc desc(algorithm, src, dst, 0.0f, 0.0f);
   const dnnl::reduction::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
   BoundPrimitive primitive(context, pd, dnnl::reduction(pd));
   primitive.BindInput(DNNL_ARG_SRC, src, 0);

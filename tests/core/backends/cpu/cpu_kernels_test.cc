@@ -291,9 +291,9 @@ TEST_F(CpuKernelsTest, MatMulOneDimensionalOperands) {
   ExpectNear((*dot)[0], *Tensor::Create(DType::kFloat32, {}, expected.buffer()));
 }
 
-// A op B with numpy broadcasting, any ranks.
-template <typename T>
-Tensor ReferenceBinary(const Tensor& a, const Tensor& b, bool add) {
+// a op b with numpy broadcasting, for any op and ranks.
+template <typename T, typename Op>
+Tensor ReferenceBroadcast(const Tensor& a, const Tensor& b, Op op) {
   const size_t r = std::max(a.rank(), b.rank());
   Shape as = a.shape(), bs = b.shape();
   while (as.size() < r) as.insert(as.begin(), 1);
@@ -301,20 +301,25 @@ Tensor ReferenceBinary(const Tensor& a, const Tensor& b, bool add) {
   Shape out(r);
   for (size_t d = 0; d < r; ++d) out[d] = std::max(as[d], bs[d]);
   Tensor y = Tensor::Host(a.dtype(), out);
-  std::vector<int64_t> index(r), ai(r), bi(r);
+  std::vector<int64_t> ai(r), bi(r);
   for (int64_t i = 0; i < y.num_elements(); ++i) {
     int64_t rest = i;
     for (int d = static_cast<int>(r) - 1; d >= 0; --d) {
-      index[d] = rest % out[d];
+      const int64_t index = rest % out[d];
       rest /= out[d];
-      ai[d] = as[d] == 1 ? 0 : index[d];
-      bi[d] = bs[d] == 1 ? 0 : index[d];
+      ai[d] = as[d] == 1 ? 0 : index;
+      bi[d] = bs[d] == 1 ? 0 : index;
     }
-    const T x = a.data<T>()[Offset(as, ai)];
-    const T z = b.data<T>()[Offset(bs, bi)];
-    y.data<T>()[i] = add ? x + z : x * z;
+    y.data<T>()[i] = op(a.data<T>()[Offset(as, ai)], b.data<T>()[Offset(bs, bi)]);
   }
   return y;
+}
+
+// A + B or A * B with numpy broadcasting.
+template <typename T>
+Tensor ReferenceBinary(const Tensor& a, const Tensor& b, bool add) {
+  return add ? ReferenceBroadcast<T>(a, b, std::plus<T>())
+             : ReferenceBroadcast<T>(a, b, std::multiplies<T>());
 }
 
 TEST_F(CpuKernelsTest, AddAndMulBroadcastEitherOrBothOperands) {
@@ -477,30 +482,6 @@ void ExpectInt64s(const Tensor& actual, const Shape& shape, const std::vector<in
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(actual.data<int64_t>()[i], expected[i]) << "element " << i;
   }
-}
-
-// a op b with numpy broadcasting, for any op and ranks.
-template <typename T, typename Op>
-Tensor ReferenceBroadcast(const Tensor& a, const Tensor& b, Op op) {
-  const size_t r = std::max(a.rank(), b.rank());
-  Shape as = a.shape(), bs = b.shape();
-  while (as.size() < r) as.insert(as.begin(), 1);
-  while (bs.size() < r) bs.insert(bs.begin(), 1);
-  Shape out(r);
-  for (size_t d = 0; d < r; ++d) out[d] = std::max(as[d], bs[d]);
-  Tensor y = Tensor::Host(a.dtype(), out);
-  std::vector<int64_t> ai(r), bi(r);
-  for (int64_t i = 0; i < y.num_elements(); ++i) {
-    int64_t rest = i;
-    for (int d = static_cast<int>(r) - 1; d >= 0; --d) {
-      const int64_t index = rest % out[d];
-      rest /= out[d];
-      ai[d] = as[d] == 1 ? 0 : index;
-      bi[d] = bs[d] == 1 ? 0 : index;
-    }
-    y.data<T>()[i] = op(a.data<T>()[Offset(as, ai)], b.data<T>()[Offset(bs, bi)]);
-  }
-  return y;
 }
 
 TEST_F(CpuKernelsTest, SubAndDivBroadcastEitherOperandInOrder) {
