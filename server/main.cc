@@ -46,6 +46,7 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
                                                    options.threads_per_slot));
   }
   serving.slot_options.threads_per_slot = options.threads_per_slot;
+  serving.slot_options.winograd = options.winograd;
   absl::StatusOr<std::vector<SlotAssignment>> slots =
       options.device_map.empty()
           ? ParseDeviceList(options.devices, devices,
@@ -188,6 +189,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--threads-per-slot", options.threads_per_slot,
                     "OpenMP threads of each CPU slot")
+      ->capture_default_str();
+  serve->add_flag("--winograd,!--no-winograd", options.winograd,
+                  "CPU slots: run 3x3 stride-1 convolutions as Winograd (faster; "
+                  "--no-winograd for direct convolutions)")
       ->capture_default_str();
   serve->add_option("--max-batch-size", options.max_batch_size,
                     "Reject larger batches with INVALID_ARGUMENT (0: no limit)")

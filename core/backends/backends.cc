@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
                                                      const SlotOptions& options) {
   switch (info.id.kind) {
     case DeviceKind::kCpu:
-      return CreateCpuDevice(info, CpuSlotOptions{options.threads_per_slot});
+      return CreateCpuDevice(info, CpuSlotOptions{options.threads_per_slot, options.winograd});
     case DeviceKind::kCuda:
 #if REPLICAD_WITH_CUDA
       return CreateCudaDevice(info);

@@ -21,6 +21,7 @@ std::vector<DeviceId> DefaultSlots(const std::vector<DeviceInfo>& devices, int t
 
 struct SlotOptions {
   int threads_per_slot = 1;  // CPU slots: OpenMP threads of the slot.
+  bool winograd = true;      // CPU slots: see CpuSlotOptions::winograd.
 };
 
 // A new slot (its own stream) on the device `info` describes. Unimplemented

@@ -50,7 +50,8 @@ class Device {
   virtual absl::Status Synchronize() = 0;
 
   // Builds the kernel for one node with concrete types (KernelSpec.outputs
-  // filled). Unimplemented naming the op when this backend lacks it.
+  // filled). Unimplemented naming the op when this backend lacks it. Not to
+  // be called on the device's stream thread (a backend may build there).
   virtual absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) = 0;
 };
 

@@ -45,7 +45,8 @@ class CpuDevice : public Device {
   CpuDevice(DeviceInfo info, const CpuSlotOptions& options)
       : info_(std::move(info)),
         stream_([threads = options.threads] { omp_set_num_threads(threads); }),
-        kernel_context_{dnnl::engine(dnnl::engine::kind::cpu, 0), dnnl::stream(), nullptr} {
+        kernel_context_{dnnl::engine(dnnl::engine::kind::cpu, 0), dnnl::stream(), nullptr,
+                        options.winograd} {
     kernel_context_.stream = dnnl::stream(kernel_context_.engine);
     kernel_context_.weights = std::make_shared<WeightCache>(kernel_context_.engine);
   }
@@ -83,7 +84,17 @@ class CpuDevice : public Device {
   }
 
   absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) override {
-    return MakeCpuKernel(spec, kernel_context_);
+    // Made on the slot's own thread, for two reasons. oneDNN splits a
+    // primitive's work for the OpenMP thread count of the thread that creates
+    // it and runs it with that many threads wherever it runs: made on the
+    // caller's thread (a gRPC thread, one OpenMP thread per core), every slot
+    // would run with all cores' threads and slots would oversubscribe the
+    // cores. And kernels share the slot's scratchpad, which may only grow
+    // while none of them runs.
+    absl::StatusOr<std::unique_ptr<Kernel>> kernel;
+    stream_.Enqueue([&] { kernel = MakeCpuKernel(spec, kernel_context_); });
+    stream_.Synchronize();
+    return kernel;
   }
 
  private:

@@ -15,6 +15,9 @@ std::vector<DeviceInfo> EnumerateCpuDevices();
 struct CpuSlotOptions {
   // OpenMP threads of the slot's own worker thread (oneDNN runs on them).
   int threads = 1;
+  // 3x3 stride-1 convolutions run as Winograd F(4x4, 3x3) where oneDNN has it:
+  // about twice as fast, with a different rounding (see README, "Numerics").
+  bool winograd = true;
 };
 
 // A CPU slot on `info`'s device: a worker thread as its stream, a oneDNN

@@ -1,5 +1,7 @@
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
 
+#include <new>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -114,6 +116,9 @@ absl::StatusOr<std::unique_ptr<Kernel>> MakeCpuKernel(const KernelSpec& spec,
     }
     return absl::InternalError(
         absl::StrCat(NodeLabel(spec), ": oneDNN failed to build the kernel: ", e.what()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(NodeLabel(spec), ": out of host memory while building the kernel"));
   }
 }
 

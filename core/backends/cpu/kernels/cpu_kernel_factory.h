@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "core/backends/cpu/kernels/slot_scratchpad.h"
 #include "core/device/kernel.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -12,13 +13,16 @@ namespace replicad {
 class WeightCache;
 
 // The oneDNN engine and in-order stream of one CPU slot. It must outlive every
-// kernel made with it; kernels run on the thread that owns `stream`, which
-// kernel construction never touches. `weights`, when set, shares reordered
-// weights between the slot's kernels (without it each kernel keeps its own).
+// kernel made with it. Kernels are made and run on one thread at a time (the
+// slot's stream thread in CpuDevice), which is what lets them share
+// `scratchpad`. `weights`, when set, shares reordered weights between the
+// slot's kernels (without it each kernel keeps its own).
 struct CpuKernelContext {
   dnnl::engine engine;
   dnnl::stream stream;
   std::shared_ptr<WeightCache> weights;
+  bool winograd = true;  // See CpuSlotOptions::winograd.
+  SlotScratchpad scratchpad;
 };
 
 // Builds the oneDNN-backed kernel for spec (outputs already inferred by the

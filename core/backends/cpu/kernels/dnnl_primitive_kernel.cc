@@ -26,8 +26,11 @@ BoundPrimitive::BoundPrimitive(CpuKernelContext& context, const dnnl::primitive_
                                dnnl::primitive primitive)
     : context_(context), primitive_(std::move(primitive)) {
   const dnnl::memory::desc scratchpad = pd.scratchpad_desc();
-  if (scratchpad.get_size() != 0)
-    BindFixed(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad, context_.engine));
+  if (scratchpad.get_size() != 0) {
+    context_.scratchpad.Reserve(scratchpad.get_size());
+    scratchpad_ = dnnl::memory(scratchpad, context_.engine, DNNL_MEMORY_NONE);
+    args_.push_back({DNNL_ARG_SCRATCHPAD, scratchpad_.get()});
+  }
 }
 
 void BoundPrimitive::BindInput(int arg, const dnnl::memory::desc& desc, int input_index) {
@@ -50,6 +53,11 @@ void BoundPrimitive::BindFixed(int arg, const dnnl::memory& memory) {
 
 absl::Status BoundPrimitive::Execute(const void* const* inputs, void* const* outputs,
                                      const std::string& node) {
+  // Later kernels may have grown (moved) the shared scratchpad.
+  if (scratchpad_ &&
+      dnnl_memory_set_data_handle(scratchpad_.get(), context_.scratchpad.data()) != dnnl_success) {
+    return absl::InternalError(absl::StrCat(node, ": oneDNN could not bind the scratchpad"));
+  }
   for (const Binding& binding : bindings_) {
     // oneDNN takes void* for every argument; it never writes a source.
     void* handle =

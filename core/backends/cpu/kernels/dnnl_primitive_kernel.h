@@ -25,12 +25,13 @@ dnnl::primitive_attr UserScratchpadAttr();
 
 // A primitive plus its bound arguments. Arguments come from the kernel's
 // inputs or outputs by index (re-pointed on every Execute) or are fixed
-// memories owned here (the scratchpad, prepared weights). Not thread-safe:
+// memories owned here (prepared weights); the scratchpad is the slot's
+// shared one, looked up on every Execute. Not thread-safe:
 // Execute runs on the context's stream thread, one call at a time.
 class BoundPrimitive {
  public:
-  // `pd` must have been made with UserScratchpadAttr(); its scratchpad is
-  // allocated here.
+  // `pd` must have been made with UserScratchpadAttr(); the slot's shared
+  // scratchpad grows to fit it.
   BoundPrimitive(CpuKernelContext& context, const dnnl::primitive_desc_base& pd,
                  dnnl::primitive primitive);
 
@@ -51,6 +52,7 @@ class BoundPrimitive {
 
   CpuKernelContext& context_;
   dnnl::primitive primitive_;
+  dnnl::memory scratchpad_;  // Empty when the primitive needs none.
   std::vector<dnnl::memory> fixed_;
   std::vector<Binding> bindings_;
   // Prebuilt so that Execute can call the C API without building the

@@ -4,6 +4,7 @@
 // Softmax before opset 13, ...), plus MakeCpuKernel's errors.
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <list>
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
 #include "core/ops/op_registry.h"
+#include "core/ops/op_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/backends/cpu/cpu_kernel_test_base.h"
@@ -121,6 +123,114 @@ TEST_F(CpuKernelsTest, KernelRebindsBuffersOnEveryRun) {
     ASSERT_TRUE((*kernel)->Run(inputs, outputs).ok());
     ExpectNear(y, ReferenceConv(*x, w, nullptr, ConvParams{}));
   }
+}
+
+// A Conv with constant weights (the blocked path) and 1-pixel padding, built
+// on this fixture's context, with its workspace.
+struct BuiltConv {
+  std::unique_ptr<Kernel> kernel;
+  std::shared_ptr<Buffer> workspace;
+  Shape output;
+
+  Tensor Run(const Tensor& x, const Tensor& w) {
+    Tensor y = Tensor::Host(DType::kFloat32, output);
+    const void* inputs[] = {x.raw_data(), w.raw_data()};
+    void* outputs[] = {y.raw_data()};
+    EXPECT_TRUE(kernel->Run(inputs, outputs).ok());
+    return y;
+  }
+};
+
+absl::StatusOr<BuiltConv> BuildPaddedConv(CpuKernelContext& context, const Shape& x,
+                                          const Tensor& w, const Attributes& attributes) {
+  KernelSpec spec;
+  spec.op_type = "Conv";
+  spec.attributes = &attributes;
+  spec.inputs = {TensorType{DType::kFloat32, x}, w.type()};
+  spec.constant_inputs = {nullptr, &w};
+  REPLICAD_RETURN_IF_ERROR(FindOp("Conv")->infer(&spec));
+  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, MakeCpuKernel(spec, context));
+  const size_t workspace_bytes = kernel->workspace_bytes();
+  BuiltConv built{std::move(kernel), Buffer::AllocateHost(workspace_bytes + 1),
+                  spec.outputs[0].shape};
+  built.kernel->SetWorkspace(built.workspace->data());
+  return built;
+}
+
+Attributes PadOne() {
+  Attributes attributes;
+  attributes.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  return attributes;
+}
+
+ConvParams PadOneParams() {
+  ConvParams p;
+  p.pads_begin = {1, 1};
+  p.pads_end = {1, 1};
+  return p;
+}
+
+// ||actual - expected|| / ||expected||, L2 over all elements.
+double RelativeL2(const Tensor& actual, const Tensor& expected) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < expected.num_elements(); ++i) {
+    const double e = expected.data<float>()[i];
+    diff += (actual.data<float>()[i] - e) * (actual.data<float>()[i] - e);
+    norm += e * e;
+  }
+  return std::sqrt(diff / norm);
+}
+
+bool CpuHasWinograd() {
+  return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+}
+
+// 3x3 stride-1 convolutions run as Winograd (where oneDNN has it) unless the
+// slot turns it off. Both algorithms match the double-precision loop within
+// 1e-5 relative L2; Winograd's transforms round differently from direct sums,
+// so elementwise the two differ in the last bits.
+TEST_F(CpuKernelsTest, ConvWinogradAndDirectBothMatchTheReference) {
+  const Tensor x = Random({2, 32, 10, 10}, 11);
+  const Tensor w = Random({32, 32, 3, 3}, 12);
+  const Attributes attributes = PadOne();
+  const Tensor expected = ReferenceConv(x, w, nullptr, PadOneParams());
+  std::vector<Tensor> results;
+  for (bool winograd : {true, false}) {
+    context_.winograd = winograd;
+    absl::StatusOr<BuiltConv> conv = BuildPaddedConv(context_, x.shape(), w, attributes);
+    ASSERT_TRUE(conv.ok()) << conv.status();
+    results.push_back(conv->Run(x, w));
+    EXPECT_LT(RelativeL2(results.back(), expected), 1e-5) << "winograd=" << winograd;
+  }
+  if (!CpuHasWinograd()) GTEST_SKIP() << "no AVX-512: oneDNN 2.x has no f32 Winograd here";
+  EXPECT_GT(RelativeL2(results[0], results[1]), 0.0) << "Winograd did not run";
+}
+
+// Every primitive of a slot shares one scratchpad that grows as bigger
+// kernels are made; a kernel made earlier must follow it when it moves.
+// (Relative L2 within 1e-5, as above: these may run as Winograd.)
+TEST_F(CpuKernelsTest, KernelsFollowTheSharedScratchpadWhenItGrows) {
+  const Tensor w = Random({32, 32, 3, 3}, 13);
+  const Attributes attributes = PadOne();
+  const Tensor small = Random({1, 32, 8, 8}, 14);
+  const Tensor large = Random({4, 32, 24, 24}, 15);
+  absl::StatusOr<BuiltConv> first = BuildPaddedConv(context_, small.shape(), w, attributes);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const size_t first_size = context_.scratchpad.size();
+  const void* first_buffer = context_.scratchpad.data();
+  EXPECT_LT(RelativeL2(first->Run(small, w), ReferenceConv(small, w, nullptr, PadOneParams())),
+            1e-5);
+
+  absl::StatusOr<BuiltConv> second = BuildPaddedConv(context_, large.shape(), w, attributes);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_LT(RelativeL2(second->Run(large, w), ReferenceConv(large, w, nullptr, PadOneParams())),
+            1e-5);
+  EXPECT_LT(RelativeL2(first->Run(small, w), ReferenceConv(small, w, nullptr, PadOneParams())),
+            1e-5);
+  if (first_size == 0) GTEST_SKIP() << "oneDNN's convolution here needs no scratchpad";
+  EXPECT_GT(context_.scratchpad.size(), first_size);
+  EXPECT_NE(context_.scratchpad.data(), first_buffer);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(context_.scratchpad.data()) % 64, 0u);
 }
 
 TEST_F(CpuKernelsTest, MaxPoolCeilModeDilatedPadded) {
