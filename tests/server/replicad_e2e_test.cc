@@ -407,6 +407,21 @@ TEST(ReplicadStartupTest, UnsupportedModelFailsNamingOpsAndNodes) {
 namespace replicad {
 namespace {
 
+// --no-winograd (direct convolutions on CPU slots) is accepted and serves.
+TEST(ReplicadStartupTest, NoWinogradServes) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0", "--no-winograd"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = *client::ReplicadClient::Connect((*daemon)->target(), {});
+  v1::PredictRequest request;
+  request.set_model("default");
+  *request.add_inputs() = ToProto("image", testing::RandomTensor({4, 1, 28, 28}, 3));
+  absl::StatusOr<v1::PredictResponse> response = client->Predict(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->outputs(0).name(), "logits");
+  EXPECT_EQ((*daemon)->StopWith(SIGINT), 0) << (*daemon)->output();
+}
+
 // --model-repository, --model and --device-map together: every model gets the
 // mapped slots, named by their contexts.
 TEST(ReplicadStartupTest, ModelRepositoryModelFlagAndDeviceMap) {
