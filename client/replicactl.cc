@@ -5,15 +5,21 @@
 //   replicactl ... model NAME
 //   replicactl ... predict --model M --input NAME=FILE.npy [--input ...]
 //                          --output-dir DIR [--output NAME ...]
+//   replicactl ... train --model M --data DIR --epochs E --batch-size B
+//                        [--seed S] [--limit N] [--checkpoint PATH] [--output NAME]
 //
 // Errors are one line on stderr, "replicactl: <code name>: <message>". Exit
 // codes: 0 success, 1 a failed call or file operation, 2 a malformed command line.
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -25,8 +31,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "client/epoch_order.h"
+#include "client/idx_dataset.h"
 #include "client/npy.h"
 #include "client/replicad_client.h"
+#include "client/train_progress.h"
 
 namespace replicad::client {
 namespace {
@@ -233,6 +242,320 @@ int RunPredict(ReplicadClient& client, const PredictArgs& args) {
   return 0;
 }
 
+// A failed call of `train`, which makes several kinds: the same code, the
+// call's name in front of the server's message (which may be empty, as gRPC's
+// own UNIMPLEMENTED is).
+absl::Status InCall(const char* call, const absl::Status& status) {
+  return absl::Status(status.code(), status.message().empty()
+                                         ? absl::StrCat(call, " failed")
+                                         : absl::StrCat(call, ": ", status.message()));
+}
+
+struct TrainArgs {
+  std::string model;
+  std::string data;
+  int64_t epochs = 0;
+  int64_t batch_size = 0;
+  uint64_t seed = 0;
+  std::optional<int64_t> limit;
+  std::string checkpoint;
+  std::string output;
+};
+
+// What `replicactl train --help` says about the order of the samples; the
+// authoritative statement is client/epoch_order.h.
+constexpr char kTrainFooter[] = R"(Data: DIR holds the IDX files of the "train" and "t10k" splits
+(train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-...), e.g.
+/usr/share/datasets/fashion-mnist. Pixels are scaled to [0, 1] (byte / 255) and sent
+as float32 [B, 1, rows, cols] (or the model input's own fixed shape); targets are
+the int64 labels [B]. The last batch of an epoch may be smaller than B.
+
+Order: epoch e (counted from 0; printed as e+1) visits the first N training samples
+(N = --limit or all) in this order, the same on every platform:
+  g = std::mt19937_64(seed + e)       (standard seeding; the sum wraps mod 2^64)
+  order = [0, 1, ..., N-1]
+  for i = N-1 down to 1: j = g() % (i + 1); swap(order[i], order[j])
+and batch k holds order[k*B .. k*B+B-1]. The test split is evaluated in file order.)";
+
+// The shape of one sample as the model's first input takes it: its own
+// non-batch dims when they are all fixed (e.g. [784] for a flat input), else
+// [1, rows, cols], the layout of the images.
+absl::StatusOr<std::vector<int64_t>> SampleShape(const std::string& model,
+                                                 const v1::TensorSpec& input,
+                                                 const ImageDataset& data) {
+  if (input.dtype() != v1::DATA_TYPE_FLOAT32 && input.dtype() != v1::DATA_TYPE_UNSPECIFIED) {
+    return absl::FailedPreconditionError(absl::StrCat("model '", model, "' input '", input.name(),
+                                                      "': expected float32 (images), got ",
+                                                      DTypeName(input.dtype())));
+  }
+  std::vector<int64_t> shape = {1, data.rows, data.cols};
+  if (input.shape_size() < 2) return shape;
+  int64_t values = 1;
+  for (int i = 1; i < input.shape_size(); ++i) {
+    if (input.shape(i) < 0) return shape;
+    values *= input.shape(i);
+  }
+  if (values != data.rows * data.cols) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", model, "' input '", input.name(), "' ", ShapeText(input.shape()),
+                     ": expected ", data.rows * data.cols, " values per sample (", data.rows, "x",
+                     data.cols, " images), got ", values));
+  }
+  return std::vector<int64_t>(input.shape().begin() + 1, input.shape().end());
+}
+
+// Samples `indices` of `data` as a float32 batch [B, sample_shape...] named `name`.
+v1::Tensor ImageBatch(const ImageDataset& data, const std::vector<int64_t>& indices,
+                      const std::string& name, const std::vector<int64_t>& sample_shape) {
+  v1::Tensor tensor;
+  tensor.set_name(name);
+  tensor.set_dtype(v1::DATA_TYPE_FLOAT32);
+  tensor.add_shape(static_cast<int64_t>(indices.size()));
+  for (int64_t dim : sample_shape) tensor.add_shape(dim);
+  const size_t pixels = static_cast<size_t>(data.rows * data.cols);
+  std::string* raw = tensor.mutable_raw();
+  raw->resize(indices.size() * pixels * sizeof(float));
+  // The wire format is little-endian, as is every host replicactl is built for.
+  char* out = raw->data();
+  for (int64_t index : indices) {
+    std::memcpy(out, data.images.data() + static_cast<size_t>(index) * pixels,
+                pixels * sizeof(float));
+    out += pixels * sizeof(float);
+  }
+  return tensor;
+}
+
+v1::Tensor LabelBatch(const ImageDataset& data, const std::vector<int64_t>& indices) {
+  v1::Tensor tensor;
+  tensor.set_name("targets");
+  tensor.set_dtype(v1::DATA_TYPE_INT64);
+  tensor.add_shape(static_cast<int64_t>(indices.size()));
+  std::string* raw = tensor.mutable_raw();
+  raw->resize(indices.size() * sizeof(int64_t));
+  char* out = raw->data();
+  for (int64_t index : indices) {
+    std::memcpy(out, &data.labels[static_cast<size_t>(index)], sizeof(int64_t));
+    out += sizeof(int64_t);
+  }
+  return tensor;
+}
+
+// How many of the `rows` rows of a float32 [rows, classes...] output have their
+// largest value at the label of that row (the first maximum wins ties).
+absl::StatusOr<int64_t> CountCorrect(const v1::Tensor& output, const std::vector<int64_t>& labels) {
+  const int64_t rows = static_cast<int64_t>(labels.size());
+  const size_t values = output.raw().size() / sizeof(float);
+  if (output.dtype() != v1::DATA_TYPE_FLOAT32 || output.shape_size() < 2 ||
+      output.shape(0) != rows || values == 0 || values % static_cast<size_t>(rows) != 0 ||
+      output.raw().size() % sizeof(float) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("output '", output.name(), "': expected float32 [", rows,
+                     ", classes] scores to take the argmax of, got ", DTypeName(output.dtype()),
+                     " ", ShapeText(output.shape()), " with ", output.raw().size(), " bytes"));
+  }
+  const size_t classes = values / static_cast<size_t>(rows);
+  std::vector<float> scores(values);
+  std::memcpy(scores.data(), output.raw().data(), values * sizeof(float));
+  int64_t correct = 0;
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
+    const float* row = scores.data() + r * classes;
+    const int64_t best = std::max_element(row, row + classes) - row;
+    if (best == labels[r]) ++correct;
+  }
+  return correct;
+}
+
+// Test accuracy over all of `data`, in file order, `batch_size` samples a call.
+absl::StatusOr<double> Evaluate(ReplicadClient& client, const std::string& model,
+                                const std::string& input, const std::vector<int64_t>& sample_shape,
+                                const std::string& output, const ImageDataset& data,
+                                int64_t batch_size) {
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < data.count; begin += batch_size) {
+    const int64_t end = std::min(data.count, begin + batch_size);
+    std::vector<int64_t> indices;
+    std::vector<int64_t> labels;
+    for (int64_t i = begin; i < end; ++i) {
+      indices.push_back(i);
+      labels.push_back(data.labels[static_cast<size_t>(i)]);
+    }
+    v1::PredictRequest request;
+    request.set_model(model);
+    *request.add_inputs() = ImageBatch(data, indices, input, sample_shape);
+    request.add_output_names(output);
+    absl::StatusOr<v1::PredictResponse> response = client.Predict(request);
+    if (!response.ok()) return InCall("Predict", response.status());
+    const v1::Tensor* scores = nullptr;
+    for (const v1::Tensor& t : response->outputs()) {
+      if (t.name() == output) scores = &t;
+    }
+    if (scores == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Predict of model '", model, "' returned no output '", output, "'"));
+    }
+    absl::StatusOr<int64_t> batch_correct = CountCorrect(*scores, labels);
+    if (!batch_correct.ok()) return batch_correct.status();
+    correct += *batch_correct;
+  }
+  return data.count > 0 ? static_cast<double>(correct) / static_cast<double>(data.count) : 0.0;
+}
+
+absl::Status CheckTrainArgs(const TrainArgs& args) {
+  if (args.epochs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--epochs ", args.epochs, ": expected >= 1"));
+  }
+  if (args.batch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch-size ", args.batch_size, ": expected >= 1"));
+  }
+  if (args.limit.has_value() && *args.limit < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--limit ", *args.limit, ": expected >= 1"));
+  }
+  return absl::OkStatus();
+}
+
+// Both splits, cut to --limit. Read before contacting the server, so that a
+// wrong directory costs nothing there.
+absl::StatusOr<std::pair<ImageDataset, ImageDataset>> LoadSplits(const TrainArgs& args) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(args.data, error)) {
+    return absl::NotFoundError(absl::StrCat("--data ", args.data, ": no such directory"));
+  }
+  std::pair<ImageDataset, ImageDataset> splits;
+  const std::pair<const char*, ImageDataset*> wanted[] = {{"train", &splits.first},
+                                                          {"t10k", &splits.second}};
+  for (const auto& [split, data] : wanted) {
+    absl::StatusOr<ImageDataset> loaded = LoadIdxDataset(args.data, split);
+    if (!loaded.ok()) return loaded.status();
+    *data = std::move(*loaded);
+    if (args.limit.has_value() && *args.limit < data->count) {
+      data->count = *args.limit;
+      data->images.resize(static_cast<size_t>(data->count * data->rows * data->cols));
+      data->labels.resize(static_cast<size_t>(data->count));
+    }
+  }
+  if (splits.first.count == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(args.data, ": the train split is empty"));
+  }
+  if (splits.first.rows != splits.second.rows || splits.first.cols != splits.second.cols) {
+    return absl::InvalidArgumentError(absl::StrCat(args.data, ": train images are ",
+                                                   splits.first.rows, "x", splits.first.cols,
+                                                   " but t10k images are ", splits.second.rows, "x",
+                                                   splits.second.cols, ": expected one size"));
+  }
+  return splits;
+}
+
+int RunTrain(ReplicadClient& client, const TrainArgs& args) {
+  if (absl::Status s = CheckTrainArgs(args); !s.ok()) return Fail(s, kExitUsage);
+  absl::StatusOr<std::pair<ImageDataset, ImageDataset>> splits = LoadSplits(args);
+  if (!splits.ok()) return Fail(splits.status(), kExitFailure);
+  const ImageDataset& train = splits->first;
+  const ImageDataset& test = splits->second;
+
+  absl::StatusOr<v1::ModelInfo> model = client.GetModel(args.model);
+  if (!model.ok()) return Fail(InCall("GetModel", model.status()), kExitFailure);
+  if (model->inputs_size() == 0 || model->outputs_size() == 0) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+                    "model '", args.model, "' has ", model->inputs_size(), " inputs and ",
+                    model->outputs_size(), " outputs: expected at least one of each")),
+                kExitFailure);
+  }
+  const v1::TensorSpec& input = model->inputs(0);
+  std::string output = args.output.empty() ? model->outputs(0).name() : args.output;
+  std::vector<std::string> output_names;
+  for (const v1::TensorSpec& spec : model->outputs()) output_names.push_back(spec.name());
+  if (std::find(output_names.begin(), output_names.end(), output) == output_names.end()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--output ", output, ": model '",
+                                                        args.model, "' has outputs ",
+                                                        absl::StrJoin(output_names, ", "))),
+                kExitUsage);
+  }
+  if (model->max_batch_size() > 0 && args.batch_size > model->max_batch_size()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--batch-size ", args.batch_size,
+                                                        ": model '", args.model, "' takes at most ",
+                                                        model->max_batch_size())),
+                kExitUsage);
+  }
+  absl::StatusOr<std::vector<int64_t>> sample_shape = SampleShape(args.model, input, train);
+  if (!sample_shape.ok()) return Fail(sample_shape.status(), kExitFailure);
+
+  std::vector<int64_t> batch_shape = {-1};
+  batch_shape.insert(batch_shape.end(), sample_shape->begin(), sample_shape->end());
+  std::cout << "training '" << args.model << "' on " << train.count << " samples (input '"
+            << input.name() << "' " << ShapeText(batch_shape) << "), testing on " << test.count
+            << " (output '" << output << "'), batch size " << args.batch_size << ", seed "
+            << args.seed << "\n"
+            << std::flush;
+
+  ProgressLine progress(std::cerr, isatty(STDERR_FILENO) == 1);
+  for (int64_t epoch = 0; epoch < args.epochs; ++epoch) {
+    const std::vector<int64_t> order = EpochOrder(train.count, args.seed, epoch);
+    EpochProgress state;
+    state.epoch = epoch + 1;
+    state.epochs = args.epochs;
+    state.total = train.count;
+    double loss_sum = 0;
+    double accuracy_sum = 0;
+    int64_t loss_samples = 0;
+    int64_t accuracy_samples = 0;
+    const absl::Time start = absl::Now();
+    for (int64_t begin = 0; begin < train.count; begin += args.batch_size) {
+      const std::vector<int64_t> indices(
+          order.begin() + begin, order.begin() + std::min(train.count, begin + args.batch_size));
+      v1::TrainStepRequest request;
+      request.set_model(args.model);
+      *request.add_inputs() = ImageBatch(train, indices, input.name(), *sample_shape);
+      *request.mutable_targets() = LabelBatch(train, indices);
+      absl::StatusOr<v1::TrainStepResponse> response = client.TrainStep(request);
+      if (!response.ok()) {
+        progress.Clear();
+        return Fail(InCall("TrainStep", response.status()), kExitFailure);
+      }
+      // The server's count is the truth; an older one may leave it out.
+      const int64_t samples =
+          response->samples() > 0 ? response->samples() : static_cast<int64_t>(indices.size());
+      loss_sum += response->loss() * static_cast<double>(samples);
+      loss_samples += samples;
+      if (response->has_accuracy()) {
+        accuracy_sum += response->accuracy() * static_cast<double>(samples);
+        accuracy_samples += samples;
+      }
+      state.done += static_cast<int64_t>(indices.size());
+      state.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      state.mean_loss = loss_sum / static_cast<double>(loss_samples);
+      if (accuracy_samples > 0) {
+        state.accuracy = accuracy_sum / static_cast<double>(accuracy_samples);
+      }
+      progress.Update(state);
+    }
+    progress.Clear();
+    const double rate = state.seconds > 0 ? static_cast<double>(state.done) / state.seconds : 0;
+
+    absl::StatusOr<double> test_accuracy =
+        Evaluate(client, args.model, input.name(), *sample_shape, output, test, args.batch_size);
+    if (!test_accuracy.ok()) return Fail(test_accuracy.status(), kExitFailure);
+    std::cout << absl::StrFormat(
+                     "epoch %d: train loss %.4f, train accuracy %s, test accuracy %.4f, "
+                     "%.0f samples/s\n",
+                     epoch + 1, state.mean_loss,
+                     state.accuracy.has_value() ? absl::StrFormat("%.4f", *state.accuracy)
+                                                : std::string("n/a"),
+                     *test_accuracy, rate)
+              << std::flush;
+  }
+
+  if (!args.checkpoint.empty()) {
+    v1::SaveCheckpointRequest request;
+    request.set_model(args.model);
+    request.set_path(args.checkpoint);
+    absl::StatusOr<v1::SaveCheckpointResponse> response = client.SaveCheckpoint(request);
+    if (!response.ok()) return Fail(InCall("SaveCheckpoint", response.status()), kExitFailure);
+    std::cout << "checkpoint: " << response->path() << " (step " << response->step() << ")\n";
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app("Command-line client of a replicad server.", "replicactl");
   app.require_subcommand(1);
@@ -259,6 +582,26 @@ int Main(int argc, char** argv) {
       ->required();
   predict->add_option("--output", predict_args.outputs, "Output to return; all when omitted");
 
+  CLI::App* train = app.add_subcommand(
+      "train", "Train a model on MNIST-style IDX data, testing after every epoch");
+  TrainArgs train_args;
+  train->add_option("--model", train_args.model, "Model name")->required();
+  train->add_option("--data", train_args.data, "Directory of the IDX files (see below)")
+      ->required();
+  train->add_option("--epochs", train_args.epochs, "Passes over the training split")->required();
+  train->add_option("--batch-size", train_args.batch_size, "Samples per TrainStep and Predict")
+      ->required();
+  train->add_option("--seed", train_args.seed, "Seed of the sample order (see below)")
+      ->capture_default_str();
+  int64_t limit = 0;
+  CLI::Option* limit_option = train->add_option(
+      "--limit", limit, "Use only the first N samples of each split (quick runs)");
+  train->add_option("--checkpoint", train_args.checkpoint,
+                    "After training, save the model to this ONNX file (a path on the server)");
+  train->add_option("--output", train_args.output,
+                    "Output whose argmax is the predicted class; default: the model's first");
+  train->footer(kTrainFooter);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -282,6 +625,10 @@ int Main(int argc, char** argv) {
   if (*devices) return RunDevices(**client);
   if (*models) return RunModels(**client);
   if (*model) return RunModel(**client, model_name);
+  if (*train) {
+    if (limit_option->count() > 0) train_args.limit = limit;
+    return RunTrain(**client, train_args);
+  }
   return RunPredict(**client, predict_args);
 }
 

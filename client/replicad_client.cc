@@ -88,4 +88,34 @@ absl::StatusOr<v1::ModelInfo> ReplicadClient::GetModel(const std::string& name) 
   return std::move(*response.mutable_model());
 }
 
+absl::StatusOr<v1::ConfigureTrainingResponse> ReplicadClient::ConfigureTraining(
+    const v1::ConfigureTrainingRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::ConfigureTrainingResponse response;
+  absl::Status status = FromGrpcStatus(stub_->ConfigureTraining(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::TrainStepResponse> ReplicadClient::TrainStep(
+    const v1::TrainStepRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::TrainStepResponse response;
+  absl::Status status = FromGrpcStatus(stub_->TrainStep(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::SaveCheckpointResponse> ReplicadClient::SaveCheckpoint(
+    const v1::SaveCheckpointRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::SaveCheckpointResponse response;
+  absl::Status status = FromGrpcStatus(stub_->SaveCheckpoint(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
 }  // namespace replicad::client

@@ -48,6 +48,15 @@ class ReplicadClient {
   // NOT_FOUND (from the server) when no model is called `name`.
   absl::StatusOr<v1::ModelInfo> GetModel(const std::string& name);
 
+  // Training. The server checks the request (model, tensors, configuration) and
+  // answers with its own status: e.g. NOT_FOUND for an unknown model,
+  // INVALID_ARGUMENT for a bad batch, UNIMPLEMENTED from a server without training.
+  absl::StatusOr<v1::ConfigureTrainingResponse> ConfigureTraining(
+      const v1::ConfigureTrainingRequest& request);
+  absl::StatusOr<v1::TrainStepResponse> TrainStep(const v1::TrainStepRequest& request);
+  absl::StatusOr<v1::SaveCheckpointResponse> SaveCheckpoint(
+      const v1::SaveCheckpointRequest& request);
+
  private:
   ReplicadClient(std::unique_ptr<v1::Replicad::Stub> stub, absl::Duration deadline);
 

@@ -8,6 +8,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   # gRPC and Protobuf for the service and the client.
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
+  # zlib: replicactl reads the gzipped IDX files of (Fashion-)MNIST.
+  zlib1g-dev
   # oneDNN; its CMake config needs the OpenCL ICD loader.
   libdnnl-dev ocl-icd-opencl-dev
   # ONNX import/export (checker, shape inference) and the backend conformance data.

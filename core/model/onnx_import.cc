@@ -10,6 +10,7 @@
 #include "core/model/graph_optimizer.h"
 #include "core/model/onnx_tensor.h"
 #include "core/ops/op_registry.h"
+#include "core/ops/training_ops.h"
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
@@ -120,7 +121,10 @@ absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImpo
     node.name = proto.name().empty() ? absl::StrCat(proto.op_type(), "_", n) : proto.name();
     node.op_type = proto.op_type();
     const bool default_domain = proto.domain().empty() || proto.domain() == "ai.onnx";
-    if (!default_domain || FindOp(proto.op_type()) == nullptr) {
+    // Training-only operators (replicad.*) exist only in graphs replicad builds.
+    const bool internal =
+        proto.op_type().compare(0, kTrainingOpPrefix.size(), kTrainingOpPrefix) == 0;
+    if (!default_domain || internal || FindOp(proto.op_type()) == nullptr) {
       unsupported.push_back(absl::StrCat(default_domain ? "" : proto.domain() + "::",
                                          proto.op_type(), " (node '", node.name, "')"));
       continue;

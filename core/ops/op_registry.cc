@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "core/ops/shape_rules.h"
+#include "core/ops/training_ops.h"
 
 namespace replicad {
 namespace {
@@ -49,6 +50,14 @@ constexpr OpDefinition kOps[] = {
     {"Tanh", InferTanh},
     {"Transpose", InferTranspose},
     {"Unsqueeze", InferUnsqueeze, 1u << 1},
+    // Training-only operators: "replicad." sorts after every ONNX type.
+    {kConvGradData, InferConvGradData},
+    {kConvGradFilter, InferConvGradFilter},
+    {kMaxPoolGrad, InferMaxPoolGrad},
+    {kMeanSquaredError, InferMeanSquaredError},
+    {kReluGrad, InferReluGrad},
+    {kSoftmaxCrossEntropy, InferSoftmaxCrossEntropy},
+    {kSumToShape, InferSumToShape},
 };
 
 }  // namespace
@@ -62,7 +71,9 @@ const OpDefinition* FindOp(std::string_view op_type) {
 
 std::vector<std::string_view> SupportedOps() {
   std::vector<std::string_view> types;
-  for (const OpDefinition& op : kOps) types.push_back(op.type);
+  for (const OpDefinition& op : kOps) {
+    if (op.type.substr(0, kTrainingOpPrefix.size()) != kTrainingOpPrefix) types.push_back(op.type);
+  }
   return types;
 }
 

@@ -30,7 +30,7 @@ struct OpDefinition {
 // The definition for `op_type`, or nullptr when the engine lacks the operator.
 const OpDefinition* FindOp(std::string_view op_type);
 
-// Every supported op type, sorted.
+// Every supported ONNX op type, sorted (training-only operators excluded).
 std::vector<std::string_view> SupportedOps();
 
 }  // namespace replicad

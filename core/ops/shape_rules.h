@@ -56,6 +56,15 @@ absl::Status InferSlice(KernelSpec* spec);
 absl::Status InferSqueeze(KernelSpec* spec);
 absl::Status InferUnsqueeze(KernelSpec* spec);
 
+// Training-only operators (training_ops.h).
+absl::Status InferReluGrad(KernelSpec* spec);
+absl::Status InferMaxPoolGrad(KernelSpec* spec);
+absl::Status InferConvGradData(KernelSpec* spec);
+absl::Status InferConvGradFilter(KernelSpec* spec);
+absl::Status InferSumToShape(KernelSpec* spec);
+absl::Status InferSoftmaxCrossEntropy(KernelSpec* spec);
+absl::Status InferMeanSquaredError(KernelSpec* spec);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_OPS_SHAPE_RULES_H_

@@ -172,6 +172,23 @@ TEST_F(ReplicadClientTest, ServerErrorsKeepCodeAndMessage) {
   EXPECT_EQ(models->models(0).name(), "echo");
 }
 
+TEST_F(ReplicadClientTest, TrainingCallsKeepTheServersStatus) {
+  // The fake leaves the training RPCs to the generated base, as a server
+  // without training does.
+  std::unique_ptr<ReplicadClient> client = Client();
+  ASSERT_NE(client, nullptr);
+  v1::ConfigureTrainingRequest configure;
+  configure.set_model("echo");
+  EXPECT_EQ(client->ConfigureTraining(configure).status().code(),
+            absl::StatusCode::kUnimplemented);
+  v1::TrainStepRequest step;
+  step.set_model("echo");
+  EXPECT_EQ(client->TrainStep(step).status().code(), absl::StatusCode::kUnimplemented);
+  v1::SaveCheckpointRequest save;
+  save.set_model("echo");
+  EXPECT_EQ(client->SaveCheckpoint(save).status().code(), absl::StatusCode::kUnimplemented);
+}
+
 TEST_F(ReplicadClientTest, DeadlineEndsTheCallAndCancelsItOnTheServer) {
   ClientOptions options;
   options.deadline = absl::Milliseconds(200);

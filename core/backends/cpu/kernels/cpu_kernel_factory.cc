@@ -59,6 +59,14 @@ constexpr BuilderEntry kBuilders[] = {
     {"Tanh", MakeEltwiseKernel},
     {"Transpose", MakeTransposeKernel},
     {"Unsqueeze", MakeCopyKernel},
+    // Training-only operators (core/ops/training_ops.h).
+    {"replicad.ConvGradData", MakeConvGradDataKernel},
+    {"replicad.ConvGradFilter", MakeConvGradFilterKernel},
+    {"replicad.MaxPoolGrad", MakeMaxPoolGradKernel},
+    {"replicad.MeanSquaredError", MakeMeanSquaredErrorKernel},
+    {"replicad.ReluGrad", MakeReluGradKernel},
+    {"replicad.SoftmaxCrossEntropy", MakeSoftmaxCrossEntropyKernel},
+    {"replicad.SumToShape", MakeSumToShapeKernel},
 };
 
 // An output with no elements needs no work, and oneDNN's handling of

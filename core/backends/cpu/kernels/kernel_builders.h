@@ -62,6 +62,15 @@ KernelOrStatus MakeConstantOfShapeKernel(const KernelSpec& spec, CpuKernelContex
 // Cast between float32 and int64.
 KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context);
 
+// Training-only operators (core/ops/training_ops.h).
+KernelOrStatus MakeConvGradDataKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeConvGradFilterKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeMaxPoolGradKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeMeanSquaredErrorKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeReluGradKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeSoftmaxCrossEntropyKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeSumToShapeKernel(const KernelSpec& spec, CpuKernelContext& context);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_BACKENDS_CPU_KERNELS_KERNEL_BUILDERS_H_

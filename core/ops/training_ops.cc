@@ -1,0 +1,124 @@
+// Shape rules of the training-only operators (see training_ops.h).
+
+#include "core/ops/training_ops.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "core/ops/broadcast.h"
+#include "core/ops/conv_attributes.h"
+#include "core/ops/op_util.h"
+#include "core/ops/shape_rules.h"
+
+namespace replicad {
+namespace {
+
+// The forward node's view of a backward node whose first `count` inputs are
+// the forward node's inputs, so the forward attribute parsers apply as is.
+KernelSpec ForwardSpec(const KernelSpec& spec, size_t count) {
+  KernelSpec forward = spec;
+  forward.inputs.resize(count);
+  forward.constant_inputs.resize(spec.constant_inputs.empty() ? 0 : count);
+  return forward;
+}
+
+absl::Status CheckGradient(const KernelSpec& spec, int index, const TensorType& expected) {
+  REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(spec, index, "dY"));
+  if (!(gradient == expected)) {
+    return NodeError(spec, absl::StrCat("input dY must be ", TensorTypeToString(expected),
+                                        ", received ", TensorTypeToString(gradient)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status InferReluGrad(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType y, RequiredInput(*spec, 0, "Y"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "Y", y, {DType::kFloat32}));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 1, y));
+  spec->outputs = {y};
+  return absl::OkStatus();
+}
+
+absl::Status InferMaxPoolGrad(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
+  KernelSpec forward = ForwardSpec(*spec, 1);
+  REPLICAD_RETURN_IF_ERROR(InferMaxPool(&forward));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 1, forward.outputs[0]));
+  spec->outputs = {*spec->inputs[0]};
+  return absl::OkStatus();
+}
+
+absl::Status InferConvGradData(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 3, 3));
+  KernelSpec forward = ForwardSpec(*spec, 2);
+  REPLICAD_RETURN_IF_ERROR(InferConv(&forward));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 2, forward.outputs[0]));
+  spec->outputs = {*spec->inputs[0]};
+  return absl::OkStatus();
+}
+
+absl::Status InferConvGradFilter(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 3, 3));
+  KernelSpec forward = ForwardSpec(*spec, 2);
+  REPLICAD_RETURN_IF_ERROR(InferConv(&forward));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 2, forward.outputs[0]));
+  const Shape& w = spec->inputs[1]->shape;
+  spec->outputs = {*spec->inputs[1], TensorType{DType::kFloat32, {w[0]}}};
+  return absl::OkStatus();
+}
+
+absl::Status InferSumToShape(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(*spec, 0, "dY"));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType like, RequiredInput(*spec, 1, "Like"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "dY", gradient, {DType::kFloat32}));
+  std::optional<Shape> broadcast = BroadcastShapes(like.shape, gradient.shape);
+  if (!broadcast || *broadcast != gradient.shape) {
+    return NodeError(*spec, absl::StrCat("Like ", ShapeToString(like.shape),
+                                         " must broadcast to dY's shape ",
+                                         ShapeToString(gradient.shape)));
+  }
+  spec->outputs = {TensorType{DType::kFloat32, like.shape}};
+  return absl::OkStatus();
+}
+
+absl::Status InferSoftmaxCrossEntropy(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType logits, RequiredInput(*spec, 0, "logits"));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType targets, RequiredInput(*spec, 1, "targets"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "logits", logits, {DType::kFloat32}));
+  if (logits.shape.size() != 2) {
+    return NodeError(*spec, absl::StrCat("logits must be [N, C], received ",
+                                         ShapeToString(logits.shape)));
+  }
+  const bool labels = targets.dtype == DType::kInt64 &&
+                      targets.shape == Shape{logits.shape[0]};
+  const bool probabilities = targets.dtype == DType::kFloat32 && targets.shape == logits.shape;
+  if (!labels && !probabilities) {
+    return NodeError(*spec, absl::StrCat("targets must be int64[", logits.shape[0],
+                                         "] class labels or float32", ShapeToString(logits.shape),
+                                         " probabilities, received ",
+                                         TensorTypeToString(targets)));
+  }
+  spec->outputs = {TensorType{DType::kFloat32, {}}, TensorType{DType::kFloat32, {}}, logits};
+  return absl::OkStatus();
+}
+
+absl::Status InferMeanSquaredError(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType y, RequiredInput(*spec, 0, "Y"));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType targets, RequiredInput(*spec, 1, "targets"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "Y", y, {DType::kFloat32}));
+  if (y.shape.empty() || !(targets == y)) {
+    return NodeError(*spec, absl::StrCat("targets must be ", TensorTypeToString(y),
+                                         " like Y (rank >= 1), received ",
+                                         TensorTypeToString(targets)));
+  }
+  spec->outputs = {TensorType{DType::kFloat32, {}}, y};
+  return absl::OkStatus();
+}
+
+}  // namespace replicad

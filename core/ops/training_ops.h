@@ -1,0 +1,38 @@
+#ifndef REPLICAD_CORE_OPS_TRAINING_OPS_H_
+#define REPLICAD_CORE_OPS_TRAINING_OPS_H_
+
+#include <string_view>
+
+namespace replicad {
+
+// Operators that only training graphs contain: the backward halves of the
+// forward operators and the losses. Their types carry this prefix, which no
+// ONNX operator has, so an imported model can never name them.
+inline constexpr std::string_view kTrainingOpPrefix = "replicad.";
+
+// replicad.ReluGrad(Y, dY) -> dX = dY where Y > 0, else 0.
+inline constexpr std::string_view kReluGrad = "replicad.ReluGrad";
+// replicad.MaxPoolGrad(X, dY), MaxPool's attributes -> dX: each window's dY
+// goes to the first maximum of X in it (row-major order), as PyTorch does.
+inline constexpr std::string_view kMaxPoolGrad = "replicad.MaxPoolGrad";
+// replicad.ConvGradData(X, W, dY), Conv's attributes -> dX.
+inline constexpr std::string_view kConvGradData = "replicad.ConvGradData";
+// replicad.ConvGradFilter(X, W, dY), Conv's attributes -> dW, dB ([M]).
+inline constexpr std::string_view kConvGradFilter = "replicad.ConvGradFilter";
+// replicad.SumToShape(dY, Like) -> dY summed over the dimensions along which
+// Like (only its type is read) was broadcast to dY's shape.
+inline constexpr std::string_view kSumToShape = "replicad.SumToShape";
+// replicad.SoftmaxCrossEntropy(logits [N, C], targets) -> loss_sum [],
+// correct [], dlogits [N, C]. Targets are int64 class labels [N] or float
+// probabilities [N, C]. loss_sum is the sum over rows of each row's
+// cross-entropy of softmax(logits); correct counts rows whose first argmax
+// matches the label (or the target's first argmax); dlogits is the gradient
+// of loss_sum (not of a mean: the reducer divides by the global batch).
+inline constexpr std::string_view kSoftmaxCrossEntropy = "replicad.SoftmaxCrossEntropy";
+// replicad.MeanSquaredError(Y [N, ...], T like Y) -> loss_sum [], dY, where
+// each row's loss is the mean of its squared differences.
+inline constexpr std::string_view kMeanSquaredError = "replicad.MeanSquaredError";
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_OPS_TRAINING_OPS_H_

@@ -1,0 +1,258 @@
+#include "core/train/data_parallel_trainer.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace replicad {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A device copy of `host` on `device`, uploaded before this returns.
+absl::StatusOr<Tensor> Upload(Device& device, const Tensor& host) {
+  absl::StatusOr<std::shared_ptr<Buffer>> buffer = device.Allocate(host.byte_size());
+  if (!buffer.ok()) return buffer.status();
+  device.EnqueueCopy(host.raw_data(), host.location(), (*buffer)->data(), device.memory_location(),
+                     host.byte_size());
+  if (absl::Status s = device.Synchronize(); !s.ok()) return s;
+  return Tensor::Create(host.dtype(), host.shape(), *std::move(buffer));
+}
+
+// Row `row` of a host tensor whose dim 0 is the batch.
+const void* RowPointer(const Tensor& t, int64_t row) {
+  const int64_t rows = t.shape().empty() ? 1 : t.shape()[0];
+  const size_t row_bytes = rows == 0 ? 0 : t.byte_size() / static_cast<size_t>(rows);
+  return static_cast<const char*>(t.raw_data()) + row * row_bytes;
+}
+
+}  // namespace
+
+// A slot's copy of the weights and everything its steps write. The CPU
+// backend's device memory is host memory, which the reduction and the
+// optimizer read and write directly.
+struct DataParallelTrainer::Slot {
+  TrainerSlot where;
+  std::map<int, Tensor> constants;  // Device copies of the training graph's initializers.
+  std::vector<Tensor> parameters;
+  std::vector<Tensor> gradients;    // Of the sum of the slice's losses.
+  Tensor loss_sum;
+  Tensor correct;
+  std::unique_ptr<Optimizer> optimizer;
+  std::map<std::vector<Shape>, std::unique_ptr<ExecutionPlan>> plans;
+};
+
+DataParallelTrainer::DataParallelTrainer(std::shared_ptr<const Model> model,
+                                         TrainingGraph training)
+    : model_(std::move(model)), training_(std::move(training)) {}
+
+DataParallelTrainer::~DataParallelTrainer() {
+  absl::MutexLock lock(&mu_);
+  for (auto& slot : slots_) (void)slot->where.device->Synchronize();
+}
+
+absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create(
+    std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
+    const TrainerOptions& options) {
+  if (slots.empty()) return absl::InvalidArgumentError("training needs at least one slot");
+  for (const TrainerSlot& slot : slots) {
+    if (slot.slot.device.kind != DeviceKind::kCpu) {
+      return absl::UnimplementedError(absl::StrCat(
+          "slot ", slot.slot.name, " on ", DeviceIdToString(slot.slot.device),
+          ": training runs on CPU slots only in this version (CUDA training is not built yet)"));
+    }
+  }
+  if (absl::Status s = ValidateOptimizerConfig(options.optimizer); !s.ok()) return s;
+  absl::StatusOr<TrainingGraph> training = BuildTrainingGraph(model->graph(), options.loss);
+  if (!training.ok()) return training.status();
+  std::unique_ptr<DataParallelTrainer> trainer(
+      new DataParallelTrainer(std::move(model), *std::move(training)));
+  const Graph& graph = trainer->training_.graph;
+  const Graph& source = trainer->model_->graph();
+  std::vector<int64_t> sizes;
+  for (int v : trainer->training_.parameters) sizes.push_back(source.initializers.at(v).num_elements());
+
+  absl::MutexLock lock(&trainer->mu_);
+  for (TrainerSlot& where : slots) {
+    auto slot = std::make_unique<Slot>();
+    slot->where = std::move(where);
+    Device& device = *slot->where.device;
+    for (const auto& [v, host] : graph.initializers) {
+      absl::StatusOr<Tensor> copy = Upload(device, host);
+      if (!copy.ok()) return copy.status();
+      slot->constants.emplace(v, *std::move(copy));
+    }
+    // Every slot starts from the template's weights (the initial sync).
+    for (int v : trainer->training_.parameters) {
+      const Tensor& host = source.initializers.at(v);
+      absl::StatusOr<Tensor> parameter = Upload(device, host);
+      if (!parameter.ok()) return parameter.status();
+      slot->parameters.push_back(*std::move(parameter));
+      slot->gradients.push_back(Tensor::Host(DType::kFloat32, host.shape()));
+    }
+    slot->loss_sum = Tensor::Host(DType::kFloat32, {});
+    slot->correct = Tensor::Host(DType::kFloat32, {});
+    absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
+        Optimizer::Create(options.optimizer, sizes);
+    if (!optimizer.ok()) return optimizer.status();
+    slot->optimizer = *std::move(optimizer);
+    trainer->weights_.push_back(slot->where.slot.weight);
+    trainer->slots_.push_back(std::move(slot));
+  }
+  for (int64_t size : sizes) trainer->reduced_.emplace_back(static_cast<size_t>(size));
+  return trainer;
+}
+
+absl::StatusOr<ExecutionPlan*> DataParallelTrainer::PlanFor(Slot& slot,
+                                                            const std::vector<Shape>& shapes) {
+  auto it = slot.plans.find(shapes);
+  if (it != slot.plans.end()) return it->second.get();
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan =
+      ExecutionPlan::Create(training_.graph, slot.constants, *slot.where.device, shapes);
+  if (!plan.ok()) return plan.status();
+  ExecutionPlan* raw = plan->get();
+  slot.plans.emplace(shapes, *std::move(plan));
+  return raw;
+}
+
+absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
+    const std::vector<Tensor>& inputs, const Tensor& targets) {
+  absl::MutexLock lock(&mu_);
+  if (inputs.size() != static_cast<size_t>(training_.num_model_inputs) || inputs.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("expected ", training_.num_model_inputs,
+                                                   " inputs, received ", inputs.size()));
+  }
+  const int64_t batch = inputs[0].shape().empty() ? 0 : inputs[0].shape()[0];
+  if (batch <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("inputs: the batch must have at least one row, received ",
+                                                   ShapeToString(inputs[0].shape())));
+  }
+  const DType target_dtype = training_.graph.values[training_.graph.inputs[inputs.size()]].type.dtype;
+  if (targets.dtype() != target_dtype) {
+    return absl::InvalidArgumentError(absl::StrCat("targets: dtype must be ",
+                                                   DTypeName(target_dtype), ", received ",
+                                                   DTypeName(targets.dtype())));
+  }
+  if (targets.shape().empty() || targets.shape()[0] != batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("targets: dim 0 must be the batch size ", batch, " of the inputs, received ",
+                     ShapeToString(targets.shape())));
+  }
+  const std::vector<BatchSlice> slices = SplitBatch(batch, weights_);
+
+  // Plans first, on this thread: a bad shape fails before anything runs.
+  std::vector<ExecutionPlan*> plans;
+  for (const BatchSlice& slice : slices) {
+    Slot& slot = *slots_[slice.slot];
+    std::vector<Shape> shapes;
+    for (const Tensor& t : inputs) {
+      Shape s = t.shape();
+      s[0] = slice.rows();
+      shapes.push_back(std::move(s));
+    }
+    Shape target_shape = targets.shape();
+    target_shape[0] = slice.rows();
+    shapes.push_back(std::move(target_shape));
+    for (const Tensor& p : slot.parameters) shapes.push_back(p.shape());
+    absl::StatusOr<ExecutionPlan*> plan = PlanFor(slot, shapes);
+    if (!plan.ok()) return plan.status();
+    plans.push_back(*plan);
+  }
+
+  // Forward and backward of every slice, concurrently on the slots.
+  std::vector<absl::Status> statuses(slices.size());
+  std::vector<double> seconds(slices.size());
+  for (size_t i = 0; i < slices.size(); ++i) {
+    Slot& slot = *slots_[slices[i].slot];
+    slot.where.device->Enqueue([&, i, plan = plans[i]] {
+      const auto start = std::chrono::steady_clock::now();
+      const BatchSlice& slice = slices[i];
+      std::vector<const void*> in;
+      for (const Tensor& t : inputs) in.push_back(RowPointer(t, slice.begin));
+      in.push_back(RowPointer(targets, slice.begin));
+      for (const Tensor& p : slot.parameters) in.push_back(p.raw_data());
+      std::vector<void*> out{slot.loss_sum.raw_data()};
+      if (training_.classification) out.push_back(slot.correct.raw_data());
+      for (Tensor& g : slot.gradients) out.push_back(g.raw_data());
+      statuses[i] = plan->Run(in.data(), out.data());
+      seconds[i] = SecondsSince(start);
+    });
+  }
+  for (const BatchSlice& slice : slices) (void)slots_[slice.slot]->where.device->Synchronize();
+  for (const absl::Status& s : statuses) {
+    if (!s.ok()) return s;
+  }
+
+  // Reduce: the sum over slots in slot order, over the global batch.
+  StepResult result;
+  const auto reduce_start = std::chrono::steady_clock::now();
+  const float scale = 1.0f / static_cast<float>(batch);
+  double loss = 0, correct = 0;
+  for (size_t p = 0; p < reduced_.size(); ++p) {
+    std::vector<float>& sum = reduced_[p];
+    std::memcpy(sum.data(), slots_[slices[0].slot]->gradients[p].data<float>(),
+                sum.size() * sizeof(float));
+    for (size_t i = 1; i < slices.size(); ++i) {
+      const float* g = slots_[slices[i].slot]->gradients[p].data<float>();
+      for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
+    }
+    for (float& v : sum) v *= scale;
+  }
+  for (const BatchSlice& slice : slices) {
+    loss += *slots_[slice.slot]->loss_sum.data<float>();
+    correct += *slots_[slice.slot]->correct.data<float>();
+  }
+  result.reduce_seconds = SecondsSince(reduce_start);
+
+  // Every slot applies the same update to its copy, concurrently.
+  const auto optimizer_start = std::chrono::steady_clock::now();
+  std::vector<const float*> reduced;
+  for (const std::vector<float>& r : reduced_) reduced.push_back(r.data());
+  for (auto& slot : slots_) {
+    slot->where.device->Enqueue([&reduced, s = slot.get()] {
+      std::vector<float*> parameters;
+      for (Tensor& p : s->parameters) parameters.push_back(p.data<float>());
+      s->optimizer->Step(parameters, reduced);
+    });
+  }
+  for (auto& slot : slots_) (void)slot->where.device->Synchronize();
+  result.optimizer_seconds = SecondsSince(optimizer_start);
+
+  ++step_;
+  result.step = step_;
+  result.samples = batch;
+  result.loss = loss / static_cast<double>(batch);
+  if (training_.classification) result.accuracy = correct / static_cast<double>(batch);
+  for (size_t i = 0; i < slices.size(); ++i) result.slices.push_back({slices[i], seconds[i]});
+  return result;
+}
+
+int64_t DataParallelTrainer::step() const {
+  absl::MutexLock lock(&mu_);
+  return step_;
+}
+
+std::vector<Tensor> DataParallelTrainer::SlotParameters(int slot) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<Tensor> copies;
+  for (const Tensor& p : slots_[slot]->parameters) {
+    Tensor copy = Tensor::Host(p.dtype(), p.shape());
+    std::memcpy(copy.raw_data(), p.raw_data(), p.byte_size());
+    copies.push_back(std::move(copy));
+  }
+  return copies;
+}
+
+std::shared_ptr<const Model> DataParallelTrainer::CurrentModel() const {
+  std::vector<Tensor> parameters = SlotParameters(0);
+  Graph graph = model_->graph();
+  for (size_t p = 0; p < parameters.size(); ++p) {
+    graph.initializers.insert_or_assign(training_.parameters[p], std::move(parameters[p]));
+  }
+  return std::make_shared<const Model>(model_->name(), model_->source(), std::move(graph));
+}
+
+}  // namespace replicad

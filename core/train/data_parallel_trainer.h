@@ -1,0 +1,96 @@
+#ifndef REPLICAD_CORE_TRAIN_DATA_PARALLEL_TRAINER_H_
+#define REPLICAD_CORE_TRAIN_DATA_PARALLEL_TRAINER_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/device/device.h"
+#include "core/device/device_map.h"
+#include "core/model/execution_plan.h"
+#include "core/model/model.h"
+#include "core/serve/batch_split.h"
+#include "core/train/optimizer.h"
+#include "core/train/training_graph.h"
+
+namespace replicad {
+
+struct TrainerOptions {
+  LossSpec loss;
+  OptimizerConfig optimizer;
+};
+
+// One training slot: where it is and the device (stream) it runs on.
+struct TrainerSlot {
+  SlotAssignment slot;
+  std::unique_ptr<Device> device;
+};
+
+// Exact data-parallel training over device slots (allreduce mode): each
+// TrainStep splits the batch by slot weight, every slot computes the
+// gradient of the *sum* of its rows' losses on its own copy of the weights,
+// the gradients are summed over slots in slot order and divided by the global
+// batch, and every slot applies the same optimizer update to its copy. So N
+// slots train like one device on the whole batch, whatever the split, and
+// the copies stay identical. Thread-safe: steps run one at a time.
+class DataParallelTrainer {
+ public:
+  // `model` must be imported without inference optimisations (training needs
+  // the graph as written). Fails as BuildTrainingGraph does, or with the
+  // optimizer's validation errors; InvalidArgument for no slots.
+  static absl::StatusOr<std::unique_ptr<DataParallelTrainer>> Create(
+      std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
+      const TrainerOptions& options);
+  ~DataParallelTrainer();
+
+  struct SliceResult {
+    BatchSlice slice;
+    double compute_seconds = 0;
+  };
+  struct StepResult {
+    double loss = 0;                  // Mean over the batch.
+    std::optional<double> accuracy;   // Classification losses only.
+    int64_t step = 0;                 // Steps applied, this one included.
+    int64_t samples = 0;
+    std::vector<SliceResult> slices;  // Row order.
+    double reduce_seconds = 0;
+    double optimizer_seconds = 0;
+  };
+
+  // One step. `inputs` are host tensors in model input order, validated
+  // against the model and with the same dim 0 > 0 (see BindInputs);
+  // `targets` has that many rows. On any error (e.g. a label out of range,
+  // InvalidArgument naming it) nothing is updated.
+  absl::StatusOr<StepResult> Step(const std::vector<Tensor>& inputs, const Tensor& targets);
+
+  int64_t step() const;
+  const TrainingGraph& training_graph() const { return training_; }
+  const Model& model() const { return *model_; }
+  // The current weights of `slot` (host copies), in parameter order.
+  std::vector<Tensor> SlotParameters(int slot) const;
+  // The model with the current weights: the training model's graph with its
+  // parameters replaced (not optimised for inference).
+  std::shared_ptr<const Model> CurrentModel() const;
+
+ private:
+  struct Slot;
+  DataParallelTrainer(std::shared_ptr<const Model> model, TrainingGraph training);
+  absl::StatusOr<ExecutionPlan*> PlanFor(Slot& slot, const std::vector<Shape>& shapes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::shared_ptr<const Model> model_;
+  const TrainingGraph training_;
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> weights_;
+  std::vector<std::vector<float>> reduced_ ABSL_GUARDED_BY(mu_);  // Per parameter.
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_TRAIN_DATA_PARALLEL_TRAINER_H_

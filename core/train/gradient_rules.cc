@@ -1,0 +1,172 @@
+#include "core/train/gradient_rules.h"
+
+#include <algorithm>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "core/ops/training_ops.h"
+
+namespace replicad {
+namespace {
+
+absl::Status NodeFailure(const GradientBuilder& b, absl::string_view message) {
+  return absl::UnimplementedError(
+      absl::StrCat(b.node().op_type, " node '", b.node().name, "': ", message));
+}
+
+// Y = X with another shape: dX = dY reshaped back to X's shape (Shape(X)
+// folds away when the plan is made, since X's shape is known then).
+absl::Status ReshapeGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  const int shape = b.Emit1("Shape", {b.input(0)});
+  b.AddInputGradient(0, b.Emit1("Reshape", {b.output_gradient(0), shape}));
+  return absl::OkStatus();
+}
+
+absl::Status IdentityGradient(GradientBuilder& b) {
+  if (b.wants_gradient(0)) b.AddInputGradient(0, b.output_gradient(0));
+  return absl::OkStatus();
+}
+
+absl::Status DropoutGradient(GradientBuilder& b) {
+  // Inference-mode Dropout (no ratio input, or training_mode false) is the
+  // identity; training mode needs the mask (not implemented yet).
+  const Node& node = b.node();
+  if (node.inputs.size() > 2 && node.inputs[2] != Node::kAbsentInput) {
+    return NodeFailure(b, "training-mode Dropout has no gradient in replicad yet");
+  }
+  return IdentityGradient(b);
+}
+
+absl::Status ReluGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  b.AddInputGradient(0, b.Emit1(kReluGrad, {b.output(0), b.output_gradient(0)}));
+  return absl::OkStatus();
+}
+
+absl::Status MaxPoolGradient(GradientBuilder& b) {
+  if (b.node().outputs.size() > 1) return NodeFailure(b, "MaxPool's Indices output has no gradient");
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  b.AddInputGradient(
+      0, b.Emit1(kMaxPoolGrad, {b.input(0), b.output_gradient(0)}, b.node().attributes));
+  return absl::OkStatus();
+}
+
+absl::Status ConvGradient(GradientBuilder& b) {
+  const Node& node = b.node();
+  const int x = b.input(0), w = b.input(1), dy = b.output_gradient(0);
+  const bool has_bias = node.inputs.size() > 2 && node.inputs[2] != Node::kAbsentInput;
+  if (b.wants_gradient(0)) {
+    b.AddInputGradient(0, b.Emit1(kConvGradData, {x, w, dy}, node.attributes));
+  }
+  if (b.wants_gradient(1) || (has_bias && b.wants_gradient(2))) {
+    const std::vector<int> filter = b.Emit(kConvGradFilter, {x, w, dy}, 2, node.attributes);
+    if (b.wants_gradient(1)) b.AddInputGradient(1, filter[0]);
+    if (has_bias && b.wants_gradient(2)) b.AddInputGradient(2, filter[1]);
+  }
+  return absl::OkStatus();
+}
+
+Attributes GemmAttributes(int64_t trans_a, int64_t trans_b, float alpha) {
+  Attributes attributes;
+  attributes.Set("transA", trans_a);
+  attributes.Set("transB", trans_b);
+  attributes.Set("alpha", alpha);
+  return attributes;
+}
+
+// Y = alpha * op(A) op(B) + beta * C, with op() transposing where transA /
+// transB say. With G = dY: d op(A) = alpha G op(B)^T and d op(B) = alpha
+// op(A)^T G; transposing back where op() transposed gives the four cases.
+absl::Status GemmGradient(GradientBuilder& b) {
+  const Attributes& attributes = b.node().attributes;
+  absl::StatusOr<int64_t> trans_a = attributes.GetInt("transA", 0);
+  absl::StatusOr<int64_t> trans_b = attributes.GetInt("transB", 0);
+  absl::StatusOr<float> alpha = attributes.GetFloat("alpha", 1.0f);
+  absl::StatusOr<float> beta = attributes.GetFloat("beta", 1.0f);
+  if (!trans_a.ok() || !trans_b.ok() || !alpha.ok() || !beta.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("Gemm node '", b.node().name,
+                                                   "': malformed transA/transB/alpha/beta"));
+  }
+  const int a = b.input(0), bm = b.input(1), g = b.output_gradient(0);
+  if (b.wants_gradient(0)) {
+    // dA = alpha G op(B)^T, or its transpose alpha op(B) G^T when transA.
+    const int da = *trans_a == 0 ? b.Emit1("Gemm", {g, bm}, GemmAttributes(0, *trans_b ? 0 : 1, *alpha))
+                                 : b.Emit1("Gemm", {bm, g}, GemmAttributes(*trans_b, 1, *alpha));
+    b.AddInputGradient(0, da);
+  }
+  if (b.wants_gradient(1)) {
+    // dB = alpha op(A)^T G, or its transpose alpha G^T op(A) when transB.
+    const int db = *trans_b == 0 ? b.Emit1("Gemm", {a, g}, GemmAttributes(*trans_a ? 0 : 1, 0, *alpha))
+                                 : b.Emit1("Gemm", {g, a}, GemmAttributes(1, *trans_a, *alpha));
+    b.AddInputGradient(1, db);
+  }
+  const bool has_c = b.node().inputs.size() > 2 && b.node().inputs[2] != Node::kAbsentInput;
+  if (has_c && b.wants_gradient(2)) {
+    int dc = b.Emit1(kSumToShape, {g, b.input(2)});
+    if (*beta != 1.0f) dc = b.Emit1("Mul", {dc, b.Scalar(*beta)});
+    b.AddInputGradient(2, dc);
+  }
+  return absl::OkStatus();
+}
+
+// Broadcasting binary ops: each operand's gradient is summed back to its shape.
+absl::Status AddGradient(GradientBuilder& b) {
+  for (int i = 0; i < 2; ++i) {
+    if (b.wants_gradient(i)) {
+      b.AddInputGradient(i, b.Emit1(kSumToShape, {b.output_gradient(0), b.input(i)}));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SubGradient(GradientBuilder& b) {
+  const int g = b.output_gradient(0);
+  if (b.wants_gradient(0)) b.AddInputGradient(0, b.Emit1(kSumToShape, {g, b.input(0)}));
+  if (b.wants_gradient(1)) {
+    const int negated = b.Emit1("Mul", {g, b.Scalar(-1.0f)});
+    b.AddInputGradient(1, b.Emit1(kSumToShape, {negated, b.input(1)}));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MulGradient(GradientBuilder& b) {
+  const int g = b.output_gradient(0);
+  for (int i = 0; i < 2; ++i) {
+    if (!b.wants_gradient(i)) continue;
+    const int scaled = b.Emit1("Mul", {g, b.input(1 - i)});
+    b.AddInputGradient(i, b.Emit1(kSumToShape, {scaled, b.input(i)}));
+  }
+  return absl::OkStatus();
+}
+
+struct RuleEntry {
+  std::string_view op_type;
+  GradientRule rule;
+};
+
+// Sorted by type.
+constexpr RuleEntry kRules[] = {
+    {"Add", AddGradient},         {"Conv", ConvGradient},       {"Dropout", DropoutGradient},
+    {"Flatten", ReshapeGradient}, {"Gemm", GemmGradient},       {"Identity", IdentityGradient},
+    {"MaxPool", MaxPoolGradient}, {"Mul", MulGradient},         {"Relu", ReluGradient},
+    {"Reshape", ReshapeGradient}, {"Squeeze", ReshapeGradient}, {"Sub", SubGradient},
+    {"Unsqueeze", ReshapeGradient},
+};
+
+}  // namespace
+
+GradientRule FindGradientRule(std::string_view op_type) {
+  const auto* it = std::lower_bound(
+      std::begin(kRules), std::end(kRules), op_type,
+      [](const RuleEntry& entry, std::string_view type) { return entry.op_type < type; });
+  return it != std::end(kRules) && it->op_type == op_type ? it->rule : nullptr;
+}
+
+std::vector<std::string_view> DifferentiableOps() {
+  std::vector<std::string_view> types;
+  for (const RuleEntry& entry : kRules) types.push_back(entry.op_type);
+  return types;
+}
+
+}  // namespace replicad

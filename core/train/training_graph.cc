@@ -1,0 +1,206 @@
+#include "core/train/training_graph.h"
+
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/ops/training_ops.h"
+#include "core/train/gradient_rules.h"
+
+namespace replicad {
+namespace {
+
+// The GradientBuilder over the graph being built; also keeps each value's
+// accumulated gradient.
+class Backward : public GradientBuilder {
+ public:
+  Backward(Graph* graph, const std::vector<bool>* needs_gradient)
+      : graph_(graph), needs_gradient_(needs_gradient) {}
+
+  void SetNode(const Node* node) { node_ = node; }
+  const Node& node() const override { return *node_; }
+
+  int gradient_of(int value) const {
+    auto it = gradients_.find(value);
+    return it == gradients_.end() ? -1 : it->second;
+  }
+  int output_gradient(int i) const override { return gradient_of(node_->outputs[i]); }
+  bool wants_gradient(int i) const override {
+    const int v = i < static_cast<int>(node_->inputs.size()) ? node_->inputs[i] : -1;
+    return v >= 0 && (*needs_gradient_)[v];
+  }
+
+  std::vector<int> Emit(std::string_view op_type, std::vector<int> inputs, int num_outputs,
+                        Attributes attributes = {}) override {
+    Node node;
+    node.name = absl::StrCat(node_ != nullptr ? node_->name : "loss", "/", std::string(op_type),
+                             "_", graph_->nodes.size());
+    node.op_type = std::string(op_type);
+    node.inputs = std::move(inputs);
+    node.attributes = std::move(attributes);
+    for (int o = 0; o < num_outputs; ++o) {
+      node.outputs.push_back(NewValue(absl::StrCat(node.name, ":", o)));
+    }
+    graph_->nodes.push_back(std::move(node));
+    return graph_->nodes.back().outputs;
+  }
+
+  int Scalar(float value) override {
+    const int v = NewValue(absl::StrCat("scalar_", graph_->values.size()));
+    Tensor t = Tensor::Host(DType::kFloat32, {});
+    *t.data<float>() = value;
+    graph_->values[v].type = t.type();
+    graph_->initializers.emplace(v, std::move(t));
+    return v;
+  }
+
+  void AddInputGradient(int i, int gradient) override {
+    AddGradient(node_->inputs[i], gradient);
+  }
+
+  void AddGradient(int value, int gradient) {
+    auto [it, inserted] = gradients_.emplace(value, gradient);
+    // A value read by several nodes: its gradient is the sum of theirs.
+    if (!inserted) it->second = Emit1("Add", {it->second, gradient});
+  }
+
+ private:
+  int NewValue(std::string name) {
+    graph_->values.push_back(Value{std::move(name), TensorType{DType::kFloat32, {}}});
+    return static_cast<int>(graph_->values.size()) - 1;
+  }
+
+  Graph* graph_;
+  const std::vector<bool>* needs_gradient_;
+  const Node* node_ = nullptr;
+  std::map<int, int> gradients_;
+};
+
+}  // namespace
+
+absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossSpec& loss) {
+  int loss_input = -1;
+  std::vector<std::string> outputs;
+  for (int v : model.outputs) {
+    if (model.values[v].name == loss.output) loss_input = v;
+    outputs.push_back(model.values[v].name);
+  }
+  if (loss_input < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("training.output must name a model output (", absl::StrJoin(outputs, ", "),
+                     "), received '", loss.output, "'"));
+  }
+
+  // Nodes the loss depends on, found backwards from it.
+  std::vector<bool> on_path_value(model.values.size(), false);
+  std::vector<bool> on_path_node(model.nodes.size(), false);
+  on_path_value[loss_input] = true;
+  for (size_t n = model.nodes.size(); n-- > 0;) {
+    const Node& node = model.nodes[n];
+    for (int o : node.outputs) on_path_node[n] = on_path_node[n] || on_path_value[o];
+    if (!on_path_node[n]) continue;
+    for (int i : node.inputs) {
+      if (i >= 0) on_path_value[i] = true;
+    }
+  }
+  // Parameters: float32 initializers on the path. Values that depend on them
+  // need gradients, found forwards.
+  TrainingGraph result;
+  std::vector<bool> needs_gradient(model.values.size(), false);
+  for (const auto& [v, tensor] : model.initializers) {
+    if (on_path_value[v] && tensor.dtype() == DType::kFloat32) {
+      result.parameters.push_back(v);
+      needs_gradient[v] = true;
+    }
+  }
+  for (size_t n = 0; n < model.nodes.size(); ++n) {
+    if (!on_path_node[n]) continue;
+    bool any = false;
+    for (int i : model.nodes[n].inputs) any = any || (i >= 0 && needs_gradient[i]);
+    for (int o : model.nodes[n].outputs) needs_gradient[o] = any;
+  }
+  if (result.parameters.empty() || !needs_gradient[loss_input]) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "nothing to train: no float32 initializer feeds output '", loss.output, "'"));
+  }
+  std::vector<std::string> missing;
+  for (size_t n = 0; n < model.nodes.size(); ++n) {
+    const Node& node = model.nodes[n];
+    bool wanted = false;
+    for (int o : node.outputs) wanted = wanted || needs_gradient[o];
+    if (on_path_node[n] && wanted && FindGradientRule(node.op_type) == nullptr) {
+      missing.push_back(absl::StrCat(node.op_type, " (node '", node.name, "')"));
+    }
+  }
+  if (!missing.empty()) {
+    const std::vector<std::string_view> differentiable = DifferentiableOps();
+    return absl::UnimplementedError(absl::StrCat(
+        "this model cannot be trained: no gradient in replicad yet for ",
+        absl::StrJoin(missing, ", "), " (differentiable ops: ",
+        absl::StrJoin(std::vector<std::string>(differentiable.begin(), differentiable.end()), ", "), ")"));
+  }
+
+  // Forward: the model's graph, pruned to the loss's path, with the
+  // parameters turned into inputs.
+  Graph& graph = result.graph;
+  graph.values = model.values;
+  graph.opset = model.opset;
+  graph.inputs = model.inputs;
+  result.num_model_inputs = static_cast<int>(model.inputs.size());
+  for (size_t n = 0; n < model.nodes.size(); ++n) {
+    if (on_path_node[n]) graph.nodes.push_back(model.nodes[n]);
+  }
+  const std::set<int> parameters(result.parameters.begin(), result.parameters.end());
+  for (const auto& [v, tensor] : model.initializers) {
+    if (parameters.count(v) == 0) graph.initializers.emplace(v, tensor);
+  }
+  graph.values.push_back(Value{"targets", TensorType{loss.target_dtype, {}}});
+  const int targets = static_cast<int>(graph.values.size()) - 1;
+  graph.inputs.push_back(targets);
+  for (int v : result.parameters) graph.inputs.push_back(v);
+
+  // The loss, whose node also seeds the gradient of its input.
+  Backward backward(&graph, &needs_gradient);
+  int loss_sum = -1;
+  if (loss.kind == LossSpec::Kind::kSoftmaxCrossEntropy) {
+    const std::vector<int> out = backward.Emit(kSoftmaxCrossEntropy, {loss_input, targets}, 3);
+    loss_sum = out[0];
+    graph.outputs = {out[0], out[1]};
+    result.classification = true;
+    backward.AddGradient(loss_input, out[2]);
+  } else {
+    const std::vector<int> out = backward.Emit(kMeanSquaredError, {loss_input, targets}, 2);
+    loss_sum = out[0];
+    graph.outputs = {out[0]};
+    backward.AddGradient(loss_input, out[1]);
+  }
+  graph.values[loss_sum].name = "loss_sum";
+
+  // Backward, in reverse order of the forward nodes.
+  const size_t forward_nodes = graph.nodes.size() - 1;
+  for (size_t n = forward_nodes; n-- > 0;) {
+    // Copy: emitting appends to graph.nodes, which may move the node.
+    const Node node = graph.nodes[n];
+    bool has_gradient = false;
+    for (int o : node.outputs) has_gradient = has_gradient || backward.gradient_of(o) >= 0;
+    if (!has_gradient) continue;
+    bool wants = false;
+    for (int i : node.inputs) wants = wants || (i >= 0 && needs_gradient[i]);
+    if (!wants) continue;
+    backward.SetNode(&node);
+    if (absl::Status s = FindGradientRule(node.op_type)(backward); !s.ok()) return s;
+    backward.SetNode(nullptr);
+  }
+  for (int v : result.parameters) {
+    int gradient = backward.gradient_of(v);
+    if (gradient < 0) {
+      return absl::InternalError(absl::StrCat("no gradient reached parameter '",
+                                              model.values[v].name, "'"));
+    }
+    graph.outputs.push_back(gradient);
+  }
+  return result;
+}
+
+}  // namespace replicad

@@ -1,0 +1,221 @@
+// The training graph's gradients against central finite differences of its
+// own loss, on small models covering every op that has a gradient rule.
+
+#include "core/train/training_graph.h"
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/backends/cpu/cpu_backend.h"
+#include "core/model/execution_plan.h"
+#include "core/model/onnx_builder.h"
+#include "core/model/onnx_import.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/core/train/train_test_models.h"
+#include "tests/testing/test_models.h"
+
+namespace replicad {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+
+// x [N,3] -> Gemm(transA on a transposed copy? no: A=x) with alpha/beta, then
+// broadcasting Add/Sub/Mul with parameters, Reshape -> y [N,2,2]; a value
+// (h) read twice, so gradients accumulate.
+std::string ElementwiseNetOnnx(uint64_t seed) {
+  OnnxModelBuilder b("elementwise", 13);
+  b.AddInitializer("w", testing::RandomTensor({3, 4}, seed));
+  b.AddInitializer("c", testing::RandomTensor({4}, seed + 1));
+  b.AddInitializer("scale", testing::RandomTensor({1, 4}, seed + 2));
+  b.AddInitializer("shift", testing::RandomTensor({4}, seed + 3));
+  b.AddInitializer("w2", testing::RandomTensor({4, 4}, seed + 4));
+  Tensor shape = Tensor::Host(DType::kInt64, {3});
+  shape.data<int64_t>()[0] = -1;
+  shape.data<int64_t>()[1] = 2;
+  shape.data<int64_t>()[2] = 2;
+  b.AddInitializer("shape", shape);
+  onnx::NodeProto* gemm = b.AddNode("Gemm", {"x", "w", "c"}, {"h"});
+  OnnxModelBuilder::SetFloat(gemm, "alpha", 0.5f);
+  OnnxModelBuilder::SetFloat(gemm, "beta", 2.0f);
+  b.AddNode("Mul", {"h", "scale"}, {"m"});
+  b.AddNode("Sub", {"m", "shift"}, {"s"});
+  b.AddNode("Add", {"s", "h"}, {"a"});
+  onnx::NodeProto* g2 = b.AddNode("Gemm", {"w2", "a"}, {"t"});  // [4,4] x [N,4]^T
+  OnnxModelBuilder::SetInt(g2, "transB", 1);
+  OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"t", "w2"}, {"u"}), "transA", 1);  // [N,4]
+  b.AddNode("Reshape", {"u", "shape"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 3});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 2, 2});
+  return b.Serialize();
+}
+
+// Runs a training graph on one CPU slot; loss and gradients for given params.
+class TrainingRun {
+ public:
+  TrainingRun(const TrainingGraph& training, const Model& model, std::vector<Tensor> inputs,
+              Tensor targets)
+      : training_(training),
+        device_(CreateCpuDevice(EnumerateCpuDevices()[0], CpuSlotOptions{1})),
+        inputs_(std::move(inputs)),
+        targets_(std::move(targets)) {
+    for (int v : training.parameters) params_.push_back(Copy(model.graph().initializers.at(v)));
+    std::vector<Shape> shapes;
+    for (const Tensor& t : inputs_) shapes.push_back(t.shape());
+    shapes.push_back(targets_.shape());
+    for (const Tensor& p : params_) shapes.push_back(p.shape());
+    absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan =
+        ExecutionPlan::Create(training.graph, training.graph.initializers, *device_, shapes);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    plan_ = *std::move(plan);
+    for (const Tensor& p : params_) gradients_.push_back(Tensor::Host(DType::kFloat32, p.shape()));
+  }
+
+  static Tensor Copy(const Tensor& t) {
+    Tensor copy = Tensor::Host(t.dtype(), t.shape());
+    std::memcpy(copy.raw_data(), t.raw_data(), t.byte_size());
+    return copy;
+  }
+
+  std::vector<Tensor>& params() { return params_; }
+  const std::vector<Tensor>& gradients() const { return gradients_; }
+
+  // loss_sum (and fills gradients()).
+  double Run() {
+    std::vector<const void*> in;
+    for (const Tensor& t : inputs_) in.push_back(t.raw_data());
+    in.push_back(targets_.raw_data());
+    for (const Tensor& p : params_) in.push_back(p.raw_data());
+    float loss = 0, correct = 0;
+    std::vector<void*> out{&loss};
+    if (training_.classification) out.push_back(&correct);
+    for (Tensor& g : gradients_) out.push_back(g.raw_data());
+    absl::Status status;
+    device_->Enqueue([&] { status = plan_->Run(in.data(), out.data()); });
+    EXPECT_TRUE(device_->Synchronize().ok());
+    EXPECT_TRUE(status.ok()) << status;
+    return loss;
+  }
+
+ private:
+  const TrainingGraph& training_;
+  std::unique_ptr<Device> device_;
+  std::vector<Tensor> inputs_;
+  Tensor targets_;
+  std::vector<Tensor> params_;
+  std::vector<Tensor> gradients_;
+  std::unique_ptr<ExecutionPlan> plan_;
+};
+
+// Every parameter element's analytic gradient against (L(p+h) - L(p-h)) / 2h
+// in float32 with h = 1e-2: agreement within 2e-2 relative to the gradient's
+// largest magnitude (float32 rounding of the loss, and ReLU/max-pool kinks
+// crossed by a step, bound how close a finite difference can get).
+void ExpectGradientsMatchFiniteDifferences(TrainingRun& run) {
+  run.Run();
+  const std::vector<Tensor> analytic = [&] {
+    std::vector<Tensor> copies;
+    for (const Tensor& g : run.gradients()) copies.push_back(TrainingRun::Copy(g));
+    return copies;
+  }();
+  constexpr float kStep = 1e-2f;
+  for (size_t p = 0; p < analytic.size(); ++p) {
+    float* values = run.params()[p].data<float>();
+    double scale = 1e-3;
+    for (int64_t i = 0; i < analytic[p].num_elements(); ++i) {
+      scale = std::max(scale, std::fabs(double(analytic[p].data<float>()[i])));
+    }
+    int mismatches = 0;
+    for (int64_t i = 0; i < analytic[p].num_elements(); ++i) {
+      const float saved = values[i];
+      values[i] = saved + kStep;
+      const double up = run.Run();
+      values[i] = saved - kStep;
+      const double down = run.Run();
+      values[i] = saved;
+      const double numeric = (up - down) / (2 * kStep);
+      const double exact = analytic[p].data<float>()[i];
+      if (std::fabs(numeric - exact) > 2e-2 * scale) {
+        ++mismatches;
+        ADD_FAILURE() << "parameter " << p << " element " << i << ": analytic " << exact
+                      << ", finite difference " << numeric;
+      }
+      if (mismatches > 5) return;
+    }
+  }
+}
+
+TEST(TrainingGraphTest, ConvNetGradientsMatchFiniteDifferences) {
+  std::shared_ptr<const Model> model = testing::LoadForTraining(testing::ConvNetOnnx(1));
+  absl::StatusOr<TrainingGraph> training =
+      BuildTrainingGraph(model->graph(), LossSpec{LossSpec::Kind::kSoftmaxCrossEntropy, "logits"});
+  ASSERT_TRUE(training.ok()) << training.status();
+  EXPECT_EQ(training->parameters.size(), 4u);
+  EXPECT_TRUE(training->classification);
+  Tensor labels = Tensor::Host(DType::kInt64, {5});
+  for (int i = 0; i < 5; ++i) labels.data<int64_t>()[i] = (i * 3) % 4;
+  TrainingRun run(*training, *model, {testing::RandomTensor({5, 2, 6, 6}, 9)}, labels);
+  ExpectGradientsMatchFiniteDifferences(run);
+}
+
+TEST(TrainingGraphTest, ProbabilityTargetsGiveTheSameGradientAsOneHotLabels) {
+  std::shared_ptr<const Model> model = testing::LoadForTraining(testing::ConvNetOnnx(2));
+  const Tensor image = testing::RandomTensor({3, 2, 6, 6}, 4);
+  Tensor labels = Tensor::Host(DType::kInt64, {3});
+  Tensor one_hot = Tensor::Host(DType::kFloat32, {3, 4});
+  for (int i = 0; i < 3; ++i) {
+    labels.data<int64_t>()[i] = i + 1;
+    for (int c = 0; c < 4; ++c) one_hot.data<float>()[i * 4 + c] = c == i + 1 ? 1.0f : 0.0f;
+  }
+  absl::StatusOr<TrainingGraph> with_labels =
+      BuildTrainingGraph(model->graph(), {LossSpec::Kind::kSoftmaxCrossEntropy, "logits"});
+  absl::StatusOr<TrainingGraph> with_probabilities = BuildTrainingGraph(
+      model->graph(), {LossSpec::Kind::kSoftmaxCrossEntropy, "logits", DType::kFloat32});
+  ASSERT_TRUE(with_labels.ok() && with_probabilities.ok());
+  TrainingRun a(*with_labels, *model, {image}, labels);
+  TrainingRun b(*with_probabilities, *model, {image}, one_hot);
+  EXPECT_NEAR(a.Run(), b.Run(), 1e-5);
+  for (size_t p = 0; p < a.gradients().size(); ++p) {
+    EXPECT_LE(testing::RelativeL2(a.gradients()[p], b.gradients()[p]), 1e-6) << p;
+  }
+}
+
+TEST(TrainingGraphTest, ElementwiseNetGradientsMatchFiniteDifferences) {
+  std::shared_ptr<const Model> model = testing::LoadForTraining(ElementwiseNetOnnx(3));
+  absl::StatusOr<TrainingGraph> training = BuildTrainingGraph(
+      model->graph(), LossSpec{LossSpec::Kind::kMeanSquaredError, "y", DType::kFloat32});
+  ASSERT_TRUE(training.ok()) << training.status();
+  EXPECT_EQ(training->parameters.size(), 5u);  // Not the int64 shape.
+  EXPECT_FALSE(training->classification);
+  TrainingRun run(*training, *model, {testing::RandomTensor({4, 3}, 5)},
+                  testing::RandomTensor({4, 2, 2}, 6));
+  ExpectGradientsMatchFiniteDifferences(run);
+}
+
+TEST(TrainingGraphTest, RejectsModelsItCannotTrainNamingTheOp) {
+  OnnxModelBuilder b("sigmoid", 13);
+  b.AddInitializer("w", testing::RandomTensor({3, 2}, 1));
+  b.AddNode("MatMul", {"x", "w"}, {"h"});
+  b.AddNode("Sigmoid", {"h"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 3});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
+  std::shared_ptr<const Model> model = testing::LoadForTraining(b.Serialize());
+  absl::StatusOr<TrainingGraph> training = BuildTrainingGraph(
+      model->graph(), {LossSpec::Kind::kMeanSquaredError, "y", DType::kFloat32});
+  EXPECT_EQ(training.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(training.status().message()),
+              AllOf(HasSubstr("Sigmoid (node 'y')"), HasSubstr("MatMul (node 'h')")));
+
+  absl::StatusOr<TrainingGraph> wrong_output = BuildTrainingGraph(
+      model->graph(), {LossSpec::Kind::kMeanSquaredError, "nope", DType::kFloat32});
+  EXPECT_EQ(wrong_output.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(wrong_output.status().message()), AllOf(HasSubstr("'nope'"), HasSubstr("y")));
+}
+
+}  // namespace
+}  // namespace replicad
