@@ -260,7 +260,38 @@ struct TrainArgs {
   std::optional<int64_t> limit;
   std::string checkpoint;
   std::string output;
+  // Optimizer: sent with ConfigureTraining (softmax cross-entropy on
+  // `output`) when set; otherwise the server's current configuration trains.
+  std::string optimizer;
+  std::optional<double> learning_rate, momentum, weight_decay;
+  bool nesterov = false;
 };
+
+// The ConfigureTraining request `train` sends for its optimizer options.
+absl::StatusOr<v1::ConfigureTrainingRequest> TrainingConfigFor(const TrainArgs& args,
+                                                               const std::string& output) {
+  v1::ConfigureTrainingRequest request;
+  request.set_model(args.model);
+  v1::TrainingConfig* config = request.mutable_config();
+  config->set_loss(v1::LOSS_SOFTMAX_CROSS_ENTROPY);
+  config->set_output(output);
+  v1::OptimizerConfig* optimizer = config->mutable_optimizer();
+  if (args.optimizer == "sgd") {
+    optimizer->set_kind(v1::OPTIMIZER_SGD);
+  } else if (args.optimizer == "adam") {
+    optimizer->set_kind(v1::OPTIMIZER_ADAM);
+  } else if (args.optimizer == "rmsprop") {
+    optimizer->set_kind(v1::OPTIMIZER_RMSPROP);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer: expected sgd, adam or rmsprop, received '", args.optimizer, "'"));
+  }
+  if (args.learning_rate) optimizer->set_learning_rate(*args.learning_rate);
+  if (args.momentum) optimizer->set_momentum(*args.momentum);
+  if (args.weight_decay) optimizer->set_weight_decay(*args.weight_decay);
+  optimizer->set_nesterov(args.nesterov);
+  return request;
+}
 
 // What `replicactl train --help` says about the order of the samples; the
 // authoritative statement is client/epoch_order.h.
@@ -477,6 +508,13 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
                                                         model->max_batch_size())),
                 kExitUsage);
   }
+  if (!args.optimizer.empty()) {
+    absl::StatusOr<v1::ConfigureTrainingRequest> configure = TrainingConfigFor(args, output);
+    if (!configure.ok()) return Fail(configure.status(), kExitUsage);
+    absl::StatusOr<v1::ConfigureTrainingResponse> configured = client.ConfigureTraining(*configure);
+    if (!configured.ok()) return Fail(InCall("ConfigureTraining", configured.status()), kExitFailure);
+    std::cout << "optimizer: " << configured->config().optimizer().ShortDebugString() << "\n";
+  }
   absl::StatusOr<std::vector<int64_t>> sample_shape = SampleShape(args.model, input, train);
   if (!sample_shape.ok()) return Fail(sample_shape.status(), kExitFailure);
 
@@ -600,6 +638,13 @@ int Main(int argc, char** argv) {
                     "After training, save the model to this ONNX file (a path on the server)");
   train->add_option("--output", train_args.output,
                     "Output whose argmax is the predicted class; default: the model's first");
+  train->add_option("--optimizer", train_args.optimizer,
+                    "sgd, adam or rmsprop: configure training (softmax cross-entropy on --output) "
+                    "before the first step; without it the server's configuration trains");
+  train->add_option("--lr", train_args.learning_rate, "Learning rate (with --optimizer)");
+  train->add_option("--momentum", train_args.momentum, "SGD/RMSprop momentum (with --optimizer)");
+  train->add_option("--weight-decay", train_args.weight_decay, "L2 weight decay (with --optimizer)");
+  train->add_flag("--nesterov", train_args.nesterov, "Nesterov momentum (SGD, with --optimizer)");
   train->footer(kTrainFooter);
 
   try {

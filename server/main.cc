@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -13,6 +14,7 @@
 #include "core/backends/backends.h"
 #include "core/device/device_map.h"
 #include "core/metrics/registry.h"
+#include "core/model/default_model.h"
 #include "grpcpp/grpcpp.h"
 #include "server/metrics_http_server.h"
 #include "server/model_sources.h"
@@ -204,7 +206,22 @@ int main(int argc, char** argv) {
                     "On SIGINT/SIGTERM, how long requests in flight may take to finish")
       ->capture_default_str();
   CLI::App* devices = app.add_subcommand("devices", "List this machine's devices and exit");
+  CLI::App* default_model = app.add_subcommand(
+      "default-model", "Write the embedded default model (ONNX, initial weights) and exit");
+  std::string default_model_path;
+  default_model->add_option("--output", default_model_path, "ONNX file to write")->required();
   CLI11_PARSE(app, argc, argv);
+
+  if (default_model->parsed()) {
+    std::ofstream out(default_model_path, std::ios::binary);
+    out << replicad::DefaultModelOnnxBytes();
+    out.close();
+    if (!out) {
+      return replicad::Fail(absl::PermissionDeniedError(
+          absl::StrCat("cannot write '", default_model_path, "'")));
+    }
+    return 0;
+  }
 
   if (devices->parsed()) {
     absl::StatusOr<std::vector<replicad::DeviceInfo>> found = replicad::EnumerateDevices();

@@ -30,6 +30,27 @@ absl::StatusOr<DType> DecodeDType(int value, const std::string& field) {
   }
 }
 
+// A request tensor's dtype, shape and bytes (not yet checked against anything).
+absl::StatusOr<RequestInput> DecodeTensor(const v1::Tensor& t, const std::string& field) {
+  absl::StatusOr<DType> dtype = DecodeDType(t.dtype(), field);
+  if (!dtype.ok()) return dtype.status();
+  return RequestInput{t.name(), *dtype, Shape(t.shape().begin(), t.shape().end()), t.raw().data(),
+                      t.raw().size()};
+}
+
+absl::StatusOr<std::vector<RequestInput>> DecodeInputs(
+    const google::protobuf::RepeatedPtrField<v1::Tensor>& tensors) {
+  std::vector<RequestInput> inputs;
+  inputs.reserve(tensors.size());
+  for (int i = 0; i < tensors.size(); ++i) {
+    absl::StatusOr<RequestInput> input =
+        DecodeTensor(tensors[i], absl::StrCat("inputs[", i, "] '", tensors[i].name(), "'"));
+    if (!input.ok()) return input.status();
+    inputs.push_back(*std::move(input));
+  }
+  return inputs;
+}
+
 v1::DataType EncodeDType(DType dtype) {
   return dtype == DType::kFloat32 ? v1::DATA_TYPE_FLOAT32 : v1::DATA_TYPE_INT64;
 }
@@ -86,6 +107,12 @@ grpc::ServerUnaryReactor* ReplicadService::Answer(grpc::CallbackServerContext* c
   return reactor;
 }
 
+absl::Status ReplicadService::UnknownModel(const std::string& name,
+                                           const std::string& field) const {
+  return absl::NotFoundError(absl::StrCat(field, ": '", name, "' is not served; served models: ",
+                                          models_.NameList()));
+}
+
 void ReplicadService::InFlight::Release() {
   if (service_ == nullptr) return;
   absl::MutexLock lock(&service_->mu_);
@@ -125,24 +152,12 @@ grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* 
   const ServedModel* served = models_.Find(request->model());
   if (served == nullptr) {
     // Unknown names share one label value, so clients cannot grow the series.
-    return Answer(context, "", "Predict",
-                  absl::NotFoundError(absl::StrCat("model: '", request->model(),
-                                                   "' is not served; served models: ",
-                                                   models_.NameList())),
-                  SecondsSince(start));
+    return Answer(context, "", "Predict", UnknownModel(request->model()), SecondsSince(start));
   }
   const Model& model = *served->model;
 
-  std::vector<RequestInput> inputs;
-  inputs.reserve(request->inputs_size());
-  for (int i = 0; i < request->inputs_size(); ++i) {
-    const v1::Tensor& t = request->inputs(i);
-    absl::StatusOr<DType> dtype =
-        DecodeDType(t.dtype(), absl::StrCat("inputs[", i, "] '", t.name(), "'"));
-    if (!dtype.ok()) return Answer(context, model.name(), "Predict", dtype.status(), SecondsSince(start));
-    inputs.push_back(RequestInput{t.name(), *dtype, Shape(t.shape().begin(), t.shape().end()),
-                                  t.raw().data(), t.raw().size()});
-  }
+  absl::StatusOr<std::vector<RequestInput>> inputs = DecodeInputs(request->inputs());
+  if (!inputs.ok()) return Answer(context, model.name(), "Predict", inputs.status(), SecondsSince(start));
   std::vector<bool> wanted(model.outputs().size(), request->output_names_size() == 0);
   for (int i = 0; i < request->output_names_size(); ++i) {
     const int index = model.OutputIndex(request->output_names(i));
@@ -160,17 +175,23 @@ grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* 
   // The request outlives the Predict (gRPC keeps it until Finish), so the
   // input tensors view its bytes without a keep-alive.
   absl::StatusOr<std::vector<Tensor>> bound =
-      BindInputs(model, inputs, served->max_batch_size, nullptr);
+      BindInputs(model, *inputs, served->max_batch_size, nullptr);
   if (!bound.ok()) return Answer(context, model.name(), "Predict", bound.status(), SecondsSince(start));
+  // Once trained, the model predicts with the latest step's weights; the
+  // callback keeps the set it started on alive.
+  absl::StatusOr<std::shared_ptr<ReplicaSet>> trained = served->training->PredictReplicas();
+  if (!trained.ok()) return Answer(context, model.name(), "Predict", trained.status(), SecondsSince(start));
+  ReplicaSet* replicas = *trained ? trained->get() : served->replicas.get();
 
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   response->set_model(model.name());
   const int64_t rows = (*bound)[0].shape()[0];
   auto sink = std::make_shared<ResponseSink>(model, std::move(wanted), response);
-  const ReplicaSet& set = *served->replicas;
-  served->replicas->Predict(
+  const ReplicaSet& set = *replicas;
+  replicas->Predict(
       *std::move(bound), sink.get(),
-      [this, sink, reactor, response, start, rows, &set, in_flight = *std::move(in_flight)](
+      [this, sink, reactor, response, start, rows, &set, keep = *std::move(trained),
+       in_flight = *std::move(in_flight)](
           absl::Status status, std::vector<BatchSlice> slices) mutable {
         for (const BatchSlice& slice : slices) {
           const Replica& replica = *set.replicas()[slice.slot];
@@ -230,10 +251,7 @@ grpc::ServerUnaryReactor* ReplicadService::GetModel(grpc::CallbackServerContext*
   const Clock::time_point start = Clock::now();
   const ServedModel* served = models_.Find(request->name());
   if (served == nullptr) {
-    return Answer(context, "", "GetModel",
-                  absl::NotFoundError(absl::StrCat("name: '", request->name(),
-                                                   "' is not served; served models: ",
-                                                   models_.NameList())),
+    return Answer(context, "", "GetModel", UnknownModel(request->name(), "name"),
                   SecondsSince(start));
   }
   v1::ModelInfo* info = response->mutable_model();
@@ -251,6 +269,93 @@ grpc::ServerUnaryReactor* ReplicadService::GetModel(grpc::CallbackServerContext*
   info->set_merge_device(DeviceIdToString(served->replicas->merge_device()));
   info->set_max_batch_size(served->max_batch_size);
   return Answer(context, served->model->name(), "GetModel", absl::OkStatus(), SecondsSince(start));
+}
+
+grpc::ServerUnaryReactor* ReplicadService::ConfigureTraining(
+    grpc::CallbackServerContext* context, const v1::ConfigureTrainingRequest* request,
+    v1::ConfigureTrainingResponse* response) {
+  const Clock::time_point start = Clock::now();
+  const ServedModel* served = models_.Find(request->model());
+  if (served == nullptr) {
+    return Answer(context, "", "ConfigureTraining", UnknownModel(request->model()), SecondsSince(start));
+  }
+  absl::StatusOr<v1::TrainingConfig> config = served->training->Configure(request->config());
+  if (config.ok()) *response->mutable_config() = *config;
+  return Answer(context, served->model->name(), "ConfigureTraining", config.status(),
+                SecondsSince(start));
+}
+
+grpc::ServerUnaryReactor* ReplicadService::TrainStep(grpc::CallbackServerContext* context,
+                                                     const v1::TrainStepRequest* request,
+                                                     v1::TrainStepResponse* response) {
+  const Clock::time_point start = Clock::now();
+  std::optional<InFlight> in_flight = Admit();
+  if (!in_flight) {
+    return Answer(context, "", "TrainStep",
+                  absl::UnavailableError("replicad is shutting down; send the request elsewhere"),
+                  SecondsSince(start));
+  }
+  const ServedModel* served = models_.Find(request->model());
+  if (served == nullptr) {
+    return Answer(context, "", "TrainStep", UnknownModel(request->model()), SecondsSince(start));
+  }
+  const Model& model = *served->model;
+  auto fail = [&](const absl::Status& status) {
+    return Answer(context, model.name(), "TrainStep", status, SecondsSince(start));
+  };
+  absl::StatusOr<std::vector<RequestInput>> inputs = DecodeInputs(request->inputs());
+  if (!inputs.ok()) return fail(inputs.status());
+  absl::StatusOr<std::vector<Tensor>> bound =
+      BindInputs(model, *inputs, served->max_batch_size, nullptr);
+  if (!bound.ok()) return fail(bound.status());
+  if (!request->has_targets()) return fail(absl::InvalidArgumentError("targets: missing"));
+  absl::StatusOr<RequestInput> targets = DecodeTensor(request->targets(), "targets");
+  if (!targets.ok()) return fail(targets.status());
+  const int64_t rows = (*bound)[0].shape()[0];
+  absl::StatusOr<Tensor> bound_targets = BindTargets(*targets, rows, nullptr);
+  if (!bound_targets.ok()) return fail(bound_targets.status());
+
+  // The step runs here, on this gRPC thread: steps of a model are serial anyway.
+  absl::StatusOr<DataParallelTrainer::StepResult> step =
+      served->training->Step(*bound, *bound_targets);
+  if (!step.ok()) return fail(step.status());
+  response->set_model(model.name());
+  response->set_loss(step->loss);
+  response->set_has_accuracy(step->accuracy.has_value());
+  if (step->accuracy) response->set_accuracy(*step->accuracy);
+  response->set_step(step->step);
+  response->set_samples(step->samples);
+  response->set_reduce_seconds(step->reduce_seconds);
+  response->set_optimizer_seconds(step->optimizer_seconds);
+  const std::vector<SlotAssignment>& slots = served->training->slots();
+  for (const DataParallelTrainer::SliceResult& slice : step->slices) {
+    v1::ReplicaStep* out = response->add_replicas();
+    out->set_slot(slots[slice.slice.slot].name);
+    out->set_device(DeviceIdToString(slots[slice.slice.slot].device));
+    out->set_begin(slice.slice.begin);
+    out->set_end(slice.slice.end);
+    out->set_compute_seconds(slice.compute_seconds);
+  }
+  metrics_.RecordTrainStep(model.name(), *step, slots);
+  return Answer(context, model.name(), "TrainStep", absl::OkStatus(), SecondsSince(start));
+}
+
+grpc::ServerUnaryReactor* ReplicadService::SaveCheckpoint(
+    grpc::CallbackServerContext* context, const v1::SaveCheckpointRequest* request,
+    v1::SaveCheckpointResponse* response) {
+  const Clock::time_point start = Clock::now();
+  const ServedModel* served = models_.Find(request->model());
+  if (served == nullptr) {
+    return Answer(context, "", "SaveCheckpoint", UnknownModel(request->model()), SecondsSince(start));
+  }
+  absl::StatusOr<std::pair<std::string, int64_t>> saved =
+      served->training->SaveCheckpoint(request->path());
+  if (saved.ok()) {
+    response->set_path(saved->first);
+    response->set_step(saved->second);
+  }
+  return Answer(context, served->model->name(), "SaveCheckpoint", saved.status(),
+                SecondsSince(start));
 }
 
 }  // namespace replicad

@@ -41,14 +41,26 @@ class ReplicadService final : public replicad::v1::Replicad::CallbackService {
                                      const v1::GetModelRequest* request,
                                      v1::GetModelResponse* response) override;
 
+  grpc::ServerUnaryReactor* ConfigureTraining(grpc::CallbackServerContext* context,
+                                              const v1::ConfigureTrainingRequest* request,
+                                              v1::ConfigureTrainingResponse* response) override;
+  grpc::ServerUnaryReactor* TrainStep(grpc::CallbackServerContext* context,
+                                      const v1::TrainStepRequest* request,
+                                      v1::TrainStepResponse* response) override;
+  grpc::ServerUnaryReactor* SaveCheckpoint(grpc::CallbackServerContext* context,
+                                           const v1::SaveCheckpointRequest* request,
+                                           v1::SaveCheckpointResponse* response) override;
+
   void StartDraining();
-  // True once no Predict is in flight; false if `timeout` passed first.
+  // True once no Predict or TrainStep is in flight; false if `timeout` passed first.
   bool AwaitIdle(absl::Duration timeout);
 
  private:
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const std::string& model,
                                    const std::string& method, const absl::Status& status,
                                    double seconds);
+  // NotFound naming `field` and the served models.
+  absl::Status UnknownModel(const std::string& name, const std::string& field = "model") const;
 
   // Counts an admitted Predict until Release (or destruction).
   class InFlight {

@@ -13,13 +13,6 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadSource(const ModelSource& sourc
   return LoadOnnxFile(source.path, source.name);
 }
 
-const DeviceInfo* FindDevice(const std::vector<DeviceInfo>& devices, const DeviceId& id) {
-  for (const DeviceInfo& d : devices) {
-    if (d.id == id) return &d;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServedModels>> ServedModels::Load(
@@ -36,25 +29,15 @@ absl::StatusOr<std::unique_ptr<ServedModels>> ServedModels::Load(
       return absl::Status(model.status().code(), absl::StrCat("model '", source.name,
                                                               "': ", model.status().message()));
     }
-    std::vector<std::unique_ptr<Replica>> replicas;
-    for (const SlotAssignment& slot : options.slots) {
-      const DeviceInfo* info = FindDevice(devices, slot.device);
-      if (info == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("slot ", slot.name, ": no device ", DeviceIdToString(slot.device)));
-      }
-      absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*info, options.slot_options);
-      if (!device.ok()) return device.status();
-      absl::StatusOr<std::unique_ptr<Replica>> replica =
-          Replica::Create(*model, slot, *std::move(device));
-      if (!replica.ok()) return replica.status();
-      replicas.push_back(*std::move(replica));
-    }
-    absl::StatusOr<std::unique_ptr<ReplicaSet>> set = ReplicaSet::Create(
-        *model, std::move(replicas), ReplicaSet::Options{options.merge_device, observer});
+    absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
+        BuildReplicaSet(*model, devices, options, observer);
     if (!set.ok()) return set.status();
-    served->models_[source.name] =
-        ServedModel{*std::move(model), *std::move(set), options.max_batch_size};
+    ServedModel& entry = served->models_[source.name];
+    entry.model = *std::move(model);
+    entry.replicas = *std::move(set);
+    entry.max_batch_size = options.max_batch_size;
+    entry.training = std::make_unique<ModelTraining>(
+        ModelTraining::Environment{source, devices, options, observer});
   }
   return served;
 }

@@ -11,20 +11,17 @@
 #include "core/device/device_map.h"
 #include "core/serve/replica_set.h"
 #include "server/model_sources.h"
+#include "server/model_training.h"
+#include "server/replica_set_factory.h"
 
 namespace replicad {
 
-struct ServingOptions {
-  std::vector<SlotAssignment> slots;  // The same slots for every model.
-  SlotOptions slot_options;
-  DeviceId merge_device;
-  int64_t max_batch_size = 0;  // 0: no limit.
-};
 
 struct ServedModel {
   std::shared_ptr<const Model> model;
   std::unique_ptr<ReplicaSet> replicas;
   int64_t max_batch_size = 0;
+  std::unique_ptr<ModelTraining> training;  // Internally synchronised.
 };
 
 // The models the daemon serves, each with its own replica set (its own

@@ -21,7 +21,23 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
                                      {"model", "slot", "device"})),
       device_slots_(registry.AddGauge("replicad_device_slots",
                                       "Replica slots placed on each device, over all models.",
-                                      {"device"})) {}
+                                      {"device"})),
+      train_steps_(registry.AddCounter("replicad_train_steps_total",
+                                       "TrainStep calls applied, by model.", {"model"})),
+      train_samples_(registry.AddCounter("replicad_train_samples_total",
+                                         "Batch rows trained on, by model.", {"model"})),
+      train_loss_(registry.AddGauge("replicad_train_loss",
+                                    "Mean loss of the last training step, by model.", {"model"})),
+      train_accuracy_(registry.AddGauge(
+          "replicad_train_accuracy",
+          "Accuracy of the last training step's batch (classification losses).", {"model"})),
+      train_seconds_(registry.AddCounter(
+          "replicad_train_seconds_total",
+          "Training time by phase: forward_backward per slot; reduce and optimizer (slot all).",
+          {"model", "slot", "phase"})),
+      train_reduced_bytes_(registry.AddCounter("replicad_train_reduced_bytes_total",
+                                               "Gradient bytes summed by the reduction.",
+                                               {"model"})) {}
 
 void ServerMetrics::RecordRequest(const std::string& model, const std::string& method,
                                   const absl::Status& status, double seconds) {
@@ -45,9 +61,32 @@ void ServerMetrics::AddReplica(const Replica& replica) {
 
 void ServerMetrics::OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) {
   auto it = slots_.find(&replica);
-  if (it == slots_.end()) return;  // Not registered: a programming error, not worth a crash.
+  if (it == slots_.end()) {
+    // A replica of a set rebuilt with trained weights: same labels, looked up now.
+    const std::vector<std::string> labels = {replica.model().name(), replica.slot().name,
+                                             DeviceIdToString(replica.device().info().id)};
+    slot_samples_.WithLabels(labels).Increment(static_cast<double>(rows));
+    slot_busy_.WithLabels(labels).Increment(busy_seconds);
+    return;
+  }
   it->second.samples->Increment(static_cast<double>(rows));
   it->second.busy_seconds->Increment(busy_seconds);
+}
+
+void ServerMetrics::RecordTrainStep(const std::string& model,
+                                    const DataParallelTrainer::StepResult& step,
+                                    const std::vector<SlotAssignment>& slots) {
+  train_steps_.WithLabels({model}).Increment();
+  train_samples_.WithLabels({model}).Increment(static_cast<double>(step.samples));
+  train_loss_.WithLabels({model}).Set(step.loss);
+  if (step.accuracy) train_accuracy_.WithLabels({model}).Set(*step.accuracy);
+  for (const DataParallelTrainer::SliceResult& slice : step.slices) {
+    train_seconds_.WithLabels({model, slots[slice.slice.slot].name, "forward_backward"})
+        .Increment(slice.compute_seconds);
+  }
+  train_seconds_.WithLabels({model, "all", "reduce"}).Increment(step.reduce_seconds);
+  train_seconds_.WithLabels({model, "all", "optimizer"}).Increment(step.optimizer_seconds);
+  train_reduced_bytes_.WithLabels({model}).Increment(static_cast<double>(step.reduced_bytes));
 }
 
 }  // namespace replicad

@@ -6,7 +6,9 @@
 
 #include "absl/status/status.h"
 #include "core/metrics/registry.h"
+#include "core/device/device_map.h"
 #include "core/serve/replica_set.h"
+#include "core/train/data_parallel_trainer.h"
 
 namespace replicad {
 
@@ -17,6 +19,12 @@ namespace replicad {
 //   slot_samples_total{model,slot,device}         counter
 //   slot_busy_seconds_total{model,slot,device}    counter (time in kernels)
 //   device_slots{device}                          gauge
+//   train_steps_total{model}                      counter
+//   train_samples_total{model}                    counter
+//   train_loss{model}, train_accuracy{model}      gauges (the last step's)
+//   train_seconds_total{model,slot,phase}         counter; phase forward_backward per
+//                                                 slot, reduce and optimizer with slot "all"
+//   train_reduced_bytes_total{model}              counter (gradient bytes reduced)
 // Thread-safe; the registry must outlive it.
 class ServerMetrics : public SliceObserver {
  public:
@@ -32,6 +40,9 @@ class ServerMetrics : public SliceObserver {
 
   void OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) override;
 
+  void RecordTrainStep(const std::string& model, const DataParallelTrainer::StepResult& step,
+                       const std::vector<SlotAssignment>& slots);
+
  private:
   metrics::CounterFamily& requests_;
   metrics::HistogramFamily& request_duration_;
@@ -39,6 +50,12 @@ class ServerMetrics : public SliceObserver {
   metrics::CounterFamily& slot_samples_;
   metrics::CounterFamily& slot_busy_;
   metrics::GaugeFamily& device_slots_;
+  metrics::CounterFamily& train_steps_;
+  metrics::CounterFamily& train_samples_;
+  metrics::GaugeFamily& train_loss_;
+  metrics::GaugeFamily& train_accuracy_;
+  metrics::CounterFamily& train_seconds_;
+  metrics::CounterFamily& train_reduced_bytes_;
   struct SlotCounters {
     metrics::Counter* samples;
     metrics::Counter* busy_seconds;

@@ -45,12 +45,14 @@ Tensor InitialWeight(SplitMix64* rng, Shape shape, int64_t fan_in) {
 std::string DefaultModelOnnxBytes() {
   OnnxModelBuilder b("replicad_default_cnn", 13);
   SplitMix64 rng(20261121);
-  b.AddInitializer("conv1.weight", InitialWeight(&rng, {8, 1, 3, 3}, 1 * 3 * 3));
-  b.AddInitializer("conv1.bias", InitialWeight(&rng, {8}, 0));
-  b.AddInitializer("conv2.weight", InitialWeight(&rng, {16, 8, 3, 3}, 8 * 3 * 3));
-  b.AddInitializer("conv2.bias", InitialWeight(&rng, {16}, 0));
-  b.AddInitializer("fc.weight", InitialWeight(&rng, {10, 16 * 7 * 7}, 16 * 7 * 7));
-  b.AddInitializer("fc.bias", InitialWeight(&rng, {10}, 0));
+  b.AddInitializer("conv1.weight", InitialWeight(&rng, {16, 1, 3, 3}, 1 * 3 * 3));
+  b.AddInitializer("conv1.bias", InitialWeight(&rng, {16}, 0));
+  b.AddInitializer("conv2.weight", InitialWeight(&rng, {32, 16, 3, 3}, 16 * 3 * 3));
+  b.AddInitializer("conv2.bias", InitialWeight(&rng, {32}, 0));
+  b.AddInitializer("fc1.weight", InitialWeight(&rng, {128, 32 * 7 * 7}, 32 * 7 * 7));
+  b.AddInitializer("fc1.bias", InitialWeight(&rng, {128}, 0));
+  b.AddInitializer("fc2.weight", InitialWeight(&rng, {10, 128}, 128));
+  b.AddInitializer("fc2.bias", InitialWeight(&rng, {10}, 0));
 
   auto conv_block = [&](const std::string& in, const std::string& layer) {
     onnx::NodeProto* conv =
@@ -65,7 +67,10 @@ std::string DefaultModelOnnxBytes() {
   };
   const std::string features = conv_block(conv_block("image", "conv1"), "conv2");
   OnnxModelBuilder::SetInt(b.AddNode("Flatten", {features}, {"flat"}), "axis", 1);
-  OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"flat", "fc.weight", "fc.bias"}, {"logits"}),
+  OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"flat", "fc1.weight", "fc1.bias"}, {"fc1.gemm"}),
+                           "transB", 1);
+  b.AddNode("Relu", {"fc1.gemm"}, {"fc1.relu"});
+  OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"fc1.relu", "fc2.weight", "fc2.bias"}, {"logits"}),
                            "transB", 1);
   OnnxModelBuilder::SetInt(b.AddNode("Softmax", {"logits"}, {"probabilities"}), "axis", 1);
 

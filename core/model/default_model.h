@@ -12,9 +12,9 @@ namespace replicad {
 // The model `replicad serve` runs when none is named: a small CNN for 28x28x1
 // images (Fashion-MNIST) with 10 classes, opset 13:
 //   image float32[N,1,28,28]
-//   -> Conv 8x3x3 pad 1 -> Relu -> MaxPool 2x2
 //   -> Conv 16x3x3 pad 1 -> Relu -> MaxPool 2x2
-//   -> Flatten -> Gemm 784x10 -> logits float32[N,10]
+//   -> Conv 32x3x3 pad 1 -> Relu -> MaxPool 2x2
+//   -> Flatten -> Gemm 1568x128 -> Relu -> Gemm 128x10 -> logits float32[N,10]
 //   -> Softmax -> probabilities float32[N,10]
 // Weights are uniform in +-sqrt(6 / fan_in) from a fixed-seed SplitMix64, so
 // every build and every machine starts from the same bytes.

@@ -108,4 +108,32 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const Model& model,
   return bound;
 }
 
+absl::StatusOr<Tensor> BindTargets(const RequestInput& targets, int64_t batch,
+                                   std::shared_ptr<const void> keep_alive) {
+  if (targets.dtype != DType::kFloat32 && targets.dtype != DType::kInt64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "targets: dtype expected float32 or int64, received ", DTypeName(targets.dtype)));
+  }
+  if (targets.shape.empty() || targets.shape[0] != batch) {
+    return absl::InvalidArgumentError(absl::StrCat("targets: shape expected [", batch,
+                                                   ", ...] (the inputs' batch), received ",
+                                                   ShapeToString(targets.shape)));
+  }
+  for (int64_t d : targets.shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "targets: dimensions must be >= 0, received ", ShapeToString(targets.shape)));
+    }
+  }
+  const size_t needed = static_cast<size_t>(NumElements(targets.shape)) * DTypeSize(targets.dtype);
+  if (targets.bytes != needed) {
+    return absl::InvalidArgumentError(absl::StrCat("targets: raw holds ", targets.bytes,
+                                                   " bytes; ", DTypeName(targets.dtype),
+                                                   ShapeToString(targets.shape), " needs ", needed));
+  }
+  auto buffer = std::make_shared<Buffer>(const_cast<void*>(targets.data), targets.bytes,
+                                         MemoryLocation{}, std::move(keep_alive));
+  return Tensor::Create(targets.dtype, targets.shape, std::move(buffer));
+}
+
 }  // namespace replicad

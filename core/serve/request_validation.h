@@ -34,6 +34,12 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const Model& model,
                                                int64_t max_batch_size,
                                                std::shared_ptr<const void> keep_alive);
 
+// The targets of a TrainStep, viewing the request's bytes like BindInputs:
+// InvalidArgument naming `targets` for a dtype other than float32/int64, a
+// rank-0 shape, dim 0 other than `batch`, or a byte count that does not match.
+absl::StatusOr<Tensor> BindTargets(const RequestInput& targets, int64_t batch,
+                                   std::shared_ptr<const void> keep_alive);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_SERVE_REQUEST_VALIDATION_H_

@@ -206,6 +206,9 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     correct += *slots_[slice.slot]->correct.data<float>();
   }
   result.reduce_seconds = SecondsSince(reduce_start);
+  for (const std::vector<float>& sum : reduced_) {
+    result.reduced_bytes += static_cast<int64_t>(sum.size() * sizeof(float) * slices.size());
+  }
 
   // Every slot applies the same update to its copy, concurrently.
   const auto optimizer_start = std::chrono::steady_clock::now();
@@ -244,6 +247,25 @@ std::vector<Tensor> DataParallelTrainer::SlotParameters(int slot) const {
     copies.push_back(std::move(copy));
   }
   return copies;
+}
+
+std::vector<std::pair<std::string, Tensor>> DataParallelTrainer::OptimizerState() const {
+  absl::MutexLock lock(&mu_);
+  return slots_[0]->optimizer->State();
+}
+
+absl::Status DataParallelTrainer::Resume(int64_t step,
+                                         const std::vector<std::pair<std::string, Tensor>>& state) {
+  absl::MutexLock lock(&mu_);
+  if (!state.empty()) {
+    // Restore validates before it changes anything, so a bad state fails on
+    // the first slot and leaves every slot as it was.
+    for (auto& slot : slots_) {
+      if (absl::Status s = slot->optimizer->Restore(step, state); !s.ok()) return s;
+    }
+  }
+  step_ = step;
+  return absl::OkStatus();
 }
 
 std::shared_ptr<const Model> DataParallelTrainer::CurrentModel() const {

@@ -59,6 +59,7 @@ class DataParallelTrainer {
     std::vector<SliceResult> slices;  // Row order.
     double reduce_seconds = 0;
     double optimizer_seconds = 0;
+    int64_t reduced_bytes = 0;  // Gradient bytes the reduction read.
   };
 
   // One step. `inputs` are host tensors in model input order, validated
@@ -72,6 +73,12 @@ class DataParallelTrainer {
   const Model& model() const { return *model_; }
   // The current weights of `slot` (host copies), in parameter order.
   std::vector<Tensor> SlotParameters(int slot) const;
+  // Slot 0's optimizer state (every slot holds the same), for checkpoints.
+  std::vector<std::pair<std::string, Tensor>> OptimizerState() const;
+  // Resumes from a checkpoint: the step count, and the optimizer state on
+  // every slot (empty `state`: the optimizer starts fresh). Fails as
+  // Optimizer::Restore does, changing nothing.
+  absl::Status Resume(int64_t step, const std::vector<std::pair<std::string, Tensor>>& state);
   // The model with the current weights: the training model's graph with its
   // parameters replaced (not optimised for inference).
   std::shared_ptr<const Model> CurrentModel() const;

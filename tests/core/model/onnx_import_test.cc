@@ -19,7 +19,7 @@ TEST(OnnxImportTest, DefaultModelHasItsSignatureAndWeights) {
   EXPECT_EQ((*model)->inputs()[0].type.shape, (Shape{kAnyDim, 1, 28, 28}));
   ASSERT_EQ((*model)->outputs().size(), 2u);
   EXPECT_EQ((*model)->outputs()[1].name, "probabilities");
-  EXPECT_EQ((*model)->graph().initializers.size(), 6u);
+  EXPECT_EQ((*model)->graph().initializers.size(), 8u);  // 2 convolutions, 2 Gemms.
   EXPECT_EQ((*model)->graph().opset, 13);
   // Deterministic: the same bytes every time.
   EXPECT_EQ(DefaultModelOnnxBytes(), DefaultModelOnnxBytes());

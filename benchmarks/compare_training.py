@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+"""replicad's data-parallel training next to PyTorch: same model, weights, data order, optimizer.
+
+Run with (after scripts/build.sh; Debian's python3 has torch, numpy and onnx):
+    /usr/bin/python3 benchmarks/compare_training.py [--build build] [--epochs 5] [--batch-size 64]
+        [--slots 2] [--seed 0] [--limit N] [--optimizer sgd|adam|rmsprop] [--lr 0.01]
+        [--momentum 0] [--nesterov] [--weight-decay 0] [--beta1 ..] [--beta2 ..] [--epsilon ..]
+        [--alpha ..] [--data /usr/share/datasets/fashion-mnist] [--output FILE.md]
+
+One after the other, never at the same time:
+  (a) replicad: writes the embedded default model with `BUILD/bin/replicad default-model
+      --output TMP/default.onnx`, starts `BUILD/bin/replicad serve` (default model only) on
+      --slots CPU slots of one thread each (cpu:0,cpu:1,...) on 127.0.0.1 with an ephemeral
+      port and no metrics listener, waits until `replicactl devices` answers, runs
+      `replicactl train --model default` with the settings above, parses its
+      "epoch E: train loss L, train accuracy A, test accuracy T, S samples/s" lines, and
+      stops the daemon with SIGTERM;
+  (b) PyTorch: benchmarks/train_reference_torch.py from TMP/default.onnx's initial weights,
+      with the same settings and --threads = slots (the same total thread count).
+It prints a markdown table (per epoch: train loss, test accuracy and seconds of both, the
+accuracy difference replicad - PyTorch in percentage points, and the time ratio
+replicad/PyTorch, below 1.0 when replicad is faster) with the machine and the date;
+--output also writes it to a file. replicad's seconds per epoch are N / (its printed
+samples/s), i.e. the training steps only, as PyTorch's are; neither includes the test pass.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REFERENCE = os.path.join(ROOT, "benchmarks", "train_reference_torch.py")
+DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
+MODEL = "default"
+
+EPOCH_LINE = re.compile(
+    r"^epoch (\d+): train loss (\S+), train accuracy (\S+), test accuracy (\S+), "
+    r"(\S+) samples/s\s*$")
+HEADER_LINE = re.compile(r"^training '[^']*' on (\d+) samples")
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+class Failure(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- replicad
+
+def write_default_model(replicad, path):
+    try:
+        proc = subprocess.run([replicad, "default-model", "--output", path],
+                              capture_output=True, text=True, timeout=120)
+    except OSError as e:
+        raise Failure(f"cannot run {replicad}: {e}")
+    if proc.returncode != 0 or not os.path.isfile(path):
+        detail = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1][:300]
+        raise Failure(
+            f"`{replicad} default-model --output {path}` failed (exit {proc.returncode}): {detail}\n"
+            "The PyTorch run needs the default model's initial weights as ONNX; this build's "
+            "replicad has no working `default-model` subcommand yet (rebuild with it).")
+
+
+class Daemon:
+    """`replicad serve` on 127.0.0.1:0; start() waits for its port line, then for an answer."""
+
+    def __init__(self, replicad, replicactl, slots, threads_per_slot):
+        devices = ",".join(f"cpu:{i}" for i in range(slots))
+        self.argv = [replicad, "serve", "--devices", devices, "--threads-per-slot",
+                     str(threads_per_slot), "--listen", "127.0.0.1:0", "--metrics-listen", ""]
+        self.replicactl = replicactl
+        self.proc = None
+        self.port = None
+        self.output = ""
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout=120):
+        log("$ " + " ".join(a if a else "''" for a in self.argv))
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # Raw reads: a buffered reader could hold the port line while select() sees nothing.
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while self.port is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 1.0)
+            if not ready:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            self.output += chunk.decode(errors="replace")
+            match = re.search(r"gRPC listening on port (\d+)", self.output)
+            if match:
+                self.port = int(match.group(1))
+        if self.port is None:
+            self.stop()
+            last = self.output.strip().splitlines()[-1:] or ["(no output)"]
+            raise Failure(f"replicad serve did not start within {timeout} s: {last[0][:300]}")
+        # The port line comes once the server is built; still, wait for a real answer.
+        while True:
+            probe = subprocess.run([self.replicactl, "--server", self.address, "--timeout", "5",
+                                    "devices"], capture_output=True, text=True)
+            if probe.returncode == 0:
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise Failure(f"replicad serve on {self.address} does not answer `replicactl "
+                              f"devices`: {(probe.stderr.strip() or '(no output)')[:300]}")
+            time.sleep(0.5)
+
+    def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rest, _ = self.proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rest, _ = self.proc.communicate()
+        self.output += (rest or b"").decode(errors="replace")
+
+
+def replicactl_optimizer_args(replicactl, args):
+    """The `replicactl train` flags that set the optimizer, for those replicactl has.
+
+    >>> TODO(optimizer flags): `replicactl train` has, as this is written, no option that sets
+    >>> the training configuration (the ConfigureTraining RPC exists; the client sends none),
+    >>> so the daemon trains with its defaults (core/train/optimizer.h: SGD, lr 0.01, no
+    >>> momentum, no weight decay). The names below are a guess at the flags to come: each is
+    >>> passed only when `replicactl train --help` lists it; fix the names here once they exist.
+    Returns (argv list, list of the settings that could not be passed)."""
+    help_text = subprocess.run([replicactl, "train", "--help"], capture_output=True,
+                               text=True).stdout
+    listed = set(re.findall(r"(--[a-z0-9][a-z0-9-]*)", help_text))
+    wanted = [  # (flag candidates, value or None to leave out, is it a default)
+        (["--optimizer"], args.optimizer, args.optimizer == "sgd"),
+        (["--lr", "--learning-rate"], repr(args.lr), args.lr == 0.01),
+        (["--momentum"], repr(args.momentum), args.momentum == 0.0),
+        (["--nesterov"], "" if args.nesterov else None, not args.nesterov),
+        (["--weight-decay"], repr(args.weight_decay), args.weight_decay == 0.0),
+        (["--beta1"], repr(args.beta1), args.beta1 == 0.9),
+        (["--beta2"], repr(args.beta2), args.beta2 == 0.999),
+        (["--epsilon", "--eps"], repr(args.epsilon), args.epsilon == 1e-8),
+        (["--alpha"], repr(args.alpha), args.alpha == 0.99),
+    ]
+    argv, missing = [], []
+    for flags, value, is_default in wanted:
+        if value is None:
+            continue
+        flag = next((f for f in flags if f in listed), None)
+        if flag is None:
+            if not is_default:
+                missing.append(f"{flags[0]} {value}".strip())
+            continue
+        argv += [flag] if value == "" else [flag, value]
+    return argv, missing
+
+
+def run_replicad(args, replicad, replicactl, notes):
+    """Per-epoch dicts like the PyTorch script's JSON lines; appends remarks to `notes`."""
+    optimizer_argv, missing = replicactl_optimizer_args(replicactl, args)
+    if missing:
+        raise Failure("`replicactl train` has no option for " + ", ".join(missing) +
+                      ": replicad would train with other settings than PyTorch (see "
+                      "replicactl_optimizer_args in this script)")
+    if not optimizer_argv:
+        notes.append("`replicactl train` has no optimizer options yet: replicad trained with "
+                     "the daemon's default configuration (SGD, lr 0.01), the settings given here.")
+    daemon = Daemon(replicad, replicactl, args.slots, args.threads_per_slot)
+    daemon.start()
+    try:
+        argv = [replicactl, "--server", daemon.address, "--timeout", str(args.timeout), "train",
+                "--model", MODEL, "--data", args.data, "--epochs", str(args.epochs),
+                "--batch-size", str(args.batch_size), "--seed", str(args.seed)]
+        if args.limit is not None:
+            argv += ["--limit", str(args.limit)]
+        argv += optimizer_argv
+        log("$ " + " ".join(argv))
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=None, text=True, bufsize=1)
+        samples = None
+        epochs = []
+        lines = []
+        for line in proc.stdout:
+            sys.stderr.write("replicactl: " + line)
+            lines.append(line.rstrip("\n"))
+            header = HEADER_LINE.match(line)
+            if header:
+                samples = int(header.group(1))
+            match = EPOCH_LINE.match(line)
+            if match:
+                if samples is None:
+                    raise Failure("replicactl printed an epoch line before its 'training ... on N "
+                                  "samples' line")
+                rate = float(match.group(5))
+                accuracy = match.group(3)
+                epochs.append({
+                    "epoch": int(match.group(1)),
+                    "train_loss": float(match.group(2)),
+                    "train_accuracy": None if accuracy == "n/a" else float(accuracy),
+                    "test_accuracy": float(match.group(4)),
+                    "seconds": samples / rate if rate > 0 else None,
+                    "samples_per_second": rate,
+                })
+        code = proc.wait()
+        if code != 0 or len(epochs) != args.epochs:
+            raise Failure(f"replicactl train exited with {code} after {len(epochs)} of "
+                          f"{args.epochs} epochs (its errors are above)")
+    finally:
+        daemon.stop()
+    return epochs
+
+
+# ---------------------------------------------------------------- PyTorch
+
+def run_pytorch(args, onnx_path):
+    argv = [args.python, REFERENCE, "--onnx", onnx_path, "--data", args.data,
+            "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
+            "--seed", str(args.seed), "--threads", str(args.slots * args.threads_per_slot),
+            "--optimizer", args.optimizer, "--lr", repr(args.lr), "--momentum", repr(args.momentum),
+            "--weight-decay", repr(args.weight_decay), "--beta1", repr(args.beta1),
+            "--beta2", repr(args.beta2), "--epsilon", repr(args.epsilon),
+            "--alpha", repr(args.alpha)]
+    if args.nesterov:
+        argv.append("--nesterov")
+    if args.limit is not None:
+        argv += ["--limit", str(args.limit)]
+    log("$ " + " ".join(argv))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=None, text=True, bufsize=1)
+    epochs = []
+    for line in proc.stdout:
+        sys.stderr.write("pytorch: " + line)
+        if line.startswith("{"):
+            epochs.append(json.loads(line))
+    code = proc.wait()
+    if code != 0 or len(epochs) != args.epochs:
+        raise Failure(f"{REFERENCE} exited with {code} after {len(epochs)} of {args.epochs} "
+                      "epochs (its errors are above)")
+    version = subprocess.run([args.python, "-c", "import torch; print(torch.__version__)"],
+                             capture_output=True, text=True).stdout.strip()
+    return epochs, version or "unknown"
+
+
+# ---------------------------------------------------------------- report
+
+def machine_line():
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = re.findall(r"^model name\s*:\s*(.*)$", f.read(), re.M)
+        if names:
+            cpu = names[0]
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{cpu}, {os.cpu_count()} cores (vCPUs), {mem:.0f} GiB"
+
+
+def git_commit():
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return (head or "unknown") + (" + uncommitted changes" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
+def optimizer_text(args):
+    if args.optimizer == "sgd":
+        text = f"SGD lr {args.lr:g}, momentum {args.momentum:g}"
+        if args.nesterov:
+            text += " (Nesterov)"
+    elif args.optimizer == "adam":
+        text = (f"Adam lr {args.lr:g}, betas ({args.beta1:g}, {args.beta2:g}), "
+                f"eps {args.epsilon:g}")
+    else:
+        text = (f"RMSprop lr {args.lr:g}, alpha {args.alpha:g}, eps {args.epsilon:g}, "
+                f"momentum {args.momentum:g}")
+    return text + f", weight decay {args.weight_decay:g}"
+
+
+def num(value, fmt):
+    return "—" if value is None else format(value, fmt)
+
+
+def report(args, ours, theirs, torch_version, notes, errors):
+    lines = [
+        "## Training: replicad vs PyTorch",
+        "",
+        f"- Date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
+        f"- Machine: {machine_line()}",
+        f"- Commit: {git_commit()}; PyTorch {torch_version or 'unknown'}",
+        f"- Model: replicad's default Fashion-MNIST CNN, same initial weights in both; data "
+        f"{args.data}" + (f", first {args.limit} samples of each split" if args.limit else ""),
+        f"- Batch size {args.batch_size}, seed {args.seed}, {args.epochs} epochs; "
+        f"{optimizer_text(args)}",
+        f"- replicad: {args.slots} CPU slots x {args.threads_per_slot} thread over gRPC "
+        f"(`replicactl train`); PyTorch: torch.set_num_threads("
+        f"{args.slots * args.threads_per_slot}), in process",
+        "- Seconds: training steps of one epoch, test pass excluded (replicad: N / its printed "
+        "samples/s). Δ = replicad − PyTorch test accuracy in percentage points; time ratio "
+        "replicad/PyTorch, below 1.0 when replicad is faster.",
+    ]
+    lines += [f"- Note: {n}" for n in notes]
+    lines += [f"- **Error**: {e}" for e in errors]
+    lines += [
+        "",
+        "| epoch | train loss replicad | train loss PyTorch | test acc replicad | "
+        "test acc PyTorch | Δ acc (pp) | s/epoch replicad | s/epoch PyTorch | time ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    ours_by_epoch = {e["epoch"]: e for e in ours or []}
+    theirs_by_epoch = {e["epoch"]: e for e in theirs or []}
+    ratios = []
+    for epoch in range(1, args.epochs + 1):
+        a = ours_by_epoch.get(epoch, {})
+        b = theirs_by_epoch.get(epoch, {})
+        acc_a, acc_b = a.get("test_accuracy"), b.get("test_accuracy")
+        sec_a, sec_b = a.get("seconds"), b.get("seconds")
+        delta = 100.0 * (acc_a - acc_b) if acc_a is not None and acc_b is not None else None
+        ratio = sec_a / sec_b if sec_a and sec_b else None
+        if ratio is not None:
+            ratios.append(ratio)
+        lines.append(
+            f"| {epoch} | {num(a.get('train_loss'), '.4f')} | {num(b.get('train_loss'), '.4f')} "
+            f"| {num(acc_a, '.4f')} | {num(acc_b, '.4f')} | {num(delta, '+.2f')} "
+            f"| {num(sec_a, '.2f')} | {num(sec_b, '.2f')} | {num(ratio, '.2f')} |")
+    if ratios:
+        total_a = sum(e["seconds"] for e in ours if e.get("seconds"))
+        total_b = sum(e["seconds"] for e in theirs if e.get("seconds"))
+        lines.append(f"| all | | | | | | {total_a:.2f} | {total_b:.2f} | "
+                     f"{total_a / total_b:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- main
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="build directory")
+    parser.add_argument("--data", default=DEFAULT_DATA, help="IDX directory (default: %(default)s)")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--slots", type=int, default=2,
+                        help="replicad CPU slots; PyTorch gets slots x threads-per-slot threads")
+    parser.add_argument("--threads-per-slot", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sample order")
+    parser.add_argument("--limit", type=int, help="use only the first N samples of each split")
+    parser.add_argument("--optimizer", choices=["sgd", "adam", "rmsprop"], default="sgd")
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--momentum", type=float, default=0.0, help="sgd, rmsprop")
+    parser.add_argument("--nesterov", action="store_true", help="sgd; needs --momentum > 0")
+    parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument("--beta1", type=float, default=0.9, help="adam")
+    parser.add_argument("--beta2", type=float, default=0.999, help="adam")
+    parser.add_argument("--epsilon", type=float, default=1e-8, help="adam, rmsprop")
+    parser.add_argument("--alpha", type=float, default=0.99, help="rmsprop")
+    parser.add_argument("--timeout", type=float, default=300,
+                        help="replicactl's deadline per call, seconds (default: %(default)s)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="interpreter with torch, numpy and onnx for the PyTorch run "
+                             "(default: this one)")
+    parser.add_argument("--output", help="also write the markdown report to this file")
+    args = parser.parse_args(argv)
+    for name in ("epochs", "batch_size", "slots", "threads_per_slot"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: expected >= 1")
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit {args.limit}: expected >= 1")
+    if args.nesterov and not args.momentum > 0:
+        parser.error("--nesterov needs --momentum > 0")
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    replicad = os.path.join(args.build, "bin", "replicad")
+    replicactl = os.path.join(args.build, "bin", "replicactl")
+    for binary in (replicad, replicactl):
+        if not os.access(binary, os.X_OK):
+            log(f"compare_training: {binary} not found: build first (scripts/build.sh) or "
+                "pass --build")
+            return 1
+    if not os.path.isdir(args.data):
+        log(f"compare_training: --data {args.data}: no such directory")
+        return 1
+
+    errors, notes = [], []
+    ours = theirs = None
+    torch_version = None
+    with tempfile.TemporaryDirectory(prefix="compare_training.") as tmp:
+        onnx_path = os.path.join(tmp, "default.onnx")
+        try:
+            write_default_model(replicad, onnx_path)
+        except Failure as e:
+            log(f"compare_training: {e}")
+            return 1
+        try:
+            ours = run_replicad(args, replicad, replicactl, notes)
+        except Failure as e:
+            log(f"compare_training: replicad: {e}")
+            errors.append(f"replicad: {e}")
+        try:
+            theirs, torch_version = run_pytorch(args, onnx_path)
+        except Failure as e:
+            log(f"compare_training: PyTorch: {e}")
+            errors.append(f"PyTorch: {e}")
+
+    text = report(args, ours, theirs, torch_version, notes, errors)
+    print(text, end="")
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+        log(f"wrote {args.output}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,254 @@
+#include "server/model_training.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "core/model/default_model.h"
+#include "core/model/graph_optimizer.h"
+#include "core/model/onnx_import.h"
+#include "core/train/checkpoint.h"
+
+namespace replicad {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open model file '", path, "'"));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// `config` with PyTorch's defaults filled in, or InvalidArgument naming the field.
+absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Model& model) {
+  if (config.loss() == v1::LOSS_UNSPECIFIED) config.set_loss(v1::LOSS_SOFTMAX_CROSS_ENTROPY);
+  if (config.output().empty()) config.set_output(model.outputs()[0].name);
+  if (model.OutputIndex(config.output()) < 0) {
+    std::string names;
+    for (const TensorSpec& s : model.outputs()) absl::StrAppend(&names, names.empty() ? "" : ", ", s.name);
+    return absl::InvalidArgumentError(absl::StrCat("config.output: model '", model.name(),
+                                                   "' has no output '", config.output(),
+                                                   "'; expected one of: ", names));
+  }
+  v1::OptimizerConfig* o = config.mutable_optimizer();
+  if (o->kind() == v1::OPTIMIZER_UNSPECIFIED) o->set_kind(v1::OPTIMIZER_SGD);
+  const OptimizerConfig defaults;
+  if (!o->has_learning_rate()) o->set_learning_rate(defaults.learning_rate);
+  if (!o->has_momentum()) o->set_momentum(defaults.momentum);
+  if (!o->has_weight_decay()) o->set_weight_decay(defaults.weight_decay);
+  if (!o->has_beta1()) o->set_beta1(defaults.beta1);
+  if (!o->has_beta2()) o->set_beta2(defaults.beta2);
+  if (!o->has_epsilon()) o->set_epsilon(defaults.epsilon);
+  if (!o->has_alpha()) o->set_alpha(defaults.alpha);
+  if (config.reduction() == v1::GRADIENT_REDUCTION_UNSPECIFIED) {
+    config.set_reduction(v1::GRADIENT_REDUCTION_ALLREDUCE);
+  }
+  if (config.reduction() == v1::GRADIENT_REDUCTION_PS) {
+    return absl::UnimplementedError(
+        "config.reduction: 'ps' (parameter server) is not implemented yet; use allreduce");
+  }
+  if (config.checkpoint_every_steps() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.checkpoint_every_steps must be >= 0, received ", config.checkpoint_every_steps()));
+  }
+  if (config.checkpoint_every_steps() > 0 && config.checkpoint_dir().empty()) {
+    return absl::InvalidArgumentError(
+        "config.checkpoint_dir must be set when config.checkpoint_every_steps > 0");
+  }
+  return config;
+}
+
+OptimizerConfig ToOptimizerConfig(const v1::OptimizerConfig& o) {
+  OptimizerConfig c;
+  c.kind = o.kind() == v1::OPTIMIZER_ADAM      ? OptimizerConfig::Kind::kAdam
+           : o.kind() == v1::OPTIMIZER_RMSPROP ? OptimizerConfig::Kind::kRmsprop
+                                               : OptimizerConfig::Kind::kSgd;
+  c.learning_rate = static_cast<float>(o.learning_rate());
+  c.momentum = static_cast<float>(o.momentum());
+  c.nesterov = o.nesterov();
+  c.weight_decay = static_cast<float>(o.weight_decay());
+  c.beta1 = static_cast<float>(o.beta1());
+  c.beta2 = static_cast<float>(o.beta2());
+  c.epsilon = static_cast<float>(o.epsilon());
+  c.alpha = static_cast<float>(o.alpha());
+  return c;
+}
+
+// The optimizer's own messages say "optimizer.x"; the RPC's field is "config.optimizer.x".
+absl::Status InConfig(const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("config.", status.message()));
+}
+
+}  // namespace
+
+ModelTraining::ModelTraining(Environment environment) : environment_(std::move(environment)) {}
+
+absl::Status ModelTraining::LoadModel() {
+  if (model_ != nullptr) return absl::OkStatus();
+  const ModelSource& source = environment_.source;
+  absl::StatusOr<std::string> bytes = source.path.empty()
+                                          ? absl::StatusOr<std::string>(DefaultModelOnnxBytes())
+                                          : ReadFile(source.path);
+  if (!bytes.ok()) return bytes.status();
+  OnnxImportOptions options;
+  options.optimize = false;  // Training needs the graph as written.
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(
+      *bytes, source.name, source.path.empty() ? "<embedded>" : source.path, options);
+  if (!model.ok()) return model.status();
+  model_ = *std::move(model);
+  source_bytes_ = *std::move(bytes);
+  if (!source.path.empty()) {
+    // A checkpoint resumes where it stopped: its step, and its optimizer
+    // state when that was written for the same step.
+    absl::StatusOr<LoadedCheckpoint> checkpoint = ReadCheckpoint(source.path);
+    if (checkpoint.ok() && checkpoint->has_step) {
+      published_step_ = checkpoint->checkpoint.step;
+      if (checkpoint->state_matches) resume_ = std::move(checkpoint->checkpoint);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
+  if (trainer_ != nullptr) return absl::OkStatus();
+  if (absl::Status s = LoadModel(); !s.ok()) return s;
+  absl::StatusOr<v1::TrainingConfig> config = Complete(config_, *model_);
+  if (!config.ok()) return config.status();
+  config_ = *config;
+  TrainerOptions options;
+  options.loss.kind = config_.loss() == v1::LOSS_MEAN_SQUARED_ERROR
+                          ? LossSpec::Kind::kMeanSquaredError
+                          : LossSpec::Kind::kSoftmaxCrossEntropy;
+  options.loss.output = config_.output();
+  options.loss.target_dtype = target_dtype;
+  options.optimizer = ToOptimizerConfig(config_.optimizer());
+  std::vector<TrainerSlot> slots;
+  for (const SlotAssignment& slot : environment_.options.slots) {
+    const DeviceInfo* info = nullptr;
+    for (const DeviceInfo& d : environment_.devices) {
+      if (d.id == slot.device) info = &d;
+    }
+    if (info == nullptr) return absl::InternalError(absl::StrCat("slot ", slot.name, ": no device"));
+    absl::StatusOr<std::unique_ptr<Device>> device =
+        CreateDevice(*info, environment_.options.slot_options);
+    if (!device.ok()) return device.status();
+    slots.push_back(TrainerSlot{slot, *std::move(device)});
+  }
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
+      DataParallelTrainer::Create(model_, std::move(slots), options);
+  if (!trainer.ok()) return InConfig(trainer.status());
+  // The step count goes on from a checkpoint or an earlier configuration;
+  // the optimizer's state only from a checkpoint written with the same kind.
+  std::vector<std::pair<std::string, Tensor>> state;
+  if (resume_ && resume_->optimizer.kind == options.optimizer.kind) state = resume_->optimizer_state;
+  if (absl::Status s = (*trainer)->Resume(published_step_, state); !s.ok()) return s;
+  resume_.reset();
+  trainer_ = *std::move(trainer);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::TrainingConfig> ModelTraining::Configure(const v1::TrainingConfig& config) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = LoadModel(); !s.ok()) return s;
+  absl::StatusOr<v1::TrainingConfig> completed = Complete(config, *model_);
+  if (!completed.ok()) return completed.status();
+  if (absl::Status s = InConfig(ValidateOptimizerConfig(ToOptimizerConfig(completed->optimizer())));
+      !s.ok()) {
+    return s;
+  }
+  if (trainer_ != nullptr) {
+    // Keep the weights and the step; the optimizer starts over.
+    model_ = trainer_->CurrentModel();
+    published_step_ = trainer_->step();
+    trainer_.reset();
+    resume_.reset();
+  }
+  config_ = *completed;
+  return config_;
+}
+
+v1::TrainingConfig ModelTraining::config() const {
+  absl::MutexLock lock(&mu_);
+  return config_;
+}
+
+absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::Step(
+    const std::vector<Tensor>& inputs, const Tensor& targets) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = EnsureTrainer(targets.dtype()); !s.ok()) return s;
+  absl::StatusOr<DataParallelTrainer::StepResult> result = trainer_->Step(inputs, targets);
+  if (!result.ok()) return result;
+  published_step_ = result->step;
+  if (config_.checkpoint_every_steps() > 0 &&
+      result->step % config_.checkpoint_every_steps() == 0) {
+    absl::StatusOr<std::pair<std::string, int64_t>> saved = SaveLocked("");
+    if (!saved.ok()) {
+      return absl::Status(saved.status().code(),
+                          absl::StrCat("step ", result->step,
+                                       " applied, but its checkpoint failed: ",
+                                       saved.status().message()));
+    }
+  }
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<ReplicaSet>> ModelTraining::PredictReplicas() {
+  absl::MutexLock predict_lock(&predict_mu_);
+  std::shared_ptr<const Model> trained;
+  int64_t step = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (trainer_ == nullptr || published_step_ == predict_step_) return predict_set_;
+    trained = trainer_->CurrentModel();
+    step = trainer_->step();
+  }
+  Graph graph = trained->graph();
+  if (absl::Status s = OptimizeForInference(&graph); !s.ok()) return s;
+  auto model = std::make_shared<const Model>(trained->name(), trained->source(), std::move(graph));
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
+      BuildReplicaSet(model, environment_.devices, environment_.options, environment_.observer);
+  if (!set.ok()) return set.status();
+  predict_set_ = *std::move(set);
+  predict_step_ = step;
+  return predict_set_;
+}
+
+absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveCheckpoint(
+    const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  return SaveLocked(path);
+}
+
+absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
+    const std::string& path) {
+  if (trainer_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", environment_.source.name,
+                     "' has not been trained since it was loaded; nothing to save"));
+  }
+  std::string target = path;
+  if (target.empty()) {
+    if (config_.checkpoint_dir().empty()) {
+      return absl::InvalidArgumentError(
+          "path: empty, and no config.checkpoint_dir is configured to write into");
+    }
+    target = absl::StrCat(config_.checkpoint_dir(), "/", environment_.source.name, ".onnx");
+  }
+  Checkpoint checkpoint;
+  checkpoint.step = trainer_->step();
+  const std::vector<Tensor> parameters = trainer_->SlotParameters(0);
+  const TrainingGraph& training = trainer_->training_graph();
+  for (size_t p = 0; p < parameters.size(); ++p) {
+    checkpoint.parameters.emplace(model_->graph().values[training.parameters[p]].name,
+                                  parameters[p]);
+  }
+  checkpoint.optimizer = ToOptimizerConfig(config_.optimizer());
+  checkpoint.optimizer_state = trainer_->OptimizerState();
+  if (absl::Status s = WriteCheckpoint(source_bytes_, target, checkpoint); !s.ok()) return s;
+  return std::make_pair(target, checkpoint.step);
+}
+
+}  // namespace replicad

@@ -1,0 +1,32 @@
+#include "server/replica_set_factory.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace replicad {
+
+absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<const Model> model,
+                                                            const std::vector<DeviceInfo>& devices,
+                                                            const ServingOptions& options,
+                                                            SliceObserver* observer) {
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (const SlotAssignment& slot : options.slots) {
+    const DeviceInfo* info = nullptr;
+    for (const DeviceInfo& d : devices) {
+      if (d.id == slot.device) info = &d;
+    }
+    if (info == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot ", slot.name, ": no device ", DeviceIdToString(slot.device)));
+    }
+    absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*info, options.slot_options);
+    if (!device.ok()) return device.status();
+    absl::StatusOr<std::unique_ptr<Replica>> replica =
+        Replica::Create(model, slot, *std::move(device));
+    if (!replica.ok()) return replica.status();
+    replicas.push_back(*std::move(replica));
+  }
+  return ReplicaSet::Create(std::move(model), std::move(replicas),
+                            ReplicaSet::Options{options.merge_device, observer});
+}
+
+}  // namespace replicad

@@ -1,0 +1,32 @@
+#ifndef REPLICAD_SERVER_REPLICA_SET_FACTORY_H_
+#define REPLICAD_SERVER_REPLICA_SET_FACTORY_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/backends/backends.h"
+#include "core/device/device_map.h"
+#include "core/serve/replica_set.h"
+
+namespace replicad {
+
+struct ServingOptions {
+  std::vector<SlotAssignment> slots;  // The same slots for every model.
+  SlotOptions slot_options;
+  DeviceId merge_device;
+  int64_t max_batch_size = 0;  // 0: no limit.
+};
+
+// `model`'s replicas on the configured slots (a new device stream each) and
+// the set that splits batches over them. InvalidArgument naming a slot whose
+// device is not among `devices`; the device's or the replica's error otherwise.
+absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<const Model> model,
+                                                            const std::vector<DeviceInfo>& devices,
+                                                            const ServingOptions& options,
+                                                            SliceObserver* observer);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_REPLICA_SET_FACTORY_H_
