@@ -224,10 +224,10 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveCheckpoint(
 
 absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
     const std::string& path) {
-  if (trainer_ == nullptr) {
+  if (trainer_ == nullptr || trainer_->step() == 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("model '", environment_.source.name,
-                     "' has not been trained since it was loaded; nothing to save"));
+                     "' has not taken a training step since it was loaded; nothing to save"));
   }
   std::string target = path;
   if (target.empty()) {

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/proto_tensors.h"
 #include "tests/testing/test_models.h"
 
 namespace replicad {
@@ -25,23 +26,8 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::DaemonProcess;
-
-v1::Tensor ToProto(const std::string& name, const Tensor& t) {
-  v1::Tensor p;
-  p.set_name(name);
-  p.set_dtype(t.dtype() == DType::kFloat32 ? v1::DATA_TYPE_FLOAT32 : v1::DATA_TYPE_INT64);
-  for (int64_t d : t.shape()) p.add_shape(d);
-  p.set_raw(t.raw_data(), t.byte_size());
-  return p;
-}
-
-Tensor FromProto(const v1::Tensor& p) {
-  Tensor t = Tensor::Host(p.dtype() == v1::DATA_TYPE_FLOAT32 ? DType::kFloat32 : DType::kInt64,
-                          Shape(p.shape().begin(), p.shape().end()));
-  EXPECT_EQ(p.raw().size(), t.byte_size());
-  std::memcpy(t.raw_data(), p.raw().data(), std::min(p.raw().size(), t.byte_size()));
-  return t;
-}
+using testing::FromProto;
+using testing::ToProto;
 
 v1::PredictRequest ImageRequest(int64_t batch, uint64_t seed) {
   v1::PredictRequest request;

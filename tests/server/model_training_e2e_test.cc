@@ -1,0 +1,302 @@
+// TrainStep, ConfigureTraining and SaveCheckpoint against the real daemon:
+// training changes what Predict answers (and checkpoints hold exactly those
+// weights), bad requests are answered precisely and lose nothing, a restart
+// on a checkpoint resumes bit for bit, and SIGKILL while checkpointing
+// leaves a loadable checkpoint.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "client/replicad_client.h"
+#include "core/model/onnx_builder.h"
+#include "core/model/onnx_import.h"
+#include "core/train/checkpoint.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/daemon_process.h"
+#include "tests/testing/proto_tensors.h"
+#include "tests/testing/test_models.h"
+
+namespace replicad {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing::DaemonProcess;
+using testing::FromProto;
+using testing::ToProto;
+
+std::unique_ptr<client::ReplicadClient> Connect(const DaemonProcess& daemon) {
+  return *client::ReplicadClient::Connect(daemon.target(), {});
+}
+
+Tensor Labels(int64_t batch, int64_t first) {
+  Tensor labels = Tensor::Host(DType::kInt64, {batch});
+  for (int64_t i = 0; i < batch; ++i) labels.data<int64_t>()[i] = (first + 3 * i) % 10;
+  return labels;
+}
+
+v1::TrainStepRequest StepRequest(int64_t batch, uint64_t seed, const std::string& model = "default") {
+  v1::TrainStepRequest request;
+  request.set_model(model);
+  *request.add_inputs() = ToProto("image", testing::RandomTensor({batch, 1, 28, 28}, seed));
+  *request.mutable_targets() = ToProto("targets", Labels(batch, static_cast<int64_t>(seed)));
+  return request;
+}
+
+v1::ConfigureTrainingRequest SgdConfig(const std::string& model = "default") {
+  v1::ConfigureTrainingRequest request;
+  request.set_model(model);
+  v1::OptimizerConfig* optimizer = request.mutable_config()->mutable_optimizer();
+  optimizer->set_kind(v1::OPTIMIZER_SGD);
+  optimizer->set_learning_rate(0.05);
+  optimizer->set_momentum(0.9);
+  return request;
+}
+
+v1::PredictRequest ImageRequest(int64_t batch, uint64_t seed) {
+  v1::PredictRequest request;
+  request.set_model("default");
+  *request.add_inputs() = ToProto("image", testing::RandomTensor({batch, 1, 28, 28}, seed));
+  request.add_output_names("logits");
+  return request;
+}
+
+std::string TempPath(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/model_training_e2e";
+  std::filesystem::create_directories(dir);
+  return dir + "/" + name;
+}
+
+// Predict answers with the latest step's weights: exactly those a checkpoint
+// written then holds (computed here in-process from the checkpoint file).
+TEST(ModelTrainingE2eTest, PredictAndCheckpointsFollowTheTrainedWeights) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0,cpu:0"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Connect(**daemon);
+  absl::StatusOr<v1::ConfigureTrainingResponse> configured = client->ConfigureTraining(SgdConfig());
+  ASSERT_TRUE(configured.ok()) << configured.status();
+  EXPECT_EQ(configured->config().output(), "logits");  // Default: the first output.
+  EXPECT_EQ(configured->config().loss(), v1::LOSS_SOFTMAX_CROSS_ENTROPY);
+  EXPECT_FLOAT_EQ(configured->config().optimizer().beta2(), 0.999f);  // Filled in.
+
+  absl::StatusOr<v1::PredictResponse> before = client->Predict(ImageRequest(6, 5));
+  ASSERT_TRUE(before.ok()) << before.status();
+  for (int step = 1; step <= 2; ++step) {
+    absl::StatusOr<v1::TrainStepResponse> trained = client->TrainStep(StepRequest(7, step));
+    ASSERT_TRUE(trained.ok()) << trained.status();
+    EXPECT_EQ(trained->step(), step);
+    EXPECT_EQ(trained->samples(), 7);
+    EXPECT_TRUE(trained->has_accuracy());
+    EXPECT_GT(trained->loss(), 0.0);
+    ASSERT_EQ(trained->replicas_size(), 2);
+    EXPECT_EQ(trained->replicas(0).end(), 4);
+    EXPECT_EQ(trained->replicas(1).begin(), 4);
+  }
+  const std::string path = TempPath("predict.onnx");
+  v1::SaveCheckpointRequest save;
+  save.set_model("default");
+  save.set_path(path);
+  absl::StatusOr<v1::SaveCheckpointResponse> saved = client->SaveCheckpoint(save);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->step(), 2);
+
+  absl::StatusOr<v1::PredictResponse> after = client->Predict(ImageRequest(6, 5));
+  ASSERT_TRUE(after.ok()) << after.status();
+  const Tensor before_logits = FromProto(before->outputs(0));
+  const Tensor after_logits = FromProto(after->outputs(0));
+  EXPECT_GT(testing::RelativeL2(after_logits, before_logits), 1e-3) << "weights did not change";
+
+  absl::StatusOr<std::shared_ptr<const Model>> checkpoint = LoadOnnxFile(path, "checkpoint");
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  std::unique_ptr<ReplicaSet> reference = testing::MakeCpuReplicaSet(*checkpoint, {1});
+  testing::PredictOutcome expected = testing::PredictAndWait(
+      *reference, {FromProto(ImageRequest(6, 5).inputs(0))});
+  ASSERT_TRUE(expected.status.ok()) << expected.status;
+  EXPECT_LE(testing::RelativeL2(after_logits, expected.outputs[0]), 1e-5);
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
+}
+
+TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0,cpu:0"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Connect(**daemon);
+  auto expect_error = [&](const v1::TrainStepRequest& request, absl::StatusCode code,
+                          const std::string& text) {
+    absl::StatusOr<v1::TrainStepResponse> response = client->TrainStep(request);
+    ASSERT_FALSE(response.ok());
+    EXPECT_EQ(response.status().code(), code) << response.status();
+    EXPECT_THAT(std::string(response.status().message()), HasSubstr(text));
+  };
+  v1::TrainStepRequest missing = StepRequest(4, 1);
+  missing.clear_targets();
+  expect_error(missing, absl::StatusCode::kInvalidArgument, "targets: missing");
+  v1::TrainStepRequest short_targets = StepRequest(4, 1);
+  *short_targets.mutable_targets() = ToProto("targets", Labels(3, 0));
+  expect_error(short_targets, absl::StatusCode::kInvalidArgument,
+               "targets: shape expected [4, ...] (the inputs' batch), received [3]");
+  v1::TrainStepRequest out_of_range = StepRequest(4, 1);
+  Tensor labels = Labels(4, 0);
+  labels.data<int64_t>()[2] = 12;
+  *out_of_range.mutable_targets() = ToProto("targets", labels);
+  expect_error(out_of_range, absl::StatusCode::kInvalidArgument,
+               "must be a class in [0, 10), received 12");
+  v1::TrainStepRequest truncated = StepRequest(4, 1);
+  truncated.mutable_targets()->mutable_raw()->resize(5);
+  expect_error(truncated, absl::StatusCode::kInvalidArgument, "targets: raw holds 5 bytes");
+  v1::TrainStepRequest unknown = StepRequest(4, 1, "nope");
+  expect_error(unknown, absl::StatusCode::kNotFound, "model: 'nope' is not served");
+
+  v1::ConfigureTrainingRequest bad_lr = SgdConfig();
+  bad_lr.mutable_config()->mutable_optimizer()->set_learning_rate(-1);
+  absl::StatusOr<v1::ConfigureTrainingResponse> configured = client->ConfigureTraining(bad_lr);
+  EXPECT_EQ(configured.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(configured.status().message()),
+              HasSubstr("config.optimizer.learning_rate must be finite and > 0; received -1"));
+  v1::ConfigureTrainingRequest bad_output = SgdConfig();
+  bad_output.mutable_config()->set_output("nope");
+  configured = client->ConfigureTraining(bad_output);
+  EXPECT_EQ(configured.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(configured.status().message()),
+              AllOf(HasSubstr("config.output"), HasSubstr("'nope'"), HasSubstr("logits")));
+  v1::ConfigureTrainingRequest ps = SgdConfig();
+  ps.mutable_config()->set_reduction(v1::GRADIENT_REDUCTION_PS);
+  EXPECT_EQ(client->ConfigureTraining(ps).status().code(), absl::StatusCode::kUnimplemented);
+  v1::SaveCheckpointRequest nothing;
+  nothing.set_model("default");
+  nothing.set_path(TempPath("never.onnx"));
+  EXPECT_EQ(client->SaveCheckpoint(nothing).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // None of that counted: the first good step is step 1.
+  absl::StatusOr<v1::TrainStepResponse> good = client->TrainStep(StepRequest(4, 1));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->step(), 1);
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
+}
+
+TEST(ModelTrainingE2eTest, AModelWithoutGradientsIsRefusedNamingTheOpAndStillPredicts) {
+  OnnxModelBuilder b("sigmoid", 13);
+  b.AddInitializer("w", testing::RandomTensor({3, 2}, 1));
+  b.AddNode("MatMul", {"x", "w"}, {"h"});
+  b.AddNode("Sigmoid", {"h"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 3});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
+  const std::string path = TempPath("sigmoid.onnx");
+  std::ofstream(path, std::ios::binary) << b.Serialize();
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0", "--model", "s=" + path});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Connect(**daemon);
+  v1::TrainStepRequest request;
+  request.set_model("s");
+  *request.add_inputs() = ToProto("x", testing::RandomTensor({2, 3}, 2));
+  *request.mutable_targets() = ToProto("targets", testing::RandomTensor({2, 2}, 3));
+  absl::StatusOr<v1::TrainStepResponse> response = client->TrainStep(request);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(response.status().message()),
+              AllOf(HasSubstr("Sigmoid (node 'y')"), HasSubstr("cannot be trained")));
+  v1::PredictRequest predict;
+  predict.set_model("s");
+  *predict.add_inputs() = ToProto("x", testing::RandomTensor({2, 3}, 2));
+  EXPECT_TRUE(client->Predict(predict).ok());
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
+}
+
+// Three steps, a checkpoint, a fourth step; and, from a daemon restarted on
+// the checkpoint, the same fourth step: the weights agree bit for bit, so
+// the step count and the momentum buffers were restored.
+TEST(ModelTrainingE2eTest, RestartingOnACheckpointResumesExactly) {
+  const std::string path = TempPath("resume.onnx");
+  const std::string after_four = TempPath("after_four.onnx");
+  const std::string resumed_four = TempPath("resumed_four.onnx");
+  auto save = [](client::ReplicadClient& client, const std::string& to) {
+    v1::SaveCheckpointRequest request;
+    request.set_model("default");
+    request.set_path(to);
+    return client.SaveCheckpoint(request);
+  };
+  {
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+        DaemonProcess::Start({"--devices", "cpu:0,cpu:0"});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    auto client = Connect(**daemon);
+    ASSERT_TRUE(client->ConfigureTraining(SgdConfig()).ok());
+    for (int step = 1; step <= 3; ++step) ASSERT_TRUE(client->TrainStep(StepRequest(6, step)).ok());
+    ASSERT_TRUE(save(*client, path).ok());
+    ASSERT_TRUE(client->TrainStep(StepRequest(6, 4)).ok());
+    ASSERT_TRUE(save(*client, after_four).ok());
+    EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+  }
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0,cpu:0", "--model", "default=" + path});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Connect(**daemon);
+  ASSERT_TRUE(client->ConfigureTraining(SgdConfig()).ok());
+  absl::StatusOr<v1::TrainStepResponse> step = client->TrainStep(StepRequest(6, 4));
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->step(), 4);
+  ASSERT_TRUE(save(*client, resumed_four).ok());
+  absl::StatusOr<LoadedCheckpoint> a = ReadCheckpoint(after_four);
+  absl::StatusOr<LoadedCheckpoint> b = ReadCheckpoint(resumed_four);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->checkpoint.parameters.size(), b->checkpoint.parameters.size());
+  for (const auto& [name, tensor] : a->checkpoint.parameters) {
+    const Tensor& other = b->checkpoint.parameters.at(name);
+    EXPECT_EQ(std::memcmp(tensor.raw_data(), other.raw_data(), tensor.byte_size()), 0) << name;
+  }
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+}
+
+// checkpoint_every_steps = 1 while steps run back to back, and SIGKILL at
+// random moments: whatever the daemon was doing, the checkpoint on disk loads.
+TEST(ModelTrainingE2eTest, SigkillWhileCheckpointingLeavesTheLastCheckpointLoadable) {
+  const std::string dir = TempPath("every_step");
+  std::filesystem::create_directories(dir);
+  const std::string checkpoint = dir + "/default.onnx";
+  std::mt19937 rng(11);
+  int64_t last_step = 0;
+  for (int round = 0; round < 4; ++round) {
+    std::vector<std::string> args = {"--devices", "cpu:0"};
+    if (std::filesystem::exists(checkpoint)) {
+      args.push_back("--model");
+      args.push_back("default=" + checkpoint);
+    }
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(args);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    auto client = Connect(**daemon);
+    v1::ConfigureTrainingRequest config = SgdConfig();
+    config.mutable_config()->set_checkpoint_every_steps(1);
+    config.mutable_config()->set_checkpoint_dir(dir);
+    ASSERT_TRUE(client->ConfigureTraining(config).ok());
+    std::atomic<bool> stop{false};
+    std::thread trainer([&] {
+      for (uint64_t seed = 1; !stop.load(); ++seed) {
+        if (!client->TrainStep(StepRequest(32, seed)).ok()) return;
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 400));
+    EXPECT_EQ((*daemon)->StopWith(SIGKILL), 128 + SIGKILL);
+    stop = true;
+    trainer.join();
+
+    absl::StatusOr<LoadedCheckpoint> loaded = ReadCheckpoint(checkpoint);
+    ASSERT_TRUE(loaded.ok()) << "round " << round << ": " << loaded.status();
+    ASSERT_TRUE(loaded->has_step);
+    EXPECT_GE(loaded->checkpoint.step, last_step) << "round " << round;
+    last_step = loaded->checkpoint.step;
+    EXPECT_TRUE(LoadOnnxFile(checkpoint, "default").ok());
+  }
+  EXPECT_GT(last_step, 0) << "no checkpoint was ever written";
+}
+
+}  // namespace
+}  // namespace replicad
