@@ -25,7 +25,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import select
 import signal
@@ -35,6 +34,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+from bench_report import git_commit, machine_line  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
 
 import torch  # noqa: E402
@@ -174,30 +176,6 @@ def time_pytorch(module, arrays, threads, warmup, iterations):
 def slot_layouts(threads):
     """(slots, threads per slot) with slots * threads_per_slot == threads, one slot first."""
     return [(s, threads // s) for s in range(1, threads + 1) if threads % s == 0]
-
-
-def machine_line():
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = re.findall(r"^model name\s*:\s*(.*)$", f.read(), re.M)
-        if names:
-            cpu = names[0]
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} vCPU {cpu}, {mem:.0f} GiB"
-
-
-def git_commit():
-    try:
-        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return head + (" + uncommitted changes" if dirty else "")
-    except OSError:
-        return "unknown"
 
 
 def fmt_ms(t):

@@ -28,7 +28,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import select
 import signal
@@ -38,6 +37,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+from bench_report import git_commit, machine_line  # noqa: E402
+from train_reference_torch import add_optimizer_arguments  # noqa: E402
 REFERENCE = os.path.join(ROOT, "benchmarks", "train_reference_torch.py")
 DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
 MODEL = "default"
@@ -135,52 +138,28 @@ class Daemon:
         self.output += (rest or b"").decode(errors="replace")
 
 
-def replicactl_optimizer_args(replicactl, args):
-    """The `replicactl train` flags that set the optimizer, for those replicactl has.
+def replicactl_optimizer_args(args):
+    """The `replicactl train` flags that configure the same optimizer as PyTorch's.
 
-    >>> TODO(optimizer flags): `replicactl train` has, as this is written, no option that sets
-    >>> the training configuration (the ConfigureTraining RPC exists; the client sends none),
-    >>> so the daemon trains with its defaults (core/train/optimizer.h: SGD, lr 0.01, no
-    >>> momentum, no weight decay). The names below are a guess at the flags to come: each is
-    >>> passed only when `replicactl train --help` lists it; fix the names here once they exist.
-    Returns (argv list, list of the settings that could not be passed)."""
-    help_text = subprocess.run([replicactl, "train", "--help"], capture_output=True,
-                               text=True).stdout
-    listed = set(re.findall(r"(--[a-z0-9][a-z0-9-]*)", help_text))
-    wanted = [  # (flag candidates, value or None to leave out, is it a default)
-        (["--optimizer"], args.optimizer, args.optimizer == "sgd"),
-        (["--lr", "--learning-rate"], repr(args.lr), args.lr == 0.01),
-        (["--momentum"], repr(args.momentum), args.momentum == 0.0),
-        (["--nesterov"], "" if args.nesterov else None, not args.nesterov),
-        (["--weight-decay"], repr(args.weight_decay), args.weight_decay == 0.0),
-        (["--beta1"], repr(args.beta1), args.beta1 == 0.9),
-        (["--beta2"], repr(args.beta2), args.beta2 == 0.999),
-        (["--epsilon", "--eps"], repr(args.epsilon), args.epsilon == 1e-8),
-        (["--alpha"], repr(args.alpha), args.alpha == 0.99),
-    ]
-    argv, missing = [], []
-    for flags, value, is_default in wanted:
-        if value is None:
-            continue
-        flag = next((f for f in flags if f in listed), None)
-        if flag is None:
-            if not is_default:
-                missing.append(f"{flags[0]} {value}".strip())
-            continue
-        argv += [flag] if value == "" else [flag, value]
+    replicactl sends them with ConfigureTraining. It has no flags for Adam's betas and epsilon or
+    RMSprop's alpha and epsilon, so those must stay at their defaults (the server's are
+    torch.optim's). Returns (argv list, list of the settings that cannot be passed)."""
+    argv = ["--optimizer", args.optimizer, "--lr", repr(args.lr), "--momentum",
+            repr(args.momentum), "--weight-decay", repr(args.weight_decay)]
+    if args.nesterov:
+        argv.append("--nesterov")
+    missing = [f"--{name} {value!r}" for name, value, default in
+               [("beta1", args.beta1, 0.9), ("beta2", args.beta2, 0.999),
+                ("epsilon", args.epsilon, 1e-8), ("alpha", args.alpha, 0.99)] if value != default]
     return argv, missing
 
 
 def run_replicad(args, replicad, replicactl, notes):
     """Per-epoch dicts like the PyTorch script's JSON lines; appends remarks to `notes`."""
-    optimizer_argv, missing = replicactl_optimizer_args(replicactl, args)
+    optimizer_argv, missing = replicactl_optimizer_args(args)
     if missing:
         raise Failure("`replicactl train` has no option for " + ", ".join(missing) +
-                      ": replicad would train with other settings than PyTorch (see "
-                      "replicactl_optimizer_args in this script)")
-    if not optimizer_argv:
-        notes.append("`replicactl train` has no optimizer options yet: replicad trained with "
-                     "the daemon's default configuration (SGD, lr 0.01), the settings given here.")
+                      ": replicad would train with other settings than PyTorch")
     daemon = Daemon(replicad, replicactl, args.slots, args.threads_per_slot)
     daemon.start()
     try:
@@ -256,30 +235,6 @@ def run_pytorch(args, onnx_path):
 
 
 # ---------------------------------------------------------------- report
-
-def machine_line():
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = re.findall(r"^model name\s*:\s*(.*)$", f.read(), re.M)
-        if names:
-            cpu = names[0]
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{cpu}, {os.cpu_count()} cores (vCPUs), {mem:.0f} GiB"
-
-
-def git_commit():
-    try:
-        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return (head or "unknown") + (" + uncommitted changes" if dirty else "")
-    except OSError:
-        return "unknown"
-
 
 def optimizer_text(args):
     if args.optimizer == "sgd":
@@ -363,15 +318,7 @@ def parse_args(argv):
     parser.add_argument("--threads-per-slot", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample order")
     parser.add_argument("--limit", type=int, help="use only the first N samples of each split")
-    parser.add_argument("--optimizer", choices=["sgd", "adam", "rmsprop"], default="sgd")
-    parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--momentum", type=float, default=0.0, help="sgd, rmsprop")
-    parser.add_argument("--nesterov", action="store_true", help="sgd; needs --momentum > 0")
-    parser.add_argument("--weight-decay", type=float, default=0.0)
-    parser.add_argument("--beta1", type=float, default=0.9, help="adam")
-    parser.add_argument("--beta2", type=float, default=0.999, help="adam")
-    parser.add_argument("--epsilon", type=float, default=1e-8, help="adam, rmsprop")
-    parser.add_argument("--alpha", type=float, default=0.99, help="rmsprop")
+    add_optimizer_arguments(parser)
     parser.add_argument("--timeout", type=float, default=300,
                         help="replicactl's deadline per call, seconds (default: %(default)s)")
     parser.add_argument("--python", default=sys.executable,

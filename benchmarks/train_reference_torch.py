@@ -312,6 +312,19 @@ def train(args):
     return 0
 
 
+def add_optimizer_arguments(parser):
+    """The optimizer options, with torch.optim's defaults (shared with compare_training.py)."""
+    parser.add_argument("--optimizer", choices=["sgd", "adam", "rmsprop"], default="sgd")
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--momentum", type=float, default=0.0, help="sgd, rmsprop")
+    parser.add_argument("--nesterov", action="store_true", help="sgd; needs --momentum > 0")
+    parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument("--beta1", type=float, default=0.9, help="adam")
+    parser.add_argument("--beta2", type=float, default=0.999, help="adam")
+    parser.add_argument("--epsilon", type=float, default=1e-8, help="adam, rmsprop")
+    parser.add_argument("--alpha", type=float, default=0.99, help="rmsprop")
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -324,15 +337,7 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample order")
     parser.add_argument("--limit", type=int, help="use only the first N samples of each split")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    parser.add_argument("--optimizer", choices=["sgd", "adam", "rmsprop"], default="sgd")
-    parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--momentum", type=float, default=0.0, help="sgd, rmsprop")
-    parser.add_argument("--nesterov", action="store_true", help="sgd; needs --momentum > 0")
-    parser.add_argument("--weight-decay", type=float, default=0.0)
-    parser.add_argument("--beta1", type=float, default=0.9, help="adam")
-    parser.add_argument("--beta2", type=float, default=0.999, help="adam")
-    parser.add_argument("--epsilon", type=float, default=1e-8, help="adam, rmsprop")
-    parser.add_argument("--alpha", type=float, default=0.99, help="rmsprop")
+    add_optimizer_arguments(parser)
     args = parser.parse_args(argv)
     if not args.self_test:
         if not args.onnx:

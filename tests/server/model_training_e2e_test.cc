@@ -19,6 +19,7 @@
 #include "core/train/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/train/train_test_models.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/proto_tensors.h"
 #include "tests/testing/test_models.h"
@@ -184,14 +185,8 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
 }
 
 TEST(ModelTrainingE2eTest, AModelWithoutGradientsIsRefusedNamingTheOpAndStillPredicts) {
-  OnnxModelBuilder b("sigmoid", 13);
-  b.AddInitializer("w", testing::RandomTensor({3, 2}, 1));
-  b.AddNode("MatMul", {"x", "w"}, {"h"});
-  b.AddNode("Sigmoid", {"h"}, {"y"});
-  b.AddInput("x", DType::kFloat32, {kAnyDim, 3});
-  b.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
   const std::string path = TempPath("sigmoid.onnx");
-  std::ofstream(path, std::ios::binary) << b.Serialize();
+  std::ofstream(path, std::ios::binary) << testing::UntrainableOnnx();
   absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
       DaemonProcess::Start({"--devices", "cpu:0", "--model", "s=" + path});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
