@@ -25,9 +25,6 @@ import argparse
 import datetime
 import json
 import os
-import re
-import select
-import signal
 import statistics
 import subprocess
 import sys
@@ -36,6 +33,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+from bench_daemon import ReplicadDaemon  # noqa: E402
 from bench_report import git_commit, machine_line  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
 
@@ -84,58 +82,12 @@ def run_bench(bench, args, timeout=900):
     return None, "no json line in the output"
 
 
-class Daemon:
-    """`replicad serve` on 127.0.0.1:0; start() waits for "gRPC listening on port N"."""
-
-    def __init__(self, replicad, model_path, slots, threads_per_slot):
-        ncpu = os.cpu_count() or 1
-        devices = ",".join(f"cpu:{i % ncpu}" for i in range(slots))
-        self.argv = [replicad, "serve", "--model", f"m={model_path}", "--devices", devices,
-                     "--threads-per-slot", str(threads_per_slot), "--listen", "127.0.0.1:0",
-                     "--metrics-listen", ""]
-        self.proc = None
-        self.port = None
-        self.output = ""
-
-    def start(self, timeout=300):
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        # Raw reads: a buffered reader could hold the port line while select() sees nothing.
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 1.0)
-            if not ready:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            self.output += chunk.decode(errors="replace")
-            match = re.search(r"gRPC listening on port (\d+)", self.output)
-            if match:
-                self.port = int(match.group(1))
-                return None
-        self.stop()
-        last = self.output.strip().splitlines()[-1:] or ["(no output)"]
-        return f"replicad serve did not start within {timeout} s: {last[0][:300]}"
-
-    def peak_rss_bytes(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-        return None
-
-    def stop(self):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
+def Daemon(replicad, model_path, slots, threads_per_slot):
+    """`replicad serve` with model `m` on `slots` CPU slots; start() waits for its port."""
+    ncpu = os.cpu_count() or 1
+    devices = ",".join(f"cpu:{i % ncpu}" for i in range(slots))
+    return ReplicadDaemon(replicad, ["--model", f"m={model_path}", "--devices", devices,
+                                     "--threads-per-slot", str(threads_per_slot)])
 
 
 # ---------------------------------------------------------------- peers

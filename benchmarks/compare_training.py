@@ -29,8 +29,6 @@ import datetime
 import json
 import os
 import re
-import select
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +37,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+from bench_daemon import ReplicadDaemon  # noqa: E402
 from bench_report import git_commit, machine_line  # noqa: E402
 from train_reference_torch import add_optimizer_arguments  # noqa: E402
 REFERENCE = os.path.join(ROOT, "benchmarks", "train_reference_torch.py")
@@ -75,45 +74,21 @@ def write_default_model(replicad, path):
             "replicad has no working `default-model` subcommand yet (rebuild with it).")
 
 
-class Daemon:
-    """`replicad serve` on 127.0.0.1:0; start() waits for its port line, then for an answer."""
+class Daemon(ReplicadDaemon):
+    """The default model on `slots` CPU slots; start() also waits for a real answer."""
 
     def __init__(self, replicad, replicactl, slots, threads_per_slot):
         devices = ",".join(f"cpu:{i}" for i in range(slots))
-        self.argv = [replicad, "serve", "--devices", devices, "--threads-per-slot",
-                     str(threads_per_slot), "--listen", "127.0.0.1:0", "--metrics-listen", ""]
+        super().__init__(replicad, ["--devices", devices, "--threads-per-slot",
+                                    str(threads_per_slot)])
         self.replicactl = replicactl
-        self.proc = None
-        self.port = None
-        self.output = ""
-
-    @property
-    def address(self):
-        return f"127.0.0.1:{self.port}"
 
     def start(self, timeout=120):
         log("$ " + " ".join(a if a else "''" for a in self.argv))
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        # Raw reads: a buffered reader could hold the port line while select() sees nothing.
-        fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout
-        while self.port is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 1.0)
-            if not ready:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            self.output += chunk.decode(errors="replace")
-            match = re.search(r"gRPC listening on port (\d+)", self.output)
-            if match:
-                self.port = int(match.group(1))
-        if self.port is None:
-            self.stop()
-            last = self.output.strip().splitlines()[-1:] or ["(no output)"]
-            raise Failure(f"replicad serve did not start within {timeout} s: {last[0][:300]}")
+        error = super().start(timeout)
+        if error:
+            raise Failure(error)
         # The port line comes once the server is built; still, wait for a real answer.
         while True:
             probe = subprocess.run([self.replicactl, "--server", self.address, "--timeout", "5",
@@ -125,17 +100,6 @@ class Daemon:
                 raise Failure(f"replicad serve on {self.address} does not answer `replicactl "
                               f"devices`: {(probe.stderr.strip() or '(no output)')[:300]}")
             time.sleep(0.5)
-
-    def stop(self):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rest, _ = self.proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rest, _ = self.proc.communicate()
-        self.output += (rest or b"").decode(errors="replace")
 
 
 def replicactl_optimizer_args(args):

@@ -51,12 +51,16 @@ constexpr OpDefinition kOps[] = {
     {"Transpose", InferTranspose},
     {"Unsqueeze", InferUnsqueeze, 1u << 1},
     // Training-only operators: "replicad." sorts after every ONNX type.
+    {kClipGrad, InferClipGrad, (1u << 2) | (1u << 3)},
     {kConvGradData, InferConvGradData},
     {kConvGradFilter, InferConvGradFilter},
+    {kGlobalAveragePoolGrad, InferGlobalAveragePoolGrad},
+    {kLogSoftmaxGrad, InferSoftmaxFamilyGrad},
     {kMaxPoolGrad, InferMaxPoolGrad},
     {kMeanSquaredError, InferMeanSquaredError},
     {kReluGrad, InferReluGrad},
     {kSoftmaxCrossEntropy, InferSoftmaxCrossEntropy},
+    {kSoftmaxGrad, InferSoftmaxFamilyGrad},
     {kSumToShape, InferSumToShape},
 };
 

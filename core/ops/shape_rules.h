@@ -58,6 +58,9 @@ absl::Status InferUnsqueeze(KernelSpec* spec);
 
 // Training-only operators (training_ops.h).
 absl::Status InferReluGrad(KernelSpec* spec);
+absl::Status InferClipGrad(KernelSpec* spec);
+absl::Status InferSoftmaxFamilyGrad(KernelSpec* spec);
+absl::Status InferGlobalAveragePoolGrad(KernelSpec* spec);
 absl::Status InferMaxPoolGrad(KernelSpec* spec);
 absl::Status InferConvGradData(KernelSpec* spec);
 absl::Status InferConvGradFilter(KernelSpec* spec);

@@ -42,6 +42,39 @@ absl::Status InferReluGrad(KernelSpec* spec) {
   return absl::OkStatus();
 }
 
+absl::Status InferClipGrad(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 4));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(*spec, 0, "X"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "X", x, {DType::kFloat32}));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 1, x));
+  for (int i = 2; i < static_cast<int>(spec->inputs.size()); ++i) {
+    if (HasInput(*spec, i) && ConstantInput(*spec, i) == nullptr) {
+      return NodeUnimplemented(*spec, "Clip bounds computed at run time have no gradient yet");
+    }
+  }
+  spec->outputs = {x};
+  return absl::OkStatus();
+}
+
+// Softmax and LogSoftmax backward: the forward node's layout rule on Y.
+absl::Status InferSoftmaxFamilyGrad(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
+  KernelSpec forward = ForwardSpec(*spec, 1);
+  REPLICAD_RETURN_IF_ERROR(InferSoftmax(&forward));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 1, *spec->inputs[0]));
+  spec->outputs = {*spec->inputs[0]};
+  return absl::OkStatus();
+}
+
+absl::Status InferGlobalAveragePoolGrad(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
+  KernelSpec forward = ForwardSpec(*spec, 1);
+  REPLICAD_RETURN_IF_ERROR(InferGlobalAveragePool(&forward));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 1, forward.outputs[0]));
+  spec->outputs = {*spec->inputs[0]};
+  return absl::OkStatus();
+}
+
 absl::Status InferMaxPoolGrad(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
   KernelSpec forward = ForwardSpec(*spec, 1);

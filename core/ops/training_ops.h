@@ -10,8 +10,20 @@ namespace replicad {
 // ONNX operator has, so an imported model can never name them.
 inline constexpr std::string_view kTrainingOpPrefix = "replicad.";
 
-// replicad.ReluGrad(Y, dY) -> dX = dY where Y > 0, else 0.
+// replicad.ReluGrad(Y, dY), attribute alpha (default 0) -> dX = dY where
+// Y > 0, else alpha * dY (Relu, and LeakyRelu with alpha > 0).
 inline constexpr std::string_view kReluGrad = "replicad.ReluGrad";
+// replicad.ClipGrad(X, dY, min?, max?) -> dX = dY where min <= X <= max
+// (as torch.clamp's backward), else 0. min/max as Clip's inputs (opset 11+).
+inline constexpr std::string_view kClipGrad = "replicad.ClipGrad";
+// replicad.SoftmaxGrad(Y, dY) and replicad.LogSoftmaxGrad(Y, dY), with the
+// forward node's axis and opset: dX = Y * (dY - sum(dY * Y)), and
+// dX = dY - exp(Y) * sum(dY), sums along the normalized axis.
+inline constexpr std::string_view kSoftmaxGrad = "replicad.SoftmaxGrad";
+inline constexpr std::string_view kLogSoftmaxGrad = "replicad.LogSoftmaxGrad";
+// replicad.GlobalAveragePoolGrad(X, dY) -> dX = dY / (spatial size), spread
+// over each plane.
+inline constexpr std::string_view kGlobalAveragePoolGrad = "replicad.GlobalAveragePoolGrad";
 // replicad.MaxPoolGrad(X, dY), MaxPool's attributes -> dX: each window's dY
 // goes to the first maximum of X in it (row-major order), as PyTorch does.
 inline constexpr std::string_view kMaxPoolGrad = "replicad.MaxPoolGrad";

@@ -44,6 +44,118 @@ absl::Status ReluGradient(GradientBuilder& b) {
   return absl::OkStatus();
 }
 
+Attributes GemmAttributes(int64_t trans_a, int64_t trans_b, float alpha);
+
+absl::Status LeakyReluGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  // Masked by X rather than Y: with a negative slope Y > 0 does not mean X > 0.
+  Attributes alpha;
+  alpha.Set("alpha", b.node().attributes.GetFloat("alpha", 0.01f).value_or(0.01f));
+  b.AddInputGradient(0, b.Emit1(kReluGrad, {b.input(0), b.output_gradient(0)}, alpha));
+  return absl::OkStatus();
+}
+
+absl::Status ClipGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  std::vector<int> inputs = {b.input(0), b.output_gradient(0)};
+  for (size_t i = 1; i < b.node().inputs.size(); ++i) inputs.push_back(b.node().inputs[i]);
+  if (b.node().attributes.Has("min") || b.node().attributes.Has("max")) {
+    return NodeFailure(b, "Clip with min/max attributes (opset < 11) has no gradient yet");
+  }
+  b.AddInputGradient(0, b.Emit1(kClipGrad, inputs));
+  return absl::OkStatus();
+}
+
+// dX = dY * Y * (1 - Y).
+absl::Status SigmoidGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  const int y = b.output(0);
+  const int slope = b.Emit1("Mul", {y, b.Emit1("Sub", {b.Scalar(1.0f), y})});
+  b.AddInputGradient(0, b.Emit1("Mul", {b.output_gradient(0), slope}));
+  return absl::OkStatus();
+}
+
+// dX = dY * (1 - Y^2).
+absl::Status TanhGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  const int y = b.output(0);
+  const int slope = b.Emit1("Sub", {b.Scalar(1.0f), b.Emit1("Mul", {y, y})});
+  b.AddInputGradient(0, b.Emit1("Mul", {b.output_gradient(0), slope}));
+  return absl::OkStatus();
+}
+
+// dX = dY / (2 Y).
+absl::Status SqrtGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  const int twice = b.Emit1("Mul", {b.output(0), b.Scalar(2.0f)});
+  b.AddInputGradient(0, b.Emit1("Div", {b.output_gradient(0), twice}));
+  return absl::OkStatus();
+}
+
+absl::Status SoftmaxGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  const std::string_view op = b.node().op_type == "Softmax" ? kSoftmaxGrad : kLogSoftmaxGrad;
+  b.AddInputGradient(0, b.Emit1(op, {b.output(0), b.output_gradient(0)}, b.node().attributes));
+  return absl::OkStatus();
+}
+
+absl::Status GlobalAveragePoolGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  b.AddInputGradient(0, b.Emit1(kGlobalAveragePoolGrad, {b.input(0), b.output_gradient(0)}));
+  return absl::OkStatus();
+}
+
+// dX = dY transposed back: the inverse permutation (the default, reversing
+// the dims, is its own inverse).
+absl::Status TransposeGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  Attributes inverse;
+  if (b.node().attributes.Has("perm")) {
+    absl::StatusOr<std::vector<int64_t>> perm = b.node().attributes.GetInts("perm", {});
+    if (!perm.ok()) return perm.status();
+    std::vector<int64_t> back(perm->size());
+    for (size_t i = 0; i < perm->size(); ++i) back[(*perm)[i]] = static_cast<int64_t>(i);
+    inverse.Set("perm", back);
+  }
+  b.AddInputGradient(0, b.Emit1("Transpose", {b.output_gradient(0)}, inverse));
+  return absl::OkStatus();
+}
+
+// Y = A / B: dA = dY / B, dB = -dY * Y / B, each summed back to its shape.
+absl::Status DivGradient(GradientBuilder& b) {
+  const int g = b.output_gradient(0), denominator = b.input(1);
+  if (b.wants_gradient(0)) {
+    b.AddInputGradient(0, b.Emit1(kSumToShape, {b.Emit1("Div", {g, denominator}), b.input(0)}));
+  }
+  if (b.wants_gradient(1)) {
+    const int ratio = b.Emit1("Div", {b.Emit1("Mul", {g, b.output(0)}), denominator});
+    const int negated = b.Emit1("Mul", {ratio, b.Scalar(-1.0f)});
+    b.AddInputGradient(1, b.Emit1(kSumToShape, {negated, b.input(1)}));
+  }
+  return absl::OkStatus();
+}
+
+// Y = A B with a 2-D B [K, N] (a linear layer's weights) and A [..., K]:
+// dA = dY B^T (MatMul broadcasts over A's leading dims), and dB = A^T dY with
+// A and dY flattened to [rows, K] and [rows, N].
+absl::Status MatMulGradient(GradientBuilder& b) {
+  if (b.type(b.input(1)).shape.size() != 2) {
+    return NodeFailure(b, "MatMul's gradient needs a 2-D second operand (a weight matrix)");
+  }
+  const int a = b.input(0), bm = b.input(1), g = b.output_gradient(0);
+  if (b.wants_gradient(0)) {
+    b.AddInputGradient(0, b.Emit1("MatMul", {g, b.Emit1("Transpose", {bm})}));
+  }
+  if (b.wants_gradient(1)) {
+    Attributes last;
+    last.Set("axis", int64_t{-1});
+    const int rows_a = b.Emit1("Flatten", {a}, last);
+    const int rows_g = b.Emit1("Flatten", {g}, last);
+    b.AddInputGradient(1, b.Emit1("Gemm", {rows_a, rows_g}, GemmAttributes(1, 0, 1.0f)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MaxPoolGradient(GradientBuilder& b) {
   if (b.node().outputs.size() > 1) return NodeFailure(b, "MaxPool's Indices output has no gradient");
   if (!b.wants_gradient(0)) return absl::OkStatus();
@@ -147,10 +259,29 @@ struct RuleEntry {
 
 // Sorted by type.
 constexpr RuleEntry kRules[] = {
-    {"Add", AddGradient},         {"Conv", ConvGradient},       {"Dropout", DropoutGradient},
-    {"Flatten", ReshapeGradient}, {"Gemm", GemmGradient},       {"Identity", IdentityGradient},
-    {"MaxPool", MaxPoolGradient}, {"Mul", MulGradient},         {"Relu", ReluGradient},
-    {"Reshape", ReshapeGradient}, {"Squeeze", ReshapeGradient}, {"Sub", SubGradient},
+    {"Add", AddGradient},
+    {"Clip", ClipGradient},
+    {"Conv", ConvGradient},
+    {"Div", DivGradient},
+    {"Dropout", DropoutGradient},
+    {"Flatten", ReshapeGradient},
+    {"Gemm", GemmGradient},
+    {"GlobalAveragePool", GlobalAveragePoolGradient},
+    {"Identity", IdentityGradient},
+    {"LeakyRelu", LeakyReluGradient},
+    {"LogSoftmax", SoftmaxGradient},
+    {"MatMul", MatMulGradient},
+    {"MaxPool", MaxPoolGradient},
+    {"Mul", MulGradient},
+    {"Relu", ReluGradient},
+    {"Reshape", ReshapeGradient},
+    {"Sigmoid", SigmoidGradient},
+    {"Softmax", SoftmaxGradient},
+    {"Sqrt", SqrtGradient},
+    {"Squeeze", ReshapeGradient},
+    {"Sub", SubGradient},
+    {"Tanh", TanhGradient},
+    {"Transpose", TransposeGradient},
     {"Unsqueeze", ReshapeGradient},
 };
 

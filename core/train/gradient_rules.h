@@ -34,6 +34,8 @@ class GradientBuilder {
   }
   // A float32 scalar constant.
   virtual int Scalar(float value) = 0;
+  // The type the model declares for a value (an empty shape where it declares none).
+  virtual const TensorType& type(int value) const = 0;
   // Adds `gradient` to dLoss/d(input i).
   virtual void AddInputGradient(int i, int gradient) = 0;
 };

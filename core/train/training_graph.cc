@@ -55,6 +55,8 @@ class Backward : public GradientBuilder {
     return v;
   }
 
+  const TensorType& type(int value) const override { return graph_->values[value].type; }
+
   void AddInputGradient(int i, int gradient) override {
     AddGradient(node_->inputs[i], gradient);
   }
@@ -79,7 +81,13 @@ class Backward : public GradientBuilder {
 
 }  // namespace
 
-absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossSpec& loss) {
+namespace {
+
+// Builds the training graph with every float32 initializer on the loss's
+// path as a parameter, except `frozen`; `ungraded` receives the parameters
+// that no gradient reached (Clip's bounds, say), which the caller freezes.
+absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
+                                    const std::set<int>& frozen, std::vector<int>* ungraded) {
   int loss_input = -1;
   std::vector<std::string> outputs;
   for (int v : model.outputs) {
@@ -109,7 +117,7 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossS
   TrainingGraph result;
   std::vector<bool> needs_gradient(model.values.size(), false);
   for (const auto& [v, tensor] : model.initializers) {
-    if (on_path_value[v] && tensor.dtype() == DType::kFloat32) {
+    if (on_path_value[v] && tensor.dtype() == DType::kFloat32 && frozen.count(v) == 0) {
       result.parameters.push_back(v);
       needs_gradient[v] = true;
     }
@@ -194,13 +202,29 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossS
   }
   for (int v : result.parameters) {
     int gradient = backward.gradient_of(v);
-    if (gradient < 0) {
-      return absl::InternalError(absl::StrCat("no gradient reached parameter '",
-                                              model.values[v].name, "'"));
-    }
+    if (gradient < 0) ungraded->push_back(v);
     graph.outputs.push_back(gradient);
   }
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossSpec& loss) {
+  std::set<int> frozen;
+  std::vector<int> ungraded;
+  absl::StatusOr<TrainingGraph> training = Build(model, loss, frozen, &ungraded);
+  if (!training.ok() || ungraded.empty()) return training;
+  // Initializers the loss reads but does not differentiate (bounds, shapes
+  // stored as float) stay constants.
+  frozen.insert(ungraded.begin(), ungraded.end());
+  ungraded.clear();
+  training = Build(model, loss, frozen, &ungraded);
+  if (training.ok() && !ungraded.empty()) {
+    return absl::InternalError(absl::StrCat("no gradient reached parameter '",
+                                            model.values[ungraded[0]].name, "'"));
+  }
+  return training;
 }
 
 }  // namespace replicad

@@ -22,7 +22,8 @@ struct LossSpec {
 // one plan per slot and slice size.
 //
 // Inputs: the model's inputs (model order), then `targets`, then the trained
-// parameters (float32 initializers the loss depends on), which are inputs
+// parameters (float32 initializers the loss is differentiated by; others,
+// such as Clip's bounds, stay constants), which are inputs
 // rather than constants because they change every step.
 // Outputs: loss_sum (float32 scalar: the sum of the slice's per-sample
 // losses), then `correct` (float32 scalar count) when the loss classifies,

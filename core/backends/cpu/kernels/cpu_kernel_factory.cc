@@ -60,12 +60,16 @@ constexpr BuilderEntry kBuilders[] = {
     {"Transpose", MakeTransposeKernel},
     {"Unsqueeze", MakeCopyKernel},
     // Training-only operators (core/ops/training_ops.h).
+    {"replicad.ClipGrad", MakeClipGradKernel},
     {"replicad.ConvGradData", MakeConvGradDataKernel},
     {"replicad.ConvGradFilter", MakeConvGradFilterKernel},
+    {"replicad.GlobalAveragePoolGrad", MakeGlobalAveragePoolGradKernel},
+    {"replicad.LogSoftmaxGrad", MakeSoftmaxGradKernel},
     {"replicad.MaxPoolGrad", MakeMaxPoolGradKernel},
     {"replicad.MeanSquaredError", MakeMeanSquaredErrorKernel},
     {"replicad.ReluGrad", MakeReluGradKernel},
     {"replicad.SoftmaxCrossEntropy", MakeSoftmaxCrossEntropyKernel},
+    {"replicad.SoftmaxGrad", MakeSoftmaxGradKernel},
     {"replicad.SumToShape", MakeSumToShapeKernel},
 };
 

@@ -63,6 +63,10 @@ KernelOrStatus MakeConstantOfShapeKernel(const KernelSpec& spec, CpuKernelContex
 KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context);
 
 // Training-only operators (core/ops/training_ops.h).
+KernelOrStatus MakeClipGradKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeGlobalAveragePoolGradKernel(const KernelSpec& spec, CpuKernelContext& context);
+// SoftmaxGrad and LogSoftmaxGrad.
+KernelOrStatus MakeSoftmaxGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeConvGradDataKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeConvGradFilterKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMaxPoolGradKernel(const KernelSpec& spec, CpuKernelContext& context);
