@@ -42,6 +42,7 @@ absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Mod
   if (!o->has_beta2()) o->set_beta2(defaults.beta2);
   if (!o->has_epsilon()) o->set_epsilon(defaults.epsilon);
   if (!o->has_alpha()) o->set_alpha(defaults.alpha);
+  if (!config.has_sync_batch_norm()) config.set_sync_batch_norm(true);
   if (config.reduction() == v1::GRADIENT_REDUCTION_UNSPECIFIED) {
     config.set_reduction(v1::GRADIENT_REDUCTION_ALLREDUCE);
   }
@@ -125,6 +126,8 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
   options.loss.output = config_.output();
   options.loss.target_dtype = target_dtype;
   options.optimizer = ToOptimizerConfig(config_.optimizer());
+  options.sync_batch_norm = config_.sync_batch_norm();
+  options.seed = config_.seed();
   std::vector<TrainerSlot> slots;
   for (const SlotAssignment& slot : environment_.options.slots) {
     const DeviceInfo* info = nullptr;
@@ -244,6 +247,11 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
   for (size_t p = 0; p < parameters.size(); ++p) {
     checkpoint.parameters.emplace(model_->graph().values[training.parameters[p]].name,
                                   parameters[p]);
+  }
+  // Running statistics travel with the weights they were computed for.
+  const std::vector<Tensor> buffers = trainer_->SlotBuffers(0);
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    checkpoint.parameters.emplace(model_->graph().values[training.buffers[b]].name, buffers[b]);
   }
   checkpoint.optimizer = ToOptimizerConfig(config_.optimizer());
   checkpoint.optimizer_state = trainer_->OptimizerState();

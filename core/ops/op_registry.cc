@@ -51,9 +51,12 @@ constexpr OpDefinition kOps[] = {
     {"Transpose", InferTranspose},
     {"Unsqueeze", InferUnsqueeze, 1u << 1},
     // Training-only operators: "replicad." sorts after every ONNX type.
+    {kBatchNormGrad, InferBatchNormGrad},
+    {kBatchNormTrain, InferBatchNormTrain},
     {kClipGrad, InferClipGrad, (1u << 2) | (1u << 3)},
     {kConvGradData, InferConvGradData},
     {kConvGradFilter, InferConvGradFilter},
+    {kDropoutTrain, InferDropoutTrain, 1u << 1},
     {kGlobalAveragePoolGrad, InferGlobalAveragePoolGrad},
     {kLogSoftmaxGrad, InferSoftmaxFamilyGrad},
     {kMaxPoolGrad, InferMaxPoolGrad},

@@ -58,6 +58,9 @@ absl::Status InferUnsqueeze(KernelSpec* spec);
 
 // Training-only operators (training_ops.h).
 absl::Status InferReluGrad(KernelSpec* spec);
+absl::Status InferBatchNormTrain(KernelSpec* spec);
+absl::Status InferBatchNormGrad(KernelSpec* spec);
+absl::Status InferDropoutTrain(KernelSpec* spec);
 absl::Status InferClipGrad(KernelSpec* spec);
 absl::Status InferSoftmaxFamilyGrad(KernelSpec* spec);
 absl::Status InferGlobalAveragePoolGrad(KernelSpec* spec);

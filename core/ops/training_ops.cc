@@ -42,6 +42,38 @@ absl::Status InferReluGrad(KernelSpec* spec) {
   return absl::OkStatus();
 }
 
+absl::Status InferBatchNormTrain(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 5, 5));
+  KernelSpec forward = ForwardSpec(*spec, 5);
+  REPLICAD_RETURN_IF_ERROR(InferBatchNormalization(&forward));
+  const TensorType& per_channel = *spec->inputs[1];
+  spec->outputs = {*spec->inputs[0], per_channel, per_channel, per_channel, per_channel};
+  return absl::OkStatus();
+}
+
+absl::Status InferBatchNormGrad(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 5, 5));
+  // The forward rule checks X against scale; saved statistics are per channel too.
+  KernelSpec forward = ForwardSpec(*spec, 5);
+  forward.inputs[4] = forward.inputs[3];
+  REPLICAD_RETURN_IF_ERROR(InferBatchNormalization(&forward));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 4, *spec->inputs[0]));
+  const TensorType& per_channel = *spec->inputs[1];
+  spec->outputs = {*spec->inputs[0], per_channel, per_channel};
+  return absl::OkStatus();
+}
+
+absl::Status InferDropoutTrain(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 2));
+  KernelSpec forward = ForwardSpec(*spec, spec->inputs.size());
+  REPLICAD_RETURN_IF_ERROR(InferDropout(&forward));
+  if (HasInput(*spec, 1) && ConstantInput(*spec, 1) == nullptr) {
+    return NodeUnimplemented(*spec, "a Dropout ratio computed at run time is not supported");
+  }
+  spec->outputs = {*spec->inputs[0], *spec->inputs[0]};
+  return absl::OkStatus();
+}
+
 absl::Status InferClipGrad(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 4));
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(*spec, 0, "X"));

@@ -31,6 +31,21 @@ inline constexpr std::string_view kMaxPoolGrad = "replicad.MaxPoolGrad";
 inline constexpr std::string_view kConvGradData = "replicad.ConvGradData";
 // replicad.ConvGradFilter(X, W, dY), Conv's attributes -> dW, dB ([M]).
 inline constexpr std::string_view kConvGradFilter = "replicad.ConvGradFilter";
+// replicad.BatchNormTrain(X, scale, B, running_mean, running_var), epsilon,
+// momentum -> Y, saved_mean [C], saved_invstd [C], new running_mean, new
+// running_var: normalised by the batch's statistics (the whole step's, summed
+// across slots through the step's collective: SyncBatchNorm); running
+// statistics updated as momentum * old + (1 - momentum) * batch, with the
+// unbiased variance, as PyTorch does.
+inline constexpr std::string_view kBatchNormTrain = "replicad.BatchNormTrain";
+// replicad.BatchNormGrad(X, scale, saved_mean, saved_invstd, dY) -> dX,
+// dscale, dB (dscale and dB of this slot's rows; dX from the step's sums).
+inline constexpr std::string_view kBatchNormGrad = "replicad.BatchNormGrad";
+// replicad.DropoutTrain(X, ratio?), attribute replicad.node_seed -> Y,
+// mask_scale (0 or 1 / (1 - ratio) per element): the mask of global row r,
+// element e comes from a counter-based generator keyed by (seed, step, node,
+// r, e), so a step does not depend on how the batch was split.
+inline constexpr std::string_view kDropoutTrain = "replicad.DropoutTrain";
 // replicad.SumToShape(dY, Like) -> dY summed over the dimensions along which
 // Like (only its type is read) was broadcast to dY's shape.
 inline constexpr std::string_view kSumToShape = "replicad.SumToShape";

@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/device/training_step.h"
+#include "core/train/barrier_collective.h"
 
 namespace replicad {
 namespace {
@@ -39,6 +41,8 @@ struct DataParallelTrainer::Slot {
   std::map<int, Tensor> constants;  // Device copies of the training graph's initializers.
   std::vector<Tensor> parameters;
   std::vector<Tensor> gradients;    // Of the sum of the slice's losses.
+  std::vector<Tensor> buffers;      // Running statistics.
+  std::vector<Tensor> buffer_updates;
   Tensor loss_sum;
   Tensor correct;
   std::unique_ptr<Optimizer> optimizer;
@@ -46,8 +50,11 @@ struct DataParallelTrainer::Slot {
 };
 
 DataParallelTrainer::DataParallelTrainer(std::shared_ptr<const Model> model,
-                                         TrainingGraph training)
-    : model_(std::move(model)), training_(std::move(training)) {}
+                                         TrainingGraph training, const TrainerOptions& options)
+    : model_(std::move(model)),
+      training_(std::move(training)),
+      sync_batch_norm_(options.sync_batch_norm),
+      seed_(options.seed) {}
 
 DataParallelTrainer::~DataParallelTrainer() {
   absl::MutexLock lock(&mu_);
@@ -69,7 +76,7 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   absl::StatusOr<TrainingGraph> training = BuildTrainingGraph(model->graph(), options.loss);
   if (!training.ok()) return training.status();
   std::unique_ptr<DataParallelTrainer> trainer(
-      new DataParallelTrainer(std::move(model), *std::move(training)));
+      new DataParallelTrainer(std::move(model), *std::move(training), options));
   const Graph& graph = trainer->training_.graph;
   const Graph& source = trainer->model_->graph();
   std::vector<int64_t> sizes;
@@ -92,6 +99,13 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
       if (!parameter.ok()) return parameter.status();
       slot->parameters.push_back(*std::move(parameter));
       slot->gradients.push_back(Tensor::Host(DType::kFloat32, host.shape()));
+    }
+    for (int v : trainer->training_.buffers) {
+      const Tensor& host = source.initializers.at(v);
+      absl::StatusOr<Tensor> buffer = Upload(device, host);
+      if (!buffer.ok()) return buffer.status();
+      slot->buffers.push_back(*std::move(buffer));
+      slot->buffer_updates.push_back(Tensor::Host(DType::kFloat32, host.shape()));
     }
     slot->loss_sum = Tensor::Host(DType::kFloat32, {});
     slot->correct = Tensor::Host(DType::kFloat32, {});
@@ -157,15 +171,22 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     target_shape[0] = slice.rows();
     shapes.push_back(std::move(target_shape));
     for (const Tensor& p : slot.parameters) shapes.push_back(p.shape());
+    for (const Tensor& b : slot.buffers) shapes.push_back(b.shape());
     absl::StatusOr<ExecutionPlan*> plan = PlanFor(slot, shapes);
     if (!plan.ok()) return plan.status();
     plans.push_back(*plan);
   }
 
-  // Forward and backward of every slice, concurrently on the slots.
+  // Forward and backward of every slice, concurrently on the slots; with
+  // SyncBatchNorm they meet in the collective.
+  BarrierCollective collective(static_cast<int>(slices.size()));
+  std::vector<TrainingStepContext> contexts(slices.size());
   std::vector<absl::Status> statuses(slices.size());
   std::vector<double> seconds(slices.size());
   for (size_t i = 0; i < slices.size(); ++i) {
+    contexts[i] = TrainingStepContext{step_ + 1,      seed_, slices[i].begin, batch,
+                                      static_cast<int>(i),
+                                      sync_batch_norm_ ? &collective : nullptr};
     Slot& slot = *slots_[slices[i].slot];
     slot.where.device->Enqueue([&, i, plan = plans[i]] {
       const auto start = std::chrono::steady_clock::now();
@@ -174,10 +195,17 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
       for (const Tensor& t : inputs) in.push_back(RowPointer(t, slice.begin));
       in.push_back(RowPointer(targets, slice.begin));
       for (const Tensor& p : slot.parameters) in.push_back(p.raw_data());
+      for (const Tensor& b : slot.buffers) in.push_back(b.raw_data());
       std::vector<void*> out{slot.loss_sum.raw_data()};
       if (training_.classification) out.push_back(slot.correct.raw_data());
       for (Tensor& g : slot.gradients) out.push_back(g.raw_data());
-      statuses[i] = plan->Run(in.data(), out.data());
+      for (Tensor& u : slot.buffer_updates) out.push_back(u.raw_data());
+      {
+        ScopedTrainingStep in_step(&contexts[i]);
+        statuses[i] = plan->Run(in.data(), out.data());
+      }
+      // The other slots may be waiting for this one in the collective.
+      if (!statuses[i].ok()) collective.Abort();
       seconds[i] = SecondsSince(start);
     });
   }
@@ -223,6 +251,15 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
   }
   for (auto& slot : slots_) (void)slot->where.device->Synchronize();
   result.optimizer_seconds = SecondsSince(optimizer_start);
+  // Running statistics: the first participant's (with SyncBatchNorm every
+  // participant computed the same), on every slot.
+  const Slot& first = *slots_[slices[0].slot];
+  for (auto& slot : slots_) {
+    for (size_t b = 0; b < slot->buffers.size(); ++b) {
+      std::memcpy(slot->buffers[b].raw_data(), first.buffer_updates[b].raw_data(),
+                  slot->buffers[b].byte_size());
+    }
+  }
 
   ++step_;
   result.step = step_;
@@ -238,15 +275,28 @@ int64_t DataParallelTrainer::step() const {
   return step_;
 }
 
-std::vector<Tensor> DataParallelTrainer::SlotParameters(int slot) const {
-  absl::MutexLock lock(&mu_);
+namespace {
+
+std::vector<Tensor> HostCopies(const std::vector<Tensor>& tensors) {
   std::vector<Tensor> copies;
-  for (const Tensor& p : slots_[slot]->parameters) {
-    Tensor copy = Tensor::Host(p.dtype(), p.shape());
-    std::memcpy(copy.raw_data(), p.raw_data(), p.byte_size());
+  for (const Tensor& t : tensors) {
+    Tensor copy = Tensor::Host(t.dtype(), t.shape());
+    std::memcpy(copy.raw_data(), t.raw_data(), t.byte_size());
     copies.push_back(std::move(copy));
   }
   return copies;
+}
+
+}  // namespace
+
+std::vector<Tensor> DataParallelTrainer::SlotParameters(int slot) const {
+  absl::MutexLock lock(&mu_);
+  return HostCopies(slots_[slot]->parameters);
+}
+
+std::vector<Tensor> DataParallelTrainer::SlotBuffers(int slot) const {
+  absl::MutexLock lock(&mu_);
+  return HostCopies(slots_[slot]->buffers);
 }
 
 std::vector<std::pair<std::string, Tensor>> DataParallelTrainer::OptimizerState() const {
@@ -269,10 +319,18 @@ absl::Status DataParallelTrainer::Resume(int64_t step,
 }
 
 std::shared_ptr<const Model> DataParallelTrainer::CurrentModel() const {
-  std::vector<Tensor> parameters = SlotParameters(0);
+  std::vector<Tensor> parameters, buffers;
+  {
+    absl::MutexLock lock(&mu_);  // One step's weights and statistics, together.
+    parameters = HostCopies(slots_[0]->parameters);
+    buffers = HostCopies(slots_[0]->buffers);
+  }
   Graph graph = model_->graph();
   for (size_t p = 0; p < parameters.size(); ++p) {
     graph.initializers.insert_or_assign(training_.parameters[p], std::move(parameters[p]));
+  }
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    graph.initializers.insert_or_assign(training_.buffers[b], std::move(buffers[b]));
   }
   return std::make_shared<const Model>(model_->name(), model_->source(), std::move(graph));
 }

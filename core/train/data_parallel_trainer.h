@@ -22,6 +22,12 @@ namespace replicad {
 struct TrainerOptions {
   LossSpec loss;
   OptimizerConfig optimizer;
+  // BatchNormalization in training form normalises by the statistics of the
+  // whole step (summed across the slots), so N slots compute what one would;
+  // without it each slot uses its own rows' (the running statistics then
+  // follow the first slot's).
+  bool sync_batch_norm = true;
+  uint64_t seed = 0;  // Keys the dropout masks, with the step and the global row.
 };
 
 // One training slot: where it is and the device (stream) it runs on.
@@ -71,8 +77,10 @@ class DataParallelTrainer {
   int64_t step() const;
   const TrainingGraph& training_graph() const { return training_; }
   const Model& model() const { return *model_; }
-  // The current weights of `slot` (host copies), in parameter order.
+  // The current weights of `slot` (host copies), in parameter order, and its
+  // buffers (running statistics) in buffer order.
   std::vector<Tensor> SlotParameters(int slot) const;
+  std::vector<Tensor> SlotBuffers(int slot) const;
   // Slot 0's optimizer state (every slot holds the same), for checkpoints.
   std::vector<std::pair<std::string, Tensor>> OptimizerState() const;
   // Resumes from a checkpoint: the step count, and the optimizer state on
@@ -85,12 +93,15 @@ class DataParallelTrainer {
 
  private:
   struct Slot;
-  DataParallelTrainer(std::shared_ptr<const Model> model, TrainingGraph training);
+  DataParallelTrainer(std::shared_ptr<const Model> model, TrainingGraph training,
+                      const TrainerOptions& options);
   absl::StatusOr<ExecutionPlan*> PlanFor(Slot& slot, const std::vector<Shape>& shapes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::shared_ptr<const Model> model_;
   const TrainingGraph training_;
+  const bool sync_batch_norm_;
+  const uint64_t seed_;
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<double> weights_;

@@ -156,6 +156,23 @@ absl::Status MatMulGradient(GradientBuilder& b) {
   return absl::OkStatus();
 }
 
+// replicad.BatchNormTrain's outputs 1 and 2 are the saved statistics.
+absl::Status BatchNormTrainGradient(GradientBuilder& b) {
+  const std::vector<int> grads =
+      b.Emit(kBatchNormGrad,
+             {b.input(0), b.input(1), b.output(1), b.output(2), b.output_gradient(0)}, 3);
+  for (int i = 0; i < 3; ++i) {
+    if (b.wants_gradient(i)) b.AddInputGradient(i, grads[i]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DropoutTrainGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  b.AddInputGradient(0, b.Emit1("Mul", {b.output_gradient(0), b.output(1)}));
+  return absl::OkStatus();
+}
+
 absl::Status MaxPoolGradient(GradientBuilder& b) {
   if (b.node().outputs.size() > 1) return NodeFailure(b, "MaxPool's Indices output has no gradient");
   if (!b.wants_gradient(0)) return absl::OkStatus();
@@ -283,6 +300,8 @@ constexpr RuleEntry kRules[] = {
     {"Tanh", TanhGradient},
     {"Transpose", TransposeGradient},
     {"Unsqueeze", ReshapeGradient},
+    {kBatchNormTrain, BatchNormTrainGradient},
+    {kDropoutTrain, DropoutTrainGradient},
 };
 
 }  // namespace

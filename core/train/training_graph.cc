@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/model/training_forms.h"
 #include "core/ops/training_ops.h"
 #include "core/train/gradient_rules.h"
 
@@ -208,21 +209,90 @@ absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
   return result;
 }
 
+// A buffer: an initializer a training step updates (a running statistic),
+// and the value holding its update.
+struct BufferUpdate {
+  int initializer;
+  int update;
+};
+
+uint64_t NameHash(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a.
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Nodes the model marks as computed differently in training
+// (kTrainingAttribute) become their training operators.
+std::vector<BufferUpdate> RewriteTrainingForms(Graph* graph) {
+  std::vector<BufferUpdate> buffers;
+  auto new_value = [&](const std::string& name) {
+    graph->values.push_back(Value{name, TensorType{DType::kFloat32, {}}});
+    return static_cast<int>(graph->values.size()) - 1;
+  };
+  for (Node& node : graph->nodes) {
+    if (node.attributes.GetInt(kTrainingAttribute, 0).value_or(0) == 0) continue;
+    Attributes attributes;
+    if (node.op_type == "BatchNormalization" && node.inputs.size() == 5) {
+      for (const char* name : {"epsilon", "momentum"}) {
+        if (node.attributes.Has(name)) attributes.Set(name, *node.attributes.GetFloat(name, 0));
+      }
+      node.op_type = std::string(kBatchNormTrain);
+      node.outputs.resize(1);
+      for (const char* what : {"saved_mean", "saved_invstd", "running_mean", "running_var"}) {
+        node.outputs.push_back(new_value(absl::StrCat(node.name, ":", what)));
+      }
+      buffers.push_back({node.inputs[3], node.outputs[3]});
+      buffers.push_back({node.inputs[4], node.outputs[4]});
+    } else if (node.op_type == "Dropout") {
+      if (node.attributes.Has("ratio")) attributes.Set("ratio", *node.attributes.GetFloat("ratio", 0));
+      attributes.Set("replicad.node_seed", static_cast<int64_t>(NameHash(node.name) >> 1));
+      node.op_type = std::string(kDropoutTrain);
+      node.outputs.resize(1);
+      node.outputs.push_back(new_value(node.name + ":mask"));
+    } else {
+      continue;
+    }
+    node.attributes = std::move(attributes);
+  }
+  return buffers;
+}
+
 }  // namespace
 
 absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossSpec& loss) {
+  Graph forward = model;
+  const std::vector<BufferUpdate> buffers = RewriteTrainingForms(&forward);
   std::set<int> frozen;
+  for (const BufferUpdate& buffer : buffers) {
+    if (forward.initializers.count(buffer.initializer) == 0) {
+      return absl::UnimplementedError(absl::StrCat(
+          "a running statistic that is not an initializer ('",
+          forward.values[buffer.initializer].name, "') cannot be trained"));
+    }
+    frozen.insert(buffer.initializer);
+  }
   std::vector<int> ungraded;
-  absl::StatusOr<TrainingGraph> training = Build(model, loss, frozen, &ungraded);
-  if (!training.ok() || ungraded.empty()) return training;
-  // Initializers the loss reads but does not differentiate (bounds, shapes
-  // stored as float) stay constants.
-  frozen.insert(ungraded.begin(), ungraded.end());
-  ungraded.clear();
-  training = Build(model, loss, frozen, &ungraded);
+  absl::StatusOr<TrainingGraph> training = Build(forward, loss, frozen, &ungraded);
   if (training.ok() && !ungraded.empty()) {
-    return absl::InternalError(absl::StrCat("no gradient reached parameter '",
-                                            model.values[ungraded[0]].name, "'"));
+    // Initializers the loss reads but does not differentiate (bounds, shapes
+    // stored as float) stay constants.
+    frozen.insert(ungraded.begin(), ungraded.end());
+    ungraded.clear();
+    training = Build(forward, loss, frozen, &ungraded);
+    if (training.ok() && !ungraded.empty()) {
+      return absl::InternalError(absl::StrCat("no gradient reached parameter '",
+                                              model.values[ungraded[0]].name, "'"));
+    }
+  }
+  if (!training.ok()) return training;
+  // Buffers: inputs after the parameters, their updates outputs after the gradients.
+  Graph& graph = training->graph;
+  for (const BufferUpdate& buffer : buffers) {
+    graph.initializers.erase(buffer.initializer);
+    graph.inputs.push_back(buffer.initializer);
+    graph.outputs.push_back(buffer.update);
+    training->buffers.push_back(buffer.initializer);
   }
   return training;
 }

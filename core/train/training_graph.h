@@ -27,12 +27,17 @@ struct LossSpec {
 // rather than constants because they change every step.
 // Outputs: loss_sum (float32 scalar: the sum of the slice's per-sample
 // losses), then `correct` (float32 scalar count) when the loss classifies,
-// then dloss_sum/dparameter for each parameter, in parameter order. Sums,
+// then dloss_sum/dparameter for each parameter, in parameter order, then the
+// updated value of each buffer (running statistics of BatchNormalization in
+// training form, which are inputs after the parameters). Sums,
 // not means: the reducer divides by the global batch, so uneven splits are exact.
 struct TrainingGraph {
   Graph graph;
   // The model's initializer value indices that became parameters, in order.
   std::vector<int> parameters;
+  // Initializers a step updates without the optimizer (running statistics),
+  // in buffer order.
+  std::vector<int> buffers;
   bool classification = false;
   int num_model_inputs = 0;
 };

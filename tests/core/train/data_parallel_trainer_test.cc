@@ -4,10 +4,17 @@
 #include "core/train/data_parallel_trainer.h"
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "client/npy.h"
 #include "core/backends/cpu/cpu_backend.h"
+#include "tests/testing/daemon_process.h"
+#include "tests/testing/proto_tensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/train/train_test_models.h"
@@ -18,7 +25,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfig& optimizer) {
+std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfig& optimizer,
+                                                 std::shared_ptr<const Model> model = nullptr) {
+  if (model == nullptr) model = testing::LoadForTraining(testing::ConvNetOnnx(7));
   std::vector<TrainerSlot> trainer_slots;
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   for (int s = 0; s < slots; ++s) {
@@ -28,8 +37,9 @@ std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfi
   TrainerOptions options;
   options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits"};
   options.optimizer = optimizer;
-  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = DataParallelTrainer::Create(
-      testing::LoadForTraining(testing::ConvNetOnnx(7)), std::move(trainer_slots), options);
+  options.seed = 5;
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
+      DataParallelTrainer::Create(std::move(model), std::move(trainer_slots), options);
   EXPECT_TRUE(trainer.ok()) << trainer.status();
   return *std::move(trainer);
 }
@@ -134,6 +144,136 @@ TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {
   // And the trainer still trains.
   EXPECT_TRUE(trainer->Step({images}, Labels(4, 0)).ok());
   EXPECT_EQ(trainer->step(), 1);
+}
+
+// The PyTorch side (tests/core/train/torch_training_reference.py), run once
+// per process with /usr/bin/python3 (REPLICAD_PARITY_PYTHON overrides it).
+const std::string& TorchReferenceDir() {
+  static const std::string* const dir = [] {
+    const char* given = std::getenv("REPLICAD_PARITY_PYTHON");
+    const std::string python = given != nullptr && *given != '\0' ? given : "/usr/bin/python3";
+    auto* out = new std::string(absl::StrCat(::testing::TempDir(), "torch_training_", getpid()));
+    testing::CommandResult run =
+        testing::RunCommand({python, REPLICAD_TRAINING_SCRIPT, *out});
+    if (run.exit_code != 0) {
+      ADD_FAILURE() << python << " " << REPLICAD_TRAINING_SCRIPT << " exited " << run.exit_code
+                    << " (torch under /usr/bin/python3 is required):\n"
+                    << run.out;
+      out->clear();
+    }
+    return out;
+  }();
+  return *dir;
+}
+
+Tensor ReadReference(const std::string& name) {
+  absl::StatusOr<v1::Tensor> read = client::ReadNpy(TorchReferenceDir() + "/" + name + ".npy");
+  EXPECT_TRUE(read.ok()) << read.status();
+  return read.ok() ? testing::FromProto(*read) : Tensor::Host(DType::kFloat32, {0});
+}
+
+std::string ValueName(const DataParallelTrainer& trainer, int value) {
+  return trainer.model().graph().values[value].name;
+}
+
+// BatchNormalization (batch statistics, running statistics updated) and
+// Dropout (p = 0) of a model exported by PyTorch in training mode: one slot,
+// 5 SGD steps, against PyTorch doing the same steps. Losses within 1e-4
+// relative, every weight and running statistic within 1e-4 relative L2.
+TEST(DataParallelTrainerTest, BatchNormalizationTrainsLikePyTorch) {
+  ASSERT_FALSE(TorchReferenceDir().empty());
+  OptimizerConfig sgd;
+  sgd.learning_rate = 0.1f;
+  sgd.momentum = 0.9f;
+  std::unique_ptr<DataParallelTrainer> trainer = MakeTrainer(
+      1, sgd, testing::LoadForTraining(*[] {
+        std::ifstream in(TorchReferenceDir() + "/bn_p0.onnx", std::ios::binary);
+        return new std::string((std::istreambuf_iterator<char>(in)), {});
+      }()));
+  ASSERT_NE(trainer, nullptr);
+  ASSERT_EQ(trainer->training_graph().buffers.size(), 2u);  // running mean and variance.
+  const Tensor x = ReadReference("x");
+  const Tensor labels = ReadReference("labels");
+  const Tensor losses = ReadReference("losses");
+  for (int64_t step = 0; step < 5; ++step) {
+    absl::StatusOr<Tensor> images = x.SliceRows(step, step + 1);
+    absl::StatusOr<Tensor> targets = labels.SliceRows(step, step + 1);
+    ASSERT_TRUE(images.ok() && targets.ok());
+    Tensor batch = Tensor::Host(DType::kFloat32, {8, 1, 8, 8});
+    std::memcpy(batch.raw_data(), images->raw_data(), batch.byte_size());
+    Tensor batch_labels = Tensor::Host(DType::kInt64, {8});
+    std::memcpy(batch_labels.raw_data(), targets->raw_data(), batch_labels.byte_size());
+    absl::StatusOr<DataParallelTrainer::StepResult> result = trainer->Step({batch}, batch_labels);
+    ASSERT_TRUE(result.ok()) << result.status();
+    const double expected = losses.data<float>()[step];
+    EXPECT_NEAR(result->loss, expected, 1e-4 * std::fabs(expected)) << "step " << step;
+  }
+  const std::vector<Tensor> parameters = trainer->SlotParameters(0);
+  const std::vector<Tensor> buffers = trainer->SlotBuffers(0);
+  const TrainingGraph& training = trainer->training_graph();
+  for (size_t p = 0; p < parameters.size(); ++p) {
+    const std::string name = ValueName(*trainer, training.parameters[p]);
+    EXPECT_LE(testing::RelativeL2(parameters[p], ReadReference("after_" + name)), 1e-4) << name;
+  }
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const std::string name = ValueName(*trainer, training.buffers[b]);
+    EXPECT_LE(testing::RelativeL2(buffers[b], ReadReference("after_" + name)), 1e-4) << name;
+  }
+}
+
+// SyncBatchNorm and Dropout (p = 0.3) over 1, 2 and 3 slots with batches 7,
+// 2 and 64: the same losses, weights and running statistics after 5 steps
+// within 1e-5 relative, since the statistics are the whole batch's and the
+// masks are keyed by global row.
+TEST(DataParallelTrainerTest, SyncBatchNormAndDropoutTrainAlikeOnAnySplit) {
+  ASSERT_FALSE(TorchReferenceDir().empty());
+  std::ifstream in(TorchReferenceDir() + "/bn_p3.onnx", std::ios::binary);
+  const std::string onnx((std::istreambuf_iterator<char>(in)), {});
+  OptimizerConfig sgd;
+  sgd.learning_rate = 0.05f;
+  sgd.momentum = 0.9f;
+  for (int64_t batch : {7, 2, 64}) {
+    std::vector<std::vector<Tensor>> weights_by_slots;
+    std::vector<std::vector<double>> losses_by_slots;
+    for (int slots : {1, 2, 3}) {
+      std::unique_ptr<DataParallelTrainer> trainer =
+          MakeTrainer(slots, sgd, testing::LoadForTraining(onnx));
+      ASSERT_NE(trainer, nullptr);
+      std::vector<double> losses;
+      for (int step = 0; step < 5; ++step) {
+        Tensor labels = Tensor::Host(DType::kInt64, {batch});
+        for (int64_t i = 0; i < batch; ++i) labels.data<int64_t>()[i] = (i + step) % 3;
+        absl::StatusOr<DataParallelTrainer::StepResult> result =
+            trainer->Step({testing::RandomTensor({batch, 1, 8, 8}, 40 + step)}, labels);
+        ASSERT_TRUE(result.ok()) << result.status();
+        losses.push_back(result->loss);
+      }
+      std::vector<Tensor> weights = trainer->SlotParameters(0);
+      for (Tensor& b : trainer->SlotBuffers(0)) weights.push_back(std::move(b));
+      for (int s = 1; s < slots; ++s) {
+        std::vector<Tensor> other = trainer->SlotParameters(s);
+        for (Tensor& b : trainer->SlotBuffers(s)) other.push_back(std::move(b));
+        for (size_t w = 0; w < other.size(); ++w) {
+          EXPECT_EQ(std::memcmp(other[w].raw_data(), weights[w].raw_data(), other[w].byte_size()),
+                    0)
+              << "slot " << s << " tensor " << w;
+        }
+      }
+      weights_by_slots.push_back(std::move(weights));
+      losses_by_slots.push_back(std::move(losses));
+    }
+    for (size_t k = 1; k < weights_by_slots.size(); ++k) {
+      for (int step = 0; step < 5; ++step) {
+        EXPECT_NEAR(losses_by_slots[k][step], losses_by_slots[0][step],
+                    1e-5 * std::fabs(losses_by_slots[0][step]))
+            << k + 1 << " slots, batch " << batch << ", step " << step;
+      }
+      for (size_t w = 0; w < weights_by_slots[0].size(); ++w) {
+        EXPECT_LE(testing::RelativeL2(weights_by_slots[k][w], weights_by_slots[0][w]), 1e-5)
+            << k + 1 << " slots, batch " << batch << ", tensor " << w;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -60,9 +60,12 @@ constexpr BuilderEntry kBuilders[] = {
     {"Transpose", MakeTransposeKernel},
     {"Unsqueeze", MakeCopyKernel},
     // Training-only operators (core/ops/training_ops.h).
+    {"replicad.BatchNormGrad", MakeBatchNormGradKernel},
+    {"replicad.BatchNormTrain", MakeBatchNormTrainKernel},
     {"replicad.ClipGrad", MakeClipGradKernel},
     {"replicad.ConvGradData", MakeConvGradDataKernel},
     {"replicad.ConvGradFilter", MakeConvGradFilterKernel},
+    {"replicad.DropoutTrain", MakeDropoutTrainKernel},
     {"replicad.GlobalAveragePoolGrad", MakeGlobalAveragePoolGradKernel},
     {"replicad.LogSoftmaxGrad", MakeSoftmaxGradKernel},
     {"replicad.MaxPoolGrad", MakeMaxPoolGradKernel},

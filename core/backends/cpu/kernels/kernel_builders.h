@@ -63,6 +63,9 @@ KernelOrStatus MakeConstantOfShapeKernel(const KernelSpec& spec, CpuKernelContex
 KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context);
 
 // Training-only operators (core/ops/training_ops.h).
+KernelOrStatus MakeBatchNormTrainKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeBatchNormGradKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeDropoutTrainKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeClipGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGlobalAveragePoolGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 // SoftmaxGrad and LogSoftmaxGrad.

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/device/training_step.h"
 
 namespace replicad {
 namespace {
@@ -36,9 +38,11 @@ class SoftmaxCrossEntropyKernel : public Kernel {
       if (labels_) {
         const int64_t label = static_cast<const int64_t*>(inputs[1])[r];
         if (label < 0 || label >= classes_) {
+          // Named by its row in the whole batch, not in this slot's slice.
+          const TrainingStepContext* step = CurrentTrainingStep();
           return absl::InvalidArgumentError(
-              absl::StrCat("targets[", r, "] must be a class in [0, ", classes_, "), received ",
-                           label));
+              absl::StrCat("targets[", (step ? step->first_row : 0) + r,
+                           "] must be a class in [0, ", classes_, "), received ", label));
         }
         loss += log_sum - row[label];
         correct += argmax == label;

@@ -1,0 +1,77 @@
+// Dropout in training. Each element's mask comes from a counter-based
+// generator keyed by (seed, step, node, global row, element), not from a
+// stream of draws, so the mask of a row is the same whichever slot runs it.
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+
+#include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/device/training_step.h"
+#include "core/ops/op_util.h"
+
+namespace replicad {
+namespace {
+
+// SplitMix64's finaliser: a bijection that scrambles every input bit.
+uint64_t Mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+class DropoutTrainKernel : public Kernel {
+ public:
+  DropoutTrainKernel(int64_t rows, int64_t row_size, float ratio, uint64_t node_seed)
+      : rows_(rows), row_size_(row_size), ratio_(ratio), node_seed_(node_seed) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    const float* x = static_cast<const float*>(inputs[0]);
+    float* y = static_cast<float*>(outputs[0]);
+    float* mask = static_cast<float*>(outputs[1]);
+    const TrainingStepContext* step = CurrentTrainingStep();
+    const uint64_t seed = step ? step->seed : 0, counter = step ? step->step : 0;
+    const int64_t first_row = step ? step->first_row : 0;
+    const float keep_scale = ratio_ < 1.0f ? 1.0f / (1.0f - ratio_) : 0.0f;
+    const uint64_t key = Mix(Mix(Mix(seed) ^ counter) ^ node_seed_);
+    for (int64_t r = 0; r < rows_; ++r) {
+      const uint64_t row_key = Mix(key ^ static_cast<uint64_t>(first_row + r));
+      for (int64_t e = 0; e < row_size_; ++e) {
+        // 24 random bits: a float in [0, 1) with every value exact.
+        const float u = static_cast<float>(Mix(row_key ^ static_cast<uint64_t>(e)) >> 40) *
+                        (1.0f / 16777216.0f);
+        const int64_t i = r * row_size_ + e;
+        mask[i] = u >= ratio_ ? keep_scale : 0.0f;
+        y[i] = x[i] * mask[i];
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t rows_, row_size_;
+  float ratio_;
+  uint64_t node_seed_;
+};
+
+}  // namespace
+
+KernelOrStatus MakeDropoutTrainKernel(const KernelSpec& spec, CpuKernelContext&) {
+  float ratio = 0.5f;
+  if (spec.opset < 12) {
+    REPLICAD_ASSIGN_OR_RETURN(ratio, FloatAttribute(spec, "ratio", 0.5f));
+  } else if (const Tensor* given = ConstantInput(spec, 1)) {
+    ratio = *given->data<float>();
+  }
+  if (!(ratio >= 0.0f && ratio < 1.0f)) {
+    return NodeError(spec, absl::StrCat("ratio must be in [0, 1), received ", ratio));
+  }
+  REPLICAD_ASSIGN_OR_RETURN(int64_t node_seed, IntAttribute(spec, "replicad.node_seed", 0));
+  const Shape& x = spec.inputs[0]->shape;
+  const int64_t rows = x.empty() ? 1 : x[0];
+  return std::make_unique<DropoutTrainKernel>(rows, rows == 0 ? 0 : NumElements(x) / rows, ratio,
+                                              static_cast<uint64_t>(node_seed));
+}
+
+}  // namespace replicad

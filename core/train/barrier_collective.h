@@ -1,0 +1,35 @@
+#ifndef REPLICAD_CORE_TRAIN_BARRIER_COLLECTIVE_H_
+#define REPLICAD_CORE_TRAIN_BARRIER_COLLECTIVE_H_
+
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "core/device/training_step.h"
+
+namespace replicad {
+
+// StepCollective for slots whose memory the host reads (CPU slots): each
+// participant posts a pointer to its data; the last to arrive sums them in
+// participant order into one result, which every participant copies back.
+// A round completes only once all participants arrived, and a participant
+// copies before it can arrive at the next round, so one result buffer serves.
+class BarrierCollective : public StepCollective {
+ public:
+  explicit BarrierCollective(int participants);
+  void AllReduceSum(int participant, double* data, size_t count) override;
+  void Abort() override;
+
+ private:
+  const int participants_;
+  absl::Mutex mu_;
+  std::vector<double*> posted_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> result_ ABSL_GUARDED_BY(mu_);
+  int arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_TRAIN_BARRIER_COLLECTIVE_H_
