@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "core/model/graph_optimizer.h"
 #include "core/model/onnx_tensor.h"
-#include "core/model/training_forms.h"
+#include "core/model/exporter_forms.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/training_ops.h"
 #include "onnx/checker.h"
@@ -201,6 +201,7 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& by
     return absl::InvalidArgumentError(absl::StrCat(source, ": ONNX rejects the model: ", e.what()));
   }
   NormalizeTrainingForms(model.mutable_graph());
+  NarrowDoubleConstantsCastToFloat(model.mutable_graph());
   absl::StatusOr<Graph> graph = ConvertGraph(model, options);
   if (graph.ok() && options.optimize) {
     if (absl::Status s = OptimizeForInference(&*graph); !s.ok()) graph = s;

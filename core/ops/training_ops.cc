@@ -22,6 +22,15 @@ KernelSpec ForwardSpec(const KernelSpec& spec, size_t count) {
   return forward;
 }
 
+// The forward node's inputs are the backward node's 1..n (ConcatGrad,
+// PadGrad): the forward view drops dY.
+KernelSpec DropFirstInput(const KernelSpec& spec) {
+  KernelSpec forward = spec;
+  forward.inputs.erase(forward.inputs.begin());
+  if (!forward.constant_inputs.empty()) forward.constant_inputs.erase(forward.constant_inputs.begin());
+  return forward;
+}
+
 absl::Status CheckGradient(const KernelSpec& spec, int index, const TensorType& expected) {
   REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(spec, index, "dY"));
   if (!(gradient == expected)) {
@@ -71,6 +80,35 @@ absl::Status InferDropoutTrain(KernelSpec* spec) {
     return NodeUnimplemented(*spec, "a Dropout ratio computed at run time is not supported");
   }
   spec->outputs = {*spec->inputs[0], *spec->inputs[0]};
+  return absl::OkStatus();
+}
+
+absl::Status InferAveragePoolGrad(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
+  KernelSpec forward = ForwardSpec(*spec, 1);
+  REPLICAD_RETURN_IF_ERROR(InferAveragePool(&forward));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 1, forward.outputs[0]));
+  spec->outputs = {*spec->inputs[0]};
+  return absl::OkStatus();
+}
+
+
+absl::Status InferConcatGrad(KernelSpec* spec) {
+  if (spec->inputs.size() < 2) return NodeError(*spec, "expects dY and at least one input");
+  KernelSpec forward = DropFirstInput(*spec);
+  REPLICAD_RETURN_IF_ERROR(InferConcat(&forward));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 0, forward.outputs[0]));
+  spec->outputs.clear();
+  for (const std::optional<TensorType>& input : forward.inputs) spec->outputs.push_back(*input);
+  return absl::OkStatus();
+}
+
+absl::Status InferPadGrad(KernelSpec* spec) {
+  if (spec->inputs.size() < 3) return NodeError(*spec, "expects dY, X and pads");
+  KernelSpec forward = DropFirstInput(*spec);  // Pad's inputs: all but dY.
+  REPLICAD_RETURN_IF_ERROR(InferPad(&forward));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 0, forward.outputs[0]));
+  spec->outputs = {*spec->inputs[1]};
   return absl::OkStatus();
 }
 

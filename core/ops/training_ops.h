@@ -46,6 +46,17 @@ inline constexpr std::string_view kBatchNormGrad = "replicad.BatchNormGrad";
 // element e comes from a counter-based generator keyed by (seed, step, node,
 // r, e), so a step does not depend on how the batch was split.
 inline constexpr std::string_view kDropoutTrain = "replicad.DropoutTrain";
+// replicad.AveragePoolGrad(X, dY), AveragePool's attributes -> dX: each
+// window's dY divided by the forward divisor (count_include_pad, ceil_mode
+// as the forward pass counts them) and spread over the window's elements.
+inline constexpr std::string_view kAveragePoolGrad = "replicad.AveragePoolGrad";
+// replicad.ConcatGrad(dY, X_0, ..., X_n-1), Concat's axis -> dX_0 .. dX_n-1:
+// dY cut back into the inputs' extents (only X_i's types are read).
+inline constexpr std::string_view kConcatGrad = "replicad.ConcatGrad";
+// replicad.PadGrad(dY, X, pads, constant_value?, axes?), Pad's mode -> dX:
+// each element of dY added to the element of X the pad read (none for
+// constant mode's fill), so edge and reflect modes accumulate.
+inline constexpr std::string_view kPadGrad = "replicad.PadGrad";
 // replicad.SumToShape(dY, Like) -> dY summed over the dimensions along which
 // Like (only its type is read) was broadcast to dY's shape.
 inline constexpr std::string_view kSumToShape = "replicad.SumToShape";

@@ -173,6 +173,36 @@ absl::Status DropoutTrainGradient(GradientBuilder& b) {
   return absl::OkStatus();
 }
 
+absl::Status AveragePoolGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  b.AddInputGradient(
+      0, b.Emit1(kAveragePoolGrad, {b.input(0), b.output_gradient(0)}, b.node().attributes));
+  return absl::OkStatus();
+}
+
+absl::Status ConcatGradient(GradientBuilder& b) {
+  const Node& node = b.node();
+  std::vector<int> inputs = {b.output_gradient(0)};
+  inputs.insert(inputs.end(), node.inputs.begin(), node.inputs.end());
+  const std::vector<int> grads = b.Emit(kConcatGrad, inputs,
+                                        static_cast<int>(node.inputs.size()), node.attributes);
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (b.wants_gradient(static_cast<int>(i))) b.AddInputGradient(static_cast<int>(i), grads[i]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PadGradient(GradientBuilder& b) {
+  if (!b.wants_gradient(0)) return absl::OkStatus();
+  std::vector<int> inputs = {b.output_gradient(0)};
+  inputs.insert(inputs.end(), b.node().inputs.begin(), b.node().inputs.end());
+  if (b.node().attributes.Has("pads")) {
+    return NodeFailure(b, "Pad with a pads attribute (opset < 11) has no gradient yet");
+  }
+  b.AddInputGradient(0, b.Emit1(kPadGrad, inputs, b.node().attributes));
+  return absl::OkStatus();
+}
+
 absl::Status MaxPoolGradient(GradientBuilder& b) {
   if (b.node().outputs.size() > 1) return NodeFailure(b, "MaxPool's Indices output has no gradient");
   if (!b.wants_gradient(0)) return absl::OkStatus();
@@ -277,7 +307,9 @@ struct RuleEntry {
 // Sorted by type.
 constexpr RuleEntry kRules[] = {
     {"Add", AddGradient},
+    {"AveragePool", AveragePoolGradient},
     {"Clip", ClipGradient},
+    {"Concat", ConcatGradient},
     {"Conv", ConvGradient},
     {"Div", DivGradient},
     {"Dropout", DropoutGradient},
@@ -290,6 +322,7 @@ constexpr RuleEntry kRules[] = {
     {"MatMul", MatMulGradient},
     {"MaxPool", MaxPoolGradient},
     {"Mul", MulGradient},
+    {"Pad", PadGradient},
     {"Relu", ReluGradient},
     {"Reshape", ReshapeGradient},
     {"Sigmoid", SigmoidGradient},

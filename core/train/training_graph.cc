@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/model/training_forms.h"
+#include "core/model/exporter_forms.h"
 #include "core/ops/training_ops.h"
 #include "core/train/gradient_rules.h"
 

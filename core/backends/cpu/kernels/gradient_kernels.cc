@@ -5,11 +5,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <algorithm>
 #include <limits>
 #include <vector>
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/conv_attributes.h"
+#include "core/ops/data_movement_attributes.h"
+#include "core/ops/slice_pad_attributes.h"
 #include "core/ops/op_util.h"
 #include "core/ops/softmax_attributes.h"
 #include "core/ops/training_ops.h"
@@ -198,7 +202,152 @@ class SumToShapeKernel : public Kernel {
   std::vector<int64_t> strides_;
 };
 
+// dX of each window: dY / divisor on the window's elements inside X. The
+// divisor is the forward pass's: with count_include_pad the window's cells
+// within the padded extent (not a ceil_mode window's part past pads_end),
+// else the cells inside X.
+class AveragePoolGradKernel : public Kernel {
+ public:
+  AveragePoolGradKernel(Shape x, AveragePoolAttributes pool) : x_(std::move(x)), pool_(pool) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    const float* dy = static_cast<const float*>(inputs[1]);
+    float* dx = static_cast<float*>(outputs[0]);
+    const Window2d& w = pool_.window;
+    const int64_t planes = x_[0] * x_[1], h = x_[2], wd = x_[3];
+    const int64_t oh = w.output[0], ow = w.output[1];
+    std::memset(dx, 0, sizeof(float) * planes * h * wd);
+    for (int64_t p = 0; p < planes; ++p) {
+      for (int64_t i = 0; i < oh; ++i) {
+        const int64_t r0 = i * w.strides[0] - w.pads_begin[0], r1 = r0 + w.kernel[0];
+        for (int64_t j = 0; j < ow; ++j) {
+          const int64_t c0 = j * w.strides[1] - w.pads_begin[1], c1 = c0 + w.kernel[1];
+          const int64_t rows_in = std::min(r1, h) - std::max<int64_t>(r0, 0);
+          const int64_t cols_in = std::min(c1, wd) - std::max<int64_t>(c0, 0);
+          int64_t divisor = rows_in * cols_in;
+          if (pool_.count_include_pad) {
+            divisor = (std::min(r1, h + w.pads_end[0]) - r0) * (std::min(c1, wd + w.pads_end[1]) - c0);
+          }
+          if (divisor <= 0 || rows_in <= 0 || cols_in <= 0) continue;
+          const float g = dy[(p * oh + i) * ow + j] / static_cast<float>(divisor);
+          for (int64_t r = std::max<int64_t>(r0, 0); r < std::min(r1, h); ++r) {
+            for (int64_t c = std::max<int64_t>(c0, 0); c < std::min(c1, wd); ++c) {
+              dx[(p * h + r) * wd + c] += g;
+            }
+          }
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Shape x_;
+  AveragePoolAttributes pool_;
+};
+
+// Cuts dY [outer, total, inner] along the axis into the inputs' extents.
+class ConcatGradKernel : public Kernel {
+ public:
+  ConcatGradKernel(int64_t outer, int64_t inner, std::vector<int64_t> extents)
+      : outer_(outer), inner_(inner), extents_(std::move(extents)) {
+    for (int64_t e : extents_) total_ += e;
+  }
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    const float* dy = static_cast<const float*>(inputs[0]);
+    int64_t offset = 0;
+    for (size_t i = 0; i < extents_.size(); ++i) {
+      float* dx = static_cast<float*>(outputs[i]);
+      const int64_t block = extents_[i] * inner_;
+      for (int64_t o = 0; o < outer_; ++o) {
+        std::memcpy(dx + o * block, dy + (o * total_ + offset) * inner_, sizeof(float) * block);
+      }
+      offset += extents_[i];
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t outer_, inner_, total_ = 0;
+  std::vector<int64_t> extents_;
+};
+
+// For each element of dY, the element of X it was read from (or none):
+// separable per dim, so one table per dim, walked with a row-major index.
+class PadGradKernel : public Kernel {
+ public:
+  PadGradKernel(Shape x, Shape y, std::vector<std::vector<int64_t>> sources)
+      : x_(std::move(x)), y_(std::move(y)), sources_(std::move(sources)) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    const float* dy = static_cast<const float*>(inputs[0]);
+    float* dx = static_cast<float*>(outputs[0]);
+    std::memset(dx, 0, sizeof(float) * NumElements(x_));
+    const int64_t count = NumElements(y_);
+    const size_t rank = y_.size();
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t target = 0;
+      bool inside = true;
+      for (size_t d = 0; d < rank && inside; ++d) {
+        const int64_t source = sources_[d][index[d]];
+        inside = source >= 0;
+        target = target * x_[d] + source;
+      }
+      if (inside) dx[target] += dy[i];
+      for (size_t d = rank; d-- > 0;) {
+        if (++index[d] < y_[d]) break;
+        index[d] = 0;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Shape x_, y_;
+  std::vector<std::vector<int64_t>> sources_;
+};
+
 }  // namespace
+
+KernelOrStatus MakePadGradKernel(const KernelSpec& spec, CpuKernelContext&) {
+  KernelSpec forward = spec;
+  forward.inputs.erase(forward.inputs.begin());
+  if (!forward.constant_inputs.empty()) forward.constant_inputs.erase(forward.constant_inputs.begin());
+  REPLICAD_ASSIGN_OR_RETURN(PadLayout layout, ParsePadLayout(forward));
+  const Shape& x = forward.inputs[0]->shape;
+  std::vector<std::vector<int64_t>> sources(x.size());
+  for (size_t d = 0; d < x.size(); ++d) {
+    for (int64_t out = 0; out < layout.output[d]; ++out) {
+      sources[d].push_back(PadSourceIndex(layout.mode, out, layout.pads_begin[d],
+                                          layout.pads_end[d], x[d]));
+    }
+  }
+  return std::make_unique<PadGradKernel>(x, layout.output, std::move(sources));
+}
+
+KernelOrStatus MakeAveragePoolGradKernel(const KernelSpec& spec, CpuKernelContext&) {
+  KernelSpec forward = spec;
+  forward.inputs.resize(1);
+  forward.constant_inputs.resize(spec.constant_inputs.empty() ? 0 : 1);
+  REPLICAD_ASSIGN_OR_RETURN(AveragePoolAttributes pool, ParseAveragePoolAttributes(forward));
+  return std::make_unique<AveragePoolGradKernel>(spec.inputs[0]->shape, pool);
+}
+
+KernelOrStatus MakeConcatGradKernel(const KernelSpec& spec, CpuKernelContext&) {
+  KernelSpec forward = spec;
+  forward.inputs.erase(forward.inputs.begin());
+  if (!forward.constant_inputs.empty()) forward.constant_inputs.erase(forward.constant_inputs.begin());
+  REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseConcatAxis(forward));
+  const Shape& y = spec.inputs[0]->shape;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= y[d];
+  for (size_t d = axis + 1; d < y.size(); ++d) inner *= y[d];
+  std::vector<int64_t> extents;
+  for (const std::optional<TensorType>& input : forward.inputs) extents.push_back(input->shape[axis]);
+  return std::make_unique<ConcatGradKernel>(outer, inner, std::move(extents));
+}
 
 KernelOrStatus MakeReluGradKernel(const KernelSpec& spec, CpuKernelContext&) {
   REPLICAD_ASSIGN_OR_RETURN(float alpha, FloatAttribute(spec, "alpha", 0.0f));

@@ -66,6 +66,9 @@ KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context)
 KernelOrStatus MakeBatchNormTrainKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeBatchNormGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeDropoutTrainKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeAveragePoolGradKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeConcatGradKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakePadGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeClipGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGlobalAveragePoolGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 // SoftmaxGrad and LogSoftmaxGrad.

@@ -1,8 +1,10 @@
-#include "core/model/training_forms.h"
+#include "core/model/exporter_forms.h"
 
 #include <map>
 #include <set>
+#include <cstring>
 #include <string>
+#include <vector>
 
 namespace replicad {
 namespace {
@@ -105,6 +107,43 @@ void NormalizeTrainingForms(onnx::GraphProto* graph) {
     if (node.op_type() == "Constant" && node.output_size() == 1 &&
         dropped_flags.count(node.output(0)) && readers[node.output(0)] == 0) {
       nodes->DeleteSubrange(i, 1);
+    }
+  }
+}
+
+void NarrowDoubleConstantsCastToFloat(onnx::GraphProto* graph) {
+  std::map<std::string, bool> only_cast_to_float;  // By value name.
+  for (const onnx::NodeProto& node : graph->node()) {
+    for (const std::string& input : node.input()) {
+      bool cast_to_float = false;
+      if (node.op_type() == "Cast") {
+        for (const onnx::AttributeProto& a : node.attribute()) {
+          cast_to_float = cast_to_float || (a.name() == "to" && a.i() == onnx::TensorProto::FLOAT);
+        }
+      }
+      auto [it, inserted] = only_cast_to_float.emplace(input, cast_to_float);
+      if (!inserted) it->second = it->second && cast_to_float;
+    }
+  }
+  for (const onnx::ValueInfoProto& output : graph->output()) only_cast_to_float[output.name()] = false;
+  for (onnx::NodeProto& node : *graph->mutable_node()) {
+    if (node.op_type() != "Constant" || node.output_size() != 1) continue;
+    auto it = only_cast_to_float.find(node.output(0));
+    if (it == only_cast_to_float.end() || !it->second) continue;
+    for (onnx::AttributeProto& a : *node.mutable_attribute()) {
+      if (a.name() != "value" || !a.has_t() || a.t().data_type() != onnx::TensorProto::DOUBLE) {
+        continue;
+      }
+      onnx::TensorProto* t = a.mutable_t();
+      std::vector<double> values(t->double_data().begin(), t->double_data().end());
+      if (values.empty() && !t->raw_data().empty()) {
+        values.resize(t->raw_data().size() / sizeof(double));
+        std::memcpy(values.data(), t->raw_data().data(), values.size() * sizeof(double));
+      }
+      t->clear_double_data();
+      t->clear_raw_data();
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      for (double v : values) t->add_float_data(static_cast<float>(v));
     }
   }
 }

@@ -1,5 +1,5 @@
-#ifndef REPLICAD_CORE_MODEL_TRAINING_FORMS_H_
-#define REPLICAD_CORE_MODEL_TRAINING_FORMS_H_
+#ifndef REPLICAD_CORE_MODEL_EXPORTER_FORMS_H_
+#define REPLICAD_CORE_MODEL_EXPORTER_FORMS_H_
 
 #include "onnx/onnx_pb.h"
 
@@ -21,6 +21,12 @@ inline constexpr char kTrainingAttribute[] = "replicad.training";
 // Nodes whose extra outputs are read stay as they are (and are refused).
 void NormalizeTrainingForms(onnx::GraphProto* graph);
 
+// PyTorch exports a Python float bound (torch.clamp(x, -0.5, 0.5)) as a
+// float64 Constant followed by Cast to float32. replicad computes no
+// float64, so a float64 Constant that only Casts to float32 read becomes
+// float32 (each Cast then converts float32 to float32: the same values).
+void NarrowDoubleConstantsCastToFloat(onnx::GraphProto* graph);
+
 }  // namespace replicad
 
-#endif  // REPLICAD_CORE_MODEL_TRAINING_FORMS_H_
+#endif  // REPLICAD_CORE_MODEL_EXPORTER_FORMS_H_
