@@ -265,6 +265,7 @@ struct TrainArgs {
   std::string optimizer;
   std::optional<double> learning_rate, momentum, weight_decay;
   bool nesterov = false;
+  std::string ps_device;  // Set: reduce through a parameter server there.
 };
 
 // The ConfigureTraining request `train` sends for its optimizer options.
@@ -290,6 +291,10 @@ absl::StatusOr<v1::ConfigureTrainingRequest> TrainingConfigFor(const TrainArgs& 
   if (args.momentum) optimizer->set_momentum(*args.momentum);
   if (args.weight_decay) optimizer->set_weight_decay(*args.weight_decay);
   optimizer->set_nesterov(args.nesterov);
+  if (!args.ps_device.empty()) {
+    config->set_reduction(v1::GRADIENT_REDUCTION_PS);
+    config->set_ps_device(args.ps_device);
+  }
   return request;
 }
 
@@ -645,6 +650,9 @@ int Main(int argc, char** argv) {
   train->add_option("--momentum", train_args.momentum, "SGD/RMSprop momentum (with --optimizer)");
   train->add_option("--weight-decay", train_args.weight_decay, "L2 weight decay (with --optimizer)");
   train->add_flag("--nesterov", train_args.nesterov, "Nesterov momentum (SGD, with --optimizer)");
+  train->add_option("--ps-device", train_args.ps_device,
+                    "Reduce through a parameter server on this device, e.g. cpu:0 (with "
+                    "--optimizer; default: allreduce among the slots)");
   train->footer(kTrainFooter);
 
   try {

@@ -22,7 +22,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 // `config` with PyTorch's defaults filled in, or InvalidArgument naming the field.
-absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Model& model) {
+absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Model& model,
+                                            const std::vector<DeviceInfo>& devices) {
   if (config.loss() == v1::LOSS_UNSPECIFIED) config.set_loss(v1::LOSS_SOFTMAX_CROSS_ENTROPY);
   if (config.output().empty()) config.set_output(model.outputs()[0].name);
   if (model.OutputIndex(config.output()) < 0) {
@@ -47,8 +48,30 @@ absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Mod
     config.set_reduction(v1::GRADIENT_REDUCTION_ALLREDUCE);
   }
   if (config.reduction() == v1::GRADIENT_REDUCTION_PS) {
-    return absl::UnimplementedError(
-        "config.reduction: 'ps' (parameter server) is not implemented yet; use allreduce");
+    if (config.ps_device().empty()) {
+      return absl::InvalidArgumentError(
+          "config.ps_device must name the parameter server's device (e.g. cpu:0) for "
+          "reduction 'ps'");
+    }
+    absl::StatusOr<DeviceId> ps = ParseDeviceId(config.ps_device());
+    if (!ps.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.ps_device: ", ps.status().message()));
+    }
+    std::string names;
+    bool found = false;
+    for (const DeviceInfo& d : devices) {
+      found = found || d.id == *ps;
+      absl::StrAppend(&names, names.empty() ? "" : ", ", DeviceIdToString(d.id));
+    }
+    if (!found) {
+      return absl::InvalidArgumentError(absl::StrCat("config.ps_device: '", config.ps_device(),
+                                                     "' does not exist; available: ", names));
+    }
+  } else if (!config.ps_device().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.ps_device is only for reduction 'ps'; received '", config.ps_device(),
+        "' with allreduce"));
   }
   if (config.checkpoint_every_steps() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -116,7 +139,7 @@ absl::Status ModelTraining::LoadModel() {
 absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
   if (trainer_ != nullptr) return absl::OkStatus();
   if (absl::Status s = LoadModel(); !s.ok()) return s;
-  absl::StatusOr<v1::TrainingConfig> config = Complete(config_, *model_);
+  absl::StatusOr<v1::TrainingConfig> config = Complete(config_, *model_, environment_.devices);
   if (!config.ok()) return config.status();
   config_ = *config;
   TrainerOptions options;
@@ -140,8 +163,19 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
     if (!device.ok()) return device.status();
     slots.push_back(TrainerSlot{slot, *std::move(device)});
   }
-  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
-      DataParallelTrainer::Create(model_, std::move(slots), options);
+  std::optional<ParameterServer> parameter_server;
+  if (config_.reduction() == v1::GRADIENT_REDUCTION_PS) {
+    const DeviceId ps = *ParseDeviceId(config_.ps_device());  // Complete checked it.
+    for (const DeviceInfo& d : environment_.devices) {
+      if (d.id != ps) continue;
+      absl::StatusOr<std::unique_ptr<Device>> device =
+          CreateDevice(d, environment_.options.slot_options);
+      if (!device.ok()) return device.status();
+      parameter_server = ParameterServer{ps, *std::move(device)};
+    }
+  }
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = DataParallelTrainer::Create(
+      model_, std::move(slots), options, std::move(parameter_server));
   if (!trainer.ok()) return InConfig(trainer.status());
   // The step count goes on from a checkpoint or an earlier configuration;
   // the optimizer's state only from a checkpoint written with the same kind.
@@ -156,7 +190,7 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
 absl::StatusOr<v1::TrainingConfig> ModelTraining::Configure(const v1::TrainingConfig& config) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = LoadModel(); !s.ok()) return s;
-  absl::StatusOr<v1::TrainingConfig> completed = Complete(config, *model_);
+  absl::StatusOr<v1::TrainingConfig> completed = Complete(config, *model_, environment_.devices);
   if (!completed.ok()) return completed.status();
   if (absl::Status s = InConfig(ValidateOptimizerConfig(ToOptimizerConfig(completed->optimizer())));
       !s.ok()) {

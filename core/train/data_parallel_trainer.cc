@@ -63,8 +63,13 @@ DataParallelTrainer::~DataParallelTrainer() {
 
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create(
     std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
-    const TrainerOptions& options) {
+    const TrainerOptions& options, std::optional<ParameterServer> parameter_server) {
   if (slots.empty()) return absl::InvalidArgumentError("training needs at least one slot");
+  if (parameter_server && parameter_server->device_id.kind != DeviceKind::kCpu) {
+    return absl::UnimplementedError(absl::StrCat(
+        "ps_device ", DeviceIdToString(parameter_server->device_id),
+        ": the parameter server runs on a CPU device only in this version"));
+  }
   for (const TrainerSlot& slot : slots) {
     if (slot.slot.device.kind != DeviceKind::kCpu) {
       return absl::UnimplementedError(absl::StrCat(
@@ -109,12 +114,29 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     }
     slot->loss_sum = Tensor::Host(DType::kFloat32, {});
     slot->correct = Tensor::Host(DType::kFloat32, {});
+    if (!parameter_server) {
+      absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
+          Optimizer::Create(options.optimizer, sizes);
+      if (!optimizer.ok()) return optimizer.status();
+      slot->optimizer = *std::move(optimizer);
+    }
+    trainer->weights_.push_back(slot->where.slot.weight);
+    trainer->slots_.push_back(std::move(slot));
+  }
+  if (parameter_server) {
+    auto server = std::make_unique<Slot>();
+    server->where = TrainerSlot{SlotAssignment{"ps", parameter_server->device_id, 0.0},
+                                std::move(parameter_server->device)};
+    for (int v : trainer->training_.parameters) {
+      absl::StatusOr<Tensor> parameter = Upload(*server->where.device, source.initializers.at(v));
+      if (!parameter.ok()) return parameter.status();
+      server->parameters.push_back(*std::move(parameter));
+    }
     absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
         Optimizer::Create(options.optimizer, sizes);
     if (!optimizer.ok()) return optimizer.status();
-    slot->optimizer = *std::move(optimizer);
-    trainer->weights_.push_back(slot->where.slot.weight);
-    trainer->slots_.push_back(std::move(slot));
+    server->optimizer = *std::move(optimizer);
+    trainer->server_ = std::move(server);
   }
   for (int64_t size : sizes) trainer->reduced_.emplace_back(static_cast<size_t>(size));
   return trainer;
@@ -238,16 +260,31 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     result.reduced_bytes += static_cast<int64_t>(sum.size() * sizeof(float) * slices.size());
   }
 
-  // Every slot applies the same update to its copy, concurrently.
+  // allreduce: every slot applies the same update to its copy, concurrently.
+  // ps: the server updates its copy, then every slot takes it.
   const auto optimizer_start = std::chrono::steady_clock::now();
   std::vector<const float*> reduced;
   for (const std::vector<float>& r : reduced_) reduced.push_back(r.data());
-  for (auto& slot : slots_) {
-    slot->where.device->Enqueue([&reduced, s = slot.get()] {
+  auto update = [&reduced](Slot* s) {
+    s->where.device->Enqueue([&reduced, s] {
       std::vector<float*> parameters;
       for (Tensor& p : s->parameters) parameters.push_back(p.data<float>());
       s->optimizer->Step(parameters, reduced);
     });
+  };
+  if (server_ != nullptr) {
+    update(server_.get());
+    (void)server_->where.device->Synchronize();
+    for (auto& slot : slots_) {
+      slot->where.device->Enqueue([s = slot.get(), server = server_.get()] {
+        for (size_t p = 0; p < s->parameters.size(); ++p) {
+          std::memcpy(s->parameters[p].raw_data(), server->parameters[p].raw_data(),
+                      s->parameters[p].byte_size());
+        }
+      });
+    }
+  } else {
+    for (auto& slot : slots_) update(slot.get());
   }
   for (auto& slot : slots_) (void)slot->where.device->Synchronize();
   result.optimizer_seconds = SecondsSince(optimizer_start);
@@ -301,7 +338,7 @@ std::vector<Tensor> DataParallelTrainer::SlotBuffers(int slot) const {
 
 std::vector<std::pair<std::string, Tensor>> DataParallelTrainer::OptimizerState() const {
   absl::MutexLock lock(&mu_);
-  return slots_[0]->optimizer->State();
+  return (server_ != nullptr ? server_ : slots_[0])->optimizer->State();
 }
 
 absl::Status DataParallelTrainer::Resume(int64_t step,
@@ -309,8 +346,12 @@ absl::Status DataParallelTrainer::Resume(int64_t step,
   absl::MutexLock lock(&mu_);
   if (!state.empty()) {
     // Restore validates before it changes anything, so a bad state fails on
-    // the first slot and leaves every slot as it was.
+    // the first optimizer and leaves every one as it was.
+    if (server_ != nullptr) {
+      if (absl::Status s = server_->optimizer->Restore(step, state); !s.ok()) return s;
+    }
     for (auto& slot : slots_) {
+      if (slot->optimizer == nullptr) continue;
       if (absl::Status s = slot->optimizer->Restore(step, state); !s.ok()) return s;
     }
   }

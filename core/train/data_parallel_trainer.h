@@ -36,13 +36,24 @@ struct TrainerSlot {
   std::unique_ptr<Device> device;
 };
 
+// The parameter server of `ps` reduction: it holds the master copy of the
+// weights and the one optimizer state, receives the reduced gradient, applies
+// the update and broadcasts the weights to every slot.
+struct ParameterServer {
+  DeviceId device_id;
+  std::unique_ptr<Device> device;
+};
+
 // Exact data-parallel training over device slots (allreduce mode): each
 // TrainStep splits the batch by slot weight, every slot computes the
 // gradient of the *sum* of its rows' losses on its own copy of the weights,
 // the gradients are summed over slots in slot order and divided by the global
 // batch, and every slot applies the same optimizer update to its copy. So N
 // slots train like one device on the whole batch, whatever the split, and
-// the copies stay identical. Thread-safe: steps run one at a time.
+// the copies stay identical. With a parameter server (`ps` reduction) the
+// sum goes to the server, which alone updates and then broadcasts the
+// weights: the same arithmetic, one optimizer state instead of one per slot.
+// Thread-safe: steps run one at a time.
 class DataParallelTrainer {
  public:
   // `model` must be imported without inference optimisations (training needs
@@ -50,7 +61,7 @@ class DataParallelTrainer {
   // optimizer's validation errors; InvalidArgument for no slots.
   static absl::StatusOr<std::unique_ptr<DataParallelTrainer>> Create(
       std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
-      const TrainerOptions& options);
+      const TrainerOptions& options, std::optional<ParameterServer> parameter_server = {});
   ~DataParallelTrainer();
 
   struct SliceResult {
@@ -104,6 +115,8 @@ class DataParallelTrainer {
   const uint64_t seed_;
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
+  // `ps` reduction: the server's weights and optimizer (slots then have none).
+  std::unique_ptr<Slot> server_ ABSL_GUARDED_BY(mu_);
   std::vector<double> weights_;
   std::vector<std::vector<float>> reduced_ ABSL_GUARDED_BY(mu_);  // Per parameter.
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;

@@ -170,7 +170,14 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
               AllOf(HasSubstr("config.output"), HasSubstr("'nope'"), HasSubstr("logits")));
   v1::ConfigureTrainingRequest ps = SgdConfig();
   ps.mutable_config()->set_reduction(v1::GRADIENT_REDUCTION_PS);
-  EXPECT_EQ(client->ConfigureTraining(ps).status().code(), absl::StatusCode::kUnimplemented);
+  configured = client->ConfigureTraining(ps);
+  EXPECT_EQ(configured.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(configured.status().message()), HasSubstr("config.ps_device must name"));
+  ps.mutable_config()->set_ps_device("cpu:99");
+  configured = client->ConfigureTraining(ps);
+  EXPECT_EQ(configured.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(configured.status().message()),
+              AllOf(HasSubstr("'cpu:99' does not exist"), HasSubstr("available: cpu:0")));
   v1::SaveCheckpointRequest nothing;
   nothing.set_model("default");
   nothing.set_path(TempPath("never.onnx"));
@@ -181,6 +188,13 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
   absl::StatusOr<v1::TrainStepResponse> good = client->TrainStep(StepRequest(4, 1));
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_EQ(good->step(), 1);
+  // A parameter server on cpu:0 takes over; the step count goes on.
+  ps.mutable_config()->set_ps_device("cpu:0");
+  configured = client->ConfigureTraining(ps);
+  ASSERT_TRUE(configured.ok()) << configured.status();
+  good = client->TrainStep(StepRequest(4, 2));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->step(), 2);
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
 }
 

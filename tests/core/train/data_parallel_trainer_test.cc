@@ -26,7 +26,8 @@ namespace {
 using ::testing::HasSubstr;
 
 std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfig& optimizer,
-                                                 std::shared_ptr<const Model> model = nullptr) {
+                                                 std::shared_ptr<const Model> model = nullptr,
+                                                 bool parameter_server = false) {
   if (model == nullptr) model = testing::LoadForTraining(testing::ConvNetOnnx(7));
   std::vector<TrainerSlot> trainer_slots;
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
@@ -38,8 +39,10 @@ std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfi
   options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits"};
   options.optimizer = optimizer;
   options.seed = 5;
-  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
-      DataParallelTrainer::Create(std::move(model), std::move(trainer_slots), options);
+  std::optional<ParameterServer> server;
+  if (parameter_server) server = ParameterServer{cpu.id, CreateCpuDevice(cpu, {1})};
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = DataParallelTrainer::Create(
+      std::move(model), std::move(trainer_slots), options, std::move(server));
   EXPECT_TRUE(trainer.ok()) << trainer.status();
   return *std::move(trainer);
 }
@@ -112,6 +115,31 @@ TEST(DataParallelTrainerTest, SlotsTrainLikeOneDevice) {
       }
     }
   }
+}
+
+// `ps` reduction: the server updates, the slots take its weights. The same
+// arithmetic as allreduce, so the same bits; one optimizer state.
+TEST(DataParallelTrainerTest, ParameterServerTrainsLikeAllreduce) {
+  OptimizerConfig adam;
+  adam.kind = OptimizerConfig::Kind::kAdam;
+  adam.learning_rate = 0.01f;
+  std::unique_ptr<DataParallelTrainer> allreduce = MakeTrainer(3, adam);
+  std::unique_ptr<DataParallelTrainer> ps = MakeTrainer(3, adam, nullptr, true);
+  for (int step = 0; step < 4; ++step) {
+    const Tensor images = testing::RandomTensor({7, 2, 6, 6}, 60 + step);
+    absl::StatusOr<DataParallelTrainer::StepResult> a = allreduce->Step({images}, Labels(7, step));
+    absl::StatusOr<DataParallelTrainer::StepResult> b = ps->Step({images}, Labels(7, step));
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->loss, b->loss) << "step " << step;
+  }
+  for (int s = 0; s < 3; ++s) {
+    const std::vector<Tensor> x = allreduce->SlotParameters(s), y = ps->SlotParameters(s);
+    for (size_t p = 0; p < x.size(); ++p) {
+      EXPECT_EQ(std::memcmp(x[p].raw_data(), y[p].raw_data(), x[p].byte_size()), 0)
+          << "slot " << s << " parameter " << p;
+    }
+  }
+  EXPECT_EQ(ps->OptimizerState().size(), allreduce->OptimizerState().size());
 }
 
 TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {
