@@ -482,6 +482,18 @@ absl::StatusOr<std::pair<ImageDataset, ImageDataset>> LoadSplits(const TrainArgs
   return splits;
 }
 
+// SaveCheckpoint of `model` to `path` (a path on the server; empty: its
+// configured checkpoint_dir).
+int RunSaveCheckpoint(ReplicadClient& client, const std::string& model, const std::string& path) {
+  v1::SaveCheckpointRequest request;
+  request.set_model(model);
+  request.set_path(path);
+  absl::StatusOr<v1::SaveCheckpointResponse> response = client.SaveCheckpoint(request);
+  if (!response.ok()) return Fail(InCall("SaveCheckpoint", response.status()), kExitFailure);
+  std::cout << "checkpoint: " << response->path() << " (step " << response->step() << ")\n";
+  return 0;
+}
+
 int RunTrain(ReplicadClient& client, const TrainArgs& args) {
   if (absl::Status s = CheckTrainArgs(args); !s.ok()) return Fail(s, kExitUsage);
   absl::StatusOr<std::pair<ImageDataset, ImageDataset>> splits = LoadSplits(args);
@@ -588,15 +600,7 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
               << std::flush;
   }
 
-  if (!args.checkpoint.empty()) {
-    v1::SaveCheckpointRequest request;
-    request.set_model(args.model);
-    request.set_path(args.checkpoint);
-    absl::StatusOr<v1::SaveCheckpointResponse> response = client.SaveCheckpoint(request);
-    if (!response.ok()) return Fail(InCall("SaveCheckpoint", response.status()), kExitFailure);
-    std::cout << "checkpoint: " << response->path() << " (step " << response->step() << ")\n";
-  }
-  return 0;
+  return args.checkpoint.empty() ? 0 : RunSaveCheckpoint(client, args.model, args.checkpoint);
 }
 
 int Main(int argc, char** argv) {
@@ -624,6 +628,13 @@ int Main(int argc, char** argv) {
   predict->add_option("--output-dir", predict_args.output_dir, "Directory for OUTPUT.npy files")
       ->required();
   predict->add_option("--output", predict_args.outputs, "Output to return; all when omitted");
+
+  CLI::App* save = app.add_subcommand(
+      "save-checkpoint", "Write a trained model (ONNX) and its optimizer state on the server");
+  std::string save_model, save_path;
+  save->add_option("--model", save_model, "Model name")->required();
+  save->add_option("--path", save_path,
+                   "ONNX file to write, on the server (default: its checkpoint_dir/MODEL.onnx)");
 
   CLI::App* train = app.add_subcommand(
       "train", "Train a model on MNIST-style IDX data, testing after every epoch");
@@ -678,6 +689,7 @@ int Main(int argc, char** argv) {
   if (*devices) return RunDevices(**client);
   if (*models) return RunModels(**client);
   if (*model) return RunModel(**client, model_name);
+  if (*save) return RunSaveCheckpoint(**client, save_model, save_path);
   if (*train) {
     if (limit_option->count() > 0) train_args.limit = limit;
     return RunTrain(**client, train_args);

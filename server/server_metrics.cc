@@ -33,7 +33,8 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
           "Accuracy of the last training step's batch (classification losses).", {"model"})),
       train_seconds_(registry.AddCounter(
           "replicad_train_seconds_total",
-          "Training time by phase: forward_backward per slot; reduce and optimizer (slot all).",
+          "Training time by phase: forward (with the loss) and backward per slot; reduce and "
+          "optimizer (slot all).",
           {"model", "slot", "phase"})),
       train_reduced_bytes_(registry.AddCounter("replicad_train_reduced_bytes_total",
                                                "Gradient bytes summed by the reduction.",
@@ -81,8 +82,10 @@ void ServerMetrics::RecordTrainStep(const std::string& model,
   train_loss_.WithLabels({model}).Set(step.loss);
   if (step.accuracy) train_accuracy_.WithLabels({model}).Set(*step.accuracy);
   for (const DataParallelTrainer::SliceResult& slice : step.slices) {
-    train_seconds_.WithLabels({model, slots[slice.slice.slot].name, "forward_backward"})
-        .Increment(slice.compute_seconds);
+    const std::string& slot = slots[slice.slice.slot].name;
+    train_seconds_.WithLabels({model, slot, "forward"}).Increment(slice.forward_seconds);
+    train_seconds_.WithLabels({model, slot, "backward"})
+        .Increment(slice.compute_seconds - slice.forward_seconds);
   }
   train_seconds_.WithLabels({model, "all", "reduce"}).Increment(step.reduce_seconds);
   train_seconds_.WithLabels({model, "all", "optimizer"}).Increment(step.optimizer_seconds);

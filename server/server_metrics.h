@@ -22,7 +22,7 @@ namespace replicad {
 //   train_steps_total{model}                      counter
 //   train_samples_total{model}                    counter
 //   train_loss{model}, train_accuracy{model}      gauges (the last step's)
-//   train_seconds_total{model,slot,phase}         counter; phase forward_backward per
+//   train_seconds_total{model,slot,phase}         counter; phase forward and backward per
 //                                                 slot, reduce and optimizer with slot "all"
 //   train_reduced_bytes_total{model}              counter (gradient bytes reduced)
 // Thread-safe; the registry must outlive it.

@@ -326,13 +326,33 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
 }
 
 absl::Status ExecutionPlan::Run(const void* const* inputs, void* const* outputs) {
+  return RunSteps(inputs, outputs, steps_.size(), nullptr);
+}
+
+absl::Status ExecutionPlan::RunSplit(const void* const* inputs, void* const* outputs,
+                                     const Node* boundary, double* seconds_before) {
+  // Steps follow the graph's node order, and nodes live in one array.
+  size_t split = 0;
+  while (split < steps_.size() && steps_[split].node < boundary) ++split;
+  const auto start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point split_time = start;
+  absl::Status status = RunSteps(inputs, outputs, split, &split_time);
+  if (split == steps_.size()) split_time = std::chrono::steady_clock::now();
+  *seconds_before = std::chrono::duration<double>(split_time - start).count();
+  return status;
+}
+
+absl::Status ExecutionPlan::RunSteps(const void* const* inputs, void* const* outputs, size_t split,
+                                     std::chrono::steady_clock::time_point* split_time) {
   for (size_t i = 0; i < input_values_.size(); ++i) {
     value_ptrs_[input_values_[i]] = const_cast<void*>(inputs[i]);
   }
   for (size_t j = 0; j < output_values_.size(); ++j) {
     if (output_values_[j] >= 0) value_ptrs_[output_values_[j]] = outputs[j];
   }
-  for (Step& step : steps_) {
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    if (s == split && split_time != nullptr) *split_time = std::chrono::steady_clock::now();
+    Step& step = steps_[s];
     void** args = arg_ptrs_.data() + step.args_begin;
     const int* values = arg_values_.data() + step.args_begin;
     for (size_t a = 0; a < step.num_inputs + step.num_outputs; ++a) {

@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_MODEL_EXECUTION_PLAN_H_
 #define REPLICAD_CORE_MODEL_EXECUTION_PLAN_H_
 
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -44,10 +45,18 @@ class ExecutionPlan {
   // order, with input_types() and output_types(). Not reentrant: call it
   // from the device's stream thread, one call at a time.
   absl::Status Run(const void* const* inputs, void* const* outputs);
+  // Run, also timing the kernels of the graph's nodes before `boundary` (a
+  // node of the graph; e.g. a training graph's forward pass before its
+  // backward pass): *seconds_before gets that time.
+  absl::Status RunSplit(const void* const* inputs, void* const* outputs, const Node* boundary,
+                        double* seconds_before);
 
  private:
   class Builder;
   ExecutionPlan() = default;
+  // Steps from index `split` on start after *split_time is taken (when set).
+  absl::Status RunSteps(const void* const* inputs, void* const* outputs, size_t split,
+                        std::chrono::steady_clock::time_point* split_time);
 
   struct Step {
     std::unique_ptr<Kernel> kernel;

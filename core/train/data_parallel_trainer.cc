@@ -204,7 +204,8 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
   BarrierCollective collective(static_cast<int>(slices.size()));
   std::vector<TrainingStepContext> contexts(slices.size());
   std::vector<absl::Status> statuses(slices.size());
-  std::vector<double> seconds(slices.size());
+  std::vector<double> seconds(slices.size()), forward_seconds(slices.size());
+  const Node* backward = training_.graph.nodes.data() + training_.first_backward_node;
   for (size_t i = 0; i < slices.size(); ++i) {
     contexts[i] = TrainingStepContext{step_ + 1,      seed_, slices[i].begin, batch,
                                       static_cast<int>(i),
@@ -224,7 +225,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
       for (Tensor& u : slot.buffer_updates) out.push_back(u.raw_data());
       {
         ScopedTrainingStep in_step(&contexts[i]);
-        statuses[i] = plan->Run(in.data(), out.data());
+        statuses[i] = plan->RunSplit(in.data(), out.data(), backward, &forward_seconds[i]);
       }
       // The other slots may be waiting for this one in the collective.
       if (!statuses[i].ok()) collective.Abort();
@@ -303,7 +304,9 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
   result.samples = batch;
   result.loss = loss / static_cast<double>(batch);
   if (training_.classification) result.accuracy = correct / static_cast<double>(batch);
-  for (size_t i = 0; i < slices.size(); ++i) result.slices.push_back({slices[i], seconds[i]});
+  for (size_t i = 0; i < slices.size(); ++i) {
+    result.slices.push_back({slices[i], seconds[i], forward_seconds[i]});
+  }
   return result;
 }
 

@@ -66,7 +66,8 @@ class DataParallelTrainer {
 
   struct SliceResult {
     BatchSlice slice;
-    double compute_seconds = 0;
+    double compute_seconds = 0;  // Forward and backward.
+    double forward_seconds = 0;  // Of which the forward pass and the loss.
   };
   struct StepResult {
     double loss = 0;                  // Mean over the batch.

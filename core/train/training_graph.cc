@@ -188,6 +188,7 @@ absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
 
   // Backward, in reverse order of the forward nodes.
   const size_t forward_nodes = graph.nodes.size() - 1;
+  result.first_backward_node = static_cast<int>(graph.nodes.size());
   for (size_t n = forward_nodes; n-- > 0;) {
     // Copy: emitting appends to graph.nodes, which may move the node.
     const Node node = graph.nodes[n];

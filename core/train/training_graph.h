@@ -40,6 +40,9 @@ struct TrainingGraph {
   std::vector<int> buffers;
   bool classification = false;
   int num_model_inputs = 0;
+  // graph.nodes[first_backward_node] starts the backward pass (the forward
+  // pass and the loss come before it).
+  int first_backward_node = 0;
 };
 
 // Builds the training graph of `model` (imported without inference

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -122,7 +123,38 @@ TEST(ModelTrainingE2eTest, PredictAndCheckpointsFollowTheTrainedWeights) {
       *reference, {FromProto(ImageRequest(6, 5).inputs(0))});
   ASSERT_TRUE(expected.status.ok()) << expected.status;
   EXPECT_LE(testing::RelativeL2(after_logits, expected.outputs[0]), 1e-5);
+
+  // replicactl writes the same checkpoint.
+  const std::string again = TempPath("predict_again.onnx");
+  testing::CommandResult saved_again =
+      testing::RunCommand({testing::BinDir() + "/replicactl", "--server", (*daemon)->target(),
+                           "save-checkpoint", "--model", "default", "--path", again});
+  EXPECT_EQ(saved_again.exit_code, 0) << saved_again.out;
+  EXPECT_THAT(saved_again.out, HasSubstr("checkpoint: " + again + " (step 2)"));
+  absl::StatusOr<LoadedCheckpoint> first = ReadCheckpoint(path), second = ReadCheckpoint(again);
+  ASSERT_TRUE(first.ok() && second.ok());
+  for (const auto& [name, tensor] : first->checkpoint.parameters) {
+    EXPECT_EQ(std::memcmp(tensor.raw_data(), second->checkpoint.parameters.at(name).raw_data(),
+                          tensor.byte_size()),
+              0)
+        << name;
+  }
+
+  absl::StatusOr<std::string> metrics = testing::HttpGet((*daemon)->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_THAT(*metrics, AllOf(HasSubstr("replicad_train_steps_total{model=\"default\"} 2"),
+                              HasSubstr("replicad_train_samples_total{model=\"default\"} 14"),
+                              HasSubstr("slot=\"r1\",phase=\"backward\"}"),
+                              HasSubstr("phase=\"reduce\"}"), HasSubstr("replicad_train_loss")));
+  const size_t body = metrics->find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos);
+  const std::string file = TempPath("train_metrics.txt");
+  std::ofstream(file) << metrics->substr(body + 4);
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "no promtool";
+  testing::CommandResult check =
+      testing::RunCommand({"/bin/sh", "-c", "promtool check metrics < " + file});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
 }
 
 TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {

@@ -69,6 +69,10 @@ TrainedRun Train(int slots, int64_t batch, const OptimizerConfig& optimizer) {
     EXPECT_EQ(result->step, step + 1);
     EXPECT_EQ(result->samples, batch);
     EXPECT_EQ(result->slices.size(), static_cast<size_t>(std::min<int64_t>(batch, slots)));
+    for (const DataParallelTrainer::SliceResult& slice : result->slices) {
+      EXPECT_GT(slice.forward_seconds, 0.0);
+      EXPECT_LT(slice.forward_seconds, slice.compute_seconds);
+    }
     EXPECT_TRUE(result->accuracy.has_value()) << "classification";
     run.losses.push_back(result->loss);
   }

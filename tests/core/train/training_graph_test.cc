@@ -254,6 +254,34 @@ TEST(TrainingGraphTest, ActivationNetGradientsMatchFiniteDifferences) {
   ExpectGradientsMatchFiniteDifferences(run);
 }
 
+// Grouped, strided, dilated convolution: oneDNN's backward primitives on
+// grouped weights.
+TEST(TrainingGraphTest, GroupedConvGradientsMatchFiniteDifferences) {
+  OnnxModelBuilder b("grouped", 13);
+  b.AddInitializer("conv.w", testing::RandomTensor({6, 2, 3, 3}, 41));
+  b.AddInitializer("conv.b", testing::RandomTensor({6}, 42));
+  b.AddInitializer("fc.w", testing::RandomTensor({3, 6}, 43));
+  onnx::NodeProto* conv = b.AddNode("Conv", {"image", "conv.w", "conv.b"}, {"c"});
+  OnnxModelBuilder::SetInt(conv, "group", 2);
+  OnnxModelBuilder::SetInts(conv, "strides", {2, 1});
+  OnnxModelBuilder::SetInts(conv, "dilations", {1, 2});
+  OnnxModelBuilder::SetInts(conv, "pads", {1, 2, 0, 1});
+  b.AddNode("GlobalAveragePool", {"c"}, {"g"});
+  b.AddNode("Flatten", {"g"}, {"f"});
+  OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"f", "fc.w"}, {"logits"}), "transB", 1);
+  b.AddInput("image", DType::kFloat32, {kAnyDim, 4, 7, 6});
+  b.AddOutput("logits", DType::kFloat32, {kAnyDim, 3});
+  std::shared_ptr<const Model> model = testing::LoadForTraining(b.Serialize());
+  absl::StatusOr<TrainingGraph> training =
+      BuildTrainingGraph(model->graph(), {LossSpec::Kind::kSoftmaxCrossEntropy, "logits"});
+  ASSERT_TRUE(training.ok()) << training.status();
+  Tensor labels = Tensor::Host(DType::kInt64, {2});
+  labels.data<int64_t>()[0] = 2;
+  labels.data<int64_t>()[1] = 0;
+  TrainingRun run(*training, *model, {testing::RandomTensor({2, 4, 7, 6}, 44)}, labels);
+  ExpectGradientsMatchFiniteDifferences(run);
+}
+
 // image [N,2,5,5] -> Conv(4, 3x3) -> GlobalAveragePool -> Flatten -> Gemm -> logits [N,3].
 TEST(TrainingGraphTest, GlobalAveragePoolNetGradientsMatchFiniteDifferences) {
   OnnxModelBuilder b("gap", 13);
