@@ -115,4 +115,18 @@ absl::StatusOr<std::vector<int64_t>> IntsAttribute(const KernelSpec& spec, const
   return WithNode(spec, spec.attributes->GetInts(name, std::move(default_value)));
 }
 
+KernelSpec ForwardInputs(const KernelSpec& spec, size_t count) {
+  KernelSpec forward = spec;
+  forward.inputs.resize(count);
+  forward.constant_inputs.resize(spec.constant_inputs.empty() ? 0 : count);
+  return forward;
+}
+
+KernelSpec WithoutFirstInput(const KernelSpec& spec) {
+  KernelSpec forward = spec;
+  forward.inputs.erase(forward.inputs.begin());
+  if (!forward.constant_inputs.empty()) forward.constant_inputs.erase(forward.constant_inputs.begin());
+  return forward;
+}
+
 }  // namespace replicad

@@ -52,6 +52,12 @@ absl::Status CheckInputDType(const KernelSpec& spec, int index, absl::string_vie
 absl::StatusOr<int64_t> NormalizeAxis(const KernelSpec& spec, absl::string_view attribute,
                                       int64_t axis, int64_t rank, bool inclusive_end = false);
 
+// A backward node's view of its forward node (core/ops/training_ops.h):
+// spec with only its first `count` inputs, or with its first input (dY)
+// dropped, so the forward node's shape rule and attribute parsers apply.
+KernelSpec ForwardInputs(const KernelSpec& spec, size_t count);
+KernelSpec WithoutFirstInput(const KernelSpec& spec);
+
 // Attribute getters: the default when absent; InvalidArgument naming the
 // node and the attribute when present with another type.
 absl::StatusOr<int64_t> IntAttribute(const KernelSpec& spec, const std::string& name,

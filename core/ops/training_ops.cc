@@ -13,24 +13,6 @@
 namespace replicad {
 namespace {
 
-// The forward node's view of a backward node whose first `count` inputs are
-// the forward node's inputs, so the forward attribute parsers apply as is.
-KernelSpec ForwardSpec(const KernelSpec& spec, size_t count) {
-  KernelSpec forward = spec;
-  forward.inputs.resize(count);
-  forward.constant_inputs.resize(spec.constant_inputs.empty() ? 0 : count);
-  return forward;
-}
-
-// The forward node's inputs are the backward node's 1..n (ConcatGrad,
-// PadGrad): the forward view drops dY.
-KernelSpec DropFirstInput(const KernelSpec& spec) {
-  KernelSpec forward = spec;
-  forward.inputs.erase(forward.inputs.begin());
-  if (!forward.constant_inputs.empty()) forward.constant_inputs.erase(forward.constant_inputs.begin());
-  return forward;
-}
-
 absl::Status CheckGradient(const KernelSpec& spec, int index, const TensorType& expected) {
   REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(spec, index, "dY"));
   if (!(gradient == expected)) {
@@ -53,7 +35,7 @@ absl::Status InferReluGrad(KernelSpec* spec) {
 
 absl::Status InferBatchNormTrain(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 5, 5));
-  KernelSpec forward = ForwardSpec(*spec, 5);
+  KernelSpec forward = ForwardInputs(*spec, 5);
   REPLICAD_RETURN_IF_ERROR(InferBatchNormalization(&forward));
   const TensorType& per_channel = *spec->inputs[1];
   spec->outputs = {*spec->inputs[0], per_channel, per_channel, per_channel, per_channel};
@@ -63,7 +45,7 @@ absl::Status InferBatchNormTrain(KernelSpec* spec) {
 absl::Status InferBatchNormGrad(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 5, 5));
   // The forward rule checks X against scale; saved statistics are per channel too.
-  KernelSpec forward = ForwardSpec(*spec, 5);
+  KernelSpec forward = ForwardInputs(*spec, 5);
   forward.inputs[4] = forward.inputs[3];
   REPLICAD_RETURN_IF_ERROR(InferBatchNormalization(&forward));
   REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 4, *spec->inputs[0]));
@@ -74,7 +56,7 @@ absl::Status InferBatchNormGrad(KernelSpec* spec) {
 
 absl::Status InferDropoutTrain(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 2));
-  KernelSpec forward = ForwardSpec(*spec, spec->inputs.size());
+  KernelSpec forward = ForwardInputs(*spec, spec->inputs.size());
   REPLICAD_RETURN_IF_ERROR(InferDropout(&forward));
   if (HasInput(*spec, 1) && ConstantInput(*spec, 1) == nullptr) {
     return NodeUnimplemented(*spec, "a Dropout ratio computed at run time is not supported");
@@ -85,7 +67,7 @@ absl::Status InferDropoutTrain(KernelSpec* spec) {
 
 absl::Status InferAveragePoolGrad(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
-  KernelSpec forward = ForwardSpec(*spec, 1);
+  KernelSpec forward = ForwardInputs(*spec, 1);
   REPLICAD_RETURN_IF_ERROR(InferAveragePool(&forward));
   REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 1, forward.outputs[0]));
   spec->outputs = {*spec->inputs[0]};
@@ -95,7 +77,7 @@ absl::Status InferAveragePoolGrad(KernelSpec* spec) {
 
 absl::Status InferConcatGrad(KernelSpec* spec) {
   if (spec->inputs.size() < 2) return NodeError(*spec, "expects dY and at least one input");
-  KernelSpec forward = DropFirstInput(*spec);
+  KernelSpec forward = WithoutFirstInput(*spec);
   REPLICAD_RETURN_IF_ERROR(InferConcat(&forward));
   REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 0, forward.outputs[0]));
   spec->outputs.clear();
@@ -105,7 +87,7 @@ absl::Status InferConcatGrad(KernelSpec* spec) {
 
 absl::Status InferPadGrad(KernelSpec* spec) {
   if (spec->inputs.size() < 3) return NodeError(*spec, "expects dY, X and pads");
-  KernelSpec forward = DropFirstInput(*spec);  // Pad's inputs: all but dY.
+  KernelSpec forward = WithoutFirstInput(*spec);  // Pad's inputs: all but dY.
   REPLICAD_RETURN_IF_ERROR(InferPad(&forward));
   REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 0, forward.outputs[0]));
   spec->outputs = {*spec->inputs[1]};
@@ -129,7 +111,7 @@ absl::Status InferClipGrad(KernelSpec* spec) {
 // Softmax and LogSoftmax backward: the forward node's layout rule on Y.
 absl::Status InferSoftmaxFamilyGrad(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
-  KernelSpec forward = ForwardSpec(*spec, 1);
+  KernelSpec forward = ForwardInputs(*spec, 1);
   REPLICAD_RETURN_IF_ERROR(InferSoftmax(&forward));
   REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 1, *spec->inputs[0]));
   spec->outputs = {*spec->inputs[0]};
@@ -138,7 +120,7 @@ absl::Status InferSoftmaxFamilyGrad(KernelSpec* spec) {
 
 absl::Status InferGlobalAveragePoolGrad(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
-  KernelSpec forward = ForwardSpec(*spec, 1);
+  KernelSpec forward = ForwardInputs(*spec, 1);
   REPLICAD_RETURN_IF_ERROR(InferGlobalAveragePool(&forward));
   REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 1, forward.outputs[0]));
   spec->outputs = {*spec->inputs[0]};
@@ -147,7 +129,7 @@ absl::Status InferGlobalAveragePoolGrad(KernelSpec* spec) {
 
 absl::Status InferMaxPoolGrad(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
-  KernelSpec forward = ForwardSpec(*spec, 1);
+  KernelSpec forward = ForwardInputs(*spec, 1);
   REPLICAD_RETURN_IF_ERROR(InferMaxPool(&forward));
   REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 1, forward.outputs[0]));
   spec->outputs = {*spec->inputs[0]};
@@ -156,7 +138,7 @@ absl::Status InferMaxPoolGrad(KernelSpec* spec) {
 
 absl::Status InferConvGradData(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 3, 3));
-  KernelSpec forward = ForwardSpec(*spec, 2);
+  KernelSpec forward = ForwardInputs(*spec, 2);
   REPLICAD_RETURN_IF_ERROR(InferConv(&forward));
   REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 2, forward.outputs[0]));
   spec->outputs = {*spec->inputs[0]};
@@ -165,7 +147,7 @@ absl::Status InferConvGradData(KernelSpec* spec) {
 
 absl::Status InferConvGradFilter(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 3, 3));
-  KernelSpec forward = ForwardSpec(*spec, 2);
+  KernelSpec forward = ForwardInputs(*spec, 2);
   REPLICAD_RETURN_IF_ERROR(InferConv(&forward));
   REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 2, forward.outputs[0]));
   const Shape& w = spec->inputs[1]->shape;

@@ -17,6 +17,7 @@
 #include "tests/testing/proto_tensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/train/torch_reference.h"
 #include "tests/core/train/train_test_models.h"
 #include "tests/testing/test_models.h"
 
@@ -178,30 +179,13 @@ TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {
   EXPECT_EQ(trainer->step(), 1);
 }
 
-// The PyTorch side (tests/core/train/torch_training_reference.py), run once
-// per process with /usr/bin/python3 (REPLICAD_PARITY_PYTHON overrides it).
+// The PyTorch side: tests/core/train/torch_training_reference.py.
 const std::string& TorchReferenceDir() {
-  static const std::string* const dir = [] {
-    const char* given = std::getenv("REPLICAD_PARITY_PYTHON");
-    const std::string python = given != nullptr && *given != '\0' ? given : "/usr/bin/python3";
-    auto* out = new std::string(absl::StrCat(::testing::TempDir(), "torch_training_", getpid()));
-    testing::CommandResult run =
-        testing::RunCommand({python, REPLICAD_TRAINING_SCRIPT, *out});
-    if (run.exit_code != 0) {
-      ADD_FAILURE() << python << " " << REPLICAD_TRAINING_SCRIPT << " exited " << run.exit_code
-                    << " (torch under /usr/bin/python3 is required):\n"
-                    << run.out;
-      out->clear();
-    }
-    return out;
-  }();
-  return *dir;
+  return testing::TorchReferenceOutput(REPLICAD_TRAINING_SCRIPT);
 }
 
 Tensor ReadReference(const std::string& name) {
-  absl::StatusOr<v1::Tensor> read = client::ReadNpy(TorchReferenceDir() + "/" + name + ".npy");
-  EXPECT_TRUE(read.ok()) << read.status();
-  return read.ok() ? testing::FromProto(*read) : Tensor::Host(DType::kFloat32, {0});
+  return testing::ReadNpyTensor(TorchReferenceDir() + "/" + name + ".npy");
 }
 
 std::string ValueName(const DataParallelTrainer& trainer, int value) {
@@ -218,10 +202,7 @@ TEST(DataParallelTrainerTest, BatchNormalizationTrainsLikePyTorch) {
   sgd.learning_rate = 0.1f;
   sgd.momentum = 0.9f;
   std::unique_ptr<DataParallelTrainer> trainer = MakeTrainer(
-      1, sgd, testing::LoadForTraining(*[] {
-        std::ifstream in(TorchReferenceDir() + "/bn_p0.onnx", std::ios::binary);
-        return new std::string((std::istreambuf_iterator<char>(in)), {});
-      }()));
+      1, sgd, testing::LoadForTraining(testing::ReadFileBytes(TorchReferenceDir() + "/bn_p0.onnx")));
   ASSERT_NE(trainer, nullptr);
   ASSERT_EQ(trainer->training_graph().buffers.size(), 2u);  // running mean and variance.
   const Tensor x = ReadReference("x");
@@ -259,8 +240,7 @@ TEST(DataParallelTrainerTest, BatchNormalizationTrainsLikePyTorch) {
 // masks are keyed by global row.
 TEST(DataParallelTrainerTest, SyncBatchNormAndDropoutTrainAlikeOnAnySplit) {
   ASSERT_FALSE(TorchReferenceDir().empty());
-  std::ifstream in(TorchReferenceDir() + "/bn_p3.onnx", std::ios::binary);
-  const std::string onnx((std::istreambuf_iterator<char>(in)), {});
+  const std::string onnx = testing::ReadFileBytes(TorchReferenceDir() + "/bn_p3.onnx");
   OptimizerConfig sgd;
   sgd.learning_rate = 0.05f;
   sgd.momentum = 0.9f;

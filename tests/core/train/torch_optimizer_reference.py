@@ -23,6 +23,8 @@ Exit status 0 on success; 1 (with the reason on stderr) when torch cannot be imp
 
 import sys
 
+from torch_reference_common import output_path_and_torch
+
 STEPS = 5
 SIZES = [(3, 4), (7,)]
 
@@ -106,18 +108,9 @@ def run_case(torch, out, name, kind, overrides):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.stderr.write(__doc__)
-        return 2
-    try:
-        import numpy  # noqa: F401
-        import torch
-    except ImportError as e:
-        sys.stderr.write("%s cannot import torch and numpy (scripts/install-deps.sh installs "
-                         "python3-torch): %s\n" % (sys.executable, e))
-        return 1
+    out_path, _, torch = output_path_and_torch(__doc__)
     torch.set_num_threads(1)
-    with open(sys.argv[1], "w") as out:
+    with open(out_path, "w") as out:
         out.write("# torch %s\n" % torch.__version__)
         for name, kind, overrides in CASES:
             run_case(torch, out, name, kind, overrides)

@@ -15,20 +15,12 @@ ONNX initializers).
 import os
 import sys
 
+from torch_reference_common import output_path_and_torch
+
 
 def main():
-    if len(sys.argv) != 2:
-        sys.stderr.write(__doc__)
-        return 2
-    try:
-        import numpy as np
-        import torch
-        from torch import nn
-    except ImportError as e:
-        sys.stderr.write("%s cannot import torch and numpy (scripts/install-deps.sh installs "
-                         "python3-torch): %s\n" % (sys.executable, e))
-        return 1
-    out = sys.argv[1]
+    out, np, torch = output_path_and_torch(__doc__)
+    from torch import nn
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
 

@@ -22,6 +22,7 @@
 #include "core/model/onnx_import.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/train/torch_reference.h"
 #include "tests/core/train/train_test_models.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/proto_tensors.h"
@@ -317,30 +318,6 @@ TEST(TrainingGraphTest, RejectsModelsItCannotTrainNamingTheOp) {
   EXPECT_THAT(std::string(wrong_output.status().message()), AllOf(HasSubstr("'nope'"), HasSubstr("y")));
 }
 
-// The PyTorch side (torch_gradients_reference.py), once per process.
-const std::string& TorchGradientsDir() {
-  static const std::string* const dir = [] {
-    const char* given = std::getenv("REPLICAD_PARITY_PYTHON");
-    const std::string python = given != nullptr && *given != '\0' ? given : "/usr/bin/python3";
-    auto* out = new std::string(absl::StrCat(::testing::TempDir(), "torch_gradients_", getpid()));
-    testing::CommandResult run = testing::RunCommand({python, REPLICAD_GRADIENTS_SCRIPT, *out});
-    if (run.exit_code != 0) {
-      ADD_FAILURE() << python << " " << REPLICAD_GRADIENTS_SCRIPT << " exited " << run.exit_code
-                    << " (torch under /usr/bin/python3 is required):\n"
-                    << run.out;
-      out->clear();
-    }
-    return out;
-  }();
-  return *dir;
-}
-
-Tensor ReadNpyOrEmpty(const std::string& path) {
-  absl::StatusOr<v1::Tensor> read = client::ReadNpy(path);
-  EXPECT_TRUE(read.ok()) << read.status();
-  return read.ok() ? testing::FromProto(*read) : Tensor::Host(DType::kFloat32, {0});
-}
-
 // Every gradient rule PyTorch can be compared with here: a network exported
 // by PyTorch, its mean squared error and autograd's gradients against the
 // training graph's (which are of the sum of per-row losses: divided by the
@@ -348,27 +325,26 @@ Tensor ReadNpyOrEmpty(const std::string& path) {
 class TorchGradientsTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TorchGradientsTest, MatchAutograd) {
-  const std::string& dir = TorchGradientsDir();
+  const std::string& dir = testing::TorchReferenceOutput(REPLICAD_GRADIENTS_SCRIPT);
   ASSERT_FALSE(dir.empty());
   const std::string name = GetParam();
-  std::ifstream in(dir + "/" + name + ".onnx", std::ios::binary);
   std::shared_ptr<const Model> model =
-      testing::LoadForTraining(std::string((std::istreambuf_iterator<char>(in)), {}));
+      testing::LoadForTraining(testing::ReadFileBytes(dir + "/" + name + ".onnx"));
   absl::StatusOr<TrainingGraph> training = BuildTrainingGraph(
       model->graph(), LossSpec{LossSpec::Kind::kMeanSquaredError, "y", DType::kFloat32});
   ASSERT_TRUE(training.ok()) << training.status();
-  const Tensor x = ReadNpyOrEmpty(dir + "/" + name + "_x.npy");
-  const Tensor target = ReadNpyOrEmpty(dir + "/" + name + "_target.npy");
+  const Tensor x = testing::ReadNpyTensor(dir + "/" + name + "_x.npy");
+  const Tensor target = testing::ReadNpyTensor(dir + "/" + name + "_target.npy");
   const double rows = static_cast<double>(x.shape()[0]);
   TrainingRun run(*training, *model, {x}, target);
   const double loss = run.Run() / rows;
-  const double expected = ReadNpyOrEmpty(dir + "/" + name + "_loss.npy").data<float>()[0];
+  const double expected = testing::ReadNpyTensor(dir + "/" + name + "_loss.npy").data<float>()[0];
   EXPECT_NEAR(loss, expected, 1e-5 * std::fabs(expected));
   for (size_t p = 0; p < training->parameters.size(); ++p) {
     const std::string parameter = model->graph().values[training->parameters[p]].name;
     Tensor mean = TrainingRun::Copy(run.gradients()[p]);
     for (int64_t i = 0; i < mean.num_elements(); ++i) mean.data<float>()[i] /= rows;
-    EXPECT_LE(testing::RelativeL2(mean, ReadNpyOrEmpty(dir + "/" + name + "_grad_" + parameter +
+    EXPECT_LE(testing::RelativeL2(mean, testing::ReadNpyTensor(dir + "/" + name + "_grad_" + parameter +
                                                        ".npy")),
               1e-4)
         << parameter;

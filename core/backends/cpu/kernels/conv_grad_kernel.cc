@@ -28,9 +28,7 @@ struct ConvGeometry {
 };
 
 absl::StatusOr<ConvGeometry> Geometry(const KernelSpec& spec) {
-  KernelSpec forward = spec;
-  forward.inputs.resize(2);
-  forward.constant_inputs.resize(spec.constant_inputs.empty() ? 0 : 2);
+  const KernelSpec forward = ForwardInputs(spec, 2);
   REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(forward));
   const memory::data_type f32 = memory::data_type::f32;
   const Shape& x = spec.inputs[0]->shape;

@@ -312,9 +312,7 @@ class PadGradKernel : public Kernel {
 }  // namespace
 
 KernelOrStatus MakePadGradKernel(const KernelSpec& spec, CpuKernelContext&) {
-  KernelSpec forward = spec;
-  forward.inputs.erase(forward.inputs.begin());
-  if (!forward.constant_inputs.empty()) forward.constant_inputs.erase(forward.constant_inputs.begin());
+  const KernelSpec forward = WithoutFirstInput(spec);
   REPLICAD_ASSIGN_OR_RETURN(PadLayout layout, ParsePadLayout(forward));
   const Shape& x = forward.inputs[0]->shape;
   std::vector<std::vector<int64_t>> sources(x.size());
@@ -328,17 +326,13 @@ KernelOrStatus MakePadGradKernel(const KernelSpec& spec, CpuKernelContext&) {
 }
 
 KernelOrStatus MakeAveragePoolGradKernel(const KernelSpec& spec, CpuKernelContext&) {
-  KernelSpec forward = spec;
-  forward.inputs.resize(1);
-  forward.constant_inputs.resize(spec.constant_inputs.empty() ? 0 : 1);
+  const KernelSpec forward = ForwardInputs(spec, 1);
   REPLICAD_ASSIGN_OR_RETURN(AveragePoolAttributes pool, ParseAveragePoolAttributes(forward));
   return std::make_unique<AveragePoolGradKernel>(spec.inputs[0]->shape, pool);
 }
 
 KernelOrStatus MakeConcatGradKernel(const KernelSpec& spec, CpuKernelContext&) {
-  KernelSpec forward = spec;
-  forward.inputs.erase(forward.inputs.begin());
-  if (!forward.constant_inputs.empty()) forward.constant_inputs.erase(forward.constant_inputs.begin());
+  const KernelSpec forward = WithoutFirstInput(spec);
   REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseConcatAxis(forward));
   const Shape& y = spec.inputs[0]->shape;
   int64_t outer = 1, inner = 1;
@@ -365,9 +359,7 @@ KernelOrStatus MakeClipGradKernel(const KernelSpec& spec, CpuKernelContext&) {
 }
 
 KernelOrStatus MakeSoftmaxGradKernel(const KernelSpec& spec, CpuKernelContext&) {
-  KernelSpec forward = spec;
-  forward.inputs.resize(1);
-  forward.constant_inputs.resize(spec.constant_inputs.empty() ? 0 : 1);
+  const KernelSpec forward = ForwardInputs(spec, 1);
   REPLICAD_ASSIGN_OR_RETURN(SoftmaxLayout layout, ParseSoftmaxLayout(forward));
   return std::make_unique<SoftmaxGradKernel>(layout, spec.op_type == kLogSoftmaxGrad);
 }
@@ -380,9 +372,7 @@ KernelOrStatus MakeGlobalAveragePoolGradKernel(const KernelSpec& spec, CpuKernel
 }
 
 KernelOrStatus MakeMaxPoolGradKernel(const KernelSpec& spec, CpuKernelContext&) {
-  KernelSpec forward = spec;
-  forward.inputs.resize(1);
-  forward.constant_inputs.resize(spec.constant_inputs.empty() ? 0 : 1);
+  const KernelSpec forward = ForwardInputs(spec, 1);
   REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(forward));
   return std::make_unique<MaxPoolGradKernel>(spec.inputs[0]->shape, window);
 }
