@@ -44,8 +44,6 @@ absl::Status ReluGradient(GradientBuilder& b) {
   return absl::OkStatus();
 }
 
-Attributes GemmAttributes(int64_t trans_a, int64_t trans_b, float alpha);
-
 absl::Status LeakyReluGradient(GradientBuilder& b) {
   if (!b.wants_gradient(0)) return absl::OkStatus();
   // Masked by X rather than Y: with a negative slope Y > 0 does not mean X > 0.
@@ -135,23 +133,32 @@ absl::Status DivGradient(GradientBuilder& b) {
   return absl::OkStatus();
 }
 
-// Y = A B with a 2-D B [K, N] (a linear layer's weights) and A [..., K]:
-// dA = dY B^T (MatMul broadcasts over A's leading dims), and dB = A^T dY with
-// A and dY flattened to [rows, K] and [rows, N].
+// Y = A B (matrices in the last two dims, leading dims broadcast):
+// dA = dY B^T and dB = A^T dY, each summed back over the dims its operand
+// was broadcast along. Transposing the last two dims needs the ranks, which
+// the model's types give.
 absl::Status MatMulGradient(GradientBuilder& b) {
-  if (b.type(b.input(1)).shape.size() != 2) {
-    return NodeFailure(b, "MatMul's gradient needs a 2-D second operand (a weight matrix)");
-  }
   const int a = b.input(0), bm = b.input(1), g = b.output_gradient(0);
+  const size_t rank_a = b.type(a).shape.size(), rank_b = b.type(bm).shape.size();
+  if (rank_a < 2 || rank_b < 2) {
+    return NodeFailure(b, absl::StrCat("MatMul's gradient needs operands of known rank >= 2, "
+                                       "received ranks ", rank_a, " and ", rank_b));
+  }
+  auto transposed = [&](int value, size_t rank) {
+    std::vector<int64_t> perm(rank);
+    for (size_t d = 0; d < rank; ++d) perm[d] = static_cast<int64_t>(d);
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    Attributes attributes;
+    attributes.Set("perm", perm);
+    return b.Emit1("Transpose", {value}, attributes);
+  };
   if (b.wants_gradient(0)) {
-    b.AddInputGradient(0, b.Emit1("MatMul", {g, b.Emit1("Transpose", {bm})}));
+    const int product = b.Emit1("MatMul", {g, transposed(bm, rank_b)});
+    b.AddInputGradient(0, b.Emit1(kSumToShape, {product, a}));
   }
   if (b.wants_gradient(1)) {
-    Attributes last;
-    last.Set("axis", int64_t{-1});
-    const int rows_a = b.Emit1("Flatten", {a}, last);
-    const int rows_g = b.Emit1("Flatten", {g}, last);
-    b.AddInputGradient(1, b.Emit1("Gemm", {rows_a, rows_g}, GemmAttributes(1, 0, 1.0f)));
+    const int product = b.Emit1("MatMul", {transposed(a, rank_a), g});
+    b.AddInputGradient(1, b.Emit1(kSumToShape, {product, bm}));
   }
   return absl::OkStatus();
 }

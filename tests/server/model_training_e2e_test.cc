@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "client/replicad_client.h"
+#include "absl/strings/str_cat.h"
+#include "core/model/default_model.h"
 #include "core/model/onnx_builder.h"
 #include "core/model/onnx_import.h"
 #include "core/train/checkpoint.h"
@@ -155,6 +157,59 @@ TEST(ModelTrainingE2eTest, PredictAndCheckpointsFollowTheTrainedWeights) {
   testing::CommandResult check =
       testing::RunCommand({"/bin/sh", "-c", "promtool check metrics < " + file});
   EXPECT_EQ(check.exit_code, 0) << check.out;
+}
+
+// Predict while TrainSteps run: every answer is the model of one whole step
+// (equal to what that step's checkpoint computes in-process), never a mix.
+TEST(ModelTrainingE2eTest, PredictDuringTrainingSeesOneStepsWeights) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0,cpu:0"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto trainer_client = Connect(**daemon);
+  auto predict_client = Connect(**daemon);
+  ASSERT_TRUE(trainer_client->ConfigureTraining(SgdConfig()).ok());
+  constexpr int kSteps = 6;
+  std::vector<std::string> checkpoints;
+  std::atomic<bool> done{false};
+  std::thread trainer([&] {
+    for (int step = 1; step <= kSteps; ++step) {
+      EXPECT_TRUE(trainer_client->TrainStep(StepRequest(16, step)).ok());
+      v1::SaveCheckpointRequest save;
+      save.set_model("default");
+      save.set_path(TempPath(absl::StrCat("during_", step, ".onnx")));
+      EXPECT_TRUE(trainer_client->SaveCheckpoint(save).ok());
+      checkpoints.push_back(save.path());
+    }
+    done = true;
+  });
+  const v1::PredictRequest request = ImageRequest(8, 9);
+  std::vector<Tensor> answers;
+  while (!done.load()) {
+    absl::StatusOr<v1::PredictResponse> response = predict_client->Predict(request);
+    ASSERT_TRUE(response.ok()) << response.status();
+    answers.push_back(FromProto(response->outputs(0)));
+  }
+  trainer.join();
+  ASSERT_EQ(checkpoints.size(), static_cast<size_t>(kSteps));
+  EXPECT_GE(answers.size(), 2u);
+
+  std::vector<Tensor> references;  // Step 0 (the embedded weights), then each checkpoint.
+  std::vector<std::shared_ptr<const Model>> models = {*LoadDefaultModel()};
+  for (const std::string& path : checkpoints) models.push_back(*LoadOnnxFile(path, "default"));
+  for (const auto& model : models) {
+    std::unique_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(model, {1});
+    testing::PredictOutcome outcome = testing::PredictAndWait(*set, {FromProto(request.inputs(0))});
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    references.push_back(outcome.outputs[0]);
+  }
+  for (size_t i = 0; i < answers.size(); ++i) {
+    double closest = 1e9;
+    for (const Tensor& reference : references) {
+      closest = std::min(closest, testing::RelativeL2(answers[i], reference));
+    }
+    EXPECT_LE(closest, 1e-5) << "answer " << i << " matches no step's weights";
+  }
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
 }
 
 TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {

@@ -75,10 +75,16 @@ class TrainingRun {
         inputs_(std::move(inputs)),
         targets_(std::move(targets)) {
     for (int v : training.parameters) params_.push_back(Copy(model.graph().initializers.at(v)));
+    // Running statistics stay at the model's values: every Run is a first step.
+    for (int v : training.buffers) {
+      buffers_.push_back(Copy(model.graph().initializers.at(v)));
+      buffer_updates_.push_back(Copy(buffers_.back()));
+    }
     std::vector<Shape> shapes;
     for (const Tensor& t : inputs_) shapes.push_back(t.shape());
     shapes.push_back(targets_.shape());
     for (const Tensor& p : params_) shapes.push_back(p.shape());
+    for (const Tensor& b : buffers_) shapes.push_back(b.shape());
     absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan =
         ExecutionPlan::Create(training.graph, training.graph.initializers, *device_, shapes);
     EXPECT_TRUE(plan.ok()) << plan.status();
@@ -101,10 +107,12 @@ class TrainingRun {
     for (const Tensor& t : inputs_) in.push_back(t.raw_data());
     in.push_back(targets_.raw_data());
     for (const Tensor& p : params_) in.push_back(p.raw_data());
+    for (const Tensor& b : buffers_) in.push_back(b.raw_data());
     float loss = 0, correct = 0;
     std::vector<void*> out{&loss};
     if (training_.classification) out.push_back(&correct);
     for (Tensor& g : gradients_) out.push_back(g.raw_data());
+    for (Tensor& u : buffer_updates_) out.push_back(u.raw_data());
     absl::Status status;
     device_->Enqueue([&] { status = plan_->Run(in.data(), out.data()); });
     EXPECT_TRUE(device_->Synchronize().ok());
@@ -119,6 +127,7 @@ class TrainingRun {
   Tensor targets_;
   std::vector<Tensor> params_;
   std::vector<Tensor> gradients_;
+  std::vector<Tensor> buffers_, buffer_updates_;
   std::unique_ptr<ExecutionPlan> plan_;
 };
 
@@ -252,6 +261,98 @@ TEST(TrainingGraphTest, ActivationNetGradientsMatchFiniteDifferences) {
   EXPECT_EQ(training->parameters.size(), 2u);  // w and shift; Clip's bounds stay constants.
   TrainingRun run(*training, *model, {testing::RandomTensor({5, 4}, 22)},
                   testing::RandomTensor({5, 3, 2}, 23));
+  ExpectGradientsMatchFiniteDifferences(run);
+}
+
+// Batched MatMul both ways: x [N,3,4] against a 2-D weight, and two
+// computed 3-D tensors (attention's scores and mix), broadcast over N.
+TEST(TrainingGraphTest, BatchedMatMulGradientsMatchFiniteDifferences) {
+  OnnxModelBuilder b("attention", 13);
+  b.AddInitializer("wq", testing::RandomTensor({4, 5}, 51));
+  b.AddInitializer("wk", testing::RandomTensor({4, 5}, 52));
+  b.AddInitializer("wv", testing::RandomTensor({4, 2}, 53));
+  b.AddInitializer("bias", testing::RandomTensor({1, 3, 3}, 54));
+  b.AddNode("MatMul", {"x", "wq"}, {"q"});
+  b.AddNode("MatMul", {"x", "wk"}, {"k"});
+  b.AddNode("MatMul", {"x", "wv"}, {"v"});
+  OnnxModelBuilder::SetInts(b.AddNode("Transpose", {"k"}, {"kt"}), "perm", {0, 2, 1});
+  b.AddNode("MatMul", {"q", "kt"}, {"scores"});
+  b.AddNode("Add", {"scores", "bias"}, {"biased"});
+  OnnxModelBuilder::SetInt(b.AddNode("Softmax", {"biased"}, {"weights"}), "axis", -1);
+  b.AddNode("MatMul", {"weights", "v"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 3, 4});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 3, 2});
+  std::shared_ptr<const Model> model = testing::LoadForTraining(b.Serialize());
+  absl::StatusOr<TrainingGraph> training = BuildTrainingGraph(
+      model->graph(), LossSpec{LossSpec::Kind::kMeanSquaredError, "y", DType::kFloat32});
+  ASSERT_TRUE(training.ok()) << training.status();
+  TrainingRun run(*training, *model, {testing::RandomTensor({2, 3, 4}, 55)},
+                  testing::RandomTensor({2, 3, 2}, 56));
+  ExpectGradientsMatchFiniteDifferences(run);
+}
+
+// BatchNormalization and Dropout in training form (as a training-mode
+// export writes them), Pad, AveragePool both ways, GlobalAveragePool and
+// Concat. The dropout mask is fixed (step 0, seed 0), so the loss is a
+// function of the weights that finite differences can probe.
+TEST(TrainingGraphTest, TrainingFormsAndPoolingGradientsMatchFiniteDifferences) {
+  OnnxModelBuilder b("forms", 13);
+  b.AddInitializer("conv.w", testing::RandomTensor({3, 2, 3, 3}, 61));
+  b.AddInitializer("bn.scale", testing::RandomTensor({3}, 62));
+  b.AddInitializer("bn.bias", testing::RandomTensor({3}, 63));
+  Tensor mean = Tensor::Host(DType::kFloat32, {3});
+  Tensor var = Tensor::Host(DType::kFloat32, {3});
+  for (int c = 0; c < 3; ++c) {
+    mean.data<float>()[c] = 0.0f;
+    var.data<float>()[c] = 1.0f;
+  }
+  b.AddInitializer("bn.mean", mean);
+  b.AddInitializer("bn.var", var);
+  Tensor pads = Tensor::Host(DType::kInt64, {8});
+  const int64_t pad_values[] = {0, 0, 1, 0, 0, 0, 1, 2};
+  std::copy(std::begin(pad_values), std::end(pad_values), pads.data<int64_t>());
+  b.AddInitializer("pads", pads);
+  Tensor ratio = Tensor::Host(DType::kFloat32, {});
+  *ratio.data<float>() = 0.3f;
+  b.AddInitializer("ratio", ratio);
+  b.AddInitializer("fc.w", testing::RandomTensor({3, 6}, 64));
+  b.AddNode("Conv", {"image", "conv.w"}, {"c"});
+  b.AddNode("BatchNormalization", {"c", "bn.scale", "bn.bias", "bn.mean", "bn.var"},
+            {"n", "n.mean", "n.var", "n.saved_mean", "n.saved_var"});  // Training form.
+  b.AddNode("Pad", {"n", "pads"}, {"p"});
+  onnx::NodeProto* a = b.AddNode("AveragePool", {"p"}, {"a"});
+  OnnxModelBuilder::SetInts(a, "kernel_shape", {3, 3});
+  OnnxModelBuilder::SetInts(a, "strides", {2, 2});
+  OnnxModelBuilder::SetInts(a, "pads", {1, 1, 1, 1});
+  OnnxModelBuilder::SetInt(a, "count_include_pad", 1);
+  OnnxModelBuilder::SetInt(a, "ceil_mode", 1);
+  onnx::NodeProto* e = b.AddNode("AveragePool", {"n"}, {"e"});
+  OnnxModelBuilder::SetInts(e, "kernel_shape", {2, 2});
+  OnnxModelBuilder::SetInts(e, "strides", {2, 2});
+  OnnxModelBuilder::SetInt(e, "ceil_mode", 1);
+  b.AddNode("GlobalAveragePool", {"a"}, {"ga"});
+  b.AddNode("GlobalAveragePool", {"e"}, {"ge"});
+  OnnxModelBuilder::SetInt(b.AddNode("Concat", {"ga", "ge"}, {"cat"}), "axis", 1);
+  b.AddNode("Flatten", {"cat"}, {"f"});
+  onnx::NodeProto* flag = b.AddNode("Constant", {}, {"training"});
+  onnx::AttributeProto* value = flag->add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
+  value->mutable_t()->add_int32_data(1);
+  b.AddNode("Dropout", {"f", "ratio", "training"}, {"d"});
+  OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"d", "fc.w"}, {"logits"}), "transB", 1);
+  b.AddInput("image", DType::kFloat32, {kAnyDim, 2, 6, 6});
+  b.AddOutput("logits", DType::kFloat32, {kAnyDim, 3});
+  std::shared_ptr<const Model> model = testing::LoadForTraining(b.Serialize());
+  absl::StatusOr<TrainingGraph> training =
+      BuildTrainingGraph(model->graph(), {LossSpec::Kind::kSoftmaxCrossEntropy, "logits"});
+  ASSERT_TRUE(training.ok()) << training.status();
+  EXPECT_EQ(training->parameters.size(), 4u);  // conv.w, bn.scale, bn.bias, fc.w.
+  EXPECT_EQ(training->buffers.size(), 2u);
+  Tensor labels = Tensor::Host(DType::kInt64, {4});
+  for (int i = 0; i < 4; ++i) labels.data<int64_t>()[i] = i % 3;
+  TrainingRun run(*training, *model, {testing::RandomTensor({4, 2, 6, 6}, 65)}, labels);
   ExpectGradientsMatchFiniteDifferences(run);
 }
 
