@@ -181,8 +181,12 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
   // the optimizer's state only from a checkpoint written with the same kind.
   std::vector<std::pair<std::string, Tensor>> state;
   if (resume_ && resume_->optimizer.kind == options.optimizer.kind) state = resume_->optimizer_state;
-  if (absl::Status s = (*trainer)->Resume(published_step_, state); !s.ok()) return s;
   resume_.reset();
+  if (!(*trainer)->Resume(published_step_, state).ok()) {
+    // The checkpoint's state was made under other hyper-parameters (say,
+    // momentum 0.9 where the configuration now has none): start it afresh.
+    if (absl::Status s = (*trainer)->Resume(published_step_, {}); !s.ok()) return s;
+  }
   trainer_ = *std::move(trainer);
   return absl::OkStatus();
 }
@@ -215,9 +219,16 @@ v1::TrainingConfig ModelTraining::config() const {
 absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::Step(
     const std::vector<Tensor>& inputs, const Tensor& targets) {
   absl::MutexLock lock(&mu_);
+  const bool new_trainer = trainer_ == nullptr;
   if (absl::Status s = EnsureTrainer(targets.dtype()); !s.ok()) return s;
   absl::StatusOr<DataParallelTrainer::StepResult> result = trainer_->Step(inputs, targets);
-  if (!result.ok()) return result;
+  if (!result.ok()) {
+    // A trainer made for this request's targets (their dtype picks the loss's
+    // form) that could not take a step is not kept: the next request, with
+    // other targets, gets one of its own.
+    if (new_trainer) trainer_.reset();
+    return result;
+  }
   published_step_ = result->step;
   if (config_.checkpoint_every_steps() > 0 &&
       result->step % config_.checkpoint_every_steps() == 0) {
@@ -238,9 +249,10 @@ absl::StatusOr<std::shared_ptr<ReplicaSet>> ModelTraining::PredictReplicas() {
   int64_t step = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (trainer_ == nullptr || published_step_ == predict_step_) return predict_set_;
-    trained = trainer_->CurrentModel();
-    step = trainer_->step();
+    if (published_step_ == predict_step_ || model_ == nullptr) return predict_set_;
+    // Between configurations model_ holds the latest weights.
+    trained = trainer_ != nullptr ? trainer_->CurrentModel() : model_;
+    step = published_step_;
   }
   Graph graph = trained->graph();
   if (absl::Status s = OptimizeForInference(&graph); !s.ok()) return s;
@@ -261,7 +273,7 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveCheckpoint(
 
 absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
     const std::string& path) {
-  if (trainer_ == nullptr || trainer_->step() == 0) {
+  if (published_step_ == 0 || model_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("model '", environment_.source.name,
                      "' has not taken a training step since it was loaded; nothing to save"));
@@ -275,20 +287,18 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
     target = absl::StrCat(config_.checkpoint_dir(), "/", environment_.source.name, ".onnx");
   }
   Checkpoint checkpoint;
-  checkpoint.step = trainer_->step();
-  const std::vector<Tensor> parameters = trainer_->SlotParameters(0);
-  const TrainingGraph& training = trainer_->training_graph();
-  for (size_t p = 0; p < parameters.size(); ++p) {
-    checkpoint.parameters.emplace(model_->graph().values[training.parameters[p]].name,
-                                  parameters[p]);
-  }
-  // Running statistics travel with the weights they were computed for.
-  const std::vector<Tensor> buffers = trainer_->SlotBuffers(0);
-  for (size_t b = 0; b < buffers.size(); ++b) {
-    checkpoint.parameters.emplace(model_->graph().values[training.buffers[b]].name, buffers[b]);
-  }
+  checkpoint.step = published_step_;
   checkpoint.optimizer = ToOptimizerConfig(config_.optimizer());
-  checkpoint.optimizer_state = trainer_->OptimizerState();
+  // The weights and running statistics (every float initializer of the
+  // current model), and the optimizer's state when a trainer holds one
+  // (not between a new configuration and its first step).
+  const std::shared_ptr<const Model> current =
+      trainer_ != nullptr ? trainer_->CurrentModel() : model_;
+  const Graph& graph = current->graph();
+  for (const auto& [v, tensor] : graph.initializers) {
+    if (tensor.dtype() == DType::kFloat32) checkpoint.parameters.emplace(graph.values[v].name, tensor);
+  }
+  if (trainer_ != nullptr) checkpoint.optimizer_state = trainer_->OptimizerState();
   if (absl::Status s = WriteCheckpoint(source_bytes_, target, checkpoint); !s.ok()) return s;
   return std::make_pair(target, checkpoint.step);
 }

@@ -175,8 +175,8 @@ absl::Status InferSoftmaxCrossEntropy(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(TensorType logits, RequiredInput(*spec, 0, "logits"));
   REPLICAD_ASSIGN_OR_RETURN(TensorType targets, RequiredInput(*spec, 1, "targets"));
   REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "logits", logits, {DType::kFloat32}));
-  if (logits.shape.size() != 2) {
-    return NodeError(*spec, absl::StrCat("logits must be [N, C], received ",
+  if (logits.shape.size() != 2 || logits.shape[1] < 1) {
+    return NodeError(*spec, absl::StrCat("logits must be [N, C] with C >= 1, received ",
                                          ShapeToString(logits.shape)));
   }
   const bool labels = targets.dtype == DType::kInt64 &&

@@ -69,7 +69,12 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const Model& model,
                                                      DTypeName(in.dtype)));
     }
     if (absl::Status s = CheckShape(field, spec, in.shape); !s.ok()) return s;
-    const size_t needed = static_cast<size_t>(NumElements(in.shape)) * DTypeSize(in.dtype);
+    const std::optional<size_t> size = CheckedByteSize(in.dtype, in.shape);
+    if (!size) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": shape ", ShapeToString(in.shape),
+                                                     " has more elements than can be addressed"));
+    }
+    const size_t needed = *size;
     if (in.bytes != needed) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ": raw holds ", in.bytes, " bytes; ", DTypeName(in.dtype),
@@ -125,7 +130,12 @@ absl::StatusOr<Tensor> BindTargets(const RequestInput& targets, int64_t batch,
           "targets: dimensions must be >= 0, received ", ShapeToString(targets.shape)));
     }
   }
-  const size_t needed = static_cast<size_t>(NumElements(targets.shape)) * DTypeSize(targets.dtype);
+  const std::optional<size_t> size = CheckedByteSize(targets.dtype, targets.shape);
+  if (!size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "targets: shape ", ShapeToString(targets.shape), " has more elements than can be addressed"));
+  }
+  const size_t needed = *size;
   if (targets.bytes != needed) {
     return absl::InvalidArgumentError(absl::StrCat("targets: raw holds ", targets.bytes,
                                                    " bytes; ", DTypeName(targets.dtype),

@@ -1,7 +1,9 @@
 #ifndef REPLICAD_CORE_TENSOR_SHAPE_H_
 #define REPLICAD_CORE_TENSOR_SHAPE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,11 @@ inline constexpr int64_t kAnyDim = -1;
 
 // Product of the dimensions; 1 for rank 0. The shape must be concrete.
 int64_t NumElements(const Shape& shape);
+
+// The bytes of a `dtype` tensor of `shape`, or nullopt when a dimension is
+// negative or the count overflows: for shapes that come from a request, which
+// may claim anything (a wrapped product would pass a byte-count check).
+std::optional<size_t> CheckedByteSize(DType dtype, const Shape& shape);
 
 // "[8,1,28,28]"; kAnyDim prints as "?".
 std::string ShapeToString(const Shape& shape);

@@ -13,7 +13,12 @@ absl::StatusOr<Tensor> Tensor::Create(DType dtype, Shape shape, std::shared_ptr<
     }
   }
   TensorType type{dtype, std::move(shape)};
-  const size_t needed = static_cast<size_t>(NumElements(type.shape)) * DTypeSize(dtype);
+  const std::optional<size_t> size = CheckedByteSize(dtype, type.shape);
+  if (!size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(TensorTypeToString(type), " has more elements than can be addressed"));
+  }
+  const size_t needed = *size;
   if (buffer == nullptr || byte_offset > buffer->bytes() ||
       buffer->bytes() - byte_offset < needed) {
     return absl::InvalidArgumentError(absl::StrCat(

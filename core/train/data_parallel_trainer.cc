@@ -166,6 +166,14 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     return absl::InvalidArgumentError(absl::StrCat("inputs: the batch must have at least one row, received ",
                                                    ShapeToString(inputs[0].shape())));
   }
+  if (training_.classification &&
+      !(targets.dtype() == DType::kInt64 ? targets.shape().size() == 1
+                                         : targets.shape().size() == 2)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "targets: softmax cross-entropy takes int64 [N] class labels or float32 [N, C] "
+        "probabilities, received ",
+        TensorTypeToString(targets.type())));
+  }
   const DType target_dtype = training_.graph.values[training_.graph.inputs[inputs.size()]].type.dtype;
   if (targets.dtype() != target_dtype) {
     return absl::InvalidArgumentError(absl::StrCat("targets: dtype must be ",

@@ -127,7 +127,11 @@ absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
     if (!on_path_node[n]) continue;
     bool any = false;
     for (int i : model.nodes[n].inputs) any = any || (i >= 0 && needs_gradient[i]);
-    for (int o : model.nodes[n].outputs) needs_gradient[o] = any;
+    // Only float values carry gradients: Shape of a value that depends on a
+    // parameter (PyTorch's view(x.size(0), -1)) does not.
+    for (int o : model.nodes[n].outputs) {
+      needs_gradient[o] = any && model.values[o].type.dtype == DType::kFloat32;
+    }
   }
   if (result.parameters.empty() || !needs_gradient[loss_input]) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -287,9 +291,13 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossS
     }
   }
   if (!training.ok()) return training;
-  // Buffers: inputs after the parameters, their updates outputs after the gradients.
+  // Buffers: inputs after the parameters, their updates outputs after the
+  // gradients; only those of nodes the loss depends on (the others were pruned).
   Graph& graph = training->graph;
+  std::set<int> produced;
+  for (const Node& node : graph.nodes) produced.insert(node.outputs.begin(), node.outputs.end());
   for (const BufferUpdate& buffer : buffers) {
+    if (produced.count(buffer.update) == 0) continue;
     graph.initializers.erase(buffer.initializer);
     graph.inputs.push_back(buffer.initializer);
     graph.outputs.push_back(buffer.update);

@@ -112,6 +112,8 @@ TEST(ModelTrainingE2eTest, PredictAndCheckpointsFollowTheTrainedWeights) {
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ(saved->step(), 2);
 
+  // A new configuration keeps the weights: Predict still answers with them.
+  ASSERT_TRUE(client->ConfigureTraining(SgdConfig()).ok());
   absl::StatusOr<v1::PredictResponse> after = client->Predict(ImageRequest(6, 5));
   ASSERT_TRUE(after.ok()) << after.status();
   const Tensor before_logits = FromProto(before->outputs(0));
@@ -224,6 +226,24 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
     EXPECT_EQ(response.status().code(), code) << response.status();
     EXPECT_THAT(std::string(response.status().message()), HasSubstr(text));
   };
+  // Float labels where the loss wants int64 classes or float probabilities;
+  // then int64 labels still train (the first request does not fix the form).
+  v1::TrainStepRequest float_labels = StepRequest(4, 1);
+  *float_labels.mutable_targets() = ToProto("targets", testing::RandomTensor({4}, 3));
+  expect_error(float_labels, absl::StatusCode::kInvalidArgument,
+               "targets: softmax cross-entropy takes int64 [N] class labels or float32 [N, C] "
+               "probabilities, received float32[4]");
+  // A claimed shape whose size overflows: refused, not allocated.
+  v1::TrainStepRequest huge = StepRequest(4, 1);
+  huge.mutable_inputs(0)->clear_shape();
+  for (int64_t d : {int64_t{1} << 62, int64_t{1}, int64_t{28}, int64_t{28}}) {
+    huge.mutable_inputs(0)->add_shape(d);
+  }
+  huge.mutable_inputs(0)->clear_raw();
+  expect_error(huge, absl::StatusCode::kInvalidArgument, "more elements than can be addressed");
+  v1::PredictRequest huge_predict = ImageRequest(1, 1);
+  *huge_predict.mutable_inputs(0) = huge.inputs(0);
+  EXPECT_EQ(client->Predict(huge_predict).status().code(), absl::StatusCode::kInvalidArgument);
   v1::TrainStepRequest missing = StepRequest(4, 1);
   missing.clear_targets();
   expect_error(missing, absl::StatusCode::kInvalidArgument, "targets: missing");
@@ -341,6 +361,22 @@ TEST(ModelTrainingE2eTest, RestartingOnACheckpointResumesExactly) {
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(step->step(), 4);
   ASSERT_TRUE(save(*client, resumed_four).ok());
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+  {
+    // Restarted on the same checkpoint but configured without momentum: its
+    // momentum buffers do not fit; training starts the optimizer afresh.
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> other =
+        DaemonProcess::Start({"--devices", "cpu:0", "--model", "default=" + path});
+    ASSERT_TRUE(other.ok()) << other.status();
+    auto other_client = Connect(**other);
+    v1::ConfigureTrainingRequest plain = SgdConfig();
+    plain.mutable_config()->mutable_optimizer()->clear_momentum();
+    ASSERT_TRUE(other_client->ConfigureTraining(plain).ok());
+    absl::StatusOr<v1::TrainStepResponse> fresh = other_client->TrainStep(StepRequest(6, 4));
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    EXPECT_EQ(fresh->step(), 4);
+    EXPECT_EQ((*other)->StopWith(SIGTERM), 0);
+  }
   absl::StatusOr<LoadedCheckpoint> a = ReadCheckpoint(after_four);
   absl::StatusOr<LoadedCheckpoint> b = ReadCheckpoint(resumed_four);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -349,7 +385,6 @@ TEST(ModelTrainingE2eTest, RestartingOnACheckpointResumesExactly) {
     const Tensor& other = b->checkpoint.parameters.at(name);
     EXPECT_EQ(std::memcmp(tensor.raw_data(), other.raw_data(), tensor.byte_size()), 0) << name;
   }
-  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
 }
 
 // checkpoint_every_steps = 1 while steps run back to back, and SIGKILL at

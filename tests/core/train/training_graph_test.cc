@@ -405,6 +405,54 @@ TEST(TrainingGraphTest, GlobalAveragePoolNetGradientsMatchFiniteDifferences) {
   ExpectGradientsMatchFiniteDifferences(run);
 }
 
+// PyTorch's view(x.size(0), -1) (Shape, Gather, Unsqueeze, Concat, Reshape
+// on a value computed from the weights) and a training-form
+// BatchNormalization on a branch the loss does not read: neither stops
+// training (integers carry no gradient; the pruned branch's running
+// statistics are left alone).
+TEST(TrainingGraphTest, ShapeArithmeticAndUnusedBranchesDoNotBlockTraining) {
+  OnnxModelBuilder b("view", 13);
+  b.AddInitializer("conv.w", testing::RandomTensor({2, 1, 3, 3}, 71));
+  b.AddInitializer("fc.w", testing::RandomTensor({3, 32}, 72));
+  b.AddInitializer("bn.scale", testing::RandomTensor({2}, 73));
+  b.AddInitializer("bn.bias", testing::RandomTensor({2}, 74));
+  b.AddInitializer("bn.mean", testing::RandomTensor({2}, 75));
+  Tensor var = Tensor::Host(DType::kFloat32, {2});
+  var.data<float>()[0] = var.data<float>()[1] = 1.0f;
+  b.AddInitializer("bn.var", var);
+  Tensor zero = Tensor::Host(DType::kInt64, {});
+  *zero.data<int64_t>() = 0;
+  b.AddInitializer("zero", zero);
+  Tensor minus_one = Tensor::Host(DType::kInt64, {1});
+  *minus_one.data<int64_t>() = -1;
+  b.AddInitializer("minus_one", minus_one);
+  Tensor axes = Tensor::Host(DType::kInt64, {1});
+  *axes.data<int64_t>() = 0;
+  b.AddInitializer("axes", axes);
+  OnnxModelBuilder::SetInts(b.AddNode("Conv", {"image", "conv.w"}, {"c"}), "pads", {1, 1, 1, 1});
+  b.AddNode("Shape", {"c"}, {"shape"});
+  b.AddNode("Gather", {"shape", "zero"}, {"rows"});
+  b.AddNode("Unsqueeze", {"rows", "axes"}, {"rows1"});
+  OnnxModelBuilder::SetInt(b.AddNode("Concat", {"rows1", "minus_one"}, {"flat_shape"}), "axis", 0);
+  b.AddNode("Reshape", {"c", "flat_shape"}, {"flat"});
+  OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"flat", "fc.w"}, {"logits"}), "transB", 1);
+  b.AddNode("BatchNormalization", {"c", "bn.scale", "bn.bias", "bn.mean", "bn.var"},
+            {"side", "side.mean", "side.var", "side.saved_mean", "side.saved_var"});
+  b.AddInput("image", DType::kFloat32, {kAnyDim, 1, 4, 4});
+  b.AddOutput("logits", DType::kFloat32, {kAnyDim, 3});
+  b.AddOutput("side", DType::kFloat32, {kAnyDim, 2, 4, 4});
+  std::shared_ptr<const Model> model = testing::LoadForTraining(b.Serialize());
+  absl::StatusOr<TrainingGraph> training =
+      BuildTrainingGraph(model->graph(), {LossSpec::Kind::kSoftmaxCrossEntropy, "logits"});
+  ASSERT_TRUE(training.ok()) << training.status();
+  EXPECT_EQ(training->parameters.size(), 2u);  // conv.w and fc.w.
+  EXPECT_TRUE(training->buffers.empty());
+  Tensor labels = Tensor::Host(DType::kInt64, {3});
+  for (int i = 0; i < 3; ++i) labels.data<int64_t>()[i] = 2 - i;
+  TrainingRun run(*training, *model, {testing::RandomTensor({3, 1, 4, 4}, 76)}, labels);
+  ExpectGradientsMatchFiniteDifferences(run);
+}
+
 TEST(TrainingGraphTest, RejectsModelsItCannotTrainNamingTheOp) {
   std::shared_ptr<const Model> model = testing::LoadForTraining(testing::UntrainableOnnx());
   absl::StatusOr<TrainingGraph> training = BuildTrainingGraph(
