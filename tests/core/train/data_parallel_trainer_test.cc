@@ -167,6 +167,13 @@ TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {
   result = trainer->Step({images}, testing::RandomTensor({4}, 2));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("targets: softmax cross-entropy takes int64 [N] class labels or float32 "
+                        "[N, C] probabilities, received float32[4]"));
+
+  // Probabilities are a valid form, but this trainer was made for labels.
+  result = trainer->Step({images}, testing::RandomTensor({4, 4}, 2));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(result.status().message()),
               HasSubstr("targets: dtype must be int64, received float32"));
 
   EXPECT_EQ(trainer->step(), 0);
