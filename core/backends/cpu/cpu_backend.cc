@@ -46,7 +46,7 @@ class CpuDevice : public Device {
       : info_(std::move(info)),
         stream_([threads = options.threads] { omp_set_num_threads(threads); }),
         kernel_context_{dnnl::engine(dnnl::engine::kind::cpu, 0), dnnl::stream(), nullptr,
-                        options.winograd} {
+                        options.winograd, SlotScratchpad{}} {
     kernel_context_.stream = dnnl::stream(kernel_context_.engine);
     kernel_context_.weights = std::make_shared<WeightCache>(kernel_context_.engine);
   }
