@@ -13,9 +13,11 @@
 #include "absl/strings/str_join.h"
 #include "core/backends/backends.h"
 #include "core/device/device_map.h"
+#include "core/device/gpu_telemetry.h"
 #include "core/metrics/registry.h"
 #include "core/model/default_model.h"
 #include "grpcpp/grpcpp.h"
+#include "server/gpu_metrics.h"
 #include "server/metrics_http_server.h"
 #include "server/model_sources.h"
 #include "server/replicad_service.h"
@@ -118,6 +120,16 @@ int Serve(const ServerOptions& options) {
                                  absl::StrAppend(out, s.name, "=", DeviceIdToString(s.device));
                                })
               << std::endl;
+  }
+
+  // GPU telemetry through NVML where the driver provides it; the daemon runs without.
+  std::unique_ptr<GpuMetrics> gpu_metrics;
+  absl::StatusOr<std::unique_ptr<GpuTelemetry>> telemetry = GpuTelemetry::Load();
+  if (telemetry.ok()) {
+    gpu_metrics = std::make_unique<GpuMetrics>(registry, *std::move(telemetry), absl::Seconds(5));
+    std::cout << "replicad: GPU metrics from NVML, refreshed every 5 s" << std::endl;
+  } else {
+    std::cout << "replicad: no GPU metrics: " << telemetry.status().message() << std::endl;
   }
 
   std::unique_ptr<MetricsHttpServer> metrics_server;
