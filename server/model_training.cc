@@ -58,13 +58,11 @@ absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Mod
       return absl::InvalidArgumentError(
           absl::StrCat("config.ps_device: ", ps.status().message()));
     }
-    std::string names;
-    bool found = false;
-    for (const DeviceInfo& d : devices) {
-      found = found || d.id == *ps;
-      absl::StrAppend(&names, names.empty() ? "" : ", ", DeviceIdToString(d.id));
-    }
-    if (!found) {
+    if (FindDevice(devices, *ps) == nullptr) {
+      std::string names;
+      for (const DeviceInfo& d : devices) {
+        absl::StrAppend(&names, names.empty() ? "" : ", ", DeviceIdToString(d.id));
+      }
       return absl::InvalidArgumentError(absl::StrCat("config.ps_device: '", config.ps_device(),
                                                      "' does not exist; available: ", names));
     }
@@ -153,10 +151,7 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
   options.seed = config_.seed();
   std::vector<TrainerSlot> slots;
   for (const SlotAssignment& slot : environment_.options.slots) {
-    const DeviceInfo* info = nullptr;
-    for (const DeviceInfo& d : environment_.devices) {
-      if (d.id == slot.device) info = &d;
-    }
+    const DeviceInfo* info = FindDevice(environment_.devices, slot.device);
     if (info == nullptr) return absl::InternalError(absl::StrCat("slot ", slot.name, ": no device"));
     absl::StatusOr<std::unique_ptr<Device>> device =
         CreateDevice(*info, environment_.options.slot_options);
@@ -166,13 +161,10 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
   std::optional<ParameterServer> parameter_server;
   if (config_.reduction() == v1::GRADIENT_REDUCTION_PS) {
     const DeviceId ps = *ParseDeviceId(config_.ps_device());  // Complete checked it.
-    for (const DeviceInfo& d : environment_.devices) {
-      if (d.id != ps) continue;
-      absl::StatusOr<std::unique_ptr<Device>> device =
-          CreateDevice(d, environment_.options.slot_options);
-      if (!device.ok()) return device.status();
-      parameter_server = ParameterServer{ps, *std::move(device)};
-    }
+    absl::StatusOr<std::unique_ptr<Device>> device =
+        CreateDevice(*FindDevice(environment_.devices, ps), environment_.options.slot_options);
+    if (!device.ok()) return device.status();
+    parameter_server = ParameterServer{ps, *std::move(device)};
   }
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = DataParallelTrainer::Create(
       model_, std::move(slots), options, std::move(parameter_server));

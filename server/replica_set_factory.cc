@@ -4,16 +4,20 @@
 
 namespace replicad {
 
+const DeviceInfo* FindDevice(const std::vector<DeviceInfo>& devices, const DeviceId& id) {
+  for (const DeviceInfo& d : devices) {
+    if (d.id == id) return &d;
+  }
+  return nullptr;
+}
+
 absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<const Model> model,
                                                             const std::vector<DeviceInfo>& devices,
                                                             const ServingOptions& options,
                                                             SliceObserver* observer) {
   std::vector<std::unique_ptr<Replica>> replicas;
   for (const SlotAssignment& slot : options.slots) {
-    const DeviceInfo* info = nullptr;
-    for (const DeviceInfo& d : devices) {
-      if (d.id == slot.device) info = &d;
-    }
+    const DeviceInfo* info = FindDevice(devices, slot.device);
     if (info == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("slot ", slot.name, ": no device ", DeviceIdToString(slot.device)));

@@ -1,5 +1,7 @@
 #include "core/serve/replica.h"
 
+#include "core/device/device_copy.h"
+
 namespace replicad {
 
 absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const Model> model,
@@ -9,11 +11,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const M
       new Replica(std::move(model), std::move(slot), std::move(device)));
   Device& d = *replica->device_;
   for (const auto& [v, host] : replica->model_->graph().initializers) {
-    absl::StatusOr<std::shared_ptr<Buffer>> buffer = d.Allocate(host.byte_size());
-    if (!buffer.ok()) return buffer.status();
-    d.EnqueueCopy(host.raw_data(), host.location(), (*buffer)->data(), d.memory_location(),
-                  host.byte_size());
-    absl::StatusOr<Tensor> weight = Tensor::Create(host.dtype(), host.shape(), *std::move(buffer));
+    absl::StatusOr<Tensor> weight = CopyToDevice(d, host);
     if (!weight.ok()) return weight.status();
     replica->weights_.emplace(v, *std::move(weight));
   }

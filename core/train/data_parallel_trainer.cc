@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/device/device_copy.h"
 #include "core/device/training_step.h"
 #include "core/train/barrier_collective.h"
 
@@ -12,16 +13,6 @@ namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// A device copy of `host` on `device`, uploaded before this returns.
-absl::StatusOr<Tensor> Upload(Device& device, const Tensor& host) {
-  absl::StatusOr<std::shared_ptr<Buffer>> buffer = device.Allocate(host.byte_size());
-  if (!buffer.ok()) return buffer.status();
-  device.EnqueueCopy(host.raw_data(), host.location(), (*buffer)->data(), device.memory_location(),
-                     host.byte_size());
-  if (absl::Status s = device.Synchronize(); !s.ok()) return s;
-  return Tensor::Create(host.dtype(), host.shape(), *std::move(buffer));
 }
 
 // Row `row` of a host tensor whose dim 0 is the batch.
@@ -93,25 +84,27 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     slot->where = std::move(where);
     Device& device = *slot->where.device;
     for (const auto& [v, host] : graph.initializers) {
-      absl::StatusOr<Tensor> copy = Upload(device, host);
+      absl::StatusOr<Tensor> copy = CopyToDevice(device, host);
       if (!copy.ok()) return copy.status();
       slot->constants.emplace(v, *std::move(copy));
     }
     // Every slot starts from the template's weights (the initial sync).
     for (int v : trainer->training_.parameters) {
       const Tensor& host = source.initializers.at(v);
-      absl::StatusOr<Tensor> parameter = Upload(device, host);
+      absl::StatusOr<Tensor> parameter = CopyToDevice(device, host);
       if (!parameter.ok()) return parameter.status();
       slot->parameters.push_back(*std::move(parameter));
       slot->gradients.push_back(Tensor::Host(DType::kFloat32, host.shape()));
     }
     for (int v : trainer->training_.buffers) {
       const Tensor& host = source.initializers.at(v);
-      absl::StatusOr<Tensor> buffer = Upload(device, host);
+      absl::StatusOr<Tensor> buffer = CopyToDevice(device, host);
       if (!buffer.ok()) return buffer.status();
       slot->buffers.push_back(*std::move(buffer));
       slot->buffer_updates.push_back(Tensor::Host(DType::kFloat32, host.shape()));
     }
+    // The copies above are enqueued; wait for them before the host values can go.
+    if (absl::Status s = device.Synchronize(); !s.ok()) return s;
     slot->loss_sum = Tensor::Host(DType::kFloat32, {});
     slot->correct = Tensor::Host(DType::kFloat32, {});
     if (!parameter_server) {
@@ -128,10 +121,11 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     server->where = TrainerSlot{SlotAssignment{"ps", parameter_server->device_id, 0.0},
                                 std::move(parameter_server->device)};
     for (int v : trainer->training_.parameters) {
-      absl::StatusOr<Tensor> parameter = Upload(*server->where.device, source.initializers.at(v));
+      absl::StatusOr<Tensor> parameter = CopyToDevice(*server->where.device, source.initializers.at(v));
       if (!parameter.ok()) return parameter.status();
       server->parameters.push_back(*std::move(parameter));
     }
+    if (absl::Status s = server->where.device->Synchronize(); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
         Optimizer::Create(options.optimizer, sizes);
     if (!optimizer.ok()) return optimizer.status();
