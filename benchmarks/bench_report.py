@@ -32,3 +32,11 @@ def git_commit():
         return (head or "unknown") + (" + uncommitted changes" if dirty else "")
     except OSError:
         return "unknown"
+
+
+def publish(report, output):
+    """Prints the report and, when `output` is set, writes it there too."""
+    print(report)
+    if output:
+        with open(output, "w") as f:
+            f.write(report)

@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 from bench_daemon import ReplicadDaemon  # noqa: E402
-from bench_report import git_commit, machine_line  # noqa: E402
+from bench_report import git_commit, machine_line, publish  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
 
 import torch  # noqa: E402
@@ -238,10 +238,7 @@ def main(argv):
     for name, note in notes.items():
         lines.append(f"- {name}: not measured in replicad: {note}")
     report = "\n".join(lines) + "\n"
-    print(report)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(report)
+    publish(report, args.output)
     return 0
 
 

@@ -9,8 +9,8 @@
 // (the last against e.g. `build/bin/replicad serve --model m=resnet18.onnx --devices cpu:0
 // --threads-per-slot 2 --listen 127.0.0.1:8500`); benchmarks/compare_peers.py runs all three.
 //
-// In-process, --slots S CPU slots of --threads T OpenMP threads each (S*T threads in all)
-// serve the model. "direct" (one slot only) is ExecutionPlan::Run on the calling thread:
+// In-process, --slots S slots on --device (default cpu:0; e.g. cuda:0, --tf32 for TF32)
+// serve the model, CPU slots with --threads T OpenMP threads each (S*T threads in all). "direct" (one slot only) is ExecutionPlan::Run on the calling thread:
 // no stream hop, no split, no merge. "Predict" is ReplicaSet::Predict waited for
 // synchronously, as the daemon runs it. --grpc times ReplicadClient::Predict against
 // --server (request built once; each call serializes it and parses the response).
@@ -38,7 +38,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "client/replicad_client.h"
-#include "core/backends/cpu/cpu_backend.h"
+#include "core/backends/backends.h"
 #include "core/model/onnx_import.h"
 #include "core/serve/replica_set.h"
 
@@ -51,6 +51,8 @@ struct Options {
   int64_t batch = 1;
   int threads = 1;
   int slots = 1;
+  std::string device = "cpu:0";
+  bool tf32 = false;
   int iterations = 20;
   int warmup = 3;
   bool grpc = false;
@@ -147,21 +149,34 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
     FillRandom(inputs.back().data<float>(), inputs.back().num_elements(), 1000 + i);
   }
 
-  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  absl::StatusOr<DeviceId> device_id = ParseDeviceId(options.device);
+  if (!device_id.ok()) return device_id.status();
+  absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
+  if (!devices.ok()) return devices.status();
+  const DeviceInfo* device = nullptr;
+  for (const DeviceInfo& d : *devices) {
+    if (d.id == *device_id) device = &d;
+  }
+  if (device == nullptr) return absl::NotFoundError(options.device + " is not present");
+  SlotOptions slot_options;
+  slot_options.threads_per_slot = options.threads;
+  slot_options.tf32 = options.tf32;
   std::vector<std::unique_ptr<Replica>> replicas;
   for (int i = 0; i < options.slots; ++i) {
-    absl::StatusOr<std::unique_ptr<Replica>> replica =
-        Replica::Create(*model, SlotAssignment{"r" + std::to_string(i), cpu.id, 1},
-                        CreateCpuDevice(cpu, CpuSlotOptions{options.threads}));
+    absl::StatusOr<std::unique_ptr<Device>> slot = CreateDevice(*device, slot_options);
+    if (!slot.ok()) return slot.status();
+    absl::StatusOr<std::unique_ptr<Replica>> replica = Replica::Create(
+        *model, SlotAssignment{"r" + std::to_string(i), device->id, 1}, *std::move(slot));
     if (!replica.ok()) return replica.status();
     replicas.push_back(*std::move(replica));
   }
   absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
-      ReplicaSet::Create(*model, std::move(replicas), ReplicaSet::Options{cpu.id, nullptr});
+      ReplicaSet::Create(*model, std::move(replicas), ReplicaSet::Options{DeviceId{}, nullptr});
   if (!set.ok()) return set.status();
 
   std::vector<Timing> timings;
-  if (options.slots == 1) {
+  // "direct" runs the plan on the caller's thread with host pointers: CPU slots only.
+  if (options.slots == 1 && device->id.kind == DeviceKind::kCpu) {
     absl::StatusOr<ExecutionPlan*> plan = (*set)->replicas()[0]->PlanFor(shapes);
     if (!plan.ok()) return plan.status();
     std::vector<Tensor> outputs;
@@ -249,6 +264,9 @@ int Main(int argc, char** argv) {
   app.add_option("--slots", options.slots, "CPU slots (in-process mode)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--device", options.device, "Device of every slot (in-process mode), e.g. cuda:0")
+      ->capture_default_str();
+  app.add_flag("--tf32", options.tf32, "CUDA slots: TF32 tensor cores");
   app.add_option("--iterations", options.iterations, "Timed passes")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

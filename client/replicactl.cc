@@ -102,10 +102,11 @@ int RunDevices(ReplicadClient& client) {
   absl::StatusOr<v1::ListDevicesResponse> response = client.ListDevices();
   if (!response.ok()) return Fail(response.status(), kExitFailure);
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "KIND", "NAME", "MEMORY", "COMPUTE CAPABILITY", "SLOTS"}};
+      {"ID", "KIND", "NAME", "MEMORY", "COMPUTE CAPABILITY", "DRIVER", "RUNTIME", "SLOTS"}};
   for (const v1::DeviceInfo& d : response->devices()) {
     rows.push_back({d.id(), d.kind(), DashIfEmpty(d.name()), FormatBytes(d.memory_bytes()),
-                    DashIfEmpty(d.compute_capability()), absl::StrCat(d.slots())});
+                    DashIfEmpty(d.compute_capability()), DashIfEmpty(d.driver_version()),
+                    DashIfEmpty(d.runtime_version()), absl::StrCat(d.slots())});
   }
   PrintTable(rows);
   return 0;

@@ -38,7 +38,11 @@ void PrintDevices(const std::vector<DeviceInfo>& devices) {
   for (const DeviceInfo& d : devices) {
     std::printf("%-8s %-48s %8.1f GiB %s\n", DeviceIdToString(d.id).c_str(), d.name.c_str(),
                 static_cast<double>(d.memory_bytes) / (1 << 30),
-                d.compute_capability.empty() ? "" : ("cc " + d.compute_capability).c_str());
+                d.compute_capability.empty()
+                    ? ""
+                    : absl::StrCat("cc ", d.compute_capability, ", driver ", d.driver_version,
+                                   ", runtime ", d.runtime_version)
+                          .c_str());
   }
 }
 
@@ -51,6 +55,7 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
   }
   serving.slot_options.threads_per_slot = options.threads_per_slot;
   serving.slot_options.winograd = options.winograd;
+  serving.slot_options.tf32 = options.tf32;
   absl::StatusOr<std::vector<SlotAssignment>> slots =
       options.device_map.empty()
           ? ParseDeviceList(options.devices, devices,
@@ -207,6 +212,10 @@ int main(int argc, char** argv) {
   serve->add_flag("--winograd,!--no-winograd", options.winograd,
                   "CPU slots: run 3x3 stride-1 convolutions as Winograd (faster; "
                   "--no-winograd for direct convolutions)")
+      ->capture_default_str();
+  serve->add_flag("--tf32,!--no-tf32", options.tf32,
+                  "CUDA slots: TF32 tensor cores for float32 convolutions and matrix products "
+                  "(faster, 10-bit mantissa products; off by default)")
       ->capture_default_str();
   serve->add_option("--max-batch-size", options.max_batch_size,
                     "Reject larger batches with INVALID_ARGUMENT (0: no limit)")

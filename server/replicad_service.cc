@@ -228,6 +228,8 @@ grpc::ServerUnaryReactor* ReplicadService::ListDevices(grpc::CallbackServerConte
     out->set_name(d.name);
     out->set_memory_bytes(d.memory_bytes);
     out->set_compute_capability(d.compute_capability);
+    out->set_driver_version(d.driver_version);
+    out->set_runtime_version(d.runtime_version);
     out->set_slots(slots[d.id]);
   }
   return Answer(context, "", "ListDevices", absl::OkStatus(), SecondsSince(start));

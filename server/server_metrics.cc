@@ -38,7 +38,25 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
           {"model", "slot", "phase"})),
       train_reduced_bytes_(registry.AddCounter("replicad_train_reduced_bytes_total",
                                                "Gradient bytes summed by the reduction.",
-                                               {"model"})) {}
+                                               {"model"})),
+      slot_memory_(registry.AddGauge("replicad_slot_memory_bytes",
+                                     "Device memory held by each slot's pool: in use by "
+                                     "tensors, or cached for reuse.",
+                                     {"model", "slot", "device", "state"})),
+      slot_healthy_(registry.AddGauge(
+          "replicad_slot_healthy",
+          "1 while the slot's device can run work; 0 after a fault that takes it out.",
+          {"model", "slot", "device"})) {}
+
+ServerMetrics::SlotCounters ServerMetrics::CountersFor(const Replica& replica) {
+  const std::string model = replica.model().name();
+  const std::string device = DeviceIdToString(replica.device().info().id);
+  const std::vector<std::string> labels = {model, replica.slot().name, device};
+  return SlotCounters{&slot_samples_.WithLabels(labels), &slot_busy_.WithLabels(labels),
+                      &slot_memory_.WithLabels({model, replica.slot().name, device, "in_use"}),
+                      &slot_memory_.WithLabels({model, replica.slot().name, device, "cached"}),
+                      &slot_healthy_.WithLabels(labels)};
+}
 
 void ServerMetrics::RecordRequest(const std::string& model, const std::string& method,
                                   const absl::Status& status, double seconds) {
@@ -55,23 +73,21 @@ void ServerMetrics::AddDeviceSlot(const std::string& device) {
 }
 
 void ServerMetrics::AddReplica(const Replica& replica) {
-  std::vector<std::string> labels = {replica.model().name(), replica.slot().name,
-                                     DeviceIdToString(replica.device().info().id)};
-  slots_[&replica] = SlotCounters{&slot_samples_.WithLabels(labels), &slot_busy_.WithLabels(labels)};
+  slots_[&replica] = CountersFor(replica);
+  slots_[&replica].healthy->Set(1);
 }
 
 void ServerMetrics::OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) {
   auto it = slots_.find(&replica);
-  if (it == slots_.end()) {
-    // A replica of a set rebuilt with trained weights: same labels, looked up now.
-    const std::vector<std::string> labels = {replica.model().name(), replica.slot().name,
-                                             DeviceIdToString(replica.device().info().id)};
-    slot_samples_.WithLabels(labels).Increment(static_cast<double>(rows));
-    slot_busy_.WithLabels(labels).Increment(busy_seconds);
-    return;
-  }
-  it->second.samples->Increment(static_cast<double>(rows));
-  it->second.busy_seconds->Increment(busy_seconds);
+  // A replica of a set rebuilt with trained weights has the same labels,
+  // looked up now.
+  const SlotCounters counters = it != slots_.end() ? it->second : CountersFor(replica);
+  counters.samples->Increment(static_cast<double>(rows));
+  counters.busy_seconds->Increment(busy_seconds);
+  const Device& device = replica.device();
+  counters.memory_in_use->Set(static_cast<double>(device.memory_in_use_bytes()));
+  counters.memory_cached->Set(static_cast<double>(device.memory_cached_bytes()));
+  counters.healthy->Set(device.health().ok() ? 1 : 0);
 }
 
 void ServerMetrics::RecordTrainStep(const std::string& model,

@@ -25,6 +25,11 @@ namespace replicad {
 //   train_seconds_total{model,slot,phase}         counter; phase forward and backward per
 //                                                 slot, reduce and optimizer with slot "all"
 //   train_reduced_bytes_total{model}              counter (gradient bytes reduced)
+//   slot_memory_bytes{model,slot,device,state}    gauge; device memory of a slot's pool,
+//                                                 state in_use or cached (0 on CPU slots)
+//   slot_healthy{model,slot,device}               gauge; 0 once the slot's device failed for
+//                                                 good (it then gets no more slices)
+// The slot gauges are refreshed after every slice the slot runs.
 // Thread-safe; the registry must outlive it.
 class ServerMetrics : public SliceObserver {
  public:
@@ -56,10 +61,16 @@ class ServerMetrics : public SliceObserver {
   metrics::GaugeFamily& train_accuracy_;
   metrics::CounterFamily& train_seconds_;
   metrics::CounterFamily& train_reduced_bytes_;
+  metrics::GaugeFamily& slot_memory_;
+  metrics::GaugeFamily& slot_healthy_;
   struct SlotCounters {
     metrics::Counter* samples;
     metrics::Counter* busy_seconds;
+    metrics::Gauge* memory_in_use;
+    metrics::Gauge* memory_cached;
+    metrics::Gauge* healthy;
   };
+  SlotCounters CountersFor(const Replica& replica);
   // Filled by AddReplica before serving, read-only afterwards.
   std::map<const Replica*, SlotCounters> slots_;
 };

@@ -19,6 +19,7 @@ struct ServerOptions {
   std::string merge_device = "cpu:0";
   int threads_per_slot = 1;
   bool winograd = true;  // CPU slots: Winograd for 3x3 stride-1 convolutions.
+  bool tf32 = false;     // CUDA slots: TF32 tensor cores for float32 convs and GEMMs.
   int64_t max_batch_size = 0;                  // 0: no limit.
   int64_t max_message_bytes = 256ll << 20;     // gRPC send and receive limit.
   double shutdown_grace_seconds = 30;          // In-flight RPCs get this long on SIGTERM.

@@ -21,8 +21,11 @@ absl::StatusOr<std::vector<DeviceInfo>> EnumerateDevices() {
 }
 
 std::vector<DeviceId> DefaultSlots(const std::vector<DeviceInfo>& devices, int threads_per_slot) {
-  // GPUs join "all" once their backend can run replicas (the CUDA kernels);
-  // until then "all" is the CPU slots, so the default never fails to start.
+  std::vector<DeviceId> gpus;
+  for (const DeviceInfo& d : devices) {
+    if (d.id.kind == DeviceKind::kCuda) gpus.push_back(d.id);
+  }
+  if (!gpus.empty()) return gpus;
   int cpus = 0;
   for (const DeviceInfo& d : devices) cpus += d.id.kind == DeviceKind::kCpu ? 1 : 0;
   const int width = std::max(1, threads_per_slot);
@@ -42,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
       return CreateCpuDevice(info, CpuSlotOptions{options.threads_per_slot, options.winograd});
     case DeviceKind::kCuda:
 #if REPLICAD_WITH_CUDA
-      return CreateCudaDevice(info);
+      return CreateCudaDevice(info, CudaSlotOptions{options.tf32});
 #else
       return absl::UnimplementedError(absl::StrCat(
           DeviceIdToString(info.id), ": this replicad was built without CUDA (REPLICAD_WITH_CUDA)"));

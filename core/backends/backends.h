@@ -15,13 +15,14 @@ namespace replicad {
 // then CUDA devices when the CUDA backend is built.
 absl::StatusOr<std::vector<DeviceInfo>> EnumerateDevices();
 
-// What "--devices all" means: every GPU a backend can run replicas on, one
-// slot each; with none, CPU slots of `threads_per_slot` cores each (at least one).
+// What "--devices all" means: every GPU, one slot each; with none, CPU slots
+// of `threads_per_slot` cores each (at least one).
 std::vector<DeviceId> DefaultSlots(const std::vector<DeviceInfo>& devices, int threads_per_slot);
 
 struct SlotOptions {
   int threads_per_slot = 1;  // CPU slots: OpenMP threads of the slot.
   bool winograd = true;      // CPU slots: see CpuSlotOptions::winograd.
+  bool tf32 = false;         // CUDA slots: see CudaSlotOptions::tf32.
 };
 
 // A new slot (its own stream) on the device `info` describes. Unimplemented

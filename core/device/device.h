@@ -49,6 +49,27 @@ class Device {
   // Blocks until the stream is idle; returns the first stream error, if any.
   virtual absl::Status Synchronize() = 0;
 
+  // For work running on the stream (inside Enqueue), where Enqueue'd copies
+  // would only run after it: copies in stream order and returns once the
+  // copy is issued. A device copy may still be running; AwaitStream waits
+  // for it. Errors name the device.
+  virtual absl::Status CopyOnStream(const void* src, MemoryLocation src_location, void* dst,
+                                    MemoryLocation dst_location, size_t bytes) = 0;
+  // For work running on the stream: blocks until everything issued from it
+  // (kernels, copies) has finished; the first device error, if any. Host
+  // devices have nothing in flight and return OK at once.
+  virtual absl::Status AwaitStream() = 0;
+
+  // OK while the slot can run work. After a fault that leaves the device
+  // unusable until the process restarts (a CUDA sticky error: illegal
+  // address, ECC), that error, for good: the slot leaves the split and
+  // readiness.
+  virtual absl::Status health() const { return absl::OkStatus(); }
+  // Bytes of device memory this slot holds for tensors, and of that, bytes
+  // freed but kept for reuse (a caching allocator). Host slots report 0.
+  virtual size_t memory_in_use_bytes() const { return 0; }
+  virtual size_t memory_cached_bytes() const { return 0; }
+
   // Builds the kernel for one node with concrete types (KernelSpec.outputs
   // filled). Unimplemented naming the op when this backend lacks it. Not to
   // be called on the device's stream thread (a backend may build there).

@@ -36,6 +36,8 @@ struct DeviceInfo {
   std::string name;                // e.g. "Intel(R) Xeon(R) ..." or "NVIDIA H100 80GB HBM3".
   uint64_t memory_bytes = 0;       // Host RAM for CPUs, device memory for GPUs.
   std::string compute_capability;  // "9.0" for CUDA devices; empty for CPUs.
+  std::string driver_version;      // CUDA driver API version, "13.0"; empty for CPUs.
+  std::string runtime_version;     // CUDA runtime replicad runs with, "13.0"; empty for CPUs.
 };
 
 }  // namespace replicad

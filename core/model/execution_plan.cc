@@ -8,6 +8,7 @@
 #include "core/ops/constant_value.h"
 #include "core/ops/data_movement_attributes.h"
 #include "core/ops/op_registry.h"
+#include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {
@@ -15,10 +16,6 @@ namespace {
 absl::Status NodeError(const Node& node, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat("node '", node.name, "' (", node.op_type,
                                                   "): ", status.message()));
-}
-
-size_t ByteSize(const TensorType& type) {
-  return static_cast<size_t>(NumElements(type.shape)) * DTypeSize(type.dtype);
 }
 
 }  // namespace
@@ -320,6 +317,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
     const Graph& graph, const std::map<int, Tensor>& weights, Device& device,
     const std::vector<Shape>& input_shapes) {
   std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan());
+  plan->device_ = &device;
   Builder builder(graph, weights, device, plan.get());
   if (absl::Status s = builder.Build(input_shapes); !s.ok()) return s;
   return plan;
@@ -361,9 +359,10 @@ absl::Status ExecutionPlan::RunSteps(const void* const* inputs, void* const* out
     absl::Status status = step.kernel->Run(args, args + step.num_inputs);
     if (!status.ok()) return NodeError(*step.node, status);
   }
+  const MemoryLocation here = device_->memory_location();
   for (const OutputCopy& copy : output_copies_) {
-    // Host-visible copy: CPU plans only until the CUDA backend adds device copies.
-    std::memcpy(outputs[copy.output], value_ptrs_[copy.value], copy.bytes);
+    REPLICAD_RETURN_IF_ERROR(device_->CopyOnStream(value_ptrs_[copy.value], here,
+                                                   outputs[copy.output], here, copy.bytes));
   }
   return absl::OkStatus();
 }

@@ -73,6 +73,7 @@ class ExecutionPlan {
     size_t bytes;
   };
 
+  Device* device_ = nullptr;
   std::vector<TensorType> input_types_;
   std::vector<TensorType> output_types_;
   std::vector<int> input_values_;

@@ -100,6 +100,20 @@ absl::StatusOr<int64_t> ParseConcatAxis(const KernelSpec& spec) {
   return axis;
 }
 
+absl::StatusOr<ConcatLayout> ParseConcatLayout(const KernelSpec& spec) {
+  REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseConcatAxis(spec));
+  const Shape& out = spec.outputs[0].shape;
+  ConcatLayout layout;
+  for (int64_t d = 0; d < axis; ++d) layout.outer *= out[d];
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < out.size(); ++d) inner *= out[d];
+  for (const std::optional<TensorType>& input : spec.inputs) {
+    layout.block_bytes.push_back(static_cast<size_t>(input->shape[axis] * inner) *
+                                 DTypeSize(input->dtype));
+  }
+  return layout;
+}
+
 absl::Status InferConcat(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseConcatAxis(*spec));
   TensorType out = *spec->inputs[0];

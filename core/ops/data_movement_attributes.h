@@ -24,6 +24,15 @@ absl::StatusOr<std::vector<int64_t>> ParseTransposePerm(const KernelSpec& spec);
 // All inputs share dtype and rank and agree on every other dim.
 absl::StatusOr<int64_t> ParseConcatAxis(const KernelSpec& spec);
 
+// Concatenation of row-major inputs is, for each of the `outer` =
+// prod(output dims before the axis) rows, one contiguous block per input in
+// turn, of block_bytes[i] bytes for input i.
+struct ConcatLayout {
+  int64_t outer = 1;
+  std::vector<size_t> block_bytes;
+};
+absl::StatusOr<ConcatLayout> ParseConcatLayout(const KernelSpec& spec);
+
 // Gather: the axis of `data` in [0, rank) that int64 `indices` select along;
 // the output is data.shape[:axis] + indices.shape + data.shape[axis+1:].
 // Index values are checked when the kernel runs, since they are data.

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <iterator>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/ops/op_util.h"
 #include "core/ops/shape_rules.h"
 #include "core/ops/training_ops.h"
 
@@ -85,6 +88,31 @@ std::vector<std::string_view> SupportedOps() {
     if (op.type.substr(0, kTrainingOpPrefix.size()) != kTrainingOpPrefix) types.push_back(op.type);
   }
   return types;
+}
+
+absl::Status CheckKernelSpec(const KernelSpec& spec, std::string_view backend) {
+  const OpDefinition* op = FindOp(spec.op_type);
+  if (op == nullptr) {
+    return NodeUnimplemented(
+        spec, absl::StrCat("the ", std::string(backend), " backend has no kernel for op '", spec.op_type, "'"));
+  }
+  if (spec.attributes == nullptr) return NodeError(spec, "KernelSpec.attributes is null");
+  KernelSpec checked = spec;
+  checked.outputs.clear();
+  REPLICAD_RETURN_IF_ERROR(op->infer(&checked));
+  if (checked.outputs != spec.outputs) {
+    auto list = [](const std::vector<TensorType>& types) {
+      return absl::StrCat("[",
+                          absl::StrJoin(types, ", ",
+                                        [](std::string* out, const TensorType& t) {
+                                          absl::StrAppend(out, TensorTypeToString(t));
+                                        }),
+                          "]");
+    };
+    return NodeError(spec, absl::StrCat("KernelSpec.outputs must be the inferred ",
+                                        list(checked.outputs), ", received ", list(spec.outputs)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace replicad

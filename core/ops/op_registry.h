@@ -30,6 +30,14 @@ struct OpDefinition {
 // The definition for `op_type`, or nullptr when the engine lacks the operator.
 const OpDefinition* FindOp(std::string_view op_type);
 
+// What a backend's kernel factory checks before building: `spec` names an
+// operator of the engine, has attributes, and its outputs are exactly what
+// the op's shape rule infers now (a stale or hand-made spec fails here, not
+// inside a library). `backend` ("CPU", "CUDA") names the backend in the
+// Unimplemented error for an unknown op; otherwise the shape rule's error, or
+// InvalidArgument naming the expected and the received outputs.
+absl::Status CheckKernelSpec(const KernelSpec& spec, std::string_view backend);
+
 // Every supported ONNX op type, sorted (training-only operators excluded).
 std::vector<std::string_view> SupportedOps();
 

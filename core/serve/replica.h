@@ -36,6 +36,14 @@ class Replica {
   absl::StatusOr<ExecutionPlan*> PlanFor(const std::vector<Shape>& input_shapes);
   size_t plan_count() const;
 
+  // Runs `plan` (one of PlanFor's) reading and writing host memory: rows of
+  // the request and of the response. A host-memory slot runs the plan on
+  // them directly; a GPU slot copies the inputs into the plan's device
+  // buffers, runs, copies the outputs back and waits. Call on the slot's
+  // stream thread, from work that slot runs (Device::Enqueue).
+  absl::Status RunOnHost(ExecutionPlan& plan, const void* const* host_inputs,
+                         void* const* host_outputs);
+
  private:
   Replica(std::shared_ptr<const Model> model, SlotAssignment slot, std::unique_ptr<Device> device)
       : model_(std::move(model)), slot_(std::move(slot)), device_(std::move(device)) {}
@@ -46,6 +54,18 @@ class Replica {
   std::map<int, Tensor> weights_;  // Device copies of the initializers.
   mutable absl::Mutex mu_;
   std::map<std::vector<Shape>, std::unique_ptr<ExecutionPlan>> plans_ ABSL_GUARDED_BY(mu_);
+  // Device slots: each plan's input and output buffers in device memory,
+  // made with the plan so that requests allocate nothing.
+  struct DeviceIo {
+    std::vector<std::shared_ptr<Buffer>> inputs;
+    std::vector<std::shared_ptr<Buffer>> outputs;
+    std::vector<const void*> input_ptrs;
+    std::vector<void*> output_ptrs;
+  };
+  // Its own lock: RunOnHost runs on the stream thread, while PlanFor holds
+  // mu_ across kernel builds that wait for that thread.
+  mutable absl::Mutex io_mu_;
+  std::map<const ExecutionPlan*, DeviceIo> device_io_ ABSL_GUARDED_BY(io_mu_);
 };
 
 }  // namespace replicad

@@ -62,13 +62,6 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
                                                  DeviceIdToString(options.merge_device),
                                                  ": only cpu merging is implemented"));
   }
-  for (const auto& r : replicas) {
-    if (r->device().memory_location().kind != MemoryKind::kHost) {
-      return absl::UnimplementedError(
-          absl::StrCat("slot ", r->slot().name, " on ", DeviceIdToString(r->device().info().id),
-                       ": replicas outside host memory are not implemented"));
-    }
-  }
   return std::unique_ptr<ReplicaSet>(new ReplicaSet(std::move(model), std::move(replicas), options));
 }
 
@@ -77,11 +70,31 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
   state->inputs = std::move(inputs);
   state->done = std::move(done);
   const int64_t batch = state->inputs.empty() ? 0 : state->inputs[0].shape()[0];
-  state->slices = SplitBatch(batch, weights_);
+  // A slot whose device failed for good leaves the split; the others take
+  // its share.
+  std::vector<int> healthy;
+  std::vector<double> healthy_weights;
+  absl::Status fault;
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    absl::Status health = replicas_[r]->device().health();
+    if (health.ok()) {
+      healthy.push_back(static_cast<int>(r));
+      healthy_weights.push_back(weights_[r]);
+    } else if (fault.ok()) {
+      fault = health;
+    }
+  }
+  if (healthy.empty()) {
+    std::move(state->done)(
+        absl::UnavailableError(absl::StrCat("no slot can run the model: ", fault.message())), {});
+    return;
+  }
+  state->slices = SplitBatch(batch, healthy_weights);
   if (state->slices.empty()) {
     std::move(state->done)(absl::InvalidArgumentError("the batch is empty"), {});
     return;
   }
+  for (BatchSlice& slice : state->slices) slice.slot = healthy[slice.slot];
 
   // Plans first (built once per slice size), so every failure is reported
   // before any slot starts and no output is half written.
@@ -168,7 +181,7 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
         }
       }
       const auto start = std::chrono::steady_clock::now();
-      state->statuses[s] = plan.Run(in.data(), out.data());
+      state->statuses[s] = replica.RunOnHost(plan, in.data(), out.data());
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (options_.observer != nullptr) options_.observer->OnSliceRun(replica, slice.rows(), seconds);

@@ -35,4 +35,8 @@ std::string TensorTypeToString(const TensorType& type) {
   return absl::StrCat(DTypeName(type.dtype), ShapeToString(type.shape));
 }
 
+size_t ByteSize(const TensorType& type) {
+  return static_cast<size_t>(NumElements(type.shape)) * DTypeSize(type.dtype);
+}
+
 }  // namespace replicad

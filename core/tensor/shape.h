@@ -40,6 +40,9 @@ struct TensorType {
 // "float32[8,10]".
 std::string TensorTypeToString(const TensorType& type);
 
+// Bytes of a row-major tensor of `type` (shapes the engine made, which fit).
+size_t ByteSize(const TensorType& type);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_TENSOR_SHAPE_H_

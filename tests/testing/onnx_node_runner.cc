@@ -2,7 +2,8 @@
 
 #include <set>
 
-#include "core/backends/cpu/cpu_backend.h"
+#include "absl/strings/str_cat.h"
+#include "core/backends/backends.h"
 #include "core/model/onnx_import.h"
 #include "core/ops/op_registry.h"
 #include "core/serve/replica.h"
@@ -10,7 +11,8 @@
 namespace replicad {
 
 absl::StatusOr<std::vector<Tensor>> RunOnnxModel(const onnx::ModelProto& model,
-                                                 const std::vector<Tensor>& inputs) {
+                                                 const std::vector<Tensor>& inputs,
+                                                 DeviceId device_id) {
   std::set<std::string> value_inputs;  // Graph inputs read as values by a shape rule.
   for (const onnx::NodeProto& node : model.graph().node()) {
     const OpDefinition* op = FindOp(node.op_type());
@@ -37,9 +39,19 @@ absl::StatusOr<std::vector<Tensor>> RunOnnxModel(const onnx::ModelProto& model,
       LoadOnnxBytes(model.SerializeAsString(), model.graph().name(), "model.onnx", options);
   if (!loaded.ok()) return loaded.status();
 
-  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
+  if (!devices.ok()) return devices.status();
+  const DeviceInfo* info = nullptr;
+  for (const DeviceInfo& d : *devices) {
+    if (d.id == device_id) info = &d;
+  }
+  if (info == nullptr) {
+    return absl::NotFoundError(absl::StrCat(DeviceIdToString(device_id), " is not present"));
+  }
+  absl::StatusOr<std::unique_ptr<Device>> slot = CreateDevice(*info, SlotOptions{});
+  if (!slot.ok()) return slot.status();
   absl::StatusOr<std::unique_ptr<Replica>> replica =
-      Replica::Create(*loaded, SlotAssignment{"r0", cpu.id, 1}, CreateCpuDevice(cpu, {1}));
+      Replica::Create(*loaded, SlotAssignment{"r0", info->id, 1}, *std::move(slot));
   if (!replica.ok()) return replica.status();
   std::vector<Shape> shapes;
   std::vector<const void*> in;
@@ -57,7 +69,7 @@ absl::StatusOr<std::vector<Tensor>> RunOnnxModel(const onnx::ModelProto& model,
   }
   absl::Status status;
   Device& device = (*replica)->device();
-  device.Enqueue([&] { status = (*plan)->Run(in.data(), out.data()); });
+  device.Enqueue([&] { status = (*replica)->RunOnHost(**plan, in.data(), out.data()); });
   if (absl::Status s = device.Synchronize(); !s.ok()) return s;
   if (!status.ok()) return status;
   return outputs;

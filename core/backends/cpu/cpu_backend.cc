@@ -83,6 +83,13 @@ class CpuDevice : public Device {
     return absl::OkStatus();
   }
 
+  absl::Status CopyOnStream(const void* src, MemoryLocation, void* dst, MemoryLocation,
+                            size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status AwaitStream() override { return absl::OkStatus(); }
+
   absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) override {
     // Made on the slot's own thread, for two reasons. oneDNN splits a
     // primitive's work for the OpenMP thread count of the thread that creates
@@ -113,7 +120,7 @@ std::vector<DeviceInfo> EnumerateCpuDevices() {
   std::vector<DeviceInfo> devices;
   const int cores = UsableCores();
   for (int i = 0; i < cores; ++i) {
-    devices.push_back(DeviceInfo{DeviceId{DeviceKind::kCpu, i}, name, memory, ""});
+    devices.push_back(DeviceInfo{DeviceId{DeviceKind::kCpu, i}, name, memory, "", "", ""});
   }
   return devices;
 }

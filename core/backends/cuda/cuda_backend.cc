@@ -3,8 +3,18 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/backends/cuda/cuda_call.h"
+#include "core/backends/cuda/cuda_device.h"
 
 namespace replicad {
+namespace {
+
+// CUDA encodes versions as 1000 * major + 10 * minor.
+std::string VersionText(int version) {
+  return absl::StrCat(version / 1000, ".", (version % 1000) / 10);
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<DeviceInfo>> EnumerateCudaDevices() {
   int count = 0;
@@ -13,33 +23,29 @@ absl::StatusOr<std::vector<DeviceInfo>> EnumerateCudaDevices() {
   // both mean "no CUDA devices here", not a failure.
   if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver ||
       error == cudaErrorNotSupported || error == cudaErrorSystemNotReady) {
-    cudaGetLastError();  // Clears the sticky error for later calls.
+    cudaGetLastError();  // Clears the error for later calls.
     return std::vector<DeviceInfo>{};
   }
-  if (error != cudaSuccess) {
-    return absl::InternalError(absl::StrCat("cudaGetDeviceCount failed: ",
-                                            cudaGetErrorName(error), ": ",
-                                            cudaGetErrorString(error)));
-  }
+  if (error != cudaSuccess) return CudaCallStatus(error, "cuda", "cudaGetDeviceCount(&count)");
+  int driver = 0;
+  int runtime = 0;
+  REPLICAD_CUDA_RETURN_IF_ERROR("cuda", cudaDriverGetVersion(&driver));
+  REPLICAD_CUDA_RETURN_IF_ERROR("cuda", cudaRuntimeGetVersion(&runtime));
   std::vector<DeviceInfo> devices;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop;
-    error = cudaGetDeviceProperties(&prop, i);
-    if (error != cudaSuccess) {
-      return absl::InternalError(absl::StrCat("cuda:", i, ": cudaGetDeviceProperties failed: ",
-                                              cudaGetErrorString(error)));
-    }
+    REPLICAD_CUDA_RETURN_IF_ERROR(absl::StrCat("cuda:", i), cudaGetDeviceProperties(&prop, i));
     devices.push_back(DeviceInfo{DeviceId{DeviceKind::kCuda, i}, prop.name,
                                  static_cast<uint64_t>(prop.totalGlobalMem),
-                                 absl::StrCat(prop.major, ".", prop.minor)});
+                                 absl::StrCat(prop.major, ".", prop.minor), VersionText(driver),
+                                 VersionText(runtime)});
   }
   return devices;
 }
 
-absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(const DeviceInfo& info) {
-  return absl::UnimplementedError(absl::StrCat(
-      DeviceIdToString(info.id), " (", info.name,
-      "): replicas on CUDA devices are not implemented yet; use --devices cpu:N"));
+absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(const DeviceInfo& info,
+                                                         const CudaSlotOptions& options) {
+  return NewCudaDevice(info, options);
 }
 
 }  // namespace replicad

@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_BACKENDS_CUDA_CUDA_BACKEND_H_
 #define REPLICAD_CORE_BACKENDS_CUDA_CUDA_BACKEND_H_
 
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -9,13 +10,24 @@
 
 namespace replicad {
 
-// The CUDA devices the runtime reports, with name, memory and compute
-// capability. A machine without a driver or without a GPU has zero devices;
-// only an unexpected runtime failure is an error (naming the call).
+// The CUDA devices the runtime reports, with name, memory, compute
+// capability and the driver and runtime versions. A machine without a driver
+// or without a GPU has zero devices; only an unexpected runtime failure is an
+// error (naming the call).
 absl::StatusOr<std::vector<DeviceInfo>> EnumerateCudaDevices();
 
-// A slot on a CUDA device. Unimplemented until the CUDA kernels land.
-absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(const DeviceInfo& info);
+struct CudaSlotOptions {
+  // TF32 tensor cores for float32 convolutions and matrix products (faster;
+  // products rounded to a 10-bit mantissa). Off: full float32.
+  bool tf32 = false;
+  // The most scratch memory one cuDNN convolution may use, in bytes.
+  size_t max_workspace_bytes = size_t{256} << 20;
+};
+
+// A new slot (its own CUDA stream, handles and memory pool) on the GPU that
+// `info` describes; errors name the device and the failing call.
+absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(const DeviceInfo& info,
+                                                         const CudaSlotOptions& options);
 
 }  // namespace replicad
 

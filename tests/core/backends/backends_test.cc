@@ -32,7 +32,9 @@ TEST(BackendsTest, EnumerationListsEveryCoreAsACpuDevice) {
 
 TEST(BackendsTest, DefaultSlotsTileTheCores) {
   std::vector<DeviceInfo> four;
-  for (int i = 0; i < 4; ++i) four.push_back(DeviceInfo{{DeviceKind::kCpu, i}, "cpu", 1, ""});
+  for (int i = 0; i < 4; ++i) {
+    four.push_back(DeviceInfo{{DeviceKind::kCpu, i}, "cpu", 1, "", "", ""});
+  }
   EXPECT_EQ(DefaultSlots(four, 1).size(), 4u);
   std::vector<DeviceId> two_wide = DefaultSlots(four, 2);
   ASSERT_EQ(two_wide.size(), 2u);
@@ -68,11 +70,22 @@ TEST(BackendsTest, CpuDeviceCountsAllocationsAndCopiesInStreamOrder) {
   EXPECT_EQ(static_cast<float*>((*b)->data())[3], 4.0f);
 }
 
-TEST(BackendsTest, CudaSlotsAreUnimplementedUntilTheCudaKernelsLand) {
-  absl::StatusOr<std::unique_ptr<Device>> device =
-      CreateDevice(DeviceInfo{{DeviceKind::kCuda, 0}, "gpu", 1, "9.0"}, SlotOptions{});
-  EXPECT_EQ(device.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(device.status().message(), HasSubstr("cuda:0"));
+TEST(BackendsTest, DefaultSlotsAreOnePerGpuWhenThereAreGpus) {
+  std::vector<DeviceInfo> devices = {DeviceInfo{{DeviceKind::kCpu, 0}, "cpu", 1, "", "", ""},
+                                     DeviceInfo{{DeviceKind::kCpu, 1}, "cpu", 1, "", "", ""},
+                                     DeviceInfo{{DeviceKind::kCuda, 0}, "gpu", 1, "9.0", "", ""},
+                                     DeviceInfo{{DeviceKind::kCuda, 1}, "gpu", 1, "9.0", "", ""}};
+  EXPECT_EQ(DefaultSlots(devices, 1),
+            (std::vector<DeviceId>{{DeviceKind::kCuda, 0}, {DeviceKind::kCuda, 1}}));
+}
+
+// No machine has a 100th GPU: with the CUDA backend the runtime refuses it,
+// without it the build does; either way the error names the device.
+TEST(BackendsTest, ASlotOnAMissingGpuFailsNamingIt) {
+  absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(
+      DeviceInfo{{DeviceKind::kCuda, 99}, "gpu", 1, "9.0", "", ""}, SlotOptions{});
+  ASSERT_FALSE(device.ok());
+  EXPECT_THAT(device.status().message(), HasSubstr("cuda:99"));
 }
 
 }  // namespace

@@ -9,8 +9,8 @@ namespace {
 using ::testing::HasSubstr;
 
 std::vector<DeviceInfo> TwoCpus() {
-  return {DeviceInfo{{DeviceKind::kCpu, 0}, "cpu", 1, ""},
-          DeviceInfo{{DeviceKind::kCpu, 1}, "cpu", 1, ""}};
+  return {DeviceInfo{{DeviceKind::kCpu, 0}, "cpu", 1, "", "", ""},
+          DeviceInfo{{DeviceKind::kCpu, 1}, "cpu", 1, "", "", ""}};
 }
 
 TEST(DeviceIdTest, ParsesBothSpellings) {

@@ -11,7 +11,12 @@
 // outputs must match exactly. Graph inputs that a shape rule needs as values
 // (Reshape's `shape`) are bound as constants, as an initializer would be in a
 // real model (see RunOnnxModel). Cases run the way replicad serves a model:
-// ONNX import, a CPU replica, its execution plan.
+// ONNX import, a replica, its execution plan.
+//
+// The same source builds one test per backend: REPLICAD_TEST_DEVICE names the
+// device its replica runs on ("cpu:0" by default; the CUDA build adds
+// onnx_node_conformance_gpu_test on "cuda:0", labelled gpu, which skips where
+// no GPU is present).
 
 #include <algorithm>
 #include <cmath>
@@ -25,6 +30,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/backends/backends.h"
+#include "core/device/device_id.h"
 #include "core/model/onnx_tensor.h"
 #include "core/ops/op_registry.h"
 #include "gtest/gtest.h"
@@ -36,7 +43,28 @@ namespace {
 
 namespace fs = std::filesystem;
 
+#ifndef REPLICAD_TEST_DEVICE
+#define REPLICAD_TEST_DEVICE "cpu:0"
+#endif
+
 constexpr char kDataDir[] = "/usr/share/libonnx-testdata/data";
+
+DeviceId TestDevice() { return *ParseDeviceId(REPLICAD_TEST_DEVICE); }
+
+// Why the test device cannot run cases here, or nullopt.
+std::optional<std::string> DeviceMissing() {
+  absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
+  if (!devices.ok()) return devices.status().ToString();
+  for (const DeviceInfo& d : *devices) {
+    if (d.id == TestDevice()) return std::nullopt;
+  }
+  return absl::StrCat(REPLICAD_TEST_DEVICE, " is not present on this machine");
+}
+
+#define REPLICAD_SKIP_WITHOUT_TEST_DEVICE()                         \
+  if (std::optional<std::string> missing = DeviceMissing()) {       \
+    GTEST_SKIP() << *missing;                                       \
+  }
 constexpr double kRtol = 1e-3;
 constexpr double kAtol = 1e-7;
 
@@ -124,7 +152,7 @@ CaseResult RunDataSet(const onnx::ModelProto& model, const fs::path& data_set) {
     }
     inputs.push_back(*std::move(tensor));
   }
-  absl::StatusOr<std::vector<Tensor>> outputs = RunOnnxModel(model, inputs);
+  absl::StatusOr<std::vector<Tensor>> outputs = RunOnnxModel(model, inputs, TestDevice());
   if (!outputs.ok()) {
     if (absl::IsUnimplemented(outputs.status())) {
       return {Outcome::kSkip, absl::StrCat("unsupported form: ", outputs.status().message())};
@@ -223,6 +251,7 @@ SuiteTally RunSuite(const fs::path& root) {
 }
 
 TEST(OnnxNodeConformanceTest, SupportedCasesMatchReference) {
+  REPLICAD_SKIP_WITHOUT_TEST_DEVICE();
   const SuiteTally tally = RunSuite(fs::path(kDataDir) / "node");
   // A supported op whose every case is skipped would otherwise go unnoticed.
   // The exception is an op none of whose cases can run because each uses a
@@ -242,10 +271,12 @@ TEST(OnnxNodeConformanceTest, SupportedCasesMatchReference) {
 // PyTorch modules and functions exported to ONNX (older opsets, converted to
 // opset 11 on import).
 TEST(OnnxNodeConformanceTest, PytorchConvertedCasesMatchReference) {
+  REPLICAD_SKIP_WITHOUT_TEST_DEVICE();
   RunSuite(fs::path(kDataDir) / "pytorch-converted");
 }
 
 TEST(OnnxNodeConformanceTest, PytorchOperatorCasesMatchReference) {
+  REPLICAD_SKIP_WITHOUT_TEST_DEVICE();
   RunSuite(fs::path(kDataDir) / "pytorch-operator");
 }
 

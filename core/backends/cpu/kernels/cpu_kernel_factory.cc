@@ -3,7 +3,6 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/op_registry.h"
@@ -79,24 +78,6 @@ constexpr BuilderEntry kBuilders[] = {
     {"replicad.SumToShape", MakeSumToShapeKernel},
 };
 
-// An output with no elements needs no work, and oneDNN's handling of
-// zero-volume memories differs between primitives.
-class EmptyKernel : public Kernel {
- public:
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
-    return absl::OkStatus();
-  }
-};
-
-std::string TypesToString(const std::vector<TensorType>& types) {
-  return absl::StrCat("[",
-                      absl::StrJoin(types, ", ",
-                                    [](std::string* out, const TensorType& t) {
-                                      absl::StrAppend(out, TensorTypeToString(t));
-                                    }),
-                      "]");
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Kernel>> MakeCpuKernel(const KernelSpec& spec,
@@ -105,22 +86,12 @@ absl::StatusOr<std::unique_ptr<Kernel>> MakeCpuKernel(const KernelSpec& spec,
   for (const BuilderEntry& candidate : kBuilders) {
     if (candidate.op_type == spec.op_type) entry = &candidate;
   }
-  const OpDefinition* op = FindOp(spec.op_type);
-  if (entry == nullptr || op == nullptr) {
+  if (entry == nullptr) {
     return NodeUnimplemented(
         spec, absl::StrCat("the CPU backend has no kernel for op '", spec.op_type, "'"));
   }
-  if (spec.attributes == nullptr) return NodeError(spec, "KernelSpec.attributes is null");
-  // Builders trust spec, so check once here that it is what the op's shape
-  // rule accepts and infers; a stale plan then fails here, not inside oneDNN.
-  KernelSpec checked = spec;
-  checked.outputs.clear();
-  REPLICAD_RETURN_IF_ERROR(op->infer(&checked));
-  if (checked.outputs != spec.outputs) {
-    return NodeError(spec, absl::StrCat("KernelSpec.outputs must be the inferred ",
-                                        TypesToString(checked.outputs), ", received ",
-                                        TypesToString(spec.outputs)));
-  }
+  // Builders trust spec; a stale plan then fails here, not inside oneDNN.
+  REPLICAD_RETURN_IF_ERROR(CheckKernelSpec(spec, "CPU"));
   bool all_empty = true;
   for (const TensorType& output : spec.outputs) all_empty &= NumElements(output.shape) == 0;
   if (all_empty) return std::make_unique<EmptyKernel>();

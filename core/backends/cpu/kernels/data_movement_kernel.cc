@@ -7,10 +7,9 @@
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/index_map_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
-#include "core/ops/broadcast.h"
 #include "core/ops/data_movement_attributes.h"
+#include "core/ops/index_map.h"
 #include "core/ops/op_util.h"
-#include "core/ops/slice_pad_attributes.h"
 
 namespace replicad {
 namespace {
@@ -85,18 +84,9 @@ class GatherKernel : public Kernel {
   int64_t num_indices_;
 };
 
-KernelOrStatus MakeIndexMap(const KernelSpec& spec, std::vector<std::vector<int64_t>> offsets,
-                            const void* fill) {
-  const TensorType& out = spec.outputs[0];
-  return std::make_unique<IndexMapKernel>(DTypeSize(out.dtype), out.shape, std::move(offsets),
-                                          fill);
-}
-
-// The offsets (start + o * step) * stride of output indices o in [0, size).
-std::vector<int64_t> Strided(int64_t size, int64_t start, int64_t step, int64_t stride) {
-  std::vector<int64_t> offsets(size);
-  for (int64_t o = 0; o < size; ++o) offsets[o] = (start + o * step) * stride;
-  return offsets;
+KernelOrStatus MakeIndexMap(const KernelSpec& spec, absl::StatusOr<IndexMap> map) {
+  if (!map.ok()) return map.status();
+  return std::make_unique<IndexMapKernel>(DTypeSize(spec.outputs[0].dtype), *std::move(map));
 }
 
 }  // namespace
@@ -132,65 +122,24 @@ KernelOrStatus MakeTransposeKernel(const KernelSpec& spec, CpuKernelContext& con
     primitive.BindOutput(DNNL_ARG_TO, dst, 0);
     return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
   }
-  std::vector<std::vector<int64_t>> offsets(rank);
-  for (int d = 0; d < rank; ++d) offsets[d] = Strided(out[d], 0, 1, in_strides[perm[d]]);
-  const uint64_t unused_fill = 0;
-  return MakeIndexMap(spec, std::move(offsets), &unused_fill);
+  return MakeIndexMap(spec, TransposeIndexMap(spec));
 }
 
 KernelOrStatus MakeSliceKernel(const KernelSpec& spec, CpuKernelContext& context) {
-  REPLICAD_ASSIGN_OR_RETURN(SliceLayout layout, ParseSliceLayout(spec));
-  const std::vector<int64_t> in_strides = RowMajorStrides(spec.inputs[0]->shape);
-  std::vector<std::vector<int64_t>> offsets(in_strides.size());
-  for (size_t d = 0; d < offsets.size(); ++d) {
-    offsets[d] = Strided(layout.output[d], layout.starts[d], layout.steps[d], in_strides[d]);
-  }
-  const uint64_t unused_fill = 0;
-  return MakeIndexMap(spec, std::move(offsets), &unused_fill);
+  return MakeIndexMap(spec, SliceIndexMap(spec));
 }
 
 KernelOrStatus MakePadKernel(const KernelSpec& spec, CpuKernelContext& context) {
-  REPLICAD_ASSIGN_OR_RETURN(PadLayout layout, ParsePadLayout(spec));
-  const Shape& in = spec.inputs[0]->shape;
-  const std::vector<int64_t> in_strides = RowMajorStrides(in);
-  std::vector<std::vector<int64_t>> offsets(in.size());
-  for (size_t d = 0; d < in.size(); ++d) {
-    offsets[d].resize(layout.output[d]);
-    for (int64_t o = 0; o < layout.output[d]; ++o) {
-      const int64_t source =
-          PadSourceIndex(layout.mode, o, layout.pads_begin[d], layout.pads_end[d], in[d]);
-      offsets[d][o] = source < 0 ? IndexMapKernel::kFill : source * in_strides[d];
-    }
-  }
-  return MakeIndexMap(spec, std::move(offsets), layout.value.raw_data());
+  return MakeIndexMap(spec, PadIndexMap(spec));
 }
 
 KernelOrStatus MakeExpandKernel(const KernelSpec& spec, CpuKernelContext& context) {
-  const Shape& out = spec.outputs[0].shape;
-  const Shape in = PadToRank(spec.inputs[0]->shape, out.size());
-  const std::vector<int64_t> in_strides = RowMajorStrides(in);
-  std::vector<std::vector<int64_t>> offsets(out.size());
-  for (size_t d = 0; d < out.size(); ++d) {
-    // A broadcast dim reads its single element for every output index.
-    offsets[d] = Strided(out[d], 0, in[d] == 1 ? 0 : 1, in_strides[d]);
-  }
-  const uint64_t unused_fill = 0;
-  return MakeIndexMap(spec, std::move(offsets), &unused_fill);
+  return MakeIndexMap(spec, ExpandIndexMap(spec));
 }
 
 KernelOrStatus MakeConcatKernel(const KernelSpec& spec, CpuKernelContext& context) {
-  REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseConcatAxis(spec));
-  const Shape& out = spec.outputs[0].shape;
-  int64_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= out[d];
-  int64_t inner = 1;
-  for (size_t d = axis + 1; d < out.size(); ++d) inner *= out[d];
-  std::vector<size_t> block_bytes;
-  for (const std::optional<TensorType>& input : spec.inputs) {
-    block_bytes.push_back(static_cast<size_t>(input->shape[axis] * inner) *
-                          DTypeSize(input->dtype));
-  }
-  return std::make_unique<ConcatKernel>(outer, std::move(block_bytes));
+  REPLICAD_ASSIGN_OR_RETURN(ConcatLayout layout, ParseConcatLayout(spec));
+  return std::make_unique<ConcatKernel>(layout.outer, std::move(layout.block_bytes));
 }
 
 KernelOrStatus MakeGatherKernel(const KernelSpec& spec, CpuKernelContext& context) {

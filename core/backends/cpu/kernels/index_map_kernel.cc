@@ -5,13 +5,12 @@
 
 namespace replicad {
 
-IndexMapKernel::IndexMapKernel(size_t element_size, Shape output,
-                               std::vector<std::vector<int64_t>> offsets, const void* fill)
+IndexMapKernel::IndexMapKernel(size_t element_size, IndexMap map)
     : element_size_(element_size),
-      output_(std::move(output)),
-      offsets_(std::move(offsets)),
+      output_(std::move(map.output)),
+      offsets_(std::move(map.offsets)),
+      fill_bits_(map.fill_bits),
       index_(output_.size()) {
-  std::memcpy(&fill_bits_, fill, element_size_);
   if (!offsets_.empty()) {
     const std::vector<int64_t>& last = offsets_.back();
     inner_contiguous_ = true;
@@ -65,14 +64,6 @@ absl::Status IndexMapKernel::Run(const void* const* inputs, void* const* outputs
     Copy(static_cast<const uint32_t*>(inputs[0]), static_cast<uint32_t*>(outputs[0]));
   }
   return absl::OkStatus();
-}
-
-std::vector<int64_t> RowMajorStrides(const Shape& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) {
-    strides[d] = strides[d + 1] * shape[d + 1];
-  }
-  return strides;
 }
 
 }  // namespace replicad

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""replicad next to PyTorch on one GPU: resnet50 inference and training step.
+
+Run with (on a machine with an NVIDIA GPU, after scripts/build.sh):
+    /usr/bin/python3 benchmarks/compare_gpu.py [--batch 256] [--train-batch 128]
+        [--iterations 20] [--warmup 5] [--device cuda:0] [--output FILE.md]
+
+Inference, batch --batch, for TF32 off and on:
+  - replicad in-process (build/benchmarks/model_forward_bench --device cuda:0): ReplicaSet
+    Predict from host memory to host memory (the served path: staged copy in, run, copy out),
+    with 1 and 2 slots on the one GPU;
+  - PyTorch (cudnn.benchmark on, inference_mode) on the module that was exported, timed the
+    same way (host tensor in, .cpu() out, synchronised) and with the input already on the GPU.
+Training step, batch --train-batch: PyTorch's forward, cross-entropy, backward and SGD step;
+replicad's TrainStep on CUDA slots is not built yet, which the table says rather than hiding.
+Every engine runs --warmup untimed and --iterations timed passes; the table gives medians and
+the ratio replicad/PyTorch (below 1.0: replicad faster). resnet50 comes from torchvision with
+weights=None (seed 0), exported at opset 13 with a dynamic batch.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
+
+import torch  # noqa: E402
+import torchvision  # noqa: E402
+
+from bench_report import git_commit, publish  # noqa: E402
+import export_torch_models as models  # noqa: E402
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def median_ms(run, warmup, iterations):
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) * 1000.0)
+    return statistics.median(times)
+
+
+def replicad_predict_ms(bench, model_path, device, slots, batch, tf32, args):
+    argv = [bench, "--json", "--model", model_path, "--device", device, "--slots", str(slots),
+            "--batch", str(batch), "--iterations", str(args.iterations),
+            "--warmup", str(args.warmup)] + (["--tf32"] if tf32 else [])
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        return None, (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1][:200]
+    for line in proc.stdout.splitlines():
+        if line.startswith("json: "):
+            predict = json.loads(line[len("json: "):]).get("predict")
+            if predict:
+                return predict["median_ms"], None
+    return None, "no predict timing in the output"
+
+
+def torch_inference_ms(module, batch, tf32, on_device, args):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    host = torch.randn(batch, 3, 224, 224)
+    resident = host.cuda()
+
+    def run():
+        with torch.inference_mode():
+            x = resident if on_device else host.cuda()
+            out = module(x)
+            if on_device:
+                torch.cuda.synchronize()
+            else:
+                out.cpu()
+    return median_ms(run, args.warmup, args.iterations)
+
+
+def torch_train_step_ms(batch, tf32, args):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.manual_seed(0)
+    module = torchvision.models.resnet50(weights=None).cuda().train()
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, 3, 224, 224).cuda()
+    y = torch.randint(0, 1000, (batch,)).cuda()
+
+    def run():
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(module(x), y)
+        loss.backward()
+        optimizer.step()
+        torch.cuda.synchronize()
+    return median_ms(run, args.warmup, args.iterations)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--train-batch", type=int, default=128)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--output", help="also write the report (markdown) here")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        log("compare_gpu: PyTorch sees no CUDA device; this benchmark needs a GPU")
+        return 2
+    bench = os.path.join(args.build_dir, "benchmarks", "model_forward_bench")
+
+    workdir = tempfile.mkdtemp(prefix="replicad-gpu-bench-")
+    path = os.path.join(workdir, "resnet50.onnx")
+    torch.manual_seed(0)
+    module = torchvision.models.resnet50(weights=None).eval()
+    models.export_onnx(module, [("input", (3, 224, 224))], ["logits"], path)
+    module = module.cuda()
+    torch.backends.cudnn.benchmark = True
+
+    rows = [("engine", "TF32", "slots", "median ms", "images/s", "replicad/PyTorch")]
+    for tf32 in (False, True):
+        log(f"PyTorch inference, tf32={tf32}")
+        peer = torch_inference_ms(module, args.batch, tf32, False, args)
+        resident = torch_inference_ms(module, args.batch, tf32, True, args)
+        rows.append(("PyTorch, host in/out", "on" if tf32 else "off", "—", f"{peer:.1f}",
+                     f"{args.batch / peer * 1000:.0f}", ""))
+        rows.append(("PyTorch, input on GPU", "on" if tf32 else "off", "—", f"{resident:.1f}",
+                     f"{args.batch / resident * 1000:.0f}", ""))
+        for slots in (1, 2):
+            log(f"replicad inference, tf32={tf32}, slots={slots}")
+            ms, error = replicad_predict_ms(bench, path, args.device, slots, args.batch, tf32,
+                                            args)
+            if ms is None:
+                rows.append(("replicad Predict", "on" if tf32 else "off", str(slots),
+                             f"failed: {error}", "", ""))
+                continue
+            rows.append(("replicad Predict", "on" if tf32 else "off", str(slots), f"{ms:.1f}",
+                         f"{args.batch / ms * 1000:.0f}", f"{ms / peer:.2f}"))
+    train_rows = [("engine", "TF32", "median ms per step", "images/s")]
+    for tf32 in (False, True):
+        log(f"PyTorch training step, tf32={tf32}")
+        ms = torch_train_step_ms(args.train_batch, tf32, args)
+        train_rows.append(("PyTorch SGD step", "on" if tf32 else "off", f"{ms:.1f}",
+                           f"{args.train_batch / ms * 1000:.0f}"))
+        train_rows.append(("replicad TrainStep", "on" if tf32 else "off",
+                           "UNIMPLEMENTED on CUDA slots", ""))
+
+    def table(rows):
+        lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+        lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        return "\n".join(lines)
+
+    report = "\n".join([
+        f"resnet50 on {torch.cuda.get_device_name(0)}, "
+        f"{datetime.date.today().isoformat()}, commit {git_commit()}, "
+        f"PyTorch {torch.__version__}; {args.iterations} timed passes after {args.warmup}.",
+        "", f"Inference, batch {args.batch}:", "", table(rows), "",
+        f"Training step, batch {args.train_batch}:", "", table(train_rows), ""])
+    publish(report, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,343 @@
+#include "core/backends/cuda/cuda_device.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "core/backends/cuda/cuda_call.h"
+#include "core/backends/cuda/kernels/cuda_kernel_factory.h"
+#include "core/device/caching_allocator.h"
+#include "core/device/host_stream.h"
+#include "core/ops/op_util.h"
+
+namespace replicad {
+namespace {
+
+// Big enough that a chunk's DMA setup is noise, small enough that two fit
+// in cache-friendly pinned memory and the first DMA starts early.
+constexpr size_t kStagingChunkBytes = size_t{8} << 20;
+// What NVIDIA recommends for cuBLAS on Hopper (less suffices on Ampere).
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+// cudaMalloc/cudaFree on one GPU from whatever thread allocates (gRPC
+// threads build plans), restoring that thread's current device after.
+class CudaRawAllocator : public RawAllocator {
+ public:
+  CudaRawAllocator(int ordinal, std::string device) : ordinal_(ordinal), device_(std::move(device)) {}
+
+  absl::StatusOr<void*> Allocate(size_t bytes) override {
+    CurrentDevice scope(ordinal_);
+    void* pointer = nullptr;
+    REPLICAD_CUDA_RETURN_IF_ERROR(device_, cudaMalloc(&pointer, bytes));
+    return pointer;
+  }
+
+  void Free(void* pointer) override {
+    CurrentDevice scope(ordinal_);
+    cudaFree(pointer);
+  }
+
+ private:
+  class CurrentDevice {
+   public:
+    explicit CurrentDevice(int ordinal) {
+      if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+      if (previous_ != ordinal) cudaSetDevice(ordinal);
+    }
+    ~CurrentDevice() {
+      if (previous_ >= 0) cudaSetDevice(previous_);
+    }
+
+   private:
+    int previous_ = -1;
+  };
+
+  int ordinal_;
+  std::string device_;
+};
+
+// The slot's memory: its caching allocator and the raw allocator under it,
+// kept alive by every buffer they handed out.
+struct SlotMemory {
+  SlotMemory(int ordinal, const std::string& device)
+      : raw(ordinal, device), cache(device, &raw) {}
+  CudaRawAllocator raw;
+  CachingAllocator cache;
+};
+
+// Ready once the host thread has issued everything before it and the GPU
+// has run it.
+class CudaEvent : public Event {
+ public:
+  explicit CudaEvent(std::string device) : device_(std::move(device)) {}
+  ~CudaEvent() override {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+  }
+
+  // On the stream's host thread.
+  void Record(cudaStream_t stream) {
+    if (cudaEventCreateWithFlags(&event_, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventRecord(event_, stream) != cudaSuccess) {
+      // The event is then ready when the host got here; the stream's own
+      // error surfaces at its next synchronization.
+      if (event_ != nullptr) cudaEventDestroy(event_);
+      event_ = nullptr;
+    }
+    issued_.Signal();
+  }
+
+  void Wait() override {
+    issued_.Wait();
+    if (event_ != nullptr) cudaEventSynchronize(event_);
+  }
+  bool IsReady() override {
+    return issued_.IsReady() && (event_ == nullptr || cudaEventQuery(event_) == cudaSuccess);
+  }
+
+ private:
+  std::string device_;
+  HostEvent issued_;
+  cudaEvent_t event_ = nullptr;
+};
+
+class CudaDevice : public Device {
+ public:
+  CudaDevice(DeviceInfo info, const CudaSlotOptions& options)
+      : info_(std::move(info)),
+        name_(DeviceIdToString(info_.id)),
+        memory_(std::make_shared<SlotMemory>(info_.id.ordinal, name_)),
+        stream_([ordinal = info_.id.ordinal] { cudaSetDevice(ordinal); }) {
+    context_.device = name_;
+    context_.tf32 = options.tf32;
+    context_.max_workspace_bytes = options.max_workspace_bytes;
+    context_.allocate = [this](size_t bytes) { return Allocate(bytes); };
+  }
+
+  ~CudaDevice() override {
+    stream_.Synchronize();
+    stream_.Enqueue([this] { ReleaseResources(); });
+    stream_.Synchronize();
+  }
+
+  // Creates the CUDA stream, the library handles and the staging buffers on
+  // the slot's thread.
+  absl::Status Init() {
+    absl::Status status;
+    stream_.Enqueue([&] { status = CreateResources(); });
+    stream_.Synchronize();
+    return status;
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+  MemoryLocation memory_location() const override {
+    return MemoryLocation{MemoryKind::kCuda, info_.id.ordinal};
+  }
+
+  absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) override {
+    allocations_.fetch_add(1, std::memory_order_relaxed);
+    absl::StatusOr<void*> block = memory_->cache.Allocate(bytes);
+    if (!block.ok()) return block.status();
+    std::shared_ptr<SlotMemory> memory = memory_;
+    return std::make_shared<Buffer>(*block, bytes, memory_location(),
+                                    [memory](void* pointer) { memory->cache.Release(pointer); });
+  }
+  uint64_t allocation_count() const override {
+    return allocations_.load(std::memory_order_relaxed);
+  }
+
+  void Enqueue(absl::AnyInvocable<void() &&> work) override { stream_.Enqueue(std::move(work)); }
+
+  void EnqueueCopy(const void* src, MemoryLocation src_location, void* dst,
+                   MemoryLocation dst_location, size_t bytes) override {
+    stream_.Enqueue([=] {
+      absl::Status status = CopyOnStream(src, src_location, dst, dst_location, bytes);
+      if (!status.ok()) NoteStreamError(status);
+    });
+  }
+
+  std::shared_ptr<Event> RecordEvent() override {
+    auto event = std::make_shared<CudaEvent>(name_);
+    stream_.Enqueue([this, event] { event->Record(cuda_stream_); });
+    return event;
+  }
+
+  absl::Status Synchronize() override {
+    stream_.Synchronize();
+    absl::Status status;
+    stream_.Enqueue([&] { status = AwaitStream(); });
+    stream_.Synchronize();
+    absl::MutexLock lock(&mu_);
+    if (status.ok() && !stream_error_.ok()) status = stream_error_;
+    stream_error_ = absl::OkStatus();
+    return status;
+  }
+
+  absl::Status CopyOnStream(const void* src, MemoryLocation src_location, void* dst,
+                            MemoryLocation dst_location, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    const bool from_host = src_location.kind == MemoryKind::kHost;
+    const bool to_host = dst_location.kind == MemoryKind::kHost;
+    if (from_host && to_host) {
+      std::memcpy(dst, src, bytes);
+      return absl::OkStatus();
+    }
+    if (from_host) return StagedUpload(static_cast<const char*>(src), static_cast<char*>(dst), bytes);
+    if (to_host) return StagedDownload(static_cast<const char*>(src), static_cast<char*>(dst), bytes);
+    // Between GPUs (peer copy where peer access is on, else through the
+    // host) or within this one: unified addressing tells the driver which.
+    return Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream_),
+                 "cudaMemcpyAsync(device to device)");
+  }
+
+  absl::Status AwaitStream() override {
+    return Check(cudaStreamSynchronize(cuda_stream_), "cudaStreamSynchronize");
+  }
+
+  absl::Status health() const override {
+    absl::MutexLock lock(&mu_);
+    return health_;
+  }
+  size_t memory_in_use_bytes() const override { return memory_->cache.bytes_in_use(); }
+  size_t memory_cached_bytes() const override { return memory_->cache.bytes_cached(); }
+
+  absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) override {
+    // On the slot's thread: the handles are the slot's and not thread-safe,
+    // and that thread has made the GPU current.
+    absl::StatusOr<std::unique_ptr<Kernel>> kernel;
+    stream_.Enqueue([&] { kernel = MakeCudaKernel(spec, context_); });
+    stream_.Synchronize();
+    return kernel;
+  }
+
+ private:
+  absl::Status CreateResources() {
+    REPLICAD_RETURN_IF_ERROR(Check(cudaSetDevice(info_.id.ordinal), "cudaSetDevice"));
+    REPLICAD_RETURN_IF_ERROR(
+        Check(cudaStreamCreateWithFlags(&cuda_stream_, cudaStreamNonBlocking),
+              "cudaStreamCreateWithFlags"));
+    context_.stream = cuda_stream_;
+    REPLICAD_CUDA_RETURN_IF_ERROR(name_, cudnnCreate(&context_.cudnn));
+    REPLICAD_CUDA_RETURN_IF_ERROR(name_, cudnnSetStream(context_.cudnn, cuda_stream_));
+    REPLICAD_CUDA_RETURN_IF_ERROR(name_, cublasCreate(&context_.cublas));
+    REPLICAD_CUDA_RETURN_IF_ERROR(name_, cublasSetStream(context_.cublas, cuda_stream_));
+    // cuBLAS would otherwise allocate its scratch space on first use inside
+    // a request; the slot gives it its own once.
+    REPLICAD_ASSIGN_OR_RETURN(cublas_workspace_, Allocate(kCublasWorkspaceBytes));
+    REPLICAD_CUDA_RETURN_IF_ERROR(
+        name_, cublasSetWorkspace(context_.cublas, cublas_workspace_->data(),
+                                  cublas_workspace_->bytes()));
+    for (int half = 0; half < 2; ++half) {
+      REPLICAD_RETURN_IF_ERROR(
+          Check(cudaHostAlloc(&staging_[half], kStagingChunkBytes, cudaHostAllocDefault),
+                "cudaHostAlloc(staging buffer)"));
+      REPLICAD_RETURN_IF_ERROR(
+          Check(cudaEventCreateWithFlags(&staging_free_[half], cudaEventDisableTiming),
+                "cudaEventCreateWithFlags"));
+    }
+    return absl::OkStatus();
+  }
+
+  void ReleaseResources() {
+    if (cuda_stream_ != nullptr) cudaStreamSynchronize(cuda_stream_);
+    for (int half = 0; half < 2; ++half) {
+      if (staging_[half] != nullptr) cudaFreeHost(staging_[half]);
+      if (staging_free_[half] != nullptr) cudaEventDestroy(staging_free_[half]);
+    }
+    if (context_.cublas != nullptr) cublasDestroy(context_.cublas);
+    cublas_workspace_.reset();
+    if (context_.cudnn != nullptr) cudnnDestroy(context_.cudnn);
+    if (cuda_stream_ != nullptr) cudaStreamDestroy(cuda_stream_);
+  }
+
+  // Pageable host memory cannot be read by the GPU's copy engines; a chunk
+  // goes through a pinned half while the other half's DMA runs, so the
+  // CPU's copy and the transfer overlap. Returns once issued.
+  absl::Status StagedUpload(const char* src, char* dst, size_t bytes) {
+    for (size_t offset = 0, chunk = 0; offset < bytes; offset += kStagingChunkBytes, ++chunk) {
+      const int half = static_cast<int>(chunk % 2);
+      const size_t n = std::min(kStagingChunkBytes, bytes - offset);
+      REPLICAD_RETURN_IF_ERROR(
+          Check(cudaEventSynchronize(staging_free_[half]), "cudaEventSynchronize(staging)"));
+      std::memcpy(staging_[half], src + offset, n);
+      REPLICAD_RETURN_IF_ERROR(Check(cudaMemcpyAsync(dst + offset, staging_[half], n,
+                                                     cudaMemcpyHostToDevice, cuda_stream_),
+                                     "cudaMemcpyAsync(host to device)"));
+      REPLICAD_RETURN_IF_ERROR(
+          Check(cudaEventRecord(staging_free_[half], cuda_stream_), "cudaEventRecord(staging)"));
+    }
+    return absl::OkStatus();
+  }
+
+  // The reverse, with the next chunk's DMA issued before the CPU copies the
+  // current one out. Returns with `dst` written.
+  absl::Status StagedDownload(const char* src, char* dst, size_t bytes) {
+    auto issue = [&](size_t offset, int half) {
+      const size_t n = std::min(kStagingChunkBytes, bytes - offset);
+      REPLICAD_RETURN_IF_ERROR(Check(cudaMemcpyAsync(staging_[half], src + offset, n,
+                                                     cudaMemcpyDeviceToHost, cuda_stream_),
+                                     "cudaMemcpyAsync(device to host)"));
+      return Check(cudaEventRecord(staging_free_[half], cuda_stream_), "cudaEventRecord(staging)");
+    };
+    REPLICAD_RETURN_IF_ERROR(issue(0, 0));
+    for (size_t offset = 0, chunk = 0; offset < bytes; offset += kStagingChunkBytes, ++chunk) {
+      const int half = static_cast<int>(chunk % 2);
+      if (offset + kStagingChunkBytes < bytes) {
+        REPLICAD_RETURN_IF_ERROR(issue(offset + kStagingChunkBytes, 1 - half));
+      }
+      REPLICAD_RETURN_IF_ERROR(
+          Check(cudaEventSynchronize(staging_free_[half]), "cudaEventSynchronize(staging)"));
+      std::memcpy(dst + offset, staging_[half], std::min(kStagingChunkBytes, bytes - offset));
+    }
+    return absl::OkStatus();
+  }
+
+  // The call's Status; a sticky error also takes the slot out for good.
+  absl::Status Check(cudaError_t error, absl::string_view call) {
+    absl::Status status = CudaCallStatus(error, name_, call);
+    if (!status.ok() && IsStickyCudaError(error)) {
+      absl::MutexLock lock(&mu_);
+      if (health_.ok()) {
+        health_ = absl::UnavailableError(absl::StrCat(
+            status.message(), "; the GPU needs a restart of replicad, so slot is out of service"));
+      }
+    }
+    return status;
+  }
+
+  void NoteStreamError(const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    if (stream_error_.ok()) stream_error_ = status;
+  }
+
+  const DeviceInfo info_;
+  const std::string name_;
+  std::shared_ptr<SlotMemory> memory_;
+  std::atomic<uint64_t> allocations_{0};
+  mutable absl::Mutex mu_;
+  absl::Status health_ ABSL_GUARDED_BY(mu_);
+  absl::Status stream_error_ ABSL_GUARDED_BY(mu_);  // From EnqueueCopy, until Synchronize.
+  // Used on the stream's host thread only.
+  cudaStream_t cuda_stream_ = nullptr;
+  CudaKernelContext context_;
+  std::shared_ptr<Buffer> cublas_workspace_;
+  void* staging_[2] = {nullptr, nullptr};
+  cudaEvent_t staging_free_[2] = {nullptr, nullptr};
+  HostStream stream_;  // Last: its thread stops before the members it uses go.
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Device>> NewCudaDevice(const DeviceInfo& info,
+                                                      const CudaSlotOptions& options) {
+  auto device = std::make_unique<CudaDevice>(info, options);
+  REPLICAD_RETURN_IF_ERROR(device->Init());
+  return device;
+}
+
+}  // namespace replicad

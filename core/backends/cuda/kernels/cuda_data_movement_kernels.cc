@@ -1,0 +1,300 @@
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/backends/cuda/cuda_call.h"
+#include "core/backends/cuda/kernels/index_map_launch.h"
+#include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/ops/constant_value.h"
+#include "core/ops/data_movement_attributes.h"
+#include "core/ops/index_map.h"
+#include "core/ops/op_util.h"
+#include "core/ops/reduce_attributes.h"
+
+namespace replicad {
+namespace {
+
+class CopyKernel : public Kernel {
+ public:
+  CopyKernel(const CudaKernelContext& context, size_t bytes) : context_(context), bytes_(bytes) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    REPLICAD_CUDA_RETURN_IF_ERROR(
+        context_.device, cudaMemcpyAsync(outputs[0], inputs[0], bytes_, cudaMemcpyDeviceToDevice,
+                                         context_.stream));
+    return absl::OkStatus();
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  size_t bytes_;
+};
+
+// Writes a value known when the kernel is built, kept in device memory.
+class ConstantKernel : public Kernel {
+ public:
+  ConstantKernel(const CudaKernelContext& context, std::shared_ptr<Buffer> value)
+      : context_(context), value_(std::move(value)) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    REPLICAD_CUDA_RETURN_IF_ERROR(
+        context_.device, cudaMemcpyAsync(outputs[0], value_->data(), value_->bytes(),
+                                         cudaMemcpyDeviceToDevice, context_.stream));
+    return absl::OkStatus();
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  std::shared_ptr<Buffer> value_;
+};
+
+class IndexMapKernel : public Kernel {
+ public:
+  IndexMapKernel(const CudaKernelContext& context, DeviceIndexMap map, std::shared_ptr<Buffer> table,
+                 int64_t n, size_t element_size)
+      : context_(context), map_(map), table_(std::move(table)), n_(n),
+        element_size_(element_size) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    LaunchIndexMap(inputs[0], outputs[0], n_, element_size_, map_, context_.stream);
+    return LastLaunchStatus(context_.device, "IndexMapKernel");
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  DeviceIndexMap map_;
+  std::shared_ptr<Buffer> table_;  // map_.table points into it.
+  int64_t n_;
+  size_t element_size_;
+};
+
+// Concatenation of row-major inputs along an axis is, for each of the
+// `outer` rows, one contiguous block per input: one strided 2-D copy each.
+class ConcatKernel : public Kernel {
+ public:
+  ConcatKernel(const CudaKernelContext& context, int64_t outer, std::vector<size_t> block_bytes)
+      : context_(context), outer_(outer), block_bytes_(std::move(block_bytes)) {
+    for (size_t bytes : block_bytes_) row_bytes_ += bytes;
+  }
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    char* out = static_cast<char*>(outputs[0]);
+    for (size_t i = 0; i < block_bytes_.size(); ++i) {
+      const size_t bytes = block_bytes_[i];
+      if (bytes == 0) continue;
+      REPLICAD_CUDA_RETURN_IF_ERROR(
+          context_.device, cudaMemcpy2DAsync(out, row_bytes_, inputs[i], bytes, bytes, outer_,
+                                             cudaMemcpyDeviceToDevice, context_.stream));
+      out += bytes;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  int64_t outer_;
+  std::vector<size_t> block_bytes_;
+  size_t row_bytes_ = 0;
+};
+
+template <typename T>
+class ReduceKernel : public Kernel {
+ public:
+  ReduceKernel(const CudaKernelContext& context, std::shared_ptr<Buffer> tables, int64_t n_out,
+               int64_t n_reduced, float scale)
+      : context_(context), tables_(std::move(tables)), n_out_(n_out), n_reduced_(n_reduced),
+        scale_(scale) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    const int64_t* bases = static_cast<const int64_t*>(tables_->data());
+    if constexpr (std::is_same_v<T, float>) {
+      LaunchTableReduce(static_cast<const float*>(inputs[0]), static_cast<float*>(outputs[0]),
+                        n_out_, bases, bases + n_out_, n_reduced_, scale_, context_.stream);
+    } else {
+      LaunchTableReduce(static_cast<const int64_t*>(inputs[0]),
+                        static_cast<int64_t*>(outputs[0]), n_out_, bases, bases + n_out_,
+                        n_reduced_, context_.stream);
+    }
+    return LastLaunchStatus(context_.device, "TableReduceKernel");
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  std::shared_ptr<Buffer> tables_;  // n_out bases, then n_reduced offsets.
+  int64_t n_out_;
+  int64_t n_reduced_;
+  float scale_;
+};
+
+KernelOrStatus MakeFromIndexMap(const KernelSpec& spec, CudaKernelContext& context,
+                                absl::StatusOr<IndexMap> map, int64_t base = 0) {
+  if (!map.ok()) return map.status();
+  if (map->output.size() > static_cast<size_t>(kMaxRank)) {
+    return NodeUnimplemented(spec, absl::StrCat("the CUDA backend moves data of rank up to ",
+                                                kMaxRank, "; the output has rank ",
+                                                map->output.size()));
+  }
+  DeviceIndexMap device_map;
+  device_map.rank = static_cast<int>(map->output.size());
+  device_map.base = base;
+  device_map.fill_bits = map->fill_bits;
+  std::vector<int64_t> table;
+  for (int d = 0; d < device_map.rank; ++d) {
+    device_map.dims[d] = map->output[d];
+    device_map.begin[d] = static_cast<int64_t>(table.size());
+    table.insert(table.end(), map->offsets[d].begin(), map->offsets[d].end());
+  }
+  if (table.empty()) table.push_back(0);
+  REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
+                            UploadToDevice(context, table.data(), table.size() * sizeof(int64_t)));
+  device_map.table = static_cast<const int64_t*>(buffer->data());
+  return std::make_unique<IndexMapKernel>(context, device_map, std::move(buffer),
+                                          NumElements(spec.outputs[0].shape),
+                                          DTypeSize(spec.outputs[0].dtype));
+}
+
+KernelOrStatus MakeConstantFrom(const KernelSpec& spec, CudaKernelContext& context,
+                                const Tensor& value) {
+  REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
+                            UploadToDevice(context, value.raw_data(), value.byte_size()));
+  return std::make_unique<ConstantKernel>(context, std::move(buffer));
+}
+
+// Offsets of every element of `shape` laid over `strides` (row-major order).
+std::vector<int64_t> EnumerateOffsets(const Shape& shape, const std::vector<int64_t>& strides) {
+  std::vector<int64_t> offsets(static_cast<size_t>(NumElements(shape)));
+  std::vector<int64_t> index(shape.size(), 0);
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < shape.size(); ++d) offset += index[d] * strides[d];
+    offsets[i] = offset;
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+  return offsets;
+}
+
+}  // namespace
+
+KernelOrStatus MakeCudaCopyKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  const TensorType& out = spec.outputs[0];
+  return std::make_unique<CopyKernel>(
+      context, static_cast<size_t>(NumElements(out.shape)) * DTypeSize(out.dtype));
+}
+
+KernelOrStatus MakeCudaIndexMapKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  if (spec.op_type == "Transpose") return MakeFromIndexMap(spec, context, TransposeIndexMap(spec));
+  if (spec.op_type == "Slice") return MakeFromIndexMap(spec, context, SliceIndexMap(spec));
+  if (spec.op_type == "Pad") return MakeFromIndexMap(spec, context, PadIndexMap(spec));
+  return MakeFromIndexMap(spec, context, ExpandIndexMap(spec));
+}
+
+KernelOrStatus MakeCudaConcatKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(ConcatLayout layout, ParseConcatLayout(spec));
+  return std::make_unique<ConcatKernel>(context, layout.outer, std::move(layout.block_bytes));
+}
+
+// Gather with indices known when the plan is made (x[:, 0], an embedding row
+// picked by a constant) is an index map: the indices are checked once here.
+// Indices that are data would need a device-side check per run; not yet.
+KernelOrStatus MakeCudaGatherKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseGatherAxis(spec));
+  const Tensor* indices = ConstantInput(spec, 1);
+  if (indices == nullptr || indices->shape().size() > 1) {
+    return NodeUnimplemented(spec, "the CUDA backend gathers only with indices known when the "
+                                   "plan is made, of rank 0 or 1");
+  }
+  const Shape& data = spec.inputs[0]->shape;
+  const int64_t axis_dim = data[axis];
+  const std::vector<int64_t> strides = RowMajorStrides(data);
+  const int64_t count = NumElements(indices->shape());
+  std::vector<int64_t> picked(count);
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t index = indices->data<int64_t>()[j];
+    if (index < -axis_dim || index >= axis_dim) {
+      return NodeError(spec, absl::StrCat("input 1 'indices' holds ", index, " at position ", j,
+                                          "; expected an index in [", -axis_dim, ", ",
+                                          axis_dim - 1, "]"));
+    }
+    picked[j] = (index < 0 ? index + axis_dim : index) * strides[axis];
+  }
+  IndexMap map;
+  map.output = spec.outputs[0].shape;
+  int64_t base = 0;
+  for (size_t d = 0; d < data.size(); ++d) {
+    if (static_cast<int64_t>(d) == axis) {
+      if (indices->shape().empty()) {
+        base = picked[0];  // A scalar index drops the dim.
+      } else {
+        map.offsets.push_back(picked);
+      }
+      continue;
+    }
+    std::vector<int64_t> offsets(data[d]);
+    for (int64_t o = 0; o < data[d]; ++o) offsets[o] = o * strides[d];
+    map.offsets.push_back(std::move(offsets));
+  }
+  return MakeFromIndexMap(spec, context, std::move(map), base);
+}
+
+KernelOrStatus MakeCudaConstantKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  if (spec.op_type == "Shape") {
+    REPLICAD_ASSIGN_OR_RETURN(Tensor value, ShapeValue(spec));
+    return MakeConstantFrom(spec, context, value);
+  }
+  if (spec.op_type == "ConstantOfShape") {
+    REPLICAD_ASSIGN_OR_RETURN(Tensor fill, ConstantOfShapeFill(spec));
+    Tensor value = Tensor::Host(fill.dtype(), spec.outputs[0].shape);
+    const size_t element = DTypeSize(fill.dtype());
+    for (int64_t i = 0; i < NumElements(value.shape()); ++i) {
+      std::memcpy(static_cast<char*>(value.raw_data()) + i * element, fill.raw_data(), element);
+    }
+    return MakeConstantFrom(spec, context, value);
+  }
+  REPLICAD_ASSIGN_OR_RETURN(Tensor value, ConstantValue(spec));
+  return MakeConstantFrom(spec, context, value);
+}
+
+// Each output element (in the order of the shape with reduced dims as 1s)
+// sums the elements at its base plus every reduced offset.
+KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(ReduceLayout layout, ParseReduce(spec));
+  const Shape& data = spec.inputs[0]->shape;
+  const std::vector<int64_t> strides = RowMajorStrides(data);
+  Shape reduced_dims(data.size(), 1);
+  for (size_t d = 0; d < data.size(); ++d) {
+    if (layout.reduced[d] != data[d]) reduced_dims[d] = data[d];
+  }
+  std::vector<int64_t> tables = EnumerateOffsets(layout.reduced, strides);
+  const int64_t n_out = static_cast<int64_t>(tables.size());
+  const std::vector<int64_t> offsets = EnumerateOffsets(reduced_dims, strides);
+  const int64_t n_reduced = static_cast<int64_t>(offsets.size());
+  tables.insert(tables.end(), offsets.begin(), offsets.end());
+  REPLICAD_ASSIGN_OR_RETURN(
+      std::shared_ptr<Buffer> buffer,
+      UploadToDevice(context, tables.data(), tables.size() * sizeof(int64_t)));
+  const bool mean = spec.op_type == "ReduceMean";
+  if (spec.outputs[0].dtype == DType::kInt64) {
+    if (mean) {
+      return NodeUnimplemented(spec, "the CUDA backend computes ReduceMean on float32 only");
+    }
+    return std::make_unique<ReduceKernel<int64_t>>(context, std::move(buffer), n_out, n_reduced,
+                                                   1.0f);
+  }
+  // The mean of nothing is 0 / 0 = NaN, as numpy's (and the CPU backend's).
+  float scale = 1.0f;
+  if (mean) {
+    scale = n_reduced > 0 ? 1.0f / static_cast<float>(n_reduced)
+                          : std::numeric_limits<float>::quiet_NaN();
+  }
+  return std::make_unique<ReduceKernel<float>>(context, std::move(buffer), n_out, n_reduced,
+                                               scale);
+}
+
+}  // namespace replicad

@@ -1,0 +1,212 @@
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/backends/cuda/cuda_call.h"
+#include "core/backends/cuda/kernels/elementwise_launch.h"
+#include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/ops/activation_attributes.h"
+#include "core/ops/batch_norm_attributes.h"
+#include "core/ops/broadcast.h"
+#include "core/ops/op_util.h"
+
+namespace replicad {
+namespace {
+
+// out = a op b, with the broadcast strides worked out once.
+template <typename T>
+class BinaryKernel : public Kernel {
+ public:
+  BinaryKernel(const CudaKernelContext& context, CudaBinaryOp op, BroadcastIndex index, int64_t n)
+      : context_(context), op_(op), index_(index), n_(n) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    LaunchBinary(static_cast<const T*>(inputs[0]), static_cast<const T*>(inputs[1]),
+                 static_cast<T*>(outputs[0]), n_, op_, index_, context_.stream);
+    return LastLaunchStatus(context_.device, "BinaryKernel");
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  CudaBinaryOp op_;
+  BroadcastIndex index_;
+  int64_t n_;
+};
+
+class UnaryKernel : public Kernel {
+ public:
+  UnaryKernel(const CudaKernelContext& context, CudaUnary f, int64_t n)
+      : context_(context), f_(f), n_(n) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    LaunchUnary(static_cast<const float*>(inputs[0]), static_cast<float*>(outputs[0]), n_, f_,
+                context_.stream);
+    return LastLaunchStatus(context_.device, "UnaryKernel");
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  CudaUnary f_;
+  int64_t n_;
+};
+
+class BatchNormKernel : public Kernel {
+ public:
+  BatchNormKernel(const CudaKernelContext& context, BatchNormLayout layout)
+      : context_(context), layout_(layout) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    LaunchBatchNormInference(
+        static_cast<const float*>(inputs[0]), static_cast<const float*>(inputs[1]),
+        static_cast<const float*>(inputs[2]), static_cast<const float*>(inputs[3]),
+        static_cast<const float*>(inputs[4]), static_cast<float*>(outputs[0]), layout_.batch,
+        layout_.channels, layout_.spatial, layout_.epsilon, context_.stream);
+    return LastLaunchStatus(context_.device, "BatchNormInferenceKernel");
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  BatchNormLayout layout_;
+};
+
+template <typename From, typename To>
+class CastKernel : public Kernel {
+ public:
+  CastKernel(const CudaKernelContext& context, int64_t n) : context_(context), n_(n) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    LaunchCast(static_cast<const From*>(inputs[0]), static_cast<To*>(outputs[0]), n_,
+               context_.stream);
+    return LastLaunchStatus(context_.device, "CastKernel");
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  int64_t n_;
+};
+
+// Strides of `shape` (right-aligned into kMaxRank dims) as read for an
+// output of `out` dims: 0 where the input broadcasts.
+void BroadcastStrides(const Shape& shape, const Shape& out, int64_t* strides) {
+  const Shape padded = PadToRank(shape, out.size());
+  int64_t stride = 1;
+  for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+    const int slot = kMaxRank - static_cast<int>(out.size()) + d;
+    strides[slot] = padded[d] == 1 ? 0 : stride;
+    stride *= padded[d];
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<BroadcastIndex> MakeBroadcastIndex(const KernelSpec& spec, const Shape& a,
+                                                  const Shape& b, const Shape& out) {
+  if (out.size() > static_cast<size_t>(kMaxRank)) {
+    return NodeUnimplemented(spec, absl::StrCat("the CUDA backend broadcasts up to rank ",
+                                                kMaxRank, "; the output has rank ", out.size()));
+  }
+  BroadcastIndex index;
+  for (size_t d = 0; d < out.size(); ++d) index.out_dims[kMaxRank - out.size() + d] = out[d];
+  BroadcastStrides(a, out, index.a_strides);
+  BroadcastStrides(b, out, index.b_strides);
+  return index;
+}
+
+KernelOrStatus MakeCudaBinaryKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  const TensorType& a = *spec.inputs[0];
+  const TensorType& b = *spec.inputs[1];
+  const TensorType& out = spec.outputs[0];
+  if (a.dtype != b.dtype) {
+    return NodeUnimplemented(spec, absl::StrCat("the CUDA backend computes ", spec.op_type,
+                                                " on equal dtypes only; received ",
+                                                DTypeName(a.dtype), " and ", DTypeName(b.dtype)));
+  }
+  CudaBinaryOp op = CudaBinaryOp::kAdd;
+  if (spec.op_type == "Sub") op = CudaBinaryOp::kSub;
+  if (spec.op_type == "Mul") op = CudaBinaryOp::kMul;
+  if (spec.op_type == "Div") op = CudaBinaryOp::kDiv;
+  if (spec.op_type == "Pow") op = CudaBinaryOp::kPow;
+  REPLICAD_ASSIGN_OR_RETURN(BroadcastIndex index, MakeBroadcastIndex(spec, a.shape, b.shape,
+                                                                    out.shape));
+  const int64_t n = NumElements(out.shape);
+  if (out.dtype == DType::kInt64) {
+    return std::make_unique<BinaryKernel<int64_t>>(context, op, index, n);
+  }
+  return std::make_unique<BinaryKernel<float>>(context, op, index, n);
+}
+
+KernelOrStatus MakeCudaActivationKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  if (spec.inputs[0]->dtype != DType::kFloat32) {
+    return NodeUnimplemented(spec, absl::StrCat("the CUDA backend computes ", spec.op_type,
+                                                " on float32 only; received ",
+                                                DTypeName(spec.inputs[0]->dtype)));
+  }
+  REPLICAD_ASSIGN_OR_RETURN(ActivationAttributes attributes, ParseActivationAttributes(spec));
+  CudaUnary f{CudaUnaryOp::kIdentity, attributes.alpha, attributes.beta};
+  const std::string& op = spec.op_type;
+  if (op == "Relu") f.op = CudaUnaryOp::kRelu;
+  if (op == "LeakyRelu") f.op = CudaUnaryOp::kLeakyRelu;
+  if (op == "Sigmoid") f.op = CudaUnaryOp::kSigmoid;
+  if (op == "Tanh") f.op = CudaUnaryOp::kTanh;
+  if (op == "HardSigmoid") f.op = CudaUnaryOp::kHardSigmoid;
+  if (op == "HardSwish") f.op = CudaUnaryOp::kHardSwish;
+  if (op == "Sqrt") f.op = CudaUnaryOp::kSqrt;
+  if (op == "Erf") f.op = CudaUnaryOp::kErf;
+  if (op == "Clip") {
+    // Bounds that are data (not known when the plan is made) are rare; the
+    // CPU backend reads them per run, this one needs them now.
+    const bool has_min = HasInput(spec, 1);
+    const bool has_max = HasInput(spec, 2);
+    const Tensor* min = has_min ? ConstantInput(spec, 1) : nullptr;
+    const Tensor* max = has_max ? ConstantInput(spec, 2) : nullptr;
+    if ((has_min && min == nullptr) || (has_max && max == nullptr)) {
+      return NodeUnimplemented(
+          spec, "the CUDA backend needs Clip's min and max known when the plan is made");
+    }
+    f.op = CudaUnaryOp::kClip;
+    f.alpha = min != nullptr ? min->data<float>()[0] : std::numeric_limits<float>::lowest();
+    f.beta = max != nullptr ? max->data<float>()[0] : std::numeric_limits<float>::max();
+  }
+  return std::make_unique<UnaryKernel>(context, f, NumElements(spec.outputs[0].shape));
+}
+
+KernelOrStatus MakeCudaBatchNormalizationKernel(const KernelSpec& spec,
+                                                CudaKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(BatchNormLayout layout, ParseBatchNormalization(spec));
+  return std::make_unique<BatchNormKernel>(context, layout);
+}
+
+KernelOrStatus MakeCudaCastKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  const DType from = spec.inputs[0]->dtype;
+  const DType to = spec.outputs[0].dtype;
+  const int64_t n = NumElements(spec.outputs[0].shape);
+  if (from == to) return MakeCudaCopyKernel(spec, context);
+  if (from == DType::kInt64) return std::make_unique<CastKernel<int64_t, float>>(context, n);
+  return std::make_unique<CastKernel<float, int64_t>>(context, n);
+}
+
+absl::StatusOr<CudaUnary> FusedUnary(const std::optional<FusedActivation>& activation) {
+  if (!activation.has_value()) return CudaUnary{};
+  const std::string& op = activation->op_type;
+  CudaUnary f{CudaUnaryOp::kIdentity, activation->alpha, activation->beta};
+  if (op == "Relu") {
+    f.op = CudaUnaryOp::kRelu;
+  } else if (op == "LeakyRelu") {
+    f.op = CudaUnaryOp::kLeakyRelu;
+  } else if (op == "Clip") {
+    f.op = CudaUnaryOp::kClip;
+  } else if (op == "Sigmoid") {
+    f.op = CudaUnaryOp::kSigmoid;
+  } else if (op == "Tanh") {
+    f.op = CudaUnaryOp::kTanh;
+  } else if (op == "HardSwish") {
+    f.op = CudaUnaryOp::kHardSwish;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fused activation '", op, "' has no CUDA implementation"));
+  }
+  return f;
+}
+
+}  // namespace replicad

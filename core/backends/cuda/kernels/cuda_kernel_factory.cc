@@ -1,0 +1,98 @@
+#include "core/backends/cuda/kernels/cuda_kernel_factory.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "core/backends/cuda/cuda_call.h"
+#include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/ops/op_registry.h"
+#include "core/ops/op_util.h"
+
+namespace replicad {
+namespace {
+
+using Builder = KernelOrStatus (*)(const KernelSpec&, CudaKernelContext&);
+
+struct BuilderEntry {
+  absl::string_view op_type;
+  Builder build;
+};
+
+// The inference operators. The training-only ones (replicad.*) are not here
+// yet: training on CUDA slots answers Unimplemented through this table.
+constexpr BuilderEntry kBuilders[] = {
+    {"Add", MakeCudaBinaryKernel},
+    {"AveragePool", MakeCudaPoolKernel},
+    {"BatchNormalization", MakeCudaBatchNormalizationKernel},
+    {"Cast", MakeCudaCastKernel},
+    {"Clip", MakeCudaActivationKernel},
+    {"Concat", MakeCudaConcatKernel},
+    {"Constant", MakeCudaConstantKernel},
+    {"ConstantOfShape", MakeCudaConstantKernel},
+    {"Conv", MakeCudaConvKernel},
+    {"ConvTranspose", MakeCudaConvTransposeKernel},
+    {"Div", MakeCudaBinaryKernel},
+    {"Dropout", MakeCudaCopyKernel},
+    {"Erf", MakeCudaActivationKernel},
+    {"Expand", MakeCudaIndexMapKernel},
+    {"Flatten", MakeCudaCopyKernel},
+    {"Gather", MakeCudaGatherKernel},
+    {"Gemm", MakeCudaGemmKernel},
+    {"GlobalAveragePool", MakeCudaPoolKernel},
+    {"HardSigmoid", MakeCudaActivationKernel},
+    {"HardSwish", MakeCudaActivationKernel},
+    {"Identity", MakeCudaCopyKernel},
+    {"LeakyRelu", MakeCudaActivationKernel},
+    {"LogSoftmax", MakeCudaSoftmaxKernel},
+    {"MatMul", MakeCudaMatMulKernel},
+    {"MaxPool", MakeCudaPoolKernel},
+    {"Mul", MakeCudaBinaryKernel},
+    {"Pad", MakeCudaIndexMapKernel},
+    {"Pow", MakeCudaBinaryKernel},
+    {"ReduceMean", MakeCudaReduceKernel},
+    {"ReduceSum", MakeCudaReduceKernel},
+    {"Relu", MakeCudaActivationKernel},
+    {"Reshape", MakeCudaCopyKernel},
+    {"Shape", MakeCudaConstantKernel},
+    {"Sigmoid", MakeCudaActivationKernel},
+    {"Slice", MakeCudaIndexMapKernel},
+    {"Softmax", MakeCudaSoftmaxKernel},
+    {"Sqrt", MakeCudaActivationKernel},
+    {"Squeeze", MakeCudaCopyKernel},
+    {"Sub", MakeCudaBinaryKernel},
+    {"Tanh", MakeCudaActivationKernel},
+    {"Transpose", MakeCudaIndexMapKernel},
+    {"Unsqueeze", MakeCudaCopyKernel},
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& context,
+                                                       const void* host, size_t bytes) {
+  absl::StatusOr<std::shared_ptr<Buffer>> buffer = context.allocate(bytes == 0 ? 1 : bytes);
+  if (!buffer.ok()) return buffer.status();
+  if (bytes != 0) {
+    // Synchronous on purpose: `host` is the builder's temporary.
+    REPLICAD_CUDA_RETURN_IF_ERROR(
+        context.device, cudaMemcpy((*buffer)->data(), host, bytes, cudaMemcpyHostToDevice));
+  }
+  return buffer;
+}
+
+absl::StatusOr<std::unique_ptr<Kernel>> MakeCudaKernel(const KernelSpec& spec,
+                                                       CudaKernelContext& context) {
+  const BuilderEntry* entry = nullptr;
+  for (const BuilderEntry& candidate : kBuilders) {
+    if (candidate.op_type == spec.op_type) entry = &candidate;
+  }
+  if (entry == nullptr) {
+    return NodeUnimplemented(
+        spec, absl::StrCat("the CUDA backend has no kernel for op '", spec.op_type, "'"));
+  }
+  REPLICAD_RETURN_IF_ERROR(CheckKernelSpec(spec, "CUDA"));
+  bool all_empty = true;
+  for (const TensorType& output : spec.outputs) all_empty &= NumElements(output.shape) == 0;
+  if (all_empty) return std::make_unique<EmptyKernel>();
+  return entry->build(spec, context);
+}
+
+}  // namespace replicad

@@ -1,0 +1,52 @@
+#ifndef REPLICAD_CORE_BACKENDS_CUDA_KERNELS_CUDA_KERNEL_FACTORY_H_
+#define REPLICAD_CORE_BACKENDS_CUDA_KERNELS_CUDA_KERNEL_FACTORY_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/device/kernel.h"
+#include "core/tensor/buffer.h"
+
+namespace replicad {
+
+// What the kernels of one CUDA slot share: its stream and library handles
+// (bound to that stream), settings, and a way to get device memory for a
+// kernel's own tables. It must outlive every kernel made with it. Kernels are
+// made and run on the slot's host thread, which has made the slot's GPU
+// current (cudaSetDevice), one at a time.
+struct CudaKernelContext {
+  std::string device;  // "cuda:0", for messages.
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  cublasHandle_t cublas = nullptr;
+  // TF32 tensor cores for float32 convolutions and matrix products: faster,
+  // with a 10-bit mantissa for the products (see README, "Numerics").
+  bool tf32 = false;
+  // The most scratch memory a cuDNN algorithm may ask for (bytes); faster
+  // algorithms that need more are passed over.
+  size_t max_workspace_bytes = size_t{256} << 20;
+  // Device memory of the slot (the caching allocator), for tables a kernel
+  // keeps (index maps, packed parameters). Fails as Device::Allocate does.
+  std::function<absl::StatusOr<std::shared_ptr<Buffer>>(size_t)> allocate;
+};
+
+// Builds the CUDA kernel for spec (outputs already inferred by the op's shape
+// rule). Descriptors, algorithm choices and tables are made here; Run only
+// enqueues work on context.stream and returns without waiting, so outputs are
+// complete in stream order, not when Run returns. Run never allocates.
+//
+// Fails with Unimplemented naming the op and the node when this backend lacks
+// the op or the form; InvalidArgument (from the op's shape rule) when spec is
+// malformed; the failing call's Status (cuda_call.h) otherwise.
+absl::StatusOr<std::unique_ptr<Kernel>> MakeCudaKernel(const KernelSpec& spec,
+                                                       CudaKernelContext& context);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_BACKENDS_CUDA_KERNELS_CUDA_KERNEL_FACTORY_H_

@@ -1,0 +1,204 @@
+#include <cstdint>
+
+#include "core/backends/cuda/kernels/elementwise_launch.h"
+#include "core/backends/cuda/kernels/launch_config.cuh"
+
+namespace replicad {
+namespace {
+
+__device__ float Apply(float x, CudaUnaryOp op, float alpha, float beta) {
+  switch (op) {
+    case CudaUnaryOp::kIdentity:
+      return x;
+    case CudaUnaryOp::kRelu:
+      return x > 0.0f ? x : 0.0f;
+    case CudaUnaryOp::kLeakyRelu:
+      return x >= 0.0f ? x : alpha * x;
+    case CudaUnaryOp::kClip:
+      return fminf(fmaxf(x, alpha), beta);
+    case CudaUnaryOp::kSigmoid:
+      return 1.0f / (1.0f + expf(-x));
+    case CudaUnaryOp::kTanh:
+      return tanhf(x);
+    case CudaUnaryOp::kHardSigmoid:
+      return fminf(fmaxf(alpha * x + beta, 0.0f), 1.0f);
+    case CudaUnaryOp::kHardSwish:
+      return x * fminf(fmaxf(x / 6.0f + 0.5f, 0.0f), 1.0f);
+    case CudaUnaryOp::kSqrt:
+      return sqrtf(x);
+    case CudaUnaryOp::kErf:
+      return erff(x);
+  }
+  return x;
+}
+
+__global__ void UnaryKernel(const float* in, float* out, int64_t n, CudaUnaryOp op, float alpha,
+                            float beta) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) { out[i] = Apply(in[i], op, alpha, beta); }
+}
+
+__global__ void AddUnaryKernel(float* out, const float* addend, int64_t n, CudaUnaryOp op,
+                               float alpha, float beta) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) { out[i] = Apply(out[i] + addend[i], op, alpha, beta); }
+}
+
+// x ^ y: powf for float32; exact for int64, wrapping on overflow as on the
+// CPU, and a negative exponent truncates 1 / x^-y toward zero.
+__device__ float Power(float x, float y) { return powf(x, y); }
+
+__device__ int64_t Power(int64_t x, int64_t y) {
+  if (y < 0) return x == 1 ? 1 : (x == -1 ? ((y & 1) ? -1 : 1) : 0);
+  // Unsigned, so overflow wraps instead of being undefined.
+  uint64_t result = 1;
+  uint64_t base = static_cast<uint64_t>(x);
+  for (uint64_t e = static_cast<uint64_t>(y); e != 0; e >>= 1, base *= base) {
+    if (e & 1) result *= base;
+  }
+  return static_cast<int64_t>(result);
+}
+
+// Integer division by zero is 0 here and on the CPU (not a trap).
+__device__ float Quotient(float a, float b) { return a / b; }
+__device__ int64_t Quotient(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
+
+template <typename T>
+__device__ T Combine(T a, T b, CudaBinaryOp op) {
+  switch (op) {
+    case CudaBinaryOp::kAdd:
+      return a + b;
+    case CudaBinaryOp::kSub:
+      return a - b;
+    case CudaBinaryOp::kMul:
+      return a * b;
+    case CudaBinaryOp::kDiv:
+      return Quotient(a, b);
+    case CudaBinaryOp::kPow:
+      return Power(a, b);
+  }
+  return a;
+}
+
+// The input offsets of output element i, walking the dims from the innermost.
+__device__ void BroadcastOffsets(int64_t i, const BroadcastIndex& index, int64_t* a, int64_t* b) {
+  int64_t a_offset = 0;
+  int64_t b_offset = 0;
+  for (int d = kMaxRank - 1; d >= 0; --d) {
+    const int64_t dim = index.out_dims[d];
+    const int64_t coordinate = i % dim;
+    i /= dim;
+    a_offset += coordinate * index.a_strides[d];
+    b_offset += coordinate * index.b_strides[d];
+  }
+  *a = a_offset;
+  *b = b_offset;
+}
+
+template <typename T>
+__global__ void BinaryKernel(const T* a, const T* b, T* out, int64_t n, CudaBinaryOp op,
+                             BroadcastIndex index) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) {
+    int64_t ai, bi;
+    BroadcastOffsets(i, index, &ai, &bi);
+    out[i] = Combine(a[ai], b[bi], op);
+  }
+}
+
+// Equal shapes (the common residual Add) need no index arithmetic.
+template <typename T>
+__global__ void SameShapeBinaryKernel(const T* a, const T* b, T* out, int64_t n, CudaBinaryOp op) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) { out[i] = Combine(a[i], b[i], op); }
+}
+
+__global__ void BroadcastCopyKernel(const float* a, float* out, int64_t n, BroadcastIndex index) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) {
+    int64_t ai, unused;
+    BroadcastOffsets(i, index, &ai, &unused);
+    out[i] = a[ai];
+  }
+}
+
+template <typename From, typename To>
+__global__ void CastKernel(const From* in, To* out, int64_t n) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) { out[i] = static_cast<To>(in[i]); }
+}
+
+__global__ void BatchNormInferenceKernel(const float* x, const float* scale, const float* bias,
+                                         const float* mean, const float* var, float* y, int64_t n,
+                                         int64_t channels, int64_t spatial, float epsilon) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) {
+    const int64_t c = (i / spatial) % channels;
+    y[i] = (x[i] - mean[c]) / sqrtf(var[c] + epsilon) * scale[c] + bias[c];
+  }
+}
+
+bool IsRowMajor(const int64_t* strides, const int64_t* dims) {
+  int64_t expected = 1;
+  for (int d = kMaxRank - 1; d >= 0; --d) {
+    if (dims[d] != 1 && strides[d] != expected) return false;
+    expected *= dims[d];
+  }
+  return true;
+}
+
+template <typename T>
+void LaunchBinaryOf(const T* a, const T* b, T* out, int64_t n, CudaBinaryOp op,
+                    const BroadcastIndex& index, cudaStream_t stream) {
+  if (n == 0) return;
+  if (IsRowMajor(index.a_strides, index.out_dims) && IsRowMajor(index.b_strides, index.out_dims)) {
+    SameShapeBinaryKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(a, b, out, n, op);
+  } else {
+    BinaryKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(a, b, out, n, op, index);
+  }
+}
+
+}  // namespace
+
+void LaunchUnary(const float* in, float* out, int64_t n, const CudaUnary& f, cudaStream_t stream) {
+  if (n == 0) return;
+  UnaryKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(in, out, n, f.op, f.alpha, f.beta);
+}
+
+void LaunchAddUnary(float* out, const float* addend, int64_t n, const CudaUnary& f,
+                    cudaStream_t stream) {
+  if (n == 0) return;
+  AddUnaryKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(out, addend, n, f.op, f.alpha,
+                                                                f.beta);
+}
+
+void LaunchBinary(const float* a, const float* b, float* out, int64_t n, CudaBinaryOp op,
+                  const BroadcastIndex& index, cudaStream_t stream) {
+  LaunchBinaryOf(a, b, out, n, op, index, stream);
+}
+
+void LaunchBinary(const int64_t* a, const int64_t* b, int64_t* out, int64_t n, CudaBinaryOp op,
+                  const BroadcastIndex& index, cudaStream_t stream) {
+  LaunchBinaryOf(a, b, out, n, op, index, stream);
+}
+
+void LaunchBroadcastCopy(const float* a, float* out, int64_t n, const BroadcastIndex& index,
+                         cudaStream_t stream) {
+  if (n == 0) return;
+  BroadcastCopyKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(a, out, n, index);
+}
+
+void LaunchCast(const int64_t* in, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  CastKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(in, out, n);
+}
+
+void LaunchCast(const float* in, int64_t* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  CastKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(in, out, n);
+}
+
+void LaunchBatchNormInference(const float* x, const float* scale, const float* bias,
+                              const float* mean, const float* var, float* y, int64_t batch,
+                              int64_t channels, int64_t spatial, float epsilon,
+                              cudaStream_t stream) {
+  const int64_t n = batch * channels * spatial;
+  if (n == 0) return;
+  BatchNormInferenceKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(
+      x, scale, bias, mean, var, y, n, channels, spatial, epsilon);
+}
+
+}  // namespace replicad

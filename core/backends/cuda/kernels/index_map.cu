@@ -1,0 +1,82 @@
+#include <cstdint>
+
+#include "core/backends/cuda/kernels/index_map_launch.h"
+#include "core/backends/cuda/kernels/launch_config.cuh"
+
+namespace replicad {
+namespace {
+
+template <typename T>
+__global__ void IndexMapKernel(const T* in, T* out, int64_t n, DeviceIndexMap map) {
+  T fill;
+  memcpy(&fill, &map.fill_bits, sizeof(T));
+  REPLICAD_GRID_STRIDE_LOOP(i, n) {
+    int64_t rest = i;
+    int64_t offset = map.base;
+    bool filled = false;
+    for (int d = map.rank - 1; d >= 0; --d) {
+      const int64_t coordinate = rest % map.dims[d];
+      rest /= map.dims[d];
+      const int64_t entry = map.table[map.begin[d] + coordinate];
+      filled |= entry == -1;
+      offset += entry;
+    }
+    out[i] = filled ? fill : in[offset];
+  }
+}
+
+// One block per output element (grid-stride over outputs): the block's
+// threads stride over the reduced elements, then a shared-memory tree adds
+// their partial sums, so a reduction of a million elements into one output
+// is not left to a single thread.
+template <typename T, typename Acc>
+__global__ void TableReduceKernel(const T* in, T* out, int64_t n_out, const int64_t* bases,
+                                  const int64_t* offsets, int64_t n_reduced, Acc scale) {
+  __shared__ Acc partial[kThreadsPerBlock];
+  for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) {
+    Acc sum = 0;
+    const T* base = in + bases[o];
+    for (int64_t r = threadIdx.x; r < n_reduced; r += blockDim.x) sum += base[offsets[r]];
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int width = kThreadsPerBlock / 2; width > 0; width /= 2) {
+      if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[o] = static_cast<T>(partial[0] * scale);
+    __syncthreads();
+  }
+}
+
+int ReduceBlocks(int64_t n_out) { return static_cast<int>(n_out < 65535 ? n_out : 65535); }
+
+}  // namespace
+
+void LaunchIndexMap(const void* in, void* out, int64_t n, size_t element_size,
+                    const DeviceIndexMap& map, cudaStream_t stream) {
+  if (n == 0) return;
+  if (element_size == 8) {
+    IndexMapKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(
+        static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out), n, map);
+  } else {
+    IndexMapKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(
+        static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out), n, map);
+  }
+}
+
+void LaunchTableReduce(const float* in, float* out, int64_t n_out, const int64_t* bases,
+                       const int64_t* offsets, int64_t n_reduced, float scale,
+                       cudaStream_t stream) {
+  if (n_out == 0) return;
+  TableReduceKernel<float, float><<<ReduceBlocks(n_out), kThreadsPerBlock, 0, stream>>>(
+      in, out, n_out, bases, offsets, n_reduced, scale);
+}
+
+void LaunchTableReduce(const int64_t* in, int64_t* out, int64_t n_out, const int64_t* bases,
+                       const int64_t* offsets, int64_t n_reduced, cudaStream_t stream) {
+  if (n_out == 0) return;
+  TableReduceKernel<int64_t, int64_t><<<ReduceBlocks(n_out), kThreadsPerBlock, 0, stream>>>(
+      in, out, n_out, bases, offsets, n_reduced, int64_t{1});
+}
+
+}  // namespace replicad

@@ -1,0 +1,43 @@
+#ifndef REPLICAD_CORE_BACKENDS_CUDA_KERNELS_INDEX_MAP_LAUNCH_H_
+#define REPLICAD_CORE_BACKENDS_CUDA_KERNELS_INDEX_MAP_LAUNCH_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/backends/cuda/kernels/elementwise_launch.h"
+
+namespace replicad {
+
+// Internal to the CUDA kernels: launchers of the table-driven copies and
+// reductions (index_map.cu). Same conventions as elementwise_launch.h.
+
+// An IndexMap (core/ops/index_map.h) in device memory: output element
+// (o_0, ..., o_{rank-1}) reads in[base + table[begin[0] + o_0] + ...], or is
+// the fill value when any table entry is IndexMap::kFill (-1).
+struct DeviceIndexMap {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t begin[kMaxRank] = {};
+  const int64_t* table = nullptr;  // Device memory, owned by the kernel.
+  int64_t base = 0;
+  uint64_t fill_bits = 0;
+};
+
+// Copies elements of `element_size` bytes (4 or 8) as bit patterns.
+void LaunchIndexMap(const void* in, void* out, int64_t n, size_t element_size,
+                    const DeviceIndexMap& map, cudaStream_t stream);
+
+// out[o] = scale * sum over r of in[bases[o] + offsets[r]], o < n_out,
+// r < n_reduced; tables in device memory. float32 accumulates in float32
+// within a block's tree (as cuDNN's reductions do); int64 exactly.
+void LaunchTableReduce(const float* in, float* out, int64_t n_out, const int64_t* bases,
+                       const int64_t* offsets, int64_t n_reduced, float scale,
+                       cudaStream_t stream);
+void LaunchTableReduce(const int64_t* in, int64_t* out, int64_t n_out, const int64_t* bases,
+                       const int64_t* offsets, int64_t n_reduced, cudaStream_t stream);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_BACKENDS_CUDA_KERNELS_INDEX_MAP_LAUNCH_H_

@@ -1,0 +1,63 @@
+#ifndef REPLICAD_CORE_BACKENDS_CUDA_KERNELS_KERNEL_BUILDERS_H_
+#define REPLICAD_CORE_BACKENDS_CUDA_KERNELS_KERNEL_BUILDERS_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "core/backends/cuda/kernels/cuda_kernel_factory.h"
+#include "core/backends/cuda/kernels/elementwise_launch.h"
+#include "core/device/kernel.h"
+#include "core/tensor/shape.h"
+
+namespace replicad {
+
+// Internal to the CUDA kernels: one builder per operator family, called by
+// MakeCudaKernel after it has re-checked spec against the op's shape rule, so
+// a builder may assume spec is valid and its outputs are the inferred ones.
+using KernelOrStatus = absl::StatusOr<std::unique_ptr<Kernel>>;
+
+// The broadcast of inputs `a` and `b` to `out` as the element-wise launchers
+// read it; Unimplemented (naming the node) past kMaxRank dims.
+absl::StatusOr<BroadcastIndex> MakeBroadcastIndex(const KernelSpec& spec, const Shape& a,
+                                                  const Shape& b, const Shape& out);
+
+// Device memory of the slot holding a copy of `bytes` host bytes, for a
+// kernel's constant tables; copied before this returns (build time only).
+absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& context,
+                                                       const void* host, size_t bytes);
+
+// cuDNN: Conv (bias, groups, dilations, fused activation and sum), ConvTranspose.
+KernelOrStatus MakeCudaConvKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaConvTransposeKernel(const KernelSpec& spec, CudaKernelContext& context);
+// cuDNN: MaxPool, AveragePool, GlobalAveragePool.
+KernelOrStatus MakeCudaPoolKernel(const KernelSpec& spec, CudaKernelContext& context);
+// cuDNN: Softmax and LogSoftmax.
+KernelOrStatus MakeCudaSoftmaxKernel(const KernelSpec& spec, CudaKernelContext& context);
+// cuBLAS: Gemm and MatMul (with fused activation).
+KernelOrStatus MakeCudaGemmKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaMatMulKernel(const KernelSpec& spec, CudaKernelContext& context);
+
+// Our own kernels (*.cu):
+// Add, Sub, Mul, Div and Pow with broadcasting, float32 and int64.
+KernelOrStatus MakeCudaBinaryKernel(const KernelSpec& spec, CudaKernelContext& context);
+// Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Clip.
+KernelOrStatus MakeCudaActivationKernel(const KernelSpec& spec, CudaKernelContext& context);
+// BatchNormalization in inference form (per-channel scale and shift).
+KernelOrStatus MakeCudaBatchNormalizationKernel(const KernelSpec& spec,
+                                                CudaKernelContext& context);
+// ReduceSum and ReduceMean.
+KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& context);
+// Identity, Flatten, Reshape, Squeeze, Unsqueeze and inference Dropout:
+// a device copy.
+KernelOrStatus MakeCudaCopyKernel(const KernelSpec& spec, CudaKernelContext& context);
+// Transpose, Slice, Pad, Expand (index maps), Concat, Gather (constant indices).
+KernelOrStatus MakeCudaIndexMapKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaConcatKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaGatherKernel(const KernelSpec& spec, CudaKernelContext& context);
+// Constant, ConstantOfShape (values known at build time) and Cast.
+KernelOrStatus MakeCudaConstantKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaCastKernel(const KernelSpec& spec, CudaKernelContext& context);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_BACKENDS_CUDA_KERNELS_KERNEL_BUILDERS_H_

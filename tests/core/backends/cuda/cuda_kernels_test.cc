@@ -1,0 +1,257 @@
+// Every CUDA kernel family against the CPU backend on the same single-node
+// models and inputs (shapes larger than the ONNX backend cases, which
+// onnx_node_conformance_gpu_test runs against ONNX's own outputs). TF32 is
+// off, so both sides compute in float32; they differ only in summation order:
+// |cuda - cpu| <= 1e-4 * (1 + |cpu|) per element (kTolerance), int64 exact.
+// Skips without a GPU (CTest label gpu).
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/backends/backends.h"
+#include "core/model/onnx_builder.h"
+#include "gtest/gtest.h"
+#include "tests/testing/onnx_node_runner.h"
+#include "tests/testing/test_models.h"
+
+namespace replicad {
+namespace {
+
+constexpr double kTolerance = 1e-4;
+const DeviceId kGpu{DeviceKind::kCuda, 0};
+
+bool HasGpu() {
+  absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
+  if (!devices.ok()) return false;
+  for (const DeviceInfo& d : *devices) {
+    if (d.id == kGpu) return true;
+  }
+  return false;
+}
+
+struct Input {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+};
+
+using Attributes = std::function<void(onnx::NodeProto*)>;
+
+// One node reading `inputs` (graph inputs, then `initializers`) into `out`.
+onnx::ModelProto OneNodeModel(const std::string& op, const std::vector<Input>& inputs,
+                              const std::vector<std::pair<std::string, Tensor>>& initializers,
+                              const Attributes& attributes, int opset = 13) {
+  OnnxModelBuilder builder(op, opset);
+  std::vector<std::string> names;
+  for (const Input& input : inputs) {
+    builder.AddInput(input.name, input.dtype, input.shape);
+    names.push_back(input.name);
+  }
+  for (const auto& [name, value] : initializers) {
+    builder.AddInitializer(name, value);
+    names.push_back(name);
+  }
+  onnx::NodeProto* node = builder.AddNode(op, names, {"out"});
+  if (attributes) attributes(node);
+  // The output's shape is left to inference (no shape declared); every node
+  // here keeps its first input's dtype.
+  onnx::ModelProto model = builder.model();
+  onnx::ValueInfoProto* out = model.mutable_graph()->add_output();
+  out->set_name("out");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(static_cast<int>(inputs[0].dtype));
+  return model;
+}
+
+Tensor Random(const Input& input, uint64_t seed) {
+  Tensor t = testing::RandomTensor(input.shape, seed);
+  if (input.dtype == DType::kFloat32) return t;
+  Tensor ints = Tensor::Host(DType::kInt64, input.shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    ints.data<int64_t>()[i] = static_cast<int64_t>(std::lround(t.data<float>()[i] * 50));
+  }
+  return ints;
+}
+
+void ExpectSameOnGpu(const onnx::ModelProto& model, const std::vector<Input>& inputs) {
+  std::vector<Tensor> values;
+  for (size_t i = 0; i < inputs.size(); ++i) values.push_back(Random(inputs[i], 100 + i));
+  absl::StatusOr<std::vector<Tensor>> cpu = RunOnnxModel(model, values);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<std::vector<Tensor>> gpu = RunOnnxModel(model, values, kGpu);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_EQ(gpu->size(), cpu->size());
+  for (size_t o = 0; o < cpu->size(); ++o) {
+    const Tensor& c = (*cpu)[o];
+    const Tensor& g = (*gpu)[o];
+    ASSERT_EQ(TensorTypeToString(g.type()), TensorTypeToString(c.type()));
+    int reported = 0;
+    for (int64_t i = 0; i < c.num_elements() && reported < 5; ++i) {
+      if (c.dtype() == DType::kInt64) {
+        if (g.data<int64_t>()[i] != c.data<int64_t>()[i]) {
+          ADD_FAILURE() << "element " << i << ": " << g.data<int64_t>()[i] << " vs cpu "
+                        << c.data<int64_t>()[i];
+          ++reported;
+        }
+        continue;
+      }
+      const double a = g.data<float>()[i];
+      const double e = c.data<float>()[i];
+      if (std::isnan(a) && std::isnan(e)) continue;
+      if (!(std::fabs(a - e) <= kTolerance * (1 + std::fabs(e)))) {
+        ADD_FAILURE() << "element " << i << ": " << a << " vs cpu " << e;
+        ++reported;
+      }
+    }
+  }
+}
+
+Tensor Weights(Shape shape, uint64_t seed) { return testing::RandomTensor(std::move(shape), seed); }
+
+Tensor Int64s(const std::vector<int64_t>& values) {
+  Tensor t = Tensor::Host(DType::kInt64, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) t.data<int64_t>()[i] = values[i];
+  return t;
+}
+
+class CudaKernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HasGpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(CudaKernelsTest, Convolutions) {
+  const Input x{"x", {4, 16, 28, 28}};
+  ExpectSameOnGpu(OneNodeModel("Conv", {x}, {{"w", Weights({32, 16, 3, 3}, 1)},
+                                             {"b", Weights({32}, 2)}},
+                               [](onnx::NodeProto* n) {
+                                 OnnxModelBuilder::SetInts(n, "pads", {1, 1, 1, 1});
+                               }),
+                  {x});
+  // Depthwise, strided.
+  ExpectSameOnGpu(OneNodeModel("Conv", {x}, {{"w", Weights({16, 1, 3, 3}, 3)}},
+                               [](onnx::NodeProto* n) {
+                                 OnnxModelBuilder::SetInt(n, "group", 16);
+                                 OnnxModelBuilder::SetInts(n, "strides", {2, 2});
+                                 OnnxModelBuilder::SetInts(n, "pads", {1, 1, 1, 1});
+                               }),
+                  {x});
+  // Dilated 1x1 and 5x5.
+  ExpectSameOnGpu(OneNodeModel("Conv", {x}, {{"w", Weights({8, 16, 5, 5}, 4)}},
+                               [](onnx::NodeProto* n) {
+                                 OnnxModelBuilder::SetInts(n, "dilations", {2, 2});
+                               }),
+                  {x});
+  ExpectSameOnGpu(OneNodeModel("ConvTranspose", {x}, {{"w", Weights({16, 8, 3, 3}, 5)},
+                                                      {"b", Weights({8}, 6)}},
+                               [](onnx::NodeProto* n) {
+                                 OnnxModelBuilder::SetInts(n, "strides", {2, 2});
+                                 OnnxModelBuilder::SetInts(n, "pads", {1, 1, 1, 1});
+                                 OnnxModelBuilder::SetInts(n, "output_padding", {1, 1});
+                               }),
+                  {x});
+}
+
+TEST_F(CudaKernelsTest, MatrixProducts) {
+  const Input a{"a", {64, 96}};
+  ExpectSameOnGpu(OneNodeModel("Gemm", {a}, {{"w", Weights({48, 96}, 7)}, {"c", Weights({48}, 8)}},
+                               [](onnx::NodeProto* n) {
+                                 OnnxModelBuilder::SetInt(n, "transB", 1);
+                                 OnnxModelBuilder::SetFloat(n, "alpha", 0.5f);
+                               }),
+                  {a});
+  const Input batched{"a", {2, 3, 64, 32}};
+  ExpectSameOnGpu(OneNodeModel("MatMul", {batched}, {{"w", Weights({32, 16}, 9)}}, nullptr),
+                  {batched});
+  const Input left{"a", {2, 1, 8, 5}};
+  const Input right{"b", {3, 5, 4}};
+  ExpectSameOnGpu(OneNodeModel("MatMul", {left, right}, {}, nullptr), {left, right});
+}
+
+TEST_F(CudaKernelsTest, PoolingAndNormalization) {
+  const Input x{"x", {4, 8, 17, 17}};
+  ExpectSameOnGpu(OneNodeModel("MaxPool", {x}, {},
+                               [](onnx::NodeProto* n) {
+                                 OnnxModelBuilder::SetInts(n, "kernel_shape", {3, 3});
+                                 OnnxModelBuilder::SetInts(n, "strides", {2, 2});
+                                 OnnxModelBuilder::SetInts(n, "pads", {1, 1, 1, 1});
+                               }),
+                  {x});
+  ExpectSameOnGpu(OneNodeModel("AveragePool", {x}, {},
+                               [](onnx::NodeProto* n) {
+                                 OnnxModelBuilder::SetInts(n, "kernel_shape", {3, 3});
+                                 OnnxModelBuilder::SetInts(n, "pads", {1, 1, 1, 1});
+                                 OnnxModelBuilder::SetInt(n, "count_include_pad", 1);
+                               }),
+                  {x});
+  ExpectSameOnGpu(OneNodeModel("GlobalAveragePool", {x}, {}, nullptr), {x});
+  Tensor variance = Weights({8}, 13);
+  for (int64_t i = 0; i < 8; ++i) variance.data<float>()[i] = std::fabs(variance.data<float>()[i]);
+  ExpectSameOnGpu(OneNodeModel("BatchNormalization", {x},
+                               {{"scale", Weights({8}, 10)}, {"bias", Weights({8}, 11)},
+                                {"mean", Weights({8}, 12)}, {"var", variance}},
+                               nullptr),
+                  {x});
+  const Input logits{"x", {8, 1000}};
+  ExpectSameOnGpu(OneNodeModel("Softmax", {logits}, {}, nullptr), {logits});
+  ExpectSameOnGpu(OneNodeModel("LogSoftmax", {logits}, {}, nullptr), {logits});
+}
+
+TEST_F(CudaKernelsTest, ElementwiseWithBroadcasting) {
+  const Input x{"x", {4, 16, 8, 8}};
+  const Input per_channel{"y", {16, 1, 1}};
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    SCOPED_TRACE(op);
+    ExpectSameOnGpu(OneNodeModel(op, {x, per_channel}, {}, nullptr), {x, per_channel});
+  }
+  const Input ints{"x", {3, 5}, DType::kInt64};
+  const Input int_row{"y", {5}, DType::kInt64};
+  ExpectSameOnGpu(OneNodeModel("Mul", {ints, int_row}, {}, nullptr), {ints, int_row});
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "HardSwish", "Erf", "LeakyRelu"}) {
+    SCOPED_TRACE(op);
+    ExpectSameOnGpu(OneNodeModel(op, {x}, {}, nullptr), {x});
+  }
+}
+
+TEST_F(CudaKernelsTest, ReductionsAndDataMovement) {
+  const Input x{"x", {4, 6, 10, 12}};
+  ExpectSameOnGpu(OneNodeModel("ReduceMean", {x}, {},
+                               [](onnx::NodeProto* n) {
+                                 OnnxModelBuilder::SetInts(n, "axes", {2, 3});
+                               }),
+                  {x});
+  ExpectSameOnGpu(OneNodeModel("ReduceSum", {x}, {{"axes", Int64s({0, 2})}}, nullptr), {x});
+  ExpectSameOnGpu(OneNodeModel("Transpose", {x}, {},
+                               [](onnx::NodeProto* n) {
+                                 OnnxModelBuilder::SetInts(n, "perm", {0, 2, 3, 1});
+                               }),
+                  {x});
+  ExpectSameOnGpu(OneNodeModel("Slice", {x},
+                               {{"starts", Int64s({1, -8})}, {"ends", Int64s({5, 100})},
+                                {"axes", Int64s({1, 3})}, {"steps", Int64s({2, 3})}},
+                               nullptr),
+                  {x});
+  ExpectSameOnGpu(OneNodeModel("Pad", {x}, {{"pads", Int64s({0, 0, 2, 1, 0, 0, 1, 3})}},
+                               [](onnx::NodeProto* n) {
+                                 n->add_attribute()->set_name("mode");
+                                 n->mutable_attribute(0)->set_type(onnx::AttributeProto::STRING);
+                                 n->mutable_attribute(0)->set_s("reflect");
+                               }),
+                  {x});
+  const Input y{"y", {4, 3, 10, 12}};
+  ExpectSameOnGpu(OneNodeModel("Concat", {x, y}, {},
+                               [](onnx::NodeProto* n) { OnnxModelBuilder::SetInt(n, "axis", 1); }),
+                  {x, y});
+  ExpectSameOnGpu(OneNodeModel("Gather", {x}, {{"indices", Int64s({5, 0, -1})}},
+                               [](onnx::NodeProto* n) { OnnxModelBuilder::SetInt(n, "axis", 1); }),
+                  {x});
+  const Input row{"x", {1, 6, 1, 12}};
+  ExpectSameOnGpu(OneNodeModel("Expand", {row}, {{"shape", Int64s({4, 6, 10, 12})}}, nullptr),
+                  {row});
+}
+
+}  // namespace
+}  // namespace replicad
