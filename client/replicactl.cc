@@ -140,12 +140,14 @@ int RunModel(ReplicadClient& client, const std::string& name) {
   PrintSpecs("inputs", model->inputs());
   PrintSpecs("outputs", model->outputs());
   std::cout << "replicas:\n";
-  std::vector<std::vector<std::string>> rows = {{"SLOT", "DEVICE", "WEIGHT"}};
+  std::vector<std::vector<std::string>> rows = {{"SLOT", "DEVICE", "WEIGHT", "STATE"}};
   for (const v1::ReplicaInfo& r : model->replicas()) {
-    rows.push_back({r.slot(), r.device(), absl::StrFormat("%g", r.weight())});
+    rows.push_back({r.slot(), r.device(), absl::StrFormat("%g", r.weight()),
+                    r.healthy() ? "ok" : absl::StrCat("out of service: ", r.fault())});
   }
   PrintTable(rows, "  ");
-  std::cout << "merge device: " << DashIfEmpty(model->merge_device()) << "\n"
+  std::cout << "ready: " << (model->ready() ? "yes" : "no (no healthy slot)") << "\n"
+            << "merge device: " << DashIfEmpty(model->merge_device()) << "\n"
             << "max batch: "
             << (model->max_batch_size() == 0 ? std::string("unlimited")
                                              : absl::StrCat(model->max_batch_size()))

@@ -1,5 +1,6 @@
 #include "server/model_training.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -237,6 +238,15 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::Step(
 
 absl::StatusOr<std::shared_ptr<ReplicaSet>> ModelTraining::PredictReplicas() {
   absl::MutexLock predict_lock(&predict_mu_);
+  // A replaced set lives on while Predicts that started on it finish; its
+  // last reference must not be dropped on one of its own slot threads (a
+  // stream cannot join itself), so the sets retire here and are freed on
+  // this gRPC thread once nothing else holds them.
+  retired_sets_.erase(std::remove_if(retired_sets_.begin(), retired_sets_.end(),
+                                     [](const std::shared_ptr<ReplicaSet>& set) {
+                                       return set.use_count() == 1;
+                                     }),
+                      retired_sets_.end());
   std::shared_ptr<const Model> trained;
   int64_t step = 0;
   {
@@ -252,6 +262,7 @@ absl::StatusOr<std::shared_ptr<ReplicaSet>> ModelTraining::PredictReplicas() {
   absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
       BuildReplicaSet(model, environment_.devices, environment_.options, environment_.observer);
   if (!set.ok()) return set.status();
+  if (predict_set_ != nullptr) retired_sets_.push_back(std::move(predict_set_));
   predict_set_ = *std::move(set);
   predict_step_ = step;
   return predict_set_;

@@ -81,6 +81,8 @@ class ModelTraining {
   absl::Mutex predict_mu_;
   std::shared_ptr<ReplicaSet> predict_set_ ABSL_GUARDED_BY(predict_mu_);
   int64_t predict_step_ ABSL_GUARDED_BY(predict_mu_) = 0;
+  // Replaced sets that Predicts in flight may still hold (see PredictReplicas).
+  std::vector<std::shared_ptr<ReplicaSet>> retired_sets_ ABSL_GUARDED_BY(predict_mu_);
 };
 
 }  // namespace replicad

@@ -267,6 +267,10 @@ grpc::ServerUnaryReactor* ReplicadService::GetModel(grpc::CallbackServerContext*
     r->set_slot(replica->slot().name);
     r->set_device(DeviceIdToString(replica->device().info().id));
     r->set_weight(replica->slot().weight);
+    const absl::Status health = replica->device().health();
+    r->set_healthy(health.ok());
+    r->set_fault(std::string(health.message()));
+    if (health.ok()) info->set_ready(true);
   }
   info->set_merge_device(DeviceIdToString(served->replicas->merge_device()));
   info->set_max_batch_size(served->max_batch_size);

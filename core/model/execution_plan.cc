@@ -55,8 +55,9 @@ class ExecutionPlan::Builder {
     if (absl::Status s = PlaceOutputs(); !s.ok()) return s;
     if (absl::Status s = PlaceIntermediates(); !s.ok()) return s;
     if (absl::Status s = PlaceWorkspace(); !s.ok()) return s;
-    device_.RecordEvent()->Wait();  // Constant uploads done before the first Run.
-    return absl::OkStatus();
+    // Constant uploads done before the first Run, and their failures (which
+    // EnqueueCopy can only keep for Synchronize) this plan's, not a later one's.
+    return device_.Synchronize();
   }
 
  private:

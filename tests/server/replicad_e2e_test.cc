@@ -141,6 +141,9 @@ TEST_F(ReplicadE2eTest, ListsDevicesModelsAndTheModel) {
   EXPECT_THAT(model->inputs(0).shape(), ::testing::ElementsAre(-1, 1, 28, 28));
   EXPECT_EQ(model->replicas_size(), 3);
   EXPECT_EQ(model->replicas(2).slot(), "r2");
+  EXPECT_TRUE(model->replicas(2).healthy());
+  EXPECT_EQ(model->replicas(2).fault(), "");
+  EXPECT_TRUE(model->ready());
   EXPECT_EQ(model->merge_device(), "cpu:0");
   EXPECT_EQ(model->max_batch_size(), 256);
 

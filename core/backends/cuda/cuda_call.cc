@@ -16,6 +16,12 @@ absl::Status CallError(bool out_of_memory, absl::string_view device, absl::strin
 
 absl::Status CudaCallStatus(cudaError_t result, absl::string_view device, absl::string_view call) {
   if (result == cudaSuccess) return absl::OkStatus();
+  // A failed runtime call also leaves its error as the thread's last error,
+  // which the next LastLaunchStatus would report as that kernel's launch
+  // failure (e.g. after cudaMalloc ran out of memory and the caching
+  // allocator's retry succeeded). This Status reports it; consume it here.
+  // Sticky errors stay set whatever this does.
+  cudaGetLastError();
   return CallError(result == cudaErrorMemoryAllocation, device, call, cudaGetErrorName(result),
                    cudaGetErrorString(result));
 }

@@ -88,6 +88,8 @@ class CudaEvent : public Event {
       // error surfaces at its next synchronization.
       if (event_ != nullptr) cudaEventDestroy(event_);
       event_ = nullptr;
+      // Not this thread's next kernel launch error (LastLaunchStatus).
+      cudaGetLastError();
     }
     issued_.Signal();
   }

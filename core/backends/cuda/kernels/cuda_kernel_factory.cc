@@ -71,9 +71,14 @@ absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& contex
   absl::StatusOr<std::shared_ptr<Buffer>> buffer = context.allocate(bytes == 0 ? 1 : bytes);
   if (!buffer.ok()) return buffer.status();
   if (bytes != 0) {
-    // Synchronous on purpose: `host` is the builder's temporary.
+    // On the slot's stream, not the legacy default stream (which does not
+    // order with the slot's non-blocking one): the block may have been
+    // released by work still queued there, and must not be overwritten by
+    // it afterwards. Waited for on purpose: `host` is the builder's temporary.
     REPLICAD_CUDA_RETURN_IF_ERROR(
-        context.device, cudaMemcpy((*buffer)->data(), host, bytes, cudaMemcpyHostToDevice));
+        context.device, cudaMemcpyAsync((*buffer)->data(), host, bytes, cudaMemcpyHostToDevice,
+                                        context.stream));
+    REPLICAD_CUDA_RETURN_IF_ERROR(context.device, cudaStreamSynchronize(context.stream));
   }
   return buffer;
 }

@@ -57,9 +57,14 @@ __device__ int64_t Power(int64_t x, int64_t y) {
   return static_cast<int64_t>(result);
 }
 
-// Integer division by zero is 0 here and on the CPU (not a trap).
+// Integer division by zero is 0 here and on the CPU (not a trap), and
+// INT64_MIN / -1 wraps to INT64_MIN as on the CPU (the division overflows).
 __device__ float Quotient(float a, float b) { return a / b; }
-__device__ int64_t Quotient(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
+__device__ int64_t Quotient(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(a));
+  return a / b;
+}
 
 template <typename T>
 __device__ T Combine(T a, T b, CudaBinaryOp op) {
