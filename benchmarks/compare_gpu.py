@@ -58,7 +58,11 @@ def replicad_predict_ms(bench, model_path, device, slots, batch, tf32, args):
     argv = [bench, "--json", "--model", model_path, "--device", device, "--slots", str(slots),
             "--batch", str(batch), "--iterations", str(args.iterations),
             "--warmup", str(args.warmup)] + (["--tf32"] if tf32 else [])
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+    env = dict(os.environ)
+    # scripts/gpu-check.sh: the bundled libraries are for replicad's process only.
+    if os.environ.get("REPLICAD_BENCH_LD_LIBRARY_PATH"):
+        env["LD_LIBRARY_PATH"] = os.environ["REPLICAD_BENCH_LD_LIBRARY_PATH"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200, env=env)
     if proc.returncode != 0:
         return None, (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1][:200]
     for line in proc.stdout.splitlines():

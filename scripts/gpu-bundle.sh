@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Packs what the GPU checks need to run on a GPU machine that cannot build
+# replicad (the lent device machines have CUDA, PyTorch and cuDNN/cuBLAS/NCCL
+# through pip, but none of replicad's other dependencies and no network):
+# the gpu-labelled test binaries, replicad, replicactl and model_forward_bench,
+# the shared libraries they load that are not CUDA's, and the ONNX backend
+# test data, into .gpu-bundle/bundle.tar.xz (git-ignored). On the GPU machine,
+# from the repository root:
+#   bash scripts/gpu-check.sh          # unpacks, runs ctest -L gpu, compare_gpu.py
+# Build first (bash scripts/build.sh); CUDA must be enabled (nvcc found).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${REPLICAD_BUILD_DIR:-build}"
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/tests" "$stage/benchmarks" "$stage/lib" "$stage/testdata"
+
+binaries=("$build/bin/replicad" "$build/bin/replicactl" "$build/benchmarks/model_forward_bench")
+for test in $(cd "$build" && ctest -L gpu -N | awk '/Test +#/ {print $3}'); do
+  binaries+=("$build/tests/$test")
+done
+for b in "${binaries[@]}"; do
+  case "$b" in
+    */tests/*) cp "$b" "$stage/tests/" ;;
+    */benchmarks/*) cp "$b" "$stage/benchmarks/" ;;
+    *) cp "$b" "$stage/bin/" ;;
+  esac
+done
+# Every shared library they load except the C and C++ runtimes (the GPU
+# machine's are newer, and compatible) and CUDA's (its driver and pip
+# packages provide those).
+ldd "${binaries[@]}" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+  grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/usr/local/cuda' |
+  while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+# Debug information is most of a RelWithDebInfo binary; the carry is limited.
+strip --strip-debug "$stage"/bin/* "$stage"/tests/* "$stage"/benchmarks/* "$stage"/lib/*
+cp -r /usr/share/libonnx-testdata/data "$stage/testdata/"
+mkdir -p .gpu-bundle
+tar -C "$stage" -cJf .gpu-bundle/bundle.tar.xz .
+echo "wrote .gpu-bundle/bundle.tar.xz ($(du -h .gpu-bundle/bundle.tar.xz | cut -f1)); carry .gpu-bundle"
