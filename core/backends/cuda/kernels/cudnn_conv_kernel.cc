@@ -159,34 +159,47 @@ absl::Status NoAlgorithm(const KernelSpec& spec, const CudaKernelContext& contex
                    context.max_workspace_bytes, " bytes", context.tf32 ? "" : " in FMA math"));
 }
 
-// Sets the math type of `d` and picks its forward algorithm through the
-// cache (the heuristics answer for the descriptor's math type).
-absl::StatusOr<AlgorithmChoice> ChooseForward(const KernelSpec& spec, CudaKernelContext& context,
-                                              const ConvDescriptors& d, const std::string& key) {
-  const std::string& device = context.device;
+// Sets the math type of `d` and picks an algorithm through the cache:
+// `heuristics(&results)` lists cuDNN's candidates for the direction (best
+// first) and `workspace(algo, &bytes)` asks one's exact need.
+template <typename Perf, typename HeuristicsFn, typename WorkspaceFn>
+absl::StatusOr<AlgorithmChoice> Choose(const KernelSpec& spec, CudaKernelContext& context,
+                                       const ConvDescriptors& d, const std::string& key,
+                                       HeuristicsFn heuristics, WorkspaceFn workspace) {
   REPLICAD_RETURN_IF_ERROR(SetMathType(context, d));
   std::optional<AlgorithmChoice> choice = AlgorithmCache::Get().Find(key);
   if (!choice.has_value()) {
-    int max_count = 0;
-    REPLICAD_CUDA_RETURN_IF_ERROR(
-        device, cudnnGetConvolutionForwardAlgorithmMaxCount(context.cudnn, &max_count));
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> results(max_count);
-    int returned = 0;
-    REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnGetConvolutionForwardAlgorithm_v7(
-                                              context.cudnn, d.x.get(), d.w.get(), d.conv.get(),
-                                              d.y.get(), max_count, &returned, results.data()));
-    results.resize(returned);
-    const auto workspace = [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
-      return CudaCallStatus(
-          cudnnGetConvolutionForwardWorkspaceSize(context.cudnn, d.x.get(), d.w.get(), d.conv.get(),
-                                                  d.y.get(), algo, bytes),
-          device, "cudnnGetConvolutionForwardWorkspaceSize");
-    };
+    std::vector<Perf> results;
+    REPLICAD_RETURN_IF_ERROR(heuristics(&results));
     choice = FirstFitting(results, context.max_workspace_bytes, workspace);
     if (!choice.has_value()) return NoAlgorithm(spec, context);
     choice = AlgorithmCache::Get().Insert(key, *choice);
   }
   return *choice;
+}
+
+absl::StatusOr<AlgorithmChoice> ChooseForward(const KernelSpec& spec, CudaKernelContext& context,
+                                              const ConvDescriptors& d, const std::string& key) {
+  const std::string& device = context.device;
+  auto heuristics = [&](std::vector<cudnnConvolutionFwdAlgoPerf_t>* results) -> absl::Status {
+    int max_count = 0;
+    REPLICAD_CUDA_RETURN_IF_ERROR(
+        device, cudnnGetConvolutionForwardAlgorithmMaxCount(context.cudnn, &max_count));
+    results->resize(max_count);
+    int returned = 0;
+    REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnGetConvolutionForwardAlgorithm_v7(
+                                              context.cudnn, d.x.get(), d.w.get(), d.conv.get(),
+                                              d.y.get(), max_count, &returned, results->data()));
+    results->resize(returned);
+    return absl::OkStatus();
+  };
+  auto workspace = [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+    return CudaCallStatus(
+        cudnnGetConvolutionForwardWorkspaceSize(context.cudnn, d.x.get(), d.w.get(), d.conv.get(),
+                                                d.y.get(), algo, bytes),
+        device, "cudnnGetConvolutionForwardWorkspaceSize");
+  };
+  return Choose<cudnnConvolutionFwdAlgoPerf_t>(spec, context, d, key, heuristics, workspace);
 }
 
 // The same for the data gradient that computes ConvTranspose.
@@ -195,29 +208,25 @@ absl::StatusOr<AlgorithmChoice> ChooseBackwardData(const KernelSpec& spec,
                                                    const ConvDescriptors& d,
                                                    const std::string& key) {
   const std::string& device = context.device;
-  REPLICAD_RETURN_IF_ERROR(SetMathType(context, d));
-  std::optional<AlgorithmChoice> choice = AlgorithmCache::Get().Find(key);
-  if (!choice.has_value()) {
+  auto heuristics = [&](std::vector<cudnnConvolutionBwdDataAlgoPerf_t>* results) -> absl::Status {
     int max_count = 0;
     REPLICAD_CUDA_RETURN_IF_ERROR(
         device, cudnnGetConvolutionBackwardDataAlgorithmMaxCount(context.cudnn, &max_count));
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> results(max_count);
+    results->resize(max_count);
     int returned = 0;
     REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnGetConvolutionBackwardDataAlgorithm_v7(
                                               context.cudnn, d.w.get(), d.x.get(), d.conv.get(),
-                                              d.y.get(), max_count, &returned, results.data()));
-    results.resize(returned);
-    const auto workspace = [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
-      return CudaCallStatus(
-          cudnnGetConvolutionBackwardDataWorkspaceSize(context.cudnn, d.w.get(), d.x.get(),
-                                                       d.conv.get(), d.y.get(), algo, bytes),
-          device, "cudnnGetConvolutionBackwardDataWorkspaceSize");
-    };
-    choice = FirstFitting(results, context.max_workspace_bytes, workspace);
-    if (!choice.has_value()) return NoAlgorithm(spec, context);
-    choice = AlgorithmCache::Get().Insert(key, *choice);
-  }
-  return *choice;
+                                              d.y.get(), max_count, &returned, results->data()));
+    results->resize(returned);
+    return absl::OkStatus();
+  };
+  auto workspace = [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+    return CudaCallStatus(
+        cudnnGetConvolutionBackwardDataWorkspaceSize(context.cudnn, d.w.get(), d.x.get(),
+                                                     d.conv.get(), d.y.get(), algo, bytes),
+        device, "cudnnGetConvolutionBackwardDataWorkspaceSize");
+  };
+  return Choose<cudnnConvolutionBwdDataAlgoPerf_t>(spec, context, d, key, heuristics, workspace);
 }
 
 // Conv (forward) or ConvTranspose (data gradient), then the bias, then for
