@@ -198,7 +198,11 @@ class CudaDevice : public Device {
   }
 
   absl::Status AwaitStream() override {
-    return Check(cudaStreamSynchronize(cuda_stream_), "cudaStreamSynchronize");
+    // Through a blocking-sync event, so the thread sleeps (see the staging
+    // events); cudaStreamSynchronize would spin by default.
+    REPLICAD_RETURN_IF_ERROR(
+        Check(cudaEventRecord(stream_done_, cuda_stream_), "cudaEventRecord(stream done)"));
+    return Check(cudaEventSynchronize(stream_done_), "cudaEventSynchronize(stream done)");
   }
 
   absl::Status health() const override {
@@ -234,12 +238,18 @@ class CudaDevice : public Device {
     REPLICAD_CUDA_RETURN_IF_ERROR(
         name_, cublasSetWorkspace(context_.cublas, cublas_workspace_->data(),
                                   cublas_workspace_->bytes()));
+    REPLICAD_RETURN_IF_ERROR(Check(
+        cudaEventCreateWithFlags(&stream_done_, cudaEventDisableTiming | cudaEventBlockingSync),
+        "cudaEventCreateWithFlags"));
     for (int half = 0; half < 2; ++half) {
       REPLICAD_RETURN_IF_ERROR(
           Check(cudaHostAlloc(&staging_[half], kStagingChunkBytes, cudaHostAllocDefault),
                 "cudaHostAlloc(staging buffer)"));
       REPLICAD_RETURN_IF_ERROR(
-          Check(cudaEventCreateWithFlags(&staging_free_[half], cudaEventDisableTiming),
+          // Blocking: a slot thread waiting for its DMA (and the compute
+          // before it) sleeps instead of spinning a core other slots need.
+          Check(cudaEventCreateWithFlags(&staging_free_[half],
+                                         cudaEventDisableTiming | cudaEventBlockingSync),
                 "cudaEventCreateWithFlags"));
     }
     return absl::OkStatus();
@@ -251,6 +261,7 @@ class CudaDevice : public Device {
       if (staging_[half] != nullptr) cudaFreeHost(staging_[half]);
       if (staging_free_[half] != nullptr) cudaEventDestroy(staging_free_[half]);
     }
+    if (stream_done_ != nullptr) cudaEventDestroy(stream_done_);
     if (context_.cublas != nullptr) cublasDestroy(context_.cublas);
     cublas_workspace_.reset();
     if (context_.cudnn != nullptr) cudnnDestroy(context_.cudnn);
@@ -261,8 +272,11 @@ class CudaDevice : public Device {
   // goes through a pinned half while the other half's DMA runs, so the
   // CPU's copy and the transfer overlap. Returns once issued.
   absl::Status StagedUpload(const char* src, char* dst, size_t bytes) {
-    for (size_t offset = 0, chunk = 0; offset < bytes; offset += kStagingChunkBytes, ++chunk) {
-      const int half = static_cast<int>(chunk % 2);
+    for (size_t offset = 0; offset < bytes; offset += kStagingChunkBytes) {
+      // Halves alternate across copies too, so consecutive small inputs
+      // overlap like the chunks of a large one.
+      const int half = next_half_;
+      next_half_ = 1 - next_half_;
       const size_t n = std::min(kStagingChunkBytes, bytes - offset);
       REPLICAD_RETURN_IF_ERROR(
           Check(cudaEventSynchronize(staging_free_[half]), "cudaEventSynchronize(staging)"));
@@ -329,6 +343,8 @@ class CudaDevice : public Device {
   CudaKernelContext context_;
   std::shared_ptr<Buffer> cublas_workspace_;
   void* staging_[2] = {nullptr, nullptr};
+  int next_half_ = 0;  // The staging half StagedUpload fills next.
+  cudaEvent_t stream_done_ = nullptr;  // AwaitStream's.
   cudaEvent_t staging_free_[2] = {nullptr, nullptr};
   HostStream stream_;  // Last: its thread stops before the members it uses go.
 };
