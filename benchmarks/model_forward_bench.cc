@@ -153,10 +153,7 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
   if (!device_id.ok()) return device_id.status();
   absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
   if (!devices.ok()) return devices.status();
-  const DeviceInfo* device = nullptr;
-  for (const DeviceInfo& d : *devices) {
-    if (d.id == *device_id) device = &d;
-  }
+  const DeviceInfo* device = FindDevice(*devices, *device_id);
   if (device == nullptr) return absl::NotFoundError(options.device + " is not present");
   SlotOptions slot_options;
   slot_options.threads_per_slot = options.threads;

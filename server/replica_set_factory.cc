@@ -4,13 +4,6 @@
 
 namespace replicad {
 
-const DeviceInfo* FindDevice(const std::vector<DeviceInfo>& devices, const DeviceId& id) {
-  for (const DeviceInfo& d : devices) {
-    if (d.id == id) return &d;
-  }
-  return nullptr;
-}
-
 absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<const Model> model,
                                                             const std::vector<DeviceInfo>& devices,
                                                             const ServingOptions& options,

@@ -19,9 +19,6 @@ struct ServingOptions {
   int64_t max_batch_size = 0;  // 0: no limit.
 };
 
-// The device `id` among `devices`, or nullptr.
-const DeviceInfo* FindDevice(const std::vector<DeviceInfo>& devices, const DeviceId& id);
-
 // `model`'s replicas on the configured slots (a new device stream each) and
 // the set that splits batches over them. InvalidArgument naming a slot whose
 // device is not among `devices`; the device's or the replica's error otherwise.

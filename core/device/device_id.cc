@@ -32,4 +32,11 @@ absl::StatusOr<DeviceId> ParseDeviceId(absl::string_view text) {
   return id;
 }
 
+const DeviceInfo* FindDevice(const std::vector<DeviceInfo>& devices, const DeviceId& id) {
+  for (const DeviceInfo& d : devices) {
+    if (d.id == id) return &d;
+  }
+  return nullptr;
+}
+
 }  // namespace replicad

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -39,6 +40,9 @@ struct DeviceInfo {
   std::string driver_version;      // CUDA driver API version, "13.0"; empty for CPUs.
   std::string runtime_version;     // CUDA runtime replicad runs with, "13.0"; empty for CPUs.
 };
+
+// The device `id` among `devices`, or nullptr.
+const DeviceInfo* FindDevice(const std::vector<DeviceInfo>& devices, const DeviceId& id);
 
 }  // namespace replicad
 

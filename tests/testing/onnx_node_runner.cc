@@ -41,10 +41,7 @@ absl::StatusOr<std::vector<Tensor>> RunOnnxModel(const onnx::ModelProto& model,
 
   absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
   if (!devices.ok()) return devices.status();
-  const DeviceInfo* info = nullptr;
-  for (const DeviceInfo& d : *devices) {
-    if (d.id == device_id) info = &d;
-  }
+  const DeviceInfo* info = FindDevice(*devices, device_id);
   if (info == nullptr) {
     return absl::NotFoundError(absl::StrCat(DeviceIdToString(device_id), " is not present"));
   }

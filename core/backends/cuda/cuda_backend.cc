@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/backends/cuda/cuda_call.h"
-#include "core/backends/cuda/cuda_device.h"
 
 namespace replicad {
 namespace {
@@ -41,11 +40,6 @@ absl::StatusOr<std::vector<DeviceInfo>> EnumerateCudaDevices() {
                                  VersionText(runtime)});
   }
   return devices;
-}
-
-absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(const DeviceInfo& info,
-                                                         const CudaSlotOptions& options) {
-  return NewCudaDevice(info, options);
 }
 
 }  // namespace replicad

@@ -1,4 +1,4 @@
-#include "core/backends/cuda/cuda_device.h"
+#include "core/backends/cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
 
@@ -75,7 +75,6 @@ struct SlotMemory {
 // has run it.
 class CudaEvent : public Event {
  public:
-  explicit CudaEvent(std::string device) : device_(std::move(device)) {}
   ~CudaEvent() override {
     if (event_ != nullptr) cudaEventDestroy(event_);
   }
@@ -103,11 +102,21 @@ class CudaEvent : public Event {
   }
 
  private:
-  std::string device_;
   HostEvent issued_;
   cudaEvent_t event_ = nullptr;
 };
 
+// CreateCudaDevice's slot on one GPU. Its stream is a host thread (which
+// made the GPU current) issuing work, in order, onto its own non-blocking
+// CUDA stream, with its own cuDNN and cuBLAS handles bound to that stream;
+// several slots on one GPU run concurrently. Device memory
+// comes from the slot's CachingAllocator (no cudaMalloc per request after
+// warm-up). Host<->device copies go through two pinned staging buffers in
+// chunks, so the CPU's copy of one chunk overlaps the DMA of the other.
+//
+// Every failure names the device and the call (cuda_call.h). A sticky CUDA
+// error marks the slot unhealthy for good (Device::health). Fails to create
+// when the GPU, stream or library handles cannot be set up.
 class CudaDevice : public Device {
  public:
   CudaDevice(DeviceInfo info, const CudaSlotOptions& options)
@@ -164,13 +173,12 @@ class CudaDevice : public Device {
   }
 
   std::shared_ptr<Event> RecordEvent() override {
-    auto event = std::make_shared<CudaEvent>(name_);
+    auto event = std::make_shared<CudaEvent>();
     stream_.Enqueue([this, event] { event->Record(cuda_stream_); });
     return event;
   }
 
   absl::Status Synchronize() override {
-    stream_.Synchronize();
     absl::Status status;
     stream_.Enqueue([&] { status = AwaitStream(); });
     stream_.Synchronize();
@@ -351,8 +359,8 @@ class CudaDevice : public Device {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Device>> NewCudaDevice(const DeviceInfo& info,
-                                                      const CudaSlotOptions& options) {
+absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(const DeviceInfo& info,
+                                                         const CudaSlotOptions& options) {
   auto device = std::make_unique<CudaDevice>(info, options);
   REPLICAD_RETURN_IF_ERROR(device->Init());
   return device;

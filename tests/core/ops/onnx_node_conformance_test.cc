@@ -55,9 +55,7 @@ DeviceId TestDevice() { return *ParseDeviceId(REPLICAD_TEST_DEVICE); }
 std::optional<std::string> DeviceMissing() {
   absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
   if (!devices.ok()) return devices.status().ToString();
-  for (const DeviceInfo& d : *devices) {
-    if (d.id == TestDevice()) return std::nullopt;
-  }
+  if (FindDevice(*devices, TestDevice()) != nullptr) return std::nullopt;
   return absl::StrCat(REPLICAD_TEST_DEVICE, " is not present on this machine");
 }
 

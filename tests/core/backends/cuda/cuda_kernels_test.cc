@@ -25,11 +25,7 @@ const DeviceId kGpu{DeviceKind::kCuda, 0};
 
 bool HasGpu() {
   absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
-  if (!devices.ok()) return false;
-  for (const DeviceInfo& d : *devices) {
-    if (d.id == kGpu) return true;
-  }
-  return false;
+  return devices.ok() && FindDevice(*devices, kGpu) != nullptr;
 }
 
 struct Input {
