@@ -31,22 +31,15 @@ ctl=("$bin/replicactl" --server "127.0.0.1:$port")
 echo; echo "== devices"; "${ctl[@]}" devices
 echo; echo "== model"; "${ctl[@]}" model default
 
-if "${ctl[@]}" devices | awk 'NR > 1 && $2 == "cuda" && $NF > 0' | grep -q .; then
-  # "all" means the GPUs where there are any, and TrainStep on CUDA slots is
-  # not built yet (it answers UNIMPLEMENTED): show that, then predict.
-  echo; echo "== train: skipped, the slots are on GPUs and TrainStep on CUDA slots is not implemented yet"
-  "${ctl[@]}" train --model default --data /usr/share/datasets/fashion-mnist --epochs 1 \
-    --batch-size 64 2>&1 | tail -1 || true
-  weights="initial"
-else
-  echo; echo "== train: ${DEMO_EPOCHS:-1} epoch(s) of Fashion-MNIST through TrainStep, test accuracy through Predict"
-  "${ctl[@]}" train --model default --data /usr/share/datasets/fashion-mnist \
-    --epochs "${DEMO_EPOCHS:-1}" --batch-size 64 --optimizer sgd --lr 0.02 --momentum 0.9 \
-    --checkpoint "$work/trained.onnx"
-  weights="trained"
-fi
+# "all" means one slot per GPU where there are GPUs (they then train on the
+# GPUs, reducing with NCCL), else CPU slots.
+echo; echo "== train: ${DEMO_EPOCHS:-1} epoch(s) of Fashion-MNIST through TrainStep, test accuracy through Predict"
+"${ctl[@]}" train --model default --data /usr/share/datasets/fashion-mnist \
+  --epochs "${DEMO_EPOCHS:-1}" --batch-size 64 --optimizer sgd --lr 0.02 --momentum 0.9 \
+  --checkpoint "$work/trained.onnx"
 
-echo; echo "== predict: 64 Fashion-MNIST test images with the $weights weights"
+
+echo; echo "== predict: 64 Fashion-MNIST test images with the trained weights"
 /usr/bin/python3 - "$work" <<'PY'
 import gzip, sys
 import numpy as np

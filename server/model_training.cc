@@ -301,7 +301,11 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
   for (const auto& [v, tensor] : graph.initializers) {
     if (tensor.dtype() == DType::kFloat32) checkpoint.parameters.emplace(graph.values[v].name, tensor);
   }
-  if (trainer_ != nullptr) checkpoint.optimizer_state = trainer_->OptimizerState();
+  if (trainer_ != nullptr) {
+    absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> state = trainer_->OptimizerState();
+    if (!state.ok()) return state.status();
+    checkpoint.optimizer_state = *std::move(state);
+  }
   if (absl::Status s = WriteCheckpoint(source_bytes_, target, checkpoint); !s.ok()) return s;
   return std::make_pair(target, checkpoint.step);
 }

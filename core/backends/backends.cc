@@ -54,4 +54,20 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
   return absl::InternalError("unknown device kind");
 }
 
+absl::StatusOr<std::unique_ptr<SlotAllReduce>> CreateSlotAllReduce(
+    const std::vector<Device*>& slots) {
+  for (const Device* slot : slots) {
+    if (slot->info().id.kind != DeviceKind::kCuda) {
+      return absl::UnimplementedError(
+          absl::StrCat(DeviceIdToString(slot->info().id),
+                       ": only CUDA slots reduce on the device; host slots reduce on the host"));
+    }
+  }
+#if REPLICAD_WITH_CUDA
+  return CreateNcclAllReduce(slots);
+#else
+  return absl::UnimplementedError("this replicad was built without CUDA (REPLICAD_WITH_CUDA)");
+#endif
+}
+
 }  // namespace replicad

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
+#include "core/device/slot_all_reduce.h"
 
 namespace replicad {
 
@@ -29,6 +30,12 @@ struct SlotOptions {
 // for a device kind whose backend cannot run replicas in this build.
 absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
                                                      const SlotOptions& options);
+
+// The on-device gradient reduction across `slots` (slots this backend made,
+// in participant order; they must outlive it). Unimplemented naming the slot
+// for a kind without one: host-memory slots are reduced by the host.
+absl::StatusOr<std::unique_ptr<SlotAllReduce>> CreateSlotAllReduce(
+    const std::vector<Device*>& slots);
 
 }  // namespace replicad
 

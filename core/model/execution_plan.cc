@@ -239,6 +239,7 @@ class ExecutionPlan::Builder {
   // inputs, constants and repeats are copied after the steps.
   absl::Status PlaceOutputs() {
     std::vector<bool> served(graph_.values.size(), false);
+    plan_.outputs_written_.assign(plan_.steps_.size(), {});
     for (size_t j = 0; j < graph_.outputs.size(); ++j) {
       const int v = graph_.outputs[j];
       if (!types_[v]) {
@@ -253,6 +254,13 @@ class ExecutionPlan::Builder {
       if (computed && !served[v]) {
         served[v] = true;
         plan_.output_values_.push_back(v);
+        for (size_t step = 0; step < plan_.steps_.size(); ++step) {
+          const Step& st = plan_.steps_[step];
+          const int* written = plan_.arg_values_.data() + st.args_begin + st.num_inputs;
+          if (std::find(written, written + st.num_outputs, v) != written + st.num_outputs) {
+            plan_.outputs_written_[step].push_back(static_cast<int>(j));
+          }
+        }
       } else {
         plan_.output_values_.push_back(-1);
         plan_.output_copies_.push_back({v, static_cast<int>(j), ByteSize(*types_[v])});
@@ -325,24 +333,32 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
 }
 
 absl::Status ExecutionPlan::Run(const void* const* inputs, void* const* outputs) {
-  return RunSteps(inputs, outputs, steps_.size(), nullptr);
+  return RunSteps(inputs, outputs, steps_.size(), nullptr, nullptr);
 }
 
 absl::Status ExecutionPlan::RunSplit(const void* const* inputs, void* const* outputs,
                                      const Node* boundary, double* seconds_before) {
+  return RunSplit(inputs, outputs, boundary, seconds_before,
+                  [](int) { return absl::OkStatus(); });
+}
+
+absl::Status ExecutionPlan::RunSplit(const void* const* inputs, void* const* outputs,
+                                     const Node* boundary, double* seconds_before,
+                                     OutputReady on_ready) {
   // Steps follow the graph's node order, and nodes live in one array.
   size_t split = 0;
   while (split < steps_.size() && steps_[split].node < boundary) ++split;
   const auto start = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point split_time = start;
-  absl::Status status = RunSteps(inputs, outputs, split, &split_time);
+  absl::Status status = RunSteps(inputs, outputs, split, &split_time, &on_ready);
   if (split == steps_.size()) split_time = std::chrono::steady_clock::now();
   *seconds_before = std::chrono::duration<double>(split_time - start).count();
   return status;
 }
 
 absl::Status ExecutionPlan::RunSteps(const void* const* inputs, void* const* outputs, size_t split,
-                                     std::chrono::steady_clock::time_point* split_time) {
+                                     std::chrono::steady_clock::time_point* split_time,
+                                     const OutputReady* on_ready) {
   for (size_t i = 0; i < input_values_.size(); ++i) {
     value_ptrs_[input_values_[i]] = const_cast<void*>(inputs[i]);
   }
@@ -359,11 +375,17 @@ absl::Status ExecutionPlan::RunSteps(const void* const* inputs, void* const* out
     }
     absl::Status status = step.kernel->Run(args, args + step.num_inputs);
     if (!status.ok()) return NodeError(*step.node, status);
+    if (on_ready != nullptr) {
+      for (int output : outputs_written_[s]) REPLICAD_RETURN_IF_ERROR((*on_ready)(output));
+    }
   }
   const MemoryLocation here = device_->memory_location();
   for (const OutputCopy& copy : output_copies_) {
     REPLICAD_RETURN_IF_ERROR(device_->CopyOnStream(value_ptrs_[copy.value], here,
                                                    outputs[copy.output], here, copy.bytes));
+  }
+  if (on_ready != nullptr) {
+    for (const OutputCopy& copy : output_copies_) REPLICAD_RETURN_IF_ERROR((*on_ready)(copy.output));
   }
   return absl::OkStatus();
 }

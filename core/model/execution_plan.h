@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
 #include "core/model/graph.h"
@@ -51,12 +52,25 @@ class ExecutionPlan {
   absl::Status RunSplit(const void* const* inputs, void* const* outputs, const Node* boundary,
                         double* seconds_before);
 
+  // Called on the stream thread once the work that writes graph output
+  // `output` has been issued (complete in stream order, not necessarily yet
+  // on the device), so a trainer can start reducing a gradient while the rest
+  // of the backward pass runs. Outputs become ready in the order of their
+  // producers' steps (graph order), outputs copied into place after the last
+  // step last, so every plan of one graph reports them in the same order. An
+  // error stops the run and is returned.
+  using OutputReady = absl::FunctionRef<absl::Status(int output)>;
+  // RunSplit, reporting each output as it becomes ready.
+  absl::Status RunSplit(const void* const* inputs, void* const* outputs, const Node* boundary,
+                        double* seconds_before, OutputReady on_ready);
+
  private:
   class Builder;
   ExecutionPlan() = default;
   // Steps from index `split` on start after *split_time is taken (when set).
   absl::Status RunSteps(const void* const* inputs, void* const* outputs, size_t split,
-                        std::chrono::steady_clock::time_point* split_time);
+                        std::chrono::steady_clock::time_point* split_time,
+                        const OutputReady* on_ready);
 
   struct Step {
     std::unique_ptr<Kernel> kernel;
@@ -80,6 +94,8 @@ class ExecutionPlan {
   std::vector<int> output_values_;  // -1 where the output is served by an OutputCopy.
   std::vector<Step> steps_;
   std::vector<OutputCopy> output_copies_;
+  // Per step: the graph outputs it writes in place (for OutputReady).
+  std::vector<std::vector<int>> outputs_written_;
   std::vector<int> arg_values_;         // Value index per kernel argument (-1: absent).
   std::vector<void*> arg_ptrs_;         // Resolved per Run; sized once.
   std::vector<void*> value_ptrs_;       // Per value; fixed ones set at Create.

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/ops/op_util.h"
+#include "core/ops/optimizer_step_attributes.h"
 #include "core/ops/shape_rules.h"
 #include "core/ops/training_ops.h"
 
@@ -66,6 +67,7 @@ constexpr OpDefinition kOps[] = {
     {kLogSoftmaxGrad, InferSoftmaxFamilyGrad},
     {kMaxPoolGrad, InferMaxPoolGrad},
     {kMeanSquaredError, InferMeanSquaredError},
+    {kOptimizerStep, InferOptimizerStep},
     {kPadGrad, InferPadGrad, (1u << 2) | (1u << 3) | (1u << 4)},
     {kReluGrad, InferReluGrad},
     {kSoftmaxCrossEntropy, InferSoftmaxCrossEntropy},

@@ -8,6 +8,7 @@
 #include "core/ops/broadcast.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/op_util.h"
+#include "core/ops/optimizer_step_attributes.h"
 #include "core/ops/shape_rules.h"
 
 namespace replicad {
@@ -203,6 +204,15 @@ absl::Status InferMeanSquaredError(KernelSpec* spec) {
                                          TensorTypeToString(targets)));
   }
   spec->outputs = {TensorType{DType::kFloat32, {}}, y};
+  return absl::OkStatus();
+}
+
+absl::Status InferOptimizerStep(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 1));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(*spec, 0, "G"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "G", gradient, {DType::kFloat32}));
+  REPLICAD_ASSIGN_OR_RETURN(OptimizerConfig config, ParseOptimizerStep(*spec));
+  spec->outputs.assign(1 + OptimizerStateNames(config.kind, config.momentum).size(), gradient);
   return absl::OkStatus();
 }
 

@@ -70,6 +70,22 @@ inline constexpr std::string_view kSoftmaxCrossEntropy = "replicad.SoftmaxCrossE
 // replicad.MeanSquaredError(Y [N, ...], T like Y) -> loss_sum [], dY, where
 // each row's loss is the mean of its squared differences.
 inline constexpr std::string_view kMeanSquaredError = "replicad.MeanSquaredError";
+// replicad.OptimizerStep(G), attributes kind ("sgd" | "adam" | "rmsprop"),
+// learning_rate, momentum, weight_decay, beta1, beta2, epsilon, alpha
+// (floats), nesterov (int 0/1) -> P, then the kind's state tensors in
+// OptimizerStateNames' order (SGD: momentum_buffer if momentum != 0; Adam:
+// exp_avg, exp_avg_sq; RMSprop: momentum_buffer if momentum > 0, then
+// square_avg), each of G's type: one torch.optim update of the parameter P by
+// the reduced mean gradient G (core/ops/optimizer_step.h has the rules and
+// the attribute conversion). Unlike every other op its outputs are read and
+// updated IN PLACE, so it is never part of a graph: the optimizer
+// (core/train/optimizer.h) builds and runs it directly, with the outputs
+// holding the parameter and its state. The update number t (1-based, for
+// Adam's bias corrections) is CurrentTrainingStep()->step (t = 1 with no
+// context; Run fails for t < 1). At t == 1 the state outputs are not read:
+// they start as zeros, SGD's momentum buffer as a copy of the direction, as
+// in PyTorch. Only CUDA has a kernel; the host optimizer updates CPU slots.
+inline constexpr std::string_view kOptimizerStep = "replicad.OptimizerStep";
 
 }  // namespace replicad
 

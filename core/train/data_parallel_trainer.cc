@@ -1,11 +1,15 @@
 #include "core/train/data_parallel_trainer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/backends/backends.h"
 #include "core/device/device_copy.h"
 #include "core/device/training_step.h"
+#include "core/ops/op_util.h"
 #include "core/train/barrier_collective.h"
 
 namespace replicad {
@@ -15,29 +19,70 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Bytes of a row of a host tensor whose dim 0 is the batch.
+size_t RowBytes(const Tensor& t) {
+  const int64_t rows = t.shape().empty() ? 1 : t.shape()[0];
+  return rows == 0 ? 0 : t.byte_size() / static_cast<size_t>(rows);
+}
+
 // Row `row` of a host tensor whose dim 0 is the batch.
 const void* RowPointer(const Tensor& t, int64_t row) {
-  const int64_t rows = t.shape().empty() ? 1 : t.shape()[0];
-  const size_t row_bytes = rows == 0 ? 0 : t.byte_size() / static_cast<size_t>(rows);
-  return static_cast<const char*>(t.raw_data()) + row * row_bytes;
+  return static_cast<const char*>(t.raw_data()) + row * RowBytes(t);
+}
+
+bool InHostMemory(const Device& device) {
+  return device.memory_location().kind == MemoryKind::kHost;
+}
+
+// What NCCL moves well in one call, and what PyTorch's DDP buckets by
+// default: big enough that per-call latency is noise, small enough that the
+// first bucket's reduction starts early in the backward pass.
+constexpr size_t kBucketBytes = size_t{25} << 20;
+// Each gradient starts on a boundary the GPU's vector loads like.
+constexpr size_t kGradientAlignment = 256;
+
+// Host copies of `tensors`, which live in `device`'s memory. Not on the
+// device's stream thread.
+std::vector<Tensor> HostCopies(Device& device, const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> copies;
+  for (const Tensor& t : tensors) {
+    Tensor copy = Tensor::Host(t.dtype(), t.shape());
+    device.EnqueueCopy(t.raw_data(), t.location(), copy.raw_data(), copy.location(),
+                       t.byte_size());
+    copies.push_back(std::move(copy));
+  }
+  (void)device.Synchronize();
+  return copies;
 }
 
 }  // namespace
 
-// A slot's copy of the weights and everything its steps write. The CPU
-// backend's device memory is host memory, which the reduction and the
-// optimizer read and write directly.
+// One plan of a slot and, on a device whose memory the host does not read,
+// that memory's copies of the slice's inputs and targets.
+struct DataParallelTrainer::SlotPlan {
+  std::unique_ptr<ExecutionPlan> plan;
+  std::vector<std::shared_ptr<Buffer>> inputs;
+};
+
+// A slot's copy of the weights and everything its steps write, all in the
+// slot's memory (host memory for CPU slots, which the host reduction and
+// optimizer then read directly).
 struct DataParallelTrainer::Slot {
   TrainerSlot where;
   std::map<int, Tensor> constants;  // Device copies of the training graph's initializers.
   std::vector<Tensor> parameters;
-  std::vector<Tensor> gradients;    // Of the sum of the slice's losses.
+  // Of the sum of the slice's losses, in parameter order: views into one
+  // arena laid out in bucket order.
+  std::shared_ptr<Buffer> gradient_arena;
+  std::vector<Tensor> gradients;
   std::vector<Tensor> buffers;      // Running statistics.
   std::vector<Tensor> buffer_updates;
   Tensor loss_sum;
   Tensor correct;
+  float loss_sum_host = 0;  // Their host copies, once the slot's step ran.
+  float correct_host = 0;
   std::unique_ptr<Optimizer> optimizer;
-  std::map<std::vector<Shape>, std::unique_ptr<ExecutionPlan>> plans;
+  std::map<std::vector<Shape>, SlotPlan> plans;
 };
 
 DataParallelTrainer::DataParallelTrainer(std::shared_ptr<const Model> model,
@@ -56,17 +101,20 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
     const TrainerOptions& options, std::optional<ParameterServer> parameter_server) {
   if (slots.empty()) return absl::InvalidArgumentError("training needs at least one slot");
-  if (parameter_server && parameter_server->device_id.kind != DeviceKind::kCpu) {
-    return absl::UnimplementedError(absl::StrCat(
-        "ps_device ", DeviceIdToString(parameter_server->device_id),
-        ": the parameter server runs on a CPU device only in this version"));
-  }
+  const bool on_host = InHostMemory(*slots[0].device);
   for (const TrainerSlot& slot : slots) {
-    if (slot.slot.device.kind != DeviceKind::kCpu) {
+    if (InHostMemory(*slot.device) != on_host) {
       return absl::UnimplementedError(absl::StrCat(
           "slot ", slot.slot.name, " on ", DeviceIdToString(slot.slot.device),
-          ": training runs on CPU slots only in this version (CUDA training is not built yet)"));
+          ": training slots must be all CPU or all GPU slots in this version; slot ",
+          slots[0].slot.name, " is on ", DeviceIdToString(slots[0].slot.device)));
     }
+  }
+  if (parameter_server && (parameter_server->device_id.kind != DeviceKind::kCpu || !on_host)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "ps_device ", DeviceIdToString(parameter_server->device_id),
+        ": the parameter server runs on a CPU device, for CPU slots, in this version; GPU "
+        "slots reduce with allreduce (NCCL)"));
   }
   if (absl::Status s = ValidateOptimizerConfig(options.optimizer); !s.ok()) return s;
   absl::StatusOr<TrainingGraph> training = BuildTrainingGraph(model->graph(), options.loss);
@@ -77,6 +125,7 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   const Graph& source = trainer->model_->graph();
   std::vector<int64_t> sizes;
   for (int v : trainer->training_.parameters) sizes.push_back(source.initializers.at(v).num_elements());
+  trainer->LayOutGradients(sizes);
 
   absl::MutexLock lock(&trainer->mu_);
   for (TrainerSlot& where : slots) {
@@ -90,31 +139,58 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     }
     // Every slot starts from the template's weights (the initial sync).
     for (int v : trainer->training_.parameters) {
-      const Tensor& host = source.initializers.at(v);
-      absl::StatusOr<Tensor> parameter = CopyToDevice(device, host);
+      absl::StatusOr<Tensor> parameter = CopyToDevice(device, source.initializers.at(v));
       if (!parameter.ok()) return parameter.status();
       slot->parameters.push_back(*std::move(parameter));
-      slot->gradients.push_back(Tensor::Host(DType::kFloat32, host.shape()));
+    }
+    absl::StatusOr<std::shared_ptr<Buffer>> arena =
+        device.Allocate(std::max<size_t>(trainer->gradient_arena_bytes_, 1));
+    if (!arena.ok()) return arena.status();
+    slot->gradient_arena = *std::move(arena);
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      absl::StatusOr<Tensor> gradient =
+          Tensor::Create(DType::kFloat32, slot->parameters[p].shape(), slot->gradient_arena,
+                         trainer->gradient_offsets_[p]);
+      if (!gradient.ok()) return gradient.status();
+      slot->gradients.push_back(*std::move(gradient));
     }
     for (int v : trainer->training_.buffers) {
       const Tensor& host = source.initializers.at(v);
       absl::StatusOr<Tensor> buffer = CopyToDevice(device, host);
       if (!buffer.ok()) return buffer.status();
       slot->buffers.push_back(*std::move(buffer));
-      slot->buffer_updates.push_back(Tensor::Host(DType::kFloat32, host.shape()));
+      absl::StatusOr<Tensor> update = CopyToDevice(device, host);
+      if (!update.ok()) return update.status();
+      slot->buffer_updates.push_back(*std::move(update));
     }
+    Tensor scalar = Tensor::Host(DType::kFloat32, {});
+    absl::StatusOr<Tensor> loss_sum = CopyToDevice(device, scalar);
+    if (!loss_sum.ok()) return loss_sum.status();
+    absl::StatusOr<Tensor> correct = CopyToDevice(device, scalar);
+    if (!correct.ok()) return correct.status();
+    slot->loss_sum = *std::move(loss_sum);
+    slot->correct = *std::move(correct);
     // The copies above are enqueued; wait for them before the host values can go.
     if (absl::Status s = device.Synchronize(); !s.ok()) return s;
-    slot->loss_sum = Tensor::Host(DType::kFloat32, {});
-    slot->correct = Tensor::Host(DType::kFloat32, {});
     if (!parameter_server) {
+      // On the slot's device: host loops for CPU slots, kernels for GPU ones.
       absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
-          Optimizer::Create(options.optimizer, sizes);
+          Optimizer::Create(options.optimizer, sizes, &device);
       if (!optimizer.ok()) return optimizer.status();
       slot->optimizer = *std::move(optimizer);
     }
     trainer->weights_.push_back(slot->where.slot.weight);
     trainer->slots_.push_back(std::move(slot));
+  }
+  for (int v : trainer->training_.buffers) {
+    trainer->buffer_staging_.push_back(Tensor::Host(DType::kFloat32, source.initializers.at(v).shape()));
+  }
+  if (!on_host) {
+    std::vector<Device*> devices;
+    for (auto& slot : trainer->slots_) devices.push_back(slot->where.device.get());
+    absl::StatusOr<std::unique_ptr<SlotAllReduce>> all_reduce = CreateSlotAllReduce(devices);
+    if (!all_reduce.ok()) return all_reduce.status();
+    trainer->all_reduce_ = *std::move(all_reduce);
   }
   if (parameter_server) {
     auto server = std::make_unique<Slot>();
@@ -127,25 +203,74 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     }
     if (absl::Status s = server->where.device->Synchronize(); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<Optimizer>> optimizer =
-        Optimizer::Create(options.optimizer, sizes);
+        Optimizer::Create(options.optimizer, sizes, server->where.device.get());
     if (!optimizer.ok()) return optimizer.status();
     server->optimizer = *std::move(optimizer);
     trainer->server_ = std::move(server);
   }
-  for (int64_t size : sizes) trainer->reduced_.emplace_back(static_cast<size_t>(size));
+  if (on_host) {
+    for (int64_t size : sizes) trainer->reduced_.emplace_back(static_cast<size_t>(size));
+  }
   return trainer;
 }
 
-absl::StatusOr<ExecutionPlan*> DataParallelTrainer::PlanFor(Slot& slot,
-                                                            const std::vector<Shape>& shapes) {
+void DataParallelTrainer::LayOutGradients(const std::vector<int64_t>& sizes) {
+  // The backward pass writes the gradients in the order of their producing
+  // nodes; the arena follows it, so buckets fill one after another.
+  const Graph& graph = training_.graph;
+  const int first_gradient = 1 + (training_.classification ? 1 : 0);
+  std::vector<int> producer(graph.values.size(), INT_MAX);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    for (int v : graph.nodes[n].outputs) {
+      if (v >= 0) producer[v] = std::min(producer[v], static_cast<int>(n));
+    }
+  }
+  std::vector<int> order(sizes.size());
+  for (size_t p = 0; p < order.size(); ++p) order[p] = static_cast<int>(p);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return producer[graph.outputs[first_gradient + a]] < producer[graph.outputs[first_gradient + b]];
+  });
+  gradient_offsets_.assign(sizes.size(), 0);
+  bucket_of_.assign(sizes.size(), 0);
+  size_t offset = 0;
+  for (int p : order) {
+    const size_t bytes = static_cast<size_t>(sizes[p]) * sizeof(float);
+    if (buckets_.empty() || (buckets_.back().bytes > 0 && buckets_.back().bytes + bytes > kBucketBytes)) {
+      buckets_.push_back(Bucket{offset, 0, 0});
+    }
+    Bucket& bucket = buckets_.back();
+    gradient_offsets_[p] = offset;
+    bucket_of_[p] = static_cast<int>(buckets_.size() - 1);
+    ++bucket.parameters;
+    const size_t padded = (bytes + kGradientAlignment - 1) / kGradientAlignment * kGradientAlignment;
+    offset += padded;
+    // Padding between gradients is reduced too (it is never read): one
+    // contiguous range per bucket, one NCCL call.
+    bucket.bytes = offset - bucket.offset;
+  }
+  gradient_arena_bytes_ = offset;
+}
+
+absl::StatusOr<DataParallelTrainer::SlotPlan*> DataParallelTrainer::PlanFor(
+    Slot& slot, const std::vector<Shape>& shapes) {
   auto it = slot.plans.find(shapes);
-  if (it != slot.plans.end()) return it->second.get();
+  if (it != slot.plans.end()) return &it->second;
+  Device& device = *slot.where.device;
   absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan =
-      ExecutionPlan::Create(training_.graph, slot.constants, *slot.where.device, shapes);
+      ExecutionPlan::Create(training_.graph, slot.constants, device, shapes);
   if (!plan.ok()) return plan.status();
-  ExecutionPlan* raw = plan->get();
-  slot.plans.emplace(shapes, *std::move(plan));
-  return raw;
+  SlotPlan entry;
+  if (!InHostMemory(device)) {
+    // The slice's inputs and targets come in through these.
+    for (int i = 0; i <= training_.num_model_inputs; ++i) {
+      absl::StatusOr<std::shared_ptr<Buffer>> buffer =
+          device.Allocate(std::max<size_t>(ByteSize((*plan)->input_types()[i]), 1));
+      if (!buffer.ok()) return buffer.status();
+      entry.inputs.push_back(*std::move(buffer));
+    }
+  }
+  entry.plan = *std::move(plan);
+  return &slot.plans.emplace(shapes, std::move(entry)).first->second;
 }
 
 absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
@@ -182,7 +307,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
   const std::vector<BatchSlice> slices = SplitBatch(batch, weights_);
 
   // Plans first, on this thread: a bad shape fails before anything runs.
-  std::vector<ExecutionPlan*> plans;
+  std::vector<SlotPlan*> plans;
   for (const BatchSlice& slice : slices) {
     Slot& slot = *slots_[slice.slot];
     std::vector<Shape> shapes;
@@ -196,54 +321,127 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     shapes.push_back(std::move(target_shape));
     for (const Tensor& p : slot.parameters) shapes.push_back(p.shape());
     for (const Tensor& b : slot.buffers) shapes.push_back(b.shape());
-    absl::StatusOr<ExecutionPlan*> plan = PlanFor(slot, shapes);
+    absl::StatusOr<SlotPlan*> plan = PlanFor(slot, shapes);
     if (!plan.ok()) return plan.status();
     plans.push_back(*plan);
   }
 
   // Forward and backward of every slice, concurrently on the slots; with
-  // SyncBatchNorm they meet in the collective.
+  // SyncBatchNorm they meet in the collective. GPU slots also reduce their
+  // gradients, bucket by bucket while the backward pass goes on; every slot
+  // takes part in that, with or without rows.
   BarrierCollective collective(static_cast<int>(slices.size()));
   std::vector<TrainingStepContext> contexts(slices.size());
-  std::vector<absl::Status> statuses(slices.size());
+  std::vector<absl::Status> statuses(slots_.size());
   std::vector<double> seconds(slices.size()), forward_seconds(slices.size());
+  std::vector<int> slice_of_slot(slots_.size(), -1);
+  for (size_t i = 0; i < slices.size(); ++i) slice_of_slot[slices[i].slot] = static_cast<int>(i);
   const Node* backward = training_.graph.nodes.data() + training_.first_backward_node;
-  for (size_t i = 0; i < slices.size(); ++i) {
-    contexts[i] = TrainingStepContext{step_ + 1,      seed_, slices[i].begin, batch,
-                                      static_cast<int>(i),
-                                      sync_batch_norm_ ? &collective : nullptr};
-    Slot& slot = *slots_[slices[i].slot];
-    slot.where.device->Enqueue([&, i, plan = plans[i]] {
+  const int first_gradient = 1 + (training_.classification ? 1 : 0);
+  const float scale = 1.0f / static_cast<float>(batch);
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const int i = slice_of_slot[s];
+    if (i < 0 && all_reduce_ == nullptr) continue;
+    if (i >= 0) {
+      contexts[i] = TrainingStepContext{step_ + 1,      seed_, slices[i].begin, batch, i,
+                                        sync_batch_norm_ ? &collective : nullptr};
+    }
+    Slot& slot = *slots_[s];
+    slot.where.device->Enqueue([&, s, i] {
       const auto start = std::chrono::steady_clock::now();
-      const BatchSlice& slice = slices[i];
-      std::vector<const void*> in;
-      for (const Tensor& t : inputs) in.push_back(RowPointer(t, slice.begin));
-      in.push_back(RowPointer(targets, slice.begin));
-      for (const Tensor& p : slot.parameters) in.push_back(p.raw_data());
-      for (const Tensor& b : slot.buffers) in.push_back(b.raw_data());
-      std::vector<void*> out{slot.loss_sum.raw_data()};
-      if (training_.classification) out.push_back(slot.correct.raw_data());
-      for (Tensor& g : slot.gradients) out.push_back(g.raw_data());
-      for (Tensor& u : slot.buffer_updates) out.push_back(u.raw_data());
-      {
-        ScopedTrainingStep in_step(&contexts[i]);
-        statuses[i] = plan->RunSplit(in.data(), out.data(), backward, &forward_seconds[i]);
+      Device& device = *slot.where.device;
+      // Buckets issued so far, and the gradients each still waits for.
+      size_t next_bucket = 0;
+      std::vector<int> waiting;
+      for (const Bucket& bucket : buckets_) waiting.push_back(bucket.parameters);
+      auto issue_ready_buckets = [&](bool contributes) {
+        for (; next_bucket < buckets_.size() && (waiting[next_bucket] == 0 || !contributes);
+             ++next_bucket) {
+          const Bucket& bucket = buckets_[next_bucket];
+          float* data = reinterpret_cast<float*>(static_cast<char*>(slot.gradient_arena->data()) +
+                                                 bucket.offset);
+          REPLICAD_RETURN_IF_ERROR(all_reduce_->AllReduce(
+              static_cast<int>(s), data, bucket.bytes / sizeof(float), scale, contributes));
+        }
+        return absl::OkStatus();
+      };
+      absl::Status status;
+      if (i >= 0) {
+        const BatchSlice& slice = slices[i];
+        ExecutionPlan* plan = plans[i]->plan.get();
+        std::vector<const void*> in;
+        if (InHostMemory(device)) {
+          for (const Tensor& t : inputs) in.push_back(RowPointer(t, slice.begin));
+          in.push_back(RowPointer(targets, slice.begin));
+        } else {
+          const std::vector<std::shared_ptr<Buffer>>& staged = plans[i]->inputs;
+          for (size_t k = 0; k <= inputs.size() && status.ok(); ++k) {
+            const Tensor& t = k < inputs.size() ? inputs[k] : targets;
+            status = device.CopyOnStream(RowPointer(t, slice.begin), t.location(),
+                                         staged[k]->data(), device.memory_location(),
+                                         RowBytes(t) * static_cast<size_t>(slice.rows()));
+            in.push_back(staged[k]->data());
+          }
+        }
+        for (const Tensor& p : slot.parameters) in.push_back(p.raw_data());
+        for (const Tensor& b : slot.buffers) in.push_back(b.raw_data());
+        std::vector<void*> out{slot.loss_sum.raw_data()};
+        if (training_.classification) out.push_back(slot.correct.raw_data());
+        for (Tensor& g : slot.gradients) out.push_back(g.raw_data());
+        for (Tensor& u : slot.buffer_updates) out.push_back(u.raw_data());
+        if (status.ok()) {
+          ScopedTrainingStep in_step(&contexts[i]);
+          status = plan->RunSplit(
+              in.data(), out.data(), backward, &forward_seconds[i], [&](int output) {
+                const int p = output - first_gradient;
+                if (all_reduce_ == nullptr || p < 0 || p >= static_cast<int>(bucket_of_.size())) {
+                  return absl::OkStatus();
+                }
+                --waiting[bucket_of_[p]];
+                return issue_ready_buckets(true);
+              });
+        }
+        // The other slots may be waiting for this one in the collective.
+        if (!status.ok()) collective.Abort();
+        const MemoryLocation host{};
+        if (status.ok()) {
+          status = device.CopyOnStream(slot.loss_sum.raw_data(), device.memory_location(),
+                                       &slot.loss_sum_host, host, sizeof(float));
+        }
+        if (status.ok() && training_.classification) {
+          status = device.CopyOnStream(slot.correct.raw_data(), device.memory_location(),
+                                       &slot.correct_host, host, sizeof(float));
+        }
       }
-      // The other slots may be waiting for this one in the collective.
-      if (!statuses[i].ok()) collective.Abort();
-      seconds[i] = SecondsSince(start);
+      if (all_reduce_ != nullptr) {
+        // Whatever happened, the other slots' reductions need this one's.
+        absl::Status reduced = issue_ready_buckets(false);
+        if (reduced.ok()) reduced = all_reduce_->Join(static_cast<int>(s));
+        if (status.ok()) status = reduced;
+      }
+      absl::Status done = device.AwaitStream();
+      statuses[s] = status.ok() ? done : status;
+      if (i >= 0) seconds[i] = SecondsSince(start);
     });
   }
-  for (const BatchSlice& slice : slices) (void)slots_[slice.slot]->where.device->Synchronize();
+  for (auto& slot : slots_) (void)slot->where.device->Synchronize();
   for (const absl::Status& s : statuses) {
     if (!s.ok()) return s;
   }
 
-  // Reduce: the sum over slots in slot order, over the global batch.
   StepResult result;
-  const auto reduce_start = std::chrono::steady_clock::now();
-  const float scale = 1.0f / static_cast<float>(batch);
   double loss = 0, correct = 0;
+  for (const BatchSlice& slice : slices) {
+    loss += slots_[slice.slot]->loss_sum_host;
+    correct += slots_[slice.slot]->correct_host;
+  }
+  for (const Bucket& bucket : buckets_) {
+    result.reduced_bytes += static_cast<int64_t>(bucket.bytes * slices.size());
+  }
+  // CPU slots reduce here: the sum over slots in slot order, over the
+  // global batch. (GPU slots reduced on the devices, overlapped with the
+  // backward pass: that time is in their compute_seconds.)
+  const auto reduce_start = std::chrono::steady_clock::now();
   for (size_t p = 0; p < reduced_.size(); ++p) {
     std::vector<float>& sum = reduced_[p];
     std::memcpy(sum.data(), slots_[slices[0].slot]->gradients[p].data<float>(),
@@ -254,29 +452,28 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     }
     for (float& v : sum) v *= scale;
   }
-  for (const BatchSlice& slice : slices) {
-    loss += *slots_[slice.slot]->loss_sum.data<float>();
-    correct += *slots_[slice.slot]->correct.data<float>();
-  }
   result.reduce_seconds = SecondsSince(reduce_start);
-  for (const std::vector<float>& sum : reduced_) {
-    result.reduced_bytes += static_cast<int64_t>(sum.size() * sizeof(float) * slices.size());
-  }
 
-  // allreduce: every slot applies the same update to its copy, concurrently.
-  // ps: the server updates its copy, then every slot takes it.
+  // allreduce: every slot applies the same update to its copy, concurrently
+  // (from the host's sums, or its own on a GPU). ps: the server updates its
+  // copy, then every slot takes it.
   const auto optimizer_start = std::chrono::steady_clock::now();
   std::vector<const float*> reduced;
   for (const std::vector<float>& r : reduced_) reduced.push_back(r.data());
-  auto update = [&reduced](Slot* s) {
-    s->where.device->Enqueue([&reduced, s] {
+  std::vector<absl::Status> updates(slots_.size() + 1);
+  auto update = [&](Slot* s, absl::Status* status) {
+    s->where.device->Enqueue([&reduced, s, status] {
       std::vector<float*> parameters;
       for (Tensor& p : s->parameters) parameters.push_back(p.data<float>());
-      s->optimizer->Step(parameters, reduced);
+      std::vector<const float*> gradients = reduced;
+      if (gradients.empty()) {
+        for (const Tensor& g : s->gradients) gradients.push_back(g.data<float>());
+      }
+      *status = s->optimizer->Step(parameters, gradients);
     });
   };
   if (server_ != nullptr) {
-    update(server_.get());
+    update(server_.get(), &updates.back());
     (void)server_->where.device->Synchronize();
     for (auto& slot : slots_) {
       slot->where.device->Enqueue([s = slot.get(), server = server_.get()] {
@@ -287,19 +484,40 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
       });
     }
   } else {
-    for (auto& slot : slots_) update(slot.get());
+    for (size_t s = 0; s < slots_.size(); ++s) update(slots_[s].get(), &updates[s]);
   }
-  for (auto& slot : slots_) (void)slot->where.device->Synchronize();
-  result.optimizer_seconds = SecondsSince(optimizer_start);
-  // Running statistics: the first participant's (with SyncBatchNorm every
-  // participant computed the same), on every slot.
-  const Slot& first = *slots_[slices[0].slot];
-  for (auto& slot : slots_) {
-    for (size_t b = 0; b < slot->buffers.size(); ++b) {
-      std::memcpy(slot->buffers[b].raw_data(), first.buffer_updates[b].raw_data(),
-                  slot->buffers[b].byte_size());
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    absl::Status synced = slots_[s]->where.device->Synchronize();
+    if (updates[s].ok()) updates[s] = synced;
+  }
+  for (const absl::Status& s : updates) {
+    // A device failed mid-update: the slots' copies may now differ, which
+    // the step count cannot express, so the error says so.
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("the optimizer update failed, so the replicas "
+                                                 "may no longer agree: ",
+                                                 s.message()));
     }
   }
+  result.optimizer_seconds = SecondsSince(optimizer_start);
+  // Running statistics: the first participant's (with SyncBatchNorm every
+  // participant computed the same), on every slot, through the host.
+  Device& first = *slots_[slices[0].slot]->where.device;
+  const std::vector<Tensor>& first_updates = slots_[slices[0].slot]->buffer_updates;
+  for (size_t b = 0; b < buffer_staging_.size(); ++b) {
+    first.EnqueueCopy(first_updates[b].raw_data(), first_updates[b].location(),
+                      buffer_staging_[b].raw_data(), buffer_staging_[b].location(),
+                      buffer_staging_[b].byte_size());
+  }
+  (void)first.Synchronize();
+  for (auto& slot : slots_) {
+    for (size_t b = 0; b < slot->buffers.size(); ++b) {
+      slot->where.device->EnqueueCopy(buffer_staging_[b].raw_data(), buffer_staging_[b].location(),
+                                      slot->buffers[b].raw_data(), slot->buffers[b].location(),
+                                      slot->buffers[b].byte_size());
+    }
+  }
+  for (auto& slot : slots_) (void)slot->where.device->Synchronize();
 
   ++step_;
   result.step = step_;
@@ -317,31 +535,18 @@ int64_t DataParallelTrainer::step() const {
   return step_;
 }
 
-namespace {
-
-std::vector<Tensor> HostCopies(const std::vector<Tensor>& tensors) {
-  std::vector<Tensor> copies;
-  for (const Tensor& t : tensors) {
-    Tensor copy = Tensor::Host(t.dtype(), t.shape());
-    std::memcpy(copy.raw_data(), t.raw_data(), t.byte_size());
-    copies.push_back(std::move(copy));
-  }
-  return copies;
-}
-
-}  // namespace
-
 std::vector<Tensor> DataParallelTrainer::SlotParameters(int slot) const {
   absl::MutexLock lock(&mu_);
-  return HostCopies(slots_[slot]->parameters);
+  return HostCopies(*slots_[slot]->where.device, slots_[slot]->parameters);
 }
 
 std::vector<Tensor> DataParallelTrainer::SlotBuffers(int slot) const {
   absl::MutexLock lock(&mu_);
-  return HostCopies(slots_[slot]->buffers);
+  return HostCopies(*slots_[slot]->where.device, slots_[slot]->buffers);
 }
 
-std::vector<std::pair<std::string, Tensor>> DataParallelTrainer::OptimizerState() const {
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> DataParallelTrainer::OptimizerState()
+    const {
   absl::MutexLock lock(&mu_);
   return (server_ != nullptr ? server_ : slots_[0])->optimizer->State();
 }
@@ -368,8 +573,8 @@ std::shared_ptr<const Model> DataParallelTrainer::CurrentModel() const {
   std::vector<Tensor> parameters, buffers;
   {
     absl::MutexLock lock(&mu_);  // One step's weights and statistics, together.
-    parameters = HostCopies(slots_[0]->parameters);
-    buffers = HostCopies(slots_[0]->buffers);
+    parameters = HostCopies(*slots_[0]->where.device, slots_[0]->parameters);
+    buffers = HostCopies(*slots_[0]->where.device, slots_[0]->buffers);
   }
   Graph graph = model_->graph();
   for (size_t p = 0; p < parameters.size(); ++p) {

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/device/device.h"
 #include "core/device/device_map.h"
+#include "core/device/slot_all_reduce.h"
 #include "core/model/execution_plan.h"
 #include "core/model/model.h"
 #include "core/serve/batch_split.h"
@@ -53,12 +54,23 @@ struct ParameterServer {
 // the copies stay identical. With a parameter server (`ps` reduction) the
 // sum goes to the server, which alone updates and then broadcasts the
 // weights: the same arithmetic, one optimizer state instead of one per slot.
+//
+// CPU slots are summed by the host, in slot order. GPU slots (all slots of
+// one trainer are CPU or all GPU) sum on the devices: gradients live in one
+// arena per slot, cut into ~25 MiB buckets in the order the backward pass
+// writes them, and each bucket's all-reduce (NCCL across GPUs, after a local
+// sum among slots that share a GPU) starts as soon as its gradients are
+// written, overlapping the rest of the backward pass; each slot's optimizer
+// then updates its copy on its GPU. NCCL's summation order is its own, but
+// every slot receives the same sums, so the copies still agree bitwise.
 // Thread-safe: steps run one at a time.
 class DataParallelTrainer {
  public:
   // `model` must be imported without inference optimisations (training needs
   // the graph as written). Fails as BuildTrainingGraph does, or with the
-  // optimizer's validation errors; InvalidArgument for no slots.
+  // optimizer's validation errors; InvalidArgument for no slots;
+  // Unimplemented for a mix of CPU and GPU slots, or a parameter server with
+  // GPU slots (or on a GPU).
   static absl::StatusOr<std::unique_ptr<DataParallelTrainer>> Create(
       std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
       const TrainerOptions& options, std::optional<ParameterServer> parameter_server = {});
@@ -94,7 +106,8 @@ class DataParallelTrainer {
   std::vector<Tensor> SlotParameters(int slot) const;
   std::vector<Tensor> SlotBuffers(int slot) const;
   // Slot 0's optimizer state (every slot holds the same), for checkpoints.
-  std::vector<std::pair<std::string, Tensor>> OptimizerState() const;
+  // Fails when a GPU copy fails.
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> OptimizerState() const;
   // Resumes from a checkpoint: the step count, and the optimizer state on
   // every slot (empty `state`: the optimizer starts fresh). Fails as
   // Optimizer::Restore does, changing nothing.
@@ -105,9 +118,19 @@ class DataParallelTrainer {
 
  private:
   struct Slot;
+  struct SlotPlan;
+  // A contiguous range of the gradient arena reduced in one call, once its
+  // `parameters` gradients are written.
+  struct Bucket {
+    size_t offset = 0;
+    size_t bytes = 0;
+    int parameters = 0;
+  };
   DataParallelTrainer(std::shared_ptr<const Model> model, TrainingGraph training,
                       const TrainerOptions& options);
-  absl::StatusOr<ExecutionPlan*> PlanFor(Slot& slot, const std::vector<Shape>& shapes)
+  // Places the gradients (one arena per slot) and cuts the buckets.
+  void LayOutGradients(const std::vector<int64_t>& sizes);
+  absl::StatusOr<SlotPlan*> PlanFor(Slot& slot, const std::vector<Shape>& shapes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::shared_ptr<const Model> model_;
@@ -119,7 +142,17 @@ class DataParallelTrainer {
   // `ps` reduction: the server's weights and optimizer (slots then have none).
   std::unique_ptr<Slot> server_ ABSL_GUARDED_BY(mu_);
   std::vector<double> weights_;
-  std::vector<std::vector<float>> reduced_ ABSL_GUARDED_BY(mu_);  // Per parameter.
+  // CPU slots: the host's sums, per parameter.
+  std::vector<std::vector<float>> reduced_ ABSL_GUARDED_BY(mu_);
+  // GPU slots: the reduction on the devices (after slots_: it goes first).
+  std::unique_ptr<SlotAllReduce> all_reduce_;
+  // The gradient arena's layout, the same on every slot.
+  std::vector<size_t> gradient_offsets_;  // Bytes, per parameter.
+  std::vector<int> bucket_of_;            // Per parameter.
+  std::vector<Bucket> buckets_;           // In the order the backward pass fills them.
+  size_t gradient_arena_bytes_ = 0;
+  // Host copies of the running statistics on their way to every slot.
+  std::vector<Tensor> buffer_staging_ ABSL_GUARDED_BY(mu_);
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

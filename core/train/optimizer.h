@@ -9,23 +9,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/device/device.h"
+#include "core/device/kernel.h"
+#include "core/ops/optimizer_step.h"
+#include "core/tensor/buffer.h"
 #include "core/tensor/tensor.h"
 
 namespace replicad {
 
-// An update rule with PyTorch's torch.optim semantics (1.13, foreach=False, maximize,
-// amsgrad and centered off, SGD dampening 0). Hyperparameters are float32, as the state is.
-struct OptimizerConfig {
-  enum class Kind { kSgd, kAdam, kRmsprop };
-  Kind kind = Kind::kSgd;
-  float learning_rate = 0.01f;
-  float momentum = 0.0f;               // SGD, RMSprop.
-  bool nesterov = false;               // SGD; needs momentum > 0, as PyTorch requires.
-  float weight_decay = 0.0f;           // All: L2 added to the gradient (torch.optim, not AdamW).
-  float beta1 = 0.9f, beta2 = 0.999f;  // Adam.
-  float epsilon = 1e-8f;               // Adam, RMSprop (PyTorch's default for both).
-  float alpha = 0.99f;                 // RMSprop smoothing.
-};
+// OptimizerConfig (the update rule, PyTorch's torch.optim semantics, and its
+// hyperparameters), OptimizerKindName and the per-element rules live in
+// core/ops/optimizer_step.h, shared with the replicad.OptimizerStep op.
 
 // InvalidArgument naming the field, the accepted range and the received value, e.g.
 // "optimizer.learning_rate must be finite and > 0; received -1". Every field is
@@ -34,67 +28,90 @@ struct OptimizerConfig {
 // beta1, beta2, alpha in [0, 1); epsilon finite > 0; kind one of the enumerators.
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
 
-// "sgd", "adam", "rmsprop" (the names used in the API and in messages).
-std::string OptimizerKindName(OptimizerConfig::Kind kind);
-
 // The update rule plus its per-parameter state (momentum buffers, Adam moments, RMSprop
-// square averages), in host memory. One instance per replica in allreduce mode: every
-// replica applies the same update to its own copy of the weights, and the arithmetic is
-// deterministic, so replicas stay bitwise identical given identical gradients.
-// Not thread-safe: one thread at a time per instance.
+// square averages). One instance per replica in allreduce mode: every replica applies the
+// same update to its own copy of the weights, and the arithmetic is deterministic and the
+// same on CPU and GPU, so replicas stay bitwise identical given identical gradients.
+//
+// Host mode: parameters, gradients and state in host memory; Step computes on the calling
+// thread. Device mode (a device whose memory is not host memory): the state lives in that
+// device's memory, and Step enqueues one replicad.OptimizerStep kernel per parameter on
+// its stream. The device must outlive the optimizer, which is destroyed only when no Step
+// is in flight on that stream.
+// Not thread-safe: one thread at a time per instance. In device mode Create, State and
+// Restore wait for the device's stream: never call them on its thread.
 class Optimizer {
  public:
-  // `parameter_sizes[i]` is the element count of parameter i (>= 0). Fails with
+  // Host mode. `parameter_sizes[i]` is the element count of parameter i (>= 0). Fails with
   // ValidateOptimizerConfig's errors, or InvalidArgument for a negative size.
   static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const OptimizerConfig& config,
                                                            std::vector<int64_t> parameter_sizes);
+  // Device mode when `device` (not owned) has device memory; host mode for nullptr or a
+  // host-memory device. Allocates the state on the device now (its ResourceExhausted passes
+  // through) and builds the kernels through Device::MakeKernel (Unimplemented for a backend
+  // without replicad.OptimizerStep passes through).
+  static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const OptimizerConfig& config,
+                                                           std::vector<int64_t> parameter_sizes,
+                                                           Device* device);
+  ~Optimizer();
 
   // One step over every parameter: parameters[i] (parameter_sizes[i] float32s) is updated
   // in place from gradients[i] (the already-reduced mean gradient); then step() grows by 1.
-  // The caller keeps ownership; a gradient must not alias its parameter. Aborts on a count
-  // mismatch or a null pointer (programmer errors).
-  void Step(const std::vector<float*>& parameters, const std::vector<const float*>& gradients);
+  // The caller keeps ownership; a gradient must not alias its parameter; pointers of empty
+  // parameters may be null. Aborts on a count mismatch or a null pointer (programmer errors).
+  // Host mode: host pointers; always OK. Device mode: device pointers, called on the
+  // device's stream thread; the kernels are enqueued (complete in stream order) inside a
+  // ScopedTrainingStep whose step is step() + 1, the update number they read. A kernel's
+  // launch error is returned; then step() is unchanged and the update is partial.
+  absl::Status Step(const std::vector<float*>& parameters,
+                    const std::vector<const float*>& gradients);
 
   // Steps taken (or restored). Adam's bias corrections use it.
   int64_t step() const { return step_; }
   const OptimizerConfig& config() const { return config_; }
   const std::vector<int64_t>& parameter_sizes() const { return sizes_; }
+  // The device holding the state; nullptr in host mode.
+  Device* device() const { return device_; }
 
-  // A copy of the state as named float32 tensors of shape [parameter_sizes[i]], for
-  // checkpoints: "param<i>.momentum_buffer" (SGD and RMSprop with momentum),
-  // "param<i>.exp_avg" and "param<i>.exp_avg_sq" (Adam), "param<i>.square_avg" (RMSprop),
-  // ordered by parameter then by that list. Only what the kind uses, and nothing before the
-  // first step (PyTorch allocates its state lazily too).
-  std::vector<std::pair<std::string, Tensor>> State() const;
+  // A host copy of the state as named float32 tensors of shape [parameter_sizes[i]], for
+  // checkpoints: "param<i>.<name>" for each of OptimizerStateNames (momentum_buffer,
+  // exp_avg, exp_avg_sq, square_avg: PyTorch's keys), ordered by parameter then by that
+  // list. Nothing before the first step (PyTorch allocates its state lazily too). Host
+  // mode: always OK. Device mode: copied after the Steps already enqueued; the device's
+  // error (Synchronize's) if the copy fails.
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> State() const;
 
   // Replaces step() and the state with a checkpoint's: `state` must hold exactly the names
-  // State() gives at `step` (none when step is 0), in any order, each float32 with
-  // parameter_sizes[i] elements. InvalidArgument naming the entry (missing, unexpected,
+  // State() gives at `step` (none when step is 0), in any order, each a host float32 tensor
+  // with parameter_sizes[i] elements. InvalidArgument naming the entry (missing, unexpected,
   // duplicate, wrong dtype or size) or the step (negative); the optimizer is unchanged then.
+  // Device mode: the state is copied to the device before this returns; the device's error
+  // if that fails (step() unchanged, the state undefined until a Restore succeeds).
   absl::Status Restore(int64_t step, const std::vector<std::pair<std::string, Tensor>>& state);
 
  private:
-  // Per-parameter buffers; empty until the first step.
-  struct Slots {
-    std::vector<float> momentum_buffer;
-    std::vector<float> exp_avg;
-    std::vector<float> exp_avg_sq;
-    std::vector<float> square_avg;
+  // One parameter's state, one entry per OptimizerStateNames entry.
+  struct Parameter {
+    std::vector<std::vector<float>> host;         // Host mode; empty until the first step.
+    std::vector<std::shared_ptr<Buffer>> device;  // Device mode; allocated by Create.
+    std::unique_ptr<Kernel> kernel;               // Device mode; null for an empty parameter.
+    std::shared_ptr<Buffer> workspace;            // The kernel's scratch, if it asks for any.
   };
 
-  Optimizer(const OptimizerConfig& config, std::vector<int64_t> sizes);
+  Optimizer(const OptimizerConfig& config, std::vector<int64_t> sizes, Device* device);
 
-  // The state names of one parameter (without the "param<i>." prefix) for this kind.
-  std::vector<std::string> SlotNames() const;
-  static std::vector<float> Slots::*SlotMember(const std::string& name);
-
-  void SgdStep(int64_t n, float* p, const float* g, Slots& s) const;
-  void AdamStep(int64_t n, float* p, const float* g, Slots& s) const;
-  void RmspropStep(int64_t n, float* p, const float* g, Slots& s) const;
+  absl::Status BuildDeviceState();
+  void HostStep(size_t i, float* p, const float* g, const OptimizerStepScalars& scalars);
+  absl::Status DeviceStep(const std::vector<float*>& parameters,
+                          const std::vector<const float*>& gradients);
 
   OptimizerConfig config_;
   std::vector<int64_t> sizes_;
-  std::vector<Slots> slots_;
+  Device* device_;                  // Null in host mode.
+  std::vector<std::string> names_;  // OptimizerStateNames(config_).
+  OptimizerStateIndex index_;       // Where each role sits in names_.
+  std::vector<Parameter> params_;
+  std::vector<void*> outputs_;  // Device mode: one kernel's outputs, reused by every Step.
   int64_t step_ = 0;
 };
 

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
+#include "core/device/slot_all_reduce.h"
 
 namespace replicad {
 
@@ -28,6 +29,14 @@ struct CudaSlotOptions {
 // `info` describes; errors name the device and the failing call.
 absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(const DeviceInfo& info,
                                                          const CudaSlotOptions& options);
+
+// Gradient reduction across CUDA slots (made by CreateCudaDevice, in
+// participant order): slots that share a GPU first sum on it, then one
+// NCCL all-reduce per call runs across the GPUs, on a stream of its own per
+// slot so it overlaps the slot's later work until Join. Communicators are
+// made here, once. Errors name the device and the call.
+absl::StatusOr<std::unique_ptr<SlotAllReduce>> CreateNcclAllReduce(
+    const std::vector<Device*>& slots);
 
 }  // namespace replicad
 

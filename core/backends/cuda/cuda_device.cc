@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/backends/cuda/cuda_call.h"
+#include "core/backends/cuda/cuda_slot.h"
 #include "core/backends/cuda/kernels/cuda_kernel_factory.h"
 #include "core/device/caching_allocator.h"
 #include "core/device/host_stream.h"
@@ -220,6 +221,9 @@ class CudaDevice : public Device {
   size_t memory_in_use_bytes() const override { return memory_->cache.bytes_in_use(); }
   size_t memory_cached_bytes() const override { return memory_->cache.bytes_cached(); }
 
+  // Made by Init, before the slot is handed out, and fixed after.
+  cudaStream_t cuda_stream() const { return cuda_stream_; }
+
   absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) override {
     // On the slot's thread: the handles are the slot's and not thread-safe,
     // and that thread has made the GPU current.
@@ -358,6 +362,11 @@ class CudaDevice : public Device {
 };
 
 }  // namespace
+
+cudaStream_t CudaSlotStream(Device& device) {
+  auto* slot = dynamic_cast<CudaDevice*>(&device);
+  return slot == nullptr ? nullptr : slot->cuda_stream();
+}
 
 absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(const DeviceInfo& info,
                                                          const CudaSlotOptions& options) {

@@ -159,11 +159,15 @@ TEST_F(CheckpointTest, RoundTripThroughBothFilesAndTheImporter) {
   Tensor gw = Filled({12}, [](int64_t i) { return 0.1f * i - 0.3f; });
   Tensor gb = Filled({4}, [](int64_t i) { return 1.0f - i; });
   for (int s = 0; s < 2; ++s) {
-    optimizer->Step(
-        {checkpoint.parameters["W"].data<float>(), checkpoint.parameters["B"].data<float>()},
-        {gw.data<float>(), gb.data<float>()});
+    ASSERT_TRUE(optimizer
+                    ->Step({checkpoint.parameters["W"].data<float>(),
+                            checkpoint.parameters["B"].data<float>()},
+                           {gw.data<float>(), gb.data<float>()})
+                    .ok());
   }
-  checkpoint.optimizer_state = optimizer->State();
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> state = optimizer->State();
+  ASSERT_TRUE(state.ok()) << state.status();
+  checkpoint.optimizer_state = *std::move(state);
   ASSERT_EQ(checkpoint.optimizer_state.size(), 2u);
 
   ASSERT_TRUE(WriteCheckpoint(source, path, checkpoint).ok());

@@ -144,7 +144,7 @@ TEST(DataParallelTrainerTest, ParameterServerTrainsLikeAllreduce) {
           << "slot " << s << " parameter " << p;
     }
   }
-  EXPECT_EQ(ps->OptimizerState().size(), allreduce->OptimizerState().size());
+  EXPECT_EQ(ps->OptimizerState()->size(), allreduce->OptimizerState()->size());
 }
 
 TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {

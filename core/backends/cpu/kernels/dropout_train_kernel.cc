@@ -1,25 +1,19 @@
 // Dropout in training. Each element's mask comes from a counter-based
 // generator keyed by (seed, step, node, global row, element), not from a
 // stream of draws, so the mask of a row is the same whichever slot runs it.
+// The generator lives in core/ops/dropout_mask.h, shared with the CUDA
+// kernel, so both backends draw the same masks.
 
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/device/training_step.h"
+#include "core/ops/dropout_mask.h"
 #include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {
-
-// SplitMix64's finaliser: a bijection that scrambles every input bit.
-uint64_t Mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 class DropoutTrainKernel : public Kernel {
  public:
@@ -34,13 +28,11 @@ class DropoutTrainKernel : public Kernel {
     const uint64_t seed = step ? step->seed : 0, counter = step ? step->step : 0;
     const int64_t first_row = step ? step->first_row : 0;
     const float keep_scale = ratio_ < 1.0f ? 1.0f / (1.0f - ratio_) : 0.0f;
-    const uint64_t key = Mix(Mix(Mix(seed) ^ counter) ^ node_seed_);
+    const uint64_t key = DropoutStepKey(seed, counter, node_seed_);
     for (int64_t r = 0; r < rows_; ++r) {
-      const uint64_t row_key = Mix(key ^ static_cast<uint64_t>(first_row + r));
+      const uint64_t row_key = DropoutRowKey(key, first_row + r);
       for (int64_t e = 0; e < row_size_; ++e) {
-        // 24 random bits: a float in [0, 1) with every value exact.
-        const float u = static_cast<float>(Mix(row_key ^ static_cast<uint64_t>(e)) >> 40) *
-                        (1.0f / 16777216.0f);
+        const float u = DropoutUniform(row_key, e);
         const int64_t i = r * row_size_ + e;
         mask[i] = u >= ratio_ ? keep_scale : 0.0f;
         y[i] = x[i] * mask[i];

@@ -328,6 +328,11 @@ KernelOrStatus MakePadGradKernel(const KernelSpec& spec, CpuKernelContext&) {
 KernelOrStatus MakeAveragePoolGradKernel(const KernelSpec& spec, CpuKernelContext&) {
   const KernelSpec forward = ForwardInputs(spec, 1);
   REPLICAD_ASSIGN_OR_RETURN(AveragePoolAttributes pool, ParseAveragePoolAttributes(forward));
+  // The window walk below steps by 1; a dilated pool's gradient would land
+  // on the wrong elements.
+  if (pool.window.dilations[0] != 1 || pool.window.dilations[1] != 1) {
+    return NodeUnimplemented(spec, "the gradient of a dilated AveragePool is not implemented");
+  }
   return std::make_unique<AveragePoolGradKernel>(spec.inputs[0]->shape, pool);
 }
 

@@ -17,8 +17,6 @@ struct BuilderEntry {
   Builder build;
 };
 
-// The inference operators. The training-only ones (replicad.*) are not here
-// yet: training on CUDA slots answers Unimplemented through this table.
 constexpr BuilderEntry kBuilders[] = {
     {"Add", MakeCudaBinaryKernel},
     {"AveragePool", MakeCudaPoolKernel},
@@ -62,6 +60,25 @@ constexpr BuilderEntry kBuilders[] = {
     {"Tanh", MakeCudaActivationKernel},
     {"Transpose", MakeCudaIndexMapKernel},
     {"Unsqueeze", MakeCudaCopyKernel},
+    // Training-only operators (core/ops/training_ops.h).
+    {"replicad.AveragePoolGrad", MakeCudaPoolGradKernel},
+    {"replicad.BatchNormGrad", MakeCudaBatchNormGradKernel},
+    {"replicad.BatchNormTrain", MakeCudaBatchNormTrainKernel},
+    {"replicad.ClipGrad", MakeCudaActivationGradKernel},
+    {"replicad.ConcatGrad", MakeCudaConcatGradKernel},
+    {"replicad.ConvGradData", MakeCudaConvGradDataKernel},
+    {"replicad.ConvGradFilter", MakeCudaConvGradFilterKernel},
+    {"replicad.DropoutTrain", MakeCudaDropoutTrainKernel},
+    {"replicad.GlobalAveragePoolGrad", MakeCudaPoolGradKernel},
+    {"replicad.LogSoftmaxGrad", MakeCudaSoftmaxGradKernel},
+    {"replicad.MaxPoolGrad", MakeCudaPoolGradKernel},
+    {"replicad.MeanSquaredError", MakeCudaLossKernel},
+    {"replicad.OptimizerStep", MakeCudaOptimizerStepKernel},
+    {"replicad.PadGrad", MakeCudaPadGradKernel},
+    {"replicad.ReluGrad", MakeCudaActivationGradKernel},
+    {"replicad.SoftmaxCrossEntropy", MakeCudaLossKernel},
+    {"replicad.SoftmaxGrad", MakeCudaSoftmaxGradKernel},
+    {"replicad.SumToShape", MakeCudaSumToShapeKernel},
 };
 
 }  // namespace

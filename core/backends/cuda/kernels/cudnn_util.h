@@ -4,13 +4,18 @@
 #include <cudnn.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/backends/cuda/kernels/cuda_kernel_factory.h"
 #include "core/device/kernel.h"
+#include "core/ops/conv_attributes.h"
 
 namespace replicad {
 
@@ -65,6 +70,74 @@ absl::Status SetCudnnTensor(const std::string& device, CudnnTensorDescriptor& de
 // ("cuDNN pooling takes").
 absl::Status CheckFitsCudnn(const KernelSpec& spec, absl::string_view subject,
                             std::initializer_list<Dims4> tensors);
+
+// Convolutions: Conv and ConvTranspose (cudnn_conv_kernel.cc), ConvGradData
+// and ConvGradFilter (cudnn_conv_grad_kernel.cc).
+
+// A 2-D cross-correlation as cuDNN takes it: one pad per spatial dim (H, W),
+// the same on both sides; dilations count as ONNX's (1 = dense).
+struct ConvGeometry {
+  std::array<int64_t, 2> pads{};
+  std::array<int64_t, 2> strides{};
+  std::array<int64_t, 2> dilations{};
+  int64_t group = 1;
+};
+
+// Conv's geometry (for its forward and both gradients) over X of spatial
+// size `input` (H, W). Padding pads_begin on both sides gives the node's
+// windows whenever it gives the node's output size (the windows start at
+// the same offsets, and padding reads zeros either way); Unimplemented naming
+// the node and its pads otherwise.
+absl::StatusOr<ConvGeometry> SymmetricConvGeometry(const KernelSpec& spec,
+                                                   const ConvAttributes& conv,
+                                                   std::array<int64_t, 2> input);
+
+// The descriptors of one convolution from x through the filter w to y, in
+// cuDNN's orientation (ConvTranspose's output is this x, its input this y),
+// packed NCHW float32. The dims are kept for the algorithm cache's key.
+struct ConvDescriptors {
+  Dims4 x_dims{};
+  Dims4 w_dims{};
+  Dims4 y_dims{};
+  ConvGeometry geometry;
+  CudnnTensorDescriptor x;
+  CudnnTensorDescriptor y;
+  CudnnFilterDescriptor w;
+  CudnnConvolutionDescriptor conv;
+};
+
+// Makes the descriptors, in TF32 math when context.tf32 allows it and FMA
+// math (no tensor cores) otherwise. Internal naming the node when cuDNN's
+// forward convolution does not map x's dims to y's; the failing call's
+// Status otherwise. The dims must pass CheckFitsCudnn.
+absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
+    const KernelSpec& spec, const CudaKernelContext& context, const Dims4& x, const Dims4& w,
+    const Dims4& y, const ConvGeometry& geometry);
+
+// Forward: y from x and w. Backward data: dx (x's dims) from dy and w.
+// Backward filter: dw (w's dims) from x and dy.
+enum class ConvDirection { kForward, kBackwardData, kBackwardFilter };
+
+// An algorithm of its direction (cudnnConvolutionFwdAlgo_t,
+// cudnnConvolutionBwdDataAlgo_t or cudnnConvolutionBwdFilterAlgo_t) and the
+// workspace it needs under the descriptors' math type.
+struct ConvAlgorithm {
+  int algorithm = 0;
+  size_t workspace_bytes = 0;
+};
+
+// Picks the algorithm for `direction` among cuDNN's heuristic candidates
+// (the *_v7 queries, best first) that run within context.max_workspace_bytes:
+// the first deterministic one (bitwise repeatable: the backward directions'
+// atomics-based algorithms are not) or, when none of those fits, the first.
+// Chosen once per device, direction, shapes, geometry, math and limit for
+// the whole process (plans are made per slot and batch size). Unimplemented
+// naming the node when no candidate fits; the failing call's Status
+// otherwise.
+absl::StatusOr<ConvAlgorithm> ChooseConvAlgorithm(const KernelSpec& spec,
+                                                  const CudaKernelContext& context,
+                                                  const ConvDescriptors& d,
+                                                  ConvDirection direction);
 
 }  // namespace replicad
 

@@ -58,6 +58,30 @@ KernelOrStatus MakeCudaGatherKernel(const KernelSpec& spec, CudaKernelContext& c
 KernelOrStatus MakeCudaConstantKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaCastKernel(const KernelSpec& spec, CudaKernelContext& context);
 
+// Training-only operators (core/ops/training_ops.h), forward and backward:
+// cuDNN: ConvGradData and ConvGradFilter (dW and dB).
+KernelOrStatus MakeCudaConvGradDataKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaConvGradFilterKernel(const KernelSpec& spec, CudaKernelContext& context);
+// cuDNN: SoftmaxGrad and LogSoftmaxGrad.
+KernelOrStatus MakeCudaSoftmaxGradKernel(const KernelSpec& spec, CudaKernelContext& context);
+// MaxPoolGrad, AveragePoolGrad and GlobalAveragePoolGrad (cuda_pool_grad_kernels.cc,
+// pool_grad.cu).
+KernelOrStatus MakeCudaPoolGradKernel(const KernelSpec& spec, CudaKernelContext& context);
+// ReluGrad, ClipGrad, DropoutTrain, SumToShape, ConcatGrad, PadGrad,
+// SoftmaxCrossEntropy and MeanSquaredError (training.cu).
+KernelOrStatus MakeCudaActivationGradKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaDropoutTrainKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaSumToShapeKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaConcatGradKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaPadGradKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaLossKernel(const KernelSpec& spec, CudaKernelContext& context);
+// BatchNormTrain (statistics summed across the step's slots through its
+// collective) and BatchNormGrad (batch_norm_train.cu).
+KernelOrStatus MakeCudaBatchNormTrainKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaBatchNormGradKernel(const KernelSpec& spec, CudaKernelContext& context);
+// replicad.OptimizerStep: SGD, Adam, RMSprop updates in place (optimizer.cu).
+KernelOrStatus MakeCudaOptimizerStepKernel(const KernelSpec& spec, CudaKernelContext& context);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_BACKENDS_CUDA_KERNELS_KERNEL_BUILDERS_H_

@@ -1,0 +1,245 @@
+#include <cstdint>
+
+#include "core/backends/cuda/kernels/batch_norm_train_launch.h"
+#include "core/backends/cuda/kernels/launch_config.cuh"
+
+namespace replicad {
+namespace {
+
+// The per-element and per-channel arithmetic uses the explicitly rounded
+// intrinsics (__dmul_rn, __dadd_rn, __dsub_rn), which nvcc never contracts
+// into fused multiply-adds, so each step rounds as the CPU kernel's does and
+// the same sums give the same bits on both backends.
+
+static_assert((kThreadsPerBlock & (kThreadsPerBlock - 1)) == 0,
+              "the block reductions halve the block");
+
+// Adds first[] and second[] (kThreadsPerBlock values each, shared memory)
+// into their element 0, pairing the same elements on every run.
+__device__ void ReduceBlock(double* first, double* second) {
+  for (int half = kThreadsPerBlock / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      first[threadIdx.x] += first[threadIdx.x + half];
+      second[threadIdx.x] += second[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+}
+
+// Walks the elements of channel `c` in a [batch, channels, spatial] tensor a
+// block at a time: the thread's element j of the channel (j = n * spatial +
+// s) advances by kThreadsPerBlock without dividing per element.
+struct ChannelWalk {
+  int64_t n, s, n_step, s_step, channels, spatial, c;
+
+  __device__ ChannelWalk(int64_t channels_in, int64_t spatial_in, int64_t c_in)
+      : n(threadIdx.x / spatial_in),
+        s(threadIdx.x % spatial_in),
+        n_step(kThreadsPerBlock / spatial_in),
+        s_step(kThreadsPerBlock % spatial_in),
+        channels(channels_in),
+        spatial(spatial_in),
+        c(c_in) {}
+
+  __device__ int64_t index() const { return (n * channels + c) * spatial + s; }
+  __device__ void Next() {
+    n += n_step;
+    s += s_step;
+    if (s >= spatial) {  // s_step < spatial, so once is enough.
+      s -= spatial;
+      ++n;
+    }
+  }
+};
+
+// One block per channel (blockIdx.x).
+__global__ void SumsKernel(const float* x, int64_t batch, int64_t channels, int64_t spatial,
+                           double* sums) {
+  __shared__ double sum[kThreadsPerBlock];
+  __shared__ double sum_sq[kThreadsPerBlock];
+  const int64_t c = blockIdx.x;
+  double a = 0.0, b = 0.0;
+  for (ChannelWalk w(channels, spatial, c); w.n < batch; w.Next()) {
+    const double v = x[w.index()];
+    a += v;
+    b += __dmul_rn(v, v);
+  }
+  sum[threadIdx.x] = a;
+  sum_sq[threadIdx.x] = b;
+  __syncthreads();
+  ReduceBlock(sum, sum_sq);
+  if (threadIdx.x == 0) {
+    sums[c] = sum[0];
+    sums[channels + c] = sum_sq[0];
+  }
+}
+
+__global__ void GradSumsKernel(const float* x, const float* dy, const float* mean,
+                               const float* invstd, int64_t batch, int64_t channels,
+                               int64_t spatial, double* sums, float* dscale, float* dbias) {
+  __shared__ double sum_dy[kThreadsPerBlock];
+  __shared__ double sum_dy_xhat[kThreadsPerBlock];
+  const int64_t c = blockIdx.x;
+  const double m = mean[c], k = invstd[c];
+  double a = 0.0, b = 0.0;
+  for (ChannelWalk w(channels, spatial, c); w.n < batch; w.Next()) {
+    const int64_t i = w.index();
+    const double g = dy[i];
+    a += g;
+    b += __dmul_rn(__dmul_rn(g, __dsub_rn(static_cast<double>(x[i]), m)), k);
+  }
+  sum_dy[threadIdx.x] = a;
+  sum_dy_xhat[threadIdx.x] = b;
+  __syncthreads();
+  ReduceBlock(sum_dy, sum_dy_xhat);
+  if (threadIdx.x == 0) {
+    sums[c] = sum_dy[0];
+    sums[channels + c] = sum_dy_xhat[0];
+    dbias[c] = static_cast<float>(sum_dy[0]);
+    dscale[c] = static_cast<float>(sum_dy_xhat[0]);
+  }
+}
+
+__global__ void TrainStatisticsKernel(double* sums, int64_t channels, double count, double epsilon,
+                                      double momentum, const float* scale, const float* bias,
+                                      const float* running_mean, const float* running_var,
+                                      float* saved_mean, float* saved_invstd, float* new_mean,
+                                      float* new_var) {
+  REPLICAD_GRID_STRIDE_LOOP(c, channels) {
+    const double mean = sums[c] / count;
+    const double raw_var = __dsub_rn(sums[channels + c] / count, __dmul_rn(mean, mean));
+    // std::max(0.0, raw_var) as the CPU writes it: 0 for NaN too.
+    const double var = 0.0 < raw_var ? raw_var : 0.0;
+    const double invstd = 1.0 / sqrt(__dadd_rn(var, epsilon));
+    saved_mean[c] = static_cast<float>(mean);
+    saved_invstd[c] = static_cast<float>(invstd);
+    const double unbiased = count > 1 ? __dmul_rn(var, count) / (count - 1) : var;
+    const double keep = momentum, take = 1.0 - momentum;
+    new_mean[c] = static_cast<float>(
+        __dadd_rn(__dmul_rn(keep, static_cast<double>(running_mean[c])), __dmul_rn(take, mean)));
+    new_var[c] = static_cast<float>(
+        __dadd_rn(__dmul_rn(keep, static_cast<double>(running_var[c])), __dmul_rn(take, unbiased)));
+    const double a = __dmul_rn(static_cast<double>(scale[c]), invstd);
+    sums[c] = a;
+    sums[channels + c] = __dsub_rn(static_cast<double>(bias[c]), __dmul_rn(mean, a));
+  }
+}
+
+__global__ void GradCoefficientsKernel(double* sums, int64_t channels, double count,
+                                       const float* scale, const float* invstd) {
+  REPLICAD_GRID_STRIDE_LOOP(c, channels) {
+    sums[c] = sums[c] / count;
+    sums[channels + c] = sums[channels + c] / count;
+    sums[2 * channels + c] =
+        __dmul_rn(static_cast<double>(scale[c]), static_cast<double>(invstd[c]));
+  }
+}
+
+// The channel of element i; in 32 bits where every index fits, which is
+// much cheaper than a 64-bit division.
+template <bool kNarrow>
+__device__ __forceinline__ int64_t ChannelOf(int64_t i, int64_t channels, int64_t spatial) {
+  if (kNarrow) {
+    return static_cast<uint32_t>(i) / static_cast<uint32_t>(spatial) %
+           static_cast<uint32_t>(channels);
+  }
+  return i / spatial % channels;
+}
+
+template <bool kNarrow>
+__global__ void ApplyKernel(const float* x, const double* affine, float* y, int64_t n,
+                            int64_t channels, int64_t spatial) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) {
+    const int64_t c = ChannelOf<kNarrow>(i, channels, spatial);
+    y[i] = static_cast<float>(
+        __dadd_rn(__dmul_rn(static_cast<double>(x[i]), affine[c]), affine[channels + c]));
+  }
+}
+
+template <bool kNarrow>
+__global__ void GradInputKernel(const float* x, const float* dy, const float* mean,
+                                const float* invstd, const double* coefficients, float* dx,
+                                int64_t n, int64_t channels, int64_t spatial) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) {
+    const int64_t c = ChannelOf<kNarrow>(i, channels, spatial);
+    const double xhat =
+        __dmul_rn(__dsub_rn(static_cast<double>(x[i]), static_cast<double>(mean[c])),
+                  static_cast<double>(invstd[c]));
+    const double centred = __dsub_rn(__dsub_rn(static_cast<double>(dy[i]), coefficients[c]),
+                                     __dmul_rn(xhat, coefficients[channels + c]));
+    dx[i] = static_cast<float>(__dmul_rn(coefficients[2 * channels + c], centred));
+  }
+}
+
+bool Narrow(int64_t n) { return n <= static_cast<int64_t>(UINT32_MAX); }
+
+// A channel with no elements (batch or spatial 0) sums to 0, as on the CPU;
+// its walk must not divide by a spatial extent of 0.
+int64_t RowsToSum(int64_t batch, int64_t spatial) { return spatial == 0 ? 0 : batch; }
+int64_t SpatialToWalk(int64_t spatial) { return spatial == 0 ? 1 : spatial; }
+
+}  // namespace
+
+void LaunchBatchNormSums(const float* x, int64_t batch, int64_t channels, int64_t spatial,
+                         double* sums, cudaStream_t stream) {
+  if (channels == 0) return;
+  SumsKernel<<<static_cast<unsigned>(channels), kThreadsPerBlock, 0, stream>>>(
+      x, RowsToSum(batch, spatial), channels, SpatialToWalk(spatial), sums);
+}
+
+void LaunchBatchNormTrainStatistics(double* sums, int64_t channels, double count, double epsilon,
+                                    double momentum, const float* scale, const float* bias,
+                                    const float* running_mean, const float* running_var,
+                                    float* saved_mean, float* saved_invstd, float* new_mean,
+                                    float* new_var, cudaStream_t stream) {
+  if (channels == 0) return;
+  TrainStatisticsKernel<<<BlocksFor(channels), kThreadsPerBlock, 0, stream>>>(
+      sums, channels, count, epsilon, momentum, scale, bias, running_mean, running_var, saved_mean,
+      saved_invstd, new_mean, new_var);
+}
+
+void LaunchBatchNormApply(const float* x, const double* affine, float* y, int64_t batch,
+                          int64_t channels, int64_t spatial, cudaStream_t stream) {
+  const int64_t n = batch * channels * spatial;
+  if (n == 0) return;
+  if (Narrow(n)) {
+    ApplyKernel<true>
+        <<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(x, affine, y, n, channels, spatial);
+  } else {
+    ApplyKernel<false>
+        <<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(x, affine, y, n, channels, spatial);
+  }
+}
+
+void LaunchBatchNormGradSums(const float* x, const float* dy, const float* mean,
+                             const float* invstd, int64_t batch, int64_t channels, int64_t spatial,
+                             double* sums, float* dscale, float* dbias, cudaStream_t stream) {
+  if (channels == 0) return;
+  GradSumsKernel<<<static_cast<unsigned>(channels), kThreadsPerBlock, 0, stream>>>(
+      x, dy, mean, invstd, RowsToSum(batch, spatial), channels, SpatialToWalk(spatial), sums,
+      dscale, dbias);
+}
+
+void LaunchBatchNormGradCoefficients(double* sums, int64_t channels, double count,
+                                     const float* scale, const float* invstd, cudaStream_t stream) {
+  if (channels == 0) return;
+  GradCoefficientsKernel<<<BlocksFor(channels), kThreadsPerBlock, 0, stream>>>(
+      sums, channels, count, scale, invstd);
+}
+
+void LaunchBatchNormGradInput(const float* x, const float* dy, const float* mean,
+                              const float* invstd, const double* coefficients, float* dx,
+                              int64_t batch, int64_t channels, int64_t spatial,
+                              cudaStream_t stream) {
+  const int64_t n = batch * channels * spatial;
+  if (n == 0) return;
+  if (Narrow(n)) {
+    GradInputKernel<true><<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(
+        x, dy, mean, invstd, coefficients, dx, n, channels, spatial);
+  } else {
+    GradInputKernel<false><<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(
+        x, dy, mean, invstd, coefficients, dx, n, channels, spatial);
+  }
+}
+
+}  // namespace replicad

@@ -1,0 +1,178 @@
+#ifndef REPLICAD_CORE_OPS_OPTIMIZER_STEP_H_
+#define REPLICAD_CORE_OPS_OPTIMIZER_STEP_H_
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// The update rules of replicad.OptimizerStep (training_ops.h), one element at a
+// time, shared by the host Optimizer (core/train/optimizer.h) and the CUDA
+// kernel, so CPU and GPU slots compute the same bits. Free of absl: .cu files
+// include it. The attributes and the shape rule: optimizer_step_attributes.h.
+
+// Host and device code: one definition (core/ops/dropout_mask.h may hold the same).
+#ifndef REPLICAD_HOST_DEVICE
+#if defined(__CUDACC__)
+#define REPLICAD_HOST_DEVICE __host__ __device__
+#else
+#define REPLICAD_HOST_DEVICE
+#endif
+#endif
+
+namespace replicad {
+
+// An update rule with PyTorch's torch.optim semantics (1.13, foreach=False, maximize,
+// amsgrad and centered off, SGD dampening 0). Hyperparameters are float32, as the state is.
+// core/train/optimizer.h validates it (ValidateOptimizerConfig).
+struct OptimizerConfig {
+  enum class Kind { kSgd, kAdam, kRmsprop };
+  Kind kind = Kind::kSgd;
+  float learning_rate = 0.01f;
+  float momentum = 0.0f;               // SGD, RMSprop.
+  bool nesterov = false;               // SGD; needs momentum > 0, as PyTorch requires.
+  float weight_decay = 0.0f;           // All: L2 added to the gradient (torch.optim, not AdamW).
+  float beta1 = 0.9f, beta2 = 0.999f;  // Adam.
+  float epsilon = 1e-8f;               // Adam, RMSprop (PyTorch's default for both).
+  float alpha = 0.99f;                 // RMSprop smoothing.
+};
+
+// "sgd", "adam", "rmsprop" (the names used in the API, the op's `kind` and messages);
+// "unknown(<n>)" for a value outside the enumerators. OptimizerKindFromName inverts it.
+std::string OptimizerKindName(OptimizerConfig::Kind kind);
+std::optional<OptimizerConfig::Kind> OptimizerKindFromName(std::string_view name);
+
+// The state tensors one parameter needs, in the order of the op's outputs after P and of
+// the optimizer's checkpoint entries ("param<i>.<name>"): SGD: "momentum_buffer" when
+// momentum != 0; Adam: "exp_avg", "exp_avg_sq"; RMSprop: "momentum_buffer" when
+// momentum > 0, then "square_avg". PyTorch's state dict keys.
+std::vector<std::string> OptimizerStateNames(OptimizerConfig::Kind kind, float momentum);
+
+// Where each state tensor sits in that list (-1 where the kind does not use it), so code
+// holding the list (the op's outputs after P, the optimizer's slots) finds each role.
+struct OptimizerStateIndex {
+  int momentum_buffer = -1;
+  int exp_avg = -1;
+  int exp_avg_sq = -1;
+  int square_avg = -1;
+};
+OptimizerStateIndex OptimizerStateIndexOf(OptimizerConfig::Kind kind, float momentum);
+
+// What the element loop of one update reads: computed once per update on the host, in
+// double from the config's float values as Python computes them (1 - beta, lr /
+// bias_correction, ...), then rounded to float32 as PyTorch hands them to its kernels.
+struct OptimizerStepScalars {
+  OptimizerConfig::Kind kind = OptimizerConfig::Kind::kSgd;
+  // Update number t == 1: the state is not read (it is zeros in PyTorch, and SGD's momentum
+  // buffer starts as a copy of the direction), so it may hold anything before.
+  bool first = true;
+  float weight_decay = 0;
+  float momentum = 0;  // SGD, RMSprop.
+  bool nesterov = false;
+  float neg_lr = 0;  // -learning_rate (SGD, RMSprop).
+  float beta1 = 0, beta2 = 0, one_minus_beta1 = 0, one_minus_beta2 = 0;  // Adam.
+  float neg_step_size = 0;          // Adam: -(lr / (1 - beta1^t)).
+  float bias_correction2_sqrt = 0;  // Adam: sqrt(1 - beta2^t).
+  float epsilon = 0;                // Adam, RMSprop.
+  float alpha = 0, one_minus_alpha = 0;  // RMSprop.
+};
+
+// The scalars of update number t (1-based) under `config` (already valid).
+OptimizerStepScalars MakeOptimizerStepScalars(const OptimizerConfig& config, int64_t t);
+
+// The update rules mirror torch/optim/{sgd,adam,rmsprop}.py (_single_tensor_*) and the
+// ATen CPU kernels under them, operation by operation, so float32 results stay within a
+// few ulps of PyTorch's:
+//   t.add_(u, alpha=a)            t + a * u
+//   t.addcmul_(u, w, value=c)     t + (c * u) * w
+//   t.addcdiv_(u, w, value=c)     t + (c * u) / w
+// PyTorch's vectorized kernels may fuse a multiply-add where ours round twice; the
+// difference is an ulp, and it does not affect the bitwise agreement between replicas.
+// Device code spells each operation with a round-to-nearest intrinsic, which nvcc never
+// fuses (its default --fmad=true would), so a GPU slot computes what a CPU slot does
+// (host builds must not contract either: no -ffp-contract=fast with FMA targets).
+namespace optimizer_math {
+
+REPLICAD_HOST_DEVICE inline float Mul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+REPLICAD_HOST_DEVICE inline float Add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+REPLICAD_HOST_DEVICE inline float Div(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+REPLICAD_HOST_DEVICE inline float Sqrt(float a) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+// The gradient plus L2 weight decay: d = g + weight_decay * p.
+REPLICAD_HOST_DEVICE inline float Direction(float p, float g, const OptimizerStepScalars& s) {
+  return s.weight_decay != 0.0f ? Add(g, Mul(s.weight_decay, p)) : g;
+}
+
+}  // namespace optimizer_math
+
+// SGD: `buf` is the element's momentum buffer; it may be null only when momentum == 0.
+REPLICAD_HOST_DEVICE inline void SgdUpdate(float& p, float g, float* buf,
+                                           const OptimizerStepScalars& s) {
+  using optimizer_math::Add, optimizer_math::Direction, optimizer_math::Div, optimizer_math::Mul,
+      optimizer_math::Sqrt;
+  float d = Direction(p, g, s);
+  if (s.momentum != 0.0f) {
+    *buf = s.first ? d : Add(Mul(*buf, s.momentum), d);
+    d = s.nesterov ? Add(d, Mul(s.momentum, *buf)) : *buf;
+  }
+  p = Add(p, Mul(s.neg_lr, d));
+}
+
+// Adam (not AdamW): moments m (exp_avg) and v (exp_avg_sq).
+REPLICAD_HOST_DEVICE inline void AdamUpdate(float& p, float g, float& m, float& v,
+                                            const OptimizerStepScalars& s) {
+  using optimizer_math::Add, optimizer_math::Direction, optimizer_math::Div, optimizer_math::Mul,
+      optimizer_math::Sqrt;
+  const float d = Direction(p, g, s);
+  m = Add(Mul(s.first ? 0.0f : m, s.beta1), Mul(s.one_minus_beta1, d));
+  v = Add(Mul(s.first ? 0.0f : v, s.beta2), Mul(Mul(s.one_minus_beta2, d), d));
+  const float denom = Add(Div(Sqrt(v), s.bias_correction2_sqrt), s.epsilon);
+  p = Add(p, Div(Mul(s.neg_step_size, m), denom));
+}
+
+// RMSprop (not centered): v is square_avg; `buf` the momentum buffer, which may be null
+// only when momentum == 0.
+REPLICAD_HOST_DEVICE inline void RmspropUpdate(float& p, float g, float& v, float* buf,
+                                               const OptimizerStepScalars& s) {
+  using optimizer_math::Add, optimizer_math::Direction, optimizer_math::Div, optimizer_math::Mul,
+      optimizer_math::Sqrt;
+  const float d = Direction(p, g, s);
+  v = Add(Mul(s.first ? 0.0f : v, s.alpha), Mul(Mul(s.one_minus_alpha, d), d));
+  const float avg = Add(Sqrt(v), s.epsilon);
+  if (s.momentum > 0.0f) {
+    *buf = Add(Mul(s.first ? 0.0f : *buf, s.momentum), Div(d, avg));
+    p = Add(p, Mul(s.neg_lr, *buf));
+  } else {
+    p = Add(p, Div(Mul(s.neg_lr, d), avg));
+  }
+}
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_OPS_OPTIMIZER_STEP_H_

@@ -1,0 +1,38 @@
+#ifndef REPLICAD_CORE_OPS_OPTIMIZER_STEP_ATTRIBUTES_H_
+#define REPLICAD_CORE_OPS_OPTIMIZER_STEP_ATTRIBUTES_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/device/kernel.h"
+#include "core/ops/optimizer_step.h"
+#include "core/tensor/attributes.h"
+
+namespace replicad {
+
+// replicad.OptimizerStep's attributes (training_ops.h) <-> OptimizerConfig.
+
+// InvalidArgument "<prefix><field> must be <range>; received <value>" for the first field
+// out of range, whatever the kind (the defaults are all valid; a kind ignores the rest):
+// kind one of the enumerators; learning_rate finite > 0; momentum, weight_decay finite
+// >= 0; nesterov needs momentum > 0; beta1, beta2, alpha in [0, 1); epsilon finite > 0.
+// The optimizer's config uses the prefix "optimizer.", the op "attribute ".
+absl::Status ValidateOptimizerHyperparameters(const OptimizerConfig& config,
+                                              absl::string_view prefix);
+
+// The node attributes that carry `config`: kind (string), learning_rate, momentum,
+// weight_decay, beta1, beta2, epsilon, alpha (floats), nesterov (int 0/1).
+Attributes OptimizerStepAttributes(const OptimizerConfig& config);
+
+// The config a replicad.OptimizerStep node's attributes give (absent floats take
+// OptimizerConfig's defaults; kind is required). InvalidArgument naming the node, the
+// attribute, the expected and the received value.
+absl::StatusOr<OptimizerConfig> ParseOptimizerStep(const KernelSpec& spec);
+
+// The op's shape rule (training_ops.cc): G float32 of any shape -> P and the kind's state
+// tensors (OptimizerStateNames), each of G's type.
+absl::Status InferOptimizerStep(KernelSpec* spec);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_OPS_OPTIMIZER_STEP_ATTRIBUTES_H_
