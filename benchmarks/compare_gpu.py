@@ -11,8 +11,11 @@ Inference, batch --batch, for TF32 off and on:
     with 1 and 2 slots on the one GPU;
   - PyTorch (cudnn.benchmark on, inference_mode) on the module that was exported, timed the
     same way (host tensor in, .cpu() out, synchronised) and with the input already on the GPU.
-Training step, batch --train-batch: PyTorch's forward, cross-entropy, backward and SGD step;
-replicad's TrainStep on CUDA slots is not built yet, which the table says rather than hiding.
+Training step, batch --train-batch, SGD with momentum 0.9 and cross-entropy: PyTorch's
+forward, loss, backward and step, next to replicad's DataParallelTrainer step
+(build/benchmarks/train_step_bench: split, forward, loss, backward, gradient reduction on the
+GPU, optimizer on the GPU; host tensors in) with 1 and 2 slots on the one GPU, on resnet50
+exported in training mode (BatchNormalization with batch statistics).
 Every engine runs --warmup untimed and --iterations timed passes; the table gives medians and
 the ratio replicad/PyTorch (below 1.0: replicad faster). resnet50 comes from torchvision with
 weights=None (seed 0), exported at opset 13 with a dynamic batch.
@@ -54,23 +57,23 @@ def median_ms(run, warmup, iterations):
     return statistics.median(times)
 
 
-def replicad_predict_ms(bench, model_path, device, slots, batch, tf32, args):
-    argv = [bench, "--json", "--model", model_path, "--device", device, "--slots", str(slots),
-            "--batch", str(batch), "--iterations", str(args.iterations),
-            "--warmup", str(args.warmup)] + (["--tf32"] if tf32 else [])
+def replicad_ms(bench, key, argv_tail, args):
+    """Median ms of `key` in the json line of a replicad benchmark binary, or (None, error)."""
+    argv = [bench, "--json", "--iterations", str(args.iterations),
+            "--warmup", str(args.warmup)] + argv_tail
     env = dict(os.environ)
     # scripts/gpu-check.sh: the bundled libraries are for replicad's process only.
     if os.environ.get("REPLICAD_BENCH_LD_LIBRARY_PATH"):
         env["LD_LIBRARY_PATH"] = os.environ["REPLICAD_BENCH_LD_LIBRARY_PATH"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200, env=env)
     if proc.returncode != 0:
-        return None, (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1][:200]
+        return None, (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1][:200]
     for line in proc.stdout.splitlines():
         if line.startswith("json: "):
-            predict = json.loads(line[len("json: "):]).get("predict")
-            if predict:
-                return predict["median_ms"], None
-    return None, "no predict timing in the output"
+            timing = json.loads(line[len("json: "):]).get(key)
+            if timing:
+                return timing["median_ms"], None
+    return None, f"no {key} timing in the output"
 
 
 def torch_inference_ms(module, batch, tf32, on_device, args):
@@ -143,22 +146,44 @@ def main(argv):
                      f"{args.batch / resident * 1000:.0f}", ""))
         for slots in (1, 2):
             log(f"replicad inference, tf32={tf32}, slots={slots}")
-            ms, error = replicad_predict_ms(bench, path, args.device, slots, args.batch, tf32,
-                                            args)
+            ms, error = replicad_ms(
+                bench, "predict",
+                ["--model", path, "--device", args.device, "--slots", str(slots),
+                 "--batch", str(args.batch)] + (["--tf32"] if tf32 else []), args)
             if ms is None:
                 rows.append(("replicad Predict", "on" if tf32 else "off", str(slots),
                              f"failed: {error}", "", ""))
                 continue
             rows.append(("replicad Predict", "on" if tf32 else "off", str(slots), f"{ms:.1f}",
                          f"{args.batch / ms * 1000:.0f}", f"{ms / peer:.2f}"))
-    train_rows = [("engine", "TF32", "median ms per step", "images/s")]
+    train_path = os.path.join(workdir, "resnet50_train.onnx")
+    torch.manual_seed(0)
+    train_module = torchvision.models.resnet50(weights=None).train()
+    torch.onnx.export(train_module, torch.randn(2, 3, 224, 224), train_path, opset_version=13,
+                      input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    train_bench = os.path.join(args.build_dir, "benchmarks", "train_step_bench")
+    train_rows = [("engine", "TF32", "slots", "median ms per step", "images/s",
+                   "replicad/PyTorch")]
     for tf32 in (False, True):
         log(f"PyTorch training step, tf32={tf32}")
-        ms = torch_train_step_ms(args.train_batch, tf32, args)
-        train_rows.append(("PyTorch SGD step", "on" if tf32 else "off", f"{ms:.1f}",
-                           f"{args.train_batch / ms * 1000:.0f}"))
-        train_rows.append(("replicad TrainStep", "on" if tf32 else "off",
-                           "UNIMPLEMENTED on CUDA slots", ""))
+        peer = torch_train_step_ms(args.train_batch, tf32, args)
+        train_rows.append(("PyTorch SGD step", "on" if tf32 else "off", "—", f"{peer:.1f}",
+                           f"{args.train_batch / peer * 1000:.0f}", ""))
+        for slots in (1, 2):
+            log(f"replicad training step, tf32={tf32}, slots={slots}")
+            ms, error = replicad_ms(
+                train_bench, "train_step",
+                ["--model", train_path, "--device", args.device, "--slots", str(slots),
+                 "--batch", str(args.train_batch)] + (["--tf32"] if tf32 else []), args)
+            if ms is None:
+                train_rows.append(("replicad TrainStep", "on" if tf32 else "off", str(slots),
+                                   f"failed: {error}", "", ""))
+                continue
+            train_rows.append(("replicad TrainStep", "on" if tf32 else "off", str(slots),
+                               f"{ms:.1f}", f"{args.train_batch / ms * 1000:.0f}",
+                               f"{ms / peer:.2f}"))
 
     def table(rows):
         lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]

@@ -37,6 +37,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "benchmarks/bench_timing.h"
 #include "client/replicad_client.h"
 #include "core/backends/backends.h"
 #include "core/model/onnx_import.h"
@@ -59,48 +60,6 @@ struct Options {
   std::string server;
   bool json = false;
 };
-
-struct Timing {
-  std::string mode;
-  double median_ms = 0;
-  double mean_ms = 0;
-  double min_ms = 0;
-};
-
-// Runs `pass` warmup + iterations times; a failing pass stops the run.
-absl::StatusOr<Timing> Measure(const std::string& mode, const Options& options,
-                               const std::function<absl::Status()>& pass) {
-  for (int i = 0; i < options.warmup; ++i) {
-    if (absl::Status s = pass(); !s.ok()) return s;
-  }
-  std::vector<double> ms;
-  for (int i = 0; i < options.iterations; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    if (absl::Status s = pass(); !s.ok()) return s;
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
-  Timing t{mode};
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  t.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  t.mean_ms = std::accumulate(ms.begin(), ms.end(), 0.0) / n;
-  t.min_ms = sorted.front();
-  return t;
-}
-
-// SplitMix64 floats in [-1, 1): the same bytes on every run.
-void FillRandom(float* data, int64_t count, uint64_t seed) {
-  uint64_t state = seed;
-  for (int64_t i = 0; i < count; ++i) {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    data[i] = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-  }
-}
 
 // The model's input shape with dim 0 set to the batch; other open dims are an error.
 absl::StatusOr<Shape> BatchShape(const std::string& input, Shape shape, int64_t batch) {
@@ -186,12 +145,12 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
     }
     omp_set_num_threads(options.threads);  // As the slot's own thread runs it.
     absl::StatusOr<Timing> direct =
-        Measure("direct", options, [&] { return (*plan)->Run(in_ptrs.data(), out_ptrs.data()); });
+        Measure("direct", options.warmup, options.iterations, [&] { return (*plan)->Run(in_ptrs.data(), out_ptrs.data()); });
     if (!direct.ok()) return direct.status();
     timings.push_back(*direct);
   }
   HostSink sink((*model)->outputs().size());
-  absl::StatusOr<Timing> predict = Measure("predict", options, [&] {
+  absl::StatusOr<Timing> predict = Measure("predict", options.warmup, options.iterations, [&] {
     absl::Status status;
     absl::Notification done;
     (*set)->Predict(inputs, &sink, [&](absl::Status s, std::vector<BatchSlice>) {
@@ -232,7 +191,7 @@ absl::StatusOr<std::vector<Timing>> RunGrpc(const Options& options) {
     FillRandom(values.data(), values.size(), 1000 + i);
     tensor->set_raw(values.data(), values.size() * sizeof(float));
   }
-  absl::StatusOr<Timing> grpc = Measure("grpc", options, [&]() -> absl::Status {
+  absl::StatusOr<Timing> grpc = Measure("grpc", options.warmup, options.iterations, [&]() -> absl::Status {
     absl::StatusOr<v1::PredictResponse> response = (*client)->Predict(request);
     return response.status();
   });

@@ -2,7 +2,7 @@
 # Packs what the GPU checks need to run on a GPU machine that cannot build
 # replicad (the lent device machines have CUDA, PyTorch and cuDNN/cuBLAS/NCCL
 # through pip, but none of replicad's other dependencies and no network):
-# the gpu-labelled test binaries, replicad, replicactl and model_forward_bench,
+# the gpu-labelled test binaries, replicad, replicactl, model_forward_bench and train_step_bench,
 # the shared libraries they load that are not CUDA's, and the ONNX backend
 # test data, into .gpu-bundle/bundle.tar.xz (git-ignored). On the GPU machine,
 # from the repository root:
@@ -15,7 +15,8 @@ stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/tests" "$stage/benchmarks" "$stage/lib" "$stage/testdata"
 
-binaries=("$build/bin/replicad" "$build/bin/replicactl" "$build/benchmarks/model_forward_bench")
+binaries=("$build/bin/replicad" "$build/bin/replicactl" "$build/benchmarks/model_forward_bench"
+          "$build/benchmarks/train_step_bench")
 for test in $(cd "$build" && ctest -L gpu -N | awk '/Test +#/ {print $3}'); do
   binaries+=("$build/tests/$test")
 done

@@ -1,0 +1,147 @@
+// Training-step time of one ONNX model: DataParallelTrainer::Step in-process
+// (split, forward, loss, backward, gradient reduction, optimizer update) on
+// --slots slots of --device, with softmax cross-entropy on the model's first
+// output and SGD with momentum. benchmarks/compare_gpu.py runs it next to
+// PyTorch's training step.
+//
+// Run with:
+//   build/benchmarks/train_step_bench --model resnet50_train.onnx --device cuda:0 --batch 128
+//   build/benchmarks/train_step_bench --model m.onnx --device cpu:0 --slots 2 --batch 32
+// The model must hold its BatchNormalization and Dropout nodes in training form (as
+// torch.onnx.export writes them with training=TrainingMode.TRAINING). Inputs are
+// deterministic pseudo-random floats and labels; --warmup untimed steps run first (the
+// first also builds the plans), then --iterations timed ones. Prints median, mean and min
+// milliseconds per step and images per second; with --json, one last line "json: {...}".
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "benchmarks/bench_timing.h"
+#include "core/backends/backends.h"
+#include "core/model/onnx_import.h"
+#include "core/train/data_parallel_trainer.h"
+
+namespace replicad {
+namespace {
+
+struct Options {
+  std::string model_path;
+  int64_t batch = 32;
+  int slots = 1;
+  std::string device = "cpu:0";
+  bool tf32 = false;
+  int threads = 1;
+  int iterations = 10;
+  int warmup = 2;
+  bool json = false;
+};
+
+absl::StatusOr<Timing> Run(const Options& options) {
+  OnnxImportOptions import;
+  import.optimize = false;  // Training needs the graph as written.
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      LoadOnnxFile(options.model_path, "m", import);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
+  if (!devices.ok()) return devices.status();
+  absl::StatusOr<DeviceId> id = ParseDeviceId(options.device);
+  if (!id.ok()) return id.status();
+  const DeviceInfo* info = FindDevice(*devices, *id);
+  if (info == nullptr) return absl::NotFoundError(options.device + ": no such device here");
+  std::vector<TrainerSlot> slots;
+  for (int s = 0; s < options.slots; ++s) {
+    absl::StatusOr<std::unique_ptr<Device>> device =
+        CreateDevice(*info, SlotOptions{options.threads, true, options.tf32});
+    if (!device.ok()) return device.status();
+    slots.push_back({SlotAssignment{absl::StrCat("r", s), *id, 1.0}, *std::move(device)});
+  }
+  const Graph& graph = (*model)->graph();
+  TrainerOptions trainer_options;
+  trainer_options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy,
+                          graph.values[graph.outputs[0]].name};
+  trainer_options.optimizer.learning_rate = 0.01f;
+  trainer_options.optimizer.momentum = 0.9f;
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
+      DataParallelTrainer::Create(*model, std::move(slots), trainer_options);
+  if (!trainer.ok()) return trainer.status();
+
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    Shape shape = graph.values[graph.inputs[i]].type.shape;
+    if (shape.empty()) return absl::InvalidArgumentError("a rank-0 input has no batch dim");
+    shape[0] = options.batch;
+    for (int64_t d : shape) {
+      if (d == kAnyDim) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("input ", i, ": dims other than 0 must be fixed: ", ShapeToString(shape)));
+      }
+    }
+    Tensor t = Tensor::Host(DType::kFloat32, shape);
+    FillRandom(t.data<float>(), t.num_elements(), 7 + i);
+    inputs.push_back(std::move(t));
+  }
+  const Shape& logits = graph.values[graph.outputs[0]].type.shape;
+  const int64_t classes = logits.size() == 2 && logits[1] > 0 ? logits[1] : 1;
+  Tensor labels = Tensor::Host(DType::kInt64, {options.batch});
+  for (int64_t r = 0; r < options.batch; ++r) labels.data<int64_t>()[r] = (r * 7) % classes;
+  return Measure("train_step", options.warmup, options.iterations, [&]() -> absl::Status {
+    absl::StatusOr<DataParallelTrainer::StepResult> step = (*trainer)->Step(inputs, labels);
+    return step.status();
+  });
+}
+
+int Main(int argc, char** argv) {
+  Options options;
+  CLI::App app{"Training-step time of an ONNX model in replicad (DataParallelTrainer)"};
+  app.add_option("--model", options.model_path, "ONNX file (training-form BatchNorm/Dropout)")
+      ->required();
+  app.add_option("--batch", options.batch, "Rows per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--slots", options.slots, "Slots on --device")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--device", options.device, "Device of every slot, e.g. cuda:0")
+      ->capture_default_str();
+  app.add_flag("--tf32", options.tf32, "CUDA slots: TF32 tensor cores");
+  app.add_option("--threads", options.threads, "CPU slots: OpenMP threads per slot")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--iterations", options.iterations, "Timed steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", options.warmup, "Untimed steps first")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--json", options.json, "Print a last line 'json: {...}' for scripts");
+  CLI11_PARSE(app, argc, argv);
+
+  absl::StatusOr<Timing> t = Run(options);
+  if (!t.ok()) {
+    std::cerr << "train_step_bench: " << t.status() << "\n";
+    return 1;
+  }
+  const double images_per_s = options.batch * 1000.0 / t->median_ms;
+  std::cout << absl::StrFormat(
+      "model %s  batch %d  %d slot(s) on %s%s  %d iterations (+%d warm-up)\n"
+      "train step: median %.3f ms, mean %.3f ms, min %.3f ms, %.1f images/s\n",
+      options.model_path, options.batch, options.slots, options.device,
+      options.tf32 ? " (TF32)" : "", options.iterations, options.warmup, t->median_ms,
+      t->mean_ms, t->min_ms, images_per_s);
+  if (options.json) {
+    std::cout << absl::StrFormat(
+        "json: {\"train_step\": {\"median_ms\": %.6f, \"mean_ms\": %.6f, \"min_ms\": %.6f, "
+        "\"images_per_s\": %.3f}}\n",
+        t->median_ms, t->mean_ms, t->min_ms, images_per_s);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace replicad
+
+int main(int argc, char** argv) { return replicad::Main(argc, argv); }
