@@ -15,7 +15,8 @@ namespace replicad {
 //
 // Every participant makes the same sequence of calls with the same counts,
 // each from its own stream thread (inside Device::Enqueue). A call may block
-// that thread until the participants sharing its GPU have made theirs.
+// that thread until the participants sharing its GPU have made theirs, and
+// (NCCL) until the other GPUs' first participants have made theirs.
 class SlotAllReduce {
  public:
   virtual ~SlotAllReduce() = default;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/backends/backends.h"
@@ -40,6 +41,14 @@ bool InHostMemory(const Device& device) {
 constexpr size_t kBucketBytes = size_t{25} << 20;
 // Each gradient starts on a boundary the GPU's vector loads like.
 constexpr size_t kGradientAlignment = 256;
+
+// NCCL does not order the collectives of different communicators on one
+// GPU, and two trainers' steps interleaving there can deadlock, so the GPU
+// steps of all trainers (models) run one at a time.
+absl::Mutex& GpuStepMutex() {
+  static absl::Mutex* mu = new absl::Mutex;
+  return *mu;
+}
 
 // Host copies of `tensors`, which live in `device`'s memory. Not on the
 // device's stream thread.
@@ -305,6 +314,8 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
                      ShapeToString(targets.shape())));
   }
   const std::vector<BatchSlice> slices = SplitBatch(batch, weights_);
+  std::optional<absl::MutexLock> one_gpu_step;
+  if (all_reduce_ != nullptr) one_gpu_step.emplace(&GpuStepMutex());
 
   // Plans first, on this thread: a bad shape fails before anything runs.
   std::vector<SlotPlan*> plans;
@@ -435,8 +446,14 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     loss += slots_[slice.slot]->loss_sum_host;
     correct += slots_[slice.slot]->correct_host;
   }
-  for (const Bucket& bucket : buckets_) {
-    result.reduced_bytes += static_cast<int64_t>(bucket.bytes * slices.size());
+  // The host reads the gradients; NCCL reads whole buckets, padding included.
+  for (const std::vector<float>& sum : reduced_) {
+    result.reduced_bytes += static_cast<int64_t>(sum.size() * sizeof(float) * slices.size());
+  }
+  if (all_reduce_ != nullptr) {
+    for (const Bucket& bucket : buckets_) {
+      result.reduced_bytes += static_cast<int64_t>(bucket.bytes * slices.size());
+    }
   }
   // CPU slots reduce here: the sum over slots in slot order, over the
   // global batch. (GPU slots reduced on the devices, overlapped with the
@@ -509,7 +526,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
                       buffer_staging_[b].raw_data(), buffer_staging_[b].location(),
                       buffer_staging_[b].byte_size());
   }
-  (void)first.Synchronize();
+  absl::Status copied = first.Synchronize();
   for (auto& slot : slots_) {
     for (size_t b = 0; b < slot->buffers.size(); ++b) {
       slot->where.device->EnqueueCopy(buffer_staging_[b].raw_data(), buffer_staging_[b].location(),
@@ -517,7 +534,16 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
                                       slot->buffers[b].byte_size());
     }
   }
-  for (auto& slot : slots_) (void)slot->where.device->Synchronize();
+  for (auto& slot : slots_) {
+    absl::Status synced = slot->where.device->Synchronize();
+    if (copied.ok()) copied = synced;
+  }
+  if (!copied.ok()) {
+    return absl::Status(copied.code(), absl::StrCat("the running statistics could not be copied "
+                                                    "to every slot, so the replicas may no "
+                                                    "longer agree: ",
+                                                    copied.message()));
+  }
 
   ++step_;
   result.step = step_;

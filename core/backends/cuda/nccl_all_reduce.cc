@@ -117,16 +117,11 @@ class NcclAllReduce : public SlotAllReduce {
                          bool contributes) override {
     Participant& p = participants_[participant];
     Group& group = *groups_[p.group];
-    // The side stream starts where the slot's work stands now.
-    REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaEventRecord(p.issued, p.stream));
-    REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaStreamWaitEvent(p.side, p.issued, 0));
-    if (!contributes) {
-      REPLICAD_CUDA_RETURN_IF_ERROR(
-          p.name, cudaMemsetAsync(data, 0, count * sizeof(float), p.side));
+    absl::Status status = Prepare(p, data, count, contributes);
+    if (status.ok()) {
+      status = group.members[0] == participant ? Lead(p, group, data, count, scale)
+                                               : Follow(p, group, participant, data, count);
     }
-    absl::Status status = group.members[0] == participant
-                              ? Lead(p, group, data, count, scale)
-                              : Follow(p, group, participant, data, count);
     if (!status.ok()) {
       // The group's other slots must not wait for a round that cannot finish.
       absl::MutexLock lock(&group.mu);
@@ -167,6 +162,18 @@ class NcclAllReduce : public SlotAllReduce {
     int64_t round ABSL_GUARDED_BY(mu) = 0;           // Rounds the leader completed.
     absl::Status failure ABSL_GUARDED_BY(mu);        // A member failed: rounds end with it.
   };
+
+  // The side stream starts where the slot's work stands now, with zeros in
+  // `data` for a participant that does not contribute.
+  static absl::Status Prepare(Participant& p, float* data, size_t count, bool contributes) {
+    REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaEventRecord(p.issued, p.stream));
+    REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaStreamWaitEvent(p.side, p.issued, 0));
+    if (!contributes) {
+      REPLICAD_CUDA_RETURN_IF_ERROR(
+          p.name, cudaMemsetAsync(data, 0, count * sizeof(float), p.side));
+    }
+    return absl::OkStatus();
+  }
 
   absl::Status Lead(Participant& p, Group& group, float* data, size_t count, float scale) {
     const int64_t n = static_cast<int64_t>(count);

@@ -61,12 +61,16 @@ class StepSums {
 
   double* device() const { return static_cast<double*>(device_->data()); }
 
-  // Once the sums kernel has been enqueued: brings device()[0, 2 channels)
-  // to the host (waiting for it), appends this slot's element count per
-  // channel, sums all of it over the step when the step has a collective,
-  // and enqueues the copy of the step's sums back into device(). Returns the
+  // Once the sums kernel has been enqueued, when the step has a collective:
+  // brings device()[0, 2 channels) to the host (waiting for it), appends
+  // this slot's element count per channel, sums all of it over the step, and
+  // enqueues the copy of the step's sums back into device(). Returns the
   // step's element count per channel.
   absl::StatusOr<double> SumOverStep(double local_count) {
+    // Without a collective this slot's sums are the step's: they stay on the
+    // device, and the stream is not waited for.
+    const TrainingStepContext* step = CurrentTrainingStep();
+    if (step == nullptr || step->collective == nullptr) return local_count;
     const size_t sums_bytes = static_cast<size_t>(2 * channels_) * sizeof(double);
     REPLICAD_CUDA_RETURN_IF_ERROR(
         context_.device,
@@ -74,10 +78,7 @@ class StepSums {
     // Unavoidable: the collective adds host values.
     REPLICAD_CUDA_RETURN_IF_ERROR(context_.device, cudaStreamSynchronize(context_.stream));
     host_[2 * channels_] = local_count;
-    const TrainingStepContext* step = CurrentTrainingStep();
-    if (step != nullptr && step->collective != nullptr) {
-      step->collective->AllReduceSum(step->participant, host_, HostCount());
-    }
+    step->collective->AllReduceSum(step->participant, host_, HostCount());
     const double count = host_[2 * channels_];
     // host_ must stay unchanged until this copy has read it: the host next
     // writes it after the next Run's cudaStreamSynchronize (or in the

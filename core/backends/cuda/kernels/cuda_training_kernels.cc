@@ -354,7 +354,8 @@ KernelOrStatus MakeCudaSumToShapeKernel(const KernelSpec& spec, CudaKernelContex
     (run.reduced ? layout.n_reduced : layout.n_out) *= run.extent;
   }
   const size_t out_bytes = static_cast<size_t>(layout.n_out) * sizeof(float);
-  if (layout.n_reduced <= 1) {
+  // No outputs (a kept dim of 0) writes nothing: ChooseSplits divides by n_out.
+  if (layout.n_reduced <= 1 || layout.n_out == 0) {
     return std::make_unique<SumToShapeCopyKernel>(context, out_bytes, layout.n_reduced == 0);
   }
   // Outputs contiguous in dY (a bias over the batch): one thread each reads
