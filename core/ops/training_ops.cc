@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/conv_attributes.h"
+#include "core/ops/dropout_train_attributes.h"
 #include "core/ops/op_util.h"
 #include "core/ops/optimizer_step_attributes.h"
 #include "core/ops/shape_rules.h"
@@ -214,6 +215,24 @@ absl::Status InferOptimizerStep(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(OptimizerConfig config, ParseOptimizerStep(*spec));
   spec->outputs.assign(1 + OptimizerStateNames(config.kind, config.momentum).size(), gradient);
   return absl::OkStatus();
+}
+
+absl::StatusOr<DropoutTrainAttributes> ParseDropoutTrainAttributes(const KernelSpec& spec) {
+  DropoutTrainAttributes parsed;
+  if (spec.opset < 12) {
+    REPLICAD_ASSIGN_OR_RETURN(parsed.ratio, FloatAttribute(spec, "ratio", 0.5f));
+  } else if (const Tensor* given = ConstantInput(spec, 1)) {
+    parsed.ratio = *given->data<float>();
+  }
+  if (!(parsed.ratio >= 0.0f && parsed.ratio < 1.0f)) {
+    return NodeError(spec, absl::StrCat("ratio must be in [0, 1), received ", parsed.ratio));
+  }
+  REPLICAD_ASSIGN_OR_RETURN(int64_t node_seed, IntAttribute(spec, "replicad.node_seed", 0));
+  parsed.node_seed = static_cast<uint64_t>(node_seed);
+  const Shape& x = spec.inputs[0]->shape;
+  parsed.rows = x.empty() ? 1 : x[0];
+  parsed.row_size = parsed.rows == 0 ? 0 : NumElements(x) / parsed.rows;
+  return parsed;
 }
 
 }  // namespace replicad

@@ -10,6 +10,7 @@
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/device/training_step.h"
 #include "core/ops/dropout_mask.h"
+#include "core/ops/dropout_train_attributes.h"
 #include "core/ops/op_util.h"
 
 namespace replicad {
@@ -50,20 +51,8 @@ class DropoutTrainKernel : public Kernel {
 }  // namespace
 
 KernelOrStatus MakeDropoutTrainKernel(const KernelSpec& spec, CpuKernelContext&) {
-  float ratio = 0.5f;
-  if (spec.opset < 12) {
-    REPLICAD_ASSIGN_OR_RETURN(ratio, FloatAttribute(spec, "ratio", 0.5f));
-  } else if (const Tensor* given = ConstantInput(spec, 1)) {
-    ratio = *given->data<float>();
-  }
-  if (!(ratio >= 0.0f && ratio < 1.0f)) {
-    return NodeError(spec, absl::StrCat("ratio must be in [0, 1), received ", ratio));
-  }
-  REPLICAD_ASSIGN_OR_RETURN(int64_t node_seed, IntAttribute(spec, "replicad.node_seed", 0));
-  const Shape& x = spec.inputs[0]->shape;
-  const int64_t rows = x.empty() ? 1 : x[0];
-  return std::make_unique<DropoutTrainKernel>(rows, rows == 0 ? 0 : NumElements(x) / rows, ratio,
-                                              static_cast<uint64_t>(node_seed));
+  REPLICAD_ASSIGN_OR_RETURN(DropoutTrainAttributes a, ParseDropoutTrainAttributes(spec));
+  return std::make_unique<DropoutTrainKernel>(a.rows, a.row_size, a.ratio, a.node_seed);
 }
 
 }  // namespace replicad

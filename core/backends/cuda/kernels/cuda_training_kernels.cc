@@ -20,6 +20,7 @@
 #include "core/ops/data_movement_attributes.h"
 #include "core/ops/dropout_mask.h"
 #include "core/ops/index_map.h"
+#include "core/ops/dropout_train_attributes.h"
 #include "core/ops/op_util.h"
 #include "core/ops/slice_pad_attributes.h"
 #include "core/ops/training_ops.h"
@@ -297,20 +298,8 @@ KernelOrStatus MakeCudaActivationGradKernel(const KernelSpec& spec, CudaKernelCo
 }
 
 KernelOrStatus MakeCudaDropoutTrainKernel(const KernelSpec& spec, CudaKernelContext& context) {
-  float ratio = 0.5f;
-  if (spec.opset < 12) {
-    REPLICAD_ASSIGN_OR_RETURN(ratio, FloatAttribute(spec, "ratio", 0.5f));
-  } else if (const Tensor* given = ConstantInput(spec, 1)) {
-    ratio = *given->data<float>();
-  }
-  if (!(ratio >= 0.0f && ratio < 1.0f)) {
-    return NodeError(spec, absl::StrCat("ratio must be in [0, 1), received ", ratio));
-  }
-  REPLICAD_ASSIGN_OR_RETURN(int64_t node_seed, IntAttribute(spec, "replicad.node_seed", 0));
-  const Shape& x = spec.inputs[0]->shape;
-  const int64_t rows = x.empty() ? 1 : x[0];
-  return std::make_unique<DropoutTrainKernel>(context, rows, rows == 0 ? 0 : NumElements(x) / rows,
-                                              ratio, static_cast<uint64_t>(node_seed));
+  REPLICAD_ASSIGN_OR_RETURN(DropoutTrainAttributes a, ParseDropoutTrainAttributes(spec));
+  return std::make_unique<DropoutTrainKernel>(context, a.rows, a.row_size, a.ratio, a.node_seed);
 }
 
 // dY's dims, without those of size 1, merged into runs that are all kept
