@@ -145,13 +145,9 @@ absl::Status ValidateOptimizerHyperparameters(const OptimizerConfig& config,
 Attributes OptimizerStepAttributes(const OptimizerConfig& config) {
   Attributes attributes;
   attributes.Set("kind", OptimizerKindName(config.kind));
-  attributes.Set("learning_rate", config.learning_rate);
-  attributes.Set("momentum", config.momentum);
-  attributes.Set("weight_decay", config.weight_decay);
-  attributes.Set("beta1", config.beta1);
-  attributes.Set("beta2", config.beta2);
-  attributes.Set("epsilon", config.epsilon);
-  attributes.Set("alpha", config.alpha);
+  for (const OptimizerFloatField& field : kOptimizerFloatFields) {
+    attributes.Set(field.name, config.*field.member);
+  }
   attributes.Set("nesterov", int64_t{config.nesterov ? 1 : 0});
   return attributes;
 }
@@ -169,20 +165,7 @@ absl::StatusOr<OptimizerConfig> ParseOptimizerStep(const KernelSpec& spec) {
                                   kind, "'"));
   }
   config.kind = *parsed;
-  struct FloatField {
-    const char* name;
-    float OptimizerConfig::*member;
-  };
-  static constexpr FloatField kFloats[] = {
-      {"learning_rate", &OptimizerConfig::learning_rate},
-      {"momentum", &OptimizerConfig::momentum},
-      {"weight_decay", &OptimizerConfig::weight_decay},
-      {"beta1", &OptimizerConfig::beta1},
-      {"beta2", &OptimizerConfig::beta2},
-      {"epsilon", &OptimizerConfig::epsilon},
-      {"alpha", &OptimizerConfig::alpha},
-  };
-  for (const FloatField& field : kFloats) {
+  for (const OptimizerFloatField& field : kOptimizerFloatFields) {
     REPLICAD_ASSIGN_OR_RETURN(config.*field.member,
                               FloatAttribute(spec, field.name, config.*field.member));
   }

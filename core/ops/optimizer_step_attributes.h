@@ -10,6 +10,22 @@
 
 namespace replicad {
 
+// OptimizerConfig's float hyperparameters under their API names, for code that
+// reads or writes them all (the op's attributes, checkpoint metadata).
+struct OptimizerFloatField {
+  const char* name;
+  float OptimizerConfig::*member;
+};
+inline constexpr OptimizerFloatField kOptimizerFloatFields[] = {
+    {"learning_rate", &OptimizerConfig::learning_rate},
+    {"momentum", &OptimizerConfig::momentum},
+    {"weight_decay", &OptimizerConfig::weight_decay},
+    {"beta1", &OptimizerConfig::beta1},
+    {"beta2", &OptimizerConfig::beta2},
+    {"epsilon", &OptimizerConfig::epsilon},
+    {"alpha", &OptimizerConfig::alpha},
+};
+
 // replicad.OptimizerStep's attributes (training_ops.h) <-> OptimizerConfig.
 
 // InvalidArgument "<prefix><field> must be <range>; received <value>" for the first field

@@ -8,12 +8,14 @@
 #include <cerrno>
 #include <climits>
 #include <cstdint>
+#include <optional>
 #include <random>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/model/onnx_tensor.h"
+#include "core/ops/optimizer_step_attributes.h"
 #include "onnx/onnx_pb.h"
 
 namespace replicad {
@@ -25,22 +27,6 @@ constexpr char kFormatKey[] = "replicad.format";
 constexpr char kStateFormat[] = "replicad.optimizer_state.v1";
 constexpr char kOptimizerPrefix[] = "replicad.optimizer.";
 constexpr char kTempSuffix[] = ".tmp";
-
-struct FloatField {
-  const char* name;
-  float OptimizerConfig::*member;
-};
-constexpr FloatField kFloatFields[] = {
-    {"learning_rate", &OptimizerConfig::learning_rate},
-    {"momentum", &OptimizerConfig::momentum},
-    {"weight_decay", &OptimizerConfig::weight_decay},
-    {"beta1", &OptimizerConfig::beta1},
-    {"beta2", &OptimizerConfig::beta2},
-    {"epsilon", &OptimizerConfig::epsilon},
-    {"alpha", &OptimizerConfig::alpha},
-};
-constexpr OptimizerConfig::Kind kKinds[] = {
-    OptimizerConfig::Kind::kSgd, OptimizerConfig::Kind::kAdam, OptimizerConfig::Kind::kRmsprop};
 
 // "write /x/m.onnx.tmp: No space left on device", with the errno's status code.
 absl::Status SysError(absl::string_view call, const std::string& path) {
@@ -194,7 +180,7 @@ onnx::ModelProto StateModel(const Checkpoint& checkpoint, const std::string& id)
   SetMetadata(&state, absl::StrCat(kOptimizerPrefix, "kind"), OptimizerKindName(config.kind));
   SetMetadata(&state, absl::StrCat(kOptimizerPrefix, "nesterov"),
               config.nesterov ? "true" : "false");
-  for (const FloatField& field : kFloatFields) {
+  for (const OptimizerFloatField& field : kOptimizerFloatFields) {
     // %.9g round-trips every float32 exactly.
     SetMetadata(&state, absl::StrCat(kOptimizerPrefix, field.name),
                 absl::StrFormat("%.9g", config.*field.member));
@@ -234,18 +220,13 @@ absl::StatusOr<OptimizerConfig> ParseConfig(const onnx::ModelProto& state,
   absl::StatusOr<const std::string*> kind =
       RequiredMetadata(state, path, absl::StrCat(kOptimizerPrefix, "kind"));
   if (!kind.ok()) return kind.status();
-  bool known = false;
-  for (OptimizerConfig::Kind k : kKinds) {
-    if (**kind == OptimizerKindName(k)) {
-      config.kind = k;
-      known = true;
-    }
-  }
-  if (!known) {
+  const std::optional<OptimizerConfig::Kind> parsed = OptimizerKindFromName(**kind);
+  if (!parsed) {
     return Invalid(path,
                    absl::StrCat("metadata '", kOptimizerPrefix,
                                 "kind' must be sgd, adam or rmsprop; received '", **kind, "'"));
   }
+  config.kind = *parsed;
   absl::StatusOr<const std::string*> nesterov =
       RequiredMetadata(state, path, absl::StrCat(kOptimizerPrefix, "nesterov"));
   if (!nesterov.ok()) return nesterov.status();
@@ -255,7 +236,7 @@ absl::StatusOr<OptimizerConfig> ParseConfig(const onnx::ModelProto& state,
                                 "nesterov' must be true or false; received '", **nesterov, "'"));
   }
   config.nesterov = **nesterov == "true";
-  for (const FloatField& field : kFloatFields) {
+  for (const OptimizerFloatField& field : kOptimizerFloatFields) {
     const std::string key = absl::StrCat(kOptimizerPrefix, field.name);
     absl::StatusOr<const std::string*> value = RequiredMetadata(state, path, key);
     if (!value.ok()) return value.status();

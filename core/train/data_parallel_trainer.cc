@@ -478,15 +478,16 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
   std::vector<const float*> reduced;
   for (const std::vector<float>& r : reduced_) reduced.push_back(r.data());
   std::vector<absl::Status> updates(slots_.size() + 1);
+  const bool reduced_on_devices = all_reduce_ != nullptr;
   auto update = [&](Slot* s, absl::Status* status) {
-    s->where.device->Enqueue([&reduced, s, status] {
+    s->where.device->Enqueue([&reduced, reduced_on_devices, s, status] {
       std::vector<float*> parameters;
       for (Tensor& p : s->parameters) parameters.push_back(p.data<float>());
-      std::vector<const float*> gradients = reduced;
-      if (gradients.empty()) {
-        for (const Tensor& g : s->gradients) gradients.push_back(g.data<float>());
+      std::vector<const float*> own;
+      if (reduced_on_devices) {
+        for (const Tensor& g : s->gradients) own.push_back(g.data<float>());
       }
-      *status = s->optimizer->Step(parameters, gradients);
+      *status = s->optimizer->Step(parameters, reduced_on_devices ? own : reduced);
     });
   };
   if (server_ != nullptr) {

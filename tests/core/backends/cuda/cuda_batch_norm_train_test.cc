@@ -91,18 +91,6 @@ Tensor Variances(int64_t channels, uint64_t seed) {
   return t;
 }
 
-// Rows [begin, end) of t along dim 0, as a new host tensor.
-Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
-  Shape shape = t.shape();
-  const int64_t row = t.num_elements() / shape[0];
-  shape[0] = end - begin;
-  Tensor out = Tensor::Host(t.dtype(), shape);
-  for (int64_t i = 0; i < out.num_elements(); ++i) {
-    out.data<float>()[i] = t.data<float>()[begin * row + i];
-  }
-  return out;
-}
-
 KernelCall TrainCall(const Tensor& x, float epsilon, float momentum, uint64_t seed) {
   const int64_t c = PlanesOf(x.shape()).channels;
   KernelCall call;
@@ -292,7 +280,7 @@ TEST_F(CudaBatchNormTrainTest, SynchronizedSlotMatchesWholeBatch) {
     step.global_rows = rows;
     step.collective = &train_collective;
     KernelCall slot = whole;
-    slot.inputs[0] = Rows(x, 0, first);
+    slot.inputs[0] = *x.SliceRows(0, first);
     slot.step = &step;
     for (Device* device : {cpu_.get(), gpu_.get()}) {
       const std::string what = absl::StrCat("BatchNormTrain, slot of ", label, " on ",
@@ -300,7 +288,7 @@ TEST_F(CudaBatchNormTrainTest, SynchronizedSlotMatchesWholeBatch) {
       absl::StatusOr<std::vector<Tensor>> actual = RunKernel(*device, slot);
       ASSERT_TRUE(actual.ok()) << what << ": " << actual.status();
       ASSERT_EQ(actual->size(), 5u);
-      ExpectNear((*actual)[0], Rows((*expected)[0], 0, first), what + ", Y");
+      ExpectNear((*actual)[0], *(*expected)[0].SliceRows(0, first), what + ", Y");
       for (int o = 1; o < 5; ++o) {
         ExpectNear((*actual)[o], (*expected)[o], absl::StrCat(what, ", output ", o));
       }
@@ -315,7 +303,7 @@ TEST_F(CudaBatchNormTrainTest, SynchronizedSlotMatchesWholeBatch) {
     FakeCollective grad_collective(GradSums(x, dy, mean, invstd, first, rows));
     step.collective = &grad_collective;
     KernelCall slot_grad =
-        GradCall(Rows(x, 0, first), *whole.inputs[1], mean, invstd, Rows(dy, 0, first));
+        GradCall(*x.SliceRows(0, first), *whole.inputs[1], mean, invstd, *dy.SliceRows(0, first));
     slot_grad.step = &step;
     const std::vector<double> own = GradSums(x, dy, mean, invstd, 0, first);
     const int64_t c = PlanesOf(shape).channels;
@@ -325,7 +313,7 @@ TEST_F(CudaBatchNormTrainTest, SynchronizedSlotMatchesWholeBatch) {
       absl::StatusOr<std::vector<Tensor>> actual = RunKernel(*device, slot_grad);
       ASSERT_TRUE(actual.ok()) << what << ": " << actual.status();
       ASSERT_EQ(actual->size(), 3u);
-      ExpectNear((*actual)[0], Rows((*whole_grad)[0], 0, first), what + ", dX");
+      ExpectNear((*actual)[0], *(*whole_grad)[0].SliceRows(0, first), what + ", dX");
       // dscale and dB are the slot's own rows' sums, not the step's.
       Tensor dscale = Tensor::Host(DType::kFloat32, {c});
       Tensor dbias = Tensor::Host(DType::kFloat32, {c});

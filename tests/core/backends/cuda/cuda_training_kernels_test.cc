@@ -48,18 +48,6 @@ Tensor Int64s(const std::vector<int64_t>& values) {
   return t;
 }
 
-// Rows [begin, end) of t along dim 0, as a new host tensor.
-Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
-  Shape shape = t.shape();
-  const int64_t row = t.num_elements() / shape[0];
-  shape[0] = end - begin;
-  Tensor out = Tensor::Host(t.dtype(), shape);
-  for (int64_t i = 0; i < out.num_elements(); ++i) {
-    out.data<float>()[i] = t.data<float>()[begin * row + i];
-  }
-  return out;
-}
-
 void ExpectNear(const Tensor& actual, const Tensor& expected, double tolerance,
                 const std::string& what) {
   ASSERT_EQ(TensorTypeToString(actual.type()), TensorTypeToString(expected.type())) << what;
@@ -209,10 +197,10 @@ TEST_F(CudaTrainingKernelsTest, DropoutMaskFollowsTheGlobalRow) {
   absl::StatusOr<std::vector<Tensor>> cpu = RunKernel(*cpu_, DropoutCall(whole, 0.5f, 77, &all));
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   absl::StatusOr<std::vector<Tensor>> gpu =
-      RunKernel(*gpu_, DropoutCall(Rows(whole, 13, 19), 0.5f, 77, &tail));
+      RunKernel(*gpu_, DropoutCall(*whole.SliceRows(13, 19), 0.5f, 77, &tail));
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   for (int o = 0; o < 2; ++o) {
-    ExpectNear((*gpu)[o], Rows((*cpu)[o], 13, 19), kExact, absl::StrCat("output ", o));
+    ExpectNear((*gpu)[o], *(*cpu)[o].SliceRows(13, 19), kExact, absl::StrCat("output ", o));
   }
 }
 
