@@ -66,9 +66,17 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
     if (absl::Status s = ApplySlotWeights(options.slot_weights, &*slots); !s.ok()) return s;
   }
   serving.slots = *std::move(slots);
-  absl::StatusOr<DeviceId> merge = ParseDeviceId(options.merge_device);
-  if (!merge.ok()) return merge.status();
+  absl::StatusOr<DeviceId> merge = ParseAvailableDevice(options.merge_device, devices);
+  if (!merge.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--merge-device: ", merge.status().message()));
+  }
   serving.merge_device = *merge;
+  if (options.transfer_chunks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--transfer-chunks must be >= 1; received ",
+                                                   options.transfer_chunks));
+  }
+  serving.transfer_chunks = options.transfer_chunks;
   if (options.max_batch_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--max-batch-size must be >= 0; received ",
                                                    options.max_batch_size));
@@ -204,7 +212,12 @@ int main(int argc, char** argv) {
                     "Theano-style slot map, e.g. 'r0->cpu0;r1->cpu0' (replaces --devices)");
   serve->add_option("--slot-weights", options.slot_weights,
                     "Relative batch share per slot, e.g. 3,1 (default: equal)");
-  serve->add_option("--merge-device", options.merge_device, "Where outputs are merged")
+  serve->add_option("--merge-device", options.merge_device,
+                    "Where outputs are merged: cpu:0, or a GPU (cuda:N) by peer copies")
+      ->capture_default_str();
+  serve->add_option("--transfer-chunks", options.transfer_chunks,
+                    "GPU slots: cut a slice of at least 8 MiB per chunk into up to N chunks "
+                    "whose copies overlap the compute (1: whole slices)")
       ->capture_default_str();
   serve->add_option("--threads-per-slot", options.threads_per_slot,
                     "OpenMP threads of each CPU slot")

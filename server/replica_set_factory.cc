@@ -22,8 +22,21 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<cons
     if (!replica.ok()) return replica.status();
     replicas.push_back(*std::move(replica));
   }
+  std::unique_ptr<Device> merge_stream;
+  if (options.merge_device.kind != DeviceKind::kCpu) {
+    const DeviceInfo* info = FindDevice(devices, options.merge_device);
+    if (info == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "merge device ", DeviceIdToString(options.merge_device), ": no such device"));
+    }
+    absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*info, options.slot_options);
+    if (!device.ok()) return device.status();
+    merge_stream = *std::move(device);
+  }
   return ReplicaSet::Create(std::move(model), std::move(replicas),
-                            ReplicaSet::Options{options.merge_device, observer});
+                            ReplicaSet::Options{options.merge_device, observer,
+                                                options.transfer_chunks},
+                            std::move(merge_stream));
 }
 
 }  // namespace replicad

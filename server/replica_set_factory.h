@@ -16,12 +16,14 @@ struct ServingOptions {
   std::vector<SlotAssignment> slots;  // The same slots for every model.
   SlotOptions slot_options;
   DeviceId merge_device;
+  int transfer_chunks = 4;
   int64_t max_batch_size = 0;  // 0: no limit.
 };
 
 // `model`'s replicas on the configured slots (a new device stream each) and
-// the set that splits batches over them. InvalidArgument naming a slot whose
-// device is not among `devices`; the device's or the replica's error otherwise.
+// the set that splits batches over them (with a GPU merge device, one more
+// stream there). InvalidArgument naming a slot or merge device that is not
+// among `devices`; the device's, the replica's or the set's error otherwise.
 absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<const Model> model,
                                                             const std::vector<DeviceInfo>& devices,
                                                             const ServingOptions& options,

@@ -56,9 +56,33 @@ class Device {
   virtual absl::Status CopyOnStream(const void* src, MemoryLocation src_location, void* dst,
                                     MemoryLocation dst_location, size_t bytes) = 0;
   // For work running on the stream: blocks until everything issued from it
-  // (kernels, copies) has finished; the first device error, if any. Host
-  // devices have nothing in flight and return OK at once.
+  // (kernels, copies, on every lane) has finished; the first device error,
+  // if any. Host devices have nothing in flight and return OK at once.
   virtual absl::Status AwaitStream() = 0;
+
+  // Lanes: a GPU slot's copies can run on the GPU's copy engines beside its
+  // compute, so a slot pipelines a slice (uploading chunk k+1 while chunk k
+  // computes and chunk k-1 downloads). Each lane is in-order; lanes are
+  // ordered against each other only through marks. Kernels run on kCompute.
+  // For work running on the stream, like CopyOnStream. A device without
+  // separate engines (host slots) treats every lane as its one stream, where
+  // copies complete before the call returns and marks are no-ops.
+  enum class Lane { kCompute, kUpload, kDownload };
+  // A point in one lane's issue order; opaque. Released on the stream thread.
+  class LaneMark {
+   public:
+    virtual ~LaneMark() = default;
+  };
+  // CopyOnStream, issued on `lane`. A copy into pageable host memory has
+  // landed when it returns; other copies may still run until AwaitStream.
+  virtual absl::Status CopyOnLane(Lane lane, const void* src, MemoryLocation src_location,
+                                  void* dst, MemoryLocation dst_location, size_t bytes) {
+    return CopyOnStream(src, src_location, dst, dst_location, bytes);
+  }
+  // Everything issued on `lane` so far; nullptr where lanes are one stream.
+  virtual absl::StatusOr<std::shared_ptr<LaneMark>> MarkLane(Lane lane) { return nullptr; }
+  // Work issued on `lane` from now on starts after `mark` (nullptr: at once).
+  virtual absl::Status WaitForMark(Lane lane, const LaneMark* mark) { return absl::OkStatus(); }
 
   // OK while the slot can run work. After a fault that leaves the device
   // unusable until the process restarts (a CUDA sticky error: illegal

@@ -18,6 +18,8 @@ std::string AvailableList(const std::vector<DeviceInfo>& available) {
   });
 }
 
+}  // namespace
+
 absl::StatusOr<DeviceId> ParseAvailableDevice(absl::string_view text,
                                               const std::vector<DeviceInfo>& available) {
   absl::StatusOr<DeviceId> id = ParseDeviceId(text);
@@ -29,8 +31,6 @@ absl::StatusOr<DeviceId> ParseAvailableDevice(absl::string_view text,
                                                  "' does not exist on this machine; available: ",
                                                  AvailableList(available)));
 }
-
-}  // namespace
 
 absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceList(
     absl::string_view text, const std::vector<DeviceInfo>& available,

@@ -18,6 +18,11 @@ struct SlotAssignment {
   double weight = 1.0;
 };
 
+// Parses one device id ("cuda:0", "cpu0") that must be in `available`:
+// InvalidArgument listing the devices that are, otherwise.
+absl::StatusOr<DeviceId> ParseAvailableDevice(absl::string_view text,
+                                              const std::vector<DeviceInfo>& available);
+
 // Parses --devices: "all" (expands to `all_slots`) or a comma-separated list
 // such as "cpu:0,cpu:1,cpu:1" (a device listed twice carries two slots).
 // Slots are named r0, r1, ... in order. A device that is not in `available`

@@ -1,9 +1,146 @@
 #include "core/serve/replica.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
 #include "core/device/device_copy.h"
 #include "core/ops/op_util.h"
 
 namespace replicad {
+namespace {
+
+using Lane = Device::Lane;
+
+// Bytes of one row of a tensor of `type` whose dim 0 is the rows.
+size_t RowBytes(const TensorType& type) {
+  const int64_t rows = type.shape.empty() ? 0 : type.shape[0];
+  return rows == 0 ? 0 : ByteSize(type) / static_cast<size_t>(rows);
+}
+
+// One slice's chunks through a device slot: the upload of chunk k+1 and the
+// download of chunk k-1 are issued on their lanes while chunk k computes.
+// Buffer reuse is ordered by marks: a set's inputs are refilled only after
+// the compute that read them, its outputs rewritten only after the download
+// that read them.
+class ChunkPipeline {
+ public:
+  struct Chunk {
+    ExecutionPlan* plan;
+    void* const* device_inputs;   // The plan's inputs and outputs in the
+    void* const* device_outputs;  // slot's memory.
+    int set;  // Which of the (at most three) sets: the marks' index.
+    int64_t first_row;
+    int64_t rows;
+  };
+
+  ChunkPipeline(Device& device, std::vector<Chunk> chunks, int64_t slice_rows,
+                const void* const* host_inputs, void* const* outputs,
+                MemoryLocation outputs_location)
+      : device_(device),
+        chunks_(std::move(chunks)),
+        slice_rows_(slice_rows),
+        host_inputs_(host_inputs),
+        outputs_(outputs),
+        outputs_location_(outputs_location) {
+    if (chunks_.size() > 1) {
+      scalars_.assign(chunks_.size(),
+                      std::vector<float>(chunks_[0].plan->output_types().size(), 0.0f));
+    }
+  }
+
+  absl::Status Run() {
+    const int n = static_cast<int>(chunks_.size());
+    REPLICAD_RETURN_IF_ERROR(Upload(0));
+    REPLICAD_RETURN_IF_ERROR(Compute(0));
+    for (int k = 1; k < n; ++k) {
+      REPLICAD_RETURN_IF_ERROR(Upload(k));
+      REPLICAD_RETURN_IF_ERROR(Compute(k));
+      // Blocks until chunk k-1 is out (for host outputs), while chunk k
+      // is already queued behind it: the GPU never waits for the host.
+      REPLICAD_RETURN_IF_ERROR(Download(k - 1));
+    }
+    REPLICAD_RETURN_IF_ERROR(Download(n - 1));
+    if (n > 1) MergeScalars();
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Upload(int k) {
+    const Chunk& c = chunks_[k];
+    REPLICAD_RETURN_IF_ERROR(device_.WaitForMark(Lane::kUpload, computed_[c.set].get()));
+    const std::vector<TensorType>& types = c.plan->input_types();
+    for (size_t i = 0; i < types.size(); ++i) {
+      const char* rows = static_cast<const char*>(host_inputs_[i]) +
+                         RowBytes(types[i]) * static_cast<size_t>(c.first_row);
+      REPLICAD_RETURN_IF_ERROR(device_.CopyOnLane(Lane::kUpload, rows, MemoryLocation{},
+                                                  c.device_inputs[i],
+                                                  device_.memory_location(), ByteSize(types[i])));
+    }
+    REPLICAD_ASSIGN_OR_RETURN(uploaded_, device_.MarkLane(Lane::kUpload));
+    return absl::OkStatus();
+  }
+
+  absl::Status Compute(int k) {
+    const Chunk& c = chunks_[k];
+    REPLICAD_RETURN_IF_ERROR(device_.WaitForMark(Lane::kCompute, uploaded_.get()));
+    REPLICAD_RETURN_IF_ERROR(device_.WaitForMark(Lane::kCompute, downloaded_[c.set].get()));
+    REPLICAD_RETURN_IF_ERROR(c.plan->Run(c.device_inputs, c.device_outputs));
+    REPLICAD_ASSIGN_OR_RETURN(computed_[c.set], device_.MarkLane(Lane::kCompute));
+    return absl::OkStatus();
+  }
+
+  absl::Status Download(int k) {
+    const Chunk& c = chunks_[k];
+    REPLICAD_RETURN_IF_ERROR(device_.WaitForMark(Lane::kDownload, computed_[c.set].get()));
+    const std::vector<TensorType>& types = c.plan->output_types();
+    for (size_t j = 0; j < types.size(); ++j) {
+      const bool scalar = types[j].shape.empty();
+      void* dst = nullptr;
+      if (scalar) {
+        dst = scalars_.empty() ? outputs_[j] : &scalars_[k][j];
+      } else {
+        dst = static_cast<char*>(outputs_[j]) +
+              RowBytes(types[j]) * static_cast<size_t>(c.first_row);
+      }
+      REPLICAD_RETURN_IF_ERROR(device_.CopyOnLane(
+          Lane::kDownload, c.device_outputs[j], device_.memory_location(), dst,
+          scalar ? MemoryLocation{} : outputs_location_, ByteSize(types[j])));
+    }
+    REPLICAD_ASSIGN_OR_RETURN(downloaded_[c.set], device_.MarkLane(Lane::kDownload));
+    return absl::OkStatus();
+  }
+
+  // Rank-0 outputs of several chunks: the row-weighted mean, as the merge
+  // of several slices does, so a per-sample mean does not depend on the cut.
+  void MergeScalars() {
+    const std::vector<TensorType>& types = chunks_[0].plan->output_types();
+    for (size_t j = 0; j < types.size(); ++j) {
+      if (!types[j].shape.empty()) continue;
+      double sum = 0;
+      for (size_t k = 0; k < chunks_.size(); ++k) {
+        sum += static_cast<double>(scalars_[k][j]) * static_cast<double>(chunks_[k].rows);
+      }
+      *static_cast<float*>(outputs_[j]) = static_cast<float>(sum / static_cast<double>(slice_rows_));
+    }
+  }
+
+  Device& device_;
+  const std::vector<Chunk> chunks_;
+  const int64_t slice_rows_;
+  const void* const* host_inputs_;
+  void* const* outputs_;
+  const MemoryLocation outputs_location_;
+  std::vector<std::vector<float>> scalars_;  // [chunk][output], with several chunks.
+  std::shared_ptr<Device::LaneMark> uploaded_;
+  std::shared_ptr<Device::LaneMark> computed_[3];
+  std::shared_ptr<Device::LaneMark> downloaded_[3];
+};
+
+}  // namespace
+
+int Replica::SlicePlan::chunks() const {
+  return chunk_rows <= 0 ? 1 : static_cast<int>((rows + chunk_rows - 1) / chunk_rows);
+}
 
 absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const Model> model,
                                                          SlotAssignment slot,
@@ -31,48 +168,133 @@ absl::StatusOr<ExecutionPlan*> Replica::PlanFor(const std::vector<Shape>& input_
   if (!plan.ok()) return plan.status();
   ExecutionPlan* raw = plan->get();
   if (device_->memory_location().kind != MemoryKind::kHost) {
-    DeviceIo io;
-    for (const TensorType& type : raw->input_types()) {
-      absl::StatusOr<std::shared_ptr<Buffer>> buffer = device_->Allocate(ByteSize(type));
-      if (!buffer.ok()) return buffer.status();
-      io.input_ptrs.push_back((*buffer)->data());
-      io.inputs.push_back(*std::move(buffer));
-    }
-    for (const TensorType& type : raw->output_types()) {
-      absl::StatusOr<std::shared_ptr<Buffer>> buffer = device_->Allocate(ByteSize(type));
-      if (!buffer.ok()) return buffer.status();
-      io.output_ptrs.push_back((*buffer)->data());
-      io.outputs.push_back(*std::move(buffer));
-    }
-    absl::MutexLock io_lock(&io_mu_);
-    device_io_.emplace(raw, std::move(io));
+    REPLICAD_RETURN_IF_ERROR(AddIoSets(*raw, 1));
   }
   plans_.emplace(input_shapes, *std::move(plan));
   return raw;
 }
 
+absl::Status Replica::AddIoSets(const ExecutionPlan& plan, size_t count) {
+  absl::MutexLock io_lock(&io_mu_);
+  std::deque<IoSet>& sets = device_io_[&plan];
+  while (sets.size() < count) {
+    IoSet io;
+    for (const TensorType& type : plan.input_types()) {
+      REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, device_->Allocate(ByteSize(type)));
+      io.input_ptrs.push_back(buffer->data());
+      io.inputs.push_back(std::move(buffer));
+    }
+    for (const TensorType& type : plan.output_types()) {
+      REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, device_->Allocate(ByteSize(type)));
+      io.output_ptrs.push_back(buffer->data());
+      io.outputs.push_back(std::move(buffer));
+    }
+    sets.push_back(std::move(io));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const Replica::IoSet*> Replica::IoSetOf(const ExecutionPlan& plan,
+                                                       size_t index) const {
+  absl::MutexLock lock(&io_mu_);
+  auto it = device_io_.find(&plan);
+  if (it == device_io_.end() || it->second.size() <= index) {
+    return absl::InternalError("the plan is not this replica's, or has no such buffers");
+  }
+  return &it->second[index];
+}
+
+absl::StatusOr<Replica::SlicePlan> Replica::PlanSlice(const std::vector<Shape>& input_shapes,
+                                                      int max_chunks, size_t min_chunk_bytes) {
+  SlicePlan slice;
+  slice.rows = input_shapes.empty() || input_shapes[0].empty() ? 0 : input_shapes[0][0];
+  slice.chunk_rows = slice.rows;
+  int chunks = 1;
+  const bool on_device = device_->memory_location().kind != MemoryKind::kHost;
+  bool by_rows = on_device && max_chunks > 1 && slice.rows > 1 &&
+                 input_shapes.size() == model_->inputs().size();
+  size_t bytes = 0;
+  for (size_t i = 0; by_rows && i < input_shapes.size(); ++i) {
+    by_rows = !input_shapes[i].empty() && input_shapes[i][0] == slice.rows;
+    if (by_rows) bytes += ByteSize(TensorType{model_->inputs()[i].type.dtype, input_shapes[i]});
+  }
+  if (by_rows) {
+    chunks = static_cast<int>(std::max<int64_t>(
+        1, std::min<int64_t>({max_chunks, slice.rows,
+                              static_cast<int64_t>(bytes / std::max<size_t>(min_chunk_bytes, 1))})));
+  }
+  if (chunks > 1) {
+    slice.chunk_rows = (slice.rows + chunks - 1) / chunks;
+    std::vector<Shape> shapes = input_shapes;
+    for (Shape& s : shapes) s[0] = slice.chunk_rows;
+    REPLICAD_ASSIGN_OR_RETURN(slice.chunk, PlanFor(shapes));
+    const int64_t last_rows = slice.rows - (slice.chunks() - 1) * slice.chunk_rows;
+    slice.last = slice.chunk;
+    if (last_rows != slice.chunk_rows) {
+      for (Shape& s : shapes) s[0] = last_rows;
+      REPLICAD_ASSIGN_OR_RETURN(slice.last, PlanFor(shapes));
+    }
+    for (const ExecutionPlan* plan : {slice.chunk, slice.last}) {
+      for (const TensorType& type : plan->output_types()) {
+        const int64_t rows = plan == slice.chunk ? slice.chunk_rows : last_rows;
+        if (type.shape.empty() ? type.dtype != DType::kFloat32 : type.shape[0] != rows) {
+          chunks = 1;
+        }
+      }
+    }
+  }
+  if (chunks == 1) {
+    slice.chunk_rows = slice.rows;
+    REPLICAD_ASSIGN_OR_RETURN(slice.chunk, PlanFor(input_shapes));
+    slice.last = slice.chunk;
+    slice.output_types = slice.chunk->output_types();
+    return slice;
+  }
+  // Consecutive chunks of one plan alternate between two buffer sets.
+  const int uses_of_chunk_plan = slice.last == slice.chunk ? slice.chunks() : slice.chunks() - 1;
+  if (uses_of_chunk_plan > 1) REPLICAD_RETURN_IF_ERROR(AddIoSets(*slice.chunk, 2));
+  slice.output_types = slice.chunk->output_types();
+  for (TensorType& type : slice.output_types) {
+    if (!type.shape.empty()) type.shape[0] = slice.rows;
+  }
+  return slice;
+}
+
+absl::Status Replica::RunSlice(const SlicePlan& plan, const void* const* host_inputs,
+                               void* const* outputs, MemoryLocation outputs_location) {
+  if (device_->memory_location().kind == MemoryKind::kHost) {
+    if (outputs_location.kind != MemoryKind::kHost) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "slot ", slot_.name, " on ", DeviceIdToString(slot_.device),
+          " writes host memory only; merge on the CPU (--merge-device cpu)"));
+    }
+    return plan.chunk->Run(host_inputs, outputs);
+  }
+  std::vector<ChunkPipeline::Chunk> chunks;
+  const int n = plan.chunks();
+  for (int k = 0; k < n; ++k) {
+    const bool last = k == n - 1;
+    ExecutionPlan* chunk_plan = last ? plan.last : plan.chunk;
+    // The last chunk has sets of its own unless it shares the chunk plan.
+    const int set = last && plan.last != plan.chunk ? 2 : (n > 1 ? k % 2 : 0);
+    REPLICAD_ASSIGN_OR_RETURN(const IoSet* io, IoSetOf(*chunk_plan, set == 2 ? 0 : set));
+    const int64_t first = k * plan.chunk_rows;
+    chunks.push_back({chunk_plan, io->input_ptrs.data(), io->output_ptrs.data(), set, first,
+                      last ? plan.rows - first : plan.chunk_rows});
+  }
+  ChunkPipeline pipeline(*device_, std::move(chunks), plan.rows, host_inputs, outputs,
+                         outputs_location);
+  absl::Status status = pipeline.Run();
+  // Whatever failed, nothing may still be reading or writing the buffers.
+  absl::Status done = device_->AwaitStream();
+  return status.ok() ? done : status;
+}
+
 absl::Status Replica::RunOnHost(ExecutionPlan& plan, const void* const* host_inputs,
                                 void* const* host_outputs) {
-  const MemoryLocation here = device_->memory_location();
-  if (here.kind == MemoryKind::kHost) return plan.Run(host_inputs, host_outputs);
-  const DeviceIo* io = nullptr;
-  {
-    absl::MutexLock lock(&io_mu_);
-    auto it = device_io_.find(&plan);
-    if (it == device_io_.end()) return absl::InternalError("RunOnHost: the plan is not this replica's");
-    io = &it->second;
-  }
-  const MemoryLocation host{};
-  for (size_t i = 0; i < io->inputs.size(); ++i) {
-    REPLICAD_RETURN_IF_ERROR(device_->CopyOnStream(host_inputs[i], host, io->inputs[i]->data(),
-                                                   here, io->inputs[i]->bytes()));
-  }
-  REPLICAD_RETURN_IF_ERROR(plan.Run(io->input_ptrs.data(), io->output_ptrs.data()));
-  for (size_t j = 0; j < io->outputs.size(); ++j) {
-    REPLICAD_RETURN_IF_ERROR(device_->CopyOnStream(io->outputs[j]->data(), here, host_outputs[j],
-                                                   host, io->outputs[j]->bytes()));
-  }
-  return device_->AwaitStream();
+  SlicePlan whole;
+  whole.chunk = whole.last = &plan;
+  return RunSlice(whole, host_inputs, host_outputs, MemoryLocation{});
 }
 
 size_t Replica::plan_count() const {

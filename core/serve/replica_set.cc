@@ -1,5 +1,6 @@
 #include "core/serve/replica_set.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -13,8 +14,12 @@ namespace {
 struct PredictState {
   std::vector<Tensor> inputs;
   std::vector<BatchSlice> slices;
-  std::vector<ExecutionPlan*> plans;      // Per slice.
-  std::vector<void*> outputs;             // Merged output buffers, model order.
+  std::vector<Replica::SlicePlan> plans;  // Per slice.
+  std::vector<void*> outputs;             // The sink's output buffers, model order.
+  // With a GPU merge device: where slices write their rank >= 1 outputs
+  // (null for rank 0), copied to `outputs` once every slice is in.
+  Device* merge_stream = nullptr;
+  std::vector<std::shared_ptr<Buffer>> merged;
   std::vector<bool> scalar;               // Per output: rank 0, merged by mean.
   std::vector<std::vector<float>> partial_scalars;  // [slice][output].
   std::vector<absl::Status> statuses;     // Per slice.
@@ -22,13 +27,8 @@ struct PredictState {
   ReplicaSet::Done done;
 };
 
+// Once every slice is in and the outputs are in the sink.
 void Finish(PredictState& state) {
-  for (const absl::Status& s : state.statuses) {
-    if (!s.ok()) {
-      std::move(state.done)(s, state.slices);
-      return;
-    }
-  }
   int64_t rows = 0;
   for (const BatchSlice& slice : state.slices) rows += slice.rows();
   for (size_t j = 0; j < state.outputs.size(); ++j) {
@@ -45,24 +45,78 @@ void Finish(PredictState& state) {
   std::move(state.done)(absl::OkStatus(), state.slices);
 }
 
+// Called by the last slice to finish: the first failure, or the merged
+// outputs brought from the merge GPU into the sink (on its stream), then Finish.
+void SlicesDone(std::shared_ptr<PredictState> state) {
+  for (const absl::Status& s : state->statuses) {
+    if (!s.ok()) {
+      std::move(state->done)(s, state->slices);
+      return;
+    }
+  }
+  if (state->merge_stream == nullptr) {
+    Finish(*state);
+    return;
+  }
+  state->merge_stream->Enqueue([state] {
+    Device& merge = *state->merge_stream;
+    absl::Status status;
+    for (size_t j = 0; j < state->merged.size() && status.ok(); ++j) {
+      if (state->merged[j] == nullptr) continue;
+      const size_t bytes = state->merged[j]->bytes();
+      status = merge.CopyOnStream(state->merged[j]->data(), merge.memory_location(),
+                                  state->outputs[j], MemoryLocation{}, bytes);
+    }
+    absl::Status done = merge.AwaitStream();
+    if (!status.ok() || !done.ok()) {
+      std::move(state->done)(status.ok() ? done : status, state->slices);
+      return;
+    }
+    Finish(*state);
+  });
+}
+
 }  // namespace
 
 ReplicaSet::ReplicaSet(std::shared_ptr<const Model> model,
-                       std::vector<std::unique_ptr<Replica>> replicas, const Options& options)
-    : model_(std::move(model)), replicas_(std::move(replicas)), options_(options) {
+                       std::vector<std::unique_ptr<Replica>> replicas, const Options& options,
+                       std::unique_ptr<Device> merge_stream)
+    : model_(std::move(model)),
+      replicas_(std::move(replicas)),
+      options_(options),
+      merge_stream_(std::move(merge_stream)) {
   for (const auto& r : replicas_) weights_.push_back(r->slot().weight);
 }
 
 absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
     std::shared_ptr<const Model> model, std::vector<std::unique_ptr<Replica>> replicas,
-    const Options& options) {
+    const Options& options, std::unique_ptr<Device> merge_stream) {
   if (replicas.empty()) return absl::InvalidArgumentError("a replica set needs at least one slot");
-  if (options.merge_device.kind != DeviceKind::kCpu) {
-    return absl::UnimplementedError(absl::StrCat("merge device ",
-                                                 DeviceIdToString(options.merge_device),
-                                                 ": only cpu merging is implemented"));
+  if (options.transfer_chunks < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("transfer_chunks must be >= 1, received ", options.transfer_chunks));
   }
-  return std::unique_ptr<ReplicaSet>(new ReplicaSet(std::move(model), std::move(replicas), options));
+  const std::string merge = DeviceIdToString(options.merge_device);
+  if (options.merge_device.kind == DeviceKind::kCpu) {
+    merge_stream.reset();
+  } else {
+    if (merge_stream == nullptr || !(merge_stream->info().id == options.merge_device)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("merge device ", merge, ": needs a stream on ", merge, ", received ",
+                       merge_stream == nullptr ? "none" : DeviceIdToString(merge_stream->info().id)));
+    }
+    for (const auto& r : replicas) {
+      if (r->device().memory_location().kind == MemoryKind::kHost) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "merge device ", merge, ": slot ", r->slot().name, " is on ",
+            DeviceIdToString(r->slot().device),
+            ", which cannot write GPU memory; merging on a GPU needs every slot on a GPU "
+            "(or merge on cpu)"));
+      }
+    }
+  }
+  return std::unique_ptr<ReplicaSet>(
+      new ReplicaSet(std::move(model), std::move(replicas), options, std::move(merge_stream)));
 }
 
 void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done) {
@@ -105,15 +159,16 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
       s[0] = slice.rows();
       shapes.push_back(std::move(s));
     }
-    absl::StatusOr<ExecutionPlan*> plan = replicas_[slice.slot]->PlanFor(shapes);
+    absl::StatusOr<Replica::SlicePlan> plan =
+        replicas_[slice.slot]->PlanSlice(shapes, options_.transfer_chunks, options_.min_chunk_bytes);
     if (!plan.ok()) {
       std::move(state->done)(plan.status(), state->slices);
       return;
     }
-    state->plans.push_back(*plan);
+    state->plans.push_back(*std::move(plan));
   }
 
-  const std::vector<TensorType>& types = state->plans[0]->output_types();
+  const std::vector<TensorType>& types = state->plans[0].output_types;
   const bool split = state->slices.size() > 1;
   for (size_t j = 0; j < types.size(); ++j) {
     TensorType merged = types[j];
@@ -128,7 +183,7 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
     }
     if (!scalar) {
       for (size_t s = 0; s < state->slices.size(); ++s) {
-        const int64_t rows = state->plans[s]->output_types()[j].shape[0];
+        const int64_t rows = state->plans[s].output_types[j].shape[0];
         if (split && rows != state->slices[s].rows()) {
           std::move(state->done)(
               absl::FailedPreconditionError(absl::StrCat(
@@ -148,7 +203,19 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
     }
     state->outputs.push_back(*out);
     state->scalar.push_back(scalar && split);
+    std::shared_ptr<Buffer> on_merge_device;
+    if (merge_stream_ != nullptr && !scalar) {
+      absl::StatusOr<std::shared_ptr<Buffer>> buffer =
+          merge_stream_->Allocate(std::max<size_t>(ByteSize(merged), 1));
+      if (!buffer.ok()) {
+        std::move(state->done)(buffer.status(), state->slices);
+        return;
+      }
+      on_merge_device = *std::move(buffer);
+    }
+    state->merged.push_back(std::move(on_merge_device));
   }
+  state->merge_stream = merge_stream_.get();
 
   const size_t n = state->slices.size();
   state->statuses.assign(n, absl::OkStatus());
@@ -158,7 +225,7 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
     Replica& replica = *replicas_[state->slices[s].slot];
     replica.device().Enqueue([this, state, s, &replica] {
       const BatchSlice& slice = state->slices[s];
-      ExecutionPlan& plan = *state->plans[s];
+      const Replica::SlicePlan& plan = state->plans[s];
       std::vector<const void*> in(state->inputs.size());
       for (size_t i = 0; i < in.size(); ++i) {
         const Tensor& t = state->inputs[i];
@@ -167,9 +234,11 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
       }
       std::vector<void*> out(state->outputs.size());
       for (size_t j = 0; j < out.size(); ++j) {
-        const TensorType& type = plan.output_types()[j];
+        const TensorType& type = plan.output_types[j];
         if (state->scalar[j]) {
           out[j] = &state->partial_scalars[s][j];
+        } else if (type.shape.empty()) {
+          out[j] = state->outputs[j];  // Rank 0 of one slice: host memory.
         } else {
           const size_t slice_bytes = static_cast<size_t>(NumElements(type.shape)) *
                                      DTypeSize(type.dtype);
@@ -177,15 +246,18 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
               type.shape.empty() || slice.rows() == 0
                   ? 0
                   : slice_bytes / static_cast<size_t>(slice.rows()) * slice.begin;
-          out[j] = static_cast<char*>(state->outputs[j]) + offset;
+          void* merged = state->merged[j] != nullptr ? state->merged[j]->data() : state->outputs[j];
+          out[j] = static_cast<char*>(merged) + offset;
         }
       }
       const auto start = std::chrono::steady_clock::now();
-      state->statuses[s] = replica.RunOnHost(plan, in.data(), out.data());
+      const MemoryLocation merged_in = merge_stream_ != nullptr ? merge_stream_->memory_location()
+                                                                : MemoryLocation{};
+      state->statuses[s] = replica.RunSlice(plan, in.data(), out.data(), merged_in);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (options_.observer != nullptr) options_.observer->OnSliceRun(replica, slice.rows(), seconds);
-      if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) Finish(*state);
+      if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) SlicesDone(state);
     });
   }
 }

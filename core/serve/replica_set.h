@@ -34,21 +34,32 @@ class SliceObserver {
 class ReplicaSet {
  public:
   struct Options {
-    DeviceId merge_device;               // Only the CPU (host memory) for now.
-    SliceObserver* observer = nullptr;   // Optional; must outlive the set.
+    // Where the slices' outputs meet: cpu (pinned or pageable host memory,
+    // the response's own bytes), or a GPU (cuda:N), whose memory the GPU
+    // slots write by peer copy before one copy to the response.
+    DeviceId merge_device;
+    SliceObserver* observer = nullptr;  // Optional; must outlive the set.
+    // The most chunks a GPU slot cuts its slice into so that transfers
+    // overlap compute (Replica::PlanSlice); 1 runs every slice whole.
+    int transfer_chunks = 4;
+    size_t min_chunk_bytes = Replica::kMinChunkBytes;  // See Replica::PlanSlice.
   };
 
-  // Unimplemented for a merge device other than cpu; InvalidArgument for no replicas.
+  // `merge_stream` is a slot on the merge device when that is a GPU (its
+  // stream copies the merged outputs out), else null. InvalidArgument for
+  // no replicas, transfer_chunks < 1, a GPU merge device without its
+  // stream, or with a slot that is not on a GPU.
   static absl::StatusOr<std::unique_ptr<ReplicaSet>> Create(
       std::shared_ptr<const Model> model, std::vector<std::unique_ptr<Replica>> replicas,
-      const Options& options);
+      const Options& options, std::unique_ptr<Device> merge_stream = nullptr);
 
   using Done = absl::AnyInvocable<void(absl::Status status, std::vector<BatchSlice> slices) &&>;
 
   // Splits `inputs` (host tensors in model input order, validated, all with
   // the same dim 0 > 0) across the replicas by weight, runs the slices
   // concurrently, and merges: rank >= 1 outputs are written at their row
-  // offset; rank-0 outputs become the row-weighted mean of the slices.
+  // offset (in the merge device's memory, then the sink's); rank-0 outputs
+  // become the row-weighted mean of the slices.
   // `done` runs exactly once, on a slot thread or before Predict returns.
   void Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done);
 
@@ -58,12 +69,13 @@ class ReplicaSet {
 
  private:
   ReplicaSet(std::shared_ptr<const Model> model, std::vector<std::unique_ptr<Replica>> replicas,
-             const Options& options);
+             const Options& options, std::unique_ptr<Device> merge_stream);
 
   std::shared_ptr<const Model> model_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<double> weights_;
   Options options_;
+  std::unique_ptr<Device> merge_stream_;  // With a GPU merge device.
 };
 
 }  // namespace replicad

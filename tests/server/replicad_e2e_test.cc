@@ -373,6 +373,20 @@ TEST(ReplicadStartupTest, UnknownDeviceFailsListingTheDevicesThatExist) {
   EXPECT_THAT(result.out, AllOf(HasSubstr("'cuda:7' does not exist"), HasSubstr("available: cpu:0")));
 }
 
+TEST(ReplicadStartupTest, BadMergeDeviceAndTransferChunksFailNamingTheFlag) {
+  testing::CommandResult merge = testing::RunCommand(
+      {testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0", "--merge-device",
+       "cuda:7"});
+  EXPECT_EQ(merge.exit_code, 1);
+  EXPECT_THAT(merge.out, AllOf(HasSubstr("--merge-device: device 'cuda:7' does not exist"),
+                               HasSubstr("available: cpu:0")));
+  testing::CommandResult chunks = testing::RunCommand(
+      {testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0", "--transfer-chunks",
+       "0"});
+  EXPECT_EQ(chunks.exit_code, 1);
+  EXPECT_THAT(chunks.out, HasSubstr("--transfer-chunks must be >= 1; received 0"));
+}
+
 TEST(ReplicadStartupTest, UnsupportedModelFailsNamingOpsAndNodes) {
   const std::string dir = ::testing::TempDir() + "/bad_repo/lstm";
   std::filesystem::create_directories(dir);

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <string>
 
+#include <vector>
+
+#include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -107,10 +110,74 @@ class CudaEvent : public Event {
   cudaEvent_t event_ = nullptr;
 };
 
+// Cross-lane marks: events recorded on one of a slot's CUDA streams for
+// another to wait on, recycled so that a pipelined slice creates none after
+// warm-up. Used from the slot's stream thread only.
+class MarkPool {
+ public:
+  ~MarkPool() {
+    for (cudaEvent_t event : free_) cudaEventDestroy(event);
+  }
+  cudaEvent_t Take() {
+    if (free_.empty()) {
+      cudaEvent_t event = nullptr;
+      if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) return nullptr;
+      return event;
+    }
+    cudaEvent_t event = free_.back();
+    free_.pop_back();
+    return event;
+  }
+  void Give(cudaEvent_t event) { free_.push_back(event); }
+
+ private:
+  std::vector<cudaEvent_t> free_;
+};
+
+class CudaLaneMark : public Device::LaneMark {
+ public:
+  CudaLaneMark(std::shared_ptr<MarkPool> pool, cudaEvent_t event)
+      : pool_(std::move(pool)), event_(event) {}
+  ~CudaLaneMark() override { pool_->Give(event_); }
+  cudaEvent_t event() const { return event_; }
+
+ private:
+  std::shared_ptr<MarkPool> pool_;
+  cudaEvent_t event_;
+};
+
+// Lets every GPU read and write every other one's memory directly (peer
+// copies for --merge-device cuda:N), once per process, where the hardware
+// can. Where it cannot, cudaMemcpyDefault still copies, through the host.
+void EnablePeerAccessOnce() {
+  static absl::once_flag once;
+  absl::call_once(once, [] {
+    int count = 0;
+    int previous = -1;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || cudaGetDevice(&previous) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    for (int from = 0; from < count; ++from) {
+      if (cudaSetDevice(from) != cudaSuccess) continue;
+      for (int to = 0; to < count; ++to) {
+        int can = 0;
+        if (to != from && cudaDeviceCanAccessPeer(&can, from, to) == cudaSuccess && can != 0) {
+          cudaDeviceEnablePeerAccess(to, 0);  // Already enabled is fine.
+        }
+      }
+    }
+    cudaSetDevice(previous);
+    cudaGetLastError();  // Not any thread's next launch error.
+  });
+}
+
 // CreateCudaDevice's slot on one GPU. Its stream is a host thread (which
 // made the GPU current) issuing work, in order, onto its own non-blocking
 // CUDA stream, with its own cuDNN and cuBLAS handles bound to that stream;
-// several slots on one GPU run concurrently. Device memory
+// several slots on one GPU run concurrently. Two more streams carry the
+// copies issued on the upload and download lanes, so those run on the copy
+// engines beside the slot's kernels. Device memory
 // comes from the slot's CachingAllocator (no cudaMalloc per request after
 // warm-up). Host<->device copies go through two pinned staging buffers in
 // chunks, so the CPU's copy of one chunk overlaps the DMA of the other.
@@ -191,27 +258,39 @@ class CudaDevice : public Device {
 
   absl::Status CopyOnStream(const void* src, MemoryLocation src_location, void* dst,
                             MemoryLocation dst_location, size_t bytes) override {
-    if (bytes == 0) return absl::OkStatus();
-    const bool from_host = src_location.kind == MemoryKind::kHost;
-    const bool to_host = dst_location.kind == MemoryKind::kHost;
-    if (from_host && to_host) {
-      std::memcpy(dst, src, bytes);
-      return absl::OkStatus();
-    }
-    if (from_host) return StagedUpload(static_cast<const char*>(src), static_cast<char*>(dst), bytes);
-    if (to_host) return StagedDownload(static_cast<const char*>(src), static_cast<char*>(dst), bytes);
-    // Between GPUs (peer copy where peer access is on, else through the
-    // host) or within this one: unified addressing tells the driver which.
-    return Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream_),
-                 "cudaMemcpyAsync(device to device)");
+    return CopyOn(cuda_stream_, src, src_location, dst, dst_location, bytes);
+  }
+
+  absl::Status CopyOnLane(Lane lane, const void* src, MemoryLocation src_location, void* dst,
+                          MemoryLocation dst_location, size_t bytes) override {
+    return CopyOn(LaneStream(lane), src, src_location, dst, dst_location, bytes);
+  }
+
+  absl::StatusOr<std::shared_ptr<LaneMark>> MarkLane(Lane lane) override {
+    cudaEvent_t event = marks_->Take();
+    if (event == nullptr) return Check(cudaGetLastError(), "cudaEventCreateWithFlags(lane mark)");
+    auto mark = std::make_shared<CudaLaneMark>(marks_, event);
+    REPLICAD_RETURN_IF_ERROR(Check(cudaEventRecord(event, LaneStream(lane)), "cudaEventRecord(lane mark)"));
+    return mark;
+  }
+
+  absl::Status WaitForMark(Lane lane, const LaneMark* mark) override {
+    if (mark == nullptr) return absl::OkStatus();
+    return Check(cudaStreamWaitEvent(LaneStream(lane),
+                                     static_cast<const CudaLaneMark*>(mark)->event(), 0),
+                 "cudaStreamWaitEvent(lane mark)");
   }
 
   absl::Status AwaitStream() override {
     // Through a blocking-sync event, so the thread sleeps (see the staging
     // events); cudaStreamSynchronize would spin by default.
-    REPLICAD_RETURN_IF_ERROR(
-        Check(cudaEventRecord(stream_done_, cuda_stream_), "cudaEventRecord(stream done)"));
-    return Check(cudaEventSynchronize(stream_done_), "cudaEventSynchronize(stream done)");
+    for (cudaStream_t stream : {upload_stream_, download_stream_, cuda_stream_}) {
+      REPLICAD_RETURN_IF_ERROR(
+          Check(cudaEventRecord(stream_done_, stream), "cudaEventRecord(stream done)"));
+      REPLICAD_RETURN_IF_ERROR(
+          Check(cudaEventSynchronize(stream_done_), "cudaEventSynchronize(stream done)"));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status health() const override {
@@ -234,12 +313,49 @@ class CudaDevice : public Device {
   }
 
  private:
+  cudaStream_t LaneStream(Lane lane) const {
+    switch (lane) {
+      case Lane::kUpload:
+        return upload_stream_;
+      case Lane::kDownload:
+        return download_stream_;
+      case Lane::kCompute:
+        break;
+    }
+    return cuda_stream_;
+  }
+
+  absl::Status CopyOn(cudaStream_t stream, const void* src, MemoryLocation src_location, void* dst,
+                      MemoryLocation dst_location, size_t bytes) {
+    if (bytes == 0) return absl::OkStatus();
+    const bool from_host = src_location.kind == MemoryKind::kHost;
+    const bool to_host = dst_location.kind == MemoryKind::kHost;
+    if (from_host && to_host) {
+      std::memcpy(dst, src, bytes);
+      return absl::OkStatus();
+    }
+    if (from_host) {
+      return StagedUpload(stream, static_cast<const char*>(src), static_cast<char*>(dst), bytes);
+    }
+    if (to_host) {
+      return StagedDownload(stream, static_cast<const char*>(src), static_cast<char*>(dst), bytes);
+    }
+    // Between GPUs (peer copy where peer access is on, else through the
+    // host) or within this one: unified addressing tells the driver which.
+    return Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
+                 "cudaMemcpyAsync(device to device)");
+  }
+
   absl::Status CreateResources() {
     REPLICAD_RETURN_IF_ERROR(Check(cudaSetDevice(info_.id.ordinal), "cudaSetDevice"));
     REPLICAD_RETURN_IF_ERROR(
         Check(cudaStreamCreateWithFlags(&cuda_stream_, cudaStreamNonBlocking),
               "cudaStreamCreateWithFlags"));
     context_.stream = cuda_stream_;
+    for (cudaStream_t* lane : {&upload_stream_, &download_stream_}) {
+      REPLICAD_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(lane, cudaStreamNonBlocking),
+                                     "cudaStreamCreateWithFlags(copy lane)"));
+    }
     REPLICAD_CUDA_RETURN_IF_ERROR(name_, cudnnCreate(&context_.cudnn));
     REPLICAD_CUDA_RETURN_IF_ERROR(name_, cudnnSetStream(context_.cudnn, cuda_stream_));
     REPLICAD_CUDA_RETURN_IF_ERROR(name_, cublasCreate(&context_.cublas));
@@ -268,7 +384,9 @@ class CudaDevice : public Device {
   }
 
   void ReleaseResources() {
-    if (cuda_stream_ != nullptr) cudaStreamSynchronize(cuda_stream_);
+    for (cudaStream_t stream : {upload_stream_, download_stream_, cuda_stream_}) {
+      if (stream != nullptr) cudaStreamSynchronize(stream);
+    }
     for (int half = 0; half < 2; ++half) {
       if (staging_[half] != nullptr) cudaFreeHost(staging_[half]);
       if (staging_free_[half] != nullptr) cudaEventDestroy(staging_free_[half]);
@@ -277,13 +395,17 @@ class CudaDevice : public Device {
     if (context_.cublas != nullptr) cublasDestroy(context_.cublas);
     cublas_workspace_.reset();
     if (context_.cudnn != nullptr) cudnnDestroy(context_.cudnn);
-    if (cuda_stream_ != nullptr) cudaStreamDestroy(cuda_stream_);
+    for (cudaStream_t stream : {upload_stream_, download_stream_, cuda_stream_}) {
+      if (stream != nullptr) cudaStreamDestroy(stream);
+    }
   }
 
   // Pageable host memory cannot be read by the GPU's copy engines; a chunk
   // goes through a pinned half while the other half's DMA runs, so the
-  // CPU's copy and the transfer overlap. Returns once issued.
-  absl::Status StagedUpload(const char* src, char* dst, size_t bytes) {
+  // CPU's copy and the transfer overlap. The halves are shared by the
+  // slot's streams: waiting for a half's event waits for its last user on
+  // any of them. Returns once issued.
+  absl::Status StagedUpload(cudaStream_t stream, const char* src, char* dst, size_t bytes) {
     for (size_t offset = 0; offset < bytes; offset += kStagingChunkBytes) {
       // Halves alternate across copies too, so consecutive small inputs
       // overlap like the chunks of a large one.
@@ -294,23 +416,26 @@ class CudaDevice : public Device {
           Check(cudaEventSynchronize(staging_free_[half]), "cudaEventSynchronize(staging)"));
       std::memcpy(staging_[half], src + offset, n);
       REPLICAD_RETURN_IF_ERROR(Check(cudaMemcpyAsync(dst + offset, staging_[half], n,
-                                                     cudaMemcpyHostToDevice, cuda_stream_),
+                                                     cudaMemcpyHostToDevice, stream),
                                      "cudaMemcpyAsync(host to device)"));
       REPLICAD_RETURN_IF_ERROR(
-          Check(cudaEventRecord(staging_free_[half], cuda_stream_), "cudaEventRecord(staging)"));
+          Check(cudaEventRecord(staging_free_[half], stream), "cudaEventRecord(staging)"));
     }
     return absl::OkStatus();
   }
 
   // The reverse, with the next chunk's DMA issued before the CPU copies the
-  // current one out. Returns with `dst` written.
-  absl::Status StagedDownload(const char* src, char* dst, size_t bytes) {
+  // current one out; a half an upload on another stream may still be
+  // reading is waited for on the GPU. Returns with `dst` written.
+  absl::Status StagedDownload(cudaStream_t stream, const char* src, char* dst, size_t bytes) {
     auto issue = [&](size_t offset, int half) {
       const size_t n = std::min(kStagingChunkBytes, bytes - offset);
+      REPLICAD_RETURN_IF_ERROR(Check(cudaStreamWaitEvent(stream, staging_free_[half], 0),
+                                     "cudaStreamWaitEvent(staging)"));
       REPLICAD_RETURN_IF_ERROR(Check(cudaMemcpyAsync(staging_[half], src + offset, n,
-                                                     cudaMemcpyDeviceToHost, cuda_stream_),
+                                                     cudaMemcpyDeviceToHost, stream),
                                      "cudaMemcpyAsync(device to host)"));
-      return Check(cudaEventRecord(staging_free_[half], cuda_stream_), "cudaEventRecord(staging)");
+      return Check(cudaEventRecord(staging_free_[half], stream), "cudaEventRecord(staging)");
     };
     REPLICAD_RETURN_IF_ERROR(issue(0, 0));
     for (size_t offset = 0, chunk = 0; offset < bytes; offset += kStagingChunkBytes, ++chunk) {
@@ -351,7 +476,10 @@ class CudaDevice : public Device {
   absl::Status health_ ABSL_GUARDED_BY(mu_);
   absl::Status stream_error_ ABSL_GUARDED_BY(mu_);  // From EnqueueCopy, until Synchronize.
   // Used on the stream's host thread only.
-  cudaStream_t cuda_stream_ = nullptr;
+  cudaStream_t cuda_stream_ = nullptr;  // The compute lane.
+  cudaStream_t upload_stream_ = nullptr;
+  cudaStream_t download_stream_ = nullptr;
+  std::shared_ptr<MarkPool> marks_ = std::make_shared<MarkPool>();
   CudaKernelContext context_;
   std::shared_ptr<Buffer> cublas_workspace_;
   void* staging_[2] = {nullptr, nullptr};
@@ -370,6 +498,7 @@ cudaStream_t CudaSlotStream(Device& device) {
 
 absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(const DeviceInfo& info,
                                                          const CudaSlotOptions& options) {
+  EnablePeerAccessOnce();
   auto device = std::make_unique<CudaDevice>(info, options);
   REPLICAD_RETURN_IF_ERROR(device->Init());
   return device;

@@ -10,6 +10,7 @@
 
 #include "core/backends/backends.h"
 #include "core/model/default_model.h"
+#include "core/ops/op_util.h"
 #include "core/serve/replica_set.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_models.h"
@@ -39,8 +40,9 @@ class ReplicaSetGpuTest : public ::testing::Test {
     model_ = *std::move(model);
   }
 
-  // `slots` slots on the first GPU, equal weights, merged on the CPU.
-  std::unique_ptr<ReplicaSet> GpuSet(int slots) {
+  // `slots` slots on the first GPU, equal weights, merged on the CPU unless
+  // `options` say otherwise.
+  std::unique_ptr<ReplicaSet> GpuSet(int slots, ReplicaSet::Options options = {}) {
     std::vector<std::unique_ptr<Replica>> replicas;
     for (int i = 0; i < slots; ++i) {
       absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*gpu_, SlotOptions{});
@@ -52,8 +54,15 @@ class ReplicaSetGpuTest : public ::testing::Test {
       if (!replica.ok()) return nullptr;
       replicas.push_back(*std::move(replica));
     }
+    std::unique_ptr<Device> merge_stream;
+    if (options.merge_device.kind == DeviceKind::kCuda) {
+      absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*gpu_, SlotOptions{});
+      EXPECT_TRUE(device.ok()) << device.status();
+      if (!device.ok()) return nullptr;
+      merge_stream = *std::move(device);
+    }
     absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
-        ReplicaSet::Create(model_, std::move(replicas), ReplicaSet::Options{DeviceId{}});
+        ReplicaSet::Create(model_, std::move(replicas), options, std::move(merge_stream));
     EXPECT_TRUE(set.ok()) << set.status();
     return set.ok() ? *std::move(set) : nullptr;
   }
@@ -83,6 +92,73 @@ TEST_F(ReplicaSetGpuTest, SplitOverTwoSlotsOfOneGpuMatchesTheCpu) {
       EXPECT_LE(testing::RelativeL2(actual.outputs[o], expected.outputs[o]), kMaxRelativeL2);
     }
   }
+}
+
+// Slices cut into chunks whose copies run on the copy lanes, merged in host
+// memory or in the GPU's memory (the peer-copy path of --merge-device).
+TEST_F(ReplicaSetGpuTest, ChunkedSlicesAndGpuMergeMatchTheCpu) {
+  std::unique_ptr<ReplicaSet> cpu = testing::MakeCpuReplicaSet(model_, {1});
+  for (int chunks : {1, 4}) {
+    for (bool merge_on_gpu : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << chunks << " chunks, merge on gpu " << merge_on_gpu);
+      ReplicaSet::Options options;
+      options.transfer_chunks = chunks;
+      options.min_chunk_bytes = 1;
+      if (merge_on_gpu) options.merge_device = gpu_->id;
+      std::unique_ptr<ReplicaSet> gpu = GpuSet(2, options);
+      ASSERT_NE(gpu, nullptr);
+      for (int64_t batch : {1, 7, 64, 101}) {
+        SCOPED_TRACE(batch);
+        testing::PredictOutcome expected = testing::PredictAndWait(*cpu, Images(batch));
+        testing::PredictOutcome actual = testing::PredictAndWait(*gpu, Images(batch));
+        ASSERT_TRUE(actual.status.ok()) << actual.status;
+        for (size_t o = 0; o < expected.outputs.size(); ++o) {
+          EXPECT_LE(testing::RelativeL2(actual.outputs[o], expected.outputs[o]), kMaxRelativeL2);
+        }
+      }
+    }
+  }
+}
+
+// The lanes are streams of their own, ordered only by marks: an upload, a
+// copy on the compute lane after it, a download after that; then uploads
+// and downloads alternating through the shared staging buffers.
+TEST_F(ReplicaSetGpuTest, LaneCopiesFollowTheirMarks) {
+  absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*gpu_, SlotOptions{});
+  ASSERT_TRUE(device.ok()) << device.status();
+  Device& d = **device;
+  const size_t bytes = (size_t{20} << 20) + 12;
+  std::vector<char> source(bytes), back(bytes, 0), again(bytes, 0);
+  for (size_t i = 0; i < bytes; ++i) source[i] = static_cast<char>(i * 131 + 7);
+  absl::StatusOr<std::shared_ptr<Buffer>> a = d.Allocate(bytes);
+  absl::StatusOr<std::shared_ptr<Buffer>> b = d.Allocate(bytes);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const MemoryLocation host{};
+  const MemoryLocation gpu = d.memory_location();
+  using Lane = Device::Lane;
+  absl::Status status;
+  d.Enqueue([&] {
+    auto step = [&]() -> absl::Status {
+      REPLICAD_RETURN_IF_ERROR(d.CopyOnLane(Lane::kUpload, source.data(), host, (*a)->data(), gpu, bytes));
+      REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Device::LaneMark> uploaded, d.MarkLane(Lane::kUpload));
+      REPLICAD_RETURN_IF_ERROR(d.WaitForMark(Lane::kCompute, uploaded.get()));
+      REPLICAD_RETURN_IF_ERROR(d.CopyOnStream((*a)->data(), gpu, (*b)->data(), gpu, bytes));
+      REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Device::LaneMark> copied, d.MarkLane(Lane::kCompute));
+      REPLICAD_RETURN_IF_ERROR(d.WaitForMark(Lane::kDownload, copied.get()));
+      REPLICAD_RETURN_IF_ERROR(d.CopyOnLane(Lane::kDownload, (*b)->data(), gpu, back.data(), host, bytes));
+      // Back-to-back on different lanes through the same staging halves.
+      REPLICAD_RETURN_IF_ERROR(d.CopyOnLane(Lane::kUpload, back.data(), host, (*a)->data(), gpu, bytes));
+      REPLICAD_ASSIGN_OR_RETURN(uploaded, d.MarkLane(Lane::kUpload));
+      REPLICAD_RETURN_IF_ERROR(d.WaitForMark(Lane::kDownload, uploaded.get()));
+      REPLICAD_RETURN_IF_ERROR(d.CopyOnLane(Lane::kDownload, (*a)->data(), gpu, again.data(), host, bytes));
+      return d.AwaitStream();
+    };
+    status = step();
+  });
+  ASSERT_TRUE(d.Synchronize().ok());
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(std::memcmp(source.data(), back.data(), bytes), 0);
+  EXPECT_EQ(std::memcmp(source.data(), again.data(), bytes), 0);
 }
 
 TEST_F(ReplicaSetGpuTest, RepeatedRequestsAllocateNoDeviceMemory) {

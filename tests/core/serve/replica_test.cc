@@ -1,0 +1,222 @@
+// Replica::PlanSlice/RunSlice on slots whose memory the host does not read:
+// slices cut into chunks whose upload, compute and download overlap, and
+// outputs merged in device memory. Runs everywhere on the device-memory
+// stand-in (CPU kernels behind device-memory paths, copy lanes on threads of
+// their own); replica_set_gpu_test runs the same paths on GPUs. Chunks and
+// slices run the same kernels on fewer rows, so results match one CPU slot
+// within 1e-6 relative L2 (oneDNN may pick another algorithm per size).
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "core/backends/cpu/cpu_backend.h"
+#include "core/model/onnx_builder.h"
+#include "core/serve/replica_set.h"
+#include "gtest/gtest.h"
+#include "tests/testing/device_memory_stand_in.h"
+#include "tests/testing/test_models.h"
+
+namespace replicad {
+namespace {
+
+using testing::PredictAndWait;
+using testing::PredictOutcome;
+using testing::RandomTensor;
+using testing::RelativeL2;
+
+constexpr double kMaxRelativeL2 = 1e-6;
+
+std::unique_ptr<Replica> StandInReplica(std::shared_ptr<const Model> model, const std::string& name) {
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::unique_ptr<Device> device =
+      testing::MakeDeviceMemoryStandIn(CreateCpuDevice(cpu, CpuSlotOptions{1}), 0);
+  const DeviceId id = device->info().id;
+  absl::StatusOr<std::unique_ptr<Replica>> replica =
+      Replica::Create(std::move(model), SlotAssignment{name, id, 1.0}, std::move(device));
+  EXPECT_TRUE(replica.ok()) << replica.status();
+  return replica.ok() ? *std::move(replica) : nullptr;
+}
+
+// `slots` stand-in slots cutting slices into up to `chunks` chunks of any
+// size; merged in host memory, or with `merge_on_device` in a stand-in's.
+absl::StatusOr<std::unique_ptr<ReplicaSet>> StandInSet(std::shared_ptr<const Model> model,
+                                                       int slots, int chunks,
+                                                       bool merge_on_device) {
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (int i = 0; i < slots; ++i) replicas.push_back(StandInReplica(model, "g" + std::to_string(i)));
+  ReplicaSet::Options options;
+  options.transfer_chunks = chunks;
+  options.min_chunk_bytes = 1;
+  std::unique_ptr<Device> merge;
+  if (merge_on_device) {
+    const DeviceInfo cpu = EnumerateCpuDevices()[0];
+    merge = testing::MakeDeviceMemoryStandIn(CreateCpuDevice(cpu, CpuSlotOptions{1}), 0);
+    options.merge_device = merge->info().id;
+  }
+  return ReplicaSet::Create(std::move(model), std::move(replicas), options, std::move(merge));
+}
+
+class ReplicaChunkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::LoadOrDie(testing::TwoInputTwoOutputOnnx(), "two_in_two_out");
+    cpu_ = testing::MakeCpuReplicaSet(model_, {1});
+  }
+  std::vector<Tensor> Inputs(int64_t batch) {
+    return {RandomTensor({batch, 3, 6, 6}, batch), RandomTensor({batch, 5}, batch + 1000)};
+  }
+  void ExpectMatchesCpu(ReplicaSet& set, int64_t batch) {
+    SCOPED_TRACE(batch);
+    PredictOutcome expected = PredictAndWait(*cpu_, Inputs(batch));
+    PredictOutcome actual = PredictAndWait(set, Inputs(batch));
+    ASSERT_TRUE(expected.status.ok()) << expected.status;
+    ASSERT_TRUE(actual.status.ok()) << actual.status;
+    ASSERT_EQ(actual.outputs.size(), expected.outputs.size());
+    for (size_t j = 0; j < expected.outputs.size(); ++j) {
+      EXPECT_EQ(actual.outputs[j].shape(), expected.outputs[j].shape());
+      EXPECT_LE(RelativeL2(actual.outputs[j], expected.outputs[j]), kMaxRelativeL2) << "output " << j;
+    }
+  }
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<ReplicaSet> cpu_;
+};
+
+TEST_F(ReplicaChunkTest, SlicePlanCutsRowsIntoChunksOfAtLeastTheMinimumBytes) {
+  std::unique_ptr<Replica> replica = StandInReplica(model_, "g0");
+  ASSERT_NE(replica, nullptr);
+  // 10 rows of 3*6*6 + 5 floats (452 bytes): four chunks of 3, 3, 3 and 1.
+  absl::StatusOr<Replica::SlicePlan> plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, 4, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->chunks(), 4);
+  EXPECT_EQ(plan->chunk_rows, 3);
+  EXPECT_NE(plan->last, plan->chunk);
+  EXPECT_EQ(plan->output_types[0].shape, (Shape{10, 2}));
+  // At least 2000 bytes a chunk: two chunks of 5 rows, one plan.
+  plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, 4, 2000);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->chunks(), 2);
+  EXPECT_EQ(plan->last, plan->chunk);
+  // Below the minimum, or with chunks off: the slice whole.
+  plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, 4, 1 << 20);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->chunks(), 1);
+  plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, 1, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->chunks(), 1);
+  EXPECT_EQ(plan->output_types[0].shape, (Shape{10, 2}));
+}
+
+TEST_F(ReplicaChunkTest, ChunkedSlicesMatchOneCpuSlot) {
+  for (int slots : {1, 2}) {
+    for (int chunks : {1, 2, 4, 7}) {
+      SCOPED_TRACE(::testing::Message() << slots << " slots, up to " << chunks << " chunks");
+      absl::StatusOr<std::unique_ptr<ReplicaSet>> set = StandInSet(model_, slots, chunks, false);
+      ASSERT_TRUE(set.ok()) << set.status();
+      for (int64_t batch : {1, 2, 7, 64, 101}) ExpectMatchesCpu(**set, batch);
+    }
+  }
+}
+
+TEST_F(ReplicaChunkTest, MergingInDeviceMemoryMatchesOneCpuSlot) {
+  for (int chunks : {1, 3}) {
+    absl::StatusOr<std::unique_ptr<ReplicaSet>> set = StandInSet(model_, 2, chunks, true);
+    ASSERT_TRUE(set.ok()) << set.status();
+    EXPECT_EQ(DeviceIdToString((*set)->merge_device()), "cuda:0");
+    for (int64_t batch : {1, 7, 64}) ExpectMatchesCpu(**set, batch);
+  }
+}
+
+TEST_F(ReplicaChunkTest, ConcurrentChunkedPredictsGetTheirOwnResults) {
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set = StandInSet(model_, 2, 4, true);
+  ASSERT_TRUE(set.ok()) << set.status();
+  std::vector<PredictOutcome> expected;
+  for (int64_t batch = 20; batch < 28; ++batch) expected.push_back(PredictAndWait(*cpu_, Inputs(batch)));
+  std::vector<PredictOutcome> actual(expected.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    threads.emplace_back([&, i] { actual[i] = PredictAndWait(**set, Inputs(20 + static_cast<int64_t>(i))); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_TRUE(actual[i].status.ok()) << actual[i].status;
+    for (size_t j = 0; j < expected[i].outputs.size(); ++j) {
+      EXPECT_LE(RelativeL2(actual[i].outputs[j], expected[i].outputs[j]), kMaxRelativeL2);
+    }
+  }
+}
+
+TEST_F(ReplicaChunkTest, BadMergeConfigurationsAreInvalidArgument) {
+  // A CPU slot cannot write GPU memory.
+  std::vector<std::unique_ptr<Replica>> replicas;
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  absl::StatusOr<std::unique_ptr<Replica>> cpu_replica =
+      Replica::Create(model_, SlotAssignment{"r0", cpu.id, 1.0}, CreateCpuDevice(cpu, CpuSlotOptions{1}));
+  ASSERT_TRUE(cpu_replica.ok());
+  replicas.push_back(*std::move(cpu_replica));
+  ReplicaSet::Options options;
+  options.merge_device = DeviceId{DeviceKind::kCuda, 0};
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set = ReplicaSet::Create(
+      model_, std::move(replicas), options,
+      testing::MakeDeviceMemoryStandIn(CreateCpuDevice(cpu, CpuSlotOptions{1}), 0));
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(set.status().message().find("slot r0 is on cpu:0"), std::string::npos) << set.status();
+
+  // A GPU merge device needs its stream.
+  std::vector<std::unique_ptr<Replica>> gpu_replicas;
+  gpu_replicas.push_back(StandInReplica(model_, "g0"));
+  set = ReplicaSet::Create(model_, std::move(gpu_replicas), options);
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(set.status().message().find("needs a stream on cuda:0, received none"), std::string::npos)
+      << set.status();
+
+  std::vector<std::unique_ptr<Replica>> more;
+  more.push_back(StandInReplica(model_, "g0"));
+  ReplicaSet::Options no_chunks;
+  no_chunks.transfer_chunks = 0;
+  set = ReplicaSet::Create(model_, std::move(more), no_chunks);
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(set.status().message().find("transfer_chunks must be >= 1, received 0"), std::string::npos);
+}
+
+// A rank-0 output of a chunked slice is the row-weighted mean of the
+// chunks' values (as over slices), so a per-sample mean does not depend on
+// the cut; an output that does not keep the batch in dim 0 runs the slice
+// whole instead of failing.
+TEST(ReplicaChunkModelsTest, RankZeroOutputsAreMeansAndBatchReducingModelsRunWhole) {
+  OnnxModelBuilder builder("cut_sensitive");
+  OnnxModelBuilder::SetInt(builder.AddNode("ReduceMean", {"x"}, {"mean"}), "keepdims", 0);
+  builder.AddNode("Relu", {"x"}, {"y"});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+  builder.AddOutput("mean", DType::kFloat32, {});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
+  std::shared_ptr<const Model> mean_model = testing::LoadOrDie(builder.Serialize(), "mean");
+
+  OnnxModelBuilder column("column_means");
+  // keepdims 1: [1, 4], whatever the batch.
+  OnnxModelBuilder::SetInts(column.AddNode("ReduceMean", {"x"}, {"means"}), "axes", {0});
+  column.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+  column.AddOutput("means", DType::kFloat32, {1, 4});
+  std::shared_ptr<const Model> column_model = testing::LoadOrDie(column.Serialize(), "means");
+
+  for (const auto& model : {mean_model, column_model}) {
+    SCOPED_TRACE(model->name());
+    std::unique_ptr<ReplicaSet> cpu = testing::MakeCpuReplicaSet(model, {1});
+    absl::StatusOr<std::unique_ptr<ReplicaSet>> chunked = StandInSet(model, 1, 4, false);
+    ASSERT_TRUE(chunked.ok()) << chunked.status();
+    for (int64_t batch : {1, 5, 64}) {
+      PredictOutcome expected = PredictAndWait(*cpu, {RandomTensor({batch, 4}, batch)});
+      PredictOutcome actual = PredictAndWait(**chunked, {RandomTensor({batch, 4}, batch)});
+      ASSERT_TRUE(expected.status.ok()) << expected.status;
+      ASSERT_TRUE(actual.status.ok()) << actual.status;
+      for (size_t j = 0; j < expected.outputs.size(); ++j) {
+        EXPECT_EQ(actual.outputs[j].shape(), expected.outputs[j].shape());
+        EXPECT_LE(RelativeL2(actual.outputs[j], expected.outputs[j]), kMaxRelativeL2)
+            << "batch " << batch << " output " << j;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace replicad

@@ -1,0 +1,124 @@
+#include "tests/testing/device_memory_stand_in.h"
+
+#include <cstring>
+
+#include "core/device/host_stream.h"
+
+namespace replicad::testing {
+namespace {
+
+// A point in a lane thread's queue.
+class StandInMark : public Device::LaneMark {
+ public:
+  explicit StandInMark(std::shared_ptr<Event> event) : event_(std::move(event)) {}
+  Event& event() const { return *event_; }
+
+ private:
+  std::shared_ptr<Event> event_;
+};
+
+class DeviceMemoryStandIn : public Device {
+ public:
+  DeviceMemoryStandIn(std::unique_ptr<Device> cpu, int ordinal)
+      : cpu_(std::move(cpu)), location_{MemoryKind::kCuda, ordinal}, info_(cpu_->info()) {
+    info_.id = DeviceId{DeviceKind::kCuda, ordinal};
+    info_.name = "device-memory stand-in on " + info_.name;
+  }
+
+  ~DeviceMemoryStandIn() override {
+    upload_.Synchronize();
+    download_.Synchronize();
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+  MemoryLocation memory_location() const override { return location_; }
+
+  absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) override {
+    absl::StatusOr<std::shared_ptr<Buffer>> host = cpu_->Allocate(bytes);
+    if (!host.ok()) return host.status();
+    void* data = (*host)->data();
+    return std::make_shared<Buffer>(data, bytes, location_,
+                                    std::shared_ptr<const void>(*std::move(host)));
+  }
+  uint64_t allocation_count() const override { return cpu_->allocation_count(); }
+
+  void Enqueue(absl::AnyInvocable<void() &&> work) override { cpu_->Enqueue(std::move(work)); }
+  void EnqueueCopy(const void* src, MemoryLocation, void* dst, MemoryLocation,
+                   size_t bytes) override {
+    cpu_->EnqueueCopy(src, MemoryLocation{}, dst, MemoryLocation{}, bytes);
+  }
+  std::shared_ptr<Event> RecordEvent() override { return cpu_->RecordEvent(); }
+  absl::Status Synchronize() override {
+    upload_.Synchronize();
+    download_.Synchronize();
+    return cpu_->Synchronize();
+  }
+
+  absl::Status CopyOnStream(const void* src, MemoryLocation, void* dst, MemoryLocation,
+                            size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+
+  absl::Status CopyOnLane(Lane lane, const void* src, MemoryLocation src_location, void* dst,
+                          MemoryLocation dst_location, size_t bytes) override {
+    if (lane == Lane::kCompute || bytes == 0) {
+      return CopyOnStream(src, src_location, dst, dst_location, bytes);
+    }
+    HostStream& stream = lane == Lane::kUpload ? upload_ : download_;
+    stream.Enqueue([=] { std::memcpy(dst, src, bytes); });
+    // As on a GPU: a copy into host memory has landed when the call returns.
+    if (dst_location.kind == MemoryKind::kHost) stream.RecordEvent()->Wait();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::shared_ptr<LaneMark>> MarkLane(Lane lane) override {
+    if (lane == Lane::kCompute) {
+      // Kernels ran on the calling thread: everything issued is done.
+      auto done = std::make_shared<HostEvent>();
+      done->Signal();
+      return std::make_shared<StandInMark>(std::move(done));
+    }
+    return std::make_shared<StandInMark>(
+        (lane == Lane::kUpload ? upload_ : download_).RecordEvent());
+  }
+
+  absl::Status WaitForMark(Lane lane, const LaneMark* mark) override {
+    if (mark == nullptr) return absl::OkStatus();
+    const StandInMark* point = static_cast<const StandInMark*>(mark);
+    if (lane == Lane::kCompute) {
+      point->event().Wait();  // Kernels run on this thread, next.
+      return absl::OkStatus();
+    }
+    // Keep the mark's event alive until the lane got past it.
+    std::shared_ptr<StandInMark> keep = std::make_shared<StandInMark>(*point);
+    (lane == Lane::kUpload ? upload_ : download_).Enqueue([keep] { keep->event().Wait(); });
+    return absl::OkStatus();
+  }
+
+  absl::Status AwaitStream() override {
+    upload_.Synchronize();
+    download_.Synchronize();
+    return absl::OkStatus();
+  }
+
+  absl::Status health() const override { return cpu_->health(); }
+  absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) override {
+    return cpu_->MakeKernel(spec);
+  }
+
+ private:
+  std::unique_ptr<Device> cpu_;
+  const MemoryLocation location_;
+  DeviceInfo info_;
+  HostStream upload_{[] {}};
+  HostStream download_{[] {}};
+};
+
+}  // namespace
+
+std::unique_ptr<Device> MakeDeviceMemoryStandIn(std::unique_ptr<Device> cpu_slot, int ordinal) {
+  return std::make_unique<DeviceMemoryStandIn>(std::move(cpu_slot), ordinal);
+}
+
+}  // namespace replicad::testing

@@ -1,0 +1,21 @@
+#ifndef REPLICAD_TESTS_TESTING_DEVICE_MEMORY_STAND_IN_H_
+#define REPLICAD_TESTS_TESTING_DEVICE_MEMORY_STAND_IN_H_
+
+#include <memory>
+
+#include "core/device/device.h"
+
+namespace replicad::testing {
+
+// A stand-in for a GPU slot on machines without one: `cpu_slot` (its memory
+// and kernels) behind a Device that reports its memory as device memory
+// (MemoryKind::kCuda, `ordinal`), so that the paths for memory the host does
+// not read (staged copies, chunk pipelines, merging on a device) run with
+// CPU kernels. Its upload and download lanes are threads of their own, as a
+// GPU's copy engines are streams of their own: a missing lane mark shows as
+// wrong results, not as a hang. Thread-safe like any Device.
+std::unique_ptr<Device> MakeDeviceMemoryStandIn(std::unique_ptr<Device> cpu_slot, int ordinal);
+
+}  // namespace replicad::testing
+
+#endif  // REPLICAD_TESTS_TESTING_DEVICE_MEMORY_STAND_IN_H_
