@@ -8,7 +8,8 @@ Run with (on a machine with an NVIDIA GPU, after scripts/build.sh):
 Inference, batch --batch, for TF32 off and on:
   - replicad in-process (build/benchmarks/model_forward_bench --device cuda:0): ReplicaSet
     Predict from host memory to host memory (the served path: staged copy in, run, copy out),
-    with 1 and 2 slots on the one GPU;
+    with 1 and 2 slots on the one GPU, slices whole (--transfer-chunks 1) and cut into up to 4
+    chunks whose copies overlap the compute, and (2 slots) merged in cuda:0's memory;
   - PyTorch (cudnn.benchmark on, inference_mode) on the module that was exported, timed the
     same way (host tensor in, .cpu() out, synchronised) and with the input already on the GPU.
 Training step, batch --train-batch, SGD with momentum 0.9 and cross-entropy: PyTorch's
@@ -135,27 +136,32 @@ def main(argv):
     module = module.cuda()
     torch.backends.cudnn.benchmark = True
 
-    rows = [("engine", "TF32", "slots", "median ms", "images/s", "replicad/PyTorch")]
+    rows = [("engine", "TF32", "slots", "chunks, merge", "median ms", "images/s",
+             "replicad/PyTorch")]
     for tf32 in (False, True):
         log(f"PyTorch inference, tf32={tf32}")
         peer = torch_inference_ms(module, args.batch, tf32, False, args)
         resident = torch_inference_ms(module, args.batch, tf32, True, args)
-        rows.append(("PyTorch, host in/out", "on" if tf32 else "off", "—", f"{peer:.1f}",
+        rows.append(("PyTorch, host in/out", "on" if tf32 else "off", "—", "—", f"{peer:.1f}",
                      f"{args.batch / peer * 1000:.0f}", ""))
-        rows.append(("PyTorch, input on GPU", "on" if tf32 else "off", "—", f"{resident:.1f}",
-                     f"{args.batch / resident * 1000:.0f}", ""))
-        for slots in (1, 2):
-            log(f"replicad inference, tf32={tf32}, slots={slots}")
+        rows.append(("PyTorch, input on GPU", "on" if tf32 else "off", "—", "—",
+                     f"{resident:.1f}", f"{args.batch / resident * 1000:.0f}", ""))
+        for slots, chunks, merge in ((1, 1, "cpu:0"), (1, 4, "cpu:0"), (2, 1, "cpu:0"),
+                                     (2, 4, "cpu:0"), (2, 4, args.device)):
+            log(f"replicad inference, tf32={tf32}, slots={slots}, chunks={chunks}, "
+                f"merge={merge}")
+            layout = f"{chunks}, {merge}"
             ms, error = replicad_ms(
                 bench, "predict",
                 ["--model", path, "--device", args.device, "--slots", str(slots),
-                 "--batch", str(args.batch)] + (["--tf32"] if tf32 else []), args)
+                 "--batch", str(args.batch), "--transfer-chunks", str(chunks),
+                 "--merge-device", merge] + (["--tf32"] if tf32 else []), args)
             if ms is None:
-                rows.append(("replicad Predict", "on" if tf32 else "off", str(slots),
+                rows.append(("replicad Predict", "on" if tf32 else "off", str(slots), layout,
                              f"failed: {error}", "", ""))
                 continue
-            rows.append(("replicad Predict", "on" if tf32 else "off", str(slots), f"{ms:.1f}",
-                         f"{args.batch / ms * 1000:.0f}", f"{ms / peer:.2f}"))
+            rows.append(("replicad Predict", "on" if tf32 else "off", str(slots), layout,
+                         f"{ms:.1f}", f"{args.batch / ms * 1000:.0f}", f"{ms / peer:.2f}"))
     train_path = os.path.join(workdir, "resnet50_train.onnx")
     torch.manual_seed(0)
     train_module = torchvision.models.resnet50(weights=None).train()

@@ -10,7 +10,9 @@
 // --threads-per-slot 2 --listen 127.0.0.1:8500`); benchmarks/compare_peers.py runs all three.
 //
 // In-process, --slots S slots on --device (default cpu:0; e.g. cuda:0, --tf32 for TF32)
-// serve the model, CPU slots with --threads T OpenMP threads each (S*T threads in all). "direct" (one slot only) is ExecutionPlan::Run on the calling thread:
+// serve the model, CPU slots with --threads T OpenMP threads each (S*T threads in all);
+// GPU slots cut slices into up to --transfer-chunks chunks, merged on --merge-device
+// (cpu:0, or a GPU by peer copies). "direct" (one slot only) is ExecutionPlan::Run on the calling thread:
 // no stream hop, no split, no merge. "Predict" is ReplicaSet::Predict waited for
 // synchronously, as the daemon runs it. --grpc times ReplicadClient::Predict against
 // --server (request built once; each call serializes it and parses the response).
@@ -54,6 +56,8 @@ struct Options {
   int slots = 1;
   std::string device = "cpu:0";
   bool tf32 = false;
+  int transfer_chunks = 4;
+  std::string merge_device = "cpu:0";
   int iterations = 20;
   int warmup = 3;
   bool grpc = false;
@@ -126,8 +130,21 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
     if (!replica.ok()) return replica.status();
     replicas.push_back(*std::move(replica));
   }
+  absl::StatusOr<DeviceId> merge_id = ParseDeviceId(options.merge_device);
+  if (!merge_id.ok()) return merge_id.status();
+  std::unique_ptr<Device> merge_stream;
+  if (merge_id->kind != DeviceKind::kCpu) {
+    const DeviceInfo* merge = FindDevice(*devices, *merge_id);
+    if (merge == nullptr) return absl::NotFoundError(options.merge_device + " is not present");
+    absl::StatusOr<std::unique_ptr<Device>> stream = CreateDevice(*merge, slot_options);
+    if (!stream.ok()) return stream.status();
+    merge_stream = *std::move(stream);
+  }
+  ReplicaSet::Options set_options;
+  set_options.merge_device = *merge_id;
+  set_options.transfer_chunks = options.transfer_chunks;
   absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
-      ReplicaSet::Create(*model, std::move(replicas), ReplicaSet::Options{DeviceId{}, nullptr});
+      ReplicaSet::Create(*model, std::move(replicas), set_options, std::move(merge_stream));
   if (!set.ok()) return set.status();
 
   std::vector<Timing> timings;
@@ -223,6 +240,11 @@ int Main(int argc, char** argv) {
   app.add_option("--device", options.device, "Device of every slot (in-process mode), e.g. cuda:0")
       ->capture_default_str();
   app.add_flag("--tf32", options.tf32, "CUDA slots: TF32 tensor cores");
+  app.add_option("--transfer-chunks", options.transfer_chunks,
+                 "CUDA slots: most chunks a slice's copies overlap in (1: whole slices)")
+      ->capture_default_str();
+  app.add_option("--merge-device", options.merge_device, "Where outputs are merged (in-process)")
+      ->capture_default_str();
   app.add_option("--iterations", options.iterations, "Timed passes")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

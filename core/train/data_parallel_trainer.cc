@@ -10,6 +10,7 @@
 #include "core/backends/backends.h"
 #include "core/device/device_copy.h"
 #include "core/device/training_step.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/op_util.h"
 #include "core/train/barrier_collective.h"
 
@@ -44,7 +45,7 @@ constexpr size_t kGradientAlignment = 256;
 
 // NCCL does not order the collectives of different communicators on one
 // GPU, and two trainers' steps interleaving there can deadlock, so the GPU
-// steps of all trainers (models) run one at a time.
+// steps of all trainers (models) that use NCCL run one at a time.
 absl::Mutex& GpuStepMutex() {
   static absl::Mutex* mu = new absl::Mutex;
   return *mu;
@@ -64,7 +65,80 @@ std::vector<Tensor> HostCopies(Device& device, const std::vector<Tensor>& tensor
   return copies;
 }
 
+// The stream that copies between a slot's memory and the parameter server's:
+// the slot's, unless only the server is a GPU (a CPU stream cannot reach GPU
+// memory). Between two GPUs the slot's stream issues a peer copy.
+Device& CopyingDevice(Device& slot, Device& server) {
+  return InHostMemory(slot) && !InHostMemory(server) ? server : slot;
+}
+
+// `op_type` on float32 inputs of `shapes`, built by `device`, with its
+// scratch space (kept in `workspaces`).
+absl::StatusOr<std::unique_ptr<Kernel>> MakeReductionKernel(
+    Device& device, const char* op_type, const Attributes& attributes,
+    const std::vector<Shape>& shapes, std::vector<std::shared_ptr<Buffer>>* workspaces) {
+  KernelSpec spec;
+  spec.op_type = op_type;
+  spec.node_name = absl::StrCat("ps gradient ", op_type);
+  spec.attributes = &attributes;
+  for (const Shape& shape : shapes) {
+    spec.inputs.push_back(TensorType{DType::kFloat32, shape});
+    spec.constant_inputs.push_back(nullptr);
+  }
+  REPLICAD_RETURN_IF_ERROR(FindOp(op_type)->infer(&spec));
+  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, device.MakeKernel(spec));
+  if (const size_t bytes = kernel->workspace_bytes(); bytes != 0) {
+    REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> workspace, device.Allocate(bytes));
+    kernel->SetWorkspace(workspace->data());
+    workspaces->push_back(std::move(workspace));
+  }
+  return kernel;
+}
+
 }  // namespace
+
+// The parameter server's side of the `ps` reduction, made once by Create.
+struct DataParallelTrainer::ServerReduction {
+  // Per slot, the server's copy of its gradient arena, written every step;
+  // null where the server shares the slot's memory and reads the arena there.
+  std::vector<std::shared_ptr<Buffer>> copies;
+  // A GPU server's (host servers sum into reduced_): the running sum goes
+  // back and forth between these arenas, since a kernel never writes its
+  // input, and the scaled sum lands in the one not holding the sum.
+  std::shared_ptr<Buffer> sums[2];
+  std::shared_ptr<Buffer> scale;  // 1 / batch, one float32 written every step.
+  float scale_host = 0;           // Its source, alive while the copy runs.
+  Attributes no_attributes;       // Add and Mul have none.
+  // [E] + [E] and [E] * [1] over the E floats of an arena; null when E is 0.
+  std::unique_ptr<Kernel> add, mul;
+  std::vector<std::shared_ptr<Buffer>> workspaces;
+
+  // On a GPU server's stream, once `sources` (one arena per participant in
+  // slot order, in the server's memory) are written: sum = g0 + g1 + ...,
+  // then sum * scale, as the host loop computes them; `*sum` is where.
+  absl::Status Sum(Device& server, const std::vector<const void*>& sources, float scale_value,
+                   const void** sum) {
+    *sum = sums[0]->data();
+    if (add == nullptr) return absl::OkStatus();
+    scale_host = scale_value;
+    REPLICAD_RETURN_IF_ERROR(server.CopyOnStream(&scale_host, MemoryLocation{}, scale->data(),
+                                                 scale->location(), sizeof(float)));
+    int next = 0;
+    const void* acc = sources[0];
+    for (size_t i = 1; i < sources.size(); ++i) {
+      const void* in[] = {acc, sources[i]};
+      void* out[] = {sums[next]->data()};
+      REPLICAD_RETURN_IF_ERROR(add->Run(in, out));
+      acc = out[0];
+      next = 1 - next;
+    }
+    const void* in[] = {acc, scale->data()};
+    void* out[] = {sums[next]->data()};
+    REPLICAD_RETURN_IF_ERROR(mul->Run(in, out));
+    *sum = out[0];
+    return absl::OkStatus();
+  }
+};
 
 // One plan of a slot and, on a device whose memory the host does not read,
 // that memory's copies of the slice's inputs and targets.
@@ -104,27 +178,30 @@ DataParallelTrainer::DataParallelTrainer(std::shared_ptr<const Model> model,
 DataParallelTrainer::~DataParallelTrainer() {
   absl::MutexLock lock(&mu_);
   for (auto& slot : slots_) (void)slot->where.device->Synchronize();
+  if (server_ != nullptr) (void)server_->where.device->Synchronize();
 }
 
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create(
     std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
     const TrainerOptions& options, std::optional<ParameterServer> parameter_server) {
   if (slots.empty()) return absl::InvalidArgumentError("training needs at least one slot");
-  const bool on_host = InHostMemory(*slots[0].device);
+  const TrainerSlot* cpu_slot = nullptr;
+  const TrainerSlot* gpu_slot = nullptr;
   for (const TrainerSlot& slot : slots) {
-    if (InHostMemory(*slot.device) != on_host) {
-      return absl::UnimplementedError(absl::StrCat(
-          "slot ", slot.slot.name, " on ", DeviceIdToString(slot.slot.device),
-          ": training slots must be all CPU or all GPU slots in this version; slot ",
-          slots[0].slot.name, " is on ", DeviceIdToString(slots[0].slot.device)));
-    }
+    const TrainerSlot*& first = InHostMemory(*slot.device) ? cpu_slot : gpu_slot;
+    if (first == nullptr) first = &slot;
   }
-  if (parameter_server && (parameter_server->device_id.kind != DeviceKind::kCpu || !on_host)) {
+  // allreduce sums where the slots are (the host, or NCCL among the GPUs);
+  // a parameter server takes every slot's gradients into its own memory.
+  if (cpu_slot != nullptr && gpu_slot != nullptr && !parameter_server) {
     return absl::UnimplementedError(absl::StrCat(
-        "ps_device ", DeviceIdToString(parameter_server->device_id),
-        ": the parameter server runs on a CPU device, for CPU slots, in this version; GPU "
-        "slots reduce with allreduce (NCCL)"));
+        "reduction: allreduce trains all CPU or all GPU slots in this version, and slot ",
+        gpu_slot->slot.name, " is on ", DeviceIdToString(gpu_slot->slot.device), " while slot ",
+        cpu_slot->slot.name, " is on ", DeviceIdToString(cpu_slot->slot.device),
+        "; a mix of CPU and GPU slots trains with reduction 'ps' (a parameter server, e.g. "
+        "ps_device cpu:0)"));
   }
+  const bool on_host = gpu_slot == nullptr;
   if (absl::Status s = ValidateOptimizerConfig(options.optimizer); !s.ok()) return s;
   absl::StatusOr<TrainingGraph> training = BuildTrainingGraph(model->graph(), options.loss);
   if (!training.ok()) return training.status();
@@ -194,7 +271,7 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   for (int v : trainer->training_.buffers) {
     trainer->buffer_staging_.push_back(Tensor::Host(DType::kFloat32, source.initializers.at(v).shape()));
   }
-  if (!on_host) {
+  if (!on_host && !parameter_server) {
     std::vector<Device*> devices;
     for (auto& slot : trainer->slots_) devices.push_back(slot->where.device.get());
     absl::StatusOr<std::unique_ptr<SlotAllReduce>> all_reduce = CreateSlotAllReduce(devices);
@@ -216,11 +293,51 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     if (!optimizer.ok()) return optimizer.status();
     server->optimizer = *std::move(optimizer);
     trainer->server_ = std::move(server);
+    if (absl::Status s = trainer->SetUpServerReduction(); !s.ok()) return s;
   }
-  if (on_host) {
+  // The host sums for CPU slots under allreduce, and for a server on the host.
+  if (trainer->server_ != nullptr ? InHostMemory(*trainer->server_->where.device) : on_host) {
     for (int64_t size : sizes) trainer->reduced_.emplace_back(static_cast<size_t>(size));
   }
   return trainer;
+}
+
+absl::Status DataParallelTrainer::SetUpServerReduction() {
+  auto reduction = std::make_unique<ServerReduction>();
+  Device& server = *server_->where.device;
+  const size_t arena_bytes = std::max<size_t>(gradient_arena_bytes_, 1);
+  for (const auto& slot : slots_) {
+    std::shared_ptr<Buffer> copy;
+    if (!(slot->where.device->memory_location() == server.memory_location())) {
+      REPLICAD_ASSIGN_OR_RETURN(copy, server.Allocate(arena_bytes));
+    }
+    reduction->copies.push_back(std::move(copy));
+  }
+  if (!InHostMemory(server)) {
+    for (std::shared_ptr<Buffer>& sum : reduction->sums) {
+      REPLICAD_ASSIGN_OR_RETURN(sum, server.Allocate(arena_bytes));
+    }
+    REPLICAD_ASSIGN_OR_RETURN(reduction->scale, server.Allocate(sizeof(float)));
+    const int64_t elements = static_cast<int64_t>(gradient_arena_bytes_ / sizeof(float));
+    if (elements > 0) {
+      REPLICAD_ASSIGN_OR_RETURN(
+          reduction->add, MakeReductionKernel(server, "Add", reduction->no_attributes,
+                                              {{elements}, {elements}}, &reduction->workspaces));
+      REPLICAD_ASSIGN_OR_RETURN(reduction->mul,
+                                MakeReductionKernel(server, "Mul", reduction->no_attributes,
+                                                    {{elements}, {1}}, &reduction->workspaces));
+    }
+  }
+  server_reduction_ = std::move(reduction);
+  return absl::OkStatus();
+}
+
+std::vector<const float*> DataParallelTrainer::ArenaGradients(const void* arena) const {
+  std::vector<const float*> gradients;
+  for (size_t offset : gradient_offsets_) {
+    gradients.push_back(reinterpret_cast<const float*>(static_cast<const char*>(arena) + offset));
+  }
+  return gradients;
 }
 
 void DataParallelTrainer::LayOutGradients(const std::vector<int64_t>& sizes) {
@@ -244,6 +361,7 @@ void DataParallelTrainer::LayOutGradients(const std::vector<int64_t>& sizes) {
   size_t offset = 0;
   for (int p : order) {
     const size_t bytes = static_cast<size_t>(sizes[p]) * sizeof(float);
+    gradient_bytes_ += bytes;
     if (buckets_.empty() || (buckets_.back().bytes > 0 && buckets_.back().bytes + bytes > kBucketBytes)) {
       buckets_.push_back(Bucket{offset, 0, 0});
     }
@@ -314,6 +432,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
                      ShapeToString(targets.shape())));
   }
   const std::vector<BatchSlice> slices = SplitBatch(batch, weights_);
+  // A parameter server's reduction is copies and its own kernels, no NCCL.
   std::optional<absl::MutexLock> one_gpu_step;
   if (all_reduce_ != nullptr) one_gpu_step.emplace(&GpuStepMutex());
 
@@ -340,7 +459,16 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
   // Forward and backward of every slice, concurrently on the slots; with
   // SyncBatchNorm they meet in the collective. GPU slots also reduce their
   // gradients, bucket by bucket while the backward pass goes on; every slot
-  // takes part in that, with or without rows.
+  // takes part in that, with or without rows. With a parameter server a GPU
+  // slot sends its gradients there as soon as its backward pass is done,
+  // while the others may still compute (a CPU slot's go by the server's
+  // stream when that is a GPU's, the only one that reaches its memory).
+  std::vector<Buffer*> sends(slots_.size(), nullptr);
+  if (server_reduction_ != nullptr) {
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      if (!InHostMemory(*slots_[s]->where.device)) sends[s] = server_reduction_->copies[s].get();
+    }
+  }
   BarrierCollective collective(static_cast<int>(slices.size()));
   std::vector<TrainingStepContext> contexts(slices.size());
   std::vector<absl::Status> statuses(slots_.size());
@@ -423,6 +551,11 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
           status = device.CopyOnStream(slot.correct.raw_data(), device.memory_location(),
                                        &slot.correct_host, host, sizeof(float));
         }
+        if (status.ok() && sends[s] != nullptr) {
+          status =
+              device.CopyOnStream(slot.gradient_arena->data(), device.memory_location(),
+                                  sends[s]->data(), sends[s]->location(), gradient_arena_bytes_);
+        }
       }
       if (all_reduce_ != nullptr) {
         // Whatever happened, the other slots' reductions need this one's.
@@ -446,28 +579,64 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     loss += slots_[slice.slot]->loss_sum_host;
     correct += slots_[slice.slot]->correct_host;
   }
-  // The host reads the gradients; NCCL reads whole buckets, padding included.
-  for (const std::vector<float>& sum : reduced_) {
-    result.reduced_bytes += static_cast<int64_t>(sum.size() * sizeof(float) * slices.size());
+  // Where the reduction reads each participant's gradients: its own arena,
+  // or the server's copy of it.
+  std::vector<const void*> sources;
+  for (const BatchSlice& slice : slices) {
+    const Buffer* copy =
+        server_reduction_ != nullptr ? server_reduction_->copies[slice.slot].get() : nullptr;
+    sources.push_back(copy != nullptr ? copy->data() : slots_[slice.slot]->gradient_arena->data());
+    if (all_reduce_ == nullptr) {
+      result.reduced_bytes +=
+          static_cast<int64_t>(copy != nullptr ? gradient_arena_bytes_ : gradient_bytes_);
+    }
   }
   if (all_reduce_ != nullptr) {
+    // NCCL reads whole buckets, padding included.
     for (const Bucket& bucket : buckets_) {
       result.reduced_bytes += static_cast<int64_t>(bucket.bytes * slices.size());
     }
   }
-  // CPU slots reduce here: the sum over slots in slot order, over the
-  // global batch. (GPU slots reduced on the devices, overlapped with the
+  // The sum over slots in slot order, over the global batch: by the host
+  // (CPU slots, or a server on the host), or by a GPU server's kernels.
+  // (GPU slots under allreduce reduced on the devices, overlapped with the
   // backward pass: that time is in their compute_seconds.)
   const auto reduce_start = std::chrono::steady_clock::now();
   for (size_t p = 0; p < reduced_.size(); ++p) {
     std::vector<float>& sum = reduced_[p];
-    std::memcpy(sum.data(), slots_[slices[0].slot]->gradients[p].data<float>(),
+    const size_t first = gradient_offsets_[p] / sizeof(float);
+    std::memcpy(sum.data(), static_cast<const float*>(sources[0]) + first,
                 sum.size() * sizeof(float));
-    for (size_t i = 1; i < slices.size(); ++i) {
-      const float* g = slots_[slices[i].slot]->gradients[p].data<float>();
+    for (size_t i = 1; i < sources.size(); ++i) {
+      const float* g = static_cast<const float*>(sources[i]) + first;
       for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
     }
     for (float& v : sum) v *= scale;
+  }
+  const void* server_sum = nullptr;  // A GPU server's reduced arena.
+  if (server_ != nullptr && !InHostMemory(*server_->where.device)) {
+    Device& server = *server_->where.device;
+    ServerReduction& reduction = *server_reduction_;
+    std::vector<std::pair<const void*, Buffer*>> uploads;
+    for (const BatchSlice& slice : slices) {
+      Slot& slot = *slots_[slice.slot];
+      if (InHostMemory(*slot.where.device)) {
+        uploads.emplace_back(slot.gradient_arena->data(), reduction.copies[slice.slot].get());
+      }
+    }
+    absl::Status status;
+    server.Enqueue([&] {
+      for (const auto& [src, dst] : uploads) {
+        status = server.CopyOnStream(src, MemoryLocation{}, dst->data(), dst->location(),
+                                     gradient_arena_bytes_);
+        if (!status.ok()) return;
+      }
+      status = reduction.Sum(server, sources, scale, &server_sum);
+      if (status.ok()) status = server.AwaitStream();
+    });
+    absl::Status synced = server.Synchronize();
+    if (!status.ok()) return status;
+    if (!synced.ok()) return synced;
   }
   result.reduce_seconds = SecondsSince(reduce_start);
 
@@ -475,38 +644,51 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
   // (from the host's sums, or its own on a GPU). ps: the server updates its
   // copy, then every slot takes it.
   const auto optimizer_start = std::chrono::steady_clock::now();
-  std::vector<const float*> reduced;
-  for (const std::vector<float>& r : reduced_) reduced.push_back(r.data());
+  std::vector<const float*> host_sums;
+  for (const std::vector<float>& r : reduced_) host_sums.push_back(r.data());
   std::vector<absl::Status> updates(slots_.size() + 1);
-  const bool reduced_on_devices = all_reduce_ != nullptr;
-  auto update = [&](Slot* s, absl::Status* status) {
-    s->where.device->Enqueue([&reduced, reduced_on_devices, s, status] {
+  auto update = [&](Slot* s, std::vector<const float*> gradients, absl::Status* status) {
+    s->where.device->Enqueue([s, gradients = std::move(gradients), status] {
       std::vector<float*> parameters;
       for (Tensor& p : s->parameters) parameters.push_back(p.data<float>());
-      std::vector<const float*> own;
-      if (reduced_on_devices) {
-        for (const Tensor& g : s->gradients) own.push_back(g.data<float>());
-      }
-      *status = s->optimizer->Step(parameters, reduced_on_devices ? own : reduced);
+      *status = s->optimizer->Step(parameters, gradients);
     });
   };
   if (server_ != nullptr) {
-    update(server_.get(), &updates.back());
-    (void)server_->where.device->Synchronize();
-    for (auto& slot : slots_) {
-      slot->where.device->Enqueue([s = slot.get(), server = server_.get()] {
-        for (size_t p = 0; p < s->parameters.size(); ++p) {
-          std::memcpy(s->parameters[p].raw_data(), server->parameters[p].raw_data(),
-                      s->parameters[p].byte_size());
+    Slot& server = *server_;
+    Device& server_device = *server.where.device;
+    update(&server, server_sum != nullptr ? ArenaGradients(server_sum) : host_sums,
+           &updates.back());
+    absl::Status synced = server_device.Synchronize();
+    if (updates.back().ok()) updates.back() = synced;
+    // A failed update is not broadcast: the slots keep agreeing.
+    if (updates.back().ok()) {
+      for (auto& slot : slots_) {
+        Device& copying = CopyingDevice(*slot->where.device, server_device);
+        for (size_t p = 0; p < slot->parameters.size(); ++p) {
+          const Tensor& from = server.parameters[p];
+          Tensor& to = slot->parameters[p];
+          copying.EnqueueCopy(from.raw_data(), from.location(), to.raw_data(), to.location(),
+                              to.byte_size());
         }
-      });
+      }
     }
   } else {
-    for (size_t s = 0; s < slots_.size(); ++s) update(slots_[s].get(), &updates[s]);
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      Slot* slot = slots_[s].get();
+      update(slot,
+             all_reduce_ != nullptr ? ArenaGradients(slot->gradient_arena->data()) : host_sums,
+             &updates[s]);
+    }
   }
   for (size_t s = 0; s < slots_.size(); ++s) {
     absl::Status synced = slots_[s]->where.device->Synchronize();
     if (updates[s].ok()) updates[s] = synced;
+  }
+  if (server_ != nullptr) {
+    // The copies it made for CPU slots.
+    absl::Status synced = server_->where.device->Synchronize();
+    if (updates.back().ok()) updates.back() = synced;
   }
   for (const absl::Status& s : updates) {
     // A device failed mid-update: the slots' copies may now differ, which

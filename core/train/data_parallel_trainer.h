@@ -55,22 +55,30 @@ struct ParameterServer {
 // sum goes to the server, which alone updates and then broadcasts the
 // weights: the same arithmetic, one optimizer state instead of one per slot.
 //
-// CPU slots are summed by the host, in slot order. GPU slots (all slots of
-// one trainer are CPU or all GPU) sum on the devices: gradients live in one
-// arena per slot, cut into ~25 MiB buckets in the order the backward pass
-// writes them, and each bucket's all-reduce (NCCL across GPUs, after a local
-// sum among slots that share a GPU) starts as soon as its gradients are
-// written, overlapping the rest of the backward pass; each slot's optimizer
-// then updates its copy on its GPU. NCCL's summation order is its own, but
-// every slot receives the same sums, so the copies still agree bitwise.
+// allreduce: CPU slots are summed by the host, in slot order. GPU slots (all
+// slots of an allreduce trainer are CPU or all GPU) sum on the devices:
+// gradients live in one arena per slot, cut into ~25 MiB buckets in the
+// order the backward pass writes them, and each bucket's all-reduce (NCCL
+// across GPUs, after a local sum among slots that share a GPU) starts as
+// soon as its gradients are written, overlapping the rest of the backward
+// pass; each slot's optimizer then updates its copy on its GPU. NCCL's
+// summation order is its own, but every slot receives the same sums, so the
+// copies still agree bitwise.
+// ps: slots may be CPU, GPU or both, the server a CPU or a GPU. Each slot's
+// arena reaches the server's memory (copied after the slot's backward pass;
+// read in place where the server shares the slot's memory), the
+// server sums in slot order and scales (host loops, or Add and Mul kernels
+// on a GPU: the same float operations), steps its optimizer, and every slot
+// copies the server's weights.
 // Thread-safe: steps run one at a time.
 class DataParallelTrainer {
  public:
   // `model` must be imported without inference optimisations (training needs
   // the graph as written). Fails as BuildTrainingGraph does, or with the
   // optimizer's validation errors; InvalidArgument for no slots;
-  // Unimplemented for a mix of CPU and GPU slots, or a parameter server with
-  // GPU slots (or on a GPU).
+  // Unimplemented for a mix of CPU and GPU slots without a parameter server.
+  // Allocates everything the steps use, the server's side included (their
+  // ResourceExhausted, and the server's kernel build errors, pass through).
   static absl::StatusOr<std::unique_ptr<DataParallelTrainer>> Create(
       std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
       const TrainerOptions& options, std::optional<ParameterServer> parameter_server = {});
@@ -87,9 +95,15 @@ class DataParallelTrainer {
     int64_t step = 0;                 // Steps applied, this one included.
     int64_t samples = 0;
     std::vector<SliceResult> slices;  // Row order.
+    // The host's sums, or the parameter server's (its copies from CPU slots
+    // included; GPU slots send theirs, and NCCL reduces, within
+    // compute_seconds).
     double reduce_seconds = 0;
     double optimizer_seconds = 0;
-    int64_t reduced_bytes = 0;  // Gradient bytes the reduction read.
+    // Gradient bytes the reduction took in: whole arenas copied to the
+    // parameter server, the gradients themselves where read in place, whole
+    // buckets for NCCL.
+    int64_t reduced_bytes = 0;
   };
 
   // One step. `inputs` are host tensors in model input order, validated
@@ -119,6 +133,7 @@ class DataParallelTrainer {
  private:
   struct Slot;
   struct SlotPlan;
+  struct ServerReduction;
   // A contiguous range of the gradient arena reduced in one call, once its
   // `parameters` gradients are written.
   struct Bucket {
@@ -132,6 +147,10 @@ class DataParallelTrainer {
   void LayOutGradients(const std::vector<int64_t>& sizes);
   absl::StatusOr<SlotPlan*> PlanFor(Slot& slot, const std::vector<Shape>& shapes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The server's copies of the slots' arenas and, on a GPU, its sums and kernels.
+  absl::Status SetUpServerReduction() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Per parameter, its gradient in `arena` (laid out by gradient_offsets_).
+  std::vector<const float*> ArenaGradients(const void* arena) const;
 
   std::shared_ptr<const Model> model_;
   const TrainingGraph training_;
@@ -141,16 +160,19 @@ class DataParallelTrainer {
   std::vector<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
   // `ps` reduction: the server's weights and optimizer (slots then have none).
   std::unique_ptr<Slot> server_ ABSL_GUARDED_BY(mu_);
+  // Its side of the reduction (after server_: it goes first).
+  std::unique_ptr<ServerReduction> server_reduction_ ABSL_GUARDED_BY(mu_);
   std::vector<double> weights_;
-  // CPU slots: the host's sums, per parameter.
+  // CPU slots, or a server on the host: the host's sums, per parameter.
   std::vector<std::vector<float>> reduced_ ABSL_GUARDED_BY(mu_);
-  // GPU slots: the reduction on the devices (after slots_: it goes first).
+  // GPU slots under allreduce: the reduction on the devices (after slots_: it goes first).
   std::unique_ptr<SlotAllReduce> all_reduce_;
   // The gradient arena's layout, the same on every slot.
   std::vector<size_t> gradient_offsets_;  // Bytes, per parameter.
   std::vector<int> bucket_of_;            // Per parameter.
   std::vector<Bucket> buckets_;           // In the order the backward pass fills them.
   size_t gradient_arena_bytes_ = 0;
+  size_t gradient_bytes_ = 0;  // Of the gradients alone, without the padding.
   // Host copies of the running statistics on their way to every slot.
   std::vector<Tensor> buffer_staging_ ABSL_GUARDED_BY(mu_);
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;

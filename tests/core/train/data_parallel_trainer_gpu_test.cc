@@ -1,15 +1,19 @@
 // Training on GPU slots is exact too: 1 and 2 slots on cuda:0 (which reduce
 // on the GPU), and one slot per GPU when there are several (NCCL), train
-// like one CPU slot on the whole batch. The CPU and the GPU sum in different
-// orders, so they agree within tolerances: losses within 1e-4 relative,
-// every weight and running statistic within 1e-4 relative L2 after 5 steps.
-// Slots of one trainer agree bitwise. Skips without a GPU (CTest label gpu).
+// like one CPU slot on the whole batch; so do GPU slots and a mix of CPU and
+// GPU slots through a parameter server on cpu:0 or cuda:0. The CPU and the
+// GPU sum in different orders, so they agree within tolerances: losses
+// within 1e-4 relative, every weight and running statistic within 1e-4
+// relative L2 after 5 steps. Slots of one trainer agree bitwise. Skips
+// without a GPU (CTest label gpu).
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/backends/backends.h"
 #include "core/train/data_parallel_trainer.h"
 #include "gmock/gmock.h"
@@ -20,6 +24,7 @@
 namespace replicad {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr double kLossTolerance = 1e-4;    // Relative.
@@ -79,9 +84,10 @@ std::string BatchNormNetOnnx() {
   return b.Serialize();
 }
 
+// Slots on `slots`; `ps` reduction with a parameter server on `ps`, if any.
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
-    const std::vector<DeviceInfo>& slots, const OptimizerConfig& optimizer,
-    const std::string& onnx) {
+    const std::vector<DeviceInfo>& slots, const OptimizerConfig& optimizer, const std::string& onnx,
+    const std::optional<DeviceInfo>& ps = std::nullopt) {
   std::vector<TrainerSlot> trainer_slots;
   for (size_t s = 0; s < slots.size(); ++s) {
     absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(slots[s], SlotOptions{});
@@ -93,8 +99,14 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
   options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits"};
   options.optimizer = optimizer;
   options.seed = 5;
+  std::optional<ParameterServer> server;
+  if (ps) {
+    absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*ps, SlotOptions{});
+    if (!device.ok()) return device.status();
+    server = ParameterServer{ps->id, *std::move(device)};
+  }
   return DataParallelTrainer::Create(testing::LoadForTraining(onnx), std::move(trainer_slots),
-                                     options);
+                                     options, std::move(server));
 }
 
 Tensor Labels(int64_t batch, int classes, uint64_t seed) {
@@ -109,10 +121,11 @@ struct TrainedRun {
 };
 
 TrainedRun Train(const std::vector<DeviceInfo>& slots, const OptimizerConfig& optimizer,
-                 const std::string& onnx, int classes, int64_t batch) {
+                 const std::string& onnx, int classes, int64_t batch,
+                 const std::optional<DeviceInfo>& ps = std::nullopt) {
   TrainedRun run;
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
-      MakeTrainer(slots, optimizer, onnx);
+      MakeTrainer(slots, optimizer, onnx, ps);
   EXPECT_TRUE(trainer.ok()) << trainer.status();
   if (!trainer.ok()) return run;
   for (int step = 0; step < 5; ++step) {
@@ -136,6 +149,47 @@ TrainedRun Train(const std::vector<DeviceInfo>& slots, const OptimizerConfig& op
   return run;
 }
 
+// `run` trained like `cpu` (one CPU slot): losses and weights within the
+// tolerances. `what` names the run in failures.
+void ExpectTrainsLike(const TrainedRun& run, const TrainedRun& cpu, const std::string& what) {
+  ASSERT_EQ(run.losses.size(), cpu.losses.size()) << what;
+  for (size_t step = 0; step < cpu.losses.size(); ++step) {
+    EXPECT_NEAR(run.losses[step], cpu.losses[step], kLossTolerance * std::fabs(cpu.losses[step]))
+        << what << ", step " << step;
+  }
+  ASSERT_EQ(run.weights.size(), cpu.weights.size()) << what;
+  for (size_t w = 0; w < cpu.weights.size(); ++w) {
+    EXPECT_LE(testing::RelativeL2(run.weights[w], cpu.weights[w]), kWeightTolerance)
+        << what << ", tensor " << w;
+  }
+}
+
+std::vector<OptimizerConfig> Optimizers() {
+  OptimizerConfig sgd;
+  sgd.learning_rate = 0.05f;
+  sgd.momentum = 0.9f;
+  sgd.nesterov = true;
+  sgd.weight_decay = 1e-3f;
+  OptimizerConfig adam;
+  adam.kind = OptimizerConfig::Kind::kAdam;
+  adam.learning_rate = 0.01f;
+  OptimizerConfig rmsprop;
+  rmsprop.kind = OptimizerConfig::Kind::kRmsprop;
+  rmsprop.learning_rate = 0.01f;
+  rmsprop.momentum = 0.5f;
+  return {sgd, adam, rmsprop};
+}
+
+struct TestModel {
+  std::string name;
+  std::string onnx;
+  int classes;
+};
+
+std::vector<TestModel> Models() {
+  return {{"convnet", testing::ConvNetOnnx(7), 4}, {"bnnet", BatchNormNetOnnx(), 3}};
+}
+
 class DataParallelTrainerGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -153,44 +207,49 @@ class DataParallelTrainerGpuTest : public ::testing::Test {
 };
 
 TEST_F(DataParallelTrainerGpuTest, GpuSlotsTrainLikeOneCpuSlot) {
-  OptimizerConfig sgd;
-  sgd.learning_rate = 0.05f;
-  sgd.momentum = 0.9f;
-  sgd.nesterov = true;
-  sgd.weight_decay = 1e-3f;
-  OptimizerConfig adam;
-  adam.kind = OptimizerConfig::Kind::kAdam;
-  adam.learning_rate = 0.01f;
-  OptimizerConfig rmsprop;
-  rmsprop.kind = OptimizerConfig::Kind::kRmsprop;
-  rmsprop.learning_rate = 0.01f;
-  rmsprop.momentum = 0.5f;
-  struct Case {
-    std::string name;
-    std::string onnx;
-    int classes;
-  };
-  const std::vector<Case> models = {{"convnet", testing::ConvNetOnnx(7), 4},
-                                    {"bnnet", BatchNormNetOnnx(), 3}};
-  for (const Case& model : models) {
-    for (const OptimizerConfig& optimizer : {sgd, adam, rmsprop}) {
+  for (const TestModel& model : Models()) {
+    for (const OptimizerConfig& optimizer : Optimizers()) {
       for (int64_t batch : {7, 64}) {
         const TrainedRun cpu = Train({Cpu()}, optimizer, model.onnx, model.classes, batch);
         ASSERT_EQ(cpu.losses.size(), 5u);
         for (const std::vector<DeviceInfo>& layout : Layouts()) {
           const TrainedRun gpu = Train(layout, optimizer, model.onnx, model.classes, batch);
-          ASSERT_EQ(gpu.losses.size(), 5u) << model.name << " on " << layout.size() << " slots";
-          for (int step = 0; step < 5; ++step) {
-            EXPECT_NEAR(gpu.losses[step], cpu.losses[step],
-                        kLossTolerance * std::fabs(cpu.losses[step]))
-                << model.name << ", " << layout.size() << " GPU slots, batch " << batch
-                << ", step " << step;
-          }
-          for (size_t w = 0; w < cpu.weights.size(); ++w) {
-            EXPECT_LE(testing::RelativeL2(gpu.weights[w], cpu.weights[w]), kWeightTolerance)
-                << model.name << ", " << layout.size() << " GPU slots, batch " << batch
-                << ", tensor " << w;
-          }
+          ExpectTrainsLike(
+              gpu, cpu, absl::StrCat(model.name, ", ", layout.size(), " GPU slots, batch ", batch));
+        }
+      }
+    }
+  }
+}
+
+// `ps` reduction: GPU slots, and a CPU slot beside a GPU slot, through a
+// parameter server on cpu:0 or cuda:0 (and across GPUs when there are
+// several): the gradients go to the server (device to host, host to device,
+// GPU to GPU or read in place), it sums, scales and updates, and every slot
+// takes its weights. Batch 1 leaves a slot without rows, which must still
+// take them.
+TEST_F(DataParallelTrainerGpuTest, ParameterServerTrainsLikeOneCpuSlot) {
+  struct PsLayout {
+    std::string name;
+    std::vector<DeviceInfo> slots;
+    DeviceInfo ps;
+  };
+  std::vector<PsLayout> layouts = {
+      {"2 GPU slots, ps cpu:0", {gpus_[0], gpus_[0]}, Cpu()},
+      {"2 GPU slots, ps cuda:0", {gpus_[0], gpus_[0]}, gpus_[0]},
+      {"CPU and GPU slots, ps cpu:0", {Cpu(), gpus_[0]}, Cpu()},
+      {"CPU and GPU slots, ps cuda:0", {Cpu(), gpus_[0]}, gpus_[0]},
+  };
+  if (gpus_.size() > 1) layouts.push_back({"a slot per GPU, ps cuda:0", gpus_, gpus_[0]});
+  for (const TestModel& model : Models()) {
+    for (const OptimizerConfig& optimizer : Optimizers()) {
+      for (int64_t batch : {1, 7}) {
+        const TrainedRun cpu = Train({Cpu()}, optimizer, model.onnx, model.classes, batch);
+        ASSERT_EQ(cpu.losses.size(), 5u);
+        for (const PsLayout& layout : layouts) {
+          const TrainedRun ps =
+              Train(layout.slots, optimizer, model.onnx, model.classes, batch, layout.ps);
+          ExpectTrainsLike(ps, cpu, absl::StrCat(model.name, ", ", layout.name, ", batch ", batch));
         }
       }
     }
@@ -210,35 +269,42 @@ TEST_F(DataParallelTrainerGpuTest, SlotWithoutRowsTakesPart) {
 }
 
 // A label out of range fails on the GPU as on the CPU, naming it, and
-// changes nothing; the trainer then still trains.
+// changes nothing (with allreduce, or a parameter server on cpu:0 or
+// cuda:0); the trainer then still trains.
 TEST_F(DataParallelTrainerGpuTest, BadLabelsChangeNothing) {
-  OptimizerConfig sgd;
-  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
-      MakeTrainer({gpus_[0], gpus_[0]}, sgd, testing::ConvNetOnnx(7));
-  ASSERT_TRUE(trainer.ok()) << trainer.status();
-  const std::vector<Tensor> before = (*trainer)->SlotParameters(1);
-  const Tensor images = testing::RandomTensor({4, 2, 6, 6}, 1);
-  Tensor labels = Labels(4, 4, 0);
-  labels.data<int64_t>()[3] = 9;
-  absl::StatusOr<DataParallelTrainer::StepResult> result = (*trainer)->Step({images}, labels);
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(result.status().message()),
-              HasSubstr("must be a class in [0, 4), received 9"));
-  EXPECT_EQ((*trainer)->step(), 0);
-  const std::vector<Tensor> after = (*trainer)->SlotParameters(1);
-  for (size_t p = 0; p < before.size(); ++p) {
-    EXPECT_EQ(std::memcmp(before[p].raw_data(), after[p].raw_data(), before[p].byte_size()), 0);
+  const std::vector<std::optional<DeviceInfo>> servers = {std::nullopt, Cpu(), gpus_[0]};
+  for (const std::optional<DeviceInfo>& ps : servers) {
+    SCOPED_TRACE(ps ? "ps " + DeviceIdToString(ps->id) : "allreduce");
+    OptimizerConfig sgd;
+    absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
+        MakeTrainer({gpus_[0], gpus_[0]}, sgd, testing::ConvNetOnnx(7), ps);
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    const std::vector<Tensor> before = (*trainer)->SlotParameters(1);
+    const Tensor images = testing::RandomTensor({4, 2, 6, 6}, 1);
+    Tensor labels = Labels(4, 4, 0);
+    labels.data<int64_t>()[3] = 9;
+    absl::StatusOr<DataParallelTrainer::StepResult> result = (*trainer)->Step({images}, labels);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(result.status().message()),
+                HasSubstr("must be a class in [0, 4), received 9"));
+    EXPECT_EQ((*trainer)->step(), 0);
+    const std::vector<Tensor> after = (*trainer)->SlotParameters(1);
+    for (size_t p = 0; p < before.size(); ++p) {
+      EXPECT_EQ(std::memcmp(before[p].raw_data(), after[p].raw_data(), before[p].byte_size()), 0);
+    }
+    result = (*trainer)->Step({images}, Labels(4, 4, 0));
+    EXPECT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ((*trainer)->step(), 1);
   }
-  result = (*trainer)->Step({images}, Labels(4, 4, 0));
-  EXPECT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ((*trainer)->step(), 1);
 }
 
-TEST_F(DataParallelTrainerGpuTest, MixedSlotsAreUnimplemented) {
+// Without a parameter server, that is: the error says to use one.
+TEST_F(DataParallelTrainerGpuTest, MixedSlotsWithAllreduceAreUnimplemented) {
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> mixed =
       MakeTrainer({Cpu(), gpus_[0]}, OptimizerConfig{}, testing::ConvNetOnnx(7));
   EXPECT_EQ(mixed.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(mixed.status().message()), HasSubstr("all CPU or all GPU"));
+  EXPECT_THAT(std::string(mixed.status().message()),
+              AllOf(HasSubstr("all CPU or all GPU"), HasSubstr("reduction 'ps'")));
 }
 
 }  // namespace

@@ -1,0 +1,153 @@
+// `ps` reduction with slots whose memory the host does not read, without a
+// GPU: device-memory stand-ins (tests/testing/device_memory_stand_in.h) take
+// the GPU slots' paths (the slot copies its gradients to the server, and the
+// server's weights back) with CPU kernels, so they train bit for bit like
+// CPU slots under allreduce, alone or beside CPU slots. A server on a
+// stand-in would need a CPU replicad.OptimizerStep kernel, which the CPU
+// backend lacks: data_parallel_trainer_gpu_test covers a server on cuda:0.
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/backends/cpu/cpu_backend.h"
+#include "core/train/data_parallel_trainer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/core/train/train_test_models.h"
+#include "tests/testing/device_memory_stand_in.h"
+#include "tests/testing/test_models.h"
+
+namespace replicad {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// One slot per character of `layout`: 'c' a CPU slot, 'd' a stand-in for a
+// GPU slot on cuda:0. With `parameter_server`, `ps` reduction through cpu:0.
+// `devices`, if given, receives the slots' devices and then the server's.
+absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
+    const std::string& layout, bool parameter_server, std::vector<Device*>* devices = nullptr) {
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::vector<TrainerSlot> slots;
+  for (size_t s = 0; s < layout.size(); ++s) {
+    std::unique_ptr<Device> device = CreateCpuDevice(cpu, {1});
+    DeviceId id = cpu.id;
+    if (layout[s] == 'd') {
+      device = testing::MakeDeviceMemoryStandIn(std::move(device), 0);
+      id = device->info().id;
+    }
+    if (devices != nullptr) devices->push_back(device.get());
+    slots.push_back({SlotAssignment{"r" + std::to_string(s), id, 1.0}, std::move(device)});
+  }
+  TrainerOptions options;
+  options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits"};
+  options.optimizer.kind = OptimizerConfig::Kind::kAdam;
+  options.optimizer.learning_rate = 0.01f;
+  options.seed = 5;
+  std::optional<ParameterServer> server;
+  if (parameter_server) {
+    server = ParameterServer{cpu.id, CreateCpuDevice(cpu, {1})};
+    if (devices != nullptr) devices->push_back(server->device.get());
+  }
+  return DataParallelTrainer::Create(testing::LoadForTraining(testing::ConvNetOnnx(7)),
+                                     std::move(slots), options, std::move(server));
+}
+
+Tensor Labels(int64_t batch, uint64_t seed) {
+  Tensor labels = Tensor::Host(DType::kInt64, {batch});
+  for (int64_t i = 0; i < batch; ++i) labels.data<int64_t>()[i] = (i * 7 + seed) % 4;
+  return labels;
+}
+
+void ExpectSameBits(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                    const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t t = 0; t < a.size(); ++t) {
+    EXPECT_EQ(std::memcmp(a[t].raw_data(), b[t].raw_data(), a[t].byte_size()), 0)
+        << what << ", tensor " << t;
+  }
+}
+
+// Batch 7 splits unevenly; batch 1 leaves slots without rows, which must
+// still take the server's weights.
+TEST(DataParallelTrainerStandInTest, DeviceMemorySlotsThroughAServerTrainLikeCpuSlots) {
+  for (const std::string layout : {"dd", "cd", "dcd"}) {
+    for (int64_t batch : {7, 1}) {
+      const std::string what = absl::StrCat("slots ", layout, ", batch ", batch);
+      absl::StatusOr<std::unique_ptr<DataParallelTrainer>> cpu =
+          MakeTrainer(std::string(layout.size(), 'c'), false);
+      absl::StatusOr<std::unique_ptr<DataParallelTrainer>> ps = MakeTrainer(layout, true);
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      ASSERT_TRUE(ps.ok()) << ps.status();
+      for (int step = 0; step < 4; ++step) {
+        const Tensor images = testing::RandomTensor({batch, 2, 6, 6}, 60 + step);
+        absl::StatusOr<DataParallelTrainer::StepResult> a =
+            (*cpu)->Step({images}, Labels(batch, step));
+        absl::StatusOr<DataParallelTrainer::StepResult> b =
+            (*ps)->Step({images}, Labels(batch, step));
+        ASSERT_TRUE(a.ok()) << a.status();
+        ASSERT_TRUE(b.ok()) << what << ": " << b.status();
+        EXPECT_EQ(a->loss, b->loss) << what << ", step " << step;
+      }
+      for (int s = 0; s < static_cast<int>(layout.size()); ++s) {
+        ExpectSameBits((*ps)->SlotParameters(s), (*cpu)->SlotParameters(s),
+                       absl::StrCat(what, ", slot ", s));
+      }
+    }
+  }
+}
+
+// The server's copies of the gradients are made once, with the trainer: a
+// step allocates nothing on any device once its slice shapes were planned.
+TEST(DataParallelTrainerStandInTest, StepsAllocateNothing) {
+  std::vector<Device*> devices;
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = MakeTrainer("cd", true, &devices);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ASSERT_TRUE((*trainer)->Step({testing::RandomTensor({7, 2, 6, 6}, 1)}, Labels(7, 0)).ok());
+  std::vector<uint64_t> allocations;
+  for (Device* device : devices) allocations.push_back(device->allocation_count());
+  for (int step = 1; step < 4; ++step) {
+    ASSERT_TRUE(
+        (*trainer)->Step({testing::RandomTensor({7, 2, 6, 6}, 1 + step)}, Labels(7, step)).ok());
+  }
+  for (size_t d = 0; d < devices.size(); ++d) {
+    EXPECT_EQ(devices[d]->allocation_count(), allocations[d]) << "device " << d;
+  }
+}
+
+// A failed step (a label out of range) changes no slot, and the trainer
+// then still trains.
+TEST(DataParallelTrainerStandInTest, BadLabelsChangeNothing) {
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = MakeTrainer("cd", true);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  const std::vector<Tensor> before = (*trainer)->SlotParameters(1);
+  const Tensor images = testing::RandomTensor({4, 2, 6, 6}, 1);
+  Tensor labels = Labels(4, 0);
+  labels.data<int64_t>()[3] = 9;
+  absl::StatusOr<DataParallelTrainer::StepResult> result = (*trainer)->Step({images}, labels);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("must be a class in [0, 4), received 9"));
+  EXPECT_EQ((*trainer)->step(), 0);
+  ExpectSameBits((*trainer)->SlotParameters(1), before, "after the failed step");
+  EXPECT_TRUE((*trainer)->Step({images}, Labels(4, 0)).ok());
+  EXPECT_EQ((*trainer)->step(), 1);
+}
+
+// allreduce sums where the slots are, so it takes no mix; the error says
+// what does.
+TEST(DataParallelTrainerStandInTest, MixedSlotsWithAllreduceAreUnimplemented) {
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> mixed = MakeTrainer("cd", false);
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(mixed.status().message()),
+              AllOf(HasSubstr("slot r1 is on cuda:0 while slot r0 is on cpu:0"),
+                    HasSubstr("reduction 'ps'")));
+}
+
+}  // namespace
+}  // namespace replicad
