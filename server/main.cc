@@ -77,6 +77,7 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
                                                    options.transfer_chunks));
   }
   serving.transfer_chunks = options.transfer_chunks;
+  serving.shrink_on_oom = options.shrink_on_oom;
   if (options.max_batch_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--max-batch-size must be >= 0; received ",
                                                    options.max_batch_size));
@@ -218,6 +219,10 @@ int main(int argc, char** argv) {
   serve->add_option("--transfer-chunks", options.transfer_chunks,
                     "GPU slots: cut a slice of at least 8 MiB per chunk into up to N chunks "
                     "whose copies overlap the compute (1: whole slices)")
+      ->capture_default_str();
+  serve->add_flag("--shrink-on-oom,!--no-shrink-on-oom", options.shrink_on_oom,
+                  "GPU slots: when a slice's plans do not fit in the GPU's memory, run it in "
+                  "smaller chunks instead of failing the request with RESOURCE_EXHAUSTED")
       ->capture_default_str();
   serve->add_option("--threads-per-slot", options.threads_per_slot,
                     "OpenMP threads of each CPU slot")

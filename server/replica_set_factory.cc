@@ -33,9 +33,12 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<cons
     if (!device.ok()) return device.status();
     merge_stream = *std::move(device);
   }
-  return ReplicaSet::Create(std::move(model), std::move(replicas),
-                            ReplicaSet::Options{options.merge_device, observer,
-                                                options.transfer_chunks},
+  ReplicaSet::Options set_options;
+  set_options.merge_device = options.merge_device;
+  set_options.observer = observer;
+  set_options.transfer_chunks = options.transfer_chunks;
+  set_options.shrink_on_oom = options.shrink_on_oom;
+  return ReplicaSet::Create(std::move(model), std::move(replicas), set_options,
                             std::move(merge_stream));
 }
 

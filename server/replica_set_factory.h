@@ -17,6 +17,7 @@ struct ServingOptions {
   SlotOptions slot_options;
   DeviceId merge_device;
   int transfer_chunks = 4;
+  bool shrink_on_oom = false;
   int64_t max_batch_size = 0;  // 0: no limit.
 };
 

@@ -18,6 +18,7 @@ struct ServerOptions {
   std::string slot_weights;  // "3,1": one per slot; equal when empty.
   std::string merge_device = "cpu:0";
   int transfer_chunks = 4;  // GPU slots: most chunks a slice's transfers overlap in.
+  bool shrink_on_oom = false;  // GPU slots: smaller chunks instead of RESOURCE_EXHAUSTED.
   int threads_per_slot = 1;
   bool winograd = true;  // CPU slots: Winograd for 3x3 stride-1 convolutions.
   bool tf32 = false;     // CUDA slots: TF32 tensor cores for float32 convs and GEMMs.

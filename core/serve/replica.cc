@@ -205,25 +205,41 @@ absl::StatusOr<const Replica::IoSet*> Replica::IoSetOf(const ExecutionPlan& plan
 }
 
 absl::StatusOr<Replica::SlicePlan> Replica::PlanSlice(const std::vector<Shape>& input_shapes,
-                                                      int max_chunks, size_t min_chunk_bytes) {
+                                                      const ChunkOptions& options) {
+  const int64_t rows = input_shapes.empty() || input_shapes[0].empty() ? 0 : input_shapes[0][0];
+  // Only slots that copy their slices run chunks (RunSlice); every input
+  // must carry the rows in dim 0.
+  bool cuttable = device_->memory_location().kind != MemoryKind::kHost && rows > 1 &&
+                  input_shapes.size() == model_->inputs().size();
+  size_t bytes = 0;
+  for (size_t i = 0; cuttable && i < input_shapes.size(); ++i) {
+    cuttable = !input_shapes[i].empty() && input_shapes[i][0] == rows;
+    if (cuttable) bytes += ByteSize(TensorType{model_->inputs()[i].type.dtype, input_shapes[i]});
+  }
+  int64_t chunks = 1;
+  if (cuttable) {
+    chunks = std::max<int64_t>(
+        1, std::min<int64_t>({options.max_chunks, rows,
+                              static_cast<int64_t>(bytes / std::max<size_t>(options.min_chunk_bytes, 1))}));
+  }
+  for (;;) {
+    bool cut = false;
+    absl::StatusOr<SlicePlan> plan = PlanChunks(input_shapes, static_cast<int>(chunks), &cut);
+    if (plan.ok() || !options.shrink_on_oom || !absl::IsResourceExhausted(plan.status()) ||
+        !cuttable || chunks >= rows || (chunks > 1 && !cut)) {
+      return plan;
+    }
+    chunks = std::min(rows, chunks * 2);
+  }
+}
+
+absl::StatusOr<Replica::SlicePlan> Replica::PlanChunks(const std::vector<Shape>& input_shapes,
+                                                       int chunks, bool* cut) {
   SlicePlan slice;
   slice.rows = input_shapes.empty() || input_shapes[0].empty() ? 0 : input_shapes[0][0];
   slice.chunk_rows = slice.rows;
-  int chunks = 1;
-  const bool on_device = device_->memory_location().kind != MemoryKind::kHost;
-  bool by_rows = on_device && max_chunks > 1 && slice.rows > 1 &&
-                 input_shapes.size() == model_->inputs().size();
-  size_t bytes = 0;
-  for (size_t i = 0; by_rows && i < input_shapes.size(); ++i) {
-    by_rows = !input_shapes[i].empty() && input_shapes[i][0] == slice.rows;
-    if (by_rows) bytes += ByteSize(TensorType{model_->inputs()[i].type.dtype, input_shapes[i]});
-  }
-  if (by_rows) {
-    chunks = static_cast<int>(std::max<int64_t>(
-        1, std::min<int64_t>({max_chunks, slice.rows,
-                              static_cast<int64_t>(bytes / std::max<size_t>(min_chunk_bytes, 1))})));
-  }
-  if (chunks > 1) {
+  *cut = chunks > 1;
+  if (*cut) {
     slice.chunk_rows = (slice.rows + chunks - 1) / chunks;
     std::vector<Shape> shapes = input_shapes;
     for (Shape& s : shapes) s[0] = slice.chunk_rows;
@@ -238,12 +254,12 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanSlice(const std::vector<Shape>& 
       for (const TensorType& type : plan->output_types()) {
         const int64_t rows = plan == slice.chunk ? slice.chunk_rows : last_rows;
         if (type.shape.empty() ? type.dtype != DType::kFloat32 : type.shape[0] != rows) {
-          chunks = 1;
+          *cut = false;
         }
       }
     }
   }
-  if (chunks == 1) {
+  if (!*cut) {
     slice.chunk_rows = slice.rows;
     REPLICAD_ASSIGN_OR_RETURN(slice.chunk, PlanFor(input_shapes));
     slice.last = slice.chunk;

@@ -59,14 +59,22 @@ class Replica {
   // Input bytes below which a chunk would cost more in per-copy and
   // per-launch overhead than its overlap saves.
   static constexpr size_t kMinChunkBytes = size_t{8} << 20;
+  struct ChunkOptions {
+    int max_chunks = 1;
+    size_t min_chunk_bytes = kMinChunkBytes;
+    // When the device cannot hold the plans (ResourceExhausted), cut the
+    // slice into twice as many chunks and try again, down to chunks of one
+    // row, instead of failing. Plans that did fit stay cached.
+    bool shrink_on_oom = false;
+  };
   // The slice's plan for `input_shapes` (every dim 0 the slice's rows):
   // up to `max_chunks` chunks of at least `min_chunk_bytes` of input. One
   // chunk on a host-memory slot, or where the model cannot be cut by rows:
   // an output of rank >= 1 not keeping the batch in dim 0, or a rank-0
   // output that is not float32 (chunks' rank-0 outputs merge by mean).
   // Plan errors as PlanFor's. Must not be called on the slot's stream thread.
-  absl::StatusOr<SlicePlan> PlanSlice(const std::vector<Shape>& input_shapes, int max_chunks,
-                                      size_t min_chunk_bytes = kMinChunkBytes);
+  absl::StatusOr<SlicePlan> PlanSlice(const std::vector<Shape>& input_shapes,
+                                      const ChunkOptions& options);
 
   // Runs `plan` on rows of the request in host memory. Outputs of rank >= 1
   // are written at `outputs` in `outputs_location`: host memory, or (GPU
@@ -95,6 +103,10 @@ class Replica {
     std::vector<void*> input_ptrs;  // Written by uploads, read by the plan.
     std::vector<void*> output_ptrs;
   };
+  // PlanSlice for `chunks` chunks (1: whole); `cut` false when the model
+  // turned out not to be cuttable, and the plan is whole.
+  absl::StatusOr<SlicePlan> PlanChunks(const std::vector<Shape>& input_shapes, int chunks,
+                                       bool* cut);
   // Makes the plan's sets number at least `count`.
   absl::Status AddIoSets(const ExecutionPlan& plan, size_t count);
   // Set `index` of the plan; it stays put while sets are added.

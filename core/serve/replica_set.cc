@@ -160,7 +160,9 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
       shapes.push_back(std::move(s));
     }
     absl::StatusOr<Replica::SlicePlan> plan =
-        replicas_[slice.slot]->PlanSlice(shapes, options_.transfer_chunks, options_.min_chunk_bytes);
+        replicas_[slice.slot]->PlanSlice(
+            shapes, Replica::ChunkOptions{options_.transfer_chunks, options_.min_chunk_bytes,
+                                          options_.shrink_on_oom});
     if (!plan.ok()) {
       std::move(state->done)(plan.status(), state->slices);
       return;

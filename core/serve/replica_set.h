@@ -43,6 +43,9 @@ class ReplicaSet {
     // overlap compute (Replica::PlanSlice); 1 runs every slice whole.
     int transfer_chunks = 4;
     size_t min_chunk_bytes = Replica::kMinChunkBytes;  // See Replica::PlanSlice.
+    // A slot that cannot hold a slice's plans retries with smaller chunks
+    // (Replica::ChunkOptions::shrink_on_oom) instead of RESOURCE_EXHAUSTED.
+    bool shrink_on_oom = false;
   };
 
   // `merge_stream` is a slot on the merge device when that is a GPU (its

@@ -1,6 +1,9 @@
 #include "tests/testing/device_memory_stand_in.h"
 
+#include <atomic>
 #include <cstring>
+
+#include "absl/strings/str_cat.h"
 
 #include "core/device/host_stream.h"
 
@@ -19,8 +22,8 @@ class StandInMark : public Device::LaneMark {
 
 class DeviceMemoryStandIn : public Device {
  public:
-  DeviceMemoryStandIn(std::unique_ptr<Device> cpu, int ordinal)
-      : cpu_(std::move(cpu)), location_{MemoryKind::kCuda, ordinal}, info_(cpu_->info()) {
+  DeviceMemoryStandIn(std::unique_ptr<Device> cpu, int ordinal, size_t limit)
+      : cpu_(std::move(cpu)), location_{MemoryKind::kCuda, ordinal}, info_(cpu_->info()), limit_(limit) {
     info_.id = DeviceId{DeviceKind::kCuda, ordinal};
     info_.name = "device-memory stand-in on " + info_.name;
   }
@@ -34,12 +37,28 @@ class DeviceMemoryStandIn : public Device {
   MemoryLocation memory_location() const override { return location_; }
 
   absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) override {
+    const size_t held = in_use_->fetch_add(bytes) + bytes;
+    if (limit_ > 0 && held > limit_) {
+      in_use_->fetch_sub(bytes);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          DeviceIdToString(info_.id), ": out of memory allocating ", bytes, " bytes (",
+          held - bytes, " of ", limit_, " in use)"));
+    }
     absl::StatusOr<std::shared_ptr<Buffer>> host = cpu_->Allocate(bytes);
-    if (!host.ok()) return host.status();
+    if (!host.ok()) {
+      in_use_->fetch_sub(bytes);
+      return host.status();
+    }
     void* data = (*host)->data();
-    return std::make_shared<Buffer>(data, bytes, location_,
-                                    std::shared_ptr<const void>(*std::move(host)));
+    // The count goes down when the last view of the block goes.
+    std::shared_ptr<const void> keep(new char, [host = *std::move(host), in_use = in_use_,
+                                                 bytes](const char* tag) {
+      in_use->fetch_sub(bytes);
+      delete tag;
+    });
+    return std::make_shared<Buffer>(data, bytes, location_, std::move(keep));
   }
+  size_t memory_in_use_bytes() const override { return in_use_->load(); }
   uint64_t allocation_count() const override { return cpu_->allocation_count(); }
 
   void Enqueue(absl::AnyInvocable<void() &&> work) override { cpu_->Enqueue(std::move(work)); }
@@ -111,14 +130,17 @@ class DeviceMemoryStandIn : public Device {
   std::unique_ptr<Device> cpu_;
   const MemoryLocation location_;
   DeviceInfo info_;
+  const size_t limit_;
+  std::shared_ptr<std::atomic<size_t>> in_use_ = std::make_shared<std::atomic<size_t>>(0);
   HostStream upload_{[] {}};
   HostStream download_{[] {}};
 };
 
 }  // namespace
 
-std::unique_ptr<Device> MakeDeviceMemoryStandIn(std::unique_ptr<Device> cpu_slot, int ordinal) {
-  return std::make_unique<DeviceMemoryStandIn>(std::move(cpu_slot), ordinal);
+std::unique_ptr<Device> MakeDeviceMemoryStandIn(std::unique_ptr<Device> cpu_slot, int ordinal,
+                                                size_t memory_limit_bytes) {
+  return std::make_unique<DeviceMemoryStandIn>(std::move(cpu_slot), ordinal, memory_limit_bytes);
 }
 
 }  // namespace replicad::testing

@@ -13,8 +13,11 @@ namespace replicad::testing {
 // not read (staged copies, chunk pipelines, merging on a device) run with
 // CPU kernels. Its upload and download lanes are threads of their own, as a
 // GPU's copy engines are streams of their own: a missing lane mark shows as
-// wrong results, not as a hang. Thread-safe like any Device.
-std::unique_ptr<Device> MakeDeviceMemoryStandIn(std::unique_ptr<Device> cpu_slot, int ordinal);
+// wrong results, not as a hang. With `memory_limit_bytes` > 0 it holds at
+// most that much at a time and fails beyond with ResourceExhausted, as a
+// full GPU does. Thread-safe like any Device.
+std::unique_ptr<Device> MakeDeviceMemoryStandIn(std::unique_ptr<Device> cpu_slot, int ordinal,
+                                                size_t memory_limit_bytes = 0);
 
 }  // namespace replicad::testing
 

@@ -27,10 +27,11 @@ using testing::RelativeL2;
 
 constexpr double kMaxRelativeL2 = 1e-6;
 
-std::unique_ptr<Replica> StandInReplica(std::shared_ptr<const Model> model, const std::string& name) {
+std::unique_ptr<Replica> StandInReplica(std::shared_ptr<const Model> model, const std::string& name,
+                                        size_t memory_limit_bytes = 0) {
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
-  std::unique_ptr<Device> device =
-      testing::MakeDeviceMemoryStandIn(CreateCpuDevice(cpu, CpuSlotOptions{1}), 0);
+  std::unique_ptr<Device> device = testing::MakeDeviceMemoryStandIn(
+      CreateCpuDevice(cpu, CpuSlotOptions{1}), 0, memory_limit_bytes);
   const DeviceId id = device->info().id;
   absl::StatusOr<std::unique_ptr<Replica>> replica =
       Replica::Create(std::move(model), SlotAssignment{name, id, 1.0}, std::move(device));
@@ -86,22 +87,22 @@ TEST_F(ReplicaChunkTest, SlicePlanCutsRowsIntoChunksOfAtLeastTheMinimumBytes) {
   std::unique_ptr<Replica> replica = StandInReplica(model_, "g0");
   ASSERT_NE(replica, nullptr);
   // 10 rows of 3*6*6 + 5 floats (452 bytes): four chunks of 3, 3, 3 and 1.
-  absl::StatusOr<Replica::SlicePlan> plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, 4, 1);
+  absl::StatusOr<Replica::SlicePlan> plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, {4, 1});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->chunks(), 4);
   EXPECT_EQ(plan->chunk_rows, 3);
   EXPECT_NE(plan->last, plan->chunk);
   EXPECT_EQ(plan->output_types[0].shape, (Shape{10, 2}));
   // At least 2000 bytes a chunk: two chunks of 5 rows, one plan.
-  plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, 4, 2000);
+  plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, {4, 2000});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->chunks(), 2);
   EXPECT_EQ(plan->last, plan->chunk);
   // Below the minimum, or with chunks off: the slice whole.
-  plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, 4, 1 << 20);
+  plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, {4, 1 << 20});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->chunks(), 1);
-  plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, 1, 1);
+  plan = replica->PlanSlice({{10, 3, 6, 6}, {10, 5}}, {1, 1});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->chunks(), 1);
   EXPECT_EQ(plan->output_types[0].shape, (Shape{10, 2}));
@@ -143,6 +144,45 @@ TEST_F(ReplicaChunkTest, ConcurrentChunkedPredictsGetTheirOwnResults) {
     for (size_t j = 0; j < expected[i].outputs.size(); ++j) {
       EXPECT_LE(RelativeL2(actual[i].outputs[j], expected[i].outputs[j]), kMaxRelativeL2);
     }
+  }
+}
+
+// A slot that cannot hold a slice's plans fails the request with
+// RESOURCE_EXHAUSTED naming its device, and serves the next one; configured
+// to shrink, it runs the slice in smaller chunks instead.
+TEST_F(ReplicaChunkTest, OutOfMemoryFailsTheRequestOrShrinksTheChunks) {
+  const int64_t batch = 512;
+  const std::vector<Shape> shapes = {{batch, 3, 6, 6}, {batch, 5}};
+  size_t weights = 0, whole = 0;
+  {
+    std::unique_ptr<Replica> probe = StandInReplica(model_, "probe");
+    weights = probe->device().memory_in_use_bytes();
+    ASSERT_TRUE(probe->PlanSlice(shapes, {}).ok());
+    whole = probe->device().memory_in_use_bytes();
+  }
+  ASSERT_GT(whole, weights);
+  // Room for 60% of what the whole slice needs beyond the weights.
+  const size_t limit = weights + (whole - weights) * 6 / 10;
+  for (bool shrink : {false, true}) {
+    SCOPED_TRACE(shrink ? "shrink on OOM" : "fail on OOM");
+    std::vector<std::unique_ptr<Replica>> replicas;
+    replicas.push_back(StandInReplica(model_, "g0", limit));
+    ReplicaSet::Options options;
+    options.transfer_chunks = 1;
+    options.shrink_on_oom = shrink;
+    absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
+        ReplicaSet::Create(model_, std::move(replicas), options);
+    ASSERT_TRUE(set.ok()) << set.status();
+    PredictOutcome outcome = PredictAndWait(**set, Inputs(batch));
+    if (shrink) {
+      ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+      EXPECT_LE((*set)->replicas()[0]->device().memory_in_use_bytes(), limit);
+      ExpectMatchesCpu(**set, batch);
+    } else {
+      EXPECT_EQ(outcome.status.code(), absl::StatusCode::kResourceExhausted) << outcome.status;
+      EXPECT_NE(outcome.status.message().find("cuda:0"), std::string::npos) << outcome.status;
+    }
+    ExpectMatchesCpu(**set, 8);  // The slot still serves what fits.
   }
 }
 
