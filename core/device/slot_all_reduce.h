@@ -13,10 +13,25 @@ namespace replicad {
 // communicators are costly to make) and used by every step. Participants are
 // the slots in the order given at creation.
 //
-// Every participant makes the same sequence of calls with the same counts,
-// each from its own stream thread (inside Device::Enqueue). A call may block
-// that thread until the participants sharing its GPU have made theirs, and
-// (NCCL) until the other GPUs' first participants have made theirs.
+// In each step every participant makes the same sequence of AllReduce calls
+// with the same counts, then Join exactly once, whatever happened in the
+// step; all of one participant's calls of a step come from its own stream
+// thread (inside Device::Enqueue). Steps do not overlap: no participant
+// starts the next step before every participant's Join has returned. A call
+// may block that thread until the participants sharing its GPU have made
+// theirs, and (NCCL) until the other GPUs' first participants have made
+// theirs.
+//
+// Failure: a failed CUDA or NCCL call of any participant ends the step's
+// reduction for all of them, and nothing blocks on it: calls waiting for a
+// participant that will not come return, reduction work left waiting on the
+// devices is aborted, and the step's later AllReduce calls issue nothing.
+// Every Join that returns after the failure returns the step's first error,
+// which names the device and the call; a Join that returned before it
+// returned OK, but the sums of that step are unspecified on every slot, so
+// the caller fails the step if any participant's Join failed. The next step
+// starts afresh, unless a slot's device is gone for good (health() not OK):
+// then every later Join returns that error.
 class SlotAllReduce {
  public:
   virtual ~SlotAllReduce() = default;
@@ -28,11 +43,14 @@ class SlotAllReduce {
   // backward pass failed: it still takes part, or the others would wait for
   // it forever); `data` is then overwritten with the result too. Returns once
   // issued: the reduction may overlap later work on the stream until Join.
+  // Failures, this participant's or another's, are reported by Join, not
+  // here, so that every participant goes on to its Join: this returns OK.
   virtual absl::Status AllReduce(int participant, float* data, size_t count, float scale,
                                  bool contributes) = 0;
 
-  // Makes the participant's stream wait for every AllReduce it issued, so
-  // work issued after Join reads the sums.
+  // Makes the participant's stream wait for everything its AllReduce calls
+  // issued, so work issued after Join reads the sums. Ends the
+  // participant's step; the step's first failure, if any.
   virtual absl::Status Join(int participant) = 0;
 };
 

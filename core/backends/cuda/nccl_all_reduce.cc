@@ -1,14 +1,32 @@
 // Gradient reduction across CUDA slots. Slots on one GPU form a group whose
 // first slot leads: the others post their buffers, the leader sums them into
 // its own on the device (in slot order), runs the NCCL all-reduce across the
-// groups' leaders (one communicator per GPU, made once), scales, and the
-// others copy the result back. Everything runs on one side stream per slot,
-// ordered after the slot's work through events, so a bucket's reduction
-// overlaps the rest of the backward pass until Join.
+// groups' leaders (one communicator per GPU), scales, and the others copy the
+// result back. Everything runs on one side stream per slot, ordered after the
+// slot's work through events, so a bucket's reduction overlaps the rest of
+// the backward pass until Join.
+//
+// Failures. Participants wait for each other in two places: on the host, in
+// the rendezvous of a GPU's group, and on the devices, where an NCCL kernel
+// waits for the other GPUs' leaders. A failed call anywhere sets one flag for
+// the whole reduction (failed_), which every rendezvous wait also watches, so
+// no thread waits for a participant that will not come; from then on the
+// step's calls issue nothing, and if an NCCL call may have been issued this
+// step the communicators are aborted, which ends the NCCL kernels waiting for
+// a peer. The step ends at its last Join (every participant's last call of
+// it, by the contract), which clears the flag; the next step's first
+// AllReduce remakes the communicators, unless a slot's device is gone for
+// good.
+//
+// Why Join, not AllReduce, reports failures: a caller that gets an error from
+// AllReduce stops short (the trainer skips its Join, and may repeat the
+// failed call), so no call would tell where its step ends, and a failure
+// could never be cleared safely. Join once per step gives that point.
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -28,8 +46,9 @@
 namespace replicad {
 namespace {
 
-// Makes `ordinal` the calling thread's GPU until destroyed (creation and
-// teardown run on the caller's thread, not the slots').
+// Makes `ordinal` the calling thread's GPU until destroyed, then restores the
+// thread's own (creation and teardown run on the caller's thread; aborts and
+// remaking on a slot's, which must keep its GPU).
 class ScopedGpu {
  public:
   explicit ScopedGpu(int ordinal) {
@@ -58,7 +77,12 @@ class NcclAllReduce : public SlotAllReduce {
     for (auto& group : groups_) {
       ScopedGpu gpu(group->ordinal);
       if (group->leader_done != nullptr) cudaEventDestroy(group->leader_done);
-      if (group->comm != nullptr) ncclCommDestroy(group->comm);
+    }
+    absl::MutexLock lock(&comm_mu_);
+    for (size_t g = 0; g < comms_.size(); ++g) {
+      if (comms_[g] == nullptr) continue;
+      ScopedGpu gpu(groups_[g]->ordinal);
+      ncclCommDestroy(comms_[g]);
     }
   }
 
@@ -67,6 +91,7 @@ class NcclAllReduce : public SlotAllReduce {
     for (size_t i = 0; i < slots.size(); ++i) {
       Participant p;
       p.name = DeviceIdToString(slots[i]->info().id);
+      p.device = slots[i];
       p.ordinal = slots[i]->info().id.ordinal;
       p.stream = CudaSlotStream(*slots[i]);
       if (p.stream == nullptr) {
@@ -99,16 +124,14 @@ class NcclAllReduce : public SlotAllReduce {
       REPLICAD_CUDA_RETURN_IF_ERROR(
           participants_[group->members[0]].name,
           cudaEventCreateWithFlags(&group->leader_done, cudaEventDisableTiming));
+      absl::MutexLock lock(&group->mu);
       group->posted.assign(group->members.size(), nullptr);
     }
     if (groups_.size() > 1) {
-      std::vector<int> ordinals;
-      for (const auto& group : groups_) ordinals.push_back(group->ordinal);
-      std::vector<ncclComm_t> comms(groups_.size());
-      REPLICAD_CUDA_RETURN_IF_ERROR(
-          absl::StrCat("cuda:", absl::StrJoin(ordinals, ",cuda:")),
-          ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), ordinals.data()));
-      for (size_t g = 0; g < groups_.size(); ++g) groups_[g]->comm = comms[g];
+      absl::MutexLock lock(&comm_mu_);
+      comms_.assign(groups_.size(), nullptr);
+      in_nccl_.assign(groups_.size(), false);
+      REPLICAD_RETURN_IF_ERROR(CreateComms());
     }
     return absl::OkStatus();
   }
@@ -116,52 +139,63 @@ class NcclAllReduce : public SlotAllReduce {
   absl::Status AllReduce(int participant, float* data, size_t count, float scale,
                          bool contributes) override {
     Participant& p = participants_[participant];
+    if (recover_pending_.load(std::memory_order_acquire)) Recover(p);
+    // The step already failed: nothing more to issue, and Join reports it.
+    if (failed_.load(std::memory_order_acquire)) return absl::OkStatus();
     Group& group = *groups_[p.group];
     absl::Status status = Prepare(p, data, count, contributes);
     if (status.ok()) {
       status = group.members[0] == participant ? Lead(p, group, data, count, scale)
                                                : Follow(p, group, participant, data, count);
     }
-    if (!status.ok()) {
-      // The group's other slots must not wait for a round that cannot finish.
-      absl::MutexLock lock(&group.mu);
-      if (group.failure.ok()) group.failure = status;
-      return status;
-    }
-    REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaEventRecord(p.reduced, p.side));
+    if (!status.ok()) Fail(status);
     return absl::OkStatus();
   }
 
   absl::Status Join(int participant) override {
     Participant& p = participants_[participant];
-    REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaStreamWaitEvent(p.stream, p.reduced, 0));
-    return absl::OkStatus();
+    // Recorded here rather than after each AllReduce, so that it also covers
+    // a reduction a failure cut short: the slot's next work (the next step's
+    // backward pass writing these buffers) must not overtake it.
+    absl::Status status = [&p]() {
+      REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaEventRecord(p.reduced, p.side));
+      REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaStreamWaitEvent(p.stream, p.reduced, 0));
+      return absl::OkStatus();
+    }();
+    if (!status.ok()) Fail(status);
+    return EndStep();
   }
 
  private:
   struct Participant {
-    std::string name;  // "cuda:0", for messages.
+    std::string name;          // "cuda:0", for messages.
+    Device* device = nullptr;  // The slot; its health() says whether its GPU is gone for good.
     int ordinal = 0;
     int group = 0;
-    cudaStream_t stream = nullptr;   // The slot's.
-    cudaStream_t side = nullptr;     // The reduction's.
-    cudaEvent_t issued = nullptr;    // On the slot's stream: the side stream waits for it.
-    cudaEvent_t ready = nullptr;     // On a follower's side stream: its buffer may be read.
-    cudaEvent_t reduced = nullptr;   // On the side stream: Join waits for it.
+    cudaStream_t stream = nullptr;  // The slot's.
+    cudaStream_t side = nullptr;    // The reduction's.
+    cudaEvent_t issued = nullptr;   // On the slot's stream: the side stream waits for it.
+    cudaEvent_t ready = nullptr;    // On a follower's side stream: its buffer may be read.
+    cudaEvent_t reduced = nullptr;  // On the side stream: Join waits for it.
   };
 
   // The slots of one GPU. A round is one AllReduce call of every member.
   struct Group {
     int ordinal = 0;
     std::vector<int> members;        // Participant indices; the first leads.
-    ncclComm_t comm = nullptr;       // With more than one GPU.
     cudaEvent_t leader_done = nullptr;  // On the leader's side stream: the round's sum is ready.
     absl::Mutex mu;
     std::vector<float*> posted ABSL_GUARDED_BY(mu);  // Per member, this round; null: not yet.
     float* posted_sum ABSL_GUARDED_BY(mu) = nullptr;  // The leader's buffer, once summed.
     int64_t round ABSL_GUARDED_BY(mu) = 0;           // Rounds the leader completed.
-    absl::Status failure ABSL_GUARDED_BY(mu);        // A member failed: rounds end with it.
   };
+
+  // What a participant's call returns when it stops for another's failure
+  // (failure_ already holds that one, so this message is not reported).
+  static absl::Status Stopped(const Participant& p) {
+    return absl::AbortedError(
+        absl::StrCat(p.name, ": gradient reduction stopped: another participant failed"));
+  }
 
   // The side stream starts where the slot's work stands now, with zeros in
   // `data` for a participant that does not contribute.
@@ -179,15 +213,17 @@ class NcclAllReduce : public SlotAllReduce {
     const int64_t n = static_cast<int64_t>(count);
     {
       absl::MutexLock lock(&group.mu);
-      auto all_posted = [&group]() ABSL_SHARED_LOCKS_REQUIRED(group.mu) {
-        if (!group.failure.ok()) return true;
+      // failed_ is not guarded by group.mu: Fail locks group.mu after setting
+      // it, which makes absl::Mutex evaluate this again and wake us.
+      auto all_posted = [this, &group]() ABSL_SHARED_LOCKS_REQUIRED(group.mu) {
+        if (failed_.load(std::memory_order_acquire)) return true;
         for (size_t m = 1; m < group.posted.size(); ++m) {
           if (group.posted[m] == nullptr) return false;
         }
         return true;
       };
       group.mu.Await(absl::Condition(&all_posted));
-      if (!group.failure.ok()) return group.failure;
+      if (failed_.load(std::memory_order_acquire)) return Stopped(p);
       // In member order, so every run sums in the same order.
       for (size_t m = 1; m < group.members.size(); ++m) {
         Participant& member = participants_[group.members[m]];
@@ -196,10 +232,7 @@ class NcclAllReduce : public SlotAllReduce {
         REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(p.name, "LaunchAccumulate"));
       }
     }
-    if (group.comm != nullptr) {
-      REPLICAD_CUDA_RETURN_IF_ERROR(
-          p.name, ncclAllReduce(data, data, count, ncclFloat, ncclSum, group.comm, p.side));
-    }
+    if (groups_.size() > 1) REPLICAD_RETURN_IF_ERROR(IssueNccl(p, data, count));
     if (scale != 1.0f) {
       LaunchScale(data, n, scale, p.side);
       REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(p.name, "LaunchScale"));
@@ -216,20 +249,53 @@ class NcclAllReduce : public SlotAllReduce {
     // The leader reads `data` once this is reached (after any zero fill).
     REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaEventRecord(p.ready, p.side));
     absl::MutexLock lock(&group.mu);
-    if (!group.failure.ok()) return group.failure;
+    if (failed_.load(std::memory_order_acquire)) return Stopped(p);
     const size_t m = MemberIndex(group, participant);
     const int64_t round = group.round;
     group.posted[m] = data;
-    auto led = [&group, round]() ABSL_SHARED_LOCKS_REQUIRED(group.mu) {
-      return group.round > round || !group.failure.ok();
+    // Woken by Fail as in Lead.
+    auto led = [this, &group, round]() ABSL_SHARED_LOCKS_REQUIRED(group.mu) {
+      return group.round > round || failed_.load(std::memory_order_acquire);
     };
     group.mu.Await(absl::Condition(&led));
-    if (!group.failure.ok() && group.round == round) return group.failure;
+    // A round the leader completed before the failure still has its sum.
+    if (group.round == round) return Stopped(p);
     REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaStreamWaitEvent(p.side, group.leader_done, 0));
     REPLICAD_CUDA_RETURN_IF_ERROR(
         p.name, cudaMemcpyAsync(data, group.posted_sum, count * sizeof(float),
                                 cudaMemcpyDeviceToDevice, p.side));
     return absl::OkStatus();
+  }
+
+  // The leader's NCCL call, counted in in_nccl_ while it runs so that an
+  // abort never frees a communicator under it (see AbortNccl).
+  absl::Status IssueNccl(Participant& p, float* data, size_t count) {
+    ncclComm_t comm;
+    {
+      absl::MutexLock lock(&comm_mu_);
+      // Checked under comm_mu_, which Fail takes after setting failed_:
+      // either this call sees the failure and issues nothing, or AbortNccl
+      // sees nccl_issued_ and aborts what this issues.
+      if (failed_.load(std::memory_order_acquire)) return Stopped(p);
+      // Recover remakes them or fails the step before any leader gets here.
+      if (!comms_usable_) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(p.name, ": the NCCL communicators were aborted and not made again"));
+      }
+      comm = comms_[p.group];
+      in_nccl_[p.group] = true;
+      ++in_nccl_count_;
+      nccl_issued_ = true;
+    }
+    absl::Status status = [&]() {
+      REPLICAD_CUDA_RETURN_IF_ERROR(
+          p.name, ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm, p.side));
+      return absl::OkStatus();
+    }();
+    absl::MutexLock lock(&comm_mu_);
+    in_nccl_[p.group] = false;
+    --in_nccl_count_;
+    return status;
   }
 
   static size_t MemberIndex(const Group& group, int participant) {
@@ -239,8 +305,181 @@ class NcclAllReduce : public SlotAllReduce {
     return 0;
   }
 
+  // One communicator per GPU, the leaders' ranks in group order.
+  absl::Status CreateComms() ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm_mu_) {
+    std::vector<int> ordinals;
+    for (const auto& group : groups_) ordinals.push_back(group->ordinal);
+    std::vector<ncclComm_t> comms(groups_.size(), nullptr);
+    REPLICAD_CUDA_RETURN_IF_ERROR(
+        absl::StrCat("cuda:", absl::StrJoin(ordinals, ",cuda:")),
+        ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), ordinals.data()));
+    comms_ = std::move(comms);
+    comms_usable_ = true;
+    return absl::OkStatus();
+  }
+
+  // Records the step's failure; `for_good`: it stays for every later step.
+  // False if the step had failed already (the first failure is the one
+  // reported). Takes mu_ only, so it may be called with comm_mu_ held.
+  bool SetFailure(const absl::Status& status, bool for_good) {
+    absl::MutexLock lock(&mu_);
+    if (for_good && permanent_.ok()) permanent_ = status;
+    if (!failure_.ok()) return false;
+    failure_ = status;
+    failed_.store(true, std::memory_order_release);
+    return true;
+  }
+
+  // A participant's call failed: the whole step's reduction stops.
+  void Fail(const absl::Status& status) {
+    // Not the first: that one's Fail wakes the waiters and aborts NCCL.
+    if (!SetFailure(status, /*for_good=*/false)) return;
+    // Waiters in a rendezvous watch failed_, which their mutex does not
+    // guard: locking and unlocking it makes absl::Mutex evaluate their
+    // conditions again.
+    for (auto& group : groups_) {
+      absl::MutexLock wake(&group->mu);
+    }
+    AbortNccl();
+  }
+
+  // Ends NCCL work that may wait for a leader that will not come: kernels on
+  // the other GPUs waiting for its data (only an abort stops those), and a
+  // leader blocked in ncclAllReduce on the host (NCCL may connect peers at
+  // their first collective, waiting for every rank to arrive).
+  //
+  // ncclCommAbort may be called while another thread is inside an NCCL call
+  // on that communicator: it sets the flag that call polls. But the
+  // communicators made together by ncclCommInitAll are freed together, by
+  // the abort of the last of them, so the last is aborted only once no
+  // leader is inside NCCL. Every communicator in use is aborted as soon as
+  // one not in use remains unaborted (so it is not the last), and the wait
+  // ends: a leader whose communicator was aborted returns, and while every
+  // unaborted communicator is in use, the leaders at the earliest collective
+  // have all their peers there and return too, leaving one not in use.
+  void AbortNccl() {
+    if (groups_.size() < 2) return;
+    absl::MutexLock lock(&comm_mu_);
+    // No NCCL call this step: those of earlier steps all had their peers (a
+    // step without failure issues every one; a failed step aborted them), so
+    // no kernel waits for a peer that will not come. Or another failure of
+    // this step got here first.
+    if (!nccl_issued_ || !comms_usable_) return;
+    comms_usable_ = false;  // No leader starts an NCCL call from here on.
+    std::vector<bool> aborted(comms_.size(), false);
+    auto abort = [&](size_t g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm_mu_) {
+      ScopedGpu gpu(groups_[g]->ordinal);
+      // It always sets the abort flag; an error of its cleanup leaves
+      // nothing more to do here (the communicator is remade either way),
+      // and the step already reports its first failure.
+      (void)CudaCallStatus(ncclCommAbort(comms_[g]), participants_[groups_[g]->members[0]].name,
+                           "ncclCommAbort");
+      aborted[g] = true;
+    };
+    while (true) {
+      bool idle = false;
+      for (size_t g = 0; g < comms_.size(); ++g) idle = idle || (!aborted[g] && !in_nccl_[g]);
+      if (idle) {
+        for (size_t g = 0; g < comms_.size(); ++g) {
+          if (!aborted[g] && in_nccl_[g]) abort(g);
+        }
+      }
+      if (in_nccl_count_ == 0) break;
+      const int before = in_nccl_count_;
+      auto fewer = [this, before]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm_mu_) {
+        return in_nccl_count_ < before;  // A leader left NCCL.
+      };
+      comm_mu_.Await(absl::Condition(&fewer));
+    }
+    for (size_t g = 0; g < comms_.size(); ++g) {
+      if (!aborted[g]) abort(g);
+    }
+    comms_.assign(comms_.size(), nullptr);
+  }
+
+  // The first AllReduce of a step after a failed one (any participant; the
+  // others wait on comm_mu_ meanwhile, so none is in a rendezvous or in NCCL
+  // yet): a slot whose device is gone for good fails this step and every
+  // later one; otherwise aborted communicators are made again.
+  void Recover(const Participant& p) {
+    absl::MutexLock lock(&comm_mu_);
+    if (!recover_pending_.load(std::memory_order_acquire)) return;  // Another participant did.
+    absl::Status status;
+    bool for_good = false;
+    for (const Participant& q : participants_) {
+      status = q.device->health();
+      if (!status.ok()) {
+        for_good = true;
+        break;
+      }
+    }
+    if (status.ok() && groups_.size() > 1 && !comms_usable_) {
+      ScopedGpu gpu(p.ordinal);
+      status = CreateComms();
+    }
+    // Before recover_pending_ is cleared: the others then see failed_.
+    if (!status.ok()) SetFailure(status, for_good);
+    recover_pending_.store(false, std::memory_order_release);
+  }
+
+  // Counts Joins; the last of a step ends it. Every participant has then made
+  // its last call of the step (the contract), so no thread waits in a
+  // rendezvous or is inside NCCL, and any abort is done (Fail returns
+  // before its participant's Join). The step's first failure, if any.
+  absl::Status EndStep() {
+    absl::Status result;
+    bool recover = false;
+    {
+      absl::MutexLock lock(&mu_);
+      result = failure_;
+      if (++joined_ < participants_.size()) return result;
+      joined_ = 0;
+      if (!permanent_.ok()) {
+        // A slot gone for good: every later step fails with that (failed_ stays).
+        failure_ = permanent_;
+      } else if (!failure_.ok()) {
+        failure_ = absl::OkStatus();
+        failed_.store(false, std::memory_order_release);
+        recover = true;
+      }
+    }
+    if (groups_.size() > 1) {
+      absl::MutexLock lock(&comm_mu_);
+      nccl_issued_ = false;
+    }
+    if (recover) {
+      // A failure can stop a round half way, with buffers posted.
+      for (auto& group : groups_) {
+        absl::MutexLock lock(&group->mu);
+        for (float*& posted : group->posted) posted = nullptr;
+        group->posted_sum = nullptr;
+      }
+      recover_pending_.store(true, std::memory_order_release);
+    }
+    return result;
+  }
+
   std::vector<Participant> participants_;
   std::vector<std::unique_ptr<Group>> groups_;
+
+  // The step's failure; lock order: comm_mu_, then mu_ (Recover).
+  absl::Mutex mu_;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);    // The step's first; OK: none yet.
+  absl::Status permanent_ ABSL_GUARDED_BY(mu_);  // A slot gone for good: every step's failure.
+  size_t joined_ ABSL_GUARDED_BY(mu_) = 0;       // Joins made this step.
+  // !failure_.ok(), readable without mu_: the calls' fast path and the
+  // rendezvous waits watch it.
+  std::atomic<bool> failed_{false};
+  // The last step failed: the next one's first AllReduce calls Recover.
+  std::atomic<bool> recover_pending_{false};
+
+  // The NCCL communicators (more than one GPU only).
+  absl::Mutex comm_mu_;
+  std::vector<ncclComm_t> comms_ ABSL_GUARDED_BY(comm_mu_);  // Per group.
+  bool comms_usable_ ABSL_GUARDED_BY(comm_mu_) = false;      // False once aborted, until remade.
+  std::vector<bool> in_nccl_ ABSL_GUARDED_BY(comm_mu_);      // Per group: its leader is in NCCL.
+  int in_nccl_count_ ABSL_GUARDED_BY(comm_mu_) = 0;
+  bool nccl_issued_ ABSL_GUARDED_BY(comm_mu_) = false;  // An NCCL call this step.
 };
 
 }  // namespace
