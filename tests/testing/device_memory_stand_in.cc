@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-
 #include "core/device/host_stream.h"
 
 namespace replicad::testing {
@@ -23,7 +22,10 @@ class StandInMark : public Device::LaneMark {
 class DeviceMemoryStandIn : public Device {
  public:
   DeviceMemoryStandIn(std::unique_ptr<Device> cpu, int ordinal, size_t limit)
-      : cpu_(std::move(cpu)), location_{MemoryKind::kCuda, ordinal}, info_(cpu_->info()), limit_(limit) {
+      : cpu_(std::move(cpu)),
+        location_{MemoryKind::kCuda, ordinal},
+        info_(cpu_->info()),
+        limit_(limit) {
     info_.id = DeviceId{DeviceKind::kCuda, ordinal};
     info_.name = "device-memory stand-in on " + info_.name;
   }
@@ -40,9 +42,9 @@ class DeviceMemoryStandIn : public Device {
     const size_t held = in_use_->fetch_add(bytes) + bytes;
     if (limit_ > 0 && held > limit_) {
       in_use_->fetch_sub(bytes);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          DeviceIdToString(info_.id), ": out of memory allocating ", bytes, " bytes (",
-          held - bytes, " of ", limit_, " in use)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(DeviceIdToString(info_.id), ": out of memory allocating ", bytes, " bytes (",
+                       held - bytes, " of ", limit_, " in use)"));
     }
     absl::StatusOr<std::shared_ptr<Buffer>> host = cpu_->Allocate(bytes);
     if (!host.ok()) {
@@ -51,11 +53,11 @@ class DeviceMemoryStandIn : public Device {
     }
     void* data = (*host)->data();
     // The count goes down when the last view of the block goes.
-    std::shared_ptr<const void> keep(new char, [host = *std::move(host), in_use = in_use_,
-                                                 bytes](const char* tag) {
-      in_use->fetch_sub(bytes);
-      delete tag;
-    });
+    std::shared_ptr<const void> keep(
+        new char, [host = *std::move(host), in_use = in_use_, bytes](const char* tag) {
+          in_use->fetch_sub(bytes);
+          delete tag;
+        });
     return std::make_shared<Buffer>(data, bytes, location_, std::move(keep));
   }
   size_t memory_in_use_bytes() const override { return in_use_->load(); }

@@ -58,6 +58,16 @@ std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std:
   return *model;
 }
 
+std::string ScalarMeanOnnx() {
+  OnnxModelBuilder builder("scalar_mean");
+  OnnxModelBuilder::SetInt(builder.AddNode("ReduceMean", {"x"}, {"mean"}), "keepdims", 0);
+  builder.AddNode("Relu", {"x"}, {"y"});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+  builder.AddOutput("mean", DType::kFloat32, {});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
+  return builder.Serialize();
+}
+
 std::unique_ptr<ReplicaSet> MakeCpuReplicaSet(std::shared_ptr<const Model> model,
                                               const std::vector<double>& weights,
                                               SliceObserver* observer) {

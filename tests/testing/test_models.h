@@ -20,6 +20,10 @@ Tensor RandomTensor(Shape shape, uint64_t seed);
 //   probabilities = Softmax(MatMul(features, 5x3) * scale[3])        float32[N,3]
 std::string TwoInputTwoOutputOnnx();
 
+// x float32[N,4] -> mean = ReduceMean(x) over every element (rank 0, as a
+// loss is) and y = Relu(x) [N,4].
+std::string ScalarMeanOnnx();
+
 // Loads ONNX bytes as a Model named `name`; aborts the test on failure.
 std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std::string& name);
 

@@ -2,7 +2,6 @@
 
 #include <thread>
 
-#include "core/model/onnx_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_models.h"
@@ -149,13 +148,7 @@ using testing::RelativeL2;
 // merged as the row-weighted mean of the slices' values, which equals the
 // one-slot value for any split, uneven ones included.
 TEST(ReplicaSetScalarTest, RankZeroOutputsAreTheSampleWeightedMean) {
-  OnnxModelBuilder builder("scalar_mean");
-  OnnxModelBuilder::SetInt(builder.AddNode("ReduceMean", {"x"}, {"mean"}), "keepdims", 0);
-  builder.AddNode("Relu", {"x"}, {"y"});
-  builder.AddInput("x", DType::kFloat32, {kAnyDim, 4});
-  builder.AddOutput("mean", DType::kFloat32, {});
-  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
-  std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+  std::shared_ptr<const Model> model = testing::LoadOrDie(testing::ScalarMeanOnnx(), "m");
   std::unique_ptr<ReplicaSet> one = testing::MakeCpuReplicaSet(model, {1});
   std::unique_ptr<ReplicaSet> three = testing::MakeCpuReplicaSet(model, {1, 1, 1});
   for (int64_t batch : {1, 2, 7, 64}) {

@@ -45,7 +45,8 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> StandInSet(std::shared_ptr<const Mod
                                                        int slots, int chunks,
                                                        bool merge_on_device) {
   std::vector<std::unique_ptr<Replica>> replicas;
-  for (int i = 0; i < slots; ++i) replicas.push_back(StandInReplica(model, "g" + std::to_string(i)));
+  for (int i = 0; i < slots; ++i)
+    replicas.push_back(StandInReplica(model, "g" + std::to_string(i)));
   ReplicaSet::Options options;
   options.transfer_chunks = chunks;
   options.min_chunk_bytes = 1;
@@ -76,7 +77,8 @@ class ReplicaChunkTest : public ::testing::Test {
     ASSERT_EQ(actual.outputs.size(), expected.outputs.size());
     for (size_t j = 0; j < expected.outputs.size(); ++j) {
       EXPECT_EQ(actual.outputs[j].shape(), expected.outputs[j].shape());
-      EXPECT_LE(RelativeL2(actual.outputs[j], expected.outputs[j]), kMaxRelativeL2) << "output " << j;
+      EXPECT_LE(RelativeL2(actual.outputs[j], expected.outputs[j]), kMaxRelativeL2)
+          << "output " << j;
     }
   }
   std::shared_ptr<const Model> model_;
@@ -132,11 +134,13 @@ TEST_F(ReplicaChunkTest, ConcurrentChunkedPredictsGetTheirOwnResults) {
   absl::StatusOr<std::unique_ptr<ReplicaSet>> set = StandInSet(model_, 2, 4, true);
   ASSERT_TRUE(set.ok()) << set.status();
   std::vector<PredictOutcome> expected;
-  for (int64_t batch = 20; batch < 28; ++batch) expected.push_back(PredictAndWait(*cpu_, Inputs(batch)));
+  for (int64_t batch = 20; batch < 28; ++batch)
+    expected.push_back(PredictAndWait(*cpu_, Inputs(batch)));
   std::vector<PredictOutcome> actual(expected.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < expected.size(); ++i) {
-    threads.emplace_back([&, i] { actual[i] = PredictAndWait(**set, Inputs(20 + static_cast<int64_t>(i))); });
+    threads.emplace_back(
+        [&, i] { actual[i] = PredictAndWait(**set, Inputs(20 + static_cast<int64_t>(i))); });
   }
   for (std::thread& t : threads) t.join();
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -190,8 +194,8 @@ TEST_F(ReplicaChunkTest, BadMergeConfigurationsAreInvalidArgument) {
   // A CPU slot cannot write GPU memory.
   std::vector<std::unique_ptr<Replica>> replicas;
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
-  absl::StatusOr<std::unique_ptr<Replica>> cpu_replica =
-      Replica::Create(model_, SlotAssignment{"r0", cpu.id, 1.0}, CreateCpuDevice(cpu, CpuSlotOptions{1}));
+  absl::StatusOr<std::unique_ptr<Replica>> cpu_replica = Replica::Create(
+      model_, SlotAssignment{"r0", cpu.id, 1.0}, CreateCpuDevice(cpu, CpuSlotOptions{1}));
   ASSERT_TRUE(cpu_replica.ok());
   replicas.push_back(*std::move(cpu_replica));
   ReplicaSet::Options options;
@@ -207,7 +211,8 @@ TEST_F(ReplicaChunkTest, BadMergeConfigurationsAreInvalidArgument) {
   gpu_replicas.push_back(StandInReplica(model_, "g0"));
   set = ReplicaSet::Create(model_, std::move(gpu_replicas), options);
   EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(set.status().message().find("needs a stream on cuda:0, received none"), std::string::npos)
+  EXPECT_NE(set.status().message().find("needs a stream on cuda:0, received none"),
+            std::string::npos)
       << set.status();
 
   std::vector<std::unique_ptr<Replica>> more;
@@ -216,7 +221,8 @@ TEST_F(ReplicaChunkTest, BadMergeConfigurationsAreInvalidArgument) {
   no_chunks.transfer_chunks = 0;
   set = ReplicaSet::Create(model_, std::move(more), no_chunks);
   EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(set.status().message().find("transfer_chunks must be >= 1, received 0"), std::string::npos);
+  EXPECT_NE(set.status().message().find("transfer_chunks must be >= 1, received 0"),
+            std::string::npos);
 }
 
 // A rank-0 output of a chunked slice is the row-weighted mean of the
@@ -224,13 +230,7 @@ TEST_F(ReplicaChunkTest, BadMergeConfigurationsAreInvalidArgument) {
 // the cut; an output that does not keep the batch in dim 0 runs the slice
 // whole instead of failing.
 TEST(ReplicaChunkModelsTest, RankZeroOutputsAreMeansAndBatchReducingModelsRunWhole) {
-  OnnxModelBuilder builder("cut_sensitive");
-  OnnxModelBuilder::SetInt(builder.AddNode("ReduceMean", {"x"}, {"mean"}), "keepdims", 0);
-  builder.AddNode("Relu", {"x"}, {"y"});
-  builder.AddInput("x", DType::kFloat32, {kAnyDim, 4});
-  builder.AddOutput("mean", DType::kFloat32, {});
-  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
-  std::shared_ptr<const Model> mean_model = testing::LoadOrDie(builder.Serialize(), "mean");
+  std::shared_ptr<const Model> mean_model = testing::LoadOrDie(testing::ScalarMeanOnnx(), "mean");
 
   OnnxModelBuilder column("column_means");
   // keepdims 1: [1, 4], whatever the batch.

@@ -109,12 +109,6 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
                                      options, std::move(server));
 }
 
-Tensor Labels(int64_t batch, int classes, uint64_t seed) {
-  Tensor labels = Tensor::Host(DType::kInt64, {batch});
-  for (int64_t i = 0; i < batch; ++i) labels.data<int64_t>()[i] = (i * 7 + seed) % classes;
-  return labels;
-}
-
 struct TrainedRun {
   std::vector<double> losses;
   std::vector<Tensor> weights;  // Parameters, then buffers, of slot 0.
@@ -129,8 +123,9 @@ TrainedRun Train(const std::vector<DeviceInfo>& slots, const OptimizerConfig& op
   EXPECT_TRUE(trainer.ok()) << trainer.status();
   if (!trainer.ok()) return run;
   for (int step = 0; step < 5; ++step) {
-    absl::StatusOr<DataParallelTrainer::StepResult> result = (*trainer)->Step(
-        {testing::RandomTensor({batch, 2, 6, 6}, 100 + step)}, Labels(batch, classes, step));
+    absl::StatusOr<DataParallelTrainer::StepResult> result =
+        (*trainer)->Step({testing::RandomTensor({batch, 2, 6, 6}, 100 + step)},
+                         testing::ClassLabels(batch, classes, step));
     EXPECT_TRUE(result.ok()) << result.status();
     if (!result.ok()) return run;
     run.losses.push_back(result->loss);
@@ -164,22 +159,6 @@ void ExpectTrainsLike(const TrainedRun& run, const TrainedRun& cpu, const std::s
   }
 }
 
-std::vector<OptimizerConfig> Optimizers() {
-  OptimizerConfig sgd;
-  sgd.learning_rate = 0.05f;
-  sgd.momentum = 0.9f;
-  sgd.nesterov = true;
-  sgd.weight_decay = 1e-3f;
-  OptimizerConfig adam;
-  adam.kind = OptimizerConfig::Kind::kAdam;
-  adam.learning_rate = 0.01f;
-  OptimizerConfig rmsprop;
-  rmsprop.kind = OptimizerConfig::Kind::kRmsprop;
-  rmsprop.learning_rate = 0.01f;
-  rmsprop.momentum = 0.5f;
-  return {sgd, adam, rmsprop};
-}
-
 struct TestModel {
   std::string name;
   std::string onnx;
@@ -208,7 +187,7 @@ class DataParallelTrainerGpuTest : public ::testing::Test {
 
 TEST_F(DataParallelTrainerGpuTest, GpuSlotsTrainLikeOneCpuSlot) {
   for (const TestModel& model : Models()) {
-    for (const OptimizerConfig& optimizer : Optimizers()) {
+    for (const OptimizerConfig& optimizer : testing::TrainingOptimizers()) {
       for (int64_t batch : {7, 64}) {
         const TrainedRun cpu = Train({Cpu()}, optimizer, model.onnx, model.classes, batch);
         ASSERT_EQ(cpu.losses.size(), 5u);
@@ -242,7 +221,7 @@ TEST_F(DataParallelTrainerGpuTest, ParameterServerTrainsLikeOneCpuSlot) {
   };
   if (gpus_.size() > 1) layouts.push_back({"a slot per GPU, ps cuda:0", gpus_, gpus_[0]});
   for (const TestModel& model : Models()) {
-    for (const OptimizerConfig& optimizer : Optimizers()) {
+    for (const OptimizerConfig& optimizer : testing::TrainingOptimizers()) {
       for (int64_t batch : {1, 7}) {
         const TrainedRun cpu = Train({Cpu()}, optimizer, model.onnx, model.classes, batch);
         ASSERT_EQ(cpu.losses.size(), 5u);
@@ -279,22 +258,7 @@ TEST_F(DataParallelTrainerGpuTest, BadLabelsChangeNothing) {
     absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
         MakeTrainer({gpus_[0], gpus_[0]}, sgd, testing::ConvNetOnnx(7), ps);
     ASSERT_TRUE(trainer.ok()) << trainer.status();
-    const std::vector<Tensor> before = (*trainer)->SlotParameters(1);
-    const Tensor images = testing::RandomTensor({4, 2, 6, 6}, 1);
-    Tensor labels = Labels(4, 4, 0);
-    labels.data<int64_t>()[3] = 9;
-    absl::StatusOr<DataParallelTrainer::StepResult> result = (*trainer)->Step({images}, labels);
-    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(result.status().message()),
-                HasSubstr("must be a class in [0, 4), received 9"));
-    EXPECT_EQ((*trainer)->step(), 0);
-    const std::vector<Tensor> after = (*trainer)->SlotParameters(1);
-    for (size_t p = 0; p < before.size(); ++p) {
-      EXPECT_EQ(std::memcmp(before[p].raw_data(), after[p].raw_data(), before[p].byte_size()), 0);
-    }
-    result = (*trainer)->Step({images}, Labels(4, 4, 0));
-    EXPECT_TRUE(result.ok()) << result.status();
-    EXPECT_EQ((*trainer)->step(), 1);
+    testing::ExpectBadLabelsChangeNothing(**trainer, 1);
   }
 }
 

@@ -58,12 +58,6 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
                                      std::move(slots), options, std::move(server));
 }
 
-Tensor Labels(int64_t batch, uint64_t seed) {
-  Tensor labels = Tensor::Host(DType::kInt64, {batch});
-  for (int64_t i = 0; i < batch; ++i) labels.data<int64_t>()[i] = (i * 7 + seed) % 4;
-  return labels;
-}
-
 void ExpectSameBits(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
                     const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
@@ -87,9 +81,9 @@ TEST(DataParallelTrainerStandInTest, DeviceMemorySlotsThroughAServerTrainLikeCpu
       for (int step = 0; step < 4; ++step) {
         const Tensor images = testing::RandomTensor({batch, 2, 6, 6}, 60 + step);
         absl::StatusOr<DataParallelTrainer::StepResult> a =
-            (*cpu)->Step({images}, Labels(batch, step));
+            (*cpu)->Step({images}, testing::ClassLabels(batch, 4, step));
         absl::StatusOr<DataParallelTrainer::StepResult> b =
-            (*ps)->Step({images}, Labels(batch, step));
+            (*ps)->Step({images}, testing::ClassLabels(batch, 4, step));
         ASSERT_TRUE(a.ok()) << a.status();
         ASSERT_TRUE(b.ok()) << what << ": " << b.status();
         EXPECT_EQ(a->loss, b->loss) << what << ", step " << step;
@@ -108,12 +102,16 @@ TEST(DataParallelTrainerStandInTest, StepsAllocateNothing) {
   std::vector<Device*> devices;
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = MakeTrainer("cd", true, &devices);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
-  ASSERT_TRUE((*trainer)->Step({testing::RandomTensor({7, 2, 6, 6}, 1)}, Labels(7, 0)).ok());
+  ASSERT_TRUE((*trainer)
+                  ->Step({testing::RandomTensor({7, 2, 6, 6}, 1)}, testing::ClassLabels(7, 4, 0))
+                  .ok());
   std::vector<uint64_t> allocations;
   for (Device* device : devices) allocations.push_back(device->allocation_count());
   for (int step = 1; step < 4; ++step) {
-    ASSERT_TRUE(
-        (*trainer)->Step({testing::RandomTensor({7, 2, 6, 6}, 1 + step)}, Labels(7, step)).ok());
+    ASSERT_TRUE((*trainer)
+                    ->Step({testing::RandomTensor({7, 2, 6, 6}, 1 + step)},
+                           testing::ClassLabels(7, 4, step))
+                    .ok());
   }
   for (size_t d = 0; d < devices.size(); ++d) {
     EXPECT_EQ(devices[d]->allocation_count(), allocations[d]) << "device " << d;
@@ -125,18 +123,7 @@ TEST(DataParallelTrainerStandInTest, StepsAllocateNothing) {
 TEST(DataParallelTrainerStandInTest, BadLabelsChangeNothing) {
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = MakeTrainer("cd", true);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
-  const std::vector<Tensor> before = (*trainer)->SlotParameters(1);
-  const Tensor images = testing::RandomTensor({4, 2, 6, 6}, 1);
-  Tensor labels = Labels(4, 0);
-  labels.data<int64_t>()[3] = 9;
-  absl::StatusOr<DataParallelTrainer::StepResult> result = (*trainer)->Step({images}, labels);
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(result.status().message()),
-              HasSubstr("must be a class in [0, 4), received 9"));
-  EXPECT_EQ((*trainer)->step(), 0);
-  ExpectSameBits((*trainer)->SlotParameters(1), before, "after the failed step");
-  EXPECT_TRUE((*trainer)->Step({images}, Labels(4, 0)).ok());
-  EXPECT_EQ((*trainer)->step(), 1);
+  testing::ExpectBadLabelsChangeNothing(**trainer, 1);
 }
 
 // allreduce sums where the slots are, so it takes no mix; the error says

@@ -3,22 +3,23 @@
 
 #include "core/train/data_parallel_trainer.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <unistd.h>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/npy.h"
 #include "core/backends/cpu/cpu_backend.h"
-#include "tests/testing/daemon_process.h"
-#include "tests/testing/proto_tensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/train/torch_reference.h"
 #include "tests/core/train/train_test_models.h"
+#include "tests/testing/daemon_process.h"
+#include "tests/testing/proto_tensors.h"
 #include "tests/testing/test_models.h"
 
 namespace replicad {
@@ -48,12 +49,6 @@ std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfi
   return *std::move(trainer);
 }
 
-Tensor Labels(int64_t batch, uint64_t seed) {
-  Tensor labels = Tensor::Host(DType::kInt64, {batch});
-  for (int64_t i = 0; i < batch; ++i) labels.data<int64_t>()[i] = (i * 7 + seed) % 4;
-  return labels;
-}
-
 struct TrainedRun {
   std::vector<double> losses;
   std::vector<Tensor> weights;
@@ -63,8 +58,9 @@ TrainedRun Train(int slots, int64_t batch, const OptimizerConfig& optimizer) {
   std::unique_ptr<DataParallelTrainer> trainer = MakeTrainer(slots, optimizer);
   TrainedRun run;
   for (int step = 0; step < 5; ++step) {
-    absl::StatusOr<DataParallelTrainer::StepResult> result = trainer->Step(
-        {testing::RandomTensor({batch, 2, 6, 6}, 100 + step)}, Labels(batch, step));
+    absl::StatusOr<DataParallelTrainer::StepResult> result =
+        trainer->Step({testing::RandomTensor({batch, 2, 6, 6}, 100 + step)},
+                      testing::ClassLabels(batch, 4, step));
     EXPECT_TRUE(result.ok()) << result.status();
     if (!result.ok()) return run;
     EXPECT_EQ(result->step, step + 1);
@@ -93,15 +89,7 @@ TrainedRun Train(int slots, int64_t batch, const OptimizerConfig& optimizer) {
 // 1, 2 and 3 slots, batches 7 (uneven), 2 (fewer rows than slots) and 64:
 // losses and weights after 5 steps within 1e-5 relative of one slot's.
 TEST(DataParallelTrainerTest, SlotsTrainLikeOneDevice) {
-  OptimizerConfig sgd;
-  sgd.learning_rate = 0.05f;
-  sgd.momentum = 0.9f;
-  sgd.nesterov = true;
-  sgd.weight_decay = 1e-3f;
-  OptimizerConfig adam;
-  adam.kind = OptimizerConfig::Kind::kAdam;
-  adam.learning_rate = 0.01f;
-  for (const OptimizerConfig& optimizer : {sgd, adam}) {
+  for (const OptimizerConfig& optimizer : testing::TrainingOptimizers()) {
     for (int64_t batch : {7, 2, 64}) {
       const TrainedRun one = Train(1, batch, optimizer);
       ASSERT_EQ(one.losses.size(), 5u);
@@ -132,8 +120,10 @@ TEST(DataParallelTrainerTest, ParameterServerTrainsLikeAllreduce) {
   std::unique_ptr<DataParallelTrainer> ps = MakeTrainer(3, adam, nullptr, true);
   for (int step = 0; step < 4; ++step) {
     const Tensor images = testing::RandomTensor({7, 2, 6, 6}, 60 + step);
-    absl::StatusOr<DataParallelTrainer::StepResult> a = allreduce->Step({images}, Labels(7, step));
-    absl::StatusOr<DataParallelTrainer::StepResult> b = ps->Step({images}, Labels(7, step));
+    absl::StatusOr<DataParallelTrainer::StepResult> a =
+        allreduce->Step({images}, testing::ClassLabels(7, 4, step));
+    absl::StatusOr<DataParallelTrainer::StepResult> b =
+        ps->Step({images}, testing::ClassLabels(7, 4, step));
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(a->loss, b->loss) << "step " << step;
   }
@@ -153,13 +143,14 @@ TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {
   const std::vector<Tensor> before = trainer->SlotParameters(0);
   const Tensor images = testing::RandomTensor({4, 2, 6, 6}, 1);
 
-  Tensor out_of_range = Labels(4, 0);
+  Tensor out_of_range = testing::ClassLabels(4, 4, 0);
   out_of_range.data<int64_t>()[3] = 9;
   absl::StatusOr<DataParallelTrainer::StepResult> result = trainer->Step({images}, out_of_range);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(result.status().message()), HasSubstr("must be a class in [0, 4), received 9"));
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("must be a class in [0, 4), received 9"));
 
-  result = trainer->Step({images}, Labels(3, 0));
+  result = trainer->Step({images}, testing::ClassLabels(3, 4, 0));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(result.status().message()),
               HasSubstr("targets: dim 0 must be the batch size 4 of the inputs, received [3]"));
@@ -182,7 +173,7 @@ TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {
     EXPECT_EQ(std::memcmp(before[p].raw_data(), after[p].raw_data(), before[p].byte_size()), 0);
   }
   // And the trainer still trains.
-  EXPECT_TRUE(trainer->Step({images}, Labels(4, 0)).ok());
+  EXPECT_TRUE(trainer->Step({images}, testing::ClassLabels(4, 4, 0)).ok());
   EXPECT_EQ(trainer->step(), 1);
 }
 
@@ -209,7 +200,8 @@ TEST(DataParallelTrainerTest, BatchNormalizationTrainsLikePyTorch) {
   sgd.learning_rate = 0.1f;
   sgd.momentum = 0.9f;
   std::unique_ptr<DataParallelTrainer> trainer = MakeTrainer(
-      1, sgd, testing::LoadForTraining(testing::ReadFileBytes(TorchReferenceDir() + "/bn_p0.onnx")));
+      1, sgd,
+      testing::LoadForTraining(testing::ReadFileBytes(TorchReferenceDir() + "/bn_p0.onnx")));
   ASSERT_NE(trainer, nullptr);
   ASSERT_EQ(trainer->training_graph().buffers.size(), 2u);  // running mean and variance.
   const Tensor x = ReadReference("x");

@@ -1,11 +1,15 @@
 #ifndef REPLICAD_TESTS_CORE_TRAIN_TRAIN_TEST_MODELS_H_
 #define REPLICAD_TESTS_CORE_TRAIN_TRAIN_TEST_MODELS_H_
 
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/model/onnx_builder.h"
 #include "core/model/onnx_import.h"
+#include "core/train/data_parallel_trainer.h"
+#include "core/train/optimizer.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_models.h"
 
@@ -54,6 +58,56 @@ inline std::string UntrainableOnnx() {
   b.AddInput("x", DType::kFloat32, {kAnyDim, 3});
   b.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
   return b.Serialize();
+}
+
+// int64 class labels [batch] in [0, classes), deterministic in `seed`.
+inline Tensor ClassLabels(int64_t batch, int classes, uint64_t seed) {
+  Tensor labels = Tensor::Host(DType::kInt64, {batch});
+  for (int64_t i = 0; i < batch; ++i) labels.data<int64_t>()[i] = (i * 7 + seed) % classes;
+  return labels;
+}
+
+// On a ConvNetOnnx trainer: a step with a label out of range (9 of 4
+// classes) fails naming it and changes neither the step count nor slot
+// `slot`'s weights, bit for bit; the next good step then trains.
+inline void ExpectBadLabelsChangeNothing(DataParallelTrainer& trainer, int slot) {
+  const std::vector<Tensor> before = trainer.SlotParameters(slot);
+  const Tensor images = RandomTensor({4, 2, 6, 6}, 1);
+  Tensor labels = ClassLabels(4, 4, 0);
+  labels.data<int64_t>()[3] = 9;
+  absl::StatusOr<DataParallelTrainer::StepResult> result = trainer.Step({images}, labels);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(result.status().message().find("must be a class in [0, 4), received 9"),
+            std::string::npos)
+      << result.status();
+  EXPECT_EQ(trainer.step(), 0);
+  const std::vector<Tensor> after = trainer.SlotParameters(slot);
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t p = 0; p < before.size(); ++p) {
+    EXPECT_EQ(std::memcmp(before[p].raw_data(), after[p].raw_data(), before[p].byte_size()), 0)
+        << "tensor " << p;
+  }
+  result = trainer.Step({images}, ClassLabels(4, 4, 0));
+  EXPECT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(trainer.step(), 1);
+}
+
+// SGD with Nesterov momentum and weight decay, Adam, and RMSprop with
+// momentum: every optimizer path, at rates a few steps of the test models take.
+inline std::vector<OptimizerConfig> TrainingOptimizers() {
+  OptimizerConfig sgd;
+  sgd.learning_rate = 0.05f;
+  sgd.momentum = 0.9f;
+  sgd.nesterov = true;
+  sgd.weight_decay = 1e-3f;
+  OptimizerConfig adam;
+  adam.kind = OptimizerConfig::Kind::kAdam;
+  adam.learning_rate = 0.01f;
+  OptimizerConfig rmsprop;
+  rmsprop.kind = OptimizerConfig::Kind::kRmsprop;
+  rmsprop.learning_rate = 0.01f;
+  rmsprop.momentum = 0.5f;
+  return {sgd, adam, rmsprop};
 }
 
 }  // namespace replicad::testing
