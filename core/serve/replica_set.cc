@@ -20,6 +20,7 @@ struct PredictState {
   // (null for rank 0), copied to `outputs` once every slice is in.
   Device* merge_stream = nullptr;
   std::vector<std::shared_ptr<Buffer>> merged;
+  std::vector<size_t> merged_bytes;  // Their outputs' sizes (a buffer holds at least 1 byte).
   std::vector<bool> scalar;               // Per output: rank 0, merged by mean.
   std::vector<std::vector<float>> partial_scalars;  // [slice][output].
   std::vector<absl::Status> statuses;     // Per slice.
@@ -63,9 +64,8 @@ void SlicesDone(std::shared_ptr<PredictState> state) {
     absl::Status status;
     for (size_t j = 0; j < state->merged.size() && status.ok(); ++j) {
       if (state->merged[j] == nullptr) continue;
-      const size_t bytes = state->merged[j]->bytes();
       status = merge.CopyOnStream(state->merged[j]->data(), merge.memory_location(),
-                                  state->outputs[j], MemoryLocation{}, bytes);
+                                  state->outputs[j], MemoryLocation{}, state->merged_bytes[j]);
     }
     absl::Status done = merge.AwaitStream();
     if (!status.ok() || !done.ok()) {
@@ -216,6 +216,7 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
       on_merge_device = *std::move(buffer);
     }
     state->merged.push_back(std::move(on_merge_device));
+    state->merged_bytes.push_back(ByteSize(merged));
   }
   state->merge_stream = merge_stream_.get();
 

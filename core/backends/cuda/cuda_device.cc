@@ -118,15 +118,12 @@ class MarkPool {
   ~MarkPool() {
     for (cudaEvent_t event : free_) cudaEventDestroy(event);
   }
-  cudaEvent_t Take() {
-    if (free_.empty()) {
-      cudaEvent_t event = nullptr;
-      if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) return nullptr;
-      return event;
-    }
-    cudaEvent_t event = free_.back();
+  // A free event, or a new one: cudaEventCreateWithFlags's error.
+  cudaError_t Take(cudaEvent_t* event) {
+    if (free_.empty()) return cudaEventCreateWithFlags(event, cudaEventDisableTiming);
+    *event = free_.back();
     free_.pop_back();
-    return event;
+    return cudaSuccess;
   }
   void Give(cudaEvent_t event) { free_.push_back(event); }
 
@@ -267,8 +264,8 @@ class CudaDevice : public Device {
   }
 
   absl::StatusOr<std::shared_ptr<LaneMark>> MarkLane(Lane lane) override {
-    cudaEvent_t event = marks_->Take();
-    if (event == nullptr) return Check(cudaGetLastError(), "cudaEventCreateWithFlags(lane mark)");
+    cudaEvent_t event = nullptr;
+    REPLICAD_RETURN_IF_ERROR(Check(marks_->Take(&event), "cudaEventCreateWithFlags(lane mark)"));
     auto mark = std::make_shared<CudaLaneMark>(marks_, event);
     REPLICAD_RETURN_IF_ERROR(Check(cudaEventRecord(event, LaneStream(lane)), "cudaEventRecord(lane mark)"));
     return mark;
