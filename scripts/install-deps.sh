@@ -24,6 +24,8 @@ packages=(
   python3-torch python3-torchvision
   # venv for scripts/bench-venv.sh (ONNX Runtime from PyPI next to Debian's PyTorch).
   python3-venv
+  # libb64.so.0d for perf_analyzer in scripts/triton-venv.sh (Triton's load generator).
+  libb64-0d
   # Fashion-MNIST: the images the main job predicts (scripts/demo.sh).
   dataset-fashion-mnist
 )

@@ -20,8 +20,15 @@
 #include "server/gpu_metrics.h"
 #include "server/metrics_http_server.h"
 #include "server/model_sources.h"
-#include "server/replicad_service.h"
-#include "server/served_models.h"
+#include "core/serve/model_manager.h"
+#include "core/serve/repository_poller.h"
+#include "core/serve/retirer.h"
+#include "core/serve/serving_core.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "server/grpc/health_publisher.h"
+#include "server/grpc/inference_service.h"
+#include "server/grpc/replicad_service.h"
+#include "server/local_model_repository.h"
 #include "server/server_metrics.h"
 #include "server/server_options.h"
 
@@ -86,20 +93,47 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
   return serving;
 }
 
-absl::StatusOr<std::vector<ModelSource>> MakeModelSources(const ServerOptions& options) {
+absl::StatusOr<std::vector<ModelSource>> ModelFlags(const ServerOptions& options) {
   std::vector<ModelSource> sources;
-  if (!options.model_repository.empty()) {
-    absl::StatusOr<std::vector<ModelSource>> found = ScanModelRepository(options.model_repository);
-    if (!found.ok()) return found.status();
-    sources = *std::move(found);
-  }
   for (const std::string& flag : options.models) {
     absl::StatusOr<ModelSource> source = ParseModelFlag(flag);
     if (!source.ok()) return source.status();
     sources.push_back(*std::move(source));
   }
-  if (sources.empty()) sources.push_back(ModelSource{"default", ""});
   return sources;
+}
+
+// The models to load before serving, as --model-control-mode says.
+absl::Status LoadStartupModels(const ServerOptions& options, ModelManager& models) {
+  if (options.model_control_mode != "explicit") return models.LoadAll();
+  for (const std::string& name : options.load_models) {
+    if (name == "*") return models.LoadAll();
+  }
+  for (const std::string& name : options.load_models) {
+    if (absl::Status s = models.Load(name); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckModelControl(const ServerOptions& options) {
+  const std::string& mode = options.model_control_mode;
+  if (mode != "none" && mode != "explicit" && mode != "poll") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model-control-mode: expected none, explicit or poll; received '", mode, "'"));
+  }
+  if (mode != "explicit" && !options.load_models.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--load-model is for --model-control-mode explicit; received it with '", mode, "'"));
+  }
+  if (mode == "poll" && options.model_repository.empty()) {
+    return absl::InvalidArgumentError(
+        "--model-control-mode poll needs --model-repository to poll");
+  }
+  if (!(options.repository_poll_seconds > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--repository-poll-seconds must be > 0; received ", options.repository_poll_seconds));
+  }
+  return absl::OkStatus();
 }
 
 int Serve(const ServerOptions& options) {
@@ -115,25 +149,30 @@ int Serve(const ServerOptions& options) {
   if (!devices.ok()) return Fail(devices.status());
   absl::StatusOr<ServingOptions> serving = MakeServingOptions(options, *devices);
   if (!serving.ok()) return Fail(serving.status());
-  absl::StatusOr<std::vector<ModelSource>> sources = MakeModelSources(options);
-  if (!sources.ok()) return Fail(sources.status());
+  if (absl::Status s = CheckModelControl(options); !s.ok()) return Fail(s);
+  absl::StatusOr<std::vector<ModelSource>> flags = ModelFlags(options);
+  if (!flags.ok()) return Fail(flags.status());
 
   metrics::Registry registry;
   ServerMetrics server_metrics(registry);
   for (const SlotAssignment& slot : serving->slots) {
     server_metrics.AddDeviceSlot(DeviceIdToString(slot.device));
   }
-  absl::StatusOr<std::unique_ptr<ServedModels>> models =
-      ServedModels::Load(*sources, *devices, *serving, &server_metrics);
-  if (!models.ok()) return Fail(models.status());
-  for (const auto& [name, served] : (*models)->models()) {
-    for (const auto& replica : served.replicas->replicas()) server_metrics.AddReplica(*replica);
-    std::cout << "replicad: model '" << name << "' from " << served.model->source() << " on "
-              << absl::StrJoin(serving->slots, ", ",
-                               [](std::string* out, const SlotAssignment& s) {
-                                 absl::StrAppend(out, s.name, "=", DeviceIdToString(s.device));
-                               })
-              << std::endl;
+  // Declared before the manager: the versions it retires are freed there.
+  Retirer retirer;
+  ModelManager models(std::make_unique<LocalModelRepository>(LocalModelRepository::Config{
+                          options.model_repository, *flags, *devices, *serving,
+                          &server_metrics, &retirer}),
+                      retirer);
+  if (absl::Status s = LoadStartupModels(options, models); !s.ok()) return Fail(s);
+  const std::string slots = absl::StrJoin(serving->slots, ", ",
+                                          [](std::string* out, const SlotAssignment& s) {
+                                            absl::StrAppend(out, s.name, "=",
+                                                            DeviceIdToString(s.device));
+                                          });
+  for (const std::shared_ptr<LoadedModel>& model : models.Ready()) {
+    std::cout << "replicad: model '" << model->name << "' version " << model->version << " from "
+              << model->source << " on " << slots << std::endl;
   }
 
   // GPU telemetry through NVML where the driver provides it; the daemon runs without.
@@ -146,29 +185,48 @@ int Serve(const ServerOptions& options) {
     std::cout << "replicad: no GPU metrics: " << telemetry.status().message() << std::endl;
   }
 
+  ServingCore::Options core_options;
+  core_options.observer = &server_metrics;
+  core_options.explicit_model_control = options.model_control_mode == "explicit";
+  ServingCore core(models, core_options);
+  std::unique_ptr<RepositoryPoller> poller;
+  if (options.model_control_mode == "poll") {
+    poller = std::make_unique<RepositoryPoller>(
+        models, absl::Seconds(options.repository_poll_seconds), [](const absl::Status& s) {
+          std::cerr << "replicad: repository poll: " << s.message() << std::endl;
+        });
+  }
   std::unique_ptr<MetricsHttpServer> metrics_server;
   if (!options.metrics_listen.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
-        MetricsHttpServer::Start(options.metrics_listen, registry);
+        MetricsHttpServer::Start(options.metrics_listen, registry,
+                                 [&core] { return core.ServerReady(); });
     if (!started.ok()) return Fail(started.status());
     metrics_server = *std::move(started);
     std::cout << "replicad: metrics on port " << metrics_server->port() << " (/metrics)"
               << std::endl;
   }
 
-  ReplicadService service(**models, *devices, server_metrics);
+  ReplicadService service(core, *devices, server_metrics);
+  InferenceService inference(core, server_metrics);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(&service);
+  builder.RegisterService(&inference);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return Fail(absl::UnavailableError(
         absl::StrCat("cannot listen on '", options.listen, "' (--listen)")));
   }
-  std::cout << "replicad: gRPC listening on port " << port << std::endl;
+  std::cout << "replicad: gRPC listening on port " << port
+            << " (replicad.v1, inference.GRPCInferenceService, grpc.health.v1, reflection)"
+            << std::endl;
+  HealthPublisher health(server->GetHealthCheckService(), [&core] { return core.ServerReady(); });
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
@@ -178,8 +236,10 @@ int Serve(const ServerOptions& options) {
   // to the grace period; then the server shuts down at once, cancelling
   // whatever is left. (gRPC's own Shutdown deadline would also wait for idle
   // client connections.)
-  service.StartDraining();
-  if (!service.AwaitIdle(absl::Seconds(options.shutdown_grace_seconds))) {
+  poller.reset();
+  core.StartDraining();
+  health.Publish();
+  if (!core.AwaitIdle(absl::Seconds(options.shutdown_grace_seconds))) {
     std::cout << "replicad: grace period over; cancelling requests still in flight" << std::endl;
   }
   server->Shutdown(std::chrono::system_clock::now());
@@ -206,6 +266,15 @@ int main(int argc, char** argv) {
   serve->add_option("--model-repository", options.model_repository,
                     "Serve every DIR/NAME/model.onnx as NAME");
   serve->add_option("--model", options.models, "Serve NAME=PATH.onnx (repeatable)");
+  serve->add_option("--model-control-mode", options.model_control_mode,
+                    "none: load every model at start; explicit: load --load-model names, then "
+                    "ModelLoad/ModelUnload; poll: follow the repository's changes")
+      ->capture_default_str();
+  serve->add_option("--load-model", options.load_models,
+                    "explicit mode: a model to load at start (repeatable; '*': all)");
+  serve->add_option("--repository-poll-seconds", options.repository_poll_seconds,
+                    "poll mode: seconds between looks at the repository")
+      ->capture_default_str();
   serve->add_option("--devices", options.devices,
                     "Slots: 'all' or a list like cpu:0,cpu:1 (repeat a device for more slots)")
       ->capture_default_str();

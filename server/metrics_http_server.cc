@@ -1,5 +1,7 @@
 #include "server/metrics_http_server.h"
 
+#include <functional>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
@@ -43,8 +45,9 @@ bool IsHttpParseError(const beast::error_code& ec) {
 // Lives as long as an operation of it is pending (each handler holds it).
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const metrics::Registry& registry)
-      : stream_(std::move(socket)), registry_(registry) {}
+  Session(tcp::socket socket, const metrics::Registry& registry,
+          const std::function<bool()>& ready)
+      : stream_(std::move(socket)), registry_(registry), ready_(ready) {}
 
   void ReadRequest() {
     parser_.emplace();
@@ -88,8 +91,11 @@ class Session : public std::enable_shared_from_this<Session> {
     if (is_metrics) {
       Respond(http::status::ok, version, keep_alive, head, registry_.Render(),
               metrics::kTextFormatContentType);
-    } else {
+    } else if (!ready_ || ready_()) {
       Respond(http::status::ok, version, keep_alive, head, "ok\n", kPlainText);
+    } else {
+      Respond(http::status::service_unavailable, version, keep_alive, head, "not ready\n",
+              kPlainText);
     }
   }
 
@@ -124,6 +130,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;
   const metrics::Registry& registry_;
+  const std::function<bool()>& ready_;
 };
 
 // "host:port" -> endpoint. Brackets around an IPv6 host are optional.
@@ -169,7 +176,8 @@ absl::Status ListenError(const std::string& address, absl::string_view step,
 // destroys the handlers still queued, and with them every Session.
 class MetricsHttpServer::Impl {
  public:
-  explicit Impl(const metrics::Registry& registry) : registry_(registry) {}
+  Impl(const metrics::Registry& registry, std::function<bool()> ready)
+      : registry_(registry), ready_(std::move(ready)) {}
 
   absl::StatusOr<int> Listen(const std::string& address) {
     absl::StatusOr<tcp::endpoint> endpoint = ResolveListenAddress(address, io_);
@@ -218,20 +226,22 @@ class MetricsHttpServer::Impl {
         });
         return;
       }
-      std::make_shared<Session>(std::move(socket), registry_)->ReadRequest();
+      std::make_shared<Session>(std::move(socket), registry_, ready_)->ReadRequest();
       Accept();
     });
   }
 
   const metrics::Registry& registry_;
+  const std::function<bool()> ready_;
   asio::io_context io_{1};
   tcp::acceptor acceptor_{io_};
   asio::steady_timer retry_timer_{io_};
 };
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& listen_address, const metrics::Registry& registry) {
-  auto impl = std::make_unique<Impl>(registry);
+    const std::string& listen_address, const metrics::Registry& registry,
+    std::function<bool()> ready) {
+  auto impl = std::make_unique<Impl>(registry, std::move(ready));
   absl::StatusOr<int> port = impl->Listen(listen_address);
   if (!port.ok()) return port.status();
   return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(impl), *port));

@@ -1,6 +1,7 @@
 #ifndef REPLICAD_SERVER_METRICS_HTTP_SERVER_H_
 #define REPLICAD_SERVER_METRICS_HTTP_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -14,7 +15,8 @@ namespace replicad {
 // An HTTP/1.1 endpoint for Prometheus to scrape:
 //   GET /metrics   200, Content-Type text/plain; version=0.0.4; charset=utf-8,
 //                  the registry's Render()
-//   GET /healthz   200, "ok"  (the process is up; readiness is a gRPC matter)
+//   GET /healthz   200 "ok" while `ready` says so (or always without one),
+//                  else 503 "not ready": the serving core's readiness
 //   HEAD on either the same headers without the body (HTTP requires HEAD
 //   wherever GET works); other methods on these paths 405 with an Allow
 //   header; any other path 404; a query string is ignored.
@@ -33,9 +35,11 @@ class MetricsHttpServer {
   // does not parse or the host does not resolve, and Unavailable (or
   // PermissionDenied) when the socket cannot be bound or listened on; the
   // message names the address and the operating system's reason.
-  // `registry` is not owned and must outlive the server.
+  // `registry` is not owned and must outlive the server; `ready` is called
+  // on the server's thread.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
-      const std::string& listen_address, const metrics::Registry& registry);
+      const std::string& listen_address, const metrics::Registry& registry,
+      std::function<bool()> ready = nullptr);
 
   // Stops the server (see Stop).
   ~MetricsHttpServer();

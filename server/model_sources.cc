@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace replicad {
+namespace fs = std::filesystem;
 
 absl::StatusOr<ModelSource> ParseModelFlag(const std::string& flag) {
   const size_t eq = flag.find('=');
@@ -13,30 +15,79 @@ absl::StatusOr<ModelSource> ParseModelFlag(const std::string& flag) {
     return absl::InvalidArgumentError(
         absl::StrCat("--model '", flag, "' must be NAME=PATH, e.g. mnist=/models/mnist.onnx"));
   }
-  return ModelSource{flag.substr(0, eq), flag.substr(eq + 1)};
+  return ModelSource{flag.substr(0, eq), flag.substr(eq + 1), 1};
 }
 
+namespace {
+
+// DIR/NAME/VERSION/model.onnx for every VERSION directory of `model_dir`.
+std::vector<ModelSource> VersionedSources(const fs::path& model_dir, const std::string& name) {
+  std::vector<ModelSource> sources;
+  std::error_code error, ignored;  // An unreadable version directory is skipped.
+  for (const fs::directory_entry& entry : fs::directory_iterator(model_dir, error)) {
+    int64_t version = 0;
+    const fs::path file = entry.path() / "model.onnx";
+    if (entry.is_directory(ignored) &&
+        absl::SimpleAtoi(entry.path().filename().string(), &version) && version > 0 &&
+        fs::is_regular_file(file, ignored)) {
+      sources.push_back(ModelSource{name, file.string(), version});
+    }
+  }
+  return sources;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<ModelSource>> ScanModelRepository(const std::string& dir) {
-  namespace fs = std::filesystem;
   std::error_code error;
   if (!fs::is_directory(dir, error)) {
     return absl::NotFoundError(
         absl::StrCat("--model-repository '", dir, "' is not a directory"));
   }
   std::vector<ModelSource> sources;
+  // `error` is the listing's own; a model directory that cannot be read is skipped.
+  std::error_code ignored;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
-    const fs::path file = entry.path() / "model.onnx";
-    if (entry.is_directory() && fs::is_regular_file(file)) {
-      sources.push_back({entry.path().filename().string(), file.string()});
+    if (!entry.is_directory(ignored)) continue;
+    const std::string name = entry.path().filename().string();
+    std::vector<ModelSource> versions = VersionedSources(entry.path(), name);
+    const fs::path flat = entry.path() / "model.onnx";
+    if (versions.empty() && fs::is_regular_file(flat, ignored)) {
+      versions.push_back(ModelSource{name, flat.string(), 1});
     }
+    sources.insert(sources.end(), versions.begin(), versions.end());
   }
   if (error) {
     return absl::NotFoundError(
         absl::StrCat("--model-repository '", dir, "': ", error.message()));
   }
-  std::sort(sources.begin(), sources.end(),
-            [](const ModelSource& a, const ModelSource& b) { return a.name < b.name; });
+  std::sort(sources.begin(), sources.end(), [](const ModelSource& a, const ModelSource& b) {
+    return a.name != b.name ? a.name < b.name : a.version < b.version;
+  });
   return sources;
+}
+
+std::string FingerprintOf(const std::vector<ModelSource>& sources) {
+  std::string fingerprint;
+  auto add = [&](const fs::path& file) {
+    std::error_code error;
+    const auto size = fs::file_size(file, error);
+    if (error) return;
+    const auto time = fs::last_write_time(file, error).time_since_epoch().count();
+    absl::StrAppend(&fingerprint, file.string(), ":", size, ":", time, ";");
+  };
+  for (const ModelSource& source : sources) {
+    if (source.path.empty()) continue;
+    add(source.path);
+  }
+  if (!sources.empty() && !sources[0].path.empty()) {
+    // config.pbtxt sits in the model's directory: beside a flat model.onnx,
+    // or one level above a version directory.
+    const fs::path file(sources[0].path);
+    add(file.parent_path() / "config.pbtxt");
+    add(file.parent_path().parent_path() / "config.pbtxt");
+  }
+  return fingerprint;
 }
 
 }  // namespace replicad

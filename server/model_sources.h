@@ -1,6 +1,7 @@
 #ifndef REPLICAD_SERVER_MODEL_SOURCES_H_
 #define REPLICAD_SERVER_MODEL_SOURCES_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -8,19 +9,28 @@
 
 namespace replicad {
 
-// A model to serve: its name and its ONNX file (empty: the embedded default).
+// One version of a model to serve: its name, version and ONNX file (empty:
+// the embedded default).
 struct ModelSource {
   std::string name;
   std::string path;
+  int64_t version = 1;
 };
 
-// Parses one --model flag, "NAME=PATH". InvalidArgument naming the flag value
-// when either side is empty.
+// Parses one --model flag, "NAME=PATH" (version 1). InvalidArgument naming
+// the flag value when either side is empty.
 absl::StatusOr<ModelSource> ParseModelFlag(const std::string& flag);
 
-// Every DIR/NAME/model.onnx, sorted by NAME. NotFound when DIR is not a
-// directory; a subdirectory without model.onnx is skipped.
+// Every model version under DIR, sorted by name then version, in either
+// layout: Triton's DIR/NAME/VERSION/model.onnx (VERSION a positive integer),
+// or replicad's DIR/NAME/model.onnx (version 1). A model directory with
+// version directories uses only those; one with neither is skipped.
+// NotFound when DIR is not a directory.
 absl::StatusOr<std::vector<ModelSource>> ScanModelRepository(const std::string& dir);
+
+// A string that changes when any of the files behind `sources` (or the
+// config.pbtxt beside them) changes: their paths, sizes and times.
+std::string FingerprintOf(const std::vector<ModelSource>& sources);
 
 }  // namespace replicad
 

@@ -109,6 +109,10 @@ absl::Status InConfig(const absl::Status& status) {
 
 ModelTraining::ModelTraining(Environment environment) : environment_(std::move(environment)) {}
 
+// worker_, the last member, is destroyed first: its queued tasks finish
+// while everything they use is still there.
+ModelTraining::~ModelTraining() = default;
+
 absl::Status ModelTraining::LoadModel() {
   if (model_ != nullptr) return absl::OkStatus();
   const ModelSource& source = environment_.source;
@@ -184,7 +188,13 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::TrainingConfig> ModelTraining::Configure(const v1::TrainingConfig& config) {
+void ModelTraining::Configure(v1::TrainingConfig config, ConfigDone done) {
+  worker_.Submit([this, config = std::move(config), done = std::move(done)]() mutable {
+    std::move(done)(ConfigureNow(config));
+  });
+}
+
+absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::TrainingConfig& config) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = LoadModel(); !s.ok()) return s;
   absl::StatusOr<v1::TrainingConfig> completed = Complete(config, *model_, environment_.devices);
@@ -204,12 +214,14 @@ absl::StatusOr<v1::TrainingConfig> ModelTraining::Configure(const v1::TrainingCo
   return config_;
 }
 
-v1::TrainingConfig ModelTraining::config() const {
-  absl::MutexLock lock(&mu_);
-  return config_;
+void ModelTraining::Step(std::vector<Tensor> inputs, Tensor targets, StepDone done) {
+  worker_.Submit([this, inputs = std::move(inputs), targets = std::move(targets),
+                  done = std::move(done)]() mutable {
+    std::move(done)(StepNow(inputs, targets));
+  });
 }
 
-absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::Step(
+absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
     const std::vector<Tensor>& inputs, const Tensor& targets) {
   absl::MutexLock lock(&mu_);
   const bool new_trainer = trainer_ == nullptr;
@@ -223,6 +235,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::Step(
     return result;
   }
   published_step_ = result->step;
+  trained_step_.store(published_step_);
   if (config_.checkpoint_every_steps() > 0 &&
       result->step % config_.checkpoint_every_steps() == 0) {
     absl::StatusOr<std::pair<std::string, int64_t>> saved = SaveLocked("");
@@ -236,21 +249,27 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::Step(
   return result;
 }
 
-absl::StatusOr<std::shared_ptr<ReplicaSet>> ModelTraining::PredictReplicas() {
-  absl::MutexLock predict_lock(&predict_mu_);
-  // A replaced set lives on while Predicts that started on it finish; its
-  // last reference must not be dropped on one of its own slot threads (a
-  // stream cannot join itself), so the sets retire here and are freed on
-  // this gRPC thread once nothing else holds them.
-  retired_sets_.erase(std::remove_if(retired_sets_.begin(), retired_sets_.end(),
-                                     [](const std::shared_ptr<ReplicaSet>& set) {
-                                       return set.use_count() == 1;
-                                     }),
-                      retired_sets_.end());
+void ModelTraining::TrainedServable(ServableDone then) {
+  std::optional<std::shared_ptr<Servable>> current;
+  {
+    absl::MutexLock lock(&predict_mu_);
+    if (predict_step_ == trained_step_.load()) current = predict_set_;
+  }
+  if (current) {
+    std::move(then)(*std::move(current));
+    return;
+  }
+  // Built here, on the training thread, after the steps queued before it;
+  // Predicts that ask meanwhile queue behind it and find it built.
+  worker_.Submit([this, then = std::move(then)]() mutable { std::move(then)(PublishNow()); });
+}
+
+absl::StatusOr<std::shared_ptr<Servable>> ModelTraining::PublishNow() {
   std::shared_ptr<const Model> trained;
   int64_t step = 0;
   {
     absl::MutexLock lock(&mu_);
+    absl::MutexLock predict_lock(&predict_mu_);
     if (published_step_ == predict_step_ || model_ == nullptr) return predict_set_;
     // Between configurations model_ holds the latest weights.
     trained = trainer_ != nullptr ? trainer_->CurrentModel() : model_;
@@ -262,16 +281,24 @@ absl::StatusOr<std::shared_ptr<ReplicaSet>> ModelTraining::PredictReplicas() {
   absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
       BuildReplicaSet(model, environment_.devices, environment_.options, environment_.observer);
   if (!set.ok()) return set.status();
-  if (predict_set_ != nullptr) retired_sets_.push_back(std::move(predict_set_));
+  absl::MutexLock lock(&predict_mu_);
+  // A replaced set lives on while Predicts that started on it finish; its
+  // last reference must not be dropped on one of its own slot threads.
+  if (environment_.retirer != nullptr) environment_.retirer->Retire(std::move(predict_set_));
   predict_set_ = *std::move(set);
   predict_step_ = step;
   return predict_set_;
 }
 
-absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveCheckpoint(
-    const std::string& path) {
-  absl::MutexLock lock(&mu_);
-  return SaveLocked(path);
+void ModelTraining::SaveCheckpoint(std::string path, SaveDone done) {
+  worker_.Submit([this, path = std::move(path), done = std::move(done)]() mutable {
+    absl::StatusOr<std::pair<std::string, int64_t>> saved;
+    {
+      absl::MutexLock lock(&mu_);
+      saved = SaveLocked(path);
+    }
+    std::move(done)(std::move(saved));
+  });
 }
 
 absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(

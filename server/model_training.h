@@ -1,6 +1,7 @@
 #ifndef REPLICAD_SERVER_MODEL_TRAINING_H_
 #define REPLICAD_SERVER_MODEL_TRAINING_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/serve/replica_set.h"
+#include "core/serve/retirer.h"
+#include "core/serve/trainable.h"
+#include "core/serve/worker_pool.h"
 #include "core/train/checkpoint.h"
 #include "core/train/data_parallel_trainer.h"
 #include "replicad/v1/replicad.pb.h"
@@ -18,52 +22,55 @@
 
 namespace replicad {
 
-// One served model's training: its configuration, the trainer (made on the
-// first TrainStep, on slots of its own on the serving devices), checkpoints,
-// and the replica set that Predict uses once training has changed the
-// weights. Thread-safe; steps run one at a time.
+// One served model version's training: its configuration, the trainer
+// (made on the first TrainStep, on slots of its own on the serving
+// devices), checkpoints, and the replica set that Predict uses once
+// training has changed the weights. Thread-safe. Everything it does runs on
+// its own thread, one task at a time, so no protocol thread waits on it.
 //
 // Predict sees the weights of one whole step: the trainer hands out a copy
-// made between steps, from which a new replica set (optimised for
-// inference) is built on the first Predict after a step; requests already
-// running keep the set they started on.
-class ModelTraining {
+// made between steps, from which this thread builds a new replica set
+// (optimised for inference) when a Predict asks after a step; requests
+// already running keep the set they started on.
+class ModelTraining final : public Trainable {
  public:
   struct Environment {
     ModelSource source;  // Where the model came from (empty path: the embedded default).
     std::vector<DeviceInfo> devices;
     ServingOptions options;
     SliceObserver* observer = nullptr;
+    Retirer* retirer = nullptr;  // Frees replaced predict sets; must outlive this.
   };
   explicit ModelTraining(Environment environment);
+  // Finishes the queued tasks.
+  ~ModelTraining() override;
 
+  using ConfigDone = absl::AnyInvocable<void(absl::StatusOr<v1::TrainingConfig>) &&>;
   // Validates `config` and fills in its defaults; InvalidArgument naming the
-  // field (e.g. "config.optimizer.learning_rate"), Unimplemented for the
-  // `ps` reduction. A new configuration rebuilds the trainer from the current
-  // weights, keeping the step count but not the optimizer's state.
-  absl::StatusOr<v1::TrainingConfig> Configure(const v1::TrainingConfig& config);
-  v1::TrainingConfig config() const;
-  // The slots training runs on (the serving slots), in slot order.
-  const std::vector<SlotAssignment>& slots() const { return environment_.options.slots; }
+  // field (e.g. "config.optimizer.learning_rate"). A new configuration
+  // rebuilds the trainer from the current weights, keeping the step count
+  // but not the optimizer's state.
+  void Configure(v1::TrainingConfig config, ConfigDone done);
 
-  // One data-parallel step (see DataParallelTrainer::Step). Fails as the
-  // trainer does, and FailedPrecondition/Unimplemented (naming the op) when
-  // the model cannot be trained; Predict keeps working either way.
-  absl::StatusOr<DataParallelTrainer::StepResult> Step(const std::vector<Tensor>& inputs,
-                                                       const Tensor& targets);
-
-  // The replica set holding the latest trained weights; nullptr before the
-  // first step (Predict then uses the serving set).
-  absl::StatusOr<std::shared_ptr<ReplicaSet>> PredictReplicas();
-
+  using SaveDone = absl::AnyInvocable<void(absl::StatusOr<std::pair<std::string, int64_t>>) &&>;
   // Writes the trained model to `path` (empty: config.checkpoint_dir/NAME.onnx)
-  // with its optimizer state beside it; returns the path and the step.
-  absl::StatusOr<std::pair<std::string, int64_t>> SaveCheckpoint(const std::string& path);
+  // with its optimizer state beside it; gives the path and the step.
+  void SaveCheckpoint(std::string path, SaveDone done);
+
+  // Trainable. A step fails as the trainer does, and with
+  // FailedPrecondition/Unimplemented (naming the op) when the model cannot be
+  // trained; Predict keeps working either way.
+  void Step(std::vector<Tensor> inputs, Tensor targets, StepDone done) override;
+  void TrainedServable(ServableDone then) override;
 
  private:
   // Loads the model as written (and a checkpoint's step and optimizer state).
   absl::Status LoadModel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EnsureTrainer(DType target_dtype) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::TrainingConfig> ConfigureNow(const v1::TrainingConfig& config);
+  absl::StatusOr<DataParallelTrainer::StepResult> StepNow(const std::vector<Tensor>& inputs,
+                                                          const Tensor& targets);
+  absl::StatusOr<std::shared_ptr<Servable>> PublishNow();
   absl::StatusOr<std::pair<std::string, int64_t>> SaveLocked(const std::string& path)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -77,12 +84,14 @@ class ModelTraining {
   std::optional<Checkpoint> resume_ ABSL_GUARDED_BY(mu_);  // Until the trainer takes it.
   int64_t published_step_ ABSL_GUARDED_BY(mu_) = 0;
 
-  // Taken before mu_ when both are held.
+  // The set Predict uses and the step its weights are from.
   absl::Mutex predict_mu_;
-  std::shared_ptr<ReplicaSet> predict_set_ ABSL_GUARDED_BY(predict_mu_);
+  std::shared_ptr<Servable> predict_set_ ABSL_GUARDED_BY(predict_mu_);
   int64_t predict_step_ ABSL_GUARDED_BY(predict_mu_) = 0;
-  // Replaced sets that Predicts in flight may still hold (see PredictReplicas).
-  std::vector<std::shared_ptr<ReplicaSet>> retired_sets_ ABSL_GUARDED_BY(predict_mu_);
+  // published_step_, readable without waiting for a step that holds mu_.
+  std::atomic<int64_t> trained_step_{0};
+
+  WorkerPool worker_{1};  // Last: its tasks use everything above.
 };
 
 }  // namespace replicad

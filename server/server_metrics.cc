@@ -64,24 +64,20 @@ void ServerMetrics::RecordRequest(const std::string& model, const std::string& m
   request_duration_.WithLabels({model, method}).Observe(seconds);
 }
 
-void ServerMetrics::RecordSamples(const std::string& model, int64_t rows) {
-  samples_.WithLabels({model}).Increment(static_cast<double>(rows));
+void ServerMetrics::OnInferred(const LoadedModel& model, int64_t rows) {
+  samples_.WithLabels({model.name}).Increment(static_cast<double>(rows));
 }
 
 void ServerMetrics::AddDeviceSlot(const std::string& device) {
   device_slots_.WithLabels({device}).Add(1);
 }
 
-void ServerMetrics::AddReplica(const Replica& replica) {
-  slots_[&replica] = CountersFor(replica);
-  slots_[&replica].healthy->Set(1);
-}
+void ServerMetrics::AddReplica(const Replica& replica) { CountersFor(replica).healthy->Set(1); }
 
 void ServerMetrics::OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) {
-  auto it = slots_.find(&replica);
-  // A replica of a set rebuilt with trained weights has the same labels,
-  // looked up now.
-  const SlotCounters counters = it != slots_.end() ? it->second : CountersFor(replica);
+  // Looked up by labels each time: models load and unload while serving,
+  // and a set rebuilt with trained weights shares its model's series.
+  const SlotCounters counters = CountersFor(replica);
   counters.samples->Increment(static_cast<double>(rows));
   counters.busy_seconds->Increment(busy_seconds);
   const Device& device = replica.device();
@@ -90,15 +86,17 @@ void ServerMetrics::OnSliceRun(const Replica& replica, int64_t rows, double busy
   counters.healthy->Set(device.health().ok() ? 1 : 0);
 }
 
-void ServerMetrics::RecordTrainStep(const std::string& model,
-                                    const DataParallelTrainer::StepResult& step,
-                                    const std::vector<SlotAssignment>& slots) {
+void ServerMetrics::OnTrainStep(const LoadedModel& loaded,
+                                const DataParallelTrainer::StepResult& step) {
+  const std::string& model = loaded.name;
+  // The trainer's slots are the serving slots, in the same order.
+  const std::vector<SlotStatus> slots = loaded.servable->Slots();
   train_steps_.WithLabels({model}).Increment();
   train_samples_.WithLabels({model}).Increment(static_cast<double>(step.samples));
   train_loss_.WithLabels({model}).Set(step.loss);
   if (step.accuracy) train_accuracy_.WithLabels({model}).Set(*step.accuracy);
   for (const DataParallelTrainer::SliceResult& slice : step.slices) {
-    const std::string& slot = slots[slice.slice.slot].name;
+    const std::string& slot = slots[slice.slice.slot].slot;
     train_seconds_.WithLabels({model, slot, "forward"}).Increment(slice.forward_seconds);
     train_seconds_.WithLabels({model, slot, "backward"})
         .Increment(slice.compute_seconds - slice.forward_seconds);

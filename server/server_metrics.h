@@ -8,6 +8,7 @@
 #include "core/metrics/registry.h"
 #include "core/device/device_map.h"
 #include "core/serve/replica_set.h"
+#include "core/serve/serving_core.h"
 #include "core/train/data_parallel_trainer.h"
 
 namespace replicad {
@@ -31,22 +32,21 @@ namespace replicad {
 //                                                 good (it then gets no more slices)
 // The slot gauges are refreshed after every slice the slot runs.
 // Thread-safe; the registry must outlive it.
-class ServerMetrics : public SliceObserver {
+class ServerMetrics : public SliceObserver, public ServingObserver {
  public:
   explicit ServerMetrics(metrics::Registry& registry);
 
   void RecordRequest(const std::string& model, const std::string& method,
                      const absl::Status& status, double seconds);
-  void RecordSamples(const std::string& model, int64_t rows);
   void AddDeviceSlot(const std::string& device);
-  // Looks up a replica's slot counters once, so OnSliceRun takes no lock.
-  // Call for every replica before serving starts (not thread-safe).
+  // Shows a newly loaded replica's slot series (healthy) before it runs.
   void AddReplica(const Replica& replica);
 
   void OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) override;
 
-  void RecordTrainStep(const std::string& model, const DataParallelTrainer::StepResult& step,
-                       const std::vector<SlotAssignment>& slots);
+  // ServingObserver: samples predicted, and the training series.
+  void OnInferred(const LoadedModel& model, int64_t rows) override;
+  void OnTrainStep(const LoadedModel& model, const DataParallelTrainer::StepResult& step) override;
 
  private:
   metrics::CounterFamily& requests_;
@@ -71,8 +71,6 @@ class ServerMetrics : public SliceObserver {
     metrics::Gauge* healthy;
   };
   SlotCounters CountersFor(const Replica& replica);
-  // Filled by AddReplica before serving, read-only afterwards.
-  std::map<const Replica*, SlotCounters> slots_;
 };
 
 }  // namespace replicad

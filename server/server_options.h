@@ -25,6 +25,12 @@ struct ServerOptions {
   int64_t max_batch_size = 0;                  // 0: no limit.
   int64_t max_message_bytes = 256ll << 20;     // gRPC send and receive limit.
   double shutdown_grace_seconds = 30;          // In-flight RPCs get this long on SIGTERM.
+  // Triton's model control: none (load everything at start, fixed), explicit
+  // (load --load-model names at start; ModelLoad/ModelUnload while serving),
+  // poll (load everything, then follow the repository's changes).
+  std::string model_control_mode = "none";
+  std::vector<std::string> load_models;  // explicit mode; "*" loads every model.
+  double repository_poll_seconds = 15;
 };
 
 }  // namespace replicad

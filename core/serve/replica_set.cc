@@ -119,6 +119,18 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
       new ReplicaSet(std::move(model), std::move(replicas), options, std::move(merge_stream)));
 }
 
+std::vector<SlotStatus> ReplicaSet::Slots() const {
+  std::vector<SlotStatus> slots;
+  slots.reserve(replicas_.size());
+  for (const auto& r : replicas_) {
+    slots.push_back(SlotStatus{r->slot().name, DeviceIdToString(r->device().info().id),
+                               r->slot().weight, r->device().health()});
+  }
+  return slots;
+}
+
+std::string ReplicaSet::MergeDevice() const { return DeviceIdToString(options_.merge_device); }
+
 void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done) {
   auto state = std::make_shared<PredictState>();
   state->inputs = std::move(inputs);

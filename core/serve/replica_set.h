@@ -8,18 +8,9 @@
 #include "absl/status/statusor.h"
 #include "core/serve/batch_split.h"
 #include "core/serve/replica.h"
+#include "core/serve/servable.h"
 
 namespace replicad {
-
-// Where the merged outputs go. The sink owns their memory (e.g. the bytes of
-// a gRPC response), so the merge writes each slice straight into place.
-class OutputSink {
- public:
-  virtual ~OutputSink() = default;
-  // Host memory for output `index` (model order) of `type`, at least its
-  // byte size, valid until the Predict's done runs. Called before any slot runs.
-  virtual absl::StatusOr<void*> Allocate(int index, const TensorType& type) = 0;
-};
 
 // Told about every slice a slot ran (for metrics). Called on slot threads.
 class SliceObserver {
@@ -31,7 +22,7 @@ class SliceObserver {
 // The template's replicas, one per slot, and the split/run/merge of a batch
 // across them. Thread-safe: any number of Predict calls may be in flight;
 // each slot runs its slices in arrival order.
-class ReplicaSet {
+class ReplicaSet final : public Servable {
  public:
   struct Options {
     // Where the slices' outputs meet: cpu (pinned or pageable host memory,
@@ -56,17 +47,18 @@ class ReplicaSet {
       std::shared_ptr<const Model> model, std::vector<std::unique_ptr<Replica>> replicas,
       const Options& options, std::unique_ptr<Device> merge_stream = nullptr);
 
-  using Done = absl::AnyInvocable<void(absl::Status status, std::vector<BatchSlice> slices) &&>;
-
   // Splits `inputs` (host tensors in model input order, validated, all with
   // the same dim 0 > 0) across the replicas by weight, runs the slices
   // concurrently, and merges: rank >= 1 outputs are written at their row
   // offset (in the merge device's memory, then the sink's); rank-0 outputs
   // become the row-weighted mean of the slices.
   // `done` runs exactly once, on a slot thread or before Predict returns.
-  void Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done);
+  // Builds a slice size's plans on first use, on the calling thread.
+  void Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done) override;
 
-  const Model& model() const { return *model_; }
+  const Model& model() const override { return *model_; }
+  std::vector<SlotStatus> Slots() const override;
+  std::string MergeDevice() const override;
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
   const DeviceId& merge_device() const { return options_.merge_device; }
 

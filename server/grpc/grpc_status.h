@@ -1,5 +1,5 @@
-#ifndef REPLICAD_SERVER_GRPC_STATUS_H_
-#define REPLICAD_SERVER_GRPC_STATUS_H_
+#ifndef REPLICAD_SERVER_GRPC_GRPC_STATUS_H_
+#define REPLICAD_SERVER_GRPC_GRPC_STATUS_H_
 
 #include "absl/status/status.h"
 #include "grpcpp/support/status.h"
@@ -12,4 +12,4 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace replicad
 
-#endif  // REPLICAD_SERVER_GRPC_STATUS_H_
+#endif  // REPLICAD_SERVER_GRPC_GRPC_STATUS_H_

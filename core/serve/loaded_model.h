@@ -1,0 +1,35 @@
+#ifndef REPLICAD_CORE_SERVE_LOADED_MODEL_H_
+#define REPLICAD_CORE_SERVE_LOADED_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/serve/model_statistics.h"
+#include "core/serve/servable.h"
+#include "core/serve/trainable.h"
+
+namespace replicad {
+
+// One version of one model, ready to serve: what the model manager hands out
+// and what a request holds while it runs, so requests in flight finish on
+// the version they started on whatever is loaded meanwhile. Immutable but
+// for its statistics (thread-safe); the training side publishes new weights
+// through `trainable`, not by changing this.
+struct LoadedModel {
+  std::string name;
+  int64_t version = 1;
+  std::string source;  // Where it was loaded from, e.g. "/models/mnist/1/model.onnx".
+  int64_t max_batch_size = 0;  // 0: no limit.
+  std::shared_ptr<Servable> servable;  // The loaded weights.
+  std::shared_ptr<Trainable> trainable;  // Null when the model cannot be trained here.
+  std::shared_ptr<ModelStatistics> statistics = std::make_shared<ModelStatistics>();
+
+  const Model& model() const { return servable->model(); }
+  // True while at least one slot can run it.
+  bool HasHealthySlot() const;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_SERVE_LOADED_MODEL_H_

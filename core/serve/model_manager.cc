@@ -1,0 +1,207 @@
+#include "core/serve/model_manager.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace replicad {
+
+const char* ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kLoading:
+      return "LOADING";
+    case ModelState::kReady:
+      return "READY";
+    case ModelState::kUnavailable:
+      return "UNAVAILABLE";
+  }
+  return "UNAVAILABLE";
+}
+
+ModelManager::ModelManager(std::unique_ptr<ModelRepository> repository, Retirer& retirer)
+    : repository_(std::move(repository)), retirer_(retirer) {}
+
+ModelManager::~ModelManager() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [name, entry] : models_) RetireAll(entry.versions);
+}
+
+void ModelManager::RetireAll(std::map<int64_t, std::shared_ptr<LoadedModel>>& versions) {
+  for (auto& [version, loaded] : versions) retirer_.Retire(std::move(loaded));
+  versions.clear();
+}
+
+absl::Status ModelManager::Load(const std::string& name) {
+  absl::MutexLock load_lock(&load_mu_);
+  std::string fingerprint;
+  absl::StatusOr<std::vector<ModelRepository::Entry>> listed = repository_->List();
+  if (listed.ok()) {
+    for (const ModelRepository::Entry& e : *listed) {
+      if (e.name == name) fingerprint = e.fingerprint;
+    }
+  }
+  return LoadLocked(name, fingerprint);
+}
+
+absl::Status ModelManager::LoadLocked(const std::string& name, const std::string& fingerprint) {
+  {
+    absl::MutexLock lock(&mu_);
+    models_[name].loading = true;
+  }
+  absl::StatusOr<std::vector<std::shared_ptr<LoadedModel>>> loaded = repository_->Load(name);
+  absl::MutexLock lock(&mu_);
+  ModelEntry& entry = models_[name];
+  entry.loading = false;
+  entry.fingerprint = fingerprint;
+  if (!loaded.ok()) {
+    entry.reason = std::string(loaded.status().message());
+    if (entry.versions.empty() && loaded.status().code() == absl::StatusCode::kNotFound) {
+      models_.erase(name);
+    }
+    return loaded.status();
+  }
+  if (loaded->empty()) {
+    entry.reason = "the repository has no version of it to serve";
+    RetireAll(entry.versions);
+    return absl::NotFoundError(absl::StrCat("model '", name, "': ", entry.reason));
+  }
+  std::map<int64_t, std::shared_ptr<LoadedModel>> versions;
+  for (std::shared_ptr<LoadedModel>& version : *loaded) {
+    const int64_t number = version->version;
+    versions[number] = std::move(version);
+  }
+  RetireAll(entry.versions);
+  entry.versions = std::move(versions);
+  entry.reason.clear();
+  return absl::OkStatus();
+}
+
+absl::Status ModelManager::Unload(const std::string& name) {
+  absl::MutexLock load_lock(&load_mu_);
+  absl::MutexLock lock(&mu_);
+  auto it = models_.find(name);
+  if (it == models_.end() || it->second.versions.empty()) {
+    return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded; loaded models: ",
+                                            ServedNamesLocked()));
+  }
+  RetireAll(it->second.versions);
+  it->second.reason = "unloaded";
+  return absl::OkStatus();
+}
+
+absl::Status ModelManager::LoadAll() {
+  absl::MutexLock load_lock(&load_mu_);
+  absl::StatusOr<std::vector<ModelRepository::Entry>> listed = repository_->List();
+  if (!listed.ok()) return listed.status();
+  absl::Status first;
+  for (const ModelRepository::Entry& e : *listed) {
+    absl::Status s = LoadLocked(e.name, e.fingerprint);
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
+absl::Status ModelManager::Poll() {
+  absl::MutexLock load_lock(&load_mu_);
+  absl::StatusOr<std::vector<ModelRepository::Entry>> listed = repository_->List();
+  if (!listed.ok()) return listed.status();
+  std::set<std::string> present;
+  std::vector<ModelRepository::Entry> changed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const ModelRepository::Entry& e : *listed) {
+      present.insert(e.name);
+      auto it = models_.find(e.name);
+      // A model whose load failed is tried again only once its files change.
+      if (it == models_.end() || it->second.fingerprint != e.fingerprint) changed.push_back(e);
+    }
+    for (auto it = models_.begin(); it != models_.end();) {
+      if (present.count(it->first) == 0) {
+        RetireAll(it->second.versions);
+        it = models_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  absl::Status first;
+  for (const ModelRepository::Entry& e : changed) {
+    absl::Status s = LoadLocked(e.name, e.fingerprint);
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
+absl::StatusOr<std::shared_ptr<LoadedModel>> ModelManager::Find(const std::string& name,
+                                                                int64_t version) const {
+  absl::MutexLock lock(&mu_);
+  auto it = models_.find(name);
+  if (it == models_.end() || it->second.versions.empty()) {
+    return absl::NotFoundError(absl::StrCat("'", name, "' is not served; served models: ",
+                                            ServedNamesLocked()));
+  }
+  const auto& versions = it->second.versions;
+  if (version == 0) return versions.rbegin()->second;
+  auto v = versions.find(version);
+  if (v == versions.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "'", name, "' has no version ", version, "; ready versions: ",
+        absl::StrJoin(versions, ", ",
+                      [](std::string* out, const auto& e) { absl::StrAppend(out, e.first); })));
+  }
+  return v->second;
+}
+
+std::vector<std::shared_ptr<LoadedModel>> ModelManager::Ready() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<LoadedModel>> ready;
+  for (const auto& [name, entry] : models_) {
+    for (const auto& [version, loaded] : entry.versions) ready.push_back(loaded);
+  }
+  return ready;
+}
+
+std::vector<ModelIndexEntry> ModelManager::Index() const {
+  absl::StatusOr<std::vector<ModelRepository::Entry>> listed = repository_->List();
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, bool> names;
+  if (listed.ok()) {
+    for (const ModelRepository::Entry& e : *listed) names[e.name] = true;
+  }
+  for (const auto& [name, entry] : models_) names[name] = true;
+  std::vector<ModelIndexEntry> index;
+  for (const auto& [name, unused] : names) {
+    auto it = models_.find(name);
+    if (it == models_.end()) {
+      index.push_back(ModelIndexEntry{name, 0, ModelState::kUnavailable, "not loaded"});
+      continue;
+    }
+    const ModelEntry& entry = it->second;
+    if (entry.loading) {
+      index.push_back(ModelIndexEntry{name, 0, ModelState::kLoading, ""});
+    }
+    for (const auto& [version, loaded] : entry.versions) {
+      index.push_back(ModelIndexEntry{name, version, ModelState::kReady, ""});
+    }
+    if (!entry.loading && entry.versions.empty()) {
+      index.push_back(ModelIndexEntry{name, 0, ModelState::kUnavailable, entry.reason});
+    }
+  }
+  return index;
+}
+
+std::string ModelManager::ServedNames() const {
+  absl::MutexLock lock(&mu_);
+  return ServedNamesLocked();
+}
+
+std::string ModelManager::ServedNamesLocked() const {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : models_) {
+    if (!entry.versions.empty()) names.push_back(name);
+  }
+  return names.empty() ? "(none)" : absl::StrJoin(names, ", ");
+}
+
+}  // namespace replicad

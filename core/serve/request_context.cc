@@ -1,0 +1,19 @@
+#include "core/serve/request_context.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace replicad {
+
+absl::Status RequestContext::StillWanted(const char* stage, absl::Time now) const {
+  if (cancelled && cancelled()) {
+    return absl::CancelledError(absl::StrCat("the client cancelled the request ", stage));
+  }
+  if (now >= deadline) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the request's deadline passed ", stage, " (",
+                     absl::FormatDuration(now - deadline), " ago); nothing was run"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace replicad

@@ -1,0 +1,37 @@
+#ifndef REPLICAD_CORE_SERVE_REQUEST_CONTEXT_H_
+#define REPLICAD_CORE_SERVE_REQUEST_CONTEXT_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace replicad {
+
+// What a client said about its request besides the tensors, in the core's
+// terms: every protocol fills it from its own fields (a gRPC deadline,
+// KServe's `timeout` and `priority` parameters, an `id`), and the serving
+// core carries it down to where work is queued and dispatched.
+struct RequestContext {
+  // Echoed in responses by protocols that carry one.
+  std::string id;
+  // Work not started by then is answered DEADLINE_EXCEEDED without running.
+  absl::Time deadline = absl::InfiniteFuture();
+  // Triton's convention: 0 is the default level, otherwise 1 is the highest
+  // and larger numbers come later. Carried for the scheduler.
+  uint64_t priority = 0;
+  // Optional; true once the client has given up (a cancelled RPC, a closed
+  // connection). Called from core threads, so it must be thread-safe.
+  std::function<bool()> cancelled;
+
+  // OK while the request is still wanted: DeadlineExceeded or Cancelled
+  // naming `stage` ("before dispatch") otherwise.
+  absl::Status StillWanted(const char* stage, absl::Time now = absl::Now()) const;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_SERVE_REQUEST_CONTEXT_H_

@@ -1,0 +1,55 @@
+#ifndef REPLICAD_CORE_SERVE_SERVABLE_H_
+#define REPLICAD_CORE_SERVE_SERVABLE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "core/model/model.h"
+#include "core/serve/batch_split.h"
+
+namespace replicad {
+
+// Where the merged outputs go. The sink owns their memory (e.g. the bytes of
+// a gRPC response), so the merge writes each slice straight into place.
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  // Host memory for output `index` (model order) of `type`, at least its
+  // byte size, valid until the Predict's done runs. Called before any slot runs.
+  virtual absl::StatusOr<void*> Allocate(int index, const TensorType& type) = 0;
+};
+
+// One slot of a servable as the serving core reports it.
+struct SlotStatus {
+  std::string slot;    // Its name, e.g. "r0".
+  std::string device;  // e.g. "cuda:1".
+  double weight = 1.0;
+  absl::Status health;  // Not OK once its device failed for good.
+};
+
+// What runs batches of one model version: in the daemon a ReplicaSet, in the
+// serving core's tests a fake. Thread-safe: any number of Predicts may be in
+// flight.
+class Servable {
+ public:
+  virtual ~Servable() = default;
+
+  // The model as served (inference-optimised graph; its inputs and outputs).
+  virtual const Model& model() const = 0;
+  virtual std::vector<SlotStatus> Slots() const = 0;
+  // Where the slices' outputs are merged, e.g. "cpu:0".
+  virtual std::string MergeDevice() const = 0;
+
+  using Done = absl::AnyInvocable<void(absl::Status status, std::vector<BatchSlice> slices) &&>;
+  // Runs `inputs` (host tensors in model input order, validated, all with the
+  // same dim 0 > 0) and writes every output into `sink`. `done` runs exactly
+  // once, on a slot thread or before Predict returns; `slices` index Slots().
+  // May build execution plans: never call it on a thread that must not block.
+  virtual void Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done) = 0;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_SERVE_SERVABLE_H_

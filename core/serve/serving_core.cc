@@ -1,0 +1,291 @@
+#include "core/serve/serving_core.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace replicad {
+
+class ServingCore::InFlight {
+ public:
+  explicit InFlight(ServingCore* core) : core_(core) {}
+  InFlight(InFlight&& other) : core_(std::exchange(other.core_, nullptr)) {}
+  InFlight& operator=(InFlight&&) = delete;
+  ~InFlight() {
+    if (core_ == nullptr) return;
+    absl::MutexLock lock(&core_->mu_);
+    --core_->in_flight_;
+  }
+
+ private:
+  ServingCore* core_;
+};
+
+namespace {
+
+absl::Status Prefixed(const std::string& field, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
+}
+
+// One inference between admission and its answer. It is the servable's
+// output sink: requested outputs go to the protocol's writer, the others
+// to scratch memory that is dropped.
+struct InferCall : public OutputSink {
+  InferRequest request;
+  RequestContext context;
+  ResponseWriter* writer = nullptr;
+  ServingCore::InferDone done;
+  std::shared_ptr<LoadedModel> model;
+  std::vector<bool> wanted;
+  std::vector<Tensor> inputs;
+  std::map<int, std::string> scratch;
+  absl::Time admitted, bound, dispatched;
+
+  absl::StatusOr<void*> Allocate(int index, const TensorType& type) override {
+    if (wanted[index]) return writer->AddOutput(model->model().outputs()[index], type);
+    std::string& bytes = scratch[index];
+    bytes.resize(ByteSize(type));
+    return bytes.data();
+  }
+};
+
+// Which outputs `request` asked for, in model order; InvalidArgument naming
+// the field for one the model lacks.
+absl::StatusOr<std::vector<bool>> SelectOutputs(const Model& model, const InferRequest& request) {
+  std::vector<bool> wanted(model.outputs().size(), request.outputs.empty());
+  for (size_t i = 0; i < request.outputs.size(); ++i) {
+    const int index = model.OutputIndex(request.outputs[i]);
+    if (index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          request.outputs_field, "[", i, "]: model '", model.name(), "' has no output '",
+          request.outputs[i], "'; expected one of: ",
+          absl::StrJoin(model.outputs(), ", ",
+                        [](std::string* out, const TensorSpec& s) { absl::StrAppend(out, s.name); })));
+    }
+    wanted[index] = true;
+  }
+  return wanted;
+}
+
+std::vector<SliceReport> Reports(const Servable& servable, const std::vector<BatchSlice>& slices) {
+  std::vector<SliceReport> reports;
+  if (slices.empty()) return reports;
+  const std::vector<SlotStatus> slots = servable.Slots();
+  for (const BatchSlice& slice : slices) {
+    const SlotStatus& slot = slots[slice.slot];
+    reports.push_back(SliceReport{slot.slot, slot.device, slice.begin, slice.end});
+  }
+  return reports;
+}
+
+}  // namespace
+
+ServingCore::ServingCore(ModelManager& models, Options options)
+    : models_(models), options_(options), dispatch_(options.dispatch_threads), control_(1) {}
+
+ServingCore::~ServingCore() = default;
+
+std::optional<ServingCore::InFlight> ServingCore::Admit() {
+  absl::MutexLock lock(&mu_);
+  if (draining_) return std::nullopt;
+  ++in_flight_;
+  return InFlight(this);
+}
+
+bool ServingCore::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
+void ServingCore::StartDraining() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+bool ServingCore::AwaitIdle(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](int* in_flight) { return *in_flight == 0; }, &in_flight_),
+                              timeout);
+}
+
+absl::StatusOr<std::shared_ptr<LoadedModel>> ServingCore::FindModel(
+    const std::string& name, int64_t version, const std::string& field) const {
+  absl::StatusOr<std::shared_ptr<LoadedModel>> found = models_.Find(name, version);
+  if (!found.ok()) return Prefixed(field, found.status());
+  return found;
+}
+
+bool ServingCore::ServerReady() const {
+  if (draining()) return false;
+  for (const std::shared_ptr<LoadedModel>& model : models_.Ready()) {
+    if (model->HasHealthySlot()) return true;
+  }
+  return false;
+}
+
+absl::Status ServingCore::ModelReady(const std::string& name, int64_t version) const {
+  if (draining()) return absl::UnavailableError("replicad is shutting down");
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model = models_.Find(name, version);
+  if (!model.ok()) return model.status();
+  if (!(*model)->HasHealthySlot()) {
+    return absl::UnavailableError(
+        absl::StrCat("model '", name, "' version ", (*model)->version,
+                     " is loaded but none of its slots can run it"));
+  }
+  return absl::OkStatus();
+}
+
+void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWriter* writer,
+                        InferDone done) {
+  const absl::Time admitted = absl::Now();
+  std::optional<InFlight> in_flight = Admit();
+  if (!in_flight) {
+    std::move(done)(absl::UnavailableError("replicad is shutting down; send the request elsewhere"),
+                    {});
+    return;
+  }
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model =
+      FindModel(request.model, request.version, request.model_field);
+  if (!model.ok()) {
+    std::move(done)(model.status(), {});
+    return;
+  }
+  auto fail = [&](const absl::Status& status) {
+    (*model)->statistics->RecordFailure(absl::Now() - admitted);
+    std::move(done)(status, InferAnswer{*model, {}});
+  };
+  absl::StatusOr<std::vector<bool>> wanted = SelectOutputs((*model)->model(), request);
+  if (!wanted.ok()) return fail(wanted.status());
+  // The protocol keeps its request until `done` returns, so the tensors view
+  // its bytes without a keep-alive.
+  absl::StatusOr<std::vector<Tensor>> inputs =
+      BindInputs((*model)->model(), request.inputs, (*model)->max_batch_size, nullptr);
+  if (!inputs.ok()) return fail(inputs.status());
+
+  auto call = std::make_shared<InferCall>();
+  call->request = std::move(request);
+  call->context = std::move(context);
+  call->writer = writer;
+  call->done = std::move(done);
+  call->model = *std::move(model);
+  call->wanted = *std::move(wanted);
+  call->inputs = *std::move(inputs);
+  call->admitted = admitted;
+  call->bound = absl::Now();
+  dispatch_.Submit([this, call, in_flight = *std::move(in_flight)]() mutable {
+    auto finish = [this, call, in_flight = std::move(in_flight)](
+                      absl::Status status, const Servable* servable,
+                      std::vector<BatchSlice> slices) mutable {
+      const absl::Time now = absl::Now();
+      const int64_t rows = call->inputs[0].shape()[0];
+      if (status.ok()) {
+        RequestTimes times;
+        times.queue = call->dispatched - call->bound;
+        times.compute_input = call->bound - call->admitted;
+        times.compute_infer = now - call->dispatched;
+        call->model->statistics->RecordSuccess(rows, times);
+        if (options_.observer != nullptr) options_.observer->OnInferred(*call->model, rows);
+      } else {
+        call->model->statistics->RecordFailure(now - call->admitted);
+      }
+      InferAnswer answer{call->model, servable != nullptr ? Reports(*servable, slices)
+                                                          : std::vector<SliceReport>{}};
+      std::move(call->done)(std::move(status), std::move(answer));
+    };
+    call->dispatched = absl::Now();
+    if (absl::Status wanted = call->context.StillWanted("before dispatch"); !wanted.ok()) {
+      finish(wanted, nullptr, {});
+      return;
+    }
+    auto run = [call, finish = std::move(finish)](
+                   absl::StatusOr<std::shared_ptr<Servable>> trained) mutable {
+      if (!trained.ok()) {
+        finish(trained.status(), nullptr, {});
+        return;
+      }
+      // Once trained, the model predicts with the latest step's weights; the
+      // callback keeps the servable it started on alive.
+      std::shared_ptr<Servable> servable =
+          *trained != nullptr ? *std::move(trained) : call->model->servable;
+      Servable* raw = servable.get();
+      raw->Predict(call->inputs, call.get(),
+                   [finish = std::move(finish), servable = std::move(servable)](
+                       absl::Status status, std::vector<BatchSlice> slices) mutable {
+                     finish(std::move(status), servable.get(), std::move(slices));
+                   });
+    };
+    if (call->model->trainable != nullptr) {
+      call->model->trainable->TrainedServable(std::move(run));
+    } else {
+      run(std::shared_ptr<Servable>());
+    }
+  });
+}
+
+void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainDone done) {
+  std::optional<InFlight> in_flight = Admit();
+  if (!in_flight) {
+    std::move(done)(absl::UnavailableError("replicad is shutting down; send the request elsewhere"),
+                    nullptr);
+    return;
+  }
+  absl::StatusOr<std::shared_ptr<LoadedModel>> found =
+      FindModel(request.model, request.version, request.model_field);
+  if (!found.ok()) {
+    std::move(done)(found.status(), nullptr);
+    return;
+  }
+  std::shared_ptr<LoadedModel> model = *std::move(found);
+  auto fail = [&](const absl::Status& status) { std::move(done)(status, model); };
+  if (model->trainable == nullptr) {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("model '", model->name, "' cannot be trained by this server")));
+  }
+  absl::StatusOr<std::vector<Tensor>> inputs =
+      BindInputs(model->model(), request.inputs, model->max_batch_size, nullptr);
+  if (!inputs.ok()) return fail(inputs.status());
+  if (!request.targets) return fail(absl::InvalidArgumentError("targets: missing"));
+  absl::StatusOr<Tensor> targets = BindTargets(*request.targets, (*inputs)[0].shape()[0], nullptr);
+  if (!targets.ok()) return fail(targets.status());
+  if (absl::Status wanted = context.StillWanted("before the step was queued"); !wanted.ok()) {
+    return fail(wanted);
+  }
+  Trainable& trainable = *model->trainable;
+  trainable.Step(*std::move(inputs), *std::move(targets),
+                 [this, model = std::move(model), done = std::move(done),
+                  in_flight = *std::move(in_flight)](
+                     absl::StatusOr<DataParallelTrainer::StepResult> step) mutable {
+                   if (step.ok() && options_.observer != nullptr) {
+                     options_.observer->OnTrainStep(*model, *step);
+                   }
+                   std::move(done)(std::move(step), std::move(model));
+                 });
+}
+
+namespace {
+
+absl::Status NotExplicit(const std::string& name) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "model '", name, "': loading and unloading models needs --model-control-mode explicit; "
+      "this server's models are fixed or follow its repository"));
+}
+
+}  // namespace
+
+void ServingCore::LoadModel(std::string name, LoadDone done) {
+  if (!options_.explicit_model_control) return std::move(done)(NotExplicit(name));
+  control_.Submit([this, name = std::move(name), done = std::move(done)]() mutable {
+    std::move(done)(models_.Load(name));
+  });
+}
+
+void ServingCore::UnloadModel(std::string name, LoadDone done) {
+  if (!options_.explicit_model_control) return std::move(done)(NotExplicit(name));
+  control_.Submit([this, name = std::move(name), done = std::move(done)]() mutable {
+    std::move(done)(models_.Unload(name));
+  });
+}
+
+}  // namespace replicad

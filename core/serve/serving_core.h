@@ -1,0 +1,149 @@
+#ifndef REPLICAD_CORE_SERVE_SERVING_CORE_H_
+#define REPLICAD_CORE_SERVE_SERVING_CORE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/serve/model_manager.h"
+#include "core/serve/request_context.h"
+#include "core/serve/request_validation.h"
+#include "core/serve/worker_pool.h"
+
+namespace replicad {
+
+// An inference request in the core's terms; each protocol decodes into it.
+struct InferRequest {
+  std::string model;
+  int64_t version = 0;  // 0: the latest ready version.
+  std::vector<RequestInput> inputs;  // Viewing the protocol's request bytes.
+  std::vector<std::string> outputs;  // Empty: every output.
+  // The protocol's names for these fields, used in error messages.
+  std::string model_field = "model";
+  std::string outputs_field = "output_names";
+};
+
+// A training step's request: `inputs` as for InferRequest, plus targets.
+struct TrainRequest {
+  std::string model;
+  int64_t version = 0;
+  std::vector<RequestInput> inputs;
+  std::optional<RequestInput> targets;
+  std::string model_field = "model";
+};
+
+// Where a protocol wants an inference's outputs: memory in its own response.
+class ResponseWriter {
+ public:
+  virtual ~ResponseWriter() = default;
+  // Host memory for the requested output `spec` (of `type` in this answer),
+  // at least its byte size, valid until the done callback has returned.
+  // Called in model output order, before any slot runs.
+  virtual absl::StatusOr<void*> AddOutput(const TensorSpec& spec, const TensorType& type) = 0;
+};
+
+// Which slot ran which rows of a request.
+struct SliceReport {
+  std::string slot, device;
+  int64_t begin = 0, end = 0;
+};
+
+// Told about every finished request (for metrics). Called on core threads.
+class ServingObserver {
+ public:
+  virtual ~ServingObserver() = default;
+  virtual void OnInferred(const LoadedModel& model, int64_t rows) = 0;
+  virtual void OnTrainStep(const LoadedModel& model, const DataParallelTrainer::StepResult& step) = 0;
+};
+
+// The one request path every protocol calls: admission and draining, model
+// lookup by name and version, input validation, output selection, dispatch
+// to the model's servable off the caller's thread, statistics, readiness,
+// and model loading. Protocol front doors decode, call, and encode.
+//
+// Thread-safe. Nothing here blocks its caller: work that may (building
+// plans, training, loading) runs on the core's worker pools or the training
+// side's thread, and the done callbacks run there or on slot threads, never
+// before the call returns unless the request failed its checks.
+class ServingCore {
+ public:
+  struct Options {
+    int dispatch_threads = 4;
+    ServingObserver* observer = nullptr;  // Optional; must outlive the core.
+    // Triton's --model-control-mode explicit: clients may load and unload
+    // models. Otherwise LoadModel and UnloadModel are FailedPrecondition.
+    bool explicit_model_control = false;
+  };
+  // `models` must outlive the core.
+  ServingCore(ModelManager& models, Options options);
+  // Finishes the queued dispatches and loads.
+  ~ServingCore();
+
+  struct InferAnswer {
+    std::shared_ptr<LoadedModel> model;  // Null when the lookup failed.
+    std::vector<SliceReport> slices;
+  };
+  using InferDone = absl::AnyInvocable<void(absl::Status status, InferAnswer answer) &&>;
+  // Runs `request` and writes its outputs through `writer` (which must stay
+  // valid until `done` has returned). Errors name the protocol's field:
+  // Unavailable while draining; NotFound for an unknown model or version;
+  // InvalidArgument for inputs (see BindInputs) or outputs the model lacks;
+  // DeadlineExceeded or Cancelled when `context` says so before dispatch;
+  // the servable's error otherwise. `done` runs exactly once.
+  void Infer(InferRequest request, RequestContext context, ResponseWriter* writer,
+             InferDone done);
+
+  using TrainDone = absl::AnyInvocable<void(absl::StatusOr<DataParallelTrainer::StepResult>,
+                                            std::shared_ptr<LoadedModel> model) &&>;
+  // One training step on the training side's thread; errors as Infer's, plus
+  // InvalidArgument for targets (BindTargets) and FailedPrecondition for a
+  // model that cannot be trained here.
+  void TrainStep(TrainRequest request, RequestContext context, TrainDone done);
+
+  // A ready version of a model, for metadata; NotFound naming `field`.
+  absl::StatusOr<std::shared_ptr<LoadedModel>> FindModel(const std::string& name,
+                                                         int64_t version,
+                                                         const std::string& field = "model") const;
+
+  // Readiness, one source for every protocol: the server is ready while it
+  // is not draining and some model is ready; a model version is ready while
+  // the server is not draining, it is loaded, and a slot can run it.
+  bool ServerReady() const;
+  absl::Status ModelReady(const std::string& name, int64_t version) const;
+
+  using LoadDone = absl::AnyInvocable<void(absl::Status) &&>;
+  // Loads (or reloads) / unloads a model on the core's control thread;
+  // FailedPrecondition unless model control is explicit.
+  void LoadModel(std::string name, LoadDone done);
+  void UnloadModel(std::string name, LoadDone done);
+  ModelManager& models() { return models_; }
+
+  // New requests get Unavailable; those in flight finish.
+  void StartDraining();
+  // True once no request is in flight; false if `timeout` passed first.
+  bool AwaitIdle(absl::Duration timeout);
+
+ private:
+  // Counts an admitted request until destroyed.
+  class InFlight;
+  std::optional<InFlight> Admit();
+  bool draining() const;
+
+  ModelManager& models_;
+  const Options options_;
+  mutable absl::Mutex mu_;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  WorkerPool dispatch_;
+  WorkerPool control_;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_SERVE_SERVING_CORE_H_

@@ -1,0 +1,20 @@
+#include "server/grpc/call_context.h"
+
+#include <chrono>
+
+namespace replicad {
+
+RequestContext ContextOf(grpc::CallbackServerContext* call, std::string id, uint64_t priority) {
+  RequestContext context;
+  context.id = std::move(id);
+  context.priority = priority;
+  // gRPC reports "no deadline" as the clock's far end.
+  const std::chrono::system_clock::time_point deadline = call->deadline();
+  if (deadline < std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365)) {
+    context.deadline = absl::FromChrono(deadline);
+  }
+  context.cancelled = [call] { return call->IsCancelled(); };
+  return context;
+}
+
+}  // namespace replicad

@@ -1,0 +1,66 @@
+#ifndef REPLICAD_SERVER_GRPC_INFERENCE_SERVICE_H_
+#define REPLICAD_SERVER_GRPC_INFERENCE_SERVICE_H_
+
+#include "core/serve/serving_core.h"
+#include "inference/grpc_service.grpc.pb.h"
+#include "server/server_metrics.h"
+
+namespace replicad {
+
+// inference.GRPCInferenceService, the Open Inference Protocol (KServe v2 as
+// Triton extends it) over gRPC, on the same port as replicad.v1: each
+// handler decodes into the serving core's terms, calls it, and encodes.
+// Health, metadata, config, statistics, inference and the model repository
+// are served; RPCs not overridden here (streaming inference, shared memory,
+// trace and log settings) answer UNIMPLEMENTED, as gRPC does for them.
+// Thread-safe; `core` and `metrics` must outlive the service.
+class InferenceService final : public inference::GRPCInferenceService::CallbackService {
+ public:
+  InferenceService(ServingCore& core, ServerMetrics& metrics);
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
+                                       const inference::ServerLiveRequest* request,
+                                       inference::ServerLiveResponse* response) override;
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context,
+                                        const inference::ServerReadyRequest* request,
+                                        inference::ServerReadyResponse* response) override;
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context,
+                                       const inference::ModelReadyRequest* request,
+                                       inference::ModelReadyResponse* response) override;
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context,
+                                           const inference::ServerMetadataRequest* request,
+                                           inference::ServerMetadataResponse* response) override;
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
+                                          const inference::ModelMetadataRequest* request,
+                                          inference::ModelMetadataResponse* response) override;
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context,
+                                        const inference::ModelConfigRequest* request,
+                                        inference::ModelConfigResponse* response) override;
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
+                                            const inference::ModelStatisticsRequest* request,
+                                            inference::ModelStatisticsResponse* response) override;
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
+                                       const inference::ModelInferRequest* request,
+                                       inference::ModelInferResponse* response) override;
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context,
+                                            const inference::RepositoryIndexRequest* request,
+                                            inference::RepositoryIndexResponse* response) override;
+  grpc::ServerUnaryReactor* RepositoryModelLoad(
+      grpc::CallbackServerContext* context, const inference::RepositoryModelLoadRequest* request,
+      inference::RepositoryModelLoadResponse* response) override;
+  grpc::ServerUnaryReactor* RepositoryModelUnload(
+      grpc::CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
+      inference::RepositoryModelUnloadResponse* response) override;
+
+ private:
+  // A ready version named by a request's (name, version) fields.
+  absl::StatusOr<std::shared_ptr<LoadedModel>> Find(const std::string& name,
+                                                    const std::string& version) const;
+
+  ServingCore& core_;
+  ServerMetrics& metrics_;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_GRPC_INFERENCE_SERVICE_H_

@@ -1,0 +1,266 @@
+#include "server/grpc/replicad_service.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc/call_context.h"
+#include "server/grpc/unary_call.h"
+#include "server/model_training.h"
+
+namespace replicad {
+namespace {
+
+absl::StatusOr<DType> DecodeDType(int value, const std::string& field) {
+  switch (value) {
+    case v1::DATA_TYPE_FLOAT32:
+      return DType::kFloat32;
+    case v1::DATA_TYPE_INT64:
+      return DType::kInt64;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".dtype: expected DATA_TYPE_FLOAT32 or DATA_TYPE_INT64, received ",
+          v1::DataType_IsValid(value) ? v1::DataType_Name(value) : std::string("unknown"), " (",
+          value, ")"));
+  }
+}
+
+// A request tensor's dtype, shape and bytes (not yet checked against anything).
+absl::StatusOr<RequestInput> DecodeTensor(const v1::Tensor& t, const std::string& field) {
+  absl::StatusOr<DType> dtype = DecodeDType(t.dtype(), field);
+  if (!dtype.ok()) return dtype.status();
+  return RequestInput{t.name(), *dtype, Shape(t.shape().begin(), t.shape().end()), t.raw().data(),
+                      t.raw().size()};
+}
+
+absl::StatusOr<std::vector<RequestInput>> DecodeInputs(
+    const google::protobuf::RepeatedPtrField<v1::Tensor>& tensors) {
+  std::vector<RequestInput> inputs;
+  inputs.reserve(tensors.size());
+  for (int i = 0; i < tensors.size(); ++i) {
+    absl::StatusOr<RequestInput> input =
+        DecodeTensor(tensors[i], absl::StrCat("inputs[", i, "] '", tensors[i].name(), "'"));
+    if (!input.ok()) return input.status();
+    inputs.push_back(*std::move(input));
+  }
+  return inputs;
+}
+
+v1::DataType EncodeDType(DType dtype) {
+  return dtype == DType::kFloat32 ? v1::DATA_TYPE_FLOAT32 : v1::DATA_TYPE_INT64;
+}
+
+void FillSpec(const TensorSpec& spec, v1::TensorSpec* out) {
+  out->set_name(spec.name);
+  out->set_dtype(EncodeDType(spec.type.dtype));
+  for (int64_t d : spec.type.shape) out->add_shape(d);
+}
+
+// Writes the requested outputs straight into the response's tensors.
+class ResponseTensors : public ResponseWriter {
+ public:
+  explicit ResponseTensors(v1::PredictResponse* response) : response_(response) {}
+
+  absl::StatusOr<void*> AddOutput(const TensorSpec& spec, const TensorType& type) override {
+    v1::Tensor* tensor = response_->add_outputs();
+    tensor->set_name(spec.name);
+    tensor->set_dtype(EncodeDType(type.dtype));
+    for (int64_t d : type.shape) tensor->add_shape(d);
+    tensor->mutable_raw()->resize(ByteSize(type));
+    return tensor->mutable_raw()->data();
+  }
+
+ private:
+  v1::PredictResponse* response_;
+};
+
+// The model's training side; FailedPrecondition when it has none.
+absl::StatusOr<ModelTraining*> TrainingOf(const LoadedModel& model) {
+  auto* training = dynamic_cast<ModelTraining*>(model.trainable.get());
+  if (training == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", model.name, "' cannot be trained by this server"));
+  }
+  return training;
+}
+
+}  // namespace
+
+ReplicadService::ReplicadService(ServingCore& core, std::vector<DeviceInfo> devices,
+                                 ServerMetrics& metrics)
+    : core_(core), devices_(std::move(devices)), metrics_(metrics) {}
+
+grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* context,
+                                                   const v1::PredictRequest* request,
+                                                   v1::PredictResponse* response) {
+  UnaryCall call(context, metrics_, "Predict");
+  absl::StatusOr<std::vector<RequestInput>> inputs = DecodeInputs(request->inputs());
+  if (!inputs.ok()) return call.Finish(inputs.status());
+  InferRequest infer;
+  infer.model = request->model();
+  infer.inputs = *std::move(inputs);
+  infer.outputs.assign(request->output_names().begin(), request->output_names().end());
+  auto writer = std::make_shared<ResponseTensors>(response);
+  core_.Infer(std::move(infer), ContextOf(context), writer.get(),
+              [call, writer, response](absl::Status status,
+                                       ServingCore::InferAnswer answer) mutable {
+                if (status.ok()) {
+                  response->set_model(answer.model->name);
+                  for (const SliceReport& slice : answer.slices) {
+                    v1::SliceInfo* info = response->add_slices();
+                    info->set_slot(slice.slot);
+                    info->set_device(slice.device);
+                    info->set_begin(slice.begin);
+                    info->set_end(slice.end);
+                  }
+                } else {
+                  response->Clear();
+                }
+                call.Finish(status, answer.model != nullptr ? answer.model->name : "");
+              });
+  return call.reactor();
+}
+
+grpc::ServerUnaryReactor* ReplicadService::ListDevices(grpc::CallbackServerContext* context,
+                                                       const v1::ListDevicesRequest*,
+                                                       v1::ListDevicesResponse* response) {
+  UnaryCall call(context, metrics_, "ListDevices");
+  std::map<std::string, int> slots;
+  for (const auto& model : core_.models().Ready()) {
+    for (const SlotStatus& slot : model->servable->Slots()) ++slots[slot.device];
+  }
+  for (const DeviceInfo& d : devices_) {
+    v1::DeviceInfo* out = response->add_devices();
+    out->set_id(DeviceIdToString(d.id));
+    out->set_kind(d.id.kind == DeviceKind::kCpu ? "cpu" : "cuda");
+    out->set_name(d.name);
+    out->set_memory_bytes(d.memory_bytes);
+    out->set_compute_capability(d.compute_capability);
+    out->set_driver_version(d.driver_version);
+    out->set_runtime_version(d.runtime_version);
+    out->set_slots(slots[DeviceIdToString(d.id)]);
+  }
+  return call.Finish(absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ReplicadService::ListModels(grpc::CallbackServerContext* context,
+                                                      const v1::ListModelsRequest*,
+                                                      v1::ListModelsResponse* response) {
+  UnaryCall call(context, metrics_, "ListModels");
+  for (const auto& model : core_.models().Ready()) {
+    v1::ModelSummary* out = response->add_models();
+    out->set_name(model->name);
+    out->set_path(model->source);
+  }
+  return call.Finish(absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ReplicadService::GetModel(grpc::CallbackServerContext* context,
+                                                    const v1::GetModelRequest* request,
+                                                    v1::GetModelResponse* response) {
+  UnaryCall call(context, metrics_, "GetModel");
+  absl::StatusOr<std::shared_ptr<LoadedModel>> found = core_.FindModel(request->name(), 0, "name");
+  if (!found.ok()) return call.Finish(found.status());
+  const LoadedModel& model = **found;
+  v1::ModelInfo* info = response->mutable_model();
+  info->set_name(model.name);
+  info->set_path(model.source);
+  info->set_opset(model.model().graph().opset);
+  for (const TensorSpec& s : model.model().inputs()) FillSpec(s, info->add_inputs());
+  for (const TensorSpec& s : model.model().outputs()) FillSpec(s, info->add_outputs());
+  for (const SlotStatus& slot : model.servable->Slots()) {
+    v1::ReplicaInfo* r = info->add_replicas();
+    r->set_slot(slot.slot);
+    r->set_device(slot.device);
+    r->set_weight(slot.weight);
+    r->set_healthy(slot.health.ok());
+    r->set_fault(std::string(slot.health.message()));
+  }
+  info->set_ready(core_.ModelReady(model.name, model.version).ok());
+  info->set_merge_device(model.servable->MergeDevice());
+  info->set_max_batch_size(model.max_batch_size);
+  return call.Finish(absl::OkStatus(), model.name);
+}
+
+grpc::ServerUnaryReactor* ReplicadService::ConfigureTraining(
+    grpc::CallbackServerContext* context, const v1::ConfigureTrainingRequest* request,
+    v1::ConfigureTrainingResponse* response) {
+  UnaryCall call(context, metrics_, "ConfigureTraining");
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model = core_.FindModel(request->model(), 0);
+  if (!model.ok()) return call.Finish(model.status());
+  absl::StatusOr<ModelTraining*> training = TrainingOf(**model);
+  if (!training.ok()) return call.Finish(training.status(), (*model)->name);
+  (*training)->Configure(request->config(), [call, response, model = *model](
+                                                 absl::StatusOr<v1::TrainingConfig> config) mutable {
+    if (config.ok()) *response->mutable_config() = *std::move(config);
+    call.Finish(config.status(), model->name);
+  });
+  return call.reactor();
+}
+
+grpc::ServerUnaryReactor* ReplicadService::TrainStep(grpc::CallbackServerContext* context,
+                                                     const v1::TrainStepRequest* request,
+                                                     v1::TrainStepResponse* response) {
+  UnaryCall call(context, metrics_, "TrainStep");
+  absl::StatusOr<std::vector<RequestInput>> inputs = DecodeInputs(request->inputs());
+  if (!inputs.ok()) return call.Finish(inputs.status());
+  TrainRequest train;
+  train.model = request->model();
+  train.inputs = *std::move(inputs);
+  if (request->has_targets()) {
+    absl::StatusOr<RequestInput> targets = DecodeTensor(request->targets(), "targets");
+    if (!targets.ok()) return call.Finish(targets.status());
+    train.targets = *std::move(targets);
+  }
+  core_.TrainStep(
+      std::move(train), ContextOf(context),
+      [call, response](absl::StatusOr<DataParallelTrainer::StepResult> step,
+                       std::shared_ptr<LoadedModel> model) mutable {
+        const std::string name = model != nullptr ? model->name : "";
+        if (!step.ok()) {
+          call.Finish(step.status(), name);
+          return;
+        }
+        response->set_model(name);
+        response->set_loss(step->loss);
+        response->set_has_accuracy(step->accuracy.has_value());
+        if (step->accuracy) response->set_accuracy(*step->accuracy);
+        response->set_step(step->step);
+        response->set_samples(step->samples);
+        response->set_reduce_seconds(step->reduce_seconds);
+        response->set_optimizer_seconds(step->optimizer_seconds);
+        // The trainer's slots are the serving slots, in the same order.
+        const std::vector<SlotStatus> slots = model->servable->Slots();
+        for (const DataParallelTrainer::SliceResult& slice : step->slices) {
+          v1::ReplicaStep* out = response->add_replicas();
+          out->set_slot(slots[slice.slice.slot].slot);
+          out->set_device(slots[slice.slice.slot].device);
+          out->set_begin(slice.slice.begin);
+          out->set_end(slice.slice.end);
+          out->set_compute_seconds(slice.compute_seconds);
+        }
+        call.Finish(absl::OkStatus(), name);
+      });
+  return call.reactor();
+}
+
+grpc::ServerUnaryReactor* ReplicadService::SaveCheckpoint(
+    grpc::CallbackServerContext* context, const v1::SaveCheckpointRequest* request,
+    v1::SaveCheckpointResponse* response) {
+  UnaryCall call(context, metrics_, "SaveCheckpoint");
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model = core_.FindModel(request->model(), 0);
+  if (!model.ok()) return call.Finish(model.status());
+  absl::StatusOr<ModelTraining*> training = TrainingOf(**model);
+  if (!training.ok()) return call.Finish(training.status(), (*model)->name);
+  (*training)->SaveCheckpoint(
+      request->path(), [call, response, model = *model](
+                           absl::StatusOr<std::pair<std::string, int64_t>> saved) mutable {
+        if (saved.ok()) {
+          response->set_path(saved->first);
+          response->set_step(saved->second);
+        }
+        call.Finish(saved.status(), model->name);
+      });
+  return call.reactor();
+}
+
+}  // namespace replicad

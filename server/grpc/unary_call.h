@@ -1,0 +1,45 @@
+#ifndef REPLICAD_SERVER_GRPC_UNARY_CALL_H_
+#define REPLICAD_SERVER_GRPC_UNARY_CALL_H_
+
+#include <chrono>
+#include <string>
+
+#include "absl/status/status.h"
+#include "grpcpp/server_context.h"
+#include "server/grpc/grpc_status.h"
+#include "server/server_metrics.h"
+
+namespace replicad {
+
+// One unary RPC of a front door: its reactor, and the metrics every answer
+// records (requests_total and request_duration_seconds by model, method and
+// code). Cheap to copy into a completion callback.
+class UnaryCall {
+ public:
+  UnaryCall(grpc::CallbackServerContext* context, ServerMetrics& metrics, std::string method)
+      : reactor_(context->DefaultReactor()),
+        metrics_(&metrics),
+        method_(std::move(method)),
+        start_(std::chrono::steady_clock::now()) {}
+
+  // Records and sends the answer; `model` labels the metrics ("" for none,
+  // and for unknown names, so that clients cannot grow the series).
+  grpc::ServerUnaryReactor* Finish(const absl::Status& status, const std::string& model = "") {
+    metrics_->RecordRequest(
+        model, method_, status,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    reactor_->Finish(ToGrpcStatus(status));
+    return reactor_;
+  }
+  grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+
+ private:
+  grpc::ServerUnaryReactor* reactor_;
+  ServerMetrics* metrics_;
+  std::string method_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_GRPC_UNARY_CALL_H_

@@ -1,0 +1,47 @@
+#ifndef REPLICAD_SERVER_INFERENCE_PROTOCOL_H_
+#define REPLICAD_SERVER_INFERENCE_PROTOCOL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/serve/model_manager.h"
+#include "inference/grpc_service.pb.h"
+#include "inference/model_config.pb.h"
+
+namespace replicad {
+
+// The Open Inference Protocol's terms (KServe v2 as Triton extends it),
+// shared by its gRPC and HTTP front doors: the HTTP door prints the same
+// messages as JSON.
+
+// "replicad" and its version, as ServerMetadata reports them.
+inline constexpr char kServerName[] = "replicad";
+inline constexpr char kServerVersion[] = "0.2.0";
+// The protocol extensions that work, exactly (ServerMetadata.extensions).
+std::vector<std::string> SupportedExtensions();
+
+// "FP32" or "INT64" to a DType; InvalidArgument naming `field`, the expected
+// and the received datatype for any other.
+absl::StatusOr<DType> DTypeFromDatatype(const std::string& datatype, const std::string& field);
+const char* DatatypeOf(DType dtype);  // "FP32", "INT64".
+
+// A version string: "" (latest, 0) or a positive integer. InvalidArgument
+// naming `field` otherwise.
+absl::StatusOr<int64_t> ParseModelVersion(const std::string& version, const std::string& field);
+
+// ModelMetadata: every ready version of the model, its platform, and its
+// tensors with the batch dimension as a leading -1.
+void FillModelMetadata(const std::vector<std::shared_ptr<LoadedModel>>& versions,
+                       const LoadedModel& model, inference::ModelMetadataResponse* out);
+// Triton's ModelConfig for a loaded version: max_batch_size (dims then leave
+// out the batch dimension), tensors, one instance group per device.
+void FillModelConfig(const LoadedModel& model, inference::ModelConfig* out);
+void FillModelStatistics(const LoadedModel& model, inference::ModelStatistics* out);
+void FillRepositoryIndex(const std::vector<ModelIndexEntry>& index, bool ready_only,
+                         inference::RepositoryIndexResponse* out);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_INFERENCE_PROTOCOL_H_

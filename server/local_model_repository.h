@@ -1,0 +1,48 @@
+#ifndef REPLICAD_SERVER_LOCAL_MODEL_REPOSITORY_H_
+#define REPLICAD_SERVER_LOCAL_MODEL_REPOSITORY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backends/backends.h"
+#include "core/serve/model_repository.h"
+#include "core/serve/retirer.h"
+#include "server/model_sources.h"
+#include "server/replica_set_factory.h"
+#include "server/server_metrics.h"
+
+namespace replicad {
+
+// The daemon's models: a --model-repository directory (read anew on every
+// List and Load, so models can be added, changed and removed while serving),
+// the --model flags, and the embedded default when neither names a model.
+// Each version loads as the template, its replicas on the configured slots,
+// and its training side. Versions served: the latest of each model.
+// Thread-safe.
+class LocalModelRepository final : public ModelRepository {
+ public:
+  struct Config {
+    std::string directory;  // Empty: none.
+    std::vector<ModelSource> fixed;  // --model flags.
+    std::vector<DeviceInfo> devices;
+    ServingOptions options;
+    ServerMetrics* metrics = nullptr;  // Must outlive the repository.
+    Retirer* retirer = nullptr;        // Must outlive the repository.
+  };
+  explicit LocalModelRepository(Config config);
+
+  // InvalidArgument when two sources give a model the same name.
+  absl::StatusOr<std::vector<Entry>> List() const override;
+  absl::StatusOr<std::vector<std::shared_ptr<LoadedModel>>> Load(const std::string& name) override;
+
+ private:
+  // Every source of every model, sorted by name then version.
+  absl::StatusOr<std::vector<ModelSource>> Sources() const;
+
+  const Config config_;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_LOCAL_MODEL_REPOSITORY_H_
