@@ -1,8 +1,12 @@
 #include "server/grpc/inference_service.h"
 
 #include <algorithm>
+#include <chrono>
+#include <deque>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/unary_call.h"
 #include "server/inference_protocol.h"
@@ -147,6 +151,124 @@ class RawOutputs : public ResponseWriter {
   inference::ModelInferResponse* response_;
 };
 
+// ModelStreamInfer's reactor. It owns the requests read so far and the
+// answers not yet written; gRPC deletes it (OnDone) only after Finish, which
+// waits for every inference it started.
+class StreamInfer final
+    : public grpc::ServerBidiReactor<inference::ModelInferRequest,
+                                     inference::ModelStreamInferResponse> {
+ public:
+  StreamInfer(grpc::CallbackServerContext* context, ServingCore& core, ServerMetrics& metrics)
+      : context_(context), core_(core), metrics_(metrics) {
+    ReadNext();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // The client closed its side (or went away).
+      absl::MutexLock lock(&mu_);
+      reads_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    std::unique_ptr<Exchange> exchange = std::move(reading_);
+    {
+      absl::MutexLock lock(&mu_);
+      ++running_;
+    }
+    ReadNext();
+    Run(std::move(exchange));
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writes_.pop_front();
+    writing_ = false;
+    if (!ok) writes_.clear();  // The client is gone; nothing more can be written.
+    WriteNextLocked();
+    MaybeFinishLocked();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // One request read from the stream and its answer.
+  struct Exchange {
+    inference::ModelInferRequest request;
+    inference::ModelStreamInferResponse response;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  };
+
+  void ReadNext() {
+    reading_ = std::make_unique<Exchange>();
+    StartRead(&reading_->request);
+  }
+
+  void Run(std::unique_ptr<Exchange> exchange) {
+    const inference::ModelInferRequest& request = exchange->request;
+    RequestContext context = ContextOf(context_, request.id());
+    absl::Status decoded = ApplyRequestParameters(request.parameters(), &context);
+    absl::StatusOr<InferRequest> infer =
+        decoded.ok() ? DecodeInfer(request) : absl::StatusOr<InferRequest>(decoded);
+    if (!infer.ok()) return Answer(std::move(exchange), infer.status(), "");
+    auto writer = std::make_shared<RawOutputs>(exchange->response.mutable_infer_response());
+    core_.Infer(*std::move(infer), std::move(context), writer.get(),
+                [this, writer, exchange = std::move(exchange)](
+                    absl::Status status, ServingCore::InferAnswer answer) mutable {
+                  inference::ModelInferResponse* response =
+                      exchange->response.mutable_infer_response();
+                  if (status.ok()) {
+                    response->set_model_name(answer.model->name);
+                    response->set_model_version(absl::StrCat(answer.model->version));
+                    response->set_id(exchange->request.id());
+                  }
+                  Answer(std::move(exchange), status,
+                         answer.model != nullptr ? answer.model->name : "");
+                });
+  }
+
+  // Queues the answer (or the error, as the stream's error_message) for writing.
+  void Answer(std::unique_ptr<Exchange> exchange, const absl::Status& status,
+              const std::string& model) {
+    metrics_.RecordRequest(model, "ModelStreamInfer", status,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                         exchange->start)
+                               .count());
+    if (!status.ok()) {
+      exchange->response.Clear();
+      exchange->response.set_error_message(
+          absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
+      exchange->response.mutable_infer_response()->set_id(exchange->request.id());
+    }
+    absl::MutexLock lock(&mu_);
+    --running_;
+    writes_.push_back(std::move(exchange));
+    WriteNextLocked();
+  }
+
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || writes_.empty()) return;
+    writing_ = true;
+    StartWrite(&writes_.front()->response);
+  }
+
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || !reads_done_ || running_ > 0 || writing_ || !writes_.empty()) return;
+    finished_ = true;
+    Finish(grpc::Status::OK);
+  }
+
+  grpc::CallbackServerContext* const context_;
+  ServingCore& core_;
+  ServerMetrics& metrics_;
+  std::unique_ptr<Exchange> reading_;  // Only touched by the read callbacks, one at a time.
+  absl::Mutex mu_;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::unique_ptr<Exchange>> writes_ ABSL_GUARDED_BY(mu_);
+};
+
 }  // namespace
 
 InferenceService::InferenceService(ServingCore& core, ServerMetrics& metrics)
@@ -259,6 +381,11 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                 call.Finish(status, answer.model != nullptr ? answer.model->name : "");
               });
   return call.reactor();
+}
+
+grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+InferenceService::ModelStreamInfer(grpc::CallbackServerContext* context) {
+  return new StreamInfer(context, core_, metrics_);
 }
 
 grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(

@@ -10,8 +10,8 @@ namespace replicad {
 // inference.GRPCInferenceService, the Open Inference Protocol (KServe v2 as
 // Triton extends it) over gRPC, on the same port as replicad.v1: each
 // handler decodes into the serving core's terms, calls it, and encodes.
-// Health, metadata, config, statistics, inference and the model repository
-// are served; RPCs not overridden here (streaming inference, shared memory,
+// Health, metadata, config, statistics, inference (unary and streaming) and
+// the model repository are served; RPCs not overridden here (shared memory,
 // trace and log settings) answer UNIMPLEMENTED, as gRPC does for them.
 // Thread-safe; `core` and `metrics` must outlive the service.
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
@@ -42,6 +42,12 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
                                        const inference::ModelInferRequest* request,
                                        inference::ModelInferResponse* response) override;
+  // Each request read from the stream runs as a ModelInfer would, concurrently
+  // with the others; each answer (or its error, as error_message, the stream
+  // going on) is written as it completes. The stream ends once the client
+  // has closed its side and every answer is written.
+  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+  ModelStreamInfer(grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context,
                                             const inference::RepositoryIndexRequest* request,
                                             inference::RepositoryIndexResponse* response) override;

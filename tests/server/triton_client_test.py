@@ -209,6 +209,42 @@ class Inference(unittest.TestCase):
         self.assertIn(4, [b.batch_size for b in after.batch_stats])
 
 
+class Streaming(unittest.TestCase):
+    def test_stream_answers_every_request_and_reports_errors_in_band(self):
+        answers, lock, all_in = {}, threading.Lock(), threading.Event()
+
+        def on_answer(result, error):
+            with lock:
+                if error is not None:
+                    answers[error.message()] = error
+                else:
+                    answers[result.get_response().id] = result
+                if len(answers) == 4:
+                    all_in.set()
+
+        stream = grpcclient.InferenceServerClient(f"127.0.0.1:{daemon.port}")
+        stream.start_stream(callback=on_answer)
+        sent = {}
+        for i in range(3):
+            x = images(i + 1, seed=10 + i)
+            tensor = grpcclient.InferInput("image", list(x.shape), "FP32")
+            tensor.set_data_from_numpy(x)
+            stream.async_stream_infer(MODEL, [tensor], request_id=f"s{i}")
+            sent[f"s{i}"] = x
+        bad = grpcclient.InferInput("image", [1, 3, 8, 8], "FP32")
+        bad.set_data_from_numpy(np.zeros((1, 3, 8, 8), np.float32))
+        stream.async_stream_infer(MODEL, [bad], request_id="bad")
+        self.assertTrue(all_in.wait(120))
+        stream.stop_stream()
+        for request_id, x in sent.items():
+            logits = answers[request_id].as_numpy("logits")
+            self.assertLess(relative_l2(logits, reference(2, x)), TOLERANCE)
+        errors = [k for k in answers if k not in sent]
+        self.assertEqual(len(errors), 1)
+        self.assertIn("INVALID_ARGUMENT", errors[0])
+        self.assertIn("dim 2 expected 64, received 8", errors[0])
+
+
 class BadInput(unittest.TestCase):
     def expect_error(self, status, fragments, fn):
         with self.assertRaises(InferenceServerException) as caught:
