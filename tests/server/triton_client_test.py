@@ -9,8 +9,6 @@ control; without a config.pbtxt Triton's default version policy serves the lates
 """
 
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,6 +23,9 @@ import tritonclient.grpc as grpcclient
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "testing"))
+from replicad_daemon import Daemon  # noqa: E402
 
 TOLERANCE = 1e-4  # Relative L2 of replicad's outputs against PyTorch's (float32, 2 slots).
 MODEL = "squeeze"
@@ -43,41 +44,6 @@ def export(seed, path):
 
 def relative_l2(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
-class Daemon:
-    """replicad serve on free loopback ports; stopped with SIGTERM."""
-
-    def __init__(self, *flags):
-        bin_dir = os.environ.get("REPLICAD_BIN_DIR",
-                                 os.path.join(os.path.dirname(__file__), "../../build/bin"))
-        self.process = subprocess.Popen(
-            [os.path.join(bin_dir, "replicad"), "serve", "--listen", "127.0.0.1:0",
-             "--metrics-listen", "127.0.0.1:0", *flags],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.output = []
-        self.port = None
-        deadline = time.time() + 120
-        while self.port is None and time.time() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            self.output.append(line)
-            match = re.search(r"gRPC listening on port (\d+)", line)
-            if match:
-                self.port = int(match.group(1))
-        if self.port is None:
-            self.process.kill()
-            raise RuntimeError("replicad did not start:\n" + "".join(self.output))
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self):
-        for line in self.process.stdout:
-            self.output.append(line)
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=60)
 
 
 def setUpModule():

@@ -1,0 +1,62 @@
+"""perf_analyzer, the Open Inference Protocol's load generator, against replicad (gRPC).
+
+Run with: .venv-triton/bin/python tests/server/perf_analyzer_test.py   (ctest runs it;
+perf_analyzer comes from scripts/triton-venv.sh). Short runs (1 s windows) at concurrency 1
+and 4 on the embedded default model over 2 CPU slots; every request must succeed, and the
+server-side statistics perf_analyzer reads (ModelStatistics) must account for them. Speed is
+the benchmark's business (benchmarks/RESULTS.md), not this test's.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "testing"))
+from replicad_daemon import Daemon  # noqa: E402
+
+PERF_ANALYZER = os.path.join(os.path.dirname(__file__), "..", "..", ".venv-triton", "bin",
+                             "perf_analyzer")
+
+
+class PerfAnalyzer(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon("--devices", "cpu:0,cpu:0")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.stop()
+
+    def run_perf_analyzer(self, *flags):
+        run = subprocess.run(
+            [PERF_ANALYZER, "-m", "default", "-u", f"127.0.0.1:{self.daemon.port}", "-i", "grpc",
+             "--concurrency-range", "1:4:3", "-p", "1000", "--max-trials", "5", *flags],
+            capture_output=True, text=True, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        return run.stdout
+
+    def test_concurrency_1_and_4(self):
+        out = self.run_perf_analyzer()
+        rows = re.findall(r"Concurrency: (\d+), throughput: ([\d.]+) infer/sec", out)
+        self.assertEqual([c for c, _ in rows], ["1", "4"], out)
+        for _, throughput in rows:
+            self.assertGreater(float(throughput), 0)
+        # perf_analyzer reads the server's side from ModelStatistics: every request it
+        # sent succeeded, none failed.
+        clients = [int(n) for n in re.findall(r"Client: \n\s+Request count: (\d+)", out)]
+        servers = [int(n) for n in re.findall(r"Successful request count: (\d+)", out)]
+        self.assertEqual(len(clients), 2, out)
+        self.assertEqual(len(servers), 2, out)
+        for client, server in zip(clients, servers):
+            self.assertGreater(client, 0)
+            self.assertGreaterEqual(server, client)
+
+    def test_batch_of_eight(self):
+        out = self.run_perf_analyzer("-b", "8")
+        self.assertIn("Concurrency: 4, throughput:", out)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

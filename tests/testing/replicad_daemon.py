@@ -1,0 +1,47 @@
+"""Starts `replicad serve` for the Python tests that drive it with clients we did not write."""
+
+import os
+import re
+import subprocess
+import threading
+import time
+
+
+class Daemon:
+    """replicad serve on free loopback ports (gRPC `port`); stopped with SIGTERM.
+
+    The binary comes from $REPLICAD_BIN_DIR (ctest sets it) or build/bin.
+    """
+
+    def __init__(self, *flags):
+        bin_dir = os.environ.get("REPLICAD_BIN_DIR",
+                                 os.path.join(os.path.dirname(__file__), "../../build/bin"))
+        self.process = subprocess.Popen(
+            [os.path.join(bin_dir, "replicad"), "serve", "--listen", "127.0.0.1:0",
+             "--metrics-listen", "127.0.0.1:0", *flags],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.output = []
+        self.port = None
+        deadline = time.time() + 120
+        while self.port is None and time.time() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            self.output.append(line)
+            match = re.search(r"gRPC listening on port (\d+)", line)
+            if match:
+                self.port = int(match.group(1))
+        if self.port is None:
+            self.process.kill()
+            raise RuntimeError("replicad did not start:\n" + "".join(self.output))
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.process.stdout:
+            self.output.append(line)
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=60)
+
+
