@@ -77,15 +77,7 @@ std::string FingerprintOf(const std::vector<ModelSource>& sources) {
     absl::StrAppend(&fingerprint, file.string(), ":", size, ":", time, ";");
   };
   for (const ModelSource& source : sources) {
-    if (source.path.empty()) continue;
-    add(source.path);
-  }
-  if (!sources.empty() && !sources[0].path.empty()) {
-    // config.pbtxt sits in the model's directory: beside a flat model.onnx,
-    // or one level above a version directory.
-    const fs::path file(sources[0].path);
-    add(file.parent_path() / "config.pbtxt");
-    add(file.parent_path().parent_path() / "config.pbtxt");
+    if (!source.path.empty()) add(source.path);
   }
   return fingerprint;
 }

@@ -28,8 +28,8 @@ absl::StatusOr<ModelSource> ParseModelFlag(const std::string& flag);
 // NotFound when DIR is not a directory.
 absl::StatusOr<std::vector<ModelSource>> ScanModelRepository(const std::string& dir);
 
-// A string that changes when any of the files behind `sources` (or the
-// config.pbtxt beside them) changes: their paths, sizes and times.
+// A string that changes when any of the files behind `sources` changes:
+// their paths, sizes and times.
 std::string FingerprintOf(const std::vector<ModelSource>& sources);
 
 }  // namespace replicad

@@ -1,7 +1,6 @@
 #ifndef REPLICAD_SERVER_SERVER_METRICS_H_
 #define REPLICAD_SERVER_SERVER_METRICS_H_
 
-#include <map>
 #include <string>
 
 #include "absl/status/status.h"

@@ -191,11 +191,6 @@ std::vector<ModelIndexEntry> ModelManager::Index() const {
   return index;
 }
 
-std::string ModelManager::ServedNames() const {
-  absl::MutexLock lock(&mu_);
-  return ServedNamesLocked();
-}
-
 std::string ModelManager::ServedNamesLocked() const {
   std::vector<std::string> names;
   for (const auto& [name, entry] : models_) {

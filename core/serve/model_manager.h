@@ -60,8 +60,6 @@ class ModelManager {
   std::vector<std::shared_ptr<LoadedModel>> Ready() const;
   // Every model the repository holds or the manager knows, with its state.
   std::vector<ModelIndexEntry> Index() const;
-  // "a, b": the served models' names, for messages.
-  std::string ServedNames() const;
 
  private:
   struct ModelEntry {
@@ -73,6 +71,7 @@ class ModelManager {
   absl::Status LoadLocked(const std::string& name, const std::string& fingerprint)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(load_mu_);
   void RetireAll(std::map<int64_t, std::shared_ptr<LoadedModel>>& versions);
+  // "a, b": the served models' names, for messages.
   std::string ServedNamesLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<ModelRepository> repository_;

@@ -1,5 +1,7 @@
 #include "core/serve/model_statistics.h"
 
+#include <algorithm>
+
 #include "absl/time/clock.h"
 
 namespace replicad {

@@ -20,11 +20,6 @@ void Retirer::Retire(std::shared_ptr<const void> object) {
   retired_.push_back(std::move(object));
 }
 
-size_t Retirer::pending() const {
-  absl::MutexLock lock(&mu_);
-  return retired_.size();
-}
-
 void Retirer::Run() {
   // Polling, not a wake-up from the last holder: holders are plain
   // shared_ptrs (a request's), which cannot tell anyone they let go.

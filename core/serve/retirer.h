@@ -25,13 +25,11 @@ class Retirer {
   Retirer& operator=(const Retirer&) = delete;
 
   void Retire(std::shared_ptr<const void> object);
-  // Objects still waiting for their last other holder.
-  size_t pending() const;
 
  private:
   void Run();
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   std::vector<std::shared_ptr<const void>> retired_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

@@ -21,12 +21,6 @@ void WorkerPool::Submit(Task task) {
   tasks_.push_back(std::move(task));
 }
 
-bool WorkerPool::OnWorkerThread() const {
-  const std::thread::id self = std::this_thread::get_id();
-  return std::any_of(threads_.begin(), threads_.end(),
-                     [self](const std::thread& t) { return t.get_id() == self; });
-}
-
 void WorkerPool::Run() {
   for (;;) {
     Task task;

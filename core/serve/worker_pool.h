@@ -28,8 +28,6 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   void Submit(Task task);
-  // True on one of this pool's threads.
-  bool OnWorkerThread() const;
 
  private:
   void Run();

@@ -12,7 +12,6 @@ import os
 import sys
 import tempfile
 import threading
-import time
 import unittest
 
 import grpc
