@@ -1,15 +1,21 @@
 #include "server/inference_protocol.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/text_format.h"
+#include "server/model_config_file.h"
 
 namespace replicad {
 
-std::vector<std::string> SupportedExtensions() {
-  return {"model_configuration", "model_repository", "statistics"};
+std::vector<std::string> SupportedExtensions(bool system_shared_memory) {
+  std::vector<std::string> extensions = {"binary_tensor_data", "model_configuration",
+                                         "model_repository", "statistics"};
+  if (system_shared_memory) extensions.push_back("system_shared_memory");
+  return extensions;
 }
 
 absl::StatusOr<DType> DTypeFromDatatype(const std::string& datatype, const std::string& field) {
@@ -33,10 +39,6 @@ absl::StatusOr<int64_t> ParseModelVersion(const std::string& version, const std:
 }
 
 namespace {
-
-inference::DataType ConfigTypeOf(DType dtype) {
-  return dtype == DType::kFloat32 ? inference::TYPE_FP32 : inference::TYPE_INT64;
-}
 
 // Every dynamic dim prints as -1, the batch dim first among them.
 void FillTensorMetadata(const TensorSpec& spec,
@@ -68,21 +70,38 @@ void FillModelMetadata(const std::vector<std::shared_ptr<LoadedModel>>& versions
 }
 
 void FillModelConfig(const LoadedModel& model, inference::ModelConfig* out) {
+  // A version loaded with a config.pbtxt reports it (as checked and resolved
+  // at load); what it leaves out is completed from the model, as Triton's
+  // auto-complete does.
+  const bool from_file = !model.config_text.empty() &&
+                         google::protobuf::TextFormat::ParseFromString(model.config_text, out);
+  if (!from_file) out->Clear();
   out->set_name(model.name);
   out->set_platform("onnxruntime_onnx");
   out->set_backend("onnxruntime");
-  out->mutable_version_policy()->mutable_latest()->set_num_versions(1);
-  const int64_t max_batch = ConfigMaxBatchSize(model);
+  if (!out->has_version_policy()) {
+    out->mutable_version_policy()->mutable_latest()->set_num_versions(1);
+  }
+  const int64_t max_batch = from_file ? out->max_batch_size() : ConfigMaxBatchSize(model);
   out->set_max_batch_size(static_cast<int32_t>(max_batch));
-  auto dims = [max_batch](const TensorSpec& s, auto* tensor) {
-    tensor->set_name(s.name);
-    tensor->set_data_type(ConfigTypeOf(s.type.dtype));
-    for (size_t i = max_batch > 0 ? 1 : 0; i < s.type.shape.size(); ++i) {
-      tensor->add_dims(s.type.shape[i] < 0 ? -1 : s.type.shape[i]);
+  auto complete = [max_batch](const std::vector<TensorSpec>& specs, auto* tensors) {
+    for (const TensorSpec& s : specs) {
+      auto listed = std::find_if(tensors->begin(), tensors->end(),
+                                 [&s](const auto& t) { return t.name() == s.name; });
+      const bool in_file = listed != tensors->end();
+      auto* tensor = in_file ? &*listed : tensors->Add();
+      if (!in_file) {
+        tensor->set_name(s.name);
+        for (int64_t d : ConfigDims(s, max_batch > 0)) tensor->add_dims(d);
+      }
+      if (tensor->data_type() == inference::TYPE_INVALID) {
+        tensor->set_data_type(ConfigDataType(s.type.dtype));
+      }
     }
   };
-  for (const TensorSpec& s : model.model().inputs()) dims(s, out->add_input());
-  for (const TensorSpec& s : model.model().outputs()) dims(s, out->add_output());
+  complete(model.model().inputs(), out->mutable_input());
+  complete(model.model().outputs(), out->mutable_output());
+  if (out->instance_group_size() > 0) return;
   std::map<std::string, int> slots_per_device;
   for (const SlotStatus& slot : model.servable->Slots()) ++slots_per_device[slot.device];
   for (const auto& [device, count] : slots_per_device) {
@@ -136,6 +155,81 @@ void FillRepositoryIndex(const std::vector<ModelIndexEntry>& index, bool ready_o
     m->set_state(ModelStateName(e.state));
     m->set_reason(e.reason);
   }
+}
+
+absl::StatusOr<SharedMemoryRegistry*> SystemSharedMemory(SharedMemoryRegistry* registry) {
+  if (registry == nullptr) {
+    return absl::UnimplementedError(
+        "system shared memory is disabled on this server (--system-shared-memory=false)");
+  }
+  return registry;
+}
+
+absl::Status FillSharedMemoryStatus(const SharedMemoryRegistry& registry, const std::string& name,
+                                    inference::SystemSharedMemoryStatusResponse* out) {
+  absl::StatusOr<std::vector<SharedMemoryRegistry::RegionStatus>> regions = registry.Status(name);
+  if (!regions.ok()) return regions.status();
+  for (const SharedMemoryRegistry::RegionStatus& region : *regions) {
+    inference::SystemSharedMemoryStatusResponse::RegionStatus& status =
+        (*out->mutable_regions())[region.name];
+    status.set_name(region.name);
+    status.set_key(region.key);
+    status.set_offset(region.offset);
+    status.set_byte_size(region.byte_size);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<LoadedModel>> FindModelVersion(const ServingCore& core,
+                                                              const std::string& name,
+                                                              const std::string& version) {
+  absl::StatusOr<int64_t> number = ParseModelVersion(version, "version");
+  if (!number.ok()) return number.status();
+  return core.FindModel(name, *number, "name");
+}
+
+absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelMetadata(
+    ServingCore& core, const std::string& name, const std::string& version,
+    inference::ModelMetadataResponse* out) {
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model = FindModelVersion(core, name, version);
+  if (!model.ok()) return model.status();
+  std::vector<std::shared_ptr<LoadedModel>> versions;
+  for (auto& v : core.models().Ready()) {
+    if (v->name == (*model)->name) versions.push_back(std::move(v));
+  }
+  FillModelMetadata(versions, **model, out);
+  return model;
+}
+
+absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelConfig(const ServingCore& core,
+                                                               const std::string& name,
+                                                               const std::string& version,
+                                                               inference::ModelConfig* out) {
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model = FindModelVersion(core, name, version);
+  if (!model.ok()) return model.status();
+  FillModelConfig(**model, out);
+  return model;
+}
+
+absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelStatistics(
+    ServingCore& core, const std::string& name, const std::string& version,
+    inference::ModelStatisticsResponse* out) {
+  if (name.empty()) {
+    for (const auto& model : core.models().Ready()) {
+      FillModelStatistics(*model, out->add_model_stats());
+    }
+    return std::shared_ptr<LoadedModel>();
+  }
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model = FindModelVersion(core, name, version);
+  if (!model.ok()) return model.status();
+  FillModelStatistics(**model, out->add_model_stats());
+  return model;
+}
+
+void AnswerServerMetadata(bool system_shared_memory, inference::ServerMetadataResponse* out) {
+  out->set_name(kServerName);
+  out->set_version(kServerVersion);
+  for (const std::string& e : SupportedExtensions(system_shared_memory)) out->add_extensions(e);
 }
 
 }  // namespace replicad

@@ -7,8 +7,10 @@
 
 #include "absl/status/statusor.h"
 #include "core/serve/model_manager.h"
+#include "core/serve/serving_core.h"
 #include "inference/grpc_service.pb.h"
 #include "inference/model_config.pb.h"
+#include "server/shared_memory_registry.h"
 
 namespace replicad {
 
@@ -20,7 +22,7 @@ namespace replicad {
 inline constexpr char kServerName[] = "replicad";
 inline constexpr char kServerVersion[] = "0.2.0";
 // The protocol extensions that work, exactly (ServerMetadata.extensions).
-std::vector<std::string> SupportedExtensions();
+std::vector<std::string> SupportedExtensions(bool system_shared_memory);
 
 // "FP32" or "INT64" to a DType; InvalidArgument naming `field`, the expected
 // and the received datatype for any other.
@@ -35,10 +37,36 @@ absl::StatusOr<int64_t> ParseModelVersion(const std::string& version, const std:
 // tensors with the batch dimension as a leading -1.
 void FillModelMetadata(const std::vector<std::shared_ptr<LoadedModel>>& versions,
                        const LoadedModel& model, inference::ModelMetadataResponse* out);
-// Triton's ModelConfig for a loaded version: max_batch_size (dims then leave
-// out the batch dimension), tensors, one instance group per device.
+// Triton's ModelConfig for a loaded version: its config.pbtxt as loaded when
+// it has one, completed from the model where the file is silent; otherwise
+// max_batch_size (dims then leave out the batch dimension), tensors, one
+// instance group per device.
 void FillModelConfig(const LoadedModel& model, inference::ModelConfig* out);
 void FillModelStatistics(const LoadedModel& model, inference::ModelStatistics* out);
+// The answers both doors give, in the protocol's messages; the HTTP door
+// prints them as JSON. Each returns the model version it answered about (for
+// metrics), or NotFound naming the unknown model or version.
+absl::StatusOr<std::shared_ptr<LoadedModel>> FindModelVersion(const ServingCore& core,
+                                                              const std::string& name,
+                                                              const std::string& version);
+absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelMetadata(
+    ServingCore& core, const std::string& name, const std::string& version,
+    inference::ModelMetadataResponse* out);
+absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelConfig(const ServingCore& core,
+                                                               const std::string& name,
+                                                               const std::string& version,
+                                                               inference::ModelConfig* out);
+// An empty `name`: every ready version of every model (no model returned).
+absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelStatistics(
+    ServingCore& core, const std::string& name, const std::string& version,
+    inference::ModelStatisticsResponse* out);
+void AnswerServerMetadata(bool system_shared_memory, inference::ServerMetadataResponse* out);
+
+// The registry, or Unimplemented when the server runs without one.
+absl::StatusOr<SharedMemoryRegistry*> SystemSharedMemory(SharedMemoryRegistry* registry);
+// One region (NotFound when unknown), or every one when `name` is empty.
+absl::Status FillSharedMemoryStatus(const SharedMemoryRegistry& registry, const std::string& name,
+                                    inference::SystemSharedMemoryStatusResponse* out);
 void FillRepositoryIndex(const std::vector<ModelIndexEntry>& index, bool ready_only,
                          inference::RepositoryIndexResponse* out);
 

@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/model/default_model.h"
 #include "core/model/onnx_import.h"
+#include "google/protobuf/text_format.h"
+#include "server/model_config_file.h"
 #include "server/model_training.h"
 
 namespace replicad {
@@ -13,6 +15,68 @@ namespace {
 absl::StatusOr<std::shared_ptr<const Model>> LoadSource(const ModelSource& source) {
   if (source.path.empty()) return LoadDefaultModel();
   return LoadOnnxFile(source.path, source.name);
+}
+
+// `status` with the model's config.pbtxt named, when it comes from there.
+absl::Status InFile(const ModelSource& source, const absl::Status& status) {
+  if (source.config_path.empty()) return status;
+  return absl::Status(status.code(), absl::StrCat(source.config_path, ": ", status.message()));
+}
+
+// How every version of a model is served: the daemon's options, or what its
+// config.pbtxt says (checked and resolved, kept to be reported).
+struct ModelSettings {
+  inference::ModelConfig config;  // Empty without a config.pbtxt: latest{1} is served.
+  std::string config_text;        // `config` printed; empty without a config.pbtxt.
+  ServingOptions options;
+};
+
+absl::StatusOr<ModelSettings> SettingsOf(const ModelSource& source,
+                                         const std::vector<DeviceInfo>& devices,
+                                         const ServingOptions& daemon) {
+  ModelSettings settings;
+  settings.options = daemon;
+  if (source.config_path.empty()) return settings;
+  absl::StatusOr<inference::ModelConfig> config = ReadModelConfig(source.config_path, source.name);
+  if (!config.ok()) return config.status();
+  settings.config = *std::move(config);
+  absl::StatusOr<std::vector<SlotAssignment>> slots =
+      InstanceGroupSlots(devices, daemon.slot_options.threads_per_slot, &settings.config);
+  if (!slots.ok()) return InFile(source, slots.status());
+  if (!slots->empty()) settings.options.slots = *std::move(slots);
+  // With max_batch_size 0 (Triton: no batch dimension) --max-batch-size still bounds dim 0.
+  if (settings.config.max_batch_size() > 0) {
+    settings.options.max_batch_size = settings.config.max_batch_size();
+  }
+  google::protobuf::TextFormat::PrintToString(settings.config, &settings.config_text);
+  return settings;
+}
+
+absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
+    const ModelSource& source, const ModelSettings& settings,
+    const LocalModelRepository::Config& config) {
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadSource(source);
+  if (!model.ok()) return model.status();
+  if (!settings.config_text.empty()) {
+    model = ApplyTensorConfig(*std::move(model), settings.config);
+    if (!model.ok()) return InFile(source, model.status());
+  }
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
+      BuildReplicaSet(*model, config.devices, settings.options, config.metrics);
+  if (!set.ok()) return set.status();
+  if (config.metrics != nullptr) {
+    for (const auto& replica : (*set)->replicas()) config.metrics->AddReplica(*replica);
+  }
+  auto loaded = std::make_shared<LoadedModel>();
+  loaded->name = source.name;
+  loaded->version = source.version;
+  loaded->source = (*model)->source();
+  loaded->max_batch_size = settings.options.max_batch_size;
+  loaded->config_text = settings.config_text;
+  loaded->servable = *std::move(set);
+  loaded->trainable = std::make_shared<ModelTraining>(ModelTraining::Environment{
+      source, config.devices, settings.options, config.metrics, config.retirer});
+  return loaded;
 }
 
 }  // namespace
@@ -35,7 +99,9 @@ absl::StatusOr<std::vector<ModelSource>> LocalModelRepository::Sources() const {
     }
     sources.push_back(fixed);
   }
-  if (config_.directory.empty() && sources.empty()) sources.push_back(ModelSource{"default", "", 1});
+  if (config_.directory.empty() && sources.empty()) {
+    sources.push_back(ModelSource{"default", "", 1, ""});
+  }
   return sources;
 }
 
@@ -53,36 +119,32 @@ absl::StatusOr<std::vector<std::shared_ptr<LoadedModel>>> LocalModelRepository::
     const std::string& name) {
   absl::StatusOr<std::vector<ModelSource>> sources = Sources();
   if (!sources.ok()) return sources.status();
-  const ModelSource* latest = nullptr;
+  std::map<int64_t, ModelSource> versions;
   for (const ModelSource& s : *sources) {
-    if (s.name == name && (latest == nullptr || s.version > latest->version)) latest = &s;
+    if (s.name == name) versions[s.version] = s;
   }
-  if (latest == nullptr) {
+  if (versions.empty()) {
     return absl::NotFoundError(absl::StrCat("the model repository has no model '", name, "'"));
   }
-  absl::StatusOr<std::shared_ptr<const Model>> model = LoadSource(*latest);
-  if (!model.ok()) {
-    return absl::Status(model.status().code(),
-                        absl::StrCat("model '", name, "': ", model.status().message()));
+  auto fail = [&name](const absl::Status& status) {
+    return absl::Status(status.code(), absl::StrCat("model '", name, "': ", status.message()));
+  };
+  absl::StatusOr<ModelSettings> settings =
+      SettingsOf(versions.begin()->second, config_.devices, config_.options);
+  if (!settings.ok()) return fail(settings.status());
+  std::vector<int64_t> available;
+  for (const auto& [version, source] : versions) available.push_back(version);
+  absl::StatusOr<std::vector<int64_t>> served =
+      SelectVersions(settings->config.version_policy(), available);
+  if (!served.ok()) return fail(InFile(versions.begin()->second, served.status()));
+  std::vector<std::shared_ptr<LoadedModel>> loaded;
+  for (int64_t version : *served) {
+    absl::StatusOr<std::shared_ptr<LoadedModel>> one =
+        LoadVersion(versions[version], *settings, config_);
+    if (!one.ok()) return fail(one.status());
+    loaded.push_back(*std::move(one));
   }
-  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
-      BuildReplicaSet(*model, config_.devices, config_.options, config_.metrics);
-  if (!set.ok()) {
-    return absl::Status(set.status().code(),
-                        absl::StrCat("model '", name, "': ", set.status().message()));
-  }
-  if (config_.metrics != nullptr) {
-    for (const auto& replica : (*set)->replicas()) config_.metrics->AddReplica(*replica);
-  }
-  auto loaded = std::make_shared<LoadedModel>();
-  loaded->name = name;
-  loaded->version = latest->version;
-  loaded->source = (*model)->source();
-  loaded->max_batch_size = config_.options.max_batch_size;
-  loaded->servable = *std::move(set);
-  loaded->trainable = std::make_shared<ModelTraining>(ModelTraining::Environment{
-      *latest, config_.devices, config_.options, config_.metrics, config_.retirer});
-  return std::vector<std::shared_ptr<LoadedModel>>{std::move(loaded)};
+  return loaded;
 }
 
 }  // namespace replicad

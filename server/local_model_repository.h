@@ -18,8 +18,11 @@ namespace replicad {
 // List and Load, so models can be added, changed and removed while serving),
 // the --model flags, and the embedded default when neither names a model.
 // Each version loads as the template, its replicas on the configured slots,
-// and its training side. Versions served: the latest of each model.
-// Thread-safe.
+// and its training side. A model with a config.pbtxt (see
+// model_config_file.h) is served as it says: its version policy, instance
+// groups (its own slots) and max_batch_size, its tensors checked against the
+// ONNX file; one without is served with the daemon's options, latest version
+// only (Triton's default policy). Thread-safe.
 class LocalModelRepository final : public ModelRepository {
  public:
   struct Config {
@@ -34,6 +37,8 @@ class LocalModelRepository final : public ModelRepository {
 
   // InvalidArgument when two sources give a model the same name.
   absl::StatusOr<std::vector<Entry>> List() const override;
+  // Also InvalidArgument naming the config.pbtxt and what it says wrong (a
+  // refused field, a tensor that disagrees with the model, a missing GPU).
   absl::StatusOr<std::vector<std::shared_ptr<LoadedModel>>> Load(const std::string& name) override;
 
  private:

@@ -18,7 +18,10 @@
 #include "core/model/default_model.h"
 #include "grpcpp/grpcpp.h"
 #include "server/gpu_metrics.h"
+#include "server/http/http_server.h"
+#include "server/http/inference_http_service.h"
 #include "server/metrics_http_server.h"
+#include "server/shared_memory_registry.h"
 #include "server/model_sources.h"
 #include "core/serve/model_manager.h"
 #include "core/serve/repository_poller.h"
@@ -207,8 +210,32 @@ int Serve(const ServerOptions& options) {
               << std::endl;
   }
 
+  std::unique_ptr<SharedMemoryRegistry> shared_memory;
+  if (options.system_shared_memory) shared_memory = std::make_unique<SharedMemoryRegistry>();
+  InferenceHttpService http_door(core, server_metrics, shared_memory.get());
+  std::unique_ptr<HttpServer> http_server;
+  if (!options.http_listen.empty()) {
+    if (options.http_max_body_bytes < 1 || options.http_threads < 1) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "--http-max-body-bytes and --http-threads must be at least 1; received ",
+          options.http_max_body_bytes, " and ", options.http_threads)));
+    }
+    HttpServer::Options http_options;
+    http_options.name = "HTTP endpoint (--http-listen)";
+    http_options.body_limit = static_cast<size_t>(options.http_max_body_bytes);
+    http_options.header_limit = 64 * 1024;
+    http_options.threads = options.http_threads;
+    http_options.render_error = &InferenceHttpService::ErrorResponse;
+    absl::StatusOr<std::unique_ptr<HttpServer>> started =
+        HttpServer::Start(options.http_listen, std::move(http_options), http_door.AsHandler());
+    if (!started.ok()) return Fail(started.status());
+    http_server = *std::move(started);
+    std::cout << "replicad: HTTP listening on port " << http_server->port()
+              << " (Open Inference Protocol /v2)" << std::endl;
+  }
+
   ReplicadService service(core, *devices, server_metrics);
-  InferenceService inference(core, server_metrics);
+  InferenceService inference(core, server_metrics, shared_memory.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -244,6 +271,8 @@ int Serve(const ServerOptions& options) {
   }
   server->Shutdown(std::chrono::system_clock::now());
   server->Wait();
+  // Its answers still out are dropped; it waits for them.
+  if (http_server) http_server->Stop();
   if (metrics_server) metrics_server->Stop();
   std::cout << "replicad: stopped" << std::endl;
   return 0;
@@ -262,6 +291,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--metrics-listen", options.metrics_listen,
                     "Prometheus /metrics address, HOST:PORT; empty disables it")
+      ->capture_default_str();
+  serve->add_option("--http-listen", options.http_listen,
+                    "Open Inference Protocol HTTP/REST address, HOST:PORT; empty disables it")
+      ->capture_default_str();
+  serve->add_option("--http-max-body-bytes", options.http_max_body_bytes,
+                    "Largest HTTP request body accepted (413 beyond it)")
+      ->capture_default_str();
+  serve->add_option("--http-threads", options.http_threads,
+                    "Threads that read, decode and answer HTTP requests")
+      ->capture_default_str();
+  serve->add_flag("--system-shared-memory,!--no-system-shared-memory",
+                  options.system_shared_memory,
+                  "Let clients on this host register POSIX shared-memory regions for tensors")
       ->capture_default_str();
   serve->add_option("--model-repository", options.model_repository,
                     "Serve every DIR/NAME/model.onnx as NAME");

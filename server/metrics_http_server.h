@@ -3,12 +3,11 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "core/metrics/registry.h"
+#include "server/http/http_server.h"
 
 namespace replicad {
 
@@ -20,9 +19,10 @@ namespace replicad {
 //   HEAD on either the same headers without the body (HTTP requires HEAD
 //   wherever GET works); other methods on these paths 405 with an Allow
 //   header; any other path 404; a query string is ignored.
-// A request that does not parse, or whose header exceeds 8 KiB or body 64 KiB,
-// is answered 400 and its connection closed; the server carries on.
-// Connections are kept alive as HTTP/1.1 asks and closed after 30 s idle.
+// A request that does not parse is answered 400, one whose header exceeds
+// 8 KiB 431, one whose body exceeds 64 KiB 413, and its connection closed;
+// the server carries on. Connections are kept alive as HTTP/1.1 asks and
+// closed after 30 s idle (server/http/http_server.h does all of that).
 //
 // One background thread serves every connection with asynchronous I/O, so
 // scrapes never run on, or wait for, inference threads. Thread-safe: Stop and
@@ -41,28 +41,22 @@ class MetricsHttpServer {
       const std::string& listen_address, const metrics::Registry& registry,
       std::function<bool()> ready = nullptr);
 
-  // Stops the server (see Stop).
-  ~MetricsHttpServer();
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
 
   // The port actually bound, e.g. the one chosen for port 0.
-  int port() const { return port_; }
+  int port() const { return server_->port(); }
 
   // Closes the listening socket and every open connection (a scrape in flight
   // is dropped), then joins the background thread. Idempotent; blocks until
   // done. Must not be called from the server's own thread (nothing of the
   // caller runs there).
-  void Stop();
+  void Stop() { server_->Stop(); }
 
  private:
-  class Impl;
-  MetricsHttpServer(std::unique_ptr<Impl> impl, int port);
+  explicit MetricsHttpServer(std::unique_ptr<HttpServer> server) : server_(std::move(server)) {}
 
-  std::unique_ptr<Impl> impl_;  // Released by Stop.
-  const int port_;
-  std::thread thread_;
-  std::once_flag stop_once_;
+  std::unique_ptr<HttpServer> server_;
 };
 
 }  // namespace replicad

@@ -15,7 +15,7 @@ absl::StatusOr<ModelSource> ParseModelFlag(const std::string& flag) {
     return absl::InvalidArgumentError(
         absl::StrCat("--model '", flag, "' must be NAME=PATH, e.g. mnist=/models/mnist.onnx"));
   }
-  return ModelSource{flag.substr(0, eq), flag.substr(eq + 1), 1};
+  return ModelSource{flag.substr(0, eq), flag.substr(eq + 1), 1, ""};
 }
 
 namespace {
@@ -30,7 +30,7 @@ std::vector<ModelSource> VersionedSources(const fs::path& model_dir, const std::
     if (entry.is_directory(ignored) &&
         absl::SimpleAtoi(entry.path().filename().string(), &version) && version > 0 &&
         fs::is_regular_file(file, ignored)) {
-      sources.push_back(ModelSource{name, file.string(), version});
+      sources.push_back(ModelSource{name, file.string(), version, ""});
     }
   }
   return sources;
@@ -53,7 +53,11 @@ absl::StatusOr<std::vector<ModelSource>> ScanModelRepository(const std::string& 
     std::vector<ModelSource> versions = VersionedSources(entry.path(), name);
     const fs::path flat = entry.path() / "model.onnx";
     if (versions.empty() && fs::is_regular_file(flat, ignored)) {
-      versions.push_back(ModelSource{name, flat.string(), 1});
+      versions.push_back(ModelSource{name, flat.string(), 1, ""});
+    }
+    const fs::path config = entry.path() / "config.pbtxt";
+    if (fs::is_regular_file(config, ignored)) {
+      for (ModelSource& version : versions) version.config_path = config.string();
     }
     sources.insert(sources.end(), versions.begin(), versions.end());
   }
@@ -79,6 +83,9 @@ std::string FingerprintOf(const std::vector<ModelSource>& sources) {
   for (const ModelSource& source : sources) {
     if (!source.path.empty()) add(source.path);
   }
+  // Every version names the same config.pbtxt; once is enough. A config that
+  // appears or goes away changes the string too (its path comes or goes).
+  if (!sources.empty() && !sources[0].config_path.empty()) add(sources[0].config_path);
   return fingerprint;
 }
 

@@ -11,6 +11,13 @@ namespace replicad {
 struct ServerOptions {
   std::string listen = "0.0.0.0:8500";
   std::string metrics_listen = "0.0.0.0:9090";  // Empty: no metrics endpoint.
+  // The Open Inference Protocol's HTTP/REST door. Empty: none.
+  std::string http_listen = "0.0.0.0:8000";
+  int64_t http_max_body_bytes = 64ll << 20;  // As Triton's --http-max-input-size.
+  int http_threads = 4;
+  // Clients may register POSIX shared-memory regions and have the daemon
+  // read inputs from and write outputs into them (Triton's extension).
+  bool system_shared_memory = true;
   std::string model_repository;
   std::vector<std::string> models;  // NAME=PATH each.
   std::string devices = "all";

@@ -21,6 +21,10 @@ struct LoadedModel {
   int64_t version = 1;
   std::string source;  // Where it was loaded from, e.g. "/models/mnist/1/model.onnx".
   int64_t max_batch_size = 0;  // 0: no limit.
+  // The model's configuration file as its repository checked it (the
+  // daemon's: Triton's config.pbtxt in protobuf text format); empty when it
+  // has none. The serving core never reads it: the front doors report it.
+  std::string config_text;
   std::shared_ptr<Servable> servable;  // The loaded weights.
   std::shared_ptr<Trainable> trainable;  // Null when the model cannot be trained here.
   std::shared_ptr<ModelStatistics> statistics = std::make_shared<ModelStatistics>();

@@ -10,65 +10,18 @@
 #include "server/grpc/call_context.h"
 #include "server/grpc/unary_call.h"
 #include "server/inference_protocol.h"
+#include "server/inference_request.h"
 
 namespace replicad {
 namespace {
 
-using Parameters = google::protobuf::Map<std::string, inference::InferParameter>;
-
-// Parameters replicad does not honour are tolerated, as the protocol asks,
-// except those whose meaning the answer would silently ignore.
-absl::Status CheckUnsupportedParameters(const Parameters& parameters, const std::string& field) {
-  for (const char* name : {"shared_memory_region", "classification"}) {
-    if (parameters.count(name)) {
-      return absl::UnimplementedError(absl::StrCat(
-          field, ".parameters.", name, ": not supported by replicad yet (see README)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<int64_t> IntegerParameter(const inference::InferParameter& p,
-                                         const std::string& field) {
-  switch (p.parameter_choice_case()) {
-    case inference::InferParameter::kInt64Param:
-      if (p.int64_param() >= 0) return p.int64_param();
-      break;
-    case inference::InferParameter::kUint64Param:
-      return static_cast<int64_t>(std::min<uint64_t>(p.uint64_param(), INT64_MAX));
-    default:
-      break;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, ": expected a non-negative integer, received ", p.ShortDebugString()));
-}
-
-// Triton's request parameters for the core: "priority" and "timeout"
-// (microseconds, tightening the gRPC deadline).
-absl::Status ApplyRequestParameters(const Parameters& parameters, RequestContext* context) {
-  if (auto it = parameters.find("priority"); it != parameters.end()) {
-    absl::StatusOr<int64_t> priority = IntegerParameter(it->second, "parameters.priority");
-    if (!priority.ok()) return priority.status();
-    context->priority = static_cast<uint64_t>(*priority);
-  }
-  if (auto it = parameters.find("timeout"); it != parameters.end()) {
-    absl::StatusOr<int64_t> timeout = IntegerParameter(it->second, "parameters.timeout");
-    if (!timeout.ok()) return timeout.status();
-    if (*timeout > 0) {
-      context->deadline = std::min(context->deadline, absl::Now() + absl::Microseconds(*timeout));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// One input's bytes: raw_input_contents[i], or its typed contents.
-absl::StatusOr<RequestInput> DecodeInput(const inference::ModelInferRequest& request, int i) {
+// One input's bytes as the request carries them: raw_input_contents[i], or
+// its typed contents; none when it names a shared-memory region instead.
+absl::StatusOr<WireBytes> InputBytes(const inference::ModelInferRequest& request, int i) {
   const inference::ModelInferRequest::InferInputTensor& t = request.inputs(i);
   const std::string field = absl::StrCat("inputs[", i, "] '", t.name(), "'");
   absl::StatusOr<DType> dtype = DTypeFromDatatype(t.datatype(), field + ".datatype");
   if (!dtype.ok()) return dtype.status();
-  if (absl::Status s = CheckUnsupportedParameters(t.parameters(), field); !s.ok()) return s;
-  RequestInput input{t.name(), *dtype, Shape(t.shape().begin(), t.shape().end()), nullptr, 0};
   const inference::InferTensorContents& contents = t.contents();
   const size_t typed = static_cast<size_t>(contents.fp32_contents_size()) +
                        contents.int64_contents_size() + contents.int_contents_size() +
@@ -81,73 +34,71 @@ absl::StatusOr<RequestInput> DecodeInput(const inference::ModelInferRequest& req
           field, ": contents and raw_input_contents are both given; send one of them"));
     }
     const std::string& raw = request.raw_input_contents(i);
-    input.data = raw.data();
-    input.bytes = raw.size();
-  } else if (*dtype == DType::kFloat32) {
+    return WireBytes{raw.data(), raw.size(), true};
+  }
+  if (typed == 0) return WireBytes{};
+  if (*dtype == DType::kFloat32) {
     if (typed != static_cast<size_t>(contents.fp32_contents_size())) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".contents: expected fp32_contents for datatype FP32"));
     }
-    input.data = contents.fp32_contents().data();
-    input.bytes = contents.fp32_contents_size() * sizeof(float);
-  } else {
-    if (typed != static_cast<size_t>(contents.int64_contents_size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".contents: expected int64_contents for datatype INT64"));
-    }
-    input.data = contents.int64_contents().data();
-    input.bytes = contents.int64_contents_size() * sizeof(int64_t);
+    return WireBytes{contents.fp32_contents().data(), typed * sizeof(float), true};
   }
-  return input;
+  if (typed != static_cast<size_t>(contents.int64_contents_size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".contents: expected int64_contents for datatype INT64"));
+  }
+  return WireBytes{contents.int64_contents().data(), typed * sizeof(int64_t), true};
 }
 
-absl::StatusOr<InferRequest> DecodeInfer(const inference::ModelInferRequest& request) {
-  InferRequest infer;
-  infer.model = request.model_name();
-  infer.model_field = "model_name";
-  infer.outputs_field = "outputs";
-  absl::StatusOr<int64_t> version = ParseModelVersion(request.model_version(), "model_version");
-  if (!version.ok()) return version.status();
-  infer.version = *version;
+absl::StatusOr<DecodedInfer> DecodeInfer(const inference::ModelInferRequest& request,
+                                         const SharedMemoryRegistry* shared_memory,
+                                         RequestContext* context) {
+  // Shared memory also counts: an input may have no raw entry only when none has.
   if (request.raw_input_contents_size() > 0 &&
       request.raw_input_contents_size() != request.inputs_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "raw_input_contents: expected one entry per input (", request.inputs_size(),
         "), received ", request.raw_input_contents_size()));
   }
+  std::vector<WireBytes> bytes;
   for (int i = 0; i < request.inputs_size(); ++i) {
-    absl::StatusOr<RequestInput> input = DecodeInput(request, i);
+    absl::StatusOr<WireBytes> input = InputBytes(request, i);
     if (!input.ok()) return input.status();
-    infer.inputs.push_back(*std::move(input));
+    bytes.push_back(*input);
   }
-  for (int i = 0; i < request.outputs_size(); ++i) {
-    const auto& output = request.outputs(i);
-    if (absl::Status s = CheckUnsupportedParameters(
-            output.parameters(), absl::StrCat("outputs[", i, "] '", output.name(), "'"));
-        !s.ok()) {
-      return s;
-    }
-    infer.outputs.push_back(output.name());
-  }
-  return infer;
+  return DecodeInferRequest(request, bytes, shared_memory, context);
 }
 
-// Writes every output as raw_output_contents, the protocol's compact form.
-class RawOutputs : public ResponseWriter {
+// Writes every output as raw_output_contents, the protocol's compact form;
+// one placed in shared memory gets an empty entry, so that entries stay
+// aligned with outputs, and its region in its parameters.
+class RawOutputs : public InferOutputs {
  public:
-  explicit RawOutputs(inference::ModelInferResponse* response) : response_(response) {}
+  RawOutputs(std::map<std::string, OutputRegion> regions, inference::ModelInferResponse* response)
+      : InferOutputs(std::move(regions)), response_(response) {}
 
-  absl::StatusOr<void*> AddOutput(const TensorSpec& spec, const TensorType& type) override {
+ private:
+  absl::StatusOr<void*> Place(const TensorSpec& spec, const TensorType& type,
+                              const OutputRegion* region) override {
     inference::ModelInferResponse::InferOutputTensor* tensor = response_->add_outputs();
     tensor->set_name(spec.name);
     tensor->set_datatype(DatatypeOf(type.dtype));
     for (int64_t d : type.shape) tensor->add_shape(d);
     std::string* raw = response_->add_raw_output_contents();
+    if (region != nullptr) {
+      auto& parameters = *tensor->mutable_parameters();
+      parameters["shared_memory_region"].set_string_param(region->region);
+      parameters["shared_memory_byte_size"].set_int64_param(ByteSize(type));
+      if (region->offset > 0) {
+        parameters["shared_memory_offset"].set_int64_param(static_cast<int64_t>(region->offset));
+      }
+      return nullptr;
+    }
     raw->resize(ByteSize(type));
     return raw->data();
   }
 
- private:
   inference::ModelInferResponse* response_;
 };
 
@@ -158,8 +109,9 @@ class StreamInfer final
     : public grpc::ServerBidiReactor<inference::ModelInferRequest,
                                      inference::ModelStreamInferResponse> {
  public:
-  StreamInfer(grpc::CallbackServerContext* context, ServingCore& core, ServerMetrics& metrics)
-      : context_(context), core_(core), metrics_(metrics) {
+  StreamInfer(grpc::CallbackServerContext* context, ServingCore& core, ServerMetrics& metrics,
+              const SharedMemoryRegistry* shared_memory)
+      : context_(context), core_(core), metrics_(metrics), shared_memory_(shared_memory) {
     ReadNext();
   }
 
@@ -206,13 +158,13 @@ class StreamInfer final
   void Run(std::unique_ptr<Exchange> exchange) {
     const inference::ModelInferRequest& request = exchange->request;
     RequestContext context = ContextOf(context_, request.id());
-    absl::Status decoded = ApplyRequestParameters(request.parameters(), &context);
-    absl::StatusOr<InferRequest> infer =
-        decoded.ok() ? DecodeInfer(request) : absl::StatusOr<InferRequest>(decoded);
-    if (!infer.ok()) return Answer(std::move(exchange), infer.status(), "");
-    auto writer = std::make_shared<RawOutputs>(exchange->response.mutable_infer_response());
-    core_.Infer(*std::move(infer), std::move(context), writer.get(),
-                [this, writer, exchange = std::move(exchange)](
+    absl::StatusOr<DecodedInfer> decoded = DecodeInfer(request, shared_memory_, &context);
+    if (!decoded.ok()) return Answer(std::move(exchange), decoded.status(), "");
+    auto writer = std::make_shared<RawOutputs>(std::move(decoded->output_regions),
+                                               exchange->response.mutable_infer_response());
+    core_.Infer(std::move(decoded->request), std::move(context), writer.get(),
+                [this, writer, exchange = std::move(exchange),
+                 inputs = std::move(decoded->input_regions)](
                     absl::Status status, ServingCore::InferAnswer answer) mutable {
                   inference::ModelInferResponse* response =
                       exchange->response.mutable_infer_response();
@@ -260,6 +212,7 @@ class StreamInfer final
   grpc::CallbackServerContext* const context_;
   ServingCore& core_;
   ServerMetrics& metrics_;
+  const SharedMemoryRegistry* const shared_memory_;
   std::unique_ptr<Exchange> reading_;  // Only touched by the read callbacks, one at a time.
   absl::Mutex mu_;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
@@ -271,15 +224,10 @@ class StreamInfer final
 
 }  // namespace
 
-InferenceService::InferenceService(ServingCore& core, ServerMetrics& metrics)
-    : core_(core), metrics_(metrics) {}
+InferenceService::InferenceService(ServingCore& core, ServerMetrics& metrics,
+                                   SharedMemoryRegistry* shared_memory)
+    : core_(core), metrics_(metrics), shared_memory_(shared_memory) {}
 
-absl::StatusOr<std::shared_ptr<LoadedModel>> InferenceService::Find(
-    const std::string& name, const std::string& version) const {
-  absl::StatusOr<int64_t> number = ParseModelVersion(version, "version");
-  if (!number.ok()) return number.status();
-  return core_.FindModel(name, *number, "name");
-}
 
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
                                                        const inference::ServerLiveRequest*,
@@ -311,9 +259,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
     grpc::CallbackServerContext* context, const inference::ServerMetadataRequest*,
     inference::ServerMetadataResponse* response) {
   UnaryCall call(context, metrics_, "ServerMetadata");
-  response->set_name(kServerName);
-  response->set_version(kServerVersion);
-  for (const std::string& e : SupportedExtensions()) response->add_extensions(e);
+  AnswerServerMetadata(shared_memory_ != nullptr, response);
   return call.Finish(absl::OkStatus());
 }
 
@@ -321,40 +267,27 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
     grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
     inference::ModelMetadataResponse* response) {
   UnaryCall call(context, metrics_, "ModelMetadata");
-  absl::StatusOr<std::shared_ptr<LoadedModel>> model = Find(request->name(), request->version());
-  if (!model.ok()) return call.Finish(model.status());
-  std::vector<std::shared_ptr<LoadedModel>> versions;
-  for (auto& v : core_.models().Ready()) {
-    if (v->name == (*model)->name) versions.push_back(std::move(v));
-  }
-  FillModelMetadata(versions, **model, response);
-  return call.Finish(absl::OkStatus(), (*model)->name);
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model =
+      AnswerModelMetadata(core_, request->name(), request->version(), response);
+  return call.Finish(model.status(), model.ok() ? (*model)->name : "");
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
                                                         const inference::ModelConfigRequest* request,
                                                         inference::ModelConfigResponse* response) {
   UnaryCall call(context, metrics_, "ModelConfig");
-  absl::StatusOr<std::shared_ptr<LoadedModel>> model = Find(request->name(), request->version());
-  if (!model.ok()) return call.Finish(model.status());
-  FillModelConfig(**model, response->mutable_config());
-  return call.Finish(absl::OkStatus(), (*model)->name);
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model =
+      AnswerModelConfig(core_, request->name(), request->version(), response->mutable_config());
+  return call.Finish(model.status(), model.ok() ? (*model)->name : "");
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
     grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
     inference::ModelStatisticsResponse* response) {
   UnaryCall call(context, metrics_, "ModelStatistics");
-  if (request->name().empty()) {
-    for (const auto& model : core_.models().Ready()) {
-      FillModelStatistics(*model, response->add_model_stats());
-    }
-    return call.Finish(absl::OkStatus());
-  }
-  absl::StatusOr<std::shared_ptr<LoadedModel>> model = Find(request->name(), request->version());
-  if (!model.ok()) return call.Finish(model.status());
-  FillModelStatistics(**model, response->add_model_stats());
-  return call.Finish(absl::OkStatus(), (*model)->name);
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model =
+      AnswerModelStatistics(core_, request->name(), request->version(), response);
+  return call.Finish(model.status(), model.ok() && *model ? (*model)->name : "");
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
@@ -362,15 +295,12 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
                                                        inference::ModelInferResponse* response) {
   UnaryCall call(context, metrics_, "ModelInfer");
   RequestContext request_context = ContextOf(context, request->id());
-  if (absl::Status s = ApplyRequestParameters(request->parameters(), &request_context); !s.ok()) {
-    return call.Finish(s);
-  }
-  absl::StatusOr<InferRequest> infer = DecodeInfer(*request);
-  if (!infer.ok()) return call.Finish(infer.status());
-  auto writer = std::make_shared<RawOutputs>(response);
-  core_.Infer(*std::move(infer), std::move(request_context), writer.get(),
-              [call, writer, request, response](absl::Status status,
-                                                ServingCore::InferAnswer answer) mutable {
+  absl::StatusOr<DecodedInfer> decoded = DecodeInfer(*request, shared_memory_, &request_context);
+  if (!decoded.ok()) return call.Finish(decoded.status());
+  auto writer = std::make_shared<RawOutputs>(std::move(decoded->output_regions), response);
+  core_.Infer(std::move(decoded->request), std::move(request_context), writer.get(),
+              [call, writer, request, response, inputs = std::move(decoded->input_regions)](
+                  absl::Status status, ServingCore::InferAnswer answer) mutable {
                 if (status.ok()) {
                   response->set_model_name(answer.model->name);
                   response->set_model_version(absl::StrCat(answer.model->version));
@@ -385,7 +315,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
 
 grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
 InferenceService::ModelStreamInfer(grpc::CallbackServerContext* context) {
-  return new StreamInfer(context, core_, metrics_);
+  return new StreamInfer(context, core_, metrics_, shared_memory_);
 }
 
 grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(
@@ -421,6 +351,36 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryModelUnload(
   core_.UnloadModel(request->model_name(),
                     [call](absl::Status status) mutable { call.Finish(status); });
   return call.reactor();
+}
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
+    grpc::CallbackServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
+    inference::SystemSharedMemoryStatusResponse* response) {
+  UnaryCall call(context, metrics_, "SystemSharedMemoryStatus");
+  absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Finish(registry.status());
+  return call.Finish(FillSharedMemoryStatus(**registry, request->name(), response));
+}
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(
+    grpc::CallbackServerContext* context,
+    const inference::SystemSharedMemoryRegisterRequest* request,
+    inference::SystemSharedMemoryRegisterResponse*) {
+  UnaryCall call(context, metrics_, "SystemSharedMemoryRegister");
+  absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Finish(registry.status());
+  return call.Finish((*registry)->Register(request->name(), request->key(), request->offset(),
+                                           request->byte_size()));
+}
+
+grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
+    grpc::CallbackServerContext* context,
+    const inference::SystemSharedMemoryUnregisterRequest* request,
+    inference::SystemSharedMemoryUnregisterResponse*) {
+  UnaryCall call(context, metrics_, "SystemSharedMemoryUnregister");
+  absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Finish(registry.status());
+  return call.Finish((*registry)->Unregister(request->name()));
 }
 
 }  // namespace replicad

@@ -4,19 +4,21 @@
 #include "core/serve/serving_core.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/server_metrics.h"
+#include "server/shared_memory_registry.h"
 
 namespace replicad {
 
 // inference.GRPCInferenceService, the Open Inference Protocol (KServe v2 as
 // Triton extends it) over gRPC, on the same port as replicad.v1: each
 // handler decodes into the serving core's terms, calls it, and encodes.
-// Health, metadata, config, statistics, inference (unary and streaming) and
-// the model repository are served; RPCs not overridden here (shared memory,
-// trace and log settings) answer UNIMPLEMENTED, as gRPC does for them.
-// Thread-safe; `core` and `metrics` must outlive the service.
+// Health, metadata, config, statistics, inference (unary and streaming), the
+// model repository and system shared memory are served; RPCs not overridden
+// here (CUDA shared memory, trace and log settings) answer UNIMPLEMENTED, as
+// gRPC does for them. Thread-safe; `core`, `metrics` and `shared_memory`
+// must outlive the service; a null `shared_memory` disables the extension.
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  InferenceService(ServingCore& core, ServerMetrics& metrics);
+  InferenceService(ServingCore& core, ServerMetrics& metrics, SharedMemoryRegistry* shared_memory);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest* request,
@@ -57,14 +59,22 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* RepositoryModelUnload(
       grpc::CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
       inference::RepositoryModelUnloadResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(
+      grpc::CallbackServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
+      inference::SystemSharedMemoryStatusResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(
+      grpc::CallbackServerContext* context,
+      const inference::SystemSharedMemoryRegisterRequest* request,
+      inference::SystemSharedMemoryRegisterResponse* response) override;
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(
+      grpc::CallbackServerContext* context,
+      const inference::SystemSharedMemoryUnregisterRequest* request,
+      inference::SystemSharedMemoryUnregisterResponse* response) override;
 
  private:
-  // A ready version named by a request's (name, version) fields.
-  absl::StatusOr<std::shared_ptr<LoadedModel>> Find(const std::string& name,
-                                                    const std::string& version) const;
-
   ServingCore& core_;
   ServerMetrics& metrics_;
+  SharedMemoryRegistry* const shared_memory_;
 };
 
 }  // namespace replicad

@@ -126,18 +126,18 @@ TEST_F(MetricsHttpServerTest, UnknownPathIs404AndOtherMethodsAre405) {
             http::status::method_not_allowed);
 }
 
-TEST_F(MetricsHttpServerTest, MalformedRequestsGet400AndTheServerCarriesOn) {
+TEST_F(MetricsHttpServerTest, MalformedOrOversizedRequestsAreRefusedAndTheServerCarriesOn) {
   EXPECT_THAT(Client(server_->port()).SendRaw("GARBAGE\r\n\r\n"), StartsWith("HTTP/1.1 400"));
   EXPECT_THAT(Client(server_->port()).SendRaw("GET /metrics HTTP/1.1\r\nBad Header\r\n\r\n"),
               StartsWith("HTTP/1.1 400"));
   EXPECT_THAT(Client(server_->port())
                   .SendRaw(absl::StrCat("GET /metrics HTTP/1.1\r\nX: ", std::string(20000, 'a'),
                                         "\r\n\r\n")),
-              StartsWith("HTTP/1.1 400"));
+              StartsWith("HTTP/1.1 431"));
   EXPECT_THAT(
       Client(server_->port())
           .SendRaw("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\nabc"),
-      StartsWith("HTTP/1.1 400"));
+      StartsWith("HTTP/1.1 413"));
   std::string binary(512, '\0');
   for (size_t i = 0; i < binary.size(); ++i) binary[i] = static_cast<char>(i * 37);
   Client(server_->port()).SendRaw(binary);

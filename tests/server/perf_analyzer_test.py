@@ -1,4 +1,4 @@
-"""perf_analyzer, the Open Inference Protocol's load generator, against replicad (gRPC).
+"""perf_analyzer, the Open Inference Protocol's load generator, against replicad (gRPC, HTTP).
 
 Run with: .venv-triton/bin/python tests/server/perf_analyzer_test.py   (ctest runs it;
 perf_analyzer comes from scripts/triton-venv.sh). Short runs (1 s windows) at concurrency 1
@@ -29,9 +29,10 @@ class PerfAnalyzer(unittest.TestCase):
     def tearDownClass(cls):
         cls.daemon.stop()
 
-    def run_perf_analyzer(self, *flags):
+    def run_perf_analyzer(self, *flags, protocol="grpc"):
+        port = self.daemon.port if protocol == "grpc" else self.daemon.http_port
         run = subprocess.run(
-            [PERF_ANALYZER, "-m", "default", "-u", f"127.0.0.1:{self.daemon.port}", "-i", "grpc",
+            [PERF_ANALYZER, "-m", "default", "-u", f"127.0.0.1:{port}", "-i", protocol,
              "--concurrency-range", "1:4:3", "-p", "1000", "--max-trials", "10",
              # Any two windows count as stable: ctest runs other tests beside this one,
              # and perf_analyzer drops a concurrency it cannot stabilise without failing.
@@ -40,8 +41,8 @@ class PerfAnalyzer(unittest.TestCase):
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
         return run.stdout
 
-    def test_concurrency_1_and_4(self):
-        out = self.run_perf_analyzer()
+    def check_concurrency_1_and_4(self, protocol):
+        out = self.run_perf_analyzer(protocol=protocol)
         rows = re.findall(r"Concurrency: (\d+), throughput: ([\d.]+) infer/sec", out)
         self.assertEqual([c for c, _ in rows], ["1", "4"], out)
         for _, throughput in rows:
@@ -56,9 +57,16 @@ class PerfAnalyzer(unittest.TestCase):
             self.assertGreater(client, 0)
             self.assertGreaterEqual(server, client)
 
+    def test_grpc_concurrency_1_and_4(self):
+        self.check_concurrency_1_and_4("grpc")
+
+    def test_http_concurrency_1_and_4(self):
+        self.check_concurrency_1_and_4("http")
+
     def test_batch_of_eight(self):
-        out = self.run_perf_analyzer("-b", "8")
-        self.assertIn("Concurrency: 4, throughput:", out)
+        for protocol in ("grpc", "http"):
+            out = self.run_perf_analyzer("-b", "8", protocol=protocol)
+            self.assertIn("Concurrency: 4, throughput:", out)
 
 
 if __name__ == "__main__":

@@ -10,14 +10,11 @@ control; without a config.pbtxt Triton's default version policy serves the lates
 
 import os
 import sys
-import tempfile
 import threading
 import unittest
 
 import grpc
 import numpy as np
-import torch
-import torchvision
 import tritonclient.grpc as grpcclient
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
@@ -25,32 +22,16 @@ from tritonclient.utils import InferenceServerException
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "testing"))
 from replicad_daemon import Daemon  # noqa: E402
+from squeeze_repository import IMAGE, MODEL, SqueezeRepository, images, relative_l2  # noqa: E402
 
 TOLERANCE = 1e-4  # Relative L2 of replicad's outputs against PyTorch's (float32, 2 slots).
-MODEL = "squeeze"
-IMAGE = (3, 64, 64)
-
-
-def export(seed, path):
-    torch.manual_seed(seed)
-    model = torchvision.models.squeezenet1_1(weights=None).eval()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    torch.onnx.export(model, torch.zeros(2, *IMAGE), path, input_names=["image"],
-                      output_names=["logits"], opset_version=13,
-                      dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}})
-    return model
-
-
-def relative_l2(a, b):
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
 def setUpModule():
-    global repository, daemon, client, torch_models
-    repository = tempfile.TemporaryDirectory()
-    torch_models = {v: export(v, os.path.join(repository.name, MODEL, str(v), "model.onnx"))
-                    for v in (1, 2)}
-    daemon = Daemon("--model-repository", repository.name, "--devices", "cpu:0,cpu:0",
+    global repository, daemon, client, reference
+    repository = SqueezeRepository()
+    reference = repository.reference
+    daemon = Daemon("--model-repository", repository.path, "--devices", "cpu:0,cpu:0",
                     "--model-control-mode", "explicit", "--load-model", "*",
                     "--max-batch-size", "64")
     client = grpcclient.InferenceServerClient(f"127.0.0.1:{daemon.port}")
@@ -61,10 +42,6 @@ def tearDownModule():
     repository.cleanup()
 
 
-def images(batch, seed=1):
-    return np.random.default_rng(seed).standard_normal((batch, *IMAGE)).astype(np.float32)
-
-
 def infer(batch=3, version="", seed=1, **kwargs):
     x = images(batch, seed)
     inputs = [grpcclient.InferInput("image", list(x.shape), "FP32")]
@@ -72,12 +49,6 @@ def infer(batch=3, version="", seed=1, **kwargs):
     outputs = [grpcclient.InferRequestedOutput("logits")]
     result = client.infer(MODEL, inputs, model_version=version, outputs=outputs, **kwargs)
     return x, result
-
-
-def reference(version, x):
-    """PyTorch's logits of the model exported as `version`."""
-    with torch.no_grad():
-        return torch_models[version](torch.from_numpy(x)).numpy()
 
 
 class HealthAndMetadata(unittest.TestCase):
@@ -94,7 +65,8 @@ class HealthAndMetadata(unittest.TestCase):
         metadata = client.get_server_metadata()
         self.assertEqual(metadata.name, "replicad")
         self.assertEqual(sorted(metadata.extensions),
-                         ["model_configuration", "model_repository", "statistics"])
+                         ["binary_tensor_data", "model_configuration", "model_repository",
+                          "statistics", "system_shared_memory"])
 
     def test_model_metadata_has_a_leading_batch_dim(self):
         metadata = client.get_model_metadata(MODEL)

@@ -8,7 +8,7 @@ import time
 
 
 class Daemon:
-    """replicad serve on free loopback ports (gRPC `port`); stopped with SIGTERM.
+    """replicad serve on free loopback ports (gRPC `port`, HTTP `http_port`); stopped with SIGTERM.
 
     The binary comes from $REPLICAD_BIN_DIR (ctest sets it) or build/bin.
     """
@@ -18,16 +18,20 @@ class Daemon:
                                  os.path.join(os.path.dirname(__file__), "../../build/bin"))
         self.process = subprocess.Popen(
             [os.path.join(bin_dir, "replicad"), "serve", "--listen", "127.0.0.1:0",
-             "--metrics-listen", "127.0.0.1:0", *flags],
+             "--metrics-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", *flags],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output = []
         self.port = None
+        self.http_port = None
         deadline = time.time() + 120
         while self.port is None and time.time() < deadline:
             line = self.process.stdout.readline()
             if not line:
                 break
             self.output.append(line)
+            http = re.search(r"HTTP listening on port (\d+)", line)
+            if http:
+                self.http_port = int(http.group(1))
             match = re.search(r"gRPC listening on port (\d+)", line)
             if match:
                 self.port = int(match.group(1))

@@ -1,0 +1,385 @@
+#include "server/http/http_server.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cstdio>
+#include <exception>
+#include <optional>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace replicad {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+constexpr std::chrono::milliseconds kAcceptRetryDelay(100);
+// How long a refused client may go on sending before its connection closes.
+constexpr std::chrono::seconds kLingerTimeout(5);
+// Beast's encoding of HTTP/1.1, for answers to requests that did not parse.
+constexpr unsigned kHttp11 = 11;
+
+std::string ToString(boost::string_view s) { return std::string(s.data(), s.size()); }
+
+bool IsHttpParseError(const beast::error_code& ec) {
+  return ec.category() == http::make_error_code(http::error::bad_target).category();
+}
+
+// "host:port" -> endpoint. Brackets around an IPv6 host are optional.
+absl::StatusOr<tcp::endpoint> ResolveListenAddress(const std::string& name,
+                                                   const std::string& address,
+                                                   asio::io_context& io) {
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " listen address \"", address, "\" is not host:port with a port in 0..65535"));
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty()) host = "0.0.0.0";
+  beast::error_code ec;
+  const asio::ip::address ip = asio::ip::make_address(host, ec);
+  if (!ec) return tcp::endpoint(ip, static_cast<unsigned short>(port));
+  tcp::resolver resolver(io);
+  const tcp::resolver::results_type results =
+      resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
+  if (ec || results.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " listen address \"", address,
+                                                   "\": cannot resolve \"", host,
+                                                   "\": ", ec ? ec.message() : "no addresses"));
+  }
+  return results.begin()->endpoint();
+}
+
+absl::Status ListenError(const std::string& name, const std::string& address,
+                         absl::string_view step, const beast::error_code& ec) {
+  std::string message = absl::StrCat(name, " cannot ", step, " ", address, ": ", ec.message());
+  if (ec == asio::error::access_denied) return absl::PermissionDeniedError(message);
+  return absl::UnavailableError(message);
+}
+
+}  // namespace
+
+const std::string* HttpRequest::Header(const std::string& name) const {
+  for (const auto& [key, value] : headers) {
+    if (absl::EqualsIgnoreCase(key, name)) return &value;
+  }
+  return nullptr;
+}
+
+namespace {
+
+// What connections share with the server: its options and handler, and the
+// count of responders still out. Apart from the I/O machinery so that a late
+// responder finds it, stopped, rather than freed memory.
+class ServerState {
+ public:
+  ServerState(HttpServer::Options options, HttpHandler handler)
+      : options_(std::move(options)), handler_(std::move(handler)) {}
+
+  const HttpServer::Options& options() const { return options_; }
+  const HttpHandler& handler() const { return handler_; }
+
+  // Counts a responder until it finishes; false once stopped.
+  bool AddResponder() {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return false;
+    ++outstanding_responders_;
+    return true;
+  }
+  // Runs `work` on the server's threads, or destroys it once stopped (with
+  // whatever connection it holds, before the I/O machinery can go), and
+  // uncounts its responder.
+  template <typename Work>
+  void FinishResponder(const asio::any_io_executor& executor, Work work) {
+    absl::MutexLock lock(&mu_);
+    if (!stopped_) {
+      asio::post(executor, std::move(work));
+    } else {
+      Work dropped = std::move(work);
+    }
+    --outstanding_responders_;
+  }
+
+  void Stop() {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+  }
+  // After Stop: every responder has been called or destroyed.
+  void AwaitResponders() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int* outstanding) { return *outstanding == 0; }, &outstanding_responders_));
+  }
+
+ private:
+  const HttpServer::Options options_;
+  const HttpHandler handler_;
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int outstanding_responders_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+// The I/O machinery. Destroying it closes the acceptor, then the io_context
+// destroys the handlers still queued, and with them every connection.
+class HttpServer::Impl {
+ public:
+  explicit Impl(std::shared_ptr<ServerState> shared)
+      : shared_(std::move(shared)), io_(shared_->options().threads) {}
+
+  absl::StatusOr<int> Listen(const std::string& address) {
+    const std::string& name = shared_->options().name;
+    absl::StatusOr<tcp::endpoint> endpoint = ResolveListenAddress(name, address, io_);
+    if (!endpoint.ok()) return endpoint.status();
+    beast::error_code ec;
+    acceptor_.open(endpoint->protocol(), ec);
+    if (ec) return ListenError(name, address, "open a socket for", ec);
+    // Lets a restarted daemon bind while the old connections sit in TIME_WAIT;
+    // on Linux it does not let two listeners share the port.
+    acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    acceptor_.bind(*endpoint, ec);
+    if (ec) return ListenError(name, address, "bind", ec);
+    acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return ListenError(name, address, "listen on", ec);
+    const tcp::endpoint local = acceptor_.local_endpoint(ec);
+    if (ec) return ListenError(name, address, "read the bound port of", ec);
+    Accept();
+    return local.port();
+  }
+
+  void Run() {
+    // Nothing in a handler should throw, but an allocation can; losing the
+    // endpoint, or the whole daemon, over one request is worse than dropping
+    // that request and carrying on.
+    for (;;) {
+      try {
+        io_.run();
+        return;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "replicad %s: dropped a request: %s\n",
+                     shared_->options().name.c_str(), e.what());
+      }
+    }
+  }
+
+  void StopIo() {
+    shared_->Stop();
+    io_.stop();
+  }
+  void AwaitResponders() { shared_->AwaitResponders(); }
+
+ private:
+  void Accept();
+
+  const std::shared_ptr<ServerState> shared_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_{io_};
+  asio::steady_timer retry_timer_{io_};
+};
+
+namespace {
+
+// One connection: read a request, hand it over, write the answer, repeat
+// while keep-alive holds. Lives as long as an operation or a responder of it
+// is pending (each holds it). One operation at a time, so its handlers never
+// run concurrently even on a multi-threaded server.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, std::shared_ptr<ServerState> server)
+      : stream_(std::move(socket)), server_(std::move(server)) {}
+
+  void ReadRequest() {
+    parser_.emplace();
+    parser_->header_limit(server_->options().header_limit);
+    parser_->body_limit(server_->options().body_limit);
+    stream_.expires_after(server_->options().idle_timeout);
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+  // Writes `response` to the request being answered (on a server thread).
+  void Write(HttpResponse response) {
+    response_ = {};
+    response_.result(static_cast<unsigned>(response.status));
+    response_.version(version_);
+    response_.set(http::field::server, "replicad");
+    response_.set(http::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) response_.set(name, value);
+    response_.keep_alive(keep_alive_);
+    response_.content_length(response.body.size());
+    if (!head_) response_.body() = std::move(response.body);
+    stream_.expires_after(server_->options().idle_timeout);
+    http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (!ec && self->linger_) return self->Linger();
+      if (ec || !self->keep_alive_) return self->Close();
+      self->ReadRequest();
+    });
+  }
+
+  // After refusing a request whose body is still arriving: stop sending,
+  // then read and drop what the client sends for a while before closing, so
+  // that it reads the refusal rather than a reset connection.
+  void Linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(kLingerTimeout);
+    stream_.async_read_some(asio::buffer(scratch_),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->Close();
+                              self->Linger();
+                            });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  asio::any_io_executor executor() { return stream_.get_executor(); }
+
+ private:
+  void OnRead(beast::error_code ec) {
+    if (ec) {
+      // A client that sent garbage, or too much, is told so; one that went
+      // away, or timed out, gets nothing.
+      if (ec == http::error::end_of_stream || !IsHttpParseError(ec)) return Close();
+      version_ = kHttp11;
+      keep_alive_ = false;
+      head_ = false;
+      linger_ = true;
+      if (ec == http::error::body_limit) {
+        return WriteError(413, absl::StrCat("request body is larger than this server's limit of ",
+                                            server_->options().body_limit, " bytes"));
+      }
+      if (ec == http::error::header_limit) {
+        return WriteError(431, absl::StrCat("request header is larger than this server's limit of ",
+                                            server_->options().header_limit, " bytes"));
+      }
+      return WriteError(400, absl::StrCat("bad request: ", ec.message()));
+    }
+    http::request<http::string_body> request = parser_->release();
+    keep_alive_ = request.keep_alive();
+    version_ = request.version();
+    head_ = request.method() == http::verb::head;
+    HttpRequest out;
+    out.method = ToString(request.method_string());
+    const std::string target = ToString(request.target());
+    const size_t question = target.find('?');
+    out.path = target.substr(0, question);
+    if (question != std::string::npos) out.query = target.substr(question + 1);
+    for (const auto& field : request) {
+      out.headers.emplace_back(ToString(field.name_string()), ToString(field.value()));
+    }
+    out.body = std::move(request.body());
+    server_->handler()(std::move(out), Responder());
+  }
+
+  void WriteError(int status, const std::string& message) {
+    const auto& render = server_->options().render_error;
+    Write(render ? render(status, message) : HttpResponse{status, "text/plain; charset=utf-8", {},
+                                                          message + "\n"});
+  }
+
+  // The handler's way back: answers on a server thread, once.
+  HttpResponder Responder() {
+    if (!server_->AddResponder()) return [](HttpResponse) {};
+    struct Answer {
+      explicit Answer(std::shared_ptr<Session> s) : session(std::move(s)) {}
+      Answer(Answer&&) = default;  // Leaves the moved-from one empty.
+      Answer& operator=(Answer&&) = delete;
+      std::shared_ptr<Session> session;
+      ~Answer() {
+        if (session == nullptr) return;  // Answered, or moved from.
+        std::shared_ptr<Session> s = std::move(session);
+        ServerState& server = *s->server_;
+        const asio::any_io_executor executor = s->executor();
+        server.FinishResponder(executor, [s = std::move(s)] { s->Close(); });
+      }
+    };
+    return [answer = Answer(shared_from_this())](HttpResponse response) mutable {
+      std::shared_ptr<Session> s = std::move(answer.session);
+      ServerState& server = *s->server_;
+      const asio::any_io_executor executor = s->executor();
+      server.FinishResponder(executor, [s = std::move(s), response = std::move(response)]() mutable {
+        s->Write(std::move(response));
+      });
+    };
+  }
+
+  beast::tcp_stream stream_;
+  const std::shared_ptr<ServerState> server_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> response_;
+  unsigned version_ = kHttp11;
+  bool keep_alive_ = false;
+  bool linger_ = false;
+  char scratch_[16 * 1024];
+  bool head_ = false;
+};
+
+}  // namespace
+
+void HttpServer::Impl::Accept() {
+  acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Out of file descriptors and the like: retrying at once would spin.
+      retry_timer_.expires_after(kAcceptRetryDelay);
+      retry_timer_.async_wait([this](beast::error_code wait_ec) {
+        if (!wait_ec) Accept();
+      });
+      return;
+    }
+    std::make_shared<Session>(std::move(socket), shared_)->ReadRequest();
+    Accept();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen_address,
+                                                              Options options,
+                                                              HttpHandler handler) {
+  options.threads = std::max(options.threads, 1);
+  const int threads = options.threads;
+  auto impl = std::make_unique<Impl>(
+      std::make_shared<ServerState>(std::move(options), std::move(handler)));
+  absl::StatusOr<int> port = impl->Listen(listen_address);
+  if (!port.ok()) return port.status();
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl), *port, threads));
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl, int port, int threads)
+    : impl_(std::move(impl)), port_(port) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([impl = impl_.get()] { impl->Run(); });
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Stop() {
+  std::call_once(stop_once_, [this] {
+    impl_->StopIo();
+    for (std::thread& t : threads_) t.join();
+    impl_->AwaitResponders();
+    impl_.reset();
+  });
+}
+
+}  // namespace replicad

@@ -1,0 +1,60 @@
+#ifndef REPLICAD_SERVER_HTTP_INFERENCE_HTTP_SERVICE_H_
+#define REPLICAD_SERVER_HTTP_INFERENCE_HTTP_SERVICE_H_
+
+#include "core/serve/serving_core.h"
+#include "server/http/http_server.h"
+#include "server/server_metrics.h"
+#include "server/shared_memory_registry.h"
+
+namespace replicad {
+
+// The Open Inference Protocol's HTTP/REST door (KServe v2 as Triton extends
+// it), an HttpHandler for HttpServer:
+//   GET  /v2/health/live, /v2/health/ready          200, or 400 when not
+//   GET  /v2                                        server metadata
+//   GET  /v2/models/M[/versions/V]                  model metadata
+//   GET  /v2/models/M[/versions/V]/ready            200, or 400 when not
+//   GET  /v2/models/M[/versions/V]/config           Triton's ModelConfig
+//   GET  /v2/models[/M[/versions/V]]/stats          statistics
+//   POST /v2/models/M[/versions/V]/infer            inference: JSON tensors,
+//        Triton's binary tensor extension (Inference-Header-Content-Length,
+//        binary_data_size, binary_data / binary_data_output) and system
+//        shared memory (shared_memory_region/_offset/_byte_size)
+//   POST /v2/repository/index, /v2/repository/models/M/load|unload
+//   GET  /v2/systemsharedmemory[/region/R]/status
+//   POST /v2/systemsharedmemory/region/R/register, [/region/R]/unregister
+// Each route decodes into the serving core's terms and the shared
+// inference_protocol/inference_request functions, calls, and prints the
+// answer as JSON. Errors are {"error": "..."} with Triton's HTTP status:
+// 400 for invalid arguments, 404 not found, 501 unimplemented, 503
+// unavailable, 500 internal; 405 for a method a route does not take.
+// Thread-safe; everything given must outlive the service. A null
+// `shared_memory` disables that extension.
+class InferenceHttpService {
+ public:
+  InferenceHttpService(ServingCore& core, ServerMetrics& metrics,
+                       SharedMemoryRegistry* shared_memory);
+
+  void Handle(HttpRequest request, HttpResponder respond);
+  HttpHandler AsHandler() {
+    return [this](HttpRequest request, HttpResponder respond) {
+      Handle(std::move(request), std::move(respond));
+    };
+  }
+
+  // The body of an error answer, also for HttpServer's own (400, 413, 431).
+  static HttpResponse ErrorResponse(int status, const std::string& message);
+
+ private:
+  class Call;
+  void Route(Call& call, const HttpRequest& request);
+  void Infer(Call call, HttpRequest request, std::string model, std::string version);
+
+  ServingCore& core_;
+  ServerMetrics& metrics_;
+  SharedMemoryRegistry* const shared_memory_;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_HTTP_INFERENCE_HTTP_SERVICE_H_

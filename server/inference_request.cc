@@ -1,0 +1,187 @@
+#include "server/inference_request.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/inference_protocol.h"
+
+namespace replicad {
+namespace {
+
+using Parameters = google::protobuf::Map<std::string, inference::InferParameter>;
+
+constexpr char kRegion[] = "shared_memory_region";
+constexpr char kOffset[] = "shared_memory_offset";
+constexpr char kByteSize[] = "shared_memory_byte_size";
+
+// Parameters whose meaning the answer would silently ignore are refused.
+absl::Status CheckUnsupportedParameters(const Parameters& parameters, const std::string& field) {
+  if (parameters.count("classification")) {
+    return absl::UnimplementedError(absl::StrCat(
+        field, ".parameters.classification: not supported by replicad yet (see README)"));
+  }
+  return absl::OkStatus();
+}
+
+// Triton's request parameters for the core: "priority" and "timeout"
+// (microseconds, tightening the transport's deadline).
+absl::Status ApplyRequestParameters(const Parameters& parameters, RequestContext* context) {
+  if (auto it = parameters.find("priority"); it != parameters.end()) {
+    absl::StatusOr<uint64_t> priority = UnsignedParameter(it->second, "parameters.priority");
+    if (!priority.ok()) return priority.status();
+    context->priority = *priority;
+  }
+  if (auto it = parameters.find("timeout"); it != parameters.end()) {
+    absl::StatusOr<uint64_t> timeout = UnsignedParameter(it->second, "parameters.timeout");
+    if (!timeout.ok()) return timeout.status();
+    if (*timeout > 0) {
+      const int64_t us = static_cast<int64_t>(std::min<uint64_t>(*timeout, INT64_MAX));
+      context->deadline = std::min(context->deadline, absl::Now() + absl::Microseconds(us));
+    }
+  }
+  return CheckUnsupportedParameters(parameters, "request");
+}
+
+// The shared-memory placement a tensor's parameters ask for, if any.
+absl::StatusOr<std::optional<OutputRegion>> RegionOf(const Parameters& parameters,
+                                                     const std::string& tensor,
+                                                     const SharedMemoryRegistry* registry) {
+  auto region = parameters.find(kRegion);
+  if (region == parameters.end()) {
+    for (const char* name : {kOffset, kByteSize}) {
+      if (parameters.count(name)) {
+        return absl::InvalidArgumentError(absl::StrCat(tensor, ".parameters.", name,
+                                                       ": given without ", kRegion));
+      }
+    }
+    return std::nullopt;
+  }
+  if (registry == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        tensor, ".parameters.", kRegion,
+        ": system shared memory is disabled on this server (--system-shared-memory)"));
+  }
+  if (region->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
+    return absl::InvalidArgumentError(absl::StrCat(tensor, ".parameters.", kRegion,
+                                                   ": expected a string, received ",
+                                                   region->second.ShortDebugString()));
+  }
+  OutputRegion out;
+  out.region = region->second.string_param();
+  auto byte_size = parameters.find(kByteSize);
+  if (byte_size == parameters.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(tensor, ".parameters.", kByteSize, ": required with ", kRegion));
+  }
+  absl::StatusOr<uint64_t> size =
+      UnsignedParameter(byte_size->second, absl::StrCat(tensor, ".parameters.", kByteSize));
+  if (!size.ok()) return size.status();
+  out.byte_size = *size;
+  if (auto offset = parameters.find(kOffset); offset != parameters.end()) {
+    absl::StatusOr<uint64_t> value =
+        UnsignedParameter(offset->second, absl::StrCat(tensor, ".parameters.", kOffset));
+    if (!value.ok()) return value.status();
+    out.offset = *value;
+  }
+  absl::StatusOr<SharedMemoryView> view =
+      registry->Find(out.region, out.offset, out.byte_size, tensor);
+  if (!view.ok()) return view.status();
+  out.view = *std::move(view);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> UnsignedParameter(const inference::InferParameter& parameter,
+                                           const std::string& field) {
+  switch (parameter.parameter_choice_case()) {
+    case inference::InferParameter::kInt64Param:
+      if (parameter.int64_param() >= 0) return static_cast<uint64_t>(parameter.int64_param());
+      break;
+    case inference::InferParameter::kUint64Param:
+      return parameter.uint64_param();
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": expected a non-negative integer, received ", parameter.ShortDebugString()));
+}
+
+absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferRequest& request,
+                                                absl::Span<const WireBytes> input_bytes,
+                                                const SharedMemoryRegistry* shared_memory,
+                                                RequestContext* context) {
+  if (absl::Status s = ApplyRequestParameters(request.parameters(), context); !s.ok()) return s;
+  DecodedInfer decoded;
+  InferRequest& infer = decoded.request;
+  infer.model = request.model_name();
+  infer.model_field = "model_name";
+  infer.outputs_field = "outputs";
+  absl::StatusOr<int64_t> version = ParseModelVersion(request.model_version(), "model_version");
+  if (!version.ok()) return version.status();
+  infer.version = *version;
+  if (input_bytes.size() != static_cast<size_t>(request.inputs_size())) {
+    return absl::InternalError("a protocol door decoded the wrong number of inputs");
+  }
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const inference::ModelInferRequest::InferInputTensor& t = request.inputs(i);
+    const std::string tensor = absl::StrCat("inputs[", i, "] '", t.name(), "'");
+    absl::StatusOr<DType> dtype = DTypeFromDatatype(t.datatype(), tensor + ".datatype");
+    if (!dtype.ok()) return dtype.status();
+    if (absl::Status s = CheckUnsupportedParameters(t.parameters(), tensor); !s.ok()) return s;
+    absl::StatusOr<std::optional<OutputRegion>> region =
+        RegionOf(t.parameters(), tensor, shared_memory);
+    if (!region.ok()) return region.status();
+    RequestInput input{t.name(), *dtype, Shape(t.shape().begin(), t.shape().end()), nullptr, 0};
+    if (region->has_value()) {
+      if (input_bytes[i].present) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            tensor, ": data is given both in the request and in shared memory region '",
+            (*region)->region, "'; send one of them"));
+      }
+      input.data = (*region)->view.data;
+      input.bytes = (*region)->view.bytes;
+      decoded.input_regions.push_back(std::move((*region)->view));
+    } else {
+      if (!input_bytes[i].present) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(tensor, ": no data; expected its contents or a shared memory region"));
+      }
+      input.data = input_bytes[i].data;
+      input.bytes = input_bytes[i].bytes;
+    }
+    infer.inputs.push_back(std::move(input));
+  }
+  for (int i = 0; i < request.outputs_size(); ++i) {
+    const auto& output = request.outputs(i);
+    const std::string tensor = absl::StrCat("outputs[", i, "] '", output.name(), "'");
+    if (absl::Status s = CheckUnsupportedParameters(output.parameters(), tensor); !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<std::optional<OutputRegion>> region =
+        RegionOf(output.parameters(), tensor, shared_memory);
+    if (!region.ok()) return region.status();
+    if (region->has_value()) decoded.output_regions[output.name()] = **std::move(region);
+    infer.outputs.push_back(output.name());
+  }
+  return decoded;
+}
+
+absl::StatusOr<void*> InferOutputs::AddOutput(const TensorSpec& spec, const TensorType& type) {
+  auto it = regions_.find(spec.name);
+  if (it == regions_.end()) return Place(spec, type, nullptr);
+  const OutputRegion& region = it->second;
+  const size_t needed = ByteSize(type);
+  if (region.view.bytes < needed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output '", spec.name, "': shared memory region '", region.region, "' gives ",
+        region.view.bytes, " bytes (shared_memory_byte_size), the output needs ", needed));
+  }
+  absl::StatusOr<void*> placed = Place(spec, type, &region);
+  if (!placed.ok()) return placed.status();
+  return static_cast<void*>(region.view.data);
+}
+
+}  // namespace replicad

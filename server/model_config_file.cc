@@ -1,0 +1,429 @@
+#include "server/model_config_file.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/backends/backends.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace replicad {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using inference::ModelInstanceGroup;
+
+constexpr char kPlatform[] = "onnxruntime_onnx";
+constexpr char kBackend[] = "onnxruntime";
+constexpr char kModelFilename[] = "model.onnx";
+
+// The fields replicad acts on or checks. A message whose own fields are
+// listed is walked into; any other listed field is taken whole.
+const std::vector<std::string>& HonouredFields() {
+  static const auto* fields = new std::vector<std::string>{
+      "name", "platform", "backend", "default_model_filename", "max_batch_size", "version_policy",
+      "input.name", "input.data_type", "input.dims", "output.name", "output.data_type",
+      "output.dims", "instance_group.name", "instance_group.kind", "instance_group.count",
+      "instance_group.gpus",
+      // Read and reported; the scheduler does not act on them yet (README).
+      "dynamic_batching.preferred_batch_size", "dynamic_batching.max_queue_delay_microseconds",
+      "dynamic_batching.preserve_ordering", "dynamic_batching.priority_levels",
+      "dynamic_batching.default_priority_level"};
+  return *fields;
+}
+
+bool Listed(const std::string& key) {
+  for (const auto* list : {&HonouredFields(), &HarmlessConfigFields()}) {
+    if (std::find(list->begin(), list->end(), key) != list->end()) return true;
+  }
+  return false;
+}
+
+bool HasListedFields(const std::string& key) {
+  for (const auto* list : {&HonouredFields(), &HarmlessConfigFields()}) {
+    for (const std::string& field : *list) {
+      if (absl::StartsWith(field, key + ".")) return true;
+    }
+  }
+  return false;
+}
+
+// The first field set in `message` (at `key`, e.g. "input", and `path`, e.g.
+// "input[0]") that is neither honoured nor harmless; empty when there is none.
+std::string FirstRefusedField(const Message& message, const std::string& key,
+                              const std::string& path) {
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    const std::string field_key =
+        key.empty() ? field->name() : absl::StrCat(key, ".", field->name());
+    const std::string field_path =
+        path.empty() ? field->name() : absl::StrCat(path, ".", field->name());
+    const bool nested = HasListedFields(field_key);
+    if (Listed(field_key) && !nested) continue;
+    const bool is_message = field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE;
+    if (is_message && field->is_repeated() && nested) {
+      for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+        std::string refused = FirstRefusedField(reflection->GetRepeatedMessage(message, field, i),
+                                                field_key, absl::StrCat(field_path, "[", i, "]"));
+        if (!refused.empty()) return refused;
+      }
+      continue;
+    }
+    // A singular message that sets nothing says nothing (proto3's defaults),
+    // unless choosing it is the setting: a oneof member like sequence_batching {}.
+    if (is_message && !field->is_repeated() && (nested || field->containing_oneof() == nullptr)) {
+      std::string refused =
+          FirstRefusedField(reflection->GetMessage(message, field), field_key, field_path);
+      if (!refused.empty()) return refused;
+      continue;
+    }
+    return field_path;
+  }
+  return "";
+}
+
+// Line and column (from 1) and text of the first parse error.
+class FirstParseError : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (error_.empty()) error_ = absl::StrCat(line + 1, ":", column + 1, ": ", message);
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string error_;
+};
+
+absl::Status CheckString(const std::string& field, const std::string& received,
+                         const std::string& expected, const std::string& why) {
+  if (received.empty() || received == expected) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": expected '", expected, "' (", why, "), received '", received, "'"));
+}
+
+template <typename Tensors>
+absl::Status CheckTensorNames(const char* field, const Tensors& tensors) {
+  std::set<std::string> names;
+  for (int i = 0; i < tensors.size(); ++i) {
+    const std::string& name = tensors.Get(i).name();
+    if (name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "].name: expected the model's tensor name, received ''"));
+    }
+    if (!names.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "].name: '", name, "' is listed twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInstanceGroups(const inference::ModelConfig& config) {
+  for (int i = 0; i < config.instance_group_size(); ++i) {
+    const ModelInstanceGroup& group = config.instance_group(i);
+    const std::string field = absl::StrCat("instance_group[", i, "]");
+    if (group.count() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".count: expected at least 1 (0 or unset means 1), received ", group.count()));
+    }
+    if (group.kind() == ModelInstanceGroup::KIND_MODEL) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field,
+                       ".kind: expected KIND_CPU, KIND_GPU or KIND_AUTO, received KIND_MODEL "
+                       "(replicad places every replica itself)"));
+    }
+    if (group.kind() == ModelInstanceGroup::KIND_CPU && group.gpus_size() > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".gpus: expected none with kind KIND_CPU, received ", group.gpus_size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckVersionPolicy(const inference::ModelVersionPolicy& policy) {
+  if (policy.has_latest() && policy.latest().num_versions() == 0) {
+    return absl::InvalidArgumentError(
+        "version_policy.latest.num_versions: expected at least 1, received 0");
+  }
+  if (policy.has_specific()) {
+    if (policy.specific().versions_size() == 0) {
+      return absl::InvalidArgumentError(
+          "version_policy.specific.versions: expected at least one version, received none");
+    }
+    for (int64_t version : policy.specific().versions()) {
+      if (version <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "version_policy.specific.versions: expected positive versions, received ", version));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckConfig(const inference::ModelConfig& config, const std::string& name) {
+  const std::string refused = FirstRefusedField(config, "", "");
+  if (!refused.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "field '", refused,
+        "' is not supported by replicad; remove it (README.md, \"Model repositories and "
+        "versions\", lists the fields replicad honours and those it ignores as harmless)"));
+  }
+  for (absl::Status s :
+       {CheckString("name", config.name(), name, "the model's directory name"),
+        CheckString("platform", config.platform(), kPlatform, "replicad serves ONNX models"),
+        CheckString("backend", config.backend(), kBackend, "replicad serves ONNX models"),
+        CheckString("default_model_filename", config.default_model_filename(), kModelFilename,
+                    "replicad loads VERSION/model.onnx")}) {
+    if (!s.ok()) return s;
+  }
+  if (config.max_batch_size() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch_size: expected 0 (no batch dimension) or more, received ",
+                     config.max_batch_size()));
+  }
+  if (absl::Status s = CheckTensorNames("input", config.input()); !s.ok()) return s;
+  if (absl::Status s = CheckTensorNames("output", config.output()); !s.ok()) return s;
+  if (absl::Status s = CheckInstanceGroups(config); !s.ok()) return s;
+  return CheckVersionPolicy(config.version_policy());
+}
+
+std::string DimsToString(const std::vector<int64_t>& dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+// `spec`'s shape with the sizes `dims` fixes where the model leaves them open;
+// an error naming `field` when `data_type` or `dims` disagree with `spec`.
+absl::StatusOr<Shape> CheckTensor(const TensorSpec& spec, inference::DataType data_type,
+                                  const google::protobuf::RepeatedField<int64_t>& dims,
+                                  bool batched, const std::string& field) {
+  const inference::DataType model_type = ConfigDataType(spec.type.dtype);
+  if (data_type != inference::TYPE_INVALID && data_type != model_type) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " data_type: expected ", inference::DataType_Name(model_type),
+                     " (the model's; replicad serves TYPE_FP32 and TYPE_INT64), received ",
+                     inference::DataType_Name(data_type)));
+  }
+  const std::vector<int64_t> expected = ConfigDims(spec, batched);
+  const std::vector<int64_t> received(dims.begin(), dims.end());
+  bool match = expected.size() == received.size();
+  for (size_t j = 0; match && j < received.size(); ++j) {
+    match = received[j] == -1 || received[j] > 0;
+    match = match && (received[j] == -1 || expected[j] == -1 || received[j] == expected[j]);
+  }
+  if (!match) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " dims: expected ", DimsToString(expected), " (the model's shape ",
+                     ShapeToString(spec.type.shape),
+                     batched ? " without the batch dimension, as max_batch_size > 0 means"
+                             : ", batch dimension included, as max_batch_size 0 means",
+                     "; -1 matches any size), received ", DimsToString(received)));
+  }
+  Shape shape = spec.type.shape;
+  const size_t offset = shape.size() - expected.size();
+  for (size_t j = 0; j < received.size(); ++j) {
+    if (shape[offset + j] == kAnyDim) shape[offset + j] = received[j];
+  }
+  return shape;
+}
+
+std::string TensorNames(const std::vector<TensorSpec>& specs) {
+  return absl::StrJoin(specs, ", ",
+                       [](std::string* out, const TensorSpec& s) { absl::StrAppend(out, s.name); });
+}
+
+// Checks every entry of `tensors` (the configuration's inputs, or outputs
+// when not `inputs`) against `model` and gives, per model tensor, the shape
+// the configuration holds it to.
+template <typename Tensors>
+absl::StatusOr<std::vector<Shape>> CheckTensors(const Tensors& tensors, const Model& model,
+                                                bool inputs, bool batched) {
+  const char* field = inputs ? "input" : "output";
+  const std::vector<TensorSpec>& specs = inputs ? model.inputs() : model.outputs();
+  std::vector<Shape> shapes;
+  for (const TensorSpec& s : specs) shapes.push_back(s.type.shape);
+  for (int i = 0; i < tensors.size(); ++i) {
+    const auto& tensor = tensors.Get(i);
+    const std::string label = absl::StrCat(field, "[", i, "] '", tensor.name(), "'");
+    const int index = inputs ? model.InputIndex(tensor.name()) : model.OutputIndex(tensor.name());
+    if (index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(label, ": the model has no such ", field,
+                                                     "; its ", field, "s: ", TensorNames(specs)));
+    }
+    absl::StatusOr<Shape> shape =
+        CheckTensor(specs[index], tensor.data_type(), tensor.dims(), batched, label);
+    if (!shape.ok()) return shape.status();
+    shapes[index] = *std::move(shape);
+  }
+  return shapes;
+}
+
+}  // namespace
+
+const std::vector<std::string>& HarmlessConfigFields() {
+  static const auto* fields = new std::vector<std::string>{
+      "parameters",                   // ONNX Runtime's session settings (threads, memory arenas).
+      "model_warmup",                 // Warm-up requests at load: only the first request's latency.
+      "metric_tags",                  // Extra labels on Triton's metrics.
+      "model_metrics",                // Triton's metric histogram settings.
+      "response_cache",               // Triton's cache of identical requests: answers are the same.
+      "input.format",                 // An image-layout hint for clients; the dims are what count.
+      "output.label_filename",        // For classification, which requests are refused for.
+      "instance_group.rate_limiter",  // Only with tritonserver --rate-limit, off by default.
+      // Speed settings of ONNX Runtime and Triton's CUDA handling.
+      "optimization.graph", "optimization.priority", "optimization.cuda",
+      "optimization.input_pinned_memory", "optimization.output_pinned_memory",
+      "optimization.gather_kernel_buffer_threshold"};
+  return *fields;
+}
+
+inference::DataType ConfigDataType(DType dtype) {
+  return dtype == DType::kFloat32 ? inference::TYPE_FP32 : inference::TYPE_INT64;
+}
+
+std::vector<int64_t> ConfigDims(const TensorSpec& spec, bool batched) {
+  std::vector<int64_t> dims;
+  for (size_t i = batched && !spec.type.shape.empty() ? 1 : 0; i < spec.type.shape.size(); ++i) {
+    dims.push_back(spec.type.shape[i] < 0 ? -1 : spec.type.shape[i]);
+  }
+  return dims;
+}
+
+absl::StatusOr<inference::ModelConfig> ReadModelConfig(const std::string& path,
+                                                       const std::string& name) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
+  std::ostringstream text;
+  text << file.rdbuf();
+  inference::ModelConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  FirstParseError error;
+  parser.RecordErrorsTo(&error);
+  if (!parser.ParseFromString(text.str(), &config)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", error.error()));
+  }
+  if (absl::Status s = CheckConfig(config, name); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+  }
+  config.set_name(name);
+  config.set_platform(kPlatform);
+  config.set_backend(kBackend);
+  return config;
+}
+
+absl::StatusOr<std::vector<int64_t>> SelectVersions(const inference::ModelVersionPolicy& policy,
+                                                    std::vector<int64_t> available) {
+  std::sort(available.begin(), available.end());
+  available.erase(std::unique(available.begin(), available.end()), available.end());
+  if (policy.has_all()) return available;
+  if (policy.has_specific()) {
+    std::set<int64_t> chosen;
+    for (int64_t version : policy.specific().versions()) {
+      if (!std::binary_search(available.begin(), available.end(), version)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("version_policy.specific.versions: version ", version,
+                         " is not in the repository; it has ", absl::StrJoin(available, ", ")));
+      }
+      chosen.insert(version);
+    }
+    return std::vector<int64_t>(chosen.begin(), chosen.end());
+  }
+  const size_t latest = policy.has_latest() ? policy.latest().num_versions() : 1;
+  if (available.size() > latest) available.erase(available.begin(), available.end() - latest);
+  return available;
+}
+
+absl::StatusOr<std::vector<SlotAssignment>> InstanceGroupSlots(
+    const std::vector<DeviceInfo>& devices, int threads_per_slot, inference::ModelConfig* config) {
+  std::vector<int> gpus;
+  std::vector<DeviceInfo> cpus;
+  for (const DeviceInfo& d : devices) {
+    if (d.id.kind == DeviceKind::kCuda) gpus.push_back(d.id.ordinal);
+    if (d.id.kind == DeviceKind::kCpu) cpus.push_back(d);
+  }
+  // CPU instances tile the cores as "--devices all" would, across groups.
+  const std::vector<DeviceId> cpu_slots = DefaultSlots(cpus, threads_per_slot);
+  size_t next_cpu = 0;
+  std::vector<SlotAssignment> slots;
+  auto add = [&slots](const DeviceId& device) {
+    slots.push_back({absl::StrCat("r", slots.size()), device, 1.0});
+  };
+  for (int i = 0; i < config->instance_group_size(); ++i) {
+    ModelInstanceGroup* group = config->mutable_instance_group(i);
+    const std::string field = absl::StrCat("instance_group[", i, "]");
+    ModelInstanceGroup::Kind kind = group->kind();
+    if (kind == ModelInstanceGroup::KIND_AUTO) {
+      kind = group->gpus_size() > 0 || !gpus.empty() ? ModelInstanceGroup::KIND_GPU
+                                                     : ModelInstanceGroup::KIND_CPU;
+    }
+    const int count = std::max(group->count(), 1);
+    if (kind == ModelInstanceGroup::KIND_GPU) {
+      if (gpus.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".kind: KIND_GPU, but this machine has no GPU (devices: ",
+                         absl::StrJoin(devices, ", ",
+                                       [](std::string* out, const DeviceInfo& d) {
+                                         absl::StrAppend(out, DeviceIdToString(d.id));
+                                       }),
+                         "); use KIND_CPU"));
+      }
+      if (group->gpus_size() == 0) group->mutable_gpus()->Add(gpus.begin(), gpus.end());
+      for (int gpu : group->gpus()) {
+        absl::StatusOr<DeviceId> device = ParseAvailableDevice(absl::StrCat("cuda:", gpu), devices);
+        if (!device.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(field, ".gpus: ", device.status().message()));
+        }
+        for (int c = 0; c < count; ++c) add(*device);
+      }
+    } else {
+      for (int c = 0; c < count; ++c) add(cpu_slots[next_cpu++ % cpu_slots.size()]);
+    }
+    group->set_kind(kind);
+    group->set_count(count);
+    if (group->name().empty()) group->set_name(absl::StrCat(config->name(), "_", i));
+  }
+  return slots;
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> ApplyTensorConfig(
+    std::shared_ptr<const Model> model, const inference::ModelConfig& config) {
+  const bool batched = config.max_batch_size() > 0;
+  if (batched) {
+    for (const TensorSpec& s : model->inputs()) {
+      if (s.type.shape.empty() || s.type.shape[0] != kAnyDim) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("max_batch_size: expected 0, as the model does not batch: input '", s.name,
+                         "' has shape ", ShapeToString(s.type.shape),
+                         " with no open first dimension; received ", config.max_batch_size()));
+      }
+    }
+  }
+  absl::StatusOr<std::vector<Shape>> inputs = CheckTensors(config.input(), *model, true, batched);
+  if (!inputs.ok()) return inputs.status();
+  absl::StatusOr<std::vector<Shape>> outputs =
+      CheckTensors(config.output(), *model, false, batched);
+  if (!outputs.ok()) return outputs.status();
+  bool narrowed = false;
+  for (size_t i = 0; i < inputs->size(); ++i) {
+    narrowed = narrowed || (*inputs)[i] != model->inputs()[i].type.shape;
+  }
+  if (!narrowed) return model;
+  // Plans take their shapes from each slice, so only the signature that
+  // requests are checked against changes; the weights are shared, not copied.
+  Graph graph = model->graph();
+  for (size_t i = 0; i < inputs->size(); ++i) {
+    graph.values[graph.inputs[i]].type.shape = (*inputs)[i];
+  }
+  return std::make_shared<const Model>(model->name(), model->source(), std::move(graph));
+}
+
+}  // namespace replicad

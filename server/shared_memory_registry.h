@@ -1,0 +1,91 @@
+#ifndef REPLICAD_SERVER_SHARED_MEMORY_REGISTRY_H_
+#define REPLICAD_SERVER_SHARED_MEMORY_REGISTRY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace replicad {
+
+// Bytes of a registered region that one request reads or writes. They are
+// shared with the client, which may change them at any time. `data` stays
+// mapped while any copy of `keep_alive` lives, even after the region is
+// unregistered (hand it to Buffer as its keep_alive).
+struct SharedMemoryView {
+  char* data = nullptr;
+  size_t bytes = 0;
+  std::shared_ptr<const void> keep_alive;
+};
+
+// The POSIX system shared-memory regions that clients registered, as Triton's
+// system_shared_memory extension has them; protocol neutral. Every message
+// reads as Triton's does (its clients' tests match on them), plus the values.
+// A region maps [offset, offset + byte_size) of the client's object once, at
+// Register; nothing is copied. A client that shrinks its object afterwards
+// makes an access past the new end raise SIGBUS, as in Triton.
+// Thread-safe; Find and Status never wait for a system call.
+class SharedMemoryRegistry {
+ public:
+  struct RegionStatus {
+    std::string name;
+    std::string key;
+    uint64_t offset = 0;
+    uint64_t byte_size = 0;
+  };
+
+  static constexpr size_t kDefaultMaxRegions = 1024;
+
+  // At most `max_regions` registered at once, against clients that never
+  // unregister (each region holds a mapping).
+  explicit SharedMemoryRegistry(size_t max_regions = kDefaultMaxRegions);
+
+  // Maps the object that shm_open(`key`) opens read-write (the client created
+  // it; a leading '/' is customary and optional, as in glibc and so Triton).
+  // Every error starts "failed to register shared memory region '<name>': ".
+  // InvalidArgument: empty name; key empty, "/", ".", "..", holding another
+  // '/' or a NUL, or over NAME_MAX; a symbolic link or not a regular file;
+  // byte_size 0; offset + byte_size past the object's size ("invalid args").
+  // NotFound: no such object. PermissionDenied: not readable and writable.
+  // AlreadyExists: `name` is registered ("already in manager").
+  // ResourceExhausted: max_regions reached, or no address space or fds left.
+  absl::Status Register(const std::string& name, const std::string& key, uint64_t offset,
+                        uint64_t byte_size);
+
+  // Forgets `name`, or every region when `name` is empty. Unknown names are
+  // fine (Triton answers OK). Views already handed out stay valid.
+  absl::Status Unregister(const std::string& name);
+
+  // One region, or all when `name` is empty, in ascending order of name.
+  // NotFound "Unable to find system shared memory region: '<name>'".
+  absl::StatusOr<std::vector<RegionStatus>> Status(const std::string& name) const;
+
+  // [offset, offset + byte_size) of `region`. `tensor` names the asker in
+  // messages, e.g. "inputs[0] 'INPUT0'" (…'.parameters.shared_memory_offset').
+  // NotFound "Unable to find shared memory region: '<region>'". InvalidArgument
+  // "Invalid offset for shared memory region" when offset >= the region's
+  // byte_size, "Invalid offset + byte size ..." when the end is past it.
+  absl::StatusOr<SharedMemoryView> Find(const std::string& region, uint64_t offset,
+                                        uint64_t byte_size, const std::string& tensor) const;
+
+ private:
+  struct Region;
+
+  // AlreadyExists or ResourceExhausted when `name` cannot be added now.
+  absl::Status CheckRoomFor(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const size_t max_regions_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<const Region>> regions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_SHARED_MEMORY_REGISTRY_H_

@@ -1,0 +1,334 @@
+"""replicad's HTTP/REST door driven by Triton's own client: tritonclient.http, JSON and binary
+tensors, system shared memory (also through tritonclient.grpc), and hostile bodies sent raw.
+
+Run with: .venv-triton/bin/python tests/server/triton_http_test.py   (ctest runs it; the
+venv comes from scripts/triton-venv.sh, the daemon from $REPLICAD_BIN_DIR or build/bin).
+
+One daemon serves the squeezenet repository (tests/testing/squeeze_repository.py) in
+explicit model control with a 4 MiB HTTP body limit. Outputs through tritonclient must
+equal PyTorch's within 1e-4 relative L2, whichever way the tensors travel.
+"""
+
+import http.client
+import json
+import os
+import sys
+import unittest
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "testing"))
+from replicad_daemon import Daemon  # noqa: E402
+from squeeze_repository import IMAGE, MODEL, SqueezeRepository, images, relative_l2  # noqa: E402
+
+TOLERANCE = 1e-4  # Relative L2 of replicad's outputs against PyTorch's (float32, 2 slots).
+BODY_LIMIT = 4 << 20
+
+
+def setUpModule():
+    global repository, daemon, client, grpc_client
+    repository = SqueezeRepository()
+    daemon = Daemon("--model-repository", repository.path, "--devices", "cpu:0,cpu:0",
+                    "--model-control-mode", "explicit", "--load-model", "*",
+                    "--max-batch-size", "64", "--http-max-body-bytes", str(BODY_LIMIT))
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{daemon.http_port}")
+    grpc_client = grpcclient.InferenceServerClient(f"127.0.0.1:{daemon.port}")
+
+
+def tearDownModule():
+    daemon.stop()
+    repository.cleanup()
+
+
+def infer(x, binary_input, binary_output, version=""):
+    inputs = [httpclient.InferInput("image", list(x.shape), "FP32")]
+    inputs[0].set_data_from_numpy(x, binary_data=binary_input)
+    outputs = [httpclient.InferRequestedOutput("logits", binary_data=binary_output)]
+    return client.infer(MODEL, inputs, model_version=version, outputs=outputs, request_id="r1")
+
+
+def raw(method, path, body=b"", headers=None):
+    """One request on a fresh connection: (status, headers, parsed JSON body or None)."""
+    connection = http.client.HTTPConnection("127.0.0.1", daemon.http_port, timeout=120)
+    connection.request(method, path, body=body, headers=headers or {})
+    response = connection.getresponse()
+    data = response.read()
+    connection.close()
+    parsed = json.loads(data) if data and response.getheader("Content-Type") == "application/json" else None
+    return response.status, dict(response.getheaders()), parsed
+
+
+class HealthAndMetadata(unittest.TestCase):
+    def test_live_and_ready(self):
+        self.assertTrue(client.is_server_live())
+        self.assertTrue(client.is_server_ready())
+        self.assertTrue(client.is_model_ready(MODEL))
+        self.assertTrue(client.is_model_ready(MODEL, "2"))
+        self.assertFalse(client.is_model_ready(MODEL, "1"))
+        self.assertFalse(client.is_model_ready("nope"))
+
+    def test_server_metadata_lists_exactly_what_works(self):
+        metadata = client.get_server_metadata()
+        self.assertEqual(metadata["name"], "replicad")
+        self.assertEqual(sorted(metadata["extensions"]),
+                         ["binary_tensor_data", "model_configuration", "model_repository",
+                          "statistics", "system_shared_memory"])
+
+    def test_model_metadata_has_integer_shapes_with_a_leading_batch_dim(self):
+        metadata = client.get_model_metadata(MODEL)
+        self.assertEqual(metadata["versions"], ["2"])
+        self.assertEqual(metadata["platform"], "onnxruntime_onnx")
+        self.assertEqual(metadata["inputs"], [{"name": "image", "datatype": "FP32",
+                                               "shape": [-1, *IMAGE]}])
+        self.assertEqual(metadata["outputs"][0]["shape"], [-1, 1000])
+
+    def test_model_config_prints_integers_and_enum_names(self):
+        config = client.get_model_config(MODEL)
+        self.assertEqual(config["name"], MODEL)
+        self.assertEqual(config["max_batch_size"], 64)
+        self.assertEqual(config["input"][0]["dims"], list(IMAGE))
+        self.assertEqual(config["input"][0]["data_type"], "TYPE_FP32")
+        self.assertEqual(config["instance_group"][0]["kind"], "KIND_CPU")
+        self.assertEqual(config["instance_group"][0]["count"], 2)
+
+    def test_statistics_count_inferences(self):
+        before = client.get_inference_statistics(MODEL, "2")["model_stats"][0]
+        infer(images(4), True, True)
+        after = client.get_inference_statistics(MODEL, "2")["model_stats"][0]
+        self.assertEqual(after["inference_count"] - before["inference_count"], 4)
+        success = after["inference_stats"]["success"]["count"]
+        self.assertEqual(success - before["inference_stats"]["success"]["count"], 1)
+        self.assertIsInstance(after["inference_stats"]["compute_infer"]["ns"], int)
+        everything = client.get_inference_statistics()["model_stats"]
+        self.assertEqual([s["name"] for s in everything], [MODEL])
+
+    def test_repository_index_and_load_unload(self):
+        index = client.get_model_repository_index()
+        self.assertIn({"name": MODEL, "version": "2", "state": "READY", "reason": ""}, index)
+        client.unload_model(MODEL)
+        self.assertFalse(client.is_model_ready(MODEL))
+        with self.assertRaises(InferenceServerException) as caught:
+            infer(images(1), True, True)
+        self.assertEqual(caught.exception.status(), "404")
+        client.load_model(MODEL)
+        self.assertTrue(client.is_model_ready(MODEL))
+        with self.assertRaises(InferenceServerException) as caught:
+            client.load_model(MODEL, config=json.dumps({"max_batch_size": 2}))
+        self.assertEqual(caught.exception.status(), "501")
+        self.assertIn("parameters.config", caught.exception.message())
+
+
+class Inference(unittest.TestCase):
+    def check(self, binary_input, binary_output):
+        x = images(3, seed=5)
+        result = infer(x, binary_input, binary_output)
+        self.assertEqual(result.get_response()["id"], "r1")
+        self.assertEqual(result.get_response()["model_version"], "2")
+        logits = result.as_numpy("logits")
+        self.assertEqual(logits.shape, (3, 1000))
+        self.assertLess(relative_l2(logits, repository.reference(2, x)), TOLERANCE)
+
+    def test_json_tensors_match_pytorch(self):
+        self.check(binary_input=False, binary_output=False)
+
+    def test_binary_tensors_match_pytorch(self):
+        self.check(binary_input=True, binary_output=True)
+
+    def test_mixed_binary_and_json(self):
+        self.check(binary_input=True, binary_output=False)
+        self.check(binary_input=False, binary_output=True)
+
+    def test_version_by_number(self):
+        x = images(2, seed=6)
+        logits = infer(x, True, True, version="2").as_numpy("logits")
+        self.assertLess(relative_l2(logits, repository.reference(2, x)), TOLERANCE)
+
+    def test_nested_json_data_is_read_row_major(self):
+        x = images(1, seed=7)
+        body = {"inputs": [{"name": "image", "datatype": "FP32", "shape": list(x.shape),
+                            "data": x.tolist()}]}
+        status, _, answer = raw("POST", f"/v2/models/{MODEL}/infer", json.dumps(body))
+        self.assertEqual(status, 200)
+        logits = np.array(answer["outputs"][0]["data"], np.float32).reshape(1, 1000)
+        self.assertLess(relative_l2(logits, repository.reference(2, x)), TOLERANCE)
+
+
+class SharedMemory(unittest.TestCase):
+    """Inputs and outputs through POSIX shared memory, over both protocols."""
+
+    def setUp(self):
+        self.x = images(2, seed=8)
+        self.in_bytes = self.x.nbytes
+        self.out_bytes = 2 * 1000 * 4
+        self.regions = [shm.create_shared_memory_region("in", "/replicad_test_in", self.in_bytes),
+                        shm.create_shared_memory_region("out", "/replicad_test_out",
+                                                        self.out_bytes + 64)]
+        shm.set_shared_memory_region(self.regions[0], [self.x])
+
+    def tearDown(self):
+        client.unregister_system_shared_memory()
+        for region in self.regions:
+            shm.destroy_shared_memory_region(region)
+
+    def run_through(self, infer_client, module, output_offset=0):
+        infer_client.register_system_shared_memory("in", "/replicad_test_in", self.in_bytes)
+        infer_client.register_system_shared_memory("out", "/replicad_test_out",
+                                                   self.out_bytes + 64)
+        inputs = [module.InferInput("image", list(self.x.shape), "FP32")]
+        inputs[0].set_shared_memory("in", self.in_bytes)
+        outputs = [module.InferRequestedOutput("logits")]
+        outputs[0].set_shared_memory("out", self.out_bytes, offset=output_offset)
+        result = infer_client.infer(MODEL, inputs, outputs=outputs)
+        self.assertIsNotNone(result.get_output("logits"))
+        logits = shm.get_contents_as_numpy(self.regions[1], np.float32, [2 * 1000 + 16])
+        logits = logits[output_offset // 4:output_offset // 4 + 2000].reshape(2, 1000)
+        self.assertLess(relative_l2(logits, repository.reference(2, self.x)), TOLERANCE)
+
+    def test_http(self):
+        self.run_through(client, httpclient)
+        status = client.get_system_shared_memory_status()
+        self.assertEqual(sorted(r["name"] for r in status), ["in", "out"])
+        self.assertEqual(client.get_system_shared_memory_status("in"),
+                         [{"name": "in", "key": "/replicad_test_in", "offset": 0,
+                           "byte_size": self.in_bytes}])
+
+    def test_grpc_with_an_output_offset(self):
+        self.run_through(grpc_client, grpcclient, output_offset=64)
+        status = grpc_client.get_system_shared_memory_status()
+        self.assertEqual(sorted(status.regions), ["in", "out"])
+        grpc_client.unregister_system_shared_memory("in")
+        self.assertEqual(sorted(grpc_client.get_system_shared_memory_status().regions), ["out"])
+
+    def expect_error(self, status, fragments, fn):
+        with self.assertRaises(InferenceServerException) as caught:
+            fn()
+        self.assertEqual(caught.exception.status(), status)
+        for fragment in fragments:
+            self.assertIn(fragment, caught.exception.message())
+
+    def test_errors_name_the_region_and_the_sizes(self):
+        client.register_system_shared_memory("in", "/replicad_test_in", self.in_bytes)
+        client.register_system_shared_memory("small", "/replicad_test_out", 16)
+        self.expect_error("400", ["already in manager"],
+                          lambda: client.register_system_shared_memory(
+                              "in", "/replicad_test_in", self.in_bytes))
+        self.expect_error("404", ["/replicad_no_such_key"],
+                          lambda: client.register_system_shared_memory(
+                              "x", "/replicad_no_such_key", 16))
+        self.expect_error("404", ["Unable to find system shared memory region: 'nope'"],
+                          lambda: client.get_system_shared_memory_status("nope"))
+
+        def send(input_region="in", input_offset=0, output_region=None):
+            inputs = [httpclient.InferInput("image", list(self.x.shape), "FP32")]
+            inputs[0].set_shared_memory(input_region, self.in_bytes, offset=input_offset)
+            outputs = [httpclient.InferRequestedOutput("logits")]
+            if output_region:
+                outputs[0].set_shared_memory(output_region, self.out_bytes)
+            client.infer(MODEL, inputs, outputs=outputs)
+
+        self.expect_error("404", ["Unable to find shared memory region: 'gone'",
+                                  "inputs[0] 'image'"], lambda: send(input_region="gone"))
+        self.expect_error("400", ["inputs[0] 'image'.parameters.shared_memory_offset"],
+                          lambda: send(input_offset=self.in_bytes))
+        self.expect_error("400", ["Invalid offset + byte size", "'small'"],
+                          lambda: send(output_region="small"))
+        self.expect_error("StatusCode.NOT_FOUND", ["Unable to find shared memory region: 'gone'"],
+                          lambda: grpc_client.infer(MODEL, [self.grpc_input("gone")]))
+
+    def grpc_input(self, region):
+        tensor = grpcclient.InferInput("image", list(self.x.shape), "FP32")
+        tensor.set_shared_memory(region, self.in_bytes)
+        return tensor
+
+
+class BadInput(unittest.TestCase):
+    def expect(self, status, fragments, method, path, body=b"", headers=None):
+        got, _, answer = raw(method, path, body, headers)
+        self.assertEqual(got, status, answer)
+        for fragment in fragments:
+            self.assertIn(fragment, answer["error"])
+
+    def infer_body(self, **tensor):
+        image = {"name": "image", "datatype": "FP32", "shape": [1, *IMAGE],
+                 "data": [0.0] * int(np.prod(IMAGE))}
+        image.update(tensor)
+        return json.dumps({"inputs": [image]})
+
+    def test_malformed_json(self):
+        self.expect(400, ["request body: malformed JSON"], "POST", f"/v2/models/{MODEL}/infer",
+                    b'{"inputs": [')
+        self.expect(400, ["expected a JSON object, received array"], "POST",
+                    f"/v2/models/{MODEL}/infer", b"[1, 2]")
+        self.expect(400, ["inputs: expected an array"], "POST", f"/v2/models/{MODEL}/infer",
+                    b'{"inputs": 3}')
+
+    def test_bad_tensors_name_the_field(self):
+        path = f"/v2/models/{MODEL}/infer"
+        self.expect(400, ["inputs[0] 'image'.datatype", "FP32 or INT64", "'FP16'"], "POST", path,
+                    self.infer_body(datatype="FP16"))
+        self.expect(400, ["dim 2 expected 64, received 32"], "POST", path,
+                    self.infer_body(shape=[1, 3, 32, 64]))
+        self.expect(400, ["inputs[0] 'image'.data[2]", "expected a number", "string"], "POST",
+                    path, self.infer_body(data=[0.0, 1.0, "x"]))
+        self.expect(400, ["inputs[0] 'image'.shape", "expected an array of integers"], "POST",
+                    path, self.infer_body(shape=[1, 3, 64.5, 64]))
+        self.expect(400, ["inputs[0] 'image'.data", "nested deeper than 32"], "POST", path,
+                    self.infer_body(data=json.loads("[" * 40 + "]" * 40)))
+        self.expect(400, ["inputs[0]", "no data"], "POST", path,
+                    json.dumps({"inputs": [{"name": "image", "datatype": "FP32",
+                                            "shape": [1, *IMAGE]}]}))
+
+    def test_binary_sizes_that_do_not_match(self):
+        path = f"/v2/models/{MODEL}/infer"
+        header = json.dumps({"inputs": [{"name": "image", "datatype": "FP32",
+                                         "shape": [1, *IMAGE],
+                                         "parameters": {"binary_data_size": 4 * 3 * 64 * 64}}]})
+        body = header.encode() + b"\0" * 100
+        self.expect(400, ["binary_data_size", "run past the 100 bytes"], "POST", path, body,
+                    {"Inference-Header-Content-Length": str(len(header))})
+        self.expect(400, ["Inference-Header-Content-Length", "received '99999999'"], "POST",
+                    path, body, {"Inference-Header-Content-Length": "99999999"})
+        extra = header.encode() + b"\0" * (4 * 3 * 64 * 64 + 8)
+        self.expect(400, ["add up to 49152 bytes", "holds 49160 bytes"], "POST", path, extra,
+                    {"Inference-Header-Content-Length": str(len(header))})
+
+    def test_unknown_model_version_and_route(self):
+        self.expect(404, ["model_name: 'nope' is not served", MODEL], "POST",
+                    "/v2/models/nope/infer", self.infer_body())
+        self.expect(404, ["has no version 9; ready versions: 2"], "POST",
+                    f"/v2/models/{MODEL}/versions/9/infer", self.infer_body())
+        self.expect(400, ["model_version", "'x1'"], "POST",
+                    f"/v2/models/{MODEL}/versions/x1/infer", self.infer_body())
+        self.expect(404, ["no route for"], "GET", "/v2/nothing/here")
+        self.expect(404, ["no route for"], "GET", "/v1/models")
+        got, headers, _ = raw("GET", f"/v2/models/{MODEL}/infer")
+        self.assertEqual((got, headers["Allow"]), (405, "POST"))
+        self.expect(501, ["cudasharedmemory", "not supported"], "GET",
+                    "/v2/cudasharedmemory/status")
+
+    def test_unsupported_parameters_are_refused_by_name(self):
+        body = json.loads(self.infer_body())
+        body["outputs"] = [{"name": "logits", "parameters": {"classification": 3}}]
+        self.expect(501, ["outputs[0] 'logits'.parameters.classification"], "POST",
+                    f"/v2/models/{MODEL}/infer", json.dumps(body))
+        body["outputs"] = [{"name": "logits", "parameters": {"binary_data": "yes"}}]
+        self.expect(400, ["binary_data: expected a boolean"], "POST",
+                    f"/v2/models/{MODEL}/infer", json.dumps(body))
+
+    def test_body_over_the_limit_is_413(self):
+        got, _, answer = raw("POST", f"/v2/models/{MODEL}/infer", b"\0" * (BODY_LIMIT + 1))
+        self.assertEqual(got, 413)
+        self.assertIn(f"larger than this server's limit of {BODY_LIMIT} bytes", answer["error"])
+
+    def test_daemon_still_serves(self):
+        x = images(1, seed=9)
+        logits = infer(x, True, True).as_numpy("logits")
+        self.assertLess(relative_l2(logits, repository.reference(2, x)), TOLERANCE)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
