@@ -15,10 +15,12 @@ import os
 import sys
 import unittest
 
+import grpc
 import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "testing"))
@@ -243,6 +245,76 @@ class SharedMemory(unittest.TestCase):
         tensor = grpcclient.InferInput("image", list(self.x.shape), "FP32")
         tensor.set_shared_memory(region, self.in_bytes)
         return tensor
+
+
+class BadInputTable(unittest.TestCase):
+    """README's bad-input table, each case through both Open Inference Protocol doors."""
+
+    def send(self, module, infer_client, model=MODEL, name="image", datatype="FP32",
+             shape=(2, *IMAGE), data_shape=None, outputs=()):
+        x = np.zeros(data_shape or shape, np.int64 if datatype == "INT64" else np.float32)
+        tensor = module.InferInput(name, list(shape), datatype)
+        tensor.set_data_from_numpy(x) if module is grpcclient else tensor.set_data_from_numpy(x, binary_data=True)
+        requested = [module.InferRequestedOutput(o) for o in outputs]
+        infer_client.infer(model, [tensor], outputs=requested or None)
+
+    def check(self, grpc_code, http_status, fragments, **request):
+        for module, infer_client, expected in ((grpcclient, grpc_client, grpc_code),
+                                               (httpclient, client, http_status)):
+            with self.subTest(door=module.__name__):
+                with self.assertRaises(InferenceServerException) as caught:
+                    self.send(module, infer_client, **request)
+                self.assertEqual(caught.exception.status(), expected)
+                for fragment in fragments:
+                    self.assertIn(fragment, caught.exception.message())
+
+    def test_unknown_model(self):
+        self.check("StatusCode.NOT_FOUND", "404", ["'nope' is not served", MODEL], model="nope")
+
+    def test_unknown_input(self):
+        self.check("StatusCode.INVALID_ARGUMENT", "400",
+                   ["inputs[0].name", "no input 'img'", "image float32[?,3,64,64]"], name="img")
+
+    def test_wrong_dtype(self):
+        self.check("StatusCode.INVALID_ARGUMENT", "400",
+                   ["inputs[0] 'image'", "expected float32, received int64"], datatype="INT64")
+
+    def test_wrong_rank_and_fixed_dim(self):
+        self.check("StatusCode.INVALID_ARGUMENT", "400", ["expected rank 4", "received rank 3"],
+                   shape=(2, 3, 64))
+        self.check("StatusCode.INVALID_ARGUMENT", "400", ["dim 1 expected 3, received 4"],
+                   shape=(2, 4, 64, 64))
+
+    def test_byte_count_not_matching_the_shape(self):
+        # tritonclient checks this itself, so the requests are built by hand.
+        request = service_pb2.ModelInferRequest(model_name=MODEL)
+        request.inputs.add(name="image", datatype="FP32", shape=[4, *IMAGE])
+        request.raw_input_contents.append(b"\0" * 98304)
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(
+            grpc.insecure_channel(f"127.0.0.1:{daemon.port}"))
+        with self.assertRaises(grpc.RpcError) as caught:
+            stub.ModelInfer(request, timeout=60)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("holds 98304 bytes; float32[4,3,64,64] needs 196608",
+                      caught.exception.details())
+        header = json.dumps({"inputs": [{"name": "image", "datatype": "FP32", "shape": [4, *IMAGE],
+                                         "parameters": {"binary_data_size": 98304}}]})
+        status, _, answer = raw("POST", f"/v2/models/{MODEL}/infer",
+                                header.encode() + b"\0" * 98304,
+                                {"Inference-Header-Content-Length": str(len(header))})
+        self.assertEqual(status, 400)
+        self.assertIn("holds 98304 bytes; float32[4,3,64,64] needs 196608", answer["error"])
+
+    def test_empty_batch(self):
+        self.check("StatusCode.INVALID_ARGUMENT", "400", ["inputs[0]", "the batch is empty"],
+                   shape=(0, *IMAGE))
+
+    def test_batch_over_the_maximum(self):
+        self.check("StatusCode.INVALID_ARGUMENT", "400", ["65", "64"], shape=(65, *IMAGE))
+
+    def test_unknown_output(self):
+        self.check("StatusCode.INVALID_ARGUMENT", "400",
+                   ["outputs[0]", "no output 'nope'", "logits"], outputs=["nope"])
 
 
 class BadInput(unittest.TestCase):
