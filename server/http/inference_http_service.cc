@@ -293,18 +293,36 @@ class InferExchange : public InferOutputs {
     bool binary = false;
   };
 
-  absl::Status ParseInput(const json& input, size_t i, absl::string_view binary,
-                          size_t* binary_used) {
-    const std::string field = absl::StrCat("inputs[", i, "]");
-    if (!input.is_object()) {
+  // What input and output tensors share: an object with a "name" and
+  // optional "parameters". Returns how messages name the tensor.
+  template <typename Tensor>
+  static absl::StatusOr<std::string> ParseTensor(const json& object, const std::string& field,
+                                                 Tensor* tensor) {
+    if (!object.is_object()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": expected an object, received ", TypeName(input)));
+          absl::StrCat(field, ": expected an object, received ", TypeName(object)));
     }
-    inference::ModelInferRequest::InferInputTensor* tensor = protocol_.add_inputs();
-    absl::StatusOr<std::string> name = StringMember(input, "name", field, true);
+    absl::StatusOr<std::string> name = StringMember(object, "name", field, true);
     if (!name.ok()) return name.status();
     tensor->set_name(*name);
-    const std::string named = absl::StrCat(field, " '", *name, "'");
+    std::string named = absl::StrCat(field, " '", *name, "'");
+    if (auto it = object.find("parameters"); it != object.end()) {
+      if (absl::Status s =
+              ToParameters(*it, named + ".parameters", tensor->mutable_parameters());
+          !s.ok()) {
+        return s;
+      }
+    }
+    return named;
+  }
+
+  absl::Status ParseInput(const json& input, size_t i, absl::string_view binary,
+                          size_t* binary_used) {
+    inference::ModelInferRequest::InferInputTensor* tensor = protocol_.add_inputs();
+    absl::StatusOr<std::string> tensor_name =
+        ParseTensor(input, absl::StrCat("inputs[", i, "]"), tensor);
+    if (!tensor_name.ok()) return tensor_name.status();
+    const std::string& named = *tensor_name;
     absl::StatusOr<std::string> datatype = StringMember(input, "datatype", named, true);
     if (!datatype.ok()) return datatype.status();
     tensor->set_datatype(*datatype);
@@ -320,13 +338,6 @@ class InferExchange : public InferOutputs {
             named, ".shape: expected an array of integers, received ", shape->dump()));
       }
       tensor->add_shape(d.get<int64_t>());
-    }
-    if (auto it = input.find("parameters"); it != input.end()) {
-      if (absl::Status s =
-              ToParameters(*it, named + ".parameters", tensor->mutable_parameters());
-          !s.ok()) {
-        return s;
-      }
     }
     auto data = input.find("data");
     auto binary_size = tensor->parameters().find("binary_data_size");
@@ -367,23 +378,11 @@ class InferExchange : public InferOutputs {
   }
 
   absl::Status ParseOutput(const json& output, size_t i) {
-    const std::string field = absl::StrCat("outputs[", i, "]");
-    if (!output.is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": expected an object, received ", TypeName(output)));
-    }
     inference::ModelInferRequest::InferRequestedOutputTensor* tensor = protocol_.add_outputs();
-    absl::StatusOr<std::string> name = StringMember(output, "name", field, true);
-    if (!name.ok()) return name.status();
-    tensor->set_name(*name);
-    const std::string named = absl::StrCat(field, " '", *name, "'");
-    if (auto it = output.find("parameters"); it != output.end()) {
-      if (absl::Status s =
-              ToParameters(*it, named + ".parameters", tensor->mutable_parameters());
-          !s.ok()) {
-        return s;
-      }
-    }
+    absl::StatusOr<std::string> tensor_name =
+        ParseTensor(output, absl::StrCat("outputs[", i, "]"), tensor);
+    if (!tensor_name.ok()) return tensor_name.status();
+    const std::string& named = *tensor_name;
     bool binary = default_binary_;
     if (auto it = tensor->parameters().find("binary_data"); it != tensor->parameters().end()) {
       if (it->second.parameter_choice_case() != inference::InferParameter::kBoolParam) {
@@ -394,7 +393,7 @@ class InferExchange : public InferOutputs {
       }
       binary = it->second.bool_param();
     }
-    binary_outputs_[*name] = binary;
+    binary_outputs_[tensor->name()] = binary;
     return absl::OkStatus();
   }
 

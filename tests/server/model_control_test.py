@@ -92,7 +92,16 @@ def wait_for(predicate, seconds=60):
     return False
 
 
-class PollMode(unittest.TestCase):
+class ModelControlTest(unittest.TestCase):
+    def assert_only_not_found(self, load):
+        """Every failed request was NOT_FOUND naming the model; every answer was right."""
+        for status, message in load.errors:
+            self.assertIn(status, ("StatusCode.NOT_FOUND", "404"), message)
+            self.assertIn(f"'{MODEL}' is not served", message)
+        self.assertEqual(load.wrong, [])
+
+
+class PollMode(ModelControlTest):
     def test_versions_come_and_go_while_requests_run(self):
         root = os.path.join(repository.path, "polled")
         shutil.copytree(os.path.join(repository.path, MODEL), os.path.join(root, MODEL))
@@ -127,13 +136,10 @@ class PollMode(unittest.TestCase):
         finally:
             load.stop()
             daemon.stop()
-        for status, message in load.errors:
-            self.assertIn(status, ("StatusCode.NOT_FOUND", "404"), message)
-            self.assertIn(f"'{MODEL}' is not served", message)
-        self.assertEqual(load.wrong, [])
+        self.assert_only_not_found(load)
 
 
-class ExplicitMode(unittest.TestCase):
+class ExplicitMode(ModelControlTest):
     def test_unload_while_requests_are_queued(self):
         daemon = Daemon("--model-repository", repository.path, "--devices", "cpu:0,cpu:0",
                         "--model-control-mode", "explicit", "--load-model", MODEL)
@@ -150,10 +156,7 @@ class ExplicitMode(unittest.TestCase):
         finally:
             load.stop()
             daemon.stop()
-        for status, message in load.errors:
-            self.assertIn(status, ("StatusCode.NOT_FOUND", "404"), message)
-            self.assertIn(f"'{MODEL}' is not served", message)
-        self.assertEqual(load.wrong, [])
+        self.assert_only_not_found(load)
         self.assertEqual(set(load.answered), {2})
 
 
