@@ -9,11 +9,11 @@ import time
 
 
 class ReplicadDaemon:
-    """Runs `replicad serve ARGS --listen 127.0.0.1:0 --metrics-listen ''`."""
+    """Runs `replicad serve ARGS --listen 127.0.0.1:0 --metrics-listen '' --http-listen ''`."""
 
     def __init__(self, replicad, serve_args):
         self.argv = [replicad, "serve", *serve_args, "--listen", "127.0.0.1:0",
-                     "--metrics-listen", ""]
+                     "--metrics-listen", "", "--http-listen", ""]
         self.proc = None
         self.port = None
         self.output = ""

@@ -13,11 +13,12 @@ bash scripts/build.sh replicad replicactl
 bin="${REPLICAD_BUILD_DIR:-build}/bin"
 port="${REPLICAD_PORT:-8500}"
 metrics_port="${REPLICAD_METRICS_PORT:-9090}"
+http_port="${REPLICAD_HTTP_PORT:-8000}"
 work="$(mktemp -d)"
 log="$work/replicad.log"
 
 "$bin/replicad" serve --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics_port" \
-  --devices all >"$log" 2>&1 &
+  --http-listen "127.0.0.1:$http_port" --devices all >"$log" 2>&1 &
 daemon=$!
 trap 'kill -TERM $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 1 100); do

@@ -168,12 +168,12 @@ int Serve(const ServerOptions& options) {
                           &server_metrics, &retirer}),
                       retirer);
   if (absl::Status s = LoadStartupModels(options, models); !s.ok()) return Fail(s);
-  const std::string slots = absl::StrJoin(serving->slots, ", ",
-                                          [](std::string* out, const SlotAssignment& s) {
-                                            absl::StrAppend(out, s.name, "=",
-                                                            DeviceIdToString(s.device));
-                                          });
   for (const std::shared_ptr<LoadedModel>& model : models.Ready()) {
+    // Each model's own slots: a config.pbtxt's instance groups may differ from --devices.
+    const std::string slots = absl::StrJoin(model->servable->Slots(), ", ",
+                                            [](std::string* out, const SlotStatus& s) {
+                                              absl::StrAppend(out, s.slot, "=", s.device);
+                                            });
     std::cout << "replicad: model '" << model->name << "' version " << model->version << " from "
               << model->source << " on " << slots << std::endl;
   }
