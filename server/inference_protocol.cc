@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 #include "server/model_config_file.h"
@@ -230,6 +231,18 @@ void AnswerServerMetadata(bool system_shared_memory, inference::ServerMetadataRe
   out->set_name(kServerName);
   out->set_version(kServerVersion);
   for (const std::string& e : SupportedExtensions(system_shared_memory)) out->add_extensions(e);
+}
+
+absl::Status CheckLoadParameters(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    if (name == "config" || absl::StartsWith(name, "file:")) {
+      return absl::UnimplementedError(absl::StrCat(
+          "parameters.", name,
+          ": loading with an override configuration or files is not supported; a load loads "
+          "the repository's model"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace replicad

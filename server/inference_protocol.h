@@ -62,6 +62,12 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelStatistics(
     inference::ModelStatisticsResponse* out);
 void AnswerServerMetadata(bool system_shared_memory, inference::ServerMetadataResponse* out);
 
+// A model load's parameters: Unimplemented naming "config" or "file:..."
+// (loading from a configuration or files sent with the request, which
+// replicad does not do: refused rather than load the repository's model in
+// its place); any other (e.g. unload_dependents) is tolerated.
+absl::Status CheckLoadParameters(const std::vector<std::string>& names);
+
 // The registry, or Unimplemented when the server runs without one.
 absl::StatusOr<SharedMemoryRegistry*> SystemSharedMemory(SharedMemoryRegistry* registry);
 // One region (NotFound when unknown), or every one when `name` is empty.

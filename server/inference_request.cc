@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/inference_protocol.h"
@@ -66,7 +67,7 @@ absl::StatusOr<std::optional<OutputRegion>> RegionOf(const Parameters& parameter
   if (region->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
     return absl::InvalidArgumentError(absl::StrCat(tensor, ".parameters.", kRegion,
                                                    ": expected a string, received ",
-                                                   region->second.ShortDebugString()));
+                                                   ParameterText(region->second)));
   }
   OutputRegion out;
   out.region = region->second.string_param();
@@ -106,7 +107,24 @@ absl::StatusOr<uint64_t> UnsignedParameter(const inference::InferParameter& para
       break;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      field, ": expected a non-negative integer, received ", parameter.ShortDebugString()));
+      field, ": expected a non-negative integer, received ", ParameterText(parameter)));
+}
+
+std::string ParameterText(const inference::InferParameter& parameter) {
+  switch (parameter.parameter_choice_case()) {
+    case inference::InferParameter::kBoolParam:
+      return parameter.bool_param() ? "true" : "false";
+    case inference::InferParameter::kInt64Param:
+      return absl::StrCat(parameter.int64_param());
+    case inference::InferParameter::kUint64Param:
+      return absl::StrCat(parameter.uint64_param());
+    case inference::InferParameter::kDoubleParam:
+      return absl::StrCat(parameter.double_param(), " (a fraction)");
+    case inference::InferParameter::kStringParam:
+      return absl::StrCat("\"", parameter.string_param(), "\" (a string)");
+    default:
+      return "nothing";
+  }
 }
 
 absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferRequest& request,
@@ -141,9 +159,10 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
             tensor, ": data is given both in the request and in shared memory region '",
             (*region)->region, "'; send one of them"));
       }
-      input.data = (*region)->view.data;
-      input.bytes = (*region)->view.bytes;
-      decoded.input_regions.push_back(std::move((*region)->view));
+      std::vector<char>& copy = decoded.input_copies.emplace_back((*region)->view.bytes());
+      if (absl::Status s = (*region)->view.Read(copy.data()); !s.ok()) return s;
+      input.data = copy.data();
+      input.bytes = copy.size();
     } else {
       if (!input_bytes[i].present) {
         return absl::InvalidArgumentError(
@@ -154,6 +173,7 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
     }
     infer.inputs.push_back(std::move(input));
   }
+  absl::flat_hash_map<std::string, int> requested;  // Output name -> its index.
   for (int i = 0; i < request.outputs_size(); ++i) {
     const auto& output = request.outputs(i);
     const std::string tensor = absl::StrCat("outputs[", i, "] '", output.name(), "'");
@@ -163,6 +183,10 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
     absl::StatusOr<std::optional<OutputRegion>> region =
         RegionOf(output.parameters(), tensor, shared_memory);
     if (!region.ok()) return region.status();
+    if (auto [it, added] = requested.emplace(output.name(), i); !added) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(tensor, ": already requested as outputs[", it->second, "]"));
+    }
     if (region->has_value()) decoded.output_regions[output.name()] = **std::move(region);
     infer.outputs.push_back(output.name());
   }
@@ -174,14 +198,22 @@ absl::StatusOr<void*> InferOutputs::AddOutput(const TensorSpec& spec, const Tens
   if (it == regions_.end()) return Place(spec, type, nullptr);
   const OutputRegion& region = it->second;
   const size_t needed = ByteSize(type);
-  if (region.view.bytes < needed) {
+  if (region.view.bytes() < needed) {
     return absl::InvalidArgumentError(absl::StrCat(
         "output '", spec.name, "': shared memory region '", region.region, "' gives ",
-        region.view.bytes, " bytes (shared_memory_byte_size), the output needs ", needed));
+        region.view.bytes(), " bytes (shared_memory_byte_size), the output needs ", needed));
   }
   absl::StatusOr<void*> placed = Place(spec, type, &region);
   if (!placed.ok()) return placed.status();
-  return static_cast<void*>(region.view.data);
+  std::vector<char>& bytes = to_regions_.emplace_back(&region, std::vector<char>(needed)).second;
+  return static_cast<void*>(bytes.data());
+}
+
+absl::Status InferOutputs::WriteToRegions() const {
+  for (const auto& [region, bytes] : to_regions_) {
+    if (absl::Status s = region->view.Write(bytes.data(), bytes.size()); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace replicad

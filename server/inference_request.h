@@ -41,8 +41,11 @@ struct OutputRegion {
 };
 
 struct DecodedInfer {
-  InferRequest request;  // Its inputs view the wire bytes or shared memory.
-  std::vector<SharedMemoryView> input_regions;  // Keeps mapped inputs alive.
+  InferRequest request;  // Its inputs view the wire bytes or `input_copies`.
+  // Inputs read out of shared memory (see SharedMemoryView for why they are
+  // copied); they must live as long as the request.
+  // (vectors, not strings: a short string's bytes move with it.)
+  std::vector<std::vector<char>> input_copies;
   std::map<std::string, OutputRegion> output_regions;  // By output name.
 };
 
@@ -60,32 +63,41 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
                                                 RequestContext* context);
 
 // A ResponseWriter for the protocol: outputs placed in shared memory are
-// written there (InvalidArgument naming the output when the region is too
-// small); every other output goes where the door's Place says.
+// computed into buffers of their own and written to their regions by
+// WriteToRegions once the inference is done (InvalidArgument naming the
+// output when the region is too small); every other output goes where the
+// door's Place says.
 class InferOutputs : public ResponseWriter {
  public:
   explicit InferOutputs(std::map<std::string, OutputRegion> regions = {})
       : regions_(std::move(regions)) {}
 
   absl::StatusOr<void*> AddOutput(const TensorSpec& spec, const TensorType& type) final;
+  // After a successful inference: the outputs placed in shared memory, into
+  // their regions; the region's error when the client's object shrank.
+  absl::Status WriteToRegions() const;
 
  protected:
   // For a door that decodes the regions after making its writer.
   void set_regions(std::map<std::string, OutputRegion> regions) { regions_ = std::move(regions); }
 
   // Adds the output to the door's response and returns where its bytes go;
-  // with `region`, they go there and the return value is ignored.
+  // with `region`, they go to the region and the return value is ignored.
   virtual absl::StatusOr<void*> Place(const TensorSpec& spec, const TensorType& type,
                                       const OutputRegion* region) = 0;
 
  private:
   std::map<std::string, OutputRegion> regions_;
+  // Outputs bound for shared memory: their bytes, and where they go.
+  std::vector<std::pair<const OutputRegion*, std::vector<char>>> to_regions_;
 };
 
 // Reads a non-negative integer parameter (int64 or uint64); InvalidArgument
 // naming `field` otherwise.
 absl::StatusOr<uint64_t> UnsignedParameter(const inference::InferParameter& parameter,
                                            const std::string& field);
+// A parameter's value for messages: true, 12, "text" (a string), ...
+std::string ParameterText(const inference::InferParameter& parameter);
 
 }  // namespace replicad
 

@@ -215,16 +215,20 @@ int Serve(const ServerOptions& options) {
   InferenceHttpService http_door(core, server_metrics, shared_memory.get());
   std::unique_ptr<HttpServer> http_server;
   if (!options.http_listen.empty()) {
-    if (options.http_max_body_bytes < 1 || options.http_threads < 1) {
+    if (options.http_max_body_bytes < 1 || options.http_threads < 1 ||
+        options.http_max_connections < 1) {
       return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "--http-max-body-bytes and --http-threads must be at least 1; received ",
-          options.http_max_body_bytes, " and ", options.http_threads)));
+          "--http-max-body-bytes, --http-threads and --http-max-connections must be at least 1; "
+          "received ",
+          options.http_max_body_bytes, ", ", options.http_threads, " and ",
+          options.http_max_connections)));
     }
     HttpServer::Options http_options;
     http_options.name = "HTTP endpoint (--http-listen)";
     http_options.body_limit = static_cast<size_t>(options.http_max_body_bytes);
     http_options.header_limit = 64 * 1024;
     http_options.threads = options.http_threads;
+    http_options.max_connections = options.http_max_connections;
     http_options.render_error = &InferenceHttpService::ErrorResponse;
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
         HttpServer::Start(options.http_listen, std::move(http_options), http_door.AsHandler());
@@ -300,6 +304,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--http-threads", options.http_threads,
                     "Threads that read, decode and answer HTTP requests")
+      ->capture_default_str();
+  serve->add_option("--http-max-connections", options.http_max_connections,
+                    "HTTP connections open at once; more are closed as they come")
       ->capture_default_str();
   serve->add_flag("--system-shared-memory,!--no-system-shared-memory",
                   options.system_shared_memory,

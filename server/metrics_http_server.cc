@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   // hostile client can make us buffer.
   options.header_limit = 8 * 1024;
   options.body_limit = 64 * 1024;
+  options.max_connections = 64;
   HttpHandler handler = [&registry, ready = std::move(ready)](HttpRequest request,
                                                               HttpResponder respond) {
     const bool is_metrics = request.path == "/metrics";

@@ -15,6 +15,7 @@ struct ServerOptions {
   std::string http_listen = "0.0.0.0:8000";
   int64_t http_max_body_bytes = 64ll << 20;  // As Triton's --http-max-input-size.
   int http_threads = 4;
+  int http_max_connections = 1024;  // Open at once; keeps descriptors for gRPC.
   // Clients may register POSIX shared-memory regions and have the daemon
   // read inputs from and write outputs into them (Triton's extension).
   bool system_shared_memory = true;

@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
-#include <sys/mman.h>
+#include <sys/mman.h>  // shm_open
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,8 +15,8 @@
 namespace replicad {
 namespace {
 
-// Closes the descriptor on every path out of Register: the mapping does not
-// need it, and a long-lived server must not leak one per registration.
+// Closes the descriptor on every failed path out of Register: a long-lived
+// server must not leak one per refused registration.
 class FileDescriptor {
  public:
   explicit FileDescriptor(int fd) : fd_(fd) {}
@@ -26,6 +26,7 @@ class FileDescriptor {
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
   int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_;
@@ -71,28 +72,91 @@ absl::Status Prefixed(const std::string& name, const absl::Status& status) {
 
 }  // namespace
 
-// Owns the mapping; the registry and every view share it, so the munmap runs
-// when the last of them lets go, never under a request still using the bytes.
-struct SharedMemoryRegistry::Region {
-  Region(std::string key, uint64_t offset, uint64_t byte_size, void* base, size_t length,
-         size_t delta)
-      : key(std::move(key)),
-        offset(offset),
-        byte_size(byte_size),
-        base(base),
-        length(length),
-        data(static_cast<char*>(base) + delta) {}
-  ~Region() { munmap(base, length); }
-  Region(const Region&) = delete;
-  Region& operator=(const Region&) = delete;
+// The client's object, open for the registry and every view of it: closed
+// when the last of them lets go.
+struct SharedMemoryView::Source {
+  Source(int fd, std::string name, std::string key)
+      : fd(fd), name(std::move(name)), key(std::move(key)) {}
+  ~Source() { close(fd); }
+  Source(const Source&) = delete;
+  Source& operator=(const Source&) = delete;
 
+  const int fd;
+  const std::string name;  // The region's, for messages.
   const std::string key;
-  const uint64_t offset;
-  const uint64_t byte_size;
-  void* const base;     // Page aligned, as mmap returned it.
-  const size_t length;  // Of the mapping, from `base`.
-  char* const data;     // The byte at `offset` of the object.
 };
+
+struct SharedMemoryRegistry::Region {
+  std::string key;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+  std::shared_ptr<const SharedMemoryView::Source> source;
+};
+
+namespace {
+
+absl::Status ShrunkError(int fd, const std::string& name, const std::string& key, uint64_t begin,
+                         size_t bytes, const char* verb) {
+  struct stat object;
+  const std::string size =
+      fstat(fd, &object) == 0 ? absl::StrCat(object.st_size, " bytes") : "an unknown size";
+  return absl::InvalidArgumentError(absl::StrCat(
+      "shared memory region '", name, "': cannot ", verb, " bytes ", begin, " to ",
+      begin + bytes, " of key '", key, "', which now holds ", size,
+      " (the client shrank it after registering)"));
+}
+
+}  // namespace
+
+absl::Status SharedMemoryView::Read(void* out) const {
+  char* to = static_cast<char*>(out);
+  size_t done = 0;
+  while (done < bytes_) {
+    const ssize_t n = pread(source_->fd, to + done, bytes_ - done,
+                            static_cast<off_t>(object_offset_ + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("reading shared memory region '",
+                                                     source_->name, "'"));
+    }
+    if (n == 0) {
+      return ShrunkError(source_->fd, source_->name, source_->key, object_offset_, bytes_, "read");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SharedMemoryView::Write(const void* data, size_t n) const {
+  if (n > bytes_) {
+    return absl::InternalError(absl::StrCat("a write of ", n, " bytes into a view of ", bytes_,
+                                            " bytes of shared memory region '", source_->name,
+                                            "'"));
+  }
+  // pwrite past the end would grow the client's object; a shrunk object is
+  // the client's mistake to be told about, not to be silently undone.
+  struct stat object;
+  if (fstat(source_->fd, &object) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("fstat of shared memory region '",
+                                                   source_->name, "'"));
+  }
+  if (static_cast<uint64_t>(object.st_size) < object_offset_ + n) {
+    return ShrunkError(source_->fd, source_->name, source_->key, object_offset_, n, "write");
+  }
+  const char* from = static_cast<const char*>(data);
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t written =
+        pwrite(source_->fd, from + done, n - done, static_cast<off_t>(object_offset_ + done));
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("writing shared memory region '",
+                                                     source_->name, "'"));
+    }
+    done += static_cast<size_t>(written);
+  }
+  return absl::OkStatus();
+}
 
 SharedMemoryRegistry::SharedMemoryRegistry(size_t max_regions) : max_regions_(max_regions) {}
 
@@ -142,21 +206,14 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
                                            key, "', which holds ", object_bytes, " bytes")));
   }
 
-  // mmap wants a page-aligned file offset: map from the page holding `offset`.
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const uint64_t delta = offset % page;
-  const size_t length = static_cast<size_t>(delta + byte_size);
-  void* base = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(),
-                    static_cast<off_t>(offset - delta));
-  if (base == MAP_FAILED) {
-    return Prefixed(
-        name, absl::ErrnoToStatus(errno, absl::StrCat("mmap of shared memory key '", key, "'")));
-  }
-  std::shared_ptr<const Region> region =
-      std::make_shared<Region>(key, offset, byte_size, base, length, static_cast<size_t>(delta));
+  auto region = std::make_shared<Region>();
+  region->key = key;
+  region->offset = offset;
+  region->byte_size = byte_size;
+  region->source = std::make_shared<const SharedMemoryView::Source>(fd.release(), name, key);
 
   absl::MutexLock lock(&mu_);
-  // A racing Register that lost drops `region` here, which unmaps it.
+  // A racing Register that lost drops `region` here, which closes the object.
   if (absl::Status room = CheckRoomFor(name); !room.ok()) return room;
   regions_.emplace(name, std::move(region));
   return absl::OkStatus();
@@ -178,7 +235,7 @@ absl::Status SharedMemoryRegistry::CheckRoomFor(const std::string& name) const {
 }
 
 absl::Status SharedMemoryRegistry::Unregister(const std::string& name) {
-  // Released after the lock: the munmap need not hold up Find.
+  // Released after the lock: closing the objects need not hold up Find.
   std::map<std::string, std::shared_ptr<const Region>> released;
   absl::MutexLock lock(&mu_);
   if (name.empty()) {
@@ -236,8 +293,7 @@ absl::StatusOr<SharedMemoryView> SharedMemoryRegistry::Find(const std::string& r
         ".parameters.shared_memory_offset ", offset, " + shared_memory_byte_size ", byte_size,
         " runs past the region's ", found->byte_size, " bytes"));
   }
-  char* data = found->data + offset;
-  return SharedMemoryView{data, static_cast<size_t>(byte_size), std::move(found)};
+  return SharedMemoryView(found->source, found->offset + offset, static_cast<size_t>(byte_size));
 }
 
 }  // namespace replicad

@@ -15,22 +15,42 @@
 
 namespace replicad {
 
-// Bytes of a registered region that one request reads or writes. They are
-// shared with the client, which may change them at any time. `data` stays
-// mapped while any copy of `keep_alive` lives, even after the region is
-// unregistered (hand it to Buffer as its keep_alive).
-struct SharedMemoryView {
-  char* data = nullptr;
-  size_t bytes = 0;
-  std::shared_ptr<const void> keep_alive;
+// Bytes of a registered region that one request reads or writes, through
+// the region's descriptor. They are never mapped into the daemon: a client
+// may shrink its object at any time, and a mapped access past the new end
+// would kill the daemon with SIGBUS; a read or write here fails the request
+// instead. Copies are cheap and share the region, which stays open while any
+// view lives, even after it is unregistered.
+class SharedMemoryView {
+ public:
+  SharedMemoryView() = default;
+  size_t bytes() const { return bytes_; }
+  // Copies the view's bytes() bytes into `out`. InvalidArgument naming the
+  // region, the range and the object's size when the object no longer holds
+  // them; the errno's status when the read fails.
+  absl::Status Read(void* out) const;
+  // Writes `n` <= bytes() bytes from `data` at the view's start; errors as
+  // Read's.
+  absl::Status Write(const void* data, size_t n) const;
+
+ private:
+  friend class SharedMemoryRegistry;
+  struct Source;
+  SharedMemoryView(std::shared_ptr<const Source> source, uint64_t object_offset, size_t bytes)
+      : source_(std::move(source)), object_offset_(object_offset), bytes_(bytes) {}
+
+  std::shared_ptr<const Source> source_;
+  uint64_t object_offset_ = 0;  // Where the view starts in the client's object.
+  size_t bytes_ = 0;
 };
 
 // The POSIX system shared-memory regions that clients registered, as Triton's
 // system_shared_memory extension has them; protocol neutral. Every message
 // reads as Triton's does (its clients' tests match on them), plus the values.
-// A region maps [offset, offset + byte_size) of the client's object once, at
-// Register; nothing is copied. A client that shrinks its object afterwards
-// makes an access past the new end raise SIGBUS, as in Triton.
+// A region is [offset, offset + byte_size) of the client's object, read and
+// written through its descriptor (see SharedMemoryView): a client that
+// shrinks its object fails its own requests, it cannot crash the daemon (in
+// Triton, whose regions are mapped, it raises SIGBUS).
 // Thread-safe; Find and Status never wait for a system call.
 class SharedMemoryRegistry {
  public:

@@ -2,12 +2,14 @@
 
 #include <string>
 
+#include "server/error_message.h"
+
 namespace replicad {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+                      BoundedMessage(status.message()));
 }
 
 }  // namespace replicad

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/error_message.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/unary_call.h"
 #include "server/inference_protocol.h"
@@ -164,10 +165,11 @@ class StreamInfer final
                                                exchange->response.mutable_infer_response());
     core_.Infer(std::move(decoded->request), std::move(context), writer.get(),
                 [this, writer, exchange = std::move(exchange),
-                 inputs = std::move(decoded->input_regions)](
+                 inputs = std::move(decoded->input_copies)](
                     absl::Status status, ServingCore::InferAnswer answer) mutable {
                   inference::ModelInferResponse* response =
                       exchange->response.mutable_infer_response();
+                  if (status.ok()) status = writer->WriteToRegions();
                   if (status.ok()) {
                     response->set_model_name(answer.model->name);
                     response->set_model_version(absl::StrCat(answer.model->version));
@@ -187,8 +189,8 @@ class StreamInfer final
                                .count());
     if (!status.ok()) {
       exchange->response.Clear();
-      exchange->response.set_error_message(
-          absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
+      exchange->response.set_error_message(absl::StrCat(
+          absl::StatusCodeToString(status.code()), ": ", BoundedMessage(status.message())));
       exchange->response.mutable_infer_response()->set_id(exchange->request.id());
     }
     absl::MutexLock lock(&mu_);
@@ -299,8 +301,9 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   if (!decoded.ok()) return call.Finish(decoded.status());
   auto writer = std::make_shared<RawOutputs>(std::move(decoded->output_regions), response);
   core_.Infer(std::move(decoded->request), std::move(request_context), writer.get(),
-              [call, writer, request, response, inputs = std::move(decoded->input_regions)](
+              [call, writer, request, response, inputs = std::move(decoded->input_copies)](
                   absl::Status status, ServingCore::InferAnswer answer) mutable {
+                if (status.ok()) status = writer->WriteToRegions();
                 if (status.ok()) {
                   response->set_model_name(answer.model->name);
                   response->set_model_version(absl::StrCat(answer.model->version));
@@ -330,15 +333,9 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryModelLoad(
     grpc::CallbackServerContext* context, const inference::RepositoryModelLoadRequest* request,
     inference::RepositoryModelLoadResponse*) {
   UnaryCall call(context, metrics_, "RepositoryModelLoad");
-  // Loading from a config or files sent with the request is a Triton
-  // extension replicad does not have: refuse it rather than load the
-  // repository's version in its place.
-  if (!request->parameters().empty()) {
-    return call.Finish(absl::UnimplementedError(absl::StrCat(
-        "parameters.", request->parameters().begin()->first,
-        ": loading with an override configuration or files is not supported; "
-        "ModelLoad loads the repository's model")));
-  }
+  std::vector<std::string> names;
+  for (const auto& [name, value] : request->parameters()) names.push_back(name);
+  if (absl::Status s = CheckLoadParameters(names); !s.ok()) return call.Finish(s);
   core_.LoadModel(request->model_name(),
                   [call](absl::Status status) mutable { call.Finish(status); });
   return call.reactor();

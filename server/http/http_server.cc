@@ -2,9 +2,11 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -119,6 +121,14 @@ class ServerState {
     absl::MutexLock lock(&mu_);
     stopped_ = true;
   }
+
+  // Counts a connection; false when max_connections are open already.
+  bool AddConnection() {
+    if (connections_.fetch_add(1) < options_.max_connections) return true;
+    connections_.fetch_sub(1);
+    return false;
+  }
+  void RemoveConnection() { connections_.fetch_sub(1); }
   // After Stop: every responder has been called or destroyed.
   void AwaitResponders() {
     absl::MutexLock lock(&mu_);
@@ -132,6 +142,7 @@ class ServerState {
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int outstanding_responders_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int> connections_{0};
 };
 
 }  // namespace
@@ -204,14 +215,20 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(tcp::socket socket, std::shared_ptr<ServerState> server)
       : stream_(std::move(socket)), server_(std::move(server)) {}
 
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  ~Session() { server_->RemoveConnection(); }
+
+  // The header first, so that a client waiting for "100 Continue" gets it
+  // and a transfer coding we cannot read is refused before its body.
   void ReadRequest() {
     parser_.emplace();
     parser_->header_limit(server_->options().header_limit);
     parser_->body_limit(server_->options().body_limit);
     stream_.expires_after(server_->options().idle_timeout);
-    http::async_read(
+    http::async_read_header(
         stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
   }
 
   // Writes `response` to the request being answered (on a server thread).
@@ -256,15 +273,50 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::any_io_executor executor() { return stream_.get_executor(); }
 
  private:
+  void OnHeader(beast::error_code ec) {
+    if (ec) return OnRead(ec);
+    const http::request<http::string_body>& header = parser_->get();
+    // Beast reads chunked bodies and Content-Length ones; any other final
+    // coding would leave the body to be read as the next request (RFC 9112
+    // 6.3: refuse it and close).
+    if (header.find(http::field::transfer_encoding) != header.end() && !parser_->chunked()) {
+      PrepareRefusal();
+      return WriteError(501, absl::StrCat("Transfer-Encoding '",
+                                          ToString(header[http::field::transfer_encoding]),
+                                          "' is not supported; send the body with "
+                                          "Content-Length or chunked"));
+    }
+    auto read_body = [self = shared_from_this()] {
+      self->stream_.expires_after(self->server_->options().idle_timeout);
+      http::async_read(self->stream_, self->buffer_, *self->parser_,
+                       [self](beast::error_code body_ec, size_t) { self->OnRead(body_ec); });
+    };
+    if (beast::iequals(header[http::field::expect], "100-continue") && !parser_->is_done()) {
+      static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      return asio::async_write(stream_, asio::buffer(kContinue, sizeof(kContinue) - 1),
+                               [self = shared_from_this(), read_body](beast::error_code write_ec,
+                                                                      size_t) {
+                                 if (write_ec) return self->Close();
+                                 read_body();
+                               });
+    }
+    read_body();
+  }
+
+  // For answers to requests that cannot be read: HTTP/1.1, then close.
+  void PrepareRefusal() {
+    version_ = kHttp11;
+    keep_alive_ = false;
+    head_ = false;
+    linger_ = true;
+  }
+
   void OnRead(beast::error_code ec) {
     if (ec) {
       // A client that sent garbage, or too much, is told so; one that went
       // away, or timed out, gets nothing.
       if (ec == http::error::end_of_stream || !IsHttpParseError(ec)) return Close();
-      version_ = kHttp11;
-      keep_alive_ = false;
-      head_ = false;
-      linger_ = true;
+      PrepareRefusal();
       if (ec == http::error::body_limit) {
         return WriteError(413, absl::StrCat("request body is larger than this server's limit of ",
                                             server_->options().body_limit, " bytes"));
@@ -349,7 +401,14 @@ void HttpServer::Impl::Accept() {
       });
       return;
     }
-    std::make_shared<Session>(std::move(socket), shared_)->ReadRequest();
+    // Beyond the cap a connection is closed at once: idle connections must
+    // not take every descriptor the process has (and with them the gRPC port).
+    if (shared_->AddConnection()) {
+      std::make_shared<Session>(std::move(socket), shared_)->ReadRequest();
+    } else {
+      beast::error_code ignored;
+      socket.close(ignored);
+    }
     Accept();
   });
 }

@@ -48,9 +48,11 @@ using HttpHandler = std::function<void(HttpRequest request, HttpResponder respon
 // connection's thread. A HEAD response goes out without its body.
 //
 // A request that does not parse is answered 400, one whose header exceeds
-// the limit 431, one whose body exceeds it 413 (each rendered by
-// `Options::render_error`) and its connection is closed; the server carries
-// on. Connections are kept alive as HTTP/1.1 asks and closed when idle.
+// the limit 431, one whose body exceeds it 413, one whose transfer coding is
+// not chunked 501 (each rendered by `Options::render_error`) and its
+// connection is closed; the server carries on. "Expect: 100-continue" is
+// answered before the body is read. Connections are kept alive as HTTP/1.1
+// asks, closed when idle, and at most max_connections are open at once.
 //
 // Thread-safe: Stop and port may be called from any thread but the server's.
 class HttpServer {
@@ -61,6 +63,8 @@ class HttpServer {
     size_t body_limit = 64 * 1024;
     std::chrono::seconds idle_timeout{30};
     int threads = 1;
+    // Connections open at once; more are closed as they come.
+    int max_connections = 1024;
     // The body of the server's own errors (400, 413, 431).
     std::function<HttpResponse(int status, const std::string& message)> render_error;
   };

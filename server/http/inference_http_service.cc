@@ -1,6 +1,7 @@
 #include "server/http/inference_http_service.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "server/error_message.h"
 #include "server/http/proto_json.h"
 #include "server/inference_protocol.h"
 #include "server/inference_request.h"
@@ -54,6 +56,11 @@ int HttpStatusOf(absl::StatusCode code) {
 }
 
 const char* TypeName(const json& j) { return j.type_name(); }
+
+// JSON text for an answer. Strings a client sent (names, ids, bytes quoted in
+// a parse error) may not be UTF-8, which JSON requires: such bytes print as
+// U+FFFD rather than failing the answer.
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // "%2F" and the like in a path segment (clients quote model names).
 std::string PercentDecoded(absl::string_view s) {
@@ -143,7 +150,12 @@ absl::Status Flatten(const json& data, const std::string& field, int depth, std:
   }
   if constexpr (std::is_same_v<T, float>) {
     if (data.is_number()) {
-      out->push_back(static_cast<float>(data.get<double>()));
+      const double value = data.get<double>();
+      if (std::abs(value) > std::numeric_limits<float>::max()) {
+        return absl::InvalidArgumentError(absl::StrCat(field, "[", out->size(), "]: ", data.dump(),
+                                                       " is outside FP32's range"));
+      }
+      out->push_back(static_cast<float>(value));
       return absl::OkStatus();
     }
     return absl::InvalidArgumentError(absl::StrCat(
@@ -226,7 +238,7 @@ class InferExchange : public InferOutputs {
       if (it->second.parameter_choice_case() != inference::InferParameter::kBoolParam) {
         return absl::InvalidArgumentError(absl::StrCat(
             "parameters.binary_data_output: expected a boolean, received ",
-            it->second.ShortDebugString()));
+            ParameterText(it->second)));
       }
       default_binary_ = it->second.bool_param();
     }
@@ -245,9 +257,9 @@ class InferExchange : public InferOutputs {
   const inference::ModelInferRequest& protocol() const { return protocol_; }
   const std::vector<WireBytes>& input_bytes() const { return input_bytes_; }
   // Where the decoder placed tensors in shared memory.
-  void Placed(std::map<std::string, OutputRegion> outputs, std::vector<SharedMemoryView> inputs) {
+  void Placed(std::map<std::string, OutputRegion> outputs, std::vector<std::vector<char>> inputs) {
     set_regions(std::move(outputs));
-    input_regions_ = std::move(inputs);
+    input_copies_ = std::move(inputs);
   }
 
   // The answer: JSON, with the binary outputs after it when there are any.
@@ -265,7 +277,7 @@ class InferExchange : public InferOutputs {
         if (o.region->offset > 0) tensor["parameters"]["shared_memory_offset"] = o.region->offset;
       } else if (o.binary) {
         tensor["parameters"] = {{"binary_data_size", o.bytes.size()}};
-        binary += o.bytes;
+        binary.append(o.bytes.data(), o.bytes.size());
       } else {
         tensor["data"] = DataOf(o);
       }
@@ -273,7 +285,7 @@ class InferExchange : public InferOutputs {
     }
     out["outputs"] = std::move(outputs);
     HttpResponse response;
-    response.body = out.dump();
+    response.body = Dump(out);
     if (binary.empty()) {
       response.content_type = kJson;
     } else {
@@ -288,7 +300,7 @@ class InferExchange : public InferOutputs {
   struct Output {
     std::string name;
     TensorType type;
-    std::string bytes;
+    std::vector<char> bytes;  // Not a string: a short string's bytes move with it.
     std::optional<OutputRegion> region;
     bool binary = false;
   };
@@ -389,7 +401,7 @@ class InferExchange : public InferOutputs {
         return absl::InvalidArgumentError(absl::StrCat(named,
                                                        ".parameters.binary_data: expected a "
                                                        "boolean, received ",
-                                                       it->second.ShortDebugString()));
+                                                       ParameterText(it->second)));
       }
       binary = it->second.bool_param();
     }
@@ -435,7 +447,7 @@ class InferExchange : public InferOutputs {
   std::vector<WireBytes> input_bytes_;
   std::vector<std::vector<float>> float_data_;  // JSON data, converted.
   std::vector<std::vector<int64_t>> int_data_;
-  std::vector<SharedMemoryView> input_regions_;
+  std::vector<std::vector<char>> input_copies_;  // Read out of shared memory.
   bool default_binary_ = false;
   std::map<std::string, bool> binary_outputs_;
   std::vector<Output> outputs_;
@@ -459,12 +471,13 @@ class InferenceHttpService::Call {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
     std::move(respond_)(std::move(response));
   }
-  void Fail(const absl::Status& status) {
-    Finish(status, ErrorResponse(HttpStatusOf(status.code()), std::string(status.message())));
+  void Fail(const absl::Status& status, const std::string& model = "") {
+    Finish(status, ErrorResponse(HttpStatusOf(status.code()), std::string(status.message())),
+           model);
   }
   void Json(const absl::Status& status, const json& body, const std::string& model = "") {
     if (!status.ok()) return Fail(status);
-    Finish(status, HttpResponse{200, kJson, {}, body.dump()}, model);
+    Finish(status, HttpResponse{200, kJson, {}, Dump(body)}, model);
   }
   // 200 with an empty body, or the error.
   void Empty(const absl::Status& status, const std::string& model = "") {
@@ -488,7 +501,7 @@ InferenceHttpService::InferenceHttpService(ServingCore& core, ServerMetrics& met
     : core_(core), metrics_(metrics), shared_memory_(shared_memory) {}
 
 HttpResponse InferenceHttpService::ErrorResponse(int status, const std::string& message) {
-  return HttpResponse{status, kJson, {}, json{{"error", message}}.dump()};
+  return HttpResponse{status, kJson, {}, Dump(json{{"error", BoundedMessage(message)}})};
 }
 
 void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
@@ -544,7 +557,9 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
       next += 2;
     }
     const std::string action = next < n ? path[next] : "";
-    if (next + 1 < n) {
+    const bool known = action.empty() || action == "infer" || action == "ready" ||
+                       action == "config" || action == "stats";
+    if (next + 1 < n || !known) {
       call.set_method("http");
       return call.Fail(absl::NotFoundError(absl::StrCat("no route for ", request.path)));
     }
@@ -620,11 +635,10 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
     // Loading from a config or files sent with the request is a Triton
     // extension replicad does not have: refuse it rather than load the
     // repository's version in its place.
-    if (load && parameters != body.end() && parameters->is_object() && !parameters->empty()) {
-      return call.Fail(absl::UnimplementedError(absl::StrCat(
-          "parameters.", parameters->begin().key(),
-          ": loading with an override configuration or files is not supported; "
-          "load loads the repository's model")));
+    if (load && parameters != body.end() && parameters->is_object()) {
+      std::vector<std::string> names;
+      for (const auto& [name, value] : parameters->items()) names.push_back(name);
+      if (absl::Status s = CheckLoadParameters(names); !s.ok()) return call.Fail(s);
     }
     auto finish = [call = std::move(call)](absl::Status status) mutable { call.Empty(status); };
     if (load) return core_.LoadModel(path[3], std::move(finish));
@@ -699,13 +713,15 @@ void InferenceHttpService::Infer(Call call, HttpRequest request, std::string mod
       exchange->protocol(), exchange->input_bytes(), shared_memory_, &context);
   if (!decoded.ok()) return call.Fail(decoded.status());
   InferRequest infer = std::move(decoded->request);
-  exchange->Placed(std::move(decoded->output_regions), std::move(decoded->input_regions));
+  exchange->Placed(std::move(decoded->output_regions), std::move(decoded->input_copies));
   InferExchange* writer = exchange.get();
   core_.Infer(std::move(infer), std::move(context), writer,
               [call = std::move(call), exchange = std::move(exchange)](
                   absl::Status status, ServingCore::InferAnswer answer) mutable {
-                if (!status.ok()) return call.Fail(status);
-                call.Finish(status, exchange->Answer(*answer.model), answer.model->name);
+                const std::string model = answer.model != nullptr ? answer.model->name : "";
+                if (status.ok()) status = exchange->WriteToRegions();
+                if (!status.ok()) return call.Fail(status, model);
+                call.Finish(status, exchange->Answer(*answer.model), model);
               });
 }
 

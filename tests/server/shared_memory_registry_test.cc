@@ -28,6 +28,7 @@
 namespace replicad {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -93,27 +94,31 @@ TEST(SharedMemoryRegistryTest, ViewWritesAndReadsTheClientsBytesAtAnUnalignedOff
   SharedMemoryRegistry registry;
   const uint64_t region_offset = page + 7;  // Not page aligned.
   ASSERT_TRUE(registry.Register("region", object.key(), region_offset, 2 * page).ok());
-  // Only the pages holding the region are mapped, once.
-  EXPECT_EQ(MappingsOf(object.path()), 2);  // Its own mapping and ShmObject's.
+  // The daemon never maps a client's object (see SharedMemoryView).
+  EXPECT_EQ(MappingsOf(object.path()), 1);  // ShmObject's own.
 
   absl::StatusOr<SharedMemoryView> view = registry.Find("region", 10, 100, "inputs[0] 'IN'");
   ASSERT_TRUE(view.ok()) << view.status();
-  ASSERT_EQ(view->bytes, 100u);
-  for (int i = 0; i < 100; ++i) view->data[i] = static_cast<char>(i + 1);
+  ASSERT_EQ(view->bytes(), 100u);
+  char bytes[100];
+  for (int i = 0; i < 100; ++i) bytes[i] = static_cast<char>(i + 1);
+  ASSERT_TRUE(view->Write(bytes, 100).ok());
   for (int i = 0; i < 100; ++i) {
     ASSERT_EQ(object.bytes()[region_offset + 10 + i], i + 1) << i;
   }
   object.bytes()[region_offset + 10 + 50] = 0xEE;
-  EXPECT_EQ(static_cast<unsigned char>(view->data[50]), 0xEE);
+  ASSERT_TRUE(view->Read(bytes).ok());
+  EXPECT_EQ(static_cast<unsigned char>(bytes[50]), 0xEE);
+  EXPECT_EQ(bytes[49], 50);
 
   // The region's last byte, and an empty view at its start.
   absl::StatusOr<SharedMemoryView> last = registry.Find("region", 2 * page - 1, 1, "outputs[0]");
   ASSERT_TRUE(last.ok()) << last.status();
-  last->data[0] = 'z';
+  ASSERT_TRUE(last->Write("z", 1).ok());
   EXPECT_EQ(object.bytes()[region_offset + 2 * page - 1], 'z');
   absl::StatusOr<SharedMemoryView> empty = registry.Find("region", 0, 0, "inputs[1]");
   ASSERT_TRUE(empty.ok()) << empty.status();
-  EXPECT_EQ(empty->bytes, 0u);
+  EXPECT_EQ(empty->bytes(), 0u);
 }
 
 TEST(SharedMemoryRegistryTest, KeyWithoutLeadingSlashOpensTheSameObjectAsGlibcAndTritonDo) {
@@ -122,8 +127,8 @@ TEST(SharedMemoryRegistryTest, KeyWithoutLeadingSlashOpensTheSameObjectAsGlibcAn
   ASSERT_TRUE(registry.Register("r", object.key().substr(1), 0, 64).ok());
   absl::StatusOr<SharedMemoryView> view = registry.Find("r", 0, 64, "inputs[0]");
   ASSERT_TRUE(view.ok()) << view.status();
-  view->data[3] = 'q';
-  EXPECT_EQ(object.bytes()[3], 'q');
+  ASSERT_TRUE(view->Write("q", 1).ok());
+  EXPECT_EQ(object.bytes()[0], 'q');
   absl::StatusOr<std::vector<SharedMemoryRegistry::RegionStatus>> status = registry.Status("r");
   ASSERT_TRUE(status.ok());
   EXPECT_EQ((*status)[0].key, object.key().substr(1));  // As the client registered it.
@@ -308,35 +313,64 @@ TEST(SharedMemoryRegistryTest, FindNamesTheTensorTheRegionAndTheValues) {
   // Offsets are within the region, not the object.
   view = registry.Find("output0_data", 0, 64, tensor);
   ASSERT_TRUE(view.ok()) << view.status();
-  view->data[0] = 'A';
+  ASSERT_TRUE(view->Write("A", 1).ok());
   EXPECT_EQ(object.bytes()[64], 'A');
 }
 
-TEST(SharedMemoryRegistryTest, UnregisterKeepsHeldViewsMappedUntilTheyLetGo) {
+TEST(SharedMemoryRegistryTest, UnregisterKeepsHeldViewsWorkingUntilTheyLetGo) {
   ShmObject object("held", 4096);
+  const int descriptors = OpenDescriptors();
   SharedMemoryRegistry registry;
   ASSERT_TRUE(registry.Register("r", object.key(), 0, 4096).ok());
+  EXPECT_EQ(OpenDescriptors(), descriptors + 1);  // The region holds the object open.
   absl::StatusOr<SharedMemoryView> view = registry.Find("r", 100, 16, "inputs[0]");
   ASSERT_TRUE(view.ok()) << view.status();
 
   ASSERT_TRUE(registry.Unregister("r").ok());
   EXPECT_EQ(registry.Find("r", 0, 1, "inputs[0]").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(registry.Status("r").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(MappingsOf(object.path()), 2);  // Still mapped: the view holds it.
-  view->data[0] = 'v';
+  EXPECT_EQ(OpenDescriptors(), descriptors + 1);  // Still open: the view holds it.
+  ASSERT_TRUE(view->Write("v", 1).ok());
   EXPECT_EQ(object.bytes()[100], 'v');
   object.bytes()[101] = 'w';
-  EXPECT_EQ(view->data[1], 'w');
+  char read[16];
+  ASSERT_TRUE(view->Read(read).ok());
+  EXPECT_EQ(read[1], 'w');
 
   // The name is free again at once, while the old view lives on.
   ASSERT_TRUE(registry.Register("r", object.key(), 0, 64).ok());
-  EXPECT_EQ(MappingsOf(object.path()), 3);
+  EXPECT_EQ(OpenDescriptors(), descriptors + 2);
 
   SharedMemoryView copy = *view;
   view = absl::UnknownError("dropped");
-  EXPECT_EQ(MappingsOf(object.path()), 3);  // `copy` still holds it.
+  EXPECT_EQ(OpenDescriptors(), descriptors + 2);  // `copy` still holds it.
   copy = SharedMemoryView();
-  EXPECT_EQ(MappingsOf(object.path()), 2);  // Unmapped with the last holder.
+  EXPECT_EQ(OpenDescriptors(), descriptors + 1);  // Closed with the last holder.
+}
+
+TEST(SharedMemoryRegistryTest, AnObjectShrunkAfterRegisteringFailsTheRequestNotTheDaemon) {
+  // A mapped region would raise SIGBUS here and kill the process.
+  ShmObject object("shrunk", 8192);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("t", object.key(), 0, 8192).ok());
+  absl::StatusOr<SharedMemoryView> view = registry.Find("t", 4096, 4096, "outputs[0]");
+  ASSERT_TRUE(view.ok()) << view.status();
+  const int fd = shm_open(object.key().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 100), 0);
+  close(fd);
+  std::vector<char> bytes(4096);
+  absl::Status read = view->Read(bytes.data());
+  EXPECT_EQ(read.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(read), AllOf(HasSubstr("shared memory region 't'"),
+                                   HasSubstr("bytes 4096 to 8192"),
+                                   HasSubstr("now holds 100 bytes")));
+  absl::Status write = view->Write(bytes.data(), bytes.size());
+  EXPECT_EQ(write.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(write), HasSubstr("now holds 100 bytes"));
+  struct stat after;
+  ASSERT_EQ(stat(object.path().c_str(), &after), 0);
+  EXPECT_EQ(after.st_size, 100);  // A failed write does not grow the client's object.
 }
 
 TEST(SharedMemoryRegistryTest, UnregisterUnknownIsOkAndEmptyNameUnregistersAll) {
@@ -348,18 +382,17 @@ TEST(SharedMemoryRegistryTest, UnregisterUnknownIsOkAndEmptyNameUnregistersAll) 
     for (const char* name : {"input0_data", "input1_data", "output0_data", "output1_data"}) {
       ASSERT_TRUE(registry.Register(name, object.key(), 0, 64).ok());
     }
-    EXPECT_EQ(OpenDescriptors(), descriptors);  // Closed after mapping.
-    EXPECT_EQ(MappingsOf(object.path()), 5);
+    EXPECT_EQ(OpenDescriptors(), descriptors + 4);  // One open object each.
     ASSERT_TRUE(registry.Unregister("output0_data").ok());
     EXPECT_EQ(registry.Status("").value().size(), 3u);
+    EXPECT_EQ(OpenDescriptors(), descriptors + 3);
     ASSERT_TRUE(registry.Unregister("").ok());
     EXPECT_TRUE(registry.Status("").value().empty());
-    EXPECT_EQ(MappingsOf(object.path()), 1);
+    EXPECT_EQ(OpenDescriptors(), descriptors);
     EXPECT_TRUE(registry.Unregister("").ok());
 
     ASSERT_TRUE(registry.Register("kept", object.key(), 0, 64).ok());
-  }  // The destructor unmaps what is left.
-  EXPECT_EQ(MappingsOf(object.path()), 1);
+  }  // The destructor closes what is left.
   EXPECT_EQ(OpenDescriptors(), descriptors);
 }
 
@@ -393,8 +426,10 @@ TEST(SharedMemoryRegistryTest, ConcurrentRegisterFindUnregisterStatus) {
             absl::StatusOr<SharedMemoryView> view = registry.Find(name, 8, 256, "inputs[0]");
             if (view.ok()) {
               ++views;
-              for (size_t b = 0; b < view->bytes; ++b) {
-                if (static_cast<unsigned char>(view->data[b]) != 0xAB) ++unexpected;
+              std::vector<unsigned char> bytes(view->bytes());
+              if (!view->Read(bytes.data()).ok()) ++unexpected;
+              for (unsigned char b : bytes) {
+                if (b != 0xAB) ++unexpected;
               }
               if (held.size() < 8) held.push_back(*std::move(view));
             } else if (!absl::IsNotFound(view.status())) {
@@ -414,7 +449,8 @@ TEST(SharedMemoryRegistryTest, ConcurrentRegisterFindUnregisterStatus) {
         }
         if (!held.empty() && rng() % 3 == 0) {
           // Views outlive their registration: read one that may be unregistered.
-          if (static_cast<unsigned char>(held.back().data[255]) != 0xAB) ++unexpected;
+          unsigned char last[256];
+          if (!held.back().Read(last).ok() || last[255] != 0xAB) ++unexpected;
           held.pop_back();
         }
       }
@@ -424,7 +460,7 @@ TEST(SharedMemoryRegistryTest, ConcurrentRegisterFindUnregisterStatus) {
   EXPECT_EQ(unexpected.load(), 0);
   EXPECT_GT(views.load(), 0);
   ASSERT_TRUE(registry.Unregister("").ok());
-  EXPECT_EQ(MappingsOf(object.path()), 1);  // Every mapping released.
+  EXPECT_EQ(MappingsOf(object.path()), 1);  // Only ShmObject's own: views never map.
 }
 
 }  // namespace

@@ -122,6 +122,9 @@ class HealthAndMetadata(unittest.TestCase):
             client.load_model(MODEL, config=json.dumps({"max_batch_size": 2}))
         self.assertEqual(caught.exception.status(), "501")
         self.assertIn("parameters.config", caught.exception.message())
+        status, _, _ = raw("POST", f"/v2/repository/models/{MODEL}/load",
+                           json.dumps({"parameters": {"unload_dependents": False}}))
+        self.assertEqual(status, 200)  # Tolerated: it changes nothing here.
 
 
 class Inference(unittest.TestCase):
@@ -240,6 +243,23 @@ class SharedMemory(unittest.TestCase):
                           lambda: send(output_region="small"))
         self.expect_error("StatusCode.NOT_FOUND", ["Unable to find shared memory region: 'gone'"],
                           lambda: grpc_client.infer(MODEL, [self.grpc_input("gone")]))
+
+    def test_an_object_shrunk_after_registering_fails_the_request_not_the_daemon(self):
+        # A daemon that mapped the region would die of SIGBUS here.
+        client.register_system_shared_memory("in", "/replicad_test_in", self.in_bytes)
+        client.register_system_shared_memory("out", "/replicad_test_out", self.out_bytes + 64)
+        os.truncate("/dev/shm/replicad_test_out", 100)
+        inputs = [httpclient.InferInput("image", list(self.x.shape), "FP32")]
+        inputs[0].set_shared_memory("in", self.in_bytes)
+        outputs = [httpclient.InferRequestedOutput("logits")]
+        outputs[0].set_shared_memory("out", self.out_bytes)
+        self.expect_error("400", ["shared memory region 'out'", "now holds 100 bytes"],
+                          lambda: client.infer(MODEL, inputs, outputs=outputs))
+        os.truncate("/dev/shm/replicad_test_in", 10)
+        self.expect_error("StatusCode.INVALID_ARGUMENT",
+                          ["shared memory region 'in'", "now holds 10 bytes"],
+                          lambda: grpc_client.infer(MODEL, [self.grpc_input("in")]))
+        self.assertTrue(client.is_server_live())
 
     def grpc_input(self, region):
         tensor = grpcclient.InferInput("image", list(self.x.shape), "FP32")
@@ -390,6 +410,31 @@ class BadInput(unittest.TestCase):
         body["outputs"] = [{"name": "logits", "parameters": {"binary_data": "yes"}}]
         self.expect(400, ["binary_data: expected a boolean"], "POST",
                     f"/v2/models/{MODEL}/infer", json.dumps(body))
+
+    def test_invalid_utf8_is_answered_with_json(self):
+        body = self.infer_body().encode()[:-1] + b', "id": "\xff"}'
+        self.expect(400, ["request body: malformed JSON"], "POST", f"/v2/models/{MODEL}/infer",
+                    body)
+        self.expect(404, ["is not served"], "GET", "/v2/models/%ff")
+
+    def test_duplicate_outputs_and_fp32_overflow_are_refused(self):
+        body = json.loads(self.infer_body())
+        body["outputs"] = [{"name": "logits"}, {"name": "logits"}]
+        self.expect(400, ["outputs[1] 'logits': already requested as outputs[0]"], "POST",
+                    f"/v2/models/{MODEL}/infer", json.dumps(body))
+        self.expect(400, ["inputs[0] 'image'.data[1]: 3.5e+38 is outside FP32's range"], "POST",
+                    f"/v2/models/{MODEL}/infer", self.infer_body(data=[0.0, 3.5e38]))
+
+    def test_unknown_actions_are_404_whatever_the_method(self):
+        for method in ("GET", "POST", "DELETE"):
+            self.expect(404, ["no route for"], method, f"/v2/models/{MODEL}/generate")
+
+    def test_long_names_are_cut_in_messages(self):
+        with self.assertRaises(InferenceServerException) as caught:
+            grpc_client.get_model_metadata("m" * 20000)
+        self.assertEqual(caught.exception.status(), "StatusCode.NOT_FOUND")
+        self.assertIn("more bytes)", caught.exception.message())
+        self.expect(404, ["more bytes)"], "GET", "/v2/models/" + "m" * 20000)
 
     def test_body_over_the_limit_is_413(self):
         got, _, answer = raw("POST", f"/v2/models/{MODEL}/infer", b"\0" * (BODY_LIMIT + 1))
