@@ -46,7 +46,7 @@ absl::Status ApplyRequestParameters(const Parameters& parameters, RequestContext
 }
 
 // The shared-memory placement a tensor's parameters ask for, if any.
-absl::StatusOr<std::optional<OutputRegion>> RegionOf(const Parameters& parameters,
+absl::StatusOr<std::optional<TensorRegion>> RegionOf(const Parameters& parameters,
                                                      const std::string& tensor,
                                                      const SharedMemoryRegistry* registry) {
   auto region = parameters.find(kRegion);
@@ -69,7 +69,7 @@ absl::StatusOr<std::optional<OutputRegion>> RegionOf(const Parameters& parameter
                                                    ": expected a string, received ",
                                                    ParameterText(region->second)));
   }
-  OutputRegion out;
+  TensorRegion out;
   out.region = region->second.string_param();
   auto byte_size = parameters.find(kByteSize);
   if (byte_size == parameters.end()) {
@@ -149,7 +149,7 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
     absl::StatusOr<DType> dtype = DTypeFromDatatype(t.datatype(), tensor + ".datatype");
     if (!dtype.ok()) return dtype.status();
     if (absl::Status s = CheckUnsupportedParameters(t.parameters(), tensor); !s.ok()) return s;
-    absl::StatusOr<std::optional<OutputRegion>> region =
+    absl::StatusOr<std::optional<TensorRegion>> region =
         RegionOf(t.parameters(), tensor, shared_memory);
     if (!region.ok()) return region.status();
     RequestInput input{t.name(), *dtype, Shape(t.shape().begin(), t.shape().end()), nullptr, 0};
@@ -180,7 +180,7 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
     if (absl::Status s = CheckUnsupportedParameters(output.parameters(), tensor); !s.ok()) {
       return s;
     }
-    absl::StatusOr<std::optional<OutputRegion>> region =
+    absl::StatusOr<std::optional<TensorRegion>> region =
         RegionOf(output.parameters(), tensor, shared_memory);
     if (!region.ok()) return region.status();
     if (auto [it, added] = requested.emplace(output.name(), i); !added) {
@@ -196,7 +196,7 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
 absl::StatusOr<void*> InferOutputs::AddOutput(const TensorSpec& spec, const TensorType& type) {
   auto it = regions_.find(spec.name);
   if (it == regions_.end()) return Place(spec, type, nullptr);
-  const OutputRegion& region = it->second;
+  const TensorRegion& region = it->second;
   const size_t needed = ByteSize(type);
   if (region.view.bytes() < needed) {
     return absl::InvalidArgumentError(absl::StrCat(

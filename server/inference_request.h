@@ -32,8 +32,9 @@ struct WireBytes {
   bool present = false;
 };
 
-// A requested output the client placed in one of its shared-memory regions.
-struct OutputRegion {
+// Where a tensor's bytes lie in one of the client's shared-memory regions, as
+// its parameters name it.
+struct TensorRegion {
   std::string region;
   uint64_t offset = 0;
   uint64_t byte_size = 0;
@@ -46,7 +47,7 @@ struct DecodedInfer {
   // copied); they must live as long as the request.
   // (vectors, not strings: a short string's bytes move with it.)
   std::vector<std::vector<char>> input_copies;
-  std::map<std::string, OutputRegion> output_regions;  // By output name.
+  std::map<std::string, TensorRegion> output_regions;  // By output name.
 };
 
 // Decodes `request` for the core and applies its parameters to `context`:
@@ -69,7 +70,7 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
 // door's Place says.
 class InferOutputs : public ResponseWriter {
  public:
-  explicit InferOutputs(std::map<std::string, OutputRegion> regions = {})
+  explicit InferOutputs(std::map<std::string, TensorRegion> regions = {})
       : regions_(std::move(regions)) {}
 
   absl::StatusOr<void*> AddOutput(const TensorSpec& spec, const TensorType& type) final;
@@ -79,17 +80,17 @@ class InferOutputs : public ResponseWriter {
 
  protected:
   // For a door that decodes the regions after making its writer.
-  void set_regions(std::map<std::string, OutputRegion> regions) { regions_ = std::move(regions); }
+  void set_regions(std::map<std::string, TensorRegion> regions) { regions_ = std::move(regions); }
 
   // Adds the output to the door's response and returns where its bytes go;
   // with `region`, they go to the region and the return value is ignored.
   virtual absl::StatusOr<void*> Place(const TensorSpec& spec, const TensorType& type,
-                                      const OutputRegion* region) = 0;
+                                      const TensorRegion* region) = 0;
 
  private:
-  std::map<std::string, OutputRegion> regions_;
+  std::map<std::string, TensorRegion> regions_;
   // Outputs bound for shared memory: their bytes, and where they go.
-  std::vector<std::pair<const OutputRegion*, std::vector<char>>> to_regions_;
+  std::vector<std::pair<const TensorRegion*, std::vector<char>>> to_regions_;
 };
 
 // Reads a non-negative integer parameter (int64 or uint64); InvalidArgument

@@ -87,7 +87,6 @@ struct SharedMemoryView::Source {
 };
 
 struct SharedMemoryRegistry::Region {
-  std::string key;
   uint64_t offset = 0;
   uint64_t byte_size = 0;
   std::shared_ptr<const SharedMemoryView::Source> source;
@@ -207,7 +206,6 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   }
 
   auto region = std::make_shared<Region>();
-  region->key = key;
   region->offset = offset;
   region->byte_size = byte_size;
   region->source = std::make_shared<const SharedMemoryView::Source>(fd.release(), name, key);
@@ -251,7 +249,7 @@ absl::StatusOr<std::vector<SharedMemoryRegistry::RegionStatus>> SharedMemoryRegi
   absl::ReaderMutexLock lock(&mu_);
   std::vector<RegionStatus> statuses;
   auto add = [&statuses](const std::string& region_name, const Region& region) {
-    statuses.push_back({region_name, region.key, region.offset, region.byte_size});
+    statuses.push_back({region_name, region.source->key, region.offset, region.byte_size});
   };
   if (name.empty()) {
     statuses.reserve(regions_.size());

@@ -64,7 +64,7 @@ class SharedMemoryRegistry {
   static constexpr size_t kDefaultMaxRegions = 1024;
 
   // At most `max_regions` registered at once, against clients that never
-  // unregister (each region holds a mapping).
+  // unregister (each region holds the object open).
   explicit SharedMemoryRegistry(size_t max_regions = kDefaultMaxRegions);
 
   // Maps the object that shm_open(`key`) opens read-write (the client created

@@ -76,12 +76,12 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const inference::ModelInferRequest& req
 // aligned with outputs, and its region in its parameters.
 class RawOutputs : public InferOutputs {
  public:
-  RawOutputs(std::map<std::string, OutputRegion> regions, inference::ModelInferResponse* response)
+  RawOutputs(std::map<std::string, TensorRegion> regions, inference::ModelInferResponse* response)
       : InferOutputs(std::move(regions)), response_(response) {}
 
  private:
   absl::StatusOr<void*> Place(const TensorSpec& spec, const TensorType& type,
-                              const OutputRegion* region) override {
+                              const TensorRegion* region) override {
     inference::ModelInferResponse::InferOutputTensor* tensor = response_->add_outputs();
     tensor->set_name(spec.name);
     tensor->set_datatype(DatatypeOf(type.dtype));

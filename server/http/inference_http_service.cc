@@ -118,6 +118,18 @@ absl::Status ToParameters(const json& object, const std::string& field,
   return absl::OkStatus();
 }
 
+// The body of a control request: a JSON object; an empty body is `{}` when
+// `allow_empty`. InvalidArgument otherwise, showing `expected`.
+absl::StatusOr<json> JsonObjectBody(const std::string& body, bool allow_empty,
+                                    absl::string_view expected) {
+  if (body.empty() && allow_empty) return json::object();
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat("request body: expected ", expected));
+  }
+  return parsed;
+}
+
 // A member that must be a string.
 absl::StatusOr<std::string> StringMember(const json& object, const char* name,
                                          const std::string& field, bool required) {
@@ -257,7 +269,7 @@ class InferExchange : public InferOutputs {
   const inference::ModelInferRequest& protocol() const { return protocol_; }
   const std::vector<WireBytes>& input_bytes() const { return input_bytes_; }
   // Where the decoder placed tensors in shared memory.
-  void Placed(std::map<std::string, OutputRegion> outputs, std::vector<std::vector<char>> inputs) {
+  void Placed(std::map<std::string, TensorRegion> outputs, std::vector<std::vector<char>> inputs) {
     set_regions(std::move(outputs));
     input_copies_ = std::move(inputs);
   }
@@ -267,7 +279,7 @@ class InferExchange : public InferOutputs {
     json out = {{"model_name", model.name}, {"model_version", absl::StrCat(model.version)}};
     if (!protocol_.id().empty()) out["id"] = protocol_.id();
     json outputs = json::array();
-    std::string binary;
+    size_t binary_bytes = 0;
     for (const Output& o : outputs_) {
       json tensor = {{"name", o.name}, {"datatype", DatatypeOf(o.type.dtype)},
                      {"shape", o.type.shape}};
@@ -277,7 +289,7 @@ class InferExchange : public InferOutputs {
         if (o.region->offset > 0) tensor["parameters"]["shared_memory_offset"] = o.region->offset;
       } else if (o.binary) {
         tensor["parameters"] = {{"binary_data_size", o.bytes.size()}};
-        binary.append(o.bytes.data(), o.bytes.size());
+        binary_bytes += o.bytes.size();
       } else {
         tensor["data"] = DataOf(o);
       }
@@ -286,12 +298,15 @@ class InferExchange : public InferOutputs {
     out["outputs"] = std::move(outputs);
     HttpResponse response;
     response.body = Dump(out);
-    if (binary.empty()) {
+    if (binary_bytes == 0) {
       response.content_type = kJson;
-    } else {
-      response.content_type = "application/octet-stream";
-      response.headers.emplace_back(kHeaderLength, absl::StrCat(response.body.size()));
-      response.body += binary;
+      return response;
+    }
+    response.content_type = "application/octet-stream";
+    response.headers.emplace_back(kHeaderLength, absl::StrCat(response.body.size()));
+    response.body.reserve(response.body.size() + binary_bytes);
+    for (const Output& o : outputs_) {
+      if (!o.region && o.binary) response.body.append(o.bytes.data(), o.bytes.size());
     }
     return response;
   }
@@ -301,7 +316,7 @@ class InferExchange : public InferOutputs {
     std::string name;
     TensorType type;
     std::vector<char> bytes;  // Not a string: a short string's bytes move with it.
-    std::optional<OutputRegion> region;
+    std::optional<TensorRegion> region;
     bool binary = false;
   };
 
@@ -410,7 +425,7 @@ class InferExchange : public InferOutputs {
   }
 
   absl::StatusOr<void*> Place(const TensorSpec& spec, const TensorType& type,
-                              const OutputRegion* region) override {
+                              const TensorRegion* region) override {
     Output& o = outputs_.emplace_back();
     o.name = spec.name;
     o.type = type;
@@ -600,20 +615,16 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
   if (area == "repository" && n == 3 && path[2] == "index") {
     if (!post) return wrong_method("POST");
     call.set_method("http:RepositoryIndex");
+    absl::StatusOr<json> body =
+        JsonObjectBody(request.body, true, "a JSON object such as {\"ready\": true}");
+    if (!body.ok()) return call.Fail(body.status());
     bool ready = false;
-    if (!request.body.empty()) {
-      json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-      if (body.is_discarded() || !body.is_object()) {
+    if (auto it = body->find("ready"); it != body->end()) {
+      if (!it->is_boolean()) {
         return call.Fail(absl::InvalidArgumentError(
-            "request body: expected a JSON object such as {\"ready\": true}"));
+            absl::StrCat("ready: expected a boolean, received ", TypeName(*it))));
       }
-      if (auto it = body.find("ready"); it != body.end()) {
-        if (!it->is_boolean()) {
-          return call.Fail(absl::InvalidArgumentError(
-              absl::StrCat("ready: expected a boolean, received ", TypeName(*it))));
-        }
-        ready = it->get<bool>();
-      }
+      ready = it->get<bool>();
     }
     inference::RepositoryIndexResponse index;
     FillRepositoryIndex(core_.models().Index(), ready, &index);
@@ -624,18 +635,10 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
     if (!post) return wrong_method("POST");
     const bool load = path[4] == "load";
     call.set_method(load ? "http:RepositoryModelLoad" : "http:RepositoryModelUnload");
-    json body = json::object();
-    if (!request.body.empty()) {
-      body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-      if (body.is_discarded() || !body.is_object()) {
-        return call.Fail(absl::InvalidArgumentError("request body: expected a JSON object"));
-      }
-    }
-    auto parameters = body.find("parameters");
-    // Loading from a config or files sent with the request is a Triton
-    // extension replicad does not have: refuse it rather than load the
-    // repository's version in its place.
-    if (load && parameters != body.end() && parameters->is_object()) {
+    absl::StatusOr<json> body = JsonObjectBody(request.body, true, "a JSON object");
+    if (!body.ok()) return call.Fail(body.status());
+    auto parameters = body->find("parameters");
+    if (load && parameters != body->end() && parameters->is_object()) {
       std::vector<std::string> names;
       for (const auto& [name, value] : parameters->items()) names.push_back(name);
       if (absl::Status s = CheckLoadParameters(names); !s.ok()) return call.Fail(s);
@@ -654,11 +657,10 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
     }
     const std::string action = next + 1 == n ? path[next] : "";
     if (action == "status" || action == "register" || action == "unregister") {
-      call.set_method(absl::StrCat("http:SystemSharedMemory", action == "status" ? "Status"
-                                                              : action == "register"
-                                                                  ? "Register"
-                                                                  : "Unregister"));
-      if (action == "status" ? !get : !post) return wrong_method(action == "status" ? "GET" : "POST");
+      const bool status_action = action == "status";
+      const char* rpc = status_action ? "Status" : action == "register" ? "Register" : "Unregister";
+      call.set_method(absl::StrCat("http:SystemSharedMemory", rpc));
+      if (status_action ? !get : !post) return wrong_method(status_action ? "GET" : "POST");
       absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
       if (!registry.ok()) return call.Fail(registry.status());
       if (action == "status") {
@@ -672,22 +674,20 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
       if (region.empty()) {
         return call.Fail(absl::NotFoundError("register: expected /v2/systemsharedmemory/region/NAME/register"));
       }
-      json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-      if (body.is_discarded() || !body.is_object()) {
-        return call.Fail(absl::InvalidArgumentError(
-            "request body: expected a JSON object {\"key\", \"offset\", \"byte_size\"}"));
-      }
-      absl::StatusOr<std::string> key = StringMember(body, "key", "request", true);
+      absl::StatusOr<json> body = JsonObjectBody(
+          request.body, false, "a JSON object {\"key\", \"offset\", \"byte_size\"}");
+      if (!body.ok()) return call.Fail(body.status());
+      absl::StatusOr<std::string> key = StringMember(*body, "key", "request", true);
       if (!key.ok()) return call.Fail(key.status());
       uint64_t numbers[2] = {0, 0};
       const char* names[2] = {"offset", "byte_size"};
       for (int k = 0; k < 2; ++k) {
-        auto it = body.find(names[k]);
-        if (it == body.end() && k == 0) continue;
-        if (it == body.end() || !it->is_number_unsigned()) {
+        auto it = body->find(names[k]);
+        if (it == body->end() && k == 0) continue;
+        if (it == body->end() || !it->is_number_unsigned()) {
           return call.Fail(absl::InvalidArgumentError(absl::StrCat(
               names[k], ": expected a non-negative integer, received ",
-              it == body.end() ? "none" : it->dump())));
+              it == body->end() ? "none" : it->dump())));
         }
         numbers[k] = it->get<uint64_t>();
       }

@@ -5,6 +5,8 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/write.hpp>
+#include <atomic>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -133,20 +135,25 @@ TEST_F(HttpServerTest, ConnectionsBeyondTheCapAreClosedAndTheOthersServed) {
 }
 
 TEST_F(HttpServerTest, StopWaitsForAnswersStillOutAndDropsThem) {
-  HttpResponder held;
+  std::promise<HttpResponder> handed_over;
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
-      "127.0.0.1:0", {}, [&held](HttpRequest, HttpResponder respond) { held = std::move(respond); });
+      "127.0.0.1:0", {}, [&handed_over](HttpRequest, HttpResponder respond) {
+        handed_over.set_value(std::move(respond));
+      });
   ASSERT_TRUE(server.ok()) << server.status();
   Connection connection((*server)->port());
   connection.Send("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  std::thread answer([&held] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    std::move(held)(HttpResponse{200, "text/plain", {}, "late"});  // After Stop began.
+  HttpResponder held = handed_over.get_future().get();
+  std::atomic<bool> answered{false};
+  std::thread answer([&held, &answered] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // After Stop began.
+    answered = true;  // Set first: Stop must not return before the call below.
+    std::move(held)(HttpResponse{200, "text/plain", {}, "late"});
   });
-  (*server)->Stop();  // Returns once the responder has been called.
+  (*server)->Stop();
+  EXPECT_TRUE(answered);  // Stop waited for the responder.
   answer.join();
-  EXPECT_EQ(connection.ReadAll(), "");
+  EXPECT_EQ(connection.ReadAll(), "");  // The late answer was dropped.
 }
 
 }  // namespace
