@@ -150,7 +150,7 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
   std::vector<Timing> timings;
   // "direct" runs the plan on the caller's thread with host pointers: CPU slots only.
   if (options.slots == 1 && device->id.kind == DeviceKind::kCpu) {
-    absl::StatusOr<ExecutionPlan*> plan = (*set)->replicas()[0]->PlanFor(shapes);
+    absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = (*set)->replicas()[0]->PlanFor(shapes);
     if (!plan.ok()) return plan.status();
     std::vector<Tensor> outputs;
     std::vector<const void*> in_ptrs;

@@ -54,7 +54,7 @@ void BM_Direct(benchmark::State& state) {
   const int64_t batch = state.range(0);
   std::unique_ptr<ReplicaSet> set = CpuSlots(1);
   Replica& replica = *set->replicas()[0];
-  ExecutionPlan* plan = *replica.PlanFor({{batch, 1, 28, 28}});
+  std::shared_ptr<ExecutionPlan> plan = *replica.PlanFor({{batch, 1, 28, 28}});
   Tensor input = Images(batch);
   Tensor logits = Tensor::Host(DType::kFloat32, {batch, 10});
   Tensor probabilities = Tensor::Host(DType::kFloat32, {batch, 10});

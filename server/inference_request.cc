@@ -27,7 +27,7 @@ absl::Status CheckUnsupportedParameters(const Parameters& parameters, const std:
 }
 
 // Triton's request parameters for the core: "priority" and "timeout"
-// (microseconds, tightening the transport's deadline).
+// (microseconds in the queue, as the model's queue policy allows).
 absl::Status ApplyRequestParameters(const Parameters& parameters, RequestContext* context) {
   if (auto it = parameters.find("priority"); it != parameters.end()) {
     absl::StatusOr<uint64_t> priority = UnsignedParameter(it->second, "parameters.priority");
@@ -39,7 +39,7 @@ absl::Status ApplyRequestParameters(const Parameters& parameters, RequestContext
     if (!timeout.ok()) return timeout.status();
     if (*timeout > 0) {
       const int64_t us = static_cast<int64_t>(std::min<uint64_t>(*timeout, INT64_MAX));
-      context->deadline = std::min(context->deadline, absl::Now() + absl::Microseconds(us));
+      context->timeout = absl::Microseconds(us);
     }
   }
   return CheckUnsupportedParameters(parameters, "request");

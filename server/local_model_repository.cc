@@ -48,6 +48,10 @@ absl::StatusOr<ModelSettings> SettingsOf(const ModelSource& source,
   if (settings.config.max_batch_size() > 0) {
     settings.options.max_batch_size = settings.config.max_batch_size();
   }
+  absl::StatusOr<SchedulerOptions> scheduling =
+      SchedulerOptionsOf(settings.config, daemon.scheduling);
+  if (!scheduling.ok()) return InFile(source, scheduling.status());
+  settings.options.scheduling = *std::move(scheduling);
   google::protobuf::TextFormat::PrintToString(settings.config, &settings.config_text);
   return settings;
 }
@@ -72,10 +76,20 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
   loaded->version = source.version;
   loaded->source = (*model)->source();
   loaded->max_batch_size = settings.options.max_batch_size;
+  loaded->scheduling = settings.options.scheduling;
+  // The limit requests are held to, which the scheduler's batches keep to
+  // too; without one, fused batches still stop somewhere.
+  loaded->scheduling.max_batch_size = settings.options.max_batch_size > 0
+                                          ? settings.options.max_batch_size
+                                          : kDefaultFusedBatchRows;
   loaded->config_text = settings.config_text;
   loaded->servable = *std::move(set);
   loaded->trainable = std::make_shared<ModelTraining>(ModelTraining::Environment{
       source, config.devices, settings.options, config.metrics, config.retirer});
+  if (absl::Status started = StartScheduling(*loaded, config.metrics, /*warm=*/true);
+      !started.ok()) {
+    return InFile(source, started);
+  }
   return loaded;
 }
 

@@ -2,15 +2,20 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/backends/backends.h"
 #include "core/device/device_map.h"
 #include "core/device/gpu_telemetry.h"
@@ -26,6 +31,7 @@
 #include "core/serve/model_manager.h"
 #include "core/serve/repository_poller.h"
 #include "core/serve/retirer.h"
+#include "core/serve/scheduler_options.h"
 #include "core/serve/serving_core.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "server/grpc/health_publisher.h"
@@ -56,6 +62,53 @@ void PrintDevices(const std::vector<DeviceInfo>& devices) {
   }
 }
 
+// How models without a config.pbtxt are scheduled, from the flags;
+// max_batch_size is --max-batch-size (each model's own limit replaces it).
+absl::StatusOr<SchedulerOptions> DaemonScheduling(const ServerOptions& options) {
+  SchedulerOptions scheduling;
+  scheduling.dynamic_batching = options.dynamic_batching;
+  scheduling.max_batch_size = options.max_batch_size;
+  if (options.max_queue_delay_us < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-queue-delay-us must be >= 0; received ", options.max_queue_delay_us));
+  }
+  scheduling.max_queue_delay = absl::Microseconds(options.max_queue_delay_us);
+  if (!options.preferred_batch_sizes.empty()) {
+    std::vector<absl::string_view> items = absl::StrSplit(options.preferred_batch_sizes, ',');
+    for (size_t i = 0; i < items.size(); ++i) {
+      int64_t size = 0;
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(items[i]), &size) || size <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat("--preferred-batch-sizes entry ", i, " is '",
+                                                       items[i],
+                                                       "'; expected a positive integer, e.g. 4,8"));
+      }
+      if (options.max_batch_size > 0 && size > options.max_batch_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--preferred-batch-sizes entry ", i, " is ", size, "; expected at most ",
+                         options.max_batch_size, " (--max-batch-size)"));
+      }
+      scheduling.preferred_batch_sizes.push_back(size);
+    }
+    std::vector<int64_t>& sizes = scheduling.preferred_batch_sizes;
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  }
+  if (options.max_queue_size < 0 || options.max_queue_size > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-queue-size must be 0 (no bound) to ",
+                                                   std::numeric_limits<uint32_t>::max(),
+                                                   "; received ", options.max_queue_size));
+  }
+  scheduling.default_queue_policy.max_queue_size = static_cast<uint32_t>(options.max_queue_size);
+  if (options.max_queue_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-queue-bytes must be >= 0 (0: no bound); received ", options.max_queue_bytes));
+  }
+  scheduling.max_queue_bytes = static_cast<uint64_t>(options.max_queue_bytes);
+  scheduling.measured_weights = options.slot_weights == "auto";
+  if (absl::Status s = scheduling.Validate(); !s.ok()) return s;
+  return scheduling;
+}
+
 absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
                                                   const std::vector<DeviceInfo>& devices) {
   ServingOptions serving;
@@ -72,7 +125,7 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
                             DefaultSlots(devices, options.threads_per_slot))
           : ParseDeviceMap(options.device_map, devices);
   if (!slots.ok()) return slots.status();
-  if (!options.slot_weights.empty()) {
+  if (options.slot_weights != "auto") {
     if (absl::Status s = ApplySlotWeights(options.slot_weights, &*slots); !s.ok()) return s;
   }
   serving.slots = *std::move(slots);
@@ -88,11 +141,19 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
   }
   serving.transfer_chunks = options.transfer_chunks;
   serving.shrink_on_oom = options.shrink_on_oom;
+  if (options.max_plans_per_slot < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-plans-per-slot must be >= 1; received ",
+                                                   options.max_plans_per_slot));
+  }
+  serving.max_plans_per_slot = static_cast<size_t>(options.max_plans_per_slot);
   if (options.max_batch_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--max-batch-size must be >= 0; received ",
                                                    options.max_batch_size));
   }
   serving.max_batch_size = options.max_batch_size;
+  absl::StatusOr<SchedulerOptions> scheduling = DaemonScheduling(options);
+  if (!scheduling.ok()) return scheduling.status();
+  serving.scheduling = *std::move(scheduling);
   return serving;
 }
 
@@ -330,7 +391,9 @@ int main(int argc, char** argv) {
   serve->add_option("--device-map", options.device_map,
                     "Theano-style slot map, e.g. 'r0->cpu0;r1->cpu0' (replaces --devices)");
   serve->add_option("--slot-weights", options.slot_weights,
-                    "Relative batch share per slot, e.g. 3,1 (default: equal)");
+                    "Batch share per slot: 'auto' (each slot's measured speed per model) or "
+                    "fixed weights, one per slot, e.g. 3,1")
+      ->capture_default_str();
   serve->add_option("--merge-device", options.merge_device,
                     "Where outputs are merged: cpu:0, or a GPU (cuda:N) by peer copies")
       ->capture_default_str();
@@ -341,6 +404,10 @@ int main(int argc, char** argv) {
   serve->add_flag("--shrink-on-oom,!--no-shrink-on-oom", options.shrink_on_oom,
                   "GPU slots: when a slice's plans do not fit in the GPU's memory, run it in "
                   "smaller chunks instead of failing the request with RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  serve->add_option("--max-plans-per-slot", options.max_plans_per_slot,
+                    "Execution plans (one per slice size) each slot keeps; the least recently "
+                    "used is dropped beyond this and rebuilt when next needed")
       ->capture_default_str();
   serve->add_option("--threads-per-slot", options.threads_per_slot,
                     "OpenMP threads of each CPU slot")
@@ -355,6 +422,25 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--max-batch-size", options.max_batch_size,
                     "Reject larger batches with INVALID_ARGUMENT (0: no limit)")
+      ->capture_default_str();
+  serve->add_flag("--dynamic-batching,!--no-dynamic-batching", options.dynamic_batching,
+                  "Models without a config.pbtxt: fuse queued requests into batches (off: each "
+                  "request runs as its own batch)")
+      ->capture_default_str();
+  serve->add_option("--max-queue-delay-us", options.max_queue_delay_us,
+                    "Models without a config.pbtxt: microseconds a request may wait for a batch "
+                    "to fill while a slot is free")
+      ->capture_default_str();
+  serve->add_option("--preferred-batch-sizes", options.preferred_batch_sizes,
+                    "Models without a config.pbtxt: batch sizes to stop at, e.g. 4,8 "
+                    "(default: none)");
+  serve->add_option("--max-queue-size", options.max_queue_size,
+                    "Models without a config.pbtxt: requests queued at most; more get "
+                    "UNAVAILABLE (0: no bound)")
+      ->capture_default_str();
+  serve->add_option("--max-queue-bytes", options.max_queue_bytes,
+                    "Every model: bytes of request inputs queued or running at most; more get "
+                    "RESOURCE_EXHAUSTED (0: no bound)")
       ->capture_default_str();
   serve->add_option("--max-message-bytes", options.max_message_bytes,
                     "Largest gRPC request or response; larger requests get RESOURCE_EXHAUSTED")

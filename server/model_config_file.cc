@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -31,10 +32,11 @@ const std::vector<std::string>& HonouredFields() {
       "input.name", "input.data_type", "input.dims", "output.name", "output.data_type",
       "output.dims", "instance_group.name", "instance_group.kind", "instance_group.count",
       "instance_group.gpus",
-      // Read and reported; the scheduler does not act on them yet (README).
+      // The scheduler's (SchedulerOptionsOf).
       "dynamic_batching.preferred_batch_size", "dynamic_batching.max_queue_delay_microseconds",
       "dynamic_batching.preserve_ordering", "dynamic_batching.priority_levels",
-      "dynamic_batching.default_priority_level"};
+      "dynamic_batching.default_priority_level", "dynamic_batching.default_queue_policy",
+      "dynamic_batching.priority_queue_policy"};
   return *fields;
 }
 
@@ -169,6 +171,42 @@ absl::Status CheckVersionPolicy(const inference::ModelVersionPolicy& policy) {
   return absl::OkStatus();
 }
 
+// `microseconds` of `field` as a duration; an error past what one can hold.
+absl::StatusOr<absl::Duration> Microseconds(const std::string& field, uint64_t microseconds) {
+  constexpr uint64_t kMost = std::numeric_limits<int64_t>::max();
+  if (microseconds > kMost) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": expected at most ", kMost, ", received ", microseconds));
+  }
+  return absl::Microseconds(static_cast<int64_t>(microseconds));
+}
+
+// A level (priority_levels, default_priority_level, a priority_queue_policy
+// key) as SchedulerOptions holds it.
+absl::StatusOr<uint32_t> Level(const std::string& field, uint64_t level) {
+  constexpr uint64_t kMost = std::numeric_limits<uint32_t>::max();
+  if (level > kMost) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": expected at most ", kMost, ", received ", level));
+  }
+  return static_cast<uint32_t>(level);
+}
+
+absl::StatusOr<QueuePolicy> PolicyOf(const std::string& field,
+                                     const inference::ModelQueuePolicy& config) {
+  QueuePolicy policy;
+  policy.timeout_action = config.timeout_action() == inference::ModelQueuePolicy::DELAY
+                              ? QueuePolicy::TimeoutAction::kDelay
+                              : QueuePolicy::TimeoutAction::kReject;
+  absl::StatusOr<absl::Duration> timeout = Microseconds(
+      absl::StrCat(field, ".default_timeout_microseconds"), config.default_timeout_microseconds());
+  if (!timeout.ok()) return timeout.status();
+  policy.default_timeout = *timeout;
+  policy.allow_timeout_override = config.allow_timeout_override();
+  policy.max_queue_size = config.max_queue_size();
+  return policy;
+}
+
 absl::Status CheckConfig(const inference::ModelConfig& config, const std::string& name) {
   const std::string refused = FirstRefusedField(config, "", "");
   if (!refused.empty()) {
@@ -193,6 +231,7 @@ absl::Status CheckConfig(const inference::ModelConfig& config, const std::string
   if (absl::Status s = CheckTensorNames("input", config.input()); !s.ok()) return s;
   if (absl::Status s = CheckTensorNames("output", config.output()); !s.ok()) return s;
   if (absl::Status s = CheckInstanceGroups(config); !s.ok()) return s;
+  if (absl::Status s = SchedulerOptionsOf(config, SchedulerOptions()).status(); !s.ok()) return s;
   return CheckVersionPolicy(config.version_policy());
 }
 
@@ -392,6 +431,63 @@ absl::StatusOr<std::vector<SlotAssignment>> InstanceGroupSlots(
     if (group->name().empty()) group->set_name(absl::StrCat(config->name(), "_", i));
   }
   return slots;
+}
+
+absl::StatusOr<SchedulerOptions> SchedulerOptionsOf(const inference::ModelConfig& config,
+                                                    const SchedulerOptions& daemon_defaults) {
+  SchedulerOptions options;
+  options.max_queue_bytes = daemon_defaults.max_queue_bytes;
+  options.measured_weights = daemon_defaults.measured_weights;
+  options.max_batch_size = config.max_batch_size();
+  // Triton's default scheduler: each request alone, one queue, the proto's policy.
+  options.dynamic_batching = false;
+  options.default_queue_policy = QueuePolicy();
+  options.default_queue_policy.allow_timeout_override = false;
+  if (!config.has_dynamic_batching()) return options;
+
+  const inference::ModelDynamicBatching& batching = config.dynamic_batching();
+  // max_batch_size 0: the model has no batch dimension Triton could batch
+  // along, so requests are queued and ordered as configured but never fused.
+  options.dynamic_batching = config.max_batch_size() > 0;
+  if (config.max_batch_size() == 0 && batching.preferred_batch_size_size() > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dynamic_batching.preferred_batch_size: expected none, as max_batch_size 0 "
+                     "means the model does not batch; received ",
+                     absl::StrJoin(batching.preferred_batch_size(), ",")));
+  }
+  options.preferred_batch_sizes.assign(batching.preferred_batch_size().begin(),
+                                       batching.preferred_batch_size().end());
+  absl::StatusOr<absl::Duration> delay = Microseconds(
+      "dynamic_batching.max_queue_delay_microseconds", batching.max_queue_delay_microseconds());
+  if (!delay.ok()) return delay.status();
+  options.max_queue_delay = *delay;
+  options.preserve_ordering = batching.preserve_ordering();
+  absl::StatusOr<uint32_t> levels =
+      Level("dynamic_batching.priority_levels", batching.priority_levels());
+  if (!levels.ok()) return levels.status();
+  options.priority_levels = *levels;
+  absl::StatusOr<uint32_t> default_level =
+      Level("dynamic_batching.default_priority_level", batching.default_priority_level());
+  if (!default_level.ok()) return default_level.status();
+  options.default_priority_level = *default_level;
+  absl::StatusOr<QueuePolicy> default_policy =
+      PolicyOf("dynamic_batching.default_queue_policy", batching.default_queue_policy());
+  if (!default_policy.ok()) return default_policy.status();
+  options.default_queue_policy = *default_policy;
+  for (const auto& [key, config_policy] : batching.priority_queue_policy()) {
+    const std::string field = absl::StrCat("dynamic_batching.priority_queue_policy[", key, "]");
+    absl::StatusOr<uint32_t> level = Level(field, key);
+    if (!level.ok()) return level.status();
+    absl::StatusOr<QueuePolicy> policy = PolicyOf(field, config_policy);
+    if (!policy.ok()) return policy.status();
+    options.priority_queue_policy[*level] = *policy;
+  }
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  // Triton keeps them as a set; errors above name them as the file lists them.
+  std::vector<int64_t>& sizes = options.preferred_batch_sizes;
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return options;
 }
 
 absl::StatusOr<std::shared_ptr<const Model>> ApplyTensorConfig(

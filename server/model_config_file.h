@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "core/device/device_map.h"
 #include "core/model/model.h"
+#include "core/serve/scheduler_options.h"
 #include "inference/model_config.pb.h"
 
 namespace replicad {
@@ -40,6 +41,7 @@ std::vector<int64_t> ConfigDims(const TensorSpec& spec, bool batched);
 //  - name other than `name`, platform other than "onnxruntime_onnx", backend
 //    other than "onnxruntime", default_model_filename other than "model.onnx";
 //  - max_batch_size < 0; an input or output named twice;
+//  - dynamic_batching that SchedulerOptionsOf refuses;
 //  - instance_group: count < 0, kind KIND_MODEL, gpus with KIND_CPU;
 //  - version_policy: latest with num_versions 0, specific with no versions
 //    or one that is not positive.
@@ -63,6 +65,20 @@ absl::StatusOr<std::vector<int64_t>> SelectVersions(const inference::ModelVersio
 // without GPUs, or naming a GPU that `devices` lacks (listing those it has).
 absl::StatusOr<std::vector<SlotAssignment>> InstanceGroupSlots(
     const std::vector<DeviceInfo>& devices, int threads_per_slot, inference::ModelConfig* config);
+
+// How `config`'s model is scheduled, as Triton would: without
+// dynamic_batching, each request alone in one queue under the proto's default
+// policy (REJECT, no timeout, allow_timeout_override false, no
+// max_queue_size); with it, its fields, requests being fused only when
+// max_batch_size > 0 (0: the model has no batch dimension). max_batch_size is
+// config.max_batch_size, 0 included; the caller puts the model's effective
+// limit there. `daemon_defaults` gives only what a configuration cannot say:
+// max_queue_bytes and measured_weights. Errors name the field (e.g.
+// "dynamic_batching.default_priority_level") and the values, not the file:
+// what SchedulerOptions::Validate refuses, preferred_batch_size with
+// max_batch_size 0, a level above 2^32-1 or a time above 2^63-1 us.
+absl::StatusOr<SchedulerOptions> SchedulerOptionsOf(const inference::ModelConfig& config,
+                                                    const SchedulerOptions& daemon_defaults);
 
 // Checks `config`'s inputs and outputs against `model` and gives the model to
 // serve: `model` itself, or a copy whose input signature fixes the dims the

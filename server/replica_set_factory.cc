@@ -18,7 +18,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<cons
     absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*info, options.slot_options);
     if (!device.ok()) return device.status();
     absl::StatusOr<std::unique_ptr<Replica>> replica =
-        Replica::Create(model, slot, *std::move(device));
+        Replica::Create(model, slot, *std::move(device), options.max_plans_per_slot);
     if (!replica.ok()) return replica.status();
     replicas.push_back(*std::move(replica));
   }

@@ -9,6 +9,7 @@
 #include "core/backends/backends.h"
 #include "core/device/device_map.h"
 #include "core/serve/replica_set.h"
+#include "core/serve/scheduler_options.h"
 
 namespace replicad {
 
@@ -18,7 +19,13 @@ struct ServingOptions {
   DeviceId merge_device;
   int transfer_chunks = 4;
   bool shrink_on_oom = false;
+  // Plans each replica caches (Replica::Create's max_plans).
+  size_t max_plans_per_slot = Replica::kDefaultMaxPlans;
   int64_t max_batch_size = 0;  // 0: no limit.
+  // How models without a config.pbtxt are scheduled (--dynamic-batching and
+  // the queue flags); a config.pbtxt's model takes only max_queue_bytes and
+  // measured_weights from here. Its max_batch_size is not read.
+  SchedulerOptions scheduling;
 };
 
 // `model`'s replicas on the configured slots (a new device stream each) and

@@ -1,8 +1,32 @@
 #include "server/server_metrics.h"
 
+#include <cstring>
+#include <utility>
+#include <vector>
+
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace replicad {
+namespace {
+
+// Request phases: a request a free slot takes at once queues for microseconds,
+// and binding inputs or scattering outputs takes tens of them, so the buckets
+// start at 10 us, below DefaultLatencyBuckets' 0.5 ms, and end as it does.
+std::vector<double> PhaseBuckets() {
+  std::vector<double> bounds = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025};
+  for (double bound : metrics::DefaultLatencyBuckets()) bounds.push_back(bound);
+  return bounds;
+}
+
+// Rows per batch: powers of two up to 1024; larger batches land in +Inf.
+std::vector<double> BatchSizeBuckets() {
+  std::vector<double> bounds;
+  for (double rows = 1; rows <= 1024; rows *= 2) bounds.push_back(rows);
+  return bounds;
+}
+
+}  // namespace
 
 ServerMetrics::ServerMetrics(metrics::Registry& registry)
     : requests_(registry.AddCounter("replicad_requests_total",
@@ -13,6 +37,48 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
                                               {"model", "method"})),
       samples_(registry.AddCounter("replicad_samples_total",
                                    "Batch rows predicted successfully, by model.", {"model"})),
+      request_queue_(registry.AddHistogram(
+          "replicad_request_queue_seconds",
+          "Time a successful request waited in its model's queue, admission to its batch's "
+          "dispatch (ModelStatistics' queue).",
+          {"model"}, PhaseBuckets())),
+      request_compute_input_(registry.AddHistogram(
+          "replicad_request_compute_input_seconds",
+          "Time checking a successful request and binding its inputs, copying them into "
+          "its batch included (ModelStatistics' compute_input).",
+          {"model"}, PhaseBuckets())),
+      request_compute_infer_(registry.AddHistogram(
+          "replicad_request_compute_infer_seconds",
+          "Time the slots ran a successful request's batch, device copies included "
+          "(ModelStatistics' compute_infer).",
+          {"model"}, PhaseBuckets())),
+      request_compute_output_(registry.AddHistogram(
+          "replicad_request_compute_output_seconds",
+          "Time after the slots finished a successful request's batch, taking its rows of "
+          "the outputs (ModelStatistics' compute_output).",
+          {"model"}, PhaseBuckets())),
+      batch_size_(registry.AddHistogram("replicad_batch_size",
+                                        "Rows of each batch handed to the slots, by model.",
+                                        {"model"}, BatchSizeBuckets())),
+      batches_(registry.AddCounter("replicad_batches_total",
+                                   "Batches handed to the slots, by model.", {"model"})),
+      batched_requests_(registry.AddCounter(
+          "replicad_batched_requests_total",
+          "Requests fused into the batches handed to the slots, by model.", {"model"})),
+      pending_requests_(registry.AddGauge("replicad_pending_requests",
+                                          "Requests waiting in the model's queue.", {"model"})),
+      refused_requests_(registry.AddCounter(
+          "replicad_refused_requests_total",
+          "Requests the scheduler answered without running them, by reason: queue_full, "
+          "queue_bytes, timeout (queue policy), deadline, cancelled, stopping.",
+          {"model", "reason"})),
+      slot_rows_per_second_(registry.AddGauge(
+          "replicad_slot_rows_per_second",
+          "Each slot's measured speed in rows per second at the slice size it last ran.",
+          {"model", "slot", "device"})),
+      slot_share_(registry.AddGauge(
+          "replicad_slot_share", "Fraction of the rows of the last batch split that each slot got.",
+          {"model", "slot", "device"})),
       slot_samples_(registry.AddCounter("replicad_slot_samples_total",
                                         "Batch rows run by each replica slot.",
                                         {"model", "slot", "device"})),
@@ -64,8 +130,86 @@ void ServerMetrics::RecordRequest(const std::string& model, const std::string& m
   request_duration_.WithLabels({model, method}).Observe(seconds);
 }
 
-void ServerMetrics::OnInferred(const LoadedModel& model, int64_t rows) {
-  samples_.WithLabels({model.name}).Increment(static_cast<double>(rows));
+const ServerMetrics::ModelSeries& ServerMetrics::SeriesFor(const std::string& model) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = models_.find(model);
+    if (it != models_.end()) return *it->second;
+  }
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<const ModelSeries>& series = models_[model];
+  if (series == nullptr) {
+    auto made = std::make_unique<ModelSeries>();
+    made->samples = &samples_.WithLabels({model});
+    made->queue = &request_queue_.WithLabels({model});
+    made->compute_input = &request_compute_input_.WithLabels({model});
+    made->compute_infer = &request_compute_infer_.WithLabels({model});
+    made->compute_output = &request_compute_output_.WithLabels({model});
+    made->batch_size = &batch_size_.WithLabels({model});
+    made->batches = &batches_.WithLabels({model});
+    made->batched_requests = &batched_requests_.WithLabels({model});
+    made->pending = &pending_requests_.WithLabels({model});
+    // Every reason's series at 0 from the start, so rate() and alerts see the
+    // first refusal rather than a series appearing.
+    for (size_t i = 0; i < kRefusalReasons.size(); ++i) {
+      made->refused[i] = &refused_requests_.WithLabels({model, kRefusalReasons[i]});
+    }
+    series = std::move(made);
+  }
+  return *series;
+}
+
+void ServerMetrics::OnInferred(const LoadedModel& model, int64_t rows, const RequestTimes& times) {
+  const ModelSeries& series = SeriesFor(model.name);
+  series.samples->Increment(static_cast<double>(rows));
+  series.queue->Observe(absl::ToDoubleSeconds(times.queue));
+  series.compute_input->Observe(absl::ToDoubleSeconds(times.compute_input));
+  series.compute_infer->Observe(absl::ToDoubleSeconds(times.compute_infer));
+  series.compute_output->Observe(absl::ToDoubleSeconds(times.compute_output));
+}
+
+void ServerMetrics::OnBatch(const std::string& model, int64_t rows, int requests) {
+  const ModelSeries& series = SeriesFor(model);
+  series.batch_size->Observe(static_cast<double>(rows));
+  series.batches->Increment();
+  series.batched_requests->Increment(static_cast<double>(requests));
+}
+
+void ServerMetrics::OnRefused(const std::string& model, const char* reason) {
+  const ModelSeries& series = SeriesFor(model);
+  for (size_t i = 0; i < kRefusalReasons.size(); ++i) {
+    if (std::strcmp(reason, kRefusalReasons[i]) == 0) {
+      series.refused[i]->Increment();
+      return;
+    }
+  }
+  refused_requests_.WithLabels({model, reason}).Increment();
+}
+
+void ServerMetrics::OnPending(const std::string& model, size_t pending) {
+  SeriesFor(model).pending->Set(static_cast<double>(pending));
+}
+
+void ServerMetrics::OnSlotSpeed(const std::string& model, const std::string& slot,
+                                const std::string& device, double rows_per_second, double share) {
+  auto key = std::make_tuple(model, slot, device);
+  SlotSpeedSeries series{nullptr, nullptr};
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = slot_speeds_.find(key);
+    if (it != slot_speeds_.end()) series = it->second;
+  }
+  if (series.share == nullptr) {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = slot_speeds_.try_emplace(std::move(key));
+    if (inserted) {
+      it->second.rows_per_second = &slot_rows_per_second_.WithLabels({model, slot, device});
+      it->second.share = &slot_share_.WithLabels({model, slot, device});
+    }
+    series = it->second;
+  }
+  series.rows_per_second->Set(rows_per_second);
+  series.share->Set(share);
 }
 
 void ServerMetrics::AddDeviceSlot(const std::string& device) {

@@ -11,6 +11,8 @@ struct BatchSlice {
   int slot = 0;
   int64_t begin = 0;
   int64_t end = 0;
+  // Once run: how long the slot took for it (copies included), in seconds.
+  double seconds = 0;
 
   int64_t rows() const { return end - begin; }
   bool operator==(const BatchSlice& o) const {

@@ -9,4 +9,11 @@ bool LoadedModel::HasHealthySlot() const {
   return false;
 }
 
+absl::Status StartScheduling(LoadedModel& model, SchedulerObserver* observer, bool warm) {
+  if (absl::Status valid = model.scheduling.Validate(); !valid.ok()) return valid;
+  model.scheduler = std::make_shared<Scheduler>(Scheduler::Environment{
+      model.name, model.servable, model.trainable, model.scheduling, observer});
+  return warm ? model.scheduler->Warm() : absl::OkStatus();
+}
+
 }  // namespace replicad

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "core/serve/model_statistics.h"
+#include "core/serve/scheduler.h"
+#include "core/serve/scheduler_options.h"
 #include "core/serve/servable.h"
 #include "core/serve/trainable.h"
 
@@ -25,14 +27,25 @@ struct LoadedModel {
   // daemon's: Triton's config.pbtxt in protobuf text format); empty when it
   // has none. The serving core never reads it: the front doors report it.
   std::string config_text;
+  // How its requests are queued, batched and routed (validated).
+  SchedulerOptions scheduling;
   std::shared_ptr<Servable> servable;  // The loaded weights.
   std::shared_ptr<Trainable> trainable;  // Null when the model cannot be trained here.
+  // Queues, batches and routes its requests onto `servable`'s slots; made
+  // by StartScheduling once the rest is filled in.
+  std::shared_ptr<Scheduler> scheduler;
   std::shared_ptr<ModelStatistics> statistics = std::make_shared<ModelStatistics>();
 
   const Model& model() const { return servable->model(); }
   // True while at least one slot can run it.
   bool HasHealthySlot() const;
 };
+
+// Makes `model`'s scheduler from its servable, trainable and `scheduling`
+// (InvalidArgument naming the field when that is invalid) and, with `warm`,
+// builds and measures its first plans (Scheduler::Warm). Call while loading,
+// before the model is served.
+absl::Status StartScheduling(LoadedModel& model, SchedulerObserver* observer, bool warm);
 
 }  // namespace replicad
 

@@ -11,16 +11,20 @@ void DurationStat::Add(absl::Duration d) {
   ns += static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Nanoseconds(d)));
 }
 
-void ModelStatistics::RecordSuccess(int64_t batch_size, const RequestTimes& times) {
+void ModelStatistics::RecordSuccess(int64_t rows, const RequestTimes& times) {
   absl::MutexLock lock(&mu_);
   stats_.last_inference_ms = absl::ToUnixMillis(absl::Now());
-  stats_.inference_count += static_cast<uint64_t>(batch_size);
-  ++stats_.execution_count;
+  stats_.inference_count += static_cast<uint64_t>(rows);
   stats_.success.Add(times.total());
   stats_.queue.Add(times.queue);
   stats_.compute_input.Add(times.compute_input);
   stats_.compute_infer.Add(times.compute_infer);
   stats_.compute_output.Add(times.compute_output);
+}
+
+void ModelStatistics::RecordExecution(int64_t batch_size, const RequestTimes& times) {
+  absl::MutexLock lock(&mu_);
+  ++stats_.execution_count;
   auto it = stats_.batches.find(batch_size);
   if (it == stats_.batches.end()) {
     if (stats_.batches.size() >= kMaxBatchSizes) return;

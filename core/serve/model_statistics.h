@@ -49,7 +49,11 @@ class ModelStatistics {
   // of other sizes still count in every total.
   static constexpr size_t kMaxBatchSizes = 4096;
 
-  void RecordSuccess(int64_t batch_size, const RequestTimes& times);
+  // A request of `rows` rows answered; its times count in the totals.
+  void RecordSuccess(int64_t rows, const RequestTimes& times);
+  // One run of the model on a batch of `batch_size` rows (fused from one or
+  // more requests), with the times of the request that reports it.
+  void RecordExecution(int64_t batch_size, const RequestTimes& times);
   void RecordFailure(absl::Duration total);
   ModelStatisticsSnapshot Snapshot() const;
 

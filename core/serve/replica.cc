@@ -144,9 +144,14 @@ int Replica::SlicePlan::chunks() const {
 
 absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const Model> model,
                                                          SlotAssignment slot,
-                                                         std::unique_ptr<Device> device) {
+                                                         std::unique_ptr<Device> device,
+                                                         size_t max_plans) {
+  if (max_plans < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot ", slot.name, ": max_plans must be >= 1, received ", max_plans));
+  }
   std::unique_ptr<Replica> replica(
-      new Replica(std::move(model), std::move(slot), std::move(device)));
+      new Replica(std::move(model), std::move(slot), std::move(device), max_plans));
   Device& d = *replica->device_;
   for (const auto& [v, host] : replica->model_->graph().initializers) {
     absl::StatusOr<Tensor> weight = CopyToDevice(d, host);
@@ -157,28 +162,72 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const M
   return replica;
 }
 
-absl::StatusOr<ExecutionPlan*> Replica::PlanFor(const std::vector<Shape>& input_shapes) {
+absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
+    const std::vector<Shape>& input_shapes) {
+  // Released after the lock (declared before it): freeing a plan need not
+  // hold up other sizes' lookups.
+  std::shared_ptr<ExecutionPlan> evicted;
   // Building under the lock keeps two requests of a new size from both
-  // building it; it happens once per size.
+  // building it.
   absl::MutexLock lock(&mu_);
   auto it = plans_.find(input_shapes);
-  if (it != plans_.end()) return it->second.get();
-  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan =
-      ExecutionPlan::Create(model_->graph(), weights_, *device_, input_shapes);
-  if (!plan.ok()) return plan.status();
-  ExecutionPlan* raw = plan->get();
-  if (device_->memory_location().kind != MemoryKind::kHost) {
-    REPLICAD_RETURN_IF_ERROR(AddIoSets(*raw, 1));
+  if (it != plans_.end()) {
+    it->second.last_use = ++use_clock_;
+    return it->second.plan;
   }
-  plans_.emplace(input_shapes, *std::move(plan));
-  return raw;
+  // Evicting before building lets the new plan reuse the old one's memory
+  // when no slice holds it. A scan of at most max_plans_ entries, once per
+  // build, costs nothing beside the build.
+  if (plans_.size() >= max_plans_) {
+    auto oldest = plans_.begin();
+    for (auto p = plans_.begin(); p != plans_.end(); ++p) {
+      if (p->second.last_use < oldest->second.last_use) oldest = p;
+    }
+    evicted = std::move(oldest->second.plan);
+    plans_.erase(oldest);
+  }
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> built =
+      ExecutionPlan::Create(model_->graph(), weights_, *device_, input_shapes);
+  if (!built.ok()) return built.status();
+  ++plans_built_;
+  auto record = std::make_shared<PlanRecord>();
+  record->plan = *std::move(built);
+  std::shared_ptr<ExecutionPlan> plan(record, record->plan.get());
+  {
+    absl::MutexLock records_lock(&records_mu_);
+    for (auto r = records_.begin(); r != records_.end();) {
+      r = r->second.expired() ? records_.erase(r) : std::next(r);
+    }
+    // A freed plan's address may come back: the new plan takes it over.
+    records_[plan.get()] = record;
+  }
+  if (device_->memory_location().kind != MemoryKind::kHost) {
+    REPLICAD_RETURN_IF_ERROR(AddIoSets(*plan, 1));
+  }
+  plans_.emplace(input_shapes, CachedPlan{plan, ++use_clock_});
+  return plan;
+}
+
+absl::StatusOr<std::shared_ptr<Replica::PlanRecord>> Replica::RecordOf(
+    const ExecutionPlan& plan) const {
+  absl::MutexLock lock(&records_mu_);
+  auto it = records_.find(&plan);
+  std::shared_ptr<PlanRecord> record = it == records_.end() ? nullptr : it->second.lock();
+  if (record == nullptr) return absl::InternalError("the plan is not this replica's");
+  return record;
 }
 
 absl::Status Replica::AddIoSets(const ExecutionPlan& plan, size_t count) {
-  absl::MutexLock io_lock(&io_mu_);
-  std::deque<IoSet>& sets = device_io_[&plan];
-  while (sets.size() < count) {
-    IoSet io;
+  REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<PlanRecord> record, RecordOf(plan));
+  size_t missing = 0;
+  {
+    absl::MutexLock io_lock(&record->io_mu);
+    missing = count > record->io.size() ? count - record->io.size() : 0;
+  }
+  // Allocated without io_mu, which the stream thread takes; two callers
+  // racing here both allocate, and the loser's sets are dropped below.
+  std::vector<IoSet> made(missing);
+  for (IoSet& io : made) {
     for (const TensorType& type : plan.input_types()) {
       REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, device_->Allocate(ByteSize(type)));
       io.input_ptrs.push_back(buffer->data());
@@ -189,19 +238,24 @@ absl::Status Replica::AddIoSets(const ExecutionPlan& plan, size_t count) {
       io.output_ptrs.push_back(buffer->data());
       io.outputs.push_back(std::move(buffer));
     }
-    sets.push_back(std::move(io));
+  }
+  absl::MutexLock io_lock(&record->io_mu);
+  for (IoSet& io : made) {
+    if (record->io.size() >= count) break;
+    record->io.push_back(std::move(io));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<const Replica::IoSet*> Replica::IoSetOf(const ExecutionPlan& plan,
                                                        size_t index) const {
-  absl::MutexLock lock(&io_mu_);
-  auto it = device_io_.find(&plan);
-  if (it == device_io_.end() || it->second.size() <= index) {
-    return absl::InternalError("the plan is not this replica's, or has no such buffers");
+  REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<PlanRecord> record, RecordOf(plan));
+  absl::MutexLock io_lock(&record->io_mu);
+  if (record->io.size() <= index) {
+    return absl::InternalError("the plan has no such buffers");
   }
-  return &it->second[index];
+  // The caller holds the plan, which keeps the record (and the set) alive.
+  return &record->io[index];
 }
 
 absl::StatusOr<Replica::SlicePlan> Replica::PlanSlice(const std::vector<Shape>& input_shapes,
@@ -250,9 +304,9 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanChunks(const std::vector<Shape>&
       for (Shape& s : shapes) s[0] = last_rows;
       REPLICAD_ASSIGN_OR_RETURN(slice.last, PlanFor(shapes));
     }
-    for (const ExecutionPlan* plan : {slice.chunk, slice.last}) {
+    for (const ExecutionPlan* plan : {slice.chunk.get(), slice.last.get()}) {
       for (const TensorType& type : plan->output_types()) {
-        const int64_t rows = plan == slice.chunk ? slice.chunk_rows : last_rows;
+        const int64_t rows = plan == slice.chunk.get() ? slice.chunk_rows : last_rows;
         if (type.shape.empty() ? type.dtype != DType::kFloat32 : type.shape[0] != rows) {
           *cut = false;
         }
@@ -290,7 +344,7 @@ absl::Status Replica::RunSlice(const SlicePlan& plan, const void* const* host_in
   const int n = plan.chunks();
   for (int k = 0; k < n; ++k) {
     const bool last = k == n - 1;
-    ExecutionPlan* chunk_plan = last ? plan.last : plan.chunk;
+    ExecutionPlan* chunk_plan = last ? plan.last.get() : plan.chunk.get();
     // The last chunk has sets of its own unless it shares the chunk plan.
     const int set = last && plan.last != plan.chunk ? 2 : (n > 1 ? k % 2 : 0);
     REPLICAD_ASSIGN_OR_RETURN(const IoSet* io, IoSetOf(*chunk_plan, set == 2 ? 0 : set));
@@ -309,13 +363,19 @@ absl::Status Replica::RunSlice(const SlicePlan& plan, const void* const* host_in
 absl::Status Replica::RunOnHost(ExecutionPlan& plan, const void* const* host_inputs,
                                 void* const* host_outputs) {
   SlicePlan whole;
-  whole.chunk = whole.last = &plan;
+  // Not owning: the caller holds the plan for the call.
+  whole.chunk = whole.last = std::shared_ptr<ExecutionPlan>(std::shared_ptr<void>(), &plan);
   return RunSlice(whole, host_inputs, host_outputs, MemoryLocation{});
 }
 
 size_t Replica::plan_count() const {
   absl::MutexLock lock(&mu_);
   return plans_.size();
+}
+
+uint64_t Replica::plans_built() const {
+  absl::MutexLock lock(&mu_);
+  return plans_built_;
 }
 
 }  // namespace replicad

@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_SERVE_REPLICA_H_
 #define REPLICAD_CORE_SERVE_REPLICA_H_
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
@@ -17,40 +18,61 @@
 namespace replicad {
 
 // One copy of a model on one device slot: the slot's Device, the model's
-// weights in that device's memory, and the execution plans built so far, one
-// per set of input shapes (in practice: per slice size). Thread-safe; plans
-// it returns are run on the slot's stream only.
+// weights in that device's memory, and a cache of execution plans, one per
+// set of input shapes (in practice: per slice size), each with its device
+// buffers. Thread-safe; plans it returns are run on the slot's stream only.
+//
+// The cache is bounded: it holds at most `max_plans` plans, and building one
+// more first evicts the least recently used (PlanFor and PlanSlice are uses);
+// shapes evicted are built again when next asked for. Plans are shared: the
+// cache holds one reference and every PlanFor result and SlicePlan another,
+// so eviction only drops the cache's, and a plan in use (with its buffers)
+// lives until its last holder lets go, on any thread (the slot's stream
+// thread included, and after the Replica is gone). Memory is thus
+// `max_plans` plans plus the evicted ones still held. A plan runs only while
+// its Replica lives (it reads the replica's weights and device).
 class Replica {
  public:
+  static constexpr size_t kDefaultMaxPlans = 16;
+
   // Copies the template's initializers to `device`. Fails when the device
-  // cannot hold them (ResourceExhausted naming the device).
+  // cannot hold them (ResourceExhausted naming the device); InvalidArgument
+  // when `max_plans` is 0.
   static absl::StatusOr<std::unique_ptr<Replica>> Create(std::shared_ptr<const Model> model,
                                                          SlotAssignment slot,
-                                                         std::unique_ptr<Device> device);
+                                                         std::unique_ptr<Device> device,
+                                                         size_t max_plans = kDefaultMaxPlans);
 
   const SlotAssignment& slot() const { return slot_; }
   Device& device() const { return *device_; }
   const Model& model() const { return *model_; }
 
-  // The plan for these input shapes, built on first use and cached for the
-  // replica's lifetime. Must not be called on the slot's stream thread.
-  absl::StatusOr<ExecutionPlan*> PlanFor(const std::vector<Shape>& input_shapes);
+  // The plan for these input shapes: the cached one, or built now and cached.
+  // Errors name the node (ExecutionPlan::Create); ResourceExhausted when the
+  // device cannot hold it. Must not be called on the slot's stream thread.
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> PlanFor(const std::vector<Shape>& input_shapes);
+  size_t max_plans() const { return max_plans_; }
+  // Plans the cache holds now (at most max_plans()), and plans built since
+  // Create, rebuilds of evicted shapes included.
   size_t plan_count() const;
+  uint64_t plans_built() const;
 
-  // Runs `plan` (one of PlanFor's) reading and writing host memory: rows of
-  // the request and of the response. A host-memory slot runs the plan on
-  // them directly; a GPU slot copies the inputs into the plan's device
-  // buffers, runs, copies the outputs back and waits. Call on the slot's
-  // stream thread, from work that slot runs (Device::Enqueue).
+  // Runs `plan` (one of PlanFor's, held by the caller for the call) reading
+  // and writing host memory: rows of the request and of the response. A
+  // host-memory slot runs the plan on them directly; a GPU slot copies the
+  // inputs into the plan's device buffers, runs, copies the outputs back and
+  // waits. Call on the slot's stream thread, from work that slot runs
+  // (Device::Enqueue).
   absl::Status RunOnHost(ExecutionPlan& plan, const void* const* host_inputs,
                          void* const* host_outputs);
 
   // How a slice of a batch runs here: whole, or on a slot whose memory the
   // host does not read, in chunks of rows whose upload, compute and download
   // overlap (Device lanes), so that the copies hide behind the compute.
+  // Holds its plans (see the class comment): keep it while the slice runs.
   struct SlicePlan {
-    ExecutionPlan* chunk = nullptr;  // For `chunk_rows` rows.
-    ExecutionPlan* last = nullptr;   // For the last chunk's rows (may be `chunk`).
+    std::shared_ptr<ExecutionPlan> chunk;  // For `chunk_rows` rows.
+    std::shared_ptr<ExecutionPlan> last;   // For the last chunk's rows (may be `chunk`).
     int64_t rows = 0;
     int64_t chunk_rows = 0;
     std::vector<TensorType> output_types;  // Of the whole slice.
@@ -85,15 +107,13 @@ class Replica {
                         void* const* outputs, MemoryLocation outputs_location);
 
  private:
-  Replica(std::shared_ptr<const Model> model, SlotAssignment slot, std::unique_ptr<Device> device)
-      : model_(std::move(model)), slot_(std::move(slot)), device_(std::move(device)) {}
+  Replica(std::shared_ptr<const Model> model, SlotAssignment slot, std::unique_ptr<Device> device,
+          size_t max_plans)
+      : model_(std::move(model)),
+        slot_(std::move(slot)),
+        device_(std::move(device)),
+        max_plans_(max_plans) {}
 
-  std::shared_ptr<const Model> model_;
-  SlotAssignment slot_;
-  std::unique_ptr<Device> device_;
-  std::map<int, Tensor> weights_;  // Device copies of the initializers.
-  mutable absl::Mutex mu_;
-  std::map<std::vector<Shape>, std::unique_ptr<ExecutionPlan>> plans_ ABSL_GUARDED_BY(mu_);
   // Device slots: a plan's input and output buffers in device memory, made
   // with the plan so that requests allocate nothing; two sets for a plan
   // that runs consecutive chunks, one filling while the other computes.
@@ -103,18 +123,47 @@ class Replica {
     std::vector<void*> input_ptrs;  // Written by uploads, read by the plan.
     std::vector<void*> output_ptrs;
   };
+  // What a plan's holders share (they point at `plan`). Freeing it needs
+  // nothing of the Replica, so a slice's last holder may let go after the
+  // Replica is gone.
+  struct PlanRecord {
+    std::unique_ptr<ExecutionPlan> plan;
+    // Never held while waiting: RunSlice takes it on the stream thread.
+    absl::Mutex io_mu;
+    std::deque<IoSet> io ABSL_GUARDED_BY(io_mu);
+  };
+  struct CachedPlan {
+    std::shared_ptr<ExecutionPlan> plan;
+    uint64_t last_use = 0;  // A tick of use_clock_: the smallest is evicted first.
+  };
   // PlanSlice for `chunks` chunks (1: whole); `cut` false when the model
   // turned out not to be cuttable, and the plan is whole.
   absl::StatusOr<SlicePlan> PlanChunks(const std::vector<Shape>& input_shapes, int chunks,
                                        bool* cut);
+  // The record of one of PlanFor's plans, while it lives; Internal otherwise.
+  absl::StatusOr<std::shared_ptr<PlanRecord>> RecordOf(const ExecutionPlan& plan) const;
   // Makes the plan's sets number at least `count`.
   absl::Status AddIoSets(const ExecutionPlan& plan, size_t count);
-  // Set `index` of the plan; it stays put while sets are added.
+  // Set `index` of the plan; it stays put while sets are added, and lives
+  // as long as the plan.
   absl::StatusOr<const IoSet*> IoSetOf(const ExecutionPlan& plan, size_t index) const;
-  // Its own lock: RunSlice runs on the stream thread, while PlanFor holds
-  // mu_ across kernel builds that wait for that thread.
-  mutable absl::Mutex io_mu_;
-  std::map<const ExecutionPlan*, std::deque<IoSet>> device_io_ ABSL_GUARDED_BY(io_mu_);
+
+  std::shared_ptr<const Model> model_;
+  SlotAssignment slot_;
+  std::unique_ptr<Device> device_;
+  const size_t max_plans_;
+  std::map<int, Tensor> weights_;  // Device copies of the initializers.
+  mutable absl::Mutex mu_;
+  std::map<std::vector<Shape>, CachedPlan> plans_ ABSL_GUARDED_BY(mu_);
+  uint64_t use_clock_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t plans_built_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every live plan's record, cached or evicted, for finding its buffers by
+  // plan; entries of freed plans are pruned as plans are built. Its own
+  // lock, never held while waiting: RunSlice takes it on the stream thread,
+  // while PlanFor holds mu_ across kernel builds that wait for that thread.
+  // Order: mu_, then records_mu_, then a record's io_mu.
+  mutable absl::Mutex records_mu_;
+  std::map<const ExecutionPlan*, std::weak_ptr<PlanRecord>> records_ ABSL_GUARDED_BY(records_mu_);
 };
 
 }  // namespace replicad

@@ -84,9 +84,7 @@ ReplicaSet::ReplicaSet(std::shared_ptr<const Model> model,
     : model_(std::move(model)),
       replicas_(std::move(replicas)),
       options_(options),
-      merge_stream_(std::move(merge_stream)) {
-  for (const auto& r : replicas_) weights_.push_back(r->slot().weight);
-}
+      merge_stream_(std::move(merge_stream)) {}
 
 absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
     std::shared_ptr<const Model> model, std::vector<std::unique_ptr<Replica>> replicas,
@@ -131,36 +129,55 @@ std::vector<SlotStatus> ReplicaSet::Slots() const {
 
 std::string ReplicaSet::MergeDevice() const { return DeviceIdToString(options_.merge_device); }
 
-void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done) {
+namespace {
+
+// OK when `slices` cover [0, batch) in order, each on an existing slot.
+absl::Status CheckSlices(const std::vector<BatchSlice>& slices, int64_t batch, size_t slots) {
+  if (batch <= 0) return absl::InvalidArgumentError("the batch is empty");
+  int64_t next = 0;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const BatchSlice& slice = slices[i];
+    if (slice.slot < 0 || static_cast<size_t>(slice.slot) >= slots || slice.begin != next ||
+        slice.end <= slice.begin) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slice ", i, ": expected rows from ", next, " on one of ", slots,
+          " slots, received rows [", slice.begin, ", ", slice.end, ") on slot ", slice.slot));
+    }
+    next = slice.end;
+  }
+  if (next != batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the slices cover ", next, " of the batch's ", batch, " rows"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
+                     StillWanted still_wanted, Done done) {
   auto state = std::make_shared<PredictState>();
   state->inputs = std::move(inputs);
+  state->slices = std::move(slices);
   state->done = std::move(done);
-  const int64_t batch = state->inputs.empty() ? 0 : state->inputs[0].shape()[0];
-  // A slot whose device failed for good leaves the split; the others take
-  // its share.
-  std::vector<int> healthy;
-  std::vector<double> healthy_weights;
-  absl::Status fault;
-  for (size_t r = 0; r < replicas_.size(); ++r) {
-    absl::Status health = replicas_[r]->device().health();
-    if (health.ok()) {
-      healthy.push_back(static_cast<int>(r));
-      healthy_weights.push_back(weights_[r]);
-    } else if (fault.ok()) {
-      fault = health;
+  const int64_t batch =
+      state->inputs.empty() || state->inputs[0].shape().empty() ? 0 : state->inputs[0].shape()[0];
+  if (absl::Status s = CheckSlices(state->slices, batch, replicas_.size()); !s.ok()) {
+    std::move(state->done)(s, {});
+    return;
+  }
+  // A slot whose device failed for good gets no slices (the scheduler
+  // leaves it out; a Run naming it is refused before anything runs).
+  for (const BatchSlice& slice : state->slices) {
+    absl::Status health = replicas_[slice.slot]->device().health();
+    if (!health.ok()) {
+      std::move(state->done)(absl::UnavailableError(absl::StrCat(
+                                 "slot ", replicas_[slice.slot]->slot().name,
+                                 " cannot run the model: ", health.message())),
+                             {});
+      return;
     }
   }
-  if (healthy.empty()) {
-    std::move(state->done)(
-        absl::UnavailableError(absl::StrCat("no slot can run the model: ", fault.message())), {});
-    return;
-  }
-  state->slices = SplitBatch(batch, healthy_weights);
-  if (state->slices.empty()) {
-    std::move(state->done)(absl::InvalidArgumentError("the batch is empty"), {});
-    return;
-  }
-  for (BatchSlice& slice : state->slices) slice.slot = healthy[slice.slot];
 
   // Plans first (built once per slice size), so every failure is reported
   // before any slot starts and no output is half written.
@@ -238,8 +255,15 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
   state->remaining.store(static_cast<int>(n));
   for (size_t s = 0; s < n; ++s) {
     Replica& replica = *replicas_[state->slices[s].slot];
-    replica.device().Enqueue([this, state, s, &replica] {
-      const BatchSlice& slice = state->slices[s];
+    replica.device().Enqueue([this, state, s, &replica, still_wanted] {
+      BatchSlice& slice = state->slices[s];
+      if (still_wanted != nullptr) {
+        if (absl::Status wanted = still_wanted(); !wanted.ok()) {
+          state->statuses[s] = wanted;
+          if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) SlicesDone(state);
+          return;
+        }
+      }
       const Replica::SlicePlan& plan = state->plans[s];
       std::vector<const void*> in(state->inputs.size());
       for (size_t i = 0; i < in.size(); ++i) {
@@ -271,6 +295,7 @@ void ReplicaSet::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done
       state->statuses[s] = replica.RunSlice(plan, in.data(), out.data(), merged_in);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      slice.seconds = seconds;
       if (options_.observer != nullptr) options_.observer->OnSliceRun(replica, slice.rows(), seconds);
       if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) SlicesDone(state);
     });

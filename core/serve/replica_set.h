@@ -20,8 +20,8 @@ class SliceObserver {
 };
 
 // The template's replicas, one per slot, and the split/run/merge of a batch
-// across them. Thread-safe: any number of Predict calls may be in flight;
-// each slot runs its slices in arrival order.
+// across them. Thread-safe: any number of Runs may be in flight; each slot
+// runs its slices in arrival order.
 class ReplicaSet final : public Servable {
  public:
   struct Options {
@@ -47,14 +47,12 @@ class ReplicaSet final : public Servable {
       std::shared_ptr<const Model> model, std::vector<std::unique_ptr<Replica>> replicas,
       const Options& options, std::unique_ptr<Device> merge_stream = nullptr);
 
-  // Splits `inputs` (host tensors in model input order, validated, all with
-  // the same dim 0 > 0) across the replicas by weight, runs the slices
-  // concurrently, and merges: rank >= 1 outputs are written at their row
-  // offset (in the merge device's memory, then the sink's); rank-0 outputs
-  // become the row-weighted mean of the slices.
-  // `done` runs exactly once, on a slot thread or before Predict returns.
-  // Builds a slice size's plans on first use, on the calling thread.
-  void Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done) override;
+  // Servable::Run: each slice runs on its slot's stream (slices of one slot
+  // in order), reading the request's rows in host memory; rank >= 1 outputs
+  // are written at their row offset (in the merge device's memory, then the
+  // sink's). Builds a slice size's plans on first use, on the calling thread.
+  void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
+           StillWanted still_wanted, Done done) override;
 
   const Model& model() const override { return *model_; }
   std::vector<SlotStatus> Slots() const override;
@@ -68,7 +66,6 @@ class ReplicaSet final : public Servable {
 
   std::shared_ptr<const Model> model_;
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::vector<double> weights_;
   Options options_;
   std::unique_ptr<Device> merge_stream_;  // With a GPU merge device.
 };

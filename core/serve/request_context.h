@@ -20,8 +20,12 @@ struct RequestContext {
   std::string id;
   // Work not started by then is answered DEADLINE_EXCEEDED without running.
   absl::Time deadline = absl::InfiniteFuture();
+  // The request's own limit on its time in the queue (Triton's `timeout`
+  // parameter); zero: none. Its model's queue policy says whether it may
+  // shorten the policy's default (SchedulerOptions).
+  absl::Duration timeout = absl::ZeroDuration();
   // Triton's convention: 0 is the default level, otherwise 1 is the highest
-  // and larger numbers come later. Carried for the scheduler.
+  // and larger numbers come later (SchedulerOptions::LevelOf).
   uint64_t priority = 0;
   // Optional; true once the client has given up (a cancelled RPC, a closed
   // connection). Called from core threads, so it must be thread-safe.

@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_SERVE_SERVABLE_H_
 #define REPLICAD_CORE_SERVE_SERVABLE_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,11 +44,24 @@ class Servable {
   virtual std::string MergeDevice() const = 0;
 
   using Done = absl::AnyInvocable<void(absl::Status status, std::vector<BatchSlice> slices) &&>;
+  // Asked before each slice starts; a slice not OK does not run and its
+  // status fails the Run. Called on slot threads: thread-safe.
+  using StillWanted = std::function<absl::Status()>;
+
   // Runs `inputs` (host tensors in model input order, validated, all with the
-  // same dim 0 > 0) and writes every output into `sink`. `done` runs exactly
-  // once, on a slot thread or before Predict returns; `slices` index Slots().
+  // same dim 0 > 0) as `slices`: contiguous, in row order, covering the batch,
+  // each on a healthy slot of Slots() (InvalidArgument / Unavailable
+  // otherwise). Rank >= 1 outputs are merged at their rows; a rank-0 output
+  // is the row-weighted mean of the slices'. Writes every output into `sink`.
+  // `done` runs exactly once, on a slot thread or before Run returns, with
+  // the slices and the seconds each took. `still_wanted` may be null.
   // May build execution plans: never call it on a thread that must not block.
-  virtual void Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done) = 0;
+  virtual void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
+                   StillWanted still_wanted, Done done) = 0;
+
+  // Run with the batch split over the healthy slots by their configured
+  // weights (SplitBatch); Unavailable when no slot is healthy.
+  void Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done);
 };
 
 }  // namespace replicad

@@ -32,15 +32,10 @@ absl::Status Prefixed(const std::string& field, const absl::Status& status) {
 // output sink: requested outputs go to the protocol's writer, the others
 // to scratch memory that is dropped.
 struct InferCall : public OutputSink {
-  InferRequest request;
-  RequestContext context;
   ResponseWriter* writer = nullptr;
-  ServingCore::InferDone done;
   std::shared_ptr<LoadedModel> model;
   std::vector<bool> wanted;
-  std::vector<Tensor> inputs;
   std::map<int, std::string> scratch;
-  absl::Time admitted, bound, dispatched;
 
   absl::StatusOr<void*> Allocate(int index, const TensorType& type) override {
     if (wanted[index]) return writer->AddOutput(model->model().outputs()[index], type);
@@ -82,7 +77,7 @@ std::vector<SliceReport> Reports(const Servable& servable, const std::vector<Bat
 }  // namespace
 
 ServingCore::ServingCore(ModelManager& models, Options options)
-    : models_(models), options_(options), dispatch_(options.dispatch_threads), control_(1) {}
+    : models_(models), options_(options), control_(1) {}
 
 ServingCore::~ServingCore() = default;
 
@@ -164,64 +159,46 @@ void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWr
       BindInputs((*model)->model(), request.inputs, (*model)->max_batch_size, nullptr);
   if (!inputs.ok()) return fail(inputs.status());
 
+  if ((*model)->scheduler == nullptr) {
+    return fail(absl::InternalError(
+        absl::StrCat("model '", (*model)->name, "' was loaded without a scheduler")));
+  }
+
   auto call = std::make_shared<InferCall>();
-  call->request = std::move(request);
-  call->context = std::move(context);
   call->writer = writer;
-  call->done = std::move(done);
-  call->model = *std::move(model);
+  call->model = *model;
   call->wanted = *std::move(wanted);
-  call->inputs = *std::move(inputs);
-  call->admitted = admitted;
-  call->bound = absl::Now();
-  dispatch_.Submit([this, call, in_flight = *std::move(in_flight)]() mutable {
-    auto finish = [this, call, in_flight = std::move(in_flight)](
-                      absl::Status status, const Servable* servable,
-                      std::vector<BatchSlice> slices) mutable {
-      const absl::Time now = absl::Now();
-      const int64_t rows = call->inputs[0].shape()[0];
-      if (status.ok()) {
-        RequestTimes times;
-        times.queue = call->dispatched - call->bound;
-        times.compute_input = call->bound - call->admitted;
-        times.compute_infer = now - call->dispatched;
-        call->model->statistics->RecordSuccess(rows, times);
-        if (options_.observer != nullptr) options_.observer->OnInferred(*call->model, rows);
-      } else {
-        call->model->statistics->RecordFailure(now - call->admitted);
-      }
-      InferAnswer answer{call->model, servable != nullptr ? Reports(*servable, slices)
-                                                          : std::vector<SliceReport>{}};
-      std::move(call->done)(std::move(status), std::move(answer));
-    };
-    call->dispatched = absl::Now();
-    if (absl::Status wanted = call->context.StillWanted("before dispatch"); !wanted.ok()) {
-      finish(wanted, nullptr, {});
-      return;
-    }
-    auto run = [call, finish = std::move(finish)](
-                   absl::StatusOr<std::shared_ptr<Servable>> trained) mutable {
-      if (!trained.ok()) {
-        finish(trained.status(), nullptr, {});
-        return;
-      }
-      // Once trained, the model predicts with the latest step's weights; the
-      // callback keeps the servable it started on alive.
-      std::shared_ptr<Servable> servable =
-          *trained != nullptr ? *std::move(trained) : call->model->servable;
-      Servable* raw = servable.get();
-      raw->Predict(call->inputs, call.get(),
-                   [finish = std::move(finish), servable = std::move(servable)](
-                       absl::Status status, std::vector<BatchSlice> slices) mutable {
-                     finish(std::move(status), servable.get(), std::move(slices));
-                   });
-    };
-    if (call->model->trainable != nullptr) {
-      call->model->trainable->TrainedServable(std::move(run));
+  auto scheduled = std::make_unique<ScheduledRequest>();
+  scheduled->inputs = *std::move(inputs);
+  scheduled->context = std::move(context);
+  scheduled->sink = call.get();
+  const int64_t rows = scheduled->rows();
+  const absl::Time bound = absl::Now();
+  scheduled->done = [this, call, rows, admitted, bound, done = std::move(done),
+                     in_flight = *std::move(in_flight)](absl::Status status,
+                                                        ScheduleReport report) mutable {
+    const absl::Time now = absl::Now();
+    LoadedModel& model = *call->model;
+    if (status.ok()) {
+      RequestTimes times;
+      times.queue = report.queue;
+      times.compute_input = (bound - admitted) + report.gather;
+      times.compute_infer = report.infer;
+      times.compute_output = report.scatter;
+      model.statistics->RecordSuccess(rows, times);
+      // The batch's first request counts the execution, once per batch.
+      if (report.first_row == 0) model.statistics->RecordExecution(report.batch_rows, times);
+      if (options_.observer != nullptr) options_.observer->OnInferred(model, rows, times);
     } else {
-      run(std::shared_ptr<Servable>());
+      model.statistics->RecordFailure(now - admitted);
     }
-  });
+    InferAnswer answer{call->model, report.servable != nullptr
+                                        ? Reports(*report.servable, report.slices)
+                                        : std::vector<SliceReport>{}};
+    std::move(done)(std::move(status), std::move(answer));
+  };
+  Scheduler& scheduler = *(*model)->scheduler;
+  scheduler.Submit(std::move(scheduled));
 }
 
 void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainDone done) {

@@ -58,23 +58,23 @@ struct SliceReport {
 class ServingObserver {
  public:
   virtual ~ServingObserver() = default;
-  virtual void OnInferred(const LoadedModel& model, int64_t rows) = 0;
+  virtual void OnInferred(const LoadedModel& model, int64_t rows, const RequestTimes& times) = 0;
   virtual void OnTrainStep(const LoadedModel& model, const DataParallelTrainer::StepResult& step) = 0;
 };
 
 // The one request path every protocol calls: admission and draining, model
-// lookup by name and version, input validation, output selection, dispatch
-// to the model's servable off the caller's thread, statistics, readiness,
-// and model loading. Protocol front doors decode, call, and encode.
+// lookup by name and version, input validation, output selection, handing
+// the request to the model's Scheduler, statistics, readiness, and model
+// loading. Protocol front doors decode, call, and encode.
 //
 // Thread-safe. Nothing here blocks its caller: work that may (building
-// plans, training, loading) runs on the core's worker pools or the training
-// side's thread, and the done callbacks run there or on slot threads, never
-// before the call returns unless the request failed its checks.
+// plans, training, loading) runs on the schedulers' threads, the control
+// pool or the training side's thread, and the done callbacks run there or
+// on slot threads, never before the call returns unless the request failed
+// its checks or was refused by the queue.
 class ServingCore {
  public:
   struct Options {
-    int dispatch_threads = 4;
     ServingObserver* observer = nullptr;  // Optional; must outlive the core.
     // Triton's --model-control-mode explicit: clients may load and unload
     // models. Otherwise LoadModel and UnloadModel are FailedPrecondition.
@@ -94,8 +94,9 @@ class ServingCore {
   // valid until `done` has returned). Errors name the protocol's field:
   // Unavailable while draining; NotFound for an unknown model or version;
   // InvalidArgument for inputs (see BindInputs) or outputs the model lacks;
-  // DeadlineExceeded or Cancelled when `context` says so before dispatch;
-  // the servable's error otherwise. `done` runs exactly once.
+  // the scheduler's refusals (Unavailable for a full queue,
+  // ResourceExhausted past max_queue_bytes, DeadlineExceeded or Cancelled
+  // while queued); the servable's error otherwise. `done` runs exactly once.
   void Infer(InferRequest request, RequestContext context, ResponseWriter* writer,
              InferDone done);
 
@@ -140,7 +141,6 @@ class ServingCore {
   mutable absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  WorkerPool dispatch_;
   WorkerPool control_;
 };
 

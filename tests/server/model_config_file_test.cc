@@ -137,8 +137,7 @@ TEST(ReadModelConfigTest, RefusesEveryUnsupportedFieldByName) {
        "\"tensorrt\" } ] } }",
        "'optimization.execution_accelerators.gpu_execution_accelerator'"},
       {"optimization { eager_batching: true }", "'optimization.eager_batching'"},
-      {"dynamic_batching { default_queue_policy { max_queue_size: 4 } }",
-       "'dynamic_batching.default_queue_policy.max_queue_size'"},
+      {"sequence_batching { oldest { preferred_batch_size: [ 4 ] } }", "'sequence_batching'"},
       {"model_transaction_policy { decoupled: true }", "'model_transaction_policy.decoupled'"},
       {"cc_model_filenames { key: \"7.5\" value: \"a.onnx\" }", "'cc_model_filenames'"},
       {"runtime: \"libtriton_onnxruntime.so\"", "'runtime'"},
@@ -194,6 +193,161 @@ TEST(ReadModelConfigTest, AcceptsHarmlessAndDefaultOnlyFields) {
        }) {
     EXPECT_TRUE(Read(text).ok()) << text << ": " << Read(text).status();
   }
+}
+
+// Every dynamic_batching field is honoured; one the proto lacks fails the
+// parse by name, as any unknown field does.
+TEST(ReadModelConfigTest, RefusesAnUnknownDynamicBatchingFieldByName) {
+  absl::StatusOr<inference::ModelConfig> config =
+      Read("max_batch_size: 8\ndynamic_batching { max_batch_size: 4 }\n");
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(config.status().ToString(),
+              AllOf(HasSubstr("m/config.pbtxt:2:"), HasSubstr("max_batch_size")));
+}
+
+TEST(ReadModelConfigTest, RefusesInvalidDynamicBatchingNamingTheFieldAndFile) {
+  const std::pair<const char*, std::vector<const char*>> cases[] = {
+      {"max_batch_size: 8 dynamic_batching { preferred_batch_size: [ 4, 16 ] }",
+       {"dynamic_batching.preferred_batch_size[1]: expected 1..8 (max_batch_size)", "received 16"}},
+      {"max_batch_size: 8 dynamic_batching { preferred_batch_size: [ 0 ] }",
+       {"dynamic_batching.preferred_batch_size[0]", "received 0"}},
+      {"dynamic_batching { preferred_batch_size: [ 4 ] }",
+       {"dynamic_batching.preferred_batch_size: expected none, as max_batch_size 0", "received 4"}},
+      {"max_batch_size: 8 dynamic_batching { priority_levels: 2 }",
+       {"dynamic_batching.default_priority_level: expected 1..2", "received 0"}},
+      {"max_batch_size: 8 dynamic_batching { priority_levels: 2 default_priority_level: 3 }",
+       {"dynamic_batching.default_priority_level: expected 1..2", "received 3"}},
+      {"max_batch_size: 8 dynamic_batching { default_priority_level: 1 }",
+       {"dynamic_batching.default_priority_level: expected 0 without priority_levels",
+        "received 1"}},
+      {"max_batch_size: 8 dynamic_batching { priority_levels: 2 default_priority_level: 1 "
+       "priority_queue_policy { key: 3 value: { max_queue_size: 1 } } }",
+       {"dynamic_batching.priority_queue_policy: expected levels 1..2", "received 3"}},
+      {"max_batch_size: 8 dynamic_batching { priority_queue_policy { key: 1 value: {} } }",
+       {"dynamic_batching.priority_queue_policy: expected none without priority_levels",
+        "received level 1"}},
+      {"max_batch_size: 8 dynamic_batching { priority_levels: 4294967296 }",
+       {"dynamic_batching.priority_levels: expected at most 4294967295", "received 4294967296"}},
+      {"max_batch_size: 8 dynamic_batching { max_queue_delay_microseconds: 9223372036854775808 }",
+       {"dynamic_batching.max_queue_delay_microseconds: expected at most"}},
+      {"max_batch_size: 8 dynamic_batching { default_queue_policy { "
+       "default_timeout_microseconds: 18446744073709551615 } }",
+       {"dynamic_batching.default_queue_policy.default_timeout_microseconds: expected at most"}},
+  };
+  for (const auto& [text, parts] : cases) {
+    absl::StatusOr<inference::ModelConfig> config = Read(text);
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(config.status().ToString(), HasSubstr("m/config.pbtxt: ")) << text;
+    for (const char* part : parts) {
+      EXPECT_THAT(config.status().ToString(), HasSubstr(part)) << text;
+    }
+  }
+}
+
+// The daemon's defaults as flags other than the defaults would make them.
+SchedulerOptions DaemonScheduling() {
+  SchedulerOptions daemon;
+  daemon.dynamic_batching = true;
+  daemon.max_batch_size = 64;
+  daemon.preferred_batch_sizes = {2, 4};
+  daemon.max_queue_delay = absl::Microseconds(7);
+  daemon.default_queue_policy.max_queue_size = 5;
+  daemon.measured_weights = false;
+  daemon.max_queue_bytes = 1234;
+  return daemon;
+}
+
+TEST(SchedulerOptionsOfTest, WithoutDynamicBatchingTritonsDefaults) {
+  absl::StatusOr<SchedulerOptions> options =
+      SchedulerOptionsOf(Parsed("max_batch_size: 8"), DaemonScheduling());
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->dynamic_batching);
+  EXPECT_EQ(options->max_batch_size, 8);
+  EXPECT_TRUE(options->preferred_batch_sizes.empty());
+  EXPECT_EQ(options->max_queue_delay, absl::ZeroDuration());
+  EXPECT_FALSE(options->preserve_ordering);
+  EXPECT_EQ(options->priority_levels, 0u);
+  EXPECT_EQ(options->default_priority_level, 0u);
+  EXPECT_EQ(options->default_queue_policy.timeout_action, QueuePolicy::TimeoutAction::kReject);
+  EXPECT_EQ(options->default_queue_policy.default_timeout, absl::ZeroDuration());
+  EXPECT_FALSE(options->default_queue_policy.allow_timeout_override);
+  EXPECT_EQ(options->default_queue_policy.max_queue_size, 0u);
+  EXPECT_TRUE(options->priority_queue_policy.empty());
+  // What a configuration cannot say stays the daemon's.
+  EXPECT_FALSE(options->measured_weights);
+  EXPECT_EQ(options->max_queue_bytes, 1234u);
+}
+
+TEST(SchedulerOptionsOfTest, EmptyDynamicBatchingBatchesWithTritonsDefaults) {
+  absl::StatusOr<SchedulerOptions> options =
+      SchedulerOptionsOf(Parsed("max_batch_size: 8 dynamic_batching {}"), SchedulerOptions());
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->dynamic_batching);
+  EXPECT_TRUE(options->preferred_batch_sizes.empty());
+  EXPECT_FALSE(options->default_queue_policy.allow_timeout_override);
+  EXPECT_TRUE(options->measured_weights);
+  EXPECT_EQ(options->max_queue_bytes, uint64_t{1} << 30);
+}
+
+TEST(SchedulerOptionsOfTest, EveryDynamicBatchingField) {
+  absl::StatusOr<SchedulerOptions> options = SchedulerOptionsOf(Parsed(R"(
+    max_batch_size: 16
+    dynamic_batching {
+      preferred_batch_size: [ 8, 4, 8 ]
+      max_queue_delay_microseconds: 250
+      preserve_ordering: true
+      priority_levels: 3
+      default_priority_level: 2
+      default_queue_policy {
+        timeout_action: DELAY default_timeout_microseconds: 1000
+        allow_timeout_override: true max_queue_size: 10
+      }
+      priority_queue_policy { key: 1 value: { max_queue_size: 2 } }
+      priority_queue_policy {
+        key: 3 value: { timeout_action: REJECT default_timeout_microseconds: 50 }
+      }
+    })"),
+                                                                DaemonScheduling());
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->dynamic_batching);
+  EXPECT_EQ(options->max_batch_size, 16);
+  EXPECT_THAT(options->preferred_batch_sizes, ElementsAre(4, 8));  // A set, as in Triton.
+  EXPECT_EQ(options->max_queue_delay, absl::Microseconds(250));
+  EXPECT_TRUE(options->preserve_ordering);
+  EXPECT_EQ(options->priority_levels, 3u);
+  EXPECT_EQ(options->default_priority_level, 2u);
+  const QueuePolicy& fallback = options->default_queue_policy;
+  EXPECT_EQ(fallback.timeout_action, QueuePolicy::TimeoutAction::kDelay);
+  EXPECT_EQ(fallback.default_timeout, absl::Milliseconds(1));
+  EXPECT_TRUE(fallback.allow_timeout_override);
+  EXPECT_EQ(fallback.max_queue_size, 10u);
+  ASSERT_EQ(options->priority_queue_policy.size(), 2u);
+  const QueuePolicy& first = options->priority_queue_policy.at(1);
+  EXPECT_EQ(first.timeout_action, QueuePolicy::TimeoutAction::kReject);
+  EXPECT_EQ(first.default_timeout, absl::ZeroDuration());
+  EXPECT_FALSE(first.allow_timeout_override);
+  EXPECT_EQ(first.max_queue_size, 2u);
+  const QueuePolicy& third = options->priority_queue_policy.at(3);
+  EXPECT_EQ(third.default_timeout, absl::Microseconds(50));
+  EXPECT_EQ(third.max_queue_size, 0u);
+  EXPECT_EQ(&options->PolicyOf(2), &options->default_queue_policy);
+  EXPECT_EQ(options->LevelOf(0), 2u);
+  EXPECT_FALSE(options->measured_weights);
+  EXPECT_EQ(options->max_queue_bytes, 1234u);
+}
+
+// max_batch_size 0: no batch dimension, so nothing is fused; the queue
+// settings still hold.
+TEST(SchedulerOptionsOfTest, MaxBatchSizeZeroQueuesWithoutFusing) {
+  absl::StatusOr<SchedulerOptions> options =
+      SchedulerOptionsOf(Parsed("dynamic_batching { preserve_ordering: true priority_levels: 2 "
+                                "default_priority_level: 1 }"),
+                         SchedulerOptions());
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->dynamic_batching);
+  EXPECT_EQ(options->max_batch_size, 0);
+  EXPECT_TRUE(options->preserve_ordering);
+  EXPECT_EQ(options->priority_levels, 2u);
 }
 
 TEST(SelectVersionsTest, EveryPolicy) {
@@ -376,6 +530,8 @@ class TritonRepositoryTest : public ::testing::Test {
     config.devices = *devices;
     config.options.slots = {SlotAssignment{"r0", DeviceId{DeviceKind::kCpu, 0}, 1.0}};
     config.options.max_batch_size = 64;
+    config.options.scheduling.max_queue_delay = absl::Microseconds(30);
+    config.options.scheduling.max_queue_bytes = 4096;
     repository_ = std::make_unique<LocalModelRepository>(config);
   }
   void WriteConfig(const std::string& text) { WriteFile(dir_ / "m" / "config.pbtxt", text); }
@@ -411,6 +567,12 @@ TEST_F(TritonRepositoryTest, LoadsVersionsSlotsAndMaxBatchSizeFromTheConfig) {
     EXPECT_TRUE(reported.version_policy().has_all());
     EXPECT_THAT(reported.dynamic_batching().preferred_batch_size(), ElementsAre(4, 8));
     EXPECT_EQ(reported.backend(), "onnxruntime");
+    EXPECT_TRUE(model.scheduling.dynamic_batching);
+    EXPECT_EQ(model.scheduling.max_batch_size, 8);
+    EXPECT_THAT(model.scheduling.preferred_batch_sizes, ElementsAre(4, 8));
+    EXPECT_EQ(model.scheduling.max_queue_delay, absl::Microseconds(100));
+    EXPECT_FALSE(model.scheduling.default_queue_policy.allow_timeout_override);
+    EXPECT_EQ(model.scheduling.max_queue_bytes, 4096u);  // The daemon's.
     ASSERT_EQ(reported.output_size(), 2);
     EXPECT_THAT(reported.output(1).dims(), ElementsAre(-1));  // As the file has it.
   }
@@ -439,6 +601,34 @@ TEST_F(TritonRepositoryTest, WithoutAConfigTheLatestVersionServesWithTheDaemonsO
   EXPECT_EQ((*loaded)[0]->version, 2);
   EXPECT_EQ((*loaded)[0]->max_batch_size, 64);
   EXPECT_TRUE((*loaded)[0]->config_text.empty());
+  const SchedulerOptions& scheduling = (*loaded)[0]->scheduling;
+  EXPECT_TRUE(scheduling.dynamic_batching);
+  EXPECT_EQ(scheduling.max_batch_size, 64);
+  EXPECT_EQ(scheduling.max_queue_delay, absl::Microseconds(30));
+  EXPECT_TRUE(scheduling.default_queue_policy.allow_timeout_override);
+  EXPECT_EQ(scheduling.max_queue_bytes, 4096u);
+}
+
+// A configuration without a batch dimension keeps the daemon's limit on dim 0,
+// and the scheduler is told the same limit.
+TEST_F(TritonRepositoryTest, MaxBatchSizeZeroSchedulesWithTheDaemonsLimit) {
+  WriteConfig("dynamic_batching {}");
+  absl::StatusOr<std::vector<std::shared_ptr<LoadedModel>>> loaded = repository_->Load("m");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const LoadedModel& model = *loaded->back();
+  EXPECT_EQ(model.max_batch_size, 64);
+  EXPECT_EQ(model.scheduling.max_batch_size, 64);
+  EXPECT_FALSE(model.scheduling.dynamic_batching);
+  EXPECT_EQ(model.scheduling.max_queue_delay, absl::ZeroDuration());  // Triton's, not the daemon's.
+}
+
+TEST_F(TritonRepositoryTest, InvalidDynamicBatchingNamesTheConfig) {
+  WriteConfig(
+      "max_batch_size: 8 dynamic_batching { priority_levels: 2 default_priority_level: 5 }");
+  absl::Status status = repository_->Load("m").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.ToString(), AllOf(HasSubstr("model 'm'"), HasSubstr("m/config.pbtxt"),
+                                       HasSubstr("dynamic_batching.default_priority_level")));
 }
 
 TEST_F(TritonRepositoryTest, AnUnsupportedFieldIsRefusedByName) {

@@ -151,8 +151,9 @@ class PollFollowsTheConfig(unittest.TestCase):
                 polled_client = grpcclient.InferenceServerClient(f"127.0.0.1:{watcher.port}")
                 self.assertEqual(polled_client.get_model_config("mnist").config.max_batch_size, 8)
                 with open(os.path.join(polled, "mnist", "config.pbtxt"), "w") as f:
+                    # A preferred size above max_batch_size would fail the reload.
                     f.write(MNIST_CONFIG.replace("max_batch_size: 8", "max_batch_size: 4")
-                            .replace("[ 1, 3 ]", "[ 2 ]"))
+                            .replace("[ 4, 8 ]", "[ 4 ]").replace("[ 1, 3 ]", "[ 2 ]"))
                 deadline = time.time() + 30
                 while (polled_client.get_model_config("mnist").config.max_batch_size != 4
                        and time.time() < deadline):

@@ -56,7 +56,7 @@ absl::StatusOr<std::vector<Tensor>> RunOnnxModel(const onnx::ModelProto& model,
     shapes.push_back(t.shape());
     in.push_back(t.raw_data());
   }
-  absl::StatusOr<ExecutionPlan*> plan = (*replica)->PlanFor(shapes);
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = (*replica)->PlanFor(shapes);
   if (!plan.ok()) return plan.status();
   std::vector<Tensor> outputs;
   std::vector<void*> out;

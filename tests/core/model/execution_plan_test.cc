@@ -25,7 +25,7 @@ std::unique_ptr<Replica> CpuReplica(std::shared_ptr<const Model> model) {
 TEST(ExecutionPlanTest, NoDeviceAllocationAfterWarmUp) {
   std::unique_ptr<Replica> replica = CpuReplica(*LoadDefaultModel());
   Device& device = replica->device();
-  absl::StatusOr<ExecutionPlan*> plan = replica->PlanFor({{4, 1, 28, 28}});
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{4, 1, 28, 28}});
   ASSERT_TRUE(plan.ok()) << plan.status();
   Tensor input = testing::RandomTensor({4, 1, 28, 28}, 3);
   Tensor logits = Tensor::Host(DType::kFloat32, {4, 10});
@@ -49,7 +49,7 @@ TEST(ExecutionPlanTest, NoDeviceAllocationAfterWarmUp) {
 
 TEST(ExecutionPlanTest, ArenaSharesMemoryBetweenDeadValues) {
   std::unique_ptr<Replica> replica = CpuReplica(*LoadDefaultModel());
-  absl::StatusOr<ExecutionPlan*> plan = replica->PlanFor({{16, 1, 28, 28}});
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{16, 1, 28, 28}});
   ASSERT_TRUE(plan.ok());
   EXPECT_GT((*plan)->arena_bytes(), 0u);
   EXPECT_LT((*plan)->arena_bytes(), (*plan)->unshared_bytes());
@@ -63,7 +63,7 @@ TEST(ExecutionPlanTest, GraphOutputThatIsAnInputOrRepeatedIsCopied) {
   b.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
   b.AddOutput("x", DType::kFloat32, {kAnyDim, 2});
   std::unique_ptr<Replica> replica = CpuReplica(testing::LoadOrDie(b.Serialize(), "p"));
-  absl::StatusOr<ExecutionPlan*> plan = replica->PlanFor({{1, 2}});
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{1, 2}});
   ASSERT_TRUE(plan.ok()) << plan.status();
   float x[2] = {-1, 2}, y[2] = {9, 9}, x_out[2] = {9, 9};
   const void* inputs[] = {x};
@@ -82,7 +82,7 @@ TEST(ExecutionPlanTest, ShapeErrorsNameTheNode) {
   b.AddInput("x", DType::kFloat32, {kAnyDim, kAnyDim});
   b.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
   std::unique_ptr<Replica> replica = CpuReplica(testing::LoadOrDie(b.Serialize(), "m"));
-  absl::StatusOr<ExecutionPlan*> plan = replica->PlanFor({{2, 5}});
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{2, 5}});
   EXPECT_FALSE(plan.ok());
   EXPECT_THAT(plan.status().message(), HasSubstr("node 'y' (MatMul)"));
 }
@@ -107,7 +107,7 @@ TEST(ExecutionPlanTest, NodesWithKnownInputsAreFoldedAtPlanTime) {
   b.AddInput("x", DType::kFloat32, {kAnyDim, 2});
   b.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
   std::unique_ptr<Replica> replica = CpuReplica(testing::LoadOrDie(b.Serialize(), "fold"));
-  absl::StatusOr<ExecutionPlan*> plan = replica->PlanFor({{1, 2}});
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{1, 2}});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ((*plan)->step_count(), 1u);
   float x[2] = {2, 3}, y[2] = {0, 0};

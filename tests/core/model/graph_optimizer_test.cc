@@ -26,7 +26,7 @@ std::vector<Tensor> RunOnce(std::shared_ptr<const Model> model, const std::vecto
     shapes.push_back(t.shape());
     in.push_back(t.raw_data());
   }
-  absl::StatusOr<ExecutionPlan*> plan = replica->PlanFor(shapes);
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor(shapes);
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (!plan.ok()) return {};
   std::vector<Tensor> outputs;

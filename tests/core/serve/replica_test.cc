@@ -28,25 +28,26 @@ using testing::RelativeL2;
 constexpr double kMaxRelativeL2 = 1e-6;
 
 std::unique_ptr<Replica> StandInReplica(std::shared_ptr<const Model> model, const std::string& name,
-                                        size_t memory_limit_bytes = 0) {
+                                        size_t memory_limit_bytes = 0,
+                                        size_t max_plans = Replica::kDefaultMaxPlans) {
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   std::unique_ptr<Device> device = testing::MakeDeviceMemoryStandIn(
       CreateCpuDevice(cpu, CpuSlotOptions{1}), 0, memory_limit_bytes);
   const DeviceId id = device->info().id;
-  absl::StatusOr<std::unique_ptr<Replica>> replica =
-      Replica::Create(std::move(model), SlotAssignment{name, id, 1.0}, std::move(device));
+  absl::StatusOr<std::unique_ptr<Replica>> replica = Replica::Create(
+      std::move(model), SlotAssignment{name, id, 1.0}, std::move(device), max_plans);
   EXPECT_TRUE(replica.ok()) << replica.status();
   return replica.ok() ? *std::move(replica) : nullptr;
 }
 
 // `slots` stand-in slots cutting slices into up to `chunks` chunks of any
 // size; merged in host memory, or with `merge_on_device` in a stand-in's.
-absl::StatusOr<std::unique_ptr<ReplicaSet>> StandInSet(std::shared_ptr<const Model> model,
-                                                       int slots, int chunks,
-                                                       bool merge_on_device) {
+absl::StatusOr<std::unique_ptr<ReplicaSet>> StandInSet(
+    std::shared_ptr<const Model> model, int slots, int chunks, bool merge_on_device,
+    size_t max_plans = Replica::kDefaultMaxPlans) {
   std::vector<std::unique_ptr<Replica>> replicas;
   for (int i = 0; i < slots; ++i)
-    replicas.push_back(StandInReplica(model, "g" + std::to_string(i)));
+    replicas.push_back(StandInReplica(model, "g" + std::to_string(i), 0, max_plans));
   ReplicaSet::Options options;
   options.transfer_chunks = chunks;
   options.min_chunk_bytes = 1;
@@ -223,6 +224,172 @@ TEST_F(ReplicaChunkTest, BadMergeConfigurationsAreInvalidArgument) {
   EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(set.status().message().find("transfer_chunks must be >= 1, received 0"),
             std::string::npos);
+}
+
+// Runs a held slice plan on `inputs` on the replica's stream; host outputs.
+absl::StatusOr<std::vector<Tensor>> RunHeld(Replica& replica, const Replica::SlicePlan& plan,
+                                            const std::vector<Tensor>& inputs) {
+  std::vector<const void*> in;
+  for (const Tensor& t : inputs) in.push_back(t.raw_data());
+  std::vector<Tensor> outputs;
+  std::vector<void*> out;
+  for (const TensorType& type : plan.output_types) {
+    outputs.push_back(Tensor::Host(type.dtype, type.shape));
+    out.push_back(outputs.back().raw_data());
+  }
+  absl::Status status;
+  replica.device().Enqueue(
+      [&] { status = replica.RunSlice(plan, in.data(), out.data(), MemoryLocation{}); });
+  if (absl::Status s = replica.device().Synchronize(); !s.ok()) return s;
+  if (!status.ok()) return status;
+  return outputs;
+}
+
+std::vector<Shape> SliceShapes(int64_t batch) { return {{batch, 3, 6, 6}, {batch, 5}}; }
+
+// A client sending every batch size from 1 to 300 leaves a slot with at most
+// max_plans plans; sizes evicted and asked for again are rebuilt and still
+// compute what a fresh plan does.
+TEST_F(ReplicaChunkTest, PlanCacheHoldsAtMostMaxPlansOverEveryBatchSize) {
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  absl::StatusOr<std::unique_ptr<Replica>> replica = Replica::Create(
+      model_, SlotAssignment{"r0", cpu.id, 1.0}, CreateCpuDevice(cpu, CpuSlotOptions{1}), 8);
+  ASSERT_TRUE(replica.ok()) << replica.status();
+  EXPECT_EQ((*replica)->max_plans(), 8u);
+  std::vector<std::unique_ptr<Replica>> replicas;
+  replicas.push_back(*std::move(replica));
+  ReplicaSet::Options options;
+  options.merge_device = cpu.id;
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
+      ReplicaSet::Create(model_, std::move(replicas), options);
+  ASSERT_TRUE(set.ok()) << set.status();
+  const Replica& slot = *(*set)->replicas()[0];
+  for (int64_t batch = 1; batch <= 300; ++batch) {
+    PredictOutcome outcome = PredictAndWait(**set, Inputs(batch));
+    ASSERT_TRUE(outcome.status.ok()) << "batch " << batch << ": " << outcome.status;
+    ASSERT_LE(slot.plan_count(), 8u) << "batch " << batch;
+  }
+  EXPECT_EQ(slot.plan_count(), 8u);
+  EXPECT_GE(slot.plans_built(), 300u);
+  // 1 and 150 were evicted long ago; 300 is still cached.
+  for (int64_t batch : {1, 150, 300, 1}) ExpectMatchesCpu(**set, batch);
+  EXPECT_LE(slot.plan_count(), 8u);
+}
+
+TEST_F(ReplicaChunkTest, EvictionRebuildsTheLeastRecentlyUsed) {
+  std::unique_ptr<Replica> replica = StandInReplica(model_, "g0", 0, 3);
+  ASSERT_NE(replica, nullptr);
+  for (int64_t batch : {1, 2, 3}) ASSERT_TRUE(replica->PlanFor(SliceShapes(batch)).ok());
+  ASSERT_TRUE(replica->PlanFor(SliceShapes(1)).ok());  // 2 is now the least recently used.
+  EXPECT_EQ(replica->plans_built(), 3u);
+  ASSERT_TRUE(replica->PlanFor(SliceShapes(4)).ok());  // Evicts 2.
+  EXPECT_EQ(replica->plan_count(), 3u);
+  for (int64_t batch : {1, 3, 4}) ASSERT_TRUE(replica->PlanFor(SliceShapes(batch)).ok());
+  EXPECT_EQ(replica->plans_built(), 4u);  // Still cached: nothing rebuilt.
+  ASSERT_TRUE(replica->PlanFor(SliceShapes(2)).ok());
+  EXPECT_EQ(replica->plans_built(), 5u);
+  EXPECT_EQ(replica->plan_count(), 3u);
+
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  absl::StatusOr<std::unique_ptr<Replica>> none = Replica::Create(
+      model_, SlotAssignment{"r0", cpu.id, 1.0}, CreateCpuDevice(cpu, CpuSlotOptions{1}), 0);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("max_plans must be >= 1, received 0"), std::string::npos)
+      << none.status();
+}
+
+// A slice plan keeps its plans and their device buffers alive after the
+// cache evicts them, and still runs; they are freed with the last holder.
+TEST_F(ReplicaChunkTest, HeldSlicePlanOutlivesEviction) {
+  for (bool device_memory : {false, true}) {
+    SCOPED_TRACE(device_memory ? "device memory" : "host memory");
+    std::unique_ptr<Replica> replica;
+    if (device_memory) {
+      replica = StandInReplica(model_, "g0", 0, 8);
+    } else {
+      const DeviceInfo cpu = EnumerateCpuDevices()[0];
+      replica = *Replica::Create(model_, SlotAssignment{"r0", cpu.id, 1.0},
+                                 CreateCpuDevice(cpu, CpuSlotOptions{1}), 8);
+    }
+    ASSERT_NE(replica, nullptr);
+    // On the device-memory slot: chunks of 3, 3, 3 and 1 rows, two plans.
+    absl::StatusOr<Replica::SlicePlan> held = replica->PlanSlice(SliceShapes(10), {4, 1});
+    ASSERT_TRUE(held.ok()) << held.status();
+    EXPECT_EQ(held->chunks(), device_memory ? 4 : 1);
+    const std::weak_ptr<ExecutionPlan> chunk = held->chunk;
+    const std::weak_ptr<ExecutionPlan> last = held->last;
+    for (int64_t batch = 20; batch < 29; ++batch) {
+      ASSERT_TRUE(replica->PlanSlice(SliceShapes(batch), {1, 1}).ok());
+    }
+    EXPECT_EQ(replica->plan_count(), 8u);  // Size 10's plans are out of the cache...
+    EXPECT_FALSE(chunk.expired());         // ...but not freed.
+    EXPECT_FALSE(last.expired());
+    const uint64_t built = replica->plans_built();
+    const size_t memory = replica->device().memory_in_use_bytes();
+
+    absl::StatusOr<std::vector<Tensor>> outputs = RunHeld(*replica, *held, Inputs(10));
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    PredictOutcome expected = PredictAndWait(*cpu_, Inputs(10));
+    ASSERT_TRUE(expected.status.ok()) << expected.status;
+    ASSERT_EQ(outputs->size(), expected.outputs.size());
+    for (size_t j = 0; j < expected.outputs.size(); ++j) {
+      EXPECT_EQ((*outputs)[j].shape(), expected.outputs[j].shape());
+      EXPECT_LE(RelativeL2((*outputs)[j], expected.outputs[j]), kMaxRelativeL2) << "output " << j;
+    }
+    EXPECT_EQ(replica->plans_built(), built);  // Ran the held plans: nothing rebuilt.
+
+    *held = Replica::SlicePlan{};
+    EXPECT_TRUE(chunk.expired());
+    EXPECT_TRUE(last.expired());
+    if (device_memory) {
+      EXPECT_LT(replica->device().memory_in_use_bytes(), memory);
+    }
+  }
+}
+
+// Device memory over every batch size 1..300 is what the last 8 sizes' plans
+// take: evicted plans and their buffers are given back.
+TEST_F(ReplicaChunkTest, EvictedPlansGiveTheirDeviceMemoryBack) {
+  std::unique_ptr<Replica> cycled = StandInReplica(model_, "g0", 0, 8);
+  std::unique_ptr<Replica> last_eight = StandInReplica(model_, "g1", 0, 8);
+  ASSERT_NE(cycled, nullptr);
+  ASSERT_NE(last_eight, nullptr);
+  for (int64_t batch = 1; batch <= 300; ++batch) {
+    ASSERT_TRUE(cycled->PlanSlice(SliceShapes(batch), {1, 1}).ok()) << batch;
+    if (batch > 292) {
+      ASSERT_TRUE(last_eight->PlanSlice(SliceShapes(batch), {1, 1}).ok());
+    }
+  }
+  EXPECT_EQ(cycled->plan_count(), 8u);
+  EXPECT_LE(cycled->device().memory_in_use_bytes(), last_eight->device().memory_in_use_bytes());
+}
+
+// Slices evicting each other's plans while others run them (two plans per
+// chunked slice, two cached) still get their own results.
+TEST_F(ReplicaChunkTest, ConcurrentSlicesWithATinyPlanCacheGetTheirOwnResults) {
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set = StandInSet(model_, 2, 4, true, 2);
+  ASSERT_TRUE(set.ok()) << set.status();
+  std::vector<PredictOutcome> expected;
+  for (int64_t batch = 20; batch < 36; ++batch)
+    expected.push_back(PredictAndWait(*cpu_, Inputs(batch)));
+  std::vector<PredictOutcome> actual(expected.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    threads.emplace_back([&, i] {
+      for (int round = 0; round < 3; ++round) {
+        actual[i] = PredictAndWait(**set, Inputs(20 + static_cast<int64_t>(i)));
+        if (!actual[i].status.ok()) return;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_TRUE(actual[i].status.ok()) << actual[i].status;
+    for (size_t j = 0; j < expected[i].outputs.size(); ++j) {
+      EXPECT_LE(RelativeL2(actual[i].outputs[j], expected[i].outputs[j]), kMaxRelativeL2);
+    }
+  }
+  for (const auto& replica : (*set)->replicas()) EXPECT_LE(replica->plan_count(), 2u);
 }
 
 // A rank-0 output of a chunked slice is the row-weighted mean of the

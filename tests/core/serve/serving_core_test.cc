@@ -34,8 +34,12 @@ class FakeServable : public Servable {
   }
   std::string MergeDevice() const override { return "cpu:0"; }
 
-  void Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done) override {
+  void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
+           StillWanted still_wanted, Done done) override {
     predict_thread = std::this_thread::get_id();
+    if (still_wanted != nullptr) {
+      if (absl::Status wanted = still_wanted(); !wanted.ok()) return std::move(done)(wanted, {});
+    }
     ++calls;
     if (gate != nullptr) gate->WaitForNotification();
     const int64_t rows = inputs[0].shape()[0];
@@ -45,7 +49,7 @@ class FakeServable : public Servable {
     *static_cast<float*>(*mean) = scale_;
     const float* x = static_cast<const float*>(inputs[0].raw_data());
     for (int64_t i = 0; i < rows * 4; ++i) static_cast<float*>(*y)[i] = x[i] * scale_;
-    std::move(done)(absl::OkStatus(), {BatchSlice{0, 0, rows}});
+    std::move(done)(absl::OkStatus(), std::move(slices));
   }
 
   std::atomic<bool> healthy_{true};
@@ -92,6 +96,8 @@ class FakeRepository : public ModelRepository {
       model->version = v.number;
       model->servable = v.servable;
       model->max_batch_size = 8;
+      model->scheduling.max_batch_size = 8;
+      if (absl::Status s = StartScheduling(*model, nullptr, /*warm=*/false); !s.ok()) return s;
       loaded.push_back(std::move(model));
     }
     return loaded;
@@ -266,7 +272,7 @@ TEST_F(ServingCoreTest, ExpiredOrCancelledRequestsDoNotRun) {
   expired.deadline = absl::Now() - absl::Milliseconds(1);
   Answer answer = Run(Request(), &outputs, expired);
   EXPECT_EQ(answer.status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(answer.status.message(), HasSubstr("before dispatch"));
+  EXPECT_THAT(answer.status.message(), HasSubstr("while queued"));
   RequestContext cancelled;
   cancelled.cancelled = [] { return true; };
   answer = Run(Request(), &outputs, cancelled);
@@ -424,6 +430,7 @@ TEST_F(ServingCoreTest, PredictUsesTheWeightsTrainingPublished) {
   auto trained = std::make_shared<FakeServable>(MeanModel(), 7.0f);
   auto loaded = std::make_shared<LoadedModel>(*manager_->Find("mean").value());
   loaded->trainable = std::make_shared<TrainedFake>(trained);
+  ASSERT_TRUE(StartScheduling(*loaded, nullptr, /*warm=*/false).ok());
   // Served through a repository that hands out this version.
   class One : public ModelRepository {
    public:

@@ -1,0 +1,625 @@
+#include "core/serve/scheduler.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "core/serve/request_queue.h"
+#include "core/serve/slot_routing.h"
+
+namespace replicad {
+namespace {
+
+// How often the queue is searched for cancelled requests while it holds some:
+// cancellation is only seen by asking each request.
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(2);
+
+// Whether `a` and `b` can be rows of one batch: the same dtypes and the same
+// dims after dim 0.
+bool Fusable(const ScheduledRequest& a, const ScheduledRequest& b) {
+  if (a.inputs.size() != b.inputs.size()) return false;
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    const Tensor& x = a.inputs[i];
+    const Tensor& y = b.inputs[i];
+    if (x.dtype() != y.dtype() || x.shape().size() != y.shape().size()) return false;
+    if (!std::equal(x.shape().begin() + 1, x.shape().end(), y.shape().begin() + 1)) return false;
+  }
+  return true;
+}
+
+size_t RowBytes(const TensorType& type) {
+  return type.shape.empty() || type.shape[0] == 0
+             ? 0
+             : ByteSize(type) / static_cast<size_t>(type.shape[0]);
+}
+
+// The outputs of a fused batch, in host memory, before each request's rows
+// are copied out to it.
+class BatchOutputs : public OutputSink {
+ public:
+  absl::StatusOr<void*> Allocate(int index, const TensorType& type) override {
+    if (static_cast<size_t>(index) >= outputs.size()) outputs.resize(index + 1);
+    outputs[index] = Tensor::Host(type.dtype, type.shape);
+    return outputs[index].raw_data();
+  }
+  std::vector<Tensor> outputs;
+};
+
+}  // namespace
+
+// Everything the scheduler's thread and the slots' callbacks share; they
+// hold it by shared_ptr so that it outlives whichever of them ends last.
+struct Scheduler::Core {
+  explicit Core(Environment environment)
+      : env(std::move(environment)), slot_status(env.servable->Slots()), queue(env.options) {
+    slots.resize(slot_status.size());
+    // The model's outputs say whether requests can share a batch: a rank-0
+    // output (a mean, a loss) must be computed over one request's rows.
+    for (const TensorSpec& output : env.servable->model().outputs()) {
+      if (output.type.shape.empty()) fuse = false;
+    }
+  }
+
+  struct SlotState {
+    int outstanding = 0;   // Batches given to it and not yet finished.
+    absl::Time busy_until;  // Estimated end of that work.
+    SlotSpeed speed;
+    double share = 1;       // Of the last split it was in.
+    int64_t last_rows = 1;  // Of the last slice it ran.
+  };
+
+  // One batch on its way through the slots.
+  struct Batch {
+    std::vector<std::unique_ptr<ScheduledRequest>> requests;
+    std::vector<BatchSlice> slices;
+    int64_t rows = 0;
+    uint64_t bytes = 0;
+    absl::Time dispatched;
+    absl::Duration gather;
+    std::unique_ptr<BatchOutputs> fused;  // Null for one request.
+  };
+
+  class BatchInFlight;
+
+  void Loop();
+  // Takes the next batch out of the queue into `batch` when one is ready;
+  // otherwise sets `*ready_at` to when one will be (without new arrivals).
+  bool FormBatch(absl::Time now, Batch* batch, absl::Time* ready_at)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  bool AnySlotFree() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  Route RouteOf(int64_t rows, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Dispatch(std::shared_ptr<Batch> batch);
+  void Finished(std::shared_ptr<Batch> batch, absl::Status status,
+                std::vector<BatchSlice> slices, const Servable* servable);
+  // Answers `request`, in arrival order when the options ask for it.
+  void Answer(std::unique_ptr<ScheduledRequest> request, absl::Status status,
+              ScheduleReport report);
+  void Refuse(std::unique_ptr<ScheduledRequest> request, absl::Status status, const char* reason);
+
+  const Environment env;
+  const std::vector<SlotStatus> slot_status;  // Names and devices, by slot.
+  mutable absl::Mutex mu;
+  // Whether requests may share a batch (Warm may learn not).
+  bool fuse ABSL_GUARDED_BY(mu) = true;
+  absl::CondVar wake;
+  RequestQueue queue ABSL_GUARDED_BY(mu);
+  std::vector<SlotState> slots ABSL_GUARDED_BY(mu);
+  uint64_t bytes_in_flight ABSL_GUARDED_BY(mu) = 0;
+  int running ABSL_GUARDED_BY(mu) = 0;
+  // Batches' callbacks not yet destroyed (BatchInFlight); the destructor
+  // waits for them, so no slot thread ever holds the last reference to a
+  // servable or to this.
+  int callbacks ABSL_GUARDED_BY(mu) = 0;
+  uint64_t next_sequence ABSL_GUARDED_BY(mu) = 0;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  absl::Time next_cancel_poll ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+
+  // preserve_ordering: answers held until those of earlier requests left.
+  struct Held {
+    std::unique_ptr<ScheduledRequest> request;
+    absl::Status status;
+    ScheduleReport report;
+  };
+  absl::Mutex order_mu;
+  std::map<uint64_t, Held> held ABSL_GUARDED_BY(order_mu);
+  uint64_t next_answer ABSL_GUARDED_BY(order_mu) = 0;
+  bool answering ABSL_GUARDED_BY(order_mu) = false;
+
+  std::thread thread;
+};
+
+// What a batch's callbacks hold while its slots run it: the batch, the
+// servable running it, and a count in the core that the scheduler's
+// destructor waits on. The servable and batch are released before the count
+// drops, so the last references to them are never dropped on a slot thread
+// (a replica set cannot be destroyed on its own slot thread).
+class Scheduler::Core::BatchInFlight {
+ public:
+  BatchInFlight(Scheduler::Core* core, std::shared_ptr<Scheduler::Core::Batch> batch);
+  BatchInFlight(BatchInFlight&& other) noexcept
+      : core_(std::exchange(other.core_, nullptr)),
+        batch_(std::move(other.batch_)),
+        servable_(std::move(other.servable_)) {}
+  BatchInFlight& operator=(BatchInFlight&&) = delete;
+  ~BatchInFlight();
+
+  Scheduler::Core* core() const { return core_; }
+  const std::shared_ptr<Scheduler::Core::Batch>& batch() const { return batch_; }
+  void Hold(std::shared_ptr<Servable> servable) { servable_ = std::move(servable); }
+  Servable& servable() const { return *servable_; }
+
+ private:
+  Scheduler::Core* core_;
+  std::shared_ptr<Scheduler::Core::Batch> batch_;
+  std::shared_ptr<Servable> servable_;
+};
+
+Scheduler::Core::BatchInFlight::BatchInFlight(Scheduler::Core* core, std::shared_ptr<Scheduler::Core::Batch> batch)
+    : core_(core), batch_(std::move(batch)) {
+  absl::MutexLock lock(&core_->mu);
+  ++core_->callbacks;
+}
+
+Scheduler::Core::BatchInFlight::~BatchInFlight() {
+  if (core_ == nullptr) return;
+  batch_.reset();
+  servable_.reset();
+  absl::MutexLock lock(&core_->mu);
+  --core_->callbacks;
+}
+
+void Scheduler::Core::Answer(std::unique_ptr<ScheduledRequest> request, absl::Status status,
+                             ScheduleReport report) {
+  if (!env.options.preserve_ordering) {
+    std::move(request->done)(std::move(status), std::move(report));
+    return;
+  }
+  absl::MutexLock lock(&order_mu);
+  const uint64_t sequence = request->sequence;
+  held.emplace(sequence, Held{std::move(request), std::move(status), std::move(report)});
+  // One thread answers at a time, so answers leave in order even when
+  // batches finish on different slots at once.
+  if (answering) return;
+  answering = true;
+  while (!held.empty() && held.begin()->first == next_answer) {
+    Held next = std::move(held.begin()->second);
+    held.erase(held.begin());
+    ++next_answer;
+    order_mu.Unlock();
+    std::move(next.request->done)(std::move(next.status), std::move(next.report));
+    order_mu.Lock();
+  }
+  answering = false;
+}
+
+void Scheduler::Core::Refuse(std::unique_ptr<ScheduledRequest> request, absl::Status status,
+                             const char* reason) {
+  if (env.observer != nullptr) env.observer->OnRefused(env.model, reason);
+  Answer(std::move(request), std::move(status), ScheduleReport{});
+}
+
+bool Scheduler::Core::AnySlotFree() const {
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (slots[s].outstanding == 0 && slot_status[s].health.ok()) return true;
+  }
+  return false;
+}
+
+Route Scheduler::Core::RouteOf(int64_t rows, absl::Time now) const {
+  std::vector<SlotLoad> loads(slots.size());
+  const std::vector<SlotStatus> status = env.servable->Slots();  // Health changes.
+  for (size_t s = 0; s < slots.size(); ++s) {
+    loads[s].healthy = s < status.size() && status[s].health.ok();
+    loads[s].weight = s < status.size() ? status[s].weight : 1.0;
+    loads[s].speed = &slots[s].speed;
+    if (slots[s].outstanding > 0) {
+      // Busy past its estimate: it is about to finish, but not free.
+      loads[s].busy_seconds =
+          std::max(absl::ToDoubleSeconds(slots[s].busy_until - now), 1e-6);
+    }
+  }
+  return ChooseRoute(rows, loads, env.options.measured_weights);
+}
+
+bool Scheduler::Core::FormBatch(absl::Time now, Batch* batch, absl::Time* ready_at) {
+  const SchedulerOptions& o = env.options;
+  const ScheduledRequest* head = nullptr;
+  int count = 0, preferred_count = 0;
+  int64_t rows = 0;
+  bool full = false;
+  absl::Time oldest = absl::InfiniteFuture();
+  queue.Visit([&](const ScheduledRequest& r) {
+    if (head == nullptr) {
+      head = &r;
+    } else if (!fuse || !o.dynamic_batching || !Fusable(*head, r)) {
+      full = true;
+      return false;
+    }
+    const int64_t max_rows = o.max_batch_size > 0 ? o.max_batch_size : head->rows();
+    if (count > 0 && rows + r.rows() > max_rows) {
+      full = true;
+      return false;
+    }
+    rows += r.rows();
+    ++count;
+    oldest = std::min(oldest, r.enqueued);
+    if (std::find(o.preferred_batch_sizes.begin(), o.preferred_batch_sizes.end(), rows) !=
+        o.preferred_batch_sizes.end()) {
+      preferred_count = count;
+    }
+    if (rows >= max_rows) {
+      full = true;
+      return false;
+    }
+    return true;
+  });
+  if (count == 0) return false;
+  int take = count;
+  if (!full && preferred_count > 0) {
+    take = preferred_count;
+  } else if (!full && now < oldest + o.max_queue_delay) {
+    *ready_at = oldest + o.max_queue_delay;
+    return false;
+  }
+  for (int i = 0; i < take; ++i) {
+    std::unique_ptr<ScheduledRequest> request = queue.Pop();
+    batch->rows += request->rows();
+    batch->bytes += request->bytes;
+    batch->requests.push_back(std::move(request));
+  }
+  return true;
+}
+
+void Scheduler::Core::Loop() {
+  absl::MutexLock lock(&mu);
+  while (true) {
+    absl::Time now = absl::Now();
+    if (!queue.empty() && (now >= next_cancel_poll || now >= queue.NextExpiry())) {
+      std::vector<RequestQueue::Expired> expired = queue.Expire(now);
+      next_cancel_poll = now + kCancelPoll;
+      if (!expired.empty()) {
+        for (auto& [request, status] : expired) bytes_in_flight -= request->bytes;
+        const size_t pending = queue.size();
+        mu.Unlock();
+        for (auto& [request, status] : expired) {
+          const char* reason = status.code() == absl::StatusCode::kCancelled ? "cancelled"
+                               : now >= request->context.deadline            ? "deadline"
+                                                                             : "timeout";
+          Refuse(std::move(request), std::move(status), reason);
+        }
+        if (env.observer != nullptr) env.observer->OnPending(env.model, pending);
+        mu.Lock();
+        continue;
+      }
+    }
+    if (stopping && queue.empty() && running == 0) return;
+    absl::Time wake_at = queue.empty() ? absl::InfiniteFuture()
+                                       : std::min(queue.NextExpiry(), next_cancel_poll);
+    if (!queue.empty() && AnySlotFree()) {
+      auto batch = std::make_shared<Batch>();
+      absl::Time ready_at = absl::InfiniteFuture();
+      if (FormBatch(now, batch.get(), &ready_at)) {
+        Route route = RouteOf(batch->rows, now);
+        for (const BatchSlice& slice : route.slices) {
+          SlotState& slot = slots[slice.slot];
+          slot.busy_until = std::max(slot.busy_until, now) +
+                            absl::Seconds(slot.speed.Seconds(slice.rows()));
+          ++slot.outstanding;
+          slot.share = static_cast<double>(slice.rows()) / static_cast<double>(batch->rows);
+        }
+        batch->slices = std::move(route.slices);
+        ++running;
+        const size_t pending = queue.size();
+        mu.Unlock();
+        if (env.observer != nullptr) env.observer->OnPending(env.model, pending);
+        Dispatch(std::move(batch));
+        mu.Lock();
+        continue;
+      }
+      wake_at = std::min(wake_at, ready_at);
+    }
+    wake.WaitWithDeadline(&mu, wake_at);
+  }
+}
+
+void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
+  batch->dispatched = absl::Now();
+  if (batch->slices.empty()) {
+    // No healthy slot: nothing can run it.
+    Finished(std::move(batch), absl::UnavailableError(absl::StrCat(
+                                   "model '", env.model, "': none of its slots can run it")),
+             {}, nullptr);
+    return;
+  }
+  if (env.observer != nullptr) {
+    env.observer->OnBatch(env.model, batch->rows, static_cast<int>(batch->requests.size()));
+  }
+  std::vector<Tensor> inputs;
+  OutputSink* sink = nullptr;
+  Servable::StillWanted still_wanted;
+  if (batch->requests.size() == 1) {
+    ScheduledRequest& only = *batch->requests[0];
+    inputs = only.inputs;
+    sink = only.sink;
+    still_wanted = [context = only.context] { return context.StillWanted("before its slice ran"); };
+  } else {
+    // Rows of every request, one after another, in one tensor per input.
+    const ScheduledRequest& head = *batch->requests[0];
+    for (size_t i = 0; i < head.inputs.size(); ++i) {
+      Shape shape = head.inputs[i].shape();
+      shape[0] = batch->rows;
+      Tensor fused = Tensor::Host(head.inputs[i].dtype(), shape);
+      char* at = static_cast<char*>(fused.raw_data());
+      for (const auto& request : batch->requests) {
+        const Tensor& part = request->inputs[i];
+        std::memcpy(at, part.raw_data(), part.byte_size());
+        at += part.byte_size();
+      }
+      inputs.push_back(std::move(fused));
+    }
+    batch->fused = std::make_unique<BatchOutputs>();
+    sink = batch->fused.get();
+  }
+  batch->gather = absl::Now() - batch->dispatched;
+  auto run = [flight = BatchInFlight(this, batch), inputs = std::move(inputs), sink,
+              still_wanted = std::move(still_wanted)](
+                 absl::StatusOr<std::shared_ptr<Servable>> trained) mutable {
+    Core* core = flight.core();
+    if (!trained.ok()) {
+      core->Finished(flight.batch(), trained.status(), {}, nullptr);
+      return;
+    }
+    flight.Hold(*trained != nullptr ? *std::move(trained) : core->env.servable);
+    Servable& servable = flight.servable();
+    std::shared_ptr<Batch> batch = flight.batch();
+    servable.Run(std::move(inputs), batch->slices, sink, std::move(still_wanted),
+                 [flight = std::move(flight)](absl::Status status,
+                                              std::vector<BatchSlice> slices) mutable {
+                   flight.core()->Finished(flight.batch(), std::move(status), std::move(slices),
+                                           &flight.servable());
+                 });
+  };
+  if (env.trainable != nullptr) {
+    env.trainable->TrainedServable(std::move(run));
+  } else {
+    run(std::shared_ptr<Servable>());
+  }
+}
+
+void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status,
+                               std::vector<BatchSlice> slices, const Servable* servable) {
+  const absl::Time finished = absl::Now();
+  {
+    absl::MutexLock lock(&mu);
+    for (const BatchSlice& slice : batch->slices) {
+      SlotState& slot = slots[slice.slot];
+      if (--slot.outstanding == 0) slot.busy_until = finished;
+    }
+    for (const BatchSlice& slice : slices) {
+      if (slice.seconds <= 0) continue;  // Did not run.
+      slots[slice.slot].speed.Record(slice.rows(), slice.seconds);
+      slots[slice.slot].last_rows = slice.rows();
+    }
+    bytes_in_flight -= batch->bytes;
+    --running;
+    wake.Signal();
+  }
+  if (env.observer != nullptr && status.ok()) {
+    absl::MutexLock lock(&mu);
+    for (const BatchSlice& slice : slices) {
+      const SlotState& slot = slots[slice.slot];
+      env.observer->OnSlotSpeed(env.model, slot_status[slice.slot].slot,
+                                slot_status[slice.slot].device,
+                                slot.speed.RowsPerSecond(slot.last_rows), slot.share);
+    }
+  }
+  ScheduleReport report;
+  report.servable = servable;
+  report.slices = std::move(slices);
+  report.batch_rows = batch->rows;
+  report.batch_requests = static_cast<int>(batch->requests.size());
+  report.infer = finished - batch->dispatched - batch->gather;
+  report.gather = batch->gather;
+  int64_t first_row = 0;
+  for (std::unique_ptr<ScheduledRequest>& request : batch->requests) {
+    ScheduleReport mine = report;
+    mine.first_row = first_row;
+    mine.queue = batch->dispatched - request->enqueued;
+    absl::Status answer = status;
+    const absl::Time scatter_start = absl::Now();
+    if (answer.ok() && batch->fused != nullptr) {
+      // Its own rows of every output, at its offset in the batch.
+      const std::vector<Tensor>& outputs = batch->fused->outputs;
+      for (size_t j = 0; j < outputs.size() && answer.ok(); ++j) {
+        TensorType type = outputs[j].type();
+        if (type.shape.empty() || type.shape[0] != batch->rows) {
+          answer = absl::FailedPreconditionError(absl::StrCat(
+              "output ", j, " of model '", env.model, "' does not keep the batch in dim 0, "
+              "so requests cannot share a batch; serve it without dynamic batching"));
+          break;
+        }
+        const size_t row_bytes = RowBytes(type);
+        type.shape[0] = request->rows();
+        absl::StatusOr<void*> to = request->sink->Allocate(static_cast<int>(j), type);
+        if (!to.ok()) {
+          answer = to.status();
+          break;
+        }
+        std::memcpy(*to, static_cast<const char*>(outputs[j].raw_data()) + row_bytes * first_row,
+                    row_bytes * static_cast<size_t>(request->rows()));
+      }
+    }
+    mine.scatter = absl::Now() - scatter_start;
+    first_row += request->rows();
+    Answer(std::move(request), std::move(answer), std::move(mine));
+  }
+}
+
+Scheduler::Scheduler(Environment environment)
+    : core_(std::make_shared<Core>(std::move(environment))) {
+  core_->thread = std::thread([core = core_] { core->Loop(); });
+}
+
+Scheduler::~Scheduler() {
+  std::vector<RequestQueue::Expired> left;
+  {
+    absl::MutexLock lock(&core_->mu);
+    core_->stopping = true;
+    while (std::unique_ptr<ScheduledRequest> request = core_->queue.Pop()) {
+      core_->bytes_in_flight -= request->bytes;
+      left.emplace_back(std::move(request),
+                        absl::UnavailableError(absl::StrCat("model '", core_->env.model,
+                                                            "' stopped serving before it ran")));
+    }
+    core_->wake.Signal();
+  }
+  for (auto& [request, status] : left) core_->Answer(std::move(request), std::move(status), {});
+  if (core_->thread.get_id() == std::this_thread::get_id()) {
+    core_->thread.detach();  // It holds the core and ends on its own.
+    return;
+  }
+  core_->thread.join();
+  absl::MutexLock lock(&core_->mu);
+  core_->mu.Await(absl::Condition(
+      +[](int* callbacks) { return *callbacks == 0; }, &core_->callbacks));
+}
+
+void Scheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
+  Core& core = *core_;
+  uint64_t bytes = 0;
+  for (const Tensor& t : request->inputs) bytes += t.byte_size();
+  request->bytes = bytes;
+  absl::Status refused;
+  const char* reason = "";
+  size_t pending = 0;
+  {
+    absl::MutexLock lock(&core.mu);
+    const uint64_t bound = core.env.options.max_queue_bytes;
+    if (core.stopping) {
+      refused = absl::UnavailableError(
+          absl::StrCat("model '", core.env.model, "' is no longer served"));
+      reason = "stopping";
+    } else if (bound > 0 && core.bytes_in_flight > 0 && core.bytes_in_flight + bytes > bound) {
+      refused = absl::ResourceExhaustedError(absl::StrCat(
+          "model '", core.env.model, "' already holds ", core.bytes_in_flight,
+          " bytes of inputs queued or running; this request's ", bytes,
+          " more would pass the bound of ", bound, " (--max-queue-bytes); retry later"));
+      reason = "queue_bytes";
+    } else {
+      request->sequence = core.next_sequence;
+      refused = core.queue.Push(request, absl::Now());
+      if (refused.ok()) {
+        ++core.next_sequence;
+        core.bytes_in_flight += bytes;
+        core.wake.Signal();
+      } else {
+        reason = "queue_full";
+      }
+    }
+    pending = core.queue.size();
+  }
+  if (!refused.ok()) {
+    if (core.env.observer != nullptr) core.env.observer->OnRefused(core.env.model, reason);
+    // Not sequenced: nothing waits for its answer to keep order.
+    std::move(request->done)(std::move(refused), ScheduleReport{});
+    return;
+  }
+  if (core.env.observer != nullptr) core.env.observer->OnPending(core.env.model, pending);
+}
+
+absl::Status Scheduler::Warm(double budget_seconds) {
+  Core& core = *core_;
+  const Model& model = core.env.servable->model();
+  for (const TensorSpec& input : model.inputs()) {
+    for (size_t d = 1; d < input.type.shape.size(); ++d) {
+      if (input.type.shape[d] < 0) return absl::OkStatus();  // Open dims: sizes unknown.
+    }
+    if (input.type.shape.empty()) return absl::OkStatus();  // No batch dim to vary.
+  }
+  std::vector<int64_t> sizes = {1, 2};
+  const int64_t max_rows = core.env.options.max_batch_size > 0 ? core.env.options.max_batch_size
+                                                               : 64;
+  for (int64_t s = 4; s < max_rows; s *= 2) sizes.push_back(s);
+  for (int64_t s : core.env.options.preferred_batch_sizes) sizes.push_back(s);
+  sizes.push_back(max_rows);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+
+  const size_t slot_count = core.slot_status.size();
+  for (size_t slot = 0; slot < slot_count; ++slot) {
+    if (!core.slot_status[slot].health.ok()) continue;
+    for (int64_t rows : sizes) {
+      if (rows > max_rows) break;
+      std::vector<Tensor> inputs;
+      for (const TensorSpec& input : model.inputs()) {
+        Shape shape = input.type.shape;
+        shape[0] = rows;
+        inputs.push_back(Tensor::Host(input.type.dtype, shape));
+      }
+      double seconds = 0;
+      // Twice: the first run pays for cold caches.
+      for (int pass = 0; pass < 2; ++pass) {
+        BatchOutputs outputs;
+        absl::Notification done;
+        absl::Status status;
+        std::vector<BatchSlice> ran;
+        core.env.servable->Run(inputs, {BatchSlice{static_cast<int>(slot), 0, rows}}, &outputs,
+                               nullptr, [&](absl::Status s, std::vector<BatchSlice> slices) {
+                                 status = std::move(s);
+                                 ran = std::move(slices);
+                                 done.Notify();
+                               });
+        done.WaitForNotification();
+        if (!status.ok()) {
+          return absl::Status(status.code(), absl::StrCat("warming slot ",
+                                                          core.slot_status[slot].slot, " on ",
+                                                          rows, " rows: ", status.message()));
+        }
+        if (rows > 1) {
+          for (const Tensor& out : outputs.outputs) {
+            if (out.rank() == 0 || out.shape()[0] != rows) {
+              absl::MutexLock lock(&core.mu);
+              core.fuse = false;
+            }
+          }
+        }
+        seconds = ran.empty() ? 0 : ran[0].seconds;
+        if (pass == 1) {
+          absl::MutexLock lock(&core.mu);
+          core.slots[slot].speed.Record(rows, seconds);
+        }
+      }
+      if (seconds > budget_seconds) break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<Scheduler::SlotReport> Scheduler::Slots() const {
+  absl::MutexLock lock(&core_->mu);
+  std::vector<SlotReport> reports;
+  for (size_t s = 0; s < core_->slots.size(); ++s) {
+    const Core::SlotState& state = core_->slots[s];
+    reports.push_back(SlotReport{core_->slot_status[s].slot, core_->slot_status[s].device,
+                                 state.speed.measured(),
+                                 state.speed.RowsPerSecond(state.last_rows),
+                                 state.speed.fixed_seconds(), state.speed.seconds_per_row()});
+  }
+  return reports;
+}
+
+size_t Scheduler::pending() const {
+  absl::MutexLock lock(&core_->mu);
+  return core_->queue.size();
+}
+
+const SchedulerOptions& Scheduler::options() const { return core_->env.options; }
+
+}  // namespace replicad

@@ -1,0 +1,90 @@
+#include "core/serve/scheduler_options.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace replicad {
+
+const QueuePolicy& SchedulerOptions::PolicyOf(uint32_t level) const {
+  auto it = priority_queue_policy.find(level);
+  return it != priority_queue_policy.end() ? it->second : default_queue_policy;
+}
+
+uint32_t SchedulerOptions::LevelOf(uint64_t priority) const {
+  if (priority_levels == 0) return 1;
+  if (priority == 0 || priority > priority_levels) {
+    return default_priority_level == 0 ? 1 : default_priority_level;
+  }
+  return static_cast<uint32_t>(priority);
+}
+
+namespace {
+
+absl::Status CheckPolicy(const std::string& field, const QueuePolicy& policy) {
+  if (policy.default_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".default_timeout_microseconds: expected >= 0, received ",
+                     absl::ToInt64Microseconds(policy.default_timeout)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SchedulerOptions::Validate() const {
+  if (max_batch_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch_size: expected >= 0, received ", max_batch_size));
+  }
+  for (size_t i = 0; i < preferred_batch_sizes.size(); ++i) {
+    const int64_t size = preferred_batch_sizes[i];
+    if (size <= 0 || (max_batch_size > 0 && size > max_batch_size)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dynamic_batching.preferred_batch_size[", i, "]: expected ",
+          max_batch_size > 0 ? absl::StrCat("1..", max_batch_size, " (max_batch_size)") : ">= 1",
+          ", received ", size));
+    }
+  }
+  if (max_queue_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dynamic_batching.max_queue_delay_microseconds: expected >= 0, received ",
+                     absl::ToInt64Microseconds(max_queue_delay)));
+  }
+  if (priority_levels > 0 &&
+      (default_priority_level < 1 || default_priority_level > priority_levels)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dynamic_batching.default_priority_level: expected 1..", priority_levels,
+        " (priority_levels), received ", default_priority_level));
+  }
+  if (priority_levels == 0 && default_priority_level != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dynamic_batching.default_priority_level: expected 0 without priority_levels, received ",
+        default_priority_level));
+  }
+  if (absl::Status s = CheckPolicy("dynamic_batching.default_queue_policy", default_queue_policy);
+      !s.ok()) {
+    return s;
+  }
+  for (const auto& [level, policy] : priority_queue_policy) {
+    if (priority_levels == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dynamic_batching.priority_queue_policy: expected none without priority_levels, "
+          "received level ",
+          level));
+    }
+    if (level < 1 || level > priority_levels) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dynamic_batching.priority_queue_policy: expected levels 1..", priority_levels,
+          " (priority_levels), received ", level));
+    }
+    if (absl::Status s = CheckPolicy(
+            absl::StrCat("dynamic_batching.priority_queue_policy[", level, "]"), policy);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace replicad

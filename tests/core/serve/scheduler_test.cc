@@ -1,0 +1,512 @@
+// The scheduler on real CPU replicas (exactness of fused batches) and on
+// stand-in slots whose speed and blocking the tests control (queue policy,
+// deadlines, cancellation, priorities, ordering, routing by measured speed).
+#include "core/serve/scheduler.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "core/model/onnx_builder.h"
+#include "core/serve/worker_pool.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/test_models.h"
+
+namespace replicad {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::shared_ptr<const Model> TwoInTwoOut() {
+  static const std::shared_ptr<const Model> model =
+      testing::LoadOrDie(testing::TwoInputTwoOutputOnnx(), "two");
+  return model;
+}
+
+// One request's inputs, outputs and answer.
+struct Call {
+  std::vector<Tensor> inputs;
+  testing::TensorSink outputs;
+  absl::Notification answered;
+  absl::Status status;
+  ScheduleReport report;
+  absl::Time answered_at;
+};
+
+std::unique_ptr<ScheduledRequest> RequestFor(Call& call, RequestContext context = {}) {
+  auto request = std::make_unique<ScheduledRequest>();
+  request->inputs = call.inputs;
+  request->context = std::move(context);
+  request->sink = &call.outputs;
+  request->done = [&call](absl::Status status, ScheduleReport report) {
+    call.status = std::move(status);
+    call.report = std::move(report);
+    call.answered_at = absl::Now();
+    call.answered.Notify();
+  };
+  return request;
+}
+
+// Rows of the two-input model, row i of both inputs from seed + i.
+std::vector<Tensor> TwoInputs(int64_t rows, uint64_t seed) {
+  return {testing::RandomTensor({rows, 3, 6, 6}, seed), testing::RandomTensor({rows, 5}, seed + 1)};
+}
+
+TEST(SchedulerExactnessTest, FusedBatchesOfMixedSizesMatchEachRequestAlone) {
+  std::shared_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(TwoInTwoOut(), {1, 1});
+  SchedulerOptions options;
+  options.max_batch_size = 64;
+  // Long enough that every request below is queued before the first batch
+  // forms, so they are fused.
+  options.max_queue_delay = absl::Milliseconds(200);
+  Scheduler scheduler(Scheduler::Environment{"two", set, nullptr, options, nullptr});
+  const std::vector<int64_t> sizes = {1, 3, 5, 2, 7, 1, 4, 9, 1};
+  std::vector<std::unique_ptr<Call>> calls;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    calls.push_back(std::make_unique<Call>());
+    calls.back()->inputs = TwoInputs(sizes[i], 100 * i);
+  }
+  for (auto& call : calls) scheduler.Submit(RequestFor(*call));
+  int fused = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Call& call = *calls[i];
+    call.answered.WaitForNotification();
+    ASSERT_TRUE(call.status.ok()) << call.status;
+    if (call.report.batch_requests > 1) ++fused;
+    testing::PredictOutcome alone = testing::PredictAndWait(*set, call.inputs);
+    ASSERT_TRUE(alone.status.ok()) << alone.status;
+    ASSERT_EQ(call.outputs.outputs.size(), 2u);
+    for (size_t j = 0; j < 2; ++j) {
+      EXPECT_EQ(call.outputs.outputs[j].shape(), alone.outputs[j].shape());
+      // Tolerance: the same kernels on the same rows; only the batch's
+      // blocking can change the order of float sums.
+      EXPECT_LT(testing::RelativeL2(call.outputs.outputs[j], alone.outputs[j]), 1e-6)
+          << "request " << i << " output " << j;
+    }
+  }
+  EXPECT_EQ(fused, static_cast<int>(sizes.size()));  // All in one batch.
+}
+
+TEST(SchedulerExactnessTest, ARankZeroOutputIsEachRequestsOwn) {
+  std::shared_ptr<ReplicaSet> set =
+      testing::MakeCpuReplicaSet(testing::LoadOrDie(testing::ScalarMeanOnnx(), "mean"), {1, 1});
+  SchedulerOptions options;
+  options.max_batch_size = 64;
+  options.max_queue_delay = absl::Milliseconds(100);
+  Scheduler scheduler(Scheduler::Environment{"mean", set, nullptr, options, nullptr});
+  std::vector<std::unique_ptr<Call>> calls;
+  for (int64_t rows : {2, 5, 1, 3}) {
+    calls.push_back(std::make_unique<Call>());
+    // Positive values: a mean near zero would make any relative tolerance
+    // meaningless, whatever the split.
+    Tensor x = testing::RandomTensor({rows, 4}, 7 * rows);
+    for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] = 1.5f + x.data<float>()[i];
+    calls.back()->inputs = {x};
+  }
+  for (auto& call : calls) scheduler.Submit(RequestFor(*call));
+  for (auto& call : calls) {
+    call->answered.WaitForNotification();
+    ASSERT_TRUE(call->status.ok()) << call->status;
+    EXPECT_EQ(call->report.batch_requests, 1);  // Never fused.
+    testing::PredictOutcome alone = testing::PredictAndWait(*set, call->inputs);
+    ASSERT_TRUE(alone.status.ok());
+    // Tolerance: a mean of a few floats, summed in another order at most.
+    EXPECT_LT(testing::RelativeL2(call->outputs.outputs[0], alone.outputs[0]), 1e-6);
+    EXPECT_LT(testing::RelativeL2(call->outputs.outputs[1], alone.outputs[1]), 1e-6);
+  }
+}
+
+TEST(SchedulerWarmTest, WarmBuildsPlansAndMeasuresEverySlot) {
+  std::shared_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(TwoInTwoOut(), {1, 1});
+  SchedulerOptions options;
+  options.max_batch_size = 16;
+  options.preferred_batch_sizes = {6};
+  Scheduler scheduler(Scheduler::Environment{"two", set, nullptr, options, nullptr});
+  ASSERT_TRUE(scheduler.Warm().ok());
+  for (const Scheduler::SlotReport& slot : scheduler.Slots()) {
+    EXPECT_TRUE(slot.measured) << slot.slot;
+    EXPECT_GT(slot.rows_per_second, 0) << slot.slot;
+  }
+  // 1, 2, 4, 8, 6 and 16 rows on each slot.
+  for (const auto& replica : set->replicas()) EXPECT_EQ(replica->plan_count(), 6u);
+}
+
+// x float32[N,4] -> y = Relu(x): rows in, rows out, nothing of rank 0.
+std::shared_ptr<const Model> ReluModel() {
+  static const std::shared_ptr<const Model> model = [] {
+    OnnxModelBuilder b("relu", 13);
+    b.AddNode("Relu", {"x"}, {"y"});
+    b.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+    b.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
+    return testing::LoadOrDie(b.Serialize(), "relu");
+  }();
+  return model;
+}
+
+// Stand-in slots: each a thread of its own that takes `fixed + per_row *
+// rows` seconds per slice and writes y = x * 2 (x float32[N,4] -> y [N,4]).
+// A slice holding a row whose first value is kGateValue waits for `gate`.
+constexpr float kGateValue = 99.0f;
+
+class StandInSlots : public Servable {
+ public:
+  struct Speed {
+    double fixed = 0, per_row = 0;
+  };
+  explicit StandInSlots(std::vector<Speed> speeds) : speeds_(std::move(speeds)) {
+    for (size_t i = 0; i < speeds_.size(); ++i) pools_.push_back(std::make_unique<WorkerPool>(1));
+  }
+
+  const Model& model() const override { return *model_; }
+  std::vector<SlotStatus> Slots() const override {
+    std::vector<SlotStatus> slots;
+    for (size_t i = 0; i < speeds_.size(); ++i) {
+      slots.push_back(SlotStatus{"r" + std::to_string(i), "cpu:0", 1.0, absl::OkStatus()});
+    }
+    return slots;
+  }
+  std::string MergeDevice() const override { return "cpu:0"; }
+
+  void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
+           StillWanted still_wanted, Done done) override {
+    const int64_t rows = inputs[0].shape()[0];
+    absl::StatusOr<void*> y = sink->Allocate(0, TensorType{DType::kFloat32, {rows, 4}});
+    if (!y.ok()) return std::move(done)(y.status(), {});
+    struct State {
+      std::vector<Tensor> inputs;
+      std::vector<BatchSlice> slices;
+      std::atomic<int> left{0};
+      absl::Mutex mu;
+      absl::Status status;
+      Done done;
+    };
+    auto state = std::make_shared<State>();
+    state->inputs = std::move(inputs);
+    state->slices = std::move(slices);
+    state->left = static_cast<int>(state->slices.size());
+    state->done = std::move(done);
+    for (size_t s = 0; s < state->slices.size(); ++s) {
+      pools_[state->slices[s].slot]->Submit([this, state, s, out = static_cast<float*>(*y),
+                                             still_wanted] {
+        BatchSlice& slice = state->slices[s];
+        absl::Status status = still_wanted != nullptr ? still_wanted() : absl::OkStatus();
+        if (status.ok()) {
+          const float* x = static_cast<const float*>(state->inputs[0].raw_data());
+          for (int64_t r = slice.begin; r < slice.end; ++r) {
+            if (x[r * 4] == kGateValue) gate.WaitForNotification();
+          }
+          const auto start = std::chrono::steady_clock::now();
+          const Speed& speed = speeds_[slice.slot];
+          absl::SleepFor(absl::Seconds(speed.fixed + speed.per_row * slice.rows()));
+          for (int64_t i = slice.begin * 4; i < slice.end * 4; ++i) out[i] = x[i] * 2;
+          {
+            absl::MutexLock lock(&mu_);
+            for (int64_t r = slice.begin; r < slice.end; ++r) ran_.push_back(x[r * 4]);
+          }
+          slice.seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        }
+        {
+          absl::MutexLock lock(&state->mu);
+          if (state->status.ok()) state->status = status;
+        }
+        if (state->left.fetch_sub(1) == 1) {
+          std::move(state->done)(state->status, std::move(state->slices));
+        }
+      });
+    }
+  }
+
+  // First values of the rows run so far, in the order they ran.
+  std::vector<float> ran() const {
+    absl::MutexLock lock(&mu_);
+    return ran_;
+  }
+  absl::Notification gate;
+
+ private:
+  std::shared_ptr<const Model> model_ = ReluModel();
+  std::vector<Speed> speeds_;
+  std::vector<std::unique_ptr<WorkerPool>> pools_;
+  mutable absl::Mutex mu_;
+  std::vector<float> ran_ ABSL_GUARDED_BY(mu_);
+};
+
+// x float32[rows, 4] with every value `value`.
+std::vector<Tensor> Rows(int64_t rows, float value) {
+  Tensor x = Tensor::Host(DType::kFloat32, {rows, 4});
+  for (int64_t i = 0; i < rows * 4; ++i) x.data<float>()[i] = value;
+  return {x};
+}
+
+class StandInTest : public ::testing::Test {
+ protected:
+  void Start(std::vector<StandInSlots::Speed> speeds, SchedulerOptions options) {
+    slots_ = std::make_shared<StandInSlots>(std::move(speeds));
+    scheduler_ = std::make_unique<Scheduler>(
+        Scheduler::Environment{"standin", slots_, nullptr, std::move(options), nullptr});
+  }
+  ~StandInTest() override {
+    Open();
+    scheduler_.reset();
+  }
+  void Open() {
+    if (slots_ != nullptr && !slots_->gate.HasBeenNotified()) slots_->gate.Notify();
+  }
+  Call& Submit(int64_t rows, float value, RequestContext context = {}) {
+    calls_.push_back(std::make_unique<Call>());
+    calls_.back()->inputs = Rows(rows, value);
+    scheduler_->Submit(RequestFor(*calls_.back(), std::move(context)));
+    return *calls_.back();
+  }
+  // Submits a request that holds the one slot until the gate opens.
+  Call& Block() {
+    Call& blocker = Submit(1, kGateValue);
+    while (scheduler_->pending() > 0) absl::SleepFor(absl::Milliseconds(1));
+    return blocker;
+  }
+
+  std::shared_ptr<StandInSlots> slots_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::unique_ptr<Call>> calls_;
+};
+
+SchedulerOptions Unbatched() {
+  SchedulerOptions options;
+  options.dynamic_batching = false;
+  return options;
+}
+
+TEST_F(StandInTest, ADeadlinePassingInTheQueueIsAnsweredAtOnceAndNeverRuns) {
+  Start({{}}, Unbatched());
+  Block();
+  RequestContext context;
+  context.deadline = absl::Now() + absl::Milliseconds(30);
+  Call& late = Submit(1, 5.0f, context);
+  late.answered.WaitForNotification();  // While the slot is still blocked.
+  EXPECT_EQ(late.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(late.status.message(), HasSubstr("while queued"));
+  Open();
+  Call& after = Submit(1, 6.0f);
+  after.answered.WaitForNotification();
+  EXPECT_THAT(slots_->ran(), ElementsAre(kGateValue, 6.0f));
+}
+
+TEST_F(StandInTest, ACancelledRequestLeavesTheQueue) {
+  Start({{}}, Unbatched());
+  Block();
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  RequestContext context;
+  context.cancelled = [cancelled] { return cancelled->load(); };
+  Call& gone = Submit(1, 5.0f, context);
+  cancelled->store(true);
+  gone.answered.WaitForNotification();
+  EXPECT_EQ(gone.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(scheduler_->pending(), 0u);
+  Open();
+  Submit(1, 6.0f).answered.WaitForNotification();
+  EXPECT_THAT(slots_->ran(), ElementsAre(kGateValue, 6.0f));
+}
+
+TEST_F(StandInTest, AFullQueueAnswersUnavailableAtOnce) {
+  SchedulerOptions options = Unbatched();
+  options.default_queue_policy.max_queue_size = 2;
+  Start({{}}, options);
+  Block();
+  Call& a = Submit(1, 1.0f);
+  Call& b = Submit(1, 2.0f);
+  Call& refused = Submit(1, 3.0f);
+  ASSERT_TRUE(refused.answered.HasBeenNotified());  // Before Submit returned.
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(refused.status.message(), HasSubstr("at most 2 requests (max_queue_size)"));
+  Open();
+  a.answered.WaitForNotification();
+  b.answered.WaitForNotification();
+  EXPECT_TRUE(a.status.ok() && b.status.ok());
+}
+
+TEST_F(StandInTest, QueuedBytesAreBounded) {
+  SchedulerOptions options = Unbatched();
+  options.max_queue_bytes = 100;  // A 1-row request holds 16 bytes.
+  Start({{}}, options);
+  Block();
+  Call& big = Submit(5, 1.0f);  // 16 + 80 bytes: fits.
+  Call& refused = Submit(1, 2.0f);
+  ASSERT_TRUE(refused.answered.HasBeenNotified());
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status.message(), HasSubstr("bound of 100 (--max-queue-bytes)"));
+  Open();
+  big.answered.WaitForNotification();
+  Submit(1, 3.0f).answered.WaitForNotification();  // Room again once run.
+  EXPECT_TRUE(calls_.back()->status.ok()) << calls_.back()->status;
+}
+
+TEST_F(StandInTest, HigherPriorityLevelsRunFirstThenArrivalOrder) {
+  SchedulerOptions options = Unbatched();
+  options.priority_levels = 3;
+  options.default_priority_level = 2;
+  Start({{}}, options);
+  Block();
+  auto with = [](uint64_t priority) {
+    RequestContext context;
+    context.priority = priority;
+    return context;
+  };
+  Submit(1, 1.0f, with(3));
+  Submit(1, 2.0f, with(0));  // Default: level 2.
+  Submit(1, 3.0f, with(1));
+  Submit(1, 4.0f, with(2));
+  Submit(1, 5.0f, with(1));
+  Submit(1, 6.0f, with(9));  // Beyond the levels: the default.
+  Open();
+  for (auto& call : calls_) call->answered.WaitForNotification();
+  EXPECT_THAT(slots_->ran(), ElementsAre(kGateValue, 3.0f, 5.0f, 2.0f, 4.0f, 6.0f, 1.0f));
+}
+
+TEST_F(StandInTest, PreserveOrderingHoldsLaterAnswersBehindEarlierOnes) {
+  for (bool preserve : {false, true}) {
+    SchedulerOptions options = Unbatched();
+    options.preserve_ordering = preserve;
+    Start({{}, {}}, options);
+    Call& first = Submit(1, kGateValue);  // Holds slot r0.
+    Call& second = Submit(1, 2.0f);       // Runs on r1 meanwhile.
+    if (!preserve) {
+      second.answered.WaitForNotification();
+      EXPECT_FALSE(first.answered.HasBeenNotified());
+    } else {
+      absl::SleepFor(absl::Milliseconds(50));
+      EXPECT_FALSE(second.answered.HasBeenNotified()) << "answered before the first";
+      EXPECT_THAT(slots_->ran(), ElementsAre(2.0f));  // It did run.
+    }
+    Open();
+    first.answered.WaitForNotification();
+    second.answered.WaitForNotification();
+    if (preserve) EXPECT_LE(first.answered_at, second.answered_at);
+    scheduler_.reset();
+    calls_.clear();
+  }
+}
+
+TEST_F(StandInTest, ARequestsTimeoutShortensThePolicysOnlyWhenAllowed) {
+  for (bool allowed : {true, false}) {
+    SchedulerOptions options = Unbatched();
+    options.default_queue_policy.default_timeout = absl::Seconds(60);
+    options.default_queue_policy.allow_timeout_override = allowed;
+    Start({{}}, options);
+    Block();
+    RequestContext context;
+    context.timeout = absl::Milliseconds(20);
+    Call& call = Submit(1, 1.0f, context);
+    absl::SleepFor(absl::Milliseconds(100));
+    if (allowed) {
+      ASSERT_TRUE(call.answered.HasBeenNotified());
+      EXPECT_EQ(call.status.code(), absl::StatusCode::kDeadlineExceeded);
+      EXPECT_THAT(call.status.message(), HasSubstr("past its timeout"));
+    } else {
+      EXPECT_FALSE(call.answered.HasBeenNotified());
+    }
+    Open();
+    call.answered.WaitForNotification();
+    EXPECT_EQ(call.status.ok(), !allowed);
+    scheduler_.reset();
+    calls_.clear();
+  }
+}
+
+TEST_F(StandInTest, DelayedRequestsRunAfterThoseThatDidNotTimeOut) {
+  SchedulerOptions options = Unbatched();
+  options.default_queue_policy.default_timeout = absl::Milliseconds(20);
+  options.default_queue_policy.timeout_action = QueuePolicy::TimeoutAction::kDelay;
+  Start({{}}, options);
+  Block();
+  Submit(1, 1.0f);
+  absl::SleepFor(absl::Milliseconds(60));  // 1 timed out: delayed.
+  Submit(1, 2.0f);
+  Open();
+  for (auto& call : calls_) {
+    call->answered.WaitForNotification();
+    EXPECT_TRUE(call->status.ok()) << call->status;
+  }
+  EXPECT_THAT(slots_->ran(), ElementsAre(kGateValue, 2.0f, 1.0f));
+}
+
+TEST_F(StandInTest, SmallBatchesGoWholeToFreeSlotsAtTheSameTime) {
+  // Each slice costs a fixed 20 ms: splitting a small batch only adds cost.
+  Start({{0.02, 0}, {0.02, 0}}, Unbatched());
+  ASSERT_TRUE(scheduler_->Warm(/*budget_seconds=*/0.01).ok());
+  Call& a = Submit(2, 10.0f);
+  Call& b = Submit(2, 11.0f);
+  a.answered.WaitForNotification();
+  b.answered.WaitForNotification();
+  ASSERT_EQ(a.report.slices.size(), 1u);
+  ASSERT_EQ(b.report.slices.size(), 1u);
+  EXPECT_NE(a.report.slices[0].slot, b.report.slices[0].slot);
+}
+
+TEST_F(StandInTest, QueuedRequestsAreFusedWhileTheSlotIsBusy) {
+  SchedulerOptions options;
+  options.max_batch_size = 8;
+  Start({{}}, options);
+  Block();
+  for (int i = 0; i < 5; ++i) Submit(2, static_cast<float>(i));
+  Open();
+  for (auto& call : calls_) call->answered.WaitForNotification();
+  // 10 rows queued: a batch of 8 (four requests), then the last one.
+  EXPECT_EQ(calls_[1]->report.batch_rows, 8);
+  EXPECT_EQ(calls_[1]->report.batch_requests, 4);
+  EXPECT_EQ(calls_[4]->report.first_row, 6);
+  EXPECT_EQ(calls_[5]->report.batch_rows, 2);
+  for (int i = 1; i <= 5; ++i) {
+    const Tensor& y = calls_[i]->outputs.outputs[0];
+    ASSERT_EQ(y.shape(), (Shape{2, 4}));
+    EXPECT_EQ(y.data<float>()[0], 2.0f * static_cast<float>(i - 1));
+  }
+}
+
+TEST_F(StandInTest, APreferredSizeEndsABatchEarly) {
+  SchedulerOptions options;
+  options.max_batch_size = 8;
+  options.preferred_batch_sizes = {4};
+  Start({{}}, options);
+  Block();
+  for (int i = 0; i < 3; ++i) Submit(2, static_cast<float>(i));
+  Open();
+  for (auto& call : calls_) call->answered.WaitForNotification();
+  EXPECT_EQ(calls_[1]->report.batch_rows, 4);
+  EXPECT_EQ(calls_[3]->report.batch_rows, 2);
+}
+
+TEST_F(StandInTest, MeasuredWeightsSettleNearTheSlotsSpeedsAndBeatEqualShares) {
+  // r1 takes 3x as long per row as r0.
+  Start({{0.0005, 0.0005}, {0.0005, 0.0015}}, Unbatched());
+  ASSERT_TRUE(scheduler_->Warm(/*budget_seconds=*/0.02).ok());
+  absl::Time start = absl::Now();
+  for (int i = 0; i < 10; ++i) Submit(40, 1.0f).answered.WaitForNotification();
+  const absl::Duration measured = absl::Now() - start;
+  const ScheduleReport& last = calls_.back()->report;
+  ASSERT_EQ(last.slices.size(), 2u);
+  const double share = static_cast<double>(last.slices[0].rows()) / 40.0;
+  EXPECT_NEAR(share, 0.75, 0.08) << "r0 got " << last.slices[0].rows() << " of 40 rows";
+
+  // Equal shares, the split every batch got before measuring: 20 rows on r1
+  // take 30.5 ms where 3:1 shares finish both in about 15.5 ms.
+  start = absl::Now();
+  for (int i = 0; i < 10; ++i) {
+    testing::TensorSink sink;
+    absl::Notification done;
+    slots_->Predict(Rows(40, 1.0f), &sink, [&](absl::Status, std::vector<BatchSlice> slices) {
+      EXPECT_EQ(slices.size(), 2u);
+      done.Notify();
+    });
+    done.WaitForNotification();
+  }
+  const absl::Duration equal = absl::Now() - start;
+  EXPECT_LT(measured, equal * 0.75) << measured << " vs " << equal;
+}
+
+}  // namespace
+}  // namespace replicad
