@@ -3,12 +3,16 @@
 Run with:
     bash scripts/triton-venv.sh && bash scripts/build.sh
     .venv-triton/bin/python benchmarks/perf_analyzer_bench.py [--devices cpu:0,cpu:0]
-        [--batch 1] [--concurrency 1:8:1] [--window-ms 3000] [--protocol grpc,http]
+        [--batch 1] [--concurrency 1,4,16,64] [--window-ms 3000] [--protocol grpc,http]
+        [--batching off,on] [--model NAME=PATH] [-- extra replicad serve flags]
 
-Starts `replicad serve` on the embedded default model, runs perf_analyzer over each protocol
-(gRPC, and HTTP with binary tensors) at each concurrency, one after the other against the same
-daemon, and prints one row per protocol and concurrency: client throughput, p50/p99 latency,
-and the server's own split of a request's time (queue, compute infer) from ModelStatistics.
+For each dynamic-batching setting (`--no-dynamic-batching` / `--dynamic-batching`) starts
+`replicad serve` on the embedded default model (or `--model`), runs perf_analyzer over each
+protocol (gRPC, and HTTP with binary tensors) at each concurrency, one after the other against
+the same daemon, and prints one row per setting, protocol and concurrency: client throughput,
+p50/p99 latency, the server's own split of a request's time (queue, compute infer) from
+ModelStatistics, and the mean rows per executed batch; then, per protocol and concurrency,
+throughput with batching on over off.
 """
 
 import argparse
@@ -27,38 +31,65 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--devices", default="cpu:0,cpu:0")
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--concurrency", default="1:8:1")
+    parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--window-ms", type=int, default=3000)
     parser.add_argument("--protocol", default="grpc,http")
+    parser.add_argument("--batching", default="off,on")
+    parser.add_argument("--model", default="", help="NAME=PATH (default: the embedded model)")
+    parser.add_argument("serve_flags", nargs="*")
     args = parser.parse_args()
     os.environ.setdefault("REPLICAD_BIN_DIR", os.path.join(ROOT, "build", "bin"))
-    daemon = Daemon("--devices", args.devices)
-    try:
-        runs = {protocol: perf_analyzer(daemon, protocol, args)
-                for protocol in args.protocol.split(",")}
-    finally:
-        daemon.stop()
-    print(f"replicad default model, devices {args.devices}, batch {args.batch}")
-    print(f"{'proto':>5} {'conc':>4} {'infer/s':>10} {'p50 us':>8} {'p99 us':>8} "
-          f"{'queue us':>9} {'infer us':>9}")
-    for protocol, out in runs.items():
-        for block in out.split("Request concurrency: ")[1:]:
-            concurrency = int(block.split()[0])
-            throughput = float(re.search(r"Throughput: ([\d.]+) infer/sec", block).group(1))
-            p50 = int(re.search(r"p50 latency: (\d+) usec", block).group(1))
-            p99 = int(re.search(r"p99 latency: (\d+) usec", block).group(1))
-            server = re.search(r"queue (\d+) usec \+ compute input \d+ usec \+ compute infer (\d+)",
-                               block)
-            print(f"{protocol:>5} {concurrency:>4} {throughput:>10.1f} {p50:>8} {p99:>8} "
-                  f"{server.group(1):>9} {server.group(2):>9}")
+    name = args.model.split("=")[0] if args.model else "default"
+    model_flags = ["--model", args.model] if args.model else []
+    rows = {}
+    for batching in args.batching.split(","):
+        flag = "--dynamic-batching" if batching == "on" else "--no-dynamic-batching"
+        daemon = Daemon("--devices", args.devices, flag, *model_flags, *args.serve_flags)
+        try:
+            for protocol in args.protocol.split(","):
+                for concurrency in args.concurrency.split(","):
+                    out = perf_analyzer(daemon, name, protocol, int(concurrency), args)
+                    rows[(batching, protocol, int(concurrency))] = parse(out)
+        finally:
+            daemon.stop()
+    print(f"replicad {name} model, devices {args.devices}, batch {args.batch}, "
+          f"flags {' '.join(args.serve_flags) or '-'}")
+    print(f"{'batching':>8} {'proto':>5} {'conc':>4} {'infer/s':>10} {'p50 us':>8} "
+          f"{'p99 us':>8} {'queue us':>9} {'infer us':>9} {'rows/exec':>9}")
+    for (batching, protocol, concurrency), r in rows.items():
+        print(f"{batching:>8} {protocol:>5} {concurrency:>4} {r['throughput']:>10.1f} "
+              f"{r['p50']:>8} {r['p99']:>8} {r['queue']:>9} {r['infer']:>9} "
+              f"{r['rows_per_execution']:>9.2f}")
+    if {"on", "off"} <= set(args.batching.split(",")):
+        print("throughput, batching on / off:")
+        for protocol in args.protocol.split(","):
+            for concurrency in args.concurrency.split(","):
+                on = rows[("on", protocol, int(concurrency))]["throughput"]
+                off = rows[("off", protocol, int(concurrency))]["throughput"]
+                print(f"  {protocol:>5} conc {concurrency:>3}: {on / off:.2f}x")
 
 
-def perf_analyzer(daemon, protocol, args):
+def parse(out):
+    throughput = float(re.search(r"Throughput: ([\d.]+) infer/sec", out).group(1))
+    p50 = int(re.search(r"p50 latency: (\d+) usec", out).group(1))
+    p99 = int(re.search(r"p99 latency: (\d+) usec", out).group(1))
+    server = re.search(r"queue (\d+) usec \+ compute input \d+ usec \+ compute infer (\d+)", out)
+    inferences = int(re.search(r"Inference count: (\d+)", out).group(1))
+    executions = int(re.search(r"Execution count: (\d+)", out).group(1))
+    return {"throughput": throughput, "p50": p50, "p99": p99, "queue": int(server.group(1)),
+            "infer": int(server.group(2)),
+            "rows_per_execution": inferences / executions if executions else 0.0}
+
+
+def perf_analyzer(daemon, model, protocol, concurrency, args):
     port = daemon.port if protocol == "grpc" else daemon.http_port
     run = subprocess.run(
-        [os.path.join(ROOT, ".venv-triton", "bin", "perf_analyzer"), "-m", "default",
+        [os.path.join(ROOT, ".venv-triton", "bin", "perf_analyzer"), "-m", model,
          "-u", f"127.0.0.1:{port}", "-i", protocol, "-b", str(args.batch),
-         "--concurrency-range", args.concurrency, "-p", str(args.window_ms),
+         "--concurrency-range", str(concurrency), "-p", str(args.window_ms),
+         # p99 over a 2-core machine shared with the load generator wanders more
+         # than perf_analyzer's default 10% between windows.
+         "-s", "25", "--max-trials", "20",
          "--percentile", "99"],
         capture_output=True, text=True, timeout=1800)
     if run.returncode != 0:

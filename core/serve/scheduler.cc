@@ -21,6 +21,21 @@ namespace {
 // cancellation is only seen by asking each request.
 constexpr absl::Duration kCancelPoll = absl::Milliseconds(2);
 
+// A slot left out of every batch for this long is measured again: routing
+// treats its speed as unknown, so the next batch gives it a share by its
+// configured weight. Otherwise one bad measurement (a slot that was slow
+// for a moment) would keep it out for good.
+constexpr absl::Duration kRemeasureAfter = absl::Seconds(1);
+
+// Batches a slot may hold (running and waiting on its stream) before it
+// counts as busy, when requests are not fused: a second one waiting means
+// the slot starts it the moment the first ends, instead of idling while the
+// scheduler's thread wakes. When they are fused, one: requests that wait in
+// the queue instead join the next batch (measured on the default model at
+// concurrency 16: 2 would cut rows per batch from 5.7 to 3.0 and throughput
+// by 3%, while unfused throughput gains 3-5%).
+constexpr int kUnfusedSlotDepth = 2;
+
 // Whether `a` and `b` can be rows of one batch: the same dtypes and the same
 // dims after dim 0.
 bool Fusable(const ScheduledRequest& a, const ScheduledRequest& b) {
@@ -72,6 +87,7 @@ struct Scheduler::Core {
     absl::Time busy_until;  // Estimated end of that work.
     SlotSpeed speed;
     double share = 1;       // Of the last split it was in.
+    absl::Time last_ran = absl::InfinitePast();  // When a slice of it last ended.
     int64_t last_rows = 1;  // Of the last slice it ran.
   };
 
@@ -206,8 +222,9 @@ void Scheduler::Core::Refuse(std::unique_ptr<ScheduledRequest> request, absl::St
 }
 
 bool Scheduler::Core::AnySlotFree() const {
+  const int depth = fuse && env.options.dynamic_batching ? 1 : kUnfusedSlotDepth;
   for (size_t s = 0; s < slots.size(); ++s) {
-    if (slots[s].outstanding == 0 && slot_status[s].health.ok()) return true;
+    if (slots[s].outstanding < depth && slot_status[s].health.ok()) return true;
   }
   return false;
 }
@@ -218,14 +235,18 @@ Route Scheduler::Core::RouteOf(int64_t rows, absl::Time now) const {
   for (size_t s = 0; s < slots.size(); ++s) {
     loads[s].healthy = s < status.size() && status[s].health.ok();
     loads[s].weight = s < status.size() ? status[s].weight : 1.0;
-    loads[s].speed = &slots[s].speed;
+    const bool stale = slots[s].outstanding == 0 && now - slots[s].last_ran > kRemeasureAfter &&
+                       slots[s].last_ran != absl::InfinitePast();
+    loads[s].speed = stale ? nullptr : &slots[s].speed;
     if (slots[s].outstanding > 0) {
       // Busy past its estimate: it is about to finish, but not free.
       loads[s].busy_seconds =
           std::max(absl::ToDoubleSeconds(slots[s].busy_until - now), 1e-6);
     }
   }
-  return ChooseRoute(rows, loads, env.options.measured_weights);
+  // With requests waiting, one slot stays out of this batch for them.
+  const size_t max_slots = queue.empty() ? SIZE_MAX : std::max<size_t>(1, slots.size() - 1);
+  return ChooseRoute(rows, loads, env.options.measured_weights, max_slots);
 }
 
 bool Scheduler::Core::FormBatch(absl::Time now, Batch* batch, absl::Time* ready_at) {
@@ -406,6 +427,7 @@ void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status
       if (slice.seconds <= 0) continue;  // Did not run.
       slots[slice.slot].speed.Record(slice.rows(), slice.seconds);
       slots[slice.slot].last_rows = slice.rows();
+      slots[slice.slot].last_ran = finished;
     }
     bytes_in_flight -= batch->bytes;
     --running;
@@ -594,6 +616,7 @@ absl::Status Scheduler::Warm(double budget_seconds) {
         if (pass == 1) {
           absl::MutexLock lock(&core.mu);
           core.slots[slot].speed.Record(rows, seconds);
+          core.slots[slot].last_ran = absl::Now();
         }
       }
       if (seconds > budget_seconds) break;

@@ -1,6 +1,7 @@
 #include "core/serve/slot_routing.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 
 namespace replicad {
@@ -12,6 +13,43 @@ std::vector<BatchSlice> SplitOver(int64_t rows, const std::vector<int>& chosen,
                                   const std::vector<double>& weights) {
   std::vector<BatchSlice> slices = SplitBatch(rows, weights);
   for (BatchSlice& slice : slices) slice.slot = chosen[slice.slot];
+  return slices;
+}
+
+// `rows` over the `chosen` slots in multiples of `granule` rows (the last
+// slice takes what is left): each gets the whole granules of its `share`,
+// and the granules left over go one by one where they end soonest.
+std::vector<BatchSlice> SplitInGranules(int64_t rows, int64_t granule,
+                                        const std::vector<int>& chosen,
+                                        const std::vector<double>& shares,
+                                        const std::vector<SlotLoad>& slots) {
+  const int64_t total = (rows + granule - 1) / granule;
+  std::vector<int64_t> units(chosen.size());
+  int64_t given = 0;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    units[i] = std::min<int64_t>(total - given,
+                                 static_cast<int64_t>(std::max(0.0, shares[i]) / granule));
+    given += units[i];
+  }
+  auto end_with_one_more = [&](size_t i) {
+    const SlotLoad& slot = slots[chosen[i]];
+    return slot.busy_seconds + slot.speed->Seconds(std::min(rows, (units[i] + 1) * granule));
+  };
+  for (; given < total; ++given) {
+    size_t soonest = 0;
+    for (size_t i = 1; i < chosen.size(); ++i) {
+      if (end_with_one_more(i) < end_with_one_more(soonest)) soonest = i;
+    }
+    ++units[soonest];
+  }
+  std::vector<BatchSlice> slices;
+  int64_t begin = 0;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    if (units[i] == 0) continue;
+    const int64_t end = std::min(rows, begin + units[i] * granule);
+    slices.push_back(BatchSlice{chosen[i], begin, end});
+    begin = end;
+  }
   return slices;
 }
 
@@ -27,7 +65,7 @@ double Makespan(const std::vector<BatchSlice>& slices, const std::vector<SlotLoa
 }  // namespace
 
 Route ChooseRoute(int64_t rows, const std::vector<SlotLoad>& slots, bool measured_weights,
-                  double min_gain) {
+                  size_t max_slots, double min_gain) {
   std::vector<int> healthy;
   bool all_measured = true;
   for (size_t s = 0; s < slots.size(); ++s) {
@@ -55,10 +93,13 @@ Route ChooseRoute(int64_t rows, const std::vector<SlotLoad>& slots, bool measure
     }
     return slots[a].speed->Seconds(rows) < slots[b].speed->Seconds(rows);
   });
+  int64_t granule = 1;
+  while (granule * 16 < rows) granule *= 2;
   Route best;
   best.seconds = std::numeric_limits<double>::infinity();
   std::vector<int> chosen;
   for (int next : healthy) {
+    if (chosen.size() >= std::max<size_t>(max_slots, 1)) break;
     chosen.push_back(next);
     // Shares x_s with busy_s + fixed_s + per_row_s * x_s equal for every
     // chosen slot and summing to `rows`.
@@ -82,7 +123,7 @@ Route ChooseRoute(int64_t rows, const std::vector<SlotLoad>& slots, bool measure
     // This slot cannot take a row before the others finish without it; the
     // later ones (busier or slower) cannot either.
     if (!viable) break;
-    std::vector<BatchSlice> slices = SplitOver(rows, chosen, weights);
+    std::vector<BatchSlice> slices = SplitInGranules(rows, granule, chosen, weights, slots);
     const double seconds = Makespan(slices, slots);
     const bool first = best.slices.empty();
     if (first || seconds < best.seconds * (1 - min_gain)) {

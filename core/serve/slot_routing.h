@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_SERVE_SLOT_ROUTING_H_
 #define REPLICAD_CORE_SERVE_SLOT_ROUTING_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -32,8 +33,14 @@ struct Route {
 // or while some healthy slot's speed is unknown, the batch is split over the
 // free healthy slots (all healthy ones if none is free) by their configured
 // weights instead.
+//
+// Measured shares are rounded to multiples of a power of two near rows/16,
+// so that noise in the measurements does not make every batch a slice size
+// of its own (each new size builds its plans first). At most `max_slots`
+// slots are used: the scheduler keeps one free for the queue's next batch
+// when requests are waiting, so one large batch cannot hold up small ones.
 Route ChooseRoute(int64_t rows, const std::vector<SlotLoad>& slots, bool measured_weights,
-                  double min_gain = 0.1);
+                  size_t max_slots = SIZE_MAX, double min_gain = 0.1);
 
 }  // namespace replicad
 

@@ -77,6 +77,17 @@ TEST(ChooseRouteTest, ALargeBatchIsSplitByMeasuredSpeed) {
   EXPECT_EQ(fixed.slices[0].slot, 0);
 }
 
+TEST(ChooseRouteTest, NoisyEqualSlotsGetEqualSharesAndQueuedWorkKeepsASlotFree) {
+  // 4% apart: shares of 65.3/62.7 rows snap to 64/64 (granules of 8 rows).
+  const std::vector<SlotSpeed> speeds = {Line(0.0001, 0.00100), Line(0.0001, 0.00104)};
+  Route route = ChooseRoute(128, Loads(speeds), true);
+  ASSERT_EQ(route.slices.size(), 2u);
+  EXPECT_EQ(route.slices[0].rows(), 64);
+  route = ChooseRoute(128, Loads(speeds), true, /*max_slots=*/1);
+  ASSERT_EQ(route.slices.size(), 1u);
+  EXPECT_EQ(route.slices[0].slot, 0);
+}
+
 TEST(ChooseRouteTest, ABusySlotTakesLessOrNothing) {
   const std::vector<SlotSpeed> speeds = {Line(0.0001, 0.001), Line(0.0001, 0.001)};
   std::vector<SlotLoad> loads = Loads(speeds);
