@@ -75,6 +75,7 @@ struct Scheduler::Core {
   explicit Core(Environment environment)
       : env(std::move(environment)), slot_status(env.servable->Slots()), queue(env.options) {
     slots.resize(slot_status.size());
+    for (size_t s = 0; s < slots.size(); ++s) slots[s].healthy = slot_status[s].health.ok();
     // The model's outputs say whether requests can share a batch: a rank-0
     // output (a mean, a loss) must be computed over one request's rows.
     for (const TensorSpec& output : env.servable->model().outputs()) {
@@ -88,6 +89,7 @@ struct Scheduler::Core {
     SlotSpeed speed;
     double share = 1;       // Of the last split it was in.
     absl::Time last_ran = absl::InfinitePast();  // When a slice of it last ended.
+    bool healthy = true;  // As the servable said when the last batch was routed.
     int64_t last_rows = 1;  // Of the last slice it ran.
   };
 
@@ -110,7 +112,8 @@ struct Scheduler::Core {
   bool FormBatch(absl::Time now, Batch* batch, absl::Time* ready_at)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   bool AnySlotFree() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  Route RouteOf(int64_t rows, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Also refreshes each slot's health, which AnySlotFree reads.
+  Route RouteOf(int64_t rows, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Dispatch(std::shared_ptr<Batch> batch);
   void Finished(std::shared_ptr<Batch> batch, absl::Status status,
                 std::vector<BatchSlice> slices, const Servable* servable);
@@ -224,16 +227,17 @@ void Scheduler::Core::Refuse(std::unique_ptr<ScheduledRequest> request, absl::St
 bool Scheduler::Core::AnySlotFree() const {
   const int depth = fuse && env.options.dynamic_batching ? 1 : kUnfusedSlotDepth;
   for (size_t s = 0; s < slots.size(); ++s) {
-    if (slots[s].outstanding < depth && slot_status[s].health.ok()) return true;
+    if (slots[s].outstanding < depth && slots[s].healthy) return true;
   }
   return false;
 }
 
-Route Scheduler::Core::RouteOf(int64_t rows, absl::Time now) const {
+Route Scheduler::Core::RouteOf(int64_t rows, absl::Time now) {
   std::vector<SlotLoad> loads(slots.size());
   const std::vector<SlotStatus> status = env.servable->Slots();  // Health changes.
   for (size_t s = 0; s < slots.size(); ++s) {
-    loads[s].healthy = s < status.size() && status[s].health.ok();
+    slots[s].healthy = s < status.size() && status[s].health.ok();
+    loads[s].healthy = slots[s].healthy;
     loads[s].weight = s < status.size() ? status[s].weight : 1.0;
     const bool stale = slots[s].outstanding == 0 && now - slots[s].last_ran > kRemeasureAfter &&
                        slots[s].last_ran != absl::InfinitePast();
@@ -417,6 +421,11 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
 void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status,
                                std::vector<BatchSlice> slices, const Servable* servable) {
   const absl::Time finished = absl::Now();
+  struct Speed {
+    int slot;
+    double rows_per_second, share;
+  };
+  std::vector<Speed> speeds;  // Told to the observer once the lock is released.
   {
     absl::MutexLock lock(&mu);
     for (const BatchSlice& slice : batch->slices) {
@@ -425,21 +434,23 @@ void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status
     }
     for (const BatchSlice& slice : slices) {
       if (slice.seconds <= 0) continue;  // Did not run.
-      slots[slice.slot].speed.Record(slice.rows(), slice.seconds);
-      slots[slice.slot].last_rows = slice.rows();
-      slots[slice.slot].last_ran = finished;
+      SlotState& slot = slots[slice.slot];
+      slot.speed.Record(slice.rows(), slice.seconds);
+      slot.last_rows = slice.rows();
+      slot.last_ran = finished;
+      if (status.ok()) {
+        speeds.push_back({slice.slot, slot.speed.RowsPerSecond(slot.last_rows), slot.share});
+      }
     }
     bytes_in_flight -= batch->bytes;
     --running;
     wake.Signal();
   }
-  if (env.observer != nullptr && status.ok()) {
-    absl::MutexLock lock(&mu);
-    for (const BatchSlice& slice : slices) {
-      const SlotState& slot = slots[slice.slot];
-      env.observer->OnSlotSpeed(env.model, slot_status[slice.slot].slot,
-                                slot_status[slice.slot].device,
-                                slot.speed.RowsPerSecond(slot.last_rows), slot.share);
+  if (env.observer != nullptr) {
+    for (const Speed& speed : speeds) {
+      env.observer->OnSlotSpeed(env.model, slot_status[speed.slot].slot,
+                                slot_status[speed.slot].device, speed.rows_per_second,
+                                speed.share);
     }
   }
   ScheduleReport report;

@@ -197,8 +197,7 @@ void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWr
                                         : std::vector<SliceReport>{}};
     std::move(done)(std::move(status), std::move(answer));
   };
-  Scheduler& scheduler = *(*model)->scheduler;
-  scheduler.Submit(std::move(scheduled));
+  (*model)->scheduler->Submit(std::move(scheduled));
 }
 
 void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainDone done) {
