@@ -231,7 +231,8 @@ void ServerMetrics::OnSliceRun(const Replica& replica, int64_t rows, double busy
 }
 
 void ServerMetrics::OnTrainStep(const LoadedModel& loaded,
-                                const DataParallelTrainer::StepResult& step) {
+                                const DataParallelTrainer::StepResult& step,
+                                absl::Duration queued) {
   const std::string& model = loaded.name;
   // The trainer's slots are the serving slots, in the same order.
   const std::vector<SlotStatus> slots = loaded.servable->Slots();
@@ -247,6 +248,7 @@ void ServerMetrics::OnTrainStep(const LoadedModel& loaded,
   }
   train_seconds_.WithLabels({model, "all", "reduce"}).Increment(step.reduce_seconds);
   train_seconds_.WithLabels({model, "all", "optimizer"}).Increment(step.optimizer_seconds);
+  train_seconds_.WithLabels({model, "all", "queue"}).Increment(absl::ToDoubleSeconds(queued));
   train_reduced_bytes_.WithLabels({model}).Increment(static_cast<double>(step.reduced_bytes));
 }
 

@@ -75,7 +75,8 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
   // ServingObserver: samples and phase times of a successful request, and the
   // training series.
   void OnInferred(const LoadedModel& model, int64_t rows, const RequestTimes& times) override;
-  void OnTrainStep(const LoadedModel& model, const DataParallelTrainer::StepResult& step) override;
+  void OnTrainStep(const LoadedModel& model, const DataParallelTrainer::StepResult& step,
+                   absl::Duration queued) override;
 
   // SchedulerObserver. A reason outside the list above still counts, under its own label.
   void OnBatch(const std::string& model, int64_t rows, int requests) override;

@@ -80,6 +80,15 @@ void RequestQueue::Visit(absl::FunctionRef<bool(const ScheduledRequest&)> visit)
   }
 }
 
+const ScheduledRequest* RequestQueue::Front() const {
+  const ScheduledRequest* front = nullptr;
+  Visit([&](const ScheduledRequest& request) {
+    front = &request;
+    return false;
+  });
+  return front;
+}
+
 std::unique_ptr<ScheduledRequest> RequestQueue::Pop() {
   for (Level& level : levels_) {
     for (auto* queue : {&level.fresh, &level.delayed}) {

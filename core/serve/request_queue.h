@@ -38,6 +38,8 @@ class RequestQueue {
 
   // Visits the requests in dispatch order while `visit` returns true.
   void Visit(absl::FunctionRef<bool(const ScheduledRequest&)> visit) const;
+  // The first request in dispatch order (null when empty), still queued.
+  const ScheduledRequest* Front() const;
   // Takes the first request in dispatch order; null when empty.
   std::unique_ptr<ScheduledRequest> Pop();
 

@@ -2,6 +2,7 @@
 #define REPLICAD_CORE_SERVE_SCHEDULED_REQUEST_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -10,6 +11,7 @@
 #include "core/serve/batch_split.h"
 #include "core/serve/request_context.h"
 #include "core/serve/servable.h"
+#include "core/train/data_parallel_trainer.h"
 
 namespace replicad {
 
@@ -24,10 +26,13 @@ struct ScheduleReport {
   absl::Duration gather;   // Copying its rows into the fused batch.
   absl::Duration infer;    // The slots' run.
   absl::Duration scatter;  // Copying its rows out of the fused batch.
+  // A training step's result (set when one ran and succeeded); its `infer`
+  // is the step's time on the training side.
+  std::optional<DataParallelTrainer::StepResult> step;
 };
 
-// One inference request between its admission and its answer, as the
-// scheduler and its queue see it.
+// One inference request or training step between its admission and its
+// answer, as the scheduler and its queue see it.
 struct ScheduledRequest {
   using Done = absl::AnyInvocable<void(absl::Status status, ScheduleReport report) &&>;
 
@@ -36,6 +41,11 @@ struct ScheduledRequest {
   std::vector<Tensor> inputs;
   RequestContext context;
   OutputSink* sink = nullptr;  // Its outputs, with its own rows; valid until `done`.
+  // Set for a training step (then `sink` is unused): its targets, validated,
+  // with the inputs' dim 0, valid until `done` has returned. A step is never
+  // fused with other requests; it runs on the model's Trainable once every
+  // batch queued before it has finished, and no batch starts while it runs.
+  std::optional<Tensor> targets;
   Done done;
 
   // Set by the scheduler when the request is queued.
@@ -44,9 +54,10 @@ struct ScheduledRequest {
   absl::Time enqueued;
   absl::Time timeout_at = absl::InfiniteFuture();  // Its queue policy's limit.
   bool delayed = false;     // Timed out under a DELAY policy.
-  uint64_t bytes = 0;       // Of its inputs.
+  uint64_t bytes = 0;       // Of its inputs (and targets).
 
   int64_t rows() const { return inputs.empty() ? 0 : inputs[0].shape()[0]; }
+  bool is_step() const { return targets.has_value(); }
 };
 
 }  // namespace replicad

@@ -39,7 +39,7 @@ constexpr int kUnfusedSlotDepth = 2;
 // Whether `a` and `b` can be rows of one batch: the same dtypes and the same
 // dims after dim 0.
 bool Fusable(const ScheduledRequest& a, const ScheduledRequest& b) {
-  if (a.inputs.size() != b.inputs.size()) return false;
+  if (a.is_step() || b.is_step() || a.inputs.size() != b.inputs.size()) return false;
   for (size_t i = 0; i < a.inputs.size(); ++i) {
     const Tensor& x = a.inputs[i];
     const Tensor& y = b.inputs[i];
@@ -115,6 +115,10 @@ struct Scheduler::Core {
   // Also refreshes each slot's health, which AnySlotFree reads.
   Route RouteOf(int64_t rows, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Dispatch(std::shared_ptr<Batch> batch);
+  // Runs a training step (the batch's one request) on the trainable.
+  void RunStep(std::shared_ptr<Batch> batch);
+  void StepFinished(std::shared_ptr<Batch> batch,
+                    absl::StatusOr<DataParallelTrainer::StepResult> result);
   void Finished(std::shared_ptr<Batch> batch, absl::Status status,
                 std::vector<BatchSlice> slices, const Servable* servable);
   // Answers `request`, in arrival order when the options ask for it.
@@ -131,7 +135,9 @@ struct Scheduler::Core {
   RequestQueue queue ABSL_GUARDED_BY(mu);
   std::vector<SlotState> slots ABSL_GUARDED_BY(mu);
   uint64_t bytes_in_flight ABSL_GUARDED_BY(mu) = 0;
-  int running ABSL_GUARDED_BY(mu) = 0;
+  int running ABSL_GUARDED_BY(mu) = 0;  // Batches and steps handed out, not finished.
+  // A training step is running: it has every slot's devices, so no batch starts.
+  bool training ABSL_GUARDED_BY(mu) = false;
   // Batches' callbacks not yet destroyed (BatchInFlight); the destructor
   // waits for them, so no slot thread ever holds the last reference to a
   // servable or to this.
@@ -225,6 +231,7 @@ void Scheduler::Core::Refuse(std::unique_ptr<ScheduledRequest> request, absl::St
 }
 
 bool Scheduler::Core::AnySlotFree() const {
+  if (training) return false;
   const int depth = fuse && env.options.dynamic_batching ? 1 : kUnfusedSlotDepth;
   for (size_t s = 0; s < slots.size(); ++s) {
     if (slots[s].outstanding < depth && slots[s].healthy) return true;
@@ -327,7 +334,25 @@ void Scheduler::Core::Loop() {
     if (stopping && queue.empty() && running == 0) return;
     absl::Time wake_at = queue.empty() ? absl::InfiniteFuture()
                                        : std::min(queue.NextExpiry(), next_cancel_poll);
-    if (!queue.empty() && AnySlotFree()) {
+    const ScheduledRequest* head = queue.Front();
+    if (head != nullptr && head->is_step()) {
+      // A step waits for every batch before it to finish (Finished wakes
+      // this loop), then has the devices to itself; requests behind it wait.
+      if (running == 0) {
+        auto batch = std::make_shared<Batch>();
+        batch->requests.push_back(queue.Pop());
+        batch->rows = batch->requests[0]->rows();
+        batch->bytes = batch->requests[0]->bytes;
+        training = true;
+        ++running;
+        const size_t pending = queue.size();
+        mu.Unlock();
+        if (env.observer != nullptr) env.observer->OnPending(env.model, pending);
+        RunStep(std::move(batch));
+        mu.Lock();
+        continue;
+      }
+    } else if (head != nullptr && AnySlotFree()) {
       auto batch = std::make_shared<Batch>();
       absl::Time ready_at = absl::InfiniteFuture();
       if (FormBatch(now, batch.get(), &ready_at)) {
@@ -416,6 +441,48 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
   } else {
     run(std::shared_ptr<Servable>());
   }
+}
+
+void Scheduler::Core::RunStep(std::shared_ptr<Batch> batch) {
+  batch->dispatched = absl::Now();
+  ScheduledRequest& step = *batch->requests[0];
+  absl::Status runnable = step.context.StillWanted("before its training step ran");
+  if (runnable.ok() && env.trainable == nullptr) {
+    runnable = absl::FailedPreconditionError(
+        absl::StrCat("model '", env.model, "' cannot be trained by this server"));
+  }
+  if (!runnable.ok()) {
+    StepFinished(std::move(batch), std::move(runnable));
+    return;
+  }
+  std::vector<Tensor> inputs = step.inputs;
+  Tensor targets = *step.targets;
+  env.trainable->Step(std::move(inputs), std::move(targets),
+                      [flight = BatchInFlight(this, std::move(batch))](
+                          absl::StatusOr<DataParallelTrainer::StepResult> result) mutable {
+                        flight.core()->StepFinished(flight.batch(), std::move(result));
+                      });
+}
+
+void Scheduler::Core::StepFinished(std::shared_ptr<Batch> batch,
+                                   absl::StatusOr<DataParallelTrainer::StepResult> result) {
+  const absl::Time finished = absl::Now();
+  {
+    absl::MutexLock lock(&mu);
+    training = false;
+    bytes_in_flight -= batch->bytes;
+    --running;
+    wake.Signal();
+  }
+  std::unique_ptr<ScheduledRequest> step = std::move(batch->requests[0]);
+  ScheduleReport report;
+  report.batch_rows = batch->rows;
+  report.batch_requests = 1;
+  report.queue = batch->dispatched - step->enqueued;
+  report.infer = finished - batch->dispatched;
+  absl::Status status = result.status();
+  if (result.ok()) report.step = *std::move(result);
+  Answer(std::move(step), std::move(status), std::move(report));
 }
 
 void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status,
@@ -526,7 +593,7 @@ Scheduler::~Scheduler() {
 
 void Scheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
   Core& core = *core_;
-  uint64_t bytes = 0;
+  uint64_t bytes = request->targets ? request->targets->byte_size() : 0;
   for (const Tensor& t : request->inputs) bytes += t.byte_size();
   request->bytes = bytes;
   absl::Status refused;

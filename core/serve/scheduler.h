@@ -40,10 +40,17 @@ class SchedulerObserver {
 // back. A model with a rank-0 output (or one that does not keep the batch in
 // dim 0) fuses nothing: each request runs alone, so its scalar is its own.
 //
-// Thread-safe. It runs a thread of its own; `done` callbacks run there or on
-// slot threads, or before Submit returns for a request refused at once.
-// Once a step is trained, batches run on the servable training published
-// (Trainable::TrainedServable), which has the same slots.
+// A training step (a request with targets) queues like any request (its
+// priority, deadline, policy and bounds apply) but is never fused: when it
+// reaches the head it waits for the batches already running, then runs on
+// the Trainable, on the same devices, with no batch beside it; the requests
+// behind it wait. Batches after a step run on the servable training
+// published (Trainable::TrainedServable), which has the same slots, so no
+// answer ever mixes weights of two steps.
+//
+// Thread-safe. It runs a thread of its own; `done` callbacks run there, on
+// slot threads or the training thread, or before Submit returns for a
+// request refused at once.
 class Scheduler {
  public:
   struct Environment {
@@ -69,7 +76,9 @@ class Scheduler {
   // Fails as a Run does.
   absl::Status Warm(double budget_seconds = 0.5);
 
-  // Queues `request`; its `done` runs exactly once. Refused at once:
+  // Queues `request` (an inference, or a training step when it has
+  // targets; a step answers with ScheduleReport::step, or FailedPrecondition
+  // when the model has no Trainable); its `done` runs exactly once. Refused at once:
   // Unavailable when its priority level's queue is full, ResourceExhausted
   // when its inputs would pass max_queue_bytes, Unavailable while stopping.
   void Submit(std::unique_ptr<ScheduledRequest> request);

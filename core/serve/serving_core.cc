@@ -225,19 +225,29 @@ void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainD
   if (!request.targets) return fail(absl::InvalidArgumentError("targets: missing"));
   absl::StatusOr<Tensor> targets = BindTargets(*request.targets, (*inputs)[0].shape()[0], nullptr);
   if (!targets.ok()) return fail(targets.status());
-  if (absl::Status wanted = context.StillWanted("before the step was queued"); !wanted.ok()) {
-    return fail(wanted);
+  if (model->scheduler == nullptr) {
+    return fail(absl::InternalError(
+        absl::StrCat("model '", model->name, "' was loaded without a scheduler")));
   }
-  Trainable& trainable = *model->trainable;
-  trainable.Step(*std::move(inputs), *std::move(targets),
-                 [this, model = std::move(model), done = std::move(done),
-                  in_flight = *std::move(in_flight)](
-                     absl::StatusOr<DataParallelTrainer::StepResult> step) mutable {
-                   if (step.ok() && options_.observer != nullptr) {
-                     options_.observer->OnTrainStep(*model, *step);
-                   }
-                   std::move(done)(std::move(step), std::move(model));
-                 });
+  // The step queues with the model's predictions: it runs once the batches
+  // before it have finished, and those behind it wait for it.
+  auto step = std::make_unique<ScheduledRequest>();
+  step->inputs = *std::move(inputs);
+  step->targets = *std::move(targets);
+  step->context = std::move(context);
+  Scheduler& scheduler = *model->scheduler;
+  step->done = [this, model = std::move(model), done = std::move(done),
+                in_flight = *std::move(in_flight)](absl::Status status,
+                                                   ScheduleReport report) mutable {
+    if (!status.ok()) return std::move(done)(std::move(status), std::move(model));
+    if (!report.step) {
+      return std::move(done)(absl::InternalError("the training step ran but gave no result"),
+                             std::move(model));
+    }
+    if (options_.observer != nullptr) options_.observer->OnTrainStep(*model, *report.step, report.queue);
+    std::move(done)(*std::move(report.step), std::move(model));
+  };
+  scheduler.Submit(std::move(step));
 }
 
 namespace {

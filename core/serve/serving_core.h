@@ -59,7 +59,9 @@ class ServingObserver {
  public:
   virtual ~ServingObserver() = default;
   virtual void OnInferred(const LoadedModel& model, int64_t rows, const RequestTimes& times) = 0;
-  virtual void OnTrainStep(const LoadedModel& model, const DataParallelTrainer::StepResult& step) = 0;
+  // `queued`: the step's time in the model's queue, before it ran.
+  virtual void OnTrainStep(const LoadedModel& model, const DataParallelTrainer::StepResult& step,
+                           absl::Duration queued) = 0;
 };
 
 // The one request path every protocol calls: admission and draining, model
@@ -102,9 +104,12 @@ class ServingCore {
 
   using TrainDone = absl::AnyInvocable<void(absl::StatusOr<DataParallelTrainer::StepResult>,
                                             std::shared_ptr<LoadedModel> model) &&>;
-  // One training step on the training side's thread; errors as Infer's, plus
-  // InvalidArgument for targets (BindTargets) and FailedPrecondition for a
-  // model that cannot be trained here.
+  // One training step, queued in the model's Scheduler like an inference
+  // (its priority, deadline, queue policy and bounds apply) and run on the
+  // training side's thread once the batches queued before it have finished;
+  // batches behind it wait for it. Errors as Infer's, plus InvalidArgument
+  // for targets (BindTargets) and FailedPrecondition for a model that cannot
+  // be trained here.
   void TrainStep(TrainRequest request, RequestContext context, TrainDone done);
 
   // A ready version of a model, for metadata; NotFound naming `field`.

@@ -149,7 +149,7 @@ TEST(ModelTrainingE2eTest, PredictAndCheckpointsFollowTheTrainedWeights) {
   EXPECT_THAT(*metrics, AllOf(HasSubstr("replicad_train_steps_total{model=\"default\"} 2"),
                               HasSubstr("replicad_train_samples_total{model=\"default\"} 14"),
                               HasSubstr("slot=\"r1\",phase=\"backward\"}"),
-                              HasSubstr("phase=\"reduce\"}"), HasSubstr("replicad_train_loss")));
+                              HasSubstr("phase=\"reduce\"}"), HasSubstr("phase=\"queue\"}"), HasSubstr("replicad_train_loss")));
   const size_t body = metrics->find("\r\n\r\n");
   ASSERT_NE(body, std::string::npos);
   const std::string file = TempPath("train_metrics.txt");

@@ -20,6 +20,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
 
 std::shared_ptr<const Model> TwoInTwoOut() {
   static const std::shared_ptr<const Model> model =
@@ -195,6 +196,8 @@ class StandInSlots : public Servable {
         BatchSlice& slice = state->slices[s];
         absl::Status status = still_wanted != nullptr ? still_wanted() : absl::OkStatus();
         if (status.ok()) {
+          ++running_slices;
+          if (stepping.load()) overlapped = true;
           const float* x = static_cast<const float*>(state->inputs[0].raw_data());
           for (int64_t r = slice.begin; r < slice.end; ++r) {
             if (x[r * 4] == kGateValue) gate.WaitForNotification();
@@ -209,6 +212,7 @@ class StandInSlots : public Servable {
           }
           slice.seconds =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          --running_slices;
         }
         {
           absl::MutexLock lock(&state->mu);
@@ -226,7 +230,16 @@ class StandInSlots : public Servable {
     absl::MutexLock lock(&mu_);
     return ran_;
   }
+  // Adds `value` to ran(), as a stand-in training step does.
+  void Ran(float value) {
+    absl::MutexLock lock(&mu_);
+    ran_.push_back(value);
+  }
   absl::Notification gate;
+  // Slices running now; set by a stand-in training step while it runs, and
+  // whether a slice ran meanwhile.
+  std::atomic<int> running_slices{0};
+  std::atomic<bool> stepping{false}, overlapped{false};
 
  private:
   std::shared_ptr<const Model> model_ = ReluModel();
@@ -243,12 +256,45 @@ std::vector<Tensor> Rows(int64_t rows, float value) {
   return {x};
 }
 
+// A stand-in training side on the stand-in slots' devices: a step takes 20
+// ms on a thread of its own, notes its first input value (negated) in the
+// slots' ran(), and reports the mean of its targets as its loss.
+class StandInTrainer : public Trainable {
+ public:
+  explicit StandInTrainer(StandInSlots* slots) : slots_(slots) {}
+  void Step(std::vector<Tensor> inputs, Tensor targets, StepDone done) override {
+    thread_.Submit([this, inputs = std::move(inputs), targets = std::move(targets),
+                    done = std::move(done)]() mutable {
+      slots_->stepping = true;
+      if (slots_->running_slices.load() > 0) slots_->overlapped = true;
+      absl::SleepFor(absl::Milliseconds(20));
+      slots_->Ran(-inputs[0].data<float>()[0]);
+      DataParallelTrainer::StepResult result;
+      const int64_t n = targets.shape()[0];
+      for (int64_t i = 0; i < n; ++i) result.loss += targets.data<float>()[i] / n;
+      result.samples = n;
+      result.step = ++steps_;
+      slots_->stepping = false;
+      std::move(done)(std::move(result));
+    });
+  }
+  void TrainedServable(ServableDone then) override { std::move(then)(nullptr); }
+  int steps() const { return steps_; }
+
+ private:
+  StandInSlots* slots_;
+  std::atomic<int> steps_{0};
+  WorkerPool thread_{1};
+};
+
 class StandInTest : public ::testing::Test {
  protected:
-  void Start(std::vector<StandInSlots::Speed> speeds, SchedulerOptions options) {
+  void Start(std::vector<StandInSlots::Speed> speeds, SchedulerOptions options,
+             bool trainable = false) {
     slots_ = std::make_shared<StandInSlots>(std::move(speeds));
+    trainer_ = trainable ? std::make_shared<StandInTrainer>(slots_.get()) : nullptr;
     scheduler_ = std::make_unique<Scheduler>(
-        Scheduler::Environment{"standin", slots_, nullptr, std::move(options), nullptr});
+        Scheduler::Environment{"standin", slots_, trainer_, std::move(options), nullptr});
   }
   ~StandInTest() override {
     Open();
@@ -271,7 +317,21 @@ class StandInTest : public ::testing::Test {
     while (scheduler_->pending() > 0) absl::SleepFor(absl::Milliseconds(1));
   }
 
+  // A training step on `rows` rows of `value`, targets all `target`.
+  Call& SubmitStep(int64_t rows, float value, float target, RequestContext context = {}) {
+    calls_.push_back(std::make_unique<Call>());
+    calls_.back()->inputs = Rows(rows, value);
+    std::unique_ptr<ScheduledRequest> step = RequestFor(*calls_.back(), std::move(context));
+    Tensor targets = Tensor::Host(DType::kFloat32, {rows});
+    for (int64_t i = 0; i < rows; ++i) targets.data<float>()[i] = target;
+    step->targets = std::move(targets);
+    step->sink = nullptr;
+    scheduler_->Submit(std::move(step));
+    return *calls_.back();
+  }
+
   std::shared_ptr<StandInSlots> slots_;
+  std::shared_ptr<StandInTrainer> trainer_;
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<std::unique_ptr<Call>> calls_;
 };
@@ -511,6 +571,78 @@ TEST_F(StandInTest, MeasuredWeightsSettleNearTheSlotsSpeedsAndBeatEqualShares) {
   }
   const absl::Duration equal = absl::Now() - start;
   EXPECT_LT(measured, equal * 0.75) << measured << " vs " << equal;
+}
+
+TEST_F(StandInTest, ATrainingStepRunsAloneBetweenTheBatchesQueuedAroundIt) {
+  SchedulerOptions options;
+  options.max_batch_size = 8;
+  Start({{}, {}}, options, /*trainable=*/true);
+  Call& gated = Submit(1, kGateValue);  // Holds one slot.
+  while (scheduler_->pending() > 0) absl::SleepFor(absl::Milliseconds(1));
+  Call& before = Submit(2, 1.0f);  // Queued before the step.
+  Call& step = SubmitStep(4, 5.0f, 0.25f);
+  Call& after1 = Submit(2, 2.0f);
+  Call& after2 = Submit(1, 3.0f);
+  before.answered.WaitForNotification();  // On the other slot.
+  absl::SleepFor(absl::Milliseconds(30));
+  // The step waits for the batch still running on r0; the requests behind
+  // it wait for the step, though r1 is free.
+  EXPECT_FALSE(step.answered.HasBeenNotified());
+  EXPECT_FALSE(after1.answered.HasBeenNotified());
+  Open();
+  for (auto& call : calls_) {
+    call->answered.WaitForNotification();
+    EXPECT_TRUE(call->status.ok()) << call->status;
+  }
+  EXPECT_FALSE(slots_->overlapped) << "a slice ran while the step did";
+  // Rows in the order they ran: the step (-5) after both batches before it;
+  // the last two requests' rows after it (one batch, perhaps split).
+  std::vector<float> ran = slots_->ran();
+  ASSERT_EQ(ran.size(), 7u);
+  EXPECT_THAT(std::vector<float>(ran.begin(), ran.begin() + 4),
+              ElementsAre(1.0f, 1.0f, kGateValue, -5.0f));
+  EXPECT_THAT(std::vector<float>(ran.begin() + 4, ran.end()),
+              UnorderedElementsAre(2.0f, 2.0f, 3.0f));
+  ASSERT_TRUE(step.report.step.has_value());
+  EXPECT_FLOAT_EQ(step.report.step->loss, 0.25);
+  EXPECT_EQ(step.report.step->samples, 4);
+  EXPECT_EQ(step.report.batch_requests, 1);
+  EXPECT_GE(step.report.infer, absl::Milliseconds(20));
+  EXPECT_EQ(after1.report.batch_rows, 3);  // The two behind it, fused.
+  EXPECT_FALSE(gated.report.step.has_value());
+}
+
+TEST_F(StandInTest, ATrainingStepHasItsPriorityAndDeadlineInTheQueue) {
+  SchedulerOptions options = Unbatched();
+  options.priority_levels = 2;
+  options.default_priority_level = 2;
+  Start({{}}, options, /*trainable=*/true);
+  Block(2);
+  RequestContext low, urgent, late;
+  low.priority = 2;
+  urgent.priority = 1;
+  late.deadline = absl::Now() + absl::Milliseconds(20);
+  Call& expired = SubmitStep(1, 7.0f, 1.0f, late);
+  Call& step = SubmitStep(1, 8.0f, 1.0f, low);
+  Call& first = Submit(1, 4.0f, urgent);  // Level 1 passes the level-2 step.
+  expired.answered.WaitForNotification();  // While the slot is still held.
+  EXPECT_EQ(expired.status.code(), absl::StatusCode::kDeadlineExceeded);
+  Open();
+  step.answered.WaitForNotification();
+  first.answered.WaitForNotification();
+  EXPECT_TRUE(step.status.ok()) << step.status;
+  EXPECT_THAT(slots_->ran(), ElementsAre(kGateValue, kGateValue, 4.0f, -8.0f));
+  EXPECT_EQ(trainer_->steps(), 1);
+}
+
+TEST_F(StandInTest, AStepForAModelWithoutATrainingSideFailsPrecondition) {
+  Start({{}}, Unbatched());
+  Call& step = SubmitStep(1, 1.0f, 1.0f);
+  step.answered.WaitForNotification();
+  EXPECT_EQ(step.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(step.status.message(), HasSubstr("cannot be trained"));
+  Submit(1, 2.0f).answered.WaitForNotification();  // The queue goes on.
+  EXPECT_TRUE(calls_.back()->status.ok());
 }
 
 }  // namespace
