@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "core/backends/backends.h"
 #include "core/device/device_map.h"
 #include "core/device/gpu_telemetry.h"
@@ -348,6 +349,10 @@ int Serve(const ServerOptions& options) {
 
 int main(int argc, char** argv) {
   using replicad::ServerOptions;
+  // Debian's Abseil is built with deadlock detection on, which records every
+  // Mutex acquisition in one process-wide graph under a global lock; the
+  // tests keep it, the daemon has no use for it on its request path.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"replicad: serves ONNX models over gRPC, splitting every batch across replicas"};
   app.require_subcommand(1);
   ServerOptions options;

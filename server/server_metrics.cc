@@ -85,6 +85,15 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
       slot_busy_(registry.AddCounter("replicad_slot_busy_seconds_total",
                                      "Seconds each replica slot spent running its slices.",
                                      {"model", "slot", "device"})),
+      slot_plans_built_(registry.AddCounter(
+          "replicad_slot_plans_built_total",
+          "Execution plans each slot built for a slice size its cache did not hold (at load, "
+          "on first use, or again after --max-plans-per-slot evicted it).",
+          {"model", "slot", "device"})),
+      slot_plan_build_seconds_(registry.AddCounter(
+          "replicad_slot_plan_build_seconds_total",
+          "Seconds spent building those plans, while their batches waited.",
+          {"model", "slot", "device"})),
       device_slots_(registry.AddGauge("replicad_device_slots",
                                       "Replica slots placed on each device, over all models.",
                                       {"device"})),
@@ -99,8 +108,8 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
           "Accuracy of the last training step's batch (classification losses).", {"model"})),
       train_seconds_(registry.AddCounter(
           "replicad_train_seconds_total",
-          "Training time by phase: forward (with the loss) and backward per slot; reduce and "
-          "optimizer (slot all).",
+          "Training time by phase: forward (with the loss) and backward per slot; reduce, "
+          "optimizer and queue (waiting for the batches before the step) with slot all.",
           {"model", "slot", "phase"})),
       train_reduced_bytes_(registry.AddCounter("replicad_train_reduced_bytes_total",
                                                "Gradient bytes summed by the reduction.",
@@ -119,6 +128,8 @@ ServerMetrics::SlotCounters ServerMetrics::CountersFor(const Replica& replica) {
   const std::string device = DeviceIdToString(replica.device().info().id);
   const std::vector<std::string> labels = {model, replica.slot().name, device};
   return SlotCounters{&slot_samples_.WithLabels(labels), &slot_busy_.WithLabels(labels),
+                      &slot_plans_built_.WithLabels(labels),
+                      &slot_plan_build_seconds_.WithLabels(labels),
                       &slot_memory_.WithLabels({model, replica.slot().name, device, "in_use"}),
                       &slot_memory_.WithLabels({model, replica.slot().name, device, "cached"}),
                       &slot_healthy_.WithLabels(labels)};
@@ -228,6 +239,12 @@ void ServerMetrics::OnSliceRun(const Replica& replica, int64_t rows, double busy
   counters.memory_in_use->Set(static_cast<double>(device.memory_in_use_bytes()));
   counters.memory_cached->Set(static_cast<double>(device.memory_cached_bytes()));
   counters.healthy->Set(device.health().ok() ? 1 : 0);
+}
+
+void ServerMetrics::OnPlansBuilt(const Replica& replica, int count, double seconds) {
+  const SlotCounters counters = CountersFor(replica);
+  counters.plans_built->Increment(static_cast<double>(count));
+  counters.plan_build_seconds->Increment(seconds);
 }
 
 void ServerMetrics::OnTrainStep(const LoadedModel& loaded,

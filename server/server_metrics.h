@@ -44,12 +44,15 @@ namespace replicad {
 //   slot_samples_total{model,slot,device}         counter
 //   slot_busy_seconds_total{model,slot,device}    counter (time in kernels); its
 //                                                 rate(...[1m]) is the slot's utilisation
+//   slot_plans_built_total{model,slot,device}     counters: plans built for slice sizes the
+//   slot_plan_build_seconds_total{...}              slot's cache lacked, and their time
 //   device_slots{device}                          gauge
 //   train_steps_total{model}                      counter
 //   train_samples_total{model}                    counter
 //   train_loss{model}, train_accuracy{model}      gauges (the last step's)
 //   train_seconds_total{model,slot,phase}         counter; phase forward and backward per
-//                                                 slot, reduce and optimizer with slot "all"
+//                                                 slot, reduce, optimizer and queue with
+//                                                 slot "all"
 //   train_reduced_bytes_total{model}              counter (gradient bytes reduced)
 //   slot_memory_bytes{model,slot,device,state}    gauge; device memory of a slot's pool,
 //                                                 state in_use or cached (0 on CPU slots)
@@ -71,6 +74,7 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
   void AddReplica(const Replica& replica);
 
   void OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) override;
+  void OnPlansBuilt(const Replica& replica, int count, double seconds) override;
 
   // ServingObserver: samples and phase times of a successful request, and the
   // training series.
@@ -102,6 +106,8 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
   metrics::GaugeFamily& slot_share_;
   metrics::CounterFamily& slot_samples_;
   metrics::CounterFamily& slot_busy_;
+  metrics::CounterFamily& slot_plans_built_;
+  metrics::CounterFamily& slot_plan_build_seconds_;
   metrics::GaugeFamily& device_slots_;
   metrics::CounterFamily& train_steps_;
   metrics::CounterFamily& train_samples_;
@@ -114,6 +120,8 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
   struct SlotCounters {
     metrics::Counter* samples;
     metrics::Counter* busy_seconds;
+    metrics::Counter* plans_built;
+    metrics::Counter* plan_build_seconds;
     metrics::Gauge* memory_in_use;
     metrics::Gauge* memory_cached;
     metrics::Gauge* healthy;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/device/device_copy.h"
 #include "core/ops/op_util.h"
 
@@ -163,7 +164,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const M
 }
 
 absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
-    const std::vector<Shape>& input_shapes) {
+    const std::vector<Shape>& input_shapes, PlanBuilds* builds) {
   // Released after the lock (declared before it): freeing a plan need not
   // hold up other sizes' lookups.
   std::shared_ptr<ExecutionPlan> evicted;
@@ -186,10 +187,15 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
     evicted = std::move(oldest->second.plan);
     plans_.erase(oldest);
   }
+  const absl::Time build_start = absl::Now();
   absl::StatusOr<std::unique_ptr<ExecutionPlan>> built =
       ExecutionPlan::Create(model_->graph(), weights_, *device_, input_shapes);
   if (!built.ok()) return built.status();
   ++plans_built_;
+  if (builds != nullptr) {
+    ++builds->count;
+    builds->seconds += absl::ToDoubleSeconds(absl::Now() - build_start);
+  }
   auto record = std::make_shared<PlanRecord>();
   record->plan = *std::move(built);
   std::shared_ptr<ExecutionPlan> plan(record, record->plan.get());
@@ -297,12 +303,12 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanChunks(const std::vector<Shape>&
     slice.chunk_rows = (slice.rows + chunks - 1) / chunks;
     std::vector<Shape> shapes = input_shapes;
     for (Shape& s : shapes) s[0] = slice.chunk_rows;
-    REPLICAD_ASSIGN_OR_RETURN(slice.chunk, PlanFor(shapes));
+    REPLICAD_ASSIGN_OR_RETURN(slice.chunk, PlanFor(shapes, &slice.builds));
     const int64_t last_rows = slice.rows - (slice.chunks() - 1) * slice.chunk_rows;
     slice.last = slice.chunk;
     if (last_rows != slice.chunk_rows) {
       for (Shape& s : shapes) s[0] = last_rows;
-      REPLICAD_ASSIGN_OR_RETURN(slice.last, PlanFor(shapes));
+      REPLICAD_ASSIGN_OR_RETURN(slice.last, PlanFor(shapes, &slice.builds));
     }
     for (const ExecutionPlan* plan : {slice.chunk.get(), slice.last.get()}) {
       for (const TensorType& type : plan->output_types()) {
@@ -315,7 +321,7 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanChunks(const std::vector<Shape>&
   }
   if (!*cut) {
     slice.chunk_rows = slice.rows;
-    REPLICAD_ASSIGN_OR_RETURN(slice.chunk, PlanFor(input_shapes));
+    REPLICAD_ASSIGN_OR_RETURN(slice.chunk, PlanFor(input_shapes, &slice.builds));
     slice.last = slice.chunk;
     slice.output_types = slice.chunk->output_types();
     return slice;

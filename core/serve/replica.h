@@ -47,10 +47,17 @@ class Replica {
   Device& device() const { return *device_; }
   const Model& model() const { return *model_; }
 
-  // The plan for these input shapes: the cached one, or built now and cached.
+  // Plans built instead of found in the cache, and the seconds that took.
+  struct PlanBuilds {
+    int count = 0;
+    double seconds = 0;
+  };
+  // The plan for these input shapes: the cached one, or built now and cached
+  // (then counted in `builds`, when given).
   // Errors name the node (ExecutionPlan::Create); ResourceExhausted when the
   // device cannot hold it. Must not be called on the slot's stream thread.
-  absl::StatusOr<std::shared_ptr<ExecutionPlan>> PlanFor(const std::vector<Shape>& input_shapes);
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> PlanFor(const std::vector<Shape>& input_shapes,
+                                                         PlanBuilds* builds = nullptr);
   size_t max_plans() const { return max_plans_; }
   // Plans the cache holds now (at most max_plans()), and plans built since
   // Create, rebuilds of evicted shapes included.
@@ -76,6 +83,7 @@ class Replica {
     int64_t rows = 0;
     int64_t chunk_rows = 0;
     std::vector<TensorType> output_types;  // Of the whole slice.
+    PlanBuilds builds;  // What PlanSlice built for it.
     int chunks() const;
   };
   // Input bytes below which a chunk would cost more in per-copy and

@@ -196,6 +196,10 @@ void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
       std::move(state->done)(plan.status(), state->slices);
       return;
     }
+    if (plan->builds.count > 0 && options_.observer != nullptr) {
+      options_.observer->OnPlansBuilt(*replicas_[slice.slot], plan->builds.count,
+                                      plan->builds.seconds);
+    }
     state->plans.push_back(*std::move(plan));
   }
 

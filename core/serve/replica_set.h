@@ -17,6 +17,9 @@ class SliceObserver {
  public:
   virtual ~SliceObserver() = default;
   virtual void OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) = 0;
+  // A slice on `replica` needed `count` plans its cache did not hold; they
+  // were built before it ran, taking `seconds` (time its request waited).
+  virtual void OnPlansBuilt(const Replica& replica, int count, double seconds) = 0;
 };
 
 // The template's replicas, one per slot, and the split/run/merge of a batch

@@ -121,8 +121,14 @@ class CountingObserver : public SliceObserver {
     rows_by_slot[replica.slot().name] += rows;
     EXPECT_GE(busy_seconds, 0.0);
   }
+  void OnPlansBuilt(const Replica& replica, int count, double seconds) override {
+    absl::MutexLock lock(&mu);
+    plans_by_slot[replica.slot().name] += count;
+    EXPECT_GT(seconds, 0.0);
+  }
   absl::Mutex mu;
   std::map<std::string, int64_t> rows_by_slot;
+  std::map<std::string, int64_t> plans_by_slot;
 };
 
 TEST_F(ReplicaSetTest, ObserverSeesEverySlice) {
@@ -131,6 +137,21 @@ TEST_F(ReplicaSetTest, ObserverSeesEverySlice) {
   ASSERT_TRUE(PredictAndWait(*set, Inputs(7, 1)).status.ok());
   absl::MutexLock lock(&observer.mu);
   EXPECT_EQ(observer.rows_by_slot, (std::map<std::string, int64_t>{{"r0", 3}, {"r1", 2}, {"r2", 2}}));
+}
+
+TEST_F(ReplicaSetTest, ObserverSeesThePlansASliceWaitedFor) {
+  CountingObserver observer;
+  std::unique_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(model_, {1, 1}, &observer);
+  // 5 rows: slices of 3 and 2, a new size on each slot; then cached.
+  ASSERT_TRUE(PredictAndWait(*set, Inputs(5, 1)).status.ok());
+  ASSERT_TRUE(PredictAndWait(*set, Inputs(5, 2)).status.ok());
+  {
+    absl::MutexLock lock(&observer.mu);
+    EXPECT_EQ(observer.plans_by_slot, (std::map<std::string, int64_t>{{"r0", 1}, {"r1", 1}}));
+  }
+  ASSERT_TRUE(PredictAndWait(*set, Inputs(4, 3)).status.ok());  // 2 and 2: new on r0 only.
+  absl::MutexLock lock(&observer.mu);
+  EXPECT_EQ(observer.plans_by_slot, (std::map<std::string, int64_t>{{"r0", 2}, {"r1", 1}}));
 }
 
 }  // namespace
