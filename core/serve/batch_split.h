@@ -13,6 +13,9 @@ struct BatchSlice {
   int64_t end = 0;
   // Once run: how long the slot took for it (copies included), in seconds.
   double seconds = 0;
+  // Its plans did not fit the slot's memory (the Run failed ResourceExhausted
+  // before any slice started and before any output was allocated).
+  bool out_of_memory = false;
 
   int64_t rows() const { return end - begin; }
   bool operator==(const BatchSlice& o) const {

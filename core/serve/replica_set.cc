@@ -181,7 +181,7 @@ void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
 
   // Plans first (built once per slice size), so every failure is reported
   // before any slot starts and no output is half written.
-  for (const BatchSlice& slice : state->slices) {
+  for (BatchSlice& slice : state->slices) {
     std::vector<Shape> shapes;
     for (const Tensor& t : state->inputs) {
       Shape s = t.shape();
@@ -193,6 +193,7 @@ void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
             shapes, Replica::ChunkOptions{options_.transfer_chunks, options_.min_chunk_bytes,
                                           options_.shrink_on_oom});
     if (!plan.ok()) {
+      slice.out_of_memory = absl::IsResourceExhausted(plan.status());
       std::move(state->done)(plan.status(), state->slices);
       return;
     }

@@ -36,6 +36,12 @@ constexpr absl::Duration kRemeasureAfter = absl::Seconds(1);
 // by 3%, while unfused throughput gains 3-5%).
 constexpr int kUnfusedSlotDepth = 2;
 
+// A slot whose plans for a slice did not fit its memory takes slices of at
+// most half those rows from then on (the largest size warm-up fitted, when
+// it learned it); after this long it is offered its full share again, since
+// other models may have freed memory meanwhile.
+constexpr absl::Duration kMemoryCapFor = absl::Seconds(30);
+
 // Whether `a` and `b` can be rows of one batch: the same dtypes and the same
 // dims after dim 0.
 bool Fusable(const ScheduledRequest& a, const ScheduledRequest& b) {
@@ -91,6 +97,8 @@ struct Scheduler::Core {
     absl::Time last_ran = absl::InfinitePast();  // When a slice of it last ended.
     bool healthy = true;  // As the servable said when the last batch was routed.
     int64_t last_rows = 1;  // Of the last slice it ran.
+    int64_t max_rows = INT64_MAX;  // Largest slice known to fit its memory.
+    absl::Time capped_at;           // When max_rows was learned.
   };
 
   // One batch on its way through the slots.
@@ -102,6 +110,7 @@ struct Scheduler::Core {
     absl::Time dispatched;
     absl::Duration gather;
     std::unique_ptr<BatchOutputs> fused;  // Null for one request.
+    bool rerouted = false;  // Run again after a slot's memory could not hold its slice.
   };
 
   class BatchInFlight;
@@ -114,6 +123,16 @@ struct Scheduler::Core {
   bool AnySlotFree() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Also refreshes each slot's health, which AnySlotFree reads.
   Route RouteOf(int64_t rows, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Gives `batch` the slices of `route`, counted as its slots' work.
+  void Assign(Batch& batch, Route route, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Takes `batch`'s slices off its slots' work.
+  void Release(const Batch& batch, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // When the batch failed because a slot's memory could not hold its slice's
+  // plans: halves that slot's largest slice and routes the batch again
+  // (true: it was dispatched again and will finish later). Each time a cap
+  // halves, so a batch is routed again at most log2(rows) times a slot.
+  bool Reroute(const std::shared_ptr<Batch>& batch, const absl::Status& status,
+               const std::vector<BatchSlice>& slices);
   void Dispatch(std::shared_ptr<Batch> batch);
   // Runs a training step (the batch's one request) on the trainable.
   void RunStep(std::shared_ptr<Batch> batch);
@@ -249,6 +268,10 @@ Route Scheduler::Core::RouteOf(int64_t rows, absl::Time now) {
     const bool stale = slots[s].outstanding == 0 && now - slots[s].last_ran > kRemeasureAfter &&
                        slots[s].last_ran != absl::InfinitePast();
     loads[s].speed = stale ? nullptr : &slots[s].speed;
+    if (slots[s].max_rows != INT64_MAX && now - slots[s].capped_at > kMemoryCapFor) {
+      slots[s].max_rows = INT64_MAX;
+    }
+    loads[s].max_rows = slots[s].max_rows;
     if (slots[s].outstanding > 0) {
       // Busy past its estimate: it is about to finish, but not free.
       loads[s].busy_seconds =
@@ -356,15 +379,7 @@ void Scheduler::Core::Loop() {
       auto batch = std::make_shared<Batch>();
       absl::Time ready_at = absl::InfiniteFuture();
       if (FormBatch(now, batch.get(), &ready_at)) {
-        Route route = RouteOf(batch->rows, now);
-        for (const BatchSlice& slice : route.slices) {
-          SlotState& slot = slots[slice.slot];
-          slot.busy_until = std::max(slot.busy_until, now) +
-                            absl::Seconds(slot.speed.Seconds(slice.rows()));
-          ++slot.outstanding;
-          slot.share = static_cast<double>(slice.rows()) / static_cast<double>(batch->rows);
-        }
-        batch->slices = std::move(route.slices);
+        Assign(*batch, RouteOf(batch->rows, now), now);
         ++running;
         const size_t pending = queue.size();
         mu.Unlock();
@@ -379,6 +394,49 @@ void Scheduler::Core::Loop() {
   }
 }
 
+void Scheduler::Core::Assign(Batch& batch, Route route, absl::Time now) {
+  for (const BatchSlice& slice : route.slices) {
+    SlotState& slot = slots[slice.slot];
+    slot.busy_until =
+        std::max(slot.busy_until, now) + absl::Seconds(slot.speed.Seconds(slice.rows()));
+    ++slot.outstanding;
+    slot.share = static_cast<double>(slice.rows()) / static_cast<double>(batch.rows);
+  }
+  batch.slices = std::move(route.slices);
+}
+
+void Scheduler::Core::Release(const Batch& batch, absl::Time now) {
+  for (const BatchSlice& slice : batch.slices) {
+    SlotState& slot = slots[slice.slot];
+    if (--slot.outstanding == 0) slot.busy_until = now;
+  }
+}
+
+bool Scheduler::Core::Reroute(const std::shared_ptr<Batch>& batch, const absl::Status& status,
+                              const std::vector<BatchSlice>& slices) {
+  if (!absl::IsResourceExhausted(status)) return false;
+  const absl::Time now = absl::Now();
+  bool smaller = false;
+  {
+    absl::MutexLock lock(&mu);
+    for (const BatchSlice& slice : slices) {
+      if (!slice.out_of_memory) continue;
+      SlotState& slot = slots[slice.slot];
+      if (slice.rows() / 2 < slot.max_rows) {
+        slot.max_rows = slice.rows() / 2;
+        smaller = true;
+      }
+      slot.capped_at = now;
+    }
+    if (!smaller) return false;
+    Release(*batch, now);
+    Assign(*batch, RouteOf(batch->rows, now), now);
+    batch->rerouted = true;
+  }
+  Dispatch(batch);
+  return true;
+}
+
 void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
   batch->dispatched = absl::Now();
   if (batch->slices.empty()) {
@@ -388,7 +446,7 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
              {}, nullptr);
     return;
   }
-  if (env.observer != nullptr) {
+  if (env.observer != nullptr && !batch->rerouted) {
     env.observer->OnBatch(env.model, batch->rows, static_cast<int>(batch->requests.size()));
   }
   std::vector<Tensor> inputs;
@@ -493,12 +551,10 @@ void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status
     double rows_per_second, share;
   };
   std::vector<Speed> speeds;  // Told to the observer once the lock is released.
+  if (Reroute(batch, status, slices)) return;
   {
     absl::MutexLock lock(&mu);
-    for (const BatchSlice& slice : batch->slices) {
-      SlotState& slot = slots[slice.slot];
-      if (--slot.outstanding == 0) slot.busy_until = finished;
-    }
+    Release(*batch, finished);
     for (const BatchSlice& slice : slices) {
       if (slice.seconds <= 0) continue;  // Did not run.
       SlotState& slot = slots[slice.slot];
@@ -655,6 +711,7 @@ absl::Status Scheduler::Warm(double budget_seconds) {
   const size_t slot_count = core.slot_status.size();
   for (size_t slot = 0; slot < slot_count; ++slot) {
     if (!core.slot_status[slot].health.ok()) continue;
+    int64_t fitted = 0;  // The largest size that ran.
     for (int64_t rows : sizes) {
       if (rows > max_rows) break;
       std::vector<Tensor> inputs;
@@ -664,8 +721,9 @@ absl::Status Scheduler::Warm(double budget_seconds) {
         inputs.push_back(Tensor::Host(input.type.dtype, shape));
       }
       double seconds = 0;
+      bool too_big = false;  // The slot's memory cannot hold a slice of `rows`.
       // Twice: the first run pays for cold caches.
-      for (int pass = 0; pass < 2; ++pass) {
+      for (int pass = 0; pass < 2 && !too_big; ++pass) {
         BatchOutputs outputs;
         absl::Notification done;
         absl::Status status;
@@ -677,6 +735,15 @@ absl::Status Scheduler::Warm(double budget_seconds) {
                                  done.Notify();
                                });
         done.WaitForNotification();
+        if (absl::IsResourceExhausted(status) && !ran.empty() && ran[0].out_of_memory) {
+          // The slot's memory holds smaller slices only: routing caps its
+          // share, and larger sizes are not tried.
+          absl::MutexLock lock(&core.mu);
+          core.slots[slot].max_rows = std::min(core.slots[slot].max_rows, fitted);
+          core.slots[slot].capped_at = absl::Now();
+          too_big = true;
+          continue;
+        }
         if (!status.ok()) {
           return absl::Status(status.code(), absl::StrCat("warming slot ",
                                                           core.slot_status[slot].slot, " on ",
@@ -697,7 +764,8 @@ absl::Status Scheduler::Warm(double budget_seconds) {
           core.slots[slot].last_ran = absl::Now();
         }
       }
-      if (seconds > budget_seconds) break;
+      if (too_big || seconds > budget_seconds) break;
+      fitted = rows;
     }
   }
   return absl::OkStatus();

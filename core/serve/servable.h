@@ -54,7 +54,10 @@ class Servable {
   // otherwise). Rank >= 1 outputs are merged at their rows; a rank-0 output
   // is the row-weighted mean of the slices'. Writes every output into `sink`.
   // `done` runs exactly once, on a slot thread or before Run returns, with
-  // the slices and the seconds each took. `still_wanted` may be null.
+  // the slices and the seconds each took. A slice whose plans do not fit its
+  // slot's memory fails the Run with ResourceExhausted before anything runs
+  // or is allocated in `sink`, and is marked `out_of_memory`, so the caller
+  // may run the batch again with a smaller share there. `still_wanted` may be null.
   // May build execution plans: never call it on a thread that must not block.
   virtual void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
                    StillWanted still_wanted, Done done) = 0;

@@ -62,10 +62,52 @@ double Makespan(const std::vector<BatchSlice>& slices, const std::vector<SlotLoa
   return end;
 }
 
-}  // namespace
+// `slices` with no slice over its slot's max_rows: the rows over it moved to
+// the slices' other slots with room, then to other healthy slots, each slot
+// keeping one contiguous slice in the order the slots first appear. False
+// (and `slices` unchanged) when the healthy slots cannot hold `rows`.
+bool CapToMemory(int64_t rows, const std::vector<SlotLoad>& slots,
+                 std::vector<BatchSlice>* slices) {
+  std::vector<int> order;
+  std::vector<int64_t> taken(slots.size(), 0);
+  for (const BatchSlice& slice : *slices) {
+    if (taken[slice.slot] == 0) order.push_back(slice.slot);
+    taken[slice.slot] += slice.rows();
+  }
+  int64_t excess = 0;
+  for (int s : order) {
+    const int64_t kept = std::min(taken[s], slots[s].max_rows);
+    excess += taken[s] - kept;
+    taken[s] = kept;
+  }
+  if (excess == 0) return true;
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (slots[s].healthy && taken[s] == 0 &&
+        std::find(order.begin(), order.end(), static_cast<int>(s)) == order.end()) {
+      order.push_back(static_cast<int>(s));
+    }
+  }
+  for (int s : order) {
+    const int64_t room = std::max<int64_t>(0, slots[s].max_rows - taken[s]);
+    const int64_t more = std::min(room, excess);
+    taken[s] += more;
+    excess -= more;
+  }
+  if (excess > 0) return false;
+  std::vector<BatchSlice> capped;
+  int64_t begin = 0;
+  for (int s : order) {
+    if (taken[s] == 0) continue;
+    capped.push_back(BatchSlice{s, begin, begin + taken[s]});
+    begin += taken[s];
+  }
+  if (begin != rows) return false;
+  *slices = std::move(capped);
+  return true;
+}
 
-Route ChooseRoute(int64_t rows, const std::vector<SlotLoad>& slots, bool measured_weights,
-                  size_t max_slots, double min_gain) {
+Route ChooseUncapped(int64_t rows, const std::vector<SlotLoad>& slots, bool measured_weights,
+                     size_t max_slots, double min_gain) {
   std::vector<int> healthy;
   bool all_measured = true;
   for (size_t s = 0; s < slots.size(); ++s) {
@@ -131,6 +173,22 @@ Route ChooseRoute(int64_t rows, const std::vector<SlotLoad>& slots, bool measure
     }
   }
   return best;
+}
+
+}  // namespace
+
+Route ChooseRoute(int64_t rows, const std::vector<SlotLoad>& slots, bool measured_weights,
+                  size_t max_slots, double min_gain) {
+  Route route = ChooseUncapped(rows, slots, measured_weights, max_slots, min_gain);
+  if (CapToMemory(rows, slots, &route.slices) && route.seconds > 0) {
+    // Rows may have moved to slots the estimate did not count.
+    const bool measured = std::all_of(
+        route.slices.begin(), route.slices.end(), [&](const BatchSlice& slice) {
+          return slots[slice.slot].speed != nullptr && slots[slice.slot].speed->measured();
+        });
+    route.seconds = measured ? Makespan(route.slices, slots) : 0;
+  }
+  return route;
 }
 
 }  // namespace replicad

@@ -16,6 +16,8 @@ struct SlotLoad {
   double weight = 1.0;        // Configured (--slot-weights 3,1).
   double busy_seconds = 0;    // Estimated time until the work it already has is done.
   const SlotSpeed* speed = nullptr;  // Null or unmeasured: its speed is unknown.
+  // The largest slice known to fit its memory (a larger one's plans did not).
+  int64_t max_rows = INT64_MAX;
 };
 
 struct Route {
@@ -39,6 +41,11 @@ struct Route {
 // of its own (each new size builds its plans first). At most `max_slots`
 // slots are used: the scheduler keeps one free for the queue's next batch
 // when requests are waiting, so one large batch cannot hold up small ones.
+//
+// No slice exceeds its slot's max_rows: the rows over it go to the route's
+// other slots with room, then to other healthy slots, in slot order (the
+// route is left as chosen when the healthy slots cannot hold them together;
+// it will then fail as the device says).
 Route ChooseRoute(int64_t rows, const std::vector<SlotLoad>& slots, bool measured_weights,
                   size_t max_slots = SIZE_MAX, double min_gain = 0.1);
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "core/model/onnx_builder.h"
@@ -157,6 +158,9 @@ class StandInSlots : public Servable {
  public:
   struct Speed {
     double fixed = 0, per_row = 0;
+    // Larger slices do not fit the slot's memory: the Run fails
+    // ResourceExhausted, as a GPU slot's does, before anything is allocated.
+    int64_t max_rows = INT64_MAX;
   };
   explicit StandInSlots(std::vector<Speed> speeds) : speeds_(std::move(speeds)) {
     for (size_t i = 0; i < speeds_.size(); ++i) pools_.push_back(std::make_unique<WorkerPool>(1));
@@ -175,6 +179,16 @@ class StandInSlots : public Servable {
   void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
            StillWanted still_wanted, Done done) override {
     const int64_t rows = inputs[0].shape()[0];
+    for (BatchSlice& slice : slices) {
+      if (slice.rows() > speeds_[slice.slot].max_rows) {
+        slice.out_of_memory = true;
+        ++out_of_memory;
+        return std::move(done)(
+            absl::ResourceExhaustedError(absl::StrCat("slot r", slice.slot, ": ", slice.rows(),
+                                                      " rows do not fit")),
+            std::move(slices));
+      }
+    }
     absl::StatusOr<void*> y = sink->Allocate(0, TensorType{DType::kFloat32, {rows, 4}});
     if (!y.ok()) return std::move(done)(y.status(), {});
     struct State {
@@ -239,6 +253,7 @@ class StandInSlots : public Servable {
   // Slices running now; set by a stand-in training step while it runs, and
   // whether a slice ran meanwhile.
   std::atomic<int> running_slices{0};
+  std::atomic<int> out_of_memory{0};  // Runs refused for a slice too large.
   std::atomic<bool> stepping{false}, overlapped{false};
 
  private:
@@ -446,7 +461,9 @@ TEST_F(StandInTest, PreserveOrderingHoldsLaterAnswersBehindEarlierOnes) {
     Open();
     first.answered.WaitForNotification();
     second.answered.WaitForNotification();
-    if (preserve) EXPECT_LE(first.answered_at, second.answered_at);
+    if (preserve) {
+      EXPECT_LE(first.answered_at, second.answered_at);
+    }
     scheduler_.reset();
     calls_.clear();
   }
@@ -582,7 +599,7 @@ TEST_F(StandInTest, ATrainingStepRunsAloneBetweenTheBatchesQueuedAroundIt) {
   Call& before = Submit(2, 1.0f);  // Queued before the step.
   Call& step = SubmitStep(4, 5.0f, 0.25f);
   Call& after1 = Submit(2, 2.0f);
-  Call& after2 = Submit(1, 3.0f);
+  Submit(1, 3.0f);
   before.answered.WaitForNotification();  // On the other slot.
   absl::SleepFor(absl::Milliseconds(30));
   // The step waits for the batch still running on r0; the requests behind
@@ -643,6 +660,52 @@ TEST_F(StandInTest, AStepForAModelWithoutATrainingSideFailsPrecondition) {
   EXPECT_THAT(step.status.message(), HasSubstr("cannot be trained"));
   Submit(1, 2.0f).answered.WaitForNotification();  // The queue goes on.
   EXPECT_TRUE(calls_.back()->status.ok());
+}
+
+TEST_F(StandInTest, ASlotsShareIsCappedAtTheLargestSliceItsMemoryHolds) {
+  // r1 is 3x faster but holds at most 8 rows (a GPU with less memory).
+  Start({{0.001, 0.002}, {0.001, 0.001, 8}}, Unbatched());
+  ASSERT_TRUE(scheduler_->Warm(/*budget_seconds=*/0.2).ok());  // 16 rows fail: cap 8.
+  const int refused_while_warming = slots_->out_of_memory.load();
+  EXPECT_GE(refused_while_warming, 1);
+  for (int i = 0; i < 3; ++i) {
+    Call& call = Submit(40, 1.0f);
+    call.answered.WaitForNotification();
+    ASSERT_TRUE(call.status.ok()) << call.status;
+    ASSERT_EQ(call.report.slices.size(), 2u);
+    for (const BatchSlice& slice : call.report.slices) {
+      if (slice.slot == 1) {
+        EXPECT_LE(slice.rows(), 8);
+      }
+    }
+    EXPECT_EQ(calls_.back()->outputs.outputs[0].data<float>()[39 * 4], 2.0f);
+  }
+  EXPECT_EQ(slots_->out_of_memory.load(), refused_while_warming);  // No request was refused.
+}
+
+TEST_F(StandInTest, ABatchWhosePlansDidNotFitRunsAgainWithinTheSlotsMemory) {
+  // Not warmed: the first split gives r1 half, which does not fit.
+  Start({{}, {0, 0, 5}}, Unbatched());
+  Call& call = Submit(20, 3.0f);
+  call.answered.WaitForNotification();
+  ASSERT_TRUE(call.status.ok()) << call.status;
+  EXPECT_EQ(slots_->out_of_memory.load(), 1);
+  int64_t on_r1 = 0;
+  for (const BatchSlice& slice : call.report.slices) on_r1 += slice.slot == 1 ? slice.rows() : 0;
+  EXPECT_LE(on_r1, 5);
+  const Tensor& y = call.outputs.outputs[0];
+  ASSERT_EQ(y.shape(), (Shape{20, 4}));
+  for (int64_t i = 0; i < 80; ++i) ASSERT_EQ(y.data<float>()[i], 6.0f) << i;
+
+  // Too large for every slot together: the device's error, once the caps
+  // stop shrinking.
+  Start({{0, 0, 4}, {0, 0, 5}}, Unbatched());
+  Call& too_big = Submit(20, 3.0f);
+  too_big.answered.WaitForNotification();
+  EXPECT_EQ(too_big.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(too_big.status.message(), HasSubstr("do not fit"));
+  EXPECT_GE(slots_->out_of_memory.load(), 2);
+  EXPECT_LE(slots_->out_of_memory.load(), 8);
 }
 
 }  // namespace

@@ -122,5 +122,39 @@ TEST(ChooseRouteTest, UnhealthyAndUnmeasuredSlots) {
   EXPECT_EQ(route.slices[1].slot, 1);
 }
 
+TEST(ChooseRouteTest, NoSliceExceedsWhatItsSlotsMemoryHolds) {
+  const std::vector<SlotSpeed> speeds = {Line(0.001, 0.0001), Line(0.001, 0.0001)};
+  // Measured: an even split would give each 20; r0 holds 8.
+  std::vector<SlotLoad> loads = Loads(speeds);
+  loads[0].max_rows = 8;
+  Route route = ChooseRoute(40, loads, true);
+  int64_t covered = 0;
+  for (const BatchSlice& slice : route.slices) {
+    EXPECT_EQ(slice.begin, covered);
+    covered = slice.end;
+    if (slice.slot == 0) {
+      EXPECT_LE(slice.rows(), 8);
+    }
+  }
+  EXPECT_EQ(covered, 40);
+  EXPECT_NEAR(route.seconds, 0.001 + 0.0001 * 32, 1e-9);  // r1's 32 rows end last.
+
+  // Whole on one slot (at most one slot allowed): the rows over its memory
+  // go to another healthy slot all the same.
+  route = ChooseRoute(40, loads, true, /*max_slots=*/1);
+  ASSERT_EQ(route.slices.size(), 2u);
+
+  // Unmeasured (configured weights): the same cap.
+  std::vector<SlotLoad> unmeasured(2);
+  unmeasured[1].max_rows = 5;
+  route = ChooseRoute(20, unmeasured, true);
+  EXPECT_THAT(route.slices, ::testing::ElementsAre(BatchSlice{0, 0, 15}, BatchSlice{1, 15, 20}));
+
+  // More rows than the slots hold together: left as chosen (the device fails it).
+  unmeasured[0].max_rows = 4;
+  route = ChooseRoute(20, unmeasured, true);
+  EXPECT_THAT(route.slices, ::testing::ElementsAre(BatchSlice{0, 0, 10}, BatchSlice{1, 10, 20}));
+}
+
 }  // namespace
 }  // namespace replicad
