@@ -164,7 +164,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const M
 }
 
 absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
-    const std::vector<Shape>& input_shapes, PlanBuilds* builds) {
+    const std::vector<Shape>& input_shapes, PlanBuilds* builds, bool cached_only) {
   // Released after the lock (declared before it): freeing a plan need not
   // hold up other sizes' lookups.
   std::shared_ptr<ExecutionPlan> evicted;
@@ -176,6 +176,7 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
     it->second.last_use = ++use_clock_;
     return it->second.plan;
   }
+  if (cached_only) return nullptr;
   // Evicting before building lets the new plan reuse the old one's memory
   // when no slice holds it. A scan of at most max_plans_ entries, once per
   // build, costs nothing beside the build.
@@ -265,7 +266,8 @@ absl::StatusOr<const Replica::IoSet*> Replica::IoSetOf(const ExecutionPlan& plan
 }
 
 absl::StatusOr<Replica::SlicePlan> Replica::PlanSlice(const std::vector<Shape>& input_shapes,
-                                                      const ChunkOptions& options) {
+                                                      const ChunkOptions& options,
+                                                      bool cached_only) {
   const int64_t rows = input_shapes.empty() || input_shapes[0].empty() ? 0 : input_shapes[0][0];
   // Only slots that copy their slices run chunks (RunSlice); every input
   // must carry the rows in dim 0.
@@ -284,7 +286,8 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanSlice(const std::vector<Shape>& 
   }
   for (;;) {
     bool cut = false;
-    absl::StatusOr<SlicePlan> plan = PlanChunks(input_shapes, static_cast<int>(chunks), &cut);
+    absl::StatusOr<SlicePlan> plan =
+        PlanChunks(input_shapes, static_cast<int>(chunks), cached_only, &cut);
     if (plan.ok() || !options.shrink_on_oom || !absl::IsResourceExhausted(plan.status()) ||
         !cuttable || chunks >= rows || (chunks > 1 && !cut)) {
       return plan;
@@ -294,7 +297,7 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanSlice(const std::vector<Shape>& 
 }
 
 absl::StatusOr<Replica::SlicePlan> Replica::PlanChunks(const std::vector<Shape>& input_shapes,
-                                                       int chunks, bool* cut) {
+                                                       int chunks, bool cached_only, bool* cut) {
   SlicePlan slice;
   slice.rows = input_shapes.empty() || input_shapes[0].empty() ? 0 : input_shapes[0][0];
   slice.chunk_rows = slice.rows;
@@ -303,12 +306,14 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanChunks(const std::vector<Shape>&
     slice.chunk_rows = (slice.rows + chunks - 1) / chunks;
     std::vector<Shape> shapes = input_shapes;
     for (Shape& s : shapes) s[0] = slice.chunk_rows;
-    REPLICAD_ASSIGN_OR_RETURN(slice.chunk, PlanFor(shapes, &slice.builds));
+    REPLICAD_ASSIGN_OR_RETURN(slice.chunk, PlanFor(shapes, &slice.builds, cached_only));
+    if (slice.chunk == nullptr) return slice;  // Not cached.
     const int64_t last_rows = slice.rows - (slice.chunks() - 1) * slice.chunk_rows;
     slice.last = slice.chunk;
     if (last_rows != slice.chunk_rows) {
       for (Shape& s : shapes) s[0] = last_rows;
-      REPLICAD_ASSIGN_OR_RETURN(slice.last, PlanFor(shapes, &slice.builds));
+      REPLICAD_ASSIGN_OR_RETURN(slice.last, PlanFor(shapes, &slice.builds, cached_only));
+      if (slice.last == nullptr) return SlicePlan{};  // Not cached.
     }
     for (const ExecutionPlan* plan : {slice.chunk.get(), slice.last.get()}) {
       for (const TensorType& type : plan->output_types()) {
@@ -321,7 +326,8 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanChunks(const std::vector<Shape>&
   }
   if (!*cut) {
     slice.chunk_rows = slice.rows;
-    REPLICAD_ASSIGN_OR_RETURN(slice.chunk, PlanFor(input_shapes, &slice.builds));
+    REPLICAD_ASSIGN_OR_RETURN(slice.chunk, PlanFor(input_shapes, &slice.builds, cached_only));
+    if (slice.chunk == nullptr) return slice;  // Not cached.
     slice.last = slice.chunk;
     slice.output_types = slice.chunk->output_types();
     return slice;

@@ -53,11 +53,13 @@ class Replica {
     double seconds = 0;
   };
   // The plan for these input shapes: the cached one, or built now and cached
-  // (then counted in `builds`, when given).
+  // (then counted in `builds`, when given); with `cached_only`, null instead
+  // of a build.
   // Errors name the node (ExecutionPlan::Create); ResourceExhausted when the
   // device cannot hold it. Must not be called on the slot's stream thread.
   absl::StatusOr<std::shared_ptr<ExecutionPlan>> PlanFor(const std::vector<Shape>& input_shapes,
-                                                         PlanBuilds* builds = nullptr);
+                                                         PlanBuilds* builds = nullptr,
+                                                         bool cached_only = false);
   size_t max_plans() const { return max_plans_; }
   // Plans the cache holds now (at most max_plans()), and plans built since
   // Create, rebuilds of evicted shapes included.
@@ -103,8 +105,10 @@ class Replica {
   // an output of rank >= 1 not keeping the batch in dim 0, or a rank-0
   // output that is not float32 (chunks' rank-0 outputs merge by mean).
   // Plan errors as PlanFor's. Must not be called on the slot's stream thread.
+  // With `cached_only`, builds nothing: `chunk` is null when a plan it needs
+  // is not cached (and then no error is possible but a GPU slot's buffers).
   absl::StatusOr<SlicePlan> PlanSlice(const std::vector<Shape>& input_shapes,
-                                      const ChunkOptions& options);
+                                      const ChunkOptions& options, bool cached_only = false);
 
   // Runs `plan` on rows of the request in host memory. Outputs of rank >= 1
   // are written at `outputs` in `outputs_location`: host memory, or (GPU
@@ -147,6 +151,7 @@ class Replica {
   // PlanSlice for `chunks` chunks (1: whole); `cut` false when the model
   // turned out not to be cuttable, and the plan is whole.
   absl::StatusOr<SlicePlan> PlanChunks(const std::vector<Shape>& input_shapes, int chunks,
+                                       bool cached_only,
                                        bool* cut);
   // The record of one of PlanFor's plans, while it lives; Internal otherwise.
   absl::StatusOr<std::shared_ptr<PlanRecord>> RecordOf(const ExecutionPlan& plan) const;

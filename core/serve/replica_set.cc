@@ -8,10 +8,9 @@
 #include "absl/synchronization/mutex.h"
 
 namespace replicad {
-namespace {
 
-// The shared state of one Predict while its slices run.
-struct PredictState {
+// The shared state of one Run while its slices run.
+struct ReplicaSetRun {
   std::vector<Tensor> inputs;
   std::vector<BatchSlice> slices;
   std::vector<Replica::SlicePlan> plans;  // Per slice.
@@ -29,7 +28,9 @@ struct PredictState {
 };
 
 // Once every slice is in and the outputs are in the sink.
-void Finish(PredictState& state) {
+namespace {
+
+void Finish(ReplicaSetRun& state) {
   int64_t rows = 0;
   for (const BatchSlice& slice : state.slices) rows += slice.rows();
   for (size_t j = 0; j < state.outputs.size(); ++j) {
@@ -48,7 +49,7 @@ void Finish(PredictState& state) {
 
 // Called by the last slice to finish: the first failure, or the merged
 // outputs brought from the merge GPU into the sink (on its stream), then Finish.
-void SlicesDone(std::shared_ptr<PredictState> state) {
+void SlicesDone(std::shared_ptr<ReplicaSetRun> state) {
   for (const absl::Status& s : state->statuses) {
     if (!s.ok()) {
       std::move(state->done)(s, state->slices);
@@ -156,7 +157,7 @@ absl::Status CheckSlices(const std::vector<BatchSlice>& slices, int64_t batch, s
 
 void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
                      StillWanted still_wanted, Done done) {
-  auto state = std::make_shared<PredictState>();
+  auto state = std::make_shared<ReplicaSetRun>();
   state->inputs = std::move(inputs);
   state->slices = std::move(slices);
   state->done = std::move(done);
@@ -180,30 +181,59 @@ void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
   }
 
   // Plans first (built once per slice size), so every failure is reported
-  // before any slot starts and no output is half written.
-  for (BatchSlice& slice : state->slices) {
+  // before any slot starts and no output is half written. Cached plans start
+  // the slices from here; building one takes long (oneDNN's kernels, weight
+  // layouts), so it happens on the planner's thread and the caller (the
+  // scheduler, free to route other batches meanwhile) returns at once.
+  switch (PlanSlices(*state, /*cached_only=*/true)) {
+    case Planned::kAll:
+      Start(std::move(state), sink, std::move(still_wanted));
+      return;
+    case Planned::kFailed:
+      return;
+    case Planned::kNotCached:
+      break;
+  }
+  planner_.Submit([this, state = std::move(state), sink,
+                   still_wanted = std::move(still_wanted)]() mutable {
+    if (PlanSlices(*state, /*cached_only=*/false) == Planned::kAll) {
+      Start(std::move(state), sink, std::move(still_wanted));
+    }
+  });
+}
+
+ReplicaSet::Planned ReplicaSet::PlanSlices(ReplicaSetRun& run, bool cached_only) {
+  run.plans.clear();
+  for (BatchSlice& slice : run.slices) {
     std::vector<Shape> shapes;
-    for (const Tensor& t : state->inputs) {
+    for (const Tensor& t : run.inputs) {
       Shape s = t.shape();
       s[0] = slice.rows();
       shapes.push_back(std::move(s));
     }
-    absl::StatusOr<Replica::SlicePlan> plan =
-        replicas_[slice.slot]->PlanSlice(
-            shapes, Replica::ChunkOptions{options_.transfer_chunks, options_.min_chunk_bytes,
-                                          options_.shrink_on_oom});
+    absl::StatusOr<Replica::SlicePlan> plan = replicas_[slice.slot]->PlanSlice(
+        shapes,
+        Replica::ChunkOptions{options_.transfer_chunks, options_.min_chunk_bytes,
+                              options_.shrink_on_oom},
+        cached_only);
     if (!plan.ok()) {
       slice.out_of_memory = absl::IsResourceExhausted(plan.status());
-      std::move(state->done)(plan.status(), state->slices);
-      return;
+      std::move(run.done)(plan.status(), run.slices);
+      return Planned::kFailed;
     }
+    if (plan->chunk == nullptr) return Planned::kNotCached;
     if (plan->builds.count > 0 && options_.observer != nullptr) {
       options_.observer->OnPlansBuilt(*replicas_[slice.slot], plan->builds.count,
                                       plan->builds.seconds);
     }
-    state->plans.push_back(*std::move(plan));
+    run.plans.push_back(*std::move(plan));
   }
+  return Planned::kAll;
+}
 
+void ReplicaSet::Start(std::shared_ptr<ReplicaSetRun> state, OutputSink* sink,
+                       StillWanted still_wanted) {
+  const int64_t batch = state->inputs[0].shape()[0];  // Run checked it.
   const std::vector<TensorType>& types = state->plans[0].output_types;
   const bool split = state->slices.size() > 1;
   for (size_t j = 0; j < types.size(); ++j) {

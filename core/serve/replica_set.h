@@ -9,6 +9,7 @@
 #include "core/serve/batch_split.h"
 #include "core/serve/replica.h"
 #include "core/serve/servable.h"
+#include "core/serve/worker_pool.h"
 
 namespace replicad {
 
@@ -21,6 +22,8 @@ class SliceObserver {
   // were built before it ran, taking `seconds` (time its request waited).
   virtual void OnPlansBuilt(const Replica& replica, int count, double seconds) = 0;
 };
+
+struct ReplicaSetRun;  // One Run in flight (replica_set.cc).
 
 // The template's replicas, one per slot, and the split/run/merge of a batch
 // across them. Thread-safe: any number of Runs may be in flight; each slot
@@ -53,7 +56,10 @@ class ReplicaSet final : public Servable {
   // Servable::Run: each slice runs on its slot's stream (slices of one slot
   // in order), reading the request's rows in host memory; rank >= 1 outputs
   // are written at their row offset (in the merge device's memory, then the
-  // sink's). Builds a slice size's plans on first use, on the calling thread.
+  // sink's). With every slice's plans cached it starts them from the calling
+  // thread; otherwise it returns at once and a thread of the set's builds
+  // them first (kernels themselves are made on each slot's thread), so a
+  // caller never waits for a plan build.
   void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
            StillWanted still_wanted, Done done) override;
 
@@ -67,10 +73,20 @@ class ReplicaSet final : public Servable {
   ReplicaSet(std::shared_ptr<const Model> model, std::vector<std::unique_ptr<Replica>> replicas,
              const Options& options, std::unique_ptr<Device> merge_stream);
 
+  enum class Planned { kAll, kNotCached, kFailed };
+  // Fills run.plans, one per slice; with `cached_only`, kNotCached as soon
+  // as one is not cached. kFailed once run.done has the error.
+  Planned PlanSlices(ReplicaSetRun& run, bool cached_only);
+  // With run.plans made: the outputs from `sink`, then every slice on its slot.
+  void Start(std::shared_ptr<ReplicaSetRun> run, OutputSink* sink, StillWanted still_wanted);
+
   std::shared_ptr<const Model> model_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   Options options_;
   std::unique_ptr<Device> merge_stream_;  // With a GPU merge device.
+  // Builds plans that were not cached, one Run at a time. Last: its queued
+  // builds finish while the replicas are still there.
+  WorkerPool planner_{1};
 };
 
 }  // namespace replicad

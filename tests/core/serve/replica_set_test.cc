@@ -1,5 +1,7 @@
 #include "core/serve/replica_set.h"
 
+#include <map>
+#include <set>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -125,10 +127,12 @@ class CountingObserver : public SliceObserver {
     absl::MutexLock lock(&mu);
     plans_by_slot[replica.slot().name] += count;
     EXPECT_GT(seconds, 0.0);
+    build_threads.insert(std::this_thread::get_id());
   }
   absl::Mutex mu;
   std::map<std::string, int64_t> rows_by_slot;
   std::map<std::string, int64_t> plans_by_slot;
+  std::set<std::thread::id> build_threads;
 };
 
 TEST_F(ReplicaSetTest, ObserverSeesEverySlice) {
@@ -152,6 +156,8 @@ TEST_F(ReplicaSetTest, ObserverSeesThePlansASliceWaitedFor) {
   ASSERT_TRUE(PredictAndWait(*set, Inputs(4, 3)).status.ok());  // 2 and 2: new on r0 only.
   absl::MutexLock lock(&observer.mu);
   EXPECT_EQ(observer.plans_by_slot, (std::map<std::string, int64_t>{{"r0", 2}, {"r1", 1}}));
+  // Built off the caller's thread: a scheduler calling Run never waits for a build.
+  EXPECT_EQ(observer.build_threads.count(std::this_thread::get_id()), 0u);
 }
 
 }  // namespace
