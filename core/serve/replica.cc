@@ -165,18 +165,23 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const M
 
 absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
     const std::vector<Shape>& input_shapes, PlanBuilds* builds, bool cached_only) {
+  if (cached_only) {
+    // A build holds mu_ for its whole length: a busy lock reads as "not
+    // cached" instead of making the caller wait for someone else's build.
+    if (!mu_.TryLock()) return nullptr;
+    std::shared_ptr<ExecutionPlan> plan = CachedLocked(input_shapes);
+    mu_.Unlock();
+    return plan;
+  }
   // Released after the lock (declared before it): freeing a plan need not
   // hold up other sizes' lookups.
   std::shared_ptr<ExecutionPlan> evicted;
+  CachedPlan evicted_entry;
+  std::vector<Shape> evicted_shapes;
   // Building under the lock keeps two requests of a new size from both
   // building it.
   absl::MutexLock lock(&mu_);
-  auto it = plans_.find(input_shapes);
-  if (it != plans_.end()) {
-    it->second.last_use = ++use_clock_;
-    return it->second.plan;
-  }
-  if (cached_only) return nullptr;
+  if (std::shared_ptr<ExecutionPlan> plan = CachedLocked(input_shapes)) return plan;
   // Evicting before building lets the new plan reuse the old one's memory
   // when no slice holds it. A scan of at most max_plans_ entries, once per
   // build, costs nothing beside the build.
@@ -185,13 +190,20 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
     for (auto p = plans_.begin(); p != plans_.end(); ++p) {
       if (p->second.last_use < oldest->second.last_use) oldest = p;
     }
+    evicted_shapes = oldest->first;
+    evicted_entry = oldest->second;
     evicted = std::move(oldest->second.plan);
     plans_.erase(oldest);
   }
   const absl::Time build_start = absl::Now();
   absl::StatusOr<std::unique_ptr<ExecutionPlan>> built =
       ExecutionPlan::Create(model_->graph(), weights_, *device_, input_shapes);
-  if (!built.ok()) return built.status();
+  if (!built.ok()) {
+    // A size that cannot be built (say, too large for the device's memory)
+    // must not cost the cache a plan that works.
+    if (evicted != nullptr) plans_.emplace(std::move(evicted_shapes), std::move(evicted_entry));
+    return built.status();
+  }
   ++plans_built_;
   if (builds != nullptr) {
     ++builds->count;
@@ -213,6 +225,13 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
   }
   plans_.emplace(input_shapes, CachedPlan{plan, ++use_clock_});
   return plan;
+}
+
+std::shared_ptr<ExecutionPlan> Replica::CachedLocked(const std::vector<Shape>& input_shapes) {
+  auto it = plans_.find(input_shapes);
+  if (it == plans_.end()) return nullptr;
+  it->second.last_use = ++use_clock_;
+  return it->second.plan;
 }
 
 absl::StatusOr<std::shared_ptr<Replica::PlanRecord>> Replica::RecordOf(

@@ -106,7 +106,8 @@ class Replica {
   // output that is not float32 (chunks' rank-0 outputs merge by mean).
   // Plan errors as PlanFor's. Must not be called on the slot's stream thread.
   // With `cached_only`, builds nothing: `chunk` is null when a plan it needs
-  // is not cached (and then no error is possible but a GPU slot's buffers).
+  // is not cached, or is being built by another thread (never waits for
+  // one); errors are still possible (a GPU slot's second buffer set).
   absl::StatusOr<SlicePlan> PlanSlice(const std::vector<Shape>& input_shapes,
                                       const ChunkOptions& options, bool cached_only = false);
 
@@ -153,6 +154,9 @@ class Replica {
   absl::StatusOr<SlicePlan> PlanChunks(const std::vector<Shape>& input_shapes, int chunks,
                                        bool cached_only,
                                        bool* cut);
+  // The cached plan for these shapes (now its most recent use), or null.
+  std::shared_ptr<ExecutionPlan> CachedLocked(const std::vector<Shape>& input_shapes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The record of one of PlanFor's plans, while it lives; Internal otherwise.
   absl::StatusOr<std::shared_ptr<PlanRecord>> RecordOf(const ExecutionPlan& plan) const;
   // Makes the plan's sets number at least `count`.

@@ -27,7 +27,8 @@ struct ReplicaSetRun;  // One Run in flight (replica_set.cc).
 
 // The template's replicas, one per slot, and the split/run/merge of a batch
 // across them. Thread-safe: any number of Runs may be in flight; each slot
-// runs its slices in arrival order.
+// runs its slices in the order their Runs start them (a Run whose plans are
+// being built starts after those whose plans were cached).
 class ReplicaSet final : public Servable {
  public:
   struct Options {

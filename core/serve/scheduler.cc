@@ -128,9 +128,10 @@ struct Scheduler::Core {
   // Takes `batch`'s slices off its slots' work.
   void Release(const Batch& batch, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // When the batch failed because a slot's memory could not hold its slice's
-  // plans: halves that slot's largest slice and routes the batch again
-  // (true: it was dispatched again and will finish later). Each time a cap
-  // halves, so a batch is routed again at most log2(rows) times a slot.
+  // plans: halves that slot's largest slice (unless the slice was over it
+  // already) and, when the slots can hold the batch within their caps,
+  // routes it again (true: dispatched again, it finishes later). A new route
+  // fails only within a cap, which then halves: the retries end.
   bool Reroute(const std::shared_ptr<Batch>& batch, const absl::Status& status,
                const std::vector<BatchSlice>& slices);
   void Dispatch(std::shared_ptr<Batch> batch);
@@ -416,21 +417,30 @@ bool Scheduler::Core::Reroute(const std::shared_ptr<Batch>& batch, const absl::S
                               const std::vector<BatchSlice>& slices) {
   if (!absl::IsResourceExhausted(status)) return false;
   const absl::Time now = absl::Now();
-  bool smaller = false;
   {
     absl::MutexLock lock(&mu);
+    bool found = false;
     for (const BatchSlice& slice : slices) {
       if (!slice.out_of_memory) continue;
+      found = true;
       SlotState& slot = slots[slice.slot];
-      if (slice.rows() / 2 < slot.max_rows) {
+      // A slice over the cap was routed before the cap was learned: the cap
+      // stands. One within it shows the cap is too high.
+      if (slice.rows() <= slot.max_rows) {
         slot.max_rows = slice.rows() / 2;
-        smaller = true;
+        slot.capped_at = now;
       }
-      slot.capped_at = now;
     }
-    if (!smaller) return false;
+    if (!found) return false;
+    Route route = RouteOf(batch->rows, now);
+    // Only a route within every cap runs again, so each failure of a new
+    // route halves a cap and the retries end.
+    for (const BatchSlice& slice : route.slices) {
+      if (slice.rows() > slots[slice.slot].max_rows) return false;
+    }
+    if (route.slices.empty()) return false;
     Release(*batch, now);
-    Assign(*batch, RouteOf(batch->rows, now), now);
+    Assign(*batch, std::move(route), now);
     batch->rerouted = true;
   }
   Dispatch(batch);

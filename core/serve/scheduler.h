@@ -49,8 +49,8 @@ class SchedulerObserver {
 // answer ever mixes weights of two steps.
 //
 // Thread-safe. It runs a thread of its own; `done` callbacks run there, on
-// slot threads or the training thread, or before Submit returns for a
-// request refused at once.
+// the servable's threads (slots, plan building) or the training thread, or
+// before Submit returns for a request refused at once.
 class Scheduler {
  public:
   struct Environment {

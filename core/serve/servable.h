@@ -53,7 +53,8 @@ class Servable {
   // each on a healthy slot of Slots() (InvalidArgument / Unavailable
   // otherwise). Rank >= 1 outputs are merged at their rows; a rank-0 output
   // is the row-weighted mean of the slices'. Writes every output into `sink`.
-  // `done` runs exactly once, on a slot thread or before Run returns, with
+  // `done` runs exactly once, on a slot thread, a thread of the servable's
+  // own (e.g. one building plans) or before Run returns, with
   // the slices and the seconds each took. A slice whose plans do not fit its
   // slot's memory fails the Run with ResourceExhausted before anything runs
   // or is allocated in `sink`, and is marked `out_of_memory`, so the caller

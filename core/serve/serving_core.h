@@ -106,7 +106,8 @@ class ServingCore {
                                             std::shared_ptr<LoadedModel> model) &&>;
   // One training step, queued in the model's Scheduler like an inference
   // (its priority, deadline, queue policy and bounds apply) and run on the
-  // training side's thread once the batches queued before it have finished;
+  // training side's thread once the batches ahead of it in the queue (its
+  // priority level's earlier ones, and any of a higher level) have finished;
   // batches behind it wait for it. Errors as Infer's, plus InvalidArgument
   // for targets (BindTargets) and FailedPrecondition for a model that cannot
   // be trained here.
