@@ -2,7 +2,7 @@
 
 Run with:
     bash scripts/triton-venv.sh && bash scripts/build.sh
-    .venv-triton/bin/python benchmarks/scheduler_bench.py [--only split|mixed]
+    .venv-triton/bin/python benchmarks/scheduler_bench.py [--only split|mixed|plans]
         [--large-batch 128] [--requests 3] [--resnet18 PATH]
         [--seconds 10] [--unloaded-seconds 2] [--small-clients 8] [--big-batch 64]
         [-- extra replicad serve flags]
@@ -26,6 +26,12 @@ batch-64 requests for as long (their latency stands for "one slice time"). Then,
 requests, each client its own process and gRPC channel (no GIL between them). The verdict:
 batch-1 p99 under load <= 2 x unloaded batch-1 p99 + unloaded batch-64 latency.
 Clients and daemon share the machine's cores: the CPU columns say how much the clients took.
+
+plans: resnet18 on --devices cpu:0,cpu:0. The plans the warm-up built and their time
+(replicad_slot_plans_built_total, replicad_slot_plan_build_seconds_total), then for requests
+of slice sizes the warm-up did not build (3, 5, 6, 7, 9, 10 rows): the plans built and their
+time, and, sent 10 ms after each, a batch-1 request with a 30 ms queue timeout (Triton's
+`timeout` parameter): when its answer came. A scheduler that waits for a build answers it late.
 """
 
 import argparse
@@ -162,6 +168,48 @@ def resnet18_path(args):
     if run.returncode != 0:
         sys.exit("resnet18 export failed:\n" + run.stdout + run.stderr)
     return os.path.join(out_dir, "resnet18", "model.onnx")
+
+
+def plan_builds(args):
+    import threading
+    import tritonclient.grpc as grpcclient
+    path = resnet18_path(args)
+    daemon = start(["--model", f"resnet18={path}"], "--devices", "cpu:0,cpu:0", *args.serve_flags)
+    try:
+        def built():
+            counts = slot_counters(daemon, "resnet18", "replicad_slot_plans_built_total")
+            seconds = slot_counters(daemon, "resnet18", "replicad_slot_plan_build_seconds_total")
+            return sum(counts.values()), sum(seconds.values())
+        warm_plans, warm_seconds = built()
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{daemon.port}")
+        one = make_inputs(client, "resnet18", 1)
+        timed_loop(client, "resnet18", one, count=3)
+        rows_out = []
+        for rows in (3, 5, 6, 7, 9, 10):
+            big = make_inputs(client, "resnet18", rows, seed=rows)
+            before = built()
+            other = grpcclient.InferenceServerClient(f"127.0.0.1:{daemon.port}")
+            sender = threading.Thread(target=lambda: other.infer("resnet18", big))
+            sender.start()
+            time.sleep(0.01)
+            start_time = time.perf_counter()
+            try:
+                client.infer("resnet18", one, timeout=30000)
+                answer = "ran"
+            except Exception as error:  # The queue timeout: DEADLINE_EXCEEDED.
+                answer = "timed out" if "DEADLINE" in str(error).upper() else str(error)[:40]
+            waited = time.perf_counter() - start_time
+            sender.join()
+            after = built()
+            rows_out.append((rows, after[0] - before[0], after[1] - before[1], answer, waited))
+        client.close()
+    finally:
+        daemon.stop()
+    print(f"\nplan builds: resnet18, --devices cpu:0,cpu:0; warm-up built {warm_plans:.0f} plans "
+          f"in {warm_seconds:.2f} s")
+    print(f"{'rows':>5} {'plans':>6} {'build ms':>9} {'batch-1 (30 ms timeout)':>24} {'after ms':>9}")
+    for rows, plans, seconds, answer, waited in rows_out:
+        print(f"{rows:>5} {plans:>6.0f} {seconds * 1e3:>9.1f} {answer:>24} {waited * 1e3:>9.1f}")
 
 
 def split_vs_whole(args):
@@ -361,7 +409,8 @@ def mixed_load(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", choices=["split", "mixed"], help="one section (default: both)")
+    parser.add_argument("--only", choices=["split", "mixed", "plans"],
+                        help="one section (default: all)")
     parser.add_argument("--large-batch", type=int, default=128, help="split: rows per request")
     parser.add_argument("--requests", type=int, default=3, help="split: timed requests per daemon")
     parser.add_argument("--resnet18", default="", help="split: resnet18 ONNX (default: export)")
@@ -381,6 +430,8 @@ def main():
         split_vs_whole(args)
     if args.only in (None, "mixed"):
         mixed_load(args)
+    if args.only in (None, "plans"):
+        plan_builds(args)
 
 
 if __name__ == "__main__":

@@ -134,6 +134,9 @@ struct Scheduler::Core {
   // fails only within a cap, which then halves: the retries end.
   bool Reroute(const std::shared_ptr<Batch>& batch, const absl::Status& status,
                const std::vector<BatchSlice>& slices);
+  // Counts `batch` as running and hands it to its slots (a step to the
+  // trainable), with mu released meanwhile.
+  void Start(std::shared_ptr<Batch> batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Dispatch(std::shared_ptr<Batch> batch);
   // Runs a training step (the batch's one request) on the trainable.
   void RunStep(std::shared_ptr<Batch> batch);
@@ -368,12 +371,7 @@ void Scheduler::Core::Loop() {
         batch->rows = batch->requests[0]->rows();
         batch->bytes = batch->requests[0]->bytes;
         training = true;
-        ++running;
-        const size_t pending = queue.size();
-        mu.Unlock();
-        if (env.observer != nullptr) env.observer->OnPending(env.model, pending);
-        RunStep(std::move(batch));
-        mu.Lock();
+        Start(std::move(batch));
         continue;
       }
     } else if (head != nullptr && AnySlotFree()) {
@@ -381,18 +379,27 @@ void Scheduler::Core::Loop() {
       absl::Time ready_at = absl::InfiniteFuture();
       if (FormBatch(now, batch.get(), &ready_at)) {
         Assign(*batch, RouteOf(batch->rows, now), now);
-        ++running;
-        const size_t pending = queue.size();
-        mu.Unlock();
-        if (env.observer != nullptr) env.observer->OnPending(env.model, pending);
-        Dispatch(std::move(batch));
-        mu.Lock();
+        Start(std::move(batch));
         continue;
       }
       wake_at = std::min(wake_at, ready_at);
     }
     wake.WaitWithDeadline(&mu, wake_at);
   }
+}
+
+void Scheduler::Core::Start(std::shared_ptr<Batch> batch) {
+  ++running;
+  const size_t pending = queue.size();
+  const bool step = batch->requests[0]->is_step();
+  mu.Unlock();
+  if (env.observer != nullptr) env.observer->OnPending(env.model, pending);
+  if (step) {
+    RunStep(std::move(batch));
+  } else {
+    Dispatch(std::move(batch));
+  }
+  mu.Lock();
 }
 
 void Scheduler::Core::Assign(Batch& batch, Route route, absl::Time now) {
