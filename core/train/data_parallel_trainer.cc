@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -13,6 +14,7 @@
 #include "core/ops/op_registry.h"
 #include "core/ops/op_util.h"
 #include "core/train/barrier_collective.h"
+#include "core/train/finite_values.h"
 
 namespace replicad {
 namespace {
@@ -431,6 +433,13 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
         absl::StrCat("targets: dim 0 must be the batch size ", batch, " of the inputs, received ",
                      ShapeToString(targets.shape())));
   }
+  // Values that would turn the weights to NaN are refused before anything runs.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string& name = training_.graph.values[training_.graph.inputs[i]].name;
+    REPLICAD_RETURN_IF_ERROR(CheckFiniteValues(inputs[i], absl::StrCat("input '", name, "'")));
+  }
+  REPLICAD_RETURN_IF_ERROR(CheckFiniteValues(targets, "targets"));
+  if (training_.classification) REPLICAD_RETURN_IF_ERROR(CheckProbabilityRows(targets, "targets"));
   const std::vector<BatchSlice> slices = SplitBatch(batch, weights_);
   // A parameter server's reduction is copies and its own kernels, no NCCL.
   std::optional<absl::MutexLock> one_gpu_step;
@@ -579,6 +588,14 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     loss += slots_[slice.slot]->loss_sum_host;
     correct += slots_[slice.slot]->correct_host;
   }
+  // Finite inputs can still overflow float32 inside the model (inputs of
+  // 1e30). Nothing is applied yet: the weights, the optimizer's state, the
+  // running statistics and the step count stay as they were.
+  if (!std::isfinite(loss)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the step's loss is ", loss, " (not finite): its inputs overflow the model's float32 "
+        "arithmetic; the step was not applied and the weights are unchanged"));
+  }
   // Where the reduction reads each participant's gradients: its own arena,
   // or the server's copy of it.
   std::vector<const void*> sources;
@@ -612,6 +629,14 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
       for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
     }
     for (float& v : sum) v *= scale;
+    // Where the host sums the gradients it can also check them (on GPU
+    // reductions only the loss is checked).
+    if (!std::all_of(sum.begin(), sum.end(), [](float v) { return std::isfinite(v); })) {
+      const int value = training_.parameters[p];
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the gradient of parameter '", training_.graph.values[value].name,
+          "' is not finite; the step was not applied and the weights are unchanged"));
+    }
   }
   const void* server_sum = nullptr;  // A GPU server's reduced arena.
   if (server_ != nullptr && !InHostMemory(*server_->where.device)) {

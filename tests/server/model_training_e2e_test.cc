@@ -260,6 +260,13 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
   v1::TrainStepRequest truncated = StepRequest(4, 1);
   truncated.mutable_targets()->mutable_raw()->resize(5);
   expect_error(truncated, absl::StatusCode::kInvalidArgument, "targets: raw holds 5 bytes");
+  // One NaN pixel (image[0, 0, 14, 14]) used to make every conv1 weight NaN.
+  v1::TrainStepRequest nan_pixel = StepRequest(4, 1);
+  Tensor nan_image = testing::RandomTensor({4, 1, 28, 28}, 1);
+  nan_image.data<float>()[14 * 28 + 14] = std::nanf("");
+  *nan_pixel.mutable_inputs(0) = ToProto("image", nan_image);
+  expect_error(nan_pixel, absl::StatusCode::kInvalidArgument,
+               "input 'image': element 406 is nan; training takes finite values only");
   v1::TrainStepRequest unknown = StepRequest(4, 1, "nope");
   expect_error(unknown, absl::StatusCode::kNotFound, "model: 'nope' is not served");
 

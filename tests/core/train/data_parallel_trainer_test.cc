@@ -29,7 +29,8 @@ using ::testing::HasSubstr;
 
 std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfig& optimizer,
                                                  std::shared_ptr<const Model> model = nullptr,
-                                                 bool parameter_server = false) {
+                                                 bool parameter_server = false,
+                                                 DType target_dtype = DType::kInt64) {
   if (model == nullptr) model = testing::LoadForTraining(testing::ConvNetOnnx(7));
   std::vector<TrainerSlot> trainer_slots;
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
@@ -38,7 +39,7 @@ std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfi
         {SlotAssignment{"r" + std::to_string(s), cpu.id, 1.0}, CreateCpuDevice(cpu, {1})});
   }
   TrainerOptions options;
-  options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits"};
+  options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits", target_dtype};
   options.optimizer = optimizer;
   options.seed = 5;
   std::optional<ParameterServer> server;
@@ -175,6 +176,57 @@ TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {
   // And the trainer still trains.
   EXPECT_TRUE(trainer->Step({images}, testing::ClassLabels(4, 4, 0)).ok());
   EXPECT_EQ(trainer->step(), 1);
+}
+
+// One NaN pixel used to make every weight it reached NaN for good. Steps
+// with non-finite inputs or targets, probability targets that are not
+// distributions, or a loss that overflows are refused and change nothing.
+TEST(DataParallelTrainerTest, NonFiniteStepsAreRefusedAndChangeNothing) {
+  OptimizerConfig sgd;
+  for (bool parameter_server : {false, true}) {
+    std::unique_ptr<DataParallelTrainer> trainer =
+        MakeTrainer(2, sgd, nullptr, parameter_server, DType::kFloat32);
+    const std::vector<Tensor> before = trainer->SlotParameters(1);
+    const Tensor labels = testing::ClassLabels(4, 4, 0);
+    Tensor one_hot = Tensor::Host(DType::kFloat32, {4, 4});
+    for (int64_t i = 0; i < 16; ++i) {
+      one_hot.data<float>()[i] = i % 4 == labels.data<int64_t>()[i / 4] ? 1.0f : 0.0f;
+    }
+    auto refused = [&](const Tensor& images, const Tensor& targets, const std::string& text) {
+      absl::StatusOr<DataParallelTrainer::StepResult> result = trainer->Step({images}, targets);
+      EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << text;
+      EXPECT_THAT(std::string(result.status().message()), HasSubstr(text));
+    };
+    const Tensor good = testing::RandomTensor({4, 2, 6, 6}, 1);
+    Tensor nan_pixel = testing::RandomTensor({4, 2, 6, 6}, 1);
+    nan_pixel.data<float>()[100] = std::nanf("");
+    refused(nan_pixel, one_hot, "element 100 is nan; training takes finite values only");
+    Tensor inf_pixel = testing::RandomTensor({4, 2, 6, 6}, 1);
+    inf_pixel.data<float>()[7] = -INFINITY;
+    refused(inf_pixel, one_hot, "element 7 is -inf");
+    Tensor huge = Tensor::Host(DType::kFloat32, {4, 2, 6, 6});
+    for (int64_t i = 0; i < huge.num_elements(); ++i) huge.data<float>()[i] = 3e38f;
+    refused(huge, one_hot, "(not finite): its inputs overflow");
+    Tensor bad_targets = Tensor::Host(DType::kFloat32, {4, 4});
+    std::memcpy(bad_targets.raw_data(), one_hot.raw_data(), one_hot.byte_size());
+    bad_targets.data<float>()[5] = std::nanf("");
+    refused(good, bad_targets, "targets: element 5 is nan");
+    bad_targets.data<float>()[5] = -0.5f;
+    refused(good, bad_targets, "targets: element 5 (row 1, class 1) is -0.5");
+    bad_targets.data<float>()[5] = 0.5f;
+    refused(good, bad_targets, "targets: row 1 sums to 1.5");
+
+    EXPECT_EQ(trainer->step(), 0);
+    const std::vector<Tensor> after = trainer->SlotParameters(1);
+    for (size_t p = 0; p < before.size(); ++p) {
+      EXPECT_EQ(std::memcmp(before[p].raw_data(), after[p].raw_data(), before[p].byte_size()), 0)
+          << "parameter " << p;
+    }
+    absl::StatusOr<DataParallelTrainer::StepResult> result = trainer->Step({good}, one_hot);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE(std::isfinite(result->loss));
+    EXPECT_EQ(trainer->step(), 1);
+  }
 }
 
 // The PyTorch side: tests/core/train/torch_training_reference.py.

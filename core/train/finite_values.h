@@ -1,0 +1,28 @@
+#ifndef REPLICAD_CORE_TRAIN_FINITE_VALUES_H_
+#define REPLICAD_CORE_TRAIN_FINITE_VALUES_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/tensor/tensor.h"
+
+namespace replicad {
+
+// What a training step refuses before it runs, so that one bad batch cannot
+// make every weight NaN for good: a NaN or an infinity among its inputs or
+// targets, or probability targets that are not distributions. Each check
+// returns InvalidArgument naming `field`, the row-major index of the first
+// bad element and its value; OK for tensors it does not apply to (not
+// float32, or not in host memory). Thread-compatible; reads only.
+
+// Every element of a float32 `tensor` is finite.
+absl::Status CheckFiniteValues(const Tensor& tensor, const std::string& field);
+
+// Every element of a float32 [N, C] `targets` is in [0, 1] and each row sums
+// to 1 within `tolerance` (absolute).
+absl::Status CheckProbabilityRows(const Tensor& targets, const std::string& field,
+                                  double tolerance = 1e-3);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_TRAIN_FINITE_VALUES_H_
