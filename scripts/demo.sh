@@ -18,7 +18,7 @@ work="$(mktemp -d)"
 log="$work/replicad.log"
 
 "$bin/replicad" serve --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics_port" \
-  --http-listen "127.0.0.1:$http_port" --devices all >"$log" 2>&1 &
+  --http-listen "127.0.0.1:$http_port" --devices all --checkpoint-root "$work" >"$log" 2>&1 &
 daemon=$!
 trap 'kill -TERM $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 1 100); do
@@ -37,7 +37,7 @@ echo; echo "== model"; "${ctl[@]}" model default
 echo; echo "== train: ${DEMO_EPOCHS:-1} epoch(s) of Fashion-MNIST through TrainStep, test accuracy through Predict"
 "${ctl[@]}" train --model default --data /usr/share/datasets/fashion-mnist \
   --epochs "${DEMO_EPOCHS:-1}" --batch-size 64 --optimizer sgd --lr 0.02 --momentum 0.9 \
-  --checkpoint "$work/trained.onnx"
+  --checkpoint trained.onnx
 
 
 echo; echo "== predict: 64 Fashion-MNIST test images with the trained weights"

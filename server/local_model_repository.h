@@ -8,6 +8,7 @@
 #include "core/backends/backends.h"
 #include "core/serve/model_repository.h"
 #include "core/serve/retirer.h"
+#include "server/checkpoint_root.h"
 #include "server/model_sources.h"
 #include "server/replica_set_factory.h"
 #include "server/server_metrics.h"
@@ -32,6 +33,7 @@ class LocalModelRepository final : public ModelRepository {
     ServingOptions options;
     ServerMetrics* metrics = nullptr;  // Must outlive the repository.
     Retirer* retirer = nullptr;        // Must outlive the repository.
+    CheckpointRoot checkpoints;        // Where training may write checkpoints.
   };
   explicit LocalModelRepository(Config config);
 

@@ -41,6 +41,7 @@
 #include "server/local_model_repository.h"
 #include "server/server_metrics.h"
 #include "server/server_options.h"
+#include "server/checkpoint_root.h"
 
 namespace replicad {
 namespace {
@@ -223,11 +224,17 @@ int Serve(const ServerOptions& options) {
   for (const SlotAssignment& slot : serving->slots) {
     server_metrics.AddDeviceSlot(DeviceIdToString(slot.device));
   }
+  CheckpointRoot checkpoints;
+  if (!options.checkpoint_root.empty()) {
+    absl::StatusOr<CheckpointRoot> opened = CheckpointRoot::Open(options.checkpoint_root);
+    if (!opened.ok()) return Fail(opened.status());
+    checkpoints = *std::move(opened);
+  }
   // Declared before the manager: the versions it retires are freed there.
   Retirer retirer;
   ModelManager models(std::make_unique<LocalModelRepository>(LocalModelRepository::Config{
                           options.model_repository, *flags, *devices, *serving,
-                          &server_metrics, &retirer}),
+                          &server_metrics, &retirer, checkpoints}),
                       retirer);
   if (absl::Status s = LoadStartupModels(options, models); !s.ok()) return Fail(s);
   for (const std::shared_ptr<LoadedModel>& model : models.Ready()) {
@@ -453,6 +460,9 @@ int main(int argc, char** argv) {
   serve->add_option("--shutdown-grace-seconds", options.shutdown_grace_seconds,
                     "On SIGINT/SIGTERM, how long requests in flight may take to finish")
       ->capture_default_str();
+  serve->add_option("--checkpoint-root", options.checkpoint_root,
+                    "Directory that SaveCheckpoint and periodic checkpoints write under (paths "
+                    "are relative to it and may not leave it); empty: no checkpoints");
   CLI::App* devices = app.add_subcommand("devices", "List this machine's devices and exit");
   CLI::App* default_model = app.add_subcommand(
       "default-model", "Write the embedded default model (ONNX, initial weights) and exit");

@@ -199,6 +199,12 @@ absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::Trainin
   if (absl::Status s = LoadModel(); !s.ok()) return s;
   absl::StatusOr<v1::TrainingConfig> completed = Complete(config, *model_, environment_.devices);
   if (!completed.ok()) return completed.status();
+  if (!completed->checkpoint_dir().empty()) {
+    absl::StatusOr<std::string> dir =
+        environment_.checkpoints.Resolve(completed->checkpoint_dir(), "config.checkpoint_dir");
+    if (!dir.ok()) return dir.status();
+    completed->set_checkpoint_dir(*dir);
+  }
   if (absl::Status s = InConfig(ValidateOptimizerConfig(ToOptimizerConfig(completed->optimizer())));
       !s.ok()) {
     return s;
@@ -303,18 +309,22 @@ void ModelTraining::SaveCheckpoint(std::string path, SaveDone done) {
 
 absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
     const std::string& path) {
+  absl::StatusOr<std::string> target;
+  if (!path.empty()) {
+    target = environment_.checkpoints.Resolve(path, "path");
+  } else if (config_.checkpoint_dir().empty()) {
+    return absl::InvalidArgumentError(
+        "path: empty, and no config.checkpoint_dir is configured to write into");
+  } else {
+    target = environment_.checkpoints.Resolve(
+        absl::StrCat(config_.checkpoint_dir(), "/", environment_.source.name, ".onnx"),
+        "config.checkpoint_dir");
+  }
+  if (!target.ok()) return target.status();
   if (published_step_ == 0 || model_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("model '", environment_.source.name,
                      "' has not taken a training step since it was loaded; nothing to save"));
-  }
-  std::string target = path;
-  if (target.empty()) {
-    if (config_.checkpoint_dir().empty()) {
-      return absl::InvalidArgumentError(
-          "path: empty, and no config.checkpoint_dir is configured to write into");
-    }
-    target = absl::StrCat(config_.checkpoint_dir(), "/", environment_.source.name, ".onnx");
   }
   Checkpoint checkpoint;
   checkpoint.step = published_step_;
@@ -333,8 +343,8 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
     if (!state.ok()) return state.status();
     checkpoint.optimizer_state = *std::move(state);
   }
-  if (absl::Status s = WriteCheckpoint(source_bytes_, target, checkpoint); !s.ok()) return s;
-  return std::make_pair(target, checkpoint.step);
+  if (absl::Status s = WriteCheckpoint(source_bytes_, *target, checkpoint); !s.ok()) return s;
+  return std::make_pair(*target, checkpoint.step);
 }
 
 }  // namespace replicad

@@ -17,6 +17,7 @@
 #include "core/train/checkpoint.h"
 #include "core/train/data_parallel_trainer.h"
 #include "replicad/v1/replicad.pb.h"
+#include "server/checkpoint_root.h"
 #include "server/model_sources.h"
 #include "server/replica_set_factory.h"
 
@@ -40,6 +41,9 @@ class ModelTraining final : public Trainable {
     ServingOptions options;
     SliceObserver* observer = nullptr;
     Retirer* retirer = nullptr;  // Frees replaced predict sets; must outlive this.
+    // Where checkpoints may be written (SaveCheckpoint's path and
+    // config.checkpoint_dir resolve under it); off by default.
+    CheckpointRoot checkpoints;
   };
   explicit ModelTraining(Environment environment);
   // Finishes the queued tasks.

@@ -42,6 +42,8 @@ struct ServerOptions {
   int64_t max_queue_bytes = int64_t{1} << 30;  // Every model's; 0: no bound.
   int64_t max_message_bytes = 256ll << 20;     // gRPC send and receive limit.
   double shutdown_grace_seconds = 30;          // In-flight RPCs get this long on SIGTERM.
+  // The directory clients' checkpoints are written under; empty: none are.
+  std::string checkpoint_root;
   // Triton's model control: none (load everything at start, fixed), explicit
   // (load --load-model names at start; ModelLoad/ModelUnload while serving),
   // poll (load everything, then follow the repository's changes).

@@ -70,8 +70,13 @@ absl::Status SyncDirectory(const std::string& dir) {
 // file after a power loss); the directory fsync makes the rename itself durable.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   const std::string temp = path + kTempSuffix;
-  // O_TRUNC: a temporary file left by a crashed write is simply overwritten.
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // What is at the temporary name (a crashed write's file, or a symbolic
+  // link someone planted there) is removed, not written through: the file is
+  // then created exclusively, so a link planted again meanwhile fails the
+  // open (EEXIST) instead of being followed.
+  ::unlink(temp.c_str());
+  const int fd =
+      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return SysError("open", temp);
   absl::Status status = WriteAll(fd, bytes, temp);
   if (status.ok() && ::fsync(fd) != 0) status = SysError("fsync", temp);
@@ -352,12 +357,25 @@ absl::Status WriteCheckpoint(const std::string& source_model, const std::string&
   if (!onnx_bytes.ok()) return onnx_bytes.status();
   absl::StatusOr<std::string> state_bytes = Serialize(StateModel(checkpoint, id), state_path);
   if (!state_bytes.ok()) return state_bytes.status();
+  // Only a regular file (or nothing) is replaced: a directory or a device at
+  // the path fails here, before the state file is written beside it.
+  struct stat target;
+  if (::lstat(onnx_path.c_str(), &target) == 0 && !S_ISREG(target.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("write ", onnx_path, ": it exists and is not a regular file"));
+  }
+  const bool had_onnx = ::lstat(onnx_path.c_str(), &target) == 0;
   // State first: until the ONNX rename, readers see the old ONNX file, whose step and id no
   // longer match the new state file, so they ignore it rather than mix the two writes.
   if (absl::Status status = WriteFileAtomically(state_path, *state_bytes); !status.ok()) {
     return status;
   }
-  return WriteFileAtomically(onnx_path, *onnx_bytes);
+  absl::Status written = WriteFileAtomically(onnx_path, *onnx_bytes);
+  // A first checkpoint that failed leaves nothing behind. Over an older one,
+  // the new state file stays beside the old ONNX file, which it does not
+  // match, so readers ignore it.
+  if (!written.ok() && !had_onnx) ::unlink(state_path.c_str());
+  return written;
 }
 
 absl::StatusOr<LoadedCheckpoint> ReadCheckpoint(const std::string& onnx_path) {

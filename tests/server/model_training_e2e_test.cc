@@ -72,17 +72,27 @@ v1::PredictRequest ImageRequest(int64_t batch, uint64_t seed) {
   return request;
 }
 
-std::string TempPath(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/model_training_e2e";
+std::string CheckpointDir() {
+  const std::string dir =
+      std::filesystem::path(::testing::TempDir() + "/model_training_e2e").lexically_normal();
   std::filesystem::create_directories(dir);
-  return dir + "/" + name;
+  return dir;
+}
+
+std::string TempPath(const std::string& name) { return CheckpointDir() + "/" + name; }
+
+// A daemon whose clients may write checkpoints under CheckpointDir().
+absl::StatusOr<std::unique_ptr<DaemonProcess>> StartWithCheckpoints(std::vector<std::string> args) {
+  args.push_back("--checkpoint-root");
+  args.push_back(CheckpointDir());
+  return DaemonProcess::Start(args);
 }
 
 // Predict answers with the latest step's weights: exactly those a checkpoint
 // written then holds (computed here in-process from the checkpoint file).
 TEST(ModelTrainingE2eTest, PredictAndCheckpointsFollowTheTrainedWeights) {
   absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
-      DaemonProcess::Start({"--devices", "cpu:0,cpu:0"});
+      StartWithCheckpoints({"--devices", "cpu:0,cpu:0"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto client = Connect(**daemon);
   absl::StatusOr<v1::ConfigureTrainingResponse> configured = client->ConfigureTraining(SgdConfig());
@@ -165,7 +175,7 @@ TEST(ModelTrainingE2eTest, PredictAndCheckpointsFollowTheTrainedWeights) {
 // (equal to what that step's checkpoint computes in-process), never a mix.
 TEST(ModelTrainingE2eTest, PredictDuringTrainingSeesOneStepsWeights) {
   absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
-      DaemonProcess::Start({"--devices", "cpu:0,cpu:0"});
+      StartWithCheckpoints({"--devices", "cpu:0,cpu:0"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto trainer_client = Connect(**daemon);
   auto predict_client = Connect(**daemon);
@@ -214,9 +224,31 @@ TEST(ModelTrainingE2eTest, PredictDuringTrainingSeesOneStepsWeights) {
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
 }
 
+// Without --checkpoint-root a client can have nothing written.
+TEST(ModelTrainingE2eTest, WithoutACheckpointRootNothingIsWritten) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Connect(**daemon);
+  ASSERT_TRUE(client->TrainStep(StepRequest(4, 1)).ok());
+  v1::SaveCheckpointRequest save;
+  save.set_model("default");
+  save.set_path(TempPath("no_root.onnx"));
+  absl::StatusOr<v1::SaveCheckpointResponse> saved = client->SaveCheckpoint(save);
+  EXPECT_EQ(saved.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(saved.status().message()), HasSubstr("--checkpoint-root DIR"));
+  EXPECT_FALSE(std::filesystem::exists(TempPath("no_root.onnx")));
+  v1::ConfigureTrainingRequest periodic = SgdConfig();
+  periodic.mutable_config()->set_checkpoint_dir(CheckpointDir());
+  periodic.mutable_config()->set_checkpoint_every_steps(1);
+  EXPECT_EQ(client->ConfigureTraining(periodic).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
+}
+
 TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
   absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
-      DaemonProcess::Start({"--devices", "cpu:0,cpu:0"});
+      StartWithCheckpoints({"--devices", "cpu:0,cpu:0"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto client = Connect(**daemon);
   auto expect_error = [&](const v1::TrainStepRequest& request, absl::StatusCode code,
@@ -297,6 +329,24 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
   nothing.set_path(TempPath("never.onnx"));
   EXPECT_EQ(client->SaveCheckpoint(nothing).status().code(),
             absl::StatusCode::kFailedPrecondition);
+  // Writes outside --checkpoint-root are refused, naming the path, and create nothing.
+  for (const std::string& outside :
+       {std::string("/tmp/pwned_by_client.onnx"), std::string("../../x.onnx")}) {
+    v1::SaveCheckpointRequest escape;
+    escape.set_model("default");
+    escape.set_path(outside);
+    absl::StatusOr<v1::SaveCheckpointResponse> saved = client->SaveCheckpoint(escape);
+    EXPECT_EQ(saved.status().code(), absl::StatusCode::kPermissionDenied) << outside;
+    EXPECT_THAT(std::string(saved.status().message()), HasSubstr("path: '" + outside + "'"));
+  }
+  EXPECT_FALSE(std::filesystem::exists("/tmp/pwned_by_client.onnx"));
+  v1::ConfigureTrainingRequest escape_dir = SgdConfig();
+  escape_dir.mutable_config()->set_checkpoint_dir("/etc");
+  escape_dir.mutable_config()->set_checkpoint_every_steps(1);
+  configured = client->ConfigureTraining(escape_dir);
+  EXPECT_EQ(configured.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(configured.status().message()),
+              HasSubstr("config.checkpoint_dir: '/etc' is outside the checkpoint root"));
 
   // None of that counted: the first good step is step 1.
   absl::StatusOr<v1::TrainStepResponse> good = client->TrainStep(StepRequest(4, 1));
@@ -316,7 +366,7 @@ TEST(ModelTrainingE2eTest, AModelWithoutGradientsIsRefusedNamingTheOpAndStillPre
   const std::string path = TempPath("sigmoid.onnx");
   std::ofstream(path, std::ios::binary) << testing::UntrainableOnnx();
   absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
-      DaemonProcess::Start({"--devices", "cpu:0", "--model", "s=" + path});
+      StartWithCheckpoints({"--devices", "cpu:0", "--model", "s=" + path});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto client = Connect(**daemon);
   v1::TrainStepRequest request;
@@ -349,7 +399,7 @@ TEST(ModelTrainingE2eTest, RestartingOnACheckpointResumesExactly) {
   };
   {
     absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
-        DaemonProcess::Start({"--devices", "cpu:0,cpu:0"});
+        StartWithCheckpoints({"--devices", "cpu:0,cpu:0"});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     auto client = Connect(**daemon);
     ASSERT_TRUE(client->ConfigureTraining(SgdConfig()).ok());
@@ -360,7 +410,7 @@ TEST(ModelTrainingE2eTest, RestartingOnACheckpointResumesExactly) {
     EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
   }
   absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
-      DaemonProcess::Start({"--devices", "cpu:0,cpu:0", "--model", "default=" + path});
+      StartWithCheckpoints({"--devices", "cpu:0,cpu:0", "--model", "default=" + path});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto client = Connect(**daemon);
   ASSERT_TRUE(client->ConfigureTraining(SgdConfig()).ok());
@@ -373,7 +423,7 @@ TEST(ModelTrainingE2eTest, RestartingOnACheckpointResumesExactly) {
     // Restarted on the same checkpoint but configured without momentum: its
     // momentum buffers do not fit; training starts the optimizer afresh.
     absl::StatusOr<std::unique_ptr<DaemonProcess>> other =
-        DaemonProcess::Start({"--devices", "cpu:0", "--model", "default=" + path});
+        StartWithCheckpoints({"--devices", "cpu:0", "--model", "default=" + path});
     ASSERT_TRUE(other.ok()) << other.status();
     auto other_client = Connect(**other);
     v1::ConfigureTrainingRequest plain = SgdConfig();
@@ -408,7 +458,7 @@ TEST(ModelTrainingE2eTest, SigkillWhileCheckpointingLeavesTheLastCheckpointLoada
       args.push_back("--model");
       args.push_back("default=" + checkpoint);
     }
-    absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(args);
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = StartWithCheckpoints(args);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     auto client = Connect(**daemon);
     v1::ConfigureTrainingRequest config = SgdConfig();

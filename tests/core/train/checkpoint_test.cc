@@ -426,6 +426,26 @@ TEST_F(CheckpointTest, ReadErrorsNameThePath) {
               AllOf(HasSubstr(dir + "/m.onnx.state"), HasSubstr("replicad.format")));
 }
 
+// A symbolic link planted at the temporary name is replaced, never written
+// through; a directory at the target fails before anything is written.
+TEST_F(CheckpointTest, PlantedLinksAreNotFollowedAndFailuresLeaveNothing) {
+  const std::string dir = MakeTempDir("planted");
+  const std::string victim = dir + "/victim.txt";
+  WriteBytes(victim, "precious");
+  const std::string path = dir + "/m.onnx";
+  ASSERT_EQ(::symlink(victim.c_str(), (path + ".tmp").c_str()), 0);
+  ASSERT_EQ(::symlink(victim.c_str(), (path + ".state.tmp").c_str()), 0);
+  ASSERT_TRUE(WriteCheckpoint(GemmModel(3, 4), path, SmallCheckpoint(1)).ok());
+  EXPECT_EQ(ReadBytes(victim), "precious");
+  EXPECT_EQ(ListDir(dir), (std::set<std::string>{"m.onnx", "m.onnx.state", "victim.txt"}));
+
+  ASSERT_EQ(::mkdir((dir + "/sub").c_str(), 0755), 0);
+  absl::Status status = WriteCheckpoint(GemmModel(3, 4), dir + "/sub", SmallCheckpoint(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("exists and is not a regular file"));
+  EXPECT_EQ(ListDir(dir), (std::set<std::string>{"m.onnx", "m.onnx.state", "sub", "victim.txt"}));
+}
+
 TEST_F(CheckpointTest, TemporaryFilesAreNamedByTheTargetAndNeverRead) {
   const std::string dir = MakeTempDir("temporaries");
   const std::string path = dir + "/m.onnx";
