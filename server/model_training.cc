@@ -23,8 +23,28 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 // `config` with PyTorch's defaults filled in, or InvalidArgument naming the field.
+// InvalidArgument naming `field` when `value` is not one of the enum's
+// values (proto3 keeps unknown numbers, e.g. a client's optimizer kind 99).
+absl::Status CheckEnum(const google::protobuf::EnumDescriptor* descriptor, int value,
+                       const char* field) {
+  if (descriptor->FindValueByNumber(value) != nullptr) return absl::OkStatus();
+  std::string names;
+  for (int i = 0; i < descriptor->value_count(); ++i) {
+    absl::StrAppend(&names, i == 0 ? "" : ", ", descriptor->value(i)->name());
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": expected one of ", names, "; received ", value));
+}
+
 absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Model& model,
                                             const std::vector<DeviceInfo>& devices) {
+  for (const absl::Status& status :
+       {CheckEnum(v1::Loss_descriptor(), config.loss(), "config.loss"),
+        CheckEnum(v1::OptimizerKind_descriptor(), config.optimizer().kind(),
+                  "config.optimizer.kind"),
+        CheckEnum(v1::GradientReduction_descriptor(), config.reduction(), "config.reduction")}) {
+    if (!status.ok()) return status;
+  }
   if (config.loss() == v1::LOSS_UNSPECIFIED) config.set_loss(v1::LOSS_SOFTMAX_CROSS_ENTROPY);
   if (config.output().empty()) config.set_output(model.outputs()[0].name);
   if (model.OutputIndex(config.output()) < 0) {
@@ -190,7 +210,13 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
 
 void ModelTraining::Configure(v1::TrainingConfig config, ConfigDone done) {
   worker_.Submit([this, config = std::move(config), done = std::move(done)]() mutable {
-    std::move(done)(ConfigureNow(config));
+    absl::StatusOr<v1::TrainingConfig> applied = ConfigureNow(config);
+    int64_t step = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      step = published_step_;
+    }
+    std::move(done)(std::move(applied), step);
   });
 }
 

@@ -49,11 +49,14 @@ class ModelTraining final : public Trainable {
   // Finishes the queued tasks.
   ~ModelTraining() override;
 
-  using ConfigDone = absl::AnyInvocable<void(absl::StatusOr<v1::TrainingConfig>) &&>;
+  // The configuration as applied and the steps taken so far.
+  using ConfigDone =
+      absl::AnyInvocable<void(absl::StatusOr<v1::TrainingConfig>, int64_t step) &&>;
   // Validates `config` and fills in its defaults; InvalidArgument naming the
-  // field (e.g. "config.optimizer.learning_rate"). A new configuration
-  // rebuilds the trainer from the current weights, keeping the step count
-  // but not the optimizer's state.
+  // field (e.g. "config.optimizer.learning_rate", or an enum value out of
+  // range); config.checkpoint_dir as CheckpointRoot::Resolve refuses it. A
+  // new configuration rebuilds the trainer from the current weights, keeping
+  // the step count but not the optimizer's state.
   void Configure(v1::TrainingConfig config, ConfigDone done);
 
   using SaveDone = absl::AnyInvocable<void(absl::StatusOr<std::pair<std::string, int64_t>>) &&>;

@@ -189,11 +189,15 @@ grpc::ServerUnaryReactor* ReplicadService::ConfigureTraining(
   if (!model.ok()) return call.Finish(model.status());
   absl::StatusOr<ModelTraining*> training = TrainingOf(**model);
   if (!training.ok()) return call.Finish(training.status(), (*model)->name);
-  (*training)->Configure(request->config(), [call, response, model = *model](
-                                                 absl::StatusOr<v1::TrainingConfig> config) mutable {
-    if (config.ok()) *response->mutable_config() = *std::move(config);
-    call.Finish(config.status(), model->name);
-  });
+  (*training)->Configure(request->config(),
+                         [call, response, model = *model](absl::StatusOr<v1::TrainingConfig> config,
+                                                          int64_t step) mutable {
+                           if (config.ok()) {
+                             *response->mutable_config() = *std::move(config);
+                             response->set_step(step);
+                           }
+                           call.Finish(config.status(), model->name);
+                         });
   return call.reactor();
 }
 

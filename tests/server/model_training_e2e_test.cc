@@ -314,6 +314,22 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
   EXPECT_EQ(configured.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(configured.status().message()),
               AllOf(HasSubstr("config.output"), HasSubstr("'nope'"), HasSubstr("logits")));
+  // Enum values the proto does not define are refused, naming the field.
+  v1::ConfigureTrainingRequest bad_kind = SgdConfig();
+  bad_kind.mutable_config()->mutable_optimizer()->set_kind(static_cast<v1::OptimizerKind>(99));
+  configured = client->ConfigureTraining(bad_kind);
+  EXPECT_EQ(configured.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(configured.status().message()),
+              AllOf(HasSubstr("config.optimizer.kind: expected one of"),
+                    HasSubstr("OPTIMIZER_ADAM"), HasSubstr("received 99")));
+  v1::ConfigureTrainingRequest bad_loss = SgdConfig();
+  bad_loss.mutable_config()->set_loss(static_cast<v1::Loss>(99));
+  EXPECT_THAT(std::string(client->ConfigureTraining(bad_loss).status().message()),
+              HasSubstr("config.loss: expected one of"));
+  v1::ConfigureTrainingRequest bad_reduction = SgdConfig();
+  bad_reduction.mutable_config()->set_reduction(static_cast<v1::GradientReduction>(99));
+  EXPECT_THAT(std::string(client->ConfigureTraining(bad_reduction).status().message()),
+              HasSubstr("config.reduction: expected one of"));
   v1::ConfigureTrainingRequest ps = SgdConfig();
   ps.mutable_config()->set_reduction(v1::GRADIENT_REDUCTION_PS);
   configured = client->ConfigureTraining(ps);
@@ -356,6 +372,7 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
   ps.mutable_config()->set_ps_device("cpu:0");
   configured = client->ConfigureTraining(ps);
   ASSERT_TRUE(configured.ok()) << configured.status();
+  EXPECT_EQ(configured->step(), 1);  // The steps taken so far.
   good = client->TrainStep(StepRequest(4, 2));
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_EQ(good->step(), 2);
