@@ -58,6 +58,12 @@ absl::StatusOr<std::vector<bool>> SelectOutputs(const Model& model, const InferR
           absl::StrJoin(model.outputs(), ", ",
                         [](std::string* out, const TensorSpec& s) { absl::StrAppend(out, s.name); })));
     }
+    if (!request.outputs.empty() && wanted[index]) {
+      // Two answers under one name would be ambiguous; merging them hides a client bug.
+      return absl::InvalidArgumentError(absl::StrCat(request.outputs_field, "[", i, "]: output '",
+                                                     request.outputs[i],
+                                                     "' is asked for more than once"));
+    }
     wanted[index] = true;
   }
   return wanted;

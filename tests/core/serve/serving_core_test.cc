@@ -251,6 +251,13 @@ TEST_F(ServingCoreTest, SelectsOutputsAndRejectsUnknownOnes) {
   EXPECT_THAT(answer.status.message(),
               HasSubstr("outputs[1]: model 'mean' has no output 'z'; expected one of: mean, y"));
   EXPECT_EQ(answer.model->statistics->Snapshot().fail.count, 1u);
+
+  Outputs twice;
+  request = Request();
+  request.outputs = {"y", "mean", "y"};
+  answer = Run(std::move(request), &twice);
+  EXPECT_EQ(answer.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(answer.status.message(), HasSubstr("outputs[2]: output 'y' is asked for more than once"));
 }
 
 TEST_F(ServingCoreTest, BadInputsAreInvalidArgumentAndRunNothing) {
