@@ -22,7 +22,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return bytes.str();
 }
 
-// `config` with PyTorch's defaults filled in, or InvalidArgument naming the field.
 // InvalidArgument naming `field` when `value` is not one of the enum's
 // values (proto3 keeps unknown numbers, e.g. a client's optimizer kind 99).
 absl::Status CheckEnum(const google::protobuf::EnumDescriptor* descriptor, int value,
@@ -36,6 +35,7 @@ absl::Status CheckEnum(const google::protobuf::EnumDescriptor* descriptor, int v
       absl::StrCat(field, ": expected one of ", names, "; received ", value));
 }
 
+// `config` with PyTorch's defaults filled in, or InvalidArgument naming the field.
 absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Model& model,
                                             const std::vector<DeviceInfo>& devices) {
   for (const absl::Status& status :

@@ -27,9 +27,9 @@ struct ReplicaSetRun {
   ReplicaSet::Done done;
 };
 
-// Once every slice is in and the outputs are in the sink.
 namespace {
 
+// Once every slice is in and the outputs are in the sink.
 void Finish(ReplicaSetRun& state) {
   int64_t rows = 0;
   for (const BatchSlice& slice : state.slices) rows += slice.rows();

@@ -180,6 +180,12 @@ Route ChooseUncapped(int64_t rows, const std::vector<SlotLoad>& slots, bool meas
 Route ChooseRoute(int64_t rows, const std::vector<SlotLoad>& slots, bool measured_weights,
                   size_t max_slots, double min_gain) {
   Route route = ChooseUncapped(rows, slots, measured_weights, max_slots, min_gain);
+  // The common case, every batch: no slot has a cap the route passes.
+  if (std::none_of(route.slices.begin(), route.slices.end(), [&](const BatchSlice& slice) {
+        return slice.rows() > slots[slice.slot].max_rows;
+      })) {
+    return route;
+  }
   if (CapToMemory(rows, slots, &route.slices) && route.seconds > 0) {
     // Rows may have moved to slots the estimate did not count.
     const bool measured = std::all_of(

@@ -360,11 +360,11 @@ absl::Status WriteCheckpoint(const std::string& source_model, const std::string&
   // Only a regular file (or nothing) is replaced: a directory or a device at
   // the path fails here, before the state file is written beside it.
   struct stat target;
-  if (::lstat(onnx_path.c_str(), &target) == 0 && !S_ISREG(target.st_mode)) {
+  const bool had_onnx = ::lstat(onnx_path.c_str(), &target) == 0;
+  if (had_onnx && !S_ISREG(target.st_mode)) {
     return absl::FailedPreconditionError(
         absl::StrCat("write ", onnx_path, ": it exists and is not a regular file"));
   }
-  const bool had_onnx = ::lstat(onnx_path.c_str(), &target) == 0;
   // State first: until the ONNX rename, readers see the old ONNX file, whose step and id no
   // longer match the new state file, so they ignore it rather than mix the two writes.
   if (absl::Status status = WriteFileAtomically(state_path, *state_bytes); !status.ok()) {
