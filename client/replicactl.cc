@@ -16,6 +16,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -617,6 +619,14 @@ int Main(int argc, char** argv) {
   app.add_option("--server", server, "Server address, HOST:PORT")->capture_default_str();
   app.add_option("--timeout", timeout_seconds, "Deadline of each call in seconds; 0 for none")
       ->capture_default_str();
+  ClientOptions options;
+  app.add_option("--tls-ca", options.tls_ca_file,
+                 "PEM CA certificate that signed the server's: connect with TLS");
+  app.add_option("--tls-cert", options.tls_cert_file, "PEM client certificate (mutual TLS)");
+  app.add_option("--tls-key", options.tls_key_file, "PEM key of --tls-cert");
+  std::string token_file;
+  app.add_option("--token-file", token_file,
+                 "File holding the bearer token to send (default: $REPLICAD_TOKEN, if set)");
 
   CLI::App* devices = app.add_subcommand("devices", "List the server's devices");
   CLI::App* models = app.add_subcommand("models", "List the loaded models");
@@ -637,7 +647,7 @@ int Main(int argc, char** argv) {
   std::string save_model, save_path;
   save->add_option("--model", save_model, "Model name")->required();
   save->add_option("--path", save_path,
-                   "ONNX file to write, on the server (default: its checkpoint_dir/MODEL.onnx)");
+                   "ONNX file to write, on the server (default: a numbered one in its checkpoint_dir)");
 
   CLI::App* train = app.add_subcommand(
       "train", "Train a model on MNIST-style IDX data, testing after every epoch");
@@ -683,9 +693,19 @@ int Main(int argc, char** argv) {
                                                         ": expected seconds >= 0 (0 for none)")),
                 kExitUsage);
   }
-  ClientOptions options;
   options.deadline =
       timeout_seconds == 0 ? absl::InfiniteDuration() : absl::Seconds(timeout_seconds);
+  // A token on the command line would show in every process listing.
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in || !std::getline(in, options.token) || options.token.empty()) {
+      return Fail(absl::InvalidArgumentError(
+                      absl::StrCat("--token-file ", token_file, ": cannot read a token from it")),
+                  kExitUsage);
+    }
+  } else if (const char* token = std::getenv("REPLICAD_TOKEN"); token != nullptr) {
+    options.token = token;
+  }
   absl::StatusOr<std::unique_ptr<ReplicadClient>> client = ReplicadClient::Connect(server, options);
   if (!client.ok()) return Fail(client.status(), kExitUsage);
 

@@ -1,6 +1,8 @@
 #include "client/replicad_client.h"
 
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,43 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
     return absl::UnknownError(absl::StrCat("gRPC status ", code, ": ", status.error_message()));
   }
   return absl::Status(static_cast<absl::StatusCode>(code), status.error_message());
+}
+
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(what, ": cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ReplicadClient::Credentials(
+    const ClientOptions& options) {
+  if (options.tls_ca_file.empty() && options.tls_cert_file.empty()) {
+    return grpc::InsecureChannelCredentials();
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("a TLS client certificate needs its key, and a key its certificate");
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!options.tls_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadPem(options.tls_ca_file, "TLS CA");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+  }
+  if (!options.tls_cert_file.empty()) {
+    absl::StatusOr<std::string> cert = ReadPem(options.tls_cert_file, "TLS certificate");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPem(options.tls_key_file, "TLS key");
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  return grpc::SslCredentials(ssl);
 }
 
 absl::StatusOr<std::unique_ptr<ReplicadClient>> ReplicadClient::Connect(
@@ -33,19 +72,22 @@ absl::StatusOr<std::unique_ptr<ReplicadClient>> ReplicadClient::Connect(
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   args.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = Credentials(options);
+  if (!credentials.ok()) return credentials.status();
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(target, *credentials, args);
   return std::unique_ptr<ReplicadClient>(
-      new ReplicadClient(v1::Replicad::NewStub(channel), options.deadline));
+      new ReplicadClient(v1::Replicad::NewStub(channel), options.deadline, options.token));
 }
 
-ReplicadClient::ReplicadClient(std::unique_ptr<v1::Replicad::Stub> stub, absl::Duration deadline)
-    : stub_(std::move(stub)), deadline_(deadline) {}
+ReplicadClient::ReplicadClient(std::unique_ptr<v1::Replicad::Stub> stub, absl::Duration deadline,
+                               std::string token)
+    : stub_(std::move(stub)), deadline_(deadline), token_(std::move(token)) {}
 
 void ReplicadClient::Prepare(grpc::ClientContext* context) const {
   if (deadline_ != absl::InfiniteDuration()) {
     context->set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
   }
+  if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);
 }
 
 absl::StatusOr<v1::PredictResponse> ReplicadClient::Predict(const v1::PredictRequest& request) {

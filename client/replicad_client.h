@@ -22,10 +22,19 @@ struct ClientOptions {
   // Per call, from the moment it starts; absl::InfiniteDuration() for none.
   // Expiry ends the call with DEADLINE_EXCEEDED and cancels it on the server.
   absl::Duration deadline = absl::Seconds(30);
+  // TLS: the PEM file of the CA that signed the server's certificate (empty
+  // with no client certificate: plain text), and for mutual TLS this
+  // client's certificate chain and key.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Sent as "authorization: Bearer <token>" on every call (servers run with
+  // --auth-tokens); empty: none.
+  std::string token;
 };
 
-// A client of one replicad server (the replicad.v1.Replicad service), over an
-// insecure channel. Every call returns the server's status unchanged (see
+// A client of one replicad server (the replicad.v1.Replicad service), over a
+// plain-text or TLS channel. Every call returns the server's status unchanged (see
 // FromGrpcStatus); an unreachable server is UNAVAILABLE.
 //
 // Thread-safe: calls may be made concurrently from any number of threads and
@@ -35,7 +44,8 @@ class ReplicadClient {
   // `target` is a gRPC target, e.g. "localhost:8500" or "unix:///run/replicad.sock".
   // Does not contact the server: the channel connects on the first call.
   // InvalidArgument when target is empty, max_message_bytes is not in
-  // [1, 2^31 - 1] or the deadline is not positive.
+  // [1, 2^31 - 1] or the deadline is not positive; NotFound naming a TLS file
+  // that cannot be read, or InvalidArgument for a certificate without its key.
   static absl::StatusOr<std::unique_ptr<ReplicadClient>> Connect(const std::string& target,
                                                                  const ClientOptions& options);
 
@@ -58,13 +68,17 @@ class ReplicadClient {
       const v1::SaveCheckpointRequest& request);
 
  private:
-  ReplicadClient(std::unique_ptr<v1::Replicad::Stub> stub, absl::Duration deadline);
+  ReplicadClient(std::unique_ptr<v1::Replicad::Stub> stub, absl::Duration deadline,
+                 std::string token);
+  static absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
+      const ClientOptions& options);
 
-  // Applies the deadline to a fresh context for one call.
+  // Applies the deadline and the token to a fresh context for one call.
   void Prepare(grpc::ClientContext* context) const;
 
   const std::unique_ptr<v1::Replicad::Stub> stub_;
   const absl::Duration deadline_;
+  const std::string token_;
 };
 
 // The one place a grpc::Status becomes an absl::Status: same code (the two

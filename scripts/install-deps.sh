@@ -28,6 +28,12 @@ packages=(
   libb64-0d
   # Fashion-MNIST: the images the main job predicts (scripts/demo.sh).
   dataset-fashion-mnist
+  # TLS for the HTTP listeners and token digests (OpenSSL); the TLS tests make
+  # certificates with openssl and speak HTTPS with curl; the format check.
+  libssl-dev openssl curl clang-format
+  # Fuzzing (scripts/fuzz.sh): clang, its libFuzzer and sanitizer runtimes
+  # (libclang-rt-14-dev is only recommended by clang), LLVM's OpenMP for clang.
+  clang libclang-rt-14-dev libomp-dev
 )
 
 missing=()

@@ -34,6 +34,7 @@ class LocalModelRepository final : public ModelRepository {
     ServerMetrics* metrics = nullptr;  // Must outlive the repository.
     Retirer* retirer = nullptr;        // Must outlive the repository.
     CheckpointRoot checkpoints;        // Where training may write checkpoints.
+    int keep_checkpoints = 5;          // Numbered checkpoints kept per model.
   };
   explicit LocalModelRepository(Config config);
 

@@ -41,7 +41,13 @@
 #include "server/local_model_repository.h"
 #include "server/server_metrics.h"
 #include "server/server_options.h"
+#include "server/auth/access_tokens.h"
 #include "server/checkpoint_root.h"
+#include "server/protobuf_log.h"
+#include "server/tls_files.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 
 namespace replicad {
 namespace {
@@ -202,7 +208,58 @@ absl::Status CheckModelControl(const ServerOptions& options) {
   return absl::OkStatus();
 }
 
+// gRPC's credentials for --tls-*: TLS whose files gRPC's own watcher reads
+// again when they change (every second), or plain text.
+std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const TlsFiles& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  constexpr unsigned kRefreshSeconds = 1;
+  auto provider =
+      tls.client_ca.empty()
+          ? std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+                tls.key, tls.cert, kRefreshSeconds)
+          : std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+                tls.key, tls.cert, tls.client_ca, kRefreshSeconds);
+  grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
+  tls_options.watch_identity_key_cert_pairs();
+  if (tls.client_ca.empty()) {
+    tls_options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  } else {
+    tls_options.watch_root_certs();
+    tls_options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  }
+  return grpc::experimental::TlsServerCredentials(tls_options);
+}
+
+bool IsLoopback(const std::string& address) {
+  const std::string host = address.substr(0, address.rfind(':'));
+  return host == "localhost" || host == "[::1]" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// Anyone who reaches a plain-text listener beyond this machine can train the
+// models, overwrite checkpoints (under --checkpoint-root) and, in explicit
+// mode, load and unload models: say so where an operator looks.
+void WarnIfExposed(const ServerOptions& options, const TlsFiles& tls, bool auth) {
+  if (tls.enabled()) return;
+  std::string exposed;
+  for (const std::string* address :
+       {&options.listen, &options.http_listen, &options.metrics_listen}) {
+    if (!address->empty() && !IsLoopback(*address)) {
+      absl::StrAppend(&exposed, exposed.empty() ? "" : ", ", *address);
+    }
+  }
+  if (exposed.empty()) return;
+  std::cerr << "replicad: WARNING: listening beyond loopback (" << exposed
+            << ") without TLS: requests, tokens and tensors cross the network in clear text, "
+            << (auth ? "" : "and with no --auth-tokens anyone who connects may ")
+            << (auth ? "" : "call TrainStep, ConfigureTraining and SaveCheckpoint")
+            << (auth || options.model_control_mode != "explicit" ? "" : " and load or unload models")
+            << (auth ? "" : "; ")
+            << "serve with --tls-cert/--tls-key (and --auth-tokens), or listen on 127.0.0.1"
+            << std::endl;
+}
+
 int Serve(const ServerOptions& options) {
+  RateLimitProtobufLogs();
   // Block the stop signals before any thread starts, so every thread inherits
   // the mask and only the sigwait below receives them.
   sigset_t stop_signals;
@@ -234,7 +291,7 @@ int Serve(const ServerOptions& options) {
   Retirer retirer;
   ModelManager models(std::make_unique<LocalModelRepository>(LocalModelRepository::Config{
                           options.model_repository, *flags, *devices, *serving,
-                          &server_metrics, &retirer, checkpoints}),
+                          &server_metrics, &retirer, checkpoints, options.keep_checkpoints}),
                       retirer);
   if (absl::Status s = LoadStartupModels(options, models); !s.ok()) return Fail(s);
   for (const std::shared_ptr<LoadedModel>& model : models.Ready()) {
@@ -268,11 +325,29 @@ int Serve(const ServerOptions& options) {
           std::cerr << "replicad: repository poll: " << s.message() << std::endl;
         });
   }
+  const TlsFiles tls{options.tls_cert, options.tls_key, options.tls_client_ca};
+  if (absl::Status s = CheckTlsFiles(tls); !s.ok()) return Fail(s);
+  std::unique_ptr<AccessTokens> tokens;
+  if (!options.auth_tokens.empty()) {
+    absl::StatusOr<std::unique_ptr<AccessTokens>> opened = AccessTokens::Open(options.auth_tokens);
+    if (!opened.ok()) return Fail(opened.status());
+    tokens = *std::move(opened);
+  } else if (options.metrics_auth) {
+    return Fail(absl::InvalidArgumentError("--metrics-auth needs --auth-tokens"));
+  }
+  WarnIfExposed(options, tls, tokens != nullptr);
   std::unique_ptr<MetricsHttpServer> metrics_server;
   if (!options.metrics_listen.empty()) {
+    MetricsHttpServer::Options metrics_options;
+    metrics_options.ready = [&core] { return core.ServerReady(); };
+    metrics_options.tls = tls;
+    if (options.metrics_auth) {
+      metrics_options.authorize = [&tokens](const HttpRequest& request) {
+        return tokens->Check(request.Header("authorization"), "Metrics");
+      };
+    }
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
-        MetricsHttpServer::Start(options.metrics_listen, registry,
-                                 [&core] { return core.ServerReady(); });
+        MetricsHttpServer::Start(options.metrics_listen, registry, std::move(metrics_options));
     if (!started.ok()) return Fail(started.status());
     metrics_server = *std::move(started);
     std::cout << "replicad: metrics on port " << metrics_server->port() << " (/metrics)"
@@ -281,7 +356,7 @@ int Serve(const ServerOptions& options) {
 
   std::unique_ptr<SharedMemoryRegistry> shared_memory;
   if (options.system_shared_memory) shared_memory = std::make_unique<SharedMemoryRegistry>();
-  InferenceHttpService http_door(core, server_metrics, shared_memory.get());
+  InferenceHttpService http_door(core, server_metrics, shared_memory.get(), tokens.get());
   std::unique_ptr<HttpServer> http_server;
   if (!options.http_listen.empty()) {
     if (options.http_max_body_bytes < 1 || options.http_threads < 1 ||
@@ -299,6 +374,7 @@ int Serve(const ServerOptions& options) {
     http_options.threads = options.http_threads;
     http_options.max_connections = options.http_max_connections;
     http_options.render_error = &InferenceHttpService::ErrorResponse;
+    http_options.tls = tls;
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
         HttpServer::Start(options.http_listen, std::move(http_options), http_door.AsHandler());
     if (!started.ok()) return Fail(started.status());
@@ -307,13 +383,13 @@ int Serve(const ServerOptions& options) {
               << " (Open Inference Protocol /v2)" << std::endl;
   }
 
-  ReplicadService service(core, *devices, server_metrics);
-  InferenceService inference(core, server_metrics, shared_memory.get());
+  ReplicadService service(core, *devices, server_metrics, tokens.get());
+  InferenceService inference(core, server_metrics, shared_memory.get(), tokens.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.listen, GrpcCredentials(tls), &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(&service);
@@ -463,6 +539,23 @@ int main(int argc, char** argv) {
   serve->add_option("--checkpoint-root", options.checkpoint_root,
                     "Directory that SaveCheckpoint and periodic checkpoints write under (paths "
                     "are relative to it and may not leave it); empty: no checkpoints");
+  serve->add_option("--tls-cert", options.tls_cert,
+                    "PEM certificate chain: every listener (gRPC, HTTP, metrics) serves TLS; "
+                    "re-read when it changes");
+  serve->add_option("--tls-key", options.tls_key, "PEM private key of --tls-cert");
+  serve->add_option("--tls-client-ca", options.tls_client_ca,
+                    "PEM CA certificates: clients must present a certificate they signed (mTLS)");
+  serve->add_option("--auth-tokens", options.auth_tokens,
+                    "File of bearer tokens, one '<token> <role>[,<role>...]' a line (roles infer, "
+                    "train, admin, metrics); re-read when it changes; empty: no auth");
+  serve->add_flag("--metrics-auth", options.metrics_auth,
+                  "/metrics needs a token with the role metrics (/healthz stays open)");
+  serve
+      ->add_option("--keep-checkpoints", options.keep_checkpoints,
+                   "Numbered checkpoints (periodic, or SaveCheckpoint without a path) kept per "
+                   "model; older ones are removed once a newer one is written")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   CLI::App* devices = app.add_subcommand("devices", "List this machine's devices and exit");
   CLI::App* default_model = app.add_subcommand(
       "default-model", "Write the embedded default model (ONNX, initial weights) and exit");

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "core/metrics/text_format.h"
 
 namespace replicad {
@@ -16,8 +17,7 @@ HttpResponse Plain(int status, std::string body) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& listen_address, const metrics::Registry& registry,
-    std::function<bool()> ready) {
+    const std::string& listen_address, const metrics::Registry& registry, Options metrics_options) {
   HttpServer::Options options;
   options.name = "metrics endpoint";
   // Scrapes are GETs without bodies; the limits only bound what a broken or
@@ -25,8 +25,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   options.header_limit = 8 * 1024;
   options.body_limit = 64 * 1024;
   options.max_connections = 64;
-  HttpHandler handler = [&registry, ready = std::move(ready)](HttpRequest request,
-                                                              HttpResponder respond) {
+  options.tls = metrics_options.tls;
+  HttpHandler handler = [&registry, ready = std::move(metrics_options.ready),
+                         authorize = std::move(metrics_options.authorize)](
+                            HttpRequest request, HttpResponder respond) {
     const bool is_metrics = request.path == "/metrics";
     if (!is_metrics && request.path != "/healthz") {
       return std::move(respond)(Plain(404, "not found\n"));
@@ -35,6 +37,14 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
       HttpResponse refused = Plain(405, "method not allowed\n");
       refused.headers.emplace_back("Allow", "GET, HEAD");
       return std::move(respond)(std::move(refused));
+    }
+    if (is_metrics && authorize) {
+      if (absl::Status access = authorize(request); !access.ok()) {
+        HttpResponse refused =
+            Plain(absl::IsUnauthenticated(access) ? 401 : 403, absl::StrCat(access.message(), "\n"));
+        if (absl::IsUnauthenticated(access)) refused.headers.emplace_back("WWW-Authenticate", "Bearer");
+        return std::move(respond)(std::move(refused));
+      }
     }
     if (is_metrics) {
       return std::move(respond)(

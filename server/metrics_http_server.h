@@ -37,9 +37,22 @@ class MetricsHttpServer {
   // message names the address and the operating system's reason.
   // `registry` is not owned and must outlive the server; `ready` is called
   // on the server's thread.
+  struct Options {
+    std::function<bool()> ready;  // Null: always ready.
+    // Asked before /metrics is answered (never /healthz); not OK: 401 (with
+    // WWW-Authenticate: Bearer) for Unauthenticated, else 403, with its message.
+    std::function<absl::Status(const HttpRequest&)> authorize;
+    TlsFiles tls;  // Serves HTTPS when set (see HttpServer::Options::tls).
+  };
+  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
+      const std::string& listen_address, const metrics::Registry& registry, Options options);
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       const std::string& listen_address, const metrics::Registry& registry,
-      std::function<bool()> ready = nullptr);
+      std::function<bool()> ready = nullptr) {
+    Options options;
+    options.ready = std::move(ready);
+    return Start(listen_address, registry, std::move(options));
+  }
 
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;

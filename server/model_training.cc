@@ -1,8 +1,10 @@
 #include "server/model_training.h"
+#include "core/serve/client_text.h"
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +12,8 @@
 #include "core/model/graph_optimizer.h"
 #include "core/model/onnx_import.h"
 #include "core/train/checkpoint.h"
+#include "google/protobuf/text_format.h"
+#include "server/checkpoint_rotation.h"
 
 namespace replicad {
 namespace {
@@ -42,16 +46,21 @@ absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Mod
        {CheckEnum(v1::Loss_descriptor(), config.loss(), "config.loss"),
         CheckEnum(v1::OptimizerKind_descriptor(), config.optimizer().kind(),
                   "config.optimizer.kind"),
-        CheckEnum(v1::GradientReduction_descriptor(), config.reduction(), "config.reduction")}) {
+        CheckEnum(v1::GradientReduction_descriptor(), config.reduction(), "config.reduction"),
+        CheckEnum(v1::NonFiniteSteps_descriptor(), config.non_finite_steps(),
+                  "config.non_finite_steps")}) {
     if (!status.ok()) return status;
   }
   if (config.loss() == v1::LOSS_UNSPECIFIED) config.set_loss(v1::LOSS_SOFTMAX_CROSS_ENTROPY);
+  if (config.non_finite_steps() == v1::NON_FINITE_STEPS_UNSPECIFIED) {
+    config.set_non_finite_steps(v1::NON_FINITE_STEPS_REFUSE);
+  }
   if (config.output().empty()) config.set_output(model.outputs()[0].name);
   if (model.OutputIndex(config.output()) < 0) {
     std::string names;
     for (const TensorSpec& s : model.outputs()) absl::StrAppend(&names, names.empty() ? "" : ", ", s.name);
     return absl::InvalidArgumentError(absl::StrCat("config.output: model '", model.name(),
-                                                   "' has no output '", config.output(),
+                                                   "' has no output '", ClientText(config.output()),
                                                    "'; expected one of: ", names));
   }
   v1::OptimizerConfig* o = config.mutable_optimizer();
@@ -84,7 +93,7 @@ absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Mod
       for (const DeviceInfo& d : devices) {
         absl::StrAppend(&names, names.empty() ? "" : ", ", DeviceIdToString(d.id));
       }
-      return absl::InvalidArgumentError(absl::StrCat("config.ps_device: '", config.ps_device(),
+      return absl::InvalidArgumentError(absl::StrCat("config.ps_device: '", ClientText(config.ps_device()),
                                                      "' does not exist; available: ", names));
     }
   } else if (!config.ps_device().empty()) {
@@ -153,7 +162,10 @@ absl::Status ModelTraining::LoadModel() {
     absl::StatusOr<LoadedCheckpoint> checkpoint = ReadCheckpoint(source.path);
     if (checkpoint.ok() && checkpoint->has_step) {
       published_step_ = checkpoint->checkpoint.step;
-      if (checkpoint->state_matches) resume_ = std::move(checkpoint->checkpoint);
+      if (checkpoint->state_matches) {
+        RestoreConfig(checkpoint->checkpoint.training_config);
+        resume_ = std::move(checkpoint->checkpoint);
+      }
     }
   }
   return absl::OkStatus();
@@ -174,6 +186,9 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
   options.optimizer = ToOptimizerConfig(config_.optimizer());
   options.sync_batch_norm = config_.sync_batch_norm();
   options.seed = config_.seed();
+  options.non_finite_steps = config_.non_finite_steps() == v1::NON_FINITE_STEPS_SKIP
+                                 ? TrainerOptions::NonFiniteSteps::kSkip
+                                 : TrainerOptions::NonFiniteSteps::kRefuse;
   std::vector<TrainerSlot> slots;
   for (const SlotAssignment& slot : environment_.options.slots) {
     const DeviceInfo* info = FindDevice(environment_.devices, slot.device);
@@ -237,7 +252,9 @@ absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::Trainin
   }
   if (trainer_ != nullptr) {
     // Keep the weights and the step; the optimizer starts over.
-    model_ = trainer_->CurrentModel();
+    absl::StatusOr<std::shared_ptr<const Model>> current = trainer_->CurrentModel();
+    if (!current.ok()) return current.status();
+    model_ = *std::move(current);
     published_step_ = trainer_->step();
     trainer_.reset();
     resume_.reset();
@@ -266,16 +283,22 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
     if (new_trainer) trainer_.reset();
     return result;
   }
+  if (!result->skipped.empty()) return result;  // Nothing changed: nothing to publish or save.
   published_step_ = result->step;
   trained_step_.store(published_step_);
   if (config_.checkpoint_every_steps() > 0 &&
       result->step % config_.checkpoint_every_steps() == 0) {
+    // The step is applied whatever happens to its checkpoint, so it is
+    // answered OK with the failure beside it: an error would make a client
+    // retry, and train the batch twice.
     absl::StatusOr<std::pair<std::string, int64_t>> saved = SaveLocked("");
-    if (!saved.ok()) {
-      return absl::Status(saved.status().code(),
-                          absl::StrCat("step ", result->step,
-                                       " applied, but its checkpoint failed: ",
-                                       saved.status().message()));
+    if (saved.ok()) {
+      result->checkpoint_path = saved->first;
+    } else {
+      result->checkpoint_status = absl::Status(
+          saved.status().code(), absl::StrCat("step ", result->step,
+                                              " was applied, but its checkpoint failed: ",
+                                              saved.status().message()));
     }
   }
   return result;
@@ -304,7 +327,13 @@ absl::StatusOr<std::shared_ptr<Servable>> ModelTraining::PublishNow() {
     absl::MutexLock predict_lock(&predict_mu_);
     if (published_step_ == predict_step_ || model_ == nullptr) return predict_set_;
     // Between configurations model_ holds the latest weights.
-    trained = trainer_ != nullptr ? trainer_->CurrentModel() : model_;
+    if (trainer_ != nullptr) {
+      absl::StatusOr<std::shared_ptr<const Model>> current = trainer_->CurrentModel();
+      if (!current.ok()) return current.status();
+      trained = *std::move(current);
+    } else {
+      trained = model_;
+    }
     step = published_step_;
   }
   Graph graph = trained->graph();
@@ -335,15 +364,19 @@ void ModelTraining::SaveCheckpoint(std::string path, SaveDone done) {
 
 absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
     const std::string& path) {
+  // After a restart on a checkpoint nothing has loaded the model yet.
+  if (absl::Status s = LoadModel(); !s.ok()) return s;
   absl::StatusOr<std::string> target;
-  if (!path.empty()) {
+  const bool numbered = path.empty();
+  if (!numbered) {
     target = environment_.checkpoints.Resolve(path, "path");
   } else if (config_.checkpoint_dir().empty()) {
     return absl::InvalidArgumentError(
         "path: empty, and no config.checkpoint_dir is configured to write into");
   } else {
     target = environment_.checkpoints.Resolve(
-        absl::StrCat(config_.checkpoint_dir(), "/", environment_.source.name, ".onnx"),
+        NumberedCheckpointPath(config_.checkpoint_dir(), environment_.source.name,
+                               published_step_),
         "config.checkpoint_dir");
   }
   if (!target.ok()) return target.status();
@@ -358,8 +391,12 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
   // The weights and running statistics (every float initializer of the
   // current model), and the optimizer's state when a trainer holds one
   // (not between a new configuration and its first step).
-  const std::shared_ptr<const Model> current =
-      trainer_ != nullptr ? trainer_->CurrentModel() : model_;
+  std::shared_ptr<const Model> current = model_;
+  if (trainer_ != nullptr) {
+    absl::StatusOr<std::shared_ptr<const Model>> copied = trainer_->CurrentModel();
+    if (!copied.ok()) return copied.status();  // A failed copy is never written.
+    current = *std::move(copied);
+  }
   const Graph& graph = current->graph();
   for (const auto& [v, tensor] : graph.initializers) {
     if (tensor.dtype() == DType::kFloat32) checkpoint.parameters.emplace(graph.values[v].name, tensor);
@@ -369,8 +406,44 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
     if (!state.ok()) return state.status();
     checkpoint.optimizer_state = *std::move(state);
   }
+  google::protobuf::TextFormat::PrintToString(config_, &checkpoint.training_config);
   if (absl::Status s = WriteCheckpoint(source_bytes_, *target, checkpoint); !s.ok()) return s;
+  if (numbered) {
+    // The new one is whole on disk; only now may older ones go.
+    absl::Status pruned = PruneNumberedCheckpoints(
+        std::string(absl::string_view(*target).substr(0, target->rfind('/'))),
+        environment_.source.name, environment_.keep_checkpoints);
+    if (!pruned.ok()) {
+      std::cerr << "replicad: model '" << environment_.source.name
+                << "': removing old checkpoints: " << pruned.message() << std::endl;
+    }
+  }
   return std::make_pair(*target, checkpoint.step);
+}
+
+void ModelTraining::RestoreConfig(const std::string& text) {
+  if (text.empty()) return;
+  v1::TrainingConfig config;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &config)) {
+    std::cerr << "replicad: model '" << environment_.source.name
+              << "': the checkpoint's training configuration does not parse; training starts "
+                 "from the defaults"
+              << std::endl;
+    return;
+  }
+  if (!config.checkpoint_dir().empty()) {
+    // The root may differ from the one it was written under, or be off.
+    absl::StatusOr<std::string> dir =
+        environment_.checkpoints.Resolve(config.checkpoint_dir(), "config.checkpoint_dir");
+    if (!dir.ok()) {
+      std::cerr << "replicad: model '" << environment_.source.name
+                << "': periodic checkpoints stay off after the restart: "
+                << dir.status().message() << std::endl;
+      config.clear_checkpoint_dir();
+      config.set_checkpoint_every_steps(0);
+    }
+  }
+  config_ = std::move(config);
 }
 
 }  // namespace replicad

@@ -44,6 +44,9 @@ class ModelTraining final : public Trainable {
     // Where checkpoints may be written (SaveCheckpoint's path and
     // config.checkpoint_dir resolve under it); off by default.
     CheckpointRoot checkpoints;
+    // Numbered checkpoints (periodic, or SaveCheckpoint without a path) kept
+    // per model; older ones are removed (server/checkpoint_rotation.h).
+    int keep_checkpoints = 5;
   };
   explicit ModelTraining(Environment environment);
   // Finishes the queued tasks.
@@ -60,13 +63,19 @@ class ModelTraining final : public Trainable {
   void Configure(v1::TrainingConfig config, ConfigDone done);
 
   using SaveDone = absl::AnyInvocable<void(absl::StatusOr<std::pair<std::string, int64_t>>) &&>;
-  // Writes the trained model to `path` (empty: config.checkpoint_dir/NAME.onnx)
-  // with its optimizer state beside it; gives the path and the step.
+  // Writes the trained model to `path` (empty: a numbered checkpoint in
+  // config.checkpoint_dir, see server/checkpoint_rotation.h) with its
+  // optimizer state and this training configuration beside it; gives the
+  // path and the step. Loading that file again resumes the step count, the
+  // optimizer's state and the configuration (periodic checkpoints included,
+  // when its checkpoint_dir still resolves under the root).
   void SaveCheckpoint(std::string path, SaveDone done);
 
   // Trainable. A step fails as the trainer does, and with
   // FailedPrecondition/Unimplemented (naming the op) when the model cannot be
-  // trained; Predict keeps working either way.
+  // trained; Predict keeps working either way. A step that
+  // checkpoint_every_steps checkpoints is answered OK whether or not its
+  // checkpoint was written (StepResult::checkpoint_path/checkpoint_status).
   void Step(std::vector<Tensor> inputs, Tensor targets, StepDone done) override;
   void TrainedServable(ServableDone then) override;
 
@@ -80,6 +89,8 @@ class ModelTraining final : public Trainable {
   absl::StatusOr<std::shared_ptr<Servable>> PublishNow();
   absl::StatusOr<std::pair<std::string, int64_t>> SaveLocked(const std::string& path)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A checkpoint's training configuration, as SaveLocked wrote it.
+  void RestoreConfig(const std::string& text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Environment environment_;
   mutable absl::Mutex mu_;

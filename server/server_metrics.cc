@@ -114,6 +114,16 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
       train_reduced_bytes_(registry.AddCounter("replicad_train_reduced_bytes_total",
                                                "Gradient bytes summed by the reduction.",
                                                {"model"})),
+      train_not_applied_(registry.AddCounter(
+          "replicad_train_steps_not_applied_total",
+          "TrainStep calls that changed nothing: refused with an error (code), or skipped "
+          "for a non-finite loss or gradient (non_finite_steps SKIP).",
+          {"model", "outcome", "code"})),
+      train_checkpoints_(registry.AddCounter(
+          "replicad_train_checkpoints_total",
+          "Periodic checkpoints (checkpoint_every_steps) written or failed; a failed one "
+          "leaves its step applied.",
+          {"model", "outcome"})),
       slot_memory_(registry.AddGauge("replicad_slot_memory_bytes",
                                      "Device memory held by each slot's pool: in use by "
                                      "tensors, or cached for reuse.",
@@ -253,6 +263,15 @@ void ServerMetrics::OnTrainStep(const LoadedModel& loaded,
   const std::string& model = loaded.name;
   // The trainer's slots are the serving slots, in the same order.
   const std::vector<SlotStatus> slots = loaded.servable->Slots();
+  if (!step.checkpoint_path.empty()) {
+    train_checkpoints_.WithLabels({model, "written"}).Increment();
+  } else if (!step.checkpoint_status.ok()) {
+    train_checkpoints_.WithLabels({model, "failed"}).Increment();
+  }
+  if (!step.skipped.empty()) {
+    train_not_applied_.WithLabels({model, "skipped", "OK"}).Increment();
+    return;
+  }
   train_steps_.WithLabels({model}).Increment();
   train_samples_.WithLabels({model}).Increment(static_cast<double>(step.samples));
   train_loss_.WithLabels({model}).Set(step.loss);
@@ -267,6 +286,12 @@ void ServerMetrics::OnTrainStep(const LoadedModel& loaded,
   train_seconds_.WithLabels({model, "all", "optimizer"}).Increment(step.optimizer_seconds);
   train_seconds_.WithLabels({model, "all", "queue"}).Increment(absl::ToDoubleSeconds(queued));
   train_reduced_bytes_.WithLabels({model}).Increment(static_cast<double>(step.reduced_bytes));
+}
+
+void ServerMetrics::OnTrainStepRefused(const LoadedModel& loaded, const absl::Status& status) {
+  train_not_applied_
+      .WithLabels({loaded.name, "refused", absl::StatusCodeToString(status.code())})
+      .Increment();
 }
 
 }  // namespace replicad

@@ -54,6 +54,12 @@ namespace replicad {
 //                                                 slot, reduce, optimizer and queue with
 //                                                 slot "all"
 //   train_reduced_bytes_total{model}              counter (gradient bytes reduced)
+//   train_steps_not_applied_total{model,outcome,code}  counter; outcome refused (answered
+//                                                 with the error `code`, e.g.
+//                                                 INVALID_ARGUMENT for NaN inputs) or skipped
+//                                                 (a non-finite loss or gradient, code OK)
+//   train_checkpoints_total{model,outcome}        counter; periodic checkpoints written or
+//                                                 failed
 //   slot_memory_bytes{model,slot,device,state}    gauge; device memory of a slot's pool,
 //                                                 state in_use or cached (0 on CPU slots)
 //   slot_healthy{model,slot,device}               gauge; 0 once the slot's device failed for
@@ -81,6 +87,7 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
   void OnInferred(const LoadedModel& model, int64_t rows, const RequestTimes& times) override;
   void OnTrainStep(const LoadedModel& model, const DataParallelTrainer::StepResult& step,
                    absl::Duration queued) override;
+  void OnTrainStepRefused(const LoadedModel& model, const absl::Status& status) override;
 
   // SchedulerObserver. A reason outside the list above still counts, under its own label.
   void OnBatch(const std::string& model, int64_t rows, int requests) override;
@@ -115,6 +122,8 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
   metrics::GaugeFamily& train_accuracy_;
   metrics::CounterFamily& train_seconds_;
   metrics::CounterFamily& train_reduced_bytes_;
+  metrics::CounterFamily& train_not_applied_;
+  metrics::CounterFamily& train_checkpoints_;
   metrics::GaugeFamily& slot_memory_;
   metrics::GaugeFamily& slot_healthy_;
   struct SlotCounters {

@@ -44,6 +44,12 @@ struct ServerOptions {
   double shutdown_grace_seconds = 30;          // In-flight RPCs get this long on SIGTERM.
   // The directory clients' checkpoints are written under; empty: none are.
   std::string checkpoint_root;
+  int keep_checkpoints = 5;  // Numbered checkpoints kept per model (>= 1).
+  // TLS on every listener (server/tls_files.h); empty: plain text.
+  std::string tls_cert, tls_key, tls_client_ca;
+  // Bearer tokens and their roles (server/auth/access_tokens.h); empty: no auth.
+  std::string auth_tokens;
+  bool metrics_auth = false;  // /metrics needs a token with the role metrics.
   // Triton's model control: none (load everything at start, fixed), explicit
   // (load --load-model names at start; ModelLoad/ModelUnload while serving),
   // poll (load everything, then follow the repository's changes).

@@ -1,4 +1,5 @@
 #include "core/serve/model_manager.h"
+#include "core/serve/client_text.h"
 
 #include <set>
 
@@ -138,7 +139,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelManager::Find(const std::strin
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end() || it->second.versions.empty()) {
-    return absl::NotFoundError(absl::StrCat("'", name, "' is not served; served models: ",
+    return absl::NotFoundError(absl::StrCat("'", ClientText(name), "' is not served; served models: ",
                                             ServedNamesLocked()));
   }
   const auto& versions = it->second.versions;
@@ -146,7 +147,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelManager::Find(const std::strin
   auto v = versions.find(version);
   if (v == versions.end()) {
     return absl::NotFoundError(absl::StrCat(
-        "'", name, "' has no version ", version, "; ready versions: ",
+        "'", ClientText(name), "' has no version ", version, "; ready versions: ",
         absl::StrJoin(versions, ", ",
                       [](std::string* out, const auto& e) { absl::StrAppend(out, e.first); })));
   }

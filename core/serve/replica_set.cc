@@ -172,10 +172,11 @@ void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
   for (const BatchSlice& slice : state->slices) {
     absl::Status health = replicas_[slice.slot]->device().health();
     if (!health.ok()) {
+      // The slices go back: the scheduler runs them on the other slots.
       std::move(state->done)(absl::UnavailableError(absl::StrCat(
                                  "slot ", replicas_[slice.slot]->slot().name,
                                  " cannot run the model: ", health.message())),
-                             {});
+                             state->slices);
       return;
     }
   }

@@ -1,4 +1,5 @@
 #include "core/serve/request_validation.h"
+#include "core/serve/client_text.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -49,15 +50,15 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const Model& model,
   int batch_from = -1;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const RequestInput& in = inputs[i];
-    const std::string field = absl::StrCat("inputs[", i, "] '", in.name, "'");
+    const std::string field = absl::StrCat("inputs[", i, "] '", ClientText(in.name), "'");
     const int index = model.InputIndex(in.name);
     if (index < 0) {
       return absl::InvalidArgumentError(absl::StrCat("inputs[", i, "].name: model '", model.name(),
-                                                     "' has no input '", in.name,
+                                                     "' has no input '", ClientText(in.name),
                                                      "'; expected one of: ", InputNames(model)));
     }
     if (given_at[index] >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("inputs[", i, "].name: input '", in.name,
+      return absl::InvalidArgumentError(absl::StrCat("inputs[", i, "].name: input '", ClientText(in.name),
                                                      "' is already given as inputs[",
                                                      given_at[index], "]"));
     }

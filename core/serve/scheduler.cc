@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -73,6 +74,25 @@ class BatchOutputs : public OutputSink {
   std::vector<Tensor> outputs;
 };
 
+// A request's own sink, asked once per output however often its batch runs:
+// a batch run again after a slot failed mid-way writes the same memory (a
+// protocol's response must not grow a second copy of an output).
+class AllocateOnce : public OutputSink {
+ public:
+  explicit AllocateOnce(OutputSink* sink) : sink_(sink) {}
+  absl::StatusOr<void*> Allocate(int index, const TensorType& type) override {
+    if (static_cast<size_t>(index) >= given_.size()) given_.resize(index + 1);
+    if (given_[index] && given_[index]->first == type) return given_[index]->second;
+    absl::StatusOr<void*> memory = sink_->Allocate(index, type);
+    if (memory.ok()) given_[index] = std::make_pair(type, *memory);
+    return memory;
+  }
+
+ private:
+  OutputSink* sink_;
+  std::vector<std::optional<std::pair<TensorType, void*>>> given_;
+};
+
 }  // namespace
 
 // Everything the scheduler's thread and the slots' callbacks share; they
@@ -110,7 +130,10 @@ struct Scheduler::Core {
     absl::Time dispatched;
     absl::Duration gather;
     std::unique_ptr<BatchOutputs> fused;  // Null for one request.
-    bool rerouted = false;  // Run again after a slot's memory could not hold its slice.
+    std::unique_ptr<AllocateOnce> sink;   // One request's, made on its first run.
+    // Run again after a slot's memory could not hold its slice, or after a
+    // slot failed for good.
+    bool rerouted = false;
   };
 
   class BatchInFlight;
@@ -131,9 +154,14 @@ struct Scheduler::Core {
   // plans: halves that slot's largest slice (unless the slice was over it
   // already) and, when the slots can hold the batch within their caps,
   // routes it again (true: dispatched again, it finishes later). A new route
-  // fails only within a cap, which then halves: the retries end.
+  // fails only within a cap, which then halves: the retries end. When it
+  // failed on a slot whose device then reported itself failed for good: runs
+  // it again on the healthy slots (each retry loses a slot for good, so they
+  // end too).
   bool Reroute(const std::shared_ptr<Batch>& batch, const absl::Status& status,
                const std::vector<BatchSlice>& slices);
+  bool RunOnHealthySlots(const std::shared_ptr<Batch>& batch,
+                         const std::vector<BatchSlice>& slices);
   // Counts `batch` as running and hands it to its slots (a step to the
   // trainable), with mu released meanwhile.
   void Start(std::shared_ptr<Batch> batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -422,7 +450,8 @@ void Scheduler::Core::Release(const Batch& batch, absl::Time now) {
 
 bool Scheduler::Core::Reroute(const std::shared_ptr<Batch>& batch, const absl::Status& status,
                               const std::vector<BatchSlice>& slices) {
-  if (!absl::IsResourceExhausted(status)) return false;
+  if (status.ok()) return false;
+  if (!absl::IsResourceExhausted(status)) return RunOnHealthySlots(batch, slices);
   const absl::Time now = absl::Now();
   {
     absl::MutexLock lock(&mu);
@@ -454,6 +483,27 @@ bool Scheduler::Core::Reroute(const std::shared_ptr<Batch>& batch, const absl::S
   return true;
 }
 
+bool Scheduler::Core::RunOnHealthySlots(const std::shared_ptr<Batch>& batch,
+                                        const std::vector<BatchSlice>& slices) {
+  const std::vector<SlotStatus> status = env.servable->Slots();
+  bool lost_a_slot = false;
+  for (const BatchSlice& slice : slices) {
+    lost_a_slot |= static_cast<size_t>(slice.slot) < status.size() && !status[slice.slot].health.ok();
+  }
+  if (!lost_a_slot) return false;
+  {
+    absl::MutexLock lock(&mu);
+    const absl::Time now = absl::Now();
+    Route route = RouteOf(batch->rows, now);  // Leaves the failed slots out.
+    if (route.slices.empty()) return false;
+    Release(*batch, now);
+    Assign(*batch, std::move(route), now);
+    batch->rerouted = true;
+  }
+  Dispatch(batch);
+  return true;
+}
+
 void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
   batch->dispatched = absl::Now();
   if (batch->slices.empty()) {
@@ -472,7 +522,8 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
   if (batch->requests.size() == 1) {
     ScheduledRequest& only = *batch->requests[0];
     inputs = only.inputs;
-    sink = only.sink;
+    if (batch->sink == nullptr) batch->sink = std::make_unique<AllocateOnce>(only.sink);
+    sink = batch->sink.get();
     still_wanted = [context = only.context] { return context.StillWanted("before its slice ran"); };
   } else {
     // Rows of every request, one after another, in one tensor per input.

@@ -1,4 +1,5 @@
 #include "core/serve/serving_core.h"
+#include "core/serve/client_text.h"
 
 #include <map>
 
@@ -54,7 +55,7 @@ absl::StatusOr<std::vector<bool>> SelectOutputs(const Model& model, const InferR
     if (index < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           request.outputs_field, "[", i, "]: model '", model.name(), "' has no output '",
-          request.outputs[i], "'; expected one of: ",
+          ClientText(request.outputs[i]), "'; expected one of: ",
           absl::StrJoin(model.outputs(), ", ",
                         [](std::string* out, const TensorSpec& s) { absl::StrAppend(out, s.name); })));
     }
@@ -220,7 +221,10 @@ void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainD
     return;
   }
   std::shared_ptr<LoadedModel> model = *std::move(found);
-  auto fail = [&](const absl::Status& status) { std::move(done)(status, model); };
+  auto fail = [&](const absl::Status& status) {
+    if (options_.observer != nullptr) options_.observer->OnTrainStepRefused(*model, status);
+    std::move(done)(status, model);
+  };
   if (model->trainable == nullptr) {
     return fail(absl::FailedPreconditionError(
         absl::StrCat("model '", model->name, "' cannot be trained by this server")));
@@ -245,7 +249,10 @@ void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainD
   step->done = [this, model = std::move(model), done = std::move(done),
                 in_flight = *std::move(in_flight)](absl::Status status,
                                                    ScheduleReport report) mutable {
-    if (!status.ok()) return std::move(done)(std::move(status), std::move(model));
+    if (!status.ok()) {
+      if (options_.observer != nullptr) options_.observer->OnTrainStepRefused(*model, status);
+      return std::move(done)(std::move(status), std::move(model));
+    }
     if (!report.step) {
       return std::move(done)(absl::InternalError("the training step ran but gave no result"),
                              std::move(model));

@@ -59,9 +59,13 @@ class ServingObserver {
  public:
   virtual ~ServingObserver() = default;
   virtual void OnInferred(const LoadedModel& model, int64_t rows, const RequestTimes& times) = 0;
-  // `queued`: the step's time in the model's queue, before it ran.
+  // A step that ran, applied or skipped (step.skipped). `queued`: its time
+  // in the model's queue, before it ran.
   virtual void OnTrainStep(const LoadedModel& model, const DataParallelTrainer::StepResult& step,
                            absl::Duration queued) = 0;
+  // A TrainStep for a model that exists, answered with `status` (not OK):
+  // refused before it ran, or failed without being applied.
+  virtual void OnTrainStepRefused(const LoadedModel& model, const absl::Status& status) = 0;
 };
 
 // The one request path every protocol calls: admission and draining, model

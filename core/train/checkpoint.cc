@@ -26,6 +26,7 @@ constexpr char kIdKey[] = "replicad.checkpoint_id";
 constexpr char kFormatKey[] = "replicad.format";
 constexpr char kStateFormat[] = "replicad.optimizer_state.v1";
 constexpr char kOptimizerPrefix[] = "replicad.optimizer.";
+constexpr char kTrainingConfigKey[] = "replicad.training_config";
 constexpr char kTempSuffix[] = ".tmp";
 
 // "write /x/m.onnx.tmp: No space left on device", with the errno's status code.
@@ -190,6 +191,9 @@ onnx::ModelProto StateModel(const Checkpoint& checkpoint, const std::string& id)
     SetMetadata(&state, absl::StrCat(kOptimizerPrefix, field.name),
                 absl::StrFormat("%.9g", config.*field.member));
   }
+  if (!checkpoint.training_config.empty()) {
+    SetMetadata(&state, kTrainingConfigKey, checkpoint.training_config);
+  }
   onnx::GraphProto* graph = state.mutable_graph();
   graph->set_name("optimizer_state");
   for (const auto& [name, tensor] : checkpoint.optimizer_state) {
@@ -298,6 +302,9 @@ absl::Status ReadState(const std::string& path, int64_t step, const std::string&
   }
   loaded->checkpoint.optimizer = *config;
   loaded->checkpoint.optimizer_state = std::move(tensors);
+  if (const std::string* training = FindMetadata(state, kTrainingConfigKey)) {
+    loaded->checkpoint.training_config = *training;
+  }
   loaded->state_matches = true;
   return absl::OkStatus();
 }

@@ -20,6 +20,9 @@ struct Checkpoint {
   std::map<std::string, Tensor> parameters;  // Trained initializers by ONNX initializer name.
   OptimizerConfig optimizer;                 // Kind and hyperparameters in use.
   std::vector<std::pair<std::string, Tensor>> optimizer_state;  // Optimizer::State().
+  // Opaque here: how the caller trains (the server keeps its TrainingConfig
+  // in text format), so that training resumes as configured. Empty: none.
+  std::string training_config;
 };
 
 // A checkpoint is two files:
@@ -30,7 +33,8 @@ struct Checkpoint {
 //    file format or dependency), whose metadata_props hold "replicad.format" =
 //    "replicad.optimizer_state.v1", "replicad.step", "replicad.optimizer.<field>" for every
 //    OptimizerConfig field (kind by OptimizerKindName, floats printed to round-trip exactly,
-//    nesterov "true"/"false"), and whose graph initializers are the state tensors in order.
+//    nesterov "true"/"false"), "replicad.training_config" (Checkpoint::training_config, when
+//    not empty), and whose graph initializers are the state tensors in order.
 // Both files also carry "replicad.checkpoint_id", a random number drawn per write: the state
 // belongs to the ONNX file only when step and id both agree.
 std::string CheckpointStatePath(const std::string& onnx_path);
@@ -59,8 +63,8 @@ absl::Status WriteCheckpoint(const std::string& source_model, const std::string&
 
 struct LoadedCheckpoint {
   // parameters: every float32 initializer of the ONNX file, by name. step: its
-  // "replicad.step" (0 when absent). optimizer and optimizer_state: from the state file when
-  // state_matches, else a default config and no state.
+  // "replicad.step" (0 when absent). optimizer, optimizer_state and training_config: from the
+  // state file when state_matches, else a default config, no state and no training config.
   Checkpoint checkpoint;
   bool has_step = false;       // The ONNX file carries "replicad.step" (it is a checkpoint).
   bool state_matches = false;  // A state file exists and was written with this ONNX file.

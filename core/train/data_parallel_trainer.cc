@@ -55,7 +55,9 @@ absl::Mutex& GpuStepMutex() {
 
 // Host copies of `tensors`, which live in `device`'s memory. Not on the
 // device's stream thread.
-std::vector<Tensor> HostCopies(Device& device, const std::vector<Tensor>& tensors) {
+// A failed copy fails the whole: half-copied weights must never reach a
+// checkpoint or a predict set.
+absl::StatusOr<std::vector<Tensor>> HostCopies(Device& device, const std::vector<Tensor>& tensors) {
   std::vector<Tensor> copies;
   for (const Tensor& t : tensors) {
     Tensor copy = Tensor::Host(t.dtype(), t.shape());
@@ -63,7 +65,10 @@ std::vector<Tensor> HostCopies(Device& device, const std::vector<Tensor>& tensor
                        t.byte_size());
     copies.push_back(std::move(copy));
   }
-  (void)device.Synchronize();
+  if (absl::Status s = device.Synchronize(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("copying the weights of ", device.info().name,
+                                               " to the host: ", s.message()));
+  }
   return copies;
 }
 
@@ -175,7 +180,8 @@ DataParallelTrainer::DataParallelTrainer(std::shared_ptr<const Model> model,
     : model_(std::move(model)),
       training_(std::move(training)),
       sync_batch_norm_(options.sync_batch_norm),
-      seed_(options.seed) {}
+      seed_(options.seed),
+      non_finite_steps_(options.non_finite_steps) {}
 
 DataParallelTrainer::~DataParallelTrainer() {
   absl::MutexLock lock(&mu_);
@@ -591,10 +597,23 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
   // Finite inputs can still overflow float32 inside the model (inputs of
   // 1e30). Nothing is applied yet: the weights, the optimizer's state, the
   // running statistics and the step count stay as they were.
+  // Skipped or refused, a step that is not applied answers the same reason.
+  auto not_applied = [&](std::string why) -> absl::StatusOr<StepResult> {
+    if (non_finite_steps_ == TrainerOptions::NonFiniteSteps::kRefuse) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(why, "; the step was not applied and the weights are unchanged"));
+    }
+    StepResult skipped;
+    skipped.loss = loss / static_cast<double>(batch);
+    skipped.step = step_;
+    skipped.samples = batch;
+    skipped.skipped = std::move(why);
+    return skipped;
+  };
   if (!std::isfinite(loss)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the step's loss is ", loss, " (not finite): its inputs overflow the model's float32 "
-        "arithmetic; the step was not applied and the weights are unchanged"));
+    return not_applied(absl::StrCat("the step's loss is ", loss,
+                                    " (not finite): its inputs overflow the model's float32 "
+                                    "arithmetic"));
   }
   // Where the reduction reads each participant's gradients: its own arena,
   // or the server's copy of it.
@@ -633,9 +652,8 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     // reductions only the loss is checked).
     if (!std::all_of(sum.begin(), sum.end(), [](float v) { return std::isfinite(v); })) {
       const int value = training_.parameters[p];
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the gradient of parameter '", training_.graph.values[value].name,
-          "' is not finite; the step was not applied and the weights are unchanged"));
+      return not_applied(absl::StrCat("the gradient of parameter '",
+                                      training_.graph.values[value].name, "' is not finite"));
     }
   }
   const void* server_sum = nullptr;  // A GPU server's reduced arena.
@@ -769,12 +787,12 @@ int64_t DataParallelTrainer::step() const {
   return step_;
 }
 
-std::vector<Tensor> DataParallelTrainer::SlotParameters(int slot) const {
+absl::StatusOr<std::vector<Tensor>> DataParallelTrainer::SlotParameters(int slot) const {
   absl::MutexLock lock(&mu_);
   return HostCopies(*slots_[slot]->where.device, slots_[slot]->parameters);
 }
 
-std::vector<Tensor> DataParallelTrainer::SlotBuffers(int slot) const {
+absl::StatusOr<std::vector<Tensor>> DataParallelTrainer::SlotBuffers(int slot) const {
   absl::MutexLock lock(&mu_);
   return HostCopies(*slots_[slot]->where.device, slots_[slot]->buffers);
 }
@@ -803,12 +821,13 @@ absl::Status DataParallelTrainer::Resume(int64_t step,
   return absl::OkStatus();
 }
 
-std::shared_ptr<const Model> DataParallelTrainer::CurrentModel() const {
+absl::StatusOr<std::shared_ptr<const Model>> DataParallelTrainer::CurrentModel() const {
   std::vector<Tensor> parameters, buffers;
   {
     absl::MutexLock lock(&mu_);  // One step's weights and statistics, together.
-    parameters = HostCopies(*slots_[0]->where.device, slots_[0]->parameters);
-    buffers = HostCopies(*slots_[0]->where.device, slots_[0]->buffers);
+    REPLICAD_ASSIGN_OR_RETURN(parameters,
+                              HostCopies(*slots_[0]->where.device, slots_[0]->parameters));
+    REPLICAD_ASSIGN_OR_RETURN(buffers, HostCopies(*slots_[0]->where.device, slots_[0]->buffers));
   }
   Graph graph = model_->graph();
   for (size_t p = 0; p < parameters.size(); ++p) {

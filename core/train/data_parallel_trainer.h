@@ -29,6 +29,12 @@ struct TrainerOptions {
   // follow the first slot's).
   bool sync_batch_norm = true;
   uint64_t seed = 0;  // Keys the dropout masks, with the step and the global row.
+  // A step whose loss or summed gradient is not finite is never applied. It
+  // fails InvalidArgument (kRefuse), or answers OK as skipped (kSkip), as
+  // mixed-precision loss scaling skips an overflowing step. Inputs and
+  // targets holding NaN or infinities are refused either way.
+  enum class NonFiniteSteps { kRefuse, kSkip };
+  NonFiniteSteps non_finite_steps = NonFiniteSteps::kRefuse;
 };
 
 // One training slot: where it is and the device (stream) it runs on.
@@ -104,6 +110,14 @@ class DataParallelTrainer {
     // parameter server, the gradients themselves where read in place, whole
     // buckets for NCCL.
     int64_t reduced_bytes = 0;
+    // Non-empty when the step was skipped (NonFiniteSteps::kSkip): why. A
+    // skipped step changes nothing (weights, optimizer, running statistics,
+    // the step count) and `step` is the count before it.
+    std::string skipped;
+    // For whoever checkpoints after a step (the trainer does not): the
+    // checkpoint written, or why it failed. The step stands either way.
+    std::string checkpoint_path;
+    absl::Status checkpoint_status;
   };
 
   // One step. `inputs` are host tensors in model input order, validated
@@ -116,9 +130,10 @@ class DataParallelTrainer {
   const TrainingGraph& training_graph() const { return training_; }
   const Model& model() const { return *model_; }
   // The current weights of `slot` (host copies), in parameter order, and its
-  // buffers (running statistics) in buffer order.
-  std::vector<Tensor> SlotParameters(int slot) const;
-  std::vector<Tensor> SlotBuffers(int slot) const;
+  // buffers (running statistics) in buffer order. Fails, with the device's
+  // error, when a copy from a device fails.
+  absl::StatusOr<std::vector<Tensor>> SlotParameters(int slot) const;
+  absl::StatusOr<std::vector<Tensor>> SlotBuffers(int slot) const;
   // Slot 0's optimizer state (every slot holds the same), for checkpoints.
   // Fails when a GPU copy fails.
   absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> OptimizerState() const;
@@ -127,8 +142,9 @@ class DataParallelTrainer {
   // Optimizer::Restore does, changing nothing.
   absl::Status Resume(int64_t step, const std::vector<std::pair<std::string, Tensor>>& state);
   // The model with the current weights: the training model's graph with its
-  // parameters replaced (not optimised for inference).
-  std::shared_ptr<const Model> CurrentModel() const;
+  // parameters replaced (not optimised for inference). Fails as
+  // SlotParameters does: a failed copy is never taken for the weights.
+  absl::StatusOr<std::shared_ptr<const Model>> CurrentModel() const;
 
  private:
   struct Slot;
@@ -156,6 +172,7 @@ class DataParallelTrainer {
   const TrainingGraph training_;
   const bool sync_batch_norm_;
   const uint64_t seed_;
+  const TrainerOptions::NonFiniteSteps non_finite_steps_;
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
   // `ps` reduction: the server's weights and optimizer (slots then have none).

@@ -227,14 +227,15 @@ class StreamInfer final
 }  // namespace
 
 InferenceService::InferenceService(ServingCore& core, ServerMetrics& metrics,
-                                   SharedMemoryRegistry* shared_memory)
-    : core_(core), metrics_(metrics), shared_memory_(shared_memory) {}
+                                   SharedMemoryRegistry* shared_memory, const AccessTokens* tokens)
+    : core_(core), metrics_(metrics), tokens_(tokens), shared_memory_(shared_memory) {}
 
 
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
                                                        const inference::ServerLiveRequest*,
                                                        inference::ServerLiveResponse* response) {
-  UnaryCall call(context, metrics_, "ServerLive");
+  UnaryCall call(context, metrics_, "ServerLive", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   response->set_live(true);
   return call.Finish(absl::OkStatus());
 }
@@ -242,7 +243,8 @@ grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* context,
                                                         const inference::ServerReadyRequest*,
                                                         inference::ServerReadyResponse* response) {
-  UnaryCall call(context, metrics_, "ServerReady");
+  UnaryCall call(context, metrics_, "ServerReady", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   response->set_ready(core_.ServerReady());
   return call.Finish(absl::OkStatus());
 }
@@ -250,7 +252,8 @@ grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerContext* context,
                                                        const inference::ModelReadyRequest* request,
                                                        inference::ModelReadyResponse* response) {
-  UnaryCall call(context, metrics_, "ModelReady");
+  UnaryCall call(context, metrics_, "ModelReady", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<int64_t> version = ParseModelVersion(request->version(), "version");
   if (!version.ok()) return call.Finish(version.status());
   response->set_ready(core_.ModelReady(request->name(), *version).ok());
@@ -260,7 +263,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
     grpc::CallbackServerContext* context, const inference::ServerMetadataRequest*,
     inference::ServerMetadataResponse* response) {
-  UnaryCall call(context, metrics_, "ServerMetadata");
+  UnaryCall call(context, metrics_, "ServerMetadata", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   AnswerServerMetadata(shared_memory_ != nullptr, response);
   return call.Finish(absl::OkStatus());
 }
@@ -268,7 +272,8 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
 grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
     grpc::CallbackServerContext* context, const inference::ModelMetadataRequest* request,
     inference::ModelMetadataResponse* response) {
-  UnaryCall call(context, metrics_, "ModelMetadata");
+  UnaryCall call(context, metrics_, "ModelMetadata", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<std::shared_ptr<LoadedModel>> model =
       AnswerModelMetadata(core_, request->name(), request->version(), response);
   return call.Finish(model.status(), model.ok() ? (*model)->name : "");
@@ -277,7 +282,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
 grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
                                                         const inference::ModelConfigRequest* request,
                                                         inference::ModelConfigResponse* response) {
-  UnaryCall call(context, metrics_, "ModelConfig");
+  UnaryCall call(context, metrics_, "ModelConfig", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<std::shared_ptr<LoadedModel>> model =
       AnswerModelConfig(core_, request->name(), request->version(), response->mutable_config());
   return call.Finish(model.status(), model.ok() ? (*model)->name : "");
@@ -286,7 +292,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
     grpc::CallbackServerContext* context, const inference::ModelStatisticsRequest* request,
     inference::ModelStatisticsResponse* response) {
-  UnaryCall call(context, metrics_, "ModelStatistics");
+  UnaryCall call(context, metrics_, "ModelStatistics", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<std::shared_ptr<LoadedModel>> model =
       AnswerModelStatistics(core_, request->name(), request->version(), response);
   return call.Finish(model.status(), model.ok() && *model ? (*model)->name : "");
@@ -295,7 +302,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
                                                        const inference::ModelInferRequest* request,
                                                        inference::ModelInferResponse* response) {
-  UnaryCall call(context, metrics_, "ModelInfer");
+  UnaryCall call(context, metrics_, "ModelInfer", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   RequestContext request_context = ContextOf(context, request->id());
   absl::StatusOr<DecodedInfer> decoded = DecodeInfer(*request, shared_memory_, &request_context);
   if (!decoded.ok()) return call.Finish(decoded.status());
@@ -324,7 +332,8 @@ InferenceService::ModelStreamInfer(grpc::CallbackServerContext* context) {
 grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(
     grpc::CallbackServerContext* context, const inference::RepositoryIndexRequest* request,
     inference::RepositoryIndexResponse* response) {
-  UnaryCall call(context, metrics_, "RepositoryIndex");
+  UnaryCall call(context, metrics_, "RepositoryIndex", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   FillRepositoryIndex(core_.models().Index(), request->ready(), response);
   return call.Finish(absl::OkStatus());
 }
@@ -332,7 +341,8 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(
 grpc::ServerUnaryReactor* InferenceService::RepositoryModelLoad(
     grpc::CallbackServerContext* context, const inference::RepositoryModelLoadRequest* request,
     inference::RepositoryModelLoadResponse*) {
-  UnaryCall call(context, metrics_, "RepositoryModelLoad");
+  UnaryCall call(context, metrics_, "RepositoryModelLoad", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   std::vector<std::string> names;
   for (const auto& [name, value] : request->parameters()) names.push_back(name);
   if (absl::Status s = CheckLoadParameters(names); !s.ok()) return call.Finish(s);
@@ -344,7 +354,8 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryModelLoad(
 grpc::ServerUnaryReactor* InferenceService::RepositoryModelUnload(
     grpc::CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
     inference::RepositoryModelUnloadResponse*) {
-  UnaryCall call(context, metrics_, "RepositoryModelUnload");
+  UnaryCall call(context, metrics_, "RepositoryModelUnload", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   core_.UnloadModel(request->model_name(),
                     [call](absl::Status status) mutable { call.Finish(status); });
   return call.reactor();
@@ -353,7 +364,8 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryModelUnload(
 grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
     grpc::CallbackServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
     inference::SystemSharedMemoryStatusResponse* response) {
-  UnaryCall call(context, metrics_, "SystemSharedMemoryStatus");
+  UnaryCall call(context, metrics_, "SystemSharedMemoryStatus", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
   if (!registry.ok()) return call.Finish(registry.status());
   return call.Finish(FillSharedMemoryStatus(**registry, request->name(), response));
@@ -363,7 +375,8 @@ grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(
     grpc::CallbackServerContext* context,
     const inference::SystemSharedMemoryRegisterRequest* request,
     inference::SystemSharedMemoryRegisterResponse*) {
-  UnaryCall call(context, metrics_, "SystemSharedMemoryRegister");
+  UnaryCall call(context, metrics_, "SystemSharedMemoryRegister", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
   if (!registry.ok()) return call.Finish(registry.status());
   return call.Finish((*registry)->Register(request->name(), request->key(), request->offset(),
@@ -374,7 +387,8 @@ grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
     grpc::CallbackServerContext* context,
     const inference::SystemSharedMemoryUnregisterRequest* request,
     inference::SystemSharedMemoryUnregisterResponse*) {
-  UnaryCall call(context, metrics_, "SystemSharedMemoryUnregister");
+  UnaryCall call(context, metrics_, "SystemSharedMemoryUnregister", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
   if (!registry.ok()) return call.Finish(registry.status());
   return call.Finish((*registry)->Unregister(request->name()));

@@ -3,6 +3,7 @@
 
 #include "core/serve/serving_core.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/auth/access_tokens.h"
 #include "server/server_metrics.h"
 #include "server/shared_memory_registry.h"
 
@@ -18,7 +19,8 @@ namespace replicad {
 // must outlive the service; a null `shared_memory` disables the extension.
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  InferenceService(ServingCore& core, ServerMetrics& metrics, SharedMemoryRegistry* shared_memory);
+  InferenceService(ServingCore& core, ServerMetrics& metrics, SharedMemoryRegistry* shared_memory,
+                   const AccessTokens* tokens = nullptr);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest* request,
@@ -74,6 +76,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
  private:
   ServingCore& core_;
   ServerMetrics& metrics_;
+  const AccessTokens* const tokens_;  // Null: no auth.
   SharedMemoryRegistry* const shared_memory_;
 };
 

@@ -86,13 +86,14 @@ absl::StatusOr<ModelTraining*> TrainingOf(const LoadedModel& model) {
 }  // namespace
 
 ReplicadService::ReplicadService(ServingCore& core, std::vector<DeviceInfo> devices,
-                                 ServerMetrics& metrics)
-    : core_(core), devices_(std::move(devices)), metrics_(metrics) {}
+                                 ServerMetrics& metrics, const AccessTokens* tokens)
+    : core_(core), devices_(std::move(devices)), metrics_(metrics), tokens_(tokens) {}
 
 grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* context,
                                                    const v1::PredictRequest* request,
                                                    v1::PredictResponse* response) {
-  UnaryCall call(context, metrics_, "Predict");
+  UnaryCall call(context, metrics_, "Predict", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<std::vector<RequestInput>> inputs = DecodeInputs(request->inputs());
   if (!inputs.ok()) return call.Finish(inputs.status());
   InferRequest infer;
@@ -123,7 +124,8 @@ grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* ReplicadService::ListDevices(grpc::CallbackServerContext* context,
                                                        const v1::ListDevicesRequest*,
                                                        v1::ListDevicesResponse* response) {
-  UnaryCall call(context, metrics_, "ListDevices");
+  UnaryCall call(context, metrics_, "ListDevices", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   std::map<std::string, int> slots;
   for (const auto& model : core_.models().Ready()) {
     for (const SlotStatus& slot : model->servable->Slots()) ++slots[slot.device];
@@ -145,7 +147,8 @@ grpc::ServerUnaryReactor* ReplicadService::ListDevices(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ReplicadService::ListModels(grpc::CallbackServerContext* context,
                                                       const v1::ListModelsRequest*,
                                                       v1::ListModelsResponse* response) {
-  UnaryCall call(context, metrics_, "ListModels");
+  UnaryCall call(context, metrics_, "ListModels", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   for (const auto& model : core_.models().Ready()) {
     v1::ModelSummary* out = response->add_models();
     out->set_name(model->name);
@@ -157,7 +160,8 @@ grpc::ServerUnaryReactor* ReplicadService::ListModels(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ReplicadService::GetModel(grpc::CallbackServerContext* context,
                                                     const v1::GetModelRequest* request,
                                                     v1::GetModelResponse* response) {
-  UnaryCall call(context, metrics_, "GetModel");
+  UnaryCall call(context, metrics_, "GetModel", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<std::shared_ptr<LoadedModel>> found = core_.FindModel(request->name(), 0, "name");
   if (!found.ok()) return call.Finish(found.status());
   const LoadedModel& model = **found;
@@ -184,7 +188,8 @@ grpc::ServerUnaryReactor* ReplicadService::GetModel(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* ReplicadService::ConfigureTraining(
     grpc::CallbackServerContext* context, const v1::ConfigureTrainingRequest* request,
     v1::ConfigureTrainingResponse* response) {
-  UnaryCall call(context, metrics_, "ConfigureTraining");
+  UnaryCall call(context, metrics_, "ConfigureTraining", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<std::shared_ptr<LoadedModel>> model = core_.FindModel(request->model(), 0);
   if (!model.ok()) return call.Finish(model.status());
   absl::StatusOr<ModelTraining*> training = TrainingOf(**model);
@@ -204,7 +209,8 @@ grpc::ServerUnaryReactor* ReplicadService::ConfigureTraining(
 grpc::ServerUnaryReactor* ReplicadService::TrainStep(grpc::CallbackServerContext* context,
                                                      const v1::TrainStepRequest* request,
                                                      v1::TrainStepResponse* response) {
-  UnaryCall call(context, metrics_, "TrainStep");
+  UnaryCall call(context, metrics_, "TrainStep", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<std::vector<RequestInput>> inputs = DecodeInputs(request->inputs());
   if (!inputs.ok()) return call.Finish(inputs.status());
   TrainRequest train;
@@ -232,6 +238,9 @@ grpc::ServerUnaryReactor* ReplicadService::TrainStep(grpc::CallbackServerContext
         response->set_samples(step->samples);
         response->set_reduce_seconds(step->reduce_seconds);
         response->set_optimizer_seconds(step->optimizer_seconds);
+        response->set_skipped(step->skipped);
+        response->set_checkpoint_path(step->checkpoint_path);
+        response->set_checkpoint_error(std::string(step->checkpoint_status.message()));
         // The trainer's slots are the serving slots, in the same order.
         const std::vector<SlotStatus> slots = model->servable->Slots();
         for (const DataParallelTrainer::SliceResult& slice : step->slices) {
@@ -250,7 +259,8 @@ grpc::ServerUnaryReactor* ReplicadService::TrainStep(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* ReplicadService::SaveCheckpoint(
     grpc::CallbackServerContext* context, const v1::SaveCheckpointRequest* request,
     v1::SaveCheckpointResponse* response) {
-  UnaryCall call(context, metrics_, "SaveCheckpoint");
+  UnaryCall call(context, metrics_, "SaveCheckpoint", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<std::shared_ptr<LoadedModel>> model = core_.FindModel(request->model(), 0);
   if (!model.ok()) return call.Finish(model.status());
   absl::StatusOr<ModelTraining*> training = TrainingOf(**model);

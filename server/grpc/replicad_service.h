@@ -6,6 +6,7 @@
 
 #include "core/serve/serving_core.h"
 #include "replicad/v1/replicad.grpc.pb.h"
+#include "server/auth/access_tokens.h"
 #include "server/server_metrics.h"
 
 namespace replicad {
@@ -17,7 +18,8 @@ namespace replicad {
 // and `metrics` must outlive the service.
 class ReplicadService final : public replicad::v1::Replicad::CallbackService {
  public:
-  ReplicadService(ServingCore& core, std::vector<DeviceInfo> devices, ServerMetrics& metrics);
+  ReplicadService(ServingCore& core, std::vector<DeviceInfo> devices, ServerMetrics& metrics,
+                  const AccessTokens* tokens = nullptr);
 
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
                                     const v1::PredictRequest* request,
@@ -45,6 +47,7 @@ class ReplicadService final : public replicad::v1::Replicad::CallbackService {
   ServingCore& core_;
   const std::vector<DeviceInfo> devices_;
   ServerMetrics& metrics_;
+  const AccessTokens* const tokens_;  // Null: no auth.
 };
 
 }  // namespace replicad

@@ -6,21 +6,35 @@
 
 #include "absl/status/status.h"
 #include "grpcpp/server_context.h"
+#include "server/auth/access_tokens.h"
 #include "server/grpc/grpc_status.h"
 #include "server/server_metrics.h"
 
 namespace replicad {
 
-// One unary RPC of a front door: its reactor, and the metrics every answer
-// records (requests_total and request_duration_seconds by model, method and
-// code). Cheap to copy into a completion callback.
+// One unary RPC of a front door: its reactor, whether the caller may make
+// it, and the metrics every answer records (requests_total and
+// request_duration_seconds by model, method and code). Cheap to copy into a
+// completion callback.
 class UnaryCall {
  public:
-  UnaryCall(grpc::CallbackServerContext* context, ServerMetrics& metrics, std::string method)
+  // `method` is the RPC's name (access_policy.h); `tokens` null: no auth.
+  UnaryCall(grpc::CallbackServerContext* context, ServerMetrics& metrics, std::string method,
+            const AccessTokens* tokens)
       : reactor_(context->DefaultReactor()),
         metrics_(&metrics),
         method_(std::move(method)),
-        start_(std::chrono::steady_clock::now()) {}
+        start_(std::chrono::steady_clock::now()) {
+    if (tokens == nullptr) return;
+    std::string authorization;
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find("authorization");
+    if (it != metadata.end()) authorization.assign(it->second.data(), it->second.size());
+    access_ = tokens->Check(it != metadata.end() ? &authorization : nullptr, method_);
+  }
+
+  // OK, or why the caller may not make this call (to Finish with at once).
+  const absl::Status& access() const { return access_; }
 
   // Records and sends the answer; `model` labels the metrics ("" for none,
   // and for unknown names, so that clients cannot grow the series).
@@ -38,6 +52,7 @@ class UnaryCall {
   ServerMetrics* metrics_;
   std::string method_;
   std::chrono::steady_clock::time_point start_;
+  absl::Status access_;
 };
 
 }  // namespace replicad

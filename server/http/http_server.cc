@@ -2,14 +2,18 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <atomic>
 #include <cstdio>
 #include <exception>
+#include <iostream>
 #include <optional>
+#include <type_traits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -67,6 +71,30 @@ absl::StatusOr<tcp::endpoint> ResolveListenAddress(const std::string& name,
   return results.begin()->endpoint();
 }
 
+// A server context for `files`, or why it cannot be made.
+absl::StatusOr<std::shared_ptr<asio::ssl::context>> MakeTlsContext(const TlsFiles& files) {
+  if (absl::Status s = CheckTlsFiles(files); !s.ok()) return s;
+  auto context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+  beast::error_code ec;
+  context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                           asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                           asio::ssl::context::no_tlsv1_1,
+                       ec);
+  if (!ec) context->use_certificate_chain_file(files.cert, ec);
+  if (!ec) context->use_private_key_file(files.key, asio::ssl::context::pem, ec);
+  if (!ec && !files.client_ca.empty()) {
+    context->load_verify_file(files.client_ca, ec);
+    if (!ec) {
+      context->set_verify_mode(
+          asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert, ec);
+    }
+  }
+  // CheckTlsFiles loaded the same files a moment ago: only a rewrite in
+  // between gets here.
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("TLS files: ", ec.message()));
+  return context;
+}
+
 absl::Status ListenError(const std::string& name, const std::string& address,
                          absl::string_view step, const beast::error_code& ec) {
   std::string message = absl::StrCat(name, " cannot ", step, " ", address, ": ", ec.message());
@@ -90,11 +118,40 @@ namespace {
 // responder finds it, stopped, rather than freed memory.
 class ServerState {
  public:
-  ServerState(HttpServer::Options options, HttpHandler handler)
-      : options_(std::move(options)), handler_(std::move(handler)) {}
+  ServerState(HttpServer::Options options, HttpHandler handler,
+              std::shared_ptr<asio::ssl::context> tls)
+      : options_(std::move(options)),
+        handler_(std::move(handler)),
+        tls_(std::move(tls)),
+        tls_version_(TlsFilesVersion(options_.tls)),
+        tls_looked_(std::chrono::steady_clock::now()) {}
 
   const HttpServer::Options& options() const { return options_; }
   const HttpHandler& handler() const { return handler_; }
+
+  // The TLS context for a new connection (null: plain HTTP), made again
+  // from the files when they changed since it was last looked at.
+  std::shared_ptr<asio::ssl::context> TlsContext() {
+    if (!options_.tls.enabled()) return nullptr;
+    absl::MutexLock lock(&mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - tls_looked_ < std::chrono::seconds(1)) return tls_;
+    tls_looked_ = now;
+    const std::string version = TlsFilesVersion(options_.tls);
+    if (version == tls_version_) return tls_;
+    absl::StatusOr<std::shared_ptr<asio::ssl::context>> reloaded = MakeTlsContext(options_.tls);
+    if (!reloaded.ok()) {
+      // Mid-rotation (a key written before its certificate): keep serving
+      // with the old pair and look again.
+      std::cerr << "replicad " << options_.name << ": the TLS files changed but do not load ("
+                << reloaded.status().message() << "); still serving the previous ones"
+                << std::endl;
+      return tls_;
+    }
+    tls_ = *std::move(reloaded);
+    tls_version_ = version;
+    return tls_;
+  }
 
   // Counts a responder until it finishes; false once stopped.
   bool AddResponder() {
@@ -140,6 +197,9 @@ class ServerState {
   const HttpServer::Options options_;
   const HttpHandler handler_;
   absl::Mutex mu_;
+  std::shared_ptr<asio::ssl::context> tls_ ABSL_GUARDED_BY(mu_);
+  std::string tls_version_ ABSL_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point tls_looked_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int outstanding_responders_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int> connections_{0};
@@ -210,10 +270,30 @@ namespace {
 // while keep-alive holds. Lives as long as an operation or a responder of it
 // is pending (each holds it). One operation at a time, so its handlers never
 // run concurrently even on a multi-threaded server.
-class Session : public std::enable_shared_from_this<Session> {
+// `Stream` is beast::tcp_stream, or an ssl_stream over one for HTTPS.
+template <typename Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
+  using std::enable_shared_from_this<Session<Stream>>::shared_from_this;
   Session(tcp::socket socket, std::shared_ptr<ServerState> server)
       : stream_(std::move(socket)), server_(std::move(server)) {}
+  Session(tcp::socket socket, std::shared_ptr<ServerState> server,
+          std::shared_ptr<asio::ssl::context> tls)
+      : tls_(std::move(tls)), stream_(std::move(socket), *tls_), server_(std::move(server)) {}
+
+  // The TLS handshake (HTTPS), then the first request.
+  void Start() {
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      ReadRequest();
+    } else {
+      Lowest().expires_after(server_->options().idle_timeout);
+      stream_.async_handshake(asio::ssl::stream_base::server,
+                              [self = shared_from_this()](beast::error_code ec) {
+                                if (ec) return self->Close();
+                                self->ReadRequest();
+                              });
+    }
+  }
 
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -225,7 +305,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->header_limit(server_->options().header_limit);
     parser_->body_limit(server_->options().body_limit);
-    stream_.expires_after(server_->options().idle_timeout);
+    Lowest().expires_after(server_->options().idle_timeout);
     http::async_read_header(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
@@ -242,7 +322,7 @@ class Session : public std::enable_shared_from_this<Session> {
     response_.keep_alive(keep_alive_);
     response_.content_length(response.body.size());
     if (!head_) response_.body() = std::move(response.body);
-    stream_.expires_after(server_->options().idle_timeout);
+    Lowest().expires_after(server_->options().idle_timeout);
     http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code ec, size_t) {
       if (!ec && self->linger_) return self->Linger();
       if (ec || !self->keep_alive_) return self->Close();
@@ -255,8 +335,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // that it reads the refusal rather than a reset connection.
   void Linger() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(kLingerTimeout);
+    Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    Lowest().expires_after(kLingerTimeout);
     stream_.async_read_some(asio::buffer(scratch_),
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               if (ec) return self->Close();
@@ -266,13 +346,15 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Close() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.socket().close(ignored);
+    Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    Lowest().socket().close(ignored);
   }
 
   asio::any_io_executor executor() { return stream_.get_executor(); }
 
  private:
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
   void OnHeader(beast::error_code ec) {
     if (ec) return OnRead(ec);
     const http::request<http::string_body>& header = parser_->get();
@@ -287,7 +369,7 @@ class Session : public std::enable_shared_from_this<Session> {
                                           "Content-Length or chunked"));
     }
     auto read_body = [self = shared_from_this()] {
-      self->stream_.expires_after(self->server_->options().idle_timeout);
+      self->Lowest().expires_after(self->server_->options().idle_timeout);
       http::async_read(self->stream_, self->buffer_, *self->parser_,
                        [self](beast::error_code body_ec, size_t) { self->OnRead(body_ec); });
     };
@@ -376,7 +458,8 @@ class Session : public std::enable_shared_from_this<Session> {
     };
   }
 
-  beast::tcp_stream stream_;
+  const std::shared_ptr<asio::ssl::context> tls_;  // HTTPS: outlives stream_.
+  Stream stream_;
   const std::shared_ptr<ServerState> server_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -403,11 +486,15 @@ void HttpServer::Impl::Accept() {
     }
     // Beyond the cap a connection is closed at once: idle connections must
     // not take every descriptor the process has (and with them the gRPC port).
-    if (shared_->AddConnection()) {
-      std::make_shared<Session>(std::move(socket), shared_)->ReadRequest();
-    } else {
+    if (!shared_->AddConnection()) {
       beast::error_code ignored;
       socket.close(ignored);
+    } else if (std::shared_ptr<asio::ssl::context> tls = shared_->TlsContext()) {
+      std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(std::move(socket), shared_,
+                                                                     std::move(tls))
+          ->Start();
+    } else {
+      std::make_shared<Session<beast::tcp_stream>>(std::move(socket), shared_)->Start();
     }
     Accept();
   });
@@ -418,8 +505,14 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
                                                               HttpHandler handler) {
   options.threads = std::max(options.threads, 1);
   const int threads = options.threads;
+  std::shared_ptr<asio::ssl::context> tls;
+  if (options.tls.enabled()) {
+    absl::StatusOr<std::shared_ptr<asio::ssl::context>> made = MakeTlsContext(options.tls);
+    if (!made.ok()) return made.status();
+    tls = *std::move(made);
+  }
   auto impl = std::make_unique<Impl>(
-      std::make_shared<ServerState>(std::move(options), std::move(handler)));
+      std::make_shared<ServerState>(std::move(options), std::move(handler), std::move(tls)));
   absl::StatusOr<int> port = impl->Listen(listen_address);
   if (!port.ok()) return port.status();
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl), *port, threads));

@@ -13,6 +13,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "server/tls_files.h"
 
 namespace replicad {
 
@@ -67,6 +68,11 @@ class HttpServer {
     int max_connections = 1024;
     // The body of the server's own errors (400, 413, 431).
     std::function<HttpResponse(int status, const std::string& message)> render_error;
+    // Set: HTTPS only (TLS 1.2 or later), with client certificates required
+    // when tls.client_ca is set. The files are looked at again at most once
+    // a second as connections arrive; new connections use the new ones, open
+    // ones keep theirs. A handshake that fails closes its connection.
+    TlsFiles tls;
   };
 
   // Listens on `listen_address`, "host:port": "0.0.0.0:8000", "127.0.0.1:0"
@@ -74,7 +80,8 @@ class HttpServer {
   // ":8000" (all IPv4 interfaces). InvalidArgument when the address does not
   // parse or the host does not resolve; Unavailable (or PermissionDenied)
   // when the socket cannot be bound or listened on; the message names the
-  // endpoint, the address and the operating system's reason.
+  // endpoint, the address and the operating system's reason. InvalidArgument
+  // as CheckTlsFiles says when options.tls does not load.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& listen_address,
                                                            Options options, HttpHandler handler);
 

@@ -50,6 +50,8 @@ int HttpStatusOf(absl::StatusCode code) {
       return 429;
     case absl::StatusCode::kPermissionDenied:
       return 403;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
     default:
       return 400;
   }
@@ -473,10 +475,30 @@ class InferExchange : public InferOutputs {
 // One request's way back: the metrics it records and its answer.
 class InferenceHttpService::Call {
  public:
-  Call(ServerMetrics& metrics, HttpResponder respond)
-      : metrics_(&metrics), respond_(std::move(respond)), start_(std::chrono::steady_clock::now()) {}
+  // `tokens` null: no auth; `authorization`: the request's header, or null.
+  Call(ServerMetrics& metrics, HttpResponder respond, const AccessTokens* tokens,
+       const std::string* authorization)
+      : metrics_(&metrics),
+        respond_(std::move(respond)),
+        start_(std::chrono::steady_clock::now()),
+        tokens_(tokens),
+        authorization_(authorization != nullptr ? std::optional<std::string>(*authorization)
+                                                : std::nullopt) {}
 
   void set_method(std::string method) { method_ = std::move(method); }
+  // Names the call `rpc` (access_policy.h's names) and, when the caller may
+  // not make it, answers 401 or 403 and returns false.
+  bool Admit(const std::string& rpc) {
+    method_ = absl::StrCat("http:", rpc);
+    if (tokens_ == nullptr) return true;
+    absl::Status access = tokens_->Check(authorization_ ? &*authorization_ : nullptr, rpc);
+    if (access.ok()) return true;
+    HttpResponse refused =
+        ErrorResponse(HttpStatusOf(access.code()), std::string(access.message()));
+    if (absl::IsUnauthenticated(access)) refused.headers.emplace_back("WWW-Authenticate", "Bearer");
+    Finish(access, std::move(refused));
+    return false;
+  }
 
   // `model` labels the metrics ("" for none and for unknown names, so that
   // clients cannot grow the series).
@@ -509,18 +531,21 @@ class InferenceHttpService::Call {
   HttpResponder respond_;
   std::string method_ = "http";
   std::chrono::steady_clock::time_point start_;
+  const AccessTokens* tokens_;
+  std::optional<std::string> authorization_;
 };
 
 InferenceHttpService::InferenceHttpService(ServingCore& core, ServerMetrics& metrics,
-                                           SharedMemoryRegistry* shared_memory)
-    : core_(core), metrics_(metrics), shared_memory_(shared_memory) {}
+                                           SharedMemoryRegistry* shared_memory,
+                                           const AccessTokens* tokens)
+    : core_(core), metrics_(metrics), shared_memory_(shared_memory), tokens_(tokens) {}
 
 HttpResponse InferenceHttpService::ErrorResponse(int status, const std::string& message) {
   return HttpResponse{status, kJson, {}, Dump(json{{"error", BoundedMessage(message)}})};
 }
 
 void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
-  Call call(metrics_, std::move(respond));
+  Call call(metrics_, std::move(respond), tokens_, request.Header("authorization"));
   std::vector<std::string> path;
   for (absl::string_view segment : absl::StrSplit(request.path, '/', absl::SkipEmpty())) {
     path.push_back(PercentDecoded(segment));
@@ -543,7 +568,7 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
   }
   if (n == 1) {
     if (!get) return wrong_method("GET");
-    call.set_method("http:ServerMetadata");
+    if (!call.Admit("ServerMetadata")) return;
     inference::ServerMetadataResponse metadata;
     AnswerServerMetadata(shared_memory_ != nullptr, &metadata);
     return call.Json(absl::OkStatus(), ProtoToJson(metadata));
@@ -552,12 +577,12 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
   if (area == "health" && n == 3 && (path[2] == "live" || path[2] == "ready")) {
     if (!get) return wrong_method("GET");
     const bool live = path[2] == "live";
-    call.set_method(live ? "http:ServerLive" : "http:ServerReady");
+    if (!call.Admit(live ? "ServerLive" : "ServerReady")) return;
     return call.Flag(live || core_.ServerReady());
   }
   if (area == "models" && n == 3 && path[2] == "stats") {
     if (!get) return wrong_method("GET");
-    call.set_method("http:ModelStatistics");
+    if (!call.Admit("ModelStatistics")) return;
     inference::ModelStatisticsResponse stats;
     absl::StatusOr<std::shared_ptr<LoadedModel>> answered =
         AnswerModelStatistics(core_, "", "", &stats);
@@ -580,32 +605,32 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
     }
     if (action == "infer") {
       if (!post) return wrong_method("POST");
-      call.set_method("http:ModelInfer");
+      if (!call.Admit("ModelInfer")) return;
       return Infer(std::move(call), std::move(request), model, version);
     }
     if (!get) return wrong_method("GET");
     if (action.empty()) {
-      call.set_method("http:ModelMetadata");
+      if (!call.Admit("ModelMetadata")) return;
       inference::ModelMetadataResponse metadata;
       absl::StatusOr<std::shared_ptr<LoadedModel>> found =
           AnswerModelMetadata(core_, model, version, &metadata);
       return call.Json(found.status(), ProtoToJson(metadata), found.ok() ? (*found)->name : "");
     }
     if (action == "ready") {
-      call.set_method("http:ModelReady");
+      if (!call.Admit("ModelReady")) return;
       absl::StatusOr<int64_t> number = ParseModelVersion(version, "version");
       if (!number.ok()) return call.Fail(number.status());
       return call.Flag(core_.ModelReady(model, *number).ok());
     }
     if (action == "config") {
-      call.set_method("http:ModelConfig");
+      if (!call.Admit("ModelConfig")) return;
       inference::ModelConfig config;
       absl::StatusOr<std::shared_ptr<LoadedModel>> found =
           AnswerModelConfig(core_, model, version, &config);
       return call.Json(found.status(), ProtoToJson(config), found.ok() ? (*found)->name : "");
     }
     if (action == "stats") {
-      call.set_method("http:ModelStatistics");
+      if (!call.Admit("ModelStatistics")) return;
       inference::ModelStatisticsResponse stats;
       absl::StatusOr<std::shared_ptr<LoadedModel>> found =
           AnswerModelStatistics(core_, model, version, &stats);
@@ -614,7 +639,7 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
   }
   if (area == "repository" && n == 3 && path[2] == "index") {
     if (!post) return wrong_method("POST");
-    call.set_method("http:RepositoryIndex");
+    if (!call.Admit("RepositoryIndex")) return;
     absl::StatusOr<json> body =
         JsonObjectBody(request.body, true, "a JSON object such as {\"ready\": true}");
     if (!body.ok()) return call.Fail(body.status());
@@ -634,7 +659,7 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
       (path[4] == "load" || path[4] == "unload")) {
     if (!post) return wrong_method("POST");
     const bool load = path[4] == "load";
-    call.set_method(load ? "http:RepositoryModelLoad" : "http:RepositoryModelUnload");
+    if (!call.Admit(load ? "RepositoryModelLoad" : "RepositoryModelUnload")) return;
     absl::StatusOr<json> body = JsonObjectBody(request.body, true, "a JSON object");
     if (!body.ok()) return call.Fail(body.status());
     auto parameters = body->find("parameters");
@@ -659,8 +684,8 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
     if (action == "status" || action == "register" || action == "unregister") {
       const bool status_action = action == "status";
       const char* rpc = status_action ? "Status" : action == "register" ? "Register" : "Unregister";
-      call.set_method(absl::StrCat("http:SystemSharedMemory", rpc));
       if (status_action ? !get : !post) return wrong_method(status_action ? "GET" : "POST");
+      if (!call.Admit(absl::StrCat("SystemSharedMemory", rpc))) return;
       absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
       if (!registry.ok()) return call.Fail(registry.status());
       if (action == "status") {

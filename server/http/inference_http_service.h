@@ -2,6 +2,7 @@
 #define REPLICAD_SERVER_HTTP_INFERENCE_HTTP_SERVICE_H_
 
 #include "core/serve/serving_core.h"
+#include "server/auth/access_tokens.h"
 #include "server/http/http_server.h"
 #include "server/server_metrics.h"
 #include "server/shared_memory_registry.h"
@@ -27,13 +28,15 @@ namespace replicad {
 // inference_protocol/inference_request functions, calls, and prints the
 // answer as JSON. Errors are {"error": "..."} with Triton's HTTP status:
 // 400 for invalid arguments, 404 not found, 501 unimplemented, 503
-// unavailable, 500 internal; 405 for a method a route does not take.
+// unavailable, 500 internal; 405 for a method a route does not take; with
+// tokens, 401 (WWW-Authenticate: Bearer) or 403 as AccessTokens::Check says.
 // Thread-safe; everything given must outlive the service. A null
 // `shared_memory` disables that extension.
 class InferenceHttpService {
  public:
+  // `tokens` null: no auth (see server/auth/access_tokens.h).
   InferenceHttpService(ServingCore& core, ServerMetrics& metrics,
-                       SharedMemoryRegistry* shared_memory);
+                       SharedMemoryRegistry* shared_memory, const AccessTokens* tokens = nullptr);
 
   void Handle(HttpRequest request, HttpResponder respond);
   HttpHandler AsHandler() {
@@ -53,6 +56,7 @@ class InferenceHttpService {
   ServingCore& core_;
   ServerMetrics& metrics_;
   SharedMemoryRegistry* const shared_memory_;
+  const AccessTokens* const tokens_;
 };
 
 }  // namespace replicad

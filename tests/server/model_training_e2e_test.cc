@@ -5,6 +5,7 @@
 // leaves a loadable checkpoint.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -86,6 +87,35 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> StartWithCheckpoints(std::vector<
   args.push_back("--checkpoint-root");
   args.push_back(CheckpointDir());
   return DaemonProcess::Start(args);
+}
+
+// The numbered checkpoints of model "default" in `dir`
+// (server/checkpoint_rotation.h), oldest first.
+std::vector<std::string> NumberedCheckpoints(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("default-step", 0) == 0 && name.size() > 5 &&
+        name.compare(name.size() - 5, 5, ".onnx") == 0) {
+      files.push_back(entry.path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());  // Zero-padded steps sort as numbers.
+  return files;
+}
+
+std::string NewestCheckpoint(const std::string& dir) {
+  std::vector<std::string> files = NumberedCheckpoints(dir);
+  return files.empty() ? "" : files.back();
+}
+
+// The value of one series in the daemon's /metrics, or -1 when absent.
+double MetricValue(const DaemonProcess& daemon, const std::string& series) {
+  absl::StatusOr<std::string> page = testing::HttpGet(daemon.metrics_port(), "/metrics");
+  if (!page.ok()) return -1;
+  const size_t at = page->find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::strtod(page->c_str() + at + series.size() + 2, nullptr);
 }
 
 // Predict answers with the latest step's weights: exactly those a checkpoint
@@ -301,6 +331,14 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
                "input 'image': element 406 is nan; training takes finite values only");
   v1::TrainStepRequest unknown = StepRequest(4, 1, "nope");
   expect_error(unknown, absl::StatusCode::kNotFound, "model: 'nope' is not served");
+  // A megabyte of model name is quoted in 256 bytes, and the answer still
+  // says what is served.
+  v1::TrainStepRequest long_name = StepRequest(4, 1, std::string(1 << 20, 'm'));
+  absl::StatusOr<v1::TrainStepResponse> long_answer = client->TrainStep(long_name);
+  EXPECT_EQ(long_answer.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_LT(long_answer.status().message().size(), 1024u);
+  EXPECT_THAT(std::string(long_answer.status().message()),
+              AllOf(HasSubstr("(1048320 more bytes)"), HasSubstr("served models: default")));
 
   v1::ConfigureTrainingRequest bad_lr = SgdConfig();
   bad_lr.mutable_config()->mutable_optimizer()->set_learning_rate(-1);
@@ -465,13 +503,14 @@ TEST(ModelTrainingE2eTest, RestartingOnACheckpointResumesExactly) {
 // random moments: whatever the daemon was doing, the checkpoint on disk loads.
 TEST(ModelTrainingE2eTest, SigkillWhileCheckpointingLeavesTheLastCheckpointLoadable) {
   const std::string dir = TempPath("every_step");
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  const std::string checkpoint = dir + "/default.onnx";
   std::mt19937 rng(11);
   int64_t last_step = 0;
   for (int round = 0; round < 4; ++round) {
-    std::vector<std::string> args = {"--devices", "cpu:0"};
-    if (std::filesystem::exists(checkpoint)) {
+    std::vector<std::string> args = {"--devices", "cpu:0", "--keep-checkpoints", "2"};
+    const std::string checkpoint = NewestCheckpoint(dir);
+    if (!checkpoint.empty()) {
       args.push_back("--model");
       args.push_back("default=" + checkpoint);
     }
@@ -483,24 +522,155 @@ TEST(ModelTrainingE2eTest, SigkillWhileCheckpointingLeavesTheLastCheckpointLoada
     config.mutable_config()->set_checkpoint_dir(dir);
     ASSERT_TRUE(client->ConfigureTraining(config).ok());
     std::atomic<bool> stop{false};
+    // The last step answered OK: its checkpoint was written before the answer.
+    std::atomic<int64_t> acknowledged{0};
+    std::atomic<bool> ended{false};
     std::thread trainer([&] {
       for (uint64_t seed = 1; !stop.load(); ++seed) {
-        if (!client->TrainStep(StepRequest(32, seed)).ok()) return;
+        absl::StatusOr<v1::TrainStepResponse> step = client->TrainStep(StepRequest(32, seed));
+        if (!step.ok()) break;
+        EXPECT_EQ(step->checkpoint_error(), "");
+        acknowledged = step->step();
       }
+      ended = true;
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 400));
+    // At least one step of this round first, however loaded the machine is.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (acknowledged.load() <= last_step && !ended.load() &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_GT(acknowledged.load(), last_step) << "round " << round << ": no step answered";
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 400));
     EXPECT_EQ((*daemon)->StopWith(SIGKILL), 128 + SIGKILL);
     stop = true;
     trainer.join();
 
-    absl::StatusOr<LoadedCheckpoint> loaded = ReadCheckpoint(checkpoint);
+    // The newest numbered checkpoint loads; the one before it was removed
+    // only after it was whole (a kill between the two leaves one extra).
+    const std::string newest = NewestCheckpoint(dir);
+    ASSERT_FALSE(newest.empty()) << "round " << round;
+    absl::StatusOr<LoadedCheckpoint> loaded = ReadCheckpoint(newest);
     ASSERT_TRUE(loaded.ok()) << "round " << round << ": " << loaded.status();
     ASSERT_TRUE(loaded->has_step);
-    EXPECT_GE(loaded->checkpoint.step, last_step) << "round " << round;
+    EXPECT_GE(loaded->checkpoint.step, acknowledged.load()) << "round " << round;
     last_step = loaded->checkpoint.step;
-    EXPECT_TRUE(LoadOnnxFile(checkpoint, "default").ok());
+    EXPECT_TRUE(LoadOnnxFile(newest, "default").ok());
+    EXPECT_LE(NumberedCheckpoints(dir).size(), 3u) << "round " << round;
   }
   EXPECT_GT(last_step, 0) << "no checkpoint was ever written";
+}
+
+// Periodic checkpoints are numbered; the newest --keep-checkpoints stay.
+// Each carries the training configuration, so a daemon restarted on one
+// goes on checkpointing (and skipping) as configured, and can save at once.
+// A skipped step is answered OK, changes nothing and is counted.
+TEST(ModelTrainingE2eTest, CheckpointsAreNumberedKeptAndResumeTheConfiguration) {
+  const std::string dir = TempPath("numbered");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+        StartWithCheckpoints({"--devices", "cpu:0", "--keep-checkpoints", "2"});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    auto client = Connect(**daemon);
+    v1::ConfigureTrainingRequest config = SgdConfig();
+    config.mutable_config()->set_checkpoint_every_steps(1);
+    config.mutable_config()->set_checkpoint_dir(dir);
+    config.mutable_config()->set_non_finite_steps(v1::NON_FINITE_STEPS_SKIP);
+    ASSERT_TRUE(client->ConfigureTraining(config).ok());
+    for (int step = 1; step <= 3; ++step) {
+      absl::StatusOr<v1::TrainStepResponse> trained = client->TrainStep(StepRequest(4, step));
+      ASSERT_TRUE(trained.ok()) << trained.status();
+      EXPECT_EQ(trained->checkpoint_path(),
+                absl::StrCat(dir, "/default-step00000000", step, ".onnx"));
+      EXPECT_EQ(trained->checkpoint_error(), "");
+    }
+    EXPECT_EQ(NumberedCheckpoints(dir),
+              (std::vector<std::string>{dir + "/default-step000000002.onnx",
+                                        dir + "/default-step000000003.onnx"}));
+    EXPECT_FALSE(std::filesystem::exists(dir + "/default-step000000001.onnx.state"));
+    EXPECT_EQ(MetricValue(**daemon,
+                          "replicad_train_checkpoints_total{model=\"default\",outcome=\"written\"}"),
+              3);
+    EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+  }
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = StartWithCheckpoints(
+      {"--devices", "cpu:0", "--keep-checkpoints", "2", "--model",
+       "default=" + dir + "/default-step000000003.onnx"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Connect(**daemon);
+  v1::SaveCheckpointRequest save;
+  save.set_model("default");
+  save.set_path("restarted.onnx");
+  absl::StatusOr<v1::SaveCheckpointResponse> saved = client->SaveCheckpoint(save);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->step(), 3);
+  // No ConfigureTraining: the checkpoint's configuration applies.
+  absl::StatusOr<v1::TrainStepResponse> fourth = client->TrainStep(StepRequest(4, 4));
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+  EXPECT_EQ(fourth->step(), 4);
+  EXPECT_EQ(fourth->checkpoint_path(), dir + "/default-step000000004.onnx");
+  v1::TrainStepRequest huge = StepRequest(4, 5);
+  Tensor image = Tensor::Host(DType::kFloat32, {4, 1, 28, 28});
+  for (int64_t i = 0; i < image.num_elements(); ++i) image.data<float>()[i] = 3e38f;
+  *huge.mutable_inputs(0) = ToProto("image", image);
+  absl::StatusOr<v1::TrainStepResponse> skipped = client->TrainStep(huge);
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_THAT(skipped->skipped(), HasSubstr("not finite"));
+  EXPECT_EQ(skipped->step(), 4);
+  EXPECT_EQ(skipped->checkpoint_path(), "");
+  EXPECT_EQ(NumberedCheckpoints(dir),
+            (std::vector<std::string>{dir + "/default-step000000003.onnx",
+                                      dir + "/default-step000000004.onnx"}));
+  EXPECT_EQ(MetricValue(**daemon, "replicad_train_steps_not_applied_total{model=\"default\","
+                                  "outcome=\"skipped\",code=\"OK\"}"),
+            1);
+  EXPECT_EQ(MetricValue(**daemon, "replicad_train_steps_total{model=\"default\"}"), 1);
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+}
+
+// A periodic checkpoint that cannot be written does not turn an applied
+// step into an error (a client would retry it and train the batch twice):
+// the step is answered OK with the failure beside it, and counted.
+TEST(ModelTrainingE2eTest, AFailedPeriodicCheckpointAnswersTheAppliedStep) {
+  const std::string dir = TempPath("vanishing");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      StartWithCheckpoints({"--devices", "cpu:0"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Connect(**daemon);
+  v1::ConfigureTrainingRequest config = SgdConfig();
+  config.mutable_config()->set_checkpoint_every_steps(1);
+  config.mutable_config()->set_checkpoint_dir(dir);
+  ASSERT_TRUE(client->ConfigureTraining(config).ok());
+  std::filesystem::remove_all(dir);
+  std::ofstream(dir) << "not a directory";
+  for (int step = 1; step <= 2; ++step) {
+    absl::StatusOr<v1::TrainStepResponse> trained = client->TrainStep(StepRequest(4, step));
+    ASSERT_TRUE(trained.ok()) << trained.status();
+    EXPECT_EQ(trained->step(), step);
+    EXPECT_EQ(trained->checkpoint_path(), "");
+    EXPECT_THAT(trained->checkpoint_error(),
+                AllOf(HasSubstr(absl::StrCat("step ", step,
+                                             " was applied, but its checkpoint failed")),
+                      HasSubstr(dir)));
+  }
+  v1::TrainStepRequest nan_pixel = StepRequest(4, 3);
+  Tensor nan_image = testing::RandomTensor({4, 1, 28, 28}, 3);
+  nan_image.data<float>()[0] = std::nanf("");
+  *nan_pixel.mutable_inputs(0) = ToProto("image", nan_image);
+  EXPECT_EQ(client->TrainStep(nan_pixel).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetricValue(**daemon,
+                        "replicad_train_checkpoints_total{model=\"default\",outcome=\"failed\"}"),
+            2);
+  EXPECT_EQ(MetricValue(**daemon, "replicad_train_steps_total{model=\"default\"}"), 2);
+  EXPECT_EQ(MetricValue(**daemon, "replicad_train_steps_not_applied_total{model=\"default\","
+                                  "outcome=\"refused\",code=\"INVALID_ARGUMENT\"}"),
+            1);
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+  std::filesystem::remove(dir);
 }
 
 }  // namespace

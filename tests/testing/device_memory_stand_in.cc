@@ -21,11 +21,13 @@ class StandInMark : public Device::LaneMark {
 
 class DeviceMemoryStandIn : public Device {
  public:
-  DeviceMemoryStandIn(std::unique_ptr<Device> cpu, int ordinal, size_t limit)
+  DeviceMemoryStandIn(std::unique_ptr<Device> cpu, int ordinal, size_t limit,
+                      std::shared_ptr<InjectedFault> fault)
       : cpu_(std::move(cpu)),
         location_{MemoryKind::kCuda, ordinal},
         info_(cpu_->info()),
-        limit_(limit) {
+        limit_(limit),
+        fault_(std::move(fault)) {
     info_.id = DeviceId{DeviceKind::kCuda, ordinal};
     info_.name = "device-memory stand-in on " + info_.name;
   }
@@ -66,17 +68,20 @@ class DeviceMemoryStandIn : public Device {
   void Enqueue(absl::AnyInvocable<void() &&> work) override { cpu_->Enqueue(std::move(work)); }
   void EnqueueCopy(const void* src, MemoryLocation, void* dst, MemoryLocation,
                    size_t bytes) override {
+    if (!CopyAllowed().ok()) return;  // Synchronize reports it.
     cpu_->EnqueueCopy(src, MemoryLocation{}, dst, MemoryLocation{}, bytes);
   }
   std::shared_ptr<Event> RecordEvent() override { return cpu_->RecordEvent(); }
   absl::Status Synchronize() override {
     upload_.Synchronize();
     download_.Synchronize();
+    if (absl::Status broken = health(); !broken.ok()) return broken;
     return cpu_->Synchronize();
   }
 
   absl::Status CopyOnStream(const void* src, MemoryLocation, void* dst, MemoryLocation,
                             size_t bytes) override {
+    if (absl::Status allowed = CopyAllowed(); !allowed.ok()) return allowed;
     if (bytes > 0) std::memcpy(dst, src, bytes);
     return absl::OkStatus();
   }
@@ -86,6 +91,7 @@ class DeviceMemoryStandIn : public Device {
     if (lane == Lane::kCompute || bytes == 0) {
       return CopyOnStream(src, src_location, dst, dst_location, bytes);
     }
+    if (absl::Status allowed = CopyAllowed(); !allowed.ok()) return allowed;
     HostStream& stream = lane == Lane::kUpload ? upload_ : download_;
     stream.Enqueue([=] { std::memcpy(dst, src, bytes); });
     // As on a GPU: a copy into host memory has landed when the call returns.
@@ -120,19 +126,38 @@ class DeviceMemoryStandIn : public Device {
   absl::Status AwaitStream() override {
     upload_.Synchronize();
     download_.Synchronize();
-    return absl::OkStatus();
+    return health();
   }
 
-  absl::Status health() const override { return cpu_->health(); }
+  absl::Status health() const override {
+    if (fault_ != nullptr && fault_->failed.load()) return FaultError();
+    return cpu_->health();
+  }
   absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) override {
     return cpu_->MakeKernel(spec);
   }
 
  private:
+  absl::Status FaultError() const {
+    return absl::InternalError(absl::StrCat(DeviceIdToString(info_.id),
+                                            ": injected fault: the device is lost"));
+  }
+  // Counts a copy against the injected fault; its error once it struck.
+  absl::Status CopyAllowed() {
+    if (fault_ == nullptr) return absl::OkStatus();
+    if (!fault_->failed.load()) {
+      if (fault_->copies_before_failure.load() < 0) return absl::OkStatus();
+      if (fault_->copies_before_failure.fetch_sub(1) > 0) return absl::OkStatus();
+      fault_->failed = true;
+    }
+    return FaultError();
+  }
+
   std::unique_ptr<Device> cpu_;
   const MemoryLocation location_;
   DeviceInfo info_;
   const size_t limit_;
+  const std::shared_ptr<InjectedFault> fault_;
   std::shared_ptr<std::atomic<size_t>> in_use_ = std::make_shared<std::atomic<size_t>>(0);
   HostStream upload_{[] {}};
   HostStream download_{[] {}};
@@ -141,8 +166,10 @@ class DeviceMemoryStandIn : public Device {
 }  // namespace
 
 std::unique_ptr<Device> MakeDeviceMemoryStandIn(std::unique_ptr<Device> cpu_slot, int ordinal,
-                                                size_t memory_limit_bytes) {
-  return std::make_unique<DeviceMemoryStandIn>(std::move(cpu_slot), ordinal, memory_limit_bytes);
+                                                size_t memory_limit_bytes,
+                                                std::shared_ptr<InjectedFault> fault) {
+  return std::make_unique<DeviceMemoryStandIn>(std::move(cpu_slot), ordinal, memory_limit_bytes,
+                                               std::move(fault));
 }
 
 }  // namespace replicad::testing

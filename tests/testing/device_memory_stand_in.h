@@ -1,6 +1,8 @@
 #ifndef REPLICAD_TESTS_TESTING_DEVICE_MEMORY_STAND_IN_H_
 #define REPLICAD_TESTS_TESTING_DEVICE_MEMORY_STAND_IN_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 
 #include "core/device/device.h"
@@ -16,8 +18,18 @@ namespace replicad::testing {
 // wrong results, not as a hang. With `memory_limit_bytes` > 0 it holds at
 // most that much at a time and fails beyond with ResourceExhausted, as a
 // full GPU does. Thread-safe like any Device.
+//
+// With `fault`, it fails as a GPU with a sticky error does: once
+// fault->copies_before_failure copies have gone through (-1: never), every
+// copy fails with Internal naming the device, Synchronize and AwaitStream
+// return that error, and health() reports it for good.
+struct InjectedFault {
+  std::atomic<int64_t> copies_before_failure{-1};
+  std::atomic<bool> failed{false};  // Set once the first copy failed.
+};
 std::unique_ptr<Device> MakeDeviceMemoryStandIn(std::unique_ptr<Device> cpu_slot, int ordinal,
-                                                size_t memory_limit_bytes = 0);
+                                                size_t memory_limit_bytes = 0,
+                                                std::shared_ptr<InjectedFault> fault = nullptr);
 
 }  // namespace replicad::testing
 

@@ -10,10 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "core/backends/cpu/cpu_backend.h"
 #include "core/model/onnx_builder.h"
 #include "core/serve/worker_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/device_memory_stand_in.h"
 #include "tests/testing/test_models.h"
 
 namespace replicad {
@@ -119,6 +121,56 @@ TEST(SchedulerExactnessTest, ARankZeroOutputIsEachRequestsOwn) {
     // Tolerance: a mean of a few floats, summed in another order at most.
     EXPECT_LT(testing::RelativeL2(call->outputs.outputs[0], alone.outputs[0]), 1e-6);
     EXPECT_LT(testing::RelativeL2(call->outputs.outputs[1], alone.outputs[1]), 1e-6);
+  }
+}
+
+// Fault injection: slot r0 (a stand-in GPU) loses its device in the middle
+// of a slice, after its inputs went up and before its outputs came back. The
+// batch runs again on r1 alone and answers what one slot computes; r0, now
+// unhealthy, gets nothing more.
+TEST(SchedulerFaultTest, ASlotThatFailsMidRequestLeavesTheSplitAndItsBatchRunsOnTheOthers) {
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  auto fault = std::make_shared<testing::InjectedFault>();
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (int s = 0; s < 2; ++s) {
+    std::unique_ptr<Device> device = testing::MakeDeviceMemoryStandIn(
+        CreateCpuDevice(cpu, CpuSlotOptions{1}), s, 0, s == 0 ? fault : nullptr);
+    const DeviceId id = device->info().id;
+    absl::StatusOr<std::unique_ptr<Replica>> replica = Replica::Create(
+        TwoInTwoOut(), SlotAssignment{"r" + std::to_string(s), id, 1.0}, std::move(device));
+    ASSERT_TRUE(replica.ok()) << replica.status();
+    replicas.push_back(*std::move(replica));
+  }
+  ReplicaSet::Options set_options;
+  set_options.transfer_chunks = 1;
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
+      ReplicaSet::Create(TwoInTwoOut(), std::move(replicas), set_options);
+  ASSERT_TRUE(set.ok()) << set.status();
+  SchedulerOptions options;
+  options.dynamic_batching = false;
+  Scheduler scheduler(
+      Scheduler::Environment{"faulty", std::shared_ptr<Servable>(*std::move(set)), nullptr,
+                             options, nullptr});
+  std::shared_ptr<ReplicaSet> reference = testing::MakeCpuReplicaSet(TwoInTwoOut(), {1});
+  // Two inputs go up, then the first output's copy down fails.
+  fault->copies_before_failure = 2;
+  for (int64_t rows : {12, 6}) {
+    Call call;
+    call.inputs = TwoInputs(rows, 7 * rows);
+    scheduler.Submit(RequestFor(call));
+    call.answered.WaitForNotification();
+    ASSERT_TRUE(call.status.ok()) << call.status;
+    EXPECT_TRUE(fault->failed.load());
+    for (const BatchSlice& slice : call.report.slices) EXPECT_EQ(slice.slot, 1) << rows;
+    testing::PredictOutcome alone = testing::PredictAndWait(*reference, call.inputs);
+    ASSERT_TRUE(alone.status.ok()) << alone.status;
+    ASSERT_EQ(call.outputs.outputs.size(), 2u);
+    for (size_t j = 0; j < 2; ++j) {
+      ASSERT_EQ(call.outputs.outputs[j].shape(), alone.outputs[j].shape()) << rows;
+      // Tolerance: the same kernels on the same rows.
+      EXPECT_LT(testing::RelativeL2(call.outputs.outputs[j], alone.outputs[j]), 1e-6)
+          << rows << " rows, output " << j;
+    }
   }
 }
 

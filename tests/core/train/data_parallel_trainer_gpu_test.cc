@@ -130,11 +130,13 @@ TrainedRun Train(const std::vector<DeviceInfo>& slots, const OptimizerConfig& op
     if (!result.ok()) return run;
     run.losses.push_back(result->loss);
   }
-  run.weights = (*trainer)->SlotParameters(0);
-  for (Tensor& b : (*trainer)->SlotBuffers(0)) run.weights.push_back(std::move(b));
+  run.weights = (*trainer)->SlotParameters(0).value();
+  std::vector<Tensor> slot_buffers = (*trainer)->SlotBuffers(0).value();
+  for (Tensor& b : slot_buffers) run.weights.push_back(std::move(b));
   for (size_t s = 1; s < slots.size(); ++s) {
-    std::vector<Tensor> other = (*trainer)->SlotParameters(static_cast<int>(s));
-    for (Tensor& b : (*trainer)->SlotBuffers(static_cast<int>(s))) other.push_back(std::move(b));
+    std::vector<Tensor> other = (*trainer)->SlotParameters(static_cast<int>(s)).value();
+    std::vector<Tensor> other_buffers = (*trainer)->SlotBuffers(static_cast<int>(s)).value();
+    for (Tensor& b : other_buffers) other.push_back(std::move(b));
     for (size_t w = 0; w < other.size(); ++w) {
       EXPECT_EQ(std::memcmp(other[w].raw_data(), run.weights[w].raw_data(), other[w].byte_size()),
                 0)

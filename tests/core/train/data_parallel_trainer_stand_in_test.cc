@@ -30,15 +30,18 @@ using ::testing::HasSubstr;
 // One slot per character of `layout`: 'c' a CPU slot, 'd' a stand-in for a
 // GPU slot on cuda:0. With `parameter_server`, `ps` reduction through cpu:0.
 // `devices`, if given, receives the slots' devices and then the server's.
+// `fault`, if given, is injected into slot 0's stand-in.
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
-    const std::string& layout, bool parameter_server, std::vector<Device*>* devices = nullptr) {
+    const std::string& layout, bool parameter_server, std::vector<Device*>* devices = nullptr,
+    std::shared_ptr<testing::InjectedFault> fault = nullptr) {
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   std::vector<TrainerSlot> slots;
   for (size_t s = 0; s < layout.size(); ++s) {
     std::unique_ptr<Device> device = CreateCpuDevice(cpu, {1});
     DeviceId id = cpu.id;
     if (layout[s] == 'd') {
-      device = testing::MakeDeviceMemoryStandIn(std::move(device), 0);
+      device = testing::MakeDeviceMemoryStandIn(std::move(device), 0, 0,
+                                                s == 0 ? fault : nullptr);
       id = device->info().id;
     }
     if (devices != nullptr) devices->push_back(device.get());
@@ -89,7 +92,7 @@ TEST(DataParallelTrainerStandInTest, DeviceMemorySlotsThroughAServerTrainLikeCpu
         EXPECT_EQ(a->loss, b->loss) << what << ", step " << step;
       }
       for (int s = 0; s < static_cast<int>(layout.size()); ++s) {
-        ExpectSameBits((*ps)->SlotParameters(s), (*cpu)->SlotParameters(s),
+        ExpectSameBits((*ps)->SlotParameters(s).value(), (*cpu)->SlotParameters(s).value(),
                        absl::StrCat(what, ", slot ", s));
       }
     }
@@ -134,6 +137,33 @@ TEST(DataParallelTrainerStandInTest, MixedSlotsWithAllreduceAreUnimplemented) {
   EXPECT_THAT(std::string(mixed.status().message()),
               AllOf(HasSubstr("slot r1 is on cuda:0 while slot r0 is on cpu:0"),
                     HasSubstr("reduction 'ps'")));
+}
+
+// Fault injection: slot 0's device is lost while a step copies to it. The
+// step fails naming the device and changes nothing (the other slot's
+// weights, the step count), and what cannot be copied off the lost slot is
+// an error, never weights to checkpoint.
+TEST(DataParallelTrainerStandInTest, AFailingCopyFailsTheStepAndChangesNothing) {
+  auto fault = std::make_shared<testing::InjectedFault>();
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
+      MakeTrainer("dd", /*parameter_server=*/true, nullptr, fault);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  const Tensor labels = testing::ClassLabels(6, 4, 0);
+  ASSERT_TRUE((*trainer)->Step({testing::RandomTensor({6, 2, 6, 6}, 1)}, labels).ok());
+  const std::vector<Tensor> before = (*trainer)->SlotParameters(1).value();
+  ASSERT_TRUE((*trainer)->CurrentModel().ok());
+  fault->copies_before_failure = 0;
+  absl::StatusOr<DataParallelTrainer::StepResult> failed =
+      (*trainer)->Step({testing::RandomTensor({6, 2, 6, 6}, 2)}, labels);
+  EXPECT_FALSE(failed.ok());
+  EXPECT_THAT(failed.status().message(), HasSubstr("injected fault"));
+  EXPECT_EQ((*trainer)->step(), 1);
+  ExpectSameBits(before, (*trainer)->SlotParameters(1).value(), "slot 1 after the failed step");
+  absl::StatusOr<std::vector<Tensor>> lost = (*trainer)->SlotParameters(0);
+  EXPECT_FALSE(lost.ok());
+  EXPECT_THAT(lost.status().message(), AllOf(HasSubstr("copying the weights"),
+                                             HasSubstr("injected fault")));
+  EXPECT_FALSE((*trainer)->CurrentModel().ok());
 }
 
 }  // namespace

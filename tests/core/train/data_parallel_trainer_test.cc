@@ -30,7 +30,9 @@ using ::testing::HasSubstr;
 std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfig& optimizer,
                                                  std::shared_ptr<const Model> model = nullptr,
                                                  bool parameter_server = false,
-                                                 DType target_dtype = DType::kInt64) {
+                                                 DType target_dtype = DType::kInt64,
+                                                 TrainerOptions::NonFiniteSteps non_finite =
+                                                     TrainerOptions::NonFiniteSteps::kRefuse) {
   if (model == nullptr) model = testing::LoadForTraining(testing::ConvNetOnnx(7));
   std::vector<TrainerSlot> trainer_slots;
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
@@ -42,6 +44,7 @@ std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfi
   options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits", target_dtype};
   options.optimizer = optimizer;
   options.seed = 5;
+  options.non_finite_steps = non_finite;
   std::optional<ParameterServer> server;
   if (parameter_server) server = ParameterServer{cpu.id, CreateCpuDevice(cpu, {1})};
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = DataParallelTrainer::Create(
@@ -74,10 +77,10 @@ TrainedRun Train(int slots, int64_t batch, const OptimizerConfig& optimizer) {
     EXPECT_TRUE(result->accuracy.has_value()) << "classification";
     run.losses.push_back(result->loss);
   }
-  run.weights = trainer->SlotParameters(0);
+  run.weights = trainer->SlotParameters(0).value();
   // Every slot holds the same weights, bit for bit.
   for (int s = 1; s < slots; ++s) {
-    std::vector<Tensor> other = trainer->SlotParameters(s);
+    std::vector<Tensor> other = trainer->SlotParameters(s).value();
     for (size_t p = 0; p < other.size(); ++p) {
       EXPECT_EQ(std::memcmp(other[p].raw_data(), run.weights[p].raw_data(), other[p].byte_size()),
                 0)
@@ -129,7 +132,7 @@ TEST(DataParallelTrainerTest, ParameterServerTrainsLikeAllreduce) {
     EXPECT_EQ(a->loss, b->loss) << "step " << step;
   }
   for (int s = 0; s < 3; ++s) {
-    const std::vector<Tensor> x = allreduce->SlotParameters(s), y = ps->SlotParameters(s);
+    const std::vector<Tensor> x = allreduce->SlotParameters(s).value(), y = ps->SlotParameters(s).value();
     for (size_t p = 0; p < x.size(); ++p) {
       EXPECT_EQ(std::memcmp(x[p].raw_data(), y[p].raw_data(), x[p].byte_size()), 0)
           << "slot " << s << " parameter " << p;
@@ -141,7 +144,7 @@ TEST(DataParallelTrainerTest, ParameterServerTrainsLikeAllreduce) {
 TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {
   OptimizerConfig sgd;
   std::unique_ptr<DataParallelTrainer> trainer = MakeTrainer(2, sgd);
-  const std::vector<Tensor> before = trainer->SlotParameters(0);
+  const std::vector<Tensor> before = trainer->SlotParameters(0).value();
   const Tensor images = testing::RandomTensor({4, 2, 6, 6}, 1);
 
   Tensor out_of_range = testing::ClassLabels(4, 4, 0);
@@ -169,7 +172,7 @@ TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {
               HasSubstr("targets: dtype must be int64, received float32"));
 
   EXPECT_EQ(trainer->step(), 0);
-  const std::vector<Tensor> after = trainer->SlotParameters(0);
+  const std::vector<Tensor> after = trainer->SlotParameters(0).value();
   for (size_t p = 0; p < before.size(); ++p) {
     EXPECT_EQ(std::memcmp(before[p].raw_data(), after[p].raw_data(), before[p].byte_size()), 0);
   }
@@ -186,7 +189,7 @@ TEST(DataParallelTrainerTest, NonFiniteStepsAreRefusedAndChangeNothing) {
   for (bool parameter_server : {false, true}) {
     std::unique_ptr<DataParallelTrainer> trainer =
         MakeTrainer(2, sgd, nullptr, parameter_server, DType::kFloat32);
-    const std::vector<Tensor> before = trainer->SlotParameters(1);
+    const std::vector<Tensor> before = trainer->SlotParameters(1).value();
     const Tensor labels = testing::ClassLabels(4, 4, 0);
     Tensor one_hot = Tensor::Host(DType::kFloat32, {4, 4});
     for (int64_t i = 0; i < 16; ++i) {
@@ -217,7 +220,7 @@ TEST(DataParallelTrainerTest, NonFiniteStepsAreRefusedAndChangeNothing) {
     refused(good, bad_targets, "targets: row 1 sums to 1.5");
 
     EXPECT_EQ(trainer->step(), 0);
-    const std::vector<Tensor> after = trainer->SlotParameters(1);
+    const std::vector<Tensor> after = trainer->SlotParameters(1).value();
     for (size_t p = 0; p < before.size(); ++p) {
       EXPECT_EQ(std::memcmp(before[p].raw_data(), after[p].raw_data(), before[p].byte_size()), 0)
           << "parameter " << p;
@@ -226,6 +229,41 @@ TEST(DataParallelTrainerTest, NonFiniteStepsAreRefusedAndChangeNothing) {
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_TRUE(std::isfinite(result->loss));
     EXPECT_EQ(trainer->step(), 1);
+  }
+}
+
+// NonFiniteSteps::kSkip: an overflowing step answers OK as skipped, with
+// its reason, and changes nothing; the next good step is step 1. Inputs
+// holding NaN are still refused.
+TEST(DataParallelTrainerTest, SkippedStepsChangeNothingAndDoNotCount) {
+  for (bool parameter_server : {false, true}) {
+    std::unique_ptr<DataParallelTrainer> trainer =
+        MakeTrainer(2, OptimizerConfig{}, nullptr, parameter_server, DType::kInt64,
+                    TrainerOptions::NonFiniteSteps::kSkip);
+    const std::vector<Tensor> before = trainer->SlotParameters(1).value();
+    const Tensor labels = testing::ClassLabels(4, 4, 0);
+    Tensor huge = Tensor::Host(DType::kFloat32, {4, 2, 6, 6});
+    for (int64_t i = 0; i < huge.num_elements(); ++i) huge.data<float>()[i] = 3e38f;
+    absl::StatusOr<DataParallelTrainer::StepResult> skipped = trainer->Step({huge}, labels);
+    ASSERT_TRUE(skipped.ok()) << skipped.status();
+    EXPECT_THAT(skipped->skipped, HasSubstr("(not finite): its inputs overflow"));
+    EXPECT_EQ(skipped->step, 0);
+    EXPECT_EQ(skipped->samples, 4);
+    Tensor nan_pixel = testing::RandomTensor({4, 2, 6, 6}, 1);
+    nan_pixel.data<float>()[3] = std::nanf("");
+    EXPECT_EQ(trainer->Step({nan_pixel}, labels).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(trainer->step(), 0);
+    const std::vector<Tensor> after = trainer->SlotParameters(1).value();
+    for (size_t p = 0; p < before.size(); ++p) {
+      EXPECT_EQ(std::memcmp(before[p].raw_data(), after[p].raw_data(), before[p].byte_size()), 0)
+          << "parameter " << p;
+    }
+    absl::StatusOr<DataParallelTrainer::StepResult> good =
+        trainer->Step({testing::RandomTensor({4, 2, 6, 6}, 1)}, labels);
+    ASSERT_TRUE(good.ok()) << good.status();
+    EXPECT_TRUE(good->skipped.empty());
+    EXPECT_EQ(good->step, 1);
   }
 }
 
@@ -272,8 +310,8 @@ TEST(DataParallelTrainerTest, BatchNormalizationTrainsLikePyTorch) {
     const double expected = losses.data<float>()[step];
     EXPECT_NEAR(result->loss, expected, 1e-4 * std::fabs(expected)) << "step " << step;
   }
-  const std::vector<Tensor> parameters = trainer->SlotParameters(0);
-  const std::vector<Tensor> buffers = trainer->SlotBuffers(0);
+  const std::vector<Tensor> parameters = trainer->SlotParameters(0).value();
+  const std::vector<Tensor> buffers = trainer->SlotBuffers(0).value();
   const TrainingGraph& training = trainer->training_graph();
   for (size_t p = 0; p < parameters.size(); ++p) {
     const std::string name = ValueName(*trainer, training.parameters[p]);
@@ -311,11 +349,13 @@ TEST(DataParallelTrainerTest, SyncBatchNormAndDropoutTrainAlikeOnAnySplit) {
         ASSERT_TRUE(result.ok()) << result.status();
         losses.push_back(result->loss);
       }
-      std::vector<Tensor> weights = trainer->SlotParameters(0);
-      for (Tensor& b : trainer->SlotBuffers(0)) weights.push_back(std::move(b));
+      std::vector<Tensor> weights = trainer->SlotParameters(0).value();
+      std::vector<Tensor> slot_buffers = trainer->SlotBuffers(0).value();
+      for (Tensor& b : slot_buffers) weights.push_back(std::move(b));
       for (int s = 1; s < slots; ++s) {
-        std::vector<Tensor> other = trainer->SlotParameters(s);
-        for (Tensor& b : trainer->SlotBuffers(s)) other.push_back(std::move(b));
+        std::vector<Tensor> other = trainer->SlotParameters(s).value();
+        std::vector<Tensor> other_buffers = trainer->SlotBuffers(s).value();
+        for (Tensor& b : other_buffers) other.push_back(std::move(b));
         for (size_t w = 0; w < other.size(); ++w) {
           EXPECT_EQ(std::memcmp(other[w].raw_data(), weights[w].raw_data(), other[w].byte_size()),
                     0)

@@ -71,7 +71,7 @@ inline Tensor ClassLabels(int64_t batch, int classes, uint64_t seed) {
 // classes) fails naming it and changes neither the step count nor slot
 // `slot`'s weights, bit for bit; the next good step then trains.
 inline void ExpectBadLabelsChangeNothing(DataParallelTrainer& trainer, int slot) {
-  const std::vector<Tensor> before = trainer.SlotParameters(slot);
+  const std::vector<Tensor> before = trainer.SlotParameters(slot).value();
   const Tensor images = RandomTensor({4, 2, 6, 6}, 1);
   Tensor labels = ClassLabels(4, 4, 0);
   labels.data<int64_t>()[3] = 9;
@@ -81,7 +81,7 @@ inline void ExpectBadLabelsChangeNothing(DataParallelTrainer& trainer, int slot)
             std::string::npos)
       << result.status();
   EXPECT_EQ(trainer.step(), 0);
-  const std::vector<Tensor> after = trainer.SlotParameters(slot);
+  const std::vector<Tensor> after = trainer.SlotParameters(slot).value();
   ASSERT_EQ(after.size(), before.size());
   for (size_t p = 0; p < before.size(); ++p) {
     EXPECT_EQ(std::memcmp(before[p].raw_data(), after[p].raw_data(), before[p].byte_size()), 0)

@@ -1,0 +1,34 @@
+#ifndef REPLICAD_SERVER_AUTH_ACCESS_POLICY_H_
+#define REPLICAD_SERVER_AUTH_ACCESS_POLICY_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace replicad {
+
+// What a bearer token may do. A token holds any set of roles; none implies
+// another.
+enum class Role { kInfer, kTrain, kAdmin, kMetrics };
+
+// "infer", "train", "admin", "metrics".
+const char* RoleName(Role role);
+std::optional<Role> ParseRole(absl::string_view name);
+
+// The role an RPC needs, by the name both protocols give it (gRPC's method
+// name; the HTTP door names its routes the same: "ModelInfer", "TrainStep"):
+//   open (nullopt): ServerLive, ServerReady, ModelReady (health probes)
+//   infer:   Predict, ListDevices, ListModels, GetModel, ModelInfer,
+//            ServerMetadata, ModelMetadata, ModelConfig, ModelStatistics,
+//            RepositoryIndex, SystemSharedMemoryStatus
+//   train:   ConfigureTraining, TrainStep, SaveCheckpoint
+//   admin:   RepositoryModelLoad, RepositoryModelUnload,
+//            SystemSharedMemoryRegister, SystemSharedMemoryUnregister
+//   metrics: Metrics (the Prometheus endpoint, under --metrics-auth only)
+// Any other name needs admin, so an RPC added later is closed until listed.
+std::optional<Role> RequiredRole(absl::string_view rpc);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_AUTH_ACCESS_POLICY_H_

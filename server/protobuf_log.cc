@@ -1,0 +1,59 @@
+#include "server/protobuf_log.h"
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/stubs/logging.h"
+
+namespace replicad {
+
+void LogLimiter::Log(const std::string& line, absl::Time now) {
+  std::string out;
+  {
+    absl::MutexLock lock(&mu_);
+    if (now - window_start_ >= window_) {
+      if (dropped_ > 0) {
+        out = absl::StrCat("(", dropped_, " similar lines dropped in the last ",
+                           absl::FormatDuration(window_), ")\n");
+      }
+      window_start_ = now;
+      written_ = 0;
+      dropped_ = 0;
+    }
+    if (written_ >= burst_) {
+      ++dropped_;
+      if (out.empty()) return;
+    } else {
+      ++written_;
+      out += line;
+    }
+  }
+  sink_(out);
+}
+
+namespace {
+
+LogLimiter& ProtobufLimiter() {
+  static LogLimiter* limiter = new LogLimiter(10, absl::Minutes(1), [](const std::string& line) {
+    std::cerr << line << std::flush;
+  });
+  return *limiter;
+}
+
+void LimitedProtobufLog(google::protobuf::LogLevel level, const char* filename, int line,
+                        const std::string& message) {
+  static const char* const kLevels[] = {"INFO", "WARNING", "ERROR", "FATAL"};
+  const std::string text = absl::StrCat("[libprotobuf ", kLevels[level], " ", filename, ":", line,
+                                        "] ", message, "\n");
+  if (level == google::protobuf::LOGLEVEL_FATAL) {
+    std::cerr << text << std::flush;  // Protobuf aborts next; say why.
+    return;
+  }
+  ProtobufLimiter().Log(text);
+}
+
+}  // namespace
+
+void RateLimitProtobufLogs() { google::protobuf::SetLogHandler(&LimitedProtobufLog); }
+
+}  // namespace replicad

@@ -1,0 +1,299 @@
+// TLS, mutual TLS and bearer-token roles on every listener of a real
+// daemon: gRPC (replicad.v1 and the Open Inference Protocol), the HTTP door
+// and /metrics; and certificates and tokens rotated while it runs. The
+// certificates are made here with the openssl command, HTTPS is spoken by
+// curl.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "client/replicad_client.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "inference/grpc_service.grpc.pb.h"
+#include "replicad/v1/replicad.grpc.pb.h"
+#include "tests/testing/daemon_process.h"
+
+namespace replicad {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::DaemonProcess;
+using testing::RunCommand;
+
+const std::string kInferToken = "infer-token-0123456789abcdef";
+const std::string kTrainToken = "train-token-0123456789abcdef";
+const std::string kMetricsToken = "metrics-token-0123456789abc";
+
+std::string Dir() {
+  const std::string dir = ::testing::TempDir() + "/auth_tls_e2e";
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A CA, and a certificate it signed for `name` (serverAuth for 127.0.0.1
+// and localhost, or clientAuth), as PREFIX.crt and PREFIX.key in Dir().
+void MakeCa(const std::string& prefix) {
+  const std::string d = Dir() + "/";
+  testing::CommandResult made = RunCommand(
+      {"/bin/sh", "-c",
+       "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=" + prefix + " -keyout " + d +
+           prefix + ".key -out " + d + prefix + ".crt 2>&1"});
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+}
+void MakeSigned(const std::string& ca, const std::string& prefix, bool server) {
+  const std::string d = Dir() + "/";
+  std::ofstream(d + prefix + ".ext")
+      << (server ? "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+                 : "extendedKeyUsage=clientAuth\n");
+  testing::CommandResult made = RunCommand(
+      {"/bin/sh", "-c",
+       "openssl req -newkey rsa:2048 -nodes -subj /CN=" + prefix + " -keyout " + d + prefix +
+           ".key -out " + d + prefix + ".csr 2>&1 && openssl x509 -req -in " + d + prefix +
+           ".csr -CA " + d + ca + ".crt -CAkey " + d + ca + ".key -CAcreateserial -days 2 -extfile " +
+           d + prefix + ".ext -out " + d + prefix + ".crt 2>&1"});
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+}
+
+int HttpPort(const DaemonProcess& daemon) {
+  std::smatch m;
+  const std::string& out = daemon.output();
+  if (!std::regex_search(out, m, std::regex("HTTP listening on port (\\d+)"))) return 0;
+  return std::stoi(m[1]);
+}
+
+// curl's HTTP status code for https://127.0.0.1:PORT/PATH, or its error text.
+std::string Curl(int port, const std::string& path, const std::string& ca,
+                 const std::string& token = "", const std::string& client = "",
+                 const std::string& method = "GET") {
+  std::string command = "curl -s -o /dev/null -w '%{http_code}' --max-time 10 -X " + method +
+                        " --cacert " + Dir() + "/" + ca + ".crt";
+  if (!token.empty()) command += " -H 'Authorization: Bearer " + token + "'";
+  if (!client.empty()) {
+    command += " --cert " + Dir() + "/" + client + ".crt --key " + Dir() + "/" + client + ".key";
+  }
+  command += " https://127.0.0.1:" + std::to_string(port) + path + " 2>&1";
+  testing::CommandResult result = RunCommand({"/bin/sh", "-c", command});
+  return result.out;
+}
+
+std::shared_ptr<grpc::Channel> TlsChannel(const DaemonProcess& daemon, const std::string& ca,
+                                          const std::string& client = "") {
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = ReadFile(Dir() + "/" + ca + ".crt");
+  if (!client.empty()) {
+    ssl.pem_private_key = ReadFile(Dir() + "/" + client + ".key");
+    ssl.pem_cert_chain = ReadFile(Dir() + "/" + client + ".crt");
+  }
+  return grpc::CreateChannel(daemon.target(), grpc::SslCredentials(ssl));
+}
+
+grpc::Status ListModels(const std::shared_ptr<grpc::Channel>& channel, const std::string& token) {
+  auto stub = v1::Replicad::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+  v1::ListModelsResponse response;
+  return stub->ListModels(&context, v1::ListModelsRequest(), &response);
+}
+
+grpc::Status SaveCheckpoint(const std::shared_ptr<grpc::Channel>& channel,
+                            const std::string& token) {
+  auto stub = v1::Replicad::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+  v1::SaveCheckpointRequest request;
+  request.set_model("default");
+  request.set_path("m.onnx");
+  v1::SaveCheckpointResponse response;
+  return stub->SaveCheckpoint(&context, request, &response);
+}
+
+class AuthTlsE2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    MakeCa("ca");
+    MakeSigned("ca", "server", true);
+    MakeCa("other_ca");
+    MakeSigned("other_ca", "rotated", true);
+    MakeSigned("ca", "client", false);
+    MakeSigned("other_ca", "stranger", false);
+  }
+  std::string WriteTokens(const std::string& text) {
+    const std::string path = Dir() + "/tokens";
+    std::ofstream(path + ".new") << text;
+    std::filesystem::rename(path + ".new", path);
+    return path;
+  }
+};
+
+// Roles on gRPC (both services), HTTP and /metrics, over TLS; plain text is
+// refused; tokens rotate while the daemon runs.
+TEST_F(AuthTlsE2eTest, EveryListenerNeedsTlsAndTheRightRole) {
+  const std::string tokens = WriteTokens(kInferToken + " infer\n" + kTrainToken + " infer,train\n" +
+                                         kMetricsToken + " metrics\n");
+  const std::string d = Dir() + "/";
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(
+      {"--devices", "cpu:0", "--tls-cert", d + "server.crt", "--tls-key", d + "server.key",
+       "--auth-tokens", tokens, "--metrics-auth"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const std::shared_ptr<grpc::Channel> channel = TlsChannel(**daemon, "ca");
+
+  EXPECT_EQ(ListModels(channel, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(ListModels(channel, "wrong-token-0123456789").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(ListModels(channel, kInferToken).ok());
+  grpc::Status denied = SaveCheckpoint(channel, kInferToken);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("SaveCheckpoint needs a token with the role 'train'"));
+  // Allowed through, and refused for what it asks (no checkpoint root).
+  EXPECT_EQ(SaveCheckpoint(channel, kTrainToken).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  {
+    // The Open Inference Protocol: health open, the rest by role.
+    auto stub = inference::GRPCInferenceService::NewStub(channel);
+    grpc::ClientContext live_context;
+    inference::ServerLiveResponse live;
+    EXPECT_TRUE(stub->ServerLive(&live_context, {}, &live).ok());
+    grpc::ClientContext load_context;
+    load_context.AddMetadata("authorization", "Bearer " + kTrainToken);
+    inference::RepositoryModelLoadRequest load;
+    load.set_model_name("default");
+    inference::RepositoryModelLoadResponse loaded;
+    EXPECT_EQ(stub->RepositoryModelLoad(&load_context, load, &loaded).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    // Our own client, as replicactl uses it (--tls-ca, --token-file).
+    client::ClientOptions options;
+    options.tls_ca_file = Dir() + "/ca.crt";
+    options.token = kInferToken;
+    absl::StatusOr<std::unique_ptr<client::ReplicadClient>> ours =
+        client::ReplicadClient::Connect((*daemon)->target(), options);
+    ASSERT_TRUE(ours.ok()) << ours.status();
+    EXPECT_TRUE((*ours)->ListModels().ok());
+    absl::StatusOr<v1::TrainStepResponse> step = (*ours)->TrainStep(v1::TrainStepRequest());
+    EXPECT_EQ(step.status().code(), absl::StatusCode::kPermissionDenied) << step.status();
+  }
+  // Plain text does not get in.
+  EXPECT_EQ(ListModels(grpc::CreateChannel((*daemon)->target(), grpc::InsecureChannelCredentials()),
+                       kInferToken)
+                .error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+
+  const int http = HttpPort(**daemon);
+  ASSERT_GT(http, 0) << (*daemon)->output();
+  EXPECT_EQ(Curl(http, "/v2/health/ready", "ca"), "200");
+  EXPECT_EQ(Curl(http, "/v2/models/default", "ca"), "401");
+  EXPECT_EQ(Curl(http, "/v2/models/default", "ca", kInferToken), "200");
+  EXPECT_EQ(Curl(http, "/v2/repository/models/default/unload", "ca", kInferToken, "", "POST"),
+            "403");
+  const int metrics = (*daemon)->metrics_port();
+  EXPECT_EQ(Curl(metrics, "/healthz", "ca"), "200");
+  EXPECT_EQ(Curl(metrics, "/metrics", "ca"), "401");
+  EXPECT_EQ(Curl(metrics, "/metrics", "ca", kInferToken), "403");
+  EXPECT_EQ(Curl(metrics, "/metrics", "ca", kMetricsToken), "200");
+  // Plain HTTP to an HTTPS listener gets no answer.
+  EXPECT_FALSE(testing::HttpGet(metrics, "/healthz").ok() &&
+               testing::HttpGet(metrics, "/healthz")->find("200 OK") != std::string::npos);
+
+  // Rotation: the infer token goes, a new one comes, without a restart.
+  WriteTokens(kTrainToken + " infer,train\nfresh-token-0123456789abcdef infer\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(ListModels(channel, kInferToken).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(ListModels(channel, "fresh-token-0123456789abcdef").ok());
+  EXPECT_EQ(Curl(http, "/v2/models/default", "ca", kInferToken), "401");
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
+  EXPECT_THAT((*daemon)->output(), ::testing::Not(HasSubstr(kInferToken)));
+}
+
+// A certificate replaced on disk is served to new connections, by gRPC and
+// HTTP, without a restart.
+TEST_F(AuthTlsE2eTest, CertificatesRotateWithoutARestart) {
+  const std::string d = Dir() + "/";
+  std::filesystem::copy_file(d + "server.crt", d + "live.crt",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(d + "server.key", d + "live.key",
+                             std::filesystem::copy_options::overwrite_existing);
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(
+      {"--devices", "cpu:0", "--tls-cert", d + "live.crt", "--tls-key", d + "live.key"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const int http = HttpPort(**daemon);
+  EXPECT_EQ(Curl(http, "/v2/health/live", "ca"), "200");
+  EXPECT_TRUE(ListModels(TlsChannel(**daemon, "ca"), "").ok());
+  // The key first, then the certificate: in between the pair does not
+  // match, and the old one stays in service.
+  std::filesystem::copy_file(d + "rotated.key", d + "live.key.new");
+  std::filesystem::rename(d + "live.key.new", d + "live.key");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(Curl(http, "/v2/health/live", "ca"), "200");
+  std::filesystem::copy_file(d + "rotated.crt", d + "live.crt.new");
+  std::filesystem::rename(d + "live.crt.new", d + "live.crt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(Curl(http, "/v2/health/live", "other_ca"), "200");
+  EXPECT_NE(Curl(http, "/v2/health/live", "ca"), "200");
+  EXPECT_TRUE(ListModels(TlsChannel(**daemon, "other_ca"), "").ok());
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
+}
+
+// --tls-client-ca: only clients with a certificate that CA signed get in.
+TEST_F(AuthTlsE2eTest, MutualTlsRequiresAClientCertificateFromTheCa) {
+  const std::string d = Dir() + "/";
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(
+      {"--devices", "cpu:0", "--tls-cert", d + "server.crt", "--tls-key", d + "server.key",
+       "--tls-client-ca", d + "ca.crt"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const int http = HttpPort(**daemon);
+  EXPECT_EQ(Curl(http, "/v2/health/live", "ca", "", "client"), "200");
+  EXPECT_NE(Curl(http, "/v2/health/live", "ca"), "200");
+  EXPECT_NE(Curl(http, "/v2/health/live", "ca", "", "stranger"), "200");
+  EXPECT_TRUE(ListModels(TlsChannel(**daemon, "ca", "client"), "").ok());
+  EXPECT_FALSE(ListModels(TlsChannel(**daemon, "ca"), "").ok());
+  EXPECT_FALSE(ListModels(TlsChannel(**daemon, "ca", "stranger"), "").ok());
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
+}
+
+// Files that do not load stop the daemon at start, naming the flag; so does
+// a plain-text daemon say when it listens beyond loopback.
+TEST_F(AuthTlsE2eTest, BadFilesFailAtStartAndExposureIsWarned) {
+  const std::string d = Dir() + "/";
+  testing::CommandResult mismatched = RunCommand(
+      {testing::BinDir() + "/replicad", "serve", "--devices", "cpu:0", "--listen", "127.0.0.1:0",
+       "--metrics-listen", "", "--http-listen", "", "--tls-cert", d + "server.crt", "--tls-key",
+       d + "rotated.key"});
+  EXPECT_NE(mismatched.exit_code, 0);
+  EXPECT_THAT(mismatched.out, HasSubstr("--tls-key " + d + "rotated.key: "));
+  EXPECT_THAT(mismatched.out, HasSubstr("mismatch"));
+  testing::CommandResult tokens = RunCommand(
+      {testing::BinDir() + "/replicad", "serve", "--devices", "cpu:0", "--listen", "127.0.0.1:0",
+       "--metrics-listen", "", "--http-listen", "", "--auth-tokens", d + "absent"});
+  EXPECT_NE(tokens.exit_code, 0);
+  EXPECT_THAT(tokens.out, HasSubstr("--auth-tokens: cannot read " + d + "absent"));
+  testing::CommandResult exposed = RunCommand(
+      {"/usr/bin/timeout", "-s", "TERM", "5", testing::BinDir() + "/replicad", "serve", "--devices",
+       "cpu:0", "--listen", "0.0.0.0:0", "--metrics-listen", "", "--http-listen", ""});
+  EXPECT_THAT(exposed.out, HasSubstr("WARNING: listening beyond loopback (0.0.0.0:0) without TLS"));
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> loopback =
+      DaemonProcess::Start({"--devices", "cpu:0"});
+  ASSERT_TRUE(loopback.ok()) << loopback.status();
+  EXPECT_EQ((*loopback)->StopWith(SIGTERM), 0);
+  EXPECT_THAT((*loopback)->output(), ::testing::Not(HasSubstr("WARNING")));
+}
+
+}  // namespace
+}  // namespace replicad
