@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +12,8 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/npy.h"
 #include "client/replicad_client.h"
 #include "core/model/onnx_builder.h"
@@ -25,6 +29,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::DaemonProcess;
 using testing::FromProto;
 using testing::ToProto;
@@ -334,37 +339,158 @@ TEST_F(ReplicadE2eTest, MetricsCountRequestsAndSlotsAndPassPromtool) {
   EXPECT_EQ(check.exit_code, 0) << check.out;
 }
 
-TEST(ReplicadShutdownTest, SigtermFinishesInFlightRequestsAndExitsZero) {
-  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
-      DaemonProcess::Start({"--devices", "cpu:0"});
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto client = *client::ReplicadClient::Connect((*daemon)->target(), {});
-  ASSERT_TRUE(client->Predict(ImageRequest(1, 1)).ok());
-  std::atomic<int> answered{0};
-  std::thread load([&] {
-    for (int i = 0; i < 20; ++i) {
-      absl::StatusOr<v1::PredictResponse> r = client->Predict(ImageRequest(128, i));
-      // After shutdown starts, new calls are refused, never half-answered:
-      // UNAVAILABLE while draining, or CANCELLED for a call that reached the
-      // server but no handler before it closed.
-      if (r.ok()) {
-        ++answered;
-        EXPECT_EQ(r->outputs(0).raw().size(), 128u * 10 * 4);
-      } else {
-        EXPECT_TRUE(r.status().code() == absl::StatusCode::kUnavailable ||
-                    r.status().code() == absl::StatusCode::kCancelled)
-            << r.status();
-      }
+constexpr int64_t kSlowWidth = 512;
+constexpr int64_t kSlowOutputs = 8;
+
+// x float32[N,512] through 16 MatMul + Relu layers of 512x512 (He-scaled, so
+// values stay near 1), then a MatMul to y float32[N,8]: about 8 MFLOP a row
+// and little memory, so a request of a few thousand rows keeps one
+// single-threaded slot busy for a good part of a second (the default model
+// would need gigabytes of activations for that). The answers stay small
+// (64 KB for 2048 rows): the daemon shuts gRPC down as soon as its last
+// request's answer is handed over, and an answer of megabytes still being
+// written then is cut off (UNAVAILABLE "Cancelling all calls"; 4 runs in 10
+// with y [N,512]), which this test would report as a failure every so often.
+std::string SlowModelOnnx() {
+  constexpr int kLayers = 16;
+  OnnxModelBuilder builder("slow_mlp");
+  std::string in = "x";
+  for (int i = 0; i <= kLayers; ++i) {
+    const std::string layer = "layer" + std::to_string(i);
+    const int64_t width = i < kLayers ? kSlowWidth : kSlowOutputs;
+    Tensor weight = testing::RandomTensor({kSlowWidth, width}, 100 + i);
+    const float scale = std::sqrt(6.0f / kSlowWidth);
+    for (int64_t j = 0; j < weight.num_elements(); ++j) weight.data<float>()[j] *= scale;
+    builder.AddInitializer(layer + ".weight", weight);
+    if (i == kLayers) {
+      builder.AddNode("MatMul", {in, layer + ".weight"}, {"y"});
+      break;
     }
-  });
-  // Signal once the load is flowing, however slow the machine is.
-  for (int i = 0; i < 3000 && answered.load() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    builder.AddNode("MatMul", {in, layer + ".weight"}, {layer + ".matmul"});
+    builder.AddNode("Relu", {layer + ".matmul"}, {layer + ".relu"});
+    in = layer + ".relu";
   }
-  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
-  load.join();
-  EXPECT_GT(answered.load(), 0);
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, kSlowWidth});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, kSlowOutputs});
+  return builder.Serialize();
+}
+
+v1::PredictRequest SlowRequest(int64_t rows, uint64_t seed) {
+  v1::PredictRequest request;
+  request.set_model("slow");
+  *request.add_inputs() = ToProto("x", testing::RandomTensor({rows, kSlowWidth}, seed));
+  return request;
+}
+
+// The value of `series` (its name with its labels, as exposed) on the
+// daemon's /metrics; 0 before the series exists.
+double MetricValue(int port, const std::string& series) {
+  absl::StatusOr<std::string> page = testing::HttpGet(port, "/metrics");
+  EXPECT_TRUE(page.ok()) << page.status();
+  if (!page.ok()) return 0;
+  const std::string needle = "\n" + series + " ";
+  const size_t at = page->find(needle);
+  return at == std::string::npos ? 0 : std::strtod(page->c_str() + at + needle.size(), nullptr);
+}
+
+// One Predict on a thread of its own; `answered` is set once its answer is back.
+struct BackgroundPredict {
+  ~BackgroundPredict() {
+    if (thread.joinable()) thread.join();  // After a failed ASSERT too.
+  }
+
+  v1::PredictRequest request;
+  absl::StatusOr<v1::PredictResponse> response;
+  std::atomic<bool> answered{false};
+  absl::Time answered_at;
+  std::thread thread;
+
+  void Start(client::ReplicadClient* client) {
+    thread = std::thread([this, client] {
+      response = client->Predict(request);
+      answered_at = absl::Now();
+      answered = true;
+    });
+  }
+};
+
+// Two requests are provably in flight when SIGTERM is sent: the daemon has
+// handed both to the only slot (its counter of dispatched requests says so;
+// without dynamic batching a slot takes a second request while it runs the
+// first), and neither has been answered. Both must then be answered OK, after
+// the signal, with the outputs of an in-process reference; a daemon that
+// cancelled or dropped work in flight answers them CANCELLED or UNAVAILABLE
+// instead (as it does with --shutdown-grace-seconds 0). A request sent after
+// the signal is refused or, had it reached the server before the drain began,
+// answered in full: never half-answered.
+TEST(ReplicadShutdownTest, SigtermFinishesInFlightRequestsAndExitsZero) {
+  const std::string model_path = ::testing::TempDir() + "/slow_mlp.onnx";
+  const std::string onnx = SlowModelOnnx();
+  std::ofstream(model_path, std::ios::binary) << onnx;
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(
+      {"--model", "slow=" + model_path, "--devices", "cpu:0", "--threads-per-slot", "1",
+       "--no-dynamic-batching", "--shutdown-grace-seconds", "120"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  client::ClientOptions options;
+  options.deadline = absl::Seconds(300);
+  auto client = *client::ReplicadClient::Connect((*daemon)->target(), options);
+  ASSERT_TRUE(client->Predict(SlowRequest(1, 1)).ok());
+
+  const int port = (*daemon)->metrics_port();
+  const std::string dispatched = R"(replicad_batched_requests_total{model="slow"})";
+  const double dispatched_before = MetricValue(port, dispatched);
+  constexpr int64_t kRows = 2048;  // About 17 GFLOP: 0.1 s at the very least.
+  BackgroundPredict first, second;
+  first.request = SlowRequest(kRows, 2);
+  second.request = SlowRequest(kRows, 3);
+  first.Start(client.get());
+  second.Start(client.get());
+  // Only these two requests exist, so the counter reaching +2 means both run
+  // or wait on the slot.
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (MetricValue(port, dispatched) < dispatched_before + 2 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_GE(MetricValue(port, dispatched), dispatched_before + 2)
+      << "the two requests were not dispatched within 60 s";
+  ASSERT_FALSE(first.answered.load() || second.answered.load())
+      << "a request finished before the signal: the slow model is too fast for this machine";
+
+  const absl::Time signalled = absl::Now();
+  int exit_code = -1;
+  std::thread stopper([&] { exit_code = (*daemon)->StopWith(SIGTERM); });
+  // Knock once the daemon has surely begun draining (the two requests take
+  // far longer than that).
+  absl::SleepFor(absl::Milliseconds(50));
+  absl::StatusOr<v1::PredictResponse> late = client->Predict(SlowRequest(4, 4));
+  stopper.join();
+  first.thread.join();
+  second.thread.join();
+
+  EXPECT_EQ(exit_code, 0) << (*daemon)->output();
   EXPECT_THAT((*daemon)->output(), HasSubstr("replicad: stopped"));
+  EXPECT_THAT((*daemon)->output(), Not(HasSubstr("grace period over")));
+  std::unique_ptr<ReplicaSet> reference =
+      testing::MakeCpuReplicaSet(testing::LoadOrDie(onnx, "slow"), {1});
+  for (BackgroundPredict* call : {&first, &second}) {
+    SCOPED_TRACE(call == &first ? "first request" : "second request");
+    ASSERT_TRUE(call->response.ok()) << call->response.status();
+    EXPECT_GT(call->answered_at, signalled);
+    ASSERT_EQ(call->response->outputs_size(), 1);
+    Tensor got = FromProto(call->response->outputs(0));
+    EXPECT_EQ(got.shape(), (Shape{kRows, kSlowOutputs}));
+    testing::PredictOutcome expected =
+        testing::PredictAndWait(*reference, {FromProto(call->request.inputs(0))});
+    ASSERT_TRUE(expected.status.ok()) << expected.status;
+    EXPECT_LE(testing::RelativeL2(got, expected.outputs[0]), 1e-6);
+  }
+  if (late.ok()) {
+    EXPECT_EQ(late->outputs(0).raw().size(), 4u * kSlowOutputs * 4);
+  } else {
+    EXPECT_TRUE(late.status().code() == absl::StatusCode::kUnavailable ||
+                late.status().code() == absl::StatusCode::kCancelled)
+        << late.status();
+  }
 }
 
 TEST(ReplicadStartupTest, UnknownDeviceFailsListingTheDevicesThatExist) {
