@@ -160,8 +160,11 @@ struct Scheduler::Core {
   // end too).
   bool Reroute(const std::shared_ptr<Batch>& batch, const absl::Status& status,
                const std::vector<BatchSlice>& slices);
-  bool RunOnHealthySlots(const std::shared_ptr<Batch>& batch,
-                         const std::vector<BatchSlice>& slices);
+  // Reroute's two cases: the new route, or none when the batch is not to run again.
+  std::optional<Route> RouteWithinMemoryCaps(int64_t rows, const std::vector<BatchSlice>& slices,
+                                             absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  std::optional<Route> RouteAroundLostSlots(int64_t rows, const std::vector<BatchSlice>& slices,
+                                            absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Counts `batch` as running and hands it to its slots (a step to the
   // trainable), with mu released meanwhile.
   void Start(std::shared_ptr<Batch> batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -451,57 +454,56 @@ void Scheduler::Core::Release(const Batch& batch, absl::Time now) {
 bool Scheduler::Core::Reroute(const std::shared_ptr<Batch>& batch, const absl::Status& status,
                               const std::vector<BatchSlice>& slices) {
   if (status.ok()) return false;
-  if (!absl::IsResourceExhausted(status)) return RunOnHealthySlots(batch, slices);
-  const absl::Time now = absl::Now();
   {
     absl::MutexLock lock(&mu);
-    bool found = false;
-    for (const BatchSlice& slice : slices) {
-      if (!slice.out_of_memory) continue;
-      found = true;
-      SlotState& slot = slots[slice.slot];
-      // A slice over the cap was routed before the cap was learned: the cap
-      // stands. One within it shows the cap is too high.
-      if (slice.rows() <= slot.max_rows) {
-        slot.max_rows = slice.rows() / 2;
-        slot.capped_at = now;
-      }
-    }
-    if (!found) return false;
-    Route route = RouteOf(batch->rows, now);
-    // Only a route within every cap runs again, so each failure of a new
-    // route halves a cap and the retries end.
-    for (const BatchSlice& slice : route.slices) {
-      if (slice.rows() > slots[slice.slot].max_rows) return false;
-    }
-    if (route.slices.empty()) return false;
+    const absl::Time now = absl::Now();
+    std::optional<Route> route = absl::IsResourceExhausted(status)
+                                     ? RouteWithinMemoryCaps(batch->rows, slices, now)
+                                     : RouteAroundLostSlots(batch->rows, slices, now);
+    if (!route || route->slices.empty()) return false;
     Release(*batch, now);
-    Assign(*batch, std::move(route), now);
+    Assign(*batch, *std::move(route), now);
     batch->rerouted = true;
   }
   Dispatch(batch);
   return true;
 }
 
-bool Scheduler::Core::RunOnHealthySlots(const std::shared_ptr<Batch>& batch,
-                                        const std::vector<BatchSlice>& slices) {
+std::optional<Route> Scheduler::Core::RouteWithinMemoryCaps(int64_t rows,
+                                                            const std::vector<BatchSlice>& slices,
+                                                            absl::Time now) {
+  bool found = false;
+  for (const BatchSlice& slice : slices) {
+    if (!slice.out_of_memory) continue;
+    found = true;
+    SlotState& slot = slots[slice.slot];
+    // A slice over the cap was routed before the cap was learned: the cap
+    // stands. One within it shows the cap is too high.
+    if (slice.rows() <= slot.max_rows) {
+      slot.max_rows = slice.rows() / 2;
+      slot.capped_at = now;
+    }
+  }
+  if (!found) return std::nullopt;
+  Route route = RouteOf(rows, now);
+  // Only a route within every cap runs again, so each failure of a new
+  // route halves a cap and the retries end.
+  for (const BatchSlice& slice : route.slices) {
+    if (slice.rows() > slots[slice.slot].max_rows) return std::nullopt;
+  }
+  return route;
+}
+
+std::optional<Route> Scheduler::Core::RouteAroundLostSlots(int64_t rows,
+                                                           const std::vector<BatchSlice>& slices,
+                                                           absl::Time now) {
   const std::vector<SlotStatus> status = env.servable->Slots();
   bool lost_a_slot = false;
   for (const BatchSlice& slice : slices) {
     lost_a_slot |= static_cast<size_t>(slice.slot) < status.size() && !status[slice.slot].health.ok();
   }
-  if (!lost_a_slot) return false;
-  {
-    absl::MutexLock lock(&mu);
-    const absl::Time now = absl::Now();
-    Route route = RouteOf(batch->rows, now);  // Leaves the failed slots out.
-    if (route.slices.empty()) return false;
-    Release(*batch, now);
-    Assign(*batch, std::move(route), now);
-    batch->rerouted = true;
-  }
-  Dispatch(batch);
-  return true;
+  if (!lost_a_slot) return std::nullopt;
+  return RouteOf(rows, now);  // Leaves the failed slots out.
 }
 
 void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {

@@ -65,6 +65,14 @@ v1::ConfigureTrainingRequest SgdConfig(const std::string& model = "default") {
   return request;
 }
 
+// SgdConfig with a checkpoint into `dir` after every step.
+v1::ConfigureTrainingRequest EveryStepConfig(const std::string& dir) {
+  v1::ConfigureTrainingRequest request = SgdConfig();
+  request.mutable_config()->set_checkpoint_every_steps(1);
+  request.mutable_config()->set_checkpoint_dir(dir);
+  return request;
+}
+
 v1::PredictRequest ImageRequest(int64_t batch, uint64_t seed) {
   v1::PredictRequest request;
   request.set_model("default");
@@ -268,9 +276,7 @@ TEST(ModelTrainingE2eTest, WithoutACheckpointRootNothingIsWritten) {
   EXPECT_EQ(saved.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(saved.status().message()), HasSubstr("--checkpoint-root DIR"));
   EXPECT_FALSE(std::filesystem::exists(TempPath("no_root.onnx")));
-  v1::ConfigureTrainingRequest periodic = SgdConfig();
-  periodic.mutable_config()->set_checkpoint_dir(CheckpointDir());
-  periodic.mutable_config()->set_checkpoint_every_steps(1);
+  v1::ConfigureTrainingRequest periodic = EveryStepConfig(CheckpointDir());
   EXPECT_EQ(client->ConfigureTraining(periodic).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
@@ -394,9 +400,7 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
     EXPECT_THAT(std::string(saved.status().message()), HasSubstr("path: '" + outside + "'"));
   }
   EXPECT_FALSE(std::filesystem::exists("/tmp/pwned_by_client.onnx"));
-  v1::ConfigureTrainingRequest escape_dir = SgdConfig();
-  escape_dir.mutable_config()->set_checkpoint_dir("/etc");
-  escape_dir.mutable_config()->set_checkpoint_every_steps(1);
+  v1::ConfigureTrainingRequest escape_dir = EveryStepConfig("/etc");
   configured = client->ConfigureTraining(escape_dir);
   EXPECT_EQ(configured.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(std::string(configured.status().message()),
@@ -517,9 +521,7 @@ TEST(ModelTrainingE2eTest, SigkillWhileCheckpointingLeavesTheLastCheckpointLoada
     absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = StartWithCheckpoints(args);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     auto client = Connect(**daemon);
-    v1::ConfigureTrainingRequest config = SgdConfig();
-    config.mutable_config()->set_checkpoint_every_steps(1);
-    config.mutable_config()->set_checkpoint_dir(dir);
+    v1::ConfigureTrainingRequest config = EveryStepConfig(dir);
     ASSERT_TRUE(client->ConfigureTraining(config).ok());
     std::atomic<bool> stop{false};
     // The last step answered OK: its checkpoint was written before the answer.
@@ -574,9 +576,7 @@ TEST(ModelTrainingE2eTest, CheckpointsAreNumberedKeptAndResumeTheConfiguration) 
         StartWithCheckpoints({"--devices", "cpu:0", "--keep-checkpoints", "2"});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     auto client = Connect(**daemon);
-    v1::ConfigureTrainingRequest config = SgdConfig();
-    config.mutable_config()->set_checkpoint_every_steps(1);
-    config.mutable_config()->set_checkpoint_dir(dir);
+    v1::ConfigureTrainingRequest config = EveryStepConfig(dir);
     config.mutable_config()->set_non_finite_steps(v1::NON_FINITE_STEPS_SKIP);
     ASSERT_TRUE(client->ConfigureTraining(config).ok());
     for (int step = 1; step <= 3; ++step) {
@@ -641,9 +641,7 @@ TEST(ModelTrainingE2eTest, AFailedPeriodicCheckpointAnswersTheAppliedStep) {
       StartWithCheckpoints({"--devices", "cpu:0"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto client = Connect(**daemon);
-  v1::ConfigureTrainingRequest config = SgdConfig();
-  config.mutable_config()->set_checkpoint_every_steps(1);
-  config.mutable_config()->set_checkpoint_dir(dir);
+  v1::ConfigureTrainingRequest config = EveryStepConfig(dir);
   ASSERT_TRUE(client->ConfigureTraining(config).ok());
   std::filesystem::remove_all(dir);
   std::ofstream(dir) << "not a directory";
