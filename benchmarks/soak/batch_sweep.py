@@ -1,0 +1,169 @@
+"""The daemon's memory under every batch size (issue #14, item 3): RSS after each phase.
+
+Run with:
+    bash scripts/triton-venv.sh && bash scripts/build.sh
+    .venv-triton/bin/python benchmarks/soak/batch_sweep.py [--max-rows 300] [--big 8000]
+        [--sweeps-after 2] [--sweep-ceiling-mb 2400] [--ceiling-mb 3300]
+        [-- extra replicad serve flags]
+
+Starts `replicad serve` on the embedded default model (image float32[N,1,28,28]) on two CPU
+slots (`--devices cpu:0,cpu:0`), then sends Predict requests one at a time over replicad.v1:
+    sweep 1     batch n for n = 1, 2, ..., --max-rows (a new slice size nearly every request)
+    big         one batch of --big rows
+    sweep 2     the sweep again
+    sweep 3     and once more, to show whether the sweep's cost keeps growing
+Before the first phase and after each it reads the daemon's VmRSS (/proc/PID/status); a
+thread samples it every 50 ms as well, so the table shows each phase's peak next to what
+stays. It also shows the plans the slots built (replicad_slot_plans_built_total): with the
+plan cache bounded (--max-plans-per-slot, default 16) the sweep rebuilds them, and RSS must
+not follow the number built.
+
+Fails (exit 1) when a request fails, when the RSS after a sweep is over --sweep-ceiling-mb
+(default 2400 MB), or when the RSS after any phase is over --ceiling-mb (default 3300 MB).
+The defaults are what the default flags allow this model whatever the routing (16 plans per
+slot of the largest slices, plus each slot's scratch buffer sized for the big batch), with a
+little margin; the memory paragraph of README.md derives them, and benchmarks/RESULTS.md has
+what was measured.
+"""
+
+import argparse
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import soak_common as common  # noqa: E402
+
+PLAN_METRICS = ["replicad_slot_plans_built_total", "replicad_slot_plan_build_seconds_total"]
+
+
+class RssSampler:
+    """Samples a process's VmRSS every `period` seconds; peak() since the last reset()."""
+
+    def __init__(self, pid, period=0.05):
+        self.pid, self.period = pid, period
+        self.lock = threading.Lock()
+        self.max = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.wait(self.period):
+            value = common.rss_bytes(self.pid)
+            with self.lock:
+                self.max = max(self.max, value)
+
+    def reset(self):
+        with self.lock:
+            self.max = common.rss_bytes(self.pid)
+
+    def peak(self):
+        with self.lock:
+            return max(self.max, common.rss_bytes(self.pid))
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--max-rows", type=int, default=300, help="each sweep: batch 1..N")
+    parser.add_argument("--big", type=int, default=8000, help="rows of the one big batch")
+    parser.add_argument("--sweeps-after", type=int, default=2,
+                        help="sweeps after the big batch (the issue asks for one)")
+    parser.add_argument("--sweep-ceiling-mb", type=float, default=2400,
+                        help="largest RSS allowed after a sweep (MB, 10^6 bytes)")
+    parser.add_argument("--ceiling-mb", type=float, default=3300,
+                        help="largest RSS allowed after any phase, the big batch's included (MB)")
+    parser.add_argument("serve_flags", nargs="*", help="extra replicad serve flags (after --)")
+    args = parser.parse_args()
+
+    import grpc
+    pb2, pb2_grpc = common.load_stubs()
+    flags = ["--devices", "cpu:0,cpu:0", *args.serve_flags]
+    daemon = common.start_daemon(*flags)
+    failures = []
+    rows_out = []
+    try:
+        pid = daemon.process.pid
+        channel = grpc.insecure_channel(f"127.0.0.1:{daemon.port}", options=[
+            ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)])
+        stub = pb2_grpc.ReplicadStub(channel)
+        rng = np.random.default_rng(0)
+        sampler = RssSampler(pid)
+
+        split = ""  # How the one big batch was split over the slots.
+
+        def phase(name, batches):
+            nonlocal split
+            before = common.metric_sums(daemon, PLAN_METRICS)
+            sampler.reset()
+            begin = time.monotonic()
+            for rows in batches:
+                try:
+                    response = stub.Predict(common.predict_request(pb2, rows, rng), timeout=300)
+                    if len(batches) == 1:
+                        split = " + ".join(f"{s.slot} {s.end - s.begin}" for s in response.slices)
+                    if response.outputs[0].shape[0] != rows:
+                        failures.append(f"{name}: batch {rows}: {response.outputs[0].shape[0]} "
+                                        "rows back")
+                except grpc.RpcError as error:
+                    failures.append(f"{name}: batch {rows}: {error.code().name} "
+                                    f"{error.details()[:200]}")
+            seconds = time.monotonic() - begin
+            after = common.metric_sums(daemon, PLAN_METRICS)
+            built = after[PLAN_METRICS[0]] - before[PLAN_METRICS[0]]
+            build_s = after[PLAN_METRICS[1]] - before[PLAN_METRICS[1]]
+            rows_out.append((name, len(batches), seconds, built, build_s, sampler.peak(),
+                             common.rss_bytes(pid)))
+            common.log(f"  {name}: {len(batches)} requests in {seconds:.1f} s, RSS "
+                       f"{common.mb(rows_out[-1][-1])}")
+
+        sweep = list(range(1, args.max_rows + 1))
+        idle = common.rss_bytes(pid)
+        phase("sweep 1", sweep)
+        phase(f"batch {args.big}", [args.big])
+        for i in range(args.sweeps_after):
+            phase(f"sweep {i + 2}", sweep)
+        sampler.stop()
+        channel.close()
+        peak_hwm = None
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    peak_hwm = int(line.split()[1]) * 1024
+    finally:
+        daemon.stop()
+
+    print(f"\nbatch-size sweep: default model, replicad serve {' '.join(flags)}")
+    print(f"machine: {common.machine_line()}; commit {common.git_commit()}")
+    print(f"{'phase':>11} {'requests':>8} {'seconds':>8} {'plans built':>11} {'build s':>8} "
+          f"{'peak RSS':>9} {'RSS after':>9}")
+    print(f"{'idle':>11} {'':>8} {'':>8} {'':>11} {'':>8} {'':>9} {common.mb(idle):>9}")
+    for name, count, seconds, built, build_s, peak, after in rows_out:
+        print(f"{name:>11} {count:>8} {seconds:>8.1f} {built:>11.0f} {build_s:>8.2f} "
+              f"{common.mb(peak):>9} {common.mb(after):>9}")
+    print(f"VmHWM (the daemon's peak over the run): {common.mb(peak_hwm)}; the batch of "
+          f"{args.big} ran as {split or '?'} rows")
+    worst = max(r[-1] for r in rows_out)
+    worst_sweep = max(r[-1] for r in rows_out if r[0].startswith("sweep"))
+    ok = (not failures and worst <= args.ceiling_mb * 1e6
+          and worst_sweep <= args.sweep_ceiling_mb * 1e6)
+    for failure in failures[:10]:
+        print(f"failed: {failure}")
+    if len(failures) > 10:
+        print(f"... and {len(failures) - 10} more failed requests")
+    print(f"largest RSS after a sweep {common.mb(worst_sweep)} (ceiling "
+          f"{args.sweep_ceiling_mb:.0f} MB), after any phase {common.mb(worst)} (ceiling "
+          f"{args.ceiling_mb:.0f} MB); failed requests {len(failures)}: "
+          f"{'PASS' if ok else 'FAIL'}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
