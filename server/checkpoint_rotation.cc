@@ -22,9 +22,16 @@ namespace {
 constexpr char kStepInfix[] = "-step";
 constexpr char kSuffix[] = ".onnx";
 
+// The model's name as a file name: a '/' would name a directory.
+std::string FileStem(const std::string& model) {
+  std::string stem = model;
+  std::replace(stem.begin(), stem.end(), '/', '_');
+  return stem;
+}
+
 // The step of `file` when it is MODEL-step<digits>.onnx, else -1.
 int64_t StepOf(const std::string& file, const std::string& model) {
-  const std::string prefix = absl::StrCat(model, kStepInfix);
+  const std::string prefix = absl::StrCat(FileStem(model), kStepInfix);
   if (!absl::StartsWith(file, prefix) || !absl::EndsWith(file, kSuffix)) return -1;
   const std::string digits =
       file.substr(prefix.size(), file.size() - prefix.size() - (sizeof(kSuffix) - 1));
@@ -42,14 +49,26 @@ absl::Status Unlink(const std::string& path) {
 
 std::string NumberedCheckpointPath(const std::string& directory, const std::string& model,
                                    int64_t step) {
-  return absl::StrFormat("%s/%s%s%09d%s", directory, model, kStepInfix, step, kSuffix);
+  return absl::StrFormat("%s/%s%s%09d%s", directory, FileStem(model), kStepInfix, step, kSuffix);
 }
 
 absl::Status PruneNumberedCheckpoints(const std::string& directory, const std::string& model,
-                                      int keep) {
+                                      int keep, const std::vector<std::string>& spare) {
   DIR* dir = ::opendir(directory.c_str());
   if (dir == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("opendir ", directory));
-  std::vector<std::pair<int64_t, std::string>> numbered;
+  // Spared files by identity, whatever path names them.
+  std::vector<std::pair<dev_t, ino_t>> spared;
+  for (const std::string& path : spare) {
+    struct stat st;
+    if (!path.empty() && ::stat(path.c_str(), &st) == 0) spared.emplace_back(st.st_dev, st.st_ino);
+  }
+  struct Numbered {
+    int64_t written_ns;
+    int64_t step;
+    std::string path;
+    bool spared;
+  };
+  std::vector<Numbered> numbered;
   while (const dirent* entry = ::readdir(dir)) {
     const std::string name = entry->d_name;
     const int64_t step = StepOf(name, model);
@@ -57,15 +76,22 @@ absl::Status PruneNumberedCheckpoints(const std::string& directory, const std::s
     const std::string path = absl::StrCat(directory, "/", name);
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    numbered.emplace_back(step, path);
+    const bool is_spared = std::find(spared.begin(), spared.end(),
+                                     std::make_pair(st.st_dev, st.st_ino)) != spared.end();
+    numbered.push_back({int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, step, path,
+                        is_spared});
   }
   ::closedir(dir);
-  std::sort(numbered.begin(), numbered.end(), std::greater<>());
+  std::sort(numbered.begin(), numbered.end(), [](const Numbered& a, const Numbered& b) {
+    return a.written_ns != b.written_ns ? a.written_ns > b.written_ns : a.step > b.step;
+  });
   absl::Status first_error;
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < numbered.size(); ++i) {
+    if (numbered[i].spared) continue;
+    const std::string& path = numbered[i].path;
     // The ONNX file first: a state file alone is never read.
-    first_error.Update(Unlink(numbered[i].second));
-    first_error.Update(Unlink(CheckpointStatePath(numbered[i].second)));
+    first_error.Update(Unlink(path));
+    first_error.Update(Unlink(CheckpointStatePath(path)));
   }
   return first_error;
 }

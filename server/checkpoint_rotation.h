@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -12,10 +13,11 @@ namespace replicad {
 // checkpoint_every_steps, or SaveCheckpoint with no path) are numbered by
 // step, so a new one never replaces an older one:
 //   DIR/MODEL-step000001200.onnx, with its ".state" file beside it
-// (core/train/checkpoint.h). The newest `keep` stay; older ones are removed
-// once a newer one is whole on disk, so at least one good checkpoint always
-// exists after the first. Checkpoints a client names by path are not
-// numbered and never removed.
+// (core/train/checkpoint.h; a '/' in MODEL becomes '_'). The `keep` written
+// last stay; older ones are removed only once a newer one is whole on disk,
+// and never the one just written or the one the model was loaded from, so
+// a good checkpoint always exists after the first. Checkpoints a client
+// names by path are not numbered and never removed.
 
 // DIR/MODEL-stepNNNNNNNNN.onnx (the step zero-padded to nine digits, so a
 // directory listing sorts by step).
@@ -23,12 +25,15 @@ std::string NumberedCheckpointPath(const std::string& directory, const std::stri
                                    int64_t step);
 
 // Removes MODEL's numbered checkpoints in `directory` (both files of each)
-// but the `keep` of the highest steps; keep < 1 counts as 1. Files that do
-// not match the pattern exactly are left alone, and so are symbolic links
-// (never followed). The first failing unlink is returned, naming the path;
-// the rest are still tried.
+// but the `keep` written last (by modification time; by step among equal
+// times) and those named in `spare` (full paths); keep < 1 counts as 1.
+// Written last, not highest step: a model restarted from an older
+// checkpoint writes lower steps than files already there, and those must
+// not be the ones to go. Files that do not match the pattern exactly are
+// left alone, and so are symbolic links (never followed). The first failing
+// unlink is returned, naming the path; the rest are still tried.
 absl::Status PruneNumberedCheckpoints(const std::string& directory, const std::string& model,
-                                      int keep);
+                                      int keep, const std::vector<std::string>& spare = {});
 
 }  // namespace replicad
 

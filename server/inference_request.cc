@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/serve/client_text.h"
 #include "server/inference_protocol.h"
 
 namespace replicad {
@@ -145,7 +146,7 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
   }
   for (int i = 0; i < request.inputs_size(); ++i) {
     const inference::ModelInferRequest::InferInputTensor& t = request.inputs(i);
-    const std::string tensor = absl::StrCat("inputs[", i, "] '", t.name(), "'");
+    const std::string tensor = absl::StrCat("inputs[", i, "] '", ClientText(t.name()), "'");
     absl::StatusOr<DType> dtype = DTypeFromDatatype(t.datatype(), tensor + ".datatype");
     if (!dtype.ok()) return dtype.status();
     if (absl::Status s = CheckUnsupportedParameters(t.parameters(), tensor); !s.ok()) return s;
@@ -176,7 +177,7 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
   absl::flat_hash_map<std::string, int> requested;  // Output name -> its index.
   for (int i = 0; i < request.outputs_size(); ++i) {
     const auto& output = request.outputs(i);
-    const std::string tensor = absl::StrCat("outputs[", i, "] '", output.name(), "'");
+    const std::string tensor = absl::StrCat("outputs[", i, "] '", ClientText(output.name()), "'");
     if (absl::Status s = CheckUnsupportedParameters(output.parameters(), tensor); !s.ok()) {
       return s;
     }

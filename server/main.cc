@@ -43,6 +43,7 @@
 #include "server/server_options.h"
 #include "server/auth/access_tokens.h"
 #include "server/checkpoint_root.h"
+#include "server/memory_trimmer.h"
 #include "server/protobuf_log.h"
 #include "server/tls_files.h"
 #include "grpcpp/security/server_credentials.h"
@@ -239,7 +240,9 @@ bool IsLoopback(const std::string& address) {
 // models, overwrite checkpoints (under --checkpoint-root) and, in explicit
 // mode, load and unload models: say so where an operator looks.
 void WarnIfExposed(const ServerOptions& options, const TlsFiles& tls, bool auth) {
-  if (tls.enabled()) return;
+  // TLS without tokens or client certificates encrypts, but admits anyone.
+  const bool admits_anyone = !auth && tls.client_ca.empty();
+  if (tls.enabled() && !admits_anyone) return;
   std::string exposed;
   for (const std::string* address :
        {&options.listen, &options.http_listen, &options.metrics_listen}) {
@@ -248,13 +251,19 @@ void WarnIfExposed(const ServerOptions& options, const TlsFiles& tls, bool auth)
     }
   }
   if (exposed.empty()) return;
-  std::cerr << "replicad: WARNING: listening beyond loopback (" << exposed
-            << ") without TLS: requests, tokens and tensors cross the network in clear text, "
-            << (auth ? "" : "and with no --auth-tokens anyone who connects may ")
-            << (auth ? "" : "call TrainStep, ConfigureTraining and SaveCheckpoint")
-            << (auth || options.model_control_mode != "explicit" ? "" : " and load or unload models")
-            << (auth ? "" : "; ")
-            << "serve with --tls-cert/--tls-key (and --auth-tokens), or listen on 127.0.0.1"
+  std::cerr << "replicad: WARNING: listening beyond loopback (" << exposed << ") "
+            << (tls.enabled() ? "with TLS but" : "without TLS")
+            << (tls.enabled() ? "" : ": requests, tokens and tensors cross the network in clear text")
+            << (admits_anyone ? (tls.enabled() ? " without --auth-tokens or --tls-client-ca: " : "; ")
+                              : "; ")
+            << (admits_anyone ? "anyone who connects may call TrainStep, ConfigureTraining and "
+                                "SaveCheckpoint"
+                              : "")
+            << (admits_anyone && options.model_control_mode == "explicit"
+                    ? " and load or unload models"
+                    : "")
+            << (admits_anyone ? "; " : "")
+            << "serve with --tls-cert/--tls-key and --auth-tokens, or listen on 127.0.0.1"
             << std::endl;
 }
 
@@ -336,11 +345,15 @@ int Serve(const ServerOptions& options) {
     return Fail(absl::InvalidArgumentError("--metrics-auth needs --auth-tokens"));
   }
   WarnIfExposed(options, tls, tokens != nullptr);
+  // Freed plans and batches go back to the system (see memory_trimmer.h).
+  MemoryTrimmer trimmer(absl::Seconds(2), size_t{64} << 20);
   std::unique_ptr<MetricsHttpServer> metrics_server;
   if (!options.metrics_listen.empty()) {
     MetricsHttpServer::Options metrics_options;
     metrics_options.ready = [&core] { return core.ServerReady(); };
-    metrics_options.tls = tls;
+    // No client certificates here: probes and Prometheus reach it with a
+    // server certificate alone (and a token under --metrics-auth).
+    metrics_options.tls = TlsFiles{tls.cert, tls.key, ""};
     if (options.metrics_auth) {
       metrics_options.authorize = [&tokens](const HttpRequest& request) {
         return tokens->Check(request.Header("authorization"), "Metrics");
@@ -375,6 +388,7 @@ int Serve(const ServerOptions& options) {
     http_options.max_connections = options.http_max_connections;
     http_options.render_error = &InferenceHttpService::ErrorResponse;
     http_options.tls = tls;
+    http_options.screen = [&http_door](const HttpRequest& head) { return http_door.Screen(head); };
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
         HttpServer::Start(options.http_listen, std::move(http_options), http_door.AsHandler());
     if (!started.ok()) return Fail(started.status());
@@ -415,10 +429,16 @@ int Serve(const ServerOptions& options) {
   poller.reset();
   core.StartDraining();
   health.Publish();
-  if (!core.AwaitIdle(absl::Seconds(options.shutdown_grace_seconds))) {
+  const bool idle = core.AwaitIdle(absl::Seconds(options.shutdown_grace_seconds));
+  if (!idle) {
     std::cout << "replicad: grace period over; cancelling requests still in flight" << std::endl;
   }
-  server->Shutdown(std::chrono::system_clock::now());
+  // Idle means every answer was handed to gRPC, not that it was sent: a
+  // large one may still be on the wire, so the calls get a moment to finish
+  // (gRPC cancels what is left then), unless the grace period is over.
+  constexpr auto kAnswersInTransit = std::chrono::seconds(2);
+  server->Shutdown(std::chrono::system_clock::now() +
+                   (idle ? kAnswersInTransit : std::chrono::seconds(0)));
   server->Wait();
   // Its answers still out are dropped; it waits for them.
   if (http_server) http_server->Stop();

@@ -1,5 +1,6 @@
 #include "server/model_training.h"
-#include "core/serve/client_text.h"
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/model/default_model.h"
+#include "core/serve/client_text.h"
 #include "core/model/graph_optimizer.h"
 #include "core/model/onnx_import.h"
 #include "core/train/checkpoint.h"
@@ -98,7 +100,7 @@ absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Mod
     }
   } else if (!config.ps_device().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "config.ps_device is only for reduction 'ps'; received '", config.ps_device(),
+        "config.ps_device is only for reduction 'ps'; received '", ClientText(config.ps_device()),
         "' with allreduce"));
   }
   if (config.checkpoint_every_steps() < 0) {
@@ -244,6 +246,13 @@ absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::Trainin
     absl::StatusOr<std::string> dir =
         environment_.checkpoints.Resolve(completed->checkpoint_dir(), "config.checkpoint_dir");
     if (!dir.ok()) return dir.status();
+    // Refused now rather than failing every periodic checkpoint later.
+    struct stat st;
+    if (::stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "config.checkpoint_dir: '", ClientText(completed->checkpoint_dir()),
+          "' is not a directory under the checkpoint root; create it first"));
+    }
     completed->set_checkpoint_dir(*dir);
   }
   if (absl::Status s = InConfig(ValidateOptimizerConfig(ToOptimizerConfig(completed->optimizer())));
@@ -405,6 +414,10 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
     absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> state = trainer_->OptimizerState();
     if (!state.ok()) return state.status();
     checkpoint.optimizer_state = *std::move(state);
+  } else if (resume_) {
+    // Saved after a restart, before a step: the state it resumes with.
+    checkpoint.optimizer = resume_->optimizer;
+    checkpoint.optimizer_state = resume_->optimizer_state;
   }
   google::protobuf::TextFormat::PrintToString(config_, &checkpoint.training_config);
   if (absl::Status s = WriteCheckpoint(source_bytes_, *target, checkpoint); !s.ok()) return s;
@@ -412,7 +425,8 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
     // The new one is whole on disk; only now may older ones go.
     absl::Status pruned = PruneNumberedCheckpoints(
         std::string(absl::string_view(*target).substr(0, target->rfind('/'))),
-        environment_.source.name, environment_.keep_checkpoints);
+        environment_.source.name, environment_.keep_checkpoints,
+        {*target, environment_.source.path});
     if (!pruned.ok()) {
       std::cerr << "replicad: model '" << environment_.source.name
                 << "': removing old checkpoints: " << pruned.message() << std::endl;

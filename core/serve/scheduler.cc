@@ -116,6 +116,9 @@ struct Scheduler::Core {
     double share = 1;       // Of the last split it was in.
     absl::Time last_ran = absl::InfinitePast();  // When a slice of it last ended.
     bool healthy = true;  // As the servable said when the last batch was routed.
+    // Its device failed for good under a batch (seen on whichever servable
+    // ran it: a trained model's predict set has devices of its own).
+    bool lost = false;
     int64_t last_rows = 1;  // Of the last slice it ran.
     int64_t max_rows = INT64_MAX;  // Largest slice known to fit its memory.
     absl::Time capped_at;           // When max_rows was learned.
@@ -159,12 +162,13 @@ struct Scheduler::Core {
   // it again on the healthy slots (each retry loses a slot for good, so they
   // end too).
   bool Reroute(const std::shared_ptr<Batch>& batch, const absl::Status& status,
-               const std::vector<BatchSlice>& slices);
+               const std::vector<BatchSlice>& slices, const Servable& ran_on);
   // Reroute's two cases: the new route, or none when the batch is not to run again.
   std::optional<Route> RouteWithinMemoryCaps(int64_t rows, const std::vector<BatchSlice>& slices,
                                              absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   std::optional<Route> RouteAroundLostSlots(int64_t rows, const std::vector<BatchSlice>& slices,
-                                            absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+                                            const Servable& ran_on, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Counts `batch` as running and hands it to its slots (a step to the
   // trainable), with mu released meanwhile.
   void Start(std::shared_ptr<Batch> batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -297,7 +301,7 @@ Route Scheduler::Core::RouteOf(int64_t rows, absl::Time now) {
   std::vector<SlotLoad> loads(slots.size());
   const std::vector<SlotStatus> status = env.servable->Slots();  // Health changes.
   for (size_t s = 0; s < slots.size(); ++s) {
-    slots[s].healthy = s < status.size() && status[s].health.ok();
+    slots[s].healthy = s < status.size() && status[s].health.ok() && !slots[s].lost;
     loads[s].healthy = slots[s].healthy;
     loads[s].weight = s < status.size() ? status[s].weight : 1.0;
     const bool stale = slots[s].outstanding == 0 && now - slots[s].last_ran > kRemeasureAfter &&
@@ -452,14 +456,14 @@ void Scheduler::Core::Release(const Batch& batch, absl::Time now) {
 }
 
 bool Scheduler::Core::Reroute(const std::shared_ptr<Batch>& batch, const absl::Status& status,
-                              const std::vector<BatchSlice>& slices) {
+                              const std::vector<BatchSlice>& slices, const Servable& ran_on) {
   if (status.ok()) return false;
   {
     absl::MutexLock lock(&mu);
     const absl::Time now = absl::Now();
     std::optional<Route> route = absl::IsResourceExhausted(status)
                                      ? RouteWithinMemoryCaps(batch->rows, slices, now)
-                                     : RouteAroundLostSlots(batch->rows, slices, now);
+                                     : RouteAroundLostSlots(batch->rows, slices, ran_on, now);
     if (!route || route->slices.empty()) return false;
     Release(*batch, now);
     Assign(*batch, *std::move(route), now);
@@ -496,14 +500,19 @@ std::optional<Route> Scheduler::Core::RouteWithinMemoryCaps(int64_t rows,
 
 std::optional<Route> Scheduler::Core::RouteAroundLostSlots(int64_t rows,
                                                            const std::vector<BatchSlice>& slices,
+                                                           const Servable& ran_on,
                                                            absl::Time now) {
-  const std::vector<SlotStatus> status = env.servable->Slots();
+  const std::vector<SlotStatus> status = ran_on.Slots();
   bool lost_a_slot = false;
   for (const BatchSlice& slice : slices) {
-    lost_a_slot |= static_cast<size_t>(slice.slot) < status.size() && !status[slice.slot].health.ok();
+    const size_t s = static_cast<size_t>(slice.slot);
+    if (s < status.size() && s < slots.size() && !status[s].health.ok()) {
+      lost_a_slot = true;
+      slots[s].lost = true;
+    }
   }
   if (!lost_a_slot) return std::nullopt;
-  return RouteOf(rows, now);  // Leaves the failed slots out.
+  return RouteOf(rows, now);  // Leaves the lost slots out.
 }
 
 void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
@@ -621,7 +630,7 @@ void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status
     double rows_per_second, share;
   };
   std::vector<Speed> speeds;  // Told to the observer once the lock is released.
-  if (Reroute(batch, status, slices)) return;
+  if (Reroute(batch, status, slices, servable != nullptr ? *servable : *env.servable)) return;
   {
     absl::MutexLock lock(&mu);
     Release(*batch, finished);

@@ -608,6 +608,9 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     skipped.step = step_;
     skipped.samples = batch;
     skipped.skipped = std::move(why);
+    for (size_t i = 0; i < slices.size(); ++i) {
+      skipped.slices.push_back({slices[i], seconds[i], forward_seconds[i]});
+    }
     return skipped;
   };
   if (!std::isfinite(loss)) {

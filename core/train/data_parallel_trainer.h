@@ -29,10 +29,12 @@ struct TrainerOptions {
   // follow the first slot's).
   bool sync_batch_norm = true;
   uint64_t seed = 0;  // Keys the dropout masks, with the step and the global row.
-  // A step whose loss or summed gradient is not finite is never applied. It
-  // fails InvalidArgument (kRefuse), or answers OK as skipped (kSkip), as
+  // A step whose loss, or (where the host sums them: CPU slots, a server on
+  // the CPU) summed gradient, is not finite is never applied. It fails
+  // InvalidArgument (kRefuse), or answers OK as skipped (kSkip), as
   // mixed-precision loss scaling skips an overflowing step. Inputs and
-  // targets holding NaN or infinities are refused either way.
+  // targets holding NaN or infinities are refused either way. GPU
+  // reductions check the loss only.
   enum class NonFiniteSteps { kRefuse, kSkip };
   NonFiniteSteps non_finite_steps = NonFiniteSteps::kRefuse;
 };

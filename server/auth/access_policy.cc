@@ -17,6 +17,7 @@ constexpr std::pair<const char*, Role> kRequired[] = {
     {"ListModels", Role::kInfer},
     {"GetModel", Role::kInfer},
     {"ModelInfer", Role::kInfer},
+    {"ModelStreamInfer", Role::kInfer},
     {"ServerMetadata", Role::kInfer},
     {"ModelMetadata", Role::kInfer},
     {"ModelConfig", Role::kInfer},

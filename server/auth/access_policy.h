@@ -16,10 +16,10 @@ enum class Role { kInfer, kTrain, kAdmin, kMetrics };
 const char* RoleName(Role role);
 std::optional<Role> ParseRole(absl::string_view name);
 
-// The role an RPC needs, by the name both protocols give it (gRPC's method
-// name; the HTTP door names its routes the same: "ModelInfer", "TrainStep"):
+// The role an RPC needs, by the name every door gives it (gRPC's method
+// name; the HTTP door names its routes the same, e.g. "ModelInfer"):
 //   open (nullopt): ServerLive, ServerReady, ModelReady (health probes)
-//   infer:   Predict, ListDevices, ListModels, GetModel, ModelInfer,
+//   infer:   Predict, ListDevices, ListModels, GetModel, ModelInfer, ModelStreamInfer,
 //            ServerMetadata, ModelMetadata, ModelConfig, ModelStatistics,
 //            RepositoryIndex, SystemSharedMemoryStatus
 //   train:   ConfigureTraining, TrainStep, SaveCheckpoint

@@ -102,6 +102,7 @@ void AccessTokens::Refresh() const {
     if (now - last_look_ < kLookEvery) return;
     last_look_ = now;
   }
+  absl::MutexLock reload(&reload_mu_);
   struct stat current = {};
   if (::stat(path_.c_str(), &current) != 0) return;  // Being replaced: look again later.
   {
@@ -122,6 +123,21 @@ void AccessTokens::Refresh() const {
 absl::Status AccessTokens::Check(const std::string* authorization, absl::string_view rpc) const {
   const std::optional<Role> needed = RequiredRole(rpc);
   if (!needed) return absl::OkStatus();
+  absl::StatusOr<uint32_t> roles = RolesOf(authorization, rpc);
+  if (!roles.ok()) return roles.status();
+  if ((*roles & (1u << static_cast<int>(*needed))) == 0) {
+    return absl::PermissionDeniedError(absl::StrCat(rpc, " needs a token with the role '",
+                                                    RoleName(*needed), "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AccessTokens::Authenticate(const std::string* authorization) const {
+  return RolesOf(authorization, "this request").status();
+}
+
+absl::StatusOr<uint32_t> AccessTokens::RolesOf(const std::string* authorization,
+                                               absl::string_view rpc) const {
   if (authorization == nullptr) {
     return absl::UnauthenticatedError(absl::StrCat(
         rpc, " needs a bearer token: send the header 'authorization: Bearer <token>'"));
@@ -147,11 +163,7 @@ absl::Status AccessTokens::Check(const std::string* authorization, absl::string_
     }
   }
   if (!known) return absl::UnauthenticatedError("authorization: unknown bearer token");
-  if ((roles & (1u << static_cast<int>(*needed))) == 0) {
-    return absl::PermissionDeniedError(absl::StrCat(rpc, " needs a token with the role '",
-                                                    RoleName(*needed), "'"));
-  }
-  return absl::OkStatus();
+  return roles;
 }
 
 }  // namespace replicad

@@ -43,6 +43,10 @@ class AccessTokens {
   // Unauthenticated when no token, a malformed header or an unknown token;
   // PermissionDenied naming the RPC and the role it needs.
   absl::Status Check(const std::string* authorization, absl::string_view rpc) const;
+  // OK when `authorization` carries a known token, whatever its roles
+  // (Unauthenticated as Check says otherwise): for refusing a stranger
+  // before reading what it sends.
+  absl::Status Authenticate(const std::string* authorization) const;
 
   using Digest = std::array<unsigned char, 32>;
   struct Entry {
@@ -52,10 +56,15 @@ class AccessTokens {
 
  private:
   explicit AccessTokens(std::string path) : path_(std::move(path)) {}
+  // The roles of the token in `authorization`, or Unauthenticated.
+  absl::StatusOr<uint32_t> RolesOf(const std::string* authorization, absl::string_view rpc) const;
   // Re-reads the file when it changed since the last look.
   void Refresh() const;
 
   const std::string path_;
+  // Held across a whole re-read, so that a slow one cannot install a file
+  // older than one read after it.
+  mutable absl::Mutex reload_mu_;
   mutable absl::Mutex mu_;
   mutable std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
   mutable absl::Time last_look_ ABSL_GUARDED_BY(mu_);

@@ -17,4 +17,14 @@ RequestContext ContextOf(grpc::CallbackServerContext* call, std::string id, uint
   return context;
 }
 
+absl::Status CheckAccess(grpc::CallbackServerContext* call, const AccessTokens* tokens,
+                         absl::string_view rpc) {
+  if (tokens == nullptr) return absl::OkStatus();
+  const auto& metadata = call->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return tokens->Check(nullptr, rpc);
+  const std::string authorization(it->second.data(), it->second.size());
+  return tokens->Check(&authorization, rpc);
+}
+
 }  // namespace replicad

@@ -3,8 +3,11 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "core/serve/request_context.h"
 #include "grpcpp/server_context.h"
+#include "server/auth/access_tokens.h"
 
 namespace replicad {
 
@@ -13,6 +16,11 @@ namespace replicad {
 // `priority` come from the protocol's own fields, where it has them.
 RequestContext ContextOf(grpc::CallbackServerContext* call, std::string id = "",
                          uint64_t priority = 0);
+
+// Whether the caller may make `rpc`: AccessTokens::Check on the call's
+// "authorization" metadata; OK when `tokens` is null (no auth).
+absl::Status CheckAccess(grpc::CallbackServerContext* call, const AccessTokens* tokens,
+                         absl::string_view rpc);
 
 }  // namespace replicad
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/serve/client_text.h"
 #include "server/error_message.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/unary_call.h"
@@ -20,7 +21,7 @@ namespace {
 // its typed contents; none when it names a shared-memory region instead.
 absl::StatusOr<WireBytes> InputBytes(const inference::ModelInferRequest& request, int i) {
   const inference::ModelInferRequest::InferInputTensor& t = request.inputs(i);
-  const std::string field = absl::StrCat("inputs[", i, "] '", t.name(), "'");
+  const std::string field = absl::StrCat("inputs[", i, "] '", ClientText(t.name()), "'");
   absl::StatusOr<DType> dtype = DTypeFromDatatype(t.datatype(), field + ".datatype");
   if (!dtype.ok()) return dtype.status();
   const inference::InferTensorContents& contents = t.contents();
@@ -101,6 +102,15 @@ class RawOutputs : public InferOutputs {
   }
 
   inference::ModelInferResponse* response_;
+};
+
+// A stream the caller may not open: answered with its status at once.
+class RefusedStream final
+    : public grpc::ServerBidiReactor<inference::ModelInferRequest,
+                                     inference::ModelStreamInferResponse> {
+ public:
+  explicit RefusedStream(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
 };
 
 // ModelStreamInfer's reactor. It owns the requests read so far and the
@@ -326,6 +336,10 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
 
 grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
 InferenceService::ModelStreamInfer(grpc::CallbackServerContext* context) {
+  if (absl::Status access = CheckAccess(context, tokens_, "ModelStreamInfer"); !access.ok()) {
+    metrics_.RecordRequest("", "ModelStreamInfer", access, 0);
+    return new RefusedStream(access);
+  }
   return new StreamInfer(context, core_, metrics_, shared_memory_);
 }
 

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "grpcpp/server_context.h"
 #include "server/auth/access_tokens.h"
+#include "server/grpc/call_context.h"
 #include "server/grpc/grpc_status.h"
 #include "server/server_metrics.h"
 
@@ -24,14 +25,8 @@ class UnaryCall {
       : reactor_(context->DefaultReactor()),
         metrics_(&metrics),
         method_(std::move(method)),
-        start_(std::chrono::steady_clock::now()) {
-    if (tokens == nullptr) return;
-    std::string authorization;
-    const auto& metadata = context->client_metadata();
-    auto it = metadata.find("authorization");
-    if (it != metadata.end()) authorization.assign(it->second.data(), it->second.size());
-    access_ = tokens->Check(it != metadata.end() ? &authorization : nullptr, method_);
-  }
+        start_(std::chrono::steady_clock::now()),
+        access_(CheckAccess(context, tokens, method_)) {}
 
   // OK, or why the caller may not make this call (to Finish with at once).
   const absl::Status& access() const { return access_; }

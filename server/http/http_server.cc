@@ -95,6 +95,19 @@ absl::StatusOr<std::shared_ptr<asio::ssl::context>> MakeTlsContext(const TlsFile
   return context;
 }
 
+// Method, path, query and headers of a request (its body aside).
+template <typename Header>
+void FillHead(const Header& header, HttpRequest* out) {
+  out->method = ToString(header.method_string());
+  const std::string target = ToString(header.target());
+  const size_t question = target.find('?');
+  out->path = target.substr(0, question);
+  if (question != std::string::npos) out->query = target.substr(question + 1);
+  for (const auto& field : header) {
+    out->headers.emplace_back(ToString(field.name_string()), ToString(field.value()));
+  }
+}
+
 absl::Status ListenError(const std::string& name, const std::string& address,
                          absl::string_view step, const beast::error_code& ec) {
   std::string message = absl::StrCat(name, " cannot ", step, " ", address, ": ", ec.message());
@@ -138,9 +151,10 @@ class ServerState {
     if (now - tls_looked_ < std::chrono::seconds(1)) return tls_;
     tls_looked_ = now;
     const std::string version = TlsFilesVersion(options_.tls);
-    if (version == tls_version_) return tls_;
+    if (version == tls_version_ || version == tls_failed_version_) return tls_;
     absl::StatusOr<std::shared_ptr<asio::ssl::context>> reloaded = MakeTlsContext(options_.tls);
     if (!reloaded.ok()) {
+      tls_failed_version_ = version;  // Said once, tried again when the files change again.
       // Mid-rotation (a key written before its certificate): keep serving
       // with the old pair and look again.
       std::cerr << "replicad " << options_.name << ": the TLS files changed but do not load ("
@@ -199,6 +213,7 @@ class ServerState {
   absl::Mutex mu_;
   std::shared_ptr<asio::ssl::context> tls_ ABSL_GUARDED_BY(mu_);
   std::string tls_version_ ABSL_GUARDED_BY(mu_);
+  std::string tls_failed_version_ ABSL_GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point tls_looked_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int outstanding_responders_ ABSL_GUARDED_BY(mu_) = 0;
@@ -368,6 +383,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                                           "' is not supported; send the body with "
                                           "Content-Length or chunked"));
     }
+    if (const auto& screen = server_->options().screen) {
+      HttpRequest head;
+      FillHead(header, &head);
+      if (std::optional<HttpResponse> refused = screen(head)) {
+        PrepareRefusal();
+        return Write(*std::move(refused));
+      }
+    }
     auto read_body = [self = shared_from_this()] {
       self->Lowest().expires_after(self->server_->options().idle_timeout);
       http::async_read(self->stream_, self->buffer_, *self->parser_,
@@ -414,14 +437,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     version_ = request.version();
     head_ = request.method() == http::verb::head;
     HttpRequest out;
-    out.method = ToString(request.method_string());
-    const std::string target = ToString(request.target());
-    const size_t question = target.find('?');
-    out.path = target.substr(0, question);
-    if (question != std::string::npos) out.query = target.substr(question + 1);
-    for (const auto& field : request) {
-      out.headers.emplace_back(ToString(field.name_string()), ToString(field.value()));
-    }
+    FillHead(request, &out);
     out.body = std::move(request.body());
     server_->handler()(std::move(out), Responder());
   }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -73,6 +74,12 @@ class HttpServer {
     // a second as connections arrive; new connections use the new ones, open
     // ones keep theirs. A handshake that fails closes its connection.
     TlsFiles tls;
+    // Asked with each request's head (method, path, query and headers; no
+    // body yet) before its body is read: a response refuses the request
+    // with it and closes the connection, so that a client that may not
+    // make the request cannot make the server buffer its body. Null: every
+    // request is read whole.
+    std::function<std::optional<HttpResponse>(const HttpRequest& head)> screen;
   };
 
   // Listens on `listen_address`, "host:port": "0.0.0.0:8000", "127.0.0.1:0"

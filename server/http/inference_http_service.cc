@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "core/serve/client_text.h"
 #include "server/error_message.h"
 #include "server/http/proto_json.h"
 #include "server/inference_protocol.h"
@@ -334,7 +336,7 @@ class InferExchange : public InferOutputs {
     absl::StatusOr<std::string> name = StringMember(object, "name", field, true);
     if (!name.ok()) return name.status();
     tensor->set_name(*name);
-    std::string named = absl::StrCat(field, " '", *name, "'");
+    std::string named = absl::StrCat(field, " '", ClientText(*name), "'");
     if (auto it = object.find("parameters"); it != object.end()) {
       if (absl::Status s =
               ToParameters(*it, named + ".parameters", tensor->mutable_parameters());
@@ -542,6 +544,19 @@ InferenceHttpService::InferenceHttpService(ServingCore& core, ServerMetrics& met
 
 HttpResponse InferenceHttpService::ErrorResponse(int status, const std::string& message) {
   return HttpResponse{status, kJson, {}, Dump(json{{"error", BoundedMessage(message)}})};
+}
+
+std::optional<HttpResponse> InferenceHttpService::Screen(const HttpRequest& head) const {
+  if (tokens_ == nullptr) return std::nullopt;
+  const bool health = absl::StartsWith(head.path, "/v2/health/") ||
+                      (absl::StartsWith(head.path, "/v2/models/") &&
+                       absl::EndsWith(head.path, "/ready"));
+  if (health) return std::nullopt;
+  absl::Status known = tokens_->Authenticate(head.Header("authorization"));
+  if (known.ok()) return std::nullopt;
+  HttpResponse refused = ErrorResponse(401, std::string(known.message()));
+  refused.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return refused;
 }
 
 void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {

@@ -39,6 +39,11 @@ class InferenceHttpService {
                        SharedMemoryRegistry* shared_memory, const AccessTokens* tokens = nullptr);
 
   void Handle(HttpRequest request, HttpResponder respond);
+  // HttpServer::Options::screen: with tokens, a request without a known
+  // token is refused (401) before its body is read, unless it asks for
+  // health; the route's own role is checked once it is routed.
+  std::optional<HttpResponse> Screen(const HttpRequest& head) const;
+
   HttpHandler AsHandler() {
     return [this](HttpRequest request, HttpResponder respond) {
       Handle(std::move(request), std::move(respond));

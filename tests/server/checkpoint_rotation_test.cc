@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -61,6 +63,29 @@ TEST_F(CheckpointRotationTest, LeavesOtherFilesModelsAndLinksAlone) {
                                             "m-step000000001.onnx.tmp",
                                             "other-step000000001.onnx", "mm-step000000001.onnx",
                                             "m-step000000000.onnx"}));
+}
+
+// A model restarted from an older checkpoint writes lower steps than the
+// files already there: what was written last stays, and so do the spared
+// files (the one just written, the one the model was loaded from).
+TEST_F(CheckpointRotationTest, KeepsWhatWasWrittenLastAndSparesTheNamedFiles) {
+  for (int step : {300, 400, 500}) Touch(NumberedCheckpointPath("", "m", step).substr(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Touch("m-step000000051.onnx");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Touch("m-step000000052.onnx");
+  ASSERT_TRUE(PruneNumberedCheckpoints(dir_, "m", 2, {dir_ + "/./m-step000000300.onnx"}).ok());
+  EXPECT_EQ(Files(), (std::set<std::string>{"m-step000000051.onnx", "m-step000000052.onnx",
+                                            "m-step000000300.onnx"}));
+}
+
+TEST_F(CheckpointRotationTest, AModelNameWithASlashStaysInTheDirectory) {
+  EXPECT_EQ(NumberedCheckpointPath("/r", "team/m", 7), "/r/team_m-step000000007.onnx");
+  Touch("team_m-step000000001.onnx");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Touch("team_m-step000000002.onnx");
+  ASSERT_TRUE(PruneNumberedCheckpoints(dir_, "team/m", 1).ok());
+  EXPECT_EQ(Files(), (std::set<std::string>{"team_m-step000000002.onnx"}));
 }
 
 TEST_F(CheckpointRotationTest, KeepBelowOneKeepsOne) {

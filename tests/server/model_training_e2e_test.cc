@@ -405,6 +405,11 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
   EXPECT_EQ(configured.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(std::string(configured.status().message()),
               HasSubstr("config.checkpoint_dir: '/etc' is outside the checkpoint root"));
+  configured = client->ConfigureTraining(EveryStepConfig("no_such_dir"));
+  EXPECT_EQ(configured.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(configured.status().message()),
+              HasSubstr("config.checkpoint_dir: 'no_such_dir' is not a directory under the "
+                        "checkpoint root; create it first"));
 
   // None of that counted: the first good step is step 1.
   absl::StatusOr<v1::TrainStepResponse> good = client->TrainStep(StepRequest(4, 1));
@@ -606,6 +611,11 @@ TEST(ModelTrainingE2eTest, CheckpointsAreNumberedKeptAndResumeTheConfiguration) 
   absl::StatusOr<v1::SaveCheckpointResponse> saved = client->SaveCheckpoint(save);
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ(saved->step(), 3);
+  // With the momentum buffers it resumed with, not an empty state.
+  absl::StatusOr<LoadedCheckpoint> restarted = ReadCheckpoint(TempPath("restarted.onnx"));
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_TRUE(restarted->state_matches);
+  EXPECT_FALSE(restarted->checkpoint.optimizer_state.empty());
   // No ConfigureTraining: the checkpoint's configuration applies.
   absl::StatusOr<v1::TrainStepResponse> fourth = client->TrainStep(StepRequest(4, 4));
   ASSERT_TRUE(fourth.ok()) << fourth.status();

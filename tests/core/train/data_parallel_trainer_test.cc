@@ -249,6 +249,7 @@ TEST(DataParallelTrainerTest, SkippedStepsChangeNothingAndDoNotCount) {
     EXPECT_THAT(skipped->skipped, HasSubstr("(not finite): its inputs overflow"));
     EXPECT_EQ(skipped->step, 0);
     EXPECT_EQ(skipped->samples, 4);
+    EXPECT_EQ(skipped->slices.size(), 2u);  // Both slots ran their rows.
     Tensor nan_pixel = testing::RandomTensor({4, 2, 6, 6}, 1);
     nan_pixel.data<float>()[3] = std::nanf("");
     EXPECT_EQ(trainer->Step({nan_pixel}, labels).status().code(),

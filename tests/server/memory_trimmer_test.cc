@@ -1,0 +1,36 @@
+// Freed memory the allocator keeps is handed back once it passes the threshold.
+#include "server/memory_trimmer.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace replicad {
+namespace {
+
+TEST(MemoryTrimmerTest, TrimsFreedBlocksHeldInTheArenas) {
+  // Many mid-sized blocks (below glibc's mmap threshold, so they come from
+  // the heap), then all but the last freed: the heap cannot shrink past the
+  // last one, so the freed bytes stay held until trimmed.
+  std::vector<std::unique_ptr<char[]>> blocks;
+  for (int i = 0; i < 512; ++i) {
+    blocks.emplace_back(new char[64 * 1024]);
+    std::memset(blocks.back().get(), 1, 64 * 1024);
+  }
+  for (size_t i = 0; i + 1 < blocks.size(); ++i) blocks[i].reset();
+  const size_t held = MemoryTrimmer::FreeHeldBytes();
+  EXPECT_GE(held, size_t{16} << 20);
+  EXPECT_FALSE(MemoryTrimmer::TrimIfAbove(held + (size_t{1} << 30)));
+  EXPECT_TRUE(MemoryTrimmer::TrimIfAbove(size_t{1} << 20));
+}
+
+TEST(MemoryTrimmerTest, StopsPromptly) {
+  const absl::Time start = absl::Now();
+  { MemoryTrimmer trimmer(absl::Seconds(30), size_t{256} << 20); }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace replicad
