@@ -91,7 +91,9 @@ v1::Tensor Int64(std::vector<int64_t> shape, const std::vector<int64_t>& values)
 template <typename T>
 std::vector<T> Values(const v1::Tensor& t) {
   std::vector<T> values(t.raw().size() / sizeof(T));
-  std::memcpy(values.data(), t.raw().data(), values.size() * sizeof(T));
+  // An empty vector's data() may be null, and memcpy from or to null is undefined even for
+  // zero bytes (UBSan reports it).
+  if (!values.empty()) std::memcpy(values.data(), t.raw().data(), values.size() * sizeof(T));
   return values;
 }
 
