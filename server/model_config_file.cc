@@ -23,6 +23,11 @@ using inference::ModelInstanceGroup;
 constexpr char kPlatform[] = "onnxruntime_onnx";
 constexpr char kBackend[] = "onnxruntime";
 constexpr char kModelFilename[] = "model.onnx";
+// Instances (replicas, each with its own weights and stream) that the groups
+// of one configuration may ask for in all. Far above any real machine's
+// need; a count like 2^31 is a typo, and would otherwise be allocated slot by
+// slot before anything could refuse it.
+constexpr int64_t kMaxInstances = 1024;
 
 // The fields replicad acts on or checks. A message whose own fields are
 // listed is walked into; any other listed field is taken whole.
@@ -130,12 +135,22 @@ absl::Status CheckTensorNames(const char* field, const Tensors& tensors) {
 }
 
 absl::Status CheckInstanceGroups(const inference::ModelConfig& config) {
+  int64_t instances = 0;
   for (int i = 0; i < config.instance_group_size(); ++i) {
     const ModelInstanceGroup& group = config.instance_group(i);
     const std::string field = absl::StrCat("instance_group[", i, "]");
     if (group.count() < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".count: expected at least 1 (0 or unset means 1), received ", group.count()));
+    }
+    // A group with gpus has `count` instances on each of them.
+    instances += std::max<int64_t>(group.count(), 1) * std::max(group.gpus_size(), 1);
+    if (instances > kMaxInstances) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".count: expected at most ", kMaxInstances, " instances in all groups, received ",
+          group.count(),
+          group.gpus_size() > 1 ? absl::StrCat(" on each of ", group.gpus_size(), " gpus") : "",
+          ", which makes ", instances));
     }
     if (group.kind() == ModelInstanceGroup::KIND_MODEL) {
       return absl::InvalidArgumentError(

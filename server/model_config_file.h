@@ -42,7 +42,8 @@ std::vector<int64_t> ConfigDims(const TensorSpec& spec, bool batched);
 //    other than "onnxruntime", default_model_filename other than "model.onnx";
 //  - max_batch_size < 0; an input or output named twice;
 //  - dynamic_batching that SchedulerOptionsOf refuses;
-//  - instance_group: count < 0, kind KIND_MODEL, gpus with KIND_CPU;
+//  - instance_group: count < 0, more than 1024 instances in all groups
+//    (count times the gpus listed), kind KIND_MODEL, gpus with KIND_CPU;
 //  - version_policy: latest with num_versions 0, specific with no versions
 //    or one that is not positive.
 absl::StatusOr<inference::ModelConfig> ReadModelConfig(const std::string& path,

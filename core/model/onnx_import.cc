@@ -168,6 +168,55 @@ absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImpo
   return graph;
 }
 
+// Every graph output must be a graph input, an initializer or a node's
+// output. ONNX's version converter (libonnx 1.12) dereferences a null value
+// for any other, and its checker lets such a graph through.
+absl::Status CheckOutputsDefined(const onnx::GraphProto& g) {
+  std::set<std::string> defined;
+  for (const auto& input : g.input()) defined.insert(input.name());
+  for (const auto& init : g.initializer()) defined.insert(init.name());
+  for (const auto& node : g.node()) defined.insert(node.output().begin(), node.output().end());
+  for (const auto& output : g.output()) {
+    if (!defined.count(output.name())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output '", output.name(), "' is produced by no node"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ONNX's shape inference (libonnx 1.12) divides by a pooling or
+// convolution node's strides without looking at them, and its checker does
+// not look at attribute values either: a zero stride killed the process
+// with SIGFPE, which no exception handler catches. So strides (and
+// dilations, which the operators define as positive too) are checked before
+// ONNX sees the model, in every graph it would visit (subgraphs of If, Loop
+// and Scan included).
+absl::Status CheckWindowAttributes(const onnx::GraphProto& g) {
+  for (int n = 0; n < g.node_size(); ++n) {
+    const onnx::NodeProto& node = g.node(n);
+    const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (default_domain && (a.name() == "strides" || a.name() == "dilations")) {
+        for (int64_t v : a.ints()) {
+          if (v > 0) continue;
+          return absl::InvalidArgumentError(absl::StrCat(
+              "node '", node.name().empty() ? absl::StrCat(node.op_type(), "_", n) : node.name(),
+              "' (", node.op_type(), "): attribute ", a.name(),
+              " expected positive values, received [", absl::StrJoin(a.ints(), ", "), "]"));
+        }
+      }
+      if (a.has_g()) {
+        if (absl::Status s = CheckWindowAttributes(a.g()); !s.ok()) return s;
+      }
+      for (const onnx::GraphProto& sub : a.graphs()) {
+        if (absl::Status s = CheckWindowAttributes(sub); !s.ok()) return s;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& bytes,
@@ -178,10 +227,24 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& by
   if (!model.ParseFromString(bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": not an ONNX model (cannot parse)"));
   }
+  for (absl::Status s :
+       {CheckOutputsDefined(model.graph()), CheckWindowAttributes(model.graph())}) {
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+  }
+  const int old_opset = DefaultDomainOpset(model);
+  if (old_opset > 0 && old_opset < kMinOpset) {
+    // The converter trusts its input; the checker goes first.
+    try {
+      onnx::checker::check_model(model);
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": ONNX rejects the model: ", e.what()));
+    }
+  }
   try {
     // Older models are brought to opset 11 by ONNX's own version converter,
     // so the operators only ever see the semantics of opsets 11 to 17.
-    if (const int opset = DefaultDomainOpset(model); opset > 0 && opset < kMinOpset) {
+    if (old_opset > 0 && old_opset < kMinOpset) {
       onnx::shape_inference::InferShapes(model);  // Some adapters (Gemm's) need shapes.
       model = onnx::version_conversion::ConvertVersion(model, kMinOpset);
       // Opset 11 came with IR version 6; the converter keeps the old IR

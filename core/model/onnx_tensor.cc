@@ -1,6 +1,7 @@
 #include "core/model/onnx_tensor.h"
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -32,24 +33,34 @@ absl::StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& proto) {
           absl::StrCat("tensor '", name, "' has negative dims ", ShapeToString(shape)));
     }
   }
-  Tensor tensor = Tensor::Host(*dtype, shape);
-  const int64_t count = tensor.num_elements();
+  // What the dims claim is checked against the data the proto holds before
+  // anything is allocated (and zeroed): a model file of a few bytes must not
+  // make the daemon allocate what its header claims.
+  const TensorType type{*dtype, shape};
+  const std::optional<size_t> bytes = CheckedByteSize(*dtype, shape);
+  if (!bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' ", TensorTypeToString(type),
+                                                   " has more elements than can be addressed"));
+  }
   if (proto.has_raw_data()) {
-    if (proto.raw_data().size() != tensor.byte_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", name, "' ", TensorTypeToString(tensor.type()), " needs ",
-          tensor.byte_size(), " bytes of raw_data; received ", proto.raw_data().size()));
+    if (proto.raw_data().size() != *bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", name, "' ", TensorTypeToString(type), " needs ", *bytes,
+                       " bytes of raw_data; received ", proto.raw_data().size()));
     }
-    std::memcpy(tensor.raw_data(), proto.raw_data().data(), tensor.byte_size());
+    Tensor tensor = Tensor::Host(*dtype, shape);
+    std::memcpy(tensor.raw_data(), proto.raw_data().data(), *bytes);
     return tensor;
   }
+  const int64_t count = static_cast<int64_t>(*bytes / DTypeSize(*dtype));
   const int64_t received =
       *dtype == DType::kFloat32 ? proto.float_data_size() : proto.int64_data_size();
   if (received != count) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' ",
-                                                   TensorTypeToString(tensor.type()), " needs ",
-                                                   count, " elements; received ", received));
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' ", TensorTypeToString(type),
+                                                   " needs ", count, " elements; received ",
+                                                   received));
   }
+  Tensor tensor = Tensor::Host(*dtype, shape);
   if (*dtype == DType::kFloat32) {
     CopyTyped<float>(proto.float_data(), &tensor);
   } else {

@@ -9,7 +9,8 @@ namespace replicad {
 
 // Converts an ONNX TensorProto (raw_data or the typed repeated fields) into a
 // host Tensor. InvalidArgument naming the tensor for an unsupported element
-// type, a byte count that does not match its dims, or external data.
+// type, dims whose size overflows, or a byte count that does not match its
+// dims (checked before anything is allocated); Unimplemented for external data.
 absl::StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& proto);
 
 // Writes a host tensor as a TensorProto with raw_data (little-endian).

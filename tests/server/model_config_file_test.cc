@@ -166,6 +166,13 @@ TEST(ReadModelConfigTest, RefusesWrongNamePlatformBackendAndSizes) {
       {"max_batch_size: -1", {"max_batch_size", "received -1"}},
       {"input [ { name: \"x\" }, { name: \"x\" } ]", {"input[1].name: 'x' is listed twice"}},
       {"instance_group [ { count: -2 } ]", {"instance_group[0].count", "received -2"}},
+      // Found while writing fuzz/model_config_fuzzer: 2^31-1 slots were allocated one by one.
+      {"instance_group [ { kind: KIND_CPU count: 2147483647 } ]",
+       {"instance_group[0].count: expected at most 1024 instances in all groups",
+        "received 2147483647"}},
+      {"instance_group [ { count: 1000 }, { count: 20 gpus: [ 0, 1 ] } ]",
+       {"instance_group[1].count: expected at most 1024", "received 20 on each of 2 gpus",
+        "which makes 1040"}},
       {"instance_group [ { kind: KIND_MODEL } ]", {"instance_group[0].kind", "KIND_MODEL"}},
       {"instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]", {"instance_group[0].gpus"}},
       {"version_policy { latest { num_versions: 0 } }",

@@ -1,5 +1,6 @@
 #include "core/model/onnx_import.h"
 
+#include "absl/strings/str_cat.h"
 #include "core/model/default_model.h"
 #include "core/model/onnx_builder.h"
 #include "gmock/gmock.h"
@@ -57,6 +58,69 @@ TEST(OnnxImportTest, OlderOpsetsAreConvertedToOpsetEleven) {
   absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(b.Serialize(), "m", "m");
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->graph().opset, 11);
+}
+
+// Found by fuzz/onnx_import_fuzzer: ONNX's version converter crashed on a
+// graph output that no node produces, which its checker lets through.
+TEST(OnnxImportTest, OlderOpsetWithAnOutputNoNodeProducesIsRefused) {
+  OnnxModelBuilder b("old", 4);
+  b.AddNode("Relu", {"x"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
+  b.AddOutput("yy", DType::kFloat32, {kAnyDim, 4});
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(b.Serialize(), "m", "m.onnx");
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(),
+              AllOf(HasSubstr("m.onnx"), HasSubstr("output 'yy' is produced by no node")));
+}
+
+// Found by fuzz/onnx_import_fuzzer: a zero stride killed the process with
+// SIGFPE inside ONNX's shape inference.
+TEST(OnnxImportTest, ZeroStridesAndDilationsAreRefusedBeforeOnnxSeesThem) {
+  for (const char* attribute : {"strides", "dilations"}) {
+    OnnxModelBuilder b("pool");
+    onnx::NodeProto* pool = b.AddNode("MaxPool", {"x"}, {"y"});
+    OnnxModelBuilder::SetInts(pool, "kernel_shape", {2, 2});
+    OnnxModelBuilder::SetInts(pool, attribute, {2, 0});
+    b.AddInput("x", DType::kFloat32, {kAnyDim, 1, 4, 4});
+    b.AddOutput("y", DType::kFloat32, {kAnyDim, 1, 2, 2});
+    absl::StatusOr<std::shared_ptr<const Model>> model =
+        LoadOnnxBytes(b.Serialize(), "m", "m.onnx");
+    EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << attribute;
+    EXPECT_THAT(model.status().message(),
+                AllOf(HasSubstr("m.onnx"), HasSubstr("node 'y' (MaxPool)"),
+                      HasSubstr(absl::StrCat("attribute ", attribute,
+                                             " expected positive values, received [2, 0]"))));
+  }
+}
+
+// Found by fuzz/onnx_import_fuzzer: an initializer's dims were allocated
+// (and zeroed) before its 72 bytes of data were compared with them.
+TEST(OnnxImportTest, InitializerDimsBeyondItsDataAreRefusedBeforeAllocating) {
+  const std::pair<std::vector<int64_t>, const char*> cases[] = {
+      {{1 << 20, 1 << 20, 4},
+       "float32[1048576,1048576,4] needs 17592186044416 bytes of "
+       "raw_data; received 72"},
+      // The product wraps to 2^40 in 64 bits (one that wraps to 0, ONNX's checker refuses).
+      {{int64_t{1} << 40, (int64_t{1} << 40) + 1},
+       "float32[1099511627776,1099511627777] has more elements than can be addressed"},
+  };
+  for (const auto& [dims, message] : cases) {
+    OnnxModelBuilder b("huge");  // "w" is read by no node; it is converted all the same.
+    b.AddNode("Relu", {"x"}, {"y"});
+    b.AddInput("x", DType::kFloat32, {kAnyDim, 2});
+    b.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
+    onnx::ModelProto model = b.model();
+    onnx::TensorProto* w = model.mutable_graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) w->add_dims(d);
+    w->set_raw_data(std::string(72, '\0'));
+    absl::StatusOr<std::shared_ptr<const Model>> loaded =
+        LoadOnnxBytes(model.SerializeAsString(), "m", "m.onnx");
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(loaded.status().message(), AllOf(HasSubstr("tensor 'w'"), HasSubstr(message)));
+  }
 }
 
 TEST(OnnxImportTest, OpsetsAboveSeventeenAreUnimplemented) {
