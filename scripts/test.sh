@@ -9,3 +9,4 @@ bash scripts/triton-venv.sh
 bash scripts/build.sh
 cd "${REPLICAD_BUILD_DIR:-build}"
 ctest --output-on-failure -j "${REPLICAD_JOBS:-$(nproc)}"
+cd - >/dev/null && bash scripts/fuzz.sh  # libFuzzer targets (fuzz/), FUZZ_SECONDS (20) each

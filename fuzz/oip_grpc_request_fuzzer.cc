@@ -1,0 +1,180 @@
+// Feeds Open Inference Protocol requests to the gRPC door (InferenceService
+// over an in-process channel, in front of the serving core of FuzzDaemon,
+// with system shared memory on and no region registered). Input: one byte
+// choosing the RPC (mod 4: ModelInfer, ModelStreamInfer with that one
+// request, ModelMetadata, ModelConfig), then the serialized request.
+// Asserts: every answer comes within 10 s; a refusal (the call's status, or
+// a stream response's error_message) has a request error code and a bounded
+// message; an inference answered OK echoes the id, names the model, returns
+// the outputs asked for (all when none) with one raw_output_contents entry
+// each, of product(shape) * 4 bytes, dim 0 being the request's batch; a
+// stream answers its one request exactly once.
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "fuzz/fuzz_daemon.h"
+#include "inference/grpc_service.grpc.pb.h"
+#include "server/error_message.h"
+#include "server/grpc/inference_service.h"
+
+namespace replicad::fuzz {
+namespace {
+
+constexpr size_t kMaxMessage = kMaxErrorMessageBytes + 64;
+
+struct Door {
+  Door()
+      : service(FuzzDaemon::Get().core(), FuzzDaemon::Get().metrics(),
+                FuzzDaemon::Get().shared_memory()) {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+    if (server == nullptr) Violated("the in-process gRPC server did not start");
+    stub = inference::GRPCInferenceService::NewStub(
+        server->InProcessChannel(grpc::ChannelArguments()));
+  }
+  InferenceService service;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub;
+};
+
+Door& TheDoor() {
+  static Door* door = new Door();
+  return *door;
+}
+
+void CheckRefusal(const grpc::Status& status, const char* rpc) {
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+      status.error_message() == "Deadline Exceeded") {
+    Violated(absl::StrCat(rpc, " did not answer within 10 s"));
+  }
+  if (!IsRequestError(status.error_code())) {
+    Violated(
+        absl::StrCat(rpc, " failed with code ", status.error_code(), ": ", status.error_message()));
+  }
+  if (status.error_message().size() > kMaxMessage) {
+    Violated(absl::StrCat(rpc, " error message of ", status.error_message().size(), " bytes"));
+  }
+}
+
+void CheckInfer(const inference::ModelInferRequest& request,
+                const inference::ModelInferResponse& response) {
+  if (response.model_name() != FuzzDaemon::kModelName) Violated("answered for another model");
+  if (response.id() != request.id()) Violated("the response does not echo the request's id");
+  if (request.inputs().empty() || request.inputs(0).shape().empty()) {
+    Violated("accepted a request without a batch");
+  }
+  const int64_t batch = request.inputs(0).shape(0);
+  std::set<std::string> asked;
+  for (const auto& o : request.outputs()) asked.insert(o.name());
+  const int expected = asked.empty() ? 2 : static_cast<int>(asked.size());
+  if (response.outputs_size() != expected || response.raw_output_contents_size() != expected) {
+    Violated(absl::StrCat(response.outputs_size(), " outputs and ",
+                          response.raw_output_contents_size(), " raw contents; expected ",
+                          expected));
+  }
+  for (int i = 0; i < response.outputs_size(); ++i) {
+    const auto& out = response.outputs(i);
+    if (!asked.empty() && !asked.count(out.name())) Violated("an output not asked for");
+    if (out.datatype() != "FP32") Violated(absl::StrCat("output datatype ", out.datatype()));
+    const std::vector<int64_t> shape(out.shape().begin(), out.shape().end());
+    if (shape.empty() || shape[0] != batch) Violated("an output's dim 0 is not the batch");
+    if (ByteCount(shape, 4) != static_cast<int64_t>(response.raw_output_contents(i).size())) {
+      Violated(absl::StrCat("output '", out.name(), "' holds ",
+                            response.raw_output_contents(i).size(), " bytes for its shape"));
+    }
+  }
+}
+
+std::unique_ptr<grpc::ClientContext> Context() {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  return context;
+}
+
+template <typename Request>
+bool Parse(const uint8_t* data, size_t size, Request* request) {
+  return request->ParseFromArray(data, static_cast<int>(size));
+}
+
+void Infer(const uint8_t* data, size_t size) {
+  inference::ModelInferRequest request;
+  if (!Parse(data, size, &request)) return;
+  inference::ModelInferResponse response;
+  const grpc::Status status = TheDoor().stub->ModelInfer(Context().get(), request, &response);
+  if (!status.ok()) return CheckRefusal(status, "ModelInfer");
+  CheckInfer(request, response);
+}
+
+void StreamInfer(const uint8_t* data, size_t size) {
+  inference::ModelInferRequest request;
+  if (!Parse(data, size, &request)) return;
+  std::unique_ptr<grpc::ClientContext> context = Context();
+  auto stream = TheDoor().stub->ModelStreamInfer(context.get());
+  stream->Write(request);
+  stream->WritesDone();
+  inference::ModelStreamInferResponse response;
+  int answers = 0;
+  while (stream->Read(&response)) {
+    ++answers;
+    if (!response.error_message().empty()) {
+      if (response.error_message().size() > kMaxMessage) Violated("long stream error message");
+    } else {
+      CheckInfer(request, response.infer_response());
+    }
+  }
+  const grpc::Status status = stream->Finish();
+  if (!status.ok()) return CheckRefusal(status, "ModelStreamInfer");
+  if (answers != 1) Violated(absl::StrCat("a stream of one request got ", answers, " answers"));
+}
+
+void Metadata(const uint8_t* data, size_t size) {
+  inference::ModelMetadataRequest request;
+  if (!Parse(data, size, &request)) return;
+  inference::ModelMetadataResponse response;
+  const grpc::Status status = TheDoor().stub->ModelMetadata(Context().get(), request, &response);
+  if (!status.ok()) return CheckRefusal(status, "ModelMetadata");
+  if (response.name() != FuzzDaemon::kModelName || response.inputs_size() != 2) {
+    Violated("ModelMetadata answered OK about something else");
+  }
+}
+
+void Config(const uint8_t* data, size_t size) {
+  inference::ModelConfigRequest request;
+  if (!Parse(data, size, &request)) return;
+  inference::ModelConfigResponse response;
+  const grpc::Status status = TheDoor().stub->ModelConfig(Context().get(), request, &response);
+  if (!status.ok()) return CheckRefusal(status, "ModelConfig");
+  if (response.config().name() != FuzzDaemon::kModelName) {
+    Violated("ModelConfig answered OK about something else");
+  }
+}
+
+}  // namespace
+}  // namespace replicad::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace replicad::fuzz;
+  if (size < 1) return 0;
+  TheDoor();
+  switch (data[0] % 4) {
+    case 0:
+      Infer(data + 1, size - 1);
+      break;
+    case 1:
+      StreamInfer(data + 1, size - 1);
+      break;
+    case 2:
+      Metadata(data + 1, size - 1);
+      break;
+    default:
+      Config(data + 1, size - 1);
+      break;
+  }
+  return 0;
+}
