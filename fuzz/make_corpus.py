@@ -84,11 +84,11 @@ def tensor(name, array):
     return numpy_helper.from_array(np.asarray(array), name)
 
 
-def model(nodes, inputs, outputs, initializers=(), opset=13):
+def model(nodes, inputs, outputs, initializers=(), opset=13, ir_version=None):
     graph = helper.make_graph(nodes, "seed", inputs, outputs, list(initializers))
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                           producer_name="replicad-seed")
-    m.ir_version = 7 if opset >= 13 else 6 if opset >= 11 else 4 if opset >= 9 else 3
+    m.ir_version = ir_version or (7 if opset >= 13 else 6 if opset >= 11 else 4 if opset >= 9 else 3)
     return m.SerializeToString()
 
 
@@ -154,6 +154,11 @@ def onnx_seeds():
     seed(f, "found_huge_initializer", model(
         [helper.make_node("Relu", ["x"], ["y"])], [value("x", ["N", 2])],
         [value("y", ["N", 2])], [huge]))
+    # And a rank-0 B of an opset-4 Gemm (read out of range by ONNX's Gemm 6-to-7 adapter).
+    seed(f, "found_old_gemm_scalar", model(
+        [helper.make_node("Gemm", ["x", "W", "b"], ["y"], transB=1)], [value("x", [1, 4])],
+        [value("y", [1, 3])], [tensor("W", np.float32(1)), tensor("b", np.zeros(3, np.float32))],
+        opset=4, ir_version=4))
     seed(f, "opset18_refused", model(
         [helper.make_node("Relu", ["x"], ["y"])], [value("x", ["N", 3])], [value("y", ["N", 3])],
         opset=18))

@@ -1,15 +1,17 @@
 #include "core/model/onnx_import.h"
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/model/exporter_forms.h"
 #include "core/model/graph_optimizer.h"
 #include "core/model/onnx_tensor.h"
-#include "core/model/exporter_forms.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/training_ops.h"
 #include "onnx/checker.h"
@@ -217,6 +219,42 @@ absl::Status CheckWindowAttributes(const onnx::GraphProto& g) {
   return absl::OkStatus();
 }
 
+// ONNX's Gemm adapter from opset 6 to 7 (libonnx 1.12) reads dims 0 and 1
+// of A and B without looking at their rank, and a vector index out of range
+// there is a crash, not an exception. For a model that goes through it,
+// A and B must be matrices whose rank the model (after shape inference)
+// states.
+absl::Status CheckGemmMatricesForConversion(const onnx::GraphProto& g, int opset) {
+  if (opset >= 7) return absl::OkStatus();
+  std::map<std::string, int> rank;
+  for (const auto& init : g.initializer()) rank[init.name()] = init.dims_size();
+  for (const auto* infos : {&g.input(), &g.value_info(), &g.output()}) {
+    for (const onnx::ValueInfoProto& info : *infos) {
+      const auto& type = info.type();
+      if (type.has_tensor_type() && type.tensor_type().has_shape() && !rank.count(info.name())) {
+        rank[info.name()] = type.tensor_type().shape().dim_size();
+      }
+    }
+  }
+  for (int n = 0; n < g.node_size(); ++n) {
+    const onnx::NodeProto& node = g.node(n);
+    if (node.op_type() != "Gemm" || !(node.domain().empty() || node.domain() == "ai.onnx")) {
+      continue;
+    }
+    for (int i = 0; i < std::min(node.input_size(), 2); ++i) {
+      auto it = rank.find(node.input(i));
+      if (it != rank.end() && it->second == 2) continue;
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", node.name().empty() ? absl::StrCat("Gemm_", n) : node.name(),
+                       "' (Gemm): input '", node.input(i),
+                       "' expected a matrix of known rank 2 (converting opset ", opset, " to ",
+                       kMinOpset, " needs it), received ",
+                       it == rank.end() ? "no shape" : absl::StrCat("rank ", it->second)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& bytes,
@@ -246,6 +284,9 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& by
     // so the operators only ever see the semantics of opsets 11 to 17.
     if (old_opset > 0 && old_opset < kMinOpset) {
       onnx::shape_inference::InferShapes(model);  // Some adapters (Gemm's) need shapes.
+      if (absl::Status s = CheckGemmMatricesForConversion(model.graph(), old_opset); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+      }
       model = onnx::version_conversion::ConvertVersion(model, kMinOpset);
       // Opset 11 came with IR version 6; the converter keeps the old IR
       // version, under which its new initializers (e.g. Pad's pads) would

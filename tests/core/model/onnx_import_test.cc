@@ -94,6 +94,28 @@ TEST(OnnxImportTest, ZeroStridesAndDilationsAreRefusedBeforeOnnxSeesThem) {
   }
 }
 
+// Found by fuzz/onnx_import_fuzzer: ONNX's Gemm adapter (opset 6 to 7) read
+// dim 0 of a rank-0 B out of range.
+TEST(OnnxImportTest, OldGemmWithoutMatricesIsRefusedBeforeConversion) {
+  auto old_gemm = [](Shape w_shape) {
+    OnnxModelBuilder b("old_gemm", 4);
+    b.AddInitializer("W", Tensor::Host(DType::kFloat32, std::move(w_shape)));
+    b.AddInitializer("C", Tensor::Host(DType::kFloat32, {3}));
+    OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"x", "W", "C"}, {"y"}), "transB", 1);
+    b.AddInput("x", DType::kFloat32, {1, 4});
+    b.AddOutput("y", DType::kFloat32, {1, 3});
+    return LoadOnnxBytes(b.Serialize(), "m", "m.onnx");
+  };
+  absl::StatusOr<std::shared_ptr<const Model>> model = old_gemm({});
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(),
+              AllOf(HasSubstr("m.onnx"), HasSubstr("node 'y' (Gemm): input 'W' expected a matrix"),
+                    HasSubstr("converting opset 4 to 11"), HasSubstr("received rank 0")));
+  model = old_gemm({3, 4});  // A matrix converts.
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->graph().opset, 11);
+}
+
 // Found by fuzz/onnx_import_fuzzer: an initializer's dims were allocated
 // (and zeroed) before its 72 bytes of data were compared with them.
 TEST(OnnxImportTest, InitializerDimsBeyondItsDataAreRefusedBeforeAllocating) {
