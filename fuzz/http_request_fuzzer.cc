@@ -9,11 +9,13 @@
 // connections (each input is a new one).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -50,6 +52,23 @@ Endpoint& TheEndpoint() {
   return *endpoint;
 }
 
+// libFuzzer's timer (SIGALRM, for -timeout) interrupts blocking calls; an
+// interrupted connect goes on in the background, so it is waited for.
+bool Connect(int fd, const sockaddr_in& address) {
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) return true;
+  if (errno != EINTR) return false;
+  pollfd ready{fd, POLLOUT, 0};
+  int n;
+  do {
+    n = poll(&ready, 1, 10000);
+  } while (n < 0 && errno == EINTR);
+  int error = n > 0 ? 0 : ETIMEDOUT;
+  socklen_t length = sizeof(error);
+  if (n > 0) getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+  errno = error;
+  return error == 0;
+}
+
 // One connection: sends `input`, half-closes, returns all the server sent.
 std::string Exchange(int port, const uint8_t* data, size_t size) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -61,7 +80,7 @@ std::string Exchange(int port, const uint8_t* data, size_t size) {
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+  if (!Connect(fd, address)) {
     Violated(absl::StrCat("the server stopped accepting: connect: ", std::strerror(errno)));
   }
   // The server may refuse and close before reading everything: a failed
@@ -69,21 +88,23 @@ std::string Exchange(int port, const uint8_t* data, size_t size) {
   size_t sent = 0;
   while (sent < size) {
     const ssize_t n = send(fd, data + sent, size - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     sent += static_cast<size_t>(n);
   }
   shutdown(fd, SHUT_WR);
   std::string answer;
   char buffer[16 * 1024];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
     const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
     if (n > 0) {
       answer.append(buffer, static_cast<size_t>(n));
       continue;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      Violated("the server neither answered nor closed within 10 s");
-    }
+    const bool waited = n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK);
+    if (waited && std::chrono::steady_clock::now() < deadline) continue;
+    if (waited) Violated("the server neither answered nor closed within 10 s");
     break;  // Closed (or reset after a refusal).
   }
   // No TIME_WAIT on our side: a million connections would run out of ports.
