@@ -159,6 +159,16 @@ def onnx_seeds():
         [helper.make_node("Gemm", ["x", "W", "b"], ["y"], transB=1)], [value("x", [1, 4])],
         [value("y", [1, 3])], [tensor("W", np.float32(1)), tensor("b", np.zeros(3, np.float32))],
         opset=4, ir_version=4))
+    # And a Constant's INT64 value of dims [41] in 1 byte (ONNX's shape inference wrote it
+    # through a null pointer).
+    short = tensor("c", np.array([0, 3, 2], np.int64))
+    short.raw_data = b"\x01"
+    del short.dims[:]
+    short.dims.append(41)
+    seed(f, "found_short_constant", model(
+        [helper.make_node("Constant", [], ["shape"], value=short),
+         helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        [value("x", ["N", 6])], [value("y", ["N", 3, 2])]))
     seed(f, "opset18_refused", model(
         [helper.make_node("Relu", ["x"], ["y"])], [value("x", ["N", 3])], [value("y", ["N", 3])],
         opset=18))

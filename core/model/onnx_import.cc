@@ -219,6 +219,88 @@ absl::Status CheckWindowAttributes(const onnx::GraphProto& g) {
   return absl::OkStatus();
 }
 
+// Bytes per element of an ONNX tensor type stored as raw_data; 0 for the
+// types raw_data cannot hold (strings) and unknown ones.
+size_t OnnxElementSize(int data_type) {
+  switch (data_type) {
+    case onnx::TensorProto::UINT8:
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::BOOL:
+      return 1;
+    case onnx::TensorProto::UINT16:
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16:
+      return 2;
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::UINT32:
+      return 4;
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::UINT64:
+    case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::COMPLEX64:
+      return 8;
+    case onnx::TensorProto::COMPLEX128:
+      return 16;
+    default:
+      return 0;
+  }
+}
+
+// ONNX's shape inference (libonnx 1.12) copies a tensor's raw_data into a
+// vector sized by raw_data's whole elements: 1 byte for an INT64 left it
+// empty and wrote through a null pointer. Every tensor it may read (the
+// initializers, and tensor attributes such as a Constant's value, in every
+// graph) must hold exactly what its dims and type say.
+absl::Status CheckRawData(const onnx::TensorProto& t, const std::string& what) {
+  const size_t element = OnnxElementSize(t.data_type());
+  if (!t.has_raw_data() || element == 0) return absl::OkStatus();
+  uint64_t bytes = element;
+  for (int64_t d : t.dims()) {
+    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": dims [", absl::StrJoin(t.dims(), ", "),
+                       "] expected non-negative, with a byte size that fits in 64 bits"));
+    }
+  }
+  if (t.raw_data().size() == bytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": ", onnx::TensorProto::DataType_Name(t.data_type()), " dims [",
+                   absl::StrJoin(t.dims(), ", "), "] expected ", bytes,
+                   " bytes of raw_data, received ", t.raw_data().size()));
+}
+
+absl::Status CheckTensorData(const onnx::GraphProto& g) {
+  for (const onnx::TensorProto& init : g.initializer()) {
+    if (absl::Status s = CheckRawData(init, absl::StrCat("initializer '", init.name(), "'"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (int n = 0; n < g.node_size(); ++n) {
+    const onnx::NodeProto& node = g.node(n);
+    const std::string name =
+        node.name().empty() ? absl::StrCat(node.op_type(), "_", n) : node.name();
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      const std::string what = absl::StrCat("node '", name, "' attribute '", a.name(), "'");
+      if (a.has_t()) {
+        if (absl::Status s = CheckRawData(a.t(), what); !s.ok()) return s;
+      }
+      for (const onnx::TensorProto& t : a.tensors()) {
+        if (absl::Status s = CheckRawData(t, what); !s.ok()) return s;
+      }
+      if (a.has_g()) {
+        if (absl::Status s = CheckTensorData(a.g()); !s.ok()) return s;
+      }
+      for (const onnx::GraphProto& sub : a.graphs()) {
+        if (absl::Status s = CheckTensorData(sub); !s.ok()) return s;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // ONNX's Gemm adapter from opset 6 to 7 (libonnx 1.12) reads dims 0 and 1
 // of A and B without looking at their rank, and a vector index out of range
 // there is a crash, not an exception. For a model that goes through it,
@@ -265,8 +347,8 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& by
   if (!model.ParseFromString(bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": not an ONNX model (cannot parse)"));
   }
-  for (absl::Status s :
-       {CheckOutputsDefined(model.graph()), CheckWindowAttributes(model.graph())}) {
+  for (absl::Status s : {CheckOutputsDefined(model.graph()), CheckWindowAttributes(model.graph()),
+                         CheckTensorData(model.graph())}) {
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
   }
   const int old_opset = DefaultDomainOpset(model);

@@ -28,9 +28,10 @@ struct OnnxImportOptions {
 //  - NotFound: the file does not exist or cannot be read.
 //  - InvalidArgument: not an ONNX model, the checker or shape inference
 //    rejects it, a graph output no node produces, a stride or dilation that
-//    is not positive (naming the node), below opset 7 a Gemm whose A or B is
-//    not of known rank 2, an unsupported dtype of an input, output or
-//    initializer (naming it).
+//    is not positive (naming the node), an initializer or tensor attribute
+//    whose raw_data is not what its dims and type need, below opset 7 a Gemm
+//    whose A or B is not of known rank 2, an unsupported dtype of an input,
+//    output or initializer (naming it).
 //  - Unimplemented: operators the engine lacks (the message names every
 //    unsupported op type with its nodes); an opset above 17; an old model
 //    ONNX's converter cannot bring to opset 11 (with its reason).

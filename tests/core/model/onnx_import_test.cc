@@ -116,19 +116,45 @@ TEST(OnnxImportTest, OldGemmWithoutMatricesIsRefusedBeforeConversion) {
   EXPECT_EQ((*model)->graph().opset, 11);
 }
 
+// Found by fuzz/onnx_import_fuzzer: ONNX's shape inference wrote a
+// Constant's 1 byte of INT64 raw_data through a null pointer.
+TEST(OnnxImportTest, TensorsWhoseRawDataDisagreesWithTheirDimsAreRefused) {
+  OnnxModelBuilder b("reshape");
+  onnx::NodeProto* constant = b.AddNode("Constant", {}, {"shape"});
+  onnx::AttributeProto* value = constant->add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+  value->mutable_t()->add_dims(41);
+  value->mutable_t()->set_raw_data(std::string(1, '\1'));
+  b.AddNode("Reshape", {"x", "shape"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 6});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 3, 2});
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(b.Serialize(), "m", "m.onnx");
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(),
+              AllOf(HasSubstr("m.onnx"), HasSubstr("node 'shape' attribute 'value'"),
+                    HasSubstr("INT64 dims [41] expected 328 bytes of raw_data, received 1")));
+}
+
 // Found by fuzz/onnx_import_fuzzer: an initializer's dims were allocated
 // (and zeroed) before its 72 bytes of data were compared with them.
 TEST(OnnxImportTest, InitializerDimsBeyondItsDataAreRefusedBeforeAllocating) {
-  const std::pair<std::vector<int64_t>, const char*> cases[] = {
-      {{1 << 20, 1 << 20, 4},
-       "float32[1048576,1048576,4] needs 17592186044416 bytes of "
-       "raw_data; received 72"},
-      // The product wraps to 2^40 in 64 bits (one that wraps to 0, ONNX's checker refuses).
-      {{int64_t{1} << 40, (int64_t{1} << 40) + 1},
-       "float32[1099511627776,1099511627777] has more elements than can be addressed"},
+  struct Case {
+    std::vector<int64_t> dims;
+    bool raw;  // raw_data of 72 bytes, or float_data of 3 values.
+    const char* message;
   };
-  for (const auto& [dims, message] : cases) {
-    OnnxModelBuilder b("huge");  // "w" is read by no node; it is converted all the same.
+  const Case cases[] = {
+      {{1 << 20, 1 << 20, 4}, true,
+       "FLOAT dims [1048576, 1048576, 4] expected 17592186044416 bytes of raw_data, received 72"},
+      // The product wraps to 2^40 in 64 bits (one that wraps to 0, ONNX's checker refuses).
+      {{int64_t{1} << 40, (int64_t{1} << 40) + 1}, true,
+       "dims [1099511627776, 1099511627777] expected non-negative, with a byte size that fits"},
+      {{1 << 20, 1 << 20, 4}, false, "needs 4398046511104 elements; received 3"},
+  };
+  for (const Case& c : cases) {
+    OnnxModelBuilder b("huge");  // "w" is read by no node; it is checked all the same.
     b.AddNode("Relu", {"x"}, {"y"});
     b.AddInput("x", DType::kFloat32, {kAnyDim, 2});
     b.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
@@ -136,12 +162,16 @@ TEST(OnnxImportTest, InitializerDimsBeyondItsDataAreRefusedBeforeAllocating) {
     onnx::TensorProto* w = model.mutable_graph()->add_initializer();
     w->set_name("w");
     w->set_data_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : dims) w->add_dims(d);
-    w->set_raw_data(std::string(72, '\0'));
+    for (int64_t d : c.dims) w->add_dims(d);
+    if (c.raw) {
+      w->set_raw_data(std::string(72, '\0'));
+    } else {
+      for (float v : {1.0f, 2.0f, 3.0f}) w->add_float_data(v);
+    }
     absl::StatusOr<std::shared_ptr<const Model>> loaded =
         LoadOnnxBytes(model.SerializeAsString(), "m", "m.onnx");
-    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument) << message;
-    EXPECT_THAT(loaded.status().message(), AllOf(HasSubstr("tensor 'w'"), HasSubstr(message)));
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(loaded.status().message(), AllOf(HasSubstr("'w'"), HasSubstr(c.message)));
   }
 }
 
