@@ -86,7 +86,13 @@ std::vector<SliceReport> Reports(const Servable& servable, const std::vector<Bat
 ServingCore::ServingCore(ModelManager& models, Options options)
     : models_(models), options_(options), control_(1) {}
 
-ServingCore::~ServingCore() = default;
+ServingCore::~ServingCore() {
+  // A request's done callback uses this core, and its in-flight guard is released after the
+  // callback returned, on the scheduler's or a slot's thread: whoever saw the answer may
+  // destroy the core before that, which would free the mutex the guard still takes.
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(+[](int* in_flight) { return *in_flight == 0; }, &in_flight_));
+}
 
 std::optional<ServingCore::InFlight> ServingCore::Admit() {
   absl::MutexLock lock(&mu_);

@@ -88,7 +88,8 @@ class ServingCore {
   };
   // `models` must outlive the core.
   ServingCore(ModelManager& models, Options options);
-  // Finishes the queued dispatches and loads.
+  // Waits for the requests in flight to finish (their done callbacks use the core), then
+  // finishes the queued dispatches and loads.
   ~ServingCore();
 
   struct InferAnswer {

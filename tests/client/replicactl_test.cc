@@ -236,11 +236,16 @@ TEST_F(ReplicactlTrainTest, TrainsInTheDocumentedOrderAndReports) {
   std::vector<int64_t> expected = EpochOrder(23, 3, 0);
   std::vector<int64_t> second = EpochOrder(23, 3, 1);
   expected.insert(expected.end(), second.begin(), second.end());
-  EXPECT_THAT(service_.labels_, ElementsAreArray(expected));
-  EXPECT_THAT(service_.batch_sizes_, ElementsAre(5, 5, 5, 5, 3, 5, 5, 5, 5, 3));
-  EXPECT_THAT(service_.input_shape_, ElementsAre(3, 1, kRows, kCols));
-  EXPECT_EQ(service_.input_name_, "image");
-  EXPECT_THAT(service_.predict_outputs_, ElementsAre("logits"));
+  {
+    // The handlers wrote these on gRPC's threads; replicactl's exit orders them before this
+    // only through sockets and the kernel, which is no synchronization in C++ terms (TSan).
+    std::lock_guard<std::mutex> lock(service_.mutex_);
+    EXPECT_THAT(service_.labels_, ElementsAreArray(expected));
+    EXPECT_THAT(service_.batch_sizes_, ElementsAre(5, 5, 5, 5, 3, 5, 5, 5, 5, 3));
+    EXPECT_THAT(service_.input_shape_, ElementsAre(3, 1, kRows, kCols));
+    EXPECT_EQ(service_.input_name_, "image");
+    EXPECT_THAT(service_.predict_outputs_, ElementsAre("logits"));
+  }
 
   // 5 of the 9 test samples (the even ones) are predicted right.
   EXPECT_THAT(r.out, AllOf(HasSubstr("epoch 1: train loss 2.0000, train accuracy 0.5000, "
@@ -257,6 +262,7 @@ TEST_F(ReplicactlTrainTest, LimitAndFlatInputAndChosenOutput) {
   CommandResult r = Train({"--model", "flat", "--data", data_, "--epochs", "1", "--batch-size", "4",
                            "--limit", "10", "--output", "probabilities"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::lock_guard<std::mutex> lock(service_.mutex_);  // As above.
   EXPECT_THAT(service_.labels_, ElementsAreArray(EpochOrder(10, 0, 0)));
   EXPECT_THAT(service_.batch_sizes_, ElementsAre(4, 4, 2));
   EXPECT_THAT(service_.input_shape_, ElementsAre(2, kRows * kCols));

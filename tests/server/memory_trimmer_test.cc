@@ -12,7 +12,8 @@ namespace {
 
 // ASan and TSan replace glibc's malloc: the blocks below never reach glibc's arenas, so
 // there is nothing held there to measure or trim.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || \
+    defined(REPLICAD_THREAD_SANITIZER)
 #define REPLICAD_MALLOC_REPLACED 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)

@@ -75,8 +75,11 @@ class DeviceMemoryStandIn : public Device {
   absl::Status Synchronize() override {
     upload_.Synchronize();
     download_.Synchronize();
+    // The stream is idle on return even when the device is lost, as Device promises:
+    // callers free what their queued work still uses once this returns.
+    absl::Status idle = cpu_->Synchronize();
     if (absl::Status broken = health(); !broken.ok()) return broken;
-    return cpu_->Synchronize();
+    return idle;
   }
 
   absl::Status CopyOnStream(const void* src, MemoryLocation, void* dst, MemoryLocation,

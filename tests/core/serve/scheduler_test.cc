@@ -254,9 +254,12 @@ class StandInSlots : public Servable {
     auto state = std::make_shared<State>();
     state->inputs = std::move(inputs);
     state->slices = std::move(slices);
-    state->left = static_cast<int>(state->slices.size());
+    const size_t count = state->slices.size();
+    state->left = static_cast<int>(count);
     state->done = std::move(done);
-    for (size_t s = 0; s < state->slices.size(); ++s) {
+    // Not state->slices.size() in the loop: the last slice to finish moves the slices out,
+    // possibly before the loop checks its bound again.
+    for (size_t s = 0; s < count; ++s) {
       pools_[state->slices[s].slot]->Submit([this, state, s, out = static_cast<float*>(*y),
                                              still_wanted] {
         BatchSlice& slice = state->slices[s];

@@ -287,6 +287,28 @@ TEST_F(ServingCoreTest, ExpiredOrCancelledRequestsDoNotRun) {
   EXPECT_EQ(v1_->calls, 0);
 }
 
+// A request's in-flight guard is released on the scheduler's thread after its answer, so
+// the core must not go away under it (TSan saw the guard lock a freed core's mutex).
+TEST_F(ServingCoreTest, DestructionWaitsForRequestsInFlight) {
+  absl::Notification gate;
+  v1_->gate = &gate;
+  Outputs outputs;
+  Answer answer;
+  std::shared_ptr<absl::Notification> done = Start(Request(), &outputs, &answer);
+  while (v1_->calls == 0) absl::SleepFor(absl::Milliseconds(1));
+  std::atomic<bool> destroyed{false};
+  std::thread destroyer([&] {
+    core_.reset();
+    destroyed = true;
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(destroyed);
+  gate.Notify();
+  destroyer.join();
+  EXPECT_TRUE(done->HasBeenNotified());
+  EXPECT_TRUE(answer.status.ok()) << answer.status;
+}
+
 TEST_F(ServingCoreTest, DrainingRefusesNewRequestsAndWaitsForThoseInFlight) {
   absl::Notification gate;
   v1_->gate = &gate;
