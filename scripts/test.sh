@@ -10,3 +10,4 @@ bash scripts/build.sh
 cd "${REPLICAD_BUILD_DIR:-build}"
 ctest --output-on-failure -j "${REPLICAD_JOBS:-$(nproc)}"
 cd - >/dev/null && bash scripts/fuzz.sh  # libFuzzer targets (fuzz/), FUZZ_SECONDS (20) each
+bash scripts/sanitize.sh  # every test under ASan+UBSan (build-asan/) and TSan (build-tsan/)
