@@ -12,8 +12,8 @@
 // In-process, --slots S slots on --device (default cpu:0; e.g. cuda:0, --tf32 for TF32)
 // serve the model, CPU slots with --threads T OpenMP threads each (S*T threads in all);
 // GPU slots cut slices into up to --transfer-chunks chunks, merged on --merge-device
-// (cpu:0, or a GPU by peer copies). "direct" (one slot only) is ExecutionPlan::Run on the calling thread:
-// no stream hop, no split, no merge. "Predict" is ReplicaSet::Predict waited for
+// (cpu:0, or a GPU by peer copies). "direct" (one slot only) is ExecutionPlan::Run on the calling
+// thread: no stream hop, no split, no merge. "Predict" is ReplicaSet::Predict waited for
 // synchronously, as the daemon runs it. --grpc times ReplicadClient::Predict against
 // --server (request built once; each call serializes it and parses the response).
 // Inputs are deterministic pseudo-random floats; every mode runs --warmup untimed passes
@@ -161,8 +161,9 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
       out_ptrs.push_back(outputs.back().raw_data());
     }
     omp_set_num_threads(options.threads);  // As the slot's own thread runs it.
-    absl::StatusOr<Timing> direct =
-        Measure("direct", options.warmup, options.iterations, [&] { return (*plan)->Run(in_ptrs.data(), out_ptrs.data()); });
+    absl::StatusOr<Timing> direct = Measure("direct", options.warmup, options.iterations, [&] {
+      return (*plan)->Run(in_ptrs.data(), out_ptrs.data());
+    });
     if (!direct.ok()) return direct.status();
     timings.push_back(*direct);
   }
@@ -208,10 +209,11 @@ absl::StatusOr<std::vector<Timing>> RunGrpc(const Options& options) {
     FillRandom(values.data(), values.size(), 1000 + i);
     tensor->set_raw(values.data(), values.size() * sizeof(float));
   }
-  absl::StatusOr<Timing> grpc = Measure("grpc", options.warmup, options.iterations, [&]() -> absl::Status {
-    absl::StatusOr<v1::PredictResponse> response = (*client)->Predict(request);
-    return response.status();
-  });
+  absl::StatusOr<Timing> grpc =
+      Measure("grpc", options.warmup, options.iterations, [&]() -> absl::Status {
+        absl::StatusOr<v1::PredictResponse> response = (*client)->Predict(request);
+        return response.status();
+      });
   if (!grpc.ok()) return grpc.status();
   return std::vector<Timing>{*grpc};
 }

@@ -85,10 +85,13 @@ void BM_ReplicaSet(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * batch);
 }
 
-BENCHMARK(BM_Direct)->ArgName("batch")->Arg(1)->Arg(8)->Arg(64)->UseRealTime()
+BENCHMARK(BM_Direct)->ArgName("batch")->Arg(1)->Arg(8)->Arg(64)->UseRealTime()->Unit(
+    benchmark::kMicrosecond);
+BENCHMARK(BM_ReplicaSet)
+    ->ArgNames({"batch", "slots"})
+    ->ArgsProduct({{1, 8, 64}, {1, 2, 4}})
+    ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_ReplicaSet)->ArgNames({"batch", "slots"})
-    ->ArgsProduct({{1, 8, 64}, {1, 2, 4}})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace replicad

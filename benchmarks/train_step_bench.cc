@@ -130,8 +130,8 @@ int Main(int argc, char** argv) {
       "model %s  batch %d  %d slot(s) on %s%s  %d iterations (+%d warm-up)\n"
       "train step: median %.3f ms, mean %.3f ms, min %.3f ms, %.1f images/s\n",
       options.model_path, options.batch, options.slots, options.device,
-      options.tf32 ? " (TF32)" : "", options.iterations, options.warmup, t->median_ms,
-      t->mean_ms, t->min_ms, images_per_s);
+      options.tf32 ? " (TF32)" : "", options.iterations, options.warmup, t->median_ms, t->mean_ms,
+      t->min_ms, images_per_s);
   if (options.json) {
     std::cout << absl::StrFormat(
         "json: {\"train_step\": {\"median_ms\": %.6f, \"mean_ms\": %.6f, \"min_ms\": %.6f, "

@@ -17,9 +17,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -534,7 +534,8 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
     absl::StatusOr<v1::ConfigureTrainingRequest> configure = TrainingConfigFor(args, output);
     if (!configure.ok()) return Fail(configure.status(), kExitUsage);
     absl::StatusOr<v1::ConfigureTrainingResponse> configured = client.ConfigureTraining(*configure);
-    if (!configured.ok()) return Fail(InCall("ConfigureTraining", configured.status()), kExitFailure);
+    if (!configured.ok())
+      return Fail(InCall("ConfigureTraining", configured.status()), kExitFailure);
     std::cout << "optimizer: " << configured->config().optimizer().ShortDebugString() << "\n";
   }
   absl::StatusOr<std::vector<int64_t>> sample_shape = SampleShape(args.model, input, train);
@@ -646,8 +647,9 @@ int Main(int argc, char** argv) {
       "save-checkpoint", "Write a trained model (ONNX) and its optimizer state on the server");
   std::string save_model, save_path;
   save->add_option("--model", save_model, "Model name")->required();
-  save->add_option("--path", save_path,
-                   "ONNX file to write, on the server (default: a numbered one in its checkpoint_dir)");
+  save->add_option(
+      "--path", save_path,
+      "ONNX file to write, on the server (default: a numbered one in its checkpoint_dir)");
 
   CLI::App* train = app.add_subcommand(
       "train", "Train a model on MNIST-style IDX data, testing after every epoch");
@@ -672,7 +674,8 @@ int Main(int argc, char** argv) {
                     "before the first step; without it the server's configuration trains");
   train->add_option("--lr", train_args.learning_rate, "Learning rate (with --optimizer)");
   train->add_option("--momentum", train_args.momentum, "SGD/RMSprop momentum (with --optimizer)");
-  train->add_option("--weight-decay", train_args.weight_decay, "L2 weight decay (with --optimizer)");
+  train->add_option("--weight-decay", train_args.weight_decay,
+                    "L2 weight decay (with --optimizer)");
   train->add_flag("--nesterov", train_args.nesterov, "Nesterov momentum (SGD, with --optimizer)");
   train->add_option("--ps-device", train_args.ps_device,
                     "Reduce through a parameter server on this device, e.g. cpu:0 (with "

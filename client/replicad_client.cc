@@ -37,7 +37,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ReplicadClient::Creden
     return grpc::InsecureChannelCredentials();
   }
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-    return absl::InvalidArgumentError("a TLS client certificate needs its key, and a key its certificate");
+    return absl::InvalidArgumentError(
+        "a TLS client certificate needs its key, and a key its certificate");
   }
   grpc::SslCredentialsOptions ssl;
   if (!options.tls_ca_file.empty()) {

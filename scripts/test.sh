@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 # Triton's clients (tritonclient, grpc health, perf_analyzer) for the protocol tests.
 bash scripts/triton-venv.sh
+bash scripts/check-format.sh  # every C++/CUDA source follows .clang-format
 bash scripts/build.sh
 cd "${REPLICAD_BUILD_DIR:-build}"
 ctest --output-on-failure -j "${REPLICAD_JOBS:-$(nproc)}"

@@ -53,17 +53,18 @@ absl::StatusOr<CheckpointRoot> CheckpointRoot::Open(const std::string& directory
 absl::StatusOr<std::string> CheckpointRoot::Resolve(const std::string& path,
                                                     const std::string& field) const {
   if (!enabled()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        field, ": this server writes no checkpoints; start replicad serve with "
-        "--checkpoint-root DIR to let clients write them under DIR"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(field,
+                     ": this server writes no checkpoints; start replicad serve with "
+                     "--checkpoint-root DIR to let clients write them under DIR"));
   }
   if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty"));
   for (char c : path) {
     const unsigned char u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          field, ": '", Shown(path), "' holds a NUL or control character (byte ",
-          static_cast<int>(u), "); checkpoint paths must be plain text"));
+      return absl::PermissionDeniedError(
+          absl::StrCat(field, ": '", Shown(path), "' holds a NUL or control character (byte ",
+                       static_cast<int>(u), "); checkpoint paths must be plain text"));
     }
   }
   if (path.back() == '/') {
@@ -75,8 +76,7 @@ absl::StatusOr<std::string> CheckpointRoot::Resolve(const std::string& path,
   // component. An absolute path must then begin with the root's components;
   // a relative one, taken from the root, may not climb above it.
   const std::vector<std::string> root_parts = Components(base);
-  std::vector<std::string> parts = path.front() == '/' ? std::vector<std::string>()
-                                                       : root_parts;
+  std::vector<std::string> parts = path.front() == '/' ? std::vector<std::string>() : root_parts;
   for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
     if (part == ".") continue;
     if (part == "..") {
@@ -87,9 +87,9 @@ absl::StatusOr<std::string> CheckpointRoot::Resolve(const std::string& path,
   }
   if (parts.size() < root_parts.size() ||
       !std::equal(root_parts.begin(), root_parts.end(), parts.begin())) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        field, ": '", Shown(path), "' ",
-        path.front() == '/' ? "is outside" : "leaves", " the checkpoint root '", root_, "'"));
+    return absl::PermissionDeniedError(absl::StrCat(field, ": '", Shown(path), "' ",
+                                                    path.front() == '/' ? "is outside" : "leaves",
+                                                    " the checkpoint root '", root_, "'"));
   }
   parts.erase(parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(root_parts.size()));
   if (parts.empty()) {
@@ -104,9 +104,9 @@ absl::StatusOr<std::string> CheckpointRoot::Resolve(const std::string& path,
     struct stat st;
     if (::lstat(resolved.c_str(), &st) != 0) continue;  // Not there (yet): nothing to follow.
     if (S_ISLNK(st.st_mode)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          field, ": '", Shown(path), "' passes through the symbolic link '", resolved,
-          "'; checkpoint paths may not"));
+      return absl::PermissionDeniedError(absl::StrCat(field, ": '", Shown(path),
+                                                      "' passes through the symbolic link '",
+                                                      resolved, "'; checkpoint paths may not"));
     }
   }
   return resolved;

@@ -78,8 +78,8 @@ absl::Status PruneNumberedCheckpoints(const std::string& directory, const std::s
     if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     const bool is_spared = std::find(spared.begin(), spared.end(),
                                      std::make_pair(st.st_dev, st.st_ino)) != spared.end();
-    numbered.push_back({int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, step, path,
-                        is_spared});
+    numbered.push_back(
+        {int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, step, path, is_spared});
   }
   ::closedir(dir);
   std::sort(numbered.begin(), numbered.end(), [](const Numbered& a, const Numbered& b) {

@@ -12,11 +12,11 @@ GpuMetrics::GpuMetrics(metrics::Registry& registry, std::unique_ptr<GpuTelemetry
                                      {"gpu"})),
       memory_used_(registry.AddGauge("replicad_gpu_memory_used_bytes",
                                      "GPU memory in use by every process.", {"gpu"})),
-      memory_total_(registry.AddGauge("replicad_gpu_memory_total_bytes", "GPU memory in all.",
-                                      {"gpu"})),
+      memory_total_(
+          registry.AddGauge("replicad_gpu_memory_total_bytes", "GPU memory in all.", {"gpu"})),
       power_(registry.AddGauge("replicad_gpu_power_watts", "GPU board power draw.", {"gpu"})),
-      temperature_(registry.AddGauge("replicad_gpu_temperature_celsius", "GPU core temperature.",
-                                     {"gpu"})) {
+      temperature_(
+          registry.AddGauge("replicad_gpu_temperature_celsius", "GPU core temperature.", {"gpu"})) {
   (void)Refresh();
   refresher_ = std::thread([this, period] {
     absl::MutexLock lock(&mu_);

@@ -4,8 +4,8 @@
 #include <limits>
 #include <map>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 #include "server/model_config_file.h"
@@ -22,8 +22,8 @@ std::vector<std::string> SupportedExtensions(bool system_shared_memory) {
 absl::StatusOr<DType> DTypeFromDatatype(const std::string& datatype, const std::string& field) {
   if (datatype == "FP32") return DType::kFloat32;
   if (datatype == "INT64") return DType::kInt64;
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, ": expected datatype FP32 or INT64, received '", datatype, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": expected datatype FP32 or INT64, received '", datatype, "'"));
 }
 
 const char* DatatypeOf(DType dtype) { return dtype == DType::kFloat32 ? "FP32" : "INT64"; }
@@ -33,8 +33,7 @@ absl::StatusOr<int64_t> ParseModelVersion(const std::string& version, const std:
   int64_t number = 0;
   if (!absl::SimpleAtoi(version, &number) || number <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        field, ": expected a positive integer, or empty for the latest; received '", version,
-        "'"));
+        field, ": expected a positive integer, or empty for the latest; received '", version, "'"));
   }
   return number;
 }

@@ -54,16 +54,16 @@ absl::StatusOr<std::optional<TensorRegion>> RegionOf(const Parameters& parameter
   if (region == parameters.end()) {
     for (const char* name : {kOffset, kByteSize}) {
       if (parameters.count(name)) {
-        return absl::InvalidArgumentError(absl::StrCat(tensor, ".parameters.", name,
-                                                       ": given without ", kRegion));
+        return absl::InvalidArgumentError(
+            absl::StrCat(tensor, ".parameters.", name, ": given without ", kRegion));
       }
     }
     return std::nullopt;
   }
   if (registry == nullptr) {
-    return absl::UnimplementedError(absl::StrCat(
-        tensor, ".parameters.", kRegion,
-        ": system shared memory is disabled on this server (--system-shared-memory)"));
+    return absl::UnimplementedError(
+        absl::StrCat(tensor, ".parameters.", kRegion,
+                     ": system shared memory is disabled on this server (--system-shared-memory)"));
   }
   if (region->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
     return absl::InvalidArgumentError(absl::StrCat(tensor, ".parameters.", kRegion,

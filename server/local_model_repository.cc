@@ -84,9 +84,9 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
                                           : kDefaultFusedBatchRows;
   loaded->config_text = settings.config_text;
   loaded->servable = *std::move(set);
-  loaded->trainable = std::make_shared<ModelTraining>(ModelTraining::Environment{
-      source, config.devices, settings.options, config.metrics, config.retirer,
-      config.checkpoints, config.keep_checkpoints});
+  loaded->trainable = std::make_shared<ModelTraining>(
+      ModelTraining::Environment{source, config.devices, settings.options, config.metrics,
+                                 config.retirer, config.checkpoints, config.keep_checkpoints});
   if (absl::Status started = StartScheduling(*loaded, config.metrics, /*warm=*/true);
       !started.ok()) {
     return InFile(source, started);
@@ -108,8 +108,8 @@ absl::StatusOr<std::vector<ModelSource>> LocalModelRepository::Sources() const {
   for (const ModelSource& fixed : config_.fixed) {
     for (const ModelSource& s : sources) {
       if (s.name == fixed.name) {
-        return absl::InvalidArgumentError(absl::StrCat("two models are named '", fixed.name,
-                                                       "': ", s.path, " and ", fixed.path));
+        return absl::InvalidArgumentError(
+            absl::StrCat("two models are named '", fixed.name, "': ", s.path, " and ", fixed.path));
       }
     }
     sources.push_back(fixed);

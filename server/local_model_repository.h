@@ -27,7 +27,7 @@ namespace replicad {
 class LocalModelRepository final : public ModelRepository {
  public:
   struct Config {
-    std::string directory;  // Empty: none.
+    std::string directory;           // Empty: none.
     std::vector<ModelSource> fixed;  // --model flags.
     std::vector<DeviceInfo> devices;
     ServingOptions options;

@@ -22,40 +22,40 @@
 #include "core/device/gpu_telemetry.h"
 #include "core/metrics/registry.h"
 #include "core/model/default_model.h"
-#include "grpcpp/grpcpp.h"
-#include "server/gpu_metrics.h"
-#include "server/http/http_server.h"
-#include "server/http/inference_http_service.h"
-#include "server/metrics_http_server.h"
-#include "server/shared_memory_registry.h"
-#include "server/model_sources.h"
 #include "core/serve/model_manager.h"
 #include "core/serve/repository_poller.h"
 #include "core/serve/retirer.h"
 #include "core/serve/scheduler_options.h"
 #include "core/serve/serving_core.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "server/grpc/health_publisher.h"
-#include "server/grpc/inference_service.h"
-#include "server/grpc/replicad_service.h"
-#include "server/local_model_repository.h"
-#include "server/server_metrics.h"
-#include "server/server_options.h"
-#include "server/auth/access_tokens.h"
-#include "server/checkpoint_root.h"
-#include "server/memory_trimmer.h"
-#include "server/protobuf_log.h"
-#include "server/tls_files.h"
+#include "grpcpp/grpcpp.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
+#include "server/auth/access_tokens.h"
+#include "server/checkpoint_root.h"
+#include "server/gpu_metrics.h"
+#include "server/grpc/health_publisher.h"
+#include "server/grpc/inference_service.h"
+#include "server/grpc/replicad_service.h"
+#include "server/http/http_server.h"
+#include "server/http/inference_http_service.h"
+#include "server/local_model_repository.h"
+#include "server/memory_trimmer.h"
+#include "server/metrics_http_server.h"
+#include "server/model_sources.h"
+#include "server/protobuf_log.h"
+#include "server/server_metrics.h"
+#include "server/server_options.h"
+#include "server/shared_memory_registry.h"
+#include "server/tls_files.h"
 
 namespace replicad {
 namespace {
 
 int Fail(const absl::Status& status) {
-  std::cerr << "replicad: " << absl::StatusCodeToString(status.code()) << ": "
-            << status.message() << std::endl;
+  std::cerr << "replicad: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
+            << std::endl;
   return 1;
 }
 
@@ -122,17 +122,16 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
                                                   const std::vector<DeviceInfo>& devices) {
   ServingOptions serving;
   if (options.threads_per_slot < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--threads-per-slot must be at least 1; received ",
-                                                   options.threads_per_slot));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads-per-slot must be at least 1; received ", options.threads_per_slot));
   }
   serving.slot_options.threads_per_slot = options.threads_per_slot;
   serving.slot_options.winograd = options.winograd;
   serving.slot_options.tf32 = options.tf32;
   absl::StatusOr<std::vector<SlotAssignment>> slots =
-      options.device_map.empty()
-          ? ParseDeviceList(options.devices, devices,
-                            DefaultSlots(devices, options.threads_per_slot))
-          : ParseDeviceMap(options.device_map, devices);
+      options.device_map.empty() ? ParseDeviceList(options.devices, devices,
+                                                   DefaultSlots(devices, options.threads_per_slot))
+                                 : ParseDeviceMap(options.device_map, devices);
   if (!slots.ok()) return slots.status();
   if (options.slot_weights != "auto") {
     if (absl::Status s = ApplySlotWeights(options.slot_weights, &*slots); !s.ok()) return s;
@@ -140,24 +139,23 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
   serving.slots = *std::move(slots);
   absl::StatusOr<DeviceId> merge = ParseAvailableDevice(options.merge_device, devices);
   if (!merge.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--merge-device: ", merge.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat("--merge-device: ", merge.status().message()));
   }
   serving.merge_device = *merge;
   if (options.transfer_chunks < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--transfer-chunks must be >= 1; received ",
-                                                   options.transfer_chunks));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--transfer-chunks must be >= 1; received ", options.transfer_chunks));
   }
   serving.transfer_chunks = options.transfer_chunks;
   serving.shrink_on_oom = options.shrink_on_oom;
   if (options.max_plans_per_slot < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-plans-per-slot must be >= 1; received ",
-                                                   options.max_plans_per_slot));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-plans-per-slot must be >= 1; received ", options.max_plans_per_slot));
   }
   serving.max_plans_per_slot = static_cast<size_t>(options.max_plans_per_slot);
   if (options.max_batch_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-batch-size must be >= 0; received ",
-                                                   options.max_batch_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-batch-size must be >= 0; received ", options.max_batch_size));
   }
   serving.max_batch_size = options.max_batch_size;
   absl::StatusOr<SchedulerOptions> scheduling = DaemonScheduling(options);
@@ -199,8 +197,7 @@ absl::Status CheckModelControl(const ServerOptions& options) {
         "--load-model is for --model-control-mode explicit; received it with '", mode, "'"));
   }
   if (mode == "poll" && options.model_repository.empty()) {
-    return absl::InvalidArgumentError(
-        "--model-control-mode poll needs --model-repository to poll");
+    return absl::InvalidArgumentError("--model-control-mode poll needs --model-repository to poll");
   }
   if (!(options.repository_poll_seconds > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -214,12 +211,11 @@ absl::Status CheckModelControl(const ServerOptions& options) {
 std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const TlsFiles& tls) {
   if (!tls.enabled()) return grpc::InsecureServerCredentials();
   constexpr unsigned kRefreshSeconds = 1;
-  auto provider =
-      tls.client_ca.empty()
-          ? std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-                tls.key, tls.cert, kRefreshSeconds)
-          : std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-                tls.key, tls.cert, tls.client_ca, kRefreshSeconds);
+  auto provider = tls.client_ca.empty()
+                      ? std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+                            tls.key, tls.cert, kRefreshSeconds)
+                      : std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+                            tls.key, tls.cert, tls.client_ca, kRefreshSeconds);
   grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
   tls_options.watch_identity_key_cert_pairs();
   if (tls.client_ca.empty()) {
@@ -251,20 +247,19 @@ void WarnIfExposed(const ServerOptions& options, const TlsFiles& tls, bool auth)
     }
   }
   if (exposed.empty()) return;
-  std::cerr << "replicad: WARNING: listening beyond loopback (" << exposed << ") "
-            << (tls.enabled() ? "with TLS but" : "without TLS")
-            << (tls.enabled() ? "" : ": requests, tokens and tensors cross the network in clear text")
-            << (admits_anyone ? (tls.enabled() ? " without --auth-tokens or --tls-client-ca: " : "; ")
-                              : "; ")
-            << (admits_anyone ? "anyone who connects may call TrainStep, ConfigureTraining and "
-                                "SaveCheckpoint"
-                              : "")
-            << (admits_anyone && options.model_control_mode == "explicit"
-                    ? " and load or unload models"
-                    : "")
-            << (admits_anyone ? "; " : "")
-            << "serve with --tls-cert/--tls-key and --auth-tokens, or listen on 127.0.0.1"
-            << std::endl;
+  std::cerr
+      << "replicad: WARNING: listening beyond loopback (" << exposed << ") "
+      << (tls.enabled() ? "with TLS but" : "without TLS")
+      << (tls.enabled() ? "" : ": requests, tokens and tensors cross the network in clear text")
+      << (admits_anyone ? (tls.enabled() ? " without --auth-tokens or --tls-client-ca: " : "; ")
+                        : "; ")
+      << (admits_anyone ? "anyone who connects may call TrainStep, ConfigureTraining and "
+                          "SaveCheckpoint"
+                        : "")
+      << (admits_anyone && options.model_control_mode == "explicit" ? " and load or unload models"
+                                                                    : "")
+      << (admits_anyone ? "; " : "")
+      << "serve with --tls-cert/--tls-key and --auth-tokens, or listen on 127.0.0.1" << std::endl;
 }
 
 int Serve(const ServerOptions& options) {
@@ -299,16 +294,15 @@ int Serve(const ServerOptions& options) {
   // Declared before the manager: the versions it retires are freed there.
   Retirer retirer;
   ModelManager models(std::make_unique<LocalModelRepository>(LocalModelRepository::Config{
-                          options.model_repository, *flags, *devices, *serving,
-                          &server_metrics, &retirer, checkpoints, options.keep_checkpoints}),
+                          options.model_repository, *flags, *devices, *serving, &server_metrics,
+                          &retirer, checkpoints, options.keep_checkpoints}),
                       retirer);
   if (absl::Status s = LoadStartupModels(options, models); !s.ok()) return Fail(s);
   for (const std::shared_ptr<LoadedModel>& model : models.Ready()) {
     // Each model's own slots: a config.pbtxt's instance groups may differ from --devices.
-    const std::string slots = absl::StrJoin(model->servable->Slots(), ", ",
-                                            [](std::string* out, const SlotStatus& s) {
-                                              absl::StrAppend(out, s.slot, "=", s.device);
-                                            });
+    const std::string slots = absl::StrJoin(
+        model->servable->Slots(), ", ",
+        [](std::string* out, const SlotStatus& s) { absl::StrAppend(out, s.slot, "=", s.device); });
     std::cout << "replicad: model '" << model->name << "' version " << model->version << " from "
               << model->source << " on " << slots << std::endl;
   }
@@ -410,8 +404,8 @@ int Serve(const ServerOptions& options) {
   builder.RegisterService(&inference);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    return Fail(absl::UnavailableError(
-        absl::StrCat("cannot listen on '", options.listen, "' (--listen)")));
+    return Fail(
+        absl::UnavailableError(absl::StrCat("cannot listen on '", options.listen, "' (--listen)")));
   }
   std::cout << "replicad: gRPC listening on port " << port
             << " (replicad.v1, inference.GRPCInferenceService, grpc.health.v1, reflection)"
@@ -462,99 +456,122 @@ int main(int argc, char** argv) {
   CLI::App* serve = app.add_subcommand("serve", "Serve models until SIGINT or SIGTERM");
   serve->add_option("--listen", options.listen, "gRPC address, HOST:PORT (port 0: any free port)")
       ->capture_default_str();
-  serve->add_option("--metrics-listen", options.metrics_listen,
-                    "Prometheus /metrics address, HOST:PORT; empty disables it")
+  serve
+      ->add_option("--metrics-listen", options.metrics_listen,
+                   "Prometheus /metrics address, HOST:PORT; empty disables it")
       ->capture_default_str();
-  serve->add_option("--http-listen", options.http_listen,
-                    "Open Inference Protocol HTTP/REST address, HOST:PORT; empty disables it")
+  serve
+      ->add_option("--http-listen", options.http_listen,
+                   "Open Inference Protocol HTTP/REST address, HOST:PORT; empty disables it")
       ->capture_default_str();
-  serve->add_option("--http-max-body-bytes", options.http_max_body_bytes,
-                    "Largest HTTP request body accepted (413 beyond it)")
+  serve
+      ->add_option("--http-max-body-bytes", options.http_max_body_bytes,
+                   "Largest HTTP request body accepted (413 beyond it)")
       ->capture_default_str();
-  serve->add_option("--http-threads", options.http_threads,
-                    "Threads that read, decode and answer HTTP requests")
+  serve
+      ->add_option("--http-threads", options.http_threads,
+                   "Threads that read, decode and answer HTTP requests")
       ->capture_default_str();
-  serve->add_option("--http-max-connections", options.http_max_connections,
-                    "HTTP connections open at once; more are closed as they come")
+  serve
+      ->add_option("--http-max-connections", options.http_max_connections,
+                   "HTTP connections open at once; more are closed as they come")
       ->capture_default_str();
-  serve->add_flag("--system-shared-memory,!--no-system-shared-memory",
-                  options.system_shared_memory,
-                  "Let clients on this host register POSIX shared-memory regions for tensors")
+  serve
+      ->add_flag("--system-shared-memory,!--no-system-shared-memory", options.system_shared_memory,
+                 "Let clients on this host register POSIX shared-memory regions for tensors")
       ->capture_default_str();
   serve->add_option("--model-repository", options.model_repository,
                     "Serve every DIR/NAME/model.onnx as NAME");
   serve->add_option("--model", options.models, "Serve NAME=PATH.onnx (repeatable)");
-  serve->add_option("--model-control-mode", options.model_control_mode,
-                    "none: load every model at start; explicit: load --load-model names, then "
-                    "ModelLoad/ModelUnload; poll: follow the repository's changes")
+  serve
+      ->add_option("--model-control-mode", options.model_control_mode,
+                   "none: load every model at start; explicit: load --load-model names, then "
+                   "ModelLoad/ModelUnload; poll: follow the repository's changes")
       ->capture_default_str();
   serve->add_option("--load-model", options.load_models,
                     "explicit mode: a model to load at start (repeatable; '*': all)");
-  serve->add_option("--repository-poll-seconds", options.repository_poll_seconds,
-                    "poll mode: seconds between looks at the repository")
+  serve
+      ->add_option("--repository-poll-seconds", options.repository_poll_seconds,
+                   "poll mode: seconds between looks at the repository")
       ->capture_default_str();
-  serve->add_option("--devices", options.devices,
-                    "Slots: 'all' or a list like cpu:0,cpu:1 (repeat a device for more slots)")
+  serve
+      ->add_option("--devices", options.devices,
+                   "Slots: 'all' or a list like cpu:0,cpu:1 (repeat a device for more slots)")
       ->capture_default_str();
   serve->add_option("--device-map", options.device_map,
                     "Theano-style slot map, e.g. 'r0->cpu0;r1->cpu0' (replaces --devices)");
-  serve->add_option("--slot-weights", options.slot_weights,
-                    "Batch share per slot: 'auto' (each slot's measured speed per model) or "
-                    "fixed weights, one per slot, e.g. 3,1")
+  serve
+      ->add_option("--slot-weights", options.slot_weights,
+                   "Batch share per slot: 'auto' (each slot's measured speed per model) or "
+                   "fixed weights, one per slot, e.g. 3,1")
       ->capture_default_str();
-  serve->add_option("--merge-device", options.merge_device,
-                    "Where outputs are merged: cpu:0, or a GPU (cuda:N) by peer copies")
+  serve
+      ->add_option("--merge-device", options.merge_device,
+                   "Where outputs are merged: cpu:0, or a GPU (cuda:N) by peer copies")
       ->capture_default_str();
-  serve->add_option("--transfer-chunks", options.transfer_chunks,
-                    "GPU slots: cut a slice of at least 8 MiB per chunk into up to N chunks "
-                    "whose copies overlap the compute (1: whole slices)")
+  serve
+      ->add_option("--transfer-chunks", options.transfer_chunks,
+                   "GPU slots: cut a slice of at least 8 MiB per chunk into up to N chunks "
+                   "whose copies overlap the compute (1: whole slices)")
       ->capture_default_str();
-  serve->add_flag("--shrink-on-oom,!--no-shrink-on-oom", options.shrink_on_oom,
-                  "GPU slots: when a slice's plans do not fit in the GPU's memory, run it in "
-                  "smaller chunks instead of failing the request with RESOURCE_EXHAUSTED")
+  serve
+      ->add_flag("--shrink-on-oom,!--no-shrink-on-oom", options.shrink_on_oom,
+                 "GPU slots: when a slice's plans do not fit in the GPU's memory, run it in "
+                 "smaller chunks instead of failing the request with RESOURCE_EXHAUSTED")
       ->capture_default_str();
-  serve->add_option("--max-plans-per-slot", options.max_plans_per_slot,
-                    "Execution plans (one per slice size) each slot keeps; the least recently "
-                    "used is dropped beyond this and rebuilt when next needed")
+  serve
+      ->add_option("--max-plans-per-slot", options.max_plans_per_slot,
+                   "Execution plans (one per slice size) each slot keeps; the least recently "
+                   "used is dropped beyond this and rebuilt when next needed")
       ->capture_default_str();
-  serve->add_option("--threads-per-slot", options.threads_per_slot,
-                    "OpenMP threads of each CPU slot")
+  serve
+      ->add_option("--threads-per-slot", options.threads_per_slot,
+                   "OpenMP threads of each CPU slot")
       ->capture_default_str();
-  serve->add_flag("--winograd,!--no-winograd", options.winograd,
-                  "CPU slots: run 3x3 stride-1 convolutions as Winograd (faster; "
-                  "--no-winograd for direct convolutions)")
+  serve
+      ->add_flag("--winograd,!--no-winograd", options.winograd,
+                 "CPU slots: run 3x3 stride-1 convolutions as Winograd (faster; "
+                 "--no-winograd for direct convolutions)")
       ->capture_default_str();
-  serve->add_flag("--tf32,!--no-tf32", options.tf32,
-                  "CUDA slots: TF32 tensor cores for float32 convolutions and matrix products "
-                  "(faster, 10-bit mantissa products; off by default)")
+  serve
+      ->add_flag("--tf32,!--no-tf32", options.tf32,
+                 "CUDA slots: TF32 tensor cores for float32 convolutions and matrix products "
+                 "(faster, 10-bit mantissa products; off by default)")
       ->capture_default_str();
-  serve->add_option("--max-batch-size", options.max_batch_size,
-                    "Reject larger batches with INVALID_ARGUMENT (0: no limit)")
+  serve
+      ->add_option("--max-batch-size", options.max_batch_size,
+                   "Reject larger batches with INVALID_ARGUMENT (0: no limit)")
       ->capture_default_str();
-  serve->add_flag("--dynamic-batching,!--no-dynamic-batching", options.dynamic_batching,
-                  "Models without a config.pbtxt: fuse queued requests into batches (off: each "
-                  "request runs as its own batch)")
+  serve
+      ->add_flag("--dynamic-batching,!--no-dynamic-batching", options.dynamic_batching,
+                 "Models without a config.pbtxt: fuse queued requests into batches (off: each "
+                 "request runs as its own batch)")
       ->capture_default_str();
-  serve->add_option("--max-queue-delay-us", options.max_queue_delay_us,
-                    "Models without a config.pbtxt: microseconds a request may wait for a batch "
-                    "to fill while a slot is free")
+  serve
+      ->add_option("--max-queue-delay-us", options.max_queue_delay_us,
+                   "Models without a config.pbtxt: microseconds a request may wait for a batch "
+                   "to fill while a slot is free")
       ->capture_default_str();
   serve->add_option("--preferred-batch-sizes", options.preferred_batch_sizes,
                     "Models without a config.pbtxt: batch sizes to stop at, e.g. 4,8 "
                     "(default: none)");
-  serve->add_option("--max-queue-size", options.max_queue_size,
-                    "Models without a config.pbtxt: requests queued at most; more get "
-                    "UNAVAILABLE (0: no bound)")
+  serve
+      ->add_option("--max-queue-size", options.max_queue_size,
+                   "Models without a config.pbtxt: requests queued at most; more get "
+                   "UNAVAILABLE (0: no bound)")
       ->capture_default_str();
-  serve->add_option("--max-queue-bytes", options.max_queue_bytes,
-                    "Every model: bytes of request inputs queued or running at most; more get "
-                    "RESOURCE_EXHAUSTED (0: no bound)")
+  serve
+      ->add_option("--max-queue-bytes", options.max_queue_bytes,
+                   "Every model: bytes of request inputs queued or running at most; more get "
+                   "RESOURCE_EXHAUSTED (0: no bound)")
       ->capture_default_str();
-  serve->add_option("--max-message-bytes", options.max_message_bytes,
-                    "Largest gRPC request or response; larger requests get RESOURCE_EXHAUSTED")
+  serve
+      ->add_option("--max-message-bytes", options.max_message_bytes,
+                   "Largest gRPC request or response; larger requests get RESOURCE_EXHAUSTED")
       ->capture_default_str();
-  serve->add_option("--shutdown-grace-seconds", options.shutdown_grace_seconds,
-                    "On SIGINT/SIGTERM, how long requests in flight may take to finish")
+  serve
+      ->add_option("--shutdown-grace-seconds", options.shutdown_grace_seconds,
+                   "On SIGINT/SIGTERM, how long requests in flight may take to finish")
       ->capture_default_str();
   serve->add_option("--checkpoint-root", options.checkpoint_root,
                     "Directory that SaveCheckpoint and periodic checkpoints write under (paths "
@@ -588,8 +605,8 @@ int main(int argc, char** argv) {
     out << replicad::DefaultModelOnnxBytes();
     out.close();
     if (!out) {
-      return replicad::Fail(absl::PermissionDeniedError(
-          absl::StrCat("cannot write '", default_model_path, "'")));
+      return replicad::Fail(
+          absl::PermissionDeniedError(absl::StrCat("cannot write '", default_model_path, "'")));
     }
     return 0;
   }

@@ -27,8 +27,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   options.max_connections = 64;
   options.tls = metrics_options.tls;
   HttpHandler handler = [&registry, ready = std::move(metrics_options.ready),
-                         authorize = std::move(metrics_options.authorize)](
-                            HttpRequest request, HttpResponder respond) {
+                         authorize = std::move(metrics_options.authorize)](HttpRequest request,
+                                                                           HttpResponder respond) {
     const bool is_metrics = request.path == "/metrics";
     if (!is_metrics && request.path != "/healthz") {
       return std::move(respond)(Plain(404, "not found\n"));
@@ -40,9 +40,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     }
     if (is_metrics && authorize) {
       if (absl::Status access = authorize(request); !access.ok()) {
-        HttpResponse refused =
-            Plain(absl::IsUnauthenticated(access) ? 401 : 403, absl::StrCat(access.message(), "\n"));
-        if (absl::IsUnauthenticated(access)) refused.headers.emplace_back("WWW-Authenticate", "Bearer");
+        HttpResponse refused = Plain(absl::IsUnauthenticated(access) ? 401 : 403,
+                                     absl::StrCat(access.message(), "\n"));
+        if (absl::IsUnauthenticated(access))
+          refused.headers.emplace_back("WWW-Authenticate", "Bearer");
         return std::move(respond)(std::move(refused));
       }
     }

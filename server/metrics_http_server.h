@@ -44,8 +44,9 @@ class MetricsHttpServer {
     std::function<absl::Status(const HttpRequest&)> authorize;
     TlsFiles tls;  // Serves HTTPS when set (see HttpServer::Options::tls).
   };
-  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
-      const std::string& listen_address, const metrics::Registry& registry, Options options);
+  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& listen_address,
+                                                                  const metrics::Registry& registry,
+                                                                  Options options);
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       const std::string& listen_address, const metrics::Registry& registry,
       std::function<bool()> ready = nullptr) {

@@ -41,8 +41,7 @@ std::vector<ModelSource> VersionedSources(const fs::path& model_dir, const std::
 absl::StatusOr<std::vector<ModelSource>> ScanModelRepository(const std::string& dir) {
   std::error_code error;
   if (!fs::is_directory(dir, error)) {
-    return absl::NotFoundError(
-        absl::StrCat("--model-repository '", dir, "' is not a directory"));
+    return absl::NotFoundError(absl::StrCat("--model-repository '", dir, "' is not a directory"));
   }
   std::vector<ModelSource> sources;
   // `error` is the listing's own; a model directory that cannot be read is skipped.
@@ -62,8 +61,7 @@ absl::StatusOr<std::vector<ModelSource>> ScanModelRepository(const std::string& 
     sources.insert(sources.end(), versions.begin(), versions.end());
   }
   if (error) {
-    return absl::NotFoundError(
-        absl::StrCat("--model-repository '", dir, "': ", error.message()));
+    return absl::NotFoundError(absl::StrCat("--model-repository '", dir, "': ", error.message()));
   }
   std::sort(sources.begin(), sources.end(), [](const ModelSource& a, const ModelSource& b) {
     return a.name != b.name ? a.name < b.name : a.version < b.version;

@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/model/default_model.h"
-#include "core/serve/client_text.h"
 #include "core/model/graph_optimizer.h"
 #include "core/model/onnx_import.h"
+#include "core/serve/client_text.h"
 #include "core/train/checkpoint.h"
 #include "google/protobuf/text_format.h"
 #include "server/checkpoint_rotation.h"
@@ -60,7 +60,8 @@ absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Mod
   if (config.output().empty()) config.set_output(model.outputs()[0].name);
   if (model.OutputIndex(config.output()) < 0) {
     std::string names;
-    for (const TensorSpec& s : model.outputs()) absl::StrAppend(&names, names.empty() ? "" : ", ", s.name);
+    for (const TensorSpec& s : model.outputs())
+      absl::StrAppend(&names, names.empty() ? "" : ", ", s.name);
     return absl::InvalidArgumentError(absl::StrCat("config.output: model '", model.name(),
                                                    "' has no output '", ClientText(config.output()),
                                                    "'; expected one of: ", names));
@@ -87,21 +88,21 @@ absl::StatusOr<v1::TrainingConfig> Complete(v1::TrainingConfig config, const Mod
     }
     absl::StatusOr<DeviceId> ps = ParseDeviceId(config.ps_device());
     if (!ps.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.ps_device: ", ps.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat("config.ps_device: ", ps.status().message()));
     }
     if (FindDevice(devices, *ps) == nullptr) {
       std::string names;
       for (const DeviceInfo& d : devices) {
         absl::StrAppend(&names, names.empty() ? "" : ", ", DeviceIdToString(d.id));
       }
-      return absl::InvalidArgumentError(absl::StrCat("config.ps_device: '", ClientText(config.ps_device()),
+      return absl::InvalidArgumentError(absl::StrCat("config.ps_device: '",
+                                                     ClientText(config.ps_device()),
                                                      "' does not exist; available: ", names));
     }
   } else if (!config.ps_device().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.ps_device is only for reduction 'ps'; received '", ClientText(config.ps_device()),
-        "' with allreduce"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.ps_device is only for reduction 'ps'; received '",
+                     ClientText(config.ps_device()), "' with allreduce"));
   }
   if (config.checkpoint_every_steps() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -153,8 +154,8 @@ absl::Status ModelTraining::LoadModel() {
   if (!bytes.ok()) return bytes.status();
   OnnxImportOptions options;
   options.optimize = false;  // Training needs the graph as written.
-  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(
-      *bytes, source.name, source.path.empty() ? "<embedded>" : source.path, options);
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      LoadOnnxBytes(*bytes, source.name, source.path.empty() ? "<embedded>" : source.path, options);
   if (!model.ok()) return model.status();
   model_ = *std::move(model);
   source_bytes_ = *std::move(bytes);
@@ -194,7 +195,8 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
   std::vector<TrainerSlot> slots;
   for (const SlotAssignment& slot : environment_.options.slots) {
     const DeviceInfo* info = FindDevice(environment_.devices, slot.device);
-    if (info == nullptr) return absl::InternalError(absl::StrCat("slot ", slot.name, ": no device"));
+    if (info == nullptr)
+      return absl::InternalError(absl::StrCat("slot ", slot.name, ": no device"));
     absl::StatusOr<std::unique_ptr<Device>> device =
         CreateDevice(*info, environment_.options.slot_options);
     if (!device.ok()) return device.status();
@@ -208,13 +210,14 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
     if (!device.ok()) return device.status();
     parameter_server = ParameterServer{ps, *std::move(device)};
   }
-  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = DataParallelTrainer::Create(
-      model_, std::move(slots), options, std::move(parameter_server));
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
+      DataParallelTrainer::Create(model_, std::move(slots), options, std::move(parameter_server));
   if (!trainer.ok()) return InConfig(trainer.status());
   // The step count goes on from a checkpoint or an earlier configuration;
   // the optimizer's state only from a checkpoint written with the same kind.
   std::vector<std::pair<std::string, Tensor>> state;
-  if (resume_ && resume_->optimizer.kind == options.optimizer.kind) state = resume_->optimizer_state;
+  if (resume_ && resume_->optimizer.kind == options.optimizer.kind)
+    state = resume_->optimizer_state;
   resume_.reset();
   if (!(*trainer)->Resume(published_step_, state).ok()) {
     // The checkpoint's state was made under other hyper-parameters (say,
@@ -249,9 +252,9 @@ absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::Trainin
     // Refused now rather than failing every periodic checkpoint later.
     struct stat st;
     if (::stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "config.checkpoint_dir: '", ClientText(completed->checkpoint_dir()),
-          "' is not a directory under the checkpoint root; create it first"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("config.checkpoint_dir: '", ClientText(completed->checkpoint_dir()),
+                       "' is not a directory under the checkpoint root; create it first"));
     }
     completed->set_checkpoint_dir(*dir);
   }
@@ -274,9 +277,7 @@ absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::Trainin
 
 void ModelTraining::Step(std::vector<Tensor> inputs, Tensor targets, StepDone done) {
   worker_.Submit([this, inputs = std::move(inputs), targets = std::move(targets),
-                  done = std::move(done)]() mutable {
-    std::move(done)(StepNow(inputs, targets));
-  });
+                  done = std::move(done)]() mutable { std::move(done)(StepNow(inputs, targets)); });
 }
 
 absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
@@ -305,9 +306,9 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
       result->checkpoint_path = saved->first;
     } else {
       result->checkpoint_status = absl::Status(
-          saved.status().code(), absl::StrCat("step ", result->step,
-                                              " was applied, but its checkpoint failed: ",
-                                              saved.status().message()));
+          saved.status().code(),
+          absl::StrCat("step ", result->step,
+                       " was applied, but its checkpoint failed: ", saved.status().message()));
     }
   }
   return result;
@@ -371,8 +372,7 @@ void ModelTraining::SaveCheckpoint(std::string path, SaveDone done) {
   });
 }
 
-absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
-    const std::string& path) {
+absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(const std::string& path) {
   // After a restart on a checkpoint nothing has loaded the model yet.
   if (absl::Status s = LoadModel(); !s.ok()) return s;
   absl::StatusOr<std::string> target;
@@ -384,8 +384,7 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
         "path: empty, and no config.checkpoint_dir is configured to write into");
   } else {
     target = environment_.checkpoints.Resolve(
-        NumberedCheckpointPath(config_.checkpoint_dir(), environment_.source.name,
-                               published_step_),
+        NumberedCheckpointPath(config_.checkpoint_dir(), environment_.source.name, published_step_),
         "config.checkpoint_dir");
   }
   if (!target.ok()) return target.status();
@@ -408,7 +407,8 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(
   }
   const Graph& graph = current->graph();
   for (const auto& [v, tensor] : graph.initializers) {
-    if (tensor.dtype() == DType::kFloat32) checkpoint.parameters.emplace(graph.values[v].name, tensor);
+    if (tensor.dtype() == DType::kFloat32)
+      checkpoint.parameters.emplace(graph.values[v].name, tensor);
   }
   if (trainer_ != nullptr) {
     absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> state = trainer_->OptimizerState();
@@ -451,8 +451,8 @@ void ModelTraining::RestoreConfig(const std::string& text) {
         environment_.checkpoints.Resolve(config.checkpoint_dir(), "config.checkpoint_dir");
     if (!dir.ok()) {
       std::cerr << "replicad: model '" << environment_.source.name
-                << "': periodic checkpoints stay off after the restart: "
-                << dir.status().message() << std::endl;
+                << "': periodic checkpoints stay off after the restart: " << dir.status().message()
+                << std::endl;
       config.clear_checkpoint_dir();
       config.set_checkpoint_every_steps(0);
     }

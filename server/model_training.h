@@ -53,8 +53,7 @@ class ModelTraining final : public Trainable {
   ~ModelTraining() override;
 
   // The configuration as applied and the steps taken so far.
-  using ConfigDone =
-      absl::AnyInvocable<void(absl::StatusOr<v1::TrainingConfig>, int64_t step) &&>;
+  using ConfigDone = absl::AnyInvocable<void(absl::StatusOr<v1::TrainingConfig>, int64_t step) &&>;
   // Validates `config` and fills in its defaults; InvalidArgument naming the
   // field (e.g. "config.optimizer.learning_rate", or an enum value out of
   // range); config.checkpoint_dir as CheckpointRoot::Resolve refuses it. A

@@ -34,17 +34,16 @@ void LogLimiter::Log(const std::string& line, absl::Time now) {
 namespace {
 
 LogLimiter& ProtobufLimiter() {
-  static LogLimiter* limiter = new LogLimiter(10, absl::Minutes(1), [](const std::string& line) {
-    std::cerr << line << std::flush;
-  });
+  static LogLimiter* limiter = new LogLimiter(
+      10, absl::Minutes(1), [](const std::string& line) { std::cerr << line << std::flush; });
   return *limiter;
 }
 
 void LimitedProtobufLog(google::protobuf::LogLevel level, const char* filename, int line,
                         const std::string& message) {
   static const char* const kLevels[] = {"INFO", "WARNING", "ERROR", "FATAL"};
-  const std::string text = absl::StrCat("[libprotobuf ", kLevels[level], " ", filename, ":", line,
-                                        "] ", message, "\n");
+  const std::string text =
+      absl::StrCat("[libprotobuf ", kLevels[level], " ", filename, ":", line, "] ", message, "\n");
   if (level == google::protobuf::LOGLEVEL_FATAL) {
     std::cerr << text << std::flush;  // Protobuf aborts next; say why.
     return;

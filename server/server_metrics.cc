@@ -90,10 +90,10 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
           "Execution plans each slot built for a slice size its cache did not hold (at load, "
           "on first use, or again after --max-plans-per-slot evicted it).",
           {"model", "slot", "device"})),
-      slot_plan_build_seconds_(registry.AddCounter(
-          "replicad_slot_plan_build_seconds_total",
-          "Seconds spent building those plans, while their batches waited.",
-          {"model", "slot", "device"})),
+      slot_plan_build_seconds_(
+          registry.AddCounter("replicad_slot_plan_build_seconds_total",
+                              "Seconds spent building those plans, while their batches waited.",
+                              {"model", "slot", "device"})),
       device_slots_(registry.AddGauge("replicad_device_slots",
                                       "Replica slots placed on each device, over all models.",
                                       {"device"})),
@@ -137,7 +137,8 @@ ServerMetrics::SlotCounters ServerMetrics::CountersFor(const Replica& replica) {
   const std::string model = replica.model().name();
   const std::string device = DeviceIdToString(replica.device().info().id);
   const std::vector<std::string> labels = {model, replica.slot().name, device};
-  return SlotCounters{&slot_samples_.WithLabels(labels), &slot_busy_.WithLabels(labels),
+  return SlotCounters{&slot_samples_.WithLabels(labels),
+                      &slot_busy_.WithLabels(labels),
                       &slot_plans_built_.WithLabels(labels),
                       &slot_plan_build_seconds_.WithLabels(labels),
                       &slot_memory_.WithLabels({model, replica.slot().name, device, "in_use"}),
@@ -289,8 +290,7 @@ void ServerMetrics::OnTrainStep(const LoadedModel& loaded,
 }
 
 void ServerMetrics::OnTrainStepRefused(const LoadedModel& loaded, const absl::Status& status) {
-  train_not_applied_
-      .WithLabels({loaded.name, "refused", absl::StatusCodeToString(status.code())})
+  train_not_applied_.WithLabels({loaded.name, "refused", absl::StatusCodeToString(status.code())})
       .Increment();
 }
 

@@ -22,18 +22,18 @@ struct ServerOptions {
   std::string model_repository;
   std::vector<std::string> models;  // NAME=PATH each.
   std::string devices = "all";
-  std::string device_map;    // Theano-style; replaces --devices when set.
+  std::string device_map;  // Theano-style; replaces --devices when set.
   // "auto": split by each slot's measured speed; "3,1": fixed, one per slot.
   std::string slot_weights = "auto";
   std::string merge_device = "cpu:0";
-  int transfer_chunks = 4;  // GPU slots: most chunks a slice's transfers overlap in.
+  int transfer_chunks = 4;     // GPU slots: most chunks a slice's transfers overlap in.
   bool shrink_on_oom = false;  // GPU slots: smaller chunks instead of RESOURCE_EXHAUSTED.
   // Execution plans each slot caches; the least recently used go beyond it.
   int64_t max_plans_per_slot = 16;
   int threads_per_slot = 1;
-  bool winograd = true;  // CPU slots: Winograd for 3x3 stride-1 convolutions.
-  bool tf32 = false;     // CUDA slots: TF32 tensor cores for float32 convs and GEMMs.
-  int64_t max_batch_size = 0;                  // 0: no limit.
+  bool winograd = true;        // CPU slots: Winograd for 3x3 stride-1 convolutions.
+  bool tf32 = false;           // CUDA slots: TF32 tensor cores for float32 convs and GEMMs.
+  int64_t max_batch_size = 0;  // 0: no limit.
   // The scheduling of models without a config.pbtxt (SchedulerOptions).
   bool dynamic_batching = true;
   int64_t max_queue_delay_us = 0;

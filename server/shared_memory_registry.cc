@@ -100,9 +100,8 @@ absl::Status ShrunkError(int fd, const std::string& name, const std::string& key
   const std::string size =
       fstat(fd, &object) == 0 ? absl::StrCat(object.st_size, " bytes") : "an unknown size";
   return absl::InvalidArgumentError(absl::StrCat(
-      "shared memory region '", name, "': cannot ", verb, " bytes ", begin, " to ",
-      begin + bytes, " of key '", key, "', which now holds ", size,
-      " (the client shrank it after registering)"));
+      "shared memory region '", name, "': cannot ", verb, " bytes ", begin, " to ", begin + bytes,
+      " of key '", key, "', which now holds ", size, " (the client shrank it after registering)"));
 }
 
 }  // namespace
@@ -111,12 +110,12 @@ absl::Status SharedMemoryView::Read(void* out) const {
   char* to = static_cast<char*>(out);
   size_t done = 0;
   while (done < bytes_) {
-    const ssize_t n = pread(source_->fd, to + done, bytes_ - done,
-                            static_cast<off_t>(object_offset_ + done));
+    const ssize_t n =
+        pread(source_->fd, to + done, bytes_ - done, static_cast<off_t>(object_offset_ + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("reading shared memory region '",
-                                                     source_->name, "'"));
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("reading shared memory region '", source_->name, "'"));
     }
     if (n == 0) {
       return ShrunkError(source_->fd, source_->name, source_->key, object_offset_, bytes_, "read");
@@ -136,8 +135,8 @@ absl::Status SharedMemoryView::Write(const void* data, size_t n) const {
   // the client's mistake to be told about, not to be silently undone.
   struct stat object;
   if (fstat(source_->fd, &object) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("fstat of shared memory region '",
-                                                   source_->name, "'"));
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("fstat of shared memory region '", source_->name, "'"));
   }
   if (static_cast<uint64_t>(object.st_size) < object_offset_ + n) {
     return ShrunkError(source_->fd, source_->name, source_->key, object_offset_, n, "write");
@@ -149,8 +148,8 @@ absl::Status SharedMemoryView::Write(const void* data, size_t n) const {
         pwrite(source_->fd, from + done, n - done, static_cast<off_t>(object_offset_ + done));
     if (written < 0 && errno == EINTR) continue;
     if (written <= 0) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("writing shared memory region '",
-                                                     source_->name, "'"));
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("writing shared memory region '", source_->name, "'"));
     }
     done += static_cast<size_t>(written);
   }

@@ -30,8 +30,7 @@ absl::Status Refused(const char* flag, const std::string& path, const std::strin
 absl::Status CheckTlsFiles(const TlsFiles& files) {
   if (files.cert.empty() && files.key.empty() && files.client_ca.empty()) return absl::OkStatus();
   if (files.cert.empty() != files.key.empty()) {
-    return absl::InvalidArgumentError(
-        "--tls-cert and --tls-key go together: give both or neither");
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together: give both or neither");
   }
   if (files.cert.empty()) {
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");

@@ -47,8 +47,9 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
 #if REPLICAD_WITH_CUDA
       return CreateCudaDevice(info, CudaSlotOptions{options.tf32});
 #else
-      return absl::UnimplementedError(absl::StrCat(
-          DeviceIdToString(info.id), ": this replicad was built without CUDA (REPLICAD_WITH_CUDA)"));
+      return absl::UnimplementedError(
+          absl::StrCat(DeviceIdToString(info.id),
+                       ": this replicad was built without CUDA (REPLICAD_WITH_CUDA)"));
 #endif
   }
   return absl::InternalError("unknown device kind");

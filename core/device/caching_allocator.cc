@@ -43,9 +43,9 @@ absl::StatusOr<void*> CachingAllocator::Allocate(size_t bytes) {
       fresh = raw_->Allocate(size);
     }
     if (!fresh.ok()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          device_, ": out of memory allocating ", size, " bytes (", bytes_in_use_,
-          " bytes in use by replicad on it): ", fresh.status().message()));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(device_, ": out of memory allocating ", size, " bytes (", bytes_in_use_,
+                       " bytes in use by replicad on it): ", fresh.status().message()));
     }
     block = *fresh;
   }

@@ -27,9 +27,8 @@ absl::StatusOr<DeviceId> ParseAvailableDevice(absl::string_view text,
   for (const DeviceInfo& d : available) {
     if (d.id == *id) return *id;
   }
-  return absl::InvalidArgumentError(absl::StrCat("device '", text,
-                                                 "' does not exist on this machine; available: ",
-                                                 AvailableList(available)));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "device '", text, "' does not exist on this machine; available: ", AvailableList(available)));
 }
 
 absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceList(
@@ -64,8 +63,8 @@ absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceMap(
   for (absl::string_view mapping : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
     std::vector<absl::string_view> parts = absl::StrSplit(mapping, "->");
     if (parts.size() != 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--device-map entry '", mapping, "' must be NAME->DEVICE, e.g. r0->cpu0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--device-map entry '", mapping, "' must be NAME->DEVICE, e.g. r0->cpu0"));
     }
     std::string name(absl::StripAsciiWhitespace(parts[0]));
     if (name.empty()) {
@@ -90,16 +89,16 @@ absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceMap(
 absl::Status ApplySlotWeights(absl::string_view text, std::vector<SlotAssignment>* slots) {
   std::vector<absl::string_view> items = absl::StrSplit(text, ',');
   if (items.size() != slots->size()) {
-    return absl::InvalidArgumentError(absl::StrCat("--slot-weights '", text, "' has ",
-                                                   items.size(), " weights; expected ",
-                                                   slots->size(), " (one per slot)"));
+    return absl::InvalidArgumentError(absl::StrCat("--slot-weights '", text, "' has ", items.size(),
+                                                   " weights; expected ", slots->size(),
+                                                   " (one per slot)"));
   }
   for (size_t i = 0; i < items.size(); ++i) {
     double weight = 0;
     if (!absl::SimpleAtod(absl::StripAsciiWhitespace(items[i]), &weight) ||
         !std::isfinite(weight) || weight <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--slot-weights entry ", i, " is '", items[i], "'; expected a positive number"));
+      return absl::InvalidArgumentError(absl::StrCat("--slot-weights entry ", i, " is '", items[i],
+                                                     "'; expected a positive number"));
     }
     (*slots)[i].weight = weight;
   }

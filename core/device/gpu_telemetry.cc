@@ -54,7 +54,8 @@ absl::StatusOr<std::unique_ptr<GpuTelemetry>> GpuTelemetry::Load(const std::stri
   }
   bool complete = true;
   auto bind = [&](auto* function, const char* name) {
-    *function = reinterpret_cast<std::remove_pointer_t<decltype(function)>>(dlsym(api->library, name));
+    *function =
+        reinterpret_cast<std::remove_pointer_t<decltype(function)>>(dlsym(api->library, name));
     complete = complete && *function != nullptr;
   };
   bind(&api->init, "nvmlInit_v2");

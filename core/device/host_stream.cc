@@ -47,9 +47,8 @@ void HostStream::Loop(absl::AnyInvocable<void() &&> on_start) {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](HostStream* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-            return s->stopping_ || !s->queue_.empty();
-          },
+          +[](HostStream* s)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->stopping_ || !s->queue_.empty(); },
           this));
       if (queue_.empty()) return;  // stopping_ and drained.
       work = std::move(queue_.front());

@@ -15,9 +15,9 @@ namespace replicad {
 // One graph node with concrete types: what shape inference reads and what a
 // backend needs to build the node's kernel. Shape inference fills `outputs`.
 struct KernelSpec {
-  std::string op_type;    // ONNX op type, e.g. "Conv".
-  std::string node_name;  // For messages; may be empty.
-  int opset = 17;         // The model's opset for the default ONNX domain.
+  std::string op_type;                     // ONNX op type, e.g. "Conv".
+  std::string node_name;                   // For messages; may be empty.
+  int opset = 17;                          // The model's opset for the default ONNX domain.
   const Attributes* attributes = nullptr;  // Never null; owned by the graph.
   // One entry per declared input; nullopt where an optional input is absent.
   std::vector<std::optional<TensorType>> inputs;
@@ -45,8 +45,8 @@ class Kernel {
 
   // Reads `inputs` and writes `outputs`: device pointers in the spec's order
   // (nullptr for an absent optional input), laid out row-major with the
-  // spec's types unless the spec's native layouts say otherwise. Runs on the owning device's stream thread, one call at a
-  // time. Outputs never alias inputs.
+  // spec's types unless the spec's native layouts say otherwise. Runs on the owning device's stream
+  // thread, one call at a time. Outputs never alias inputs.
   virtual absl::Status Run(const void* const* inputs, void* const* outputs) = 0;
 
   // Scratch bytes Run needs besides its inputs and outputs (e.g. reordered

@@ -29,9 +29,9 @@ class StepCollective {
 struct TrainingStepContext {
   int64_t step = 0;
   uint64_t seed = 0;
-  int64_t first_row = 0;    // Global index of the slot's first row.
-  int64_t global_rows = 0;  // Rows of the whole batch.
-  int participant = 0;      // This slot's index among the step's participants.
+  int64_t first_row = 0;                 // Global index of the slot's first row.
+  int64_t global_rows = 0;               // Rows of the whole batch.
+  int participant = 0;                   // This slot's index among the step's participants.
   StepCollective* collective = nullptr;  // Null: this slot's statistics are the batch's.
 };
 

@@ -63,9 +63,8 @@ class ExecutionPlan::Builder {
  private:
   absl::Status BindInitializersAndInputs(const std::vector<Shape>& input_shapes) {
     if (input_shapes.size() != graph_.inputs.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("plan needs ", graph_.inputs.size(),
-                                                     " input shapes; received ",
-                                                     input_shapes.size()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan needs ", graph_.inputs.size(), " input shapes; received ", input_shapes.size()));
     }
     for (const auto& [v, tensor] : graph_.initializers) {
       auto it = weights_.find(v);
@@ -247,10 +246,9 @@ class ExecutionPlan::Builder {
             absl::StrCat("output '", graph_.values[v].name, "' is produced by no node"));
       }
       plan_.output_types_.push_back(*types_[v]);
-      const bool computed =
-          host_values_[v] == nullptr &&
-          std::find(plan_.input_values_.begin(), plan_.input_values_.end(), v) ==
-              plan_.input_values_.end();
+      const bool computed = host_values_[v] == nullptr &&
+                            std::find(plan_.input_values_.begin(), plan_.input_values_.end(), v) ==
+                                plan_.input_values_.end();
       if (computed && !served[v]) {
         served[v] = true;
         plan_.output_values_.push_back(v);
@@ -274,8 +272,8 @@ class ExecutionPlan::Builder {
     std::vector<int> request_values;
     for (size_t v = 0; v < graph_.values.size(); ++v) {
       if (first_step_[v] < 0) continue;
-      requests.push_back({std::max(ByteSize(*types_[v]), native_bytes_[v]), first_step_[v],
-                          last_step_[v]});
+      requests.push_back(
+          {std::max(ByteSize(*types_[v]), native_bytes_[v]), first_step_[v], last_step_[v]});
       request_values.push_back(static_cast<int>(v));
       plan_.unshared_bytes_ += ByteSize(*types_[v]);
     }
@@ -338,8 +336,7 @@ absl::Status ExecutionPlan::Run(const void* const* inputs, void* const* outputs)
 
 absl::Status ExecutionPlan::RunSplit(const void* const* inputs, void* const* outputs,
                                      const Node* boundary, double* seconds_before) {
-  return RunSplit(inputs, outputs, boundary, seconds_before,
-                  [](int) { return absl::OkStatus(); });
+  return RunSplit(inputs, outputs, boundary, seconds_before, [](int) { return absl::OkStatus(); });
 }
 
 absl::Status ExecutionPlan::RunSplit(const void* const* inputs, void* const* outputs,
@@ -385,7 +382,8 @@ absl::Status ExecutionPlan::RunSteps(const void* const* inputs, void* const* out
                                                    outputs[copy.output], here, copy.bytes));
   }
   if (on_ready != nullptr) {
-    for (const OutputCopy& copy : output_copies_) REPLICAD_RETURN_IF_ERROR((*on_ready)(copy.output));
+    for (const OutputCopy& copy : output_copies_)
+      REPLICAD_RETURN_IF_ERROR((*on_ready)(copy.output));
   }
   return absl::OkStatus();
 }

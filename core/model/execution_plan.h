@@ -96,9 +96,9 @@ class ExecutionPlan {
   std::vector<OutputCopy> output_copies_;
   // Per step: the graph outputs it writes in place (for OutputReady).
   std::vector<std::vector<int>> outputs_written_;
-  std::vector<int> arg_values_;         // Value index per kernel argument (-1: absent).
-  std::vector<void*> arg_ptrs_;         // Resolved per Run; sized once.
-  std::vector<void*> value_ptrs_;       // Per value; fixed ones set at Create.
+  std::vector<int> arg_values_;    // Value index per kernel argument (-1: absent).
+  std::vector<void*> arg_ptrs_;    // Resolved per Run; sized once.
+  std::vector<void*> value_ptrs_;  // Per value; fixed ones set at Create.
   std::shared_ptr<Buffer> arena_;
   std::shared_ptr<Buffer> workspace_;  // Shared scratch of the kernels.
   std::deque<Tensor> host_constants_;  // Constant outputs, for shape rules and kernels.

@@ -1,8 +1,8 @@
 #include "core/model/exporter_forms.h"
 
+#include <cstring>
 #include <map>
 #include <set>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -125,7 +125,8 @@ void NarrowDoubleConstantsCastToFloat(onnx::GraphProto* graph) {
       if (!inserted) it->second = it->second && cast_to_float;
     }
   }
-  for (const onnx::ValueInfoProto& output : graph->output()) only_cast_to_float[output.name()] = false;
+  for (const onnx::ValueInfoProto& output : graph->output())
+    only_cast_to_float[output.name()] = false;
   for (onnx::NodeProto& node : *graph->mutable_node()) {
     if (node.op_type() != "Constant" || node.output_size() != 1) continue;
     auto it = only_cast_to_float.find(node.output(0));

@@ -259,8 +259,7 @@ void FuseResidualAdds(Graph* graph) {
     const Node& add = graph->nodes[add_index];
     if (add.op_type != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
     const int other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-    if (other == y || other < 0 ||
-        !SameShape(graph->values[y].type, graph->values[other].type) ||
+    if (other == y || other < 0 || !SameShape(graph->values[y].type, graph->values[other].type) ||
         !SameShape(graph->values[y].type, graph->values[add.outputs[0]].type)) {
       continue;
     }

@@ -56,8 +56,7 @@ absl::StatusOr<AttributeValue> ConvertAttribute(const onnx::AttributeProto& a,
 // The value's declared type; open or unnamed dimensions become kAnyDim.
 absl::StatusOr<TensorType> ConvertValueInfo(const onnx::ValueInfoProto& info, const char* role) {
   if (!info.type().has_tensor_type()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(role, " '", info.name(), "' is not a tensor"));
+    return absl::InvalidArgumentError(absl::StrCat(role, " '", info.name(), "' is not a tensor"));
   }
   const auto& tt = info.type().tensor_type();
   absl::StatusOr<DType> dtype = DTypeFromOnnx(tt.elem_type());
@@ -74,19 +73,21 @@ absl::StatusOr<TensorType> ConvertValueInfo(const onnx::ValueInfoProto& info, co
 
 int DefaultDomainOpset(const onnx::ModelProto& model) {
   for (const auto& opset : model.opset_import()) {
-    if (opset.domain().empty() || opset.domain() == "ai.onnx") return static_cast<int>(opset.version());
+    if (opset.domain().empty() || opset.domain() == "ai.onnx")
+      return static_cast<int>(opset.version());
   }
   return 0;
 }
 
-absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImportOptions& options) {
+absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model,
+                                   const OnnxImportOptions& options) {
   const onnx::GraphProto& g = model.graph();
   Graph graph;
   graph.opset = DefaultDomainOpset(model);
   if (graph.opset > kMaxOpset || graph.opset < kMinOpset) {
     return absl::UnimplementedError(absl::StrCat("model opset is ", graph.opset,
-                                                   "; replicad supports opsets ", kMinOpset,
-                                                   " to ", kMaxOpset));
+                                                 "; replicad supports opsets ", kMinOpset, " to ",
+                                                 kMaxOpset));
   }
 
   std::unordered_map<std::string, int> index;
@@ -144,8 +145,8 @@ absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model, const OnnxImpo
     graph.nodes.push_back(std::move(node));
   }
   if (!unsupported.empty()) {
-    return absl::UnimplementedError(absl::StrCat("unsupported operators: ",
-                                                 absl::StrJoin(unsupported, ", ")));
+    return absl::UnimplementedError(
+        absl::StrCat("unsupported operators: ", absl::StrJoin(unsupported, ", ")));
   }
 
   // Types ONNX's shape inference found for intermediate values: the
@@ -377,8 +378,8 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& by
     }
   } catch (const std::exception& e) {
     return absl::UnimplementedError(absl::StrCat(source, ": cannot convert the model from opset ",
-                                                 DefaultDomainOpset(model), " to ", kMinOpset,
-                                                 ": ", e.what()));
+                                                 DefaultDomainOpset(model), " to ", kMinOpset, ": ",
+                                                 e.what()));
   }
   try {
     onnx::checker::check_model(model);

@@ -24,7 +24,8 @@ absl::StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& proto) {
   }
   absl::StatusOr<DType> dtype = DTypeFromOnnx(proto.data_type());
   if (!dtype.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': ", dtype.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "': ", dtype.status().message()));
   }
   Shape shape(proto.dims().begin(), proto.dims().end());
   for (int64_t d : shape) {

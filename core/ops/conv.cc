@@ -170,10 +170,9 @@ absl::Status InferConv(KernelSpec* spec) {
   if (HasFusedSum(*spec->attributes)) {
     REPLICAD_ASSIGN_OR_RETURN(TensorType addend, RequiredInput(*spec, 3, "addend"));
     if (!(addend == spec->outputs[0])) {
-      return NodeError(*spec, absl::StrCat("fused addend must be ",
-                                           TensorTypeToString(spec->outputs[0]),
-                                           " like the output, received ",
-                                           TensorTypeToString(addend)));
+      return NodeError(*spec,
+                       absl::StrCat("fused addend must be ", TensorTypeToString(spec->outputs[0]),
+                                    " like the output, received ", TensorTypeToString(addend)));
     }
   }
   return absl::OkStatus();

@@ -46,8 +46,7 @@ absl::StatusOr<IndexMap> SliceIndexMap(const KernelSpec& spec) {
   const std::vector<int64_t> in_strides = RowMajorStrides(spec.inputs[0]->shape);
   map.offsets.resize(in_strides.size());
   for (size_t d = 0; d < in_strides.size(); ++d) {
-    map.offsets[d] =
-        Strided(layout.output[d], layout.starts[d], layout.steps[d], in_strides[d]);
+    map.offsets[d] = Strided(layout.output[d], layout.starts[d], layout.steps[d], in_strides[d]);
   }
   return map;
 }

@@ -31,19 +31,22 @@ constexpr OpDefinition kOps[] = {
     {"Expand", InferExpand, 1u << 1},
     {"Flatten", InferFlatten},
     {"Gather", InferGather},
-    {"Gemm", InferGemm},         {"GlobalAveragePool", InferGlobalAveragePool},
+    {"Gemm", InferGemm},
+    {"GlobalAveragePool", InferGlobalAveragePool},
     {"HardSigmoid", InferHardSigmoid},
     {"HardSwish", InferHardSwish},
     {"Identity", InferIdentity},
     {"LeakyRelu", InferLeakyRelu},
     {"LogSoftmax", InferLogSoftmax},
     {"MatMul", InferMatMul},
-    {"MaxPool", InferMaxPool},   {"Mul", InferMul},
+    {"MaxPool", InferMaxPool},
+    {"Mul", InferMul},
     {"Pad", InferPad, (1u << 1) | (1u << 2) | (1u << 3)},
     {"Pow", InferPow},
     {"ReduceMean", InferReduceMean, 1u << 1},
     {"ReduceSum", InferReduceSum, 1u << 1},
-    {"Relu", InferRelu},         {"Reshape", InferReshape, 1u << 1},
+    {"Relu", InferRelu},
+    {"Reshape", InferReshape, 1u << 1},
     {"Shape", InferShape},
     {"Sigmoid", InferSigmoid},
     {"Slice", InferSlice, (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4)},
@@ -96,7 +99,8 @@ absl::Status CheckKernelSpec(const KernelSpec& spec, std::string_view backend) {
   const OpDefinition* op = FindOp(spec.op_type);
   if (op == nullptr) {
     return NodeUnimplemented(
-        spec, absl::StrCat("the ", std::string(backend), " backend has no kernel for op '", spec.op_type, "'"));
+        spec, absl::StrCat("the ", std::string(backend), " backend has no kernel for op '",
+                           spec.op_type, "'"));
   }
   if (spec.attributes == nullptr) return NodeError(spec, "KernelSpec.attributes is null");
   KernelSpec checked = spec;

@@ -125,7 +125,8 @@ KernelSpec ForwardInputs(const KernelSpec& spec, size_t count) {
 KernelSpec WithoutFirstInput(const KernelSpec& spec) {
   KernelSpec forward = spec;
   forward.inputs.erase(forward.inputs.begin());
-  if (!forward.constant_inputs.empty()) forward.constant_inputs.erase(forward.constant_inputs.begin());
+  if (!forward.constant_inputs.empty())
+    forward.constant_inputs.erase(forward.constant_inputs.begin());
   return forward;
 }
 

@@ -116,9 +116,8 @@ absl::Status ValidateOptimizerHyperparameters(const OptimizerConfig& config,
     case OptimizerConfig::Kind::kRmsprop:
       break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(prefix,
-                                                     "kind must be sgd, adam or rmsprop; received ",
-                                                     static_cast<int>(config.kind)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "kind must be sgd, adam or rmsprop; received ", static_cast<int>(config.kind)));
   }
   if (!(config.learning_rate > 0.0f) || !std::isfinite(config.learning_rate)) {
     return OutOfRange(prefix, "learning_rate", "finite and > 0", config.learning_rate);
@@ -130,8 +129,8 @@ absl::Status ValidateOptimizerHyperparameters(const OptimizerConfig& config,
     return OutOfRange(prefix, "weight_decay", "finite and >= 0", config.weight_decay);
   }
   if (config.nesterov && config.momentum == 0.0f) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, "nesterov requires ", prefix,
-                                                   "momentum > 0; received momentum 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "nesterov requires ", prefix, "momentum > 0; received momentum 0"));
   }
   if (!InUnitInterval(config.beta1)) return OutOfRange(prefix, "beta1", "in [0, 1)", config.beta1);
   if (!InUnitInterval(config.beta2)) return OutOfRange(prefix, "beta2", "in [0, 1)", config.beta2);
@@ -160,9 +159,8 @@ absl::StatusOr<OptimizerConfig> ParseOptimizerStep(const KernelSpec& spec) {
   REPLICAD_ASSIGN_OR_RETURN(const std::string kind, StringAttribute(spec, "kind", ""));
   std::optional<OptimizerConfig::Kind> parsed = OptimizerKindFromName(kind);
   if (!parsed) {
-    return NodeError(spec,
-                     absl::StrCat("attribute kind must be sgd, adam or rmsprop; received '",
-                                  kind, "'"));
+    return NodeError(
+        spec, absl::StrCat("attribute kind must be sgd, adam or rmsprop; received '", kind, "'"));
   }
   config.kind = *parsed;
   for (const OptimizerFloatField& field : kOptimizerFloatFields) {
@@ -174,8 +172,7 @@ absl::StatusOr<OptimizerConfig> ParseOptimizerStep(const KernelSpec& spec) {
     return NodeError(spec, absl::StrCat("attribute nesterov must be 0 or 1; received ", nesterov));
   }
   config.nesterov = nesterov == 1;
-  if (absl::Status status = ValidateOptimizerHyperparameters(config, "attribute ");
-      !status.ok()) {
+  if (absl::Status status = ValidateOptimizerHyperparameters(config, "attribute "); !status.ok()) {
     return NodeError(spec, status.message());
   }
   return config;

@@ -73,9 +73,9 @@ struct OptimizerStepScalars {
   bool nesterov = false;
   float neg_lr = 0;  // -learning_rate (SGD, RMSprop).
   float beta1 = 0, beta2 = 0, one_minus_beta1 = 0, one_minus_beta2 = 0;  // Adam.
-  float neg_step_size = 0;          // Adam: -(lr / (1 - beta1^t)).
-  float bias_correction2_sqrt = 0;  // Adam: sqrt(1 - beta2^t).
-  float epsilon = 0;                // Adam, RMSprop.
+  float neg_step_size = 0;               // Adam: -(lr / (1 - beta1^t)).
+  float bias_correction2_sqrt = 0;       // Adam: sqrt(1 - beta2^t).
+  float epsilon = 0;                     // Adam, RMSprop.
   float alpha = 0, one_minus_alpha = 0;  // RMSprop.
 };
 

@@ -76,7 +76,6 @@ absl::Status InferAveragePoolGrad(KernelSpec* spec) {
   return absl::OkStatus();
 }
 
-
 absl::Status InferConcatGrad(KernelSpec* spec) {
   if (spec->inputs.size() < 2) return NodeError(*spec, "expects dY and at least one input");
   KernelSpec forward = WithoutFirstInput(*spec);
@@ -164,9 +163,9 @@ absl::Status InferSumToShape(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "dY", gradient, {DType::kFloat32}));
   std::optional<Shape> broadcast = BroadcastShapes(like.shape, gradient.shape);
   if (!broadcast || *broadcast != gradient.shape) {
-    return NodeError(*spec, absl::StrCat("Like ", ShapeToString(like.shape),
-                                         " must broadcast to dY's shape ",
-                                         ShapeToString(gradient.shape)));
+    return NodeError(
+        *spec, absl::StrCat("Like ", ShapeToString(like.shape), " must broadcast to dY's shape ",
+                            ShapeToString(gradient.shape)));
   }
   spec->outputs = {TensorType{DType::kFloat32, like.shape}};
   return absl::OkStatus();
@@ -181,14 +180,12 @@ absl::Status InferSoftmaxCrossEntropy(KernelSpec* spec) {
     return NodeError(*spec, absl::StrCat("logits must be [N, C] with C >= 1, received ",
                                          ShapeToString(logits.shape)));
   }
-  const bool labels = targets.dtype == DType::kInt64 &&
-                      targets.shape == Shape{logits.shape[0]};
+  const bool labels = targets.dtype == DType::kInt64 && targets.shape == Shape{logits.shape[0]};
   const bool probabilities = targets.dtype == DType::kFloat32 && targets.shape == logits.shape;
   if (!labels && !probabilities) {
     return NodeError(*spec, absl::StrCat("targets must be int64[", logits.shape[0],
                                          "] class labels or float32", ShapeToString(logits.shape),
-                                         " probabilities, received ",
-                                         TensorTypeToString(targets)));
+                                         " probabilities, received ", TensorTypeToString(targets)));
   }
   spec->outputs = {TensorType{DType::kFloat32, {}}, TensorType{DType::kFloat32, {}}, logits};
   return absl::OkStatus();
@@ -200,9 +197,9 @@ absl::Status InferMeanSquaredError(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(TensorType targets, RequiredInput(*spec, 1, "targets"));
   REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "Y", y, {DType::kFloat32}));
   if (y.shape.empty() || !(targets == y)) {
-    return NodeError(*spec, absl::StrCat("targets must be ", TensorTypeToString(y),
-                                         " like Y (rank >= 1), received ",
-                                         TensorTypeToString(targets)));
+    return NodeError(*spec,
+                     absl::StrCat("targets must be ", TensorTypeToString(y),
+                                  " like Y (rank >= 1), received ", TensorTypeToString(targets)));
   }
   spec->outputs = {TensorType{DType::kFloat32, {}}, y};
   return absl::OkStatus();

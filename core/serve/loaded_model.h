@@ -21,7 +21,7 @@ namespace replicad {
 struct LoadedModel {
   std::string name;
   int64_t version = 1;
-  std::string source;  // Where it was loaded from, e.g. "/models/mnist/1/model.onnx".
+  std::string source;          // Where it was loaded from, e.g. "/models/mnist/1/model.onnx".
   int64_t max_batch_size = 0;  // 0: no limit.
   // The model's configuration file as its repository checked it (the
   // daemon's: Triton's config.pbtxt in protobuf text format); empty when it
@@ -29,7 +29,7 @@ struct LoadedModel {
   std::string config_text;
   // How its requests are queued, batched and routed (validated).
   SchedulerOptions scheduling;
-  std::shared_ptr<Servable> servable;  // The loaded weights.
+  std::shared_ptr<Servable> servable;    // The loaded weights.
   std::shared_ptr<Trainable> trainable;  // Null when the model cannot be trained here.
   // Queues, batches and routes its requests onto `servable`'s slots; made
   // by StartScheduling once the rest is filled in.

@@ -1,10 +1,10 @@
 #include "core/serve/model_manager.h"
-#include "core/serve/client_text.h"
 
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/serve/client_text.h"
 
 namespace replicad {
 
@@ -83,8 +83,8 @@ absl::Status ModelManager::Unload(const std::string& name) {
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end() || it->second.versions.empty()) {
-    return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded; loaded models: ",
-                                            ServedNamesLocked()));
+    return absl::NotFoundError(
+        absl::StrCat("model '", name, "' is not loaded; loaded models: ", ServedNamesLocked()));
   }
   RetireAll(it->second.versions);
   it->second.reason = "unloaded";
@@ -139,17 +139,18 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> ModelManager::Find(const std::strin
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end() || it->second.versions.empty()) {
-    return absl::NotFoundError(absl::StrCat("'", ClientText(name), "' is not served; served models: ",
-                                            ServedNamesLocked()));
+    return absl::NotFoundError(absl::StrCat(
+        "'", ClientText(name), "' is not served; served models: ", ServedNamesLocked()));
   }
   const auto& versions = it->second.versions;
   if (version == 0) return versions.rbegin()->second;
   auto v = versions.find(version);
   if (v == versions.end()) {
     return absl::NotFoundError(absl::StrCat(
-        "'", ClientText(name), "' has no version ", version, "; ready versions: ",
-        absl::StrJoin(versions, ", ",
-                      [](std::string* out, const auto& e) { absl::StrAppend(out, e.first); })));
+        "'", ClientText(name), "' has no version ", version,
+        "; ready versions: ", absl::StrJoin(versions, ", ", [](std::string* out, const auto& e) {
+          absl::StrAppend(out, e.first);
+        })));
   }
   return v->second;
 }

@@ -29,7 +29,7 @@ class ChunkPipeline {
     ExecutionPlan* plan;
     void* const* device_inputs;   // The plan's inputs and outputs in the
     void* const* device_outputs;  // slot's memory.
-    int set;  // Which of the (at most three) sets: the marks' index.
+    int set;                      // Which of the (at most three) sets: the marks' index.
     int64_t first_row;
     int64_t rows;
   };
@@ -74,8 +74,8 @@ class ChunkPipeline {
       const char* rows = static_cast<const char*>(host_inputs_[i]) +
                          RowBytes(types[i]) * static_cast<size_t>(c.first_row);
       REPLICAD_RETURN_IF_ERROR(device_.CopyOnLane(Lane::kUpload, rows, MemoryLocation{},
-                                                  c.device_inputs[i],
-                                                  device_.memory_location(), ByteSize(types[i])));
+                                                  c.device_inputs[i], device_.memory_location(),
+                                                  ByteSize(types[i])));
     }
     REPLICAD_ASSIGN_OR_RETURN(uploaded_, device_.MarkLane(Lane::kUpload));
     return absl::OkStatus();
@@ -100,12 +100,12 @@ class ChunkPipeline {
       if (scalar) {
         dst = scalars_.empty() ? outputs_[j] : &scalars_[k][j];
       } else {
-        dst = static_cast<char*>(outputs_[j]) +
-              RowBytes(types[j]) * static_cast<size_t>(c.first_row);
+        dst =
+            static_cast<char*>(outputs_[j]) + RowBytes(types[j]) * static_cast<size_t>(c.first_row);
       }
-      REPLICAD_RETURN_IF_ERROR(device_.CopyOnLane(
-          Lane::kDownload, c.device_outputs[j], device_.memory_location(), dst,
-          scalar ? MemoryLocation{} : outputs_location_, ByteSize(types[j])));
+      REPLICAD_RETURN_IF_ERROR(
+          device_.CopyOnLane(Lane::kDownload, c.device_outputs[j], device_.memory_location(), dst,
+                             scalar ? MemoryLocation{} : outputs_location_, ByteSize(types[j])));
     }
     REPLICAD_ASSIGN_OR_RETURN(downloaded_[c.set], device_.MarkLane(Lane::kDownload));
     return absl::OkStatus();
@@ -121,7 +121,8 @@ class ChunkPipeline {
       for (size_t k = 0; k < chunks_.size(); ++k) {
         sum += static_cast<double>(scalars_[k][j]) * static_cast<double>(chunks_[k].rows);
       }
-      *static_cast<float*>(outputs_[j]) = static_cast<float>(sum / static_cast<double>(slice_rows_));
+      *static_cast<float*>(outputs_[j]) =
+          static_cast<float>(sum / static_cast<double>(slice_rows_));
     }
   }
 
@@ -300,8 +301,9 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanSlice(const std::vector<Shape>& 
   int64_t chunks = 1;
   if (cuttable) {
     chunks = std::max<int64_t>(
-        1, std::min<int64_t>({options.max_chunks, rows,
-                              static_cast<int64_t>(bytes / std::max<size_t>(options.min_chunk_bytes, 1))}));
+        1, std::min<int64_t>(
+               {options.max_chunks, rows,
+                static_cast<int64_t>(bytes / std::max<size_t>(options.min_chunk_bytes, 1))}));
   }
   for (;;) {
     bool cut = false;
@@ -365,9 +367,9 @@ absl::Status Replica::RunSlice(const SlicePlan& plan, const void* const* host_in
                                void* const* outputs, MemoryLocation outputs_location) {
   if (device_->memory_location().kind == MemoryKind::kHost) {
     if (outputs_location.kind != MemoryKind::kHost) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "slot ", slot_.name, " on ", DeviceIdToString(slot_.device),
-          " writes host memory only; merge on the CPU (--merge-device cpu)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("slot ", slot_.name, " on ", DeviceIdToString(slot_.device),
+                       " writes host memory only; merge on the CPU (--merge-device cpu)"));
     }
     return plan.chunk->Run(host_inputs, outputs);
   }

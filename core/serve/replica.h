@@ -85,7 +85,7 @@ class Replica {
     int64_t rows = 0;
     int64_t chunk_rows = 0;
     std::vector<TensorType> output_types;  // Of the whole slice.
-    PlanBuilds builds;  // What PlanSlice built for it.
+    PlanBuilds builds;                     // What PlanSlice built for it.
     int chunks() const;
   };
   // Input bytes below which a chunk would cost more in per-copy and
@@ -116,8 +116,8 @@ class Replica {
   // slots) any GPU's, by peer copy. Rank-0 outputs always go to host memory:
   // over chunks, their row-weighted mean. FailedPrecondition for device
   // outputs from a host slot. Call on the slot's stream thread.
-  absl::Status RunSlice(const SlicePlan& plan, const void* const* host_inputs,
-                        void* const* outputs, MemoryLocation outputs_location);
+  absl::Status RunSlice(const SlicePlan& plan, const void* const* host_inputs, void* const* outputs,
+                        MemoryLocation outputs_location);
 
  private:
   Replica(std::shared_ptr<const Model> model, SlotAssignment slot, std::unique_ptr<Device> device,
@@ -152,8 +152,7 @@ class Replica {
   // PlanSlice for `chunks` chunks (1: whole); `cut` false when the model
   // turned out not to be cuttable, and the plan is whole.
   absl::StatusOr<SlicePlan> PlanChunks(const std::vector<Shape>& input_shapes, int chunks,
-                                       bool cached_only,
-                                       bool* cut);
+                                       bool cached_only, bool* cut);
   // The cached plan for these shapes (now its most recent use), or null.
   std::shared_ptr<ExecutionPlan> CachedLocked(const std::vector<Shape>& input_shapes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

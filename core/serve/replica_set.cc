@@ -20,9 +20,9 @@ struct ReplicaSetRun {
   Device* merge_stream = nullptr;
   std::vector<std::shared_ptr<Buffer>> merged;
   std::vector<size_t> merged_bytes;  // Their outputs' sizes (a buffer holds at least 1 byte).
-  std::vector<bool> scalar;               // Per output: rank 0, merged by mean.
+  std::vector<bool> scalar;          // Per output: rank 0, merged by mean.
   std::vector<std::vector<float>> partial_scalars;  // [slice][output].
-  std::vector<absl::Status> statuses;     // Per slice.
+  std::vector<absl::Status> statuses;               // Per slice.
   std::atomic<int> remaining{0};
   ReplicaSet::Done done;
 };
@@ -100,9 +100,9 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
     merge_stream.reset();
   } else {
     if (merge_stream == nullptr || !(merge_stream->info().id == options.merge_device)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("merge device ", merge, ": needs a stream on ", merge, ", received ",
-                       merge_stream == nullptr ? "none" : DeviceIdToString(merge_stream->info().id)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "merge device ", merge, ": needs a stream on ", merge, ", received ",
+          merge_stream == nullptr ? "none" : DeviceIdToString(merge_stream->info().id)));
     }
     for (const auto& r : replicas) {
       if (r->device().memory_location().kind == MemoryKind::kHost) {
@@ -173,10 +173,10 @@ void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
     absl::Status health = replicas_[slice.slot]->device().health();
     if (!health.ok()) {
       // The slices go back: the scheduler runs them on the other slots.
-      std::move(state->done)(absl::UnavailableError(absl::StrCat(
-                                 "slot ", replicas_[slice.slot]->slot().name,
-                                 " cannot run the model: ", health.message())),
-                             state->slices);
+      std::move(state->done)(
+          absl::UnavailableError(absl::StrCat("slot ", replicas_[slice.slot]->slot().name,
+                                              " cannot run the model: ", health.message())),
+          state->slices);
       return;
     }
   }
@@ -195,12 +195,12 @@ void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
     case Planned::kNotCached:
       break;
   }
-  planner_.Submit([this, state = std::move(state), sink,
-                   still_wanted = std::move(still_wanted)]() mutable {
-    if (PlanSlices(*state, /*cached_only=*/false) == Planned::kAll) {
-      Start(std::move(state), sink, std::move(still_wanted));
-    }
-  });
+  planner_.Submit(
+      [this, state = std::move(state), sink, still_wanted = std::move(still_wanted)]() mutable {
+        if (PlanSlices(*state, /*cached_only=*/false) == Planned::kAll) {
+          Start(std::move(state), sink, std::move(still_wanted));
+        }
+      });
 }
 
 ReplicaSet::Planned ReplicaSet::PlanSlices(ReplicaSetRun& run, bool cached_only) {
@@ -315,24 +315,24 @@ void ReplicaSet::Start(std::shared_ptr<ReplicaSetRun> state, OutputSink* sink,
         } else if (type.shape.empty()) {
           out[j] = state->outputs[j];  // Rank 0 of one slice: host memory.
         } else {
-          const size_t slice_bytes = static_cast<size_t>(NumElements(type.shape)) *
-                                     DTypeSize(type.dtype);
-          const size_t offset =
-              type.shape.empty() || slice.rows() == 0
-                  ? 0
-                  : slice_bytes / static_cast<size_t>(slice.rows()) * slice.begin;
+          const size_t slice_bytes =
+              static_cast<size_t>(NumElements(type.shape)) * DTypeSize(type.dtype);
+          const size_t offset = type.shape.empty() || slice.rows() == 0
+                                    ? 0
+                                    : slice_bytes / static_cast<size_t>(slice.rows()) * slice.begin;
           void* merged = state->merged[j] != nullptr ? state->merged[j]->data() : state->outputs[j];
           out[j] = static_cast<char*>(merged) + offset;
         }
       }
       const auto start = std::chrono::steady_clock::now();
-      const MemoryLocation merged_in = merge_stream_ != nullptr ? merge_stream_->memory_location()
-                                                                : MemoryLocation{};
+      const MemoryLocation merged_in =
+          merge_stream_ != nullptr ? merge_stream_->memory_location() : MemoryLocation{};
       state->statuses[s] = replica.RunSlice(plan, in.data(), out.data(), merged_in);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       slice.seconds = seconds;
-      if (options_.observer != nullptr) options_.observer->OnSliceRun(replica, slice.rows(), seconds);
+      if (options_.observer != nullptr)
+        options_.observer->OnSliceRun(replica, slice.rows(), seconds);
       if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) SlicesDone(state);
     });
   }

@@ -4,7 +4,9 @@ namespace replicad {
 
 RepositoryPoller::RepositoryPoller(ModelManager& models, absl::Duration interval,
                                    std::function<void(const absl::Status&)> on_error)
-    : models_(models), interval_(interval), on_error_(std::move(on_error)),
+    : models_(models),
+      interval_(interval),
+      on_error_(std::move(on_error)),
       thread_([this] { Run(); }) {}
 
 RepositoryPoller::~RepositoryPoller() {

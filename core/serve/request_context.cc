@@ -9,9 +9,9 @@ absl::Status RequestContext::StillWanted(const char* stage, absl::Time now) cons
     return absl::CancelledError(absl::StrCat("the client cancelled the request ", stage));
   }
   if (now >= deadline) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("the request's deadline passed ", stage, " (",
-                     absl::FormatDuration(now - deadline), " ago); nothing was run"));
+    return absl::DeadlineExceededError(absl::StrCat("the request's deadline passed ", stage, " (",
+                                                    absl::FormatDuration(now - deadline),
+                                                    " ago); nothing was run"));
   }
   return absl::OkStatus();
 }

@@ -16,8 +16,8 @@ absl::Status RequestQueue::Push(std::unique_ptr<ScheduledRequest>& request, absl
   const size_t held = queue.fresh.size() + queue.delayed.size();
   if (policy.max_queue_size > 0 && held >= policy.max_queue_size) {
     return absl::UnavailableError(absl::StrCat(
-        "the queue of priority level ", level, " is full: it holds at most ",
-        policy.max_queue_size, " requests (max_queue_size); retry later or elsewhere"));
+        "the queue of priority level ", level, " is full: it holds at most ", policy.max_queue_size,
+        " requests (max_queue_size); retry later or elsewhere"));
   }
   absl::Duration timeout = policy.default_timeout;
   const absl::Duration asked = request->context.timeout;
@@ -50,10 +50,10 @@ std::vector<RequestQueue::Expired> RequestQueue::Expire(absl::Time now) {
             level.delayed.push_back(std::move(request));
             continue;
           }
-          wanted = absl::DeadlineExceededError(absl::StrCat(
-              "the request waited ", absl::FormatDuration(now - request->enqueued),
-              " in the queue, past its timeout of ",
-              absl::FormatDuration(request->timeout_at - request->enqueued)));
+          wanted = absl::DeadlineExceededError(
+              absl::StrCat("the request waited ", absl::FormatDuration(now - request->enqueued),
+                           " in the queue, past its timeout of ",
+                           absl::FormatDuration(request->timeout_at - request->enqueued)));
         }
         if (wanted.ok()) {
           kept.push_back(std::move(request));

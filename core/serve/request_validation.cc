@@ -1,8 +1,8 @@
 #include "core/serve/request_validation.h"
-#include "core/serve/client_text.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/serve/client_text.h"
 
 namespace replicad {
 namespace {
@@ -26,13 +26,13 @@ absl::Status CheckShape(const std::string& field, const TensorSpec& spec, const 
   }
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": dim ", d, " is negative (shape ",
-                                                     ShapeToString(shape), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": dim ", d, " is negative (shape ", ShapeToString(shape), ")"));
     }
     if (d > 0 && expected[d] != kAnyDim && expected[d] != shape[d]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          field, ": dim ", d, " expected ", expected[d], ", received ", shape[d], " (expected shape ",
-          ShapeToString(expected), ", received ", ShapeToString(shape), ")"));
+          field, ": dim ", d, " expected ", expected[d], ", received ", shape[d],
+          " (expected shape ", ShapeToString(expected), ", received ", ShapeToString(shape), ")"));
     }
   }
   return absl::OkStatus();
@@ -58,9 +58,9 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const Model& model,
                                                      "'; expected one of: ", InputNames(model)));
     }
     if (given_at[index] >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("inputs[", i, "].name: input '", ClientText(in.name),
-                                                     "' is already given as inputs[",
-                                                     given_at[index], "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("inputs[", i, "].name: input '", ClientText(in.name),
+                       "' is already given as inputs[", given_at[index], "]"));
     }
     given_at[index] = static_cast<int>(i);
     const TensorSpec& spec = model.inputs()[index];
@@ -77,17 +77,17 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const Model& model,
     }
     const size_t needed = *size;
     if (in.bytes != needed) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": raw holds ", in.bytes, " bytes; ", DTypeName(in.dtype),
-          ShapeToString(in.shape), " needs ", needed));
+      return absl::InvalidArgumentError(absl::StrCat(field, ": raw holds ", in.bytes, " bytes; ",
+                                                     DTypeName(in.dtype), ShapeToString(in.shape),
+                                                     " needs ", needed));
     }
     if (batch_from < 0) {
       batch = in.shape[0];
       batch_from = static_cast<int>(i);
     } else if (in.shape[0] != batch) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": batch size (dim 0) expected ", batch, " like inputs[", batch_from,
-          "], received ", in.shape[0]));
+      return absl::InvalidArgumentError(absl::StrCat(field, ": batch size (dim 0) expected ", batch,
+                                                     " like inputs[", batch_from, "], received ",
+                                                     in.shape[0]));
     }
     auto buffer = std::make_shared<Buffer>(const_cast<void*>(in.data), in.bytes, MemoryLocation{},
                                            keep_alive);
@@ -97,14 +97,14 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const Model& model,
   }
   for (size_t m = 0; m < given_at.size(); ++m) {
     if (given_at[m] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "inputs: input '", model.inputs()[m].name, "' is missing; model '", model.name(),
-          "' expects: ", InputNames(model)));
+      return absl::InvalidArgumentError(absl::StrCat("inputs: input '", model.inputs()[m].name,
+                                                     "' is missing; model '", model.name(),
+                                                     "' expects: ", InputNames(model)));
     }
   }
   if (batch == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("inputs[", batch_from, "]: the batch is empty (dim 0 is 0); send at least 1 row"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "inputs[", batch_from, "]: the batch is empty (dim 0 is 0); send at least 1 row"));
   }
   if (max_batch_size > 0 && batch > max_batch_size) {
     return absl::InvalidArgumentError(absl::StrCat("inputs[", batch_from, "]: batch size ", batch,
@@ -127,20 +127,20 @@ absl::StatusOr<Tensor> BindTargets(const RequestInput& targets, int64_t batch,
   }
   for (int64_t d : targets.shape) {
     if (d < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "targets: dimensions must be >= 0, received ", ShapeToString(targets.shape)));
+      return absl::InvalidArgumentError(absl::StrCat("targets: dimensions must be >= 0, received ",
+                                                     ShapeToString(targets.shape)));
     }
   }
   const std::optional<size_t> size = CheckedByteSize(targets.dtype, targets.shape);
   if (!size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "targets: shape ", ShapeToString(targets.shape), " has more elements than can be addressed"));
+    return absl::InvalidArgumentError(absl::StrCat("targets: shape ", ShapeToString(targets.shape),
+                                                   " has more elements than can be addressed"));
   }
   const size_t needed = *size;
   if (targets.bytes != needed) {
-    return absl::InvalidArgumentError(absl::StrCat("targets: raw holds ", targets.bytes,
-                                                   " bytes; ", DTypeName(targets.dtype),
-                                                   ShapeToString(targets.shape), " needs ", needed));
+    return absl::InvalidArgumentError(
+        absl::StrCat("targets: raw holds ", targets.bytes, " bytes; ", DTypeName(targets.dtype),
+                     ShapeToString(targets.shape), " needs ", needed));
   }
   auto buffer = std::make_shared<Buffer>(const_cast<void*>(targets.data), targets.bytes,
                                          MemoryLocation{}, std::move(keep_alive));

@@ -22,10 +22,10 @@ struct ScheduleReport {
   int64_t batch_rows = 0;              // Rows of the batch it ran in.
   int64_t first_row = 0;               // Where its rows begin in that batch.
   int batch_requests = 0;              // Requests fused into that batch.
-  absl::Duration queue;    // Queued -> its batch handed to the slots.
-  absl::Duration gather;   // Copying its rows into the fused batch.
-  absl::Duration infer;    // The slots' run.
-  absl::Duration scatter;  // Copying its rows out of the fused batch.
+  absl::Duration queue;                // Queued -> its batch handed to the slots.
+  absl::Duration gather;               // Copying its rows into the fused batch.
+  absl::Duration infer;                // The slots' run.
+  absl::Duration scatter;              // Copying its rows out of the fused batch.
   // A training step's result (set when one ran and succeeded); its `infer`
   // is the step's time on the training side.
   std::optional<DataParallelTrainer::StepResult> step;
@@ -49,12 +49,12 @@ struct ScheduledRequest {
   Done done;
 
   // Set by the scheduler when the request is queued.
-  uint64_t sequence = 0;    // Arrival order among accepted requests.
-  uint32_t level = 1;       // Priority level, 1 first.
+  uint64_t sequence = 0;  // Arrival order among accepted requests.
+  uint32_t level = 1;     // Priority level, 1 first.
   absl::Time enqueued;
   absl::Time timeout_at = absl::InfiniteFuture();  // Its queue policy's limit.
-  bool delayed = false;     // Timed out under a DELAY policy.
-  uint64_t bytes = 0;       // Of its inputs (and targets).
+  bool delayed = false;                            // Timed out under a DELAY policy.
+  uint64_t bytes = 0;                              // Of its inputs (and targets).
 
   int64_t rows() const { return inputs.empty() ? 0 : inputs[0].shape()[0]; }
   bool is_step() const { return targets.has_value(); }

@@ -110,18 +110,18 @@ struct Scheduler::Core {
   }
 
   struct SlotState {
-    int outstanding = 0;   // Batches given to it and not yet finished.
+    int outstanding = 0;    // Batches given to it and not yet finished.
     absl::Time busy_until;  // Estimated end of that work.
     SlotSpeed speed;
-    double share = 1;       // Of the last split it was in.
+    double share = 1;                            // Of the last split it was in.
     absl::Time last_ran = absl::InfinitePast();  // When a slice of it last ended.
     bool healthy = true;  // As the servable said when the last batch was routed.
     // Its device failed for good under a batch (seen on whichever servable
     // ran it: a trained model's predict set has devices of its own).
     bool lost = false;
-    int64_t last_rows = 1;  // Of the last slice it ran.
+    int64_t last_rows = 1;         // Of the last slice it ran.
     int64_t max_rows = INT64_MAX;  // Largest slice known to fit its memory.
-    absl::Time capped_at;           // When max_rows was learned.
+    absl::Time capped_at;          // When max_rows was learned.
   };
 
   // One batch on its way through the slots.
@@ -177,8 +177,8 @@ struct Scheduler::Core {
   void RunStep(std::shared_ptr<Batch> batch);
   void StepFinished(std::shared_ptr<Batch> batch,
                     absl::StatusOr<DataParallelTrainer::StepResult> result);
-  void Finished(std::shared_ptr<Batch> batch, absl::Status status,
-                std::vector<BatchSlice> slices, const Servable* servable);
+  void Finished(std::shared_ptr<Batch> batch, absl::Status status, std::vector<BatchSlice> slices,
+                const Servable* servable);
   // Answers `request`, in arrival order when the options ask for it.
   void Answer(std::unique_ptr<ScheduledRequest> request, absl::Status status,
               ScheduleReport report);
@@ -244,7 +244,8 @@ class Scheduler::Core::BatchInFlight {
   std::shared_ptr<Servable> servable_;
 };
 
-Scheduler::Core::BatchInFlight::BatchInFlight(Scheduler::Core* core, std::shared_ptr<Scheduler::Core::Batch> batch)
+Scheduler::Core::BatchInFlight::BatchInFlight(Scheduler::Core* core,
+                                              std::shared_ptr<Scheduler::Core::Batch> batch)
     : core_(core), batch_(std::move(batch)) {
   absl::MutexLock lock(&core_->mu);
   ++core_->callbacks;
@@ -313,8 +314,7 @@ Route Scheduler::Core::RouteOf(int64_t rows, absl::Time now) {
     loads[s].max_rows = slots[s].max_rows;
     if (slots[s].outstanding > 0) {
       // Busy past its estimate: it is about to finish, but not free.
-      loads[s].busy_seconds =
-          std::max(absl::ToDoubleSeconds(slots[s].busy_until - now), 1e-6);
+      loads[s].busy_seconds = std::max(absl::ToDoubleSeconds(slots[s].busy_until - now), 1e-6);
     }
   }
   // With requests waiting, one slot stays out of this batch for them.
@@ -394,8 +394,8 @@ void Scheduler::Core::Loop() {
       }
     }
     if (stopping && queue.empty() && running == 0) return;
-    absl::Time wake_at = queue.empty() ? absl::InfiniteFuture()
-                                       : std::min(queue.NextExpiry(), next_cancel_poll);
+    absl::Time wake_at =
+        queue.empty() ? absl::InfiniteFuture() : std::min(queue.NextExpiry(), next_cancel_poll);
     const ScheduledRequest* head = queue.Front();
     if (head != nullptr && head->is_step()) {
       // A step waits for every batch before it to finish (Finished wakes
@@ -500,8 +500,7 @@ std::optional<Route> Scheduler::Core::RouteWithinMemoryCaps(int64_t rows,
 
 std::optional<Route> Scheduler::Core::RouteAroundLostSlots(int64_t rows,
                                                            const std::vector<BatchSlice>& slices,
-                                                           const Servable& ran_on,
-                                                           absl::Time now) {
+                                                           const Servable& ran_on, absl::Time now) {
   const std::vector<SlotStatus> status = ran_on.Slots();
   bool lost_a_slot = false;
   for (const BatchSlice& slice : slices) {
@@ -519,8 +518,9 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
   batch->dispatched = absl::Now();
   if (batch->slices.empty()) {
     // No healthy slot: nothing can run it.
-    Finished(std::move(batch), absl::UnavailableError(absl::StrCat(
-                                   "model '", env.model, "': none of its slots can run it")),
+    Finished(std::move(batch),
+             absl::UnavailableError(
+                 absl::StrCat("model '", env.model, "': none of its slots can run it")),
              {}, nullptr);
     return;
   }
@@ -566,12 +566,12 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
     flight.Hold(*trained != nullptr ? *std::move(trained) : core->env.servable);
     Servable& servable = flight.servable();
     std::shared_ptr<Batch> batch = flight.batch();
-    servable.Run(std::move(inputs), batch->slices, sink, std::move(still_wanted),
-                 [flight = std::move(flight)](absl::Status status,
-                                              std::vector<BatchSlice> slices) mutable {
-                   flight.core()->Finished(flight.batch(), std::move(status), std::move(slices),
-                                           &flight.servable());
-                 });
+    servable.Run(
+        std::move(inputs), batch->slices, sink, std::move(still_wanted),
+        [flight = std::move(flight)](absl::Status status, std::vector<BatchSlice> slices) mutable {
+          flight.core()->Finished(flight.batch(), std::move(status), std::move(slices),
+                                  &flight.servable());
+        });
   };
   if (env.trainable != nullptr) {
     env.trainable->TrainedServable(std::move(run));
@@ -651,8 +651,7 @@ void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status
   if (env.observer != nullptr) {
     for (const Speed& speed : speeds) {
       env.observer->OnSlotSpeed(env.model, slot_status[speed.slot].slot,
-                                slot_status[speed.slot].device, speed.rows_per_second,
-                                speed.share);
+                                slot_status[speed.slot].device, speed.rows_per_second, speed.share);
     }
   }
   ScheduleReport report;
@@ -675,9 +674,10 @@ void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status
       for (size_t j = 0; j < outputs.size() && answer.ok(); ++j) {
         TensorType type = outputs[j].type();
         if (type.shape.empty() || type.shape[0] != batch->rows) {
-          answer = absl::FailedPreconditionError(absl::StrCat(
-              "output ", j, " of model '", env.model, "' does not keep the batch in dim 0, "
-              "so requests cannot share a batch; serve it without dynamic batching"));
+          answer = absl::FailedPreconditionError(
+              absl::StrCat("output ", j, " of model '", env.model,
+                           "' does not keep the batch in dim 0, "
+                           "so requests cannot share a batch; serve it without dynamic batching"));
           break;
         }
         const size_t row_bytes = RowBytes(type);
@@ -738,8 +738,8 @@ void Scheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
     absl::MutexLock lock(&core.mu);
     const uint64_t bound = core.env.options.max_queue_bytes;
     if (core.stopping) {
-      refused = absl::UnavailableError(
-          absl::StrCat("model '", core.env.model, "' is no longer served"));
+      refused =
+          absl::UnavailableError(absl::StrCat("model '", core.env.model, "' is no longer served"));
       reason = "stopping";
     } else if (bound > 0 && core.bytes_in_flight > 0 && core.bytes_in_flight + bytes > bound) {
       refused = absl::ResourceExhaustedError(absl::StrCat(
@@ -779,8 +779,8 @@ absl::Status Scheduler::Warm(double budget_seconds) {
     if (input.type.shape.empty()) return absl::OkStatus();  // No batch dim to vary.
   }
   std::vector<int64_t> sizes = {1, 2};
-  const int64_t max_rows = core.env.options.max_batch_size > 0 ? core.env.options.max_batch_size
-                                                               : 64;
+  const int64_t max_rows =
+      core.env.options.max_batch_size > 0 ? core.env.options.max_batch_size : 64;
   for (int64_t s = 4; s < max_rows; s *= 2) sizes.push_back(s);
   for (int64_t s : core.env.options.preferred_batch_sizes) sizes.push_back(s);
   sizes.push_back(max_rows);
@@ -824,9 +824,9 @@ absl::Status Scheduler::Warm(double budget_seconds) {
           continue;
         }
         if (!status.ok()) {
-          return absl::Status(status.code(), absl::StrCat("warming slot ",
-                                                          core.slot_status[slot].slot, " on ",
-                                                          rows, " rows: ", status.message()));
+          return absl::Status(status.code(),
+                              absl::StrCat("warming slot ", core.slot_status[slot].slot, " on ",
+                                           rows, " rows: ", status.message()));
         }
         if (rows > 1) {
           for (const Tensor& out : outputs.outputs) {
@@ -856,8 +856,7 @@ std::vector<Scheduler::SlotReport> Scheduler::Slots() const {
   for (size_t s = 0; s < core_->slots.size(); ++s) {
     const Core::SlotState& state = core_->slots[s];
     reports.push_back(SlotReport{core_->slot_status[s].slot, core_->slot_status[s].device,
-                                 state.speed.measured(),
-                                 state.speed.RowsPerSecond(state.last_rows),
+                                 state.speed.measured(), state.speed.RowsPerSecond(state.last_rows),
                                  state.speed.fixed_seconds(), state.speed.seconds_per_row()});
   }
   return reports;

@@ -56,8 +56,8 @@ class Scheduler {
   struct Environment {
     std::string model;  // For messages and metrics.
     std::shared_ptr<Servable> servable;
-    std::shared_ptr<Trainable> trainable;  // Optional.
-    SchedulerOptions options;              // Validated.
+    std::shared_ptr<Trainable> trainable;   // Optional.
+    SchedulerOptions options;               // Validated.
     SchedulerObserver* observer = nullptr;  // Optional; must outlive the scheduler.
   };
   explicit Scheduler(Environment environment);
@@ -86,7 +86,7 @@ class Scheduler {
   struct SlotReport {
     std::string slot, device;
     bool measured = false;
-    double rows_per_second = 0;  // At the slice size it last ran.
+    double rows_per_second = 0;                     // At the slice size it last ran.
     double fixed_seconds = 0, seconds_per_row = 0;  // Its speed line.
   };
   std::vector<SlotReport> Slots() const;

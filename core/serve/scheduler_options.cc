@@ -53,9 +53,9 @@ absl::Status SchedulerOptions::Validate() const {
   }
   if (priority_levels > 0 &&
       (default_priority_level < 1 || default_priority_level > priority_levels)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dynamic_batching.default_priority_level: expected 1..", priority_levels,
-        " (priority_levels), received ", default_priority_level));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dynamic_batching.default_priority_level: expected 1..", priority_levels,
+                     " (priority_levels), received ", default_priority_level));
   }
   if (priority_levels == 0 && default_priority_level != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -74,9 +74,9 @@ absl::Status SchedulerOptions::Validate() const {
           level));
     }
     if (level < 1 || level > priority_levels) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "dynamic_batching.priority_queue_policy: expected levels 1..", priority_levels,
-          " (priority_levels), received ", level));
+      return absl::InvalidArgumentError(
+          absl::StrCat("dynamic_batching.priority_queue_policy: expected levels 1..",
+                       priority_levels, " (priority_levels), received ", level));
     }
     if (absl::Status s = CheckPolicy(
             absl::StrCat("dynamic_batching.priority_queue_policy[", level, "]"), policy);

@@ -1,10 +1,10 @@
 #include "core/serve/serving_core.h"
-#include "core/serve/client_text.h"
 
 #include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/serve/client_text.h"
 
 namespace replicad {
 
@@ -56,8 +56,9 @@ absl::StatusOr<std::vector<bool>> SelectOutputs(const Model& model, const InferR
       return absl::InvalidArgumentError(absl::StrCat(
           request.outputs_field, "[", i, "]: model '", model.name(), "' has no output '",
           ClientText(request.outputs[i]), "'; expected one of: ",
-          absl::StrJoin(model.outputs(), ", ",
-                        [](std::string* out, const TensorSpec& s) { absl::StrAppend(out, s.name); })));
+          absl::StrJoin(model.outputs(), ", ", [](std::string* out, const TensorSpec& s) {
+            absl::StrAppend(out, s.name);
+          })));
     }
     if (!request.outputs.empty() && wanted[index]) {
       // Two answers under one name would be ambiguous; merging them hides a client bug.
@@ -91,7 +92,8 @@ ServingCore::~ServingCore() {
   // callback returned, on the scheduler's or a slot's thread: whoever saw the answer may
   // destroy the core before that, which would free the mutex the guard still takes.
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(+[](int* in_flight) { return *in_flight == 0; }, &in_flight_));
+  mu_.Await(absl::Condition(
+      +[](int* in_flight) { return *in_flight == 0; }, &in_flight_));
 }
 
 std::optional<ServingCore::InFlight> ServingCore::Admit() {
@@ -138,9 +140,8 @@ absl::Status ServingCore::ModelReady(const std::string& name, int64_t version) c
   absl::StatusOr<std::shared_ptr<LoadedModel>> model = models_.Find(name, version);
   if (!model.ok()) return model.status();
   if (!(*model)->HasHealthySlot()) {
-    return absl::UnavailableError(
-        absl::StrCat("model '", name, "' version ", (*model)->version,
-                     " is loaded but none of its slots can run it"));
+    return absl::UnavailableError(absl::StrCat("model '", name, "' version ", (*model)->version,
+                                               " is loaded but none of its slots can run it"));
   }
   return absl::OkStatus();
 }
@@ -263,7 +264,8 @@ void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainD
       return std::move(done)(absl::InternalError("the training step ran but gave no result"),
                              std::move(model));
     }
-    if (options_.observer != nullptr) options_.observer->OnTrainStep(*model, *report.step, report.queue);
+    if (options_.observer != nullptr)
+      options_.observer->OnTrainStep(*model, *report.step, report.queue);
     std::move(done)(*std::move(report.step), std::move(model));
   };
   scheduler.Submit(std::move(step));
@@ -272,9 +274,10 @@ void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainD
 namespace {
 
 absl::Status NotExplicit(const std::string& name) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "model '", name, "': loading and unloading models needs --model-control-mode explicit; "
-      "this server's models are fixed or follow its repository"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("model '", name,
+                   "': loading and unloading models needs --model-control-mode explicit; "
+                   "this server's models are fixed or follow its repository"));
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace replicad {
 // An inference request in the core's terms; each protocol decodes into it.
 struct InferRequest {
   std::string model;
-  int64_t version = 0;  // 0: the latest ready version.
+  int64_t version = 0;               // 0: the latest ready version.
   std::vector<RequestInput> inputs;  // Viewing the protocol's request bytes.
   std::vector<std::string> outputs;  // Empty: every output.
   // The protocol's names for these fields, used in error messages.
@@ -104,8 +104,7 @@ class ServingCore {
   // the scheduler's refusals (Unavailable for a full queue,
   // ResourceExhausted past max_queue_bytes, DeadlineExceeded or Cancelled
   // while queued); the servable's error otherwise. `done` runs exactly once.
-  void Infer(InferRequest request, RequestContext context, ResponseWriter* writer,
-             InferDone done);
+  void Infer(InferRequest request, RequestContext context, ResponseWriter* writer, InferDone done);
 
   using TrainDone = absl::AnyInvocable<void(absl::StatusOr<DataParallelTrainer::StepResult>,
                                             std::shared_ptr<LoadedModel> model) &&>;
@@ -119,8 +118,7 @@ class ServingCore {
   void TrainStep(TrainRequest request, RequestContext context, TrainDone done);
 
   // A ready version of a model, for metadata; NotFound naming `field`.
-  absl::StatusOr<std::shared_ptr<LoadedModel>> FindModel(const std::string& name,
-                                                         int64_t version,
+  absl::StatusOr<std::shared_ptr<LoadedModel>> FindModel(const std::string& name, int64_t version,
                                                          const std::string& field = "model") const;
 
   // Readiness, one source for every protocol: the server is ready while it

@@ -27,8 +27,8 @@ std::vector<BatchSlice> SplitInGranules(int64_t rows, int64_t granule,
   std::vector<int64_t> units(chosen.size());
   int64_t given = 0;
   for (size_t i = 0; i < chosen.size(); ++i) {
-    units[i] = std::min<int64_t>(total - given,
-                                 static_cast<int64_t>(std::max(0.0, shares[i]) / granule));
+    units[i] =
+        std::min<int64_t>(total - given, static_cast<int64_t>(std::max(0.0, shares[i]) / granule));
     given += units[i];
   }
   auto end_with_one_more = [&](size_t i) {
@@ -188,8 +188,8 @@ Route ChooseRoute(int64_t rows, const std::vector<SlotLoad>& slots, bool measure
   }
   if (CapToMemory(rows, slots, &route.slices) && route.seconds > 0) {
     // Rows may have moved to slots the estimate did not count.
-    const bool measured = std::all_of(
-        route.slices.begin(), route.slices.end(), [&](const BatchSlice& slice) {
+    const bool measured =
+        std::all_of(route.slices.begin(), route.slices.end(), [&](const BatchSlice& slice) {
           return slots[slice.slot].speed != nullptr && slots[slice.slot].speed->measured();
         });
     route.seconds = measured ? Makespan(route.slices, slots) : 0;

@@ -13,8 +13,8 @@ namespace replicad {
 // What routing knows of one slot when a batch is about to run.
 struct SlotLoad {
   bool healthy = true;
-  double weight = 1.0;        // Configured (--slot-weights 3,1).
-  double busy_seconds = 0;    // Estimated time until the work it already has is done.
+  double weight = 1.0;               // Configured (--slot-weights 3,1).
+  double busy_seconds = 0;           // Estimated time until the work it already has is done.
   const SlotSpeed* speed = nullptr;  // Null or unmeasured: its speed is unknown.
   // The largest slice known to fit its memory (a larger one's plans did not).
   int64_t max_rows = INT64_MAX;

@@ -35,8 +35,8 @@ absl::StatusOr<std::string> Attributes::GetString(const std::string& name,
   return Get<std::string>(name, "STRING");
 }
 
-absl::StatusOr<std::vector<int64_t>> Attributes::GetInts(
-    const std::string& name, std::vector<int64_t> default_value) const {
+absl::StatusOr<std::vector<int64_t>> Attributes::GetInts(const std::string& name,
+                                                         std::vector<int64_t> default_value) const {
   if (!Has(name)) return default_value;
   return Get<std::vector<int64_t>>(name, "INTS");
 }

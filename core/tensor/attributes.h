@@ -13,8 +13,8 @@
 namespace replicad {
 
 // One node attribute, as ONNX defines them (INT, FLOAT, STRING, INTS, FLOATS, TENSOR).
-using AttributeValue = std::variant<int64_t, float, std::string, std::vector<int64_t>,
-                                    std::vector<float>, Tensor>;
+using AttributeValue =
+    std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>, Tensor>;
 
 // A node's attributes by name. The getters with a default return it when the
 // attribute is absent; every getter fails with InvalidArgument naming the

@@ -26,7 +26,7 @@ absl::string_view DTypeName(DType dtype) {
 
 absl::string_view OnnxDataTypeName(int onnx_data_type) {
   static constexpr absl::string_view kNames[] = {
-      "UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16", "INT16",
+      "UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
       "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
       "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
   if (onnx_data_type < 0 ||

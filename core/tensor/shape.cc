@@ -26,9 +26,13 @@ std::optional<size_t> CheckedByteSize(DType dtype, const Shape& shape) {
 }
 
 std::string ShapeToString(const Shape& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ",", [](std::string* out, int64_t d) {
-                        absl::StrAppend(out, d == kAnyDim ? std::string("?") : absl::StrCat(d));
-                      }), "]");
+  return absl::StrCat("[",
+                      absl::StrJoin(shape, ",",
+                                    [](std::string* out, int64_t d) {
+                                      absl::StrAppend(
+                                          out, d == kAnyDim ? std::string("?") : absl::StrCat(d));
+                                    }),
+                      "]");
 }
 
 std::string TensorTypeToString(const TensorType& type) {

@@ -76,8 +76,7 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
   // then created exclusively, so a link planted again meanwhile fails the
   // open (EEXIST) instead of being followed.
   ::unlink(temp.c_str());
-  const int fd =
-      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return SysError("open", temp);
   absl::Status status = WriteAll(fd, bytes, temp);
   if (status.ok() && ::fsync(fd) != 0) status = SysError("fsync", temp);

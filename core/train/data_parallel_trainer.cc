@@ -61,8 +61,7 @@ absl::StatusOr<std::vector<Tensor>> HostCopies(Device& device, const std::vector
   std::vector<Tensor> copies;
   for (const Tensor& t : tensors) {
     Tensor copy = Tensor::Host(t.dtype(), t.shape());
-    device.EnqueueCopy(t.raw_data(), t.location(), copy.raw_data(), copy.location(),
-                       t.byte_size());
+    device.EnqueueCopy(t.raw_data(), t.location(), copy.raw_data(), copy.location(), t.byte_size());
     copies.push_back(std::move(copy));
   }
   if (absl::Status s = device.Synchronize(); !s.ok()) {
@@ -165,7 +164,7 @@ struct DataParallelTrainer::Slot {
   // arena laid out in bucket order.
   std::shared_ptr<Buffer> gradient_arena;
   std::vector<Tensor> gradients;
-  std::vector<Tensor> buffers;      // Running statistics.
+  std::vector<Tensor> buffers;  // Running statistics.
   std::vector<Tensor> buffer_updates;
   Tensor loss_sum;
   Tensor correct;
@@ -175,8 +174,8 @@ struct DataParallelTrainer::Slot {
   std::map<std::vector<Shape>, SlotPlan> plans;
 };
 
-DataParallelTrainer::DataParallelTrainer(std::shared_ptr<const Model> model,
-                                         TrainingGraph training, const TrainerOptions& options)
+DataParallelTrainer::DataParallelTrainer(std::shared_ptr<const Model> model, TrainingGraph training,
+                                         const TrainerOptions& options)
     : model_(std::move(model)),
       training_(std::move(training)),
       sync_batch_norm_(options.sync_batch_norm),
@@ -218,7 +217,8 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   const Graph& graph = trainer->training_.graph;
   const Graph& source = trainer->model_->graph();
   std::vector<int64_t> sizes;
-  for (int v : trainer->training_.parameters) sizes.push_back(source.initializers.at(v).num_elements());
+  for (int v : trainer->training_.parameters)
+    sizes.push_back(source.initializers.at(v).num_elements());
   trainer->LayOutGradients(sizes);
 
   absl::MutexLock lock(&trainer->mu_);
@@ -277,7 +277,8 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     trainer->slots_.push_back(std::move(slot));
   }
   for (int v : trainer->training_.buffers) {
-    trainer->buffer_staging_.push_back(Tensor::Host(DType::kFloat32, source.initializers.at(v).shape()));
+    trainer->buffer_staging_.push_back(
+        Tensor::Host(DType::kFloat32, source.initializers.at(v).shape()));
   }
   if (!on_host && !parameter_server) {
     std::vector<Device*> devices;
@@ -291,7 +292,8 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
     server->where = TrainerSlot{SlotAssignment{"ps", parameter_server->device_id, 0.0},
                                 std::move(parameter_server->device)};
     for (int v : trainer->training_.parameters) {
-      absl::StatusOr<Tensor> parameter = CopyToDevice(*server->where.device, source.initializers.at(v));
+      absl::StatusOr<Tensor> parameter =
+          CopyToDevice(*server->where.device, source.initializers.at(v));
       if (!parameter.ok()) return parameter.status();
       server->parameters.push_back(*std::move(parameter));
     }
@@ -362,7 +364,8 @@ void DataParallelTrainer::LayOutGradients(const std::vector<int64_t>& sizes) {
   std::vector<int> order(sizes.size());
   for (size_t p = 0; p < order.size(); ++p) order[p] = static_cast<int>(p);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return producer[graph.outputs[first_gradient + a]] < producer[graph.outputs[first_gradient + b]];
+    return producer[graph.outputs[first_gradient + a]] <
+           producer[graph.outputs[first_gradient + b]];
   });
   gradient_offsets_.assign(sizes.size(), 0);
   bucket_of_.assign(sizes.size(), 0);
@@ -370,14 +373,16 @@ void DataParallelTrainer::LayOutGradients(const std::vector<int64_t>& sizes) {
   for (int p : order) {
     const size_t bytes = static_cast<size_t>(sizes[p]) * sizeof(float);
     gradient_bytes_ += bytes;
-    if (buckets_.empty() || (buckets_.back().bytes > 0 && buckets_.back().bytes + bytes > kBucketBytes)) {
+    if (buckets_.empty() ||
+        (buckets_.back().bytes > 0 && buckets_.back().bytes + bytes > kBucketBytes)) {
       buckets_.push_back(Bucket{offset, 0, 0});
     }
     Bucket& bucket = buckets_.back();
     gradient_offsets_[p] = offset;
     bucket_of_[p] = static_cast<int>(buckets_.size() - 1);
     ++bucket.parameters;
-    const size_t padded = (bytes + kGradientAlignment - 1) / kGradientAlignment * kGradientAlignment;
+    const size_t padded =
+        (bytes + kGradientAlignment - 1) / kGradientAlignment * kGradientAlignment;
     offset += padded;
     // Padding between gradients is reduced too (it is never read): one
     // contiguous range per bucket, one NCCL call.
@@ -412,13 +417,14 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     const std::vector<Tensor>& inputs, const Tensor& targets) {
   absl::MutexLock lock(&mu_);
   if (inputs.size() != static_cast<size_t>(training_.num_model_inputs) || inputs.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("expected ", training_.num_model_inputs,
-                                                   " inputs, received ", inputs.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", training_.num_model_inputs, " inputs, received ", inputs.size()));
   }
   const int64_t batch = inputs[0].shape().empty() ? 0 : inputs[0].shape()[0];
   if (batch <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("inputs: the batch must have at least one row, received ",
-                                                   ShapeToString(inputs[0].shape())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("inputs: the batch must have at least one row, received ",
+                     ShapeToString(inputs[0].shape())));
   }
   if (training_.classification &&
       !(targets.dtype() == DType::kInt64 ? targets.shape().size() == 1
@@ -428,16 +434,17 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
         "probabilities, received ",
         TensorTypeToString(targets.type())));
   }
-  const DType target_dtype = training_.graph.values[training_.graph.inputs[inputs.size()]].type.dtype;
+  const DType target_dtype =
+      training_.graph.values[training_.graph.inputs[inputs.size()]].type.dtype;
   if (targets.dtype() != target_dtype) {
     return absl::InvalidArgumentError(absl::StrCat("targets: dtype must be ",
                                                    DTypeName(target_dtype), ", received ",
                                                    DTypeName(targets.dtype())));
   }
   if (targets.shape().empty() || targets.shape()[0] != batch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("targets: dim 0 must be the batch size ", batch, " of the inputs, received ",
-                     ShapeToString(targets.shape())));
+    return absl::InvalidArgumentError(absl::StrCat("targets: dim 0 must be the batch size ", batch,
+                                                   " of the inputs, received ",
+                                                   ShapeToString(targets.shape())));
   }
   // Values that would turn the weights to NaN are refused before anything runs.
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -497,8 +504,8 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     const int i = slice_of_slot[s];
     if (i < 0 && all_reduce_ == nullptr) continue;
     if (i >= 0) {
-      contexts[i] = TrainingStepContext{step_ + 1,      seed_, slices[i].begin, batch, i,
-                                        sync_batch_norm_ ? &collective : nullptr};
+      contexts[i] = TrainingStepContext{step_ + 1, seed_, slices[i].begin,
+                                        batch,     i,     sync_batch_norm_ ? &collective : nullptr};
     }
     Slot& slot = *slots_[s];
     slot.where.device->Enqueue([&, s, i] {
@@ -545,8 +552,8 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
         for (Tensor& u : slot.buffer_updates) out.push_back(u.raw_data());
         if (status.ok()) {
           ScopedTrainingStep in_step(&contexts[i]);
-          status = plan->RunSplit(
-              in.data(), out.data(), backward, &forward_seconds[i], [&](int output) {
+          status =
+              plan->RunSplit(in.data(), out.data(), backward, &forward_seconds[i], [&](int output) {
                 const int p = output - first_gradient;
                 if (all_reduce_ == nullptr || p < 0 || p >= static_cast<int>(bucket_of_.size())) {
                   return absl::OkStatus();

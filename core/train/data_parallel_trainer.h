@@ -98,9 +98,9 @@ class DataParallelTrainer {
     double forward_seconds = 0;  // Of which the forward pass and the loss.
   };
   struct StepResult {
-    double loss = 0;                  // Mean over the batch.
-    std::optional<double> accuracy;   // Classification losses only.
-    int64_t step = 0;                 // Steps applied, this one included.
+    double loss = 0;                 // Mean over the batch.
+    std::optional<double> accuracy;  // Classification losses only.
+    int64_t step = 0;                // Steps applied, this one included.
     int64_t samples = 0;
     std::vector<SliceResult> slices;  // Row order.
     // The host's sums, or the parameter server's (its copies from CPU slots

@@ -39,9 +39,9 @@ absl::Status CheckProbabilityRows(const Tensor& targets, const std::string& fiel
     for (int64_t c = 0; c < classes; ++c) {
       const float v = p[r * classes + c];
       if (!(v >= 0.0f && v <= 1.0f)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ": element ", r * classes + c, " (row ", r, ", class ", c, ") is ", v,
-            "; probabilities must be in [0, 1]"));
+        return absl::InvalidArgumentError(absl::StrCat(field, ": element ", r * classes + c,
+                                                       " (row ", r, ", class ", c, ") is ", v,
+                                                       "; probabilities must be in [0, 1]"));
       }
       sum += v;
     }

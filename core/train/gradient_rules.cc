@@ -142,7 +142,8 @@ absl::Status MatMulGradient(GradientBuilder& b) {
   const size_t rank_a = b.type(a).shape.size(), rank_b = b.type(bm).shape.size();
   if (rank_a < 2 || rank_b < 2) {
     return NodeFailure(b, absl::StrCat("MatMul's gradient needs operands of known rank >= 2, "
-                                       "received ranks ", rank_a, " and ", rank_b));
+                                       "received ranks ",
+                                       rank_a, " and ", rank_b));
   }
   auto transposed = [&](int value, size_t rank) {
     std::vector<int64_t> perm(rank);
@@ -165,9 +166,8 @@ absl::Status MatMulGradient(GradientBuilder& b) {
 
 // replicad.BatchNormTrain's outputs 1 and 2 are the saved statistics.
 absl::Status BatchNormTrainGradient(GradientBuilder& b) {
-  const std::vector<int> grads =
-      b.Emit(kBatchNormGrad,
-             {b.input(0), b.input(1), b.output(1), b.output(2), b.output_gradient(0)}, 3);
+  const std::vector<int> grads = b.Emit(
+      kBatchNormGrad, {b.input(0), b.input(1), b.output(1), b.output(2), b.output_gradient(0)}, 3);
   for (int i = 0; i < 3; ++i) {
     if (b.wants_gradient(i)) b.AddInputGradient(i, grads[i]);
   }
@@ -191,8 +191,8 @@ absl::Status ConcatGradient(GradientBuilder& b) {
   const Node& node = b.node();
   std::vector<int> inputs = {b.output_gradient(0)};
   inputs.insert(inputs.end(), node.inputs.begin(), node.inputs.end());
-  const std::vector<int> grads = b.Emit(kConcatGrad, inputs,
-                                        static_cast<int>(node.inputs.size()), node.attributes);
+  const std::vector<int> grads =
+      b.Emit(kConcatGrad, inputs, static_cast<int>(node.inputs.size()), node.attributes);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     if (b.wants_gradient(static_cast<int>(i))) b.AddInputGradient(static_cast<int>(i), grads[i]);
   }
@@ -211,7 +211,8 @@ absl::Status PadGradient(GradientBuilder& b) {
 }
 
 absl::Status MaxPoolGradient(GradientBuilder& b) {
-  if (b.node().outputs.size() > 1) return NodeFailure(b, "MaxPool's Indices output has no gradient");
+  if (b.node().outputs.size() > 1)
+    return NodeFailure(b, "MaxPool's Indices output has no gradient");
   if (!b.wants_gradient(0)) return absl::OkStatus();
   b.AddInputGradient(
       0, b.Emit1(kMaxPoolGrad, {b.input(0), b.output_gradient(0)}, b.node().attributes));
@@ -251,20 +252,22 @@ absl::Status GemmGradient(GradientBuilder& b) {
   absl::StatusOr<float> alpha = attributes.GetFloat("alpha", 1.0f);
   absl::StatusOr<float> beta = attributes.GetFloat("beta", 1.0f);
   if (!trans_a.ok() || !trans_b.ok() || !alpha.ok() || !beta.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("Gemm node '", b.node().name,
-                                                   "': malformed transA/transB/alpha/beta"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gemm node '", b.node().name, "': malformed transA/transB/alpha/beta"));
   }
   const int a = b.input(0), bm = b.input(1), g = b.output_gradient(0);
   if (b.wants_gradient(0)) {
     // dA = alpha G op(B)^T, or its transpose alpha op(B) G^T when transA.
-    const int da = *trans_a == 0 ? b.Emit1("Gemm", {g, bm}, GemmAttributes(0, *trans_b ? 0 : 1, *alpha))
-                                 : b.Emit1("Gemm", {bm, g}, GemmAttributes(*trans_b, 1, *alpha));
+    const int da = *trans_a == 0
+                       ? b.Emit1("Gemm", {g, bm}, GemmAttributes(0, *trans_b ? 0 : 1, *alpha))
+                       : b.Emit1("Gemm", {bm, g}, GemmAttributes(*trans_b, 1, *alpha));
     b.AddInputGradient(0, da);
   }
   if (b.wants_gradient(1)) {
     // dB = alpha op(A)^T G, or its transpose alpha G^T op(A) when transB.
-    const int db = *trans_b == 0 ? b.Emit1("Gemm", {a, g}, GemmAttributes(*trans_a ? 0 : 1, 0, *alpha))
-                                 : b.Emit1("Gemm", {g, a}, GemmAttributes(1, *trans_a, *alpha));
+    const int db = *trans_b == 0
+                       ? b.Emit1("Gemm", {a, g}, GemmAttributes(*trans_a ? 0 : 1, 0, *alpha))
+                       : b.Emit1("Gemm", {g, a}, GemmAttributes(1, *trans_a, *alpha));
     b.AddInputGradient(1, db);
   }
   const bool has_c = b.node().inputs.size() > 2 && b.node().inputs[2] != Node::kAbsentInput;

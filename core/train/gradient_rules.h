@@ -27,8 +27,8 @@ class GradientBuilder {
   virtual bool wants_gradient(int i) const = 0;
 
   // Appends `op_type(inputs)` with `num_outputs` new values; returns them.
-  virtual std::vector<int> Emit(std::string_view op_type, std::vector<int> inputs,
-                                int num_outputs, Attributes attributes = {}) = 0;
+  virtual std::vector<int> Emit(std::string_view op_type, std::vector<int> inputs, int num_outputs,
+                                Attributes attributes = {}) = 0;
   int Emit1(std::string_view op_type, std::vector<int> inputs, Attributes attributes = {}) {
     return Emit(op_type, std::move(inputs), 1, std::move(attributes))[0];
   }

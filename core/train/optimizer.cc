@@ -52,8 +52,8 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConf
           absl::StrCat("parameter_sizes[", i, "] must be >= 0; received ", parameter_sizes[i]));
     }
   }
-  std::unique_ptr<Optimizer> optimizer(new Optimizer(
-      config, std::move(parameter_sizes), OnDevice(device) ? device : nullptr));
+  std::unique_ptr<Optimizer> optimizer(
+      new Optimizer(config, std::move(parameter_sizes), OnDevice(device) ? device : nullptr));
   if (optimizer->device_ != nullptr) {
     if (absl::Status status = optimizer->BuildDeviceState(); !status.ok()) return status;
   }

@@ -58,9 +58,7 @@ class Backward : public GradientBuilder {
 
   const TensorType& type(int value) const override { return graph_->values[value].type; }
 
-  void AddInputGradient(int i, int gradient) override {
-    AddGradient(node_->inputs[i], gradient);
-  }
+  void AddInputGradient(int i, int gradient) override { AddGradient(node_->inputs[i], gradient); }
 
   void AddGradient(int value, int gradient) {
     auto [it, inserted] = gradients_.emplace(value, gradient);
@@ -96,9 +94,9 @@ absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
     outputs.push_back(model.values[v].name);
   }
   if (loss_input < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("training.output must name a model output (", absl::StrJoin(outputs, ", "),
-                     "), received '", loss.output, "'"));
+    return absl::FailedPreconditionError(absl::StrCat("training.output must name a model output (",
+                                                      absl::StrJoin(outputs, ", "), "), received '",
+                                                      loss.output, "'"));
   }
 
   // Nodes the loss depends on, found backwards from it.
@@ -134,8 +132,8 @@ absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
     }
   }
   if (result.parameters.empty() || !needs_gradient[loss_input]) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "nothing to train: no float32 initializer feeds output '", loss.output, "'"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("nothing to train: no float32 initializer feeds output '", loss.output, "'"));
   }
   std::vector<std::string> missing;
   for (size_t n = 0; n < model.nodes.size(); ++n) {
@@ -151,7 +149,8 @@ absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
     return absl::UnimplementedError(absl::StrCat(
         "this model cannot be trained: no gradient in replicad yet for ",
         absl::StrJoin(missing, ", "), " (differentiable ops: ",
-        absl::StrJoin(std::vector<std::string>(differentiable.begin(), differentiable.end()), ", "), ")"));
+        absl::StrJoin(std::vector<std::string>(differentiable.begin(), differentiable.end()), ", "),
+        ")"));
   }
 
   // Forward: the model's graph, pruned to the loss's path, with the
@@ -250,7 +249,8 @@ std::vector<BufferUpdate> RewriteTrainingForms(Graph* graph) {
       buffers.push_back({node.inputs[3], node.outputs[3]});
       buffers.push_back({node.inputs[4], node.outputs[4]});
     } else if (node.op_type == "Dropout") {
-      if (node.attributes.Has("ratio")) attributes.Set("ratio", *node.attributes.GetFloat("ratio", 0));
+      if (node.attributes.Has("ratio"))
+        attributes.Set("ratio", *node.attributes.GetFloat("ratio", 0));
       attributes.Set("replicad.node_seed", static_cast<int64_t>(NameHash(node.name) >> 1));
       node.op_type = std::string(kDropoutTrain);
       node.outputs.resize(1);
@@ -271,9 +271,9 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossS
   std::set<int> frozen;
   for (const BufferUpdate& buffer : buffers) {
     if (forward.initializers.count(buffer.initializer) == 0) {
-      return absl::UnimplementedError(absl::StrCat(
-          "a running statistic that is not an initializer ('",
-          forward.values[buffer.initializer].name, "') cannot be trained"));
+      return absl::UnimplementedError(
+          absl::StrCat("a running statistic that is not an initializer ('",
+                       forward.values[buffer.initializer].name, "') cannot be trained"));
     }
     frozen.insert(buffer.initializer);
   }
@@ -286,8 +286,8 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossS
     ungraded.clear();
     training = Build(forward, loss, frozen, &ungraded);
     if (training.ok() && !ungraded.empty()) {
-      return absl::InternalError(absl::StrCat("no gradient reached parameter '",
-                                              model.values[ungraded[0]].name, "'"));
+      return absl::InternalError(
+          absl::StrCat("no gradient reached parameter '", model.values[ungraded[0]].name, "'"));
     }
   }
   if (!training.ok()) return training;

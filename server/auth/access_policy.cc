@@ -5,9 +5,10 @@
 namespace replicad {
 namespace {
 
-constexpr std::pair<const char*, Role> kRoles[] = {
-    {"infer", Role::kInfer}, {"train", Role::kTrain}, {"admin", Role::kAdmin},
-    {"metrics", Role::kMetrics}};
+constexpr std::pair<const char*, Role> kRoles[] = {{"infer", Role::kInfer},
+                                                   {"train", Role::kTrain},
+                                                   {"admin", Role::kAdmin},
+                                                   {"metrics", Role::kMetrics}};
 
 constexpr const char* kOpen[] = {"ServerLive", "ServerReady", "ModelReady"};
 

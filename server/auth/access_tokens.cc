@@ -52,9 +52,9 @@ absl::StatusOr<std::vector<AccessTokens::Entry>> ReadTokens(const std::string& p
           where, ": expected '<token> <role>[,<role>...]', received ", fields.size(), " fields"));
     }
     if (!ValidToken(fields[0])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": a token must be ", kMinTokenLength, " to ", kMaxTokenLength,
-          " printable ASCII characters; received one of ", fields[0].size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": a token must be ", kMinTokenLength, " to ", kMaxTokenLength,
+                       " printable ASCII characters; received one of ", fields[0].size()));
     }
     AccessTokens::Entry entry{DigestOf(fields[0]), 0};
     for (absl::string_view name : absl::StrSplit(fields[1], ',')) {
@@ -126,8 +126,8 @@ absl::Status AccessTokens::Check(const std::string* authorization, absl::string_
   absl::StatusOr<uint32_t> roles = RolesOf(authorization, rpc);
   if (!roles.ok()) return roles.status();
   if ((*roles & (1u << static_cast<int>(*needed))) == 0) {
-    return absl::PermissionDeniedError(absl::StrCat(rpc, " needs a token with the role '",
-                                                    RoleName(*needed), "'"));
+    return absl::PermissionDeniedError(
+        absl::StrCat(rpc, " needs a token with the role '", RoleName(*needed), "'"));
   }
   return absl::OkStatus();
 }
@@ -157,7 +157,8 @@ absl::StatusOr<uint32_t> AccessTokens::RolesOf(const std::string* authorization,
     // Every entry is compared, whichever matches, so the time taken does not
     // tell how close a guess came.
     for (const Entry& entry : entries_) {
-      const bool match = CRYPTO_memcmp(entry.digest.data(), presented.data(), presented.size()) == 0;
+      const bool match =
+          CRYPTO_memcmp(entry.digest.data(), presented.data(), presented.size()) == 0;
       known |= match;
       roles |= match ? entry.roles : 0;
     }

@@ -59,9 +59,9 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const inference::ModelInferRequest& req
   // Shared memory also counts: an input may have no raw entry only when none has.
   if (request.raw_input_contents_size() > 0 &&
       request.raw_input_contents_size() != request.inputs_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "raw_input_contents: expected one entry per input (", request.inputs_size(),
-        "), received ", request.raw_input_contents_size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("raw_input_contents: expected one entry per input (", request.inputs_size(),
+                     "), received ", request.raw_input_contents_size()));
   }
   std::vector<WireBytes> bytes;
   for (int i = 0; i < request.inputs_size(); ++i) {
@@ -105,9 +105,8 @@ class RawOutputs : public InferOutputs {
 };
 
 // A stream the caller may not open: answered with its status at once.
-class RefusedStream final
-    : public grpc::ServerBidiReactor<inference::ModelInferRequest,
-                                     inference::ModelStreamInferResponse> {
+class RefusedStream final : public grpc::ServerBidiReactor<inference::ModelInferRequest,
+                                                           inference::ModelStreamInferResponse> {
  public:
   explicit RefusedStream(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
   void OnDone() override { delete this; }
@@ -116,9 +115,8 @@ class RefusedStream final
 // ModelStreamInfer's reactor. It owns the requests read so far and the
 // answers not yet written; gRPC deletes it (OnDone) only after Finish, which
 // waits for every inference it started.
-class StreamInfer final
-    : public grpc::ServerBidiReactor<inference::ModelInferRequest,
-                                     inference::ModelStreamInferResponse> {
+class StreamInfer final : public grpc::ServerBidiReactor<inference::ModelInferRequest,
+                                                         inference::ModelStreamInferResponse> {
  public:
   StreamInfer(grpc::CallbackServerContext* context, ServingCore& core, ServerMetrics& metrics,
               const SharedMemoryRegistry* shared_memory)
@@ -173,34 +171,31 @@ class StreamInfer final
     if (!decoded.ok()) return Answer(std::move(exchange), decoded.status(), "");
     auto writer = std::make_shared<RawOutputs>(std::move(decoded->output_regions),
                                                exchange->response.mutable_infer_response());
-    core_.Infer(std::move(decoded->request), std::move(context), writer.get(),
-                [this, writer, exchange = std::move(exchange),
-                 inputs = std::move(decoded->input_copies)](
-                    absl::Status status, ServingCore::InferAnswer answer) mutable {
-                  inference::ModelInferResponse* response =
-                      exchange->response.mutable_infer_response();
-                  if (status.ok()) status = writer->WriteToRegions();
-                  if (status.ok()) {
-                    response->set_model_name(answer.model->name);
-                    response->set_model_version(absl::StrCat(answer.model->version));
-                    response->set_id(exchange->request.id());
-                  }
-                  Answer(std::move(exchange), status,
-                         answer.model != nullptr ? answer.model->name : "");
-                });
+    core_.Infer(
+        std::move(decoded->request), std::move(context), writer.get(),
+        [this, writer, exchange = std::move(exchange), inputs = std::move(decoded->input_copies)](
+            absl::Status status, ServingCore::InferAnswer answer) mutable {
+          inference::ModelInferResponse* response = exchange->response.mutable_infer_response();
+          if (status.ok()) status = writer->WriteToRegions();
+          if (status.ok()) {
+            response->set_model_name(answer.model->name);
+            response->set_model_version(absl::StrCat(answer.model->version));
+            response->set_id(exchange->request.id());
+          }
+          Answer(std::move(exchange), status, answer.model != nullptr ? answer.model->name : "");
+        });
   }
 
   // Queues the answer (or the error, as the stream's error_message) for writing.
   void Answer(std::unique_ptr<Exchange> exchange, const absl::Status& status,
               const std::string& model) {
-    metrics_.RecordRequest(model, "ModelStreamInfer", status,
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                         exchange->start)
-                               .count());
+    metrics_.RecordRequest(
+        model, "ModelStreamInfer", status,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange->start).count());
     if (!status.ok()) {
       exchange->response.Clear();
-      exchange->response.set_error_message(absl::StrCat(
-          absl::StatusCodeToString(status.code()), ": ", BoundedMessage(status.message())));
+      exchange->response.set_error_message(absl::StrCat(absl::StatusCodeToString(status.code()),
+                                                        ": ", BoundedMessage(status.message())));
       exchange->response.mutable_infer_response()->set_id(exchange->request.id());
     }
     absl::MutexLock lock(&mu_);
@@ -239,7 +234,6 @@ class StreamInfer final
 InferenceService::InferenceService(ServingCore& core, ServerMetrics& metrics,
                                    SharedMemoryRegistry* shared_memory, const AccessTokens* tokens)
     : core_(core), metrics_(metrics), tokens_(tokens), shared_memory_(shared_memory) {}
-
 
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
                                                        const inference::ServerLiveRequest*,
@@ -289,9 +283,9 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
   return call.Finish(model.status(), model.ok() ? (*model)->name : "");
 }
 
-grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
-                                                        const inference::ModelConfigRequest* request,
-                                                        inference::ModelConfigResponse* response) {
+grpc::ServerUnaryReactor* InferenceService::ModelConfig(
+    grpc::CallbackServerContext* context, const inference::ModelConfigRequest* request,
+    inference::ModelConfigResponse* response) {
   UnaryCall call(context, metrics_, "ModelConfig", tokens_);
   if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<std::shared_ptr<LoadedModel>> model =

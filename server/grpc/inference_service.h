@@ -62,7 +62,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
       grpc::CallbackServerContext* context, const inference::RepositoryModelUnloadRequest* request,
       inference::RepositoryModelUnloadResponse* response) override;
   grpc::ServerUnaryReactor* SystemSharedMemoryStatus(
-      grpc::CallbackServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
+      grpc::CallbackServerContext* context,
+      const inference::SystemSharedMemoryStatusRequest* request,
       inference::SystemSharedMemoryStatusResponse* response) override;
   grpc::ServerUnaryReactor* SystemSharedMemoryRegister(
       grpc::CallbackServerContext* context,

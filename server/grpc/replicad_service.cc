@@ -101,23 +101,23 @@ grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* 
   infer.inputs = *std::move(inputs);
   infer.outputs.assign(request->output_names().begin(), request->output_names().end());
   auto writer = std::make_shared<ResponseTensors>(response);
-  core_.Infer(std::move(infer), ContextOf(context), writer.get(),
-              [call, writer, response](absl::Status status,
-                                       ServingCore::InferAnswer answer) mutable {
-                if (status.ok()) {
-                  response->set_model(answer.model->name);
-                  for (const SliceReport& slice : answer.slices) {
-                    v1::SliceInfo* info = response->add_slices();
-                    info->set_slot(slice.slot);
-                    info->set_device(slice.device);
-                    info->set_begin(slice.begin);
-                    info->set_end(slice.end);
-                  }
-                } else {
-                  response->Clear();
-                }
-                call.Finish(status, answer.model != nullptr ? answer.model->name : "");
-              });
+  core_.Infer(
+      std::move(infer), ContextOf(context), writer.get(),
+      [call, writer, response](absl::Status status, ServingCore::InferAnswer answer) mutable {
+        if (status.ok()) {
+          response->set_model(answer.model->name);
+          for (const SliceReport& slice : answer.slices) {
+            v1::SliceInfo* info = response->add_slices();
+            info->set_slot(slice.slot);
+            info->set_device(slice.device);
+            info->set_begin(slice.begin);
+            info->set_end(slice.end);
+          }
+        } else {
+          response->Clear();
+        }
+        call.Finish(status, answer.model != nullptr ? answer.model->name : "");
+      });
   return call.reactor();
 }
 
@@ -221,59 +221,58 @@ grpc::ServerUnaryReactor* ReplicadService::TrainStep(grpc::CallbackServerContext
     if (!targets.ok()) return call.Finish(targets.status());
     train.targets = *std::move(targets);
   }
-  core_.TrainStep(
-      std::move(train), ContextOf(context),
-      [call, response](absl::StatusOr<DataParallelTrainer::StepResult> step,
-                       std::shared_ptr<LoadedModel> model) mutable {
-        const std::string name = model != nullptr ? model->name : "";
-        if (!step.ok()) {
-          call.Finish(step.status(), name);
-          return;
-        }
-        response->set_model(name);
-        response->set_loss(step->loss);
-        response->set_has_accuracy(step->accuracy.has_value());
-        if (step->accuracy) response->set_accuracy(*step->accuracy);
-        response->set_step(step->step);
-        response->set_samples(step->samples);
-        response->set_reduce_seconds(step->reduce_seconds);
-        response->set_optimizer_seconds(step->optimizer_seconds);
-        response->set_skipped(step->skipped);
-        response->set_checkpoint_path(step->checkpoint_path);
-        response->set_checkpoint_error(std::string(step->checkpoint_status.message()));
-        // The trainer's slots are the serving slots, in the same order.
-        const std::vector<SlotStatus> slots = model->servable->Slots();
-        for (const DataParallelTrainer::SliceResult& slice : step->slices) {
-          v1::ReplicaStep* out = response->add_replicas();
-          out->set_slot(slots[slice.slice.slot].slot);
-          out->set_device(slots[slice.slice.slot].device);
-          out->set_begin(slice.slice.begin);
-          out->set_end(slice.slice.end);
-          out->set_compute_seconds(slice.compute_seconds);
-        }
-        call.Finish(absl::OkStatus(), name);
-      });
+  core_.TrainStep(std::move(train), ContextOf(context),
+                  [call, response](absl::StatusOr<DataParallelTrainer::StepResult> step,
+                                   std::shared_ptr<LoadedModel> model) mutable {
+                    const std::string name = model != nullptr ? model->name : "";
+                    if (!step.ok()) {
+                      call.Finish(step.status(), name);
+                      return;
+                    }
+                    response->set_model(name);
+                    response->set_loss(step->loss);
+                    response->set_has_accuracy(step->accuracy.has_value());
+                    if (step->accuracy) response->set_accuracy(*step->accuracy);
+                    response->set_step(step->step);
+                    response->set_samples(step->samples);
+                    response->set_reduce_seconds(step->reduce_seconds);
+                    response->set_optimizer_seconds(step->optimizer_seconds);
+                    response->set_skipped(step->skipped);
+                    response->set_checkpoint_path(step->checkpoint_path);
+                    response->set_checkpoint_error(std::string(step->checkpoint_status.message()));
+                    // The trainer's slots are the serving slots, in the same order.
+                    const std::vector<SlotStatus> slots = model->servable->Slots();
+                    for (const DataParallelTrainer::SliceResult& slice : step->slices) {
+                      v1::ReplicaStep* out = response->add_replicas();
+                      out->set_slot(slots[slice.slice.slot].slot);
+                      out->set_device(slots[slice.slice.slot].device);
+                      out->set_begin(slice.slice.begin);
+                      out->set_end(slice.slice.end);
+                      out->set_compute_seconds(slice.compute_seconds);
+                    }
+                    call.Finish(absl::OkStatus(), name);
+                  });
   return call.reactor();
 }
 
-grpc::ServerUnaryReactor* ReplicadService::SaveCheckpoint(
-    grpc::CallbackServerContext* context, const v1::SaveCheckpointRequest* request,
-    v1::SaveCheckpointResponse* response) {
+grpc::ServerUnaryReactor* ReplicadService::SaveCheckpoint(grpc::CallbackServerContext* context,
+                                                          const v1::SaveCheckpointRequest* request,
+                                                          v1::SaveCheckpointResponse* response) {
   UnaryCall call(context, metrics_, "SaveCheckpoint", tokens_);
   if (!call.access().ok()) return call.Finish(call.access());
   absl::StatusOr<std::shared_ptr<LoadedModel>> model = core_.FindModel(request->model(), 0);
   if (!model.ok()) return call.Finish(model.status());
   absl::StatusOr<ModelTraining*> training = TrainingOf(**model);
   if (!training.ok()) return call.Finish(training.status(), (*model)->name);
-  (*training)->SaveCheckpoint(
-      request->path(), [call, response, model = *model](
-                           absl::StatusOr<std::pair<std::string, int64_t>> saved) mutable {
-        if (saved.ok()) {
-          response->set_path(saved->first);
-          response->set_step(saved->second);
-        }
-        call.Finish(saved.status(), model->name);
-      });
+  (*training)->SaveCheckpoint(request->path(),
+                              [call, response, model = *model](
+                                  absl::StatusOr<std::pair<std::string, int64_t>> saved) mutable {
+                                if (saved.ok()) {
+                                  response->set_path(saved->first);
+                                  response->set_step(saved->second);
+                                }
+                                call.Finish(saved.status(), model->name);
+                              });
   return call.reactor();
 }
 

@@ -1,14 +1,14 @@
 #include "server/http/http_server.h"
 
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -49,8 +49,8 @@ absl::StatusOr<tcp::endpoint> ResolveListenAddress(const std::string& name,
   int port = -1;
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
       port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, " listen address \"", address, "\" is not host:port with a port in 0..65535"));
+    return absl::InvalidArgumentError(absl::StrCat(name, " listen address \"", address,
+                                                   "\" is not host:port with a port in 0..65535"));
   }
   std::string host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -85,8 +85,7 @@ absl::StatusOr<std::shared_ptr<asio::ssl::context>> MakeTlsContext(const TlsFile
   if (!ec && !files.client_ca.empty()) {
     context->load_verify_file(files.client_ca, ec);
     if (!ec) {
-      context->set_verify_mode(
-          asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert, ec);
+      context->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert, ec);
     }
   }
   // CheckTlsFiles loaded the same files a moment ago: only a rewrite in
@@ -158,8 +157,7 @@ class ServerState {
       // Mid-rotation (a key written before its certificate): keep serving
       // with the old pair and look again.
       std::cerr << "replicad " << options_.name << ": the TLS files changed but do not load ("
-                << reloaded.status().message() << "); still serving the previous ones"
-                << std::endl;
+                << reloaded.status().message() << "); still serving the previous ones" << std::endl;
       return tls_;
     }
     tls_ = *std::move(reloaded);
@@ -338,11 +336,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     response_.content_length(response.body.size());
     if (!head_) response_.body() = std::move(response.body);
     Lowest().expires_after(server_->options().idle_timeout);
-    http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (!ec && self->linger_) return self->Linger();
-      if (ec || !self->keep_alive_) return self->Close();
-      self->ReadRequest();
-    });
+    http::async_write(stream_, response_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        if (!ec && self->linger_) return self->Linger();
+                        if (ec || !self->keep_alive_) return self->Close();
+                        self->ReadRequest();
+                      });
   }
 
   // After refusing a request whose body is still arriving: stop sending,
@@ -378,10 +377,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     // 6.3: refuse it and close).
     if (header.find(http::field::transfer_encoding) != header.end() && !parser_->chunked()) {
       PrepareRefusal();
-      return WriteError(501, absl::StrCat("Transfer-Encoding '",
-                                          ToString(header[http::field::transfer_encoding]),
-                                          "' is not supported; send the body with "
-                                          "Content-Length or chunked"));
+      return WriteError(
+          501, absl::StrCat("Transfer-Encoding '", ToString(header[http::field::transfer_encoding]),
+                            "' is not supported; send the body with "
+                            "Content-Length or chunked"));
     }
     if (const auto& screen = server_->options().screen) {
       HttpRequest head;
@@ -398,12 +397,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     };
     if (beast::iequals(header[http::field::expect], "100-continue") && !parser_->is_done()) {
       static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-      return asio::async_write(stream_, asio::buffer(kContinue, sizeof(kContinue) - 1),
-                               [self = shared_from_this(), read_body](beast::error_code write_ec,
-                                                                      size_t) {
-                                 if (write_ec) return self->Close();
-                                 read_body();
-                               });
+      return asio::async_write(
+          stream_, asio::buffer(kContinue, sizeof(kContinue) - 1),
+          [self = shared_from_this(), read_body](beast::error_code write_ec, size_t) {
+            if (write_ec) return self->Close();
+            read_body();
+          });
     }
     read_body();
   }
@@ -444,8 +443,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void WriteError(int status, const std::string& message) {
     const auto& render = server_->options().render_error;
-    Write(render ? render(status, message) : HttpResponse{status, "text/plain; charset=utf-8", {},
-                                                          message + "\n"});
+    Write(render ? render(status, message)
+                 : HttpResponse{status, "text/plain; charset=utf-8", {}, message + "\n"});
   }
 
   // The handler's way back: answers on a server thread, once.
@@ -468,9 +467,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       std::shared_ptr<Session> s = std::move(answer.session);
       ServerState& server = *s->server_;
       const asio::any_io_executor executor = s->executor();
-      server.FinishResponder(executor, [s = std::move(s), response = std::move(response)]() mutable {
-        s->Write(std::move(response));
-      });
+      server.FinishResponder(executor,
+                             [s = std::move(s), response = std::move(response)]() mutable {
+                               s->Write(std::move(response));
+                             });
     };
   }
 
@@ -507,7 +507,7 @@ void HttpServer::Impl::Accept() {
       socket.close(ignored);
     } else if (std::shared_ptr<asio::ssl::context> tls = shared_->TlsContext()) {
       std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(std::move(socket), shared_,
-                                                                     std::move(tls))
+                                                                      std::move(tls))
           ->Start();
     } else {
       std::make_shared<Session<beast::tcp_stream>>(std::move(socket), shared_)->Start();

@@ -13,8 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "nlohmann/json.hpp"
 #include "core/serve/client_text.h"
+#include "nlohmann/json.hpp"
 #include "server/error_message.h"
 #include "server/http/proto_json.h"
 #include "server/inference_protocol.h"
@@ -101,8 +101,8 @@ absl::Status ToParameter(const json& value, const std::string& field,
   } else if (value.is_string()) {
     out->set_string_param(value.get<std::string>());
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": expected a boolean, number or string, received ", TypeName(value)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": expected a boolean, number or string, received ", TypeName(value)));
   }
   return absl::OkStatus();
 }
@@ -143,9 +143,8 @@ absl::StatusOr<std::string> StringMember(const json& object, const char* name,
     return absl::InvalidArgumentError(absl::StrCat(field, ".", name, ": required"));
   }
   if (!it->is_string()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".", name,
-                                                   ": expected a string, received ",
-                                                   TypeName(*it)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".", name, ": expected a string, received ", TypeName(*it)));
   }
   return it->get<std::string>();
 }
@@ -168,15 +167,15 @@ absl::Status Flatten(const json& data, const std::string& field, int depth, std:
     if (data.is_number()) {
       const double value = data.get<double>();
       if (std::abs(value) > std::numeric_limits<float>::max()) {
-        return absl::InvalidArgumentError(absl::StrCat(field, "[", out->size(), "]: ", data.dump(),
-                                                       " is outside FP32's range"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, "[", out->size(), "]: ", data.dump(), " is outside FP32's range"));
       }
       out->push_back(static_cast<float>(value));
       return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, "[", out->size(), "]: expected a number for datatype FP32, received ",
-        TypeName(data)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, "[", out->size(), "]: expected a number for datatype FP32, received ",
+                     TypeName(data)));
   } else {
     if (data.is_number_integer() &&
         (!data.is_number_unsigned() ||
@@ -184,9 +183,11 @@ absl::Status Flatten(const json& data, const std::string& field, int depth, std:
       out->push_back(data.get<int64_t>());
       return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, "[", out->size(), "]: expected an integer in int64's range for datatype INT64, "
-                                 "received ", data.dump()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, "[", out->size(),
+                     "]: expected an integer in int64's range for datatype INT64, "
+                     "received ",
+                     data.dump()));
   }
 }
 
@@ -204,9 +205,9 @@ class InferExchange : public InferOutputs {
     if (const std::string* length = request_.Header(kHeaderLength)) {
       uint64_t n = 0;
       if (!absl::SimpleAtoi(*length, &n) || n > request_.body.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            kHeaderLength, ": expected the JSON header's length, at most the body's ",
-            request_.body.size(), " bytes, received '", *length, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(kHeaderLength, ": expected the JSON header's length, at most the body's ",
+                         request_.body.size(), " bytes, received '", *length, "'"));
       }
       header = header.substr(0, n);
       binary = absl::string_view(request_.body).substr(n);
@@ -234,9 +235,9 @@ class InferExchange : public InferOutputs {
     }
     auto inputs = body.find("inputs");
     if (inputs == body.end() || !inputs->is_array()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "inputs: expected an array of input tensors, received ",
-          inputs == body.end() ? "none" : TypeName(*inputs)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("inputs: expected an array of input tensors, received ",
+                       inputs == body.end() ? "none" : TypeName(*inputs)));
     }
     size_t binary_used = 0;
     for (size_t i = 0; i < inputs->size(); ++i) {
@@ -252,9 +253,9 @@ class InferExchange : public InferOutputs {
     if (auto it = protocol_.parameters().find("binary_data_output");
         it != protocol_.parameters().end()) {
       if (it->second.parameter_choice_case() != inference::InferParameter::kBoolParam) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "parameters.binary_data_output: expected a boolean, received ",
-            ParameterText(it->second)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("parameters.binary_data_output: expected a boolean, received ",
+                         ParameterText(it->second)));
       }
       default_binary_ = it->second.bool_param();
     }
@@ -285,8 +286,8 @@ class InferExchange : public InferOutputs {
     json outputs = json::array();
     size_t binary_bytes = 0;
     for (const Output& o : outputs_) {
-      json tensor = {{"name", o.name}, {"datatype", DatatypeOf(o.type.dtype)},
-                     {"shape", o.type.shape}};
+      json tensor = {
+          {"name", o.name}, {"datatype", DatatypeOf(o.type.dtype)}, {"shape", o.type.shape}};
       if (o.region) {
         tensor["parameters"] = {{"shared_memory_region", o.region->region},
                                 {"shared_memory_byte_size", ByteSize(o.type)}};
@@ -338,8 +339,7 @@ class InferExchange : public InferOutputs {
     tensor->set_name(*name);
     std::string named = absl::StrCat(field, " '", ClientText(*name), "'");
     if (auto it = object.find("parameters"); it != object.end()) {
-      if (absl::Status s =
-              ToParameters(*it, named + ".parameters", tensor->mutable_parameters());
+      if (absl::Status s = ToParameters(*it, named + ".parameters", tensor->mutable_parameters());
           !s.ok()) {
         return s;
       }
@@ -359,14 +359,14 @@ class InferExchange : public InferOutputs {
     tensor->set_datatype(*datatype);
     auto shape = input.find("shape");
     if (shape == input.end() || !shape->is_array()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          named, ".shape: expected an array of integers, received ",
-          shape == input.end() ? "none" : TypeName(*shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(named, ".shape: expected an array of integers, received ",
+                       shape == input.end() ? "none" : TypeName(*shape)));
     }
     for (const json& d : *shape) {
       if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<uint64_t>() > INT64_MAX)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            named, ".shape: expected an array of integers, received ", shape->dump()));
+        return absl::InvalidArgumentError(
+            absl::StrCat(named, ".shape: expected an array of integers, received ", shape->dump()));
       }
       tensor->add_shape(d.get<int64_t>());
     }
@@ -461,7 +461,7 @@ class InferExchange : public InferOutputs {
     return data;
   }
 
-  HttpRequest request_;  // The binary inputs view its body.
+  HttpRequest request_;                    // The binary inputs view its body.
   inference::ModelInferRequest protocol_;  // The request without tensor bytes.
   std::vector<WireBytes> input_bytes_;
   std::vector<std::vector<float>> float_data_;  // JSON data, converted.
@@ -548,9 +548,9 @@ HttpResponse InferenceHttpService::ErrorResponse(int status, const std::string& 
 
 std::optional<HttpResponse> InferenceHttpService::Screen(const HttpRequest& head) const {
   if (tokens_ == nullptr) return std::nullopt;
-  const bool health = absl::StartsWith(head.path, "/v2/health/") ||
-                      (absl::StartsWith(head.path, "/v2/models/") &&
-                       absl::EndsWith(head.path, "/ready"));
+  const bool health =
+      absl::StartsWith(head.path, "/v2/health/") ||
+      (absl::StartsWith(head.path, "/v2/models/") && absl::EndsWith(head.path, "/ready"));
   if (health) return std::nullopt;
   absl::Status known = tokens_->Authenticate(head.Header("authorization"));
   if (known.ok()) return std::nullopt;
@@ -571,8 +571,8 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
   const bool post = request.method == "POST";
   auto wrong_method = [&](const char* allowed) {
     call.set_method("http");
-    HttpResponse refused = ErrorResponse(
-        405, absl::StrCat(request.method, " ", request.path, ": expected ", allowed));
+    HttpResponse refused =
+        ErrorResponse(405, absl::StrCat(request.method, " ", request.path, ": expected ", allowed));
     refused.headers.emplace_back("Allow", allowed);
     call.Finish(absl::InvalidArgumentError("method not allowed"), std::move(refused));
   };
@@ -712,10 +712,11 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
       }
       if (action == "unregister") return call.Empty((*registry)->Unregister(region));
       if (region.empty()) {
-        return call.Fail(absl::NotFoundError("register: expected /v2/systemsharedmemory/region/NAME/register"));
+        return call.Fail(
+            absl::NotFoundError("register: expected /v2/systemsharedmemory/region/NAME/register"));
       }
-      absl::StatusOr<json> body = JsonObjectBody(
-          request.body, false, "a JSON object {\"key\", \"offset\", \"byte_size\"}");
+      absl::StatusOr<json> body =
+          JsonObjectBody(request.body, false, "a JSON object {\"key\", \"offset\", \"byte_size\"}");
       if (!body.ok()) return call.Fail(body.status());
       absl::StatusOr<std::string> key = StringMember(*body, "key", "request", true);
       if (!key.ok()) return call.Fail(key.status());
@@ -725,9 +726,9 @@ void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
         auto it = body->find(names[k]);
         if (it == body->end() && k == 0) continue;
         if (it == body->end() || !it->is_number_unsigned()) {
-          return call.Fail(absl::InvalidArgumentError(absl::StrCat(
-              names[k], ": expected a non-negative integer, received ",
-              it == body->end() ? "none" : it->dump())));
+          return call.Fail(absl::InvalidArgumentError(
+              absl::StrCat(names[k], ": expected a non-negative integer, received ",
+                           it == body->end() ? "none" : it->dump())));
         }
         numbers[k] = it->get<uint64_t>();
       }
@@ -749,8 +750,8 @@ void InferenceHttpService::Infer(Call call, HttpRequest request, std::string mod
   if (absl::Status s = exchange->Parse(model, version); !s.ok()) return call.Fail(s);
   RequestContext context;
   context.id = exchange->protocol().id();
-  absl::StatusOr<DecodedInfer> decoded = DecodeInferRequest(
-      exchange->protocol(), exchange->input_bytes(), shared_memory_, &context);
+  absl::StatusOr<DecodedInfer> decoded =
+      DecodeInferRequest(exchange->protocol(), exchange->input_bytes(), shared_memory_, &context);
   if (!decoded.ok()) return call.Fail(decoded.status());
   InferRequest infer = std::move(decoded->request);
   exchange->Placed(std::move(decoded->output_regions), std::move(decoded->input_copies));

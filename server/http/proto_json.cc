@@ -66,7 +66,8 @@ nlohmann::json ProtoToJson(const Message& message) {
       out[field->name()] = std::move(map);
     } else if (field->is_repeated()) {
       nlohmann::json list = nlohmann::json::array();
-      for (int k = 0; k < r.FieldSize(message, field); ++k) list.push_back(Value(message, field, k));
+      for (int k = 0; k < r.FieldSize(message, field); ++k)
+        list.push_back(Value(message, field, k));
       out[field->name()] = std::move(list);
     } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ||
                field->real_containing_oneof() != nullptr || field->has_presence()) {

@@ -181,8 +181,7 @@ TEST_F(ReplicadClientTest, TrainingCallsKeepTheServersStatus) {
   ASSERT_NE(client, nullptr);
   v1::ConfigureTrainingRequest configure;
   configure.set_model("echo");
-  EXPECT_EQ(client->ConfigureTraining(configure).status().code(),
-            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(client->ConfigureTraining(configure).status().code(), absl::StatusCode::kUnimplemented);
   v1::TrainStepRequest step;
   step.set_model("echo");
   EXPECT_EQ(client->TrainStep(step).status().code(), absl::StatusCode::kUnimplemented);

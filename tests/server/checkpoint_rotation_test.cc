@@ -3,10 +3,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <chrono>
 #include <string>
 #include <thread>
 
@@ -45,24 +45,22 @@ TEST_F(CheckpointRotationTest, KeepsTheNewestByStepWithTheirStateFiles) {
   }
   ASSERT_TRUE(PruneNumberedCheckpoints(dir_, "m", 2).ok());
   EXPECT_EQ(Files(), (std::set<std::string>{"m-step000000300.onnx", "m-step000000300.onnx.state",
-                                            "m-step000001000.onnx",
-                                            "m-step000001000.onnx.state"}));
+                                            "m-step000001000.onnx", "m-step000001000.onnx.state"}));
 }
 
 TEST_F(CheckpointRotationTest, LeavesOtherFilesModelsAndLinksAlone) {
   Touch("m-step000000001.onnx");
   Touch("m-step000000002.onnx");
-  Touch("m.onnx");                     // Named by a client.
-  Touch("m-stepX.onnx");               // Not a number.
-  Touch("m-step000000001.onnx.tmp");   // A crashed write's leftover: not ours to judge.
-  Touch("other-step000000001.onnx");   // Another model.
-  Touch("mm-step000000001.onnx");      // A model whose name extends this one's.
+  Touch("m.onnx");                    // Named by a client.
+  Touch("m-stepX.onnx");              // Not a number.
+  Touch("m-step000000001.onnx.tmp");  // A crashed write's leftover: not ours to judge.
+  Touch("other-step000000001.onnx");  // Another model.
+  Touch("mm-step000000001.onnx");     // A model whose name extends this one's.
   ASSERT_EQ(::symlink("/etc/hostname", (dir_ + "/m-step000000000.onnx").c_str()), 0);
   ASSERT_TRUE(PruneNumberedCheckpoints(dir_, "m", 1).ok());
   EXPECT_EQ(Files(), (std::set<std::string>{"m-step000000002.onnx", "m.onnx", "m-stepX.onnx",
-                                            "m-step000000001.onnx.tmp",
-                                            "other-step000000001.onnx", "mm-step000000001.onnx",
-                                            "m-step000000000.onnx"}));
+                                            "m-step000000001.onnx.tmp", "other-step000000001.onnx",
+                                            "mm-step000000001.onnx", "m-step000000000.onnx"}));
 }
 
 // A model restarted from an older checkpoint writes lower steps than the

@@ -20,12 +20,11 @@ TEST(GpuMetricsTest, EveryGpuHasItsGauges) {
   {
     GpuMetrics gpu(registry, *std::move(telemetry), absl::Milliseconds(20));
     ASSERT_TRUE(gpu.Refresh().ok());
-    EXPECT_THAT(registry.Render(),
-                AllOf(HasSubstr("replicad_gpu_utilization_ratio{gpu=\"0\"}"),
-                      HasSubstr("replicad_gpu_memory_used_bytes{gpu=\"0\"}"),
-                      HasSubstr("replicad_gpu_memory_total_bytes{gpu=\"0\"}"),
-                      HasSubstr("replicad_gpu_power_watts{gpu=\"0\"}"),
-                      HasSubstr("replicad_gpu_temperature_celsius{gpu=\"0\"}")));
+    EXPECT_THAT(registry.Render(), AllOf(HasSubstr("replicad_gpu_utilization_ratio{gpu=\"0\"}"),
+                                         HasSubstr("replicad_gpu_memory_used_bytes{gpu=\"0\"}"),
+                                         HasSubstr("replicad_gpu_memory_total_bytes{gpu=\"0\"}"),
+                                         HasSubstr("replicad_gpu_power_watts{gpu=\"0\"}"),
+                                         HasSubstr("replicad_gpu_temperature_celsius{gpu=\"0\"}")));
   }  // The refresher thread stops here.
 }
 

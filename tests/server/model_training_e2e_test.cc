@@ -15,8 +15,8 @@
 #include <random>
 #include <thread>
 
-#include "client/replicad_client.h"
 #include "absl/strings/str_cat.h"
+#include "client/replicad_client.h"
 #include "core/model/default_model.h"
 #include "core/model/onnx_builder.h"
 #include "core/model/onnx_import.h"
@@ -32,9 +32,9 @@ namespace replicad {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::DaemonProcess;
 using testing::FromProto;
+using ::testing::HasSubstr;
 using testing::ToProto;
 
 std::unique_ptr<client::ReplicadClient> Connect(const DaemonProcess& daemon) {
@@ -47,7 +47,8 @@ Tensor Labels(int64_t batch, int64_t first) {
   return labels;
 }
 
-v1::TrainStepRequest StepRequest(int64_t batch, uint64_t seed, const std::string& model = "default") {
+v1::TrainStepRequest StepRequest(int64_t batch, uint64_t seed,
+                                 const std::string& model = "default") {
   v1::TrainStepRequest request;
   request.set_model(model);
   *request.add_inputs() = ToProto("image", testing::RandomTensor({batch, 1, 28, 28}, seed));
@@ -171,8 +172,8 @@ TEST(ModelTrainingE2eTest, PredictAndCheckpointsFollowTheTrainedWeights) {
   absl::StatusOr<std::shared_ptr<const Model>> checkpoint = LoadOnnxFile(path, "checkpoint");
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
   std::unique_ptr<ReplicaSet> reference = testing::MakeCpuReplicaSet(*checkpoint, {1});
-  testing::PredictOutcome expected = testing::PredictAndWait(
-      *reference, {FromProto(ImageRequest(6, 5).inputs(0))});
+  testing::PredictOutcome expected =
+      testing::PredictAndWait(*reference, {FromProto(ImageRequest(6, 5).inputs(0))});
   ASSERT_TRUE(expected.status.ok()) << expected.status;
   EXPECT_LE(testing::RelativeL2(after_logits, expected.outputs[0]), 1e-5);
 
@@ -194,10 +195,11 @@ TEST(ModelTrainingE2eTest, PredictAndCheckpointsFollowTheTrainedWeights) {
 
   absl::StatusOr<std::string> metrics = testing::HttpGet((*daemon)->metrics_port(), "/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status();
-  EXPECT_THAT(*metrics, AllOf(HasSubstr("replicad_train_steps_total{model=\"default\"} 2"),
-                              HasSubstr("replicad_train_samples_total{model=\"default\"} 14"),
-                              HasSubstr("slot=\"r1\",phase=\"backward\"}"),
-                              HasSubstr("phase=\"reduce\"}"), HasSubstr("phase=\"queue\"}"), HasSubstr("replicad_train_loss")));
+  EXPECT_THAT(*metrics,
+              AllOf(HasSubstr("replicad_train_steps_total{model=\"default\"} 2"),
+                    HasSubstr("replicad_train_samples_total{model=\"default\"} 14"),
+                    HasSubstr("slot=\"r1\",phase=\"backward\"}"), HasSubstr("phase=\"reduce\"}"),
+                    HasSubstr("phase=\"queue\"}"), HasSubstr("replicad_train_loss")));
   const size_t body = metrics->find("\r\n\r\n");
   ASSERT_NE(body, std::string::npos);
   const std::string file = TempPath("train_metrics.txt");
@@ -387,8 +389,7 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
   v1::SaveCheckpointRequest nothing;
   nothing.set_model("default");
   nothing.set_path(TempPath("never.onnx"));
-  EXPECT_EQ(client->SaveCheckpoint(nothing).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(client->SaveCheckpoint(nothing).status().code(), absl::StatusCode::kFailedPrecondition);
   // Writes outside --checkpoint-root are refused, naming the path, and create nothing.
   for (const std::string& outside :
        {std::string("/tmp/pwned_by_client.onnx"), std::string("../../x.onnx")}) {
@@ -595,14 +596,15 @@ TEST(ModelTrainingE2eTest, CheckpointsAreNumberedKeptAndResumeTheConfiguration) 
               (std::vector<std::string>{dir + "/default-step000000002.onnx",
                                         dir + "/default-step000000003.onnx"}));
     EXPECT_FALSE(std::filesystem::exists(dir + "/default-step000000001.onnx.state"));
-    EXPECT_EQ(MetricValue(**daemon,
-                          "replicad_train_checkpoints_total{model=\"default\",outcome=\"written\"}"),
-              3);
+    EXPECT_EQ(
+        MetricValue(**daemon,
+                    "replicad_train_checkpoints_total{model=\"default\",outcome=\"written\"}"),
+        3);
     EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
   }
-  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = StartWithCheckpoints(
-      {"--devices", "cpu:0", "--keep-checkpoints", "2", "--model",
-       "default=" + dir + "/default-step000000003.onnx"});
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      StartWithCheckpoints({"--devices", "cpu:0", "--keep-checkpoints", "2", "--model",
+                            "default=" + dir + "/default-step000000003.onnx"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto client = Connect(**daemon);
   v1::SaveCheckpointRequest save;
@@ -633,8 +635,9 @@ TEST(ModelTrainingE2eTest, CheckpointsAreNumberedKeptAndResumeTheConfiguration) 
   EXPECT_EQ(NumberedCheckpoints(dir),
             (std::vector<std::string>{dir + "/default-step000000003.onnx",
                                       dir + "/default-step000000004.onnx"}));
-  EXPECT_EQ(MetricValue(**daemon, "replicad_train_steps_not_applied_total{model=\"default\","
-                                  "outcome=\"skipped\",code=\"OK\"}"),
+  EXPECT_EQ(MetricValue(**daemon,
+                        "replicad_train_steps_not_applied_total{model=\"default\","
+                        "outcome=\"skipped\",code=\"OK\"}"),
             1);
   EXPECT_EQ(MetricValue(**daemon, "replicad_train_steps_total{model=\"default\"}"), 1);
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
@@ -660,10 +663,10 @@ TEST(ModelTrainingE2eTest, AFailedPeriodicCheckpointAnswersTheAppliedStep) {
     ASSERT_TRUE(trained.ok()) << trained.status();
     EXPECT_EQ(trained->step(), step);
     EXPECT_EQ(trained->checkpoint_path(), "");
-    EXPECT_THAT(trained->checkpoint_error(),
-                AllOf(HasSubstr(absl::StrCat("step ", step,
-                                             " was applied, but its checkpoint failed")),
-                      HasSubstr(dir)));
+    EXPECT_THAT(
+        trained->checkpoint_error(),
+        AllOf(HasSubstr(absl::StrCat("step ", step, " was applied, but its checkpoint failed")),
+              HasSubstr(dir)));
   }
   v1::TrainStepRequest nan_pixel = StepRequest(4, 3);
   Tensor nan_image = testing::RandomTensor({4, 1, 28, 28}, 3);
@@ -674,8 +677,9 @@ TEST(ModelTrainingE2eTest, AFailedPeriodicCheckpointAnswersTheAppliedStep) {
                         "replicad_train_checkpoints_total{model=\"default\",outcome=\"failed\"}"),
             2);
   EXPECT_EQ(MetricValue(**daemon, "replicad_train_steps_total{model=\"default\"}"), 2);
-  EXPECT_EQ(MetricValue(**daemon, "replicad_train_steps_not_applied_total{model=\"default\","
-                                  "outcome=\"refused\",code=\"INVALID_ARGUMENT\"}"),
+  EXPECT_EQ(MetricValue(**daemon,
+                        "replicad_train_steps_not_applied_total{model=\"default\","
+                        "outcome=\"refused\",code=\"INVALID_ARGUMENT\"}"),
             1);
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
   std::filesystem::remove(dir);

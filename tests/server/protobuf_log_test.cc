@@ -11,7 +11,8 @@ namespace {
 
 TEST(LogLimiterTest, LetsABurstThroughPerWindowAndCountsTheRest) {
   std::vector<std::string> written;
-  LogLimiter limiter(2, absl::Minutes(1), [&](const std::string& line) { written.push_back(line); });
+  LogLimiter limiter(2, absl::Minutes(1),
+                     [&](const std::string& line) { written.push_back(line); });
   const absl::Time start = absl::FromUnixSeconds(1000);
   for (int i = 0; i < 1000; ++i) limiter.Log("bad utf-8\n", start + absl::Milliseconds(i));
   EXPECT_EQ(written, (std::vector<std::string>{"bad utf-8\n", "bad utf-8\n"}));

@@ -16,8 +16,8 @@
 #include "absl/time/time.h"
 #include "client/npy.h"
 #include "client/replicad_client.h"
-#include "core/model/onnx_builder.h"
 #include "core/model/default_model.h"
+#include "core/model/onnx_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/daemon_process.h"
@@ -28,10 +28,10 @@ namespace replicad {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::DaemonProcess;
 using testing::FromProto;
+using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ToProto;
 
 v1::PredictRequest ImageRequest(int64_t batch, uint64_t seed) {
@@ -44,9 +44,9 @@ v1::PredictRequest ImageRequest(int64_t batch, uint64_t seed) {
 class ReplicadE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<DaemonProcess>> started = DaemonProcess::Start(
-        {"--devices", "cpu:0,cpu:0,cpu:0", "--max-batch-size", "256", "--max-message-bytes",
-         std::to_string(4 << 20)});
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> started =
+        DaemonProcess::Start({"--devices", "cpu:0,cpu:0,cpu:0", "--max-batch-size", "256",
+                              "--max-message-bytes", std::to_string(4 << 20)});
     ASSERT_TRUE(started.ok()) << started.status();
     daemon_ = started->release();
     client::ClientOptions options;
@@ -156,7 +156,8 @@ TEST_F(ReplicadE2eTest, ListsDevicesModelsAndTheModel) {
 
   absl::StatusOr<v1::ModelInfo> missing = client_->GetModel("resnet");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(missing.status().message(), HasSubstr("'resnet' is not served; served models: default"));
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("'resnet' is not served; served models: default"));
 }
 
 // One test per bad-input case: the code, a message naming the field with the
@@ -194,7 +195,8 @@ TEST_F(ReplicadE2eTest, DuplicatedInput) {
   *request.add_inputs() = request.inputs(0);
   absl::Status s = PredictError(request);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("inputs[1].name: input 'image' is already given as inputs[0]"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("inputs[1].name: input 'image' is already given as inputs[0]"));
   ExpectServingStillWorks();
 }
 
@@ -301,7 +303,8 @@ TEST_F(ReplicadE2eTest, ReplicactlPredictWritesNpyOutputs) {
 
 TEST_F(ReplicadE2eTest, ReplicactlListsAndReportsErrors) {
   const std::string ctl = testing::BinDir() + "/replicactl";
-  testing::CommandResult models = testing::RunCommand({ctl, "--server", daemon_->target(), "models"});
+  testing::CommandResult models =
+      testing::RunCommand({ctl, "--server", daemon_->target(), "models"});
   EXPECT_EQ(models.exit_code, 0) << models.out;
   EXPECT_THAT(models.out, HasSubstr("default"));
   testing::CommandResult devices =
@@ -323,19 +326,23 @@ TEST_F(ReplicadE2eTest, MetricsCountRequestsAndSlotsAndPassPromtool) {
   absl::StatusOr<std::string> response = testing::HttpGet(daemon_->metrics_port(), "/metrics");
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_THAT(*response, HasSubstr("200 OK"));
-  EXPECT_THAT(*response,
-              AllOf(HasSubstr("replicad_requests_total{model=\"default\",method=\"Predict\",code=\"OK\"}"),
-                    HasSubstr("replicad_request_duration_seconds_bucket{model=\"default\",method=\"Predict\",le=\"+Inf\"}"),
-                    HasSubstr("replicad_slot_samples_total{model=\"default\",slot=\"r2\",device=\"cpu:0\"}"),
-                    HasSubstr("replicad_slot_busy_seconds_total"),
-                    HasSubstr("replicad_samples_total{model=\"default\"}"),
-                    HasSubstr("replicad_device_slots{device=\"cpu:0\"} 3")));
+  EXPECT_THAT(
+      *response,
+      AllOf(
+          HasSubstr("replicad_requests_total{model=\"default\",method=\"Predict\",code=\"OK\"}"),
+          HasSubstr("replicad_request_duration_seconds_bucket{model=\"default\",method=\"Predict\","
+                    "le=\"+Inf\"}"),
+          HasSubstr("replicad_slot_samples_total{model=\"default\",slot=\"r2\",device=\"cpu:0\"}"),
+          HasSubstr("replicad_slot_busy_seconds_total"),
+          HasSubstr("replicad_samples_total{model=\"default\"}"),
+          HasSubstr("replicad_device_slots{device=\"cpu:0\"} 3")));
   const size_t body = response->find("\r\n\r\n");
   ASSERT_NE(body, std::string::npos);
   const std::string file = ::testing::TempDir() + "/live_metrics.txt";
   std::ofstream(file) << response->substr(body + 4);
   if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "no promtool";
-  testing::CommandResult check = testing::RunCommand({"/bin/sh", "-c", "promtool check metrics < " + file});
+  testing::CommandResult check =
+      testing::RunCommand({"/bin/sh", "-c", "promtool check metrics < " + file});
   EXPECT_EQ(check.exit_code, 0) << check.out;
 }
 
@@ -494,23 +501,24 @@ TEST(ReplicadShutdownTest, SigtermFinishesInFlightRequestsAndExitsZero) {
 }
 
 TEST(ReplicadStartupTest, UnknownDeviceFailsListingTheDevicesThatExist) {
-  testing::CommandResult result = testing::RunCommand(
-      {testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0", "--devices",
-       "cpu:0,cuda:7"});
+  testing::CommandResult result =
+      testing::RunCommand({testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
+                           "--devices", "cpu:0,cuda:7"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_THAT(result.out, AllOf(HasSubstr("'cuda:7' does not exist"), HasSubstr("available: cpu:0")));
+  EXPECT_THAT(result.out,
+              AllOf(HasSubstr("'cuda:7' does not exist"), HasSubstr("available: cpu:0")));
 }
 
 TEST(ReplicadStartupTest, BadMergeDeviceAndTransferChunksFailNamingTheFlag) {
-  testing::CommandResult merge = testing::RunCommand(
-      {testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0", "--merge-device",
-       "cuda:7"});
+  testing::CommandResult merge =
+      testing::RunCommand({testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
+                           "--merge-device", "cuda:7"});
   EXPECT_EQ(merge.exit_code, 1);
   EXPECT_THAT(merge.out, AllOf(HasSubstr("--merge-device: device 'cuda:7' does not exist"),
                                HasSubstr("available: cpu:0")));
-  testing::CommandResult chunks = testing::RunCommand(
-      {testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0", "--transfer-chunks",
-       "0"});
+  testing::CommandResult chunks =
+      testing::RunCommand({testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
+                           "--transfer-chunks", "0"});
   EXPECT_EQ(chunks.exit_code, 1);
   EXPECT_THAT(chunks.out, HasSubstr("--transfer-chunks must be >= 1; received 0"));
 }
@@ -546,9 +554,9 @@ TEST(ReplicadStartupTest, UnsupportedModelFailsNamingOpsAndNodes) {
   builder.AddInput("x", DType::kFloat32, {kAnyDim, 4});
   builder.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
   std::ofstream(dir + "/model.onnx", std::ios::binary) << builder.Serialize();
-  testing::CommandResult result = testing::RunCommand(
-      {testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0", "--model-repository",
-       ::testing::TempDir() + "/bad_repo"});
+  testing::CommandResult result =
+      testing::RunCommand({testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
+                           "--model-repository", ::testing::TempDir() + "/bad_repo"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.out, AllOf(HasSubstr("UNIMPLEMENTED"), HasSubstr("model 'lstm'"),
                                 HasSubstr("Elu (node 'elu_1')")));
@@ -584,9 +592,9 @@ TEST(ReplicadStartupTest, ModelRepositoryModelFlagAndDeviceMap) {
   std::ofstream(repo + "/cnn/model.onnx", std::ios::binary) << DefaultModelOnnxBytes();
   const std::string extra = ::testing::TempDir() + "/extra.onnx";
   std::ofstream(extra, std::ios::binary) << testing::TwoInputTwoOutputOnnx();
-  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(
-      {"--model-repository", repo, "--model", "pair=" + extra, "--device-map",
-       "fast->cpu0;slow->cpu0", "--slot-weights", "3,1"});
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--model-repository", repo, "--model", "pair=" + extra, "--device-map",
+                            "fast->cpu0;slow->cpu0", "--slot-weights", "3,1"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto client = *client::ReplicadClient::Connect((*daemon)->target(), {});
   absl::StatusOr<v1::ListModelsResponse> models = client->ListModels();

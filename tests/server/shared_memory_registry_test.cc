@@ -362,9 +362,9 @@ TEST(SharedMemoryRegistryTest, AnObjectShrunkAfterRegisteringFailsTheRequestNotT
   std::vector<char> bytes(4096);
   absl::Status read = view->Read(bytes.data());
   EXPECT_EQ(read.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(Message(read), AllOf(HasSubstr("shared memory region 't'"),
-                                   HasSubstr("bytes 4096 to 8192"),
-                                   HasSubstr("now holds 100 bytes")));
+  EXPECT_THAT(Message(read),
+              AllOf(HasSubstr("shared memory region 't'"), HasSubstr("bytes 4096 to 8192"),
+                    HasSubstr("now holds 100 bytes")));
   absl::Status write = view->Write(bytes.data(), bytes.size());
   EXPECT_EQ(write.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(write), HasSubstr("now holds 100 bytes"));

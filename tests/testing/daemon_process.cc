@@ -76,9 +76,9 @@ std::string BinDir() {
 
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     const std::vector<std::string>& extra_args) {
-  std::vector<std::string> argv = {BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
-                                   "--metrics-listen", "127.0.0.1:0", "--http-listen",
-                                   "127.0.0.1:0"};
+  std::vector<std::string> argv = {
+      BinDir() + "/replicad", "serve",       "--listen",      "127.0.0.1:0",
+      "--metrics-listen",     "127.0.0.1:0", "--http-listen", "127.0.0.1:0"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   auto daemon = std::unique_ptr<DaemonProcess>(new DaemonProcess());
   absl::StatusOr<pid_t> pid = Spawn(argv, &daemon->out_fd_);

@@ -142,8 +142,8 @@ class DeviceMemoryStandIn : public Device {
 
  private:
   absl::Status FaultError() const {
-    return absl::InternalError(absl::StrCat(DeviceIdToString(info_.id),
-                                            ": injected fault: the device is lost"));
+    return absl::InternalError(
+        absl::StrCat(DeviceIdToString(info_.id), ": injected fault: the device is lost"));
   }
   // Counts a copy against the injected fault; its error once it struck.
   absl::Status CopyAllowed() {

@@ -43,8 +43,8 @@ absl::StatusOr<std::vector<Tensor>> Run(Device& device, const KernelCall& call,
     Tensor output;
     if (initial_outputs != nullptr) {
       if (o >= initial_outputs->size() || !((*initial_outputs)[o].type() == type)) {
-        return absl::InvalidArgumentError(absl::StrCat("initial output ", o, " must be ",
-                                                       TensorTypeToString(type)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("initial output ", o, " must be ", TensorTypeToString(type)));
       }
       absl::StatusOr<Tensor> copy = CopyToDevice(device, (*initial_outputs)[o]);
       if (!copy.ok()) return copy.status();

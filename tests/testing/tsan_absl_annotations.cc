@@ -237,8 +237,8 @@ bool Mutex::AwaitWithTimeout(Cond cond, Duration timeout) {
 }
 
 bool Mutex::AwaitWithDeadline(Cond cond, Time deadline) {
-  static auto real = Real<bool (*)(Mutex*, Cond, Time)>(
-      "5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  static auto real =
+      Real<bool (*)(Mutex*, Cond, Time)>("5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
   return ReleaseAndRetake(this, [&] { return real(this, cond, deadline); });
 }
 
@@ -254,8 +254,8 @@ bool CondVar::WaitWithTimeout(Mutex* mu, Duration timeout) {
 }
 
 bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
-  static auto real = Real<bool (*)(CondVar*, Mutex*, Time)>(
-      "7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
+  static auto real =
+      Real<bool (*)(CondVar*, Mutex*, Time)>("7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
   return ReleaseAndRetake(mu, [&] { return real(this, mu, deadline); });
 }
 
@@ -268,8 +268,8 @@ void Notification::Notify() {
 }
 
 void Notification::WaitForNotification() const {
-  static auto real = Real<void (*)(const Notification*)>(
-      "12Notification19WaitForNotificationEv", /*is_const=*/true);
+  static auto real = Real<void (*)(const Notification*)>("12Notification19WaitForNotificationEv",
+                                                         /*is_const=*/true);
   real(this);
   __tsan_acquire(NotifiedFlag(this));
 }

@@ -34,10 +34,9 @@ absl::StatusOr<std::vector<DeviceInfo>> EnumerateCudaDevices() {
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop;
     REPLICAD_CUDA_RETURN_IF_ERROR(absl::StrCat("cuda:", i), cudaGetDeviceProperties(&prop, i));
-    devices.push_back(DeviceInfo{DeviceId{DeviceKind::kCuda, i}, prop.name,
-                                 static_cast<uint64_t>(prop.totalGlobalMem),
-                                 absl::StrCat(prop.major, ".", prop.minor), VersionText(driver),
-                                 VersionText(runtime)});
+    devices.push_back(DeviceInfo{
+        DeviceId{DeviceKind::kCuda, i}, prop.name, static_cast<uint64_t>(prop.totalGlobalMem),
+        absl::StrCat(prop.major, ".", prop.minor), VersionText(driver), VersionText(runtime)});
   }
   return devices;
 }

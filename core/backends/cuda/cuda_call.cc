@@ -36,8 +36,8 @@ absl::Status CudaCallStatus(cudnnStatus_t result, absl::string_view device,
 absl::Status CudaCallStatus(cublasStatus_t result, absl::string_view device,
                             absl::string_view call) {
   if (result == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return CallError(result == CUBLAS_STATUS_ALLOC_FAILED, device, call,
-                   cublasGetStatusName(result), cublasGetStatusString(result));
+  return CallError(result == CUBLAS_STATUS_ALLOC_FAILED, device, call, cublasGetStatusName(result),
+                   cublasGetStatusString(result));
 }
 
 absl::Status CudaCallStatus(ncclResult_t result, absl::string_view device, absl::string_view call) {

@@ -17,8 +17,7 @@ namespace replicad {
 // ResourceExhausted (a request fails, the daemon lives on); everything else is
 // Internal. Success is OK.
 absl::Status CudaCallStatus(cudaError_t result, absl::string_view device, absl::string_view call);
-absl::Status CudaCallStatus(cudnnStatus_t result, absl::string_view device,
-                            absl::string_view call);
+absl::Status CudaCallStatus(cudnnStatus_t result, absl::string_view device, absl::string_view call);
 absl::Status CudaCallStatus(cublasStatus_t result, absl::string_view device,
                             absl::string_view call);
 absl::Status CudaCallStatus(ncclResult_t result, absl::string_view device, absl::string_view call);
@@ -37,10 +36,10 @@ absl::Status LastLaunchStatus(absl::string_view device, absl::string_view kernel
 // Evaluates `call` (a CUDA, cuDNN, cuBLAS or NCCL call) once and returns its
 // Status from the enclosing function unless it succeeded. `device` is a
 // string naming the device for the message.
-#define REPLICAD_CUDA_RETURN_IF_ERROR(device, call)                                      \
-  do {                                                                                   \
+#define REPLICAD_CUDA_RETURN_IF_ERROR(device, call)                                             \
+  do {                                                                                          \
     ::absl::Status replicad_cuda_status_ = ::replicad::CudaCallStatus((call), (device), #call); \
-    if (!replicad_cuda_status_.ok()) return replicad_cuda_status_;                       \
+    if (!replicad_cuda_status_.ok()) return replicad_cuda_status_;                              \
   } while (0)
 
 #endif  // REPLICAD_CORE_BACKENDS_CUDA_CUDA_CALL_H_

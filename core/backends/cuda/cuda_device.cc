@@ -1,18 +1,16 @@
-#include "core/backends/cuda/cuda_backend.h"
-
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <string>
-
 #include <vector>
 
 #include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/backends/cuda/cuda_backend.h"
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/cuda_slot.h"
 #include "core/backends/cuda/kernels/cuda_kernel_factory.h"
@@ -33,7 +31,8 @@ constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 // threads build plans), restoring that thread's current device after.
 class CudaRawAllocator : public RawAllocator {
  public:
-  CudaRawAllocator(int ordinal, std::string device) : ordinal_(ordinal), device_(std::move(device)) {}
+  CudaRawAllocator(int ordinal, std::string device)
+      : ordinal_(ordinal), device_(std::move(device)) {}
 
   absl::StatusOr<void*> Allocate(size_t bytes) override {
     CurrentDevice scope(ordinal_);
@@ -69,8 +68,7 @@ class CudaRawAllocator : public RawAllocator {
 // The slot's memory: its caching allocator and the raw allocator under it,
 // kept alive by every buffer they handed out.
 struct SlotMemory {
-  SlotMemory(int ordinal, const std::string& device)
-      : raw(ordinal, device), cache(device, &raw) {}
+  SlotMemory(int ordinal, const std::string& device) : raw(ordinal, device), cache(device, &raw) {}
   CudaRawAllocator raw;
   CachingAllocator cache;
 };
@@ -267,15 +265,16 @@ class CudaDevice : public Device {
     cudaEvent_t event = nullptr;
     REPLICAD_RETURN_IF_ERROR(Check(marks_->Take(&event), "cudaEventCreateWithFlags(lane mark)"));
     auto mark = std::make_shared<CudaLaneMark>(marks_, event);
-    REPLICAD_RETURN_IF_ERROR(Check(cudaEventRecord(event, LaneStream(lane)), "cudaEventRecord(lane mark)"));
+    REPLICAD_RETURN_IF_ERROR(
+        Check(cudaEventRecord(event, LaneStream(lane)), "cudaEventRecord(lane mark)"));
     return mark;
   }
 
   absl::Status WaitForMark(Lane lane, const LaneMark* mark) override {
     if (mark == nullptr) return absl::OkStatus();
-    return Check(cudaStreamWaitEvent(LaneStream(lane),
-                                     static_cast<const CudaLaneMark*>(mark)->event(), 0),
-                 "cudaStreamWaitEvent(lane mark)");
+    return Check(
+        cudaStreamWaitEvent(LaneStream(lane), static_cast<const CudaLaneMark*>(mark)->event(), 0),
+        "cudaStreamWaitEvent(lane mark)");
   }
 
   absl::Status AwaitStream() override {
@@ -345,9 +344,8 @@ class CudaDevice : public Device {
 
   absl::Status CreateResources() {
     REPLICAD_RETURN_IF_ERROR(Check(cudaSetDevice(info_.id.ordinal), "cudaSetDevice"));
-    REPLICAD_RETURN_IF_ERROR(
-        Check(cudaStreamCreateWithFlags(&cuda_stream_, cudaStreamNonBlocking),
-              "cudaStreamCreateWithFlags"));
+    REPLICAD_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&cuda_stream_, cudaStreamNonBlocking),
+                                   "cudaStreamCreateWithFlags"));
     context_.stream = cuda_stream_;
     for (cudaStream_t* lane : {&upload_stream_, &download_stream_}) {
       REPLICAD_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(lane, cudaStreamNonBlocking),
@@ -361,8 +359,8 @@ class CudaDevice : public Device {
     // a request; the slot gives it its own once.
     REPLICAD_ASSIGN_OR_RETURN(cublas_workspace_, Allocate(kCublasWorkspaceBytes));
     REPLICAD_CUDA_RETURN_IF_ERROR(
-        name_, cublasSetWorkspace(context_.cublas, cublas_workspace_->data(),
-                                  cublas_workspace_->bytes()));
+        name_,
+        cublasSetWorkspace(context_.cublas, cublas_workspace_->data(), cublas_workspace_->bytes()));
     REPLICAD_RETURN_IF_ERROR(Check(
         cudaEventCreateWithFlags(&stream_done_, cudaEventDisableTiming | cudaEventBlockingSync),
         "cudaEventCreateWithFlags"));
@@ -412,9 +410,9 @@ class CudaDevice : public Device {
       REPLICAD_RETURN_IF_ERROR(
           Check(cudaEventSynchronize(staging_free_[half]), "cudaEventSynchronize(staging)"));
       std::memcpy(staging_[half], src + offset, n);
-      REPLICAD_RETURN_IF_ERROR(Check(cudaMemcpyAsync(dst + offset, staging_[half], n,
-                                                     cudaMemcpyHostToDevice, stream),
-                                     "cudaMemcpyAsync(host to device)"));
+      REPLICAD_RETURN_IF_ERROR(
+          Check(cudaMemcpyAsync(dst + offset, staging_[half], n, cudaMemcpyHostToDevice, stream),
+                "cudaMemcpyAsync(host to device)"));
       REPLICAD_RETURN_IF_ERROR(
           Check(cudaEventRecord(staging_free_[half], stream), "cudaEventRecord(staging)"));
     }
@@ -429,9 +427,9 @@ class CudaDevice : public Device {
       const size_t n = std::min(kStagingChunkBytes, bytes - offset);
       REPLICAD_RETURN_IF_ERROR(Check(cudaStreamWaitEvent(stream, staging_free_[half], 0),
                                      "cudaStreamWaitEvent(staging)"));
-      REPLICAD_RETURN_IF_ERROR(Check(cudaMemcpyAsync(staging_[half], src + offset, n,
-                                                     cudaMemcpyDeviceToHost, stream),
-                                     "cudaMemcpyAsync(device to host)"));
+      REPLICAD_RETURN_IF_ERROR(
+          Check(cudaMemcpyAsync(staging_[half], src + offset, n, cudaMemcpyDeviceToHost, stream),
+                "cudaMemcpyAsync(device to host)"));
       return Check(cudaEventRecord(staging_free_[half], stream), "cudaEventRecord(staging)");
     };
     REPLICAD_RETURN_IF_ERROR(issue(0, 0));
@@ -480,7 +478,7 @@ class CudaDevice : public Device {
   CudaKernelContext context_;
   std::shared_ptr<Buffer> cublas_workspace_;
   void* staging_[2] = {nullptr, nullptr};
-  int next_half_ = 0;  // The staging half StagedUpload fills next.
+  int next_half_ = 0;                  // The staging half StagedUpload fills next.
   cudaEvent_t stream_done_ = nullptr;  // AwaitStream's.
   cudaEvent_t staging_free_[2] = {nullptr, nullptr};
   HostStream stream_;  // Last: its thread stops before the members it uses go.

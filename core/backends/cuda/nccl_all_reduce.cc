@@ -95,8 +95,7 @@ class NcclAllReduce : public SlotAllReduce {
       p.ordinal = slots[i]->info().id.ordinal;
       p.stream = CudaSlotStream(*slots[i]);
       if (p.stream == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(p.name, ": not a slot of the CUDA backend"));
+        return absl::InvalidArgumentError(absl::StrCat(p.name, ": not a slot of the CUDA backend"));
       }
       auto [it, added] = group_of_ordinal.emplace(p.ordinal, static_cast<int>(groups_.size()));
       if (added) {
@@ -112,12 +111,12 @@ class NcclAllReduce : public SlotAllReduce {
       ScopedGpu gpu(p.ordinal);
       REPLICAD_CUDA_RETURN_IF_ERROR(p.name,
                                     cudaStreamCreateWithFlags(&p.side, cudaStreamNonBlocking));
-      REPLICAD_CUDA_RETURN_IF_ERROR(
-          p.name, cudaEventCreateWithFlags(&p.issued, cudaEventDisableTiming));
-      REPLICAD_CUDA_RETURN_IF_ERROR(
-          p.name, cudaEventCreateWithFlags(&p.reduced, cudaEventDisableTiming));
-      REPLICAD_CUDA_RETURN_IF_ERROR(
-          p.name, cudaEventCreateWithFlags(&p.ready, cudaEventDisableTiming));
+      REPLICAD_CUDA_RETURN_IF_ERROR(p.name,
+                                    cudaEventCreateWithFlags(&p.issued, cudaEventDisableTiming));
+      REPLICAD_CUDA_RETURN_IF_ERROR(p.name,
+                                    cudaEventCreateWithFlags(&p.reduced, cudaEventDisableTiming));
+      REPLICAD_CUDA_RETURN_IF_ERROR(p.name,
+                                    cudaEventCreateWithFlags(&p.ready, cudaEventDisableTiming));
     }
     for (auto& group : groups_) {
       ScopedGpu gpu(group->ordinal);
@@ -182,12 +181,12 @@ class NcclAllReduce : public SlotAllReduce {
   // The slots of one GPU. A round is one AllReduce call of every member.
   struct Group {
     int ordinal = 0;
-    std::vector<int> members;        // Participant indices; the first leads.
+    std::vector<int> members;           // Participant indices; the first leads.
     cudaEvent_t leader_done = nullptr;  // On the leader's side stream: the round's sum is ready.
     absl::Mutex mu;
-    std::vector<float*> posted ABSL_GUARDED_BY(mu);  // Per member, this round; null: not yet.
+    std::vector<float*> posted ABSL_GUARDED_BY(mu);   // Per member, this round; null: not yet.
     float* posted_sum ABSL_GUARDED_BY(mu) = nullptr;  // The leader's buffer, once summed.
-    int64_t round ABSL_GUARDED_BY(mu) = 0;           // Rounds the leader completed.
+    int64_t round ABSL_GUARDED_BY(mu) = 0;            // Rounds the leader completed.
   };
 
   // What a participant's call returns when it stops for another's failure
@@ -203,8 +202,8 @@ class NcclAllReduce : public SlotAllReduce {
     REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaEventRecord(p.issued, p.stream));
     REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaStreamWaitEvent(p.side, p.issued, 0));
     if (!contributes) {
-      REPLICAD_CUDA_RETURN_IF_ERROR(
-          p.name, cudaMemsetAsync(data, 0, count * sizeof(float), p.side));
+      REPLICAD_CUDA_RETURN_IF_ERROR(p.name,
+                                    cudaMemsetAsync(data, 0, count * sizeof(float), p.side));
     }
     return absl::OkStatus();
   }
@@ -261,9 +260,9 @@ class NcclAllReduce : public SlotAllReduce {
     // A round the leader completed before the failure still has its sum.
     if (group.round == round) return Stopped(p);
     REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaStreamWaitEvent(p.side, group.leader_done, 0));
-    REPLICAD_CUDA_RETURN_IF_ERROR(
-        p.name, cudaMemcpyAsync(data, group.posted_sum, count * sizeof(float),
-                                cudaMemcpyDeviceToDevice, p.side));
+    REPLICAD_CUDA_RETURN_IF_ERROR(p.name,
+                                  cudaMemcpyAsync(data, group.posted_sum, count * sizeof(float),
+                                                  cudaMemcpyDeviceToDevice, p.side));
     return absl::OkStatus();
   }
 

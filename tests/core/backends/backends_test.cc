@@ -82,8 +82,8 @@ TEST(BackendsTest, DefaultSlotsAreOnePerGpuWhenThereAreGpus) {
 // No machine has a 100th GPU: with the CUDA backend the runtime refuses it,
 // without it the build does; either way the error names the device.
 TEST(BackendsTest, ASlotOnAMissingGpuFailsNamingIt) {
-  absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(
-      DeviceInfo{{DeviceKind::kCuda, 99}, "gpu", 1, "9.0", "", ""}, SlotOptions{});
+  absl::StatusOr<std::unique_ptr<Device>> device =
+      CreateDevice(DeviceInfo{{DeviceKind::kCuda, 99}, "gpu", 1, "9.0", "", ""}, SlotOptions{});
   ASSERT_FALSE(device.ok());
   EXPECT_THAT(device.status().message(), HasSubstr("cuda:99"));
 }

@@ -89,7 +89,8 @@ TEST(CachingAllocatorTest, RequestsAfterWarmUpMakeNoDeviceCalls) {
 TEST(CachingAllocatorTest, OutOfMemoryEmptiesTheCacheThenNamesTheDevice) {
   FakeDevice device(10 << 20);
   CachingAllocator allocator("cuda:1", &device);
-  // Fill the device with idle 4 MiB blocks, then ask for 6 MiB: the cache goes back, the retry fits.
+  // Fill the device with idle 4 MiB blocks, then ask for 6 MiB: the cache goes back, the retry
+  // fits.
   absl::StatusOr<void*> a = allocator.Allocate(4 << 20);
   absl::StatusOr<void*> b = allocator.Allocate(4 << 20);
   ASSERT_TRUE(a.ok() && b.ok());

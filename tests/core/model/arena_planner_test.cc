@@ -32,8 +32,8 @@ TEST(ArenaPlannerTest, LiveBlocksNeverOverlapAndOutputsNeverAliasInputs) {
       const bool live_together = requests[i].first_step <= requests[j].last_step &&
                                  requests[j].first_step <= requests[i].last_step;
       if (live_together) {
-        EXPECT_FALSE(Overlap(layout.offsets[i], requests[i].bytes, layout.offsets[j],
-                             requests[j].bytes))
+        EXPECT_FALSE(
+            Overlap(layout.offsets[i], requests[i].bytes, layout.offsets[j], requests[j].bytes))
             << i << " and " << j;
       }
     }

@@ -44,7 +44,8 @@ std::vector<Tensor> RunOnce(std::shared_ptr<const Model> model, const std::vecto
 
 Tensor Positive(Shape shape, uint64_t seed) {
   Tensor t = RandomTensor(std::move(shape), seed);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = std::fabs(t.data<float>()[i]) + 0.1f;
+  for (int64_t i = 0; i < t.num_elements(); ++i)
+    t.data<float>()[i] = std::fabs(t.data<float>()[i]) + 0.1f;
   return t;
 }
 
@@ -82,9 +83,11 @@ TEST(GraphOptimizerTest, ConvBatchNormReluBecomesOneConv) {
     for (int m = 0; m < 3; ++m) {
       for (int p = 0; p < 9; ++p) {
         double c = b.data<float>()[m];
-        for (int k = 0; k < 2; ++k) c += w.data<float>()[m * 2 + k] * x.data<float>()[(n * 2 + k) * 9 + p];
+        for (int k = 0; k < 2; ++k)
+          c += w.data<float>()[m * 2 + k] * x.data<float>()[(n * 2 + k) * 9 + p];
         double normed = scale.data<float>()[m] * (c - mean.data<float>()[m]) /
-                            std::sqrt(var.data<float>()[m] + 1e-3) + shift.data<float>()[m];
+                            std::sqrt(var.data<float>()[m] + 1e-3) +
+                        shift.data<float>()[m];
         const double expected = std::max(0.0, normed);
         EXPECT_NEAR(y[0].data<float>()[(n * 3 + m) * 9 + p], expected, 1e-5);
       }
@@ -185,7 +188,8 @@ TEST(GraphOptimizerTest, ResidualAddAndReluFuseIntoTheConv) {
     for (int m = 0; m < 2; ++m) {
       for (int p = 0; p < 4; ++p) {
         double c = 0;
-        for (int k = 0; k < 2; ++k) c += w.data<float>()[m * 2 + k] * x.data<float>()[(n * 2 + k) * 4 + p];
+        for (int k = 0; k < 2; ++k)
+          c += w.data<float>()[m * 2 + k] * x.data<float>()[(n * 2 + k) * 4 + p];
         const double skip = 1.0 / (1.0 + std::exp(-x.data<float>()[(n * 2 + m) * 4 + p]));
         EXPECT_NEAR(y[0].data<float>()[(n * 2 + m) * 4 + p], std::max(0.0, c + skip), 1e-5);
       }

@@ -146,10 +146,12 @@ TEST(OnnxImportTest, InitializerDimsBeyondItsDataAreRefusedBeforeAllocating) {
     const char* message;
   };
   const Case cases[] = {
-      {{1 << 20, 1 << 20, 4}, true,
+      {{1 << 20, 1 << 20, 4},
+       true,
        "FLOAT dims [1048576, 1048576, 4] expected 17592186044416 bytes of raw_data, received 72"},
       // The product wraps to 2^40 in 64 bits (one that wraps to 0, ONNX's checker refuses).
-      {{int64_t{1} << 40, (int64_t{1} << 40) + 1}, true,
+      {{int64_t{1} << 40, (int64_t{1} << 40) + 1},
+       true,
        "dims [1099511627776, 1099511627777] expected non-negative, with a byte size that fits"},
       {{1 << 20, 1 << 20, 4}, false, "needs 4398046511104 elements; received 3"},
   };
@@ -182,7 +184,8 @@ TEST(OnnxImportTest, OpsetsAboveSeventeenAreUnimplemented) {
   b.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
   absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(b.Serialize(), "m", "m");
   EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(model.status().message(), HasSubstr("opset is 18; replicad supports opsets 11 to 17"));
+  EXPECT_THAT(model.status().message(),
+              HasSubstr("opset is 18; replicad supports opsets 11 to 17"));
 }
 
 TEST(OnnxImportTest, UnsupportedInputDtypeIsNamed) {

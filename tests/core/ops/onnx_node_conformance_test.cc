@@ -59,9 +59,9 @@ std::optional<std::string> DeviceMissing() {
   return absl::StrCat(REPLICAD_TEST_DEVICE, " is not present on this machine");
 }
 
-#define REPLICAD_SKIP_WITHOUT_TEST_DEVICE()                         \
-  if (std::optional<std::string> missing = DeviceMissing()) {       \
-    GTEST_SKIP() << *missing;                                       \
+#define REPLICAD_SKIP_WITHOUT_TEST_DEVICE()                   \
+  if (std::optional<std::string> missing = DeviceMissing()) { \
+    GTEST_SKIP() << *missing;                                 \
   }
 constexpr double kRtol = 1e-3;
 constexpr double kAtol = 1e-7;

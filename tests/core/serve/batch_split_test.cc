@@ -8,8 +8,7 @@ namespace replicad {
 namespace {
 
 TEST(SplitBatchTest, EqualWeightsSpreadTheRemainderOverTheFirstSlots) {
-  EXPECT_EQ(SplitBatch(7, {1, 1, 1}),
-            (std::vector<BatchSlice>{{0, 0, 3}, {1, 3, 5}, {2, 5, 7}}));
+  EXPECT_EQ(SplitBatch(7, {1, 1, 1}), (std::vector<BatchSlice>{{0, 0, 3}, {1, 3, 5}, {2, 5, 7}}));
   EXPECT_EQ(SplitBatch(64, {1, 1}), (std::vector<BatchSlice>{{0, 0, 32}, {1, 32, 64}}));
 }
 

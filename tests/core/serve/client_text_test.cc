@@ -12,7 +12,8 @@ TEST(ClientTextTest, ShortTextIsWholeLongTextIsCutAndCounted) {
   EXPECT_EQ(ClientText("resnet"), "resnet");
   EXPECT_EQ(ClientText(std::string(256, 'a')), std::string(256, 'a'));
   const std::string cut = ClientText(std::string(1 << 20, 'a'));
-  EXPECT_EQ(cut, std::string(256, 'a') + "... (" + std::to_string((1 << 20) - 256) + " more bytes)");
+  EXPECT_EQ(cut,
+            std::string(256, 'a') + "... (" + std::to_string((1 << 20) - 256) + " more bytes)");
 }
 
 TEST(ClientTextTest, CutsAtACharactersStart) {

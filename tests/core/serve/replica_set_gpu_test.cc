@@ -139,18 +139,24 @@ TEST_F(ReplicaSetGpuTest, LaneCopiesFollowTheirMarks) {
   absl::Status status;
   d.Enqueue([&] {
     auto step = [&]() -> absl::Status {
-      REPLICAD_RETURN_IF_ERROR(d.CopyOnLane(Lane::kUpload, source.data(), host, (*a)->data(), gpu, bytes));
-      REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Device::LaneMark> uploaded, d.MarkLane(Lane::kUpload));
+      REPLICAD_RETURN_IF_ERROR(
+          d.CopyOnLane(Lane::kUpload, source.data(), host, (*a)->data(), gpu, bytes));
+      REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Device::LaneMark> uploaded,
+                                d.MarkLane(Lane::kUpload));
       REPLICAD_RETURN_IF_ERROR(d.WaitForMark(Lane::kCompute, uploaded.get()));
       REPLICAD_RETURN_IF_ERROR(d.CopyOnStream((*a)->data(), gpu, (*b)->data(), gpu, bytes));
-      REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Device::LaneMark> copied, d.MarkLane(Lane::kCompute));
+      REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Device::LaneMark> copied,
+                                d.MarkLane(Lane::kCompute));
       REPLICAD_RETURN_IF_ERROR(d.WaitForMark(Lane::kDownload, copied.get()));
-      REPLICAD_RETURN_IF_ERROR(d.CopyOnLane(Lane::kDownload, (*b)->data(), gpu, back.data(), host, bytes));
+      REPLICAD_RETURN_IF_ERROR(
+          d.CopyOnLane(Lane::kDownload, (*b)->data(), gpu, back.data(), host, bytes));
       // Back-to-back on different lanes through the same staging halves.
-      REPLICAD_RETURN_IF_ERROR(d.CopyOnLane(Lane::kUpload, back.data(), host, (*a)->data(), gpu, bytes));
+      REPLICAD_RETURN_IF_ERROR(
+          d.CopyOnLane(Lane::kUpload, back.data(), host, (*a)->data(), gpu, bytes));
       REPLICAD_ASSIGN_OR_RETURN(uploaded, d.MarkLane(Lane::kUpload));
       REPLICAD_RETURN_IF_ERROR(d.WaitForMark(Lane::kDownload, uploaded.get()));
-      REPLICAD_RETURN_IF_ERROR(d.CopyOnLane(Lane::kDownload, (*a)->data(), gpu, again.data(), host, bytes));
+      REPLICAD_RETURN_IF_ERROR(
+          d.CopyOnLane(Lane::kDownload, (*a)->data(), gpu, again.data(), host, bytes));
       return d.AwaitStream();
     };
     status = step();

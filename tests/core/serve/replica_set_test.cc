@@ -71,8 +71,8 @@ TEST_F(ReplicaSetTest, EachMergedRowMatchesThatRowAlone) {
   PredictOutcome merged = PredictAndWait(*set, batch);
   ASSERT_TRUE(merged.status.ok());
   for (int64_t row = 0; row < 5; ++row) {
-    PredictOutcome alone =
-        PredictAndWait(*set, {*batch[0].SliceRows(row, row + 1), *batch[1].SliceRows(row, row + 1)});
+    PredictOutcome alone = PredictAndWait(
+        *set, {*batch[0].SliceRows(row, row + 1), *batch[1].SliceRows(row, row + 1)});
     ASSERT_TRUE(alone.status.ok());
     for (size_t j = 0; j < 2; ++j) {
       EXPECT_LE(RelativeL2(*merged.outputs[j].SliceRows(row, row + 1), alone.outputs[j]), 1e-6);
@@ -88,13 +88,15 @@ TEST_F(ReplicaSetTest, ConcurrentPredictsGetTheirOwnResults) {
   std::vector<PredictOutcome> got(8);
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
-      for (int repeat = 0; repeat < 5; ++repeat) got[i] = PredictAndWait(*set, Inputs(3 + i, 100 + i));
+      for (int repeat = 0; repeat < 5; ++repeat)
+        got[i] = PredictAndWait(*set, Inputs(3 + i, 100 + i));
     });
   }
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < 8; ++i) {
     ASSERT_TRUE(got[i].status.ok());
-    for (size_t j = 0; j < 2; ++j) EXPECT_EQ(RelativeL2(got[i].outputs[j], expected[i].outputs[j]), 0.0);
+    for (size_t j = 0; j < 2; ++j)
+      EXPECT_EQ(RelativeL2(got[i].outputs[j], expected[i].outputs[j]), 0.0);
   }
 }
 
@@ -140,7 +142,8 @@ TEST_F(ReplicaSetTest, ObserverSeesEverySlice) {
   std::unique_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(model_, {1, 1, 1}, &observer);
   ASSERT_TRUE(PredictAndWait(*set, Inputs(7, 1)).status.ok());
   absl::MutexLock lock(&observer.mu);
-  EXPECT_EQ(observer.rows_by_slot, (std::map<std::string, int64_t>{{"r0", 3}, {"r1", 2}, {"r2", 2}}));
+  EXPECT_EQ(observer.rows_by_slot,
+            (std::map<std::string, int64_t>{{"r0", 3}, {"r1", 2}, {"r2", 2}}));
 }
 
 TEST_F(ReplicaSetTest, ObserverSeesThePlansASliceWaitedFor) {

@@ -57,7 +57,8 @@ TEST_F(BindInputsTest, MissingInput) {
 TEST_F(BindInputsTest, DuplicatedInput) {
   absl::Status s = Bind({Image(), Features(), Image()});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("inputs[2].name: input 'image' is already given as inputs[0]"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("inputs[2].name: input 'image' is already given as inputs[0]"));
 }
 
 TEST_F(BindInputsTest, WrongDtype) {
@@ -84,7 +85,8 @@ TEST_F(BindInputsTest, ByteCountNotMatchingShape) {
   RequestInput short_input = Features();
   short_input.bytes -= 4;
   absl::Status s = Bind({Image(), short_input});
-  EXPECT_THAT(s.message(), HasSubstr("inputs[1] 'features': raw holds 36 bytes; float32[2,5] needs 40"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("inputs[1] 'features': raw holds 36 bytes; float32[2,5] needs 40"));
 }
 
 TEST_F(BindInputsTest, DifferentBatchSizes) {

@@ -148,9 +148,8 @@ TEST(SchedulerFaultTest, ASlotThatFailsMidRequestLeavesTheSplitAndItsBatchRunsOn
   ASSERT_TRUE(set.ok()) << set.status();
   SchedulerOptions options;
   options.dynamic_batching = false;
-  Scheduler scheduler(
-      Scheduler::Environment{"faulty", std::shared_ptr<Servable>(*std::move(set)), nullptr,
-                             options, nullptr});
+  Scheduler scheduler(Scheduler::Environment{"faulty", std::shared_ptr<Servable>(*std::move(set)),
+                                             nullptr, options, nullptr});
   std::shared_ptr<ReplicaSet> reference = testing::MakeCpuReplicaSet(TwoInTwoOut(), {1});
   // Two inputs go up, then the first output's copy down fails.
   fault->copies_before_failure = 2;
@@ -235,10 +234,9 @@ class StandInSlots : public Servable {
       if (slice.rows() > speeds_[slice.slot].max_rows) {
         slice.out_of_memory = true;
         ++out_of_memory;
-        return std::move(done)(
-            absl::ResourceExhaustedError(absl::StrCat("slot r", slice.slot, ": ", slice.rows(),
-                                                      " rows do not fit")),
-            std::move(slices));
+        return std::move(done)(absl::ResourceExhaustedError(absl::StrCat(
+                                   "slot r", slice.slot, ": ", slice.rows(), " rows do not fit")),
+                               std::move(slices));
       }
     }
     absl::StatusOr<void*> y = sink->Allocate(0, TensorType{DType::kFloat32, {rows, 4}});
@@ -260,37 +258,37 @@ class StandInSlots : public Servable {
     // Not state->slices.size() in the loop: the last slice to finish moves the slices out,
     // possibly before the loop checks its bound again.
     for (size_t s = 0; s < count; ++s) {
-      pools_[state->slices[s].slot]->Submit([this, state, s, out = static_cast<float*>(*y),
-                                             still_wanted] {
-        BatchSlice& slice = state->slices[s];
-        absl::Status status = still_wanted != nullptr ? still_wanted() : absl::OkStatus();
-        if (status.ok()) {
-          ++running_slices;
-          if (stepping.load()) overlapped = true;
-          const float* x = static_cast<const float*>(state->inputs[0].raw_data());
-          for (int64_t r = slice.begin; r < slice.end; ++r) {
-            if (x[r * 4] == kGateValue) gate.WaitForNotification();
-          }
-          const auto start = std::chrono::steady_clock::now();
-          const Speed& speed = speeds_[slice.slot];
-          absl::SleepFor(absl::Seconds(speed.fixed + speed.per_row * slice.rows()));
-          for (int64_t i = slice.begin * 4; i < slice.end * 4; ++i) out[i] = x[i] * 2;
-          {
-            absl::MutexLock lock(&mu_);
-            for (int64_t r = slice.begin; r < slice.end; ++r) ran_.push_back(x[r * 4]);
-          }
-          slice.seconds =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          --running_slices;
-        }
-        {
-          absl::MutexLock lock(&state->mu);
-          if (state->status.ok()) state->status = status;
-        }
-        if (state->left.fetch_sub(1) == 1) {
-          std::move(state->done)(state->status, std::move(state->slices));
-        }
-      });
+      pools_[state->slices[s].slot]->Submit(
+          [this, state, s, out = static_cast<float*>(*y), still_wanted] {
+            BatchSlice& slice = state->slices[s];
+            absl::Status status = still_wanted != nullptr ? still_wanted() : absl::OkStatus();
+            if (status.ok()) {
+              ++running_slices;
+              if (stepping.load()) overlapped = true;
+              const float* x = static_cast<const float*>(state->inputs[0].raw_data());
+              for (int64_t r = slice.begin; r < slice.end; ++r) {
+                if (x[r * 4] == kGateValue) gate.WaitForNotification();
+              }
+              const auto start = std::chrono::steady_clock::now();
+              const Speed& speed = speeds_[slice.slot];
+              absl::SleepFor(absl::Seconds(speed.fixed + speed.per_row * slice.rows()));
+              for (int64_t i = slice.begin * 4; i < slice.end * 4; ++i) out[i] = x[i] * 2;
+              {
+                absl::MutexLock lock(&mu_);
+                for (int64_t r = slice.begin; r < slice.end; ++r) ran_.push_back(x[r * 4]);
+              }
+              slice.seconds =
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+              --running_slices;
+            }
+            {
+              absl::MutexLock lock(&state->mu);
+              if (state->status.ok()) state->status = status;
+            }
+            if (state->left.fetch_sub(1) == 1) {
+              std::move(state->done)(state->status, std::move(state->slices));
+            }
+          });
     }
   }
 
@@ -464,7 +462,7 @@ TEST_F(StandInTest, QueuedBytesAreBounded) {
   SchedulerOptions options = Unbatched();
   options.max_queue_bytes = 120;  // A 1-row request holds 16 bytes.
   Start({{}}, options);
-  Block(2);  // 32 bytes running.
+  Block(2);                     // 32 bytes running.
   Call& big = Submit(5, 1.0f);  // 32 + 80 bytes: fits.
   Call& refused = Submit(1, 2.0f);
   ASSERT_TRUE(refused.answered.HasBeenNotified());
@@ -495,7 +493,8 @@ TEST_F(StandInTest, HigherPriorityLevelsRunFirstThenArrivalOrder) {
   Submit(1, 6.0f, with(9));  // Beyond the levels: the default.
   Open();
   for (auto& call : calls_) call->answered.WaitForNotification();
-  EXPECT_THAT(slots_->ran(), ElementsAre(kGateValue, kGateValue, 3.0f, 5.0f, 2.0f, 4.0f, 6.0f, 1.0f));
+  EXPECT_THAT(slots_->ran(),
+              ElementsAre(kGateValue, kGateValue, 3.0f, 5.0f, 2.0f, 4.0f, 6.0f, 1.0f));
 }
 
 TEST_F(StandInTest, PreserveOrderingHoldsLaterAnswersBehindEarlierOnes) {
@@ -696,7 +695,7 @@ TEST_F(StandInTest, ATrainingStepHasItsPriorityAndDeadlineInTheQueue) {
   late.deadline = absl::Now() + absl::Milliseconds(20);
   Call& expired = SubmitStep(1, 7.0f, 1.0f, late);
   Call& step = SubmitStep(1, 8.0f, 1.0f, low);
-  Call& first = Submit(1, 4.0f, urgent);  // Level 1 passes the level-2 step.
+  Call& first = Submit(1, 4.0f, urgent);   // Level 1 passes the level-2 step.
   expired.answered.WaitForNotification();  // While the slot is still held.
   EXPECT_EQ(expired.status.code(), absl::StatusCode::kDeadlineExceeded);
   Open();

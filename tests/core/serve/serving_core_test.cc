@@ -83,8 +83,7 @@ class FakeRepository : public ModelRepository {
     for (const auto& [name, model] : models_) entries.push_back({name, model.fingerprint});
     return entries;
   }
-  absl::StatusOr<std::vector<std::shared_ptr<LoadedModel>>> Load(
-      const std::string& name) override {
+  absl::StatusOr<std::vector<std::shared_ptr<LoadedModel>>> Load(const std::string& name) override {
     absl::MutexLock lock(&mu_);
     auto it = models_.find(name);
     if (it == models_.end()) return absl::NotFoundError("no model '" + name + "'");
@@ -257,7 +256,8 @@ TEST_F(ServingCoreTest, SelectsOutputsAndRejectsUnknownOnes) {
   request.outputs = {"y", "mean", "y"};
   answer = Run(std::move(request), &twice);
   EXPECT_EQ(answer.status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(answer.status.message(), HasSubstr("outputs[2]: output 'y' is asked for more than once"));
+  EXPECT_THAT(answer.status.message(),
+              HasSubstr("outputs[2]: output 'y' is asked for more than once"));
 }
 
 TEST_F(ServingCoreTest, BadInputsAreInvalidArgumentAndRunNothing) {
@@ -464,7 +464,9 @@ TEST_F(ServingCoreTest, PredictUsesTheWeightsTrainingPublished) {
   class One : public ModelRepository {
    public:
     explicit One(std::shared_ptr<LoadedModel> m) : m_(std::move(m)) {}
-    absl::StatusOr<std::vector<Entry>> List() const override { return std::vector<Entry>{{"mean", ""}}; }
+    absl::StatusOr<std::vector<Entry>> List() const override {
+      return std::vector<Entry>{{"mean", ""}};
+    }
     absl::StatusOr<std::vector<std::shared_ptr<LoadedModel>>> Load(const std::string&) override {
       return std::vector<std::shared_ptr<LoadedModel>>{m_};
     }

@@ -40,8 +40,7 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
     std::unique_ptr<Device> device = CreateCpuDevice(cpu, {1});
     DeviceId id = cpu.id;
     if (layout[s] == 'd') {
-      device = testing::MakeDeviceMemoryStandIn(std::move(device), 0, 0,
-                                                s == 0 ? fault : nullptr);
+      device = testing::MakeDeviceMemoryStandIn(std::move(device), 0, 0, s == 0 ? fault : nullptr);
       id = device->info().id;
     }
     if (devices != nullptr) devices->push_back(device.get());
@@ -161,8 +160,8 @@ TEST(DataParallelTrainerStandInTest, AFailingCopyFailsTheStepAndChangesNothing) 
   ExpectSameBits(before, (*trainer)->SlotParameters(1).value(), "slot 1 after the failed step");
   absl::StatusOr<std::vector<Tensor>> lost = (*trainer)->SlotParameters(0);
   EXPECT_FALSE(lost.ok());
-  EXPECT_THAT(lost.status().message(), AllOf(HasSubstr("copying the weights"),
-                                             HasSubstr("injected fault")));
+  EXPECT_THAT(lost.status().message(),
+              AllOf(HasSubstr("copying the weights"), HasSubstr("injected fault")));
   EXPECT_FALSE((*trainer)->CurrentModel().ok());
 }
 

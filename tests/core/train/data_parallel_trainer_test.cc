@@ -27,12 +27,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfig& optimizer,
-                                                 std::shared_ptr<const Model> model = nullptr,
-                                                 bool parameter_server = false,
-                                                 DType target_dtype = DType::kInt64,
-                                                 TrainerOptions::NonFiniteSteps non_finite =
-                                                     TrainerOptions::NonFiniteSteps::kRefuse) {
+std::unique_ptr<DataParallelTrainer> MakeTrainer(
+    int slots, const OptimizerConfig& optimizer, std::shared_ptr<const Model> model = nullptr,
+    bool parameter_server = false, DType target_dtype = DType::kInt64,
+    TrainerOptions::NonFiniteSteps non_finite = TrainerOptions::NonFiniteSteps::kRefuse) {
   if (model == nullptr) model = testing::LoadForTraining(testing::ConvNetOnnx(7));
   std::vector<TrainerSlot> trainer_slots;
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
@@ -132,7 +130,8 @@ TEST(DataParallelTrainerTest, ParameterServerTrainsLikeAllreduce) {
     EXPECT_EQ(a->loss, b->loss) << "step " << step;
   }
   for (int s = 0; s < 3; ++s) {
-    const std::vector<Tensor> x = allreduce->SlotParameters(s).value(), y = ps->SlotParameters(s).value();
+    const std::vector<Tensor> x = allreduce->SlotParameters(s).value(),
+                              y = ps->SlotParameters(s).value();
     for (size_t p = 0; p < x.size(); ++p) {
       EXPECT_EQ(std::memcmp(x[p].raw_data(), y[p].raw_data(), x[p].byte_size()), 0)
           << "slot " << s << " parameter " << p;

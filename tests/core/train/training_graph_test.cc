@@ -34,7 +34,6 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-
 // x [N,3] -> Gemm(transA on a transposed copy? no: A=x) with alpha/beta, then
 // broadcasting Add/Sub/Mul with parameters, Reshape -> y [N,2,2]; a value
 // (h) read twice, so gradients accumulate.
@@ -455,8 +454,8 @@ TEST(TrainingGraphTest, ShapeArithmeticAndUnusedBranchesDoNotBlockTraining) {
 
 TEST(TrainingGraphTest, RejectsModelsItCannotTrainNamingTheOp) {
   std::shared_ptr<const Model> model = testing::LoadForTraining(testing::UntrainableOnnx());
-  absl::StatusOr<TrainingGraph> training = BuildTrainingGraph(
-      model->graph(), {LossSpec::Kind::kMeanSquaredError, "y", DType::kFloat32});
+  absl::StatusOr<TrainingGraph> training =
+      BuildTrainingGraph(model->graph(), {LossSpec::Kind::kMeanSquaredError, "y", DType::kFloat32});
   EXPECT_EQ(training.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(training.status().message()),
               HasSubstr("no gradient in replicad yet for Erf (node 'y') (differentiable ops: "));
@@ -464,7 +463,8 @@ TEST(TrainingGraphTest, RejectsModelsItCannotTrainNamingTheOp) {
   absl::StatusOr<TrainingGraph> wrong_output = BuildTrainingGraph(
       model->graph(), {LossSpec::Kind::kMeanSquaredError, "nope", DType::kFloat32});
   EXPECT_EQ(wrong_output.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(wrong_output.status().message()), AllOf(HasSubstr("'nope'"), HasSubstr("y")));
+  EXPECT_THAT(std::string(wrong_output.status().message()),
+              AllOf(HasSubstr("'nope'"), HasSubstr("y")));
 }
 
 // Every gradient rule PyTorch can be compared with here: a network exported
@@ -493,15 +493,14 @@ TEST_P(TorchGradientsTest, MatchAutograd) {
     const std::string parameter = model->graph().values[training->parameters[p]].name;
     Tensor mean = TrainingRun::Copy(run.gradients()[p]);
     for (int64_t i = 0; i < mean.num_elements(); ++i) mean.data<float>()[i] /= rows;
-    EXPECT_LE(testing::RelativeL2(mean, testing::ReadNpyTensor(dir + "/" + name + "_grad_" + parameter +
-                                                       ".npy")),
+    EXPECT_LE(testing::RelativeL2(
+                  mean, testing::ReadNpyTensor(dir + "/" + name + "_grad_" + parameter + ".npy")),
               1e-4)
         << parameter;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Networks, TorchGradientsTest,
-                         ::testing::Values("elementwise", "pooling"));
+INSTANTIATE_TEST_SUITE_P(Networks, TorchGradientsTest, ::testing::Values("elementwise", "pooling"));
 
 }  // namespace
 }  // namespace replicad

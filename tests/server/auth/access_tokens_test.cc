@@ -44,9 +44,9 @@ TEST(AccessPolicyTest, EachRpcNeedsItsRole) {
 }
 
 TEST(AccessTokensTest, ChecksTokensAndRoles) {
-  absl::StatusOr<std::unique_ptr<AccessTokens>> tokens = AccessTokens::Open(TokenFile(
-      "tokens_roles", "# team tokens\n\n" + kInferToken + " infer\n" + kTrainToken +
-                          "\tinfer,train\n" + kAdminToken + " admin,metrics\n"));
+  absl::StatusOr<std::unique_ptr<AccessTokens>> tokens = AccessTokens::Open(
+      TokenFile("tokens_roles", "# team tokens\n\n" + kInferToken + " infer\n" + kTrainToken +
+                                    "\tinfer,train\n" + kAdminToken + " admin,metrics\n"));
   ASSERT_TRUE(tokens.ok()) << tokens.status();
   const AccessTokens& t = **tokens;
   const std::string infer = Bearer(kInferToken), train = Bearer(kTrainToken);
@@ -83,9 +83,9 @@ TEST(AccessTokensTest, MalformedFilesAreRefusedNamingTheLineNotTheToken) {
     EXPECT_FALSE(tokens.ok());
     return std::string(tokens.status().message());
   };
-  EXPECT_THAT(refusal("bad_role", "# x\n" + kInferToken + " infer,root\n"),
-              AllOf(HasSubstr("line 2"), HasSubstr("unknown role 'root'"),
-                    Not(HasSubstr(kInferToken))));
+  EXPECT_THAT(
+      refusal("bad_role", "# x\n" + kInferToken + " infer,root\n"),
+      AllOf(HasSubstr("line 2"), HasSubstr("unknown role 'root'"), Not(HasSubstr(kInferToken))));
   EXPECT_THAT(refusal("short_token", "short infer\n"),
               AllOf(HasSubstr("line 1"), HasSubstr("16 to 4096"), Not(HasSubstr("short "))));
   EXPECT_THAT(refusal("no_roles", kInferToken + "\n"),

@@ -15,9 +15,9 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "client/replicad_client.h"
 #include "gmock/gmock.h"
-#include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -29,8 +29,8 @@
 namespace replicad {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::DaemonProcess;
+using ::testing::HasSubstr;
 using testing::RunCommand;
 
 const std::string kInferToken = "infer-token-0123456789abcdef";
@@ -54,10 +54,10 @@ std::string ReadFile(const std::string& path) {
 // and localhost, or clientAuth), as PREFIX.crt and PREFIX.key in Dir().
 void MakeCa(const std::string& prefix) {
   const std::string d = Dir() + "/";
-  testing::CommandResult made = RunCommand(
-      {"/bin/sh", "-c",
-       "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=" + prefix + " -keyout " + d +
-           prefix + ".key -out " + d + prefix + ".crt 2>&1"});
+  testing::CommandResult made =
+      RunCommand({"/bin/sh", "-c",
+                  "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=" + prefix +
+                      " -keyout " + d + prefix + ".key -out " + d + prefix + ".crt 2>&1"});
   ASSERT_EQ(made.exit_code, 0) << made.out;
 }
 void MakeSigned(const std::string& ca, const std::string& prefix, bool server) {
@@ -65,12 +65,13 @@ void MakeSigned(const std::string& ca, const std::string& prefix, bool server) {
   std::ofstream(d + prefix + ".ext")
       << (server ? "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
                  : "extendedKeyUsage=clientAuth\n");
-  testing::CommandResult made = RunCommand(
-      {"/bin/sh", "-c",
-       "openssl req -newkey rsa:2048 -nodes -subj /CN=" + prefix + " -keyout " + d + prefix +
-           ".key -out " + d + prefix + ".csr 2>&1 && openssl x509 -req -in " + d + prefix +
-           ".csr -CA " + d + ca + ".crt -CAkey " + d + ca + ".key -CAcreateserial -days 2 -extfile " +
-           d + prefix + ".ext -out " + d + prefix + ".crt 2>&1"});
+  testing::CommandResult made =
+      RunCommand({"/bin/sh", "-c",
+                  "openssl req -newkey rsa:2048 -nodes -subj /CN=" + prefix + " -keyout " + d +
+                      prefix + ".key -out " + d + prefix + ".csr 2>&1 && openssl x509 -req -in " +
+                      d + prefix + ".csr -CA " + d + ca + ".crt -CAkey " + d + ca +
+                      ".key -CAcreateserial -days 2 -extfile " + d + prefix + ".ext -out " + d +
+                      prefix + ".crt 2>&1"});
   ASSERT_EQ(made.exit_code, 0) << made.out;
 }
 
@@ -153,9 +154,9 @@ TEST_F(AuthTlsE2eTest, EveryListenerNeedsTlsAndTheRightRole) {
   const std::string tokens = WriteTokens(kInferToken + " infer\n" + kTrainToken + " infer,train\n" +
                                          kMetricsToken + " metrics\n");
   const std::string d = Dir() + "/";
-  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(
-      {"--devices", "cpu:0", "--tls-cert", d + "server.crt", "--tls-key", d + "server.key",
-       "--auth-tokens", tokens, "--metrics-auth"});
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0", "--tls-cert", d + "server.crt", "--tls-key",
+                            d + "server.key", "--auth-tokens", tokens, "--metrics-auth"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   const std::shared_ptr<grpc::Channel> channel = TlsChannel(**daemon, "ca");
 
@@ -165,7 +166,8 @@ TEST_F(AuthTlsE2eTest, EveryListenerNeedsTlsAndTheRightRole) {
   EXPECT_TRUE(ListModels(channel, kInferToken).ok());
   grpc::Status denied = SaveCheckpoint(channel, kInferToken);
   EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_THAT(denied.error_message(), HasSubstr("SaveCheckpoint needs a token with the role 'train'"));
+  EXPECT_THAT(denied.error_message(),
+              HasSubstr("SaveCheckpoint needs a token with the role 'train'"));
   // Allowed through, and refused for what it asks (no checkpoint root).
   EXPECT_EQ(SaveCheckpoint(channel, kTrainToken).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
@@ -321,9 +323,9 @@ TEST_F(AuthTlsE2eTest, CertificatesRotateWithoutARestart) {
 // --tls-client-ca: only clients with a certificate that CA signed get in.
 TEST_F(AuthTlsE2eTest, MutualTlsRequiresAClientCertificateFromTheCa) {
   const std::string d = Dir() + "/";
-  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(
-      {"--devices", "cpu:0", "--tls-cert", d + "server.crt", "--tls-key", d + "server.key",
-       "--tls-client-ca", d + "ca.crt"});
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0", "--tls-cert", d + "server.crt", "--tls-key",
+                            d + "server.key", "--tls-client-ca", d + "ca.crt"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   const int http = HttpPort(**daemon);
   EXPECT_EQ(Curl(http, "/v2/health/live", "ca", "", "client"), "200");
@@ -339,10 +341,10 @@ TEST_F(AuthTlsE2eTest, MutualTlsRequiresAClientCertificateFromTheCa) {
 // a plain-text daemon say when it listens beyond loopback.
 TEST_F(AuthTlsE2eTest, BadFilesFailAtStartAndExposureIsWarned) {
   const std::string d = Dir() + "/";
-  testing::CommandResult mismatched = RunCommand(
-      {testing::BinDir() + "/replicad", "serve", "--devices", "cpu:0", "--listen", "127.0.0.1:0",
-       "--metrics-listen", "", "--http-listen", "", "--tls-cert", d + "server.crt", "--tls-key",
-       d + "rotated.key"});
+  testing::CommandResult mismatched =
+      RunCommand({testing::BinDir() + "/replicad", "serve", "--devices", "cpu:0", "--listen",
+                  "127.0.0.1:0", "--metrics-listen", "", "--http-listen", "", "--tls-cert",
+                  d + "server.crt", "--tls-key", d + "rotated.key"});
   EXPECT_NE(mismatched.exit_code, 0);
   EXPECT_THAT(mismatched.out, HasSubstr("--tls-key " + d + "rotated.key: "));
   EXPECT_THAT(mismatched.out, HasSubstr("mismatch"));

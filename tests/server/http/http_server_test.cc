@@ -1,11 +1,11 @@
 #include "server/http/http_server.h"
 
+#include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/write.hpp>
-#include <atomic>
 #include <future>
 #include <memory>
 #include <string>
@@ -136,8 +136,8 @@ TEST_F(HttpServerTest, ConnectionsBeyondTheCapAreClosedAndTheOthersServed) {
 
 TEST_F(HttpServerTest, StopWaitsForAnswersStillOutAndDropsThem) {
   std::promise<HttpResponder> handed_over;
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
-      "127.0.0.1:0", {}, [&handed_over](HttpRequest, HttpResponder respond) {
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start("127.0.0.1:0", {}, [&handed_over](HttpRequest, HttpResponder respond) {
         handed_over.set_value(std::move(respond));
       });
   ASSERT_TRUE(server.ok()) << server.status();

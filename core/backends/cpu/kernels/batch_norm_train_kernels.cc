@@ -147,8 +147,7 @@ Planes PlanesOf(const Shape& x) {
 KernelOrStatus MakeBatchNormTrainKernel(const KernelSpec& spec, CpuKernelContext&) {
   REPLICAD_ASSIGN_OR_RETURN(float epsilon, FloatAttribute(spec, "epsilon", 1e-5f));
   REPLICAD_ASSIGN_OR_RETURN(float momentum, FloatAttribute(spec, "momentum", 0.9f));
-  return std::make_unique<BatchNormTrainKernel>(PlanesOf(spec.inputs[0]->shape), epsilon,
-                                                momentum);
+  return std::make_unique<BatchNormTrainKernel>(PlanesOf(spec.inputs[0]->shape), epsilon, momentum);
 }
 
 KernelOrStatus MakeBatchNormGradKernel(const KernelSpec& spec, CpuKernelContext&) {

@@ -20,9 +20,9 @@ struct ConvGeometry {
   memory::dims strides, dilates, padding_l, padding_r;
 
   dnnl::convolution_forward::primitive_desc ForwardHint(const dnnl::engine& engine) const {
-    const dnnl::convolution_forward::desc desc(
-        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src, weights,
-        bias, dst, strides, dilates, padding_l, padding_r);
+    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training,
+                                               dnnl::algorithm::convolution_direct, src, weights,
+                                               bias, dst, strides, dilates, padding_l, padding_r);
     return dnnl::convolution_forward::primitive_desc(desc, engine);
   }
 };
@@ -69,9 +69,9 @@ KernelOrStatus MakeConvGradDataKernel(const KernelSpec& spec, CpuKernelContext& 
 
 KernelOrStatus MakeConvGradFilterKernel(const KernelSpec& spec, CpuKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(ConvGeometry g, Geometry(spec));
-  const dnnl::convolution_backward_weights::desc desc(
-      dnnl::algorithm::convolution_direct, g.src, g.weights, g.bias, g.dst, g.strides, g.dilates,
-      g.padding_l, g.padding_r);
+  const dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, g.src,
+                                                      g.weights, g.bias, g.dst, g.strides,
+                                                      g.dilates, g.padding_l, g.padding_r);
   const dnnl::convolution_backward_weights::primitive_desc pd(
       desc, UserScratchpadAttr(), context.engine, g.ForwardHint(context.engine));
   BoundPrimitive primitive(context, pd, dnnl::convolution_backward_weights(pd));

@@ -15,7 +15,6 @@ namespace {
 
 using dnnl::memory;
 
-
 // A convolution in the layouts oneDNN prefers for it (blocked channels): X
 // is reordered in, Y reordered out, and the weights were reordered once when
 // the kernel was made. The blocked convolution's speed pays for the two

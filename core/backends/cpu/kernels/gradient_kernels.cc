@@ -2,19 +2,19 @@
 // backward primitives would need the forward pass's workspace (max pooling)
 // or bring nothing (an elementwise mask, a broadcast sum).
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <optional>
-#include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/data_movement_attributes.h"
-#include "core/ops/slice_pad_attributes.h"
 #include "core/ops/op_util.h"
+#include "core/ops/slice_pad_attributes.h"
 #include "core/ops/softmax_attributes.h"
 #include "core/ops/training_ops.h"
 
@@ -134,12 +134,12 @@ class MaxPoolGradKernel : public Kernel {
         for (int64_t j = 0; j < ow; ++j) {
           int64_t best = -1;
           for (int64_t ki = 0; ki < window_.kernel[0]; ++ki) {
-            const int64_t r = i * window_.strides[0] - window_.pads_begin[0] +
-                              ki * window_.dilations[0];
+            const int64_t r =
+                i * window_.strides[0] - window_.pads_begin[0] + ki * window_.dilations[0];
             if (r < 0 || r >= h) continue;
             for (int64_t kj = 0; kj < window_.kernel[1]; ++kj) {
-              const int64_t c = j * window_.strides[1] - window_.pads_begin[1] +
-                                kj * window_.dilations[1];
+              const int64_t c =
+                  j * window_.strides[1] - window_.pads_begin[1] + kj * window_.dilations[1];
               if (c < 0 || c >= w) continue;
               // Strictly greater: ties go to the first maximum, as in PyTorch.
               if (best < 0 || xp[r * w + c] > xp[best]) best = r * w + c;
@@ -226,7 +226,8 @@ class AveragePoolGradKernel : public Kernel {
           const int64_t cols_in = std::min(c1, wd) - std::max<int64_t>(c0, 0);
           int64_t divisor = rows_in * cols_in;
           if (pool_.count_include_pad) {
-            divisor = (std::min(r1, h + w.pads_end[0]) - r0) * (std::min(c1, wd + w.pads_end[1]) - c0);
+            divisor =
+                (std::min(r1, h + w.pads_end[0]) - r0) * (std::min(c1, wd + w.pads_end[1]) - c0);
           }
           if (divisor <= 0 || rows_in <= 0 || cols_in <= 0) continue;
           const float g = dy[(p * oh + i) * ow + j] / static_cast<float>(divisor);
@@ -318,8 +319,8 @@ KernelOrStatus MakePadGradKernel(const KernelSpec& spec, CpuKernelContext&) {
   std::vector<std::vector<int64_t>> sources(x.size());
   for (size_t d = 0; d < x.size(); ++d) {
     for (int64_t out = 0; out < layout.output[d]; ++out) {
-      sources[d].push_back(PadSourceIndex(layout.mode, out, layout.pads_begin[d],
-                                          layout.pads_end[d], x[d]));
+      sources[d].push_back(
+          PadSourceIndex(layout.mode, out, layout.pads_begin[d], layout.pads_end[d], x[d]));
     }
   }
   return std::make_unique<PadGradKernel>(x, layout.output, std::move(sources));
@@ -344,7 +345,8 @@ KernelOrStatus MakeConcatGradKernel(const KernelSpec& spec, CpuKernelContext&) {
   for (int64_t d = 0; d < axis; ++d) outer *= y[d];
   for (size_t d = axis + 1; d < y.size(); ++d) inner *= y[d];
   std::vector<int64_t> extents;
-  for (const std::optional<TensorType>& input : forward.inputs) extents.push_back(input->shape[axis]);
+  for (const std::optional<TensorType>& input : forward.inputs)
+    extents.push_back(input->shape[axis]);
   return std::make_unique<ConcatGradKernel>(outer, inner, std::move(extents));
 }
 
@@ -359,8 +361,7 @@ KernelOrStatus MakeClipGradKernel(const KernelSpec& spec, CpuKernelContext&) {
   for (int i = 0; i < 2; ++i) {
     if (const Tensor* bound = ConstantInput(spec, 2 + i)) bounds[i] = *bound->data<float>();
   }
-  return std::make_unique<ClipGradKernel>(NumElements(spec.inputs[0]->shape), bounds[0],
-                                          bounds[1]);
+  return std::make_unique<ClipGradKernel>(NumElements(spec.inputs[0]->shape), bounds[0], bounds[1]);
 }
 
 KernelOrStatus MakeSoftmaxGradKernel(const KernelSpec& spec, CpuKernelContext&) {

@@ -2,9 +2,9 @@
 #include <string>
 
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
+#include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/broadcast.h"
-#include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/ops/matmul_attributes.h"
 #include "core/ops/op_util.h"
 

@@ -85,8 +85,8 @@ KernelOrStatus MakeReduceKernel(const KernelSpec& spec, CpuKernelContext& contex
     return std::make_unique<ReduceLoopKernel<float>>(input, layout.reduced, mean);
   }
   return MakeDnnlReductionKernel(
-      spec, context, mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum,
-      input, layout.reduced);
+      spec, context, mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum, input,
+      layout.reduced);
 }
 
 KernelOrStatus MakeDnnlReductionKernel(const KernelSpec& spec, CpuKernelContext& context,

@@ -2,8 +2,8 @@
 #define REPLICAD_CORE_BACKENDS_CPU_KERNELS_WEIGHT_CACHE_H_
 
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 

@@ -1,8 +1,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -24,8 +24,8 @@ class CopyKernel : public Kernel {
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
     REPLICAD_CUDA_RETURN_IF_ERROR(
-        context_.device, cudaMemcpyAsync(outputs[0], inputs[0], bytes_, cudaMemcpyDeviceToDevice,
-                                         context_.stream));
+        context_.device,
+        cudaMemcpyAsync(outputs[0], inputs[0], bytes_, cudaMemcpyDeviceToDevice, context_.stream));
     return absl::OkStatus();
   }
 
@@ -41,9 +41,9 @@ class ConstantKernel : public Kernel {
       : context_(context), value_(std::move(value)) {}
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
-    REPLICAD_CUDA_RETURN_IF_ERROR(
-        context_.device, cudaMemcpyAsync(outputs[0], value_->data(), value_->bytes(),
-                                         cudaMemcpyDeviceToDevice, context_.stream));
+    REPLICAD_CUDA_RETURN_IF_ERROR(context_.device,
+                                  cudaMemcpyAsync(outputs[0], value_->data(), value_->bytes(),
+                                                  cudaMemcpyDeviceToDevice, context_.stream));
     return absl::OkStatus();
   }
 
@@ -54,9 +54,12 @@ class ConstantKernel : public Kernel {
 
 class IndexMapKernel : public Kernel {
  public:
-  IndexMapKernel(const CudaKernelContext& context, DeviceIndexMap map, std::shared_ptr<Buffer> table,
-                 int64_t n, size_t element_size)
-      : context_(context), map_(map), table_(std::move(table)), n_(n),
+  IndexMapKernel(const CudaKernelContext& context, DeviceIndexMap map,
+                 std::shared_ptr<Buffer> table, int64_t n, size_t element_size)
+      : context_(context),
+        map_(map),
+        table_(std::move(table)),
+        n_(n),
         element_size_(element_size) {}
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
@@ -106,7 +109,10 @@ class ReduceKernel : public Kernel {
  public:
   ReduceKernel(const CudaKernelContext& context, std::shared_ptr<Buffer> tables, int64_t n_out,
                int64_t n_reduced, float scale)
-      : context_(context), tables_(std::move(tables)), n_out_(n_out), n_reduced_(n_reduced),
+      : context_(context),
+        tables_(std::move(tables)),
+        n_out_(n_out),
+        n_reduced_(n_reduced),
         scale_(scale) {}
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
@@ -115,9 +121,8 @@ class ReduceKernel : public Kernel {
       LaunchTableReduce(static_cast<const float*>(inputs[0]), static_cast<float*>(outputs[0]),
                         n_out_, bases, bases + n_out_, n_reduced_, scale_, context_.stream);
     } else {
-      LaunchTableReduce(static_cast<const int64_t*>(inputs[0]),
-                        static_cast<int64_t*>(outputs[0]), n_out_, bases, bases + n_out_,
-                        n_reduced_, context_.stream);
+      LaunchTableReduce(static_cast<const int64_t*>(inputs[0]), static_cast<int64_t*>(outputs[0]),
+                        n_out_, bases, bases + n_out_, n_reduced_, context_.stream);
     }
     return LastLaunchStatus(context_.device, "TableReduceKernel");
   }
@@ -134,9 +139,9 @@ KernelOrStatus MakeFromIndexMap(const KernelSpec& spec, CudaKernelContext& conte
                                 absl::StatusOr<IndexMap> map, int64_t base = 0) {
   if (!map.ok()) return map.status();
   if (map->output.size() > static_cast<size_t>(kMaxRank)) {
-    return NodeUnimplemented(spec, absl::StrCat("the CUDA backend moves data of rank up to ",
-                                                kMaxRank, "; the output has rank ",
-                                                map->output.size()));
+    return NodeUnimplemented(spec,
+                             absl::StrCat("the CUDA backend moves data of rank up to ", kMaxRank,
+                                          "; the output has rank ", map->output.size()));
   }
   DeviceIndexMap device_map;
   device_map.rank = static_cast<int>(map->output.size());
@@ -207,8 +212,9 @@ KernelOrStatus MakeCudaGatherKernel(const KernelSpec& spec, CudaKernelContext& c
   REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseGatherAxis(spec));
   const Tensor* indices = ConstantInput(spec, 1);
   if (indices == nullptr || indices->shape().size() > 1) {
-    return NodeUnimplemented(spec, "the CUDA backend gathers only with indices known when the "
-                                   "plan is made, of rank 0 or 1");
+    return NodeUnimplemented(spec,
+                             "the CUDA backend gathers only with indices known when the "
+                             "plan is made, of rank 0 or 1");
   }
   const Shape& data = spec.inputs[0]->shape;
   const int64_t axis_dim = data[axis];
@@ -218,9 +224,9 @@ KernelOrStatus MakeCudaGatherKernel(const KernelSpec& spec, CudaKernelContext& c
   for (int64_t j = 0; j < count; ++j) {
     const int64_t index = indices->data<int64_t>()[j];
     if (index < -axis_dim || index >= axis_dim) {
-      return NodeError(spec, absl::StrCat("input 1 'indices' holds ", index, " at position ", j,
-                                          "; expected an index in [", -axis_dim, ", ",
-                                          axis_dim - 1, "]"));
+      return NodeError(
+          spec, absl::StrCat("input 1 'indices' holds ", index, " at position ", j,
+                             "; expected an index in [", -axis_dim, ", ", axis_dim - 1, "]"));
     }
     picked[j] = (index < 0 ? index + axis_dim : index) * strides[axis];
   }
@@ -293,8 +299,7 @@ KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& c
     scale = n_reduced > 0 ? 1.0f / static_cast<float>(n_reduced)
                           : std::numeric_limits<float>::quiet_NaN();
   }
-  return std::make_unique<ReduceKernel<float>>(context, std::move(buffer), n_out, n_reduced,
-                                               scale);
+  return std::make_unique<ReduceKernel<float>>(context, std::move(buffer), n_out, n_reduced, scale);
 }
 
 }  // namespace replicad

@@ -103,8 +103,8 @@ void BroadcastStrides(const Shape& shape, const Shape& out, int64_t* strides) {
 absl::StatusOr<BroadcastIndex> MakeBroadcastIndex(const KernelSpec& spec, const Shape& a,
                                                   const Shape& b, const Shape& out) {
   if (out.size() > static_cast<size_t>(kMaxRank)) {
-    return NodeUnimplemented(spec, absl::StrCat("the CUDA backend broadcasts up to rank ",
-                                                kMaxRank, "; the output has rank ", out.size()));
+    return NodeUnimplemented(spec, absl::StrCat("the CUDA backend broadcasts up to rank ", kMaxRank,
+                                                "; the output has rank ", out.size()));
   }
   BroadcastIndex index;
   for (size_t d = 0; d < out.size(); ++d) index.out_dims[kMaxRank - out.size() + d] = out[d];
@@ -127,8 +127,8 @@ KernelOrStatus MakeCudaBinaryKernel(const KernelSpec& spec, CudaKernelContext& c
   if (spec.op_type == "Mul") op = CudaBinaryOp::kMul;
   if (spec.op_type == "Div") op = CudaBinaryOp::kDiv;
   if (spec.op_type == "Pow") op = CudaBinaryOp::kPow;
-  REPLICAD_ASSIGN_OR_RETURN(BroadcastIndex index, MakeBroadcastIndex(spec, a.shape, b.shape,
-                                                                    out.shape));
+  REPLICAD_ASSIGN_OR_RETURN(BroadcastIndex index,
+                            MakeBroadcastIndex(spec, a.shape, b.shape, out.shape));
   const int64_t n = NumElements(out.shape);
   if (out.dtype == DType::kInt64) {
     return std::make_unique<BinaryKernel<int64_t>>(context, op, index, n);
@@ -138,9 +138,9 @@ KernelOrStatus MakeCudaBinaryKernel(const KernelSpec& spec, CudaKernelContext& c
 
 KernelOrStatus MakeCudaActivationKernel(const KernelSpec& spec, CudaKernelContext& context) {
   if (spec.inputs[0]->dtype != DType::kFloat32) {
-    return NodeUnimplemented(spec, absl::StrCat("the CUDA backend computes ", spec.op_type,
-                                                " on float32 only; received ",
-                                                DTypeName(spec.inputs[0]->dtype)));
+    return NodeUnimplemented(
+        spec, absl::StrCat("the CUDA backend computes ", spec.op_type,
+                           " on float32 only; received ", DTypeName(spec.inputs[0]->dtype)));
   }
   REPLICAD_ASSIGN_OR_RETURN(ActivationAttributes attributes, ParseActivationAttributes(spec));
   CudaUnary f{CudaUnaryOp::kIdentity, attributes.alpha, attributes.beta};

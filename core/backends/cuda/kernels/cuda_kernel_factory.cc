@@ -83,8 +83,8 @@ constexpr BuilderEntry kBuilders[] = {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& context,
-                                                       const void* host, size_t bytes) {
+absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& context, const void* host,
+                                                       size_t bytes) {
   absl::StatusOr<std::shared_ptr<Buffer>> buffer = context.allocate(bytes == 0 ? 1 : bytes);
   if (!buffer.ok()) return buffer.status();
   if (bytes != 0) {
@@ -93,8 +93,8 @@ absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& contex
     // released by work still queued there, and must not be overwritten by
     // it afterwards. Waited for on purpose: `host` is the builder's temporary.
     REPLICAD_CUDA_RETURN_IF_ERROR(
-        context.device, cudaMemcpyAsync((*buffer)->data(), host, bytes, cudaMemcpyHostToDevice,
-                                        context.stream));
+        context.device,
+        cudaMemcpyAsync((*buffer)->data(), host, bytes, cudaMemcpyHostToDevice, context.stream));
     REPLICAD_CUDA_RETURN_IF_ERROR(context.device, cudaStreamSynchronize(context.stream));
   }
   return buffer;

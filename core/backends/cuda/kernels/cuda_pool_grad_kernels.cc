@@ -113,8 +113,8 @@ KernelOrStatus MakeCudaPoolGradKernel(const KernelSpec& spec, CudaKernelContext&
   }
   if (spec.op_type == kMaxPoolGrad) {
     REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(forward));
-    return std::make_unique<CudaPoolGradKernel>(
-        context, PoolGradKind::kMax, ToGeometry(x, window, /*count_include_pad=*/false));
+    return std::make_unique<CudaPoolGradKernel>(context, PoolGradKind::kMax,
+                                                ToGeometry(x, window, /*count_include_pad=*/false));
   }
   if (spec.op_type == kAveragePoolGrad) {
     REPLICAD_ASSIGN_OR_RETURN(AveragePoolAttributes pool, ParseAveragePoolAttributes(forward));
@@ -125,8 +125,8 @@ KernelOrStatus MakeCudaPoolGradKernel(const KernelSpec& spec, CudaKernelContext&
           spec, absl::StrCat("average pooling gradients have no dilation, received dilations [",
                              absl::StrJoin(pool.window.dilations, ","), "]"));
     }
-    return std::make_unique<CudaPoolGradKernel>(
-        context, PoolGradKind::kAverage, ToGeometry(x, pool.window, pool.count_include_pad));
+    return std::make_unique<CudaPoolGradKernel>(context, PoolGradKind::kAverage,
+                                                ToGeometry(x, pool.window, pool.count_include_pad));
   }
   return NodeUnimplemented(spec, "the CUDA pooling gradient kernel has no such op");
 }

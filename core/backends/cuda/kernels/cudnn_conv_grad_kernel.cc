@@ -54,8 +54,9 @@ absl::StatusOr<GradShapes> ParseGradShapes(const KernelSpec& spec) {
 // that form is not worth a kernel of its own.
 absl::Status CheckEmptyForm(const KernelSpec& spec, const GradShapes& shapes) {
   if (Elements(shapes.y) != 0 && (Elements(shapes.x) == 0 || Elements(shapes.w) == 0)) {
-    return NodeUnimplemented(spec, "a convolution gradient with an empty X or W and a non-empty "
-                                   "dY is not implemented on cuDNN");
+    return NodeUnimplemented(spec,
+                             "a convolution gradient with an empty X or W and a non-empty "
+                             "dY is not implemented on cuDNN");
   }
   return absl::OkStatus();
 }
@@ -178,16 +179,16 @@ KernelOrStatus MakeCudaConvGradFilterKernel(const KernelSpec& spec, CudaKernelCo
   const size_t dw_bytes = static_cast<size_t>(Elements(shapes.w)) * sizeof(float);
   const size_t db_bytes = static_cast<size_t>(shapes.w[0]) * sizeof(float);
   if (Elements(shapes.y) == 0) {
-    return std::make_unique<CudnnConvGradFilterKernel>(context, nullptr, ConvAlgorithm{},
-                                                       dw_bytes, db_bytes);
+    return std::make_unique<CudnnConvGradFilterKernel>(context, nullptr, ConvAlgorithm{}, dw_bytes,
+                                                       db_bytes);
   }
   REPLICAD_ASSIGN_OR_RETURN(
       std::unique_ptr<ConvDescriptors> d,
       MakeConvDescriptors(spec, context, shapes.x, shapes.w, shapes.y, shapes.geometry));
-  REPLICAD_ASSIGN_OR_RETURN(
-      ConvAlgorithm choice, ChooseConvAlgorithm(spec, context, *d, ConvDirection::kBackwardFilter));
-  auto kernel = std::make_unique<CudnnConvGradFilterKernel>(context, std::move(d), choice,
-                                                            dw_bytes, db_bytes);
+  REPLICAD_ASSIGN_OR_RETURN(ConvAlgorithm choice,
+                            ChooseConvAlgorithm(spec, context, *d, ConvDirection::kBackwardFilter));
+  auto kernel = std::make_unique<CudnnConvGradFilterKernel>(context, std::move(d), choice, dw_bytes,
+                                                            db_bytes);
   REPLICAD_RETURN_IF_ERROR(kernel->Init(shapes.w[0]));
   return kernel;
 }

@@ -115,9 +115,9 @@ KernelOrStatus MakeCudaConvKernel(const KernelSpec& spec, CudaKernelContext& con
                             MakeConvDescriptors(spec, context, x, w, y, geometry));
   REPLICAD_ASSIGN_OR_RETURN(ConvAlgorithm choice,
                             ChooseConvAlgorithm(spec, context, *d, ConvDirection::kForward));
-  auto kernel = std::make_unique<CudnnConvKernel>(context, std::move(d), /*transposed=*/false,
-                                                  choice, fused_sum, activation,
-                                                  NumElements(spec.outputs[0].shape));
+  auto kernel =
+      std::make_unique<CudnnConvKernel>(context, std::move(d), /*transposed=*/false, choice,
+                                        fused_sum, activation, NumElements(spec.outputs[0].shape));
   if (HasInput(spec, 2)) REPLICAD_RETURN_IF_ERROR(kernel->InitBias(y[1]));
   return kernel;
 }

@@ -57,13 +57,13 @@ struct ForwardCalls {
   }
   static cudnnStatus_t Heuristics(cudnnHandle_t h, const ConvDescriptors& d, int requested,
                                   int* returned, Perf* results) {
-    return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(),
-                                                  d.y.get(), requested, returned, results);
+    return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                                                  requested, returned, results);
   }
   static cudnnStatus_t Workspace(cudnnHandle_t h, const ConvDescriptors& d, Algo algo,
                                  size_t* bytes) {
-    return cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(),
-                                                   d.y.get(), algo, bytes);
+    return cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                                                   algo, bytes);
   }
 };
 
@@ -93,8 +93,7 @@ struct BackwardFilterCalls {
   using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
   using Algo = cudnnConvolutionBwdFilterAlgo_t;
   static constexpr const char* kName = "backward_filter";
-  static constexpr const char* kMaxCountCall =
-      "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount";
+  static constexpr const char* kMaxCountCall = "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount";
   static constexpr const char* kHeuristicsCall = "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
   static constexpr const char* kWorkspaceCall = "cudnnGetConvolutionBackwardFilterWorkspaceSize";
   static cudnnStatus_t MaxCount(cudnnHandle_t h, int* count) {
@@ -115,12 +114,11 @@ struct BackwardFilterCalls {
 std::string CacheKey(absl::string_view direction, const CudaKernelContext& context,
                      const ConvDescriptors& d) {
   const ConvGeometry& g = d.geometry;
-  return absl::StrCat(direction, " ", context.device, " x[", absl::StrJoin(d.x_dims, ","),
-                      "] w[", absl::StrJoin(d.w_dims, ","), "] y[", absl::StrJoin(d.y_dims, ","),
-                      "] pads[", absl::StrJoin(g.pads, ","), "] strides[",
-                      absl::StrJoin(g.strides, ","), "] dilations[",
-                      absl::StrJoin(g.dilations, ","), "] group ", g.group, " tf32 ",
-                      context.tf32, " max_workspace ", context.max_workspace_bytes);
+  return absl::StrCat(direction, " ", context.device, " x[", absl::StrJoin(d.x_dims, ","), "] w[",
+                      absl::StrJoin(d.w_dims, ","), "] y[", absl::StrJoin(d.y_dims, ","), "] pads[",
+                      absl::StrJoin(g.pads, ","), "] strides[", absl::StrJoin(g.strides, ","),
+                      "] dilations[", absl::StrJoin(g.dilations, ","), "] group ", g.group,
+                      " tf32 ", context.tf32, " max_workspace ", context.max_workspace_bytes);
 }
 
 // The first of `results` (best first) that runs within `max_workspace_bytes`
@@ -165,10 +163,10 @@ absl::StatusOr<ConvAlgorithm> Choose(const KernelSpec& spec, const CudaKernelCon
   }
   if (!choice.has_value()) {
     return NodeUnimplemented(
-        spec, absl::StrCat("cuDNN offers no ", Calls::kName,
-                           " algorithm for this convolution within the workspace limit of ",
-                           context.max_workspace_bytes, " bytes",
-                           context.tf32 ? "" : " in FMA math"));
+        spec,
+        absl::StrCat("cuDNN offers no ", Calls::kName,
+                     " algorithm for this convolution within the workspace limit of ",
+                     context.max_workspace_bytes, " bytes", context.tf32 ? "" : " in FMA math"));
   }
   return AlgorithmCache::Get().Insert(key, *choice);
 }
@@ -258,9 +256,9 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
       device, cudnnGetConvolution2dForwardOutputDim(d->conv.get(), d->x.get(), d->w.get(), &n, &c,
                                                     &h, &wd));
   if (Dims4{n, c, h, wd} != y) {
-    return absl::InternalError(absl::StrCat(
-        NodeLabel(spec), ": cuDNN's convolution maps [", absl::StrJoin(x, ","), "] to [", n, ",",
-        c, ",", h, ",", wd, "], the node needs [", absl::StrJoin(y, ","), "]"));
+    return absl::InternalError(absl::StrCat(NodeLabel(spec), ": cuDNN's convolution maps [",
+                                            absl::StrJoin(x, ","), "] to [", n, ",", c, ",", h, ",",
+                                            wd, "], the node needs [", absl::StrJoin(y, ","), "]"));
   }
   return d;
 }

@@ -18,7 +18,16 @@ namespace replicad {
 // with LastLaunchStatus (cuda_call.h).
 
 enum class CudaUnaryOp {
-  kIdentity, kRelu, kLeakyRelu, kClip, kSigmoid, kTanh, kHardSigmoid, kHardSwish, kSqrt, kErf,
+  kIdentity,
+  kRelu,
+  kLeakyRelu,
+  kClip,
+  kSigmoid,
+  kTanh,
+  kHardSigmoid,
+  kHardSwish,
+  kSqrt,
+  kErf,
 };
 
 struct CudaUnary {

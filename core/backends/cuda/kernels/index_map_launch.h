@@ -33,8 +33,7 @@ void LaunchIndexMap(const void* in, void* out, int64_t n, size_t element_size,
 // r < n_reduced; tables in device memory. float32 accumulates in float32
 // within a block's tree (as cuDNN's reductions do); int64 exactly.
 void LaunchTableReduce(const float* in, float* out, int64_t n_out, const int64_t* bases,
-                       const int64_t* offsets, int64_t n_reduced, float scale,
-                       cudaStream_t stream);
+                       const int64_t* offsets, int64_t n_reduced, float scale, cudaStream_t stream);
 void LaunchTableReduce(const int64_t* in, int64_t* out, int64_t n_out, const int64_t* bases,
                        const int64_t* offsets, int64_t n_reduced, cudaStream_t stream);
 

@@ -23,8 +23,8 @@ absl::StatusOr<BroadcastIndex> MakeBroadcastIndex(const KernelSpec& spec, const 
 
 // Device memory of the slot holding a copy of `bytes` host bytes, for a
 // kernel's constant tables; copied before this returns (build time only).
-absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& context,
-                                                       const void* host, size_t bytes);
+absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& context, const void* host,
+                                                       size_t bytes);
 
 // cuDNN: Conv (bias, groups, dilations, fused activation and sum), ConvTranspose.
 KernelOrStatus MakeCudaConvKernel(const KernelSpec& spec, CudaKernelContext& context);
@@ -43,8 +43,7 @@ KernelOrStatus MakeCudaBinaryKernel(const KernelSpec& spec, CudaKernelContext& c
 // Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Clip.
 KernelOrStatus MakeCudaActivationKernel(const KernelSpec& spec, CudaKernelContext& context);
 // BatchNormalization in inference form (per-channel scale and shift).
-KernelOrStatus MakeCudaBatchNormalizationKernel(const KernelSpec& spec,
-                                                CudaKernelContext& context);
+KernelOrStatus MakeCudaBatchNormalizationKernel(const KernelSpec& spec, CudaKernelContext& context);
 // ReduceSum and ReduceMean.
 KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Identity, Flatten, Reshape, Squeeze, Unsqueeze and inference Dropout:

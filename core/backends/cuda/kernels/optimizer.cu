@@ -39,13 +39,12 @@ void LaunchSgdStep(const OptimizerStepScalars& scalars, float* p, const float* g
 void LaunchAdamStep(const OptimizerStepScalars& scalars, float* p, const float* g, float* exp_avg,
                     float* exp_avg_sq, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  AdamStepKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(scalars, p, g, exp_avg,
-                                                                exp_avg_sq, n);
+  AdamStepKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(scalars, p, g, exp_avg, exp_avg_sq,
+                                                                n);
 }
 
 void LaunchRmspropStep(const OptimizerStepScalars& scalars, float* p, const float* g,
-                       float* square_avg, float* momentum_buffer, int64_t n,
-                       cudaStream_t stream) {
+                       float* square_avg, float* momentum_buffer, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   RmspropStepKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(scalars, p, g, square_avg,
                                                                    momentum_buffer, n);

@@ -40,9 +40,8 @@ __global__ void MaxPoolArgmaxKernel(const float* x, int64_t* argmax, PoolGradGeo
 // The windows along one dim whose tap k covers `at`: window o = (at + pad -
 // k * dilation) / stride when that divides. Walking k downwards visits them
 // in increasing o, the order the CPU kernel adds them in.
-__device__ __forceinline__ int64_t WindowOfTap(int64_t at, int64_t k, int64_t pad,
-                                               int64_t stride, int64_t dilation,
-                                               int64_t windows) {
+__device__ __forceinline__ int64_t WindowOfTap(int64_t at, int64_t k, int64_t pad, int64_t stride,
+                                               int64_t dilation, int64_t windows) {
   const int64_t offset = at + pad - k * dilation;
   if (offset < 0 || offset % stride != 0) return -1;
   const int64_t o = offset / stride;
@@ -99,8 +98,7 @@ __global__ void AveragePoolGradKernel(const float* dy, float* dx, PoolGradGeomet
     const int64_t p = e / (g.width * g.height);
     const float* dyp = dy + p * g.out_height * g.out_width;
     int64_t i_first, i_last, j_first, j_last;
-    WindowsHolding(r, g.kernel[0], g.pads_begin[0], g.strides[0], g.out_height, &i_first,
-                   &i_last);
+    WindowsHolding(r, g.kernel[0], g.pads_begin[0], g.strides[0], g.out_height, &i_first, &i_last);
     WindowsHolding(c, g.kernel[1], g.pads_begin[1], g.strides[1], g.out_width, &j_first, &j_last);
     float sum = 0.0f;
     for (int64_t i = i_first; i <= i_last; ++i) {
@@ -111,11 +109,9 @@ __global__ void AveragePoolGradKernel(const float* dy, float* dx, PoolGradGeomet
         const int64_t c0 = j * g.strides[1] - g.pads_begin[1];
         const int64_t c1 = c0 + g.kernel[1];
         const int64_t cols_in = Min64(c1, g.width) - Max64(c0, 0);
-        const int64_t divisor =
-            g.count_include_pad
-                ? (Min64(r1, g.height + g.pads_end[0]) - r0) *
-                      (Min64(c1, g.width + g.pads_end[1]) - c0)
-                : rows_in * cols_in;
+        const int64_t divisor = g.count_include_pad ? (Min64(r1, g.height + g.pads_end[0]) - r0) *
+                                                          (Min64(c1, g.width + g.pads_end[1]) - c0)
+                                                    : rows_in * cols_in;
         if (divisor <= 0 || rows_in <= 0 || cols_in <= 0) continue;
         sum += dyp[i * g.out_width + j] / static_cast<float>(divisor);
       }
@@ -158,7 +154,7 @@ void LaunchGlobalAveragePoolGrad(const float* dy, float* dx, int64_t planes, int
   const int64_t n = planes * plane_size;
   if (n == 0) return;
   GlobalAveragePoolGradKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(dy, dx, planes,
-                                                                            plane_size, scale);
+                                                                             plane_size, scale);
 }
 
 }  // namespace replicad

@@ -181,9 +181,7 @@ double RelativeL2(const Tensor& actual, const Tensor& expected) {
   return std::sqrt(diff / norm);
 }
 
-bool CpuHasWinograd() {
-  return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
-}
+bool CpuHasWinograd() { return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core; }
 
 // 3x3 stride-1 convolutions run as Winograd (where oneDNN has it) unless the
 // slot turns it off. Both algorithms match the double-precision loop within

@@ -1,5 +1,4 @@
 #include "core/backends/cuda/cuda_backend.h"
-
 #include "gtest/gtest.h"
 
 namespace replicad {

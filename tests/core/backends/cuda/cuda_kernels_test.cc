@@ -121,12 +121,12 @@ class CudaKernelsTest : public ::testing::Test {
 
 TEST_F(CudaKernelsTest, Convolutions) {
   const Input x{"x", {4, 16, 28, 28}};
-  ExpectSameOnGpu(OneNodeModel("Conv", {x}, {{"w", Weights({32, 16, 3, 3}, 1)},
-                                             {"b", Weights({32}, 2)}},
-                               [](onnx::NodeProto* n) {
-                                 OnnxModelBuilder::SetInts(n, "pads", {1, 1, 1, 1});
-                               }),
-                  {x});
+  ExpectSameOnGpu(
+      OneNodeModel("Conv", {x}, {{"w", Weights({32, 16, 3, 3}, 1)}, {"b", Weights({32}, 2)}},
+                   [](onnx::NodeProto* n) {
+                     OnnxModelBuilder::SetInts(n, "pads", {1, 1, 1, 1});
+                   }),
+      {x});
   // Depthwise, strided.
   ExpectSameOnGpu(OneNodeModel("Conv", {x}, {{"w", Weights({16, 1, 3, 3}, 3)}},
                                [](onnx::NodeProto* n) {
@@ -141,14 +141,14 @@ TEST_F(CudaKernelsTest, Convolutions) {
                                  OnnxModelBuilder::SetInts(n, "dilations", {2, 2});
                                }),
                   {x});
-  ExpectSameOnGpu(OneNodeModel("ConvTranspose", {x}, {{"w", Weights({16, 8, 3, 3}, 5)},
-                                                      {"b", Weights({8}, 6)}},
-                               [](onnx::NodeProto* n) {
-                                 OnnxModelBuilder::SetInts(n, "strides", {2, 2});
-                                 OnnxModelBuilder::SetInts(n, "pads", {1, 1, 1, 1});
-                                 OnnxModelBuilder::SetInts(n, "output_padding", {1, 1});
-                               }),
-                  {x});
+  ExpectSameOnGpu(
+      OneNodeModel("ConvTranspose", {x}, {{"w", Weights({16, 8, 3, 3}, 5)}, {"b", Weights({8}, 6)}},
+                   [](onnx::NodeProto* n) {
+                     OnnxModelBuilder::SetInts(n, "strides", {2, 2});
+                     OnnxModelBuilder::SetInts(n, "pads", {1, 1, 1, 1});
+                     OnnxModelBuilder::SetInts(n, "output_padding", {1, 1});
+                   }),
+      {x});
 }
 
 TEST_F(CudaKernelsTest, MatrixProducts) {
@@ -187,8 +187,10 @@ TEST_F(CudaKernelsTest, PoolingAndNormalization) {
   Tensor variance = Weights({8}, 13);
   for (int64_t i = 0; i < 8; ++i) variance.data<float>()[i] = std::fabs(variance.data<float>()[i]);
   ExpectSameOnGpu(OneNodeModel("BatchNormalization", {x},
-                               {{"scale", Weights({8}, 10)}, {"bias", Weights({8}, 11)},
-                                {"mean", Weights({8}, 12)}, {"var", variance}},
+                               {{"scale", Weights({8}, 10)},
+                                {"bias", Weights({8}, 11)},
+                                {"mean", Weights({8}, 12)},
+                                {"var", variance}},
                                nullptr),
                   {x});
   const Input logits{"x", {8, 1000}};
@@ -226,8 +228,10 @@ TEST_F(CudaKernelsTest, ReductionsAndDataMovement) {
                                }),
                   {x});
   ExpectSameOnGpu(OneNodeModel("Slice", {x},
-                               {{"starts", Int64s({1, -8})}, {"ends", Int64s({5, 100})},
-                                {"axes", Int64s({1, 3})}, {"steps", Int64s({2, 3})}},
+                               {{"starts", Int64s({1, -8})},
+                                {"ends", Int64s({5, 100})},
+                                {"axes", Int64s({1, 3})},
+                                {"steps", Int64s({2, 3})}},
                                nullptr),
                   {x});
   ExpectSameOnGpu(OneNodeModel("Pad", {x}, {{"pads", Int64s({0, 0, 2, 1, 0, 0, 1, 3})}},

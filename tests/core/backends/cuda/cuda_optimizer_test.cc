@@ -61,7 +61,8 @@ Floats Random(int64_t n, uint64_t seed, float scale) {
 
 std::vector<Floats> RandomSet(uint64_t seed, float scale) {
   std::vector<Floats> set;
-  for (size_t i = 0; i < kSizes.size(); ++i) set.push_back(Random(kSizes[i], seed * 100 + i, scale));
+  for (size_t i = 0; i < kSizes.size(); ++i)
+    set.push_back(Random(kSizes[i], seed * 100 + i, scale));
   return set;
 }
 
@@ -146,7 +147,8 @@ class DeviceSet {
 absl::Status StepOnStream(Device& device, Optimizer& optimizer, const DeviceSet& parameters,
                           const DeviceSet& gradients) {
   absl::Status status;
-  device.Enqueue([&] { status = optimizer.Step(parameters.pointers(), gradients.const_pointers()); });
+  device.Enqueue(
+      [&] { status = optimizer.Step(parameters.pointers(), gradients.const_pointers()); });
   absl::Status synchronized = device.Synchronize();
   return status.ok() ? synchronized : status;
 }
@@ -255,9 +257,8 @@ TEST_P(CudaOptimizerTest, StateAndRestoreRoundTripOnTheDevice) {
   }
   const State saved = StateOf(*original);
   ASSERT_EQ(saved.size(),
-            kSizes.size() * OptimizerStateNames(GetParam().config.kind,
-                                                GetParam().config.momentum)
-                                .size());
+            kSizes.size() *
+                OptimizerStateNames(GetParam().config.kind, GetParam().config.momentum).size());
 
   // Into a fresh device optimizer and a host one: the same state comes back out.
   std::unique_ptr<Optimizer> restored = MakeGpuOptimizer();
@@ -382,8 +383,9 @@ TEST(OptimizerStepShapeRuleTest, OutputsAreGsTypeOncePerStateTensor) {
   attributes.Set("kind", std::string("adagrad"));
   absl::Status status = InferOptimizerStep(&spec);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("attribute kind must be sgd, adam or rmsprop; received 'adagrad'"),
-            std::string::npos)
+  EXPECT_NE(
+      status.message().find("attribute kind must be sgd, adam or rmsprop; received 'adagrad'"),
+      std::string::npos)
       << status;
   attributes = OptimizerStepAttributes(config);
   attributes.Set("learning_rate", -1.0f);

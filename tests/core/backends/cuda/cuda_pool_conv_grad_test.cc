@@ -161,10 +161,12 @@ Attributes Window(Ints kernel, Ints strides, Ints pads) {
 
 TEST_F(CudaPoolConvGradTest, MaxPoolGrad) {
   const std::string op = "replicad.MaxPoolGrad";
-  ExpectSame(PoolGradCall(op, Quantized({2, 3, 17, 19}, 1), Window({3, 3}, {2, 2}, {1, 1, 1, 1}), 2),
-             "3x3 stride 2, overlapping windows with ties");
-  ExpectSame(PoolGradCall(op, RandomTensor({4, 8, 16, 16}, 3), Window({2, 2}, {2, 2}, {0, 0, 0, 0}), 4),
-             "2x2 stride 2");
+  ExpectSame(
+      PoolGradCall(op, Quantized({2, 3, 17, 19}, 1), Window({3, 3}, {2, 2}, {1, 1, 1, 1}), 2),
+      "3x3 stride 2, overlapping windows with ties");
+  ExpectSame(
+      PoolGradCall(op, RandomTensor({4, 8, 16, 16}, 3), Window({2, 2}, {2, 2}, {0, 0, 0, 0}), 4),
+      "2x2 stride 2");
   // ceil_mode: the last windows reach past pads_end (rows 13-14, column 12).
   Attributes ceil = Window({3, 2}, {2, 3}, {0, 1, 1, 0});
   ceil.Set("ceil_mode", int64_t{1});
@@ -196,8 +198,9 @@ TEST_F(CudaPoolConvGradTest, AveragePoolGrad) {
                include_pad ? "ceil_mode, asymmetric pads, count_include_pad"
                            : "ceil_mode, asymmetric pads");
   }
-  ExpectSame(PoolGradCall(op, RandomTensor({2, 3, 9, 9}, 15), Window({4, 2}, {1, 3}, {0, 0, 0, 0}), 16),
-             "4x2 stride 1x3, no pads");
+  ExpectSame(
+      PoolGradCall(op, RandomTensor({2, 3, 9, 9}, 15), Window({4, 2}, {1, 3}, {0, 0, 0, 0}), 16),
+      "4x2 stride 1x3, no pads");
   Attributes dilated = Window({2, 2}, {1, 1}, {0, 0, 0, 0});
   dilated.Set("dilations", Ints{2, 2});
   KernelCall call;
@@ -227,7 +230,7 @@ TEST_F(CudaPoolConvGradTest, SoftmaxGrads) {
     int64_t outer, n, inner;  // The layout the axis and opset give.
   };
   const Case cases[] = {
-      {{8, 100}, 13, -1, 8, 100, 1},     // Rows (cuDNN's INSTANCE mode).
+      {{8, 100}, 13, -1, 8, 100, 1},      // Rows (cuDNN's INSTANCE mode).
       {{4, 10, 6, 5}, 13, 1, 4, 10, 30},  // A middle axis (CHANNEL mode).
       {{4, 10, 6}, 11, 1, 4, 60, 1},      // Coerced to 2-D before opset 13.
   };
@@ -269,7 +272,8 @@ std::vector<KernelCall> ConvGradCalls(const ConvCase& c) {
 
 TEST_F(CudaPoolConvGradTest, ConvGrads) {
   std::vector<ConvCase> cases;
-  cases.push_back({"3x3 pads 1", {4, 16, 20, 20}, {32, 16, 3, 3}, Window({3, 3}, {1, 1}, {1, 1, 1, 1})});
+  cases.push_back(
+      {"3x3 pads 1", {4, 16, 20, 20}, {32, 16, 3, 3}, Window({3, 3}, {1, 1}, {1, 1, 1, 1})});
   {
     Attributes a = Window({3, 3}, {2, 2}, {1, 1, 1, 1});
     a.Set("group", int64_t{16});
@@ -279,13 +283,17 @@ TEST_F(CudaPoolConvGradTest, ConvGrads) {
     Attributes a = Window({3, 5}, {2, 1}, {2, 1, 2, 1});
     a.Set("group", int64_t{4});
     a.Set("dilations", Ints{2, 1});
-    cases.push_back({"groups 4, dilations, unequal strides", {2, 8, 15, 13}, {12, 2, 3, 5},
-                     std::move(a)});
+    cases.push_back(
+        {"groups 4, dilations, unequal strides", {2, 8, 15, 13}, {12, 2, 3, 5}, std::move(a)});
   }
-  cases.push_back({"1x1 stride 2 (last rows unread)", {3, 6, 9, 11}, {5, 6, 1, 1},
+  cases.push_back({"1x1 stride 2 (last rows unread)",
+                   {3, 6, 9, 11},
+                   {5, 6, 1, 1},
                    Window({1, 1}, {2, 2}, {0, 0, 0, 0})});
   // pads_end 0 gives the output pads_begin on both sides would: accepted.
-  cases.push_back({"asymmetric pads, same windows", {2, 4, 8, 8}, {6, 4, 3, 3},
+  cases.push_back({"asymmetric pads, same windows",
+                   {2, 4, 8, 8},
+                   {6, 4, 3, 3},
                    Window({3, 3}, {2, 2}, {1, 1, 0, 0})});
   for (const ConvCase& c : cases) {
     for (const KernelCall& call : ConvGradCalls(c)) {
