@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 # Triton's clients (tritonclient, grpc health, perf_analyzer) for the protocol tests.
 bash scripts/triton-venv.sh
+# The Python client (client/python) with pytest, for tests/client/python.
+bash scripts/client-venv.sh
 bash scripts/check-format.sh  # every C++/CUDA source follows .clang-format
 bash scripts/build.sh
 cd "${REPLICAD_BUILD_DIR:-build}"

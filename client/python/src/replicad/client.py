@@ -1,0 +1,235 @@
+"""replicad.Client: one channel to one replicad server, its calls, and fit/evaluate/predict."""
+
+import os
+import grpc
+
+from replicad import errors, training
+from replicad.names import LOSSES, NON_FINITE, OPTIMIZERS, REDUCTIONS, choice
+from replicad.tensors import as_array, from_tensor, to_tensor
+from replicad.types import Checkpoint, Device, ModelInfo, ModelSummary, StepResult, Training
+from replicad.v1 import replicad_pb2 as pb
+from replicad.v1 import replicad_pb2_grpc as pb_grpc
+
+# predict(batch_size=None) cuts a batch so that each request's inputs stay under this.
+_PREDICT_REQUEST_BYTES = 32 << 20
+
+
+def _read(path, what):
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise FileNotFoundError(f"{what} {path}: {e.strerror}") from None
+
+
+class Client:
+    """A client of one replicad server (the replicad.v1.Replicad service).
+
+    address: "host:port" (or any gRPC target, e.g. "unix:///run/replicad.sock").
+    tls_ca: PEM file of the CA that signed the server's certificate: connect with TLS
+      (tls_cert and tls_key: this client's certificate and key, for mutual TLS).
+    token: bearer token for a server run with --auth-tokens (default: $REPLICAD_TOKEN).
+    timeout: seconds each call may take (None: no limit); DeadlineExceeded after it.
+    max_message_bytes: largest request or response (the server's --max-message-bytes too).
+
+    Thread-safe: calls may be made from several threads at once. Use as a context manager,
+    or call close().
+    """
+
+    def __init__(self, address="localhost:8500", *, tls_ca=None, tls_cert=None, tls_key=None,
+                 token=None, timeout=30.0, max_message_bytes=256 << 20):
+        if not address:
+            raise ValueError("address: expected 'host:port', received an empty string")
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("tls_cert and tls_key: pass both (mutual TLS) or neither")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout: expected seconds > 0 or None, received {timeout}")
+        options = [("grpc.max_send_message_length", max_message_bytes),
+                   ("grpc.max_receive_message_length", max_message_bytes)]
+        if tls_ca is not None or tls_cert is not None:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls_ca, "tls_ca"),
+                private_key=_read(tls_key, "tls_key"),
+                certificate_chain=_read(tls_cert, "tls_cert"))
+            self._channel = grpc.secure_channel(address, credentials, options)
+        else:
+            self._channel = grpc.insecure_channel(address, options)
+        self._stub = pb_grpc.ReplicadStub(self._channel)
+        token = token if token is not None else os.environ.get("REPLICAD_TOKEN")
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        self.address = address
+        self.timeout = timeout
+        self._models = {}  # name -> ModelInfo, for input names and batch limits
+        self._training_configs = {}  # name -> the TrainingConfig this client configured
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- One call each -------------------------------------------------------------------
+
+    def _call(self, name, request):
+        try:
+            return getattr(self._stub, name)(request, timeout=self.timeout,
+                                             metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e, name) from None
+
+    def _future(self, name, request):
+        """Starts `name`; result() of what it returns gives the response or raises RpcError."""
+        return getattr(self._stub, name).future(request, timeout=self.timeout,
+                                                metadata=self._metadata)
+
+    def devices(self):
+        """The server's devices (list of Device)."""
+        return [Device(d.id, d.kind, d.name, int(d.memory_bytes), int(d.slots),
+                       d.compute_capability, d.driver_version, d.runtime_version)
+                for d in self._call("ListDevices", pb.ListDevicesRequest()).devices]
+
+    def models(self):
+        """The loaded models (list of ModelSummary: name, path)."""
+        return [ModelSummary(m.name, m.path)
+                for m in self._call("ListModels", pb.ListModelsRequest()).models]
+
+    def model(self, name):
+        """One model's signature, slots and readiness (ModelInfo); NotFound if none is `name`."""
+        info = ModelInfo.of(self._call("GetModel", pb.GetModelRequest(name=name)).model)
+        self._models[name] = info
+        return info
+
+    def _model_info(self, name):
+        return self._models.get(name) or self.model(name)
+
+    # ---- Inference -----------------------------------------------------------------------
+
+    def predict(self, model, inputs, *, outputs=None, batch_size=None):
+        """Runs `model` on `inputs` and returns {output name: numpy array}.
+
+        inputs: an array (a model with one input), a dict {input name: array}, or a list of
+          arrays in the model's input order; numpy arrays, PyTorch tensors or lists.
+        outputs: names of the outputs to return (None: all).
+        batch_size: rows per Predict request; None: as many as fit 32 MiB of inputs and the
+          model's max_batch_size. The server splits each request across its slots; larger
+          arrays are cut into requests (two in flight) and the outputs reassembled in order.
+        """
+        named = training.named_inputs(self._model_info(model), inputs)
+        rows = training.batch_rows(named, "inputs")
+        rows_per_request = self._rows_per_request(model, named, rows, batch_size)
+        wanted = list(outputs) if outputs is not None else []
+        cuts = [(b, min(rows, b + rows_per_request)) for b in range(0, rows, rows_per_request)]
+        if not cuts:
+            cuts = [(0, 0)]
+        merged = {}
+
+        def requests():
+            for begin, end in cuts:
+                yield pb.PredictRequest(
+                    model=model, output_names=wanted,
+                    inputs=[to_tensor(name, array[begin:end]) for name, array in named.items()]
+                ), (begin, end)
+
+        def place(response, rows_of_request):
+            begin, end = rows_of_request
+            for tensor in response.outputs:
+                training.place_rows(merged, from_tensor(tensor), tensor.name, begin, end, rows,
+                                    len(cuts))
+
+        training.predict_in_order(self, requests(), place)
+        return merged
+
+    def _rows_per_request(self, model, named, rows, batch_size):
+        if batch_size is not None:
+            if int(batch_size) < 1:
+                raise ValueError(f"batch_size: expected >= 1 or None, received {batch_size}")
+            return int(batch_size)
+        row_bytes = sum(a[:1].nbytes for a in named.values()) or 1
+        limit = max(1, _PREDICT_REQUEST_BYTES // row_bytes)
+        max_batch = self._model_info(model).max_batch_size
+        if max_batch:
+            limit = min(limit, max_batch)
+        return max(1, min(rows, limit))
+
+    # ---- Training ------------------------------------------------------------------------
+
+    def configure_training(self, model, *, optimizer="sgd", lr=None, momentum=None,
+                           nesterov=False, weight_decay=None, beta1=None, beta2=None,
+                           epsilon=None, alpha=None, loss="softmax_cross_entropy", output=None,
+                           reduction="allreduce", ps_device=None, sync_batch_norm=None, seed=0,
+                           checkpoint_every_steps=0, checkpoint_dir=None,
+                           non_finite_steps="refuse"):
+        """Sets `model`'s training configuration (replacing the whole previous one).
+
+        optimizer: "sgd", "adam" or "rmsprop" with PyTorch's semantics and defaults (lr 0.01).
+        loss: "softmax_cross_entropy" (int64 labels [N] or float probabilities [N, C]) or
+          "mean_squared_error"; output: the output it applies to (None: the first).
+        reduction: "allreduce" or "ps" (through ps_device). non_finite_steps: "refuse" or
+          "skip". checkpoint_every_steps/checkpoint_dir: periodic checkpoints on the server.
+        Returns Training(config as applied with defaults filled in, step).
+        """
+        opt = pb.OptimizerConfig(kind=choice(OPTIMIZERS, optimizer, "optimizer"),
+                                 nesterov=bool(nesterov))
+        for field, value in (("learning_rate", lr), ("momentum", momentum),
+                             ("weight_decay", weight_decay), ("beta1", beta1), ("beta2", beta2),
+                             ("epsilon", epsilon), ("alpha", alpha)):
+            if value is not None:
+                setattr(opt, field, float(value))
+        config = pb.TrainingConfig(
+            loss=choice(LOSSES, loss, "loss"), output=output or "", optimizer=opt,
+            reduction=choice(REDUCTIONS, reduction, "reduction"), ps_device=ps_device or "",
+            seed=int(seed), checkpoint_every_steps=int(checkpoint_every_steps),
+            checkpoint_dir=checkpoint_dir or "",
+            non_finite_steps=choice(NON_FINITE, non_finite_steps, "non_finite_steps"))
+        if ps_device and reduction == "allreduce":
+            config.reduction = pb.GRADIENT_REDUCTION_PS
+        if sync_batch_norm is not None:
+            config.sync_batch_norm = bool(sync_batch_norm)
+        response = self._call("ConfigureTraining",
+                              pb.ConfigureTrainingRequest(model=model, config=config))
+        self._training_configs[model] = response.config
+        return Training(response.config, int(response.step))
+
+    def train_step(self, model, x, y):
+        """One data-parallel step on the batch (x, y); returns StepResult. `x` as predict's
+        inputs; `y`: int64 class labels [N], or float targets shaped like the loss's output."""
+        return StepResult.of(self._call("TrainStep", self.train_request(model, x, y)))
+
+    def train_request(self, model, x, y):
+        """The TrainStep request for (x, y), converted as train_step and fit send it."""
+        named = training.named_inputs(self._model_info(model), x)
+        return pb.TrainStepRequest(
+            model=model, inputs=[to_tensor(name, array) for name, array in named.items()],
+            targets=to_tensor("targets", as_array(y, "targets")))
+
+    def save_checkpoint(self, model, path=""):
+        """Writes the trained model (ONNX, its optimizer state beside it) to `path` on the
+        server (under its --checkpoint-root; empty: a numbered file in the configured
+        checkpoint_dir). Returns Checkpoint(path, step)."""
+        response = self._call("SaveCheckpoint", pb.SaveCheckpointRequest(model=model, path=path))
+        return Checkpoint(response.path, int(response.step))
+
+    def fit(self, model, x, y=None, *, batch_size=None, epochs=1, validation_data=None,
+            shuffle=True, seed=0, callbacks=None, verbose=1, initial_epoch=0, initial_step=0,
+            validation_batch_size=None):
+        """Trains `model` as Keras' Model.fit does; returns a History. See training.fit."""
+        return training.fit(self, model, x, y, batch_size=batch_size, epochs=epochs,
+                            validation_data=validation_data, shuffle=shuffle, seed=seed,
+                            callbacks=callbacks, verbose=verbose, initial_epoch=initial_epoch,
+                            initial_step=initial_step,
+                            validation_batch_size=validation_batch_size)
+
+    def evaluate(self, model, x, y=None, *, batch_size=None, loss=None, output=None, verbose=0):
+        """{"loss": ..., "accuracy": ...} of `model` on (x, y), through Predict. See
+        training.evaluate."""
+        return training.evaluate(self, model, x, y, batch_size=batch_size, loss=loss,
+                                 output=output, verbose=verbose)
+
+    def training_config(self, model):
+        """The TrainingConfig this client last set for `model` (None: none yet)."""
+        return self._training_configs.get(model)
