@@ -2,13 +2,15 @@
 # The main job: installs dependencies, builds replicad, starts it on its
 # embedded default model on all local devices, trains it for one epoch on
 # Fashion-MNIST through TrainStep (data-parallel over the slots), predicts
-# test images through replicactl, and shows the devices, the model and a
-# metrics summary. DEMO_EPOCHS (default 1) sets the epochs.
+# test images through replicactl, trains one more epoch from Python with the
+# client package's Keras-style fit, and shows the devices, the model and a
+# metrics summary. DEMO_EPOCHS (default 1) sets replicactl's epochs.
 # Ports: REPLICAD_PORT (default 8500) and REPLICAD_METRICS_PORT (default 9090).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh replicad replicactl
+bash scripts/client-venv.sh  # the Python client (client/python), for the fit step below
 
 bin="${REPLICAD_BUILD_DIR:-build}/bin"
 port="${REPLICAD_PORT:-8500}"
@@ -63,6 +65,21 @@ print("first 16 predicted:", pred[:16].tolist())
 print("first 16 labels:   ", labels[:16].tolist())
 print("accuracy on these 64: %.3f" % (pred == labels).mean())
 print("probability rows sum to 1: max |sum-1| = %.2e" % abs(p.sum(1) - 1).max())
+PY
+
+echo; echo "== from Python (client/python): one more epoch with replicad.Client.fit"
+.venv-client/bin/python - "127.0.0.1:$port" <<'PY'
+import sys
+import replicad
+from replicad.datasets import load_idx
+x, y = load_idx("/usr/share/datasets/fashion-mnist", "train")
+x_test, y_test = load_idx("/usr/share/datasets/fashion-mnist", "t10k")
+x, x_test = (x / 255.0)[:, None], (x_test / 255.0)[:, None]
+with replicad.Client(sys.argv[1]) as client:  # trains with the configuration replicactl set
+    history = client.fit("default", x, y, batch_size=64, epochs=1, seed=1, verbose=2,
+                         validation_data=(x_test, y_test))
+    print("history:", {k: round(v[0], 4) for k, v in history.history.items()},
+          "server step", history.step)
 PY
 
 echo; echo "== metrics (http://127.0.0.1:$metrics_port/metrics)"
