@@ -75,10 +75,13 @@ class Client:
 
     # ---- One call each -------------------------------------------------------------------
 
+    def _invoke(self, name, request):
+        """Calls `name` and waits (without the GIL); raises grpc.RpcError."""
+        return getattr(self._stub, name)(request, timeout=self.timeout, metadata=self._metadata)
+
     def _call(self, name, request):
         try:
-            return getattr(self._stub, name)(request, timeout=self.timeout,
-                                             metadata=self._metadata)
+            return self._invoke(name, request)
         except grpc.RpcError as e:
             raise errors.from_rpc_error(e, name) from None
 

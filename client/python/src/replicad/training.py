@@ -2,6 +2,8 @@
 they share with Client.predict."""
 
 import math
+import queue
+import threading
 
 import grpc
 import numpy as np
@@ -299,6 +301,56 @@ def evaluate(client, model, x, y=None, *, batch_size=None, loss=None, output=Non
     return results
 
 
+class Prefetch:
+    """Iterates `items` on a thread of its own, up to `depth` items ahead of the consumer, so
+    that the next batch is cut and converted (and a DataLoader's next batch collated) while
+    the current step runs on the server; the gRPC call waits without the GIL. An exception
+    of `items` is raised by the consumer's next() that reaches it, after the steps before it
+    were answered. close() stops the thread."""
+
+    _END = object()
+
+    def __init__(self, items, depth=2):
+        self._queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._produce, args=(items,), daemon=True,
+                                        name="replicad-prefetch")
+        self._thread.start()
+
+    def _offer(self, entry):
+        while not self._stop.is_set():
+            try:
+                self._queue.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self, items):
+        try:
+            for item in items:
+                if not self._offer((item, None)):
+                    return
+            self._offer((self._END, None))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            self._offer((None, e))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        item, error = self._queue.get()
+        if error is not None:
+            raise error
+        if item is self._END:
+            raise StopIteration
+        return item
+
+    def close(self):
+        self._stop.set()
+        self._thread.join()
+
+
 # ---- fit ------------------------------------------------------------------------------------
 
 
@@ -406,45 +458,36 @@ def _fit_epoch(client, model, source, run, epoch, epochs, skip, verbose, callbac
     loss_sum = accuracy_sum = 0.0
     loss_samples = accuracy_samples = skipped = 0
     logs = {}
-    batches = _train_requests(model, source, epoch, skip)
-    pending = next(batches, None)
+    batches = Prefetch(_train_requests(model, source, epoch, skip))
     batch = skip
-    while pending is not None:
-        request, samples = pending
-        for cb in callbacks:
-            cb.on_train_batch_begin(batch, logs)
-        future = client._future("TrainStep", request)
-        # The next batch is converted while this step runs on the server. A conversion error
-        # waits for the step's answer, so that the count of steps done it reports is right.
-        conversion_error = None
-        try:
-            pending = next(batches, None)
-        except Exception as e:  # noqa: BLE001 - raised below, after the step's answer
-            conversion_error, pending = e, None
-        try:
-            response = future.result()
-        except grpc.RpcError as e:
-            raise _fit_error(e, run, epoch, epochs, batch, source.steps) from None
-        run.step = int(response.step)
-        run.fit_step += 1
-        served = int(response.samples) or samples
-        if response.skipped:
-            skipped += 1  # Its loss is not finite: it stays out of the epoch's figures.
-        else:
-            loss_sum += response.loss * served
-            loss_samples += served
-            if response.has_accuracy:
-                accuracy_sum += response.accuracy * served
-                accuracy_samples += served
-        logs = {"loss": loss_sum / loss_samples if loss_samples else float("nan")}
-        if accuracy_samples:
-            logs["accuracy"] = accuracy_sum / accuracy_samples
-        progress.update(samples, logs)
-        for cb in callbacks:
-            cb.on_train_batch_end(batch, logs)
-        batch += 1
-        if conversion_error is not None:
-            raise conversion_error
-        if run.stop_training:
-            break
+    try:
+        for request, samples in batches:
+            for cb in callbacks:
+                cb.on_train_batch_begin(batch, logs)
+            try:
+                response = client._invoke("TrainStep", request)
+            except grpc.RpcError as e:
+                raise _fit_error(e, run, epoch, epochs, batch, source.steps) from None
+            run.step = int(response.step)
+            run.fit_step += 1
+            served = int(response.samples) or samples
+            if response.skipped:
+                skipped += 1  # Its loss is not finite: it stays out of the epoch's figures.
+            else:
+                loss_sum += response.loss * served
+                loss_samples += served
+                if response.has_accuracy:
+                    accuracy_sum += response.accuracy * served
+                    accuracy_samples += served
+            logs = {"loss": loss_sum / loss_samples if loss_samples else float("nan")}
+            if accuracy_samples:
+                logs["accuracy"] = accuracy_sum / accuracy_samples
+            progress.update(samples, logs)
+            for cb in callbacks:
+                cb.on_train_batch_end(batch, logs)
+            batch += 1
+            if run.stop_training:
+                break
+    finally:
+        batches.close()
     return dict(logs), progress, skipped
