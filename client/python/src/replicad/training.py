@@ -445,7 +445,7 @@ def _train_requests(model, source, epoch, skip):
         request = pb.TrainStepRequest(
             model=model, inputs=[to_tensor(n, a) for n, a in inputs.items()],
             targets=to_tensor("targets", targets))
-        yield request, len(targets)
+        yield request.SerializeToString(), len(targets)
 
 
 def _fit_epoch(client, model, source, run, epoch, epochs, skip, verbose, callbacks):
@@ -465,7 +465,7 @@ def _fit_epoch(client, model, source, run, epoch, epochs, skip, verbose, callbac
             for cb in callbacks:
                 cb.on_train_batch_begin(batch, logs)
             try:
-                response = client._invoke("TrainStep", request)
+                response = client._train_step(request)
             except grpc.RpcError as e:
                 raise _fit_error(e, run, epoch, epochs, batch, source.steps) from None
             run.step = int(response.step)
