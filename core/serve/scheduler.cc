@@ -184,6 +184,25 @@ struct Scheduler::Core {
               ScheduleReport report);
   void Refuse(std::unique_ptr<ScheduledRequest> request, absl::Status status, const char* reason);
 
+  // The queue's length, numbered in the order of its changes (taken under mu).
+  struct PendingCount {
+    uint64_t change = 0;
+    size_t pending = 0;
+  };
+  PendingCount CountPending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return {++pending_changes, queue.size()};
+  }
+  // Tells the observer `count` unless a later count was told already: counts
+  // are told outside mu, so two threads' counts can arrive out of order, and
+  // the gauge must end at the queue's length, not at an older one.
+  void ReportPending(PendingCount count) ABSL_LOCKS_EXCLUDED(mu, report_mu) {
+    if (env.observer == nullptr) return;
+    absl::MutexLock lock(&report_mu);
+    if (count.change <= reported_change) return;
+    reported_change = count.change;
+    env.observer->OnPending(env.model, count.pending);
+  }
+
   const Environment env;
   const std::vector<SlotStatus> slot_status;  // Names and devices, by slot.
   mutable absl::Mutex mu;
@@ -201,6 +220,9 @@ struct Scheduler::Core {
   // servable or to this.
   int callbacks ABSL_GUARDED_BY(mu) = 0;
   uint64_t next_sequence ABSL_GUARDED_BY(mu) = 0;
+  uint64_t pending_changes ABSL_GUARDED_BY(mu) = 0;
+  absl::Mutex report_mu;  // After mu, never held with it.
+  uint64_t reported_change ABSL_GUARDED_BY(report_mu) = 0;
   bool stopping ABSL_GUARDED_BY(mu) = false;
   absl::Time next_cancel_poll ABSL_GUARDED_BY(mu) = absl::InfinitePast();
 
@@ -380,7 +402,7 @@ void Scheduler::Core::Loop() {
       next_cancel_poll = now + kCancelPoll;
       if (!expired.empty()) {
         for (auto& [request, status] : expired) bytes_in_flight -= request->bytes;
-        const size_t pending = queue.size();
+        const PendingCount pending = CountPending();
         mu.Unlock();
         for (auto& [request, status] : expired) {
           const char* reason = status.code() == absl::StatusCode::kCancelled ? "cancelled"
@@ -388,7 +410,7 @@ void Scheduler::Core::Loop() {
                                                                              : "timeout";
           Refuse(std::move(request), std::move(status), reason);
         }
-        if (env.observer != nullptr) env.observer->OnPending(env.model, pending);
+        ReportPending(pending);
         mu.Lock();
         continue;
       }
@@ -425,10 +447,10 @@ void Scheduler::Core::Loop() {
 
 void Scheduler::Core::Start(std::shared_ptr<Batch> batch) {
   ++running;
-  const size_t pending = queue.size();
+  const PendingCount pending = CountPending();
   const bool step = batch->requests[0]->is_step();
   mu.Unlock();
-  if (env.observer != nullptr) env.observer->OnPending(env.model, pending);
+  ReportPending(pending);
   if (step) {
     RunStep(std::move(batch));
   } else {
@@ -699,6 +721,14 @@ void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status
 
 Scheduler::Scheduler(Environment environment)
     : core_(std::make_shared<Core>(std::move(environment))) {
+  // The model's pending count (and with it its other series) exists from the
+  // start, at 0: autoscalers and alerts see an idle model rather than none.
+  Core::PendingCount none;
+  {
+    absl::MutexLock lock(&core_->mu);
+    none = core_->CountPending();
+  }
+  core_->ReportPending(none);
   core_->thread = std::thread([core = core_] { core->Loop(); });
 }
 
@@ -733,7 +763,7 @@ void Scheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
   request->bytes = bytes;
   absl::Status refused;
   const char* reason = "";
-  size_t pending = 0;
+  Core::PendingCount pending;
   {
     absl::MutexLock lock(&core.mu);
     const uint64_t bound = core.env.options.max_queue_bytes;
@@ -758,7 +788,7 @@ void Scheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
         reason = "queue_full";
       }
     }
-    pending = core.queue.size();
+    pending = core.CountPending();
   }
   if (!refused.ok()) {
     if (core.env.observer != nullptr) core.env.observer->OnRefused(core.env.model, reason);
@@ -766,7 +796,7 @@ void Scheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
     std::move(request->done)(std::move(refused), ScheduleReport{});
     return;
   }
-  if (core.env.observer != nullptr) core.env.observer->OnPending(core.env.model, pending);
+  core.ReportPending(pending);
 }
 
 absl::Status Scheduler::Warm(double budget_seconds) {

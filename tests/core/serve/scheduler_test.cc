@@ -762,5 +762,60 @@ TEST_F(StandInTest, ABatchWhosePlansDidNotFitRunsAgainWithinTheSlotsMemory) {
   EXPECT_LE(slots_->out_of_memory.load(), 8);
 }
 
+// What a scheduler tells its observer about its queue's length.
+class PendingRecorder : public SchedulerObserver {
+ public:
+  void OnBatch(const std::string&, int64_t, int) override {}
+  void OnRefused(const std::string&, const char*) override {}
+  void OnPending(const std::string&, size_t pending) override {
+    absl::MutexLock lock(&mu);
+    last = pending;
+    ++reports;
+  }
+  void OnSlotSpeed(const std::string&, const std::string&, const std::string&, double,
+                   double) override {}
+
+  absl::Mutex mu;
+  size_t last ABSL_GUARDED_BY(mu) = 12345;
+  int reports ABSL_GUARDED_BY(mu) = 0;
+};
+
+TEST(SchedulerPendingTest, TheCountStartsAtZeroAndEndsAtZeroAfterConcurrentBursts) {
+  PendingRecorder recorder;
+  auto slots =
+      std::make_shared<StandInSlots>(std::vector<StandInSlots::Speed>{{0.0002, 0}, {0.0002, 0}});
+  SchedulerOptions options;
+  options.dynamic_batching = false;
+  Scheduler scheduler(Scheduler::Environment{"standin", slots, nullptr, options, &recorder});
+  {
+    absl::MutexLock lock(&recorder.mu);
+    EXPECT_EQ(recorder.reports, 1);  // At the start, before any request.
+    EXPECT_EQ(recorder.last, 0u);
+  }
+  // Submitting threads and the scheduler's loop tell counts outside the
+  // scheduler's lock; the gauge must still end at the queue's length.
+  constexpr int kThreads = 8, kEach = 50;
+  std::vector<std::unique_ptr<Call>> calls;
+  for (int i = 0; i < kThreads * kEach; ++i) {
+    calls.push_back(std::make_unique<Call>());
+    calls.back()->inputs = Rows(1, 1.0f);
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) scheduler.Submit(RequestFor(*calls[t * kEach + i]));
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (auto& call : calls) {
+    call->answered.WaitForNotification();
+    ASSERT_TRUE(call->status.ok()) << call->status;
+  }
+  EXPECT_EQ(scheduler.pending(), 0u);
+  absl::MutexLock lock(&recorder.mu);
+  EXPECT_EQ(recorder.last, 0u);
+  EXPECT_GT(recorder.reports, kThreads * kEach);
+}
+
 }  // namespace
 }  // namespace replicad
