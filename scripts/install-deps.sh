@@ -2,20 +2,49 @@
 # Installs every Debian package that building, testing and running replicad needs.
 # Idempotent: packages already present are left as they are. Needs root (or sudo).
 # Only Debian's package registry is contacted; nothing is downloaded at build time.
+#
+# Usage: bash scripts/install-deps.sh [--build-only] [--print]
+#   --build-only  only what compiling replicad and replicactl needs (configured with
+#                 -DREPLICAD_BUILD_TESTS=OFF -DREPLICAD_BUILD_BENCHMARKS=OFF): the container
+#                 images' builder stages (deploy/docker/) use it. No test, benchmark, fuzzing,
+#                 formatting or deployment tools, no reference data.
+#   --print       print the chosen package names, one a line, and install nothing
+#                 (deploy/checks/docker.sh checks them against apt-cache).
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build pkg-config git
+build_only=0
+print_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --build-only) build_only=1 ;;
+    --print) print_only=1 ;;
+    *) echo "usage: bash scripts/install-deps.sh [--build-only] [--print]" >&2; exit 2 ;;
+  esac
+done
+
+# What the build needs (CMakeLists.txt's find_package calls, tests and benchmarks off).
+build_packages=(
+  # pkg-config: CMake's FindOpenSSL consults it.
+  build-essential cmake ninja-build pkg-config
   # gRPC and Protobuf for the service and the client.
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   # zlib: replicactl reads the gzipped IDX files of (Fashion-)MNIST.
   zlib1g-dev
   # oneDNN; its CMake config needs the OpenCL ICD loader.
   libdnnl-dev ocl-icd-opencl-dev
-  # ONNX import/export (checker, shape inference) and the backend conformance data.
-  libonnx-dev libonnx-testdata
-  # Boost.Asio/Beast for the metrics endpoint; CLI and logging.
+  # ONNX import/export (checker, shape inference).
+  libonnx-dev
+  # Boost.Asio/Beast for the metrics endpoint; CLI and logging; JSON for the HTTP API.
   libboost-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
+  # TLS for the HTTP listeners and token digests (OpenSSL).
+  libssl-dev
+)
+# Everything else: testing, benchmarking, fuzzing, formatting, the demo and deploy checks.
+dev_packages=(
+  # git: working in the repository.
+  git
+  # The ONNX backend conformance data.
+  libonnx-testdata
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
   # promtool checks our Prometheus exposition; numpy and onnx write test fixtures.
@@ -28,13 +57,26 @@ packages=(
   libb64-0d
   # Fashion-MNIST: the images the main job predicts (scripts/demo.sh).
   dataset-fashion-mnist
-  # TLS for the HTTP listeners and token digests (OpenSSL); the TLS tests make
-  # certificates with openssl and speak HTTPS with curl; the format check.
-  libssl-dev openssl curl clang-format
+  # The TLS tests make certificates with openssl and speak HTTPS with curl; the format check.
+  openssl curl clang-format
   # Fuzzing (scripts/fuzz.sh): clang, its libFuzzer and sanitizer runtimes
   # (libclang-rt-14-dev is only recommended by clang), LLVM's OpenMP for clang.
   clang libclang-rt-14-dev libomp-dev
 )
+
+packages=("${build_packages[@]}")
+if [ "$build_only" -eq 0 ]; then
+  packages+=("${dev_packages[@]}")
+  # deploy/check.sh renders deploy/kubernetes's overlays with `kubectl kustomize`. A kubectl
+  # from elsewhere (e.g. the Google Cloud SDK's package, which owns /usr/bin/kubectl) is used
+  # as it is; otherwise Debian's kubernetes-client (kubectl 1.20) provides one.
+  command -v kubectl >/dev/null || packages+=(kubernetes-client)
+fi
+
+if [ "$print_only" -eq 1 ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do

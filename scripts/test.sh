@@ -12,5 +12,8 @@ bash scripts/check-format.sh  # every C++/CUDA source follows .clang-format
 bash scripts/build.sh
 cd "${REPLICAD_BUILD_DIR:-build}"
 ctest --output-on-failure -j "${REPLICAD_JOBS:-$(nproc)}"
-cd - >/dev/null && bash scripts/fuzz.sh  # libFuzzer targets (fuzz/), FUZZ_SECONDS (20) each
+cd - >/dev/null
+# Dockerfiles, Kubernetes overlays, Prometheus rules and config, the Grafana dashboard.
+REPLICAD_BIN_DIR="${REPLICAD_BUILD_DIR:-build}/bin" bash deploy/check.sh
+bash scripts/fuzz.sh  # libFuzzer targets (fuzz/), FUZZ_SECONDS (20) each
 bash scripts/sanitize.sh  # every test under ASan+UBSan (build-asan/) and TSan (build-tsan/)
