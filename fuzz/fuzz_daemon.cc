@@ -97,4 +97,18 @@ bool IsRequestError(int code) {
   }
 }
 
+void CheckRefusal(const grpc::Status& status, const char* rpc) {
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+      status.error_message() == "Deadline Exceeded") {
+    Violated(absl::StrCat(rpc, " did not answer within 10 s"));
+  }
+  if (!IsRequestError(status.error_code())) {
+    Violated(
+        absl::StrCat(rpc, " failed with code ", status.error_code(), ": ", status.error_message()));
+  }
+  if (status.error_message().size() > kMaxRefusalMessage) {
+    Violated(absl::StrCat(rpc, " error message of ", status.error_message().size(), " bytes"));
+  }
+}
+
 }  // namespace replicad::fuzz

@@ -1,12 +1,16 @@
 #ifndef REPLICAD_FUZZ_FUZZ_DAEMON_H_
 #define REPLICAD_FUZZ_FUZZ_DAEMON_H_
 
+#include <grpcpp/grpcpp.h>
+
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/serve/serving_core.h"
 #include "fuzz/fuzz_check.h"
+#include "server/error_message.h"
 #include "server/server_metrics.h"
 #include "server/shared_memory_registry.h"
 
@@ -50,6 +54,15 @@ std::string TinyModelOnnx();
 // True for the codes a request may be refused with; INTERNAL, UNKNOWN and
 // DATA_LOSS would mean the server failed, not the request.
 bool IsRequestError(int code);
+
+// Longest message a refusal may carry: BoundedMessage's cap on echoed client
+// text, with room for its "... (N more bytes)".
+inline constexpr size_t kMaxRefusalMessage = kMaxErrorMessageBytes + 64;
+
+// The gRPC fuzzers' check of a refused call `rpc`: answered within their 10 s
+// deadline, with a request error code (IsRequestError) and a message of at
+// most kMaxRefusalMessage bytes; anything else is Violated.
+void CheckRefusal(const grpc::Status& status, const char* rpc);
 
 }  // namespace replicad::fuzz
 

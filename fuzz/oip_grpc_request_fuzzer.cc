@@ -25,8 +25,6 @@
 namespace replicad::fuzz {
 namespace {
 
-constexpr size_t kMaxMessage = kMaxErrorMessageBytes + 64;
-
 struct Door {
   Door()
       : service(FuzzDaemon::Get().core(), FuzzDaemon::Get().metrics(),
@@ -46,20 +44,6 @@ struct Door {
 Door& TheDoor() {
   static Door* door = new Door();
   return *door;
-}
-
-void CheckRefusal(const grpc::Status& status, const char* rpc) {
-  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-      status.error_message() == "Deadline Exceeded") {
-    Violated(absl::StrCat(rpc, " did not answer within 10 s"));
-  }
-  if (!IsRequestError(status.error_code())) {
-    Violated(
-        absl::StrCat(rpc, " failed with code ", status.error_code(), ": ", status.error_message()));
-  }
-  if (status.error_message().size() > kMaxMessage) {
-    Violated(absl::StrCat(rpc, " error message of ", status.error_message().size(), " bytes"));
-  }
 }
 
 void CheckInfer(const inference::ModelInferRequest& request,
@@ -123,7 +107,8 @@ void StreamInfer(const uint8_t* data, size_t size) {
   while (stream->Read(&response)) {
     ++answers;
     if (!response.error_message().empty()) {
-      if (response.error_message().size() > kMaxMessage) Violated("long stream error message");
+      if (response.error_message().size() > kMaxRefusalMessage)
+        Violated("long stream error message");
     } else {
       CheckInfer(request, response.infer_response());
     }

@@ -29,7 +29,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr size_t kMaxMessage = kMaxErrorMessageBytes + 64;
 constexpr char kHeaderLength[] = "Inference-Header-Content-Length";
 
 InferenceHttpService& TheDoor() {
@@ -111,7 +110,8 @@ void CheckResponse(const HttpRequest& request, const HttpResponse& response) {
     if (!answer.is_object() || !answer.contains("error") || !answer["error"].is_string()) {
       Violated(absl::StrCat("an error answer without {\"error\": ...}: ", response.body));
     }
-    if (answer["error"].get<std::string>().size() > kMaxMessage) Violated("a long error message");
+    if (answer["error"].get<std::string>().size() > kMaxRefusalMessage)
+      Violated("a long error message");
     return;
   }
   if (request.method == "POST" && absl::EndsWith(request.path, "/infer")) {

@@ -25,9 +25,6 @@
 namespace replicad::fuzz {
 namespace {
 
-// Room for BoundedMessage's "... (N more bytes)".
-constexpr size_t kMaxMessage = kMaxErrorMessageBytes + 64;
-
 struct Door {
   Door()
       : service(FuzzDaemon::Get().core(), FuzzDaemon::Get().devices(),
@@ -46,20 +43,6 @@ struct Door {
 Door& TheDoor() {
   static Door* door = new Door();
   return *door;
-}
-
-void CheckRefusal(const grpc::Status& status, const char* rpc) {
-  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-      status.error_message() == "Deadline Exceeded") {
-    Violated(absl::StrCat(rpc, " did not answer within 10 s"));
-  }
-  if (!IsRequestError(status.error_code())) {
-    Violated(
-        absl::StrCat(rpc, " failed with code ", status.error_code(), ": ", status.error_message()));
-  }
-  if (status.error_message().size() > kMaxMessage) {
-    Violated(absl::StrCat(rpc, " error message of ", status.error_message().size(), " bytes"));
-  }
 }
 
 // The batch a request that passed validation had: dim 0 of its first input.
