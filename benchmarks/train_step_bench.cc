@@ -65,8 +65,10 @@ absl::StatusOr<Timing> Run(const Options& options) {
                           graph.values[graph.outputs[0]].name};
   trainer_options.optimizer.learning_rate = 0.01f;
   trainer_options.optimizer.momentum = 0.9f;
+  TrainerReduction reduction;
+  reduction.slot_all_reduce = &CreateSlotAllReduce;
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
-      DataParallelTrainer::Create(*model, std::move(slots), trainer_options);
+      DataParallelTrainer::Create(*model, std::move(slots), trainer_options, std::move(reduction));
   if (!trainer.ok()) return trainer.status();
 
   std::vector<Tensor> inputs;

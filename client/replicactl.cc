@@ -271,6 +271,9 @@ struct TrainArgs {
   std::optional<double> learning_rate, momentum, weight_decay;
   bool nesterov = false;
   std::string ps_device;  // Set: reduce through a parameter server there.
+  // Periodic numbered checkpoints on the server (with the optimizer).
+  int64_t checkpoint_every_steps = 0;
+  std::string checkpoint_dir;
 };
 
 // The ConfigureTraining request `train` sends for its optimizer options.
@@ -300,6 +303,8 @@ absl::StatusOr<v1::ConfigureTrainingRequest> TrainingConfigFor(const TrainArgs& 
     config->set_reduction(v1::GRADIENT_REDUCTION_PS);
     config->set_ps_device(args.ps_device);
   }
+  config->set_checkpoint_every_steps(args.checkpoint_every_steps);
+  config->set_checkpoint_dir(args.checkpoint_dir);
   return request;
 }
 
@@ -680,6 +685,13 @@ int Main(int argc, char** argv) {
   train->add_option("--ps-device", train_args.ps_device,
                     "Reduce through a parameter server on this device, e.g. cpu:0 (with "
                     "--optimizer; default: allreduce among the slots)");
+  train->add_option("--checkpoint-every-steps", train_args.checkpoint_every_steps,
+                    "Write a numbered checkpoint every N steps into --checkpoint-dir on the "
+                    "server (with --optimizer; a restart on the newest resumes there)")
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--checkpoint-dir", train_args.checkpoint_dir,
+                    "Directory under the server's --checkpoint-root for the periodic checkpoints "
+                    "(with --checkpoint-every-steps)");
   train->footer(kTrainFooter);
 
   try {

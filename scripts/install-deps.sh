@@ -38,6 +38,8 @@ build_packages=(
   libboost-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
   # TLS for the HTTP listeners and token digests (OpenSSL).
   libssl-dev
+  # Training across ranks under mpirun/srun (Open MPI; REPLICAD_WITH_MPI), and mpirun itself.
+  libopenmpi-dev openmpi-bin
 )
 # Everything else: testing, benchmarking, fuzzing, formatting, the demo and deploy checks.
 dev_packages=(
@@ -57,8 +59,9 @@ dev_packages=(
   libb64-0d
   # Fashion-MNIST: the images the main job predicts (scripts/demo.sh).
   dataset-fashion-mnist
-  # The TLS tests make certificates with openssl and speak HTTPS with curl; the format check.
-  openssl curl clang-format
+  # The TLS tests make certificates with openssl and speak HTTPS with curl; the format check;
+  # shellcheck for deploy/slurm (deploy/checks/slurm.sh).
+  openssl curl clang-format shellcheck
   # Fuzzing (scripts/fuzz.sh): clang, its libFuzzer and sanitizer runtimes
   # (libclang-rt-14-dev is only recommended by clang), LLVM's OpenMP for clang.
   clang libclang-rt-14-dev libomp-dev

@@ -32,11 +32,12 @@ for kind in "${kinds[@]}"; do
   start=$SECONDS
   if [ ! -f "$dir/build.ninja" ]; then
     # -O1 as the sanitizers' manuals advise (fast enough, exact stacks); -g1 keeps line
-    # numbers in reports and links fast. No CUDA (nvcc objects are not instrumented) and no
-    # benchmarks (not run here).
+    # numbers in reports and links fast. No CUDA (nvcc objects are not instrumented), no MPI
+    # (Open MPI's own threads and allocations are not instrumented either: TSan and LSan
+    # report inside it) and no benchmarks (not run here).
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-      -DREPLICAD_WITH_CUDA=OFF -DREPLICAD_BUILD_BENCHMARKS=OFF \
+      -DREPLICAD_WITH_CUDA=OFF -DREPLICAD_WITH_MPI=OFF -DREPLICAD_BUILD_BENCHMARKS=OFF \
       -DREPLICAD_SANITIZE="$sanitize"
   fi
   ninja -C "$dir" -j "$jobs"

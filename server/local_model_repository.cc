@@ -84,9 +84,9 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
                                           : kDefaultFusedBatchRows;
   loaded->config_text = settings.config_text;
   loaded->servable = *std::move(set);
-  loaded->trainable = std::make_shared<ModelTraining>(
-      ModelTraining::Environment{source, config.devices, settings.options, config.metrics,
-                                 config.retirer, config.checkpoints, config.keep_checkpoints});
+  loaded->trainable = std::make_shared<ModelTraining>(ModelTraining::Environment{
+      source, config.devices, settings.options, config.metrics, config.retirer, config.checkpoints,
+      config.keep_checkpoints, config.job});
   if (absl::Status started = StartScheduling(*loaded, config.metrics, /*warm=*/true);
       !started.ok()) {
     return InFile(source, started);

@@ -10,6 +10,7 @@
 #include "core/serve/retirer.h"
 #include "server/checkpoint_root.h"
 #include "server/model_sources.h"
+#include "server/ranks/rank_job.h"
 #include "server/replica_set_factory.h"
 #include "server/server_metrics.h"
 
@@ -35,6 +36,7 @@ class LocalModelRepository final : public ModelRepository {
     Retirer* retirer = nullptr;        // Must outlive the repository.
     CheckpointRoot checkpoints;        // Where training may write checkpoints.
     int keep_checkpoints = 5;          // Numbered checkpoints kept per model.
+    std::shared_ptr<RankJob> job;      // Training across ranks; null: none.
   };
   explicit LocalModelRepository(Config config);
 

@@ -1,6 +1,7 @@
 // replicad: serves ONNX models over gRPC, splitting every batch across replicas.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
@@ -45,10 +47,15 @@
 #include "server/metrics_http_server.h"
 #include "server/model_sources.h"
 #include "server/protobuf_log.h"
+#include "server/ranks/rank_command.h"
+#include "server/ranks/rank_worker.h"
 #include "server/server_metrics.h"
 #include "server/server_options.h"
 #include "server/shared_memory_registry.h"
 #include "server/tls_files.h"
+#if REPLICAD_WITH_MPI
+#include "server/ranks/mpi_training_ranks.h"
+#endif
 
 namespace replicad {
 namespace {
@@ -262,6 +269,61 @@ void WarnIfExposed(const ServerOptions& options, const TlsFiles& tls, bool auth)
       << "serve with --tls-cert/--tls-key and --auth-tokens, or listen on 127.0.0.1" << std::endl;
 }
 
+// The exit status of a rank whose training group broke (a rank died or
+// stopped answering): EX_TEMPFAIL, "try again", for the launcher to restart
+// the job from its last checkpoint.
+constexpr int kRankGroupBroken = 75;
+
+// Started by mpirun or srun (and built with MPI): this process's part in the
+// training job, with every rank's slot weights exchanged; null otherwise.
+absl::StatusOr<std::shared_ptr<RankJob>> JoinRankJob(const ServerOptions& options,
+                                                     const ServingOptions& serving) {
+#if REPLICAD_WITH_MPI
+  if (!MpiTrainingRanks::LaunchedByMpi()) return nullptr;
+  std::vector<double> weights;
+  for (const SlotAssignment& slot : serving.slots) weights.push_back(slot.weight);
+  MpiTrainingRanks::Options rank_options;
+  rank_options.timeout = absl::Seconds(options.rank_timeout_seconds);
+  rank_options.on_broken = [](const absl::Status& status) {
+    std::cerr << "replicad: " << status.message() << std::endl;
+    ::kill(::getpid(), SIGTERM);  // Ends the sigwait in Serve: the daemon stops.
+  };
+  absl::StatusOr<std::shared_ptr<MpiTrainingRanks>> ranks =
+      MpiTrainingRanks::Create(weights, std::move(rank_options));
+  if (!ranks.ok()) return ranks.status();
+  std::cout << "replicad: rank " << (*ranks)->rank() << " of " << (*ranks)->size() << " (pid "
+            << ::getpid() << "), " << (*ranks)->slot_weights().size() << " slots in the job"
+            << std::endl;
+  return std::shared_ptr<RankJob>(*std::move(ranks));
+#else
+  (void)options;
+  (void)serving;
+  return nullptr;
+#endif
+}
+
+// A rank other than 0: runs rank 0's training commands until it ends the
+// job, a stop signal comes, or the group breaks.
+int ServeRank(RankJob& job, ModelManager& models, sigset_t& stop_signals) {
+  std::atomic<bool> stop{false};
+  absl::Status ended;
+  std::thread worker([&] {
+    ended = RunRankWorker(job, models, stop);
+    ::kill(::getpid(), SIGTERM);  // Wakes the sigwait below.
+  });
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  stop = true;
+  worker.join();
+  const int rank = job.training_ranks()->rank();
+  if (ended.ok() || absl::IsCancelled(ended)) {
+    std::cout << "replicad: rank " << rank << " stopped" << std::endl;
+    return 0;
+  }
+  std::cerr << "replicad: rank " << rank << ": " << ended.message() << std::endl;
+  return kRankGroupBroken;
+}
+
 int Serve(const ServerOptions& options) {
   RateLimitProtobufLogs();
   // Block the stop signals before any thread starts, so every thread inherits
@@ -279,6 +341,8 @@ int Serve(const ServerOptions& options) {
   if (absl::Status s = CheckModelControl(options); !s.ok()) return Fail(s);
   absl::StatusOr<std::vector<ModelSource>> flags = ModelFlags(options);
   if (!flags.ok()) return Fail(flags.status());
+  absl::StatusOr<std::shared_ptr<RankJob>> job = JoinRankJob(options, *serving);
+  if (!job.ok()) return Fail(job.status());
 
   metrics::Registry registry;
   ServerMetrics server_metrics(registry);
@@ -295,7 +359,7 @@ int Serve(const ServerOptions& options) {
   Retirer retirer;
   ModelManager models(std::make_unique<LocalModelRepository>(LocalModelRepository::Config{
                           options.model_repository, *flags, *devices, *serving, &server_metrics,
-                          &retirer, checkpoints, options.keep_checkpoints}),
+                          &retirer, checkpoints, options.keep_checkpoints, *job}),
                       retirer);
   if (absl::Status s = LoadStartupModels(options, models); !s.ok()) return Fail(s);
   for (const std::shared_ptr<LoadedModel>& model : models.Ready()) {
@@ -306,6 +370,8 @@ int Serve(const ServerOptions& options) {
     std::cout << "replicad: model '" << model->name << "' version " << model->version << " from "
               << model->source << " on " << slots << std::endl;
   }
+  // Only rank 0 answers clients (one job, one front door).
+  if (*job != nullptr && !(*job)->leads()) return ServeRank(**job, models, stop_signals);
 
   // GPU telemetry through NVML where the driver provides it; the daemon runs without.
   std::unique_ptr<GpuMetrics> gpu_metrics;
@@ -437,6 +503,14 @@ int Serve(const ServerOptions& options) {
   // Its answers still out are dropped; it waits for them.
   if (http_server) http_server->Stop();
   if (metrics_server) metrics_server->Stop();
+  if (*job != nullptr) {
+    absl::MutexLock order(&(*job)->command_order());
+    if ((*job)->SendCommand(EncodeRankCommand(RankCommand{})).ok()) {
+      std::cout << "replicad: stopped, and so did the other ranks" << std::endl;
+      return 0;
+    }
+    return kRankGroupBroken;
+  }
   std::cout << "replicad: stopped" << std::endl;
   return 0;
 }
@@ -591,6 +665,12 @@ int main(int argc, char** argv) {
       ->add_option("--keep-checkpoints", options.keep_checkpoints,
                    "Numbered checkpoints (periodic, or SaveCheckpoint without a path) kept per "
                    "model; older ones are removed once a newer one is written")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve
+      ->add_option("--rank-timeout-seconds", options.rank_timeout_seconds,
+                   "Started by mpirun or srun: how long a rank may take to answer before the step "
+                   "fails naming it and the job exits (for its launcher to restart it)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   CLI::App* devices = app.add_subcommand("devices", "List this machine's devices and exit");

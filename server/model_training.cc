@@ -16,6 +16,7 @@
 #include "core/train/checkpoint.h"
 #include "google/protobuf/text_format.h"
 #include "server/checkpoint_rotation.h"
+#include "server/ranks/rank_command.h"
 
 namespace replicad {
 namespace {
@@ -210,8 +211,12 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
     if (!device.ok()) return device.status();
     parameter_server = ParameterServer{ps, *std::move(device)};
   }
+  TrainerReduction reduction;
+  reduction.parameter_server = std::move(parameter_server);
+  reduction.slot_all_reduce = &CreateSlotAllReduce;
+  if (environment_.job != nullptr) reduction.ranks = environment_.job->training_ranks();
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
-      DataParallelTrainer::Create(model_, std::move(slots), options, std::move(parameter_server));
+      DataParallelTrainer::Create(model_, std::move(slots), options, std::move(reduction));
   if (!trainer.ok()) return InConfig(trainer.status());
   // The step count goes on from a checkpoint or an earlier configuration;
   // the optimizer's state only from a checkpoint written with the same kind.
@@ -272,6 +277,19 @@ absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::Trainin
     resume_.reset();
   }
   config_ = *completed;
+  if (environment_.job != nullptr && environment_.job->leads()) {
+    // The other ranks train alike; only this one writes checkpoints.
+    RankCommand command;
+    command.kind = RankCommand::Kind::kConfigure;
+    command.model = environment_.source.name;
+    command.config = config_;
+    command.config.clear_checkpoint_dir();
+    command.config.set_checkpoint_every_steps(0);
+    absl::MutexLock order(&environment_.job->command_order());
+    if (absl::Status s = environment_.job->SendCommand(EncodeRankCommand(command)); !s.ok()) {
+      return s;
+    }
+  }
   return config_;
 }
 
@@ -283,6 +301,26 @@ void ModelTraining::Step(std::vector<Tensor> inputs, Tensor targets, StepDone do
 absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
     const std::vector<Tensor>& inputs, const Tensor& targets) {
   absl::MutexLock lock(&mu_);
+  RankJob* job = environment_.job.get();
+  if (job == nullptr || !job->leads()) return StepLocked(inputs, targets);
+  // Rank 0: the others run the same step; steps sum in the order sent.
+  absl::MutexLock order(&job->command_order());
+  RankCommand command{RankCommand::Kind::kStep, environment_.source.name, {}, inputs, targets};
+  if (absl::Status s = job->SendCommand(EncodeRankCommand(command)); !s.ok()) return s;
+  const int64_t summed = job->steps_summed();
+  absl::StatusOr<DataParallelTrainer::StepResult> result = StepLocked(inputs, targets);
+  if (job->steps_summed() == summed) {
+    // Failed before its trainer summed: the other ranks wait for this one.
+    RankPartial failed;
+    failed.status =
+        result.ok() ? absl::InternalError("the step ended before its reduction") : result.status();
+    (void)job->training_ranks()->SumStep(-1, &failed);
+  }
+  return result;
+}
+
+absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepLocked(
+    const std::vector<Tensor>& inputs, const Tensor& targets) {
   const bool new_trainer = trainer_ == nullptr;
   if (absl::Status s = EnsureTrainer(targets.dtype()); !s.ok()) return s;
   absl::StatusOr<DataParallelTrainer::StepResult> result = trainer_->Step(inputs, targets);

@@ -19,6 +19,7 @@
 #include "replicad/v1/replicad.pb.h"
 #include "server/checkpoint_root.h"
 #include "server/model_sources.h"
+#include "server/ranks/rank_job.h"
 #include "server/replica_set_factory.h"
 
 namespace replicad {
@@ -47,6 +48,11 @@ class ModelTraining final : public Trainable {
     // Numbered checkpoints (periodic, or SaveCheckpoint without a path) kept
     // per model; older ones are removed (server/checkpoint_rotation.h).
     int keep_checkpoints = 5;
+    // A job of several ranks (mpirun, srun): the trainer splits every step
+    // over all ranks' slots; rank 0 hands its configurations and steps to
+    // the others (rank_job.h), and only it writes checkpoints. Null: this
+    // process trains alone.
+    std::shared_ptr<RankJob> job;
   };
   explicit ModelTraining(Environment environment);
   // Finishes the queued tasks.
@@ -85,6 +91,9 @@ class ModelTraining final : public Trainable {
   absl::StatusOr<v1::TrainingConfig> ConfigureNow(const v1::TrainingConfig& config);
   absl::StatusOr<DataParallelTrainer::StepResult> StepNow(const std::vector<Tensor>& inputs,
                                                           const Tensor& targets);
+  absl::StatusOr<DataParallelTrainer::StepResult> StepLocked(const std::vector<Tensor>& inputs,
+                                                             const Tensor& targets)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<Servable>> PublishNow();
   absl::StatusOr<std::pair<std::string, int64_t>> SaveLocked(const std::string& path)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

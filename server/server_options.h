@@ -45,6 +45,9 @@ struct ServerOptions {
   // The directory clients' checkpoints are written under; empty: none are.
   std::string checkpoint_root;
   int keep_checkpoints = 5;  // Numbered checkpoints kept per model (>= 1).
+  // Under an MPI launcher: how long a rank may take to answer before the
+  // step fails naming it and the job exits for a restart.
+  double rank_timeout_seconds = 60;
   // TLS on every listener (server/tls_files.h); empty: plain text.
   std::string tls_cert, tls_key, tls_client_ca;
   // Bearer tokens and their roles (server/auth/access_tokens.h); empty: no auth.

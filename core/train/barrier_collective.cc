@@ -1,11 +1,12 @@
 #include "core/train/barrier_collective.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace replicad {
 
-BarrierCollective::BarrierCollective(int participants)
-    : participants_(participants), posted_(participants, nullptr) {}
+BarrierCollective::BarrierCollective(int participants, Across across)
+    : participants_(participants), across_(std::move(across)), posted_(participants, nullptr) {}
 
 void BarrierCollective::AllReduceSum(int participant, double* data, size_t count) {
   absl::MutexLock lock(&mu_);
@@ -19,6 +20,14 @@ void BarrierCollective::AllReduceSum(int participant, double* data, size_t count
     }
     arrived_ = 0;
     ++round_;
+    if (across_ != nullptr) {
+      // The others wait on this round meanwhile: they need the job's sum.
+      if (absl::Status s = across_(result_.data(), count); !s.ok()) {
+        status_ = std::move(s);
+        aborted_ = true;
+        return;
+      }
+    }
   } else {
     struct RoundDone {
       const int64_t* round;
@@ -31,6 +40,11 @@ void BarrierCollective::AllReduceSum(int participant, double* data, size_t count
     if (aborted_) return;
   }
   std::copy(result_.begin(), result_.begin() + count, data);
+}
+
+absl::Status BarrierCollective::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
 }
 
 void BarrierCollective::Abort() {

@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "core/backends/backends.h"
 #include "core/device/device_copy.h"
 #include "core/device/training_step.h"
 #include "core/ops/op_registry.h"
@@ -190,7 +189,9 @@ DataParallelTrainer::~DataParallelTrainer() {
 
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create(
     std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
-    const TrainerOptions& options, std::optional<ParameterServer> parameter_server) {
+    const TrainerOptions& options, TrainerReduction reduction) {
+  std::optional<ParameterServer>& parameter_server = reduction.parameter_server;
+  std::shared_ptr<TrainingRanks>& ranks = reduction.ranks;
   if (slots.empty()) return absl::InvalidArgumentError("training needs at least one slot");
   const TrainerSlot* cpu_slot = nullptr;
   const TrainerSlot* gpu_slot = nullptr;
@@ -209,11 +210,38 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
         "ps_device cpu:0)"));
   }
   const bool on_host = gpu_slot == nullptr;
+  int first_slot = 0;
+  if (ranks != nullptr) {
+    if (!on_host) {
+      return absl::UnimplementedError(absl::StrCat(
+          "training across ranks sums gradients on the host (CPU slots) in this version, and "
+          "slot ",
+          gpu_slot->slot.name, " is on ", DeviceIdToString(gpu_slot->slot.device),
+          "; NCCL across ranks is not implemented yet"));
+    }
+    if (parameter_server) {
+      return absl::UnimplementedError(
+          "reduction 'ps' (a parameter server) trains within one process; across ranks use "
+          "'allreduce'");
+    }
+    const std::vector<int>& slot_ranks = ranks->slot_ranks();
+    const auto mine = std::find(slot_ranks.begin(), slot_ranks.end(), ranks->rank());
+    const int64_t count = std::count(slot_ranks.begin(), slot_ranks.end(), ranks->rank());
+    if (ranks->slot_weights().size() != slot_ranks.size() ||
+        count != static_cast<int64_t>(slots.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", ranks->rank(), " trains ",
+                                                     slots.size(), " slots, but the job lists ",
+                                                     count, " for it among ", slot_ranks.size()));
+    }
+    first_slot = static_cast<int>(mine - slot_ranks.begin());
+  }
   if (absl::Status s = ValidateOptimizerConfig(options.optimizer); !s.ok()) return s;
   absl::StatusOr<TrainingGraph> training = BuildTrainingGraph(model->graph(), options.loss);
   if (!training.ok()) return training.status();
   std::unique_ptr<DataParallelTrainer> trainer(
       new DataParallelTrainer(std::move(model), *std::move(training), options));
+  trainer->ranks_ = std::move(ranks);
+  trainer->first_slot_ = first_slot;
   const Graph& graph = trainer->training_.graph;
   const Graph& source = trainer->model_->graph();
   std::vector<int64_t> sizes;
@@ -283,7 +311,11 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   if (!on_host && !parameter_server) {
     std::vector<Device*> devices;
     for (auto& slot : trainer->slots_) devices.push_back(slot->where.device.get());
-    absl::StatusOr<std::unique_ptr<SlotAllReduce>> all_reduce = CreateSlotAllReduce(devices);
+    if (!reduction.slot_all_reduce) {
+      return absl::FailedPreconditionError(
+          "GPU slots under allreduce need the backends' all-reduce (TrainerReduction)");
+    }
+    absl::StatusOr<std::unique_ptr<SlotAllReduce>> all_reduce = reduction.slot_all_reduce(devices);
     if (!all_reduce.ok()) return all_reduce.status();
     trainer->all_reduce_ = *std::move(all_reduce);
   }
@@ -413,14 +445,121 @@ absl::StatusOr<DataParallelTrainer::SlotPlan*> DataParallelTrainer::PlanFor(
   return &slot.plans.emplace(shapes, std::move(entry)).first->second;
 }
 
+void DataParallelTrainer::SumOnHost(const std::vector<const void*>& sources) {
+  for (size_t p = 0; p < reduced_.size(); ++p) {
+    std::vector<float>& sum = reduced_[p];
+    const size_t first = gradient_offsets_[p] / sizeof(float);
+    if (sources.empty()) {
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      continue;
+    }
+    std::memcpy(sum.data(), static_cast<const float*>(sources[0]) + first,
+                sum.size() * sizeof(float));
+    for (size_t i = 1; i < sources.size(); ++i) {
+      const float* g = static_cast<const float*>(sources[i]) + first;
+      for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
+    }
+  }
+}
+
 absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     const std::vector<Tensor>& inputs, const Tensor& targets) {
   absl::MutexLock lock(&mu_);
+  bool summed = false;
+  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, &summed);
+  if (ranks_ != nullptr && !summed) {
+    // Every rank sums once a step, or the others would wait for this one:
+    // its failure fails the step everywhere.
+    RankPartial failed;
+    failed.status =
+        result.ok() ? absl::InternalError("the step ended before its reduction") : result.status();
+    (void)ranks_->SumStep(step_ + 1, &failed);
+    if (result.ok()) return failed.status;
+  }
+  return result;
+}
+
+// Everything one step works on, handed from stage to stage.
+struct DataParallelTrainer::StepState {
+  StepState(const std::vector<Tensor>& step_inputs, const Tensor& step_targets)
+      : inputs(step_inputs), targets(step_targets) {}
+  const std::vector<Tensor>& inputs;
+  const Tensor& targets;
+  int64_t batch = 0;
+  float scale = 0;                   // 1 / batch.
+  std::vector<BatchSlice> slices;    // This rank's, on its own slot indices.
+  std::vector<int> ranks_with_rows;  // Ascending.
+  bool runs_first_row = false;
+  std::vector<SlotPlan*> plans;  // Per slice.
+  std::vector<double> seconds, forward_seconds;
+  double loss = 0, correct = 0;  // Sums: this rank's, then the job's.
+  // Where the host or a server reads each slice's gradients.
+  std::vector<const void*> sources;
+  int64_t reduced_bytes = 0;
+  std::vector<Tensor> running;       // The running statistics every slot takes.
+  const void* server_sum = nullptr;  // A GPU server's reduced arena.
+};
+
+absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepLocked(
+    const std::vector<Tensor>& inputs, const Tensor& targets, bool* summed) {
+  StepState step(inputs, targets);
+  REPLICAD_RETURN_IF_ERROR(ValidateBatch(inputs, targets, &step.batch));
+  step.scale = 1.0f / static_cast<float>(step.batch);
+  // NCCL does not order different trainers' steps on a GPU (GpuStepMutex).
+  std::optional<absl::MutexLock> one_gpu_step;
+  if (all_reduce_ != nullptr) one_gpu_step.emplace(&GpuStepMutex());
+  REPLICAD_RETURN_IF_ERROR(PlanSlices(step));
+  REPLICAD_RETURN_IF_ERROR(RunSlices(step));
+  const auto reduce_start = std::chrono::steady_clock::now();
+  REPLICAD_RETURN_IF_ERROR(GatherGradients(step, summed));
+  // Finite inputs can still overflow float32 inside the model (inputs of
+  // 1e30). Nothing is applied yet: the weights, the optimizer's state, the
+  // running statistics and the step count stay as they were.
+  if (std::string why = ScaleAndCheckFinite(step); !why.empty()) {
+    // Skipped or refused, a step that is not applied answers the same reason.
+    if (non_finite_steps_ == TrainerOptions::NonFiniteSteps::kRefuse) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(why, "; the step was not applied and the weights are unchanged"));
+    }
+    StepResult skipped = ResultOf(step);
+    skipped.step = step_;
+    skipped.skipped = std::move(why);
+    return skipped;
+  }
+  REPLICAD_RETURN_IF_ERROR(SumOnServer(step));
+  const double reduce_seconds = SecondsSince(reduce_start);
+  const auto optimizer_start = std::chrono::steady_clock::now();
+  REPLICAD_RETURN_IF_ERROR(ApplyUpdate(step));
+  const double optimizer_seconds = SecondsSince(optimizer_start);
+  REPLICAD_RETURN_IF_ERROR(ShareRunningStatistics(step));
+  ++step_;
+  StepResult result = ResultOf(step);
+  result.reduce_seconds = reduce_seconds;
+  result.optimizer_seconds = optimizer_seconds;
+  return result;
+}
+
+DataParallelTrainer::StepResult DataParallelTrainer::ResultOf(const StepState& step) const {
+  StepResult result;
+  result.step = step_;
+  result.samples = step.batch;
+  result.loss = step.loss / static_cast<double>(step.batch);
+  if (training_.classification) result.accuracy = step.correct / static_cast<double>(step.batch);
+  result.reduced_bytes = step.reduced_bytes;
+  for (size_t i = 0; i < step.slices.size(); ++i) {
+    result.slices.push_back({step.slices[i], step.seconds[i], step.forward_seconds[i]});
+  }
+  return result;
+}
+
+absl::Status DataParallelTrainer::ValidateBatch(const std::vector<Tensor>& inputs,
+                                                const Tensor& targets, int64_t* batch_rows) const {
   if (inputs.size() != static_cast<size_t>(training_.num_model_inputs) || inputs.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", training_.num_model_inputs, " inputs, received ", inputs.size()));
   }
   const int64_t batch = inputs[0].shape().empty() ? 0 : inputs[0].shape()[0];
+  *batch_rows = batch;
   if (batch <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("inputs: the batch must have at least one row, received ",
@@ -453,13 +592,32 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
   }
   REPLICAD_RETURN_IF_ERROR(CheckFiniteValues(targets, "targets"));
   if (training_.classification) REPLICAD_RETURN_IF_ERROR(CheckProbabilityRows(targets, "targets"));
-  const std::vector<BatchSlice> slices = SplitBatch(batch, weights_);
-  // A parameter server's reduction is copies and its own kernels, no NCCL.
-  std::optional<absl::MutexLock> one_gpu_step;
-  if (all_reduce_ != nullptr) one_gpu_step.emplace(&GpuStepMutex());
+  return absl::OkStatus();
+}
 
+absl::Status DataParallelTrainer::PlanSlices(StepState& step) {
+  const int64_t batch = step.batch;
+  const std::vector<Tensor>& inputs = step.inputs;
+  const Tensor& targets = step.targets;
+  // The job's split (over every rank's slots, rank by rank), and this
+  // rank's part of it, on its own slot indices.
+  const std::vector<BatchSlice> job_slices =
+      SplitBatch(batch, ranks_ != nullptr ? ranks_->slot_weights() : weights_);
+  std::vector<BatchSlice>& slices = step.slices;
+  std::vector<int>& ranks_with_rows = step.ranks_with_rows;
+  for (const BatchSlice& slice : job_slices) {
+    const int local = slice.slot - first_slot_;
+    if (local >= 0 && local < static_cast<int>(slots_.size())) {
+      slices.push_back(slice);
+      slices.back().slot = local;
+    }
+    const int rank = ranks_ != nullptr ? ranks_->slot_ranks()[slice.slot] : 0;
+    if (ranks_with_rows.empty() || ranks_with_rows.back() != rank) ranks_with_rows.push_back(rank);
+  }
+  // Its first row's running statistics are the ones every slot keeps.
+  step.runs_first_row = !slices.empty() && slices[0].begin == 0;
   // Plans first, on this thread: a bad shape fails before anything runs.
-  std::vector<SlotPlan*> plans;
+  std::vector<SlotPlan*>& plans = step.plans;
   for (const BatchSlice& slice : slices) {
     Slot& slot = *slots_[slice.slot];
     std::vector<Shape> shapes;
@@ -477,7 +635,16 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     if (!plan.ok()) return plan.status();
     plans.push_back(*plan);
   }
+  return absl::OkStatus();
+}
 
+absl::Status DataParallelTrainer::RunSlices(StepState& step) {
+  const int64_t batch = step.batch;
+  const float scale = step.scale;
+  const std::vector<Tensor>& inputs = step.inputs;
+  const Tensor& targets = step.targets;
+  const std::vector<BatchSlice>& slices = step.slices;
+  const std::vector<SlotPlan*>& plans = step.plans;
   // Forward and backward of every slice, concurrently on the slots; with
   // SyncBatchNorm they meet in the collective. GPU slots also reduce their
   // gradients, bucket by bucket while the backward pass goes on; every slot
@@ -491,15 +658,23 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
       if (!InHostMemory(*slots_[s]->where.device)) sends[s] = server_reduction_->copies[s].get();
     }
   }
-  BarrierCollective collective(static_cast<int>(slices.size()));
+  BarrierCollective::Across across;
+  if (ranks_ != nullptr) {
+    across = [&](double* data, size_t count) {
+      return ranks_->SumStatistics(step.ranks_with_rows, data, count);
+    };
+  }
+  BarrierCollective collective(static_cast<int>(slices.size()), std::move(across));
   std::vector<TrainingStepContext> contexts(slices.size());
   std::vector<absl::Status> statuses(slots_.size());
-  std::vector<double> seconds(slices.size()), forward_seconds(slices.size());
+  std::vector<double>& seconds = step.seconds;
+  std::vector<double>& forward_seconds = step.forward_seconds;
+  seconds.assign(slices.size(), 0.0);
+  forward_seconds.assign(slices.size(), 0.0);
   std::vector<int> slice_of_slot(slots_.size(), -1);
   for (size_t i = 0; i < slices.size(); ++i) slice_of_slot[slices[i].slot] = static_cast<int>(i);
   const Node* backward = training_.graph.nodes.data() + training_.first_backward_node;
   const int first_gradient = 1 + (training_.classification ? 1 : 0);
-  const float scale = 1.0f / static_cast<float>(batch);
   for (size_t s = 0; s < slots_.size(); ++s) {
     const int i = slice_of_slot[s];
     if (i < 0 && all_reduce_ == nullptr) continue;
@@ -594,84 +769,94 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
   for (const absl::Status& s : statuses) {
     if (!s.ok()) return s;
   }
+  if (absl::Status s = collective.status(); !s.ok()) return s;
+  return absl::OkStatus();
+}
 
-  StepResult result;
-  double loss = 0, correct = 0;
+absl::Status DataParallelTrainer::GatherGradients(StepState& step, bool* summed) {
+  const std::vector<BatchSlice>& slices = step.slices;
   for (const BatchSlice& slice : slices) {
-    loss += slots_[slice.slot]->loss_sum_host;
-    correct += slots_[slice.slot]->correct_host;
-  }
-  // Finite inputs can still overflow float32 inside the model (inputs of
-  // 1e30). Nothing is applied yet: the weights, the optimizer's state, the
-  // running statistics and the step count stay as they were.
-  // Skipped or refused, a step that is not applied answers the same reason.
-  auto not_applied = [&](std::string why) -> absl::StatusOr<StepResult> {
-    if (non_finite_steps_ == TrainerOptions::NonFiniteSteps::kRefuse) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(why, "; the step was not applied and the weights are unchanged"));
-    }
-    StepResult skipped;
-    skipped.loss = loss / static_cast<double>(batch);
-    skipped.step = step_;
-    skipped.samples = batch;
-    skipped.skipped = std::move(why);
-    for (size_t i = 0; i < slices.size(); ++i) {
-      skipped.slices.push_back({slices[i], seconds[i], forward_seconds[i]});
-    }
-    return skipped;
-  };
-  if (!std::isfinite(loss)) {
-    return not_applied(absl::StrCat("the step's loss is ", loss,
-                                    " (not finite): its inputs overflow the model's float32 "
-                                    "arithmetic"));
+    step.loss += slots_[slice.slot]->loss_sum_host;
+    step.correct += slots_[slice.slot]->correct_host;
   }
   // Where the reduction reads each participant's gradients: its own arena,
   // or the server's copy of it.
-  std::vector<const void*> sources;
+  std::vector<const void*>& sources = step.sources;
   for (const BatchSlice& slice : slices) {
     const Buffer* copy =
         server_reduction_ != nullptr ? server_reduction_->copies[slice.slot].get() : nullptr;
     sources.push_back(copy != nullptr ? copy->data() : slots_[slice.slot]->gradient_arena->data());
     if (all_reduce_ == nullptr) {
-      result.reduced_bytes +=
+      step.reduced_bytes +=
           static_cast<int64_t>(copy != nullptr ? gradient_arena_bytes_ : gradient_bytes_);
     }
+  }
+  // The sum over slots in slot order: by the host (CPU slots, or a server
+  // on the host); scaled below.
+  SumOnHost(sources);
+  // Running statistics every slot takes: the first row's slot's.
+  std::vector<Tensor>& running = step.running;
+  if (step.runs_first_row) running = slots_[slices[0].slot]->buffer_updates;
+  if (ranks_ != nullptr) {
+    // Then over the ranks, in rank order: the job's sums on every rank.
+    RankPartial partial;
+    partial.loss_sum = step.loss;
+    partial.correct = step.correct;
+    partial.gradients = std::move(reduced_);
+    partial.buffers = std::move(running);
+    *summed = true;
+    absl::Status across = ranks_->SumStep(step_ + 1, &partial);
+    reduced_ = std::move(partial.gradients);
+    if (!across.ok()) {
+      // Sized again for the next step (a failed sum may leave them empty).
+      reduced_.clear();
+      for (int v : training_.parameters) {
+        reduced_.emplace_back(
+            static_cast<size_t>(model_->graph().initializers.at(v).num_elements()));
+      }
+      return across;
+    }
+    step.loss = partial.loss_sum;
+    step.correct = partial.correct;
+    running = std::move(partial.buffers);
   }
   if (all_reduce_ != nullptr) {
     // NCCL reads whole buckets, padding included.
     for (const Bucket& bucket : buckets_) {
-      result.reduced_bytes += static_cast<int64_t>(bucket.bytes * slices.size());
+      step.reduced_bytes += static_cast<int64_t>(bucket.bytes * slices.size());
     }
   }
-  // The sum over slots in slot order, over the global batch: by the host
-  // (CPU slots, or a server on the host), or by a GPU server's kernels.
-  // (GPU slots under allreduce reduced on the devices, overlapped with the
-  // backward pass: that time is in their compute_seconds.)
-  const auto reduce_start = std::chrono::steady_clock::now();
+  return absl::OkStatus();
+}
+
+std::string DataParallelTrainer::ScaleAndCheckFinite(StepState& step) {
+  if (!std::isfinite(step.loss)) {
+    return absl::StrCat("the step's loss is ", step.loss,
+                        " (not finite): its inputs overflow the model's float32 arithmetic");
+  }
+  // The host's sums over the global batch (GPU slots under allreduce
+  // reduced on the devices, overlapped with the backward pass; a GPU
+  // server scales with its kernels).
   for (size_t p = 0; p < reduced_.size(); ++p) {
     std::vector<float>& sum = reduced_[p];
-    const size_t first = gradient_offsets_[p] / sizeof(float);
-    std::memcpy(sum.data(), static_cast<const float*>(sources[0]) + first,
-                sum.size() * sizeof(float));
-    for (size_t i = 1; i < sources.size(); ++i) {
-      const float* g = static_cast<const float*>(sources[i]) + first;
-      for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
-    }
-    for (float& v : sum) v *= scale;
+    for (float& v : sum) v *= step.scale;
     // Where the host sums the gradients it can also check them (on GPU
     // reductions only the loss is checked).
     if (!std::all_of(sum.begin(), sum.end(), [](float v) { return std::isfinite(v); })) {
       const int value = training_.parameters[p];
-      return not_applied(absl::StrCat("the gradient of parameter '",
-                                      training_.graph.values[value].name, "' is not finite"));
+      return absl::StrCat("the gradient of parameter '", training_.graph.values[value].name,
+                          "' is not finite");
     }
   }
-  const void* server_sum = nullptr;  // A GPU server's reduced arena.
+  return "";
+}
+
+absl::Status DataParallelTrainer::SumOnServer(StepState& step) {
   if (server_ != nullptr && !InHostMemory(*server_->where.device)) {
     Device& server = *server_->where.device;
     ServerReduction& reduction = *server_reduction_;
     std::vector<std::pair<const void*, Buffer*>> uploads;
-    for (const BatchSlice& slice : slices) {
+    for (const BatchSlice& slice : step.slices) {
       Slot& slot = *slots_[slice.slot];
       if (InHostMemory(*slot.where.device)) {
         uploads.emplace_back(slot.gradient_arena->data(), reduction.copies[slice.slot].get());
@@ -684,19 +869,20 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
                                      gradient_arena_bytes_);
         if (!status.ok()) return;
       }
-      status = reduction.Sum(server, sources, scale, &server_sum);
+      status = reduction.Sum(server, step.sources, step.scale, &step.server_sum);
       if (status.ok()) status = server.AwaitStream();
     });
     absl::Status synced = server.Synchronize();
     if (!status.ok()) return status;
     if (!synced.ok()) return synced;
   }
-  result.reduce_seconds = SecondsSince(reduce_start);
+  return absl::OkStatus();
+}
 
+absl::Status DataParallelTrainer::ApplyUpdate(StepState& step) {
   // allreduce: every slot applies the same update to its copy, concurrently
   // (from the host's sums, or its own on a GPU). ps: the server updates its
   // copy, then every slot takes it.
-  const auto optimizer_start = std::chrono::steady_clock::now();
   std::vector<const float*> host_sums;
   for (const std::vector<float>& r : reduced_) host_sums.push_back(r.data());
   std::vector<absl::Status> updates(slots_.size() + 1);
@@ -710,7 +896,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
   if (server_ != nullptr) {
     Slot& server = *server_;
     Device& server_device = *server.where.device;
-    update(&server, server_sum != nullptr ? ArenaGradients(server_sum) : host_sums,
+    update(&server, step.server_sum != nullptr ? ArenaGradients(step.server_sum) : host_sums,
            &updates.back());
     absl::Status synced = server_device.Synchronize();
     if (updates.back().ok()) updates.back() = synced;
@@ -752,17 +938,28 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
                                                  s.message()));
     }
   }
-  result.optimizer_seconds = SecondsSince(optimizer_start);
+  return absl::OkStatus();
+}
+
+absl::Status DataParallelTrainer::ShareRunningStatistics(StepState& step) {
   // Running statistics: the first participant's (with SyncBatchNorm every
   // participant computed the same), on every slot, through the host.
-  Device& first = *slots_[slices[0].slot]->where.device;
-  const std::vector<Tensor>& first_updates = slots_[slices[0].slot]->buffer_updates;
-  for (size_t b = 0; b < buffer_staging_.size(); ++b) {
-    first.EnqueueCopy(first_updates[b].raw_data(), first_updates[b].location(),
-                      buffer_staging_[b].raw_data(), buffer_staging_[b].location(),
-                      buffer_staging_[b].byte_size());
+  absl::Status copied;
+  const std::vector<Tensor>& running = step.running;
+  if (step.runs_first_row && ranks_ == nullptr) {
+    Device& first = *slots_[step.slices[0].slot]->where.device;
+    for (size_t b = 0; b < buffer_staging_.size(); ++b) {
+      first.EnqueueCopy(running[b].raw_data(), running[b].location(), buffer_staging_[b].raw_data(),
+                        buffer_staging_[b].location(), buffer_staging_[b].byte_size());
+    }
+    copied = first.Synchronize();
+  } else {
+    // Across ranks they came in host memory, the first row's rank's.
+    for (size_t b = 0; b < buffer_staging_.size() && b < running.size(); ++b) {
+      std::memcpy(buffer_staging_[b].raw_data(), running[b].raw_data(),
+                  std::min(buffer_staging_[b].byte_size(), running[b].byte_size()));
+    }
   }
-  absl::Status copied = first.Synchronize();
   for (auto& slot : slots_) {
     for (size_t b = 0; b < slot->buffers.size(); ++b) {
       slot->where.device->EnqueueCopy(buffer_staging_[b].raw_data(), buffer_staging_[b].location(),
@@ -780,16 +977,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
                                                     "longer agree: ",
                                                     copied.message()));
   }
-
-  ++step_;
-  result.step = step_;
-  result.samples = batch;
-  result.loss = loss / static_cast<double>(batch);
-  if (training_.classification) result.accuracy = correct / static_cast<double>(batch);
-  for (size_t i = 0; i < slices.size(); ++i) {
-    result.slices.push_back({slices[i], seconds[i], forward_seconds[i]});
-  }
-  return result;
+  return absl::OkStatus();
 }
 
 int64_t DataParallelTrainer::step() const {

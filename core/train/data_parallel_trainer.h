@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_TRAIN_DATA_PARALLEL_TRAINER_H_
 #define REPLICAD_CORE_TRAIN_DATA_PARALLEL_TRAINER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "core/serve/batch_split.h"
 #include "core/train/optimizer.h"
 #include "core/train/training_graph.h"
+#include "core/train/training_ranks.h"
 
 namespace replicad {
 
@@ -53,6 +55,25 @@ struct ParameterServer {
   std::unique_ptr<Device> device;
 };
 
+// Makes the on-device gradient reduction of GPU slots under allreduce (the
+// backends' CreateSlotAllReduce, core/backends/backends.h), for `slots` in
+// participant order. Injected: the trainer does not choose backends.
+using SlotAllReduceFactory = std::function<absl::StatusOr<std::unique_ptr<SlotAllReduce>>(
+    const std::vector<Device*>& slots)>;
+
+// How a step's gradients are summed beyond each slot's own.
+struct TrainerReduction {
+  // `ps`: the parameter server that sums and updates. Unset: allreduce.
+  std::optional<ParameterServer> parameter_server;
+  // Allreduce of GPU slots (FailedPrecondition without it there); CPU
+  // slots and a parameter server sum on the host or the server.
+  SlotAllReduceFactory slot_all_reduce;
+  // A job of several ranks (training_ranks.h): the batch is split over
+  // every rank's slots and the sums go across ranks on the host. Null:
+  // this process trains alone.
+  std::shared_ptr<TrainingRanks> ranks;
+};
+
 // Exact data-parallel training over device slots (allreduce mode): each
 // TrainStep splits the batch by slot weight, every slot computes the
 // gradient of the *sum* of its rows' losses on its own copy of the weights,
@@ -87,9 +108,12 @@ class DataParallelTrainer {
   // Unimplemented for a mix of CPU and GPU slots without a parameter server.
   // Allocates everything the steps use, the server's side included (their
   // ResourceExhausted, and the server's kernel build errors, pass through).
+  // With ranks, `slots` are this rank's: Unimplemented for GPU slots or a
+  // parameter server there; InvalidArgument when `slots` are not the
+  // rank's slots in `reduction.ranks`.
   static absl::StatusOr<std::unique_ptr<DataParallelTrainer>> Create(
       std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
-      const TrainerOptions& options, std::optional<ParameterServer> parameter_server = {});
+      const TrainerOptions& options, TrainerReduction reduction = {});
   ~DataParallelTrainer();
 
   struct SliceResult {
@@ -125,7 +149,10 @@ class DataParallelTrainer {
   // One step. `inputs` are host tensors in model input order, validated
   // against the model and with the same dim 0 > 0 (see BindInputs);
   // `targets` has that many rows. On any error (e.g. a label out of range,
-  // InvalidArgument naming it) nothing is updated.
+  // InvalidArgument naming it) nothing is updated. With ranks, every rank
+  // steps on the same whole batch and runs its own slots' rows; `slices`
+  // are then this rank's (slot indices its own, rows the batch's), and a
+  // step that fails on one rank fails on all.
   absl::StatusOr<StepResult> Step(const std::vector<Tensor>& inputs, const Tensor& targets);
 
   int64_t step() const;
@@ -161,6 +188,35 @@ class DataParallelTrainer {
   };
   DataParallelTrainer(std::shared_ptr<const Model> model, TrainingGraph training,
                       const TrainerOptions& options);
+  // Step's body, in stages; `*summed` tells whether it reached the sum
+  // across ranks.
+  struct StepState;
+  absl::StatusOr<StepResult> StepLocked(const std::vector<Tensor>& inputs, const Tensor& targets,
+                                        bool* summed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checks of Step's contract; the batch's rows.
+  absl::Status ValidateBatch(const std::vector<Tensor>& inputs, const Tensor& targets,
+                             int64_t* batch) const;
+  // The split (the job's, this rank's part) and each slice's plan.
+  absl::Status PlanSlices(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forward and backward of every slice, concurrently on the slots (GPU
+  // slots also all-reduce their buckets meanwhile).
+  absl::Status RunSlices(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The losses, and the gradients where the reduction reads them: summed
+  // over this rank's slots on the host, then across ranks.
+  absl::Status GatherGradients(StepState& step, bool* summed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Scales the host's sums by 1 / batch; why the step must not be applied
+  // (a loss or a gradient that is not finite), or "".
+  std::string ScaleAndCheckFinite(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A GPU parameter server's sums (nothing otherwise).
+  absl::Status SumOnServer(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The optimizer on every copy of the weights (or the server's, then copied out).
+  absl::Status ApplyUpdate(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The first row's running statistics onto every slot.
+  absl::Status ShareRunningStatistics(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StepResult ResultOf(const StepState& step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Into reduced_: per parameter, the sum of `sources` (gradient arenas in
+  // host memory) in order; zeros when there are none.
+  void SumOnHost(const std::vector<const void*>& sources) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places the gradients (one arena per slot) and cuts the buckets.
   void LayOutGradients(const std::vector<int64_t>& sizes);
   absl::StatusOr<SlotPlan*> PlanFor(Slot& slot, const std::vector<Shape>& shapes)
@@ -182,6 +238,10 @@ class DataParallelTrainer {
   // Its side of the reduction (after server_: it goes first).
   std::unique_ptr<ServerReduction> server_reduction_ ABSL_GUARDED_BY(mu_);
   std::vector<double> weights_;
+  // A job of several ranks, and the index of this rank's first slot among
+  // all of the job's (0 without).
+  std::shared_ptr<TrainingRanks> ranks_;
+  int first_slot_ = 0;
   // CPU slots, or a server on the host: the host's sums, per parameter.
   std::vector<std::vector<float>> reduced_ ABSL_GUARDED_BY(mu_);
   // GPU slots under allreduce: the reduction on the devices (after slots_: it goes first).

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Checks deploy/kubernetes offline (no cluster), run by deploy/check.sh after deploy/tools.sh:
 # 1. yamllint (the repository's .yamllint) over every file under deploy/kubernetes;
-# 2. renders every kustomization with kubectl kustomize (overlays cpu, gpu, gpu-tls and the
-#    KServe runtimes) into build/deploy/kubernetes/;
+# 2. renders every kustomization with kubectl kustomize (overlays cpu, gpu, gpu-tls, the
+#    KServe runtimes and the MPIJob of multi-node training) into build/deploy/kubernetes/;
 # 3. validates the built-in objects (Deployment, StatefulSet, Service, ...) with
 #    kubernetes-validate --strict against Kubernetes 1.27 (the oldest release whose gRPC
 #    probes are GA) and 1.37 (the newest schemas the wheel ships);
-# 4. validates the custom resources (PodMonitor, ClusterServingRuntime, InferenceService;
-#    any MPIJob, ServiceMonitor or PrometheusRule added later) against the CRD schemas in
+# 4. validates the custom resources (PodMonitor, ClusterServingRuntime, InferenceService,
+#    MPIJob; any ServiceMonitor or PrometheusRule added later) against the CRD schemas in
 #    deploy/schemas/ with deploy/checks/validate_crds.py, which fails on a kind without one;
 # 5. checks that the autoscaler's metrics come from a prometheus-adapter rule over a metric
 #    replicad exports (deploy/checks/hpa_metrics.py).
@@ -28,7 +28,7 @@ echo "yamllint: $(find "$kube" -name '*.yaml' | wc -l) files clean"
 
 echo "-- kubectl kustomize ($(kubectl version --client 2>/dev/null | grep -i kustomize || true))"
 renders=()
-for dir in "$kube"/overlays/*/ "$kube"/kserve/; do
+for dir in "$kube"/overlays/*/ "$kube"/kserve/ "$kube"/mpijob/; do
   dir="${dir%/}"
   name="$(basename "$dir")"
   # kustomize v5 warns on the v2-era fields kept for old kubectl (bases, patchesJson6902,

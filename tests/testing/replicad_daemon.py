@@ -13,11 +13,13 @@ class Daemon:
     The binary comes from $REPLICAD_BIN_DIR (ctest sets it) or build/bin.
     """
 
-    def __init__(self, *flags):
+    def __init__(self, *flags, launcher=()):
+        """launcher: a command that starts the daemon, e.g. ("mpirun", "-np", "2") for a
+        training job of two ranks; rank 0 listens, and `output` holds every rank's lines."""
         bin_dir = os.environ.get("REPLICAD_BIN_DIR",
                                  os.path.join(os.path.dirname(__file__), "../../build/bin"))
         self.process = subprocess.Popen(
-            [os.path.join(bin_dir, "replicad"), "serve", "--listen", "127.0.0.1:0",
+            [*launcher, os.path.join(bin_dir, "replicad"), "serve", "--listen", "127.0.0.1:0",
              "--metrics-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", *flags],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output = []

@@ -105,8 +105,11 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
     if (!device.ok()) return device.status();
     server = ParameterServer{ps->id, *std::move(device)};
   }
+  TrainerReduction reduction;
+  reduction.parameter_server = std::move(server);
+  reduction.slot_all_reduce = &CreateSlotAllReduce;
   return DataParallelTrainer::Create(testing::LoadForTraining(onnx), std::move(trainer_slots),
-                                     options, std::move(server));
+                                     options, std::move(reduction));
 }
 
 struct TrainedRun {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/backends/backends.h"
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/train/data_parallel_trainer.h"
 #include "gmock/gmock.h"
@@ -56,8 +57,11 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
     server = ParameterServer{cpu.id, CreateCpuDevice(cpu, {1})};
     if (devices != nullptr) devices->push_back(server->device.get());
   }
+  TrainerReduction reduction;
+  reduction.parameter_server = std::move(server);
+  reduction.slot_all_reduce = &CreateSlotAllReduce;
   return DataParallelTrainer::Create(testing::LoadForTraining(testing::ConvNetOnnx(7)),
-                                     std::move(slots), options, std::move(server));
+                                     std::move(slots), options, std::move(reduction));
 }
 
 void ExpectSameBits(const std::vector<Tensor>& a, const std::vector<Tensor>& b,

@@ -45,8 +45,10 @@ std::unique_ptr<DataParallelTrainer> MakeTrainer(
   options.non_finite_steps = non_finite;
   std::optional<ParameterServer> server;
   if (parameter_server) server = ParameterServer{cpu.id, CreateCpuDevice(cpu, {1})};
+  TrainerReduction reduction;
+  reduction.parameter_server = std::move(server);
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = DataParallelTrainer::Create(
-      std::move(model), std::move(trainer_slots), options, std::move(server));
+      std::move(model), std::move(trainer_slots), options, std::move(reduction));
   EXPECT_TRUE(trainer.ok()) << trainer.status();
   return *std::move(trainer);
 }

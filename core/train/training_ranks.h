@@ -1,0 +1,70 @@
+#ifndef REPLICAD_CORE_TRAIN_TRAINING_RANKS_H_
+#define REPLICAD_CORE_TRAIN_TRAINING_RANKS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/tensor/tensor.h"
+
+namespace replicad {
+
+// What one rank (process) of a training job brings to a step's reduction:
+// its slots' sums, in slot order, before any scaling.
+struct RankPartial {
+  // Not OK: this rank's part of the step failed (its slots, or the command
+  // before the trainer); the others then discard the step. The fields below
+  // are then ignored.
+  absl::Status status;
+  double loss_sum = 0;  // Of its rows' losses.
+  double correct = 0;   // Its rows classified right (classification losses).
+  // Per parameter, the sum over its slots of their rows' gradients (empty
+  // when the rank ran no rows: it adds nothing).
+  std::vector<std::vector<float>> gradients;
+  // Running statistics after the step, from the rank running the batch's
+  // first row (with SyncBatchNorm every rank computed the same; without, the
+  // first slot's are kept, as within a process). Other ranks leave it empty.
+  std::vector<Tensor> buffers;
+};
+
+// The other processes of a training job (launched by mpirun, srun or an
+// MPIJob), as the trainer sees them: the job's slots are every rank's
+// slots, rank by rank, and a batch is split over them all by one rule, so
+// N ranks train like one process holding all those slots. Implemented over
+// MPI by the server (server/mpi_training_ranks.h); core never includes MPI.
+//
+// Every rank makes the same sequence of calls for the same steps. A rank
+// that fails, dies or stops answering fails the step on every rank within
+// the implementation's bound, with Unavailable naming the rank; after such
+// a failure the group is broken and every later call fails at once (the
+// job then exits, for its launcher to restart it from a checkpoint).
+class TrainingRanks {
+ public:
+  virtual ~TrainingRanks() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Every slot of the job, rank by rank in slot order: its weight in the
+  // global split (this rank's own slots are among them) and its rank.
+  virtual const std::vector<double>& slot_weights() const = 0;
+  virtual const std::vector<int>& slot_ranks() const = 0;
+
+  // Sums `partial` over the ranks in rank order (rank 0's plus rank 1's,
+  // ..., so one rank of N slots and N ranks of one slot add alike) and
+  // replaces it with the job's: loss_sum, correct and gradients summed,
+  // buffers those of the rank running the first row. Fails when any rank's
+  // partial failed (that rank's error, naming it) or a rank does not answer
+  // in time (Unavailable). Every rank gets the same bits or the same error.
+  virtual absl::Status SumStep(int64_t step, RankPartial* partial) = 0;
+
+  // SyncBatchNorm: replaces data[0..count) with its sum over the ranks in
+  // `ranks` (ascending; this rank among them), in rank order. Called by the
+  // ranks that run rows in this step, in the same order and with the same
+  // counts. Fails as SumStep does.
+  virtual absl::Status SumStatistics(const std::vector<int>& ranks, double* data, size_t count) = 0;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_TRAIN_TRAINING_RANKS_H_

@@ -1,0 +1,432 @@
+#include "server/ranks/mpi_training_ranks.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/ranks/byte_frame.h"
+
+namespace replicad {
+namespace {
+
+enum Tag : int {
+  kCommandTag = 1,
+  kPartialTag = 2,  // A rank's part of a step, to rank 0.
+  kSumTag = 3,      // The step's sums, from rank 0.
+  kStatisticsTag = 4,
+  kStatisticsSumTag = 5,
+};
+
+// Which communicator a message travels on: each kind of exchange has its
+// own, so a late message of one can never be taken for another's.
+enum Channel : int { kCommands = 0, kSteps = 1, kStatistics = 2 };
+
+// Polling, not blocking: an MPI call blocked on a dead rank never returns.
+// Waits grow from a few microseconds (a step's messages come quickly) to
+// `longest` (an idle rank waiting for commands).
+class Backoff {
+ public:
+  explicit Backoff(absl::Duration longest) : longest_(longest) {}
+  void Wait() {
+    absl::SleepFor(wait_);
+    wait_ = std::min(wait_ * 2, longest_);
+  }
+
+ private:
+  const absl::Duration longest_;
+  absl::Duration wait_ = absl::Microseconds(5);
+};
+
+std::string MpiError(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return absl::StrCat("MPI error ", code);
+  return std::string(text, static_cast<size_t>(length));
+}
+
+absl::Status MpiStatus(int code, absl::string_view call) {
+  if (code == MPI_SUCCESS) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(call, ": ", MpiError(code)));
+}
+
+void EncodePartial(const RankPartial& partial, FrameWriter* out) {
+  out->Status(partial.status);
+  out->Double(partial.loss_sum);
+  out->Double(partial.correct);
+  out->Int64(static_cast<int64_t>(partial.gradients.size()));
+  for (const std::vector<float>& g : partial.gradients) out->Floats(g);
+  out->Int64(static_cast<int64_t>(partial.buffers.size()));
+  for (const Tensor& b : partial.buffers) out->HostTensor(b);
+}
+
+absl::Status DecodePartial(absl::string_view bytes, RankPartial* partial) {
+  FrameReader in(bytes);
+  absl::StatusOr<absl::Status> status = in.Status("status");
+  if (!status.ok()) return status.status();
+  partial->status = *status;
+  absl::StatusOr<double> loss = in.Double("loss");
+  absl::StatusOr<double> correct = in.Double("correct");
+  absl::StatusOr<int64_t> gradients = in.Int64("gradients");
+  if (!loss.ok() || !correct.ok() || !gradients.ok()) {
+    return absl::InvalidArgumentError("rank message: a step's sums are cut short");
+  }
+  partial->loss_sum = *loss;
+  partial->correct = *correct;
+  partial->gradients.clear();
+  for (int64_t p = 0; p < *gradients; ++p) {
+    absl::StatusOr<std::vector<float>> g = in.Floats("gradient");
+    if (!g.ok()) return g.status();
+    partial->gradients.push_back(*std::move(g));
+  }
+  absl::StatusOr<int64_t> buffers = in.Int64("buffers");
+  if (!buffers.ok()) return buffers.status();
+  partial->buffers.clear();
+  for (int64_t b = 0; b < *buffers; ++b) {
+    absl::StatusOr<Tensor> t = in.HostTensor("running statistic");
+    if (!t.ok()) return t.status();
+    partial->buffers.push_back(*std::move(t));
+  }
+  return absl::OkStatus();
+}
+
+RankPartial Failed(absl::Status status) {
+  RankPartial partial;
+  partial.status = std::move(status);
+  return partial;
+}
+
+// Adds `from`'s gradients into `into`'s; they must have the same sizes.
+absl::Status AddGradients(const RankPartial& from, RankPartial* into, int rank) {
+  if (from.gradients.size() != into->gradients.size()) {
+    return absl::InternalError(absl::StrCat("rank ", rank, " sent ", from.gradients.size(),
+                                            " gradients, rank 0 has ", into->gradients.size()));
+  }
+  for (size_t p = 0; p < from.gradients.size(); ++p) {
+    const std::vector<float>& g = from.gradients[p];
+    std::vector<float>& sum = into->gradients[p];
+    if (g.size() != sum.size()) {
+      return absl::InternalError(absl::StrCat("rank ", rank, " sent ", g.size(),
+                                              " values for gradient ", p, ", rank 0 has ",
+                                              sum.size()));
+    }
+    for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct MpiTrainingRanks::Communicators {
+  MPI_Comm channels[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+  // Sends given up on when a rank stopped answering: MPI may still read
+  // their bytes, so they live as long as MPI does.
+  std::vector<std::unique_ptr<std::string>> abandoned;
+  absl::Mutex abandoned_mu;
+};
+
+bool MpiTrainingRanks::LaunchedByMpi() {
+  // Open MPI's mpirun, PMIx launchers (srun --mpi=pmix), and PMI-1/2 ones.
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+MpiTrainingRanks::MpiTrainingRanks(Options options, int rank, int size)
+    : options_(std::move(options)),
+      rank_(rank),
+      size_(size),
+      communicators_(std::make_unique<Communicators>()) {}
+
+absl::StatusOr<std::shared_ptr<MpiTrainingRanks>> MpiTrainingRanks::Create(
+    const std::vector<double>& local_weights, Options options) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return absl::FailedPreconditionError("MPI is initialised once per process");
+  int provided = 0;
+  if (absl::Status s =
+          MpiStatus(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init");
+      !s.ok()) {
+    return s;
+  }
+  if (provided < MPI_THREAD_MULTIPLE) {
+    return absl::FailedPreconditionError(
+        "this MPI library does not support MPI_THREAD_MULTIPLE, which replicad's ranks need");
+  }
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::shared_ptr<MpiTrainingRanks> ranks(new MpiTrainingRanks(std::move(options), rank, size));
+  for (MPI_Comm& channel : ranks->communicators_->channels) {
+    if (absl::Status s = MpiStatus(MPI_Comm_dup(MPI_COMM_WORLD, &channel), "MPI_Comm_dup"); !s.ok())
+      return s;
+    MPI_Comm_set_errhandler(channel, MPI_ERRORS_RETURN);
+  }
+  // Every rank's slot count, then their weights, rank by rank.
+  int count = static_cast<int>(local_weights.size());
+  std::vector<int> counts(static_cast<size_t>(size));
+  if (absl::Status s =
+          MpiStatus(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD),
+                    "MPI_Allgather");
+      !s.ok())
+    return s;
+  std::vector<int> offsets(static_cast<size_t>(size), 0);
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    offsets[r] = total;
+    total += counts[r];
+    for (int s = 0; s < counts[r]; ++s) ranks->slot_ranks_.push_back(r);
+  }
+  ranks->slot_weights_.resize(static_cast<size_t>(total));
+  if (absl::Status s = MpiStatus(
+          MPI_Allgatherv(local_weights.data(), count, MPI_DOUBLE, ranks->slot_weights_.data(),
+                         counts.data(), offsets.data(), MPI_DOUBLE, MPI_COMM_WORLD),
+          "MPI_Allgatherv");
+      !s.ok())
+    return s;
+  return ranks;
+}
+
+MpiTrainingRanks::~MpiTrainingRanks() {
+  // MPI_Finalize waits for every rank; after a rank died it would wait for
+  // ever, and the launcher with it (mpirun waits for a rank that exits
+  // without it). MPI_Abort ends the whole job instead, non-zero.
+  if (!broken().ok()) MPI_Abort(MPI_COMM_WORLD, 75);
+  for (MPI_Comm& channel : communicators_->channels) {
+    if (channel != MPI_COMM_NULL) MPI_Comm_free(&channel);
+  }
+  MPI_Finalize();
+}
+
+absl::Status MpiTrainingRanks::broken() const {
+  absl::MutexLock lock(&mu_);
+  return broken_;
+}
+
+absl::Status MpiTrainingRanks::Break(absl::Status status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;
+    broken_ = absl::UnavailableError(absl::StrCat(
+        status.message(),
+        "; the training group is broken: replicad exits so that the launcher can restart the job "
+        "from its last checkpoint"));
+    status = broken_;
+  }
+  if (options_.on_broken) options_.on_broken(status);
+  return status;
+}
+
+absl::Status MpiTrainingRanks::Send(int to, int tag, const std::string& bytes, int communicator,
+                                    const std::string& what) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": ", bytes.size(),
+                                                     " bytes exceed what one MPI message "
+                                                     "carries (2 GiB)"));
+  }
+  MPI_Request request;
+  const int posted = MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, tag,
+                               communicators_->channels[communicator], &request);
+  if (posted != MPI_SUCCESS) {
+    return Break(MpiStatus(posted, absl::StrCat("sending ", what, " to rank ", to)));
+  }
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  Backoff backoff(absl::Milliseconds(1));
+  for (;;) {
+    int done = 0;
+    const int code = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS) {
+      return Break(MpiStatus(code, absl::StrCat("sending ", what, " to rank ", to)));
+    }
+    if (done) return absl::OkStatus();
+    if (absl::Now() > deadline) {
+      {
+        absl::MutexLock lock(&communicators_->abandoned_mu);
+        communicators_->abandoned.push_back(std::make_unique<std::string>(bytes));
+      }
+      return Break(absl::UnavailableError(
+          absl::StrCat("rank ", to, " of ", size_, " did not take ", what, " within ",
+                       absl::FormatDuration(options_.timeout), ": it died or stopped answering")));
+    }
+    backoff.Wait();
+  }
+}
+
+absl::StatusOr<std::string> MpiTrainingRanks::Receive(int from, int tag, int communicator,
+                                                      const std::string& what) {
+  MPI_Comm comm = communicators_->channels[communicator];
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  Backoff backoff(absl::Milliseconds(1));
+  MPI_Status status;
+  for (;;) {
+    int found = 0;
+    const int code = MPI_Iprobe(from, tag, comm, &found, &status);
+    if (code != MPI_SUCCESS) {
+      return Break(MpiStatus(code, absl::StrCat("waiting for ", what, " from rank ", from)));
+    }
+    if (found) break;
+    if (absl::Now() > deadline) {
+      return Break(absl::UnavailableError(
+          absl::StrCat("rank ", from, " of ", size_, " did not send ", what, " within ",
+                       absl::FormatDuration(options_.timeout), ": it died or stopped answering")));
+    }
+    backoff.Wait();
+  }
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  std::string bytes(static_cast<size_t>(count), '\0');
+  const int code = MPI_Recv(bytes.data(), count, MPI_BYTE, from, tag, comm, MPI_STATUS_IGNORE);
+  if (code != MPI_SUCCESS) {
+    return Break(MpiStatus(code, absl::StrCat("receiving ", what, " from rank ", from)));
+  }
+  return bytes;
+}
+
+absl::Status MpiTrainingRanks::SendCommand(const std::string& command) {
+  if (absl::Status s = broken(); !s.ok()) return s;
+  for (int r = 1; r < size_; ++r) {
+    if (absl::Status s = Send(r, kCommandTag, command, kCommands, "a command"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> MpiTrainingRanks::ReceiveCommand(const std::atomic<bool>& stop) {
+  MPI_Comm comm = communicators_->channels[kCommands];
+  Backoff backoff(absl::Milliseconds(5));
+  MPI_Status status;
+  for (;;) {
+    if (absl::Status s = broken(); !s.ok()) return s;
+    if (stop.load()) return absl::CancelledError("stopping");
+    int found = 0;
+    const int code = MPI_Iprobe(0, kCommandTag, comm, &found, &status);
+    if (code != MPI_SUCCESS) return Break(MpiStatus(code, "waiting for a command from rank 0"));
+    if (found) break;
+    backoff.Wait();
+  }
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  std::string bytes(static_cast<size_t>(count), '\0');
+  const int code = MPI_Recv(bytes.data(), count, MPI_BYTE, 0, kCommandTag, comm, MPI_STATUS_IGNORE);
+  if (code != MPI_SUCCESS) return Break(MpiStatus(code, "receiving a command from rank 0"));
+  return bytes;
+}
+
+absl::Status MpiTrainingRanks::SumStep(int64_t step, RankPartial* partial) {
+  if (absl::Status s = broken(); !s.ok()) return s;
+  steps_summed_.fetch_add(1);
+  const std::string which =
+      step > 0 ? absl::StrCat("its part of step ", step) : "its part of a step";
+  FrameWriter mine;
+  EncodePartial(*partial, &mine);
+  if (rank_ != 0) {
+    if (absl::Status s = Send(0, kPartialTag, mine.bytes(), kSteps, which); !s.ok()) return s;
+    absl::StatusOr<std::string> reply =
+        Receive(0, kSumTag, kSteps,
+                step > 0 ? absl::StrCat("the sums of step ", step) : "the sums of a step");
+    if (!reply.ok()) return reply.status();
+    const size_t gradients = partial->gradients.size();
+    RankPartial job;
+    if (absl::Status s = DecodePartial(*reply, &job); !s.ok()) return Break(s);
+    if (!job.status.ok()) return job.status;
+    if (job.gradients.size() != gradients) {
+      return Break(absl::InternalError(absl::StrCat("rank 0 sent ", job.gradients.size(),
+                                                    " gradients, this rank has ", gradients)));
+    }
+    *partial = std::move(job);
+    return absl::OkStatus();
+  }
+  // Rank 0: everyone's parts, in rank order.
+  RankPartial job = std::move(*partial);
+  absl::Status first_error = job.status;
+  for (int r = 1; r < size_; ++r) {
+    absl::StatusOr<std::string> bytes = Receive(r, kPartialTag, kSteps, which);
+    if (!bytes.ok()) {
+      // The others wait for the answer: they get the failure.
+      FrameWriter failed;
+      EncodePartial(Failed(bytes.status()), &failed);
+      for (int other = 1; other < size_; ++other) {
+        if (other != r) (void)Send(other, kSumTag, failed.bytes(), kSteps, "a step's failure");
+      }
+      return bytes.status();
+    }
+    RankPartial part;
+    absl::Status decoded = DecodePartial(*bytes, &part);
+    if (!decoded.ok()) part.status = decoded;
+    if (!part.status.ok()) {
+      if (first_error.ok()) {
+        first_error = absl::Status(part.status.code(), absl::StrCat("rank ", r, " of ", size_, ": ",
+                                                                    part.status.message()));
+      }
+      continue;
+    }
+    if (!first_error.ok()) continue;
+    job.loss_sum += part.loss_sum;
+    job.correct += part.correct;
+    first_error = AddGradients(part, &job, r);
+    if (job.buffers.empty()) job.buffers = std::move(part.buffers);
+  }
+  job.status = first_error;
+  FrameWriter reply;
+  if (first_error.ok()) {
+    EncodePartial(job, &reply);
+  } else {
+    EncodePartial(Failed(first_error), &reply);
+  }
+  for (int r = 1; r < size_; ++r) {
+    if (absl::Status s = Send(r, kSumTag, reply.bytes(), kSteps, "a step's sums"); !s.ok())
+      return s;
+  }
+  if (!first_error.ok()) return first_error;
+  *partial = std::move(job);
+  return absl::OkStatus();
+}
+
+absl::Status MpiTrainingRanks::SumStatistics(const std::vector<int>& ranks, double* data,
+                                             size_t count) {
+  if (absl::Status s = broken(); !s.ok()) return s;
+  if (ranks.size() <= 1) return absl::OkStatus();
+  const size_t bytes = count * sizeof(double);
+  const int leader = ranks[0];
+  const std::string what = "its batch-normalization statistics";
+  if (rank_ != leader) {
+    if (absl::Status s =
+            Send(leader, kStatisticsTag, std::string(reinterpret_cast<const char*>(data), bytes),
+                 kStatistics, what);
+        !s.ok())
+      return s;
+    absl::StatusOr<std::string> sum =
+        Receive(leader, kStatisticsSumTag, kStatistics, "the batch-normalization sums");
+    if (!sum.ok()) return sum.status();
+    if (sum->size() != bytes) {
+      return Break(absl::InternalError(absl::StrCat("rank ", leader, " sent ", sum->size(),
+                                                    " bytes of statistics, expected ", bytes)));
+    }
+    std::memcpy(data, sum->data(), bytes);
+    return absl::OkStatus();
+  }
+  for (size_t i = 1; i < ranks.size(); ++i) {
+    absl::StatusOr<std::string> part = Receive(ranks[i], kStatisticsTag, kStatistics, what);
+    if (!part.ok()) return part.status();
+    if (part->size() != bytes) {
+      return Break(absl::InternalError(absl::StrCat("rank ", ranks[i], " sent ", part->size(),
+                                                    " bytes of statistics, expected ", bytes)));
+    }
+    const double* values = reinterpret_cast<const double*>(part->data());
+    for (size_t k = 0; k < count; ++k) data[k] += values[k];
+  }
+  const std::string sum(reinterpret_cast<const char*>(data), bytes);
+  for (size_t i = 1; i < ranks.size(); ++i) {
+    if (absl::Status s =
+            Send(ranks[i], kStatisticsSumTag, sum, kStatistics, "the batch-normalization sums");
+        !s.ok())
+      return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace replicad

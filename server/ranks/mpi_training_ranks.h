@@ -1,0 +1,95 @@
+#ifndef REPLICAD_SERVER_RANKS_MPI_TRAINING_RANKS_H_
+#define REPLICAD_SERVER_RANKS_MPI_TRAINING_RANKS_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/train/training_ranks.h"
+#include "server/ranks/rank_job.h"
+
+namespace replicad {
+
+// The ranks of a training job started by an MPI launcher (mpirun, srun
+// --mpi=pmix, an MPIJob), over Open MPI. Rank 0 leads: it receives the
+// job's requests and sends every other rank the commands it runs
+// (SendCommand/ReceiveCommand); each step's sums gather at rank 0, which
+// adds them in rank order and sends the result back (one rank of N slots
+// and N ranks of one slot add alike, bit for bit, and rank 0 learns which
+// rank is missing: MPI_Allreduce would hang without naming it).
+//
+// Every wait is bounded by `timeout`: a rank that dies or stops answering
+// fails the call with Unavailable naming it, the group is then broken
+// (every later call fails at once with that error) and `on_broken` runs
+// once, on the failing thread: the daemon then exits non-zero so that the
+// launcher can restart the job from its last checkpoint. Thread-safe.
+class MpiTrainingRanks final : public TrainingRanks,
+                               public RankJob,
+                               public std::enable_shared_from_this<MpiTrainingRanks> {
+ public:
+  struct Options {
+    absl::Duration timeout = absl::Seconds(60);
+    std::function<void(const absl::Status&)> on_broken;
+  };
+
+  // Whether this process was started by an MPI launcher (its environment
+  // names a rank), before anything initialises MPI.
+  static bool LaunchedByMpi();
+
+  // Initialises MPI (MPI_THREAD_MULTIPLE; FailedPrecondition without it)
+  // and exchanges every rank's slot weights (`local_weights`, this rank's
+  // slots in order). Once per process. Destroying it finalises MPI, or,
+  // once the group is broken, aborts the job (MPI_Abort, status 75) so that
+  // the launcher ends and reports it.
+  static absl::StatusOr<std::shared_ptr<MpiTrainingRanks>> Create(
+      const std::vector<double>& local_weights, Options options);
+  ~MpiTrainingRanks() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::vector<double>& slot_weights() const override { return slot_weights_; }
+  const std::vector<int>& slot_ranks() const override { return slot_ranks_; }
+  absl::Status SumStep(int64_t step, RankPartial* partial) override;
+  absl::Status SumStatistics(const std::vector<int>& ranks, double* data, size_t count) override;
+
+  // RankJob. An idle rank waits for commands as long as it takes.
+  std::shared_ptr<TrainingRanks> training_ranks() override { return shared_from_this(); }
+  bool leads() const override { return rank_ == 0; }
+  absl::Status SendCommand(const std::string& command) override;
+  absl::Mutex& command_order() override { return command_order_; }
+  absl::StatusOr<std::string> ReceiveCommand(const std::atomic<bool>& stop) override;
+  int64_t steps_summed() const override { return steps_summed_.load(); }
+  // OK, or why the group broke.
+  absl::Status broken() const;
+
+ private:
+  struct Communicators;
+  MpiTrainingRanks(Options options, int rank, int size);
+  // Marks the group broken with `status` (the first one stays) and returns it.
+  absl::Status Break(absl::Status status);
+  // Point-to-point with a deadline; `what` names the message in errors.
+  absl::Status Send(int to, int tag, const std::string& bytes, int communicator,
+                    const std::string& what);
+  absl::StatusOr<std::string> Receive(int from, int tag, int communicator, const std::string& what);
+
+  const Options options_;
+  const int rank_;
+  const int size_;
+  std::vector<double> slot_weights_;
+  std::vector<int> slot_ranks_;
+  std::unique_ptr<Communicators> communicators_;
+  std::atomic<int64_t> steps_summed_{0};
+  absl::Mutex command_order_;
+  mutable absl::Mutex mu_;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_RANKS_MPI_TRAINING_RANKS_H_

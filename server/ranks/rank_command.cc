@@ -1,0 +1,67 @@
+#include "server/ranks/rank_command.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/ranks/byte_frame.h"
+
+namespace replicad {
+namespace {
+
+// More inputs than any model takes; a bound against a corrupt count.
+constexpr int64_t kMaxInputs = 1024;
+
+}  // namespace
+
+std::string EncodeRankCommand(const RankCommand& command) {
+  FrameWriter out;
+  out.Int64(static_cast<int64_t>(command.kind));
+  out.String(command.model);
+  if (command.kind == RankCommand::Kind::kConfigure) out.String(command.config.SerializeAsString());
+  if (command.kind == RankCommand::Kind::kStep) {
+    out.Int64(static_cast<int64_t>(command.inputs.size()));
+    for (const Tensor& t : command.inputs) out.HostTensor(t);
+    out.HostTensor(command.targets);
+  }
+  return out.Take();
+}
+
+absl::StatusOr<RankCommand> DecodeRankCommand(absl::string_view bytes) {
+  FrameReader in(bytes);
+  RankCommand command;
+  absl::StatusOr<int64_t> kind = in.Int64("command kind");
+  if (!kind.ok()) return kind.status();
+  if (*kind < 1 || *kind > 3) {
+    return absl::InvalidArgumentError(absl::StrCat("rank command: kind ", *kind));
+  }
+  command.kind = static_cast<RankCommand::Kind>(*kind);
+  absl::StatusOr<std::string> model = in.String("model");
+  if (!model.ok()) return model.status();
+  command.model = *std::move(model);
+  if (command.kind == RankCommand::Kind::kConfigure) {
+    absl::StatusOr<std::string> config = in.String("config");
+    if (!config.ok()) return config.status();
+    if (!command.config.ParseFromString(*config)) {
+      return absl::InvalidArgumentError("rank command: the training configuration does not parse");
+    }
+  }
+  if (command.kind == RankCommand::Kind::kStep) {
+    absl::StatusOr<int64_t> inputs = in.Int64("inputs");
+    if (!inputs.ok()) return inputs.status();
+    if (*inputs < 0 || *inputs > kMaxInputs) {
+      return absl::InvalidArgumentError(absl::StrCat("rank command: ", *inputs, " inputs"));
+    }
+    for (int64_t i = 0; i < *inputs; ++i) {
+      absl::StatusOr<Tensor> t = in.HostTensor("input");
+      if (!t.ok()) return t.status();
+      command.inputs.push_back(*std::move(t));
+    }
+    absl::StatusOr<Tensor> targets = in.HostTensor("targets");
+    if (!targets.ok()) return targets.status();
+    command.targets = *std::move(targets);
+  }
+  if (!in.done()) return absl::InvalidArgumentError("rank command: bytes left over");
+  return command;
+}
+
+}  // namespace replicad

@@ -1,0 +1,33 @@
+#ifndef REPLICAD_SERVER_RANKS_RANK_COMMAND_H_
+#define REPLICAD_SERVER_RANKS_RANK_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/tensor/tensor.h"
+#include "replicad/v1/replicad.pb.h"
+
+namespace replicad {
+
+// What rank 0 hands the other ranks of a job to run as it does: a model's
+// new training configuration, one step on a batch (validated by rank 0:
+// every rank steps on the whole batch and runs its own slots' rows), or
+// the end of the job.
+struct RankCommand {
+  enum class Kind { kConfigure = 1, kStep = 2, kStop = 3 };
+  Kind kind = Kind::kStop;
+  std::string model;
+  v1::TrainingConfig config;   // kConfigure.
+  std::vector<Tensor> inputs;  // kStep: host tensors in model input order.
+  Tensor targets;              // kStep.
+};
+
+std::string EncodeRankCommand(const RankCommand& command);
+// InvalidArgument, naming what, for a frame that is cut short or malformed.
+absl::StatusOr<RankCommand> DecodeRankCommand(absl::string_view bytes);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_SERVER_RANKS_RANK_COMMAND_H_

@@ -1,0 +1,74 @@
+#include "server/ranks/rank_worker.h"
+
+#include <iostream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "server/model_training.h"
+#include "server/ranks/rank_command.h"
+
+namespace replicad {
+namespace {
+
+absl::StatusOr<ModelTraining*> TrainingFor(ModelManager& models, const std::string& name) {
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model = models.Find(name);
+  if (!model.ok()) return model.status();
+  auto* training = dynamic_cast<ModelTraining*>((*model)->trainable.get());
+  if (training == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("model '", name, "' does not train here"));
+  }
+  return training;
+}
+
+// Runs one command on this rank and waits for it.
+absl::Status Run(RankJob& job, ModelManager& models, RankCommand command) {
+  const int64_t summed = job.steps_summed();
+  absl::StatusOr<ModelTraining*> training = TrainingFor(models, command.model);
+  absl::Status status = training.status();
+  absl::Notification done;
+  if (training.ok() && command.kind == RankCommand::Kind::kConfigure) {
+    (*training)->Configure(command.config,
+                           [&](absl::StatusOr<v1::TrainingConfig> applied, int64_t) {
+                             status = applied.status();
+                             done.Notify();
+                           });
+    done.WaitForNotification();
+  } else if (training.ok() && command.kind == RankCommand::Kind::kStep) {
+    (*training)->Step(std::move(command.inputs), std::move(command.targets),
+                      [&](absl::StatusOr<DataParallelTrainer::StepResult> result) {
+                        status = result.status();
+                        done.Notify();
+                      });
+    done.WaitForNotification();
+  }
+  if (command.kind == RankCommand::Kind::kStep && job.steps_summed() == summed) {
+    // Failed before its trainer summed (no such model here, say): rank 0
+    // and the others learn it from this rank's part.
+    RankPartial failed;
+    failed.status =
+        status.ok() ? absl::InternalError("the step ended before its reduction") : status;
+    (void)job.training_ranks()->SumStep(-1, &failed);
+  }
+  return status;
+}
+
+}  // namespace
+
+absl::Status RunRankWorker(RankJob& job, ModelManager& models, const std::atomic<bool>& stop) {
+  for (;;) {
+    absl::StatusOr<std::string> bytes = job.ReceiveCommand(stop);
+    if (!bytes.ok()) return bytes.status();
+    absl::StatusOr<RankCommand> command = DecodeRankCommand(*bytes);
+    if (!command.ok()) return command.status();  // Not from our rank 0: nothing is in step.
+    if (command->kind == RankCommand::Kind::kStop) return absl::OkStatus();
+    const std::string model = command->model;
+    absl::Status status = Run(job, models, *std::move(command));
+    if (!status.ok()) {
+      std::cerr << "replicad: rank " << job.training_ranks()->rank() << ": model '" << model
+                << "': " << status.message() << std::endl;
+    }
+  }
+}
+
+}  // namespace replicad

@@ -1,0 +1,187 @@
+// Run with: mpirun --allow-run-as-root --oversubscribe -np 2 tests/mpi_training_ranks_test
+// (CTest does). Every rank runs every test, in the same order.
+#include "server/ranks/mpi_training_ranks.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backends/cpu/cpu_backend.h"
+#include "core/train/data_parallel_trainer.h"
+#include "gtest/gtest.h"
+#include "tests/core/train/torch_reference.h"
+#include "tests/core/train/train_test_models.h"
+
+namespace replicad {
+namespace {
+
+// This process's rank, one CPU slot of weight 1; made once (MPI is
+// initialised once per process; finalised when the process exits, by the
+// static's destructor (mpirun fails a rank that exits without it).
+std::shared_ptr<MpiTrainingRanks> Ranks() {
+  static const std::shared_ptr<MpiTrainingRanks> ranks = [] {
+    MpiTrainingRanks::Options options;
+    options.timeout = absl::Seconds(60);
+    absl::StatusOr<std::shared_ptr<MpiTrainingRanks>> made =
+        MpiTrainingRanks::Create({1.0}, std::move(options));
+    EXPECT_TRUE(made.ok()) << made.status();
+    return made.ok() ? *made : nullptr;
+  }();
+  return ranks;
+}
+
+std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfig& optimizer,
+                                                 std::shared_ptr<const Model> model,
+                                                 std::shared_ptr<TrainingRanks> ranks) {
+  std::vector<TrainerSlot> trainer_slots;
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  for (int s = 0; s < slots; ++s) {
+    trainer_slots.push_back(
+        {SlotAssignment{"r" + std::to_string(s), cpu.id, 1.0}, CreateCpuDevice(cpu, {1})});
+  }
+  TrainerOptions options;
+  options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits", DType::kInt64};
+  options.optimizer = optimizer;
+  options.seed = 5;
+  TrainerReduction reduction;
+  reduction.ranks = std::move(ranks);
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = DataParallelTrainer::Create(
+      std::move(model), std::move(trainer_slots), options, std::move(reduction));
+  EXPECT_TRUE(trainer.ok()) << trainer.status();
+  return trainer.ok() ? *std::move(trainer) : nullptr;
+}
+
+// The weights and running statistics of a trainer's first slot.
+std::vector<Tensor> Weights(const DataParallelTrainer& trainer) {
+  std::vector<Tensor> weights = trainer.SlotParameters(0).value();
+  std::vector<Tensor> buffers = trainer.SlotBuffers(0).value();
+  for (Tensor& b : buffers) weights.push_back(std::move(b));
+  return weights;
+}
+
+// 5 steps of two ranks of one slot each against one process of two slots,
+// on the same batches: the same sums in the same order, so the same bits
+// (losses, accuracies, weights and running statistics).
+void ExpectRanksTrainLikeSlots(const std::string& onnx, const OptimizerConfig& optimizer,
+                               int64_t batch, const Shape& row, int classes) {
+  std::unique_ptr<DataParallelTrainer> job =
+      MakeTrainer(1, optimizer, testing::LoadForTraining(onnx), Ranks());
+  std::unique_ptr<DataParallelTrainer> one =
+      MakeTrainer(2, optimizer, testing::LoadForTraining(onnx), nullptr);
+  ASSERT_TRUE(job != nullptr && one != nullptr);
+  for (int step = 0; step < 5; ++step) {
+    Shape shape = row;
+    shape.insert(shape.begin(), batch);
+    const Tensor images = testing::RandomTensor(shape, 100 + step);
+    const Tensor labels = testing::ClassLabels(batch, classes, step);
+    absl::StatusOr<DataParallelTrainer::StepResult> a = job->Step({images}, labels);
+    absl::StatusOr<DataParallelTrainer::StepResult> b = one->Step({images}, labels);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(a->loss, b->loss) << "batch " << batch << ", step " << step;
+    EXPECT_EQ(a->accuracy, b->accuracy) << "batch " << batch << ", step " << step;
+    EXPECT_EQ(a->step, step + 1);
+    EXPECT_EQ(a->samples, batch);
+    // This rank's rows only: rank 1 has none of a batch of 1.
+    ASSERT_LE(a->slices.size(), 1u);
+  }
+  const std::vector<Tensor> got = Weights(*job);
+  const std::vector<Tensor> want = Weights(*one);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t w = 0; w < got.size(); ++w) {
+    ASSERT_EQ(got[w].byte_size(), want[w].byte_size());
+    EXPECT_EQ(std::memcmp(got[w].raw_data(), want[w].raw_data(), got[w].byte_size()), 0)
+        << "batch " << batch << ", tensor " << w << " differs from one process's";
+  }
+}
+
+std::vector<OptimizerConfig> Optimizers() {
+  OptimizerConfig sgd;
+  sgd.learning_rate = 0.05f;
+  sgd.momentum = 0.9f;
+  OptimizerConfig adam;
+  adam.kind = OptimizerConfig::Kind::kAdam;
+  adam.learning_rate = 0.01f;
+  return {sgd, adam};
+}
+
+TEST(MpiTrainingRanksTest, EveryRankKnowsTheJobsSlots) {
+  std::shared_ptr<MpiTrainingRanks> ranks = Ranks();
+  ASSERT_NE(ranks, nullptr);
+  ASSERT_EQ(ranks->size(), 2) << "run under mpirun -np 2";
+  EXPECT_EQ(ranks->slot_weights(), (std::vector<double>{1.0, 1.0}));
+  EXPECT_EQ(ranks->slot_ranks(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(ranks->leads(), ranks->rank() == 0);
+}
+
+TEST(MpiTrainingRanksTest, TwoRanksTrainLikeOneProcessWithTwoSlots) {
+  ASSERT_NE(Ranks(), nullptr);
+  for (const OptimizerConfig& optimizer : Optimizers()) {
+    for (int64_t batch : {7, 2, 64, 1}) {
+      ExpectRanksTrainLikeSlots(testing::ConvNetOnnx(7), optimizer, batch, {2, 6, 6}, 4);
+    }
+  }
+}
+
+// The PyTorch-exported CNN with BatchNormalization (SyncBatchNorm: the
+// statistics of the whole step, summed across ranks) and Dropout p = 0.3
+// (masks keyed by global row).
+TEST(MpiTrainingRanksTest, SyncBatchNormAndDropoutAcrossRanksTrainLikeSlots) {
+  ASSERT_NE(Ranks(), nullptr);
+  // Rank 0's export, on every rank.
+  std::string onnx;
+  if (Ranks()->rank() == 0) {
+    const std::string& dir = testing::TorchReferenceOutput(REPLICAD_TRAINING_SCRIPT);
+    if (!dir.empty()) onnx = testing::ReadFileBytes(dir + "/bn_p3.onnx");
+  }
+  int size = static_cast<int>(onnx.size());
+  MPI_Bcast(&size, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  ASSERT_GT(size, 0) << "rank 0 could not export the model";
+  onnx.resize(static_cast<size_t>(size));
+  MPI_Bcast(onnx.data(), size, MPI_BYTE, 0, MPI_COMM_WORLD);
+  for (int64_t batch : {7, 2, 64}) {
+    ExpectRanksTrainLikeSlots(onnx, Optimizers()[0], batch, {1, 8, 8}, 3);
+  }
+}
+
+// A step that fails on one rank (a label out of range on rank 1's rows
+// only is caught on every rank, since every rank sees the whole batch; so
+// the failure here is rank 1's own: it was given an input rank 0 was not)
+// fails on both, naming the rank, and changes nothing anywhere.
+TEST(MpiTrainingRanksTest, AStepThatFailsOnOneRankFailsOnAllAndChangesNothing) {
+  ASSERT_NE(Ranks(), nullptr);
+  std::unique_ptr<DataParallelTrainer> job =
+      MakeTrainer(1, Optimizers()[0], testing::LoadForTraining(testing::ConvNetOnnx(7)), Ranks());
+  ASSERT_NE(job, nullptr);
+  const std::vector<Tensor> before = Weights(*job);
+  Tensor labels = testing::ClassLabels(4, 4, 0);
+  if (Ranks()->rank() == 1) labels.data<int64_t>()[3] = 9;
+  absl::StatusOr<DataParallelTrainer::StepResult> step =
+      job->Step({testing::RandomTensor({4, 2, 6, 6}, 1)}, labels);
+  ASSERT_FALSE(step.ok());
+  if (Ranks()->rank() == 0) {
+    // Rank 0 learns it from rank 1's part of the step.
+    EXPECT_EQ(step.status().code(), absl::StatusCode::kInvalidArgument) << step.status();
+    EXPECT_NE(step.status().message().find("rank 1 of 2: "), std::string::npos) << step.status();
+  }
+  EXPECT_NE(step.status().message().find("must be a class in [0, 4), received 9"),
+            std::string::npos)
+      << step.status();
+  EXPECT_EQ(job->step(), 0);
+  const std::vector<Tensor> after = Weights(*job);
+  for (size_t w = 0; w < after.size(); ++w) {
+    EXPECT_EQ(std::memcmp(after[w].raw_data(), before[w].raw_data(), after[w].byte_size()), 0);
+  }
+  // And the group goes on: the next good step trains on both.
+  absl::StatusOr<DataParallelTrainer::StepResult> next =
+      job->Step({testing::RandomTensor({4, 2, 6, 6}, 1)}, testing::ClassLabels(4, 4, 0));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->step, 1);
+}
+
+}  // namespace
+}  // namespace replicad

@@ -1,0 +1,161 @@
+"""`replicad serve` as a training job of two ranks, driven by the Python client.
+
+Two ranks of one CPU slot each, under mpirun and under SLURM's srun (a one-node cluster on this
+machine, scripts/slurm-local.sh), train like one daemon with two CPU slots (the same losses,
+bit for bit, and the same predictions after training), and a rank killed mid-job fails the
+next step with UNAVAILABLE naming it within --rank-timeout-seconds; the job then exits
+non-zero and a restart on its last periodic checkpoint resumes the step count.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "testing"))
+from replicad_daemon import Daemon  # noqa: E402
+
+import replicad  # noqa: E402
+from replicad.datasets import load_idx  # noqa: E402
+
+MPIRUN = ("mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2")
+# Keeps rank 0 running when another rank dies, so that it can answer the step in flight
+# (mpirun's default kills every rank at once).
+KEEP_RANK_0 = ("--mca", "orte_abort_on_non_zero_status", "0")
+# Fixed, equal weights: the split must not follow measured speeds.
+ONE_PROCESS = ("--devices", "cpu:0,cpu:0", "--slot-weights", "1,1")
+ONE_SLOT_A_RANK = ("--devices", "cpu:0", "--slot-weights", "1")
+
+
+@pytest.fixture(scope="module")
+def batches():
+    images, labels = load_idx("/usr/share/datasets/fashion-mnist", "train")
+    x = (images[:200].astype(np.float32) / np.float32(255))[:, None]
+    return x, labels[:200].astype(np.int64)
+
+
+SCRIPTS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "scripts")
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """srun's launcher prefix on a one-node SLURM cluster started for these tests."""
+    directory = tempfile.mkdtemp(prefix="replicad_slurm_")
+    started = subprocess.run(["bash", os.path.join(SCRIPTS, "slurm-local.sh"), "start",
+                              directory], capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stdout + started.stderr
+    os.environ["SLURM_CONF"] = os.path.join(directory, "slurm.conf")
+    yield ("srun", "-n", "2", "--mpi=pmix")
+    subprocess.run(["bash", os.path.join(SCRIPTS, "slurm-local.sh"), "stop", directory],
+                   timeout=60)
+    del os.environ["SLURM_CONF"]
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def daemons():
+    started = []
+
+    def start(*flags, launcher=()):
+        daemon = Daemon(*flags, launcher=launcher)
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in started:
+        if daemon.process.poll() is None:
+            daemon.process.send_signal(signal.SIGTERM)
+            try:
+                daemon.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                daemon.process.kill()
+
+
+def train(client, x, y, sizes, **config):
+    client.configure_training("default", **config)
+    losses, begin = [], 0
+    for size in sizes:
+        step = client.train_step("default", x[begin:begin + size], y[begin:begin + size])
+        losses.append((step.loss, step.accuracy, step.step))
+        begin += size
+    return losses
+
+
+@pytest.mark.parametrize("config", [dict(optimizer="sgd", lr=0.05, momentum=0.9),
+                                    dict(optimizer="adam", lr=0.01)])
+def test_two_ranks_train_like_one_process_with_two_slots(daemons, batches, config):
+    expect_ranks_train_like_slots(daemons, batches, config, MPIRUN)
+
+
+def test_srun_ranks_train_like_one_process_with_two_slots(daemons, batches, slurm):
+    expect_ranks_train_like_slots(daemons, batches, dict(optimizer="sgd", lr=0.05, momentum=0.9),
+                                  slurm)
+
+
+def expect_ranks_train_like_slots(daemons, batches, config, launcher):
+    x, y = batches
+    job = daemons(*ONE_SLOT_A_RANK, launcher=launcher)
+    one = daemons(*ONE_PROCESS)
+    sizes = [7, 2, 64, 1, 33]
+    with replicad.Client(f"127.0.0.1:{job.port}") as a, \
+            replicad.Client(f"127.0.0.1:{one.port}") as b:
+        got = train(a, x, y, sizes, seed=3, **config)
+        want = train(b, x, y, sizes, seed=3, **config)
+        assert got == want  # loss, accuracy and step of each step, bit for bit
+        # Predict on rank 0's own slot, with the trained weights: within 1e-6 of the other
+        # daemon's (its two slots split the rows differently; a slice's size picks kernels).
+        p = a.predict("default", x[:16])
+        q = b.predict("default", x[:16])
+        for name in q:
+            np.testing.assert_allclose(p[name], q[name], rtol=1e-6, atol=1e-6)
+
+
+def rank_pid(daemon, rank, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for line in list(daemon.output):
+            match = re.search(rf"rank {rank} of \d+ \(pid (\d+)\)", line)
+            if match:
+                return int(match.group(1))
+        time.sleep(0.1)
+    raise AssertionError("no rank line:\n" + "".join(daemon.output))
+
+
+def test_a_killed_rank_fails_the_step_naming_it_and_a_restart_resumes(daemons, batches):
+    x, y = batches
+    root = tempfile.mkdtemp(prefix="replicad_ranks_")
+    try:
+        os.makedirs(os.path.join(root, "ckpt"))
+        flags = (*ONE_SLOT_A_RANK, "--checkpoint-root", root, "--rank-timeout-seconds", "3")
+        job = daemons(*flags, launcher=MPIRUN + KEEP_RANK_0)
+        with replicad.Client(f"127.0.0.1:{job.port}") as client:
+            train(client, x, y, [8, 8, 8], optimizer="sgd", lr=0.05, checkpoint_every_steps=1,
+                  checkpoint_dir="ckpt")
+            os.kill(rank_pid(job, 1), signal.SIGKILL)
+            start = time.time()
+            with pytest.raises(replicad.errors.Unavailable) as failed:
+                client.train_step("default", x[:8], y[:8])
+            took = time.time() - start
+        assert "rank 1 of 2" in str(failed.value), failed.value
+        assert took < 3 + 10, f"the step took {took:.1f} s to fail; the bound is 3 s"
+        # The job ends, non-zero, for its launcher to restart it.
+        assert job.process.wait(timeout=60) != 0
+        assert any("the training group is broken" in line for line in job.output)
+
+        checkpoints = sorted(os.listdir(os.path.join(root, "ckpt")))
+        newest = [c for c in checkpoints if c.endswith(".onnx")][-1]
+        assert newest == "default-step000000003.onnx", checkpoints
+        again = daemons(*flags, "--model", f"default={os.path.join(root, 'ckpt', newest)}",
+                        launcher=MPIRUN)
+        with replicad.Client(f"127.0.0.1:{again.port}") as client:
+            step = client.train_step("default", x[:8], y[:8])
+        assert step.step == 4
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
