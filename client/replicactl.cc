@@ -685,9 +685,10 @@ int Main(int argc, char** argv) {
   train->add_option("--ps-device", train_args.ps_device,
                     "Reduce through a parameter server on this device, e.g. cpu:0 (with "
                     "--optimizer; default: allreduce among the slots)");
-  train->add_option("--checkpoint-every-steps", train_args.checkpoint_every_steps,
-                    "Write a numbered checkpoint every N steps into --checkpoint-dir on the "
-                    "server (with --optimizer; a restart on the newest resumes there)")
+  train
+      ->add_option("--checkpoint-every-steps", train_args.checkpoint_every_steps,
+                   "Write a numbered checkpoint every N steps into --checkpoint-dir on the "
+                   "server (with --optimizer; a restart on the newest resumes there)")
       ->check(CLI::NonNegativeNumber);
   train->add_option("--checkpoint-dir", train_args.checkpoint_dir,
                     "Directory under the server's --checkpoint-root for the periodic checkpoints "
