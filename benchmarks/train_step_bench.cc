@@ -11,7 +11,10 @@
 // torch.onnx.export writes them with training=TrainingMode.TRAINING). Inputs are
 // deterministic pseudo-random floats and labels; --warmup untimed steps run first (the
 // first also builds the plans), then --iterations timed ones. Prints median, mean and min
-// milliseconds per step and images per second; with --json, one last line "json: {...}".
+// milliseconds per step and images per second, the medians of the trainer's phases
+// (forward, backward, host reduction, optimizer) and the gradient bytes a slot sends to the
+// reduction (benchmarks/scaling_model.py reads them); with --json, one last line "json: {...}".
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -40,7 +43,21 @@ struct Options {
   bool json = false;
 };
 
-absl::StatusOr<Timing> Run(const Options& options) {
+// What the trainer reports of its steps (the timed ones): medians of its
+// phases and the gradient bytes each slot sends to the reduction.
+struct StepPhases {
+  std::vector<double> forward_ms, backward_ms, reduce_ms, optimizer_ms;
+  int64_t gradient_bytes_per_slot = 0;
+};
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+absl::StatusOr<Timing> Run(const Options& options, StepPhases* phases) {
   OnnxImportOptions import;
   import.optimize = false;  // Training needs the graph as written.
   absl::StatusOr<std::shared_ptr<const Model>> model =
@@ -92,7 +109,16 @@ absl::StatusOr<Timing> Run(const Options& options) {
   for (int64_t r = 0; r < options.batch; ++r) labels.data<int64_t>()[r] = (r * 7) % classes;
   return Measure("train_step", options.warmup, options.iterations, [&]() -> absl::Status {
     absl::StatusOr<DataParallelTrainer::StepResult> step = (*trainer)->Step(inputs, labels);
-    return step.status();
+    if (!step.ok()) return step.status();
+    // Slot 0's slice stands for all (they run concurrently on equal slices).
+    const DataParallelTrainer::SliceResult& first = step->slices.front();
+    phases->forward_ms.push_back(first.forward_seconds * 1e3);
+    phases->backward_ms.push_back((first.compute_seconds - first.forward_seconds) * 1e3);
+    phases->reduce_ms.push_back(step->reduce_seconds * 1e3);
+    phases->optimizer_ms.push_back(step->optimizer_seconds * 1e3);
+    phases->gradient_bytes_per_slot =
+        step->reduced_bytes / static_cast<int64_t>(step->slices.size());
+    return absl::OkStatus();
   });
 }
 
@@ -122,7 +148,8 @@ int Main(int argc, char** argv) {
   app.add_flag("--json", options.json, "Print a last line 'json: {...}' for scripts");
   CLI11_PARSE(app, argc, argv);
 
-  absl::StatusOr<Timing> t = Run(options);
+  StepPhases phases;
+  absl::StatusOr<Timing> t = Run(options, &phases);
   if (!t.ok()) {
     std::cerr << "train_step_bench: " << t.status() << "\n";
     return 1;
@@ -134,11 +161,19 @@ int Main(int argc, char** argv) {
       options.model_path, options.batch, options.slots, options.device,
       options.tf32 ? " (TF32)" : "", options.iterations, options.warmup, t->median_ms, t->mean_ms,
       t->min_ms, images_per_s);
+  std::cout << absl::StrFormat(
+      "phases (medians, slot 0): forward %.3f ms, backward %.3f ms, host reduction %.3f ms, "
+      "optimizer %.3f ms; gradients %d bytes per slot\n",
+      Median(phases.forward_ms), Median(phases.backward_ms), Median(phases.reduce_ms),
+      Median(phases.optimizer_ms), phases.gradient_bytes_per_slot);
   if (options.json) {
     std::cout << absl::StrFormat(
         "json: {\"train_step\": {\"median_ms\": %.6f, \"mean_ms\": %.6f, \"min_ms\": %.6f, "
-        "\"images_per_s\": %.3f}}\n",
-        t->median_ms, t->mean_ms, t->min_ms, images_per_s);
+        "\"images_per_s\": %.3f, \"forward_ms\": %.6f, \"backward_ms\": %.6f, "
+        "\"reduce_ms\": %.6f, \"optimizer_ms\": %.6f, \"gradient_bytes_per_slot\": %d}}\n",
+        t->median_ms, t->mean_ms, t->min_ms, images_per_s, Median(phases.forward_ms),
+        Median(phases.backward_ms), Median(phases.reduce_ms), Median(phases.optimizer_ms),
+        phases.gradient_bytes_per_slot);
   }
   return 0;
 }
