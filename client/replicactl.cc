@@ -274,6 +274,10 @@ struct TrainArgs {
   // Periodic numbered checkpoints on the server (with the optimizer).
   int64_t checkpoint_every_steps = 0;
   std::string checkpoint_dir;
+  // A job started with --rank-shards: this client feeds rank `rank` of
+  // `world_size` its rows of every step (-1: whole batches).
+  int rank = -1;
+  int world_size = 0;
 };
 
 // The ConfigureTraining request `train` sends for its optimizer options.
@@ -535,6 +539,17 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
                                                         model->max_batch_size())),
                 kExitUsage);
   }
+  const bool sharded = args.rank >= 0;
+  if (sharded != (args.world_size > 0) ||
+      (sharded && (args.rank >= args.world_size || args.optimizer.empty()))) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+                    "--rank and --world-size go together, with 0 <= rank < world size and "
+                    "--optimizer (every rank is configured alike); received --rank ",
+                    args.rank, " --world-size ", args.world_size,
+                    args.optimizer.empty() ? " and no --optimizer" : "")),
+                kExitUsage);
+  }
+  int64_t next_step = 0;  // The job's step the next shard belongs to.
   if (!args.optimizer.empty()) {
     absl::StatusOr<v1::ConfigureTrainingRequest> configure = TrainingConfigFor(args, output);
     if (!configure.ok()) return Fail(configure.status(), kExitUsage);
@@ -542,6 +557,7 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
     if (!configured.ok())
       return Fail(InCall("ConfigureTraining", configured.status()), kExitFailure);
     std::cout << "optimizer: " << configured->config().optimizer().ShortDebugString() << "\n";
+    next_step = configured->step() + 1;
   }
   absl::StatusOr<std::vector<int64_t>> sample_shape = SampleShape(args.model, input, train);
   if (!sample_shape.ok()) return Fail(sample_shape.status(), kExitFailure);
@@ -567,10 +583,25 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
     int64_t accuracy_samples = 0;
     const absl::Time start = absl::Now();
     for (int64_t begin = 0; begin < train.count; begin += args.batch_size) {
-      const std::vector<int64_t> indices(
-          order.begin() + begin, order.begin() + std::min(train.count, begin + args.batch_size));
+      std::vector<int64_t> indices(order.begin() + begin,
+                                   order.begin() + std::min(train.count, begin + args.batch_size));
+      const int64_t rows = static_cast<int64_t>(indices.size());
       v1::TrainStepRequest request;
       request.set_model(args.model);
+      if (sharded) {
+        // This rank's part of the batch: equal parts in rank order, the first
+        // `rows % world_size` one row longer (as the server splits over
+        // equal slots). Every rank skips a batch with fewer rows than ranks.
+        if (rows < args.world_size) continue;
+        const int64_t part = rows / args.world_size, longer = rows % args.world_size;
+        const int64_t first = args.rank * part + std::min<int64_t>(args.rank, longer);
+        const int64_t count = part + (args.rank < longer ? 1 : 0);
+        indices = std::vector<int64_t>(indices.begin() + first, indices.begin() + first + count);
+        v1::TrainShard* shard = request.mutable_shard();
+        shard->set_step(next_step++);
+        shard->set_rank(args.rank);
+        shard->set_world_size(args.world_size);
+      }
       *request.add_inputs() = ImageBatch(train, indices, input.name(), *sample_shape);
       *request.mutable_targets() = LabelBatch(train, indices);
       absl::StatusOr<v1::TrainStepResponse> response = client.TrainStep(request);
@@ -579,15 +610,14 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
         return Fail(InCall("TrainStep", response.status()), kExitFailure);
       }
       // The server's count is the truth; an older one may leave it out.
-      const int64_t samples =
-          response->samples() > 0 ? response->samples() : static_cast<int64_t>(indices.size());
+      const int64_t samples = response->samples() > 0 ? response->samples() : rows;
       loss_sum += response->loss() * static_cast<double>(samples);
       loss_samples += samples;
       if (response->has_accuracy()) {
         accuracy_sum += response->accuracy() * static_cast<double>(samples);
         accuracy_samples += samples;
       }
-      state.done += static_cast<int64_t>(indices.size());
+      state.done += rows;
       state.seconds = absl::ToDoubleSeconds(absl::Now() - start);
       state.mean_loss = loss_sum / static_cast<double>(loss_samples);
       if (accuracy_samples > 0) {
@@ -693,6 +723,11 @@ int Main(int argc, char** argv) {
   train->add_option("--checkpoint-dir", train_args.checkpoint_dir,
                     "Directory under the server's --checkpoint-root for the periodic checkpoints "
                     "(with --checkpoint-every-steps)");
+  train->add_option("--rank", train_args.rank,
+                    "With --world-size: feed rank R of a job started with --rank-shards its part "
+                    "of every batch (every rank's client runs the same command but for --rank "
+                    "and --server)");
+  train->add_option("--world-size", train_args.world_size, "The job's ranks (with --rank)");
   train->footer(kTrainFooter);
 
   try {

@@ -86,7 +86,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
   loaded->servable = *std::move(set);
   loaded->trainable = std::make_shared<ModelTraining>(ModelTraining::Environment{
       source, config.devices, settings.options, config.metrics, config.retirer, config.checkpoints,
-      config.keep_checkpoints, config.job});
+      config.keep_checkpoints, config.job, config.rank_shards});
   if (absl::Status started = StartScheduling(*loaded, config.metrics, /*warm=*/true);
       !started.ok()) {
     return InFile(source, started);

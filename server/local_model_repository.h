@@ -37,6 +37,7 @@ class LocalModelRepository final : public ModelRepository {
     CheckpointRoot checkpoints;        // Where training may write checkpoints.
     int keep_checkpoints = 5;          // Numbered checkpoints kept per model.
     std::shared_ptr<RankJob> job;      // Training across ranks; null: none.
+    bool rank_shards = false;          // Each rank takes its own shards (--rank-shards).
   };
   explicit LocalModelRepository(Config config);
 

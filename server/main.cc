@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -302,29 +304,60 @@ absl::StatusOr<std::shared_ptr<RankJob>> JoinRankJob(const ServerOptions& option
 #endif
 }
 
-// A rank other than 0: runs rank 0's training commands until it ends the
-// job, a stop signal comes, or the group breaks.
+// A rank other than 0 runs rank 0's commands on a thread of its own until
+// rank 0 ends the job, the group breaks (either stops the daemon, as a
+// signal would) or Stop.
+class RankWorkerThread {
+ public:
+  RankWorkerThread(RankJob& job, ModelManager& models)
+      : job_(job), thread_([this, &models] {
+          ended_ = RunRankWorker(job_, models, stop_);
+          if (!stop_.load()) ::kill(::getpid(), SIGTERM);  // Ends the sigwait in Serve.
+        }) {}
+  ~RankWorkerThread() { Stop(); }
+  // The exit status: 0, or kRankGroupBroken when the group broke.
+  int Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    const int rank = job_.training_ranks()->rank();
+    if (ended_.ok() || absl::IsCancelled(ended_)) return 0;
+    std::cerr << "replicad: rank " << rank << ": " << ended_.message() << std::endl;
+    return kRankGroupBroken;
+  }
+
+ private:
+  RankJob& job_;
+  std::atomic<bool> stop_{false};
+  absl::Status ended_;
+  std::thread thread_;
+};
+
+// A rank other than 0 of a job whose clients talk to rank 0 alone.
 int ServeRank(RankJob& job, ModelManager& models, sigset_t& stop_signals) {
-  std::atomic<bool> stop{false};
-  absl::Status ended;
-  std::thread worker([&] {
-    ended = RunRankWorker(job, models, stop);
-    ::kill(::getpid(), SIGTERM);  // Wakes the sigwait below.
-  });
+  RankWorkerThread worker(job, models);
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  stop = true;
-  worker.join();
-  const int rank = job.training_ranks()->rank();
-  if (ended.ok() || absl::IsCancelled(ended)) {
-    std::cout << "replicad: rank " << rank << " stopped" << std::endl;
-    return 0;
-  }
-  std::cerr << "replicad: rank " << rank << ": " << ended.message() << std::endl;
-  return kRankGroupBroken;
+  const int status = worker.Stop();
+  if (status == 0)
+    std::cout << "replicad: rank " << job.training_ranks()->rank() << " stopped" << std::endl;
+  return status;
 }
 
-int Serve(const ServerOptions& options) {
+// Rank R of a job whose ranks all serve listens on each port plus R (port
+// 0, any free port, stays 0), so that ranks on one host do not collide.
+void OffsetListenPorts(ServerOptions* options, int rank) {
+  for (std::string* address : {&options->listen, &options->http_listen, &options->metrics_listen}) {
+    const size_t colon = address->rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || !absl::SimpleAtoi(address->substr(colon + 1), &port) ||
+        port == 0) {
+      continue;
+    }
+    *address = absl::StrCat(address->substr(0, colon + 1), port + rank);
+  }
+}
+
+int Serve(ServerOptions options) {
   RateLimitProtobufLogs();
   // Block the stop signals before any thread starts, so every thread inherits
   // the mask and only the sigwait below receives them.
@@ -343,6 +376,14 @@ int Serve(const ServerOptions& options) {
   if (!flags.ok()) return Fail(flags.status());
   absl::StatusOr<std::shared_ptr<RankJob>> job = JoinRankJob(options, *serving);
   if (!job.ok()) return Fail(job.status());
+  // What this process calls itself on its listening lines: a rank other
+  // than 0 says which (scripts and tests find rank 0's lines as ever).
+  std::string who;
+  if (*job != nullptr && !(*job)->leads()) {
+    const TrainingRanks& ranks = *(*job)->training_ranks();
+    who = absl::StrCat("rank ", ranks.rank(), " of ", ranks.size(), ": ");
+    OffsetListenPorts(&options, ranks.rank());
+  }
 
   metrics::Registry registry;
   ServerMetrics server_metrics(registry);
@@ -357,10 +398,11 @@ int Serve(const ServerOptions& options) {
   }
   // Declared before the manager: the versions it retires are freed there.
   Retirer retirer;
-  ModelManager models(std::make_unique<LocalModelRepository>(LocalModelRepository::Config{
-                          options.model_repository, *flags, *devices, *serving, &server_metrics,
-                          &retirer, checkpoints, options.keep_checkpoints, *job}),
-                      retirer);
+  ModelManager models(
+      std::make_unique<LocalModelRepository>(LocalModelRepository::Config{
+          options.model_repository, *flags, *devices, *serving, &server_metrics, &retirer,
+          checkpoints, options.keep_checkpoints, *job, options.rank_shards}),
+      retirer);
   if (absl::Status s = LoadStartupModels(options, models); !s.ok()) return Fail(s);
   for (const std::shared_ptr<LoadedModel>& model : models.Ready()) {
     // Each model's own slots: a config.pbtxt's instance groups may differ from --devices.
@@ -370,8 +412,16 @@ int Serve(const ServerOptions& options) {
     std::cout << "replicad: model '" << model->name << "' version " << model->version << " from "
               << model->source << " on " << slots << std::endl;
   }
-  // Only rank 0 answers clients (one job, one front door).
-  if (*job != nullptr && !(*job)->leads()) return ServeRank(**job, models, stop_signals);
+  if (*job != nullptr) {
+    if (absl::Status s = (*job)->AwaitEveryRank(); !s.ok()) return Fail(s);
+    // Only rank 0 answers clients (one job, one front door), unless every
+    // rank takes its own shards.
+    if (!(*job)->leads() && !options.rank_shards) {
+      return ServeRank(**job, models, stop_signals);
+    }
+  }
+  std::optional<RankWorkerThread> rank_worker;
+  if (*job != nullptr && !(*job)->leads()) rank_worker.emplace(**job, models);
 
   // GPU telemetry through NVML where the driver provides it; the daemon runs without.
   std::unique_ptr<GpuMetrics> gpu_metrics;
@@ -423,8 +473,8 @@ int Serve(const ServerOptions& options) {
         MetricsHttpServer::Start(options.metrics_listen, registry, std::move(metrics_options));
     if (!started.ok()) return Fail(started.status());
     metrics_server = *std::move(started);
-    std::cout << "replicad: metrics on port " << metrics_server->port() << " (/metrics)"
-              << std::endl;
+    std::cout << "replicad: " << who << "metrics on port " << metrics_server->port()
+              << " (/metrics)" << std::endl;
   }
 
   std::unique_ptr<SharedMemoryRegistry> shared_memory;
@@ -453,7 +503,7 @@ int Serve(const ServerOptions& options) {
         HttpServer::Start(options.http_listen, std::move(http_options), http_door.AsHandler());
     if (!started.ok()) return Fail(started.status());
     http_server = *std::move(started);
-    std::cout << "replicad: HTTP listening on port " << http_server->port()
+    std::cout << "replicad: " << who << "HTTP listening on port " << http_server->port()
               << " (Open Inference Protocol /v2)" << std::endl;
   }
 
@@ -473,7 +523,7 @@ int Serve(const ServerOptions& options) {
     return Fail(
         absl::UnavailableError(absl::StrCat("cannot listen on '", options.listen, "' (--listen)")));
   }
-  std::cout << "replicad: gRPC listening on port " << port
+  std::cout << "replicad: " << who << "gRPC listening on port " << port
             << " (replicad.v1, inference.GRPCInferenceService, grpc.health.v1, reflection)"
             << std::endl;
   HealthPublisher health(server->GetHealthCheckService(), [&core] { return core.ServerReady(); });
@@ -503,6 +553,7 @@ int Serve(const ServerOptions& options) {
   // Its answers still out are dropped; it waits for them.
   if (http_server) http_server->Stop();
   if (metrics_server) metrics_server->Stop();
+  if (rank_worker) return rank_worker->Stop();
   if (*job != nullptr) {
     absl::MutexLock order(&(*job)->command_order());
     if ((*job)->SendCommand(EncodeRankCommand(RankCommand{})).ok()) {
@@ -673,6 +724,11 @@ int main(int argc, char** argv) {
                    "fails naming it and the job exits (for its launcher to restart it)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  serve->add_flag("--rank-shards", options.rank_shards,
+                  "Started by mpirun or srun: every rank serves on its own ports (each --*-listen "
+                  "port plus the rank) and takes its own shard of each step (TrainStep with "
+                  "shard), as with a data loader per rank; without it rank 0 alone answers and "
+                  "splits whole batches over every rank");
   CLI::App* devices = app.add_subcommand("devices", "List this machine's devices and exit");
   CLI::App* default_model = app.add_subcommand(
       "default-model", "Write the embedded default model (ONNX, initial weights) and exit");

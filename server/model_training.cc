@@ -14,6 +14,8 @@
 #include "core/model/onnx_import.h"
 #include "core/serve/client_text.h"
 #include "core/train/checkpoint.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 #include "server/checkpoint_rotation.h"
 #include "server/ranks/rank_command.h"
@@ -234,8 +236,16 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
 }
 
 void ModelTraining::Configure(v1::TrainingConfig config, ConfigDone done) {
-  worker_.Submit([this, config = std::move(config), done = std::move(done)]() mutable {
-    absl::StatusOr<v1::TrainingConfig> applied = ConfigureNow(config);
+  Configure(std::move(config), Origin::kClient, std::move(done));
+}
+
+void ModelTraining::ConfigureFromRank0(v1::TrainingConfig config, ConfigDone done) {
+  Configure(std::move(config), Origin::kRank0, std::move(done));
+}
+
+void ModelTraining::Configure(v1::TrainingConfig config, Origin origin, ConfigDone done) {
+  worker_.Submit([this, config = std::move(config), origin, done = std::move(done)]() mutable {
+    absl::StatusOr<v1::TrainingConfig> applied = ConfigureNow(config, origin);
     int64_t step = 0;
     {
       absl::MutexLock lock(&mu_);
@@ -245,8 +255,16 @@ void ModelTraining::Configure(v1::TrainingConfig config, ConfigDone done) {
   });
 }
 
-absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::TrainingConfig& config) {
+absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::TrainingConfig& config,
+                                                               Origin origin) {
   absl::MutexLock lock(&mu_);
+  RankJob* job = environment_.job.get();
+  if (job != nullptr && !job->leads() && origin == Origin::kClient && !environment_.rank_shards) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this is rank ", job->training_ranks()->rank(), " of ", job->training_ranks()->size(),
+        " of a training job: configure it through rank 0, which hands the configuration to "
+        "every rank"));
+  }
   if (absl::Status s = LoadModel(); !s.ok()) return s;
   absl::StatusOr<v1::TrainingConfig> completed = Complete(config, *model_, environment_.devices);
   if (!completed.ok()) return completed.status();
@@ -277,8 +295,14 @@ absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::Trainin
     resume_.reset();
   }
   config_ = *completed;
-  if (environment_.job != nullptr && environment_.job->leads()) {
-    // The other ranks train alike; only this one writes checkpoints.
+  if (job != nullptr && !job->leads()) {
+    // Only rank 0 writes checkpoints.
+    config_.clear_checkpoint_dir();
+    config_.set_checkpoint_every_steps(0);
+  }
+  if (job != nullptr && job->leads() && !environment_.rank_shards) {
+    // The other ranks train alike; only this one writes checkpoints. (With
+    // per-rank shards each rank is configured by its own client.)
     RankCommand command;
     command.kind = RankCommand::Kind::kConfigure;
     command.model = environment_.source.name;
@@ -293,37 +317,124 @@ absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::Trainin
   return config_;
 }
 
-void ModelTraining::Step(std::vector<Tensor> inputs, Tensor targets, StepDone done) {
-  worker_.Submit([this, inputs = std::move(inputs), targets = std::move(targets),
-                  done = std::move(done)]() mutable { std::move(done)(StepNow(inputs, targets)); });
+void ModelTraining::Step(std::vector<Tensor> inputs, Tensor targets,
+                         std::optional<TrainShard> shard, StepDone done) {
+  Step(std::move(inputs), std::move(targets), shard, Origin::kClient, std::move(done));
+}
+
+void ModelTraining::StepFromRank0(std::vector<Tensor> inputs, Tensor targets, StepDone done) {
+  Step(std::move(inputs), std::move(targets), std::nullopt, Origin::kRank0, std::move(done));
+}
+
+void ModelTraining::Step(std::vector<Tensor> inputs, Tensor targets,
+                         std::optional<TrainShard> shard, Origin origin, StepDone done) {
+  worker_.Submit([this, inputs = std::move(inputs), targets = std::move(targets), shard, origin,
+                  done = std::move(done)]() mutable {
+    std::move(done)(StepNow(inputs, targets, shard, origin));
+  });
 }
 
 absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
-    const std::vector<Tensor>& inputs, const Tensor& targets) {
+    const std::vector<Tensor>& inputs, const Tensor& targets,
+    const std::optional<TrainShard>& shard, Origin origin) {
   absl::MutexLock lock(&mu_);
   RankJob* job = environment_.job.get();
-  if (job == nullptr || !job->leads()) return StepLocked(inputs, targets);
-  // Rank 0: the others run the same step; steps sum in the order sent.
-  absl::MutexLock order(&job->command_order());
-  RankCommand command{RankCommand::Kind::kStep, environment_.source.name, {}, inputs, targets};
-  if (absl::Status s = job->SendCommand(EncodeRankCommand(command)); !s.ok()) return s;
+  auto step = [&] { return trainer_->Step(inputs, targets); };
+  if (job == nullptr) {
+    if (shard) {
+      return absl::FailedPreconditionError(
+          "shard: this daemon trains alone (it was not started by mpirun or srun); send the "
+          "whole batch without a shard");
+    }
+    return StepLocked(targets.dtype(), step);
+  }
+  const int rank = job->training_ranks()->rank();
+  const int size = job->training_ranks()->size();
+  if (origin == Origin::kRank0) return StepLocked(targets.dtype(), step);
+  if (environment_.rank_shards != shard.has_value()) {
+    return absl::FailedPreconditionError(
+        environment_.rank_shards
+            ? absl::StrCat("this job trains from per-rank shards (--rank-shards): send each of "
+                           "its ",
+                           size,
+                           " ranks its own rows of a step, with shard {step, rank, "
+                           "world_size}")
+            : absl::StrCat("shard: this job takes whole batches at rank 0, which splits them "
+                           "over every rank (start the ranks with --rank-shards to send each "
+                           "its own rows)"));
+  }
   const int64_t summed = job->steps_summed();
-  absl::StatusOr<DataParallelTrainer::StepResult> result = StepLocked(inputs, targets);
+  absl::StatusOr<DataParallelTrainer::StepResult> result;
+  if (shard) {
+    result = ShardStepLocked(*shard, inputs, targets);
+  } else if (!job->leads()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this is rank ", rank, " of ", size,
+                     " of a training job: send TrainStep to rank 0, which splits the batch over "
+                     "every rank"));
+  } else {
+    // Rank 0: the others run the same step; steps sum in the order sent.
+    absl::MutexLock order(&job->command_order());
+    RankCommand command{RankCommand::Kind::kStep, environment_.source.name, {}, inputs, targets};
+    if (absl::Status s = job->SendCommand(EncodeRankCommand(command)); !s.ok()) return s;
+    result = StepLocked(targets.dtype(), step);
+  }
   if (job->steps_summed() == summed) {
     // Failed before its trainer summed: the other ranks wait for this one.
     RankPartial failed;
     failed.status =
         result.ok() ? absl::InternalError("the step ended before its reduction") : result.status();
+    if (shard) {
+      (void)job->training_ranks()->ExchangeShardRows(shard->step, 0, failed.status,
+                                                     ConfigurationId());
+    }
     (void)job->training_ranks()->SumStep(-1, &failed);
   }
   return result;
 }
 
+absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::ShardStepLocked(
+    const TrainShard& shard, const std::vector<Tensor>& inputs, const Tensor& targets) {
+  const TrainingRanks& ranks = *environment_.job->training_ranks();
+  if (shard.world_size != ranks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("shard.world_size: the job has ", ranks.size(),
+                                                   " ranks, received ", shard.world_size));
+  }
+  if (shard.rank != ranks.rank()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard.rank: this is rank ", ranks.rank(), ", received ", shard.rank));
+  }
+  if (shard.step < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard.step: steps count from 1, received ", shard.step));
+  }
+  const uint64_t configuration = ConfigurationId();
+  return StepLocked(targets.dtype(), [&] {
+    return trainer_->StepShard(shard.step, configuration, inputs, targets);
+  });
+}
+
+uint64_t ModelTraining::ConfigurationId() const {
+  // What the ranks must agree on: not where each writes checkpoints.
+  v1::TrainingConfig config = config_;
+  config.clear_checkpoint_dir();
+  config.set_checkpoint_every_steps(0);
+  std::string bytes;
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream out(&stream);
+  out.SetSerializationDeterministic(true);
+  config.SerializeToCodedStream(&out);
+  out.Trim();
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a.
+  for (unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
 absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepLocked(
-    const std::vector<Tensor>& inputs, const Tensor& targets) {
+    DType target_dtype, absl::FunctionRef<absl::StatusOr<DataParallelTrainer::StepResult>()> step) {
   const bool new_trainer = trainer_ == nullptr;
-  if (absl::Status s = EnsureTrainer(targets.dtype()); !s.ok()) return s;
-  absl::StatusOr<DataParallelTrainer::StepResult> result = trainer_->Step(inputs, targets);
+  if (absl::Status s = EnsureTrainer(target_dtype); !s.ok()) return s;
+  absl::StatusOr<DataParallelTrainer::StepResult> result = step();
   if (!result.ok()) {
     // A trainer made for this request's targets (their dtype picks the loss's
     // form) that could not take a step is not kept: the next request, with

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/serve/replica_set.h"
@@ -53,6 +54,9 @@ class ModelTraining final : public Trainable {
     // the others (rank_job.h), and only it writes checkpoints. Null: this
     // process trains alone.
     std::shared_ptr<RankJob> job;
+    // With a job: every rank takes its own shard of each step from its own
+    // clients (--rank-shards), instead of rank 0 taking whole batches.
+    bool rank_shards = false;
   };
   explicit ModelTraining(Environment environment);
   // Finishes the queued tasks.
@@ -65,7 +69,15 @@ class ModelTraining final : public Trainable {
   // range); config.checkpoint_dir as CheckpointRoot::Resolve refuses it. A
   // new configuration rebuilds the trainer from the current weights, keeping
   // the step count but not the optimizer's state.
+  // In a job of several ranks (Environment::job), only rank 0 takes its
+  // clients' configurations (FailedPrecondition elsewhere) and hands them to
+  // the others, unless the job trains from per-rank shards: then each rank
+  // is configured by its own client, and the ranks must agree.
   void Configure(v1::TrainingConfig config, ConfigDone done);
+  // Another rank's: rank 0's configuration or step, run as rank 0 runs it
+  // (server/ranks/rank_worker.h).
+  void ConfigureFromRank0(v1::TrainingConfig config, ConfigDone done);
+  void StepFromRank0(std::vector<Tensor> inputs, Tensor targets, StepDone done);
 
   using SaveDone = absl::AnyInvocable<void(absl::StatusOr<std::pair<std::string, int64_t>>) &&>;
   // Writes the trained model to `path` (empty: a numbered checkpoint in
@@ -81,19 +93,41 @@ class ModelTraining final : public Trainable {
   // trained; Predict keeps working either way. A step that
   // checkpoint_every_steps checkpoints is answered OK whether or not its
   // checkpoint was written (StepResult::checkpoint_path/checkpoint_status).
-  void Step(std::vector<Tensor> inputs, Tensor targets, StepDone done) override;
+  // In a job of several ranks, a whole batch goes to rank 0 and a shard to
+  // its own rank, as the job was started (Environment::rank_shards); the
+  // other ways are FailedPrecondition, and a shard's fields that do not name
+  // this rank of this job are InvalidArgument naming them. Without a job a
+  // shard is FailedPrecondition.
+  void Step(std::vector<Tensor> inputs, Tensor targets, std::optional<TrainShard> shard,
+            StepDone done) override;
   void TrainedServable(ServableDone then) override;
 
  private:
   // Loads the model as written (and a checkpoint's step and optimizer state).
   absl::Status LoadModel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EnsureTrainer(DType target_dtype) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<v1::TrainingConfig> ConfigureNow(const v1::TrainingConfig& config);
+  // Where a configuration or a step comes from.
+  enum class Origin { kClient, kRank0 };
+  void Configure(v1::TrainingConfig config, Origin origin, ConfigDone done);
+  void Step(std::vector<Tensor> inputs, Tensor targets, std::optional<TrainShard> shard,
+            Origin origin, StepDone done);
+  absl::StatusOr<v1::TrainingConfig> ConfigureNow(const v1::TrainingConfig& config, Origin origin);
   absl::StatusOr<DataParallelTrainer::StepResult> StepNow(const std::vector<Tensor>& inputs,
-                                                          const Tensor& targets);
-  absl::StatusOr<DataParallelTrainer::StepResult> StepLocked(const std::vector<Tensor>& inputs,
-                                                             const Tensor& targets)
+                                                          const Tensor& targets,
+                                                          const std::optional<TrainShard>& shard,
+                                                          Origin origin);
+  absl::StatusOr<DataParallelTrainer::StepResult> ShardStepLocked(const TrainShard& shard,
+                                                                  const std::vector<Tensor>& inputs,
+                                                                  const Tensor& targets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `step` on the trainer (made for `target_dtype` if need be), then
+  // publishes and checkpoints as configured.
+  absl::StatusOr<DataParallelTrainer::StepResult> StepLocked(
+      DType target_dtype, absl::FunctionRef<absl::StatusOr<DataParallelTrainer::StepResult>()> step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The configuration, less where checkpoints go, as a number the ranks of
+  // a job compare.
+  uint64_t ConfigurationId() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<Servable>> PublishNow();
   absl::StatusOr<std::pair<std::string, int64_t>> SaveLocked(const std::string& path)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -48,6 +48,9 @@ struct ServerOptions {
   // Under an MPI launcher: how long a rank may take to answer before the
   // step fails naming it and the job exits for a restart.
   double rank_timeout_seconds = 60;
+  // Under an MPI launcher: every rank takes its own shard of each step
+  // (TrainStep with shard) on its own port, instead of rank 0 whole batches.
+  bool rank_shards = false;
   // TLS on every listener (server/tls_files.h); empty: plain text.
   std::string tls_cert, tls_key, tls_client_ca;
   // Bearer tokens and their roles (server/auth/access_tokens.h); empty: no auth.

@@ -11,6 +11,7 @@
 #include "core/serve/batch_split.h"
 #include "core/serve/request_context.h"
 #include "core/serve/servable.h"
+#include "core/serve/trainable.h"
 #include "core/train/data_parallel_trainer.h"
 
 namespace replicad {
@@ -46,6 +47,7 @@ struct ScheduledRequest {
   // fused with other requests; it runs on the model's Trainable once every
   // batch queued before it has finished, and no batch starts while it runs.
   std::optional<Tensor> targets;
+  std::optional<TrainShard> shard;  // A step that is one rank's shard of the job's.
   Done done;
 
   // Set by the scheduler when the request is queued.

@@ -616,7 +616,7 @@ void Scheduler::Core::RunStep(std::shared_ptr<Batch> batch) {
   }
   std::vector<Tensor> inputs = step.inputs;
   Tensor targets = *step.targets;
-  env.trainable->Step(std::move(inputs), std::move(targets),
+  env.trainable->Step(std::move(inputs), std::move(targets), step.shard,
                       [flight = BatchInFlight(this, std::move(batch))](
                           absl::StatusOr<DataParallelTrainer::StepResult> result) mutable {
                         flight.core()->StepFinished(flight.batch(), std::move(result));

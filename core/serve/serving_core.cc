@@ -251,6 +251,7 @@ void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainD
   auto step = std::make_unique<ScheduledRequest>();
   step->inputs = *std::move(inputs);
   step->targets = *std::move(targets);
+  step->shard = request.shard;
   step->context = std::move(context);
   Scheduler& scheduler = *model->scheduler;
   step->done = [this, model = std::move(model), done = std::move(done),

@@ -35,6 +35,7 @@ struct TrainRequest {
   int64_t version = 0;
   std::vector<RequestInput> inputs;
   std::optional<RequestInput> targets;
+  std::optional<TrainShard> shard;  // One rank's shard of a step (trainable.h).
   std::string model_field = "model";
 };
 

@@ -2,6 +2,7 @@
 #define REPLICAD_CORE_SERVE_TRAINABLE_H_
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -10,6 +11,15 @@
 #include "core/train/data_parallel_trainer.h"
 
 namespace replicad {
+
+// One rank's shard of a step, in a training job of several ranks where
+// each rank takes its own rows (a data loader per rank): the step it is a
+// shard of (the job's next, counted from 1), and who sent it.
+struct TrainShard {
+  int64_t step = 0;
+  int rank = 0;
+  int world_size = 0;
+};
 
 // The training side of a served model, as the serving core sees it. Its work
 // runs on a thread of its own (steps of a model are serial anyway), never
@@ -22,9 +32,11 @@ class Trainable {
   using StepDone =
       absl::AnyInvocable<void(absl::StatusOr<DataParallelTrainer::StepResult> result) &&>;
   // Queues one data-parallel step on `inputs` (model order, validated) and
-  // `targets` (validated, same dim 0). The tensors' bytes must stay valid
-  // until `done`, which runs once on the training thread.
-  virtual void Step(std::vector<Tensor> inputs, Tensor targets, StepDone done) = 0;
+  // `targets` (validated, same dim 0), or with `shard` this rank's shard of
+  // one. The tensors' bytes must stay valid until `done`, which runs once
+  // on the training thread.
+  virtual void Step(std::vector<Tensor> inputs, Tensor targets, std::optional<TrainShard> shard,
+                    StepDone done) = 0;
 
   using ServableDone = absl::AnyInvocable<void(absl::StatusOr<std::shared_ptr<Servable>>) &&>;
   // Hands Predict the servable that holds the latest step's weights (nullptr

@@ -466,7 +466,27 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     const std::vector<Tensor>& inputs, const Tensor& targets) {
   absl::MutexLock lock(&mu_);
   bool summed = false;
-  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, &summed);
+  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, 0, 0, &summed);
+  return SumOnceAcrossRanks(std::move(result), summed);
+}
+
+absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepShard(
+    int64_t step, uint64_t configuration, const std::vector<Tensor>& inputs,
+    const Tensor& targets) {
+  absl::MutexLock lock(&mu_);
+  if (ranks_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "a shard of a step needs a job of several ranks (mpirun, srun); this process trains "
+        "alone: send the whole batch");
+  }
+  bool summed = false;
+  absl::StatusOr<StepResult> result =
+      StepLocked(inputs, targets, std::max<int64_t>(step, 1), configuration, &summed);
+  return SumOnceAcrossRanks(std::move(result), summed);
+}
+
+absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::SumOnceAcrossRanks(
+    absl::StatusOr<StepResult> result, bool summed) {
   if (ranks_ != nullptr && !summed) {
     // Every rank sums once a step, or the others would wait for this one:
     // its failure fails the step everywhere.
@@ -485,7 +505,11 @@ struct DataParallelTrainer::StepState {
       : inputs(step_inputs), targets(step_targets) {}
   const std::vector<Tensor>& inputs;
   const Tensor& targets;
-  int64_t batch = 0;
+  int64_t shard_step = 0;            // > 0: this rank's shard of that step.
+  uint64_t configuration = 0;        // Of the shard's training, for the ranks to compare.
+  int64_t rows = 0;                  // Of `inputs`.
+  int64_t batch = 0;                 // The job's: `rows`, or every rank's shard.
+  int64_t first_row = 0;             // The job's index of inputs' row 0.
   float scale = 0;                   // 1 / batch.
   std::vector<BatchSlice> slices;    // This rank's, on its own slot indices.
   std::vector<int> ranks_with_rows;  // Ascending.
@@ -501,14 +525,21 @@ struct DataParallelTrainer::StepState {
 };
 
 absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepLocked(
-    const std::vector<Tensor>& inputs, const Tensor& targets, bool* summed) {
+    const std::vector<Tensor>& inputs, const Tensor& targets, int64_t shard_step,
+    uint64_t configuration, bool* summed) {
   StepState step(inputs, targets);
-  REPLICAD_RETURN_IF_ERROR(ValidateBatch(inputs, targets, &step.batch));
-  step.scale = 1.0f / static_cast<float>(step.batch);
+  step.shard_step = shard_step;
+  step.configuration = configuration;
+  if (absl::Status valid = ValidateBatch(inputs, targets, &step.rows); !valid.ok()) {
+    // The other ranks' shards wait for this one's.
+    if (shard_step > 0) (void)ranks_->ExchangeShardRows(shard_step, 0, valid, configuration);
+    return valid;
+  }
   // NCCL does not order different trainers' steps on a GPU (GpuStepMutex).
   std::optional<absl::MutexLock> one_gpu_step;
   if (all_reduce_ != nullptr) one_gpu_step.emplace(&GpuStepMutex());
   REPLICAD_RETURN_IF_ERROR(PlanSlices(step));
+  step.scale = 1.0f / static_cast<float>(step.batch);
   REPLICAD_RETURN_IF_ERROR(RunSlices(step));
   const auto reduce_start = std::chrono::steady_clock::now();
   REPLICAD_RETURN_IF_ERROR(GatherGradients(step, summed));
@@ -596,26 +627,47 @@ absl::Status DataParallelTrainer::ValidateBatch(const std::vector<Tensor>& input
 }
 
 absl::Status DataParallelTrainer::PlanSlices(StepState& step) {
-  const int64_t batch = step.batch;
   const std::vector<Tensor>& inputs = step.inputs;
   const Tensor& targets = step.targets;
-  // The job's split (over every rank's slots, rank by rank), and this
-  // rank's part of it, on its own slot indices.
-  const std::vector<BatchSlice> job_slices =
-      SplitBatch(batch, ranks_ != nullptr ? ranks_->slot_weights() : weights_);
   std::vector<BatchSlice>& slices = step.slices;
   std::vector<int>& ranks_with_rows = step.ranks_with_rows;
-  for (const BatchSlice& slice : job_slices) {
-    const int local = slice.slot - first_slot_;
-    if (local >= 0 && local < static_cast<int>(slots_.size())) {
-      slices.push_back(slice);
-      slices.back().slot = local;
+  if (step.shard_step > 0) {
+    // Every rank's shard, in rank order, is the job's batch; this rank
+    // splits its own over its slots.
+    absl::StatusOr<std::vector<int64_t>> shards =
+        ranks_->ExchangeShardRows(step.shard_step, step.rows, absl::OkStatus(), step.configuration);
+    if (!shards.ok()) return shards.status();
+    if (step.shard_step != step_ + 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the ranks sent their shards of step ", step.shard_step,
+                       ", but the job's next step is ", step_ + 1));
     }
-    const int rank = ranks_ != nullptr ? ranks_->slot_ranks()[slice.slot] : 0;
-    if (ranks_with_rows.empty() || ranks_with_rows.back() != rank) ranks_with_rows.push_back(rank);
+    for (int r = 0; r < static_cast<int>(shards->size()); ++r) {
+      if (r < ranks_->rank()) step.first_row += (*shards)[r];
+      step.batch += (*shards)[r];
+      if ((*shards)[r] > 0) ranks_with_rows.push_back(r);
+    }
+    slices = SplitBatch(step.rows, weights_);
+  } else {
+    // The job's split (over every rank's slots, rank by rank), and this
+    // rank's part of it, on its own slot indices.
+    step.batch = step.rows;
+    const std::vector<BatchSlice> job_slices =
+        SplitBatch(step.batch, ranks_ != nullptr ? ranks_->slot_weights() : weights_);
+    for (const BatchSlice& slice : job_slices) {
+      const int local = slice.slot - first_slot_;
+      if (local >= 0 && local < static_cast<int>(slots_.size())) {
+        slices.push_back(slice);
+        slices.back().slot = local;
+      }
+      const int rank = ranks_ != nullptr ? ranks_->slot_ranks()[slice.slot] : 0;
+      if (ranks_with_rows.empty() || ranks_with_rows.back() != rank) {
+        ranks_with_rows.push_back(rank);
+      }
+    }
   }
   // Its first row's running statistics are the ones every slot keeps.
-  step.runs_first_row = !slices.empty() && slices[0].begin == 0;
+  step.runs_first_row = !slices.empty() && step.first_row + slices[0].begin == 0;
   // Plans first, on this thread: a bad shape fails before anything runs.
   std::vector<SlotPlan*>& plans = step.plans;
   for (const BatchSlice& slice : slices) {
@@ -679,7 +731,7 @@ absl::Status DataParallelTrainer::RunSlices(StepState& step) {
     const int i = slice_of_slot[s];
     if (i < 0 && all_reduce_ == nullptr) continue;
     if (i >= 0) {
-      contexts[i] = TrainingStepContext{step_ + 1, seed_, slices[i].begin,
+      contexts[i] = TrainingStepContext{step_ + 1, seed_, step.first_row + slices[i].begin,
                                         batch,     i,     sync_batch_norm_ ? &collective : nullptr};
     }
     Slot& slot = *slots_[s];

@@ -155,6 +155,19 @@ class DataParallelTrainer {
   // step that fails on one rank fails on all.
   absl::StatusOr<StepResult> Step(const std::vector<Tensor>& inputs, const Tensor& targets);
 
+  // With ranks, one rank's shard of step `step` (the job's next step, on
+  // every rank; FailedPrecondition otherwise, on every rank): `inputs` and
+  // `targets` are this rank's rows only (at least one), as from a data
+  // loader per rank. The job's batch is every rank's shard in rank order;
+  // each rank splits its own shard over its slots by their weights, and
+  // the sums, dropout masks (by global row) and SyncBatchNorm statistics are
+  // the job's, as Step makes them. Every rank must take the same steps the
+  // same way: FailedPrecondition without ranks.
+  // `configuration` identifies the training configuration: the ranks must
+  // agree on it (FailedPrecondition otherwise).
+  absl::StatusOr<StepResult> StepShard(int64_t step, uint64_t configuration,
+                                       const std::vector<Tensor>& inputs, const Tensor& targets);
+
   int64_t step() const;
   const TrainingGraph& training_graph() const { return training_; }
   const Model& model() const { return *model_; }
@@ -191,12 +204,18 @@ class DataParallelTrainer {
   // Step's body, in stages; `*summed` tells whether it reached the sum
   // across ranks.
   struct StepState;
+  // `shard_step` > 0: StepShard's.
   absl::StatusOr<StepResult> StepLocked(const std::vector<Tensor>& inputs, const Tensor& targets,
-                                        bool* summed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                        int64_t shard_step, uint64_t configuration, bool* summed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Step and StepShard: every rank sums once a step, failed or not.
+  absl::StatusOr<StepResult> SumOnceAcrossRanks(absl::StatusOr<StepResult> result, bool summed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checks of Step's contract; the batch's rows.
   absl::Status ValidateBatch(const std::vector<Tensor>& inputs, const Tensor& targets,
                              int64_t* batch) const;
-  // The split (the job's, this rank's part) and each slice's plan.
+  // The split (the job's, this rank's part; or this rank's shard over its
+  // slots) and each slice's plan.
   absl::Status PlanSlices(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forward and backward of every slice, concurrently on the slots (GPU
   // slots also all-reduce their buckets meanwhile).

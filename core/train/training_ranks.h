@@ -58,6 +58,18 @@ class TrainingRanks {
   // in time (Unavailable). Every rank gets the same bits or the same error.
   virtual absl::Status SumStep(int64_t step, RankPartial* partial) = 0;
 
+  // Per-rank shards (each rank steps on its own rows): every rank's row
+  // count for `step`, in rank order, so that each knows the job's batch and
+  // where its rows sit in it. `local` not OK: this rank's shard failed
+  // (the others fail with it, its error prefixed "rank R of N: ");
+  // `configuration` identifies the rank's training configuration. Fails
+  // FailedPrecondition, naming the ranks, when they are not all at the same
+  // step or configured alike; as SumStep does otherwise. Every rank gets the
+  // same answer.
+  virtual absl::StatusOr<std::vector<int64_t>> ExchangeShardRows(int64_t step, int64_t rows,
+                                                                 const absl::Status& local,
+                                                                 uint64_t configuration) = 0;
+
   // SyncBatchNorm: replaces data[0..count) with its sum over the ranks in
   // `ranks` (ascending; this rank among them), in rank order. Called by the
   // ranks that run rows in this step, in the same order and with the same

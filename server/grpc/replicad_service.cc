@@ -221,6 +221,10 @@ grpc::ServerUnaryReactor* ReplicadService::TrainStep(grpc::CallbackServerContext
     if (!targets.ok()) return call.Finish(targets.status());
     train.targets = *std::move(targets);
   }
+  if (request->has_shard()) {
+    train.shard =
+        TrainShard{request->shard().step(), request->shard().rank(), request->shard().world_size()};
+  }
   core_.TrainStep(std::move(train), ContextOf(context),
                   [call, response](absl::StatusOr<DataParallelTrainer::StepResult> step,
                                    std::shared_ptr<LoadedModel> model) mutable {

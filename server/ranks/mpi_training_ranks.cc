@@ -20,6 +20,8 @@ enum Tag : int {
   kSumTag = 3,      // The step's sums, from rank 0.
   kStatisticsTag = 4,
   kStatisticsSumTag = 5,
+  kShardTag = 6,      // A rank's shard of a step: its step and rows, to rank 0.
+  kShardPlanTag = 7,  // Every rank's rows, or why the shards do not make a step.
 };
 
 // Which communicator a message travels on: each kind of exchange has its
@@ -287,6 +289,10 @@ absl::StatusOr<std::string> MpiTrainingRanks::Receive(int from, int tag, int com
   return bytes;
 }
 
+absl::Status MpiTrainingRanks::AwaitEveryRank() {
+  return MpiStatus(MPI_Barrier(communicators_->channels[kCommands]), "MPI_Barrier");
+}
+
 absl::Status MpiTrainingRanks::SendCommand(const std::string& command) {
   if (absl::Status s = broken(); !s.ok()) return s;
   for (int r = 1; r < size_; ++r) {
@@ -384,6 +390,74 @@ absl::Status MpiTrainingRanks::SumStep(int64_t step, RankPartial* partial) {
   if (!first_error.ok()) return first_error;
   *partial = std::move(job);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> MpiTrainingRanks::ExchangeShardRows(int64_t step, int64_t rows,
+                                                                         const absl::Status& local,
+                                                                         uint64_t configuration) {
+  if (absl::Status s = broken(); !s.ok()) return s;
+  const std::string which = absl::StrCat("its shard of step ", step);
+  FrameWriter mine;
+  mine.Int64(step);
+  mine.Int64(rows);
+  mine.Int64(static_cast<int64_t>(configuration));
+  mine.Status(local);
+  if (rank_ != 0) {
+    if (absl::Status s = Send(0, kShardTag, mine.bytes(), kSteps, which); !s.ok()) return s;
+    absl::StatusOr<std::string> reply =
+        Receive(0, kShardPlanTag, kSteps, absl::StrCat("the shards of step ", step));
+    if (!reply.ok()) return reply.status();
+    FrameReader in(*reply);
+    absl::StatusOr<absl::Status> status = in.Status("shard status");
+    if (!status.ok()) return Break(status.status());
+    if (!status->ok()) return *status;
+    std::vector<int64_t> shards;
+    for (int r = 0; r < size_; ++r) {
+      absl::StatusOr<int64_t> n = in.Int64("shard rows");
+      if (!n.ok()) return Break(n.status());
+      shards.push_back(*n);
+    }
+    return shards;
+  }
+  // Rank 0: the first failure in rank order wins, then disagreements.
+  std::vector<int64_t> shards = {rows};
+  absl::Status agreed = local;
+  for (int r = 1; r < size_; ++r) {
+    absl::StatusOr<std::string> bytes = Receive(r, kShardTag, kSteps, which);
+    if (!bytes.ok()) return bytes.status();
+    FrameReader in(*bytes);
+    absl::StatusOr<int64_t> their_step = in.Int64("shard step");
+    absl::StatusOr<int64_t> their_rows = in.Int64("shard rows");
+    absl::StatusOr<int64_t> their_configuration = in.Int64("shard configuration");
+    absl::StatusOr<absl::Status> their_status = in.Status("shard status");
+    if (!their_status.ok()) return Break(their_status.status());
+    shards.push_back(their_rows.ok() ? *their_rows : 0);
+    if (!agreed.ok()) continue;
+    if (!their_status->ok()) {
+      agreed = absl::Status(their_status->code(),
+                            absl::StrCat("rank ", r, " of ", size_, ": ", their_status->message()));
+    } else if (*their_step != step) {
+      agreed = absl::FailedPreconditionError(absl::StrCat(
+          "rank ", r, " of ", size_, " was sent its shard of step ", *their_step,
+          " and rank 0 of step ", step, ": every rank must be sent its shard of the same step"));
+    } else if (static_cast<uint64_t>(*their_configuration) != configuration) {
+      agreed = absl::FailedPreconditionError(
+          absl::StrCat("rank ", r, " of ", size_,
+                       " trains with another configuration than rank 0: "
+                       "ConfigureTraining every rank alike before their shards"));
+    }
+  }
+  FrameWriter plan;
+  plan.Status(agreed);
+  for (int64_t n : shards) plan.Int64(n);
+  for (int r = 1; r < size_; ++r) {
+    if (absl::Status s = Send(r, kShardPlanTag, plan.bytes(), kSteps, "the shards of a step");
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (!agreed.ok()) return agreed;
+  return shards;
 }
 
 absl::Status MpiTrainingRanks::SumStatistics(const std::vector<int>& ranks, double* data,

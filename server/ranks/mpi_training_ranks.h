@@ -57,10 +57,14 @@ class MpiTrainingRanks final : public TrainingRanks,
   const std::vector<int>& slot_ranks() const override { return slot_ranks_; }
   absl::Status SumStep(int64_t step, RankPartial* partial) override;
   absl::Status SumStatistics(const std::vector<int>& ranks, double* data, size_t count) override;
+  absl::StatusOr<std::vector<int64_t>> ExchangeShardRows(int64_t step, int64_t rows,
+                                                         const absl::Status& local,
+                                                         uint64_t configuration) override;
 
   // RankJob. An idle rank waits for commands as long as it takes.
   std::shared_ptr<TrainingRanks> training_ranks() override { return shared_from_this(); }
   bool leads() const override { return rank_ == 0; }
+  absl::Status AwaitEveryRank() override;
   absl::Status SendCommand(const std::string& command) override;
   absl::Mutex& command_order() override { return command_order_; }
   absl::StatusOr<std::string> ReceiveCommand(const std::atomic<bool>& stop) override;

@@ -23,6 +23,10 @@ class RankJob {
   // The ranks' sums, for the trainers.
   virtual std::shared_ptr<TrainingRanks> training_ranks() = 0;
   virtual bool leads() const = 0;  // Rank 0.
+  // Returns once every rank has called it (after loading its models, so
+  // that rank 0's first command finds them ready). Waits as long as it
+  // takes: a rank that fails to start ends the job through its launcher.
+  virtual absl::Status AwaitEveryRank() = 0;
 
   // Rank 0, holding command_order() from sending a step until that step
   // has summed: hands the encoded command (rank_command.h) to every other

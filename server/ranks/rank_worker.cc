@@ -28,18 +28,18 @@ absl::Status Run(RankJob& job, ModelManager& models, RankCommand command) {
   absl::Status status = training.status();
   absl::Notification done;
   if (training.ok() && command.kind == RankCommand::Kind::kConfigure) {
-    (*training)->Configure(command.config,
-                           [&](absl::StatusOr<v1::TrainingConfig> applied, int64_t) {
-                             status = applied.status();
-                             done.Notify();
-                           });
+    (*training)->ConfigureFromRank0(command.config,
+                                    [&](absl::StatusOr<v1::TrainingConfig> applied, int64_t) {
+                                      status = applied.status();
+                                      done.Notify();
+                                    });
     done.WaitForNotification();
   } else if (training.ok() && command.kind == RankCommand::Kind::kStep) {
-    (*training)->Step(std::move(command.inputs), std::move(command.targets),
-                      [&](absl::StatusOr<DataParallelTrainer::StepResult> result) {
-                        status = result.status();
-                        done.Notify();
-                      });
+    (*training)->StepFromRank0(std::move(command.inputs), std::move(command.targets),
+                               [&](absl::StatusOr<DataParallelTrainer::StepResult> result) {
+                                 status = result.status();
+                                 done.Notify();
+                               });
     done.WaitForNotification();
   }
   if (command.kind == RankCommand::Kind::kStep && job.steps_summed() == summed) {

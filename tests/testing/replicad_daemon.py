@@ -31,10 +31,11 @@ class Daemon:
             if not line:
                 break
             self.output.append(line)
-            http = re.search(r"HTTP listening on port (\d+)", line)
+            # Rank 0's lines (or a lone daemon's): other ranks say "replicad: rank R of N: ".
+            http = re.match(r"replicad: HTTP listening on port (\d+)", line)
             if http:
                 self.http_port = int(http.group(1))
-            match = re.search(r"gRPC listening on port (\d+)", line)
+            match = re.match(r"replicad: gRPC listening on port (\d+)", line)
             if match:
                 self.port = int(match.group(1))
         if self.port is None:

@@ -330,7 +330,8 @@ std::vector<Tensor> Rows(int64_t rows, float value) {
 class StandInTrainer : public Trainable {
  public:
   explicit StandInTrainer(StandInSlots* slots) : slots_(slots) {}
-  void Step(std::vector<Tensor> inputs, Tensor targets, StepDone done) override {
+  void Step(std::vector<Tensor> inputs, Tensor targets, std::optional<TrainShard>,
+            StepDone done) override {
     thread_.Submit([this, inputs = std::move(inputs), targets = std::move(targets),
                     done = std::move(done)]() mutable {
       slots_->stepping = true;

@@ -446,7 +446,7 @@ TEST(ServingCoreControlTest, LoadingNeedsExplicitModelControl) {
 class TrainedFake : public Trainable {
  public:
   explicit TrainedFake(std::shared_ptr<Servable> trained) : trained_(std::move(trained)) {}
-  void Step(std::vector<Tensor>, Tensor, StepDone done) override {
+  void Step(std::vector<Tensor>, Tensor, std::optional<TrainShard>, StepDone done) override {
     std::move(done)(absl::UnimplementedError("not in this test"));
   }
   void TrainedServable(ServableDone then) override { std::move(then)(trained_); }

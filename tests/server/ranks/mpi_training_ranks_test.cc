@@ -34,14 +34,17 @@ std::shared_ptr<MpiTrainingRanks> Ranks() {
   return ranks;
 }
 
+// Slots of weight 1, or of `weights`.
 std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfig& optimizer,
                                                  std::shared_ptr<const Model> model,
-                                                 std::shared_ptr<TrainingRanks> ranks) {
+                                                 std::shared_ptr<TrainingRanks> ranks,
+                                                 std::vector<double> weights = {}) {
   std::vector<TrainerSlot> trainer_slots;
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  weights.resize(static_cast<size_t>(slots), 1.0);
   for (int s = 0; s < slots; ++s) {
     trainer_slots.push_back(
-        {SlotAssignment{"r" + std::to_string(s), cpu.id, 1.0}, CreateCpuDevice(cpu, {1})});
+        {SlotAssignment{"r" + std::to_string(s), cpu.id, weights[s]}, CreateCpuDevice(cpu, {1})});
   }
   TrainerOptions options;
   options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits", DType::kInt64};
@@ -61,6 +64,34 @@ std::vector<Tensor> Weights(const DataParallelTrainer& trainer) {
   std::vector<Tensor> buffers = trainer.SlotBuffers(0).value();
   for (Tensor& b : buffers) weights.push_back(std::move(b));
   return weights;
+}
+
+// The weights and running statistics of `job` and `one` agree bit for bit.
+void ExpectSameWeights(const DataParallelTrainer& job, const DataParallelTrainer& one,
+                       int64_t batch) {
+  const std::vector<Tensor> got = Weights(job);
+  const std::vector<Tensor> want = Weights(one);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t w = 0; w < got.size(); ++w) {
+    ASSERT_EQ(got[w].byte_size(), want[w].byte_size());
+    EXPECT_EQ(std::memcmp(got[w].raw_data(), want[w].raw_data(), got[w].byte_size()), 0)
+        << "batch " << batch << ", tensor " << w << " differs from one process's";
+  }
+}
+
+// The PyTorch-exported CNN with BatchNormalization and Dropout 0.3: rank
+// 0's export, on every rank (empty when rank 0 could not export it).
+std::string BatchNormDropoutOnnx() {
+  std::string onnx;
+  if (Ranks()->rank() == 0) {
+    const std::string& dir = testing::TorchReferenceOutput(REPLICAD_TRAINING_SCRIPT);
+    if (!dir.empty()) onnx = testing::ReadFileBytes(dir + "/bn_p3.onnx");
+  }
+  int size = static_cast<int>(onnx.size());
+  MPI_Bcast(&size, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  onnx.resize(static_cast<size_t>(size));
+  MPI_Bcast(onnx.data(), size, MPI_BYTE, 0, MPI_COMM_WORLD);
+  return onnx;
 }
 
 // 5 steps of two ranks of one slot each against one process of two slots,
@@ -89,14 +120,7 @@ void ExpectRanksTrainLikeSlots(const std::string& onnx, const OptimizerConfig& o
     // This rank's rows only: rank 1 has none of a batch of 1.
     ASSERT_LE(a->slices.size(), 1u);
   }
-  const std::vector<Tensor> got = Weights(*job);
-  const std::vector<Tensor> want = Weights(*one);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t w = 0; w < got.size(); ++w) {
-    ASSERT_EQ(got[w].byte_size(), want[w].byte_size());
-    EXPECT_EQ(std::memcmp(got[w].raw_data(), want[w].raw_data(), got[w].byte_size()), 0)
-        << "batch " << batch << ", tensor " << w << " differs from one process's";
-  }
+  ExpectSameWeights(*job, *one, batch);
 }
 
 std::vector<OptimizerConfig> Optimizers() {
@@ -132,17 +156,8 @@ TEST(MpiTrainingRanksTest, TwoRanksTrainLikeOneProcessWithTwoSlots) {
 // (masks keyed by global row).
 TEST(MpiTrainingRanksTest, SyncBatchNormAndDropoutAcrossRanksTrainLikeSlots) {
   ASSERT_NE(Ranks(), nullptr);
-  // Rank 0's export, on every rank.
-  std::string onnx;
-  if (Ranks()->rank() == 0) {
-    const std::string& dir = testing::TorchReferenceOutput(REPLICAD_TRAINING_SCRIPT);
-    if (!dir.empty()) onnx = testing::ReadFileBytes(dir + "/bn_p3.onnx");
-  }
-  int size = static_cast<int>(onnx.size());
-  MPI_Bcast(&size, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  ASSERT_GT(size, 0) << "rank 0 could not export the model";
-  onnx.resize(static_cast<size_t>(size));
-  MPI_Bcast(onnx.data(), size, MPI_BYTE, 0, MPI_COMM_WORLD);
+  const std::string onnx = BatchNormDropoutOnnx();
+  ASSERT_FALSE(onnx.empty()) << "rank 0 could not export the model";
   for (int64_t batch : {7, 2, 64}) {
     ExpectRanksTrainLikeSlots(onnx, Optimizers()[0], batch, {1, 8, 8}, 3);
   }
@@ -181,6 +196,102 @@ TEST(MpiTrainingRanksTest, AStepThatFailsOnOneRankFailsOnAllAndChangesNothing) {
       job->Step({testing::RandomTensor({4, 2, 6, 6}, 1)}, testing::ClassLabels(4, 4, 0));
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(next->step, 1);
+}
+
+// Rows [begin, end) of a host tensor, as a tensor of their own.
+Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
+  absl::StatusOr<Tensor> rows = t.SliceRows(begin, end);
+  EXPECT_TRUE(rows.ok()) << rows.status();
+  Shape shape = t.shape();
+  shape[0] = end - begin;
+  Tensor copy = Tensor::Host(t.dtype(), shape);
+  std::memcpy(copy.raw_data(), rows->raw_data(), copy.byte_size());
+  return copy;
+}
+
+// Per-rank shards (one data loader per rank): rank 0 steps on the first
+// `first` rows of each batch, rank 1 on the rest; one process of two slots
+// whose weights cut the batch at the same row trains alike, bit for bit.
+void ExpectShardsTrainLikeSlots(const std::string& onnx, const OptimizerConfig& optimizer,
+                                int64_t batch, int64_t first, const Shape& row, int classes) {
+  std::unique_ptr<DataParallelTrainer> job =
+      MakeTrainer(1, optimizer, testing::LoadForTraining(onnx), Ranks());
+  std::unique_ptr<DataParallelTrainer> one =
+      MakeTrainer(2, optimizer, testing::LoadForTraining(onnx), nullptr,
+                  {static_cast<double>(first), static_cast<double>(batch - first)});
+  ASSERT_TRUE(job != nullptr && one != nullptr);
+  const bool rank0 = Ranks()->rank() == 0;
+  for (int step = 0; step < 5; ++step) {
+    Shape shape = row;
+    shape.insert(shape.begin(), batch);
+    const Tensor images = testing::RandomTensor(shape, 200 + step);
+    const Tensor labels = testing::ClassLabels(batch, classes, step);
+    const int64_t begin = rank0 ? 0 : first, end = rank0 ? first : batch;
+    absl::StatusOr<DataParallelTrainer::StepResult> a =
+        job->StepShard(step + 1, 0, {Rows(images, begin, end)}, Rows(labels, begin, end));
+    absl::StatusOr<DataParallelTrainer::StepResult> b = one->Step({images}, labels);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(a->loss, b->loss) << "batch " << batch << ", step " << step;
+    EXPECT_EQ(a->accuracy, b->accuracy) << "batch " << batch << ", step " << step;
+    EXPECT_EQ(a->samples, batch);
+    EXPECT_EQ(a->step, step + 1);
+  }
+  ExpectSameWeights(*job, *one, batch);
+}
+
+TEST(MpiTrainingRanksTest, ShardsOfEachRankTrainLikeOneProcessWithTwoSlots) {
+  ASSERT_NE(Ranks(), nullptr);
+  for (const OptimizerConfig& optimizer : Optimizers()) {
+    for (const auto& [batch, first] :
+         std::vector<std::pair<int64_t, int64_t>>{{7, 4}, {7, 2}, {2, 1}, {64, 40}}) {
+      ExpectShardsTrainLikeSlots(testing::ConvNetOnnx(7), optimizer, batch, first, {2, 6, 6}, 4);
+    }
+  }
+  // BatchNormalization (SyncBatchNorm across the ranks' shards) and Dropout.
+  const std::string onnx = BatchNormDropoutOnnx();
+  ASSERT_FALSE(onnx.empty()) << "rank 0 could not export the model";
+  ExpectShardsTrainLikeSlots(onnx, Optimizers()[0], 9, 5, {1, 8, 8}, 3);
+}
+
+// Shards of different steps, or of a step that is not the next, fail on
+// every rank, naming what disagrees, and change nothing; the job goes on.
+TEST(MpiTrainingRanksTest, ShardsOfDifferentStepsAreRefusedOnEveryRank) {
+  ASSERT_NE(Ranks(), nullptr);
+  std::unique_ptr<DataParallelTrainer> job =
+      MakeTrainer(1, Optimizers()[0], testing::LoadForTraining(testing::ConvNetOnnx(7)), Ranks());
+  ASSERT_NE(job, nullptr);
+  const std::vector<Tensor> before = Weights(*job);
+  const Tensor images = testing::RandomTensor({3, 2, 6, 6}, 1);
+  const Tensor labels = testing::ClassLabels(3, 4, 0);
+  const bool rank0 = Ranks()->rank() == 0;
+  absl::StatusOr<DataParallelTrainer::StepResult> mixed =
+      job->StepShard(rank0 ? 1 : 2, 0, {images}, labels);
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kFailedPrecondition) << mixed.status();
+  EXPECT_NE(mixed.status().message().find("rank 1 of 2 was sent its shard of step 2 and rank 0 "
+                                          "of step 1"),
+            std::string::npos)
+      << mixed.status();
+  absl::StatusOr<DataParallelTrainer::StepResult> unlike =
+      job->StepShard(1, rank0 ? 7 : 8, {images}, labels);
+  EXPECT_EQ(unlike.status().code(), absl::StatusCode::kFailedPrecondition) << unlike.status();
+  EXPECT_NE(unlike.status().message().find("rank 1 of 2 trains with another configuration"),
+            std::string::npos)
+      << unlike.status();
+  absl::StatusOr<DataParallelTrainer::StepResult> ahead = job->StepShard(5, 0, {images}, labels);
+  EXPECT_EQ(ahead.status().code(), absl::StatusCode::kFailedPrecondition) << ahead.status();
+  EXPECT_NE(ahead.status().message().find("shards of step 5, but the job's next step is 1"),
+            std::string::npos)
+      << ahead.status();
+  EXPECT_EQ(job->step(), 0);
+  const std::vector<Tensor> after = Weights(*job);
+  for (size_t w = 0; w < after.size(); ++w) {
+    EXPECT_EQ(std::memcmp(after[w].raw_data(), before[w].raw_data(), after[w].byte_size()), 0);
+  }
+  absl::StatusOr<DataParallelTrainer::StepResult> next = job->StepShard(1, 0, {images}, labels);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->step, 1);
+  EXPECT_EQ(next->samples, 6);
 }
 
 }  // namespace

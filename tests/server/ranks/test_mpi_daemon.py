@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -159,3 +160,119 @@ def test_a_killed_rank_fails_the_step_naming_it_and_a_restart_resumes(daemons, b
         assert step.step == 4
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def port_of_rank(daemon, rank, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for line in list(daemon.output):
+            match = re.search(rf"rank {rank} of \d+: gRPC listening on port (\d+)", line)
+            if match:
+                return int(match.group(1))
+        time.sleep(0.1)
+    raise AssertionError("no listening line of rank %d:\n%s" % (rank, "".join(daemon.output)))
+
+
+def concurrently(*calls):
+    """Runs each call on a thread of its own (a rank's call returns once every rank has been
+    sent its shard); their results, or the replicad errors they raised, in call order."""
+    results = [None] * len(calls)
+
+    def run(i):
+        try:
+            results[i] = calls[i]()
+        except replicad.errors.ReplicadError as error:
+            results[i] = error
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    return results
+
+
+def test_per_rank_shards_train_like_one_process(daemons, batches):
+    """--rank-shards: each rank takes its own rows of a step from its own client (a data loader
+    per rank); five eighths of every batch to rank 0 and the rest to rank 1 train like one
+    daemon whose two slots have weights 5 and 3, bit for bit."""
+    x, y = batches
+    job = daemons(*ONE_SLOT_A_RANK, "--rank-shards", launcher=MPIRUN)
+    one = daemons("--devices", "cpu:0,cpu:0", "--slot-weights", "5,3")
+    config = dict(optimizer="sgd", lr=0.05, momentum=0.9, seed=3)
+    with replicad.Client(f"127.0.0.1:{job.port}") as r0, \
+            replicad.Client(f"127.0.0.1:{port_of_rank(job, 1)}") as r1, \
+            replicad.Client(f"127.0.0.1:{one.port}") as b:
+        # Every rank is configured by its own client, alike.
+        r0.configure_training("default", **config)
+        r1.configure_training("default", **config)
+        b.configure_training("default", **config)
+        begin = 0
+        for step, size in enumerate([8, 16, 24, 8], start=1):
+            cut = begin + size * 5 // 8
+            xs, ys = x[begin:begin + size], y[begin:begin + size]
+            first, rest = slice(0, cut - begin), slice(cut - begin, size)
+            results = concurrently(
+                lambda: r0.train_step("default", xs[first], ys[first], shard=(step, 0, 2)),
+                lambda: r1.train_step("default", xs[rest], ys[rest], shard=(step, 1, 2)))
+            want = b.train_step("default", xs, ys)
+            for rank in (0, 1):
+                got = results[rank]
+                assert not isinstance(got, Exception), got
+                assert (got.loss, got.accuracy, got.step, got.samples) == \
+                    (want.loss, want.accuracy, want.step, want.samples), (rank, step)
+            begin += size
+
+        # A whole batch is refused by every rank of such a job; a shard naming another rank
+        # fails the step on both ranks (naming the field), changes nothing, and the job goes on.
+        with pytest.raises(replicad.errors.FailedPrecondition, match="per-rank shards"):
+            r0.train_step("default", x[:4], y[:4])
+        errors = concurrently(
+            lambda: r0.train_step("default", x[:4], y[:4], shard=(5, 0, 2)),
+            lambda: r1.train_step("default", x[:4], y[:4], shard=(5, 0, 2)))
+        assert isinstance(errors[1], replicad.errors.InvalidArgument), errors
+        assert "shard.rank: this is rank 1, received 0" in str(errors[1])
+        assert "rank 1 of 2: shard.rank" in str(errors[0]), errors
+        ok = concurrently(
+            lambda: r0.train_step("default", x[:4], y[:4], shard=(5, 0, 2)),
+            lambda: r1.train_step("default", x[:4], y[:4], shard=(5, 1, 2)))
+        assert ok[0].step == ok[1].step == 5
+
+
+def test_a_shard_is_refused_by_a_job_of_whole_batches(daemons, batches):
+    x, y = batches
+    job = daemons(*ONE_SLOT_A_RANK, launcher=MPIRUN)
+    with replicad.Client(f"127.0.0.1:{job.port}") as client:
+        with pytest.raises(replicad.errors.FailedPrecondition, match="--rank-shards"):
+            client.train_step("default", x[:4], y[:4], shard=(1, 0, 2))
+        assert client.train_step("default", x[:4], y[:4]).step == 1
+
+
+def test_replicactl_feeds_each_rank_its_shards(daemons):
+    """`replicactl train --rank R --world-size N`, one per rank, trains like one replicactl
+    sending whole batches to a daemon of two equal slots: the same epoch line."""
+    job = daemons(*ONE_SLOT_A_RANK, "--rank-shards", launcher=MPIRUN)
+    one = daemons(*ONE_PROCESS)
+    bin_dir = os.environ.get("REPLICAD_BIN_DIR",
+                             os.path.join(os.path.dirname(__file__), "../../../build/bin"))
+    common = ["train", "--model", "default", "--data", "/usr/share/datasets/fashion-mnist",
+              "--epochs", "1", "--batch-size", "64", "--limit", "640", "--optimizer", "sgd",
+              "--lr", "0.05", "--momentum", "0.9"]
+    replicactl = os.path.join(bin_dir, "replicactl")
+    ranks = [subprocess.Popen([replicactl, "--server", f"127.0.0.1:{port}", *common, "--rank",
+                               str(rank), "--world-size", "2"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+             for rank, port in ((0, job.port), (1, port_of_rank(job, 1)))]
+    outputs = [r.communicate(timeout=300)[0] for r in ranks]
+    whole = subprocess.run([replicactl, "--server", f"127.0.0.1:{one.port}", *common],
+                           capture_output=True, text=True, timeout=300)
+
+    def epoch_line(text):
+        match = re.search(r"epoch 1: (train loss .*?), [\d.]+ samples/s", text)
+        assert match, text
+        return match.group(1)
+
+    assert [r.returncode for r in ranks] == [0, 0], outputs
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    want = epoch_line(whole.stdout)
+    assert [epoch_line(o) for o in outputs] == [want, want]

@@ -215,17 +215,25 @@ class Client:
         self._training_configs[model] = response.config
         return Training(response.config, int(response.step))
 
-    def train_step(self, model, x, y):
+    def train_step(self, model, x, y, *, shard=None):
         """One data-parallel step on the batch (x, y); returns StepResult. `x` as predict's
-        inputs; `y`: int64 class labels [N], or float targets shaped like the loss's output."""
-        return StepResult.of(self._call("TrainStep", self.train_request(model, x, y)))
+        inputs; `y`: int64 class labels [N], or float targets shaped like the loss's output.
+        shard: (step, rank, world_size) when (x, y) are this rank's rows of the job's step
+        `step` (a job started with --rank-shards, one client per rank; every rank must be sent
+        its shard of the same step, so the call returns once all of them have been)."""
+        return StepResult.of(self._call("TrainStep", self.train_request(model, x, y, shard=shard)))
 
-    def train_request(self, model, x, y):
+    def train_request(self, model, x, y, *, shard=None):
         """The TrainStep request for (x, y), converted as train_step and fit send it."""
         named = training.named_inputs(self._model_info(model), x)
-        return pb.TrainStepRequest(
+        request = pb.TrainStepRequest(
             model=model, inputs=[to_tensor(name, array) for name, array in named.items()],
             targets=to_tensor("targets", as_array(y, "targets")))
+        if shard is not None:
+            step, rank, world_size = shard
+            request.shard.step, request.shard.rank = int(step), int(rank)
+            request.shard.world_size = int(world_size)
+        return request
 
     def save_checkpoint(self, model, path=""):
         """Writes the trained model (ONNX, its optimizer state beside it) to `path` on the
