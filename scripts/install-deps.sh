@@ -62,6 +62,8 @@ dev_packages=(
   # The TLS tests make certificates with openssl and speak HTTPS with curl; the format check;
   # shellcheck for deploy/slurm (deploy/checks/slurm.sh).
   openssl curl clang-format shellcheck
+  # A one-node SLURM cluster for the srun test of training across ranks (scripts/slurm-local.sh).
+  slurm-wlm munge
   # Fuzzing (scripts/fuzz.sh): clang, its libFuzzer and sanitizer runtimes
   # (libclang-rt-14-dev is only recommended by clang), LLVM's OpenMP for clang.
   clang libclang-rt-14-dev libomp-dev
