@@ -606,6 +606,11 @@ void ModelTraining::RestoreConfig(const std::string& text) {
       config.set_checkpoint_every_steps(0);
     }
   }
+  if (environment_.job != nullptr && !environment_.job->leads()) {
+    // A job restarted on a checkpoint: only rank 0 writes the next ones.
+    config.clear_checkpoint_dir();
+    config.set_checkpoint_every_steps(0);
+  }
   config_ = std::move(config);
 }
 
