@@ -1,7 +1,6 @@
 #ifndef REPLICAD_CORE_TRAIN_DATA_PARALLEL_TRAINER_H_
 #define REPLICAD_CORE_TRAIN_DATA_PARALLEL_TRAINER_H_
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -12,67 +11,15 @@
 #include "absl/synchronization/mutex.h"
 #include "core/device/device.h"
 #include "core/device/device_map.h"
-#include "core/device/slot_all_reduce.h"
 #include "core/model/execution_plan.h"
 #include "core/model/model.h"
 #include "core/serve/batch_split.h"
 #include "core/train/optimizer.h"
+#include "core/train/trainer_options.h"
+#include "core/train/trainer_reduction.h"
 #include "core/train/training_graph.h"
-#include "core/train/training_ranks.h"
 
 namespace replicad {
-
-struct TrainerOptions {
-  LossSpec loss;
-  OptimizerConfig optimizer;
-  // BatchNormalization in training form normalises by the statistics of the
-  // whole step (summed across the slots), so N slots compute what one would;
-  // without it each slot uses its own rows' (the running statistics then
-  // follow the first slot's).
-  bool sync_batch_norm = true;
-  uint64_t seed = 0;  // Keys the dropout masks, with the step and the global row.
-  // A step whose loss, or (where the host sums them: CPU slots, a server on
-  // the CPU) summed gradient, is not finite is never applied. It fails
-  // InvalidArgument (kRefuse), or answers OK as skipped (kSkip), as
-  // mixed-precision loss scaling skips an overflowing step. Inputs and
-  // targets holding NaN or infinities are refused either way. GPU
-  // reductions check the loss only.
-  enum class NonFiniteSteps { kRefuse, kSkip };
-  NonFiniteSteps non_finite_steps = NonFiniteSteps::kRefuse;
-};
-
-// One training slot: where it is and the device (stream) it runs on.
-struct TrainerSlot {
-  SlotAssignment slot;
-  std::unique_ptr<Device> device;
-};
-
-// The parameter server of `ps` reduction: it holds the master copy of the
-// weights and the one optimizer state, receives the reduced gradient, applies
-// the update and broadcasts the weights to every slot.
-struct ParameterServer {
-  DeviceId device_id;
-  std::unique_ptr<Device> device;
-};
-
-// Makes the on-device gradient reduction of GPU slots under allreduce (the
-// backends' CreateSlotAllReduce, core/backends/backends.h), for `slots` in
-// participant order. Injected: the trainer does not choose backends.
-using SlotAllReduceFactory = std::function<absl::StatusOr<std::unique_ptr<SlotAllReduce>>(
-    const std::vector<Device*>& slots)>;
-
-// How a step's gradients are summed beyond each slot's own.
-struct TrainerReduction {
-  // `ps`: the parameter server that sums and updates. Unset: allreduce.
-  std::optional<ParameterServer> parameter_server;
-  // Allreduce of GPU slots (FailedPrecondition without it there); CPU
-  // slots and a parameter server sum on the host or the server.
-  SlotAllReduceFactory slot_all_reduce;
-  // A job of several ranks (training_ranks.h): the batch is split over
-  // every rank's slots and the sums go across ranks on the host. Null:
-  // this process trains alone.
-  std::shared_ptr<TrainingRanks> ranks;
-};
 
 // Exact data-parallel training over device slots (allreduce mode): each
 // TrainStep splits the batch by slot weight, every slot computes the

@@ -19,8 +19,8 @@ struct RankPartial {
   absl::Status status;
   double loss_sum = 0;  // Of its rows' losses.
   double correct = 0;   // Its rows classified right (classification losses).
-  // Per parameter, the sum over its slots of their rows' gradients (empty
-  // when the rank ran no rows: it adds nothing).
+  // Per parameter, the sum over its slots of their rows' gradients (zeros
+  // when the rank ran no rows). Empty only with a failed status.
   std::vector<std::vector<float>> gradients;
   // Running statistics after the step, from the rank running the batch's
   // first row (with SyncBatchNorm every rank computed the same; without, the
@@ -32,7 +32,7 @@ struct RankPartial {
 // MPIJob), as the trainer sees them: the job's slots are every rank's
 // slots, rank by rank, and a batch is split over them all by one rule, so
 // N ranks train like one process holding all those slots. Implemented over
-// MPI by the server (server/mpi_training_ranks.h); core never includes MPI.
+// MPI by the server (server/ranks/mpi_training_ranks.h); core never includes MPI.
 //
 // Every rank makes the same sequence of calls for the same steps. A rank
 // that fails, dies or stops answering fails the step on every rank within

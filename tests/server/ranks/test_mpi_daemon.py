@@ -158,10 +158,8 @@ def test_a_killed_rank_fails_the_step_naming_it_and_a_restart_resumes(daemons, b
         with replicad.Client(f"127.0.0.1:{again.port}") as client:
             step = client.train_step("default", x[:8], y[:8])
         assert step.step == 4
-        # Resumed with its periodic checkpoints, written by rank 0 alone (rank 1, restarted
-        # on the same checkpoint, restores the configuration without them).
+        # Resumed with its periodic checkpoints (the configuration the checkpoint carries).
         assert step.checkpoint_path.endswith("default-step000000004.onnx"), step
-        assert not any("rank 1" in line and "checkpoint" in line for line in again.output)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -1,0 +1,43 @@
+#ifndef REPLICAD_CORE_TRAIN_TRAINER_OPTIONS_H_
+#define REPLICAD_CORE_TRAIN_TRAINER_OPTIONS_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "core/device/device.h"
+#include "core/device/device_map.h"
+#include "core/train/optimizer.h"
+#include "core/train/training_graph.h"
+
+namespace replicad {
+
+// What a DataParallelTrainer trains with (data_parallel_trainer.h): its
+// loss, optimizer and step semantics, and its slots.
+struct TrainerOptions {
+  LossSpec loss;
+  OptimizerConfig optimizer;
+  // BatchNormalization in training form normalises by the statistics of the
+  // whole step (summed across the slots), so N slots compute what one would;
+  // without it each slot uses its own rows' (the running statistics then
+  // follow the first slot's).
+  bool sync_batch_norm = true;
+  uint64_t seed = 0;  // Keys the dropout masks, with the step and the global row.
+  // A step whose loss, or (where the host sums them: CPU slots, a server on
+  // the CPU) summed gradient, is not finite is never applied. It fails
+  // InvalidArgument (kRefuse), or answers OK as skipped (kSkip), as
+  // mixed-precision loss scaling skips an overflowing step. Inputs and
+  // targets holding NaN or infinities are refused either way. GPU
+  // reductions check the loss only.
+  enum class NonFiniteSteps { kRefuse, kSkip };
+  NonFiniteSteps non_finite_steps = NonFiniteSteps::kRefuse;
+};
+
+// One training slot: where it is and the device (stream) it runs on.
+struct TrainerSlot {
+  SlotAssignment slot;
+  std::unique_ptr<Device> device;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_TRAIN_TRAINER_OPTIONS_H_
