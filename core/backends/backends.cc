@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
 }
 
 absl::StatusOr<std::unique_ptr<SlotAllReduce>> CreateSlotAllReduce(
-    const std::vector<Device*>& slots) {
+    const std::vector<Device*>& slots, const SlotAllReducePeers* peers) {
   for (const Device* slot : slots) {
     if (slot->info().id.kind != DeviceKind::kCuda) {
       return absl::UnimplementedError(
@@ -65,8 +65,9 @@ absl::StatusOr<std::unique_ptr<SlotAllReduce>> CreateSlotAllReduce(
     }
   }
 #if REPLICAD_WITH_CUDA
-  return CreateNcclAllReduce(slots);
+  return CreateNcclAllReduce(slots, peers);
 #else
+  (void)peers;
   return absl::UnimplementedError("this replicad was built without CUDA (REPLICAD_WITH_CUDA)");
 #endif
 }

@@ -32,10 +32,11 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
                                                      const SlotOptions& options);
 
 // The on-device gradient reduction across `slots` (slots this backend made,
-// in participant order; they must outlive it). Unimplemented naming the slot
-// for a kind without one: host-memory slots are reduced by the host.
+// in participant order; they must outlive it) and, with `peers`, the other
+// ranks' slots. Unimplemented naming the slot for a kind without one:
+// host-memory slots are reduced by the host.
 absl::StatusOr<std::unique_ptr<SlotAllReduce>> CreateSlotAllReduce(
-    const std::vector<Device*>& slots);
+    const std::vector<Device*>& slots, const SlotAllReducePeers* peers = nullptr);
 
 }  // namespace replicad
 

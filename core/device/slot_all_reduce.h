@@ -2,10 +2,32 @@
 #define REPLICAD_CORE_DEVICE_SLOT_ALL_REDUCE_H_
 
 #include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace replicad {
+
+// The other processes of a training job (ranks under mpirun or srun,
+// core/train/training_ranks.h) whose slots reduce with this process's: what
+// a reduction across them needs from the job.
+struct SlotAllReducePeers {
+  int rank = 0;  // This process's, of `size`.
+  int size = 1;
+  // Every rank's `mine`, in rank order. Every rank calls it the same number
+  // of times, in the same order; it fails (Unavailable, naming the rank)
+  // when a rank does not answer in time.
+  std::function<absl::StatusOr<std::vector<std::string>>(const std::string& mine)> all_gather;
+  // How long a participant waits for the other ranks' part of a reduction.
+  absl::Duration timeout = absl::Seconds(60);
+  // Ends the job's training for good after a failure the ranks cannot
+  // recover from together (the job then exits, for its launcher to restart).
+  std::function<void(const absl::Status&)> break_group;
+};
 
 // The gradient reduction of data-parallel training on slots whose memory the
 // host does not read (GPUs): sums float32 buffers across a fixed group of
@@ -22,16 +44,25 @@ namespace replicad {
 // theirs, and (NCCL) until the other GPUs' first participants have made
 // theirs.
 //
+// Across ranks (made with SlotAllReducePeers): the participants are every
+// rank's slots, rank by rank, and every rank makes the same sequence of
+// calls. The peers agree on how to reach each other at the first AllReduce
+// of the first step, which every rank's trainer makes in the same step.
+//
 // Failure: a failed CUDA or NCCL call of any participant ends the step's
 // reduction for all of them, and nothing blocks on it: calls waiting for a
 // participant that will not come return, reduction work left waiting on the
-// devices is aborted, and the step's later AllReduce calls issue nothing.
+// devices is aborted, and the step's later AllReduce calls issue nothing. Across ranks, a rank's
+// participant that waits longer than the peers' timeout for the others'
+// part fails the step with Unavailable.
 // Every Join that returns after the failure returns the step's first error,
 // which names the device and the call; a Join that returned before it
 // returned OK, but the sums of that step are unspecified on every slot, so
 // the caller fails the step if any participant's Join failed. The next step
 // starts afresh, unless a slot's device is gone for good (health() not OK):
-// then every later Join returns that error.
+// then every later Join returns that error. Across ranks every failure is
+// such a one: the ranks cannot agree afresh in the middle of a job, so the
+// reduction calls the peers' break_group and every later Join fails.
 class SlotAllReduce {
  public:
   virtual ~SlotAllReduce() = default;

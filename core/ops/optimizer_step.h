@@ -173,6 +173,36 @@ REPLICAD_HOST_DEVICE inline void RmspropUpdate(float& p, float g, float& v, floa
   }
 }
 
+// One parameter's update on the host, element by element: the host
+// Optimizer's loop and the CPU backend's replicad.OptimizerStep kernel.
+// `state` holds the kind's state tensors in OptimizerStateNames' order
+// (`index` says which is which); n elements of p and g.
+inline void UpdateParameterOnHost(const OptimizerStateIndex& index, const OptimizerStepScalars& s,
+                                  float* p, const float* g, float* const* state, int64_t n) {
+  auto role = [state](int i) { return i < 0 ? nullptr : state[i]; };
+  switch (s.kind) {
+    case OptimizerConfig::Kind::kSgd: {
+      float* buf = role(index.momentum_buffer);
+      for (int64_t j = 0; j < n; ++j) SgdUpdate(p[j], g[j], buf != nullptr ? buf + j : nullptr, s);
+      break;
+    }
+    case OptimizerConfig::Kind::kAdam: {
+      float* m = role(index.exp_avg);
+      float* v = role(index.exp_avg_sq);
+      for (int64_t j = 0; j < n; ++j) AdamUpdate(p[j], g[j], m[j], v[j], s);
+      break;
+    }
+    case OptimizerConfig::Kind::kRmsprop: {
+      float* v = role(index.square_avg);
+      float* buf = role(index.momentum_buffer);
+      for (int64_t j = 0; j < n; ++j) {
+        RmspropUpdate(p[j], g[j], v[j], buf != nullptr ? buf + j : nullptr, s);
+      }
+      break;
+    }
+  }
+}
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_OPS_OPTIMIZER_STEP_H_

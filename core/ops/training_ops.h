@@ -84,7 +84,8 @@ inline constexpr std::string_view kMeanSquaredError = "replicad.MeanSquaredError
 // Adam's bias corrections) is CurrentTrainingStep()->step (t = 1 with no
 // context; Run fails for t < 1). At t == 1 the state outputs are not read:
 // they start as zeros, SGD's momentum buffer as a copy of the direction, as
-// in PyTorch. Only CUDA has a kernel; the host optimizer updates CPU slots.
+// in PyTorch. CUDA and the CPU backend have kernels; the host optimizer
+// updates CPU slots without one.
 inline constexpr std::string_view kOptimizerStep = "replicad.OptimizerStep";
 
 }  // namespace replicad

@@ -212,13 +212,6 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
   const bool on_host = gpu_slot == nullptr;
   int first_slot = 0;
   if (ranks != nullptr) {
-    if (!on_host) {
-      return absl::UnimplementedError(absl::StrCat(
-          "training across ranks sums gradients on the host (CPU slots) in this version, and "
-          "slot ",
-          gpu_slot->slot.name, " is on ", DeviceIdToString(gpu_slot->slot.device),
-          "; NCCL across ranks is not implemented yet"));
-    }
     if (parameter_server) {
       return absl::UnimplementedError(
           "reduction 'ps' (a parameter server) trains within one process; across ranks use "
@@ -315,7 +308,19 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
       return absl::FailedPreconditionError(
           "GPU slots under allreduce need the backends' all-reduce (TrainerReduction)");
     }
-    absl::StatusOr<std::unique_ptr<SlotAllReduce>> all_reduce = reduction.slot_all_reduce(devices);
+    // Across ranks the other ranks' GPUs take part: the reduction agrees
+    // with them on how to reach each other through the ranks' own channel.
+    std::optional<SlotAllReducePeers> peers;
+    if (TrainingRanks* job = trainer->ranks_.get(); job != nullptr) {
+      peers.emplace();
+      peers->rank = job->rank();
+      peers->size = job->size();
+      peers->timeout = job->timeout();
+      peers->all_gather = [job](const std::string& mine) { return job->AllGather(mine); };
+      peers->break_group = [job](const absl::Status& why) { job->Abandon(why); };
+    }
+    absl::StatusOr<std::unique_ptr<SlotAllReduce>> all_reduce =
+        reduction.slot_all_reduce(devices, peers ? &*peers : nullptr);
     if (!all_reduce.ok()) return all_reduce.status();
     trainer->all_reduce_ = *std::move(all_reduce);
   }
@@ -570,6 +575,24 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepLocked(
   return result;
 }
 
+absl::Status DataParallelTrainer::AgreeOnReductionAcrossRanks() {
+  // A rank on CPU slots sums on the host while one on GPUs waits in NCCL:
+  // each would wait for the other until the timeout broke the job.
+  const std::string mine = all_reduce_ != nullptr ? "GPU slots (NCCL)" : "CPU slots (the host)";
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> every, ranks_->AllGather(mine));
+  for (size_t r = 0; r < every.size(); ++r) {
+    if (every[r] != every[0]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", r, " of ", every.size(), " sums its gradients on ", every[r],
+                       " and rank 0 on ", every[0],
+                       ": every rank of a job must train on the same kind of slots (give each rank "
+                       "the same --devices)"));
+    }
+  }
+  ranks_agree_ = true;
+  return absl::OkStatus();
+}
+
 DataParallelTrainer::StepResult DataParallelTrainer::ResultOf(const StepState& step) const {
   StepResult result;
   result.step = step_;
@@ -637,6 +660,7 @@ absl::Status DataParallelTrainer::PlanSlices(StepState& step) {
     absl::StatusOr<std::vector<int64_t>> shards =
         ranks_->ExchangeShardRows(step.shard_step, step.rows, absl::OkStatus(), step.configuration);
     if (!shards.ok()) return shards.status();
+    if (!ranks_agree_) REPLICAD_RETURN_IF_ERROR(AgreeOnReductionAcrossRanks());
     if (step.shard_step != step_ + 1) {
       return absl::FailedPreconditionError(
           absl::StrCat("the ranks sent their shards of step ", step.shard_step,
@@ -651,6 +675,7 @@ absl::Status DataParallelTrainer::PlanSlices(StepState& step) {
   } else {
     // The job's split (over every rank's slots, rank by rank), and this
     // rank's part of it, on its own slot indices.
+    if (ranks_ != nullptr && !ranks_agree_) REPLICAD_RETURN_IF_ERROR(AgreeOnReductionAcrossRanks());
     step.batch = step.rows;
     const std::vector<BatchSlice> job_slices =
         SplitBatch(step.batch, ranks_ != nullptr ? ranks_->slot_weights() : weights_);
@@ -849,6 +874,11 @@ absl::Status DataParallelTrainer::GatherGradients(StepState& step, bool* summed)
   // Running statistics every slot takes: the first row's slot's.
   std::vector<Tensor>& running = step.running;
   if (step.runs_first_row) running = slots_[slices[0].slot]->buffer_updates;
+  if (ranks_ != nullptr && step.runs_first_row && !running.empty() &&
+      !InHostMemory(*slots_[slices[0].slot]->where.device)) {
+    // They cross the ranks from host memory.
+    REPLICAD_ASSIGN_OR_RETURN(running, HostCopies(*slots_[slices[0].slot]->where.device, running));
+  }
   if (ranks_ != nullptr) {
     // Then over the ranks, in rank order: the job's sums on every rank.
     RankPartial partial;

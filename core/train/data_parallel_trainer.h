@@ -158,6 +158,9 @@ class DataParallelTrainer {
   // Step and StepShard: every rank sums once a step, failed or not.
   absl::StatusOr<StepResult> SumOnceAcrossRanks(absl::StatusOr<StepResult> result, bool summed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Across ranks, once: every rank sums its gradients the same way (on the
+  // host, or on GPUs through the reduction), or none trains.
+  absl::Status AgreeOnReductionAcrossRanks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checks of Step's contract; the batch's rows.
   absl::Status ValidateBatch(const std::vector<Tensor>& inputs, const Tensor& targets,
                              int64_t* batch) const;
@@ -208,6 +211,7 @@ class DataParallelTrainer {
   // all of the job's (0 without).
   std::shared_ptr<TrainingRanks> ranks_;
   int first_slot_ = 0;
+  bool ranks_agree_ ABSL_GUARDED_BY(mu_) = false;  // AgreeOnReductionAcrossRanks succeeded.
   // CPU slots, or a server on the host: the host's sums, per parameter.
   std::vector<std::vector<float>> reduced_ ABSL_GUARDED_BY(mu_);
   // GPU slots under allreduce: the reduction on the devices (after slots_: it goes first).

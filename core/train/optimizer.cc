@@ -133,31 +133,9 @@ absl::Status Optimizer::Step(const std::vector<float*>& parameters,
 }
 
 void Optimizer::HostStep(size_t i, float* p, const float* g, const OptimizerStepScalars& s) {
-  const int64_t n = sizes_[i];
-  auto state = [&](int index) {
-    return index < 0 ? nullptr : params_[i].host[static_cast<size_t>(index)].data();
-  };
-  switch (config_.kind) {
-    case OptimizerConfig::Kind::kSgd: {
-      float* buf = state(index_.momentum_buffer);
-      for (int64_t j = 0; j < n; ++j) SgdUpdate(p[j], g[j], buf != nullptr ? buf + j : nullptr, s);
-      break;
-    }
-    case OptimizerConfig::Kind::kAdam: {
-      float* m = state(index_.exp_avg);
-      float* v = state(index_.exp_avg_sq);
-      for (int64_t j = 0; j < n; ++j) AdamUpdate(p[j], g[j], m[j], v[j], s);
-      break;
-    }
-    case OptimizerConfig::Kind::kRmsprop: {
-      float* v = state(index_.square_avg);
-      float* buf = state(index_.momentum_buffer);
-      for (int64_t j = 0; j < n; ++j) {
-        RmspropUpdate(p[j], g[j], v[j], buf != nullptr ? buf + j : nullptr, s);
-      }
-      break;
-    }
-  }
+  std::vector<float*> state;
+  for (std::vector<float>& tensor : params_[i].host) state.push_back(tensor.data());
+  UpdateParameterOnHost(index_, s, p, g, state.data(), sizes_[i]);
 }
 
 absl::Status Optimizer::DeviceStep(const std::vector<float*>& parameters,

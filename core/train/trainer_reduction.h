@@ -24,9 +24,11 @@ struct ParameterServer {
 
 // Makes the on-device gradient reduction of GPU slots under allreduce (the
 // backends' CreateSlotAllReduce, core/backends/backends.h), for `slots` in
-// participant order. Injected: the trainer does not choose backends.
+// participant order; `peers`: the other ranks' slots take part too (null
+// when this process trains alone). Injected: the trainer does not choose
+// backends.
 using SlotAllReduceFactory = std::function<absl::StatusOr<std::unique_ptr<SlotAllReduce>>(
-    const std::vector<Device*>& slots)>;
+    const std::vector<Device*>& slots, const SlotAllReducePeers* peers)>;
 
 // How a step's gradients are summed beyond each slot's own.
 struct TrainerReduction {
@@ -36,7 +38,8 @@ struct TrainerReduction {
   // slots and a parameter server sum on the host or the server.
   SlotAllReduceFactory slot_all_reduce;
   // A job of several ranks (training_ranks.h): the batch is split over
-  // every rank's slots and the sums go across ranks on the host. Null:
+  // every rank's slots, and the gradients are summed across the ranks on
+  // the host (CPU slots) or by slot_all_reduce (GPU slots, NCCL). Null:
   // this process trains alone.
   std::shared_ptr<TrainingRanks> ranks;
 };

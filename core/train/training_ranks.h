@@ -3,9 +3,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/tensor/tensor.h"
 
 namespace replicad {
@@ -75,6 +78,19 @@ class TrainingRanks {
   // ranks that run rows in this step, in the same order and with the same
   // counts. Fails as SumStep does.
   virtual absl::Status SumStatistics(const std::vector<int>& ranks, double* data, size_t count) = 0;
+
+  // Every rank's `mine`, in rank order (GPU slots' reduction agrees with it
+  // on how to reach the other ranks: SlotAllReducePeers). Fails as SumStep
+  // does.
+  virtual absl::StatusOr<std::vector<std::string>> AllGather(const std::string& mine) = 0;
+
+  // The job can no longer train (its GPUs' communicator across the ranks
+  // failed, and cannot be made again in the middle of a job): breaks the
+  // group as a rank that stops answering does, with `why`.
+  virtual void Abandon(const absl::Status& why) = 0;
+
+  // How long a rank waits for the others before it gives up on them.
+  virtual absl::Duration timeout() const = 0;
 };
 
 }  // namespace replicad

@@ -22,11 +22,14 @@ enum Tag : int {
   kStatisticsSumTag = 5,
   kShardTag = 6,      // A rank's shard of a step: its step and rows, to rank 0.
   kShardPlanTag = 7,  // Every rank's rows, or why the shards do not make a step.
+  kGatherTag = 8,     // A rank's part of an AllGather, to rank 0.
+  kGatheredTag = 9,   // Every rank's parts, from rank 0.
 };
 
 // Which communicator a message travels on: each kind of exchange has its
 // own, so a late message of one can never be taken for another's.
-enum Channel : int { kCommands = 0, kSteps = 1, kStatistics = 2 };
+enum Channel : int { kCommands = 0, kSteps = 1, kStatistics = 2, kGathers = 3 };
+constexpr int kChannels = 4;
 
 // Polling, not blocking: an MPI call blocked on a dead rank never returns.
 // Waits grow from a few microseconds (a step's messages come quickly) to
@@ -124,7 +127,7 @@ absl::Status AddGradients(const RankPartial& from, RankPartial* into, int rank) 
 }  // namespace
 
 struct MpiTrainingRanks::Communicators {
-  MPI_Comm channels[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+  MPI_Comm channels[kChannels] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
   // Sends given up on when a rank stopped answering: MPI may still read
   // their bytes, so they live as long as MPI does.
   std::vector<std::unique_ptr<std::string>> abandoned;
@@ -501,6 +504,40 @@ absl::Status MpiTrainingRanks::SumStatistics(const std::vector<int>& ranks, doub
       return s;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> MpiTrainingRanks::AllGather(const std::string& mine) {
+  if (absl::Status s = broken(); !s.ok()) return s;
+  const std::string what = "its part of a gather";
+  if (rank_ != 0) {
+    if (absl::Status s = Send(0, kGatherTag, mine, kGathers, what); !s.ok()) return s;
+    absl::StatusOr<std::string> reply = Receive(0, kGatheredTag, kGathers, "every rank's parts");
+    if (!reply.ok()) return reply.status();
+    FrameReader in(*reply);
+    std::vector<std::string> parts;
+    for (int r = 0; r < size_; ++r) {
+      absl::StatusOr<std::string> part = in.String("a rank's part");
+      if (!part.ok()) return Break(part.status());
+      parts.push_back(*std::move(part));
+    }
+    return parts;
+  }
+  std::vector<std::string> parts = {mine};
+  FrameWriter all;
+  all.String(mine);
+  for (int r = 1; r < size_; ++r) {
+    absl::StatusOr<std::string> part = Receive(r, kGatherTag, kGathers, what);
+    if (!part.ok()) return part.status();
+    all.String(*part);
+    parts.push_back(*std::move(part));
+  }
+  for (int r = 1; r < size_; ++r) {
+    if (absl::Status s = Send(r, kGatheredTag, all.bytes(), kGathers, "every rank's parts");
+        !s.ok()) {
+      return s;
+    }
+  }
+  return parts;
 }
 
 }  // namespace replicad

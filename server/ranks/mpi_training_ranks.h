@@ -60,6 +60,9 @@ class MpiTrainingRanks final : public TrainingRanks,
   absl::StatusOr<std::vector<int64_t>> ExchangeShardRows(int64_t step, int64_t rows,
                                                          const absl::Status& local,
                                                          uint64_t configuration) override;
+  absl::StatusOr<std::vector<std::string>> AllGather(const std::string& mine) override;
+  void Abandon(const absl::Status& why) override { (void)Break(why); }
+  absl::Duration timeout() const override { return options_.timeout; }
 
   // RankJob. An idle rank waits for commands as long as it takes.
   std::shared_ptr<TrainingRanks> training_ranks() override { return shared_from_this(); }

@@ -34,9 +34,12 @@ absl::StatusOr<std::unique_ptr<Device>> CreateCudaDevice(const DeviceInfo& info,
 // participant order): slots that share a GPU first sum on it, then one
 // NCCL all-reduce per call runs across the GPUs, on a stream of its own per
 // slot so it overlaps the slot's later work until Join. Communicators are
-// made here, once. Errors name the device and the call.
+// made here, once; with `peers` (other ranks' slots take part), at the
+// first AllReduce instead: one communicator spans every rank's GPUs, its
+// unique id handed round by peers->all_gather, and each wait for another
+// rank is bounded by peers->timeout. Errors name the device and the call.
 absl::StatusOr<std::unique_ptr<SlotAllReduce>> CreateNcclAllReduce(
-    const std::vector<Device*>& slots);
+    const std::vector<Device*>& slots, const SlotAllReducePeers* peers = nullptr);
 
 }  // namespace replicad
 

@@ -18,6 +18,18 @@
 // AllReduce remakes the communicators, unless a slot's device is gone for
 // good.
 //
+// Across ranks (peers): one communicator spans every rank's GPUs (each
+// rank's GPUs in order, rank by rank), made at the first AllReduce with
+// the unique id rank 0 hands round through peers.all_gather. Its
+// communicators are non-blocking, and every NCCL call is made under
+// comm_mu_ and returns at once: the waits for other ranks (NCCL's own
+// connection set-up, and kernels waiting for a peer's data) are polls with
+// a deadline, so a rank that died fails the step with Unavailable instead
+// of hanging it, and an abort never frees a communicator a call is inside.
+// NCCL cannot start afresh without every rank joining again, so a failure
+// across ranks is for good: the peers' break_group ends the job, for its
+// launcher to restart it from a checkpoint.
+//
 // Why Join, not AllReduce, reports failures: a caller that gets an error from
 // AllReduce stops short (the trainer skips its Join, and may repeat the
 // failed call), so no call would tell where its step ends, and a failure
@@ -28,8 +40,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +51,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "core/backends/cuda/cuda_backend.h"
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/cuda_slot.h"
@@ -63,6 +78,33 @@ class ScopedGpu {
   int previous_ = -1;
 };
 
+// A GPU's identity across processes (its UUID), for messages.
+std::string UuidText(const std::string& uuid) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string text = "GPU-";
+  for (size_t i = 0; i < uuid.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    text += kHex[(static_cast<unsigned char>(uuid[i]) >> 4) & 15];
+    text += kHex[static_cast<unsigned char>(uuid[i]) & 15];
+  }
+  return text;
+}
+
+// Polls of a wait for other ranks: short at first (a step's data comes
+// quickly), at most a millisecond.
+class PollBackoff {
+ public:
+  void Wait() {
+    absl::SleepFor(wait_);
+    wait_ = std::min(wait_ * 2, absl::Milliseconds(1));
+  }
+
+ private:
+  absl::Duration wait_ = absl::Microseconds(20);
+};
+
+constexpr size_t kUuidBytes = sizeof(cudaUUID_t);
+
 class NcclAllReduce : public SlotAllReduce {
  public:
   ~NcclAllReduce() override {
@@ -82,11 +124,23 @@ class NcclAllReduce : public SlotAllReduce {
     for (size_t g = 0; g < comms_.size(); ++g) {
       if (comms_[g] == nullptr) continue;
       ScopedGpu gpu(groups_[g]->ordinal);
-      ncclCommDestroy(comms_[g]);
+      // Across ranks, destroying would wait for the other ranks, which may
+      // be gone: abort ends this rank's part alone.
+      if (peers_) {
+        ncclCommAbort(comms_[g]);
+      } else {
+        ncclCommDestroy(comms_[g]);
+      }
     }
   }
 
-  absl::Status Init(const std::vector<Device*>& slots) {
+  absl::Status Init(const std::vector<Device*>& slots, const SlotAllReducePeers* peers) {
+    if (peers != nullptr && peers->size > 1) {
+      if (!peers->all_gather) {
+        return absl::InvalidArgumentError("a reduction across ranks needs the ranks' all_gather");
+      }
+      peers_ = *peers;
+    }
     std::map<int, int> group_of_ordinal;
     for (size_t i = 0; i < slots.size(); ++i) {
       Participant p;
@@ -126,11 +180,17 @@ class NcclAllReduce : public SlotAllReduce {
       absl::MutexLock lock(&group->mu);
       group->posted.assign(group->members.size(), nullptr);
     }
-    if (groups_.size() > 1) {
+    if (UsesNccl()) {
       absl::MutexLock lock(&comm_mu_);
       comms_.assign(groups_.size(), nullptr);
       in_nccl_.assign(groups_.size(), false);
-      REPLICAD_RETURN_IF_ERROR(CreateComms());
+      if (peers_) {
+        // Every rank makes its trainer when it is configured, not together:
+        // they meet at their first step's first AllReduce.
+        connect_pending_.store(true, std::memory_order_release);
+      } else {
+        REPLICAD_RETURN_IF_ERROR(CreateComms());
+      }
     }
     return absl::OkStatus();
   }
@@ -138,6 +198,7 @@ class NcclAllReduce : public SlotAllReduce {
   absl::Status AllReduce(int participant, float* data, size_t count, float scale,
                          bool contributes) override {
     Participant& p = participants_[participant];
+    if (connect_pending_.load(std::memory_order_acquire)) Connect(p);
     if (recover_pending_.load(std::memory_order_acquire)) Recover(p);
     // The step already failed: nothing more to issue, and Join reports it.
     if (failed_.load(std::memory_order_acquire)) return absl::OkStatus();
@@ -161,6 +222,9 @@ class NcclAllReduce : public SlotAllReduce {
       REPLICAD_CUDA_RETURN_IF_ERROR(p.name, cudaStreamWaitEvent(p.stream, p.reduced, 0));
       return absl::OkStatus();
     }();
+    // Across ranks the slot's next wait on its stream would be unbounded
+    // if another rank never sends its part: wait here, with a deadline.
+    if (status.ok() && peers_) status = AwaitReduced(p);
     if (!status.ok()) Fail(status);
     return EndStep();
   }
@@ -231,7 +295,7 @@ class NcclAllReduce : public SlotAllReduce {
         REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(p.name, "LaunchAccumulate"));
       }
     }
-    if (groups_.size() > 1) REPLICAD_RETURN_IF_ERROR(IssueNccl(p, data, count));
+    if (UsesNccl()) REPLICAD_RETURN_IF_ERROR(IssueNccl(p, data, count));
     if (scale != 1.0f) {
       LaunchScale(data, n, scale, p.side);
       REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(p.name, "LaunchScale"));
@@ -266,9 +330,13 @@ class NcclAllReduce : public SlotAllReduce {
     return absl::OkStatus();
   }
 
+  // NCCL between GPUs: of this process, or across ranks.
+  bool UsesNccl() const { return groups_.size() > 1 || peers_.has_value(); }
+
   // The leader's NCCL call, counted in in_nccl_ while it runs so that an
   // abort never frees a communicator under it (see AbortNccl).
   absl::Status IssueNccl(Participant& p, float* data, size_t count) {
+    if (peers_) return IssueNcclAcrossRanks(p, data, count);
     ncclComm_t comm;
     {
       absl::MutexLock lock(&comm_mu_);
@@ -297,6 +365,201 @@ class NcclAllReduce : public SlotAllReduce {
     return status;
   }
 
+  // Across ranks the call is made under comm_mu_ (a non-blocking
+  // communicator returns at once), then its set-up is polled.
+  absl::Status IssueNcclAcrossRanks(Participant& p, float* data, size_t count) {
+    {
+      absl::MutexLock lock(&comm_mu_);
+      if (failed_.load(std::memory_order_acquire)) return Stopped(p);
+      if (!comms_usable_) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(p.name, ": the NCCL communicator across ranks is gone"));
+      }
+      nccl_issued_ = true;
+      const ncclResult_t issued =
+          ncclAllReduce(data, data, count, ncclFloat, ncclSum, comms_[p.group], p.side);
+      if (issued == ncclSuccess) return absl::OkStatus();
+      if (issued != ncclInProgress) return CudaCallStatus(issued, p.name, "ncclAllReduce");
+    }
+    return AwaitCommunicator(p, "ncclAllReduce");
+  }
+
+  // Until the participant's group's communicator is no longer in progress
+  // (a non-blocking call's set-up, which may wait for other ranks).
+  absl::Status AwaitCommunicator(const Participant& p, absl::string_view call) {
+    const absl::Time deadline = absl::Now() + peers_->timeout;
+    PollBackoff backoff;
+    for (;;) {
+      {
+        absl::MutexLock lock(&comm_mu_);
+        if (failed_.load(std::memory_order_acquire)) return Stopped(p);
+        if (!comms_usable_) {
+          return absl::FailedPreconditionError(
+              absl::StrCat(p.name, ": the NCCL communicator across ranks is gone"));
+        }
+        ncclResult_t state = ncclSuccess;
+        REPLICAD_RETURN_IF_ERROR(
+            CudaCallStatus(ncclCommGetAsyncError(comms_[p.group], &state), p.name, call));
+        if (state == ncclSuccess) return absl::OkStatus();
+        if (state != ncclInProgress) return CudaCallStatus(state, p.name, call);
+      }
+      if (absl::Now() > deadline) return NoAnswer(p, call);
+      backoff.Wait();
+    }
+  }
+
+  // Join across ranks: until the participant's reduction has run on its
+  // GPU, an NCCL error shows, or the deadline passes.
+  absl::Status AwaitReduced(const Participant& p) {
+    const absl::Time deadline = absl::Now() + peers_->timeout;
+    const bool leads = groups_[p.group]->members[0] == static_cast<int>(&p - participants_.data());
+    PollBackoff backoff;
+    for (;;) {
+      const cudaError_t done = cudaEventQuery(p.reduced);
+      if (done == cudaSuccess) return absl::OkStatus();
+      if (done != cudaErrorNotReady) return CudaCallStatus(done, p.name, "cudaEventQuery");
+      if (leads) {
+        // A peer's failure NCCL has seen (a closed connection) ends the
+        // wait before the deadline.
+        absl::MutexLock lock(&comm_mu_);
+        if (comms_usable_ && comms_[p.group] != nullptr) {
+          ncclResult_t state = ncclSuccess;
+          if (ncclCommGetAsyncError(comms_[p.group], &state) == ncclSuccess &&
+              state != ncclSuccess && state != ncclInProgress) {
+            return CudaCallStatus(state, p.name, "the NCCL all-reduce across ranks");
+          }
+        }
+      }
+      if (absl::Now() > deadline) {
+        // Another participant's failure aborted the communicators, which
+        // ends the kernels: this one's wait is then not the step's error.
+        if (failed_.load(std::memory_order_acquire)) return Stopped(p);
+        return NoAnswer(p, "the NCCL all-reduce across ranks");
+      }
+      backoff.Wait();
+    }
+  }
+
+  absl::Status NoAnswer(const Participant& p, absl::string_view what) const {
+    return absl::UnavailableError(absl::StrCat(p.name, ": ", what, " did not finish within ",
+                                               absl::FormatDuration(peers_->timeout), " (rank ",
+                                               peers_->rank, " of ", peers_->size,
+                                               "): another rank died or stopped answering"));
+  }
+
+  // The first AllReduce across ranks (any participant; the others wait on
+  // comm_mu_): the ranks hand round rank 0's unique id and their GPUs, and
+  // make the communicator spanning them all.
+  void Connect(const Participant& p) {
+    absl::Status status;
+    bool first_failure = false;
+    bool every_rank_alike = false;
+    {
+      absl::MutexLock lock(&comm_mu_);
+      if (!connect_pending_.load(std::memory_order_acquire)) return;  // Another participant did.
+      status = ConnectAcrossRanks(p, &every_rank_alike);
+      if (!status.ok()) first_failure = SetFailure(status, /*for_good=*/true);
+      connect_pending_.store(false, std::memory_order_release);
+    }
+    // A failure every rank found in the same gathered parts leaves the
+    // ranks in step: every step fails with it, and the group stays, so that
+    // the job can answer why.
+    if (first_failure) WakeAndBreak(status, /*break_group=*/!every_rank_alike);
+  }
+
+  // `*every_rank_alike`: it failed on what every rank gathered, so every
+  // rank fails alike.
+  absl::Status ConnectAcrossRanks(const Participant& p, bool* every_rank_alike)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm_mu_) {
+    // This rank's part: a unique id (rank 0's is the one used), then the
+    // UUID of each of its GPUs, one NCCL rank each.
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    if (peers_->rank == 0) REPLICAD_CUDA_RETURN_IF_ERROR(p.name, ncclGetUniqueId(&id));
+    std::string mine(reinterpret_cast<const char*>(&id), sizeof(id));
+    for (const auto& group : groups_) {
+      cudaDeviceProp properties;
+      REPLICAD_CUDA_RETURN_IF_ERROR(participants_[group->members[0]].name,
+                                    cudaGetDeviceProperties(&properties, group->ordinal));
+      mine.append(reinterpret_cast<const char*>(&properties.uuid), kUuidBytes);
+    }
+    absl::StatusOr<std::vector<std::string>> parts = peers_->all_gather(mine);
+    if (!parts.ok()) return parts.status();
+    if (parts->size() != static_cast<size_t>(peers_->size)) {
+      return absl::InternalError(absl::StrCat("the ranks' gather returned ", parts->size(),
+                                              " parts for ", peers_->size, " ranks"));
+    }
+    int total = 0, first = 0;
+    std::map<std::string, std::pair<int, int>> owner;  // UUID -> (rank, its GPU index).
+    for (int r = 0; r < peers_->size; ++r) {
+      const std::string& part = (*parts)[r];
+      if (part.size() < sizeof(id) || (part.size() - sizeof(id)) % kUuidBytes != 0) {
+        return absl::InternalError(
+            absl::StrCat("rank ", r, " sent ", part.size(), " bytes for its GPUs"));
+      }
+      const int gpus = static_cast<int>((part.size() - sizeof(id)) / kUuidBytes);
+      for (int g = 0; g < gpus; ++g) {
+        const std::string uuid = part.substr(sizeof(id) + g * kUuidBytes, kUuidBytes);
+        auto [it, added] = owner.emplace(uuid, std::make_pair(r, g));
+        if (!added) {
+          *every_rank_alike = true;
+          return absl::FailedPreconditionError(absl::StrCat(
+              "rank ", r, " and rank ", it->second.first, " both train on GPU ", UuidText(uuid),
+              ": NCCL takes each GPU once across the ranks, so give each rank its own GPUs "
+              "(--devices, or CUDA_VISIBLE_DEVICES per rank)"));
+        }
+      }
+      if (r < peers_->rank) first += gpus;
+      total += gpus;
+    }
+    std::memcpy(&id, (*parts)[0].data(), sizeof(id));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    absl::Status status;
+    for (size_t g = 0; g < groups_.size() && status.ok(); ++g) {
+      ScopedGpu gpu(groups_[g]->ordinal);
+      const ncclResult_t made =
+          ncclCommInitRankConfig(&comms_[g], total, id, first + static_cast<int>(g), &config);
+      if (made != ncclSuccess && made != ncclInProgress) {
+        status = CudaCallStatus(made, participants_[groups_[g]->members[0]].name,
+                                "ncclCommInitRankConfig");
+      }
+    }
+    // Until every GPU of every rank has joined.
+    const absl::Time deadline = absl::Now() + peers_->timeout;
+    PollBackoff backoff;
+    for (size_t g = 0; g < groups_.size() && status.ok();) {
+      const std::string& name = participants_[groups_[g]->members[0]].name;
+      ncclResult_t state = ncclSuccess;
+      status =
+          CudaCallStatus(ncclCommGetAsyncError(comms_[g], &state), name, "ncclCommGetAsyncError");
+      if (!status.ok()) break;
+      if (state == ncclSuccess) {
+        ++g;
+      } else if (state != ncclInProgress) {
+        status = CudaCallStatus(state, name, "ncclCommInitRankConfig");
+      } else if (absl::Now() > deadline) {
+        status = absl::UnavailableError(absl::StrCat(
+            name, ": the ", total, " GPUs of the ", peers_->size,
+            " ranks did not all join the NCCL communicator within ",
+            absl::FormatDuration(peers_->timeout), ": a rank died or cannot reach this one"));
+      } else {
+        backoff.Wait();
+      }
+    }
+    if (!status.ok()) {
+      for (size_t g = 0; g < comms_.size(); ++g) {
+        if (comms_[g] == nullptr) continue;
+        ScopedGpu gpu(groups_[g]->ordinal);
+        (void)ncclCommAbort(comms_[g]);
+        comms_[g] = nullptr;
+      }
+      return status;
+    }
+    comms_usable_ = true;
+    return absl::OkStatus();
+  }
+
   static size_t MemberIndex(const Group& group, int participant) {
     for (size_t m = 0; m < group.members.size(); ++m) {
       if (group.members[m] == participant) return m;
@@ -321,6 +584,8 @@ class NcclAllReduce : public SlotAllReduce {
   // False if the step had failed already (the first failure is the one
   // reported). Takes mu_ only, so it may be called with comm_mu_ held.
   bool SetFailure(const absl::Status& status, bool for_good) {
+    // Across ranks the communicator cannot be made again mid-job.
+    if (peers_) for_good = true;
     absl::MutexLock lock(&mu_);
     if (for_good && permanent_.ok()) permanent_ = status;
     if (!failure_.ok()) return false;
@@ -333,6 +598,12 @@ class NcclAllReduce : public SlotAllReduce {
   void Fail(const absl::Status& status) {
     // Not the first: that one's Fail wakes the waiters and aborts NCCL.
     if (!SetFailure(status, /*for_good=*/false)) return;
+    WakeAndBreak(status, /*break_group=*/true);
+  }
+
+  // After the step's first failure: wakes the waiters, aborts NCCL, and
+  // across ranks ends the job's training.
+  void WakeAndBreak(const absl::Status& status, bool break_group) {
     // Waiters in a rendezvous watch failed_, which their mutex does not
     // guard: locking and unlocking it makes absl::Mutex evaluate their
     // conditions again.
@@ -340,6 +611,7 @@ class NcclAllReduce : public SlotAllReduce {
       absl::MutexLock wake(&group->mu);
     }
     AbortNccl();
+    if (break_group && peers_ && peers_->break_group) peers_->break_group(status);
   }
 
   // Ends NCCL work that may wait for a leader that will not come: kernels on
@@ -357,8 +629,23 @@ class NcclAllReduce : public SlotAllReduce {
   // unaborted communicator is in use, the leaders at the earliest collective
   // have all their peers there and return too, leaving one not in use.
   void AbortNccl() {
-    if (groups_.size() < 2) return;
+    if (!UsesNccl()) return;
     absl::MutexLock lock(&comm_mu_);
+    if (peers_) {
+      // Separate communicators, and no call inside one (they are made
+      // under comm_mu_): each is aborted at once, which ends this rank's
+      // kernels that wait for a peer.
+      if (!comms_usable_) return;
+      comms_usable_ = false;
+      for (size_t g = 0; g < comms_.size(); ++g) {
+        if (comms_[g] == nullptr) continue;
+        ScopedGpu gpu(groups_[g]->ordinal);
+        (void)CudaCallStatus(ncclCommAbort(comms_[g]), participants_[groups_[g]->members[0]].name,
+                             "ncclCommAbort");
+        comms_[g] = nullptr;
+      }
+      return;
+    }
     // No NCCL call this step: those of earlier steps all had their peers (a
     // step without failure issues every one; a failed step aborted them), so
     // no kernel waits for a peer that will not come. Or another failure of
@@ -442,7 +729,7 @@ class NcclAllReduce : public SlotAllReduce {
         recover = true;
       }
     }
-    if (groups_.size() > 1) {
+    if (UsesNccl()) {
       absl::MutexLock lock(&comm_mu_);
       nccl_issued_ = false;
     }
@@ -471,6 +758,10 @@ class NcclAllReduce : public SlotAllReduce {
   std::atomic<bool> failed_{false};
   // The last step failed: the next one's first AllReduce calls Recover.
   std::atomic<bool> recover_pending_{false};
+  // Across ranks: the other ranks, and whether the communicator spanning
+  // them is still to be made (at the first AllReduce, by Connect).
+  std::optional<SlotAllReducePeers> peers_;
+  std::atomic<bool> connect_pending_{false};
 
   // The NCCL communicators (more than one GPU only).
   absl::Mutex comm_mu_;
@@ -484,10 +775,10 @@ class NcclAllReduce : public SlotAllReduce {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SlotAllReduce>> CreateNcclAllReduce(
-    const std::vector<Device*>& slots) {
+    const std::vector<Device*>& slots, const SlotAllReducePeers* peers) {
   if (slots.empty()) return absl::InvalidArgumentError("the reduction needs at least one slot");
   auto reduce = std::make_unique<NcclAllReduce>();
-  REPLICAD_RETURN_IF_ERROR(reduce->Init(slots));
+  REPLICAD_RETURN_IF_ERROR(reduce->Init(slots, peers));
   return reduce;
 }
 

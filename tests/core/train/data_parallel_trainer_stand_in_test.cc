@@ -2,9 +2,10 @@
 // GPU: device-memory stand-ins (tests/testing/device_memory_stand_in.h) take
 // the GPU slots' paths (the slot copies its gradients to the server, and the
 // server's weights back) with CPU kernels, so they train bit for bit like
-// CPU slots under allreduce, alone or beside CPU slots. A server on a
-// stand-in would need a CPU replicad.OptimizerStep kernel, which the CPU
-// backend lacks: data_parallel_trainer_gpu_test covers a server on cuda:0.
+// CPU slots under allreduce, alone or beside CPU slots; so does a server on
+// a stand-in (a GPU server's paths: its sums by Add and Mul kernels, its
+// optimizer by the replicad.OptimizerStep kernel, on its own device).
+// data_parallel_trainer_gpu_test covers a server on cuda:0.
 
 #include <cstring>
 #include <memory>
@@ -29,12 +30,13 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // One slot per character of `layout`: 'c' a CPU slot, 'd' a stand-in for a
-// GPU slot on cuda:0. With `parameter_server`, `ps` reduction through cpu:0.
+// GPU slot on cuda:0. With `parameter_server`, `ps` reduction through cpu:0,
+// or through a stand-in for cuda:1 with `server_on_stand_in`.
 // `devices`, if given, receives the slots' devices and then the server's.
 // `fault`, if given, is injected into slot 0's stand-in.
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
     const std::string& layout, bool parameter_server, std::vector<Device*>* devices = nullptr,
-    std::shared_ptr<testing::InjectedFault> fault = nullptr) {
+    std::shared_ptr<testing::InjectedFault> fault = nullptr, bool server_on_stand_in = false) {
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   std::vector<TrainerSlot> slots;
   for (size_t s = 0; s < layout.size(); ++s) {
@@ -55,6 +57,10 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
   std::optional<ParameterServer> server;
   if (parameter_server) {
     server = ParameterServer{cpu.id, CreateCpuDevice(cpu, {1})};
+    if (server_on_stand_in) {
+      server->device = testing::MakeDeviceMemoryStandIn(std::move(server->device), 1);
+      server->device_id = server->device->info().id;
+    }
     if (devices != nullptr) devices->push_back(server->device.get());
   }
   TrainerReduction reduction;
@@ -98,6 +104,44 @@ TEST(DataParallelTrainerStandInTest, DeviceMemorySlotsThroughAServerTrainLikeCpu
         ExpectSameBits((*ps)->SlotParameters(s).value(), (*cpu)->SlotParameters(s).value(),
                        absl::StrCat(what, ", slot ", s));
       }
+    }
+  }
+}
+
+TEST(DataParallelTrainerStandInTest, AServerOnAStandInTrainsLikeCpuSlots) {
+  for (const std::string layout : {"dd", "cd"}) {
+    const std::string what = absl::StrCat("slots ", layout, ", server on a stand-in");
+    absl::StatusOr<std::unique_ptr<DataParallelTrainer>> cpu =
+        MakeTrainer(std::string(layout.size(), 'c'), false);
+    absl::StatusOr<std::unique_ptr<DataParallelTrainer>> ps =
+        MakeTrainer(layout, true, nullptr, nullptr, /*server_on_stand_in=*/true);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    ASSERT_TRUE(ps.ok()) << what << ": " << ps.status();
+    for (int step = 0; step < 4; ++step) {
+      const Tensor images = testing::RandomTensor({7, 2, 6, 6}, 80 + step);
+      absl::StatusOr<DataParallelTrainer::StepResult> a =
+          (*cpu)->Step({images}, testing::ClassLabels(7, 4, step));
+      absl::StatusOr<DataParallelTrainer::StepResult> b =
+          (*ps)->Step({images}, testing::ClassLabels(7, 4, step));
+      ASSERT_TRUE(a.ok()) << a.status();
+      ASSERT_TRUE(b.ok()) << what << ": " << b.status();
+      EXPECT_EQ(a->loss, b->loss) << what << ", step " << step;
+    }
+    for (int s = 0; s < static_cast<int>(layout.size()); ++s) {
+      ExpectSameBits((*ps)->SlotParameters(s).value(), (*cpu)->SlotParameters(s).value(),
+                     absl::StrCat(what, ", slot ", s));
+    }
+    // The optimizer's state, read back from the server's device.
+    absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> state = (*ps)->OptimizerState();
+    absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> want = (*cpu)->OptimizerState();
+    ASSERT_TRUE(state.ok() && want.ok());
+    ASSERT_EQ(state->size(), want->size());
+    for (size_t k = 0; k < state->size(); ++k) {
+      EXPECT_EQ((*state)[k].first, (*want)[k].first);
+      EXPECT_EQ(std::memcmp((*state)[k].second.raw_data(), (*want)[k].second.raw_data(),
+                            (*want)[k].second.byte_size()),
+                0)
+          << what << ", " << (*want)[k].first;
     }
   }
 }

@@ -15,6 +15,8 @@
 #include "gtest/gtest.h"
 #include "tests/core/train/torch_reference.h"
 #include "tests/core/train/train_test_models.h"
+#include "tests/testing/device_memory_stand_in.h"
+#include "tests/testing/host_sum_slot_all_reduce.h"
 
 namespace replicad {
 namespace {
@@ -34,17 +36,28 @@ std::shared_ptr<MpiTrainingRanks> Ranks() {
   return ranks;
 }
 
+// Which slots a trainer gets: CPU slots, or stand-ins for GPU slots
+// (tests/testing/device_memory_stand_in.h) that reduce like GPUs under
+// allreduce, through a SlotAllReduce summing on the host across the ranks
+// (tests/testing/host_sum_slot_all_reduce.h) where NCCL would.
+enum class Slots { kCpu, kGpuStandIns };
+
 // Slots of weight 1, or of `weights`.
 std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfig& optimizer,
                                                  std::shared_ptr<const Model> model,
                                                  std::shared_ptr<TrainingRanks> ranks,
-                                                 std::vector<double> weights = {}) {
+                                                 std::vector<double> weights = {},
+                                                 Slots kind = Slots::kCpu) {
   std::vector<TrainerSlot> trainer_slots;
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   weights.resize(static_cast<size_t>(slots), 1.0);
   for (int s = 0; s < slots; ++s) {
+    std::unique_ptr<Device> device = CreateCpuDevice(cpu, {1});
+    if (kind == Slots::kGpuStandIns)
+      device = testing::MakeDeviceMemoryStandIn(std::move(device), s);
+    const DeviceId id = device->info().id;
     trainer_slots.push_back(
-        {SlotAssignment{"r" + std::to_string(s), cpu.id, weights[s]}, CreateCpuDevice(cpu, {1})});
+        {SlotAssignment{"r" + std::to_string(s), id, weights[s]}, std::move(device)});
   }
   TrainerOptions options;
   options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits", DType::kInt64};
@@ -52,6 +65,11 @@ std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, const OptimizerConfi
   options.seed = 5;
   TrainerReduction reduction;
   reduction.ranks = std::move(ranks);
+  reduction.slot_all_reduce = [](const std::vector<Device*>& devices,
+                                 const SlotAllReducePeers* peers) {
+    return absl::StatusOr<std::unique_ptr<SlotAllReduce>>(
+        testing::MakeHostSumSlotAllReduce(static_cast<int>(devices.size()), peers));
+  };
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = DataParallelTrainer::Create(
       std::move(model), std::move(trainer_slots), options, std::move(reduction));
   EXPECT_TRUE(trainer.ok()) << trainer.status();
@@ -98,9 +116,10 @@ std::string BatchNormDropoutOnnx() {
 // on the same batches: the same sums in the same order, so the same bits
 // (losses, accuracies, weights and running statistics).
 void ExpectRanksTrainLikeSlots(const std::string& onnx, const OptimizerConfig& optimizer,
-                               int64_t batch, const Shape& row, int classes) {
+                               int64_t batch, const Shape& row, int classes,
+                               Slots kind = Slots::kCpu) {
   std::unique_ptr<DataParallelTrainer> job =
-      MakeTrainer(1, optimizer, testing::LoadForTraining(onnx), Ranks());
+      MakeTrainer(1, optimizer, testing::LoadForTraining(onnx), Ranks(), {}, kind);
   std::unique_ptr<DataParallelTrainer> one =
       MakeTrainer(2, optimizer, testing::LoadForTraining(onnx), nullptr);
   ASSERT_TRUE(job != nullptr && one != nullptr);
@@ -213,9 +232,10 @@ Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
 // `first` rows of each batch, rank 1 on the rest; one process of two slots
 // whose weights cut the batch at the same row trains alike, bit for bit.
 void ExpectShardsTrainLikeSlots(const std::string& onnx, const OptimizerConfig& optimizer,
-                                int64_t batch, int64_t first, const Shape& row, int classes) {
+                                int64_t batch, int64_t first, const Shape& row, int classes,
+                                Slots kind = Slots::kCpu) {
   std::unique_ptr<DataParallelTrainer> job =
-      MakeTrainer(1, optimizer, testing::LoadForTraining(onnx), Ranks());
+      MakeTrainer(1, optimizer, testing::LoadForTraining(onnx), Ranks(), {}, kind);
   std::unique_ptr<DataParallelTrainer> one =
       MakeTrainer(2, optimizer, testing::LoadForTraining(onnx), nullptr,
                   {static_cast<double>(first), static_cast<double>(batch - first)});
@@ -292,6 +312,51 @@ TEST(MpiTrainingRanksTest, ShardsOfDifferentStepsAreRefusedOnEveryRank) {
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(next->step, 1);
   EXPECT_EQ(next->samples, 6);
+}
+
+// GPU slots across ranks, without a GPU: each rank's slot is a stand-in
+// for a GPU slot, so the trainer takes its GPU paths (gradients reduced
+// bucket by bucket during the backward pass by the slots' reduction, the
+// optimizer's kernels on the slot's device, running statistics read back
+// from it before they cross the ranks), with a reduction that sums across
+// the ranks on the host where NCCL would. Two such ranks train bit for bit
+// like one process of two CPU slots, whole batches and shards alike.
+TEST(MpiTrainingRanksTest, GpuSlotPathsAcrossRanksTrainLikeOneProcessWithTwoSlots) {
+  ASSERT_NE(Ranks(), nullptr);
+  for (const OptimizerConfig& optimizer : Optimizers()) {
+    for (int64_t batch : {7, 1}) {
+      ExpectRanksTrainLikeSlots(testing::ConvNetOnnx(7), optimizer, batch, {2, 6, 6}, 4,
+                                Slots::kGpuStandIns);
+    }
+    ExpectShardsTrainLikeSlots(testing::ConvNetOnnx(7), optimizer, 7, 4, {2, 6, 6}, 4,
+                               Slots::kGpuStandIns);
+  }
+  const std::string onnx = BatchNormDropoutOnnx();
+  ASSERT_FALSE(onnx.empty()) << "rank 0 could not export the model";
+  ExpectRanksTrainLikeSlots(onnx, Optimizers()[0], 7, {1, 8, 8}, 3, Slots::kGpuStandIns);
+  ExpectShardsTrainLikeSlots(onnx, Optimizers()[0], 9, 5, {1, 8, 8}, 3, Slots::kGpuStandIns);
+}
+
+// A rank on GPU slots and one on CPU slots would each wait for the other's
+// kind of reduction: their first step fails on both, naming them, before
+// either waits; later steps fail alike, and nothing changes.
+TEST(MpiTrainingRanksTest, RanksOnDifferentKindsOfSlotsAreRefusedOnEveryRank) {
+  ASSERT_NE(Ranks(), nullptr);
+  const bool rank0 = Ranks()->rank() == 0;
+  std::unique_ptr<DataParallelTrainer> job =
+      MakeTrainer(1, Optimizers()[0], testing::LoadForTraining(testing::ConvNetOnnx(7)), Ranks(),
+                  {}, rank0 ? Slots::kGpuStandIns : Slots::kCpu);
+  ASSERT_NE(job, nullptr);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<DataParallelTrainer::StepResult> step =
+        job->Step({testing::RandomTensor({4, 2, 6, 6}, 1)}, testing::ClassLabels(4, 4, 0));
+    EXPECT_EQ(step.status().code(), absl::StatusCode::kFailedPrecondition) << step.status();
+    EXPECT_NE(step.status().message().find("rank 1 of 2 sums its gradients on CPU slots (the "
+                                           "host) and rank 0 on GPU slots (NCCL)"),
+              std::string::npos)
+        << step.status();
+  }
+  EXPECT_EQ(job->step(), 0);
 }
 
 }  // namespace

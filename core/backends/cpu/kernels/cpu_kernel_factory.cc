@@ -74,6 +74,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"replicad.LogSoftmaxGrad", MakeSoftmaxGradKernel},
     {"replicad.MaxPoolGrad", MakeMaxPoolGradKernel},
     {"replicad.MeanSquaredError", MakeMeanSquaredErrorKernel},
+    {"replicad.OptimizerStep", MakeOptimizerStepKernel},
     {"replicad.PadGrad", MakePadGradKernel},
     {"replicad.ReluGrad", MakeReluGradKernel},
     {"replicad.SoftmaxCrossEntropy", MakeSoftmaxCrossEntropyKernel},

@@ -78,6 +78,8 @@ KernelOrStatus MakeConvGradFilterKernel(const KernelSpec& spec, CpuKernelContext
 KernelOrStatus MakeMaxPoolGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMeanSquaredErrorKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeReluGradKernel(const KernelSpec& spec, CpuKernelContext& context);
+// The in-place optimizer update (optimizer_step_kernel.cc says who runs it).
+KernelOrStatus MakeOptimizerStepKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeSoftmaxCrossEntropyKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeSumToShapeKernel(const KernelSpec& spec, CpuKernelContext& context);
 
