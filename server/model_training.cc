@@ -319,24 +319,27 @@ absl::StatusOr<v1::TrainingConfig> ModelTraining::ConfigureNow(const v1::Trainin
 
 void ModelTraining::Step(std::vector<Tensor> inputs, Tensor targets,
                          std::optional<TrainShard> shard, StepDone done) {
-  Step(std::move(inputs), std::move(targets), shard, Origin::kClient, std::move(done));
+  Step(std::move(inputs), std::move(targets), shard, std::nullopt, std::move(done));
 }
 
-void ModelTraining::StepFromRank0(std::vector<Tensor> inputs, Tensor targets, StepDone done) {
-  Step(std::move(inputs), std::move(targets), std::nullopt, Origin::kRank0, std::move(done));
+void ModelTraining::StepFromRank0(int64_t first_row, int64_t batch, std::vector<Tensor> inputs,
+                                  Tensor targets, StepDone done) {
+  Step(std::move(inputs), std::move(targets), std::nullopt, RowsFromRank0{first_row, batch},
+       std::move(done));
 }
 
 void ModelTraining::Step(std::vector<Tensor> inputs, Tensor targets,
-                         std::optional<TrainShard> shard, Origin origin, StepDone done) {
-  worker_.Submit([this, inputs = std::move(inputs), targets = std::move(targets), shard, origin,
+                         std::optional<TrainShard> shard, std::optional<RowsFromRank0> from_rank0,
+                         StepDone done) {
+  worker_.Submit([this, inputs = std::move(inputs), targets = std::move(targets), shard, from_rank0,
                   done = std::move(done)]() mutable {
-    std::move(done)(StepNow(inputs, targets, shard, origin));
+    std::move(done)(StepNow(inputs, targets, shard, from_rank0));
   });
 }
 
 absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
     const std::vector<Tensor>& inputs, const Tensor& targets,
-    const std::optional<TrainShard>& shard, Origin origin) {
+    const std::optional<TrainShard>& shard, const std::optional<RowsFromRank0>& from_rank0) {
   absl::MutexLock lock(&mu_);
   RankJob* job = environment_.job.get();
   auto step = [&] { return trainer_->Step(inputs, targets); };
@@ -350,7 +353,11 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
   }
   const int rank = job->training_ranks()->rank();
   const int size = job->training_ranks()->size();
-  if (origin == Origin::kRank0) return StepLocked(targets.dtype(), step);
+  if (from_rank0) {
+    return StepLocked(targets.dtype(), [&] {
+      return trainer_->StepRows(from_rank0->first_row, from_rank0->batch, inputs, targets);
+    });
+  }
   if (environment_.rank_shards != shard.has_value()) {
     return absl::FailedPreconditionError(
         environment_.rank_shards
@@ -365,6 +372,8 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
   }
   const int64_t summed = job->steps_summed();
   absl::StatusOr<DataParallelTrainer::StepResult> result;
+  bool others_wait = true;  // For this step's sums.
+  std::optional<absl::MutexLock> order;
   if (shard) {
     result = ShardStepLocked(*shard, inputs, targets);
   } else if (!job->leads()) {
@@ -373,13 +382,11 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
                      " of a training job: send TrainStep to rank 0, which splits the batch over "
                      "every rank"));
   } else {
-    // Rank 0: the others run the same step; steps sum in the order sent.
-    absl::MutexLock order(&job->command_order());
-    RankCommand command{RankCommand::Kind::kStep, environment_.source.name, {}, inputs, targets};
-    if (absl::Status s = job->SendCommand(EncodeRankCommand(command)); !s.ok()) return s;
-    result = StepLocked(targets.dtype(), step);
+    // Rank 0: steps sum in the order sent.
+    order.emplace(&job->command_order());
+    result = LeadStepLocked(inputs, targets, &others_wait);
   }
-  if (job->steps_summed() == summed) {
+  if (others_wait && job->steps_summed() == summed) {
     // Failed before its trainer summed: the other ranks wait for this one.
     RankPartial failed;
     failed.status =
@@ -391,6 +398,37 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
     (void)job->training_ranks()->SumStep(-1, &failed);
   }
   return result;
+}
+
+absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::LeadStepLocked(
+    const std::vector<Tensor>& inputs, const Tensor& targets, bool* sent) {
+  *sent = false;
+  RankJob& job = *environment_.job;
+  return StepLocked(targets.dtype(), [&]() -> absl::StatusOr<DataParallelTrainer::StepResult> {
+    // A batch that fails the checks fails here alone: no rank sees it.
+    if (absl::Status s = trainer_->Validate(inputs, targets); !s.ok()) return s;
+    // Each other rank is sent only its own rows (rank 0's are the first).
+    const int64_t batch = inputs[0].shape()[0];
+    for (int r = 1; r < job.training_ranks()->size(); ++r) {
+      const DataParallelTrainer::RowRange rows = trainer_->RowsOfRank(batch, r);
+      RankCommand command;
+      command.kind = RankCommand::Kind::kStep;
+      command.model = environment_.source.name;
+      command.first_row = rows.first;
+      command.batch = batch;
+      for (const Tensor& t : inputs) {
+        absl::StatusOr<Tensor> part = t.SliceRows(rows.first, rows.end);
+        if (!part.ok()) return part.status();
+        command.inputs.push_back(*std::move(part));
+      }
+      absl::StatusOr<Tensor> part = targets.SliceRows(rows.first, rows.end);
+      if (!part.ok()) return part.status();
+      command.targets = *std::move(part);
+      *sent = true;
+      if (absl::Status s = job.SendCommandTo(r, EncodeRankCommand(command)); !s.ok()) return s;
+    }
+    return trainer_->Step(inputs, targets);
+  });
 }
 
 absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::ShardStepLocked(

@@ -74,10 +74,12 @@ class ModelTraining final : public Trainable {
   // the others, unless the job trains from per-rank shards: then each rank
   // is configured by its own client, and the ranks must agree.
   void Configure(v1::TrainingConfig config, ConfigDone done);
-  // Another rank's: rank 0's configuration or step, run as rank 0 runs it
-  // (server/ranks/rank_worker.h).
+  // Another rank's: rank 0's configuration, or this rank's rows of rank 0's
+  // step (rows [first_row, first_row + rows) of a batch of `batch` rows),
+  // run as rank 0 runs it (server/ranks/rank_worker.h).
   void ConfigureFromRank0(v1::TrainingConfig config, ConfigDone done);
-  void StepFromRank0(std::vector<Tensor> inputs, Tensor targets, StepDone done);
+  void StepFromRank0(int64_t first_row, int64_t batch, std::vector<Tensor> inputs, Tensor targets,
+                     StepDone done);
 
   using SaveDone = absl::AnyInvocable<void(absl::StatusOr<std::pair<std::string, int64_t>>) &&>;
   // Writes the trained model to `path` (empty: a numbered checkpoint in
@@ -109,13 +111,23 @@ class ModelTraining final : public Trainable {
   // Where a configuration or a step comes from.
   enum class Origin { kClient, kRank0 };
   void Configure(v1::TrainingConfig config, Origin origin, ConfigDone done);
+  // This rank's rows of rank 0's step (StepFromRank0).
+  struct RowsFromRank0 {
+    int64_t first_row = 0;
+    int64_t batch = 0;
+  };
   void Step(std::vector<Tensor> inputs, Tensor targets, std::optional<TrainShard> shard,
-            Origin origin, StepDone done);
+            std::optional<RowsFromRank0> from_rank0, StepDone done);
   absl::StatusOr<v1::TrainingConfig> ConfigureNow(const v1::TrainingConfig& config, Origin origin);
-  absl::StatusOr<DataParallelTrainer::StepResult> StepNow(const std::vector<Tensor>& inputs,
-                                                          const Tensor& targets,
-                                                          const std::optional<TrainShard>& shard,
-                                                          Origin origin);
+  absl::StatusOr<DataParallelTrainer::StepResult> StepNow(
+      const std::vector<Tensor>& inputs, const Tensor& targets,
+      const std::optional<TrainShard>& shard, const std::optional<RowsFromRank0>& from_rank0);
+  // Rank 0 of a job of whole batches: checks the batch, hands every other
+  // rank its rows, and steps; `*sent`: whether any rank was sent its rows
+  // (and so waits for this step's sums).
+  absl::StatusOr<DataParallelTrainer::StepResult> LeadStepLocked(const std::vector<Tensor>& inputs,
+                                                                 const Tensor& targets, bool* sent)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<DataParallelTrainer::StepResult> ShardStepLocked(const TrainShard& shard,
                                                                   const std::vector<Tensor>& inputs,
                                                                   const Tensor& targets)

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/device/device_copy.h"
 #include "core/device/training_step.h"
@@ -471,7 +472,42 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     const std::vector<Tensor>& inputs, const Tensor& targets) {
   absl::MutexLock lock(&mu_);
   bool summed = false;
-  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, 0, 0, &summed);
+  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, {}, &summed);
+  return SumOnceAcrossRanks(std::move(result), summed);
+}
+
+absl::Status DataParallelTrainer::Validate(const std::vector<Tensor>& inputs,
+                                           const Tensor& targets) const {
+  int64_t rows = 0;
+  return ValidateBatch(inputs, targets, &rows);
+}
+
+DataParallelTrainer::RowRange DataParallelTrainer::RowsOfRank(int64_t batch, int rank) const {
+  RowRange rows;
+  if (ranks_ == nullptr) return rows;
+  bool found = false;
+  for (const BatchSlice& slice : SplitBatch(batch, ranks_->slot_weights())) {
+    if (ranks_->slot_ranks()[slice.slot] != rank) continue;
+    if (!found) rows.first = slice.begin;
+    found = true;
+    rows.end = slice.end;
+  }
+  return rows;
+}
+
+absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepRows(
+    int64_t first_row, int64_t batch, const std::vector<Tensor>& inputs, const Tensor& targets) {
+  absl::MutexLock lock(&mu_);
+  if (ranks_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "a rank's rows of a step need a job of several ranks (mpirun, srun); this process trains "
+        "alone: send the whole batch");
+  }
+  bool summed = false;
+  StepRowsGiven given;
+  given.part_first_row = std::max<int64_t>(first_row, 0);
+  given.part_batch = batch;
+  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, given, &summed);
   return SumOnceAcrossRanks(std::move(result), summed);
 }
 
@@ -485,8 +521,10 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepShard(
         "alone: send the whole batch");
   }
   bool summed = false;
-  absl::StatusOr<StepResult> result =
-      StepLocked(inputs, targets, std::max<int64_t>(step, 1), configuration, &summed);
+  StepRowsGiven given;
+  given.shard_step = std::max<int64_t>(step, 1);
+  given.configuration = configuration;
+  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, given, &summed);
   return SumOnceAcrossRanks(std::move(result), summed);
 }
 
@@ -512,6 +550,8 @@ struct DataParallelTrainer::StepState {
   const Tensor& targets;
   int64_t shard_step = 0;            // > 0: this rank's shard of that step.
   uint64_t configuration = 0;        // Of the shard's training, for the ranks to compare.
+  int64_t part_first_row = -1;       // >= 0: this rank's part of rank 0's batch, from that row.
+  int64_t part_batch = 0;            // Rank 0's batch, then.
   int64_t rows = 0;                  // Of `inputs`.
   int64_t batch = 0;                 // The job's: `rows`, or every rank's shard.
   int64_t first_row = 0;             // The job's index of inputs' row 0.
@@ -530,20 +570,35 @@ struct DataParallelTrainer::StepState {
 };
 
 absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepLocked(
-    const std::vector<Tensor>& inputs, const Tensor& targets, int64_t shard_step,
-    uint64_t configuration, bool* summed) {
+    const std::vector<Tensor>& inputs, const Tensor& targets, const StepRowsGiven& given,
+    bool* summed) {
   StepState step(inputs, targets);
-  step.shard_step = shard_step;
-  step.configuration = configuration;
-  if (absl::Status valid = ValidateBatch(inputs, targets, &step.rows); !valid.ok()) {
+  step.shard_step = given.shard_step;
+  step.configuration = given.configuration;
+  step.part_first_row = given.part_first_row;
+  step.part_batch = given.part_batch;
+  // GPU slots across ranks reduce in NCCL, where a rank that is not there
+  // is waited for: every rank says first whether it got that far.
+  const bool ready_first = ranks_ != nullptr && all_reduce_ != nullptr && ranks_agree_;
+  if (absl::Status valid =
+          ValidateBatch(inputs, targets, &step.rows, /*rows_may_be_none=*/step.part_first_row >= 0);
+      !valid.ok()) {
     // The other ranks' shards wait for this one's.
-    if (shard_step > 0) (void)ranks_->ExchangeShardRows(shard_step, 0, valid, configuration);
-    return valid;
+    if (step.shard_step > 0) {
+      (void)ranks_->ExchangeShardRows(step.shard_step, 0, valid, step.configuration);
+    }
+    return ready_first ? ReadyAcrossRanks(valid) : valid;
   }
   // NCCL does not order different trainers' steps on a GPU (GpuStepMutex).
   std::optional<absl::MutexLock> one_gpu_step;
   if (all_reduce_ != nullptr) one_gpu_step.emplace(&GpuStepMutex());
-  REPLICAD_RETURN_IF_ERROR(PlanSlices(step));
+  absl::Status planned = PlanSlices(step);
+  // (On a first step, PlanSlices itself agrees on the kind of reduction
+  // first, so every rank sets ranks_agree_ alike.)
+  if (ranks_ != nullptr && all_reduce_ != nullptr && ranks_agree_) {
+    planned = ReadyAcrossRanks(planned);
+  }
+  REPLICAD_RETURN_IF_ERROR(planned);
   step.scale = 1.0f / static_cast<float>(step.batch);
   REPLICAD_RETURN_IF_ERROR(RunSlices(step));
   const auto reduce_start = std::chrono::steady_clock::now();
@@ -573,6 +628,28 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepLocked(
   result.reduce_seconds = reduce_seconds;
   result.optimizer_seconds = optimizer_seconds;
   return result;
+}
+
+absl::Status DataParallelTrainer::ReadyAcrossRanks(const absl::Status& local) {
+  // A status in a few bytes: its code, then its message.
+  const std::string mine = absl::StrCat(static_cast<int>(local.code()), ":", local.message());
+  absl::StatusOr<std::vector<std::string>> every = ranks_->AllGather(mine);
+  if (!every.ok()) return every.status();
+  if (!local.ok()) return local;
+  for (size_t r = 0; r < every->size(); ++r) {
+    const std::string& part = (*every)[r];
+    const size_t colon = part.find(':');
+    int code = 0;
+    if (colon == std::string::npos || !absl::SimpleAtoi(part.substr(0, colon), &code)) {
+      return absl::InternalError(absl::StrCat("rank ", r, " sent a malformed status"));
+    }
+    if (code != 0) {
+      return absl::Status(static_cast<absl::StatusCode>(code),
+                          absl::StrCat("rank ", r, " of ", every->size(), ": ",
+                                       absl::string_view(part).substr(colon + 1)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DataParallelTrainer::AgreeOnReductionAcrossRanks() {
@@ -607,14 +684,15 @@ DataParallelTrainer::StepResult DataParallelTrainer::ResultOf(const StepState& s
 }
 
 absl::Status DataParallelTrainer::ValidateBatch(const std::vector<Tensor>& inputs,
-                                                const Tensor& targets, int64_t* batch_rows) const {
+                                                const Tensor& targets, int64_t* batch_rows,
+                                                bool rows_may_be_none) const {
   if (inputs.size() != static_cast<size_t>(training_.num_model_inputs) || inputs.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", training_.num_model_inputs, " inputs, received ", inputs.size()));
   }
   const int64_t batch = inputs[0].shape().empty() ? 0 : inputs[0].shape()[0];
   *batch_rows = batch;
-  if (batch <= 0) {
+  if (batch < 0 || (batch == 0 && !rows_may_be_none)) {
     return absl::InvalidArgumentError(
         absl::StrCat("inputs: the batch must have at least one row, received ",
                      ShapeToString(inputs[0].shape())));
@@ -676,19 +754,34 @@ absl::Status DataParallelTrainer::PlanSlices(StepState& step) {
     // The job's split (over every rank's slots, rank by rank), and this
     // rank's part of it, on its own slot indices.
     if (ranks_ != nullptr && !ranks_agree_) REPLICAD_RETURN_IF_ERROR(AgreeOnReductionAcrossRanks());
-    step.batch = step.rows;
+    // A part of rank 0's batch holds this rank's rows only, from part_first_row.
+    const bool part = step.part_first_row >= 0;
+    step.batch = part ? step.part_batch : step.rows;
+    const int64_t offset = part ? step.part_first_row : 0;
+    step.first_row = offset;
     const std::vector<BatchSlice> job_slices =
         SplitBatch(step.batch, ranks_ != nullptr ? ranks_->slot_weights() : weights_);
+    int64_t local_rows = 0;
     for (const BatchSlice& slice : job_slices) {
       const int local = slice.slot - first_slot_;
       if (local >= 0 && local < static_cast<int>(slots_.size())) {
         slices.push_back(slice);
         slices.back().slot = local;
+        slices.back().begin -= offset;
+        slices.back().end -= offset;
+        local_rows += slice.end - slice.begin;
       }
       const int rank = ranks_ != nullptr ? ranks_->slot_ranks()[slice.slot] : 0;
       if (ranks_with_rows.empty() || ranks_with_rows.back() != rank) {
         ranks_with_rows.push_back(rank);
       }
+    }
+    if (part && (local_rows != step.rows ||
+                 (!slices.empty() && slices[0].begin + offset != step.part_first_row))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("this rank's part of a batch of ", step.batch, " rows is ", local_rows,
+                       " rows from row ", slices.empty() ? 0 : slices[0].begin + offset,
+                       ", received ", step.rows, " rows from row ", step.part_first_row));
     }
   }
   // Its first row's running statistics are the ones every slot keeps.

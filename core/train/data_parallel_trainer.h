@@ -55,9 +55,9 @@ class DataParallelTrainer {
   // Unimplemented for a mix of CPU and GPU slots without a parameter server.
   // Allocates everything the steps use, the server's side included (their
   // ResourceExhausted, and the server's kernel build errors, pass through).
-  // With ranks, `slots` are this rank's: Unimplemented for GPU slots or a
-  // parameter server there; InvalidArgument when `slots` are not the
-  // rank's slots in `reduction.ranks`.
+  // With ranks, `slots` are this rank's: Unimplemented for a parameter
+  // server there; InvalidArgument when `slots` are not the rank's slots in
+  // `reduction.ranks`.
   static absl::StatusOr<std::unique_ptr<DataParallelTrainer>> Create(
       std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
       const TrainerOptions& options, TrainerReduction reduction = {});
@@ -97,10 +97,31 @@ class DataParallelTrainer {
   // against the model and with the same dim 0 > 0 (see BindInputs);
   // `targets` has that many rows. On any error (e.g. a label out of range,
   // InvalidArgument naming it) nothing is updated. With ranks, every rank
-  // steps on the same whole batch and runs its own slots' rows; `slices`
-  // are then this rank's (slot indices its own, rows the batch's), and a
-  // step that fails on one rank fails on all.
+  // steps on the same whole batch (or, other than rank 0, its rows of it:
+  // StepRows) and runs its own slots' rows; `slices` are then this rank's
+  // (slot indices its own, rows the batch's), and a step that fails on one
+  // rank fails on all.
   absl::StatusOr<StepResult> Step(const std::vector<Tensor>& inputs, const Tensor& targets);
+
+  // Step's checks of a batch, without stepping: rank 0 checks the whole
+  // batch before it hands the other ranks their rows.
+  absl::Status Validate(const std::vector<Tensor>& inputs, const Tensor& targets) const;
+
+  // With ranks: the rows [first, end) of a batch of `batch` rows that the
+  // job's split gives `rank`'s slots (first == end: none).
+  struct RowRange {
+    int64_t first = 0, end = 0;
+  };
+  RowRange RowsOfRank(int64_t batch, int rank) const;
+
+  // With ranks, this rank's part of a step of the whole batch (of `batch`
+  // rows) that rank 0 steps on: `inputs` and `targets` are the rows
+  // RowsOfRank(batch, rank()) gives it, starting at `first_row`, and may
+  // have none. Trains as Step on the whole batch would, without the other
+  // ranks' rows. InvalidArgument when the rows are not this rank's part;
+  // FailedPrecondition without ranks.
+  absl::StatusOr<StepResult> StepRows(int64_t first_row, int64_t batch,
+                                      const std::vector<Tensor>& inputs, const Tensor& targets);
 
   // With ranks, one rank's shard of step `step` (the job's next step, on
   // every rank; FailedPrecondition otherwise, on every rank): `inputs` and
@@ -151,10 +172,22 @@ class DataParallelTrainer {
   // Step's body, in stages; `*summed` tells whether it reached the sum
   // across ranks.
   struct StepState;
-  // `shard_step` > 0: StepShard's.
+  // Which rows a step is given: the whole batch (Step), a shard (StepShard)
+  // or this rank's part of rank 0's batch (StepRows).
+  struct StepRowsGiven {
+    int64_t shard_step = 0;       // > 0: StepShard's.
+    uint64_t configuration = 0;   // StepShard's.
+    int64_t part_first_row = -1;  // >= 0: StepRows'.
+    int64_t part_batch = 0;       // StepRows'.
+  };
   absl::StatusOr<StepResult> StepLocked(const std::vector<Tensor>& inputs, const Tensor& targets,
-                                        int64_t shard_step, uint64_t configuration, bool* summed)
+                                        const StepRowsGiven& given, bool* summed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // GPU slots across ranks, before they reduce: whether every rank is
+  // ready (`local`: this one's checks and plans), since a rank that is not
+  // would leave the others waiting in NCCL. The first failure in rank
+  // order, prefixed with its rank (this rank's own, unprefixed), on every rank.
+  absl::Status ReadyAcrossRanks(const absl::Status& local) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Step and StepShard: every rank sums once a step, failed or not.
   absl::StatusOr<StepResult> SumOnceAcrossRanks(absl::StatusOr<StepResult> result, bool summed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -162,8 +195,9 @@ class DataParallelTrainer {
   // host, or on GPUs through the reduction), or none trains.
   absl::Status AgreeOnReductionAcrossRanks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checks of Step's contract; the batch's rows.
+  // `rows_may_be_none`: a rank's part of a batch (StepRows).
   absl::Status ValidateBatch(const std::vector<Tensor>& inputs, const Tensor& targets,
-                             int64_t* batch) const;
+                             int64_t* batch, bool rows_may_be_none = false) const;
   // The split (the job's, this rank's part; or this rank's shard over its
   // slots) and each slice's plan.
   absl::Status PlanSlices(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -297,11 +297,19 @@ absl::Status MpiTrainingRanks::AwaitEveryRank() {
 }
 
 absl::Status MpiTrainingRanks::SendCommand(const std::string& command) {
-  if (absl::Status s = broken(); !s.ok()) return s;
   for (int r = 1; r < size_; ++r) {
-    if (absl::Status s = Send(r, kCommandTag, command, kCommands, "a command"); !s.ok()) return s;
+    if (absl::Status s = SendCommandTo(r, command); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+absl::Status MpiTrainingRanks::SendCommandTo(int rank, const std::string& command) {
+  if (absl::Status s = broken(); !s.ok()) return s;
+  if (rank <= 0 || rank >= size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is not another rank of ", size_));
+  }
+  return Send(rank, kCommandTag, command, kCommands, "a command");
 }
 
 absl::StatusOr<std::string> MpiTrainingRanks::ReceiveCommand(const std::atomic<bool>& stop) {

@@ -69,6 +69,7 @@ class MpiTrainingRanks final : public TrainingRanks,
   bool leads() const override { return rank_ == 0; }
   absl::Status AwaitEveryRank() override;
   absl::Status SendCommand(const std::string& command) override;
+  absl::Status SendCommandTo(int rank, const std::string& command) override;
   absl::Mutex& command_order() override { return command_order_; }
   absl::StatusOr<std::string> ReceiveCommand(const std::atomic<bool>& stop) override;
   int64_t steps_summed() const override { return steps_summed_.load(); }

@@ -19,6 +19,8 @@ std::string EncodeRankCommand(const RankCommand& command) {
   out.String(command.model);
   if (command.kind == RankCommand::Kind::kConfigure) out.String(command.config.SerializeAsString());
   if (command.kind == RankCommand::Kind::kStep) {
+    out.Int64(command.first_row);
+    out.Int64(command.batch);
     out.Int64(static_cast<int64_t>(command.inputs.size()));
     for (const Tensor& t : command.inputs) out.HostTensor(t);
     out.HostTensor(command.targets);
@@ -46,6 +48,16 @@ absl::StatusOr<RankCommand> DecodeRankCommand(absl::string_view bytes) {
     }
   }
   if (command.kind == RankCommand::Kind::kStep) {
+    absl::StatusOr<int64_t> first_row = in.Int64("first row");
+    if (!first_row.ok()) return first_row.status();
+    absl::StatusOr<int64_t> batch = in.Int64("batch");
+    if (!batch.ok()) return batch.status();
+    if (*first_row < 0 || *batch < *first_row) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank command: rows from row ", *first_row, " of a batch of ", *batch));
+    }
+    command.first_row = *first_row;
+    command.batch = *batch;
     absl::StatusOr<int64_t> inputs = in.Int64("inputs");
     if (!inputs.ok()) return inputs.status();
     if (*inputs < 0 || *inputs > kMaxInputs) {

@@ -12,9 +12,9 @@
 namespace replicad {
 
 // What rank 0 hands the other ranks of a job to run as it does: a model's
-// new training configuration, one step on a batch (validated by rank 0:
-// every rank steps on the whole batch and runs its own slots' rows), or
-// the end of the job.
+// new training configuration, one step (the rows of rank 0's batch, which
+// rank 0 checked, that the job's split gives the receiving rank), or the
+// end of the job.
 struct RankCommand {
   enum class Kind { kConfigure = 1, kStep = 2, kStop = 3 };
   Kind kind = Kind::kStop;
@@ -22,6 +22,10 @@ struct RankCommand {
   v1::TrainingConfig config;   // kConfigure.
   std::vector<Tensor> inputs;  // kStep: host tensors in model input order.
   Tensor targets;              // kStep.
+  // kStep: `inputs` and `targets` are rows [first_row, first_row + rows) of
+  // rank 0's batch of `batch` rows.
+  int64_t first_row = 0;
+  int64_t batch = 0;
 };
 
 std::string EncodeRankCommand(const RankCommand& command);

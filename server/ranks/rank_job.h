@@ -32,6 +32,8 @@ class RankJob {
   // has summed: hands the encoded command (rank_command.h) to every other
   // rank. Fails Unavailable naming a rank that does not take it in time.
   virtual absl::Status SendCommand(const std::string& command) = 0;
+  // Rank 0, as SendCommand: hands `rank` alone its command (a step's rows differ by rank).
+  virtual absl::Status SendCommandTo(int rank, const std::string& command) = 0;
   virtual absl::Mutex& command_order() = 0;
   // Other ranks: the next command; Cancelled once `stop` is set.
   virtual absl::StatusOr<std::string> ReceiveCommand(const std::atomic<bool>& stop) = 0;

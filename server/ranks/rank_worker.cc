@@ -35,7 +35,8 @@ absl::Status Run(RankJob& job, ModelManager& models, RankCommand command) {
                                     });
     done.WaitForNotification();
   } else if (training.ok() && command.kind == RankCommand::Kind::kStep) {
-    (*training)->StepFromRank0(std::move(command.inputs), std::move(command.targets),
+    (*training)->StepFromRank0(command.first_row, command.batch, std::move(command.inputs),
+                               std::move(command.targets),
                                [&](absl::StatusOr<DataParallelTrainer::StepResult> result) {
                                  status = result.status();
                                  done.Notify();

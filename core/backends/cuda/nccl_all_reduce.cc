@@ -40,6 +40,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -392,14 +393,19 @@ class NcclAllReduce : public SlotAllReduce {
     for (;;) {
       {
         absl::MutexLock lock(&comm_mu_);
-        if (failed_.load(std::memory_order_acquire)) return Stopped(p);
+        const bool failed = failed_.load(std::memory_order_acquire);
         if (!comms_usable_) {
+          if (failed) return Stopped(p);
           return absl::FailedPreconditionError(
               absl::StrCat(p.name, ": the NCCL communicator across ranks is gone"));
         }
         ncclResult_t state = ncclSuccess;
         REPLICAD_RETURN_IF_ERROR(
             CudaCallStatus(ncclCommGetAsyncError(comms_[p.group], &state), p.name, call));
+        // After another participant's failure this one still waits until
+        // its call has left NCCL's hands (or the communicator is aborted):
+        // Join then issues work on the stream NCCL may still be using.
+        if (failed && state != ncclInProgress) return Stopped(p);
         if (state == ncclSuccess) return absl::OkStatus();
         if (state != ncclInProgress) return CudaCallStatus(state, p.name, call);
       }
@@ -411,8 +417,17 @@ class NcclAllReduce : public SlotAllReduce {
   // Join across ranks: until the participant's reduction has run on its
   // GPU, an NCCL error shows, or the deadline passes.
   absl::Status AwaitReduced(const Participant& p) {
-    const absl::Time deadline = absl::Now() + peers_->timeout;
     const bool leads = groups_[p.group]->members[0] == static_cast<int>(&p - participants_.data());
+    // The slot's own work first (its backward pass, up to its last bucket),
+    // however long it takes: the deadline is for the other ranks.
+    for (PollBackoff backoff;;) {
+      const cudaError_t computed = cudaEventQuery(p.issued);
+      if (computed == cudaSuccess) break;
+      if (computed != cudaErrorNotReady) return CudaCallStatus(computed, p.name, "cudaEventQuery");
+      if (failed_.load(std::memory_order_acquire)) break;
+      backoff.Wait();
+    }
+    const absl::Time deadline = absl::Now() + peers_->timeout;
     PollBackoff backoff;
     for (;;) {
       const cudaError_t done = cudaEventQuery(p.reduced);
@@ -471,6 +486,16 @@ class NcclAllReduce : public SlotAllReduce {
   // rank fails alike.
   absl::Status ConnectAcrossRanks(const Participant& p, bool* every_rank_alike)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(comm_mu_) {
+    // Everything here polls: NCCL_COMM_BLOCKING=1 (which overrides the
+    // communicators' config) would block, unbounded, under comm_mu_.
+    if (const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
+        blocking != nullptr && std::string(blocking) != "0") {
+      *every_rank_alike = true;  // The launcher gives every rank the same environment.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "NCCL_COMM_BLOCKING=", blocking,
+          ": training across ranks needs NCCL's non-blocking communicators, to bound its waits "
+          "for other ranks; unset it"));
+    }
     // This rank's part: a unique id (rank 0's is the one used), then the
     // UUID of each of its GPUs, one NCCL rank each.
     ncclUniqueId id;
@@ -516,6 +541,11 @@ class NcclAllReduce : public SlotAllReduce {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     absl::Status status;
+    // In a group, as one thread making several GPUs' ranks must (were the
+    // communicators blocking, each init alone would wait for the others).
+    if (const ncclResult_t started = ncclGroupStart(); started != ncclSuccess) {
+      return CudaCallStatus(started, p.name, "ncclGroupStart");
+    }
     for (size_t g = 0; g < groups_.size() && status.ok(); ++g) {
       ScopedGpu gpu(groups_[g]->ordinal);
       const ncclResult_t made =
@@ -524,6 +554,10 @@ class NcclAllReduce : public SlotAllReduce {
         status = CudaCallStatus(made, participants_[groups_[g]->members[0]].name,
                                 "ncclCommInitRankConfig");
       }
+    }
+    if (const ncclResult_t ended = ncclGroupEnd();
+        status.ok() && ended != ncclSuccess && ended != ncclInProgress) {
+      status = CudaCallStatus(ended, p.name, "ncclGroupEnd");
     }
     // Until every GPU of every rank has joined.
     const absl::Time deadline = absl::Now() + peers_->timeout;
@@ -610,8 +644,9 @@ class NcclAllReduce : public SlotAllReduce {
     for (auto& group : groups_) {
       absl::MutexLock wake(&group->mu);
     }
-    AbortNccl();
+    // The group first: an abort may take long (NCCL joins its threads).
     if (break_group && peers_ && peers_->break_group) peers_->break_group(status);
+    AbortNccl();
   }
 
   // Ends NCCL work that may wait for a leader that will not come: kernels on
@@ -632,9 +667,11 @@ class NcclAllReduce : public SlotAllReduce {
     if (!UsesNccl()) return;
     absl::MutexLock lock(&comm_mu_);
     if (peers_) {
-      // Separate communicators, and no call inside one (they are made
-      // under comm_mu_): each is aborted at once, which ends this rank's
-      // kernels that wait for a peer.
+      // No call is inside a communicator (they are all made under
+      // comm_mu_), so each is aborted at once, which ends this rank's
+      // kernels that wait for a peer. (This process's communicators of one
+      // clique are freed together, by the last abort: nothing uses any of
+      // them in between.)
       if (!comms_usable_) return;
       comms_usable_ = false;
       for (size_t g = 0; g < comms_.size(); ++g) {

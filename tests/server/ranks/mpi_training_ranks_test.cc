@@ -112,9 +112,22 @@ std::string BatchNormDropoutOnnx() {
   return onnx;
 }
 
+// Rows [begin, end) of a host tensor, as a tensor of their own.
+Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
+  absl::StatusOr<Tensor> rows = t.SliceRows(begin, end);
+  EXPECT_TRUE(rows.ok()) << rows.status();
+  Shape shape = t.shape();
+  shape[0] = end - begin;
+  Tensor copy = Tensor::Host(t.dtype(), shape);
+  std::memcpy(copy.raw_data(), rows->raw_data(), copy.byte_size());
+  return copy;
+}
+
 // 5 steps of two ranks of one slot each against one process of two slots,
 // on the same batches: the same sums in the same order, so the same bits
-// (losses, accuracies, weights and running statistics).
+// (losses, accuracies, weights and running statistics). Rank 0 steps on the
+// whole batch, rank 1 on its rows of it alone (StepRows), as the daemon's
+// ranks do.
 void ExpectRanksTrainLikeSlots(const std::string& onnx, const OptimizerConfig& optimizer,
                                int64_t batch, const Shape& row, int classes,
                                Slots kind = Slots::kCpu) {
@@ -128,7 +141,14 @@ void ExpectRanksTrainLikeSlots(const std::string& onnx, const OptimizerConfig& o
     shape.insert(shape.begin(), batch);
     const Tensor images = testing::RandomTensor(shape, 100 + step);
     const Tensor labels = testing::ClassLabels(batch, classes, step);
-    absl::StatusOr<DataParallelTrainer::StepResult> a = job->Step({images}, labels);
+    absl::StatusOr<DataParallelTrainer::StepResult> a;
+    if (Ranks()->rank() == 0) {
+      a = job->Step({images}, labels);
+    } else {
+      const DataParallelTrainer::RowRange rows = job->RowsOfRank(batch, 1);
+      a = job->StepRows(rows.first, batch, {Rows(images, rows.first, rows.end)},
+                        Rows(labels, rows.first, rows.end));
+    }
     absl::StatusOr<DataParallelTrainer::StepResult> b = one->Step({images}, labels);
     ASSERT_TRUE(a.ok()) << a.status();
     ASSERT_TRUE(b.ok()) << b.status();
@@ -217,15 +237,28 @@ TEST(MpiTrainingRanksTest, AStepThatFailsOnOneRankFailsOnAllAndChangesNothing) {
   EXPECT_EQ(next->step, 1);
 }
 
-// Rows [begin, end) of a host tensor, as a tensor of their own.
-Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
-  absl::StatusOr<Tensor> rows = t.SliceRows(begin, end);
-  EXPECT_TRUE(rows.ok()) << rows.status();
-  Shape shape = t.shape();
-  shape[0] = end - begin;
-  Tensor copy = Tensor::Host(t.dtype(), shape);
-  std::memcpy(copy.raw_data(), rows->raw_data(), copy.byte_size());
-  return copy;
+// Rows that are not the rank's part of rank 0's batch fail the step on
+// both ranks, naming what the part should have been, and change nothing.
+TEST(MpiTrainingRanksTest, RowsThatAreNotTheRanksPartAreRefusedOnEveryRank) {
+  ASSERT_NE(Ranks(), nullptr);
+  std::unique_ptr<DataParallelTrainer> job =
+      MakeTrainer(1, Optimizers()[0], testing::LoadForTraining(testing::ConvNetOnnx(7)), Ranks());
+  ASSERT_NE(job, nullptr);
+  const Tensor images = testing::RandomTensor({4, 2, 6, 6}, 1);
+  const Tensor labels = testing::ClassLabels(4, 4, 0);
+  absl::StatusOr<DataParallelTrainer::StepResult> step =
+      Ranks()->rank() == 0
+          ? job->Step({images}, labels)
+          : job->StepRows(1, 4, {Rows(images, 1, 3)}, Rows(labels, 1, 3));  // Rows 2 and 3 are.
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kInvalidArgument) << step.status();
+  EXPECT_NE(step.status().message().find("this rank's part of a batch of 4 rows is 2 rows from row "
+                                         "2, received 2 rows from row 1"),
+            std::string::npos)
+      << step.status();
+  if (Ranks()->rank() == 0) {
+    EXPECT_NE(step.status().message().find("rank 1 of 2: "), std::string::npos) << step.status();
+  }
+  EXPECT_EQ(job->step(), 0);
 }
 
 // Per-rank shards (one data loader per rank): rank 0 steps on the first

@@ -14,10 +14,14 @@ TEST(RankCommandTest, AStepRoundTripsItsTensorsBitForBit) {
   for (int i = 0; i < 6; ++i) images.data<float>()[i] = 0.5f * i - 1;
   for (int i = 0; i < 3; ++i) step.targets.data<int64_t>()[i] = i;
   step.inputs.push_back(images);
+  step.first_row = 5;
+  step.batch = 8;
   absl::StatusOr<RankCommand> back = DecodeRankCommand(EncodeRankCommand(step));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->kind, RankCommand::Kind::kStep);
   EXPECT_EQ(back->model, "default");
+  EXPECT_EQ(back->first_row, 5);
+  EXPECT_EQ(back->batch, 8);
   ASSERT_EQ(back->inputs.size(), 1u);
   EXPECT_EQ(back->inputs[0].shape(), (Shape{3, 2}));
   EXPECT_EQ(std::memcmp(back->inputs[0].raw_data(), images.raw_data(), images.byte_size()), 0);
@@ -47,6 +51,13 @@ TEST(RankCommandTest, CutOrCorruptFramesAreRefused) {
     EXPECT_FALSE(DecodeRankCommand(whole.substr(0, cut)).ok()) << "cut at " << cut;
   }
   EXPECT_FALSE(DecodeRankCommand(whole + "x").ok());
+  // Rows that cannot be part of the batch.
+  step.first_row = 3;
+  step.batch = 2;
+  absl::StatusOr<RankCommand> outside = DecodeRankCommand(EncodeRankCommand(step));
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.status().message().find("rows from row 3 of a batch of 2"), std::string::npos)
+      << outside.status();
   FrameWriter lying;
   lying.Int64(static_cast<int64_t>(DType::kFloat32));
   lying.Int64(1);

@@ -118,6 +118,21 @@ def expect_ranks_train_like_slots(daemons, batches, config, launcher):
             np.testing.assert_allclose(p[name], q[name], rtol=1e-6, atol=1e-6)
 
 
+def test_a_bad_batch_is_refused_at_rank_0_and_the_job_goes_on(daemons, batches):
+    """Rank 0 checks the whole batch before any rank is sent its rows: a bad label in rank 1's
+    rows is INVALID_ARGUMENT naming it, nothing trains anywhere, and the next step is step 1."""
+    x, y = batches
+    job = daemons(*ONE_SLOT_A_RANK, launcher=MPIRUN)
+    with replicad.Client(f"127.0.0.1:{job.port}") as client:
+        client.configure_training("default", optimizer="sgd", lr=0.05, seed=3)
+        bad = y[:8].copy()
+        bad[7] = 99  # The last row: rank 1's.
+        with pytest.raises(replicad.InvalidArgument, match="must be a class in"):
+            client.train_step("default", x[:8], bad)
+        step = client.train_step("default", x[:8], y[:8])
+        assert step.step == 1 and step.samples == 8
+
+
 def rank_pid(daemon, rank, timeout=60):
     deadline = time.time() + timeout
     while time.time() < deadline:
