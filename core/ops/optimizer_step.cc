@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/device/training_step.h"
 #include "core/ops/op_util.h"
 #include "core/ops/optimizer_step_attributes.h"
 
@@ -176,6 +177,17 @@ absl::StatusOr<OptimizerConfig> ParseOptimizerStep(const KernelSpec& spec) {
     return NodeError(spec, status.message());
   }
   return config;
+}
+
+absl::StatusOr<int64_t> OptimizerUpdateNumber(absl::string_view label) {
+  const TrainingStepContext* step = CurrentTrainingStep();
+  const int64_t t = step != nullptr ? step->step : 1;
+  if (t < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, ": the update number (the training step context's step) must be >= 1; received ",
+        t));
+  }
+  return t;
 }
 
 }  // namespace replicad

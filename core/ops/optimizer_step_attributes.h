@@ -45,6 +45,11 @@ Attributes OptimizerStepAttributes(const OptimizerConfig& config);
 // attribute, the expected and the received value.
 absl::StatusOr<OptimizerConfig> ParseOptimizerStep(const KernelSpec& spec);
 
+// The op's update number t, for a kernel's Run: the training step context's step
+// (core/device/training_step.h), 1 outside one. InvalidArgument naming `label` (the
+// node) when it is < 1.
+absl::StatusOr<int64_t> OptimizerUpdateNumber(absl::string_view label);
+
 // The op's shape rule (training_ops.cc): G float32 of any shape -> P and the kind's state
 // tensors (OptimizerStateNames), each of G's type.
 absl::Status InferOptimizerStep(KernelSpec* spec);

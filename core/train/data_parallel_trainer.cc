@@ -470,10 +470,7 @@ void DataParallelTrainer::SumOnHost(const std::vector<const void*>& sources) {
 
 absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(
     const std::vector<Tensor>& inputs, const Tensor& targets) {
-  absl::MutexLock lock(&mu_);
-  bool summed = false;
-  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, {}, &summed);
-  return SumOnceAcrossRanks(std::move(result), summed);
+  return StepGiven(inputs, targets, {});
 }
 
 absl::Status DataParallelTrainer::Validate(const std::vector<Tensor>& inputs,
@@ -497,39 +494,32 @@ DataParallelTrainer::RowRange DataParallelTrainer::RowsOfRank(int64_t batch, int
 
 absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepRows(
     int64_t first_row, int64_t batch, const std::vector<Tensor>& inputs, const Tensor& targets) {
-  absl::MutexLock lock(&mu_);
-  if (ranks_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "a rank's rows of a step need a job of several ranks (mpirun, srun); this process trains "
-        "alone: send the whole batch");
-  }
-  bool summed = false;
   StepRowsGiven given;
   given.part_first_row = std::max<int64_t>(first_row, 0);
   given.part_batch = batch;
-  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, given, &summed);
-  return SumOnceAcrossRanks(std::move(result), summed);
+  return StepGiven(inputs, targets, given);
 }
 
 absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepShard(
     int64_t step, uint64_t configuration, const std::vector<Tensor>& inputs,
     const Tensor& targets) {
-  absl::MutexLock lock(&mu_);
-  if (ranks_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "a shard of a step needs a job of several ranks (mpirun, srun); this process trains "
-        "alone: send the whole batch");
-  }
-  bool summed = false;
   StepRowsGiven given;
   given.shard_step = std::max<int64_t>(step, 1);
   given.configuration = configuration;
-  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, given, &summed);
-  return SumOnceAcrossRanks(std::move(result), summed);
+  return StepGiven(inputs, targets, given);
 }
 
-absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::SumOnceAcrossRanks(
-    absl::StatusOr<StepResult> result, bool summed) {
+absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepGiven(
+    const std::vector<Tensor>& inputs, const Tensor& targets, const StepRowsGiven& given) {
+  absl::MutexLock lock(&mu_);
+  if (ranks_ == nullptr && (given.shard_step > 0 || given.part_first_row >= 0)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(given.shard_step > 0 ? "a shard of a step" : "a rank's rows of a step",
+                     " needs a job of several ranks (mpirun, srun); this process trains alone: "
+                     "send the whole batch"));
+  }
+  bool summed = false;
+  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, given, &summed);
   if (ranks_ != nullptr && !summed) {
     // Every rank sums once a step, or the others would wait for this one:
     // its failure fails the step everywhere.

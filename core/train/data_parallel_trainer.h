@@ -188,9 +188,10 @@ class DataParallelTrainer {
   // would leave the others waiting in NCCL. The first failure in rank
   // order, prefixed with its rank (this rank's own, unprefixed), on every rank.
   absl::Status ReadyAcrossRanks(const absl::Status& local) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Step and StepShard: every rank sums once a step, failed or not.
-  absl::StatusOr<StepResult> SumOnceAcrossRanks(absl::StatusOr<StepResult> result, bool summed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Step, StepRows and StepShard: one step, which every rank sums once,
+  // failed or not.
+  absl::StatusOr<StepResult> StepGiven(const std::vector<Tensor>& inputs, const Tensor& targets,
+                                       const StepRowsGiven& given) ABSL_LOCKS_EXCLUDED(mu_);
   // Across ranks, once: every rank sums its gradients the same way (on the
   // host, or on GPUs through the reduction), or none trains.
   absl::Status AgreeOnReductionAcrossRanks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

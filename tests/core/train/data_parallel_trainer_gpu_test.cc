@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/train/train_test_models.h"
+#include "tests/testing/local_gpus.h"
 #include "tests/testing/test_models.h"
 
 namespace replicad {
@@ -30,15 +31,7 @@ using ::testing::HasSubstr;
 constexpr double kLossTolerance = 1e-4;    // Relative.
 constexpr double kWeightTolerance = 1e-4;  // Relative L2 per tensor.
 
-std::vector<DeviceInfo> Gpus() {
-  std::vector<DeviceInfo> gpus;
-  absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
-  if (!devices.ok()) return gpus;
-  for (const DeviceInfo& d : *devices) {
-    if (d.id.kind == DeviceKind::kCuda) gpus.push_back(d);
-  }
-  return gpus;
-}
+std::vector<DeviceInfo> Gpus() { return testing::LocalGpus(); }
 
 DeviceInfo Cpu() { return (*EnumerateDevices())[0]; }
 

@@ -79,6 +79,26 @@ void ExpectSameBits(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
   }
 }
 
+// 4 steps of `batch` rows on `ps` and on `cpu` (CPU slots under allreduce,
+// as many): the same losses and every slot's weights, bit for bit.
+void ExpectTrainsLikeCpuSlots(DataParallelTrainer& ps, DataParallelTrainer& cpu, int slots,
+                              int64_t batch, const std::string& what) {
+  for (int step = 0; step < 4; ++step) {
+    const Tensor images = testing::RandomTensor({batch, 2, 6, 6}, 60 + step);
+    absl::StatusOr<DataParallelTrainer::StepResult> a =
+        cpu.Step({images}, testing::ClassLabels(batch, 4, step));
+    absl::StatusOr<DataParallelTrainer::StepResult> b =
+        ps.Step({images}, testing::ClassLabels(batch, 4, step));
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << what << ": " << b.status();
+    EXPECT_EQ(a->loss, b->loss) << what << ", step " << step;
+  }
+  for (int s = 0; s < slots; ++s) {
+    ExpectSameBits(ps.SlotParameters(s).value(), cpu.SlotParameters(s).value(),
+                   absl::StrCat(what, ", slot ", s));
+  }
+}
+
 // Batch 7 splits unevenly; batch 1 leaves slots without rows, which must
 // still take the server's weights.
 TEST(DataParallelTrainerStandInTest, DeviceMemorySlotsThroughAServerTrainLikeCpuSlots) {
@@ -90,20 +110,7 @@ TEST(DataParallelTrainerStandInTest, DeviceMemorySlotsThroughAServerTrainLikeCpu
       absl::StatusOr<std::unique_ptr<DataParallelTrainer>> ps = MakeTrainer(layout, true);
       ASSERT_TRUE(cpu.ok()) << cpu.status();
       ASSERT_TRUE(ps.ok()) << ps.status();
-      for (int step = 0; step < 4; ++step) {
-        const Tensor images = testing::RandomTensor({batch, 2, 6, 6}, 60 + step);
-        absl::StatusOr<DataParallelTrainer::StepResult> a =
-            (*cpu)->Step({images}, testing::ClassLabels(batch, 4, step));
-        absl::StatusOr<DataParallelTrainer::StepResult> b =
-            (*ps)->Step({images}, testing::ClassLabels(batch, 4, step));
-        ASSERT_TRUE(a.ok()) << a.status();
-        ASSERT_TRUE(b.ok()) << what << ": " << b.status();
-        EXPECT_EQ(a->loss, b->loss) << what << ", step " << step;
-      }
-      for (int s = 0; s < static_cast<int>(layout.size()); ++s) {
-        ExpectSameBits((*ps)->SlotParameters(s).value(), (*cpu)->SlotParameters(s).value(),
-                       absl::StrCat(what, ", slot ", s));
-      }
+      ExpectTrainsLikeCpuSlots(**ps, **cpu, static_cast<int>(layout.size()), batch, what);
     }
   }
 }
@@ -117,20 +124,7 @@ TEST(DataParallelTrainerStandInTest, AServerOnAStandInTrainsLikeCpuSlots) {
         MakeTrainer(layout, true, nullptr, nullptr, /*server_on_stand_in=*/true);
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     ASSERT_TRUE(ps.ok()) << what << ": " << ps.status();
-    for (int step = 0; step < 4; ++step) {
-      const Tensor images = testing::RandomTensor({7, 2, 6, 6}, 80 + step);
-      absl::StatusOr<DataParallelTrainer::StepResult> a =
-          (*cpu)->Step({images}, testing::ClassLabels(7, 4, step));
-      absl::StatusOr<DataParallelTrainer::StepResult> b =
-          (*ps)->Step({images}, testing::ClassLabels(7, 4, step));
-      ASSERT_TRUE(a.ok()) << a.status();
-      ASSERT_TRUE(b.ok()) << what << ": " << b.status();
-      EXPECT_EQ(a->loss, b->loss) << what << ", step " << step;
-    }
-    for (int s = 0; s < static_cast<int>(layout.size()); ++s) {
-      ExpectSameBits((*ps)->SlotParameters(s).value(), (*cpu)->SlotParameters(s).value(),
-                     absl::StrCat(what, ", slot ", s));
-    }
+    ExpectTrainsLikeCpuSlots(**ps, **cpu, static_cast<int>(layout.size()), 7, what);
     // The optimizer's state, read back from the server's device.
     absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> state = (*ps)->OptimizerState();
     absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> want = (*cpu)->OptimizerState();

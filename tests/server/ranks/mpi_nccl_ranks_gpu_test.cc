@@ -20,6 +20,8 @@
 #include "gtest/gtest.h"
 #include "server/ranks/mpi_training_ranks.h"
 #include "tests/core/train/train_test_models.h"
+#include "tests/server/ranks/test_ranks.h"
+#include "tests/testing/local_gpus.h"
 #include "tests/testing/test_models.h"
 
 namespace replicad {
@@ -27,27 +29,10 @@ namespace {
 
 constexpr double kTolerance = 1e-6;  // Relative: losses, and L2 per weight tensor.
 
-std::vector<DeviceInfo> Gpus() {
-  std::vector<DeviceInfo> gpus;
-  absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
-  if (!devices.ok()) return gpus;
-  for (const DeviceInfo& d : *devices) {
-    if (d.id.kind == DeviceKind::kCuda) gpus.push_back(d);
-  }
-  return gpus;
-}
+std::vector<DeviceInfo> Gpus() { return testing::LocalGpus(); }
 
-std::shared_ptr<MpiTrainingRanks> Ranks() {
-  static const std::shared_ptr<MpiTrainingRanks> ranks = [] {
-    MpiTrainingRanks::Options options;
-    options.timeout = absl::Seconds(60);
-    absl::StatusOr<std::shared_ptr<MpiTrainingRanks>> made =
-        MpiTrainingRanks::Create({1.0}, std::move(options));
-    EXPECT_TRUE(made.ok()) << made.status();
-    return made.ok() ? *made : nullptr;
-  }();
-  return ranks;
-}
+// This process's rank, one GPU slot of weight 1.
+std::shared_ptr<MpiTrainingRanks> Ranks() { return testing::TestRanks(); }
 
 std::unique_ptr<DataParallelTrainer> MakeTrainer(const std::vector<DeviceInfo>& slots,
                                                  std::shared_ptr<TrainingRanks> ranks) {

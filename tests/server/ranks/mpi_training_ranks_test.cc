@@ -15,26 +15,15 @@
 #include "gtest/gtest.h"
 #include "tests/core/train/torch_reference.h"
 #include "tests/core/train/train_test_models.h"
+#include "tests/server/ranks/test_ranks.h"
 #include "tests/testing/device_memory_stand_in.h"
 #include "tests/testing/host_sum_slot_all_reduce.h"
 
 namespace replicad {
 namespace {
 
-// This process's rank, one CPU slot of weight 1; made once (MPI is
-// initialised once per process; finalised when the process exits, by the
-// static's destructor (mpirun fails a rank that exits without it).
-std::shared_ptr<MpiTrainingRanks> Ranks() {
-  static const std::shared_ptr<MpiTrainingRanks> ranks = [] {
-    MpiTrainingRanks::Options options;
-    options.timeout = absl::Seconds(60);
-    absl::StatusOr<std::shared_ptr<MpiTrainingRanks>> made =
-        MpiTrainingRanks::Create({1.0}, std::move(options));
-    EXPECT_TRUE(made.ok()) << made.status();
-    return made.ok() ? *made : nullptr;
-  }();
-  return ranks;
-}
+// This process's rank, one CPU slot of weight 1.
+std::shared_ptr<MpiTrainingRanks> Ranks() { return testing::TestRanks(); }
 
 // Which slots a trainer gets: CPU slots, or stand-ins for GPU slots
 // (tests/testing/device_memory_stand_in.h) that reduce like GPUs under

@@ -10,9 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
-#include "core/device/training_step.h"
 #include "core/ops/op_util.h"
 #include "core/ops/optimizer_step.h"
 #include "core/ops/optimizer_step_attributes.h"
@@ -29,16 +27,10 @@ class OptimizerStepKernel : public Kernel {
         n_(n) {}
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
-    // The op's update number: the step context's, 1 outside one.
-    const TrainingStepContext* step = CurrentTrainingStep();
-    const int64_t t = step != nullptr ? step->step : 1;
-    if (t < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          label_, ": the update number (the training step context's step) must be >= 1; received ",
-          t));
-    }
+    const absl::StatusOr<int64_t> t = OptimizerUpdateNumber(label_);
+    if (!t.ok()) return t.status();
     // The state outputs follow P in OptimizerStateNames' order.
-    UpdateParameterOnHost(index_, MakeOptimizerStepScalars(config_, t),
+    UpdateParameterOnHost(index_, MakeOptimizerStepScalars(config_, *t),
                           static_cast<float*>(outputs[0]), static_cast<const float*>(inputs[0]),
                           reinterpret_cast<float* const*>(outputs + 1), n_);
     return absl::OkStatus();

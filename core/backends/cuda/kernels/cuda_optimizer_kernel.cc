@@ -6,11 +6,9 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/backends/cuda/kernels/optimizer_launch.h"
-#include "core/device/training_step.h"
 #include "core/ops/op_util.h"
 #include "core/ops/optimizer_step.h"
 #include "core/ops/optimizer_step_attributes.h"
@@ -29,15 +27,9 @@ class OptimizerStepKernel : public Kernel {
         n_(n) {}
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
-    // The op's update number: the step context's, 1 outside one.
-    const TrainingStepContext* step = CurrentTrainingStep();
-    const int64_t t = step != nullptr ? step->step : 1;
-    if (t < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          label_, ": the update number (the training step context's step) must be >= 1; received ",
-          t));
-    }
-    const OptimizerStepScalars scalars = MakeOptimizerStepScalars(config_, t);
+    const absl::StatusOr<int64_t> t = OptimizerUpdateNumber(label_);
+    if (!t.ok()) return t.status();
+    const OptimizerStepScalars scalars = MakeOptimizerStepScalars(config_, *t);
     const float* g = static_cast<const float*>(inputs[0]);
     float* p = static_cast<float*>(outputs[0]);
     // The state outputs follow P in OptimizerStateNames' order.
