@@ -250,6 +250,7 @@ void ModelTraining::Configure(v1::TrainingConfig config, Origin origin, ConfigDo
     {
       absl::MutexLock lock(&mu_);
       step = published_step_;
+      if (origin == Origin::kRank0) configured_from_rank0_ = applied.status();
     }
     std::move(done)(std::move(applied), step);
   });
@@ -322,14 +323,13 @@ void ModelTraining::Step(std::vector<Tensor> inputs, Tensor targets,
   Step(std::move(inputs), std::move(targets), shard, std::nullopt, std::move(done));
 }
 
-void ModelTraining::StepFromRank0(int64_t first_row, int64_t batch, std::vector<Tensor> inputs,
-                                  Tensor targets, StepDone done) {
-  Step(std::move(inputs), std::move(targets), std::nullopt, RowsFromRank0{first_row, batch},
-       std::move(done));
+void ModelTraining::StepFromRank0(Rank0Step step, std::vector<Tensor> inputs, Tensor targets,
+                                  StepDone done) {
+  Step(std::move(inputs), std::move(targets), std::nullopt, step, std::move(done));
 }
 
 void ModelTraining::Step(std::vector<Tensor> inputs, Tensor targets,
-                         std::optional<TrainShard> shard, std::optional<RowsFromRank0> from_rank0,
+                         std::optional<TrainShard> shard, std::optional<Rank0Step> from_rank0,
                          StepDone done) {
   worker_.Submit([this, inputs = std::move(inputs), targets = std::move(targets), shard, from_rank0,
                   done = std::move(done)]() mutable {
@@ -339,7 +339,7 @@ void ModelTraining::Step(std::vector<Tensor> inputs, Tensor targets,
 
 absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
     const std::vector<Tensor>& inputs, const Tensor& targets,
-    const std::optional<TrainShard>& shard, const std::optional<RowsFromRank0>& from_rank0) {
+    const std::optional<TrainShard>& shard, const std::optional<Rank0Step>& from_rank0) {
   absl::MutexLock lock(&mu_);
   RankJob* job = environment_.job.get();
   auto step = [&] { return trainer_->Step(inputs, targets); };
@@ -353,10 +353,32 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
   }
   const int rank = job->training_ranks()->rank();
   const int size = job->training_ranks()->size();
+  // A step that fails before its trainer takes it still reaches the other
+  // ranks, which wait for this one's part; `entered`: the trainer took it.
+  bool entered = false;
+  const auto failed = [](const absl::StatusOr<DataParallelTrainer::StepResult>& result) {
+    return result.ok() ? absl::InternalError("the step ended before its trainer took it")
+                       : result.status();
+  };
   if (from_rank0) {
-    return StepLocked(targets.dtype(), [&] {
-      return trainer_->StepRows(from_rank0->first_row, from_rank0->batch, inputs, targets);
-    });
+    absl::StatusOr<DataParallelTrainer::StepResult> result =
+        StepLocked(targets.dtype(), [&]() -> absl::StatusOr<DataParallelTrainer::StepResult> {
+          // A rank that missed rank 0's configuration would train its copy with
+          // another optimizer, and the copies would drift apart unnoticed.
+          // (Compared once EnsureTrainer has completed a default configuration.)
+          if (ConfigurationId() != from_rank0->configuration) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("this rank does not train with rank 0's configuration",
+                             configured_from_rank0_.ok()
+                                 ? ""
+                                 : absl::StrCat(": rank 0's ConfigureTraining failed here: ",
+                                                configured_from_rank0_.message())));
+          }
+          entered = true;
+          return trainer_->StepRows(from_rank0->first_row, from_rank0->batch, inputs, targets);
+        });
+    if (!entered) (void)GatherReadiness(*job->training_ranks(), failed(result), "");
+    return result;
   }
   if (environment_.rank_shards != shard.has_value()) {
     return absl::FailedPreconditionError(
@@ -370,39 +392,28 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepNow(
                            "over every rank (start the ranks with --rank-shards to send each "
                            "its own rows)"));
   }
-  const int64_t summed = job->steps_summed();
-  absl::StatusOr<DataParallelTrainer::StepResult> result;
-  bool others_wait = true;  // For this step's sums.
-  std::optional<absl::MutexLock> order;
   if (shard) {
-    result = ShardStepLocked(*shard, inputs, targets);
-  } else if (!job->leads()) {
+    absl::StatusOr<DataParallelTrainer::StepResult> result =
+        ShardStepLocked(*shard, inputs, targets, &entered);
+    if (!entered) {
+      (void)job->training_ranks()->ExchangeShardRows(shard->step, 0, failed(result),
+                                                     ConfigurationId());
+    }
+    return result;
+  }
+  if (!job->leads()) {
     return absl::FailedPreconditionError(
         absl::StrCat("this is rank ", rank, " of ", size,
                      " of a training job: send TrainStep to rank 0, which splits the batch over "
                      "every rank"));
-  } else {
-    // Rank 0: steps sum in the order sent.
-    order.emplace(&job->command_order());
-    result = LeadStepLocked(inputs, targets, &others_wait);
   }
-  if (others_wait && job->steps_summed() == summed) {
-    // Failed before its trainer summed: the other ranks wait for this one.
-    RankPartial failed;
-    failed.status =
-        result.ok() ? absl::InternalError("the step ended before its reduction") : result.status();
-    if (shard) {
-      (void)job->training_ranks()->ExchangeShardRows(shard->step, 0, failed.status,
-                                                     ConfigurationId());
-    }
-    (void)job->training_ranks()->SumStep(-1, &failed);
-  }
-  return result;
+  // Rank 0: steps sum in the order sent.
+  absl::MutexLock order(&job->command_order());
+  return LeadStepLocked(inputs, targets);
 }
 
 absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::LeadStepLocked(
-    const std::vector<Tensor>& inputs, const Tensor& targets, bool* sent) {
-  *sent = false;
+    const std::vector<Tensor>& inputs, const Tensor& targets) {
   RankJob& job = *environment_.job;
   return StepLocked(targets.dtype(), [&]() -> absl::StatusOr<DataParallelTrainer::StepResult> {
     // A batch that fails the checks fails here alone: no rank sees it.
@@ -416,6 +427,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::LeadStepLocked(
       command.model = environment_.source.name;
       command.first_row = rows.first;
       command.batch = batch;
+      command.configuration = ConfigurationId();
       for (const Tensor& t : inputs) {
         absl::StatusOr<Tensor> part = t.SliceRows(rows.first, rows.end);
         if (!part.ok()) return part.status();
@@ -424,7 +436,8 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::LeadStepLocked(
       absl::StatusOr<Tensor> part = targets.SliceRows(rows.first, rows.end);
       if (!part.ok()) return part.status();
       command.targets = *std::move(part);
-      *sent = true;
+      // Once one rank has its rows, the step goes on to the trainer, or the
+      // group breaks (a rank that does not take its command).
       if (absl::Status s = job.SendCommandTo(r, EncodeRankCommand(command)); !s.ok()) return s;
     }
     return trainer_->Step(inputs, targets);
@@ -432,7 +445,8 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::LeadStepLocked(
 }
 
 absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::ShardStepLocked(
-    const TrainShard& shard, const std::vector<Tensor>& inputs, const Tensor& targets) {
+    const TrainShard& shard, const std::vector<Tensor>& inputs, const Tensor& targets,
+    bool* entered) {
   const TrainingRanks& ranks = *environment_.job->training_ranks();
   if (shard.world_size != ranks.size()) {
     return absl::InvalidArgumentError(absl::StrCat("shard.world_size: the job has ", ranks.size(),
@@ -448,6 +462,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::ShardStepLocked(
   }
   const uint64_t configuration = ConfigurationId();
   return StepLocked(targets.dtype(), [&] {
+    *entered = true;
     return trainer_->StepShard(shard.step, configuration, inputs, targets);
   });
 }

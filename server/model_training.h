@@ -75,11 +75,16 @@ class ModelTraining final : public Trainable {
   // is configured by its own client, and the ranks must agree.
   void Configure(v1::TrainingConfig config, ConfigDone done);
   // Another rank's: rank 0's configuration, or this rank's rows of rank 0's
-  // step (rows [first_row, first_row + rows) of a batch of `batch` rows),
-  // run as rank 0 runs it (server/ranks/rank_worker.h).
+  // step, run as rank 0 runs it (server/ranks/rank_worker.h). A step fails
+  // FailedPrecondition when this rank does not train with rank 0's
+  // configuration (its ConfigureFromRank0 failed, say), naming why.
+  struct Rank0Step {
+    int64_t first_row = 0;       // The rows are [first_row, first_row + rows)
+    int64_t batch = 0;           // of rank 0's batch of `batch` rows.
+    uint64_t configuration = 0;  // Rank 0's ConfigurationId.
+  };
   void ConfigureFromRank0(v1::TrainingConfig config, ConfigDone done);
-  void StepFromRank0(int64_t first_row, int64_t batch, std::vector<Tensor> inputs, Tensor targets,
-                     StepDone done);
+  void StepFromRank0(Rank0Step step, std::vector<Tensor> inputs, Tensor targets, StepDone done);
 
   using SaveDone = absl::AnyInvocable<void(absl::StatusOr<std::pair<std::string, int64_t>>) &&>;
   // Writes the trained model to `path` (empty: a numbered checkpoint in
@@ -111,26 +116,23 @@ class ModelTraining final : public Trainable {
   // Where a configuration or a step comes from.
   enum class Origin { kClient, kRank0 };
   void Configure(v1::TrainingConfig config, Origin origin, ConfigDone done);
-  // This rank's rows of rank 0's step (StepFromRank0).
-  struct RowsFromRank0 {
-    int64_t first_row = 0;
-    int64_t batch = 0;
-  };
   void Step(std::vector<Tensor> inputs, Tensor targets, std::optional<TrainShard> shard,
-            std::optional<RowsFromRank0> from_rank0, StepDone done);
+            std::optional<Rank0Step> from_rank0, StepDone done);
   absl::StatusOr<v1::TrainingConfig> ConfigureNow(const v1::TrainingConfig& config, Origin origin);
   absl::StatusOr<DataParallelTrainer::StepResult> StepNow(
       const std::vector<Tensor>& inputs, const Tensor& targets,
-      const std::optional<TrainShard>& shard, const std::optional<RowsFromRank0>& from_rank0);
-  // Rank 0 of a job of whole batches: checks the batch, hands every other
-  // rank its rows, and steps; `*sent`: whether any rank was sent its rows
-  // (and so waits for this step's sums).
+      const std::optional<TrainShard>& shard, const std::optional<Rank0Step>& from_rank0);
+  // Rank 0 of a job of whole batches: checks the batch (a bad one reaches
+  // no other rank), hands every other rank its rows, and steps.
   absl::StatusOr<DataParallelTrainer::StepResult> LeadStepLocked(const std::vector<Tensor>& inputs,
-                                                                 const Tensor& targets, bool* sent)
+                                                                 const Tensor& targets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `*entered`: the trainer took the shard (before, its failure is this
+  // rank's alone, and the caller tells the other ranks).
   absl::StatusOr<DataParallelTrainer::StepResult> ShardStepLocked(const TrainShard& shard,
                                                                   const std::vector<Tensor>& inputs,
-                                                                  const Tensor& targets)
+                                                                  const Tensor& targets,
+                                                                  bool* entered)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `step` on the trainer (made for `target_dtype` if need be), then
   // publishes and checkpoints as configured.
@@ -149,6 +151,8 @@ class ModelTraining final : public Trainable {
   const Environment environment_;
   mutable absl::Mutex mu_;
   v1::TrainingConfig config_ ABSL_GUARDED_BY(mu_);
+  // Ranks other than 0: how rank 0's latest configuration went here.
+  absl::Status configured_from_rank0_ ABSL_GUARDED_BY(mu_);
   // The model as written (no inference optimisations), with the latest weights.
   std::shared_ptr<const Model> model_ ABSL_GUARDED_BY(mu_);
   std::string source_bytes_ ABSL_GUARDED_BY(mu_);

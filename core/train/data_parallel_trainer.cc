@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/device/device_copy.h"
 #include "core/device/training_step.h"
 #include "core/ops/op_registry.h"
@@ -236,6 +237,22 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
       new DataParallelTrainer(std::move(model), *std::move(training), options));
   trainer->ranks_ = std::move(ranks);
   trainer->first_slot_ = first_slot;
+  if (trainer->ranks_ != nullptr) {
+    // The ranks compare it at every step (CheckRanksAlike).
+    uint64_t hash = 14695981039346656037ull;  // FNV-1a, a 64-bit word at a time.
+    auto add = [&hash](const Tensor& t) {
+      const unsigned char* bytes = static_cast<const unsigned char*>(t.raw_data());
+      const size_t size = t.byte_size();
+      for (size_t i = 0; i < size; i += 8) {
+        uint64_t word = 0;
+        std::memcpy(&word, bytes + i, std::min<size_t>(8, size - i));
+        hash = (hash ^ word) * 1099511628211ull;
+      }
+    };
+    for (int v : trainer->training_.parameters) add(trainer->model_->graph().initializers.at(v));
+    for (int v : trainer->training_.buffers) add(trainer->model_->graph().initializers.at(v));
+    trainer->starting_weights_ = absl::StrCat(absl::Hex(hash, absl::kZeroPad16));
+  }
   const Graph& graph = trainer->training_.graph;
   const Graph& source = trainer->model_->graph();
   std::vector<int64_t> sizes;
@@ -518,11 +535,11 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepGiven(
                      " needs a job of several ranks (mpirun, srun); this process trains alone: "
                      "send the whole batch"));
   }
-  bool summed = false;
-  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, given, &summed);
-  if (ranks_ != nullptr && !summed) {
-    // Every rank sums once a step, or the others would wait for this one:
-    // its failure fails the step everywhere.
+  StepProgress progress;
+  absl::StatusOr<StepResult> result = StepLocked(inputs, targets, given, &progress);
+  if (ranks_ != nullptr && progress.ready && !progress.summed) {
+    // Once every rank was ready, every rank sums once a step, or the
+    // others would wait for this one: its failure fails the step everywhere.
     RankPartial failed;
     failed.status =
         result.ok() ? absl::InternalError("the step ended before its reduction") : result.status();
@@ -561,38 +578,37 @@ struct DataParallelTrainer::StepState {
 
 absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepLocked(
     const std::vector<Tensor>& inputs, const Tensor& targets, const StepRowsGiven& given,
-    bool* summed) {
+    StepProgress* progress) {
   StepState step(inputs, targets);
   step.shard_step = given.shard_step;
   step.configuration = given.configuration;
   step.part_first_row = given.part_first_row;
   step.part_batch = given.part_batch;
-  // GPU slots across ranks reduce in NCCL, where a rank that is not there
-  // is waited for: every rank says first whether it got that far.
-  const bool ready_first = ranks_ != nullptr && all_reduce_ != nullptr && ranks_agree_;
-  if (absl::Status valid =
-          ValidateBatch(inputs, targets, &step.rows, /*rows_may_be_none=*/step.part_first_row >= 0);
-      !valid.ok()) {
-    // The other ranks' shards wait for this one's.
-    if (step.shard_step > 0) {
-      (void)ranks_->ExchangeShardRows(step.shard_step, 0, valid, step.configuration);
-    }
-    return ready_first ? ReadyAcrossRanks(valid) : valid;
+  absl::Status ready =
+      ValidateBatch(inputs, targets, &step.rows, /*rows_may_be_none=*/step.part_first_row >= 0);
+  if (step.shard_step > 0) {
+    // The job's batch is every rank's shard: a failure here (this rank's
+    // or another's) ends the step on every rank alike.
+    REPLICAD_RETURN_IF_ERROR(ExchangeShards(step, ready));
   }
   // NCCL does not order different trainers' steps on a GPU (GpuStepMutex).
   std::optional<absl::MutexLock> one_gpu_step;
   if (all_reduce_ != nullptr) one_gpu_step.emplace(&GpuStepMutex());
-  absl::Status planned = PlanSlices(step);
-  // (On a first step, PlanSlices itself agrees on the kind of reduction
-  // first, so every rank sets ranks_agree_ alike.)
-  if (ranks_ != nullptr && all_reduce_ != nullptr && ranks_agree_) {
-    planned = ReadyAcrossRanks(planned);
+  if (ready.ok()) ready = PlanSlices(step);
+  if (ranks_ != nullptr) {
+    // Every rank ready and alike, or the step ends here on every rank:
+    // past this point the ranks wait for each other (statistics, NCCL, sums).
+    absl::StatusOr<std::vector<std::string>> every =
+        GatherReadiness(*ranks_, ready, RanksMustShare());
+    if (!every.ok()) return every.status();
+    REPLICAD_RETURN_IF_ERROR(CheckRanksAlike(*every));
+    progress->ready = true;
   }
-  REPLICAD_RETURN_IF_ERROR(planned);
+  REPLICAD_RETURN_IF_ERROR(ready);
   step.scale = 1.0f / static_cast<float>(step.batch);
   REPLICAD_RETURN_IF_ERROR(RunSlices(step));
   const auto reduce_start = std::chrono::steady_clock::now();
-  REPLICAD_RETURN_IF_ERROR(GatherGradients(step, summed));
+  REPLICAD_RETURN_IF_ERROR(GatherGradients(step, &progress->summed));
   // Finite inputs can still overflow float32 inside the model (inputs of
   // 1e30). Nothing is applied yet: the weights, the optimizer's state, the
   // running statistics and the step count stay as they were.
@@ -620,43 +636,55 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepLocked(
   return result;
 }
 
-absl::Status DataParallelTrainer::ReadyAcrossRanks(const absl::Status& local) {
-  // A status in a few bytes: its code, then its message.
-  const std::string mine = absl::StrCat(static_cast<int>(local.code()), ":", local.message());
-  absl::StatusOr<std::vector<std::string>> every = ranks_->AllGather(mine);
-  if (!every.ok()) return every.status();
-  if (!local.ok()) return local;
-  for (size_t r = 0; r < every->size(); ++r) {
-    const std::string& part = (*every)[r];
-    const size_t colon = part.find(':');
-    int code = 0;
-    if (colon == std::string::npos || !absl::SimpleAtoi(part.substr(0, colon), &code)) {
-      return absl::InternalError(absl::StrCat("rank ", r, " sent a malformed status"));
+std::string DataParallelTrainer::RanksMustShare() const {
+  const char* kind = all_reduce_ != nullptr ? "GPU slots (NCCL)" : "CPU slots (the host)";
+  return absl::StrCat(kind, "\n", starting_weights_, "\n", step_);
+}
+
+absl::Status DataParallelTrainer::CheckRanksAlike(const std::vector<std::string>& every) const {
+  // A rank on CPU slots sums on the host while one on GPUs waits in NCCL:
+  // each would wait for the other until the timeout broke the job. Ranks
+  // started from other weights or at other steps (another model or
+  // checkpoint) would train on, their copies apart, unnoticed.
+  const std::vector<std::string> first = absl::StrSplit(every[0], '\n');
+  for (size_t r = 0; r < every.size(); ++r) {
+    const std::vector<std::string> theirs = absl::StrSplit(every[r], '\n');
+    if (theirs.size() != 3 || first.size() != 3) {
+      return absl::InternalError(absl::StrCat("rank ", r, " sent a malformed description"));
     }
-    if (code != 0) {
-      return absl::Status(static_cast<absl::StatusCode>(code),
-                          absl::StrCat("rank ", r, " of ", every->size(), ": ",
-                                       absl::string_view(part).substr(colon + 1)));
+    const std::string rank = absl::StrCat("rank ", r, " of ", every.size());
+    if (theirs[0] != first[0]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          rank, " sums its gradients on ", theirs[0], " and rank 0 on ", first[0],
+          ": every rank of a job must train on the same kind of slots (give each rank the same "
+          "--devices)"));
+    }
+    if (theirs[1] != first[1]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(rank,
+                       " starts from other weights than rank 0 (another model or checkpoint): "
+                       "every rank of a job must load the same"));
+    }
+    if (theirs[2] != first[2]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(rank, " is at step ", theirs[2], " and rank 0 at step ", first[2],
+                       ": every rank of a job must resume from the same checkpoint"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status DataParallelTrainer::AgreeOnReductionAcrossRanks() {
-  // A rank on CPU slots sums on the host while one on GPUs waits in NCCL:
-  // each would wait for the other until the timeout broke the job.
-  const std::string mine = all_reduce_ != nullptr ? "GPU slots (NCCL)" : "CPU slots (the host)";
-  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> every, ranks_->AllGather(mine));
-  for (size_t r = 0; r < every.size(); ++r) {
-    if (every[r] != every[0]) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("rank ", r, " of ", every.size(), " sums its gradients on ", every[r],
-                       " and rank 0 on ", every[0],
-                       ": every rank of a job must train on the same kind of slots (give each rank "
-                       "the same --devices)"));
-    }
+absl::Status DataParallelTrainer::ExchangeShards(StepState& step, const absl::Status& valid) {
+  // Every rank's shard, in rank order, is the job's batch; this rank
+  // splits its own over its slots (PlanSlices).
+  absl::StatusOr<std::vector<int64_t>> shards = ranks_->ExchangeShardRows(
+      step.shard_step, valid.ok() ? step.rows : 0, valid, step.configuration);
+  if (!shards.ok()) return shards.status();
+  for (int r = 0; r < static_cast<int>(shards->size()); ++r) {
+    if (r < ranks_->rank()) step.first_row += (*shards)[r];
+    step.batch += (*shards)[r];
+    if ((*shards)[r] > 0) step.ranks_with_rows.push_back(r);
   }
-  ranks_agree_ = true;
   return absl::OkStatus();
 }
 
@@ -723,27 +751,16 @@ absl::Status DataParallelTrainer::PlanSlices(StepState& step) {
   std::vector<BatchSlice>& slices = step.slices;
   std::vector<int>& ranks_with_rows = step.ranks_with_rows;
   if (step.shard_step > 0) {
-    // Every rank's shard, in rank order, is the job's batch; this rank
-    // splits its own over its slots.
-    absl::StatusOr<std::vector<int64_t>> shards =
-        ranks_->ExchangeShardRows(step.shard_step, step.rows, absl::OkStatus(), step.configuration);
-    if (!shards.ok()) return shards.status();
-    if (!ranks_agree_) REPLICAD_RETURN_IF_ERROR(AgreeOnReductionAcrossRanks());
+    // The job's batch and this shard's place in it came from ExchangeShards.
     if (step.shard_step != step_ + 1) {
       return absl::FailedPreconditionError(
           absl::StrCat("the ranks sent their shards of step ", step.shard_step,
                        ", but the job's next step is ", step_ + 1));
     }
-    for (int r = 0; r < static_cast<int>(shards->size()); ++r) {
-      if (r < ranks_->rank()) step.first_row += (*shards)[r];
-      step.batch += (*shards)[r];
-      if ((*shards)[r] > 0) ranks_with_rows.push_back(r);
-    }
     slices = SplitBatch(step.rows, weights_);
   } else {
     // The job's split (over every rank's slots, rank by rank), and this
     // rank's part of it, on its own slot indices.
-    if (ranks_ != nullptr && !ranks_agree_) REPLICAD_RETURN_IF_ERROR(AgreeOnReductionAcrossRanks());
     // A part of rank 0's batch holds this rank's rows only, from part_first_row.
     const bool part = step.part_first_row >= 0;
     step.batch = part ? step.part_batch : step.rows;

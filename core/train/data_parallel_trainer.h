@@ -169,8 +169,7 @@ class DataParallelTrainer {
   };
   DataParallelTrainer(std::shared_ptr<const Model> model, TrainingGraph training,
                       const TrainerOptions& options);
-  // Step's body, in stages; `*summed` tells whether it reached the sum
-  // across ranks.
+  // Step's body, in stages; `*progress` tells how far it went across ranks.
   struct StepState;
   // Which rows a step is given: the whole batch (Step), a shard (StepShard)
   // or this rank's part of rank 0's batch (StepRows).
@@ -180,21 +179,26 @@ class DataParallelTrainer {
     int64_t part_first_row = -1;  // >= 0: StepRows'.
     int64_t part_batch = 0;       // StepRows'.
   };
+  struct StepProgress {
+    bool ready = false;   // Every rank was ready (GatherReadiness): every rank goes on to sum.
+    bool summed = false;  // It summed across ranks (SumStep).
+  };
   absl::StatusOr<StepResult> StepLocked(const std::vector<Tensor>& inputs, const Tensor& targets,
-                                        const StepRowsGiven& given, bool* summed)
+                                        const StepRowsGiven& given, StepProgress* progress)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // GPU slots across ranks, before they reduce: whether every rank is
-  // ready (`local`: this one's checks and plans), since a rank that is not
-  // would leave the others waiting in NCCL. The first failure in rank
-  // order, prefixed with its rank (this rank's own, unprefixed), on every rank.
-  absl::Status ReadyAcrossRanks(const absl::Status& local) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the ranks must share at every step (GatherReadiness): the kind of
+  // reduction, the weights they started from, the step count; and the
+  // check that they do (FailedPrecondition naming the first rank that does
+  // not, the same on every rank).
+  std::string RanksMustShare() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRanksAlike(const std::vector<std::string>& every) const;
+  // A shard's step: every rank's row count (`valid`: this shard's checks).
+  absl::Status ExchangeShards(StepState& step, const absl::Status& valid)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Step, StepRows and StepShard: one step, which every rank sums once,
   // failed or not.
   absl::StatusOr<StepResult> StepGiven(const std::vector<Tensor>& inputs, const Tensor& targets,
                                        const StepRowsGiven& given) ABSL_LOCKS_EXCLUDED(mu_);
-  // Across ranks, once: every rank sums its gradients the same way (on the
-  // host, or on GPUs through the reduction), or none trains.
-  absl::Status AgreeOnReductionAcrossRanks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checks of Step's contract; the batch's rows.
   // `rows_may_be_none`: a rank's part of a batch (StepRows).
   absl::Status ValidateBatch(const std::vector<Tensor>& inputs, const Tensor& targets,
@@ -246,7 +250,7 @@ class DataParallelTrainer {
   // all of the job's (0 without).
   std::shared_ptr<TrainingRanks> ranks_;
   int first_slot_ = 0;
-  bool ranks_agree_ ABSL_GUARDED_BY(mu_) = false;  // AgreeOnReductionAcrossRanks succeeded.
+  std::string starting_weights_;  // With ranks: a fingerprint of the weights it started from.
   // CPU slots, or a server on the host: the host's sums, per parameter.
   std::vector<std::vector<float>> reduced_ ABSL_GUARDED_BY(mu_);
   // GPU slots under allreduce: the reduction on the devices (after slots_: it goes first).

@@ -93,6 +93,19 @@ class TrainingRanks {
   virtual absl::Duration timeout() const = 0;
 };
 
+// The first exchange of every step on every rank (after the shards' row
+// counts, ExchangeShardRows, in a job of shards): whether each rank is
+// ready to run its part (`local`: its checks and plans, or why not) and,
+// if it is, its `description` (what the ranks must share, compared by the
+// caller). Every rank's descriptions in rank order when every rank is
+// ready; otherwise the first failure in rank order (this rank's own as it
+// is, another's prefixed "rank R of N: "), the same on every rank, and the
+// step ends there on every rank. A rank that fails before it can describe
+// itself calls it all the same, or the others would wait for it.
+absl::StatusOr<std::vector<std::string>> GatherReadiness(TrainingRanks& ranks,
+                                                         const absl::Status& local,
+                                                         const std::string& description);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_TRAIN_TRAINING_RANKS_H_

@@ -335,7 +335,6 @@ absl::StatusOr<std::string> MpiTrainingRanks::ReceiveCommand(const std::atomic<b
 
 absl::Status MpiTrainingRanks::SumStep(int64_t step, RankPartial* partial) {
   if (absl::Status s = broken(); !s.ok()) return s;
-  steps_summed_.fetch_add(1);
   const std::string which =
       step > 0 ? absl::StrCat("its part of step ", step) : "its part of a step";
   FrameWriter mine;

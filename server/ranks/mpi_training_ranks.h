@@ -72,7 +72,6 @@ class MpiTrainingRanks final : public TrainingRanks,
   absl::Status SendCommandTo(int rank, const std::string& command) override;
   absl::Mutex& command_order() override { return command_order_; }
   absl::StatusOr<std::string> ReceiveCommand(const std::atomic<bool>& stop) override;
-  int64_t steps_summed() const override { return steps_summed_.load(); }
   // OK, or why the group broke.
   absl::Status broken() const;
 
@@ -92,7 +91,6 @@ class MpiTrainingRanks final : public TrainingRanks,
   std::vector<double> slot_weights_;
   std::vector<int> slot_ranks_;
   std::unique_ptr<Communicators> communicators_;
-  std::atomic<int64_t> steps_summed_{0};
   absl::Mutex command_order_;
   mutable absl::Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);

@@ -21,6 +21,7 @@ std::string EncodeRankCommand(const RankCommand& command) {
   if (command.kind == RankCommand::Kind::kStep) {
     out.Int64(command.first_row);
     out.Int64(command.batch);
+    out.Int64(static_cast<int64_t>(command.configuration));
     out.Int64(static_cast<int64_t>(command.inputs.size()));
     for (const Tensor& t : command.inputs) out.HostTensor(t);
     out.HostTensor(command.targets);
@@ -58,6 +59,9 @@ absl::StatusOr<RankCommand> DecodeRankCommand(absl::string_view bytes) {
     }
     command.first_row = *first_row;
     command.batch = *batch;
+    absl::StatusOr<int64_t> configuration = in.Int64("configuration");
+    if (!configuration.ok()) return configuration.status();
+    command.configuration = static_cast<uint64_t>(*configuration);
     absl::StatusOr<int64_t> inputs = in.Int64("inputs");
     if (!inputs.ok()) return inputs.status();
     if (*inputs < 0 || *inputs > kMaxInputs) {

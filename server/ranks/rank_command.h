@@ -26,6 +26,7 @@ struct RankCommand {
   // rank 0's batch of `batch` rows.
   int64_t first_row = 0;
   int64_t batch = 0;
+  uint64_t configuration = 0;  // kStep: rank 0's training configuration (its fingerprint).
 };
 
 std::string EncodeRankCommand(const RankCommand& command);

@@ -37,11 +37,6 @@ class RankJob {
   virtual absl::Mutex& command_order() = 0;
   // Other ranks: the next command; Cancelled once `stop` is set.
   virtual absl::StatusOr<std::string> ReceiveCommand(const std::atomic<bool>& stop) = 0;
-
-  // TrainingRanks::SumStep calls so far: a step command that ends without
-  // one (it failed before its trainer summed) sums its failure instead, or
-  // the other ranks would wait for it.
-  virtual int64_t steps_summed() const = 0;
 };
 
 }  // namespace replicad

@@ -23,7 +23,6 @@ absl::StatusOr<ModelTraining*> TrainingFor(ModelManager& models, const std::stri
 
 // Runs one command on this rank and waits for it.
 absl::Status Run(RankJob& job, ModelManager& models, RankCommand command) {
-  const int64_t summed = job.steps_summed();
   absl::StatusOr<ModelTraining*> training = TrainingFor(models, command.model);
   absl::Status status = training.status();
   absl::Notification done;
@@ -35,21 +34,19 @@ absl::Status Run(RankJob& job, ModelManager& models, RankCommand command) {
                                     });
     done.WaitForNotification();
   } else if (training.ok() && command.kind == RankCommand::Kind::kStep) {
-    (*training)->StepFromRank0(command.first_row, command.batch, std::move(command.inputs),
-                               std::move(command.targets),
+    (*training)->StepFromRank0({command.first_row, command.batch, command.configuration},
+                               std::move(command.inputs), std::move(command.targets),
                                [&](absl::StatusOr<DataParallelTrainer::StepResult> result) {
                                  status = result.status();
                                  done.Notify();
                                });
     done.WaitForNotification();
   }
-  if (command.kind == RankCommand::Kind::kStep && job.steps_summed() == summed) {
-    // Failed before its trainer summed (no such model here, say): rank 0
-    // and the others learn it from this rank's part.
-    RankPartial failed;
-    failed.status =
-        status.ok() ? absl::InternalError("the step ended before its reduction") : status;
-    (void)job.training_ranks()->SumStep(-1, &failed);
+  if (command.kind == RankCommand::Kind::kStep && !training.ok()) {
+    // No such model here: rank 0 and the others learn it at the step's
+    // first exchange. (A step that reaches the model's training takes
+    // part there, failed or not.)
+    (void)GatherReadiness(*job.training_ranks(), status, "");
   }
   return status;
 }

@@ -381,5 +381,34 @@ TEST(MpiTrainingRanksTest, RanksOnDifferentKindsOfSlotsAreRefusedOnEveryRank) {
   EXPECT_EQ(job->step(), 0);
 }
 
+// Ranks started from other weights (another model or checkpoint), or
+// resumed at other steps, would train apart: their first step fails on
+// every rank, naming what differs, and nothing changes.
+TEST(MpiTrainingRanksTest, RanksFromOtherWeightsOrStepsAreRefusedOnEveryRank) {
+  ASSERT_NE(Ranks(), nullptr);
+  const bool rank0 = Ranks()->rank() == 0;
+  const Tensor images = testing::RandomTensor({4, 2, 6, 6}, 1);
+  const Tensor labels = testing::ClassLabels(4, 4, 0);
+  std::unique_ptr<DataParallelTrainer> weights = MakeTrainer(
+      1, Optimizers()[0], testing::LoadForTraining(testing::ConvNetOnnx(rank0 ? 7 : 8)), Ranks());
+  ASSERT_NE(weights, nullptr);
+  absl::StatusOr<DataParallelTrainer::StepResult> step = weights->Step({images}, labels);
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kFailedPrecondition) << step.status();
+  EXPECT_NE(step.status().message().find("rank 1 of 2 starts from other weights than rank 0"),
+            std::string::npos)
+      << step.status();
+  EXPECT_EQ(weights->step(), 0);
+
+  std::unique_ptr<DataParallelTrainer> steps =
+      MakeTrainer(1, Optimizers()[0], testing::LoadForTraining(testing::ConvNetOnnx(7)), Ranks());
+  ASSERT_NE(steps, nullptr);
+  ASSERT_TRUE(steps->Resume(rank0 ? 4 : 3, {}).ok());
+  step = steps->Step({images}, labels);
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kFailedPrecondition) << step.status();
+  EXPECT_NE(step.status().message().find("rank 1 of 2 is at step 3 and rank 0 at step 4"),
+            std::string::npos)
+      << step.status();
+}
+
 }  // namespace
 }  // namespace replicad

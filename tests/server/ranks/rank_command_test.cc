@@ -16,12 +16,14 @@ TEST(RankCommandTest, AStepRoundTripsItsTensorsBitForBit) {
   step.inputs.push_back(images);
   step.first_row = 5;
   step.batch = 8;
+  step.configuration = 0xfedcba9876543210ull;
   absl::StatusOr<RankCommand> back = DecodeRankCommand(EncodeRankCommand(step));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->kind, RankCommand::Kind::kStep);
   EXPECT_EQ(back->model, "default");
   EXPECT_EQ(back->first_row, 5);
   EXPECT_EQ(back->batch, 8);
+  EXPECT_EQ(back->configuration, 0xfedcba9876543210ull);
   ASSERT_EQ(back->inputs.size(), 1u);
   EXPECT_EQ(back->inputs[0].shape(), (Shape{3, 2}));
   EXPECT_EQ(std::memcmp(back->inputs[0].raw_data(), images.raw_data(), images.byte_size()), 0);

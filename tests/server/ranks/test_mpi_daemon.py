@@ -179,6 +179,43 @@ def test_a_killed_rank_fails_the_step_naming_it_and_a_restart_resumes(daemons, b
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_ranks_that_do_not_match_rank_0_fail_the_step_at_once(daemons, batches):
+    """Rank 1 started from another model (a checkpoint, with its own training configuration):
+    its steps fail on every rank with FAILED_PRECONDITION naming rank 1 and what differs
+    (first its configuration, then, configured alike, its weights), long before the ranks'
+    timeout, and the job stays up."""
+    x, y = batches
+    root = tempfile.mkdtemp(prefix="replicad_ranks_")
+    try:
+        os.makedirs(os.path.join(root, "ckpt"))
+        alone = daemons("--checkpoint-root", root)
+        with replicad.Client(f"127.0.0.1:{alone.port}") as client:
+            train(client, x, y, [8], optimizer="adam", lr=0.01, checkpoint_every_steps=1,
+                  checkpoint_dir="ckpt")
+        checkpoint = os.path.join(root, "ckpt", "default-step000000001.onnx")
+        assert os.path.exists(checkpoint)
+        rank_1_from_checkpoint = (
+            "bash", "-c",
+            f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$@" --model default={checkpoint}; '
+            'else exec "$@"; fi', "_")
+        job = daemons(*ONE_SLOT_A_RANK, "--checkpoint-root", root, "--rank-timeout-seconds", "30",
+                      launcher=MPIRUN + rank_1_from_checkpoint)
+        with replicad.Client(f"127.0.0.1:{job.port}") as client:
+            start = time.time()
+            with pytest.raises(replicad.errors.FailedPrecondition,
+                               match="rank 1 of 2: this rank does not train with rank 0's "
+                                     "configuration"):
+                client.train_step("default", x[:8], y[:8])
+            client.configure_training("default", optimizer="sgd", lr=0.05)
+            with pytest.raises(replicad.errors.FailedPrecondition,
+                               match="rank 1 of 2 starts from other weights than rank 0"):
+                client.train_step("default", x[:8], y[:8])
+            assert time.time() - start < 15
+        assert job.process.poll() is None
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def port_of_rank(daemon, rank, timeout=60):
     deadline = time.time() + timeout
     while time.time() < deadline:
