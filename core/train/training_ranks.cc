@@ -9,8 +9,8 @@ absl::StatusOr<std::vector<std::string>> GatherReadiness(TrainingRanks& ranks,
                                                          const absl::Status& local,
                                                          const std::string& description) {
   // "<status code>:<message, or the description when OK>".
-  const std::string mine = absl::StrCat(static_cast<int>(local.code()), ":",
-                                        local.ok() ? description : local.message());
+  const std::string mine =
+      absl::StrCat(static_cast<int>(local.code()), ":", local.ok() ? description : local.message());
   absl::StatusOr<std::vector<std::string>> every = ranks.AllGather(mine);
   if (!every.ok()) return every.status();
   if (!local.ok()) return local;
