@@ -14,16 +14,23 @@
 namespace replicad {
 namespace {
 
+#define REPLICAD_MPI_RETURN_IF_ERROR(expr)             \
+  do {                                                 \
+    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
+  } while (false)
+
 enum Tag : int {
   kCommandTag = 1,
   kPartialTag = 2,  // A rank's part of a step, to rank 0.
   kSumTag = 3,      // The step's sums, from rank 0.
   kStatisticsTag = 4,
   kStatisticsSumTag = 5,
-  kShardTag = 6,      // A rank's shard of a step: its step and rows, to rank 0.
-  kShardPlanTag = 7,  // Every rank's rows, or why the shards do not make a step.
-  kGatherTag = 8,     // A rank's part of an AllGather, to rank 0.
-  kGatheredTag = 9,   // Every rank's parts, from rank 0.
+  kShardTag = 6,         // A rank's shard of a step: its step and rows, to rank 0.
+  kShardPlanTag = 7,     // Every rank's rows, or why the shards do not make a step.
+  kGatherTag = 8,        // A rank's part of an AllGather, to rank 0.
+  kGatheredTag = 9,      // Every rank's parts, from rank 0.
+  kGradientTag = 10,     // One parameter's gradient sum, after its rank's part (kPartialTag).
+  kSumGradientTag = 11,  // One parameter's sum over the ranks, after kSumTag.
 };
 
 // Which communicator a message travels on: each kind of exchange has its
@@ -66,17 +73,28 @@ absl::Status MpiStatus(int code, absl::string_view call) {
   return absl::UnavailableError(absl::StrCat(call, ": ", MpiError(code)));
 }
 
-void EncodePartial(const RankPartial& partial, FrameWriter* out) {
-  out->Status(partial.status);
-  out->Double(partial.loss_sum);
-  out->Double(partial.correct);
-  out->Int64(static_cast<int64_t>(partial.gradients.size()));
-  for (const std::vector<float>& g : partial.gradients) out->Floats(g);
-  out->Int64(static_cast<int64_t>(partial.buffers.size()));
-  for (const Tensor& b : partial.buffers) out->HostTensor(b);
+// A step's part or sums without the gradients, which follow as messages of
+// their own (one per parameter, straight from and into the trainer's
+// vectors: no copy into a frame): the status, the loss and accuracy sums,
+// each gradient's size (none with a failed status), the running statistics.
+std::string EncodePartialHeader(const RankPartial& partial) {
+  FrameWriter out;
+  out.Status(partial.status);
+  out.Double(partial.loss_sum);
+  out.Double(partial.correct);
+  const size_t gradients = partial.status.ok() ? partial.gradients.size() : 0;
+  out.Int64(static_cast<int64_t>(gradients));
+  for (size_t p = 0; p < gradients; ++p) {
+    out.Int64(static_cast<int64_t>(partial.gradients[p].size()));
+  }
+  out.Int64(static_cast<int64_t>(partial.buffers.size()));
+  for (const Tensor& b : partial.buffers) out.HostTensor(b);
+  return out.Take();
 }
 
-absl::Status DecodePartial(absl::string_view bytes, RankPartial* partial) {
+// Into `partial` (its gradients left as they are) and `sizes`.
+absl::Status DecodePartialHeader(absl::string_view bytes, RankPartial* partial,
+                                 std::vector<size_t>* sizes) {
   FrameReader in(bytes);
   absl::StatusOr<absl::Status> status = in.Status("status");
   if (!status.ok()) return status.status();
@@ -89,11 +107,12 @@ absl::Status DecodePartial(absl::string_view bytes, RankPartial* partial) {
   }
   partial->loss_sum = *loss;
   partial->correct = *correct;
-  partial->gradients.clear();
+  sizes->clear();
   for (int64_t p = 0; p < *gradients; ++p) {
-    absl::StatusOr<std::vector<float>> g = in.Floats("gradient");
-    if (!g.ok()) return g.status();
-    partial->gradients.push_back(*std::move(g));
+    absl::StatusOr<int64_t> size = in.Int64("gradient size");
+    if (!size.ok()) return size.status();
+    if (*size < 0) return absl::InvalidArgumentError("rank message: a negative gradient size");
+    sizes->push_back(static_cast<size_t>(*size));
   }
   absl::StatusOr<int64_t> buffers = in.Int64("buffers");
   if (!buffers.ok()) return buffers.status();
@@ -112,33 +131,16 @@ RankPartial Failed(absl::Status status) {
   return partial;
 }
 
-// Adds `from`'s gradients into `into`'s; they must have the same sizes.
-absl::Status AddGradients(const RankPartial& from, RankPartial* into, int rank) {
-  if (from.gradients.size() != into->gradients.size()) {
-    return absl::InternalError(absl::StrCat("rank ", rank, " sent ", from.gradients.size(),
-                                            " gradients, rank 0 has ", into->gradients.size()));
-  }
-  for (size_t p = 0; p < from.gradients.size(); ++p) {
-    const std::vector<float>& g = from.gradients[p];
-    std::vector<float>& sum = into->gradients[p];
-    if (g.size() != sum.size()) {
-      return absl::InternalError(absl::StrCat("rank ", rank, " sent ", g.size(),
-                                              " values for gradient ", p, ", rank 0 has ",
-                                              sum.size()));
-    }
-    for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
-  }
-  return absl::OkStatus();
+std::vector<size_t> SizesOf(const std::vector<std::vector<float>>& gradients) {
+  std::vector<size_t> sizes;
+  for (const std::vector<float>& g : gradients) sizes.push_back(g.size());
+  return sizes;
 }
 
 }  // namespace
 
 struct MpiTrainingRanks::Communicators {
   MPI_Comm channels[kChannels] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
-  // Sends given up on when a rank stopped answering: MPI may still read
-  // their bytes, so they live as long as MPI does.
-  std::vector<std::unique_ptr<std::string>> abandoned;
-  absl::Mutex abandoned_mu;
 };
 
 bool MpiTrainingRanks::LaunchedByMpi() {
@@ -236,13 +238,18 @@ absl::Status MpiTrainingRanks::Break(absl::Status status) {
 
 absl::Status MpiTrainingRanks::Send(int to, int tag, const std::string& bytes, int communicator,
                                     const std::string& what) {
-  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
-    return absl::ResourceExhaustedError(absl::StrCat(what, ": ", bytes.size(),
+  return SendBytes(to, tag, bytes.data(), bytes.size(), communicator, what);
+}
+
+absl::Status MpiTrainingRanks::SendBytes(int to, int tag, const void* data, size_t size,
+                                         int communicator, const std::string& what) {
+  if (size > static_cast<size_t>(INT_MAX)) {
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": ", size,
                                                      " bytes exceed what one MPI message "
                                                      "carries (2 GiB)"));
   }
   MPI_Request request;
-  const int posted = MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, to, tag,
+  const int posted = MPI_Isend(data, static_cast<int>(size), MPI_BYTE, to, tag,
                                communicators_->channels[communicator], &request);
   if (posted != MPI_SUCCESS) {
     return Break(MpiStatus(posted, absl::StrCat("sending ", what, " to rank ", to)));
@@ -254,7 +261,7 @@ absl::Status MpiTrainingRanks::Send(int to, int tag, const std::string& bytes, i
   // poll without sleeping, as blocking MPI calls do.
   constexpr size_t kEagerBytes = 64 << 10;
   Backoff backoff(absl::Microseconds(100),
-                  bytes.size() > kEagerBytes ? options_.timeout : absl::Microseconds(200));
+                  size > kEagerBytes ? options_.timeout : absl::Microseconds(200));
   for (;;) {
     int done = 0;
     const int code = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
@@ -263,10 +270,8 @@ absl::Status MpiTrainingRanks::Send(int to, int tag, const std::string& bytes, i
     }
     if (done) return absl::OkStatus();
     if (absl::Now() > deadline) {
-      {
-        absl::MutexLock lock(&communicators_->abandoned_mu);
-        communicators_->abandoned.push_back(std::make_unique<std::string>(bytes));
-      }
+      // MPI may still read `data` after this returns; the group is broken
+      // and the job ends (MPI_Abort) before the caller reuses it for good.
       return Break(absl::UnavailableError(
           absl::StrCat("rank ", to, " of ", size_, " did not take ", what, " within ",
                        absl::FormatDuration(options_.timeout), ": it died or stopped answering")));
@@ -277,6 +282,39 @@ absl::Status MpiTrainingRanks::Send(int to, int tag, const std::string& bytes, i
 
 absl::StatusOr<std::string> MpiTrainingRanks::Receive(int from, int tag, int communicator,
                                                       const std::string& what) {
+  absl::StatusOr<size_t> size = Probe(from, tag, communicator, what);
+  if (!size.ok()) return size.status();
+  std::string bytes(*size, '\0');
+  if (absl::Status s = ReceiveProbed(from, tag, communicator, bytes.data(), *size, what); !s.ok()) {
+    return s;
+  }
+  return bytes;
+}
+
+absl::Status MpiTrainingRanks::ReceiveBytes(int from, int tag, int communicator, void* data,
+                                            size_t size, const std::string& what) {
+  absl::StatusOr<size_t> arrived = Probe(from, tag, communicator, what);
+  if (!arrived.ok()) return arrived.status();
+  if (*arrived != size) {
+    return Break(absl::InternalError(
+        absl::StrCat("rank ", from, " sent ", *arrived, " bytes for ", what, ", expected ", size)));
+  }
+  return ReceiveProbed(from, tag, communicator, data, size, what);
+}
+
+absl::Status MpiTrainingRanks::ReceiveProbed(int from, int tag, int communicator, void* data,
+                                             size_t size, const std::string& what) {
+  // The message is there: a blocking receive moves it at MPI's own pace.
+  const int code = MPI_Recv(data, static_cast<int>(size), MPI_BYTE, from, tag,
+                            communicators_->channels[communicator], MPI_STATUS_IGNORE);
+  if (code != MPI_SUCCESS) {
+    return Break(MpiStatus(code, absl::StrCat("receiving ", what, " from rank ", from)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> MpiTrainingRanks::Probe(int from, int tag, int communicator,
+                                               const std::string& what) {
   MPI_Comm comm = communicators_->channels[communicator];
   const absl::Time deadline = absl::Now() + options_.timeout;
   Backoff backoff(absl::Microseconds(100));
@@ -297,12 +335,7 @@ absl::StatusOr<std::string> MpiTrainingRanks::Receive(int from, int tag, int com
   }
   int count = 0;
   MPI_Get_count(&status, MPI_BYTE, &count);
-  std::string bytes(static_cast<size_t>(count), '\0');
-  const int code = MPI_Recv(bytes.data(), count, MPI_BYTE, from, tag, comm, MPI_STATUS_IGNORE);
-  if (code != MPI_SUCCESS) {
-    return Break(MpiStatus(code, absl::StrCat("receiving ", what, " from rank ", from)));
-  }
-  return bytes;
+  return static_cast<size_t>(count);
 }
 
 absl::Status MpiTrainingRanks::AwaitEveryRank() {
@@ -350,42 +383,74 @@ absl::Status MpiTrainingRanks::SumStep(int64_t step, RankPartial* partial) {
   if (absl::Status s = broken(); !s.ok()) return s;
   const std::string which =
       step > 0 ? absl::StrCat("its part of step ", step) : "its part of a step";
-  FrameWriter mine;
-  EncodePartial(*partial, &mine);
+  const std::string sums =
+      step > 0 ? absl::StrCat("the sums of step ", step) : "the sums of a step";
   if (rank_ != 0) {
-    if (absl::Status s = Send(0, kPartialTag, mine.bytes(), kSteps, which); !s.ok()) return s;
-    absl::StatusOr<std::string> reply =
-        Receive(0, kSumTag, kSteps,
-                step > 0 ? absl::StrCat("the sums of step ", step) : "the sums of a step");
-    if (!reply.ok()) return reply.status();
-    const size_t gradients = partial->gradients.size();
-    RankPartial job;
-    if (absl::Status s = DecodePartial(*reply, &job); !s.ok()) return Break(s);
-    if (!job.status.ok()) return job.status;
-    if (job.gradients.size() != gradients) {
-      return Break(absl::InternalError(absl::StrCat("rank 0 sent ", job.gradients.size(),
-                                                    " gradients, this rank has ", gradients)));
+    // The header, then each gradient from the trainer's own vector.
+    if (absl::Status s = Send(0, kPartialTag, EncodePartialHeader(*partial), kSteps, which);
+        !s.ok()) {
+      return s;
     }
+    if (partial->status.ok()) {
+      for (const std::vector<float>& g : partial->gradients) {
+        REPLICAD_MPI_RETURN_IF_ERROR(
+            SendBytes(0, kGradientTag, g.data(), g.size() * sizeof(float), kSteps, which));
+      }
+    }
+    absl::StatusOr<std::string> reply = Receive(0, kSumTag, kSteps, sums);
+    if (!reply.ok()) return reply.status();
+    RankPartial job;
+    std::vector<size_t> sizes;
+    if (absl::Status s = DecodePartialHeader(*reply, &job, &sizes); !s.ok()) return Break(s);
+    if (!job.status.ok()) return job.status;
+    if (sizes != SizesOf(partial->gradients)) {
+      return Break(absl::InternalError(absl::StrCat("rank 0 sent ", sizes.size(),
+                                                    " gradient sums unlike this rank's ",
+                                                    partial->gradients.size())));
+    }
+    // The sums straight into the trainer's vectors.
+    for (std::vector<float>& g : partial->gradients) {
+      REPLICAD_MPI_RETURN_IF_ERROR(
+          ReceiveBytes(0, kSumGradientTag, kSteps, g.data(), g.size() * sizeof(float), sums));
+    }
+    job.gradients = std::move(partial->gradients);
     *partial = std::move(job);
     return absl::OkStatus();
   }
-  // Rank 0: everyone's parts, in rank order.
+  // Rank 0: everyone's parts, in rank order, each added as it arrives.
   RankPartial job = std::move(*partial);
   absl::Status first_error = job.status;
+  const std::vector<size_t> mine = SizesOf(job.gradients);
   for (int r = 1; r < size_; ++r) {
-    absl::StatusOr<std::string> bytes = Receive(r, kPartialTag, kSteps, which);
-    if (!bytes.ok()) {
+    absl::StatusOr<std::string> header = Receive(r, kPartialTag, kSteps, which);
+    if (!header.ok()) {
       // The others wait for the answer: they get the failure.
-      FrameWriter failed;
-      EncodePartial(Failed(bytes.status()), &failed);
+      const std::string failed = EncodePartialHeader(Failed(header.status()));
       for (int other = 1; other < size_; ++other) {
-        if (other != r) (void)Send(other, kSumTag, failed.bytes(), kSteps, "a step's failure");
+        if (other != r) (void)Send(other, kSumTag, failed, kSteps, "a step's failure");
       }
-      return bytes.status();
+      return header.status();
     }
     RankPartial part;
-    absl::Status decoded = DecodePartial(*bytes, &part);
-    if (!decoded.ok()) part.status = decoded;
+    std::vector<size_t> sizes;
+    if (absl::Status s = DecodePartialHeader(*header, &part, &sizes); !s.ok()) return Break(s);
+    // Every gradient announced is received, whatever this step's fate, so
+    // that none is left to be taken for the next step's.
+    const bool adds = first_error.ok() && part.status.ok() && sizes == mine;
+    if (part.status.ok() && sizes != mine && first_error.ok()) {
+      first_error = absl::InternalError(
+          absl::StrCat("rank ", r, " of ", size_, " sent gradients unlike rank 0's"));
+    }
+    if (scratch_.size() < sizes.size()) scratch_.resize(sizes.size());
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      std::vector<float>& g = scratch_[p];
+      g.resize(sizes[p]);
+      REPLICAD_MPI_RETURN_IF_ERROR(
+          ReceiveBytes(r, kGradientTag, kSteps, g.data(), g.size() * sizeof(float), which));
+      if (!adds) continue;
+      std::vector<float>& sum = job.gradients[p];
+      for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
+    }
     if (!part.status.ok()) {
       if (first_error.ok()) {
         first_error = absl::Status(part.status.code(), absl::StrCat("rank ", r, " of ", size_, ": ",
@@ -393,22 +458,20 @@ absl::Status MpiTrainingRanks::SumStep(int64_t step, RankPartial* partial) {
       }
       continue;
     }
-    if (!first_error.ok()) continue;
+    if (!adds) continue;
     job.loss_sum += part.loss_sum;
     job.correct += part.correct;
-    first_error = AddGradients(part, &job, r);
     if (job.buffers.empty()) job.buffers = std::move(part.buffers);
   }
   job.status = first_error;
-  FrameWriter reply;
-  if (first_error.ok()) {
-    EncodePartial(job, &reply);
-  } else {
-    EncodePartial(Failed(first_error), &reply);
-  }
+  const std::string reply = EncodePartialHeader(first_error.ok() ? job : Failed(first_error));
   for (int r = 1; r < size_; ++r) {
-    if (absl::Status s = Send(r, kSumTag, reply.bytes(), kSteps, "a step's sums"); !s.ok())
-      return s;
+    REPLICAD_MPI_RETURN_IF_ERROR(Send(r, kSumTag, reply, kSteps, "a step's sums"));
+    if (!first_error.ok()) continue;
+    for (const std::vector<float>& sum : job.gradients) {
+      REPLICAD_MPI_RETURN_IF_ERROR(SendBytes(r, kSumGradientTag, sum.data(),
+                                             sum.size() * sizeof(float), kSteps, "a step's sums"));
+    }
   }
   if (!first_error.ok()) return first_error;
   *partial = std::move(job);

@@ -83,7 +83,16 @@ class MpiTrainingRanks final : public TrainingRanks,
   // Point-to-point with a deadline; `what` names the message in errors.
   absl::Status Send(int to, int tag, const std::string& bytes, int communicator,
                     const std::string& what);
+  absl::Status SendBytes(int to, int tag, const void* data, size_t size, int communicator,
+                         const std::string& what);
   absl::StatusOr<std::string> Receive(int from, int tag, int communicator, const std::string& what);
+  // Into `data`, which the message must fill exactly (Internal otherwise).
+  absl::Status ReceiveBytes(int from, int tag, int communicator, void* data, size_t size,
+                            const std::string& what);
+  // Waits for the next such message; its size.
+  absl::StatusOr<size_t> Probe(int from, int tag, int communicator, const std::string& what);
+  absl::Status ReceiveProbed(int from, int tag, int communicator, void* data, size_t size,
+                             const std::string& what);
 
   const Options options_;
   const int rank_;
@@ -91,6 +100,10 @@ class MpiTrainingRanks final : public TrainingRanks,
   std::vector<double> slot_weights_;
   std::vector<int> slot_ranks_;
   std::unique_ptr<Communicators> communicators_;
+  // Rank 0: where another rank's gradients land before they are added
+  // (kept, so that steps do not fault fresh pages in). SumStep runs one at a
+  // time (a step's callers hold the job's order).
+  std::vector<std::vector<float>> scratch_;
   absl::Mutex command_order_;
   mutable absl::Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
