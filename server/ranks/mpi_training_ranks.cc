@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/device/poll_backoff.h"
 #include "server/ranks/byte_frame.h"
 
 namespace replicad {
@@ -37,29 +38,6 @@ enum Tag : int {
 // own, so a late message of one can never be taken for another's.
 enum Channel : int { kCommands = 0, kSteps = 1, kStatistics = 2, kGathers = 3 };
 constexpr int kChannels = 4;
-
-// Polling, not blocking: an MPI call blocked on a dead rank never returns.
-// The first polls only yield the core (a step's messages come within tens
-// of microseconds, and the shortest sleep the kernel grants is about 60),
-// then waits grow to `longest` (an idle rank waiting for commands).
-class Backoff {
- public:
-  explicit Backoff(absl::Duration longest, absl::Duration spin = absl::Microseconds(200))
-      : longest_(longest), spin_until_(absl::Now() + spin) {}
-  void Wait() {
-    if (absl::Now() < spin_until_) {
-      std::this_thread::yield();
-      return;
-    }
-    absl::SleepFor(wait_);
-    wait_ = std::min(wait_ * 2, longest_);
-  }
-
- private:
-  const absl::Duration longest_;
-  const absl::Time spin_until_;
-  absl::Duration wait_ = absl::Microseconds(5);
-};
 
 std::string MpiError(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -260,8 +238,8 @@ absl::Status MpiTrainingRanks::SendBytes(int to, int tag, const void* data, size
   // sleeping between calls would stretch a 4 MB send to 20 ms. Large sends
   // poll without sleeping, as blocking MPI calls do.
   constexpr size_t kEagerBytes = 64 << 10;
-  Backoff backoff(absl::Microseconds(100),
-                  size > kEagerBytes ? options_.timeout : absl::Microseconds(200));
+  PollBackoff backoff(absl::Microseconds(100),
+                      size > kEagerBytes ? options_.timeout : absl::Microseconds(200));
   for (;;) {
     int done = 0;
     const int code = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
@@ -317,7 +295,7 @@ absl::StatusOr<size_t> MpiTrainingRanks::Probe(int from, int tag, int communicat
                                                const std::string& what) {
   MPI_Comm comm = communicators_->channels[communicator];
   const absl::Time deadline = absl::Now() + options_.timeout;
-  Backoff backoff(absl::Microseconds(100));
+  PollBackoff backoff(absl::Microseconds(100));
   MPI_Status status;
   for (;;) {
     int found = 0;
@@ -360,7 +338,7 @@ absl::Status MpiTrainingRanks::SendCommandTo(int rank, const std::string& comman
 
 absl::StatusOr<std::string> MpiTrainingRanks::ReceiveCommand(const std::atomic<bool>& stop) {
   MPI_Comm comm = communicators_->channels[kCommands];
-  Backoff backoff(absl::Milliseconds(5));
+  PollBackoff backoff(absl::Milliseconds(5));
   MPI_Status status;
   for (;;) {
     if (absl::Status s = broken(); !s.ok()) return s;

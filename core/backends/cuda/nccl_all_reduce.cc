@@ -57,6 +57,7 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/cuda_slot.h"
 #include "core/backends/cuda/slot_reduce_launch.h"
+#include "core/device/poll_backoff.h"
 #include "core/ops/op_util.h"
 
 namespace replicad {
@@ -91,24 +92,14 @@ std::string UuidText(const std::string& uuid) {
   return text;
 }
 
-// Polls of a wait for other ranks: short at first (a step's data comes
-// quickly), at most a millisecond.
-class PollBackoff {
- public:
-  void Wait() {
-    absl::SleepFor(wait_);
-    wait_ = std::min(wait_ * 2, absl::Milliseconds(1));
-  }
-
- private:
-  absl::Duration wait_ = absl::Microseconds(20);
-};
-
 constexpr size_t kUuidBytes = sizeof(cudaUUID_t);
 
 class NcclAllReduce : public SlotAllReduce {
  public:
   ~NcclAllReduce() override {
+    // Across ranks a kernel may still wait for a rank that is gone: the
+    // communicators go first (an abort ends their kernels), then the streams.
+    if (peers_) AbortNccl();
     for (Participant& p : participants_) {
       ScopedGpu gpu(p.ordinal);
       if (p.side != nullptr) cudaStreamSynchronize(p.side);
