@@ -233,13 +233,7 @@ absl::Status MpiTrainingRanks::SendBytes(int to, int tag, const void* data, size
     return Break(MpiStatus(posted, absl::StrCat("sending ", what, " to rank ", to)));
   }
   const absl::Time deadline = absl::Now() + options_.timeout;
-  // A message past MPI's eager size moves a fragment per call into MPI (its
-  // shared-memory transport without single-copy, as in most containers):
-  // sleeping between calls would stretch a 4 MB send to 20 ms. Large sends
-  // poll without sleeping, as blocking MPI calls do.
-  constexpr size_t kEagerBytes = 64 << 10;
-  PollBackoff backoff(absl::Microseconds(100),
-                      size > kEagerBytes ? options_.timeout : absl::Microseconds(200));
+  PollBackoff backoff;
   for (;;) {
     int done = 0;
     const int code = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
@@ -295,7 +289,7 @@ absl::StatusOr<size_t> MpiTrainingRanks::Probe(int from, int tag, int communicat
                                                const std::string& what) {
   MPI_Comm comm = communicators_->channels[communicator];
   const absl::Time deadline = absl::Now() + options_.timeout;
-  PollBackoff backoff(absl::Microseconds(100));
+  PollBackoff backoff;
   MPI_Status status;
   for (;;) {
     int found = 0;
