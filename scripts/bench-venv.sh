@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 # 1.20.1 has CPython 3.11 wheels for x86-64 and aarch64 and accepts Debian 12's numpy 1.24
 # (torch 1.13 is built against numpy 1.x, so numpy must not be upgraded to 2.x here).
-ort_version="1.20.1"
+ort_version="1.31.1"
 venv=".venv"
 
 if [ ! -x "$venv/bin/python" ]; then

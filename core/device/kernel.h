@@ -29,9 +29,10 @@ struct KernelSpec {
   // Native layouts. A backend may keep a value in a layout of its own (e.g.
   // oneDNN's blocked channels) between two of its kernels, saving the
   // conversions to and from row-major. Where `native_output` is set, the
-  // output's only reader can take any layout the producer reports through
-  // Kernel::native_output_layout; that reader then finds the layout in
-  // `input_layouts` (empty string: row-major). Opaque outside the backend.
+  // output's readers all take any layout the producer reports through
+  // Kernel::native_output_layout; they then find the layout in
+  // `input_layouts` (empty string: row-major). Opaque outside the backend; a
+  // backend that reports layouts takes them in every kernel.
   bool native_output = false;
   std::vector<std::string> input_layouts;  // Empty, or one per input.
 };

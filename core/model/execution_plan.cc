@@ -149,16 +149,32 @@ class ExecutionPlan::Builder {
     return absl::OkStatus();
   }
 
-  // A convolution feeding only another convolution may hand over its output
-  // in the backend's own layout: the conversions to row-major and back are
-  // what a run of convolutions would otherwise spend most of its time on.
+  // A node whose every reader takes its output in the backend's own layout
+  // may hand it over that way: the conversions to row-major and back are what
+  // a run of convolutions (with the element-wise and pooling steps between
+  // them) would otherwise spend much of its time on.
   bool KeepsNativeLayout(const Node& node) const {
-    if (node.op_type != "Conv" || node.outputs.size() != 1) return false;
+    static constexpr const char* kProducers[] = {"Conv", "Add", "Mul", "Concat", "MaxPool"};
+    if (std::find_if(std::begin(kProducers), std::end(kProducers),
+                     [&](const char* op) { return node.op_type == op; }) == std::end(kProducers) ||
+        node.outputs.size() != 1) {
+      return false;
+    }
     const int v = node.outputs[0];
-    if (is_output_[v] || readers_[v].size() != 1) return false;
-    const Node& reader = *readers_[v][0];
-    return reader.op_type == "Conv" && reader.inputs[0] == v &&
-           std::count(reader.inputs.begin(), reader.inputs.end(), v) == 1;
+    if (is_output_[v] || readers_[v].empty()) return false;
+    return std::all_of(readers_[v].begin(), readers_[v].end(),
+                       [&](const Node* reader) { return TakesNativeLayout(*reader, v); });
+  }
+
+  // Where `reader` runs on `v` in the layout it arrives in. Backends take any
+  // layout anywhere (converting where they must), so this only says where
+  // keeping one pays.
+  static bool TakesNativeLayout(const Node& reader, int v) {
+    const auto uses = std::count(reader.inputs.begin(), reader.inputs.end(), v);
+    if (reader.op_type == "Conv") return reader.inputs[0] == v && uses == 1;
+    if (reader.op_type == "Add" || reader.op_type == "Mul") return uses == 1;
+    return reader.op_type == "Concat" || reader.op_type == "GlobalAveragePool" ||
+           reader.op_type == "MaxPool";
   }
 
   // A value known now: uploaded once, read by shape rules as a host tensor.

@@ -174,6 +174,53 @@ absl::Status FoldBatchNorms(Graph* graph) {
   return absl::OkStatus();
 }
 
+// A BatchNormalization no Conv absorbed (a pre-activation, as in densenet)
+// of a 4-D input becomes a depthwise 1x1 Conv with W = s and B = shift -
+// mean * s, s = scale / sqrt(var + eps): the CPU backend then runs it in the
+// layout of the convolutions around it, with the Relu after it fused.
+void BatchNormsToDepthwiseConvs(Graph* graph) {
+  for (Node& bn : graph->nodes) {
+    if (bn.op_type != "BatchNormalization" || bn.outputs.size() != 1 || bn.inputs.size() != 5 ||
+        bn.inputs[0] < 0) {
+      continue;
+    }
+    absl::StatusOr<int64_t> mode = bn.attributes.GetInt("training_mode", 0);
+    absl::StatusOr<float> epsilon = bn.attributes.GetFloat("epsilon", 1e-5f);
+    const TensorType& x = graph->values[bn.inputs[0]].type;
+    if (!mode.ok() || *mode || !epsilon.ok() || x.dtype != DType::kFloat32 ||
+        x.shape.size() != 4) {
+      continue;
+    }
+    const Tensor* params[4];
+    bool known = true;
+    for (int p = 0; p < 4 && known; ++p) {
+      params[p] = Initializer(*graph, bn.inputs[p + 1]);
+      known = params[p] != nullptr && params[p]->dtype() == DType::kFloat32 &&
+              params[p]->rank() == 1 && params[p]->num_elements() == params[0]->num_elements();
+    }
+    const int64_t channels = known ? params[0]->num_elements() : 0;
+    if (!known || channels == 0 || (x.shape[1] != kAnyDim && x.shape[1] != channels)) continue;
+    Tensor w = Tensor::Host(DType::kFloat32, {channels, 1, 1, 1});
+    Tensor b = Tensor::Host(DType::kFloat32, {channels});
+    const float *scale = params[0]->data<float>(), *shift = params[1]->data<float>(),
+                *mean = params[2]->data<float>(), *var = params[3]->data<float>();
+    for (int64_t c = 0; c < channels; ++c) {
+      const double s = scale[c] / std::sqrt(static_cast<double>(var[c]) + *epsilon);
+      w.data<float>()[c] = static_cast<float>(s);
+      b.data<float>()[c] = static_cast<float>(shift[c] - mean[c] * s);
+    }
+    Node conv;
+    conv.name = bn.name;
+    conv.op_type = "Conv";
+    conv.inputs = {bn.inputs[0], AddInitializer(graph, bn.name + ".depthwise_weight", std::move(w)),
+                   AddInitializer(graph, bn.name + ".depthwise_bias", std::move(b))};
+    conv.outputs = bn.outputs;
+    conv.attributes.Set("group", channels);
+    conv.attributes.Set("kernel_shape", std::vector<int64_t>{1, 1});
+    bn = std::move(conv);
+  }
+}
+
 // The activation `node` applies as (alpha, beta), or false when it cannot be fused.
 bool FusibleActivation(const Graph& graph, const Node& node, float* alpha, float* beta) {
   *alpha = 0;
@@ -204,6 +251,31 @@ bool FusibleActivation(const Graph& graph, const Node& node, float* alpha, float
   return false;
 }
 
+// y -> Sigmoid -> s, then Mul(y, s): SiLU as exporters write it (y read by
+// exactly those two nodes, s only by the Mul). Returns the Mul's index and
+// adds both nodes to `dead`, or returns -1.
+int SwishOf(const Graph& graph, const std::vector<std::vector<int>>& readers, int y,
+            std::set<int>* dead) {
+  if (readers[y].size() != 2 || IsGraphOutput(graph, y)) return -1;
+  for (int i = 0; i < 2; ++i) {
+    const int sigmoid_index = readers[y][i], mul_index = readers[y][1 - i];
+    const Node& sigmoid = graph.nodes[sigmoid_index];
+    const Node& mul = graph.nodes[mul_index];
+    if (sigmoid.op_type != "Sigmoid" || sigmoid.outputs.size() != 1 || mul.op_type != "Mul" ||
+        mul.inputs.size() != 2 || mul.outputs.size() != 1) {
+      continue;
+    }
+    const int s = sigmoid.outputs[0];
+    const bool pairs =
+        (mul.inputs[0] == y && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == y);
+    if (!pairs || !PrivateValue(graph, readers, s)) continue;
+    dead->insert(sigmoid_index);
+    dead->insert(mul_index);
+    return mul_index;
+  }
+  return -1;
+}
+
 void FuseActivations(Graph* graph) {
   std::vector<std::vector<int>> readers = Readers(*graph);
   std::set<int> dead;
@@ -214,6 +286,11 @@ void FuseActivations(Graph* graph) {
       continue;
     }
     const int y = producer.outputs[0];
+    if (const int mul_index = SwishOf(*graph, readers, y, &dead); mul_index >= 0) {
+      WriteFusedActivation(FusedActivation{"Swish", 1.0f, 0.0f}, &producer.attributes);
+      producer.outputs[0] = graph->nodes[mul_index].outputs[0];
+      continue;
+    }
     if (!PrivateValue(*graph, readers, y)) continue;
     const Node& activation = graph->nodes[readers[y][0]];
     float alpha, beta;
@@ -293,6 +370,7 @@ absl::Status OptimizeForInference(Graph* graph) {
   ConstantsToInitializers(graph);
   RemovePassThroughs(graph);
   if (absl::Status s = FoldBatchNorms(graph); !s.ok()) return s;
+  BatchNormsToDepthwiseConvs(graph);
   FuseResidualAdds(graph);
   FuseActivations(graph);
   DropUnreadInitializers(graph);

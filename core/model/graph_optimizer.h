@@ -12,10 +12,14 @@ namespace replicad {
 //  - Identity and Dropout (inference) are removed, their consumers rewired;
 //  - Conv followed by BatchNormalization (inference) becomes one Conv with
 //    the normalisation folded into its weights and bias (new initializers);
+//  - any other BatchNormalization (inference, constant parameters) of a 4-D
+//    input becomes a depthwise 1x1 Conv (new initializers);
 //  - Conv absorbs an Add of its output and a same-shaped value (a residual
 //    connection), which then arrives as the Conv's input 3;
 //  - Conv and Gemm absorb a following Relu, LeakyRelu, Clip (constant
-//    bounds), Sigmoid, Tanh or HardSwish (see core/ops/fused_activation.h);
+//    bounds), Sigmoid, Tanh or HardSwish, and the Sigmoid and Mul of a SiLU
+//    (y * Sigmoid(y), as exporters write it) as one Swish (see
+//    core/ops/fused_activation.h);
 //  - initializers nothing reads any more are dropped.
 // A rewrite applies only where the intermediate value has no other reader
 // and is not a graph output. Errors only for malformed BatchNormalization

@@ -17,9 +17,11 @@ inline constexpr char kFusedAlpha[] = "replicad.alpha";
 inline constexpr char kFusedBeta[] = "replicad.beta";
 
 struct FusedActivation {
-  std::string op_type;  // Relu, LeakyRelu, Clip, Sigmoid, Tanh or HardSwish.
-  float alpha = 0;      // LeakyRelu's slope; Clip's lower bound.
-  float beta = 0;       // Clip's upper bound.
+  // Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSwish or Swish (x * sigmoid(alpha * x);
+  // alpha 1 is SiLU).
+  std::string op_type;
+  float alpha = 0;  // LeakyRelu's slope; Clip's lower bound; Swish's alpha.
+  float beta = 0;   // Clip's upper bound.
 };
 
 // The node's fused activation, nullopt when there is none; InvalidArgument

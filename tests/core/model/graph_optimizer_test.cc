@@ -197,5 +197,43 @@ TEST(GraphOptimizerTest, ResidualAddAndReluFuseIntoTheConv) {
   }
 }
 
+// SiLU as PyTorch exports it (Conv -> Sigmoid, Mul of both) becomes the
+// Conv's Swish post-op; it is left alone where the Sigmoid is read elsewhere.
+TEST(GraphOptimizerTest, SigmoidTimesItsInputFusesAsSwish) {
+  const Tensor w = RandomTensor({2, 2, 1, 1}, 31);
+  for (const bool sigmoid_is_output : {false, true}) {
+    OnnxModelBuilder builder("silu");
+    builder.AddInitializer("w", w);
+    builder.AddNode("Conv", {"x", "w"}, {"c"});
+    builder.AddNode("Sigmoid", {"c"}, {"s"});
+    builder.AddNode("Mul", {"s", "c"}, {"y"});
+    builder.AddInput("x", DType::kFloat32, {kAnyDim, 2, 2, 2});
+    builder.AddOutput("y", DType::kFloat32, {kAnyDim, 2, 2, 2});
+    if (sigmoid_is_output) builder.AddOutput("s", DType::kFloat32, {kAnyDim, 2, 2, 2});
+    std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+    if (sigmoid_is_output) {
+      EXPECT_EQ(model->graph().nodes.size(), 3u);
+      continue;
+    }
+    ASSERT_EQ(model->graph().nodes.size(), 1u);
+    EXPECT_EQ(*model->graph().nodes[0].attributes.GetString(kFusedActivation, ""), "Swish");
+
+    const Tensor x = RandomTensor({3, 2, 2, 2}, 32);
+    std::vector<Tensor> y = RunOnce(model, {x});
+    ASSERT_EQ(y.size(), 1u);
+    for (int n = 0; n < 3; ++n) {
+      for (int m = 0; m < 2; ++m) {
+        for (int p = 0; p < 4; ++p) {
+          double c = 0;
+          for (int k = 0; k < 2; ++k)
+            c += w.data<float>()[m * 2 + k] * x.data<float>()[(n * 2 + k) * 4 + p];
+          // oneDNN's swish is within a few float ulps of the double result.
+          EXPECT_NEAR(y[0].data<float>()[(n * 2 + m) * 4 + p], c / (1.0 + std::exp(-c)), 1e-6);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace replicad

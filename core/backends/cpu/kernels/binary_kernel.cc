@@ -8,6 +8,7 @@
 
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/backends/cpu/kernels/native_layout.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/op_util.h"
 
@@ -165,12 +166,25 @@ KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& contex
   } else if (commutes && b_padded == out) {
     src0 = 1;
   }
-  if (src0 < 0 || NumElements(out) == 0) return MakeLoopKernel<float>(op, a, b, out);
+  if (src0 < 0 || NumElements(out) == 0) {
+    if (HasNativeInputs(spec)) return WithRowMajorInputs(spec, context, MakeBinaryKernel);
+    return MakeLoopKernel<float>(op, a, b, out);
+  }
   const int src1 = 1 - src0;
   const dnnl::memory::data_type f32 = dnnl::memory::data_type::f32;
-  const dnnl::memory::desc src0_desc = RowMajorDesc(src0 == 0 ? a_padded : b_padded, f32);
-  const dnnl::memory::desc src1_desc = RowMajorDesc(src0 == 0 ? b_padded : a_padded, f32);
-  const dnnl::memory::desc dst_desc = RowMajorDesc(out, f32);
+  const dnnl::memory::desc src0_plain = RowMajorDesc(src0 == 0 ? a_padded : b_padded, f32);
+  const dnnl::memory::desc src1_plain = RowMajorDesc(src0 == 0 ? b_padded : a_padded, f32);
+  const dnnl::memory::desc dst_plain = RowMajorDesc(out, f32);
+  // Operands in their producers' layouts are read as they lie (e.g. the
+  // excitation of a squeeze-excitation block scaling a convolution's output),
+  // and the output keeps src0's layout where its readers take it.
+  const dnnl::memory::desc src0_desc = GivenLayout(spec, src0, src0_plain);
+  const dnnl::memory::desc src1_desc = GivenLayout(spec, src1, src1_plain);
+  if (src0_desc.dims() != src0_plain.dims() || src1_desc.dims() != src1_plain.dims()) {
+    return WithRowMajorInputs(spec, context, MakeBinaryKernel);  // A rank raised by broadcasting.
+  }
+  const dnnl::memory::desc dst_desc =
+      spec.native_output && src0_desc != src0_plain ? src0_desc : dst_plain;
   dnnl::algorithm algorithm = dnnl::algorithm::binary_div;
   if (op == "Add") {
     algorithm = dnnl::algorithm::binary_add;
@@ -179,13 +193,17 @@ KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& contex
   } else if (op == "Mul") {
     algorithm = dnnl::algorithm::binary_mul;
   }
-  const dnnl::binary::desc desc(algorithm, src0_desc, src1_desc, dst_desc);
-  const dnnl::binary::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
-  BoundPrimitive primitive(context, pd, dnnl::binary(pd));
-  primitive.BindInput(DNNL_ARG_SRC_0, src0_desc, src0);
-  primitive.BindInput(DNNL_ARG_SRC_1, src1_desc, src1);
-  primitive.BindOutput(DNNL_ARG_DST, dst_desc, 0);
-  return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+  return InPlaceOrRowMajor(spec, context, MakeBinaryKernel, [&]() -> KernelOrStatus {
+    const dnnl::binary::desc desc(algorithm, src0_desc, src1_desc, dst_desc);
+    const dnnl::binary::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+    BoundPrimitive primitive(context, pd, dnnl::binary(pd));
+    primitive.BindInput(DNNL_ARG_SRC_0, src0_desc, src0);
+    primitive.BindInput(DNNL_ARG_SRC_1, src1_desc, src1);
+    primitive.BindOutput(DNNL_ARG_DST, dst_desc, 0);
+    auto kernel = std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+    if (dst_desc != dst_plain) kernel->SetNativeOutput(dst_desc);
+    return kernel;
+  });
 }
 
 // A constant scalar exponent on a float32 base, the common x^2 and x^0.5

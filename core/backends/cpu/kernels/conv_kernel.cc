@@ -5,6 +5,7 @@
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/backends/cpu/kernels/native_layout.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/fused_activation.h"
@@ -82,13 +83,6 @@ class BlockedConvKernel : public Kernel {
   std::string native_layout_;
   size_t native_bytes_ = 0;
 };
-
-// Input 0's layout: the producer's native one when it kept it, else `plain`.
-memory::desc InputLayout(const KernelSpec& spec, const memory::desc& plain) {
-  if (spec.input_layouts.empty() || spec.input_layouts[0].empty()) return plain;
-  std::optional<memory::desc> given = DeserializeDesc(spec.input_layouts[0]);
-  return given ? *given : plain;
-}
 
 BoundPrimitive Reorder(CpuKernelContext& context, const memory::desc& from,
                        const memory::desc& to) {
@@ -175,7 +169,7 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     dnnl::memory blocked_src, blocked_dst;
     BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));
     // X arrives row-major, or in the layout its producing convolution kept.
-    const memory::desc given_src = InputLayout(spec, src);
+    const memory::desc given_src = GivenLayout(spec, 0, src);
     if (pd.src_desc() != given_src) {
       blocked_src = dnnl::memory(pd.src_desc(), context.engine, DNNL_MEMORY_NONE);
       src_reorder.emplace(Reorder(context, given_src, pd.src_desc()));
@@ -223,10 +217,7 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     return absl::InternalError(NodeLabel(spec) +
                                ": a fused Add needs constant weights (the optimizer checks this)");
   }
-  if (InputLayout(spec, src) != src) {
-    return absl::InternalError(NodeLabel(spec) +
-                               ": a convolution with computed weights cannot take a native layout");
-  }
+  if (HasNativeInputs(spec)) return WithRowMajorInputs(spec, context, MakeConvKernel);
   const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
                                              dnnl::algorithm::convolution_direct, src, weights,
                                              bias, dst, strides, dilates, padding_l, padding_r);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/backends/cpu/kernels/native_layout.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/op_util.h"
 
@@ -82,6 +83,15 @@ constexpr BuilderEntry kBuilders[] = {
     {"replicad.SumToShape", MakeSumToShapeKernel},
 };
 
+// The builders that read inputs in the layouts their producers kept (see
+// native_layout.h); every other one gets them reordered to row-major.
+bool TakesNativeLayouts(absl::string_view op_type) {
+  for (absl::string_view op : {"Add", "Concat", "Conv", "GlobalAveragePool", "MaxPool", "Mul"}) {
+    if (op == op_type) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Kernel>> MakeCpuKernel(const KernelSpec& spec,
@@ -100,6 +110,9 @@ absl::StatusOr<std::unique_ptr<Kernel>> MakeCpuKernel(const KernelSpec& spec,
   for (const TensorType& output : spec.outputs) all_empty &= NumElements(output.shape) == 0;
   if (all_empty) return std::make_unique<EmptyKernel>();
   try {
+    if (HasNativeInputs(spec) && !TakesNativeLayouts(spec.op_type)) {
+      return WithRowMajorInputs(spec, context, entry->build);
+    }
     return entry->build(spec, context);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_unimplemented) {

@@ -7,6 +7,7 @@
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/index_map_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/backends/cpu/kernels/native_layout.h"
 #include "core/ops/data_movement_attributes.h"
 #include "core/ops/index_map.h"
 #include "core/ops/op_util.h"
@@ -139,7 +140,45 @@ KernelOrStatus MakeExpandKernel(const KernelSpec& spec, CpuKernelContext& contex
 
 KernelOrStatus MakeConcatKernel(const KernelSpec& spec, CpuKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(ConcatLayout layout, ParseConcatLayout(spec));
-  return std::make_unique<ConcatKernel>(layout.outer, std::move(layout.block_bytes));
+  if (!HasNativeInputs(spec)) {
+    return std::make_unique<ConcatKernel>(layout.outer, std::move(layout.block_bytes));
+  }
+  // Feature maps joined along channels in the layout their convolutions kept
+  // (a densenet's blocks): oneDNN's concatenation reads them there and, where
+  // the readers take it, writes the joined map in a layout of its own.
+  const int rank = static_cast<int>(spec.outputs[0].shape.size());
+  absl::StatusOr<int64_t> axis = spec.attributes->GetInt("axis", 0);
+  if (!axis.ok() || spec.outputs[0].dtype != DType::kFloat32) {
+    return WithRowMajorInputs(spec, context, MakeConcatKernel);
+  }
+  const int dim = static_cast<int>(*axis < 0 ? *axis + rank : *axis);
+  std::vector<memory::desc> sources;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    if (NumElements(spec.inputs[i]->shape) == 0) {
+      return WithRowMajorInputs(spec, context, MakeConcatKernel);  // oneDNN takes no empty source.
+    }
+    sources.push_back(GivenLayout(spec, static_cast<int>(i),
+                                  RowMajorDesc(spec.inputs[i]->shape, memory::data_type::f32)));
+  }
+  const Shape& y = spec.outputs[0].shape;
+  const memory::desc row_major = RowMajorDesc(y, memory::data_type::f32);
+  const memory::desc dst = spec.native_output
+                               ? memory::desc(memory::dims(y.begin(), y.end()),
+                                              memory::data_type::f32, memory::format_tag::any)
+                               : row_major;
+  return InPlaceOrRowMajor(spec, context, MakeConcatKernel, [&]() -> KernelOrStatus {
+    const dnnl::concat::primitive_desc pd(dst, dim, sources, context.engine,
+                                          UserScratchpadAttr());
+    BoundPrimitive primitive(context, pd, dnnl::concat(pd));
+    for (size_t i = 0; i < sources.size(); ++i) {
+      primitive.BindInput(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), sources[i],
+                          static_cast<int>(i));
+    }
+    primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
+    auto kernel = std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+    if (pd.dst_desc() != row_major) kernel->SetNativeOutput(pd.dst_desc());
+    return kernel;
+  });
 }
 
 KernelOrStatus MakeGatherKernel(const KernelSpec& spec, CpuKernelContext& context) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/backends/cpu/kernels/weight_cache.h"
 
 namespace replicad {
 
@@ -90,6 +91,11 @@ absl::Status PrimitiveKernel::Run(const void* const* inputs, void* const* output
   absl::Status status = primitive_.Execute(inputs, outputs, node_);
   if (!status.ok()) return status;
   return WaitStream(context_, node_);
+}
+
+void PrimitiveKernel::SetNativeOutput(const dnnl::memory::desc& layout) {
+  native_layout_ = SerializeDesc(layout);
+  native_bytes_ = layout.get_size();
 }
 
 }  // namespace replicad

@@ -68,10 +68,17 @@ class PrimitiveKernel : public Kernel {
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override;
 
+  // With KernelSpec::native_output: output 0 is written in `layout`.
+  void SetNativeOutput(const dnnl::memory::desc& layout);
+  std::string native_output_layout() const override { return native_layout_; }
+  size_t native_output_bytes() const override { return native_bytes_; }
+
  private:
   CpuKernelContext& context_;
   std::string node_;
   BoundPrimitive primitive_;
+  std::string native_layout_;
+  size_t native_bytes_ = 0;
 };
 
 // Waits for the stream; Internal naming `node` when oneDNN reports an error.

@@ -23,6 +23,8 @@ absl::Status AppendFusedActivation(const KernelSpec& spec, dnnl::post_ops* ops) 
     ops->append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f);
   } else if (a.op_type == "HardSwish") {
     ops->append_eltwise(1.0f, algorithm::eltwise_hardswish, 0.0f, 0.0f);
+  } else if (a.op_type == "Swish") {
+    ops->append_eltwise(1.0f, algorithm::eltwise_swish, a.alpha, 0.0f);
   } else {
     return absl::InvalidArgumentError("fused activation " + a.op_type + " has no oneDNN post-op");
   }

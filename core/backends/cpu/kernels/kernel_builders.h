@@ -16,11 +16,12 @@ namespace replicad {
 // Builders may throw dnnl::error; MakeCpuKernel turns it into a Status.
 using KernelOrStatus = absl::StatusOr<std::unique_ptr<Kernel>>;
 
-// A float32 oneDNN reduction of row-major `input` to `reduced` (dims kept as
-// 1). Shared by ReduceMean/ReduceSum and GlobalAveragePool; the caller handles
-// what oneDNN rejects (a reduction that reduces nothing, empty inputs).
+// A float32 oneDNN reduction of input 0, read as `input` (row-major, or the
+// layout it arrives in), to row-major `reduced` (dims kept as 1). Shared by
+// ReduceMean/ReduceSum and GlobalAveragePool; the caller handles what oneDNN
+// rejects (a reduction that reduces nothing, empty inputs).
 KernelOrStatus MakeDnnlReductionKernel(const KernelSpec& spec, CpuKernelContext& context,
-                                       dnnl::algorithm algorithm, const Shape& input,
+                                       dnnl::algorithm algorithm, const dnnl::memory::desc& input,
                                        const Shape& reduced);
 
 KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context);

@@ -4,6 +4,7 @@
 
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/backends/cpu/kernels/native_layout.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/op_util.h"
 
@@ -52,14 +53,22 @@ class PaddedAveragePoolKernel : public Kernel {
 
 }  // namespace
 
+// X may arrive in its producer's layout; Y then keeps one where its readers
+// take it (a stem's pooling between convolutions).
 KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(spec));
   const Shape& x = spec.inputs[0]->shape;
   const Shape& y = spec.outputs[0].shape;
-  const memory::desc src(memory::dims(x.begin(), x.end()), memory::data_type::f32,
-                         memory::format_tag::nchw);
-  const memory::desc dst(memory::dims(y.begin(), y.end()), memory::data_type::f32,
-                         memory::format_tag::nchw);
+  const memory::desc row_major_src(memory::dims(x.begin(), x.end()), memory::data_type::f32,
+                                   memory::format_tag::nchw);
+  const memory::desc row_major_dst(memory::dims(y.begin(), y.end()), memory::data_type::f32,
+                                   memory::format_tag::nchw);
+  const memory::desc src = GivenLayout(spec, 0, row_major_src);
+  const bool native = src != row_major_src;
+  if (native && !spec.native_output) return WithRowMajorInputs(spec, context, MakeMaxPoolKernel);
+  const memory::desc dst =
+      native ? memory::desc(row_major_dst.dims(), memory::data_type::f32, memory::format_tag::any)
+             : row_major_dst;
   // Max pooling ignores padding, so the extra right padding is harmless.
   const memory::dims padding_r = FlooringPaddingR(window, x);
   const dnnl::pooling_v2_forward::desc desc(
@@ -70,8 +79,10 @@ KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& conte
   const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
   BoundPrimitive primitive(context, pd, dnnl::pooling_v2_forward(pd));
   primitive.BindInput(DNNL_ARG_SRC, src, 0);
-  primitive.BindOutput(DNNL_ARG_DST, dst, 0);
-  return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+  primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
+  auto kernel = std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+  if (pd.dst_desc() != row_major_dst) kernel->SetNativeOutput(pd.dst_desc());
+  return kernel;
 }
 
 KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
@@ -131,12 +142,41 @@ KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& c
 
 // A mean reduction over every spatial dim, which covers any rank (oneDNN's
 // pooling stops at 3 spatial dims).
+// X may arrive in its producer's layout (the squeeze of a squeeze-excitation
+// block reads the convolution's output where it lies).
 KernelOrStatus MakeGlobalAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
   // oneDNN rejects a reduction that reduces nothing; the mean of one element
   // is the element.
-  if (spec.inputs[0]->shape == spec.outputs[0].shape) return MakeCopyKernel(spec, context);
-  return MakeDnnlReductionKernel(spec, context, dnnl::algorithm::reduction_mean,
-                                 spec.inputs[0]->shape, spec.outputs[0].shape);
+  if (spec.inputs[0]->shape == spec.outputs[0].shape) {
+    return WithRowMajorInputs(spec, context, MakeCopyKernel);
+  }
+  const Shape& x = spec.inputs[0]->shape;
+  const Shape& y = spec.outputs[0].shape;
+  const memory::desc row_major = RowMajorDesc(x, memory::data_type::f32);
+  const memory::desc given = GivenLayout(spec, 0, row_major);
+  if (given == row_major || x.size() != 4) {
+    return MakeDnnlReductionKernel(spec, context, dnnl::algorithm::reduction_mean, given, y);
+  }
+  // oneDNN's reduction reads only row-major fast; its pooling, one window the
+  // size of the image, reads the convolutions' layouts. Its output, [N, C, 1,
+  // 1] in the same layout, is row-major byte for byte (unless channels are
+  // blocked and padded: then the reorder).
+  return InPlaceOrRowMajor(spec, context, MakeGlobalAveragePoolKernel, [&]() -> KernelOrStatus {
+    const memory::desc dst = RowMajorDesc(y, memory::data_type::f32);
+    const memory::desc any_dst(memory::dims(y.begin(), y.end()), memory::data_type::f32,
+                               memory::format_tag::any);
+    const dnnl::pooling_v2_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_avg_exclude_padding, given,
+        any_dst, {1, 1}, {x[2], x[3]}, {0, 0}, {0, 0}, {0, 0});
+    const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+    if (!SameBytes(pd.dst_desc(), dst)) {
+      throw dnnl::error(dnnl_unimplemented, "pooled channels are blocked");
+    }
+    BoundPrimitive primitive(context, pd, dnnl::pooling_v2_forward(pd));
+    primitive.BindInput(DNNL_ARG_SRC, given, 0);
+    primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
+    return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+  });
 }
 
 }  // namespace replicad

@@ -85,14 +85,13 @@ KernelOrStatus MakeReduceKernel(const KernelSpec& spec, CpuKernelContext& contex
     return std::make_unique<ReduceLoopKernel<float>>(input, layout.reduced, mean);
   }
   return MakeDnnlReductionKernel(
-      spec, context, mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum, input,
-      layout.reduced);
+      spec, context, mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum,
+      RowMajorDesc(input, dnnl::memory::data_type::f32), layout.reduced);
 }
 
 KernelOrStatus MakeDnnlReductionKernel(const KernelSpec& spec, CpuKernelContext& context,
-                                       dnnl::algorithm algorithm, const Shape& input,
+                                       dnnl::algorithm algorithm, const dnnl::memory::desc& src,
                                        const Shape& reduced) {
-  const dnnl::memory::desc src = RowMajorDesc(input, dnnl::memory::data_type::f32);
   const dnnl::memory::desc dst = RowMajorDesc(reduced, dnnl::memory::data_type::f32);
   const dnnl::reduction::desc desc(algorithm, src, dst, 0.0f, 0.0f);
   const dnnl::reduction::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);

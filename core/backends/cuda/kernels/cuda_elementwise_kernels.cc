@@ -202,6 +202,8 @@ absl::StatusOr<CudaUnary> FusedUnary(const std::optional<FusedActivation>& activ
     f.op = CudaUnaryOp::kTanh;
   } else if (op == "HardSwish") {
     f.op = CudaUnaryOp::kHardSwish;
+  } else if (op == "Swish") {
+    f.op = CudaUnaryOp::kSwish;
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("fused activation '", op, "' has no CUDA implementation"));

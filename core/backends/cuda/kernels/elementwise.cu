@@ -24,6 +24,8 @@ __device__ float Apply(float x, CudaUnaryOp op, float alpha, float beta) {
       return fminf(fmaxf(alpha * x + beta, 0.0f), 1.0f);
     case CudaUnaryOp::kHardSwish:
       return x * fminf(fmaxf(x / 6.0f + 0.5f, 0.0f), 1.0f);
+    case CudaUnaryOp::kSwish:
+      return x / (1.0f + expf(-alpha * x));
     case CudaUnaryOp::kSqrt:
       return sqrtf(x);
     case CudaUnaryOp::kErf:

@@ -26,13 +26,14 @@ enum class CudaUnaryOp {
   kTanh,
   kHardSigmoid,
   kHardSwish,
+  kSwish,  // x * sigmoid(alpha * x); only as a Conv's or Gemm's fused activation.
   kSqrt,
   kErf,
 };
 
 struct CudaUnary {
   CudaUnaryOp op = CudaUnaryOp::kIdentity;
-  float alpha = 0;  // LeakyRelu's slope, Clip's lower bound, HardSigmoid's alpha.
+  float alpha = 0;  // LeakyRelu's slope, Clip's lower bound, HardSigmoid's and Swish's alpha.
   float beta = 0;   // Clip's upper bound, HardSigmoid's beta.
 };
 

@@ -96,6 +96,8 @@ class CpuKernelTestBase : public ::testing::Test {
       outputs.push_back(Tensor::Host(type.dtype, type.shape));
       output_data.push_back(outputs.back().raw_data());
     }
+    std::vector<char> workspace((*kernel)->workspace_bytes());
+    (*kernel)->SetWorkspace(workspace.data());
     absl::Status ran = (*kernel)->Run(data.data(), output_data.data());
     if (!ran.ok()) return ran;
     return outputs;

@@ -1,0 +1,143 @@
+#include "core/backends/cpu/kernels/native_layout.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
+#include "core/backends/cpu/kernels/weight_cache.h"
+#include "core/ops/op_util.h"
+
+namespace replicad {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+size_t Aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+// Reorders the inputs that arrive in native layouts into row-major copies in
+// its workspace, then runs `inner` (made for row-major inputs) on those.
+class RowMajorInputsKernel : public Kernel {
+ public:
+  struct Conversion {
+    int input;
+    BoundPrimitive reorder;  // Native input -> the copy (fixed memory).
+    dnnl::memory copy;       // Row-major; its handle is set by SetWorkspace.
+  };
+
+  RowMajorInputsKernel(CpuKernelContext& context, std::string node,
+                       std::vector<Conversion> conversions, std::unique_ptr<Kernel> inner,
+                       size_t input_count)
+      : context_(context),
+        node_(std::move(node)),
+        conversions_(std::move(conversions)),
+        inner_(std::move(inner)),
+        inner_inputs_(input_count, nullptr) {}
+
+  size_t workspace_bytes() const override { return CopiesBytes() + inner_->workspace_bytes(); }
+
+  void SetWorkspace(void* workspace) override {
+    char* next = static_cast<char*>(workspace);
+    for (Conversion& c : conversions_) {
+      c.copy.set_data_handle(next);
+      inner_inputs_[c.input] = next;
+      next += Aligned(c.copy.get_desc().get_size());
+    }
+    inner_->SetWorkspace(next);
+  }
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    for (size_t i = 0; i < inner_inputs_.size(); ++i) {
+      if (!IsConverted(static_cast<int>(i))) inner_inputs_[i] = inputs[i];
+    }
+    for (Conversion& c : conversions_) {
+      REPLICAD_RETURN_IF_ERROR(c.reorder.Execute(inputs, outputs, node_));
+    }
+    REPLICAD_RETURN_IF_ERROR(WaitStream(context_, node_));
+    return inner_->Run(inner_inputs_.data(), outputs);
+  }
+
+ private:
+  bool IsConverted(int input) const {
+    for (const Conversion& c : conversions_) {
+      if (c.input == input) return true;
+    }
+    return false;
+  }
+  size_t CopiesBytes() const {
+    size_t bytes = 0;
+    for (const Conversion& c : conversions_) bytes += Aligned(c.copy.get_desc().get_size());
+    return bytes;
+  }
+
+  CpuKernelContext& context_;
+  std::string node_;
+  std::vector<Conversion> conversions_;
+  std::unique_ptr<Kernel> inner_;
+  std::vector<const void*> inner_inputs_;  // Sized here so that Run does not allocate.
+};
+
+}  // namespace
+
+dnnl::memory::desc GivenLayout(const KernelSpec& spec, int index,
+                               const dnnl::memory::desc& row_major) {
+  if (index >= static_cast<int>(spec.input_layouts.size()) || spec.input_layouts[index].empty()) {
+    return row_major;
+  }
+  std::optional<dnnl::memory::desc> given = DeserializeDesc(spec.input_layouts[index]);
+  return given ? *given : row_major;
+}
+
+bool SameBytes(const dnnl::memory::desc& a, const dnnl::memory::desc& b) {
+  if (a == b) return true;
+  const dnnl_memory_desc_t &x = a.data, &y = b.data;
+  if (x.ndims != y.ndims || x.data_type != y.data_type || x.offset0 != y.offset0 ||
+      x.format_kind != dnnl_blocked || y.format_kind != dnnl_blocked ||
+      x.format_desc.blocking.inner_nblks != 0 || y.format_desc.blocking.inner_nblks != 0) {
+    return false;
+  }
+  for (int d = 0; d < x.ndims; ++d) {
+    if (x.dims[d] != y.dims[d] || x.padded_dims[d] != y.padded_dims[d]) return false;
+    // A dim of one element is never stepped over, whatever its stride.
+    if (x.dims[d] > 1 &&
+        x.format_desc.blocking.strides[d] != y.format_desc.blocking.strides[d]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool HasNativeInputs(const KernelSpec& spec) {
+  for (const std::string& layout : spec.input_layouts) {
+    if (!layout.empty()) return true;
+  }
+  return false;
+}
+
+KernelOrStatus WithRowMajorInputs(const KernelSpec& spec, CpuKernelContext& context,
+                                  KernelOrStatus (*build)(const KernelSpec&, CpuKernelContext&)) {
+  KernelSpec row_major = spec;
+  row_major.input_layouts.clear();
+  row_major.native_output = false;
+  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> inner, build(row_major, context));
+  if (!HasNativeInputs(spec)) return inner;
+  std::vector<RowMajorInputsKernel::Conversion> conversions;
+  for (size_t i = 0; i < spec.input_layouts.size(); ++i) {
+    if (spec.input_layouts[i].empty() || !spec.inputs[i]) continue;
+    const dnnl::memory::desc plain = RowMajorDesc(spec.inputs[i]->shape, dnnl::memory::data_type::f32);
+    const dnnl::memory::desc given = GivenLayout(spec, static_cast<int>(i), plain);
+    if (given == plain) continue;
+    dnnl::memory copy(plain, context.engine, DNNL_MEMORY_NONE);
+    const dnnl::reorder::primitive_desc pd(context.engine, given, context.engine, plain,
+                                           UserScratchpadAttr());
+    BoundPrimitive reorder(context, pd, dnnl::reorder(pd));
+    reorder.BindInput(DNNL_ARG_FROM, given, static_cast<int>(i));
+    reorder.BindFixed(DNNL_ARG_TO, copy);
+    conversions.push_back({static_cast<int>(i), std::move(reorder), copy});
+  }
+  if (conversions.empty()) return inner;
+  return std::make_unique<RowMajorInputsKernel>(context, NodeLabel(spec), std::move(conversions),
+                                                std::move(inner), spec.inputs.size());
+}
+
+}  // namespace replicad

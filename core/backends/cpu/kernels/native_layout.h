@@ -1,0 +1,52 @@
+#ifndef REPLICAD_CORE_BACKENDS_CPU_KERNELS_NATIVE_LAYOUT_H_
+#define REPLICAD_CORE_BACKENDS_CPU_KERNELS_NATIVE_LAYOUT_H_
+
+#include <string>
+
+#include "core/backends/cpu/kernels/cpu_kernel_factory.h"
+#include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/device/kernel.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace replicad {
+
+// Internal to the CPU kernels: values kept between kernels in a layout
+// oneDNN chose (KernelSpec's native layouts, e.g. channels-last or blocked
+// channels) instead of row-major.
+
+// The layout input `index` arrives in: its producer's, or `row_major`.
+dnnl::memory::desc GivenLayout(const KernelSpec& spec, int index,
+                               const dnnl::memory::desc& row_major);
+
+// Whether `a` and `b` place every element at the same byte (e.g.
+// channels-last and row-major for [N, C, 1, 1]).
+bool SameBytes(const dnnl::memory::desc& a, const dnnl::memory::desc& b);
+
+// Whether any input arrives in a layout other than row-major.
+bool HasNativeInputs(const KernelSpec& spec);
+
+// `build`'s kernel for `spec` as if every input were row-major and the
+// output had to be: each input that arrives in a native layout is first
+// reordered into row-major workspace. What a builder falls back to for a
+// layout its primitive cannot read, so that any reader takes any layout.
+KernelOrStatus WithRowMajorInputs(const KernelSpec& spec, CpuKernelContext& context,
+                                  KernelOrStatus (*build)(const KernelSpec&, CpuKernelContext&));
+
+// `read_in_place()`, a kernel that reads the native layouts as they are;
+// where oneDNN has no implementation for them, `build` behind
+// WithRowMajorInputs.
+template <typename ReadInPlace>
+KernelOrStatus InPlaceOrRowMajor(const KernelSpec& spec, CpuKernelContext& context,
+                                 KernelOrStatus (*build)(const KernelSpec&, CpuKernelContext&),
+                                 ReadInPlace read_in_place) {
+  try {
+    return read_in_place();
+  } catch (const dnnl::error& e) {
+    if (e.status != dnnl_unimplemented) throw;
+  }
+  return WithRowMajorInputs(spec, context, build);
+}
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_BACKENDS_CPU_KERNELS_NATIVE_LAYOUT_H_

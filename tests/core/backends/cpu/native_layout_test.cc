@@ -1,0 +1,162 @@
+// Kernels given inputs in the layouts their producers kept (channels-last and
+// 16-channel blocks, oneDNN's choices for convolutions) and asked to keep
+// their output's: each must compute what it computes on row-major data,
+// whether it reads the layout in place or reorders it first.
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/backends/cpu/kernels/cpu_kernel_factory.h"
+#include "core/backends/cpu/kernels/weight_cache.h"
+#include "core/ops/op_registry.h"
+#include "gtest/gtest.h"
+#include "tests/core/backends/cpu/cpu_kernel_test_base.h"
+
+namespace replicad {
+namespace {
+
+using dnnl::memory;
+
+class NativeLayoutTest : public CpuKernelTestBase,
+                         public ::testing::WithParamInterface<memory::format_tag> {
+ protected:
+  memory::desc Layout(const Shape& shape, memory::format_tag tag) const {
+    return memory::desc(memory::dims(shape.begin(), shape.end()), memory::data_type::f32, tag);
+  }
+
+  // `t`'s bytes in `layout`.
+  std::vector<char> InLayout(const Tensor& t, const memory::desc& layout) {
+    std::vector<char> bytes(layout.get_size());
+    memory from(Layout(t.shape(), memory::format_tag::abcd), engine_, t.raw_data());
+    memory to(layout, engine_, bytes.data());
+    dnnl::stream stream(engine_);
+    dnnl::reorder(from, to).execute(stream, from, to);
+    stream.wait();
+    return bytes;
+  }
+
+  // Row-major copy of `bytes`, laid out as `layout` describes.
+  Tensor RowMajor(const std::vector<char>& bytes, const memory::desc& layout, const Shape& shape) {
+    Tensor t = Tensor::Host(DType::kFloat32, shape);
+    memory from(layout, engine_, const_cast<char*>(bytes.data()));
+    memory to(Layout(shape, memory::format_tag::abcd), engine_, t.raw_data());
+    dnnl::stream stream(engine_);
+    dnnl::reorder(from, to).execute(stream, from, to);
+    stream.wait();
+    return t;
+  }
+
+  // Runs `op_type` with the inputs listed in `native` arriving in `tag`'s
+  // layout and, with `native_output`, its output kept in the layout the
+  // kernel reports; returns the output in row-major.
+  Tensor RunNative(const std::string& op_type, const std::vector<Tensor>& inputs,
+                   const std::vector<int>& native, bool native_output,
+                   const Attributes& attributes, std::vector<int> constants = {}) {
+    KernelSpec spec;
+    spec.op_type = op_type;
+    spec.node_name = "k1";
+    spec.attributes = &attributes;
+    spec.native_output = native_output;
+    spec.input_layouts.assign(inputs.size(), "");
+    std::vector<std::vector<char>> native_bytes(inputs.size());
+    std::vector<const void*> data;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      spec.inputs.push_back(inputs[i].type());
+      const bool constant = std::find(constants.begin(), constants.end(), i) != constants.end();
+      spec.constant_inputs.push_back(constant ? &inputs[i] : nullptr);
+      if (std::find(native.begin(), native.end(), i) != native.end()) {
+        const memory::desc layout = Layout(inputs[i].shape(), GetParam());
+        native_bytes[i] = InLayout(inputs[i], layout);
+        spec.input_layouts[i] = SerializeDesc(layout);
+        data.push_back(native_bytes[i].data());
+      } else {
+        data.push_back(inputs[i].raw_data());
+      }
+    }
+    EXPECT_TRUE(FindOp(op_type)->infer(&spec).ok());
+    absl::StatusOr<std::unique_ptr<Kernel>> kernel = MakeCpuKernel(spec, context_);
+    EXPECT_TRUE(kernel.ok()) << kernel.status();
+    if (!kernel.ok()) return Tensor();
+    std::vector<char> workspace((*kernel)->workspace_bytes() + 64);
+    (*kernel)->SetWorkspace(workspace.data());
+    const Shape& shape = spec.outputs[0].shape;
+    const std::string layout = native_output ? (*kernel)->native_output_layout() : "";
+    std::optional<memory::desc> out_layout = DeserializeDesc(layout);
+    std::vector<char> out(out_layout ? std::max(out_layout->get_size(),
+                                                (*kernel)->native_output_bytes())
+                                     : NumElements(shape) * sizeof(float));
+    void* outputs[] = {out.data()};
+    const absl::Status ran = (*kernel)->Run(data.data(), outputs);
+    EXPECT_TRUE(ran.ok()) << ran;
+    if (!out_layout) {
+      Tensor t = Tensor::Host(DType::kFloat32, shape);
+      std::memcpy(t.raw_data(), out.data(), t.byte_size());
+      return t;
+    }
+    return RowMajor(out, *out_layout, shape);
+  }
+
+  // The same node on row-major inputs.
+  Tensor RunRowMajor(const std::string& op_type, const std::vector<Tensor>& inputs,
+                     const Attributes& attributes, std::vector<int> constants = {}) {
+    std::vector<std::optional<Tensor>> given(inputs.begin(), inputs.end());
+    absl::StatusOr<std::vector<Tensor>> y = Run(op_type, given, attributes, 17, constants);
+    EXPECT_TRUE(y.ok()) << y.status();
+    return y.ok() ? (*y)[0] : Tensor();
+  }
+};
+
+// 20 channels: not a multiple of 16, so blocked layouts pad them.
+TEST_P(NativeLayoutTest, ChannelScaleReadsAndKeepsTheLayout) {
+  const Tensor x = Random({3, 20, 5, 6}, 1), scale = Random({3, 20, 1, 1}, 2);
+  const Attributes none;
+  const Tensor expected = RunRowMajor("Mul", {x, scale}, none);
+  for (bool native_output : {false, true}) {
+    ExpectNear(RunNative("Mul", {x, scale}, {0}, native_output, none), expected);
+    ExpectNear(RunNative("Mul", {scale, x}, {1}, native_output, none), expected);
+  }
+}
+
+TEST_P(NativeLayoutTest, AddOfTwoNativeOperandsAndOfOneWithRowMajor) {
+  const Tensor a = Random({2, 20, 4, 3}, 3), b = Random({2, 20, 4, 3}, 4);
+  const Attributes none;
+  const Tensor expected = RunRowMajor("Add", {a, b}, none);
+  for (bool native_output : {false, true}) {
+    ExpectNear(RunNative("Add", {a, b}, {0, 1}, native_output, none), expected);
+    ExpectNear(RunNative("Add", {a, b}, {1}, native_output, none), expected);
+  }
+}
+
+TEST_P(NativeLayoutTest, GlobalAveragePoolReadsTheLayout) {
+  const Tensor x = Random({3, 20, 7, 5}, 5), unit = Random({2, 20, 1, 1}, 6);
+  const Attributes none;
+  ExpectNear(RunNative("GlobalAveragePool", {x}, {0}, false, none),
+             RunRowMajor("GlobalAveragePool", {x}, none));
+  ExpectNear(RunNative("GlobalAveragePool", {unit}, {0}, false, none), unit);
+}
+
+TEST_P(NativeLayoutTest, ConvWithComputedWeightsAndOtherOpsReorderFirst) {
+  const Tensor x = Random({2, 20, 5, 5}, 7), w = Random({4, 20, 3, 3}, 8);
+  const Attributes none;
+  ExpectNear(RunNative("Conv", {x, w}, {0}, false, none), RunRowMajor("Conv", {x, w}, none));
+  ExpectNear(RunNative("Conv", {x, w}, {0}, true, none, {1}),
+             RunRowMajor("Conv", {x, w}, none, {1}));
+  ExpectNear(RunNative("Relu", {x}, {0}, false, none), RunRowMajor("Relu", {x}, none));
+  Attributes axis;
+  axis.Set("axis", int64_t{1});
+  ExpectNear(RunNative("Concat", {x, x}, {1}, false, axis),
+             RunRowMajor("Concat", {x, x}, axis));
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, NativeLayoutTest,
+                         ::testing::Values(memory::format_tag::acdb, memory::format_tag::aBcd16b),
+                         [](const ::testing::TestParamInfo<memory::format_tag>& info) {
+                           return std::string(info.param == memory::format_tag::acdb
+                                                  ? "ChannelsLast"
+                                                  : "Blocked16");
+                         });
+
+}  // namespace
+}  // namespace replicad
