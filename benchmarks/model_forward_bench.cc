@@ -56,6 +56,7 @@ struct Options {
   int slots = 1;
   std::string device = "cpu:0";
   bool tf32 = false;
+  bool winograd = true;
   int transfer_chunks = 4;
   std::string merge_device = "cpu:0";
   int iterations = 20;
@@ -121,6 +122,7 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
   SlotOptions slot_options;
   slot_options.threads_per_slot = options.threads;
   slot_options.tf32 = options.tf32;
+  slot_options.winograd = options.winograd;
   std::vector<std::unique_ptr<Replica>> replicas;
   for (int i = 0; i < options.slots; ++i) {
     absl::StatusOr<std::unique_ptr<Device>> slot = CreateDevice(*device, slot_options);
@@ -242,6 +244,8 @@ int Main(int argc, char** argv) {
   app.add_option("--device", options.device, "Device of every slot (in-process mode), e.g. cuda:0")
       ->capture_default_str();
   app.add_flag("--tf32", options.tf32, "CUDA slots: TF32 tensor cores");
+  app.add_flag("--winograd,!--no-winograd", options.winograd,
+               "CPU slots: Winograd 3x3 convolutions where oneDNN has them (default on)");
   app.add_option("--transfer-chunks", options.transfer_chunks,
                  "CUDA slots: most chunks a slice's copies overlap in (1: whole slices)")
       ->capture_default_str();

@@ -1,5 +1,6 @@
 #include "core/model/graph_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -76,7 +77,24 @@ void ConstantsToInitializers(Graph* graph) {
   RemoveNodes(graph, dead);
 }
 
-// Identity, and Dropout whose mask nobody reads, pass their input through.
+// A Pad whose pads are all known zeros (exporters write one before an
+// AveragePool) copies its input, whatever its mode.
+bool PadsNothing(const Graph& graph, const Node& node) {
+  if (node.op_type != "Pad" || node.outputs.size() != 1) return false;
+  if (graph.opset < 11) {
+    absl::StatusOr<std::vector<int64_t>> pads = node.attributes.GetInts("pads", {});
+    return pads.ok() && !pads->empty() &&
+           std::all_of(pads->begin(), pads->end(), [](int64_t p) { return p == 0; });
+  }
+  if (node.inputs.size() < 2 || node.inputs[1] < 0) return false;
+  const Tensor* pads = Initializer(graph, node.inputs[1]);
+  if (pads == nullptr || pads->dtype() != DType::kInt64) return false;
+  return std::all_of(pads->data<int64_t>(), pads->data<int64_t>() + pads->num_elements(),
+                     [](int64_t p) { return p == 0; });
+}
+
+// Identity, Dropout whose mask nobody reads and a Pad of nothing pass their
+// input through.
 void RemovePassThroughs(Graph* graph) {
   std::vector<std::vector<int>> readers = Readers(*graph);
   std::set<int> dead;
@@ -94,7 +112,10 @@ void RemovePassThroughs(Graph* graph) {
                   (mode->dtype() == DType::kInt64 ? *mode->data<int64_t>() == 0
                                                   : *mode->data<float>() == 0);
     }
-    if (!(node.op_type == "Identity" || (dropout_without_mask && inference))) continue;
+    if (!(node.op_type == "Identity" || (dropout_without_mask && inference) ||
+          PadsNothing(*graph, node))) {
+      continue;
+    }
     const int in = node.inputs[0], out = node.outputs[0];
     if (in < 0 || IsGraphOutput(*graph, out)) continue;
     for (int reader : readers[out]) {
@@ -187,8 +208,7 @@ void BatchNormsToDepthwiseConvs(Graph* graph) {
     absl::StatusOr<int64_t> mode = bn.attributes.GetInt("training_mode", 0);
     absl::StatusOr<float> epsilon = bn.attributes.GetFloat("epsilon", 1e-5f);
     const TensorType& x = graph->values[bn.inputs[0]].type;
-    if (!mode.ok() || *mode || !epsilon.ok() || x.dtype != DType::kFloat32 ||
-        x.shape.size() != 4) {
+    if (!mode.ok() || *mode || !epsilon.ok() || x.dtype != DType::kFloat32 || x.shape.size() != 4) {
       continue;
     }
     const Tensor* params[4];

@@ -9,7 +9,8 @@ namespace replicad {
 // Rewrites an imported graph for inference, leaving every graph input,
 // output and its name as they are:
 //  - Constant nodes become initializers;
-//  - Identity and Dropout (inference) are removed, their consumers rewired;
+//  - Identity, Dropout (inference) and Pad of all-zero pads are removed,
+//    their consumers rewired;
 //  - Conv followed by BatchNormalization (inference) becomes one Conv with
 //    the normalisation folded into its weights and bias (new initializers);
 //  - any other BatchNormalization (inference, constant parameters) of a 4-D

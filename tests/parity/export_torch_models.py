@@ -3,7 +3,7 @@
 
 Usage (Debian's interpreter, which has python3-torch, python3-torchvision, python3-onnx):
     /usr/bin/python3 tests/parity/export_torch_models.py OUT_DIR [--models a,b] [--force]
-    /usr/bin/python3 tests/parity/export_torch_models.py --list
+    /usr/bin/python3 tests/parity/export_torch_models.py --list | --list-zoo
 
 For each model NAME it writes
     OUT_DIR/NAME/model.onnx              opset 13, dim 0 of every input and output is "batch"
@@ -20,7 +20,9 @@ BatchNorm running statistics and affine parameters are then set to seeded random
 Exit status: 0 when every requested model was exported (or cached), 1 otherwise; a model that
 fails is reported on stderr and the others are still exported.
 
-benchmarks/compare_peers.py imports build_model() and export_onnx() from here.
+benchmarks/compare_peers.py imports build_model() and export_onnx() from here, and runs the zoo
+(zoo_names(): the torchvision classifiers of MODELS and the other torchvision classification
+models in ZOO) with --zoo. --models accepts zoo names too; its default stays MODELS.
 """
 
 import argparse
@@ -144,14 +146,115 @@ MODELS = {
 }
 
 
+# ---------------------------------------------------------------- the zoo
+
+# The other torchvision 0.14 classification models (list_models(module=torchvision.models)),
+# for benchmarks/compare_peers.py --zoo; with the torchvision classifiers of MODELS
+# (MODELS_IN_ZOO) they make the whole zoo, zoo_names(). Kept apart from MODELS because the
+# parity test exports every entry of MODELS. Built like MODELS entries by build_model()
+# (weights=None, seeded, BatchNorm statistics seeded); input "input" [3, R, R], output "logits".
+#
+# Kept: the models that cost at most about 4.5 GMACs (multiply-adds) per image at the resolution
+# fed here, so that a batch of 8 stays practical on 2 cores. Figures (GMACs per image) are
+# torchvision's documented "GFLOPS" (which count multiply-adds) at the model's own resolution;
+# for the models fed 224 instead of their own (larger) resolution, conv + linear multiply-adds
+# counted at 224 with forward hooks (marked *):
+#   alexnet 0.71, convnext_tiny 4.46, densenet169 3.36, densenet201 4.29,
+#   efficientnet_b1 0.60*, b2 0.66*, b3 1.02*, b4 1.50*, b5 2.36*, b6 3.36*,
+#   efficientnet_v2_s 2.85*, googlenet 1.50, inception_v3 5.71 (at 299), maxvit_t 5.56,
+#   mnasnet0_5 0.10, mnasnet0_75 0.21, mnasnet1_0 0.31, mnasnet1_3 0.53,
+#   mobilenet_v3_large 0.22, mobilenet_v3_small 0.06,
+#   regnet_x_400mf 0.41, 800mf 0.80, 1_6gf 1.60, 3_2gf 3.18,
+#   regnet_y_400mf 0.40, 800mf 0.83, 1_6gf 1.61, 3_2gf 3.18,
+#   resnet34 3.66, resnet50 4.09, resnext50_32x4d 4.23,
+#   shufflenet_v2_x0_5 0.04, x1_0 0.14, x1_5 0.30, x2_0 0.58, squeezenet1_0 0.82,
+#   swin_t 4.49, swin_v2_t ~4.5 (5.94 at its own 256; at 224 its linear layers count the same
+#   as swin_t's), vit_b_32 4.41.
+# Two exceptions above 4.5 are kept as the only members of their families: inception_v3 at its
+# own 299 (the resolution it is built for; 5.71) and maxvit_t (5.56).
+# Left out, too costly on 2 cores: vgg11..19 (+_bn) 7.6-19.6 (and 133-144 M parameters),
+# wide_resnet50_2 11.4 / wide_resnet101_2 22.8, resnet101 7.8 / resnet152 11.5,
+# resnext101_32x8d 16.4 / resnext101_64x4d 15.5, regnet_x/y 8gf and up 8.0-375,
+# densenet161 7.73, convnext_small/base/large 8.7-34.4, swin_s/b and swin_v2_s/b 8.7-20.3,
+# vit_b_16 17.6, vit_l_16/32 61.6/15.4, vit_h_14 167, efficientnet_b7 5.17* and
+# efficientnet_v2_m 5.36* / v2_l (larger siblings of kept models, whose ops they share).
+ZOO_MODELS = (
+    ("alexnet", 224),
+    ("convnext_tiny", 224),
+    ("densenet169", 224),
+    ("densenet201", 224),
+    ("efficientnet_b1", 224),
+    ("efficientnet_b2", 224),
+    ("efficientnet_b3", 224),
+    ("efficientnet_b4", 224),
+    ("efficientnet_b5", 224),
+    ("efficientnet_b6", 224),
+    ("efficientnet_v2_s", 224),
+    ("googlenet", 224),
+    ("inception_v3", 299),
+    ("maxvit_t", 224),
+    ("mnasnet0_5", 224),
+    ("mnasnet0_75", 224),
+    ("mnasnet1_0", 224),
+    ("mnasnet1_3", 224),
+    ("mobilenet_v3_large", 224),
+    ("mobilenet_v3_small", 224),
+    ("regnet_x_400mf", 224),
+    ("regnet_x_800mf", 224),
+    ("regnet_x_1_6gf", 224),
+    ("regnet_x_3_2gf", 224),
+    ("regnet_y_400mf", 224),
+    ("regnet_y_800mf", 224),
+    ("regnet_y_1_6gf", 224),
+    ("regnet_y_3_2gf", 224),
+    ("resnet34", 224),
+    ("resnet50", 224),
+    ("resnext50_32x4d", 224),
+    ("shufflenet_v2_x0_5", 224),
+    ("shufflenet_v2_x1_0", 224),
+    ("shufflenet_v2_x1_5", 224),
+    ("shufflenet_v2_x2_0", 224),
+    ("squeezenet1_0", 224),
+    ("swin_t", 224),
+    ("swin_v2_t", 224),
+    ("vit_b_32", 224),
+)
+
+# The torchvision classifiers of MODELS, which the zoo runs too.
+MODELS_IN_ZOO = ("resnet18", "mobilenet_v2", "squeezenet1_1", "densenet121", "efficientnet_b0")
+
+# Constructor arguments besides weights=None. googlenet and inception_v3 warn that their default
+# initialization will change unless init_weights is given; False is that future default. Their
+# auxiliary classifiers stay built but are unused in eval mode, which returns only the logits.
+_ZOO_KWARGS = {"googlenet": {"init_weights": False}, "inception_v3": {"init_weights": False}}
+
+
+def _torchvision_classifier(name):
+    return lambda: torchvision.models.get_model(name, weights=None, **_ZOO_KWARGS.get(name, {}))
+
+
+ZOO = {name: (_torchvision_classifier(name), [("input", (3, size, size))], ["logits"])
+       for name, size in ZOO_MODELS}
+
+
+def zoo_names():
+    """Every model of the zoo: the torchvision classifiers of MODELS, then ZOO's."""
+    return list(MODELS_IN_ZOO) + [name for name, _ in ZOO_MODELS]
+
+
+def registry_entry(name):
+    """(constructor, input specs, output names) of a model of MODELS or ZOO."""
+    return MODELS[name] if name in MODELS else ZOO[name]
+
+
 def _seed_of(*parts):
     return zlib.crc32("/".join(str(p) for p in parts).encode())
 
 
 def build_model(name):
-    """Returns (module in eval mode, input specs, output names) for a registered model.
+    """Returns (module in eval mode, input specs, output names) for a model of MODELS or ZOO.
     Deterministic: seeded construction and seeded BatchNorm statistics."""
-    constructor, inputs, outputs = MODELS[name]
+    constructor, inputs, outputs = registry_entry(name)
     torch.manual_seed(0)
     model = constructor()
     generator = torch.Generator().manual_seed(_seed_of(name, "batchnorm"))
@@ -264,19 +367,26 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out_dir", nargs="?", help="where NAME/ folders are written")
     parser.add_argument("--models", default=",".join(MODELS),
-                        help="comma-separated subset of: " + ", ".join(MODELS))
+                        help="comma-separated subset of: " + ", ".join(MODELS)
+                        + " (the default), or names of the zoo (--list-zoo)")
     parser.add_argument("--force", action="store_true", help="ignore the cache")
     parser.add_argument("--list", action="store_true", help="print the model names and exit")
+    parser.add_argument("--list-zoo", action="store_true",
+                        help="print the zoo's model names (benchmarks/compare_peers.py --zoo)")
     args = parser.parse_args(argv)
     if args.list:
         print("\n".join(MODELS))
         return 0
+    if args.list_zoo:
+        print("\n".join(zoo_names()))
+        return 0
     if not args.out_dir:
         parser.error("OUT_DIR is required")
     names = [n for n in args.models.split(",") if n]
-    unknown = [n for n in names if n not in MODELS]
+    unknown = [n for n in names if n not in MODELS and n not in ZOO]
     if unknown:
-        parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+        parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}"
+                     " and the zoo (--list-zoo)")
     digest = script_hash()
     failed = []
     for name in names:

@@ -91,6 +91,26 @@ BoundPrimitive Reorder(CpuKernelContext& context, const memory::desc& from,
   return BoundPrimitive(context, pd, dnnl::reorder(pd));
 }
 
+// Channels in blocks of the CPU's float vector width (nChw16c with AVX-512,
+// nChw8c with AVX2) where they fill whole blocks; `any` (oneDNN's choice)
+// elsewhere. oneDNN 2.6 picks channels-last for most forms when left to
+// choose, and its blocked kernels are faster on these forms: on a 2-core
+// AVX-512 EPYC, 1x1 convolutions 47 against 71 ms and depthwise ones 17
+// against 29 ms over mobilenet_v2 at batch 16; and the Winograd kernels
+// take only blocks, so a run of convolutions needs no reorders between them.
+memory::format_tag ChannelBlockedLayout(int64_t channels) {
+  static const int block = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    if (isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+        isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx) {
+      return 16;
+    }
+    return isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni ? 8 : 0;
+  }();
+  if (block == 0 || channels % block != 0) return memory::format_tag::any;
+  return block == 16 ? memory::format_tag::aBcd16b : memory::format_tag::aBcd8b;
+}
+
 // Winograd F(4x4, 3x3) needs a dense 3x3 stride-1 single-group window. On
 // resnet18's layers (oneDNN 2.6, AVX-512) it takes 40-55% of the direct
 // convolution's time at batch 1 and 32; below 16 channels it can be slower.
@@ -141,15 +161,31 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   const Tensor* constant_weights =
       spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
   if (constant_weights != nullptr) {
-    // Let oneDNN choose every layout; reorder at the edges.
-    const memory::desc any_src(src_dims, f32, memory::format_tag::any);
-    const memory::desc any_dst(dst_dims, f32, memory::format_tag::any);
+    // X and Y in channel blocks of the vector width where the channels fill
+    // them, else as oneDNN chooses; weights as it chooses. Reorders at the
+    // edges of a run of such kernels.
     const memory::desc any_weights(weight_dims, f32, memory::format_tag::any);
     const auto make_pd = [&](dnnl::algorithm algorithm) {
-      const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm,
-                                                 any_src, any_weights, bias, any_dst, strides,
-                                                 dilates, padding_l, padding_r);
-      return dnnl::convolution_forward::primitive_desc(desc, attr, context.engine);
+      const auto pd_for = [&](memory::format_tag src_tag, memory::format_tag dst_tag) {
+        const dnnl::convolution_forward::desc desc(
+            dnnl::prop_kind::forward_inference, algorithm, memory::desc(src_dims, f32, src_tag),
+            any_weights, bias, memory::desc(dst_dims, f32, dst_tag), strides, dilates, padding_l,
+            padding_r);
+        return dnnl::convolution_forward::primitive_desc(desc, attr, context.engine);
+      };
+      const bool two_d = x.size() == 4;
+      const memory::format_tag src_tag =
+          two_d ? ChannelBlockedLayout(x[1]) : memory::format_tag::any;
+      const memory::format_tag dst_tag =
+          two_d ? ChannelBlockedLayout(conv.out_channels) : memory::format_tag::any;
+      if (src_tag != memory::format_tag::any || dst_tag != memory::format_tag::any) {
+        try {
+          return pd_for(src_tag, dst_tag);
+        } catch (const dnnl::error&) {
+          // No implementation takes blocks for this form.
+        }
+      }
+      return pd_for(memory::format_tag::any, memory::format_tag::any);
     };
     std::optional<dnnl::convolution_forward::primitive_desc> winograd;
     if (context.winograd && WinogradPays(conv, w)) {

@@ -1,5 +1,6 @@
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,24 @@ class ConcatKernel : public Kernel {
   int64_t outer_;
   std::vector<size_t> block_bytes_;
 };
+
+// The layout, among those oneDNN's convolutions and poolings choose, of the
+// largest of `descs` that is in one; nullopt when none is.
+std::optional<memory::format_tag> LargestKnownLayout(const std::vector<memory::desc>& descs) {
+  std::optional<memory::format_tag> largest;
+  size_t largest_bytes = 0;
+  for (const memory::desc& desc : descs) {
+    for (memory::format_tag tag : {memory::format_tag::acdb, memory::format_tag::aBcd16b,
+                                   memory::format_tag::aBcd8b, memory::format_tag::abcd}) {
+      if (desc.dims().size() == 4 && desc == memory::desc(desc.dims(), desc.data_type(), tag) &&
+          desc.get_size() > largest_bytes) {
+        largest = tag;
+        largest_bytes = desc.get_size();
+      }
+    }
+  }
+  return largest;
+}
 
 // Gather along `axis` of data viewed as [outer, axis_dim, inner]: each index
 // selects one block of `inner` elements. Indices are data, so they are
@@ -152,23 +171,34 @@ KernelOrStatus MakeConcatKernel(const KernelSpec& spec, CpuKernelContext& contex
     return WithRowMajorInputs(spec, context, MakeConcatKernel);
   }
   const int dim = static_cast<int>(*axis < 0 ? *axis + rank : *axis);
-  std::vector<memory::desc> sources;
+  std::vector<memory::desc> given;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     if (NumElements(spec.inputs[i]->shape) == 0) {
       return WithRowMajorInputs(spec, context, MakeConcatKernel);  // oneDNN takes no empty source.
     }
-    sources.push_back(GivenLayout(spec, static_cast<int>(i),
-                                  RowMajorDesc(spec.inputs[i]->shape, memory::data_type::f32)));
+    given.push_back(GivenLayout(spec, static_cast<int>(i),
+                                RowMajorDesc(spec.inputs[i]->shape, memory::data_type::f32)));
+  }
+  // oneDNN joins sources of one layout with plain copies and anything else
+  // element by element, several times slower: the sources not in the
+  // largest one's layout are reordered to it first.
+  const std::optional<memory::format_tag> common = LargestKnownLayout(given);
+  std::vector<std::optional<memory::desc>> targets(given.size());
+  std::vector<memory::desc> sources = given;
+  if (common) {
+    for (size_t i = 0; i < given.size(); ++i) {
+      sources[i] = memory::desc(given[i].dims(), memory::data_type::f32, *common);
+      targets[i] = sources[i];
+    }
   }
   const Shape& y = spec.outputs[0].shape;
   const memory::desc row_major = RowMajorDesc(y, memory::data_type::f32);
-  const memory::desc dst = spec.native_output
-                               ? memory::desc(memory::dims(y.begin(), y.end()),
-                                              memory::data_type::f32, memory::format_tag::any)
-                               : row_major;
+  const memory::desc dst =
+      !spec.native_output ? row_major
+      : common            ? memory::desc(row_major.dims(), memory::data_type::f32, *common)
+               : memory::desc(row_major.dims(), memory::data_type::f32, memory::format_tag::any);
   return InPlaceOrRowMajor(spec, context, MakeConcatKernel, [&]() -> KernelOrStatus {
-    const dnnl::concat::primitive_desc pd(dst, dim, sources, context.engine,
-                                          UserScratchpadAttr());
+    const dnnl::concat::primitive_desc pd(dst, dim, sources, context.engine, UserScratchpadAttr());
     BoundPrimitive primitive(context, pd, dnnl::concat(pd));
     for (size_t i = 0; i < sources.size(); ++i) {
       primitive.BindInput(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), sources[i],
@@ -177,7 +207,7 @@ KernelOrStatus MakeConcatKernel(const KernelSpec& spec, CpuKernelContext& contex
     primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
     auto kernel = std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
     if (pd.dst_desc() != row_major) kernel->SetNativeOutput(pd.dst_desc());
-    return kernel;
+    return WithInputsReordered(spec, context, targets, std::move(kernel));
   });
 }
 

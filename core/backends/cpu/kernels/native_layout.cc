@@ -15,19 +15,19 @@ constexpr size_t kAlignment = 64;
 
 size_t Aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
-// Reorders the inputs that arrive in native layouts into row-major copies in
-// its workspace, then runs `inner` (made for row-major inputs) on those.
-class RowMajorInputsKernel : public Kernel {
+// Reorders some inputs into copies in its workspace, in the layouts `inner`
+// was made for, then runs `inner` on those.
+class ReorderedInputsKernel : public Kernel {
  public:
   struct Conversion {
     int input;
-    BoundPrimitive reorder;  // Native input -> the copy (fixed memory).
-    dnnl::memory copy;       // Row-major; its handle is set by SetWorkspace.
+    BoundPrimitive reorder;  // The input as given -> the copy (fixed memory).
+    dnnl::memory copy;       // Its handle is set by SetWorkspace.
   };
 
-  RowMajorInputsKernel(CpuKernelContext& context, std::string node,
-                       std::vector<Conversion> conversions, std::unique_ptr<Kernel> inner,
-                       size_t input_count)
+  ReorderedInputsKernel(CpuKernelContext& context, std::string node,
+                        std::vector<Conversion> conversions, std::unique_ptr<Kernel> inner,
+                        size_t input_count)
       : context_(context),
         node_(std::move(node)),
         conversions_(std::move(conversions)),
@@ -77,6 +77,26 @@ class RowMajorInputsKernel : public Kernel {
   std::vector<const void*> inner_inputs_;  // Sized here so that Run does not allocate.
 };
 
+// The offset of element `index` in blocked `md`, in elements.
+int64_t ElementOffset(const dnnl_memory_desc_t& md, const std::vector<int64_t>& index) {
+  const dnnl_blocking_desc_t& blocking = md.format_desc.blocking;
+  int64_t block[DNNL_MAX_NDIMS];
+  for (int d = 0; d < md.ndims; ++d) block[d] = 1;
+  for (int k = 0; k < blocking.inner_nblks; ++k)
+    block[blocking.inner_idxs[k]] *= blocking.inner_blks[k];
+  int64_t offset = md.offset0;
+  for (int d = 0; d < md.ndims; ++d) offset += index[d] / block[d] * blocking.strides[d];
+  // Inner blocks are listed outermost first.
+  int64_t inner = 0;
+  for (int k = 0; k < blocking.inner_nblks; ++k) {
+    const int d = blocking.inner_idxs[k];
+    block[d] /= blocking.inner_blks[k];
+    inner =
+        inner * blocking.inner_blks[k] + index[d] % (block[d] * blocking.inner_blks[k]) / block[d];
+  }
+  return offset + inner;
+}
+
 }  // namespace
 
 dnnl::memory::desc GivenLayout(const KernelSpec& spec, int index,
@@ -91,18 +111,22 @@ dnnl::memory::desc GivenLayout(const KernelSpec& spec, int index,
 bool SameBytes(const dnnl::memory::desc& a, const dnnl::memory::desc& b) {
   if (a == b) return true;
   const dnnl_memory_desc_t &x = a.data, &y = b.data;
-  if (x.ndims != y.ndims || x.data_type != y.data_type || x.offset0 != y.offset0 ||
-      x.format_kind != dnnl_blocked || y.format_kind != dnnl_blocked ||
-      x.format_desc.blocking.inner_nblks != 0 || y.format_desc.blocking.inner_nblks != 0) {
+  if (x.ndims != y.ndims || x.data_type != y.data_type || x.format_kind != dnnl_blocked ||
+      y.format_kind != dnnl_blocked || a.get_size() != b.get_size()) {
     return false;
   }
+  int64_t elements = 1;
   for (int d = 0; d < x.ndims; ++d) {
-    if (x.dims[d] != y.dims[d] || x.padded_dims[d] != y.padded_dims[d]) return false;
-    // A dim of one element is never stepped over, whatever its stride.
-    if (x.dims[d] > 1 &&
-        x.format_desc.blocking.strides[d] != y.format_desc.blocking.strides[d]) {
-      return false;
-    }
+    if (x.dims[d] != y.dims[d]) return false;
+    elements *= x.dims[d];
+  }
+  // Element by element: only small values (e.g. [N, C, 1, 1]) are asked about.
+  constexpr int64_t kMaxElements = int64_t{1} << 20;
+  if (elements > kMaxElements) return false;
+  std::vector<int64_t> index(x.ndims, 0);
+  for (int64_t e = 0; e < elements; ++e) {
+    if (ElementOffset(x, index) != ElementOffset(y, index)) return false;
+    for (int d = x.ndims - 1; d >= 0 && ++index[d] == x.dims[d]; --d) index[d] = 0;
   }
   return true;
 }
@@ -120,15 +144,27 @@ KernelOrStatus WithRowMajorInputs(const KernelSpec& spec, CpuKernelContext& cont
   row_major.input_layouts.clear();
   row_major.native_output = false;
   REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> inner, build(row_major, context));
-  if (!HasNativeInputs(spec)) return inner;
-  std::vector<RowMajorInputsKernel::Conversion> conversions;
+  std::vector<std::optional<dnnl::memory::desc>> targets(spec.inputs.size());
   for (size_t i = 0; i < spec.input_layouts.size(); ++i) {
-    if (spec.input_layouts[i].empty() || !spec.inputs[i]) continue;
-    const dnnl::memory::desc plain = RowMajorDesc(spec.inputs[i]->shape, dnnl::memory::data_type::f32);
-    const dnnl::memory::desc given = GivenLayout(spec, static_cast<int>(i), plain);
-    if (given == plain) continue;
-    dnnl::memory copy(plain, context.engine, DNNL_MEMORY_NONE);
-    const dnnl::reorder::primitive_desc pd(context.engine, given, context.engine, plain,
+    if (!spec.input_layouts[i].empty() && spec.inputs[i]) {
+      targets[i] = RowMajorDesc(spec.inputs[i]->shape, dnnl::memory::data_type::f32);
+    }
+  }
+  return WithInputsReordered(spec, context, targets, std::move(inner));
+}
+
+KernelOrStatus WithInputsReordered(const KernelSpec& spec, CpuKernelContext& context,
+                                   const std::vector<std::optional<dnnl::memory::desc>>& targets,
+                                   std::unique_ptr<Kernel> inner) {
+  std::vector<ReorderedInputsKernel::Conversion> conversions;
+  for (size_t i = 0; i < targets.size() && i < spec.inputs.size(); ++i) {
+    if (!targets[i] || !spec.inputs[i]) continue;
+    const dnnl::memory::desc given =
+        GivenLayout(spec, static_cast<int>(i),
+                    RowMajorDesc(spec.inputs[i]->shape, dnnl::memory::data_type::f32));
+    if (given == *targets[i]) continue;
+    dnnl::memory copy(*targets[i], context.engine, DNNL_MEMORY_NONE);
+    const dnnl::reorder::primitive_desc pd(context.engine, given, context.engine, *targets[i],
                                            UserScratchpadAttr());
     BoundPrimitive reorder(context, pd, dnnl::reorder(pd));
     reorder.BindInput(DNNL_ARG_FROM, given, static_cast<int>(i));
@@ -136,8 +172,8 @@ KernelOrStatus WithRowMajorInputs(const KernelSpec& spec, CpuKernelContext& cont
     conversions.push_back({static_cast<int>(i), std::move(reorder), copy});
   }
   if (conversions.empty()) return inner;
-  return std::make_unique<RowMajorInputsKernel>(context, NodeLabel(spec), std::move(conversions),
-                                                std::move(inner), spec.inputs.size());
+  return std::make_unique<ReorderedInputsKernel>(context, NodeLabel(spec), std::move(conversions),
+                                                 std::move(inner), spec.inputs.size());
 }
 
 }  // namespace replicad

@@ -1,7 +1,10 @@
 #ifndef REPLICAD_CORE_BACKENDS_CPU_KERNELS_NATIVE_LAYOUT_H_
 #define REPLICAD_CORE_BACKENDS_CPU_KERNELS_NATIVE_LAYOUT_H_
 
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
@@ -31,6 +34,13 @@ bool HasNativeInputs(const KernelSpec& spec);
 // layout its primitive cannot read, so that any reader takes any layout.
 KernelOrStatus WithRowMajorInputs(const KernelSpec& spec, CpuKernelContext& context,
                                   KernelOrStatus (*build)(const KernelSpec&, CpuKernelContext&));
+
+// `inner`, made for inputs in `targets` (one per input; nullopt: as given),
+// run after each input that arrives in another layout is reordered into
+// workspace.
+KernelOrStatus WithInputsReordered(const KernelSpec& spec, CpuKernelContext& context,
+                                   const std::vector<std::optional<dnnl::memory::desc>>& targets,
+                                   std::unique_ptr<Kernel> inner);
 
 // `read_in_place()`, a kernel that reads the native layouts as they are;
 // where oneDNN has no implementation for them, `build` behind

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
@@ -51,12 +52,14 @@ class PaddedAveragePoolKernel : public Kernel {
   BoundPrimitive pool_;
 };
 
-}  // namespace
-
-// X may arrive in its producer's layout; Y then keeps one where its readers
-// take it (a stem's pooling between convolutions).
-KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
-  REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(spec));
+// A pooling's X and Y layouts. X may arrive in its producer's layout; the
+// pooling reads it there when Y's readers take a layout of oneDNN's choice
+// too (a stem's or a transition's pooling between convolutions). nullopt
+// when X arrives so but Y must be row-major: X is then reordered first.
+struct PoolingLayouts {
+  memory::desc src, dst, row_major_dst;
+};
+std::optional<PoolingLayouts> LayoutsFor(const KernelSpec& spec) {
   const Shape& x = spec.inputs[0]->shape;
   const Shape& y = spec.outputs[0].shape;
   const memory::desc row_major_src(memory::dims(x.begin(), x.end()), memory::data_type::f32,
@@ -64,25 +67,41 @@ KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& conte
   const memory::desc row_major_dst(memory::dims(y.begin(), y.end()), memory::data_type::f32,
                                    memory::format_tag::nchw);
   const memory::desc src = GivenLayout(spec, 0, row_major_src);
-  const bool native = src != row_major_src;
-  if (native && !spec.native_output) return WithRowMajorInputs(spec, context, MakeMaxPoolKernel);
-  const memory::desc dst =
-      native ? memory::desc(row_major_dst.dims(), memory::data_type::f32, memory::format_tag::any)
-             : row_major_dst;
+  if (src == row_major_src) return PoolingLayouts{src, row_major_dst, row_major_dst};
+  if (!spec.native_output) return std::nullopt;
+  return PoolingLayouts{
+      src, memory::desc(row_major_dst.dims(), memory::data_type::f32, memory::format_tag::any),
+      row_major_dst};
+}
+
+// The pooling `pd` reading input 0 in `layouts.src`.
+std::unique_ptr<PrimitiveKernel> PoolingKernel(const KernelSpec& spec, CpuKernelContext& context,
+                                               const dnnl::pooling_v2_forward::primitive_desc& pd,
+                                               const PoolingLayouts& layouts) {
+  BoundPrimitive primitive(context, pd, dnnl::pooling_v2_forward(pd));
+  primitive.BindInput(DNNL_ARG_SRC, layouts.src, 0);
+  primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
+  auto kernel = std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+  if (pd.dst_desc() != layouts.row_major_dst) kernel->SetNativeOutput(pd.dst_desc());
+  return kernel;
+}
+
+}  // namespace
+
+KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(spec));
+  const Shape& x = spec.inputs[0]->shape;
+  const std::optional<PoolingLayouts> layouts = LayoutsFor(spec);
+  if (!layouts) return WithRowMajorInputs(spec, context, MakeMaxPoolKernel);
   // Max pooling ignores padding, so the extra right padding is harmless.
   const memory::dims padding_r = FlooringPaddingR(window, x);
   const dnnl::pooling_v2_forward::desc desc(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, src, dst,
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, layouts->src, layouts->dst,
       {window.strides[0], window.strides[1]}, {window.kernel[0], window.kernel[1]},
       {window.dilations[0] - 1, window.dilations[1] - 1},
       {window.pads_begin[0], window.pads_begin[1]}, padding_r);
   const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
-  BoundPrimitive primitive(context, pd, dnnl::pooling_v2_forward(pd));
-  primitive.BindInput(DNNL_ARG_SRC, src, 0);
-  primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
-  auto kernel = std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
-  if (pd.dst_desc() != row_major_dst) kernel->SetNativeOutput(pd.dst_desc());
-  return kernel;
+  return PoolingKernel(spec, context, pd, *layouts);
 }
 
 KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
@@ -99,19 +118,20 @@ KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& c
   const memory::dims padding_r = FlooringPaddingR(window, x);
   const bool overhang = padding_r[0] > window.pads_end[0] || padding_r[1] > window.pads_end[1];
 
+  const std::optional<PoolingLayouts> layouts = LayoutsFor(spec);
+  if (!layouts || (overhang && pool.count_include_pad && layouts->src != src)) {
+    return WithRowMajorInputs(spec, context, MakeAveragePoolKernel);
+  }
   if (!pool.count_include_pad || !overhang) {
     // Excluding padding also excludes the overhang, as ONNX wants.
     const dnnl::pooling_v2_forward::desc desc(
         dnnl::prop_kind::forward_inference,
         pool.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                : dnnl::algorithm::pooling_avg_exclude_padding,
-        src, dst, strides, kernel, dilation, {window.pads_begin[0], window.pads_begin[1]},
-        padding_r);
+        layouts->src, layouts->dst, strides, kernel, dilation,
+        {window.pads_begin[0], window.pads_begin[1]}, padding_r);
     const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
-    BoundPrimitive primitive(context, pd, dnnl::pooling_v2_forward(pd));
-    primitive.BindInput(DNNL_ARG_SRC, src, 0);
-    primitive.BindOutput(DNNL_ARG_DST, dst, 0);
-    return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+    return PoolingKernel(spec, context, pd, *layouts);
   }
 
   const memory::desc padded_desc({x[0], x[1], x[2] + window.pads_begin[0] + window.pads_end[0],

@@ -3,6 +3,8 @@
 // their output's: each must compute what it computes on row-major data,
 // whether it reads the layout in place or reorders it first.
 
+#include "core/backends/cpu/kernels/native_layout.h"
+
 #include <cstring>
 #include <optional>
 #include <string>
@@ -52,8 +54,8 @@ class NativeLayoutTest : public CpuKernelTestBase,
   // layout and, with `native_output`, its output kept in the layout the
   // kernel reports; returns the output in row-major.
   Tensor RunNative(const std::string& op_type, const std::vector<Tensor>& inputs,
-                   const std::vector<int>& native, bool native_output,
-                   const Attributes& attributes, std::vector<int> constants = {}) {
+                   const std::vector<int>& native, bool native_output, const Attributes& attributes,
+                   std::vector<int> constants = {}) {
     KernelSpec spec;
     spec.op_type = op_type;
     spec.node_name = "k1";
@@ -84,9 +86,9 @@ class NativeLayoutTest : public CpuKernelTestBase,
     const Shape& shape = spec.outputs[0].shape;
     const std::string layout = native_output ? (*kernel)->native_output_layout() : "";
     std::optional<memory::desc> out_layout = DeserializeDesc(layout);
-    std::vector<char> out(out_layout ? std::max(out_layout->get_size(),
-                                                (*kernel)->native_output_bytes())
-                                     : NumElements(shape) * sizeof(float));
+    std::vector<char> out(out_layout
+                              ? std::max(out_layout->get_size(), (*kernel)->native_output_bytes())
+                              : NumElements(shape) * sizeof(float));
     void* outputs[] = {out.data()};
     const absl::Status ran = (*kernel)->Run(data.data(), outputs);
     EXPECT_TRUE(ran.ok()) << ran;
@@ -129,12 +131,29 @@ TEST_P(NativeLayoutTest, AddOfTwoNativeOperandsAndOfOneWithRowMajor) {
   }
 }
 
+// 20 channels pad a 16-channel block, 32 fill two (then the pooled [N, C, 1, 1]
+// is row-major byte for byte and written in place).
 TEST_P(NativeLayoutTest, GlobalAveragePoolReadsTheLayout) {
-  const Tensor x = Random({3, 20, 7, 5}, 5), unit = Random({2, 20, 1, 1}, 6);
   const Attributes none;
-  ExpectNear(RunNative("GlobalAveragePool", {x}, {0}, false, none),
-             RunRowMajor("GlobalAveragePool", {x}, none));
-  ExpectNear(RunNative("GlobalAveragePool", {unit}, {0}, false, none), unit);
+  for (int64_t channels : {20, 32}) {
+    const Tensor x = Random({3, channels, 7, 5}, 5), unit = Random({2, channels, 1, 1}, 6);
+    ExpectNear(RunNative("GlobalAveragePool", {x}, {0}, false, none),
+               RunRowMajor("GlobalAveragePool", {x}, none));
+    ExpectNear(RunNative("GlobalAveragePool", {unit}, {0}, false, none), unit);
+  }
+}
+
+TEST(SameBytesTest, ChannelsLastAndBlocksOfUnitSpatialDims) {
+  const auto desc = [](memory::dims dims, memory::format_tag tag) {
+    return memory::desc(dims, memory::data_type::f32, tag);
+  };
+  using tag = memory::format_tag;
+  EXPECT_TRUE(SameBytes(desc({4, 32, 1, 1}, tag::acdb), desc({4, 32, 1, 1}, tag::abcd)));
+  EXPECT_TRUE(SameBytes(desc({4, 32, 1, 1}, tag::aBcd16b), desc({4, 32, 1, 1}, tag::abcd)));
+  EXPECT_FALSE(SameBytes(desc({4, 20, 1, 1}, tag::aBcd16b), desc({4, 20, 1, 1}, tag::abcd)));
+  EXPECT_FALSE(SameBytes(desc({4, 32, 2, 1}, tag::aBcd16b), desc({4, 32, 2, 1}, tag::abcd)));
+  EXPECT_FALSE(SameBytes(desc({4, 32, 2, 1}, tag::acdb), desc({4, 32, 2, 1}, tag::abcd)));
+  EXPECT_TRUE(SameBytes(desc({1, 32, 2, 2}, tag::aBcd16b), desc({1, 32, 2, 2}, tag::aBcd16b)));
 }
 
 TEST_P(NativeLayoutTest, ConvWithComputedWeightsAndOtherOpsReorderFirst) {
@@ -146,8 +165,7 @@ TEST_P(NativeLayoutTest, ConvWithComputedWeightsAndOtherOpsReorderFirst) {
   ExpectNear(RunNative("Relu", {x}, {0}, false, none), RunRowMajor("Relu", {x}, none));
   Attributes axis;
   axis.Set("axis", int64_t{1});
-  ExpectNear(RunNative("Concat", {x, x}, {1}, false, axis),
-             RunRowMajor("Concat", {x, x}, axis));
+  ExpectNear(RunNative("Concat", {x, x}, {1}, false, axis), RunRowMajor("Concat", {x, x}, axis));
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, NativeLayoutTest,
