@@ -282,7 +282,12 @@ def export_onnx(model, inputs, outputs, path):
     dummy = tuple(torch.zeros((EXPORT_BATCH,) + tuple(shape)) for _, shape in inputs)
     names = [n for n, _ in inputs] + list(outputs)
     tmp = path + ".tmp"
-    with torch.no_grad():
+    # Under no_grad an eval-mode nn.MultiheadAttention (vit_b_32 of the zoo) takes its fast
+    # path, one aten::_native_multi_head_attention op that has no ONNX export; with grad enabled
+    # (its parameters require grad) it runs the composite ops, which export. Other models keep
+    # no_grad.
+    has_attention = any(isinstance(m, nn.MultiheadAttention) for m in model.modules())
+    with torch.set_grad_enabled(has_attention):
         torch.onnx.export(model, dummy, tmp, opset_version=OPSET,
                           input_names=[n for n, _ in inputs], output_names=list(outputs),
                           dynamic_axes={n: {0: "batch"} for n in names},

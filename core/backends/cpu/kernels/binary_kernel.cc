@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -179,7 +180,14 @@ KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& contex
   // excitation of a squeeze-excitation block scaling a convolution's output),
   // and the output keeps src0's layout where its readers take it.
   const dnnl::memory::desc src0_desc = GivenLayout(spec, src0, src0_plain);
-  const dnnl::memory::desc src1_desc = GivenLayout(spec, src1, src1_plain);
+  dnnl::memory::desc src1_desc = GivenLayout(spec, src1, src1_plain);
+  // oneDNN's optimised kernels want both sources in one layout: a row-major
+  // [N, C, 1, 1] is often byte for byte that layout.
+  if (const std::optional<dnnl::memory::format_tag> tag = KnownLayout(src0_desc);
+      tag && src1_desc == src1_plain && src1_plain.dims().size() == 4) {
+    const dnnl::memory::desc alike(src1_plain.dims(), f32, *tag);
+    if (SameBytes(alike, src1_plain)) src1_desc = alike;
+  }
   if (src0_desc.dims() != src0_plain.dims() || src1_desc.dims() != src1_plain.dims()) {
     return WithRowMajorInputs(spec, context, MakeBinaryKernel);  // A rank raised by broadcasting.
   }
@@ -196,6 +204,7 @@ KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& contex
   return InPlaceOrRowMajor(spec, context, MakeBinaryKernel, [&]() -> KernelOrStatus {
     const dnnl::binary::desc desc(algorithm, src0_desc, src1_desc, dst_desc);
     const dnnl::binary::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+    if (HasNativeInputs(spec)) RejectReference(pd);
     BoundPrimitive primitive(context, pd, dnnl::binary(pd));
     primitive.BindInput(DNNL_ARG_SRC_0, src0_desc, src0);
     primitive.BindInput(DNNL_ARG_SRC_1, src1_desc, src1);

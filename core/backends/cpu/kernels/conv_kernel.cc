@@ -205,40 +205,40 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     dnnl::memory blocked_src, blocked_dst;
     BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));
     // X arrives row-major, or in the layout its producing convolution kept.
+    // Layouts that differ only in the strides of unit dims (a squeeze-
+    // excitation's [N, C, 1, 1]) need no reorder.
     const memory::desc given_src = GivenLayout(spec, 0, src);
-    if (pd.src_desc() != given_src) {
+    if (!SameBytes(pd.src_desc(), given_src)) {
       blocked_src = dnnl::memory(pd.src_desc(), context.engine, DNNL_MEMORY_NONE);
       src_reorder.emplace(Reorder(context, given_src, pd.src_desc()));
       src_reorder->BindInput(DNNL_ARG_FROM, given_src, 0);
       src_reorder->BindFixed(DNNL_ARG_TO, blocked_src);
       primitive.BindFixed(DNNL_ARG_SRC, blocked_src);
     } else {
-      primitive.BindInput(DNNL_ARG_SRC, given_src, 0);
+      primitive.BindInput(DNNL_ARG_SRC, pd.src_desc(), 0);
     }
     primitive.BindFixed(DNNL_ARG_WEIGHTS, blocked_weights);
     if (has_bias) primitive.BindInput(DNNL_ARG_BIAS, bias, 2);
-    const bool native_output = spec.native_output && pd.dst_desc() != dst;
-    if (native_output) {
+    const bool row_major_dst = SameBytes(pd.dst_desc(), dst);
+    const bool native_output = spec.native_output && !row_major_dst;
+    if (native_output || row_major_dst) {
       primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
-    } else if (pd.dst_desc() != dst) {
+    } else {
       blocked_dst = dnnl::memory(pd.dst_desc(), context.engine, DNNL_MEMORY_NONE);
       primitive.BindFixed(DNNL_ARG_DST, blocked_dst);
       dst_reorder.emplace(Reorder(context, pd.dst_desc(), dst));
       dst_reorder->BindFixed(DNNL_ARG_FROM, blocked_dst);
       dst_reorder->BindOutput(DNNL_ARG_TO, dst, 0);
-    } else {
-      primitive.BindOutput(DNNL_ARG_DST, dst, 0);
     }
     std::optional<BoundPrimitive> addend_copy;
     if (fused_sum) {
-      // Into the blocked buffer when there is one, else straight into Y.
-      addend_copy.emplace(Reorder(
-          context, dst, blocked_dst ? pd.dst_desc() : (native_output ? pd.dst_desc() : dst)));
+      // Where the convolution writes: its blocked buffer or Y.
+      addend_copy.emplace(Reorder(context, dst, pd.dst_desc()));
       addend_copy->BindInput(DNNL_ARG_FROM, dst, 3);
       if (blocked_dst) {
         addend_copy->BindFixed(DNNL_ARG_TO, blocked_dst);
       } else {
-        addend_copy->BindOutput(DNNL_ARG_TO, native_output ? pd.dst_desc() : dst, 0);
+        addend_copy->BindOutput(DNNL_ARG_TO, pd.dst_desc(), 0);
       }
     }
     auto kernel = std::make_unique<BlockedConvKernel>(

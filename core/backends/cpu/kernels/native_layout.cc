@@ -121,7 +121,7 @@ bool SameBytes(const dnnl::memory::desc& a, const dnnl::memory::desc& b) {
     elements *= x.dims[d];
   }
   // Element by element: only small values (e.g. [N, C, 1, 1]) are asked about.
-  constexpr int64_t kMaxElements = int64_t{1} << 20;
+  constexpr int64_t kMaxElements = int64_t{1} << 16;
   if (elements > kMaxElements) return false;
   std::vector<int64_t> index(x.ndims, 0);
   for (int64_t e = 0; e < elements; ++e) {
@@ -129,6 +129,21 @@ bool SameBytes(const dnnl::memory::desc& a, const dnnl::memory::desc& b) {
     for (int d = x.ndims - 1; d >= 0 && ++index[d] == x.dims[d]; --d) index[d] = 0;
   }
   return true;
+}
+
+std::optional<dnnl::memory::format_tag> KnownLayout(const dnnl::memory::desc& desc) {
+  using tag = dnnl::memory::format_tag;
+  if (desc.dims().size() != 4) return std::nullopt;
+  for (tag candidate : {tag::acdb, tag::aBcd16b, tag::aBcd8b, tag::abcd}) {
+    if (desc == dnnl::memory::desc(desc.dims(), desc.data_type(), candidate)) return candidate;
+  }
+  return std::nullopt;
+}
+
+void RejectReference(const dnnl::primitive_desc_base& pd) {
+  if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
+    throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference implementation takes this");
+  }
 }
 
 bool HasNativeInputs(const KernelSpec& spec) {

@@ -22,8 +22,20 @@ dnnl::memory::desc GivenLayout(const KernelSpec& spec, int index,
                                const dnnl::memory::desc& row_major);
 
 // Whether `a` and `b` place every element at the same byte (e.g.
-// channels-last and row-major for [N, C, 1, 1]).
+// channels-last and row-major for [N, C, 1, 1]). Checked element by element
+// up to 2^16 elements (plan time); larger values only when a == b.
 bool SameBytes(const dnnl::memory::desc& a, const dnnl::memory::desc& b);
+
+// The format tag `desc` is, among those oneDNN's convolutions and poolings
+// choose (channels-last, 16- and 8-channel blocks, row-major); nullopt for
+// any other.
+std::optional<dnnl::memory::format_tag> KnownLayout(const dnnl::memory::desc& desc);
+
+// Throws oneDNN's unimplemented error when `pd` fell back to oneDNN's
+// reference implementation, element by element and many times slower than
+// a reorder to row-major and its optimised kernel (which
+// InPlaceOrRowMajor then takes).
+void RejectReference(const dnnl::primitive_desc_base& pd);
 
 // Whether any input arrives in a layout other than row-major.
 bool HasNativeInputs(const KernelSpec& spec);

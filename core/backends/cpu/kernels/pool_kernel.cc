@@ -74,10 +74,12 @@ std::optional<PoolingLayouts> LayoutsFor(const KernelSpec& spec) {
       row_major_dst};
 }
 
-// The pooling `pd` reading input 0 in `layouts.src`.
+// The pooling `pd` reading input 0 in `layouts.src`; see RejectReference
+// for a native layout only oneDNN's reference kernel reads.
 std::unique_ptr<PrimitiveKernel> PoolingKernel(const KernelSpec& spec, CpuKernelContext& context,
                                                const dnnl::pooling_v2_forward::primitive_desc& pd,
                                                const PoolingLayouts& layouts) {
+  if (layouts.dst != layouts.row_major_dst) RejectReference(pd);
   BoundPrimitive primitive(context, pd, dnnl::pooling_v2_forward(pd));
   primitive.BindInput(DNNL_ARG_SRC, layouts.src, 0);
   primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
@@ -95,13 +97,15 @@ KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& conte
   if (!layouts) return WithRowMajorInputs(spec, context, MakeMaxPoolKernel);
   // Max pooling ignores padding, so the extra right padding is harmless.
   const memory::dims padding_r = FlooringPaddingR(window, x);
-  const dnnl::pooling_v2_forward::desc desc(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, layouts->src, layouts->dst,
-      {window.strides[0], window.strides[1]}, {window.kernel[0], window.kernel[1]},
-      {window.dilations[0] - 1, window.dilations[1] - 1},
-      {window.pads_begin[0], window.pads_begin[1]}, padding_r);
-  const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
-  return PoolingKernel(spec, context, pd, *layouts);
+  return InPlaceOrRowMajor(spec, context, MakeMaxPoolKernel, [&]() -> KernelOrStatus {
+    const dnnl::pooling_v2_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, layouts->src,
+        layouts->dst, {window.strides[0], window.strides[1]}, {window.kernel[0], window.kernel[1]},
+        {window.dilations[0] - 1, window.dilations[1] - 1},
+        {window.pads_begin[0], window.pads_begin[1]}, padding_r);
+    const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+    return PoolingKernel(spec, context, pd, *layouts);
+  });
 }
 
 KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
@@ -123,15 +127,17 @@ KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& c
     return WithRowMajorInputs(spec, context, MakeAveragePoolKernel);
   }
   if (!pool.count_include_pad || !overhang) {
-    // Excluding padding also excludes the overhang, as ONNX wants.
-    const dnnl::pooling_v2_forward::desc desc(
-        dnnl::prop_kind::forward_inference,
-        pool.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
-                               : dnnl::algorithm::pooling_avg_exclude_padding,
-        layouts->src, layouts->dst, strides, kernel, dilation,
-        {window.pads_begin[0], window.pads_begin[1]}, padding_r);
-    const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
-    return PoolingKernel(spec, context, pd, *layouts);
+    return InPlaceOrRowMajor(spec, context, MakeAveragePoolKernel, [&]() -> KernelOrStatus {
+      // Excluding padding also excludes the overhang, as ONNX wants.
+      const dnnl::pooling_v2_forward::desc desc(
+          dnnl::prop_kind::forward_inference,
+          pool.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                 : dnnl::algorithm::pooling_avg_exclude_padding,
+          layouts->src, layouts->dst, strides, kernel, dilation,
+          {window.pads_begin[0], window.pads_begin[1]}, padding_r);
+      const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+      return PoolingKernel(spec, context, pd, *layouts);
+    });
   }
 
   const memory::desc padded_desc({x[0], x[1], x[2] + window.pads_begin[0] + window.pads_end[0],
@@ -189,6 +195,7 @@ KernelOrStatus MakeGlobalAveragePoolKernel(const KernelSpec& spec, CpuKernelCont
         dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_avg_exclude_padding, given,
         any_dst, {1, 1}, {x[2], x[3]}, {0, 0}, {0, 0}, {0, 0});
     const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+    RejectReference(pd);
     if (!SameBytes(pd.dst_desc(), dst)) {
       throw dnnl::error(dnnl_unimplemented, "pooled channels are blocked");
     }
