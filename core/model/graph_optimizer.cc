@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -254,6 +256,13 @@ bool FusibleActivation(const Graph& graph, const Node& node, float* alpha, float
     *alpha = a.ok() ? *a : 0;
     return a.ok();
   }
+  if (node.op_type == "HardSigmoid") {
+    absl::StatusOr<float> a = node.attributes.GetFloat("alpha", 0.2f);
+    absl::StatusOr<float> b = node.attributes.GetFloat("beta", 0.5f);
+    *alpha = a.ok() ? *a : 0;
+    *beta = b.ok() ? *b : 0;
+    return a.ok() && b.ok();
+  }
   if (node.op_type == "Clip") {
     // Opset 11+: bounds are optional scalar inputs, fusible when constant.
     *alpha = -INFINITY;
@@ -271,29 +280,41 @@ bool FusibleActivation(const Graph& graph, const Node& node, float* alpha, float
   return false;
 }
 
-// y -> Sigmoid -> s, then Mul(y, s): SiLU as exporters write it (y read by
-// exactly those two nodes, s only by the Mul). Returns the Mul's index and
-// adds both nodes to `dead`, or returns -1.
-int SwishOf(const Graph& graph, const std::vector<std::vector<int>>& readers, int y,
-            std::set<int>* dead) {
-  if (readers[y].size() != 2 || IsGraphOutput(graph, y)) return -1;
+// y -> Sigmoid -> s, then Mul(y, s): SiLU as exporters write it; and y ->
+// HardSigmoid(1/6, 1/2) -> s, then Mul(y, s): HardSwish as PyTorch writes it
+// before opset 14 (mobilenet_v3). y is read by exactly those two nodes, s
+// only by the Mul. Returns the fused activation and adds both nodes to
+// `dead`, or returns nullopt.
+std::optional<std::pair<int, FusedActivation>> GatedActivationOf(
+    const Graph& graph, const std::vector<std::vector<int>>& readers, int y, std::set<int>* dead) {
+  if (readers[y].size() != 2 || IsGraphOutput(graph, y)) return std::nullopt;
   for (int i = 0; i < 2; ++i) {
-    const int sigmoid_index = readers[y][i], mul_index = readers[y][1 - i];
-    const Node& sigmoid = graph.nodes[sigmoid_index];
+    const int gate_index = readers[y][i], mul_index = readers[y][1 - i];
+    const Node& gate = graph.nodes[gate_index];
     const Node& mul = graph.nodes[mul_index];
-    if (sigmoid.op_type != "Sigmoid" || sigmoid.outputs.size() != 1 || mul.op_type != "Mul" ||
-        mul.inputs.size() != 2 || mul.outputs.size() != 1) {
+    if (gate.outputs.size() != 1 || mul.op_type != "Mul" || mul.inputs.size() != 2 ||
+        mul.outputs.size() != 1) {
       continue;
     }
-    const int s = sigmoid.outputs[0];
+    std::optional<FusedActivation> fused;
+    if (gate.op_type == "Sigmoid") {
+      fused = FusedActivation{"Swish", 1.0f, 0.0f};
+    } else if (gate.op_type == "HardSigmoid") {
+      absl::StatusOr<float> alpha = gate.attributes.GetFloat("alpha", 0.2f);
+      absl::StatusOr<float> beta = gate.attributes.GetFloat("beta", 0.5f);
+      if (alpha.ok() && beta.ok() && std::fabs(*alpha - 1.0f / 6) < 1e-7f && *beta == 0.5f) {
+        fused = FusedActivation{"HardSwish", 0.0f, 0.0f};
+      }
+    }
+    const int s = gate.outputs[0];
     const bool pairs =
         (mul.inputs[0] == y && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == y);
-    if (!pairs || !PrivateValue(graph, readers, s)) continue;
-    dead->insert(sigmoid_index);
+    if (!fused || !pairs || !PrivateValue(graph, readers, s)) continue;
+    dead->insert(gate_index);
     dead->insert(mul_index);
-    return mul_index;
+    return std::make_pair(mul_index, *fused);
   }
-  return -1;
+  return std::nullopt;
 }
 
 void FuseActivations(Graph* graph) {
@@ -306,9 +327,9 @@ void FuseActivations(Graph* graph) {
       continue;
     }
     const int y = producer.outputs[0];
-    if (const int mul_index = SwishOf(*graph, readers, y, &dead); mul_index >= 0) {
-      WriteFusedActivation(FusedActivation{"Swish", 1.0f, 0.0f}, &producer.attributes);
-      producer.outputs[0] = graph->nodes[mul_index].outputs[0];
+    if (auto gated = GatedActivationOf(*graph, readers, y, &dead)) {
+      WriteFusedActivation(gated->second, &producer.attributes);
+      producer.outputs[0] = graph->nodes[gated->first].outputs[0];
       continue;
     }
     if (!PrivateValue(*graph, readers, y)) continue;

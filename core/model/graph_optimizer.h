@@ -18,9 +18,10 @@ namespace replicad {
 //  - Conv absorbs an Add of its output and a same-shaped value (a residual
 //    connection), which then arrives as the Conv's input 3;
 //  - Conv and Gemm absorb a following Relu, LeakyRelu, Clip (constant
-//    bounds), Sigmoid, Tanh or HardSwish, and the Sigmoid and Mul of a SiLU
-//    (y * Sigmoid(y), as exporters write it) as one Swish (see
-//    core/ops/fused_activation.h);
+//    bounds), Sigmoid, HardSigmoid, Tanh or HardSwish, the Sigmoid and Mul
+//    of a SiLU (y * Sigmoid(y), as exporters write it) as one Swish and those
+//    of a HardSwish before opset 14 (y * HardSigmoid(y) with alpha 1/6 and
+//    beta 1/2) as one HardSwish (see core/ops/fused_activation.h);
 //  - initializers nothing reads any more are dropped.
 // A rewrite applies only where the intermediate value has no other reader
 // and is not a graph output. Errors only for malformed BatchNormalization

@@ -13,7 +13,8 @@ absl::StatusOr<std::optional<FusedActivation>> ReadFusedActivation(const Attribu
   if (!op.ok()) return op.status();
   if (!alpha.ok()) return alpha.status();
   if (!beta.ok()) return beta.status();
-  for (const char* known : {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSwish", "Swish"}) {
+  for (const char* known :
+       {"Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "Tanh", "HardSwish", "Swish"}) {
     if (*op == known) return FusedActivation{*op, *alpha, *beta};
   }
   return absl::InvalidArgumentError(absl::StrCat("fused activation '", *op, "' is not supported"));

@@ -17,11 +17,11 @@ inline constexpr char kFusedAlpha[] = "replicad.alpha";
 inline constexpr char kFusedBeta[] = "replicad.beta";
 
 struct FusedActivation {
-  // Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSwish or Swish (x * sigmoid(alpha * x);
-  // alpha 1 is SiLU).
+  // Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, Tanh, HardSwish or Swish
+  // (x * sigmoid(alpha * x); alpha 1 is SiLU).
   std::string op_type;
-  float alpha = 0;  // LeakyRelu's slope; Clip's lower bound; Swish's alpha.
-  float beta = 0;   // Clip's upper bound.
+  float alpha = 0;  // LeakyRelu's slope; Clip's lower bound; HardSigmoid's and Swish's alpha.
+  float beta = 0;   // Clip's upper bound; HardSigmoid's beta.
 };
 
 // The node's fused activation, nullopt when there is none; InvalidArgument

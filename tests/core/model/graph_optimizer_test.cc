@@ -1,6 +1,8 @@
 #include "core/model/graph_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/model/onnx_builder.h"
@@ -47,6 +49,24 @@ Tensor Positive(Shape shape, uint64_t seed) {
   for (int64_t i = 0; i < t.num_elements(); ++i)
     t.data<float>()[i] = std::fabs(t.data<float>()[i]) + 0.1f;
   return t;
+}
+
+// Checks every element of y [3, 2, 2, 2] against expected(c, i), where c is
+// the 1x1 convolution of x [3, 2, 2, 2] by w [2, 2, 1, 1] at row-major index i,
+// computed here in double.
+void ExpectOfConv1x1(const Tensor& y, const Tensor& x, const Tensor& w, double tolerance,
+                     const std::function<double(double, int)>& expected) {
+  for (int n = 0; n < 3; ++n) {
+    for (int m = 0; m < 2; ++m) {
+      for (int p = 0; p < 4; ++p) {
+        double c = 0;
+        for (int k = 0; k < 2; ++k)
+          c += w.data<float>()[m * 2 + k] * x.data<float>()[(n * 2 + k) * 4 + p];
+        const int i = (n * 2 + m) * 4 + p;
+        EXPECT_NEAR(y.data<float>()[i], expected(c, i), tolerance) << "element " << i;
+      }
+    }
+  }
 }
 
 // A 1x1 Conv, BatchNormalization and Relu become one Conv with the
@@ -184,17 +204,10 @@ TEST(GraphOptimizerTest, ResidualAddAndReluFuseIntoTheConv) {
   const Tensor x = RandomTensor({3, 2, 2, 2}, 22);
   std::vector<Tensor> y = RunOnce(model, {x});
   ASSERT_EQ(y.size(), 1u);
-  for (int n = 0; n < 3; ++n) {
-    for (int m = 0; m < 2; ++m) {
-      for (int p = 0; p < 4; ++p) {
-        double c = 0;
-        for (int k = 0; k < 2; ++k)
-          c += w.data<float>()[m * 2 + k] * x.data<float>()[(n * 2 + k) * 4 + p];
-        const double skip = 1.0 / (1.0 + std::exp(-x.data<float>()[(n * 2 + m) * 4 + p]));
-        EXPECT_NEAR(y[0].data<float>()[(n * 2 + m) * 4 + p], std::max(0.0, c + skip), 1e-5);
-      }
-    }
-  }
+  ExpectOfConv1x1(y[0], x, w, 1e-5, [&](double c, int i) {
+    const double skip = 1.0 / (1.0 + std::exp(-x.data<float>()[i]));
+    return std::max(0.0, c + skip);
+  });
 }
 
 // SiLU as PyTorch exports it (Conv -> Sigmoid, Mul of both) becomes the
@@ -221,17 +234,88 @@ TEST(GraphOptimizerTest, SigmoidTimesItsInputFusesAsSwish) {
     const Tensor x = RandomTensor({3, 2, 2, 2}, 32);
     std::vector<Tensor> y = RunOnce(model, {x});
     ASSERT_EQ(y.size(), 1u);
-    for (int n = 0; n < 3; ++n) {
-      for (int m = 0; m < 2; ++m) {
-        for (int p = 0; p < 4; ++p) {
-          double c = 0;
-          for (int k = 0; k < 2; ++k)
-            c += w.data<float>()[m * 2 + k] * x.data<float>()[(n * 2 + k) * 4 + p];
-          // oneDNN's swish is within a few float ulps of the double result.
-          EXPECT_NEAR(y[0].data<float>()[(n * 2 + m) * 4 + p], c / (1.0 + std::exp(-c)), 1e-6);
+    // oneDNN's swish is within a few float ulps of the double result.
+    ExpectOfConv1x1(y[0], x, w, 1e-6, [](double c, int) { return c / (1.0 + std::exp(-c)); });
+  }
+}
+
+// A BatchNormalization no Conv precedes (a pre-activation) becomes a
+// depthwise 1x1 Conv, and the Relu after it fuses; a Pad of nothing before
+// an AveragePool goes.
+TEST(GraphOptimizerTest, PreActivationBatchNormBecomesADepthwiseConvAndEmptyPadGoes) {
+  const Tensor scale = RandomTensor({3}, 41), shift = RandomTensor({3}, 42),
+               mean = RandomTensor({3}, 43), var = Positive({3}, 44);
+  Tensor pads = Tensor::Host(DType::kInt64, {8});
+  std::fill(pads.data<int64_t>(), pads.data<int64_t>() + 8, 0);
+  OnnxModelBuilder builder("pre_activation");
+  for (auto [name, value] : std::vector<std::pair<std::string, Tensor>>{
+           {"scale", scale}, {"shift", shift}, {"mean", mean}, {"var", var}, {"pads", pads}}) {
+    builder.AddInitializer(name, value);
+  }
+  OnnxModelBuilder::SetFloat(
+      builder.AddNode("BatchNormalization", {"x", "scale", "shift", "mean", "var"}, {"n"}),
+      "epsilon", 1e-3f);
+  builder.AddNode("Relu", {"n"}, {"r"});
+  builder.AddNode("Pad", {"r", "pads"}, {"p"});
+  OnnxModelBuilder::SetInts(builder.AddNode("AveragePool", {"p"}, {"y"}), "kernel_shape", {2, 2});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 3, 4, 4});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 3, 3, 3});
+  std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+
+  ASSERT_EQ(model->graph().nodes.size(), 2u);
+  const Node& conv = model->graph().nodes[0];
+  EXPECT_EQ(conv.op_type, "Conv");
+  EXPECT_EQ(*conv.attributes.GetInt("group", 1), 3);
+  EXPECT_EQ(*conv.attributes.GetString(kFusedActivation, ""), "Relu");
+  EXPECT_EQ(model->graph().nodes[1].op_type, "AveragePool");
+
+  const Tensor x = RandomTensor({2, 3, 4, 4}, 45);
+  std::vector<Tensor> y = RunOnce(model, {x});
+  ASSERT_EQ(y.size(), 1u);
+  const auto normed = [&](int n, int c, int h, int w) {
+    const double v = x.data<float>()[((n * 3 + c) * 4 + h) * 4 + w];
+    return std::max(0.0, scale.data<float>()[c] * (v - mean.data<float>()[c]) /
+                                 std::sqrt(var.data<float>()[c] + 1e-3) +
+                             shift.data<float>()[c]);
+  };
+  for (int n = 0; n < 2; ++n) {
+    for (int c = 0; c < 3; ++c) {
+      for (int h = 0; h < 3; ++h) {
+        for (int w = 0; w < 3; ++w) {
+          const double expected = (normed(n, c, h, w) + normed(n, c, h + 1, w) +
+                                   normed(n, c, h, w + 1) + normed(n, c, h + 1, w + 1)) /
+                                  4;
+          EXPECT_NEAR(y[0].data<float>()[((n * 3 + c) * 3 + h) * 3 + w], expected, 1e-5);
         }
       }
     }
+  }
+}
+
+// Before opset 14 PyTorch writes HardSwish as y * HardSigmoid(y) with alpha
+// 1/6: one fused HardSwish; a HardSigmoid alone fuses as itself.
+TEST(GraphOptimizerTest, HardSigmoidFusesAndTimesItsInputIsHardSwish) {
+  const Tensor w = RandomTensor({2, 2, 1, 1}, 51);
+  for (const bool gated : {true, false}) {
+    OnnxModelBuilder builder("hard");
+    builder.AddInitializer("w", w);
+    builder.AddNode("Conv", {"x", "w"}, {"c"});
+    onnx::NodeProto* gate = builder.AddNode("HardSigmoid", {"c"}, {gated ? "s" : "y"});
+    OnnxModelBuilder::SetFloat(gate, "alpha", gated ? 1.0f / 6 : 0.3f);
+    if (gated) builder.AddNode("Mul", {"c", "s"}, {"y"});
+    builder.AddInput("x", DType::kFloat32, {kAnyDim, 2, 2, 2});
+    builder.AddOutput("y", DType::kFloat32, {kAnyDim, 2, 2, 2});
+    std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+    ASSERT_EQ(model->graph().nodes.size(), 1u);
+    EXPECT_EQ(*model->graph().nodes[0].attributes.GetString(kFusedActivation, ""),
+              gated ? "HardSwish" : "HardSigmoid");
+
+    const Tensor x = RandomTensor({3, 2, 2, 2}, 52);
+    std::vector<Tensor> y = RunOnce(model, {x});
+    ASSERT_EQ(y.size(), 1u);
+    ExpectOfConv1x1(y[0], x, w, 1e-6, [&](double c, int) {
+      return gated ? c * std::clamp(c / 6 + 0.5, 0.0, 1.0) : std::clamp(0.3 * c + 0.5, 0.0, 1.0);
+    });
   }
 }
 

@@ -23,6 +23,10 @@ absl::Status AppendFusedActivation(const KernelSpec& spec, dnnl::post_ops* ops) 
     ops->append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f);
   } else if (a.op_type == "HardSwish") {
     ops->append_eltwise(1.0f, algorithm::eltwise_hardswish, 0.0f, 0.0f);
+  } else if (a.op_type == "HardSigmoid") {
+    // min(max(alpha * x + beta, 0), 1): oneDNN 2.6 has no hardsigmoid.
+    ops->append_eltwise(1.0f, algorithm::eltwise_linear, a.alpha, a.beta);
+    ops->append_eltwise(1.0f, algorithm::eltwise_clip_v2, 0.0f, 1.0f);
   } else if (a.op_type == "Swish") {
     ops->append_eltwise(1.0f, algorithm::eltwise_swish, a.alpha, 0.0f);
   } else {

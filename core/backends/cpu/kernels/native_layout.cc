@@ -140,8 +140,12 @@ std::optional<dnnl::memory::format_tag> KnownLayout(const dnnl::memory::desc& de
   return std::nullopt;
 }
 
+bool IsReference(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
 void RejectReference(const dnnl::primitive_desc_base& pd) {
-  if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
+  if (IsReference(pd)) {
     throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference implementation takes this");
   }
 }

@@ -31,6 +31,10 @@ bool SameBytes(const dnnl::memory::desc& a, const dnnl::memory::desc& b);
 // any other.
 std::optional<dnnl::memory::format_tag> KnownLayout(const dnnl::memory::desc& desc);
 
+// Whether `pd` is oneDNN's reference implementation (plain loops, for
+// forms no optimised kernel takes).
+bool IsReference(const dnnl::primitive_desc_base& pd);
+
 // Throws oneDNN's unimplemented error when `pd` fell back to oneDNN's
 // reference implementation, element by element and many times slower than
 // a reorder to row-major and its optimised kernel (which

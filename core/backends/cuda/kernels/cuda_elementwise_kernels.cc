@@ -204,6 +204,8 @@ absl::StatusOr<CudaUnary> FusedUnary(const std::optional<FusedActivation>& activ
     f.op = CudaUnaryOp::kHardSwish;
   } else if (op == "Swish") {
     f.op = CudaUnaryOp::kSwish;
+  } else if (op == "HardSigmoid") {
+    f.op = CudaUnaryOp::kHardSigmoid;
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("fused activation '", op, "' has no CUDA implementation"));
