@@ -154,7 +154,8 @@ class ExecutionPlan::Builder {
   // a run of convolutions (with the element-wise and pooling steps between
   // them) would otherwise spend much of its time on.
   bool KeepsNativeLayout(const Node& node) const {
-    static constexpr const char* kProducers[] = {"Conv", "Add", "Mul", "Concat", "MaxPool"};
+    static constexpr const char* kProducers[] = {"Conv",   "Add",     "Mul",
+                                                 "Concat", "MaxPool", "AveragePool"};
     if (std::find_if(std::begin(kProducers), std::end(kProducers),
                      [&](const char* op) { return node.op_type == op; }) == std::end(kProducers) ||
         node.outputs.size() != 1) {
@@ -174,7 +175,7 @@ class ExecutionPlan::Builder {
     if (reader.op_type == "Conv") return reader.inputs[0] == v && uses == 1;
     if (reader.op_type == "Add" || reader.op_type == "Mul") return uses == 1;
     return reader.op_type == "Concat" || reader.op_type == "GlobalAveragePool" ||
-           reader.op_type == "MaxPool";
+           reader.op_type == "MaxPool" || reader.op_type == "AveragePool";
   }
 
   // A value known now: uploaded once, read by shape rules as a host tensor.

@@ -143,6 +143,19 @@ TEST_P(NativeLayoutTest, GlobalAveragePoolReadsTheLayout) {
   }
 }
 
+TEST_P(NativeLayoutTest, PoolingsReadAndKeepTheLayout) {
+  const Tensor x = Random({2, 32, 7, 6}, 9);
+  Attributes window;
+  window.Set("kernel_shape", std::vector<int64_t>{3, 2});
+  window.Set("strides", std::vector<int64_t>{2, 2});
+  window.Set("pads", std::vector<int64_t>{1, 0, 1, 1});
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    for (bool native_output : {false, true}) {
+      ExpectNear(RunNative(op, {x}, {0}, native_output, window), RunRowMajor(op, {x}, window));
+    }
+  }
+}
+
 TEST(SameBytesTest, ChannelsLastAndBlocksOfUnitSpatialDims) {
   const auto desc = [](memory::dims dims, memory::format_tag tag) {
     return memory::desc(dims, memory::data_type::f32, tag);
