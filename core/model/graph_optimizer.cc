@@ -130,6 +130,20 @@ void RemovePassThroughs(Graph* graph) {
   RemoveNodes(graph, dead);
 }
 
+// A BatchNormalization's scale, shift, mean and variance into `params` when
+// all four are float32 initializers of `channels` elements.
+bool ConstantBatchNormParams(const Graph& graph, const Node& bn, int64_t channels,
+                             const Tensor* params[4]) {
+  for (int p = 0; p < 4; ++p) {
+    params[p] = Initializer(graph, bn.inputs[p + 1]);
+    if (params[p] == nullptr || params[p]->dtype() != DType::kFloat32 ||
+        params[p]->num_elements() != channels) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // y = scale * (conv(x) - mean) / sqrt(var + eps) + bias
 //   = conv'(x) with W' = W * s[m] and B' = (B - mean) * s + bias, s = scale / sqrt(var + eps).
 absl::Status FoldBatchNorms(Graph* graph) {
@@ -156,13 +170,9 @@ absl::Status FoldBatchNorms(Graph* graph) {
                           : nullptr;
     const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
     const Tensor* params[4];
-    bool known = w != nullptr && w->dtype() == DType::kFloat32 && w->rank() >= 3 &&
-                 (!has_bias || b != nullptr);
-    for (int p = 0; p < 4 && known; ++p) {
-      params[p] = Initializer(*graph, bn.inputs[p + 1]);
-      known = params[p] != nullptr && params[p]->dtype() == DType::kFloat32 &&
-              params[p]->num_elements() == w->shape()[0];
-    }
+    const bool known = w != nullptr && w->dtype() == DType::kFloat32 && w->rank() >= 3 &&
+                       (!has_bias || b != nullptr) &&
+                       ConstantBatchNormParams(*graph, bn, w->shape()[0], params);
     if (!known) continue;
     absl::StatusOr<float> epsilon = bn.attributes.GetFloat("epsilon", 1e-5f);
     if (!epsilon.ok()) {
@@ -213,15 +223,14 @@ void BatchNormsToDepthwiseConvs(Graph* graph) {
     if (!mode.ok() || *mode || !epsilon.ok() || x.dtype != DType::kFloat32 || x.shape.size() != 4) {
       continue;
     }
+    const Tensor* scale_param = Initializer(*graph, bn.inputs[1]);
+    const int64_t channels =
+        scale_param != nullptr && scale_param->rank() == 1 ? scale_param->num_elements() : 0;
     const Tensor* params[4];
-    bool known = true;
-    for (int p = 0; p < 4 && known; ++p) {
-      params[p] = Initializer(*graph, bn.inputs[p + 1]);
-      known = params[p] != nullptr && params[p]->dtype() == DType::kFloat32 &&
-              params[p]->rank() == 1 && params[p]->num_elements() == params[0]->num_elements();
+    if (channels == 0 || (x.shape[1] != kAnyDim && x.shape[1] != channels) ||
+        !ConstantBatchNormParams(*graph, bn, channels, params)) {
+      continue;
     }
-    const int64_t channels = known ? params[0]->num_elements() : 0;
-    if (!known || channels == 0 || (x.shape[1] != kAnyDim && x.shape[1] != channels)) continue;
     Tensor w = Tensor::Host(DType::kFloat32, {channels, 1, 1, 1});
     Tensor b = Tensor::Host(DType::kFloat32, {channels});
     const float *scale = params[0]->data<float>(), *shift = params[1]->data<float>(),

@@ -43,19 +43,16 @@ class ConcatKernel : public Kernel {
   std::vector<size_t> block_bytes_;
 };
 
-// The layout, among those oneDNN's convolutions and poolings choose, of the
-// largest of `descs` that is in one; nullopt when none is.
+// The layout of the largest of `descs` whose layout is known (KnownLayout);
+// nullopt when none is.
 std::optional<memory::format_tag> LargestKnownLayout(const std::vector<memory::desc>& descs) {
   std::optional<memory::format_tag> largest;
   size_t largest_bytes = 0;
   for (const memory::desc& desc : descs) {
-    for (memory::format_tag tag : {memory::format_tag::acdb, memory::format_tag::aBcd16b,
-                                   memory::format_tag::aBcd8b, memory::format_tag::abcd}) {
-      if (desc.dims().size() == 4 && desc == memory::desc(desc.dims(), desc.data_type(), tag) &&
-          desc.get_size() > largest_bytes) {
-        largest = tag;
-        largest_bytes = desc.get_size();
-      }
+    const std::optional<memory::format_tag> known = KnownLayout(desc);
+    if (known && desc.get_size() > largest_bytes) {
+      largest = known;
+      largest_bytes = desc.get_size();
     }
   }
   return largest;
@@ -199,6 +196,7 @@ KernelOrStatus MakeConcatKernel(const KernelSpec& spec, CpuKernelContext& contex
                : memory::desc(row_major.dims(), memory::data_type::f32, memory::format_tag::any);
   return InPlaceOrRowMajor(spec, context, MakeConcatKernel, [&]() -> KernelOrStatus {
     const dnnl::concat::primitive_desc pd(dst, dim, sources, context.engine, UserScratchpadAttr());
+    RejectReference(pd);
     BoundPrimitive primitive(context, pd, dnnl::concat(pd));
     for (size_t i = 0; i < sources.size(); ++i) {
       primitive.BindInput(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), sources[i],
