@@ -252,6 +252,58 @@ void BatchNormsToDepthwiseConvs(Graph* graph) {
   }
 }
 
+// The single float value of initializer `v`, or nullopt.
+std::optional<float> ScalarInitializer(const Graph& graph, int v) {
+  const Tensor* t = v < 0 ? nullptr : Initializer(graph, v);
+  if (t == nullptr || t->num_elements() != 1) return std::nullopt;
+  if (t->dtype() == DType::kFloat32) return t->data<float>()[0];
+  if (t->dtype() == DType::kInt64) return static_cast<float>(t->data<int64_t>()[0]);
+  return std::nullopt;
+}
+
+// A ReduceMean over the last dim only, dims kept (axes [-1], or [rank - 1]
+// where the input's rank is known), as an attribute or, from opset 18, a
+// constant input.
+bool MeanOfLastDim(const Graph& graph, const Node& node) {
+  if (node.op_type != "ReduceMean" || node.outputs.size() != 1 || node.inputs.empty() ||
+      node.inputs[0] < 0) {
+    return false;
+  }
+  absl::StatusOr<int64_t> keepdims = node.attributes.GetInt("keepdims", 1);
+  if (!keepdims.ok() || *keepdims != 1) return false;
+  std::vector<int64_t> axes;
+  if (node.inputs.size() > 1 && node.inputs[1] >= 0) {
+    const Tensor* t = Initializer(graph, node.inputs[1]);
+    if (t == nullptr || t->dtype() != DType::kInt64) return false;
+    axes.assign(t->data<int64_t>(), t->data<int64_t>() + t->num_elements());
+  } else {
+    absl::StatusOr<std::vector<int64_t>> attribute = node.attributes.GetInts("axes", {});
+    if (!attribute.ok()) return false;
+    axes = *attribute;
+  }
+  const int64_t rank = static_cast<int64_t>(graph.values[node.inputs[0]].type.shape.size());
+  return axes.size() == 1 && (axes[0] == -1 || (rank > 0 && axes[0] == rank - 1));
+}
+
+// The node reading `v` with op `op_type`, when `v` has that reader among
+// `count` readers and is not a graph output; else -1.
+int ReaderOf(const Graph& graph, const std::vector<std::vector<int>>& readers, int v,
+             const char* op_type, size_t count) {
+  if (readers[v].size() != count || IsGraphOutput(graph, v)) return -1;
+  for (int r : readers[v]) {
+    const Node& node = graph.nodes[r];
+    if (node.op_type == op_type && node.outputs.size() == 1) return r;
+  }
+  return -1;
+}
+
+// For binary `node` reading `v`: its other input.
+int OtherInput(const Node& node, int v) {
+  if (node.inputs.size() != 2) return -1;
+  if (node.inputs[0] == v) return node.inputs[1];
+  return node.inputs[1] == v ? node.inputs[0] : -1;
+}
+
 // The activation `node` applies as (alpha, beta), or false when it cannot be fused.
 bool FusibleActivation(const Graph& graph, const Node& node, float* alpha, float* beta) {
   *alpha = 0;
@@ -326,17 +378,56 @@ std::optional<std::pair<int, FusedActivation>> GatedActivationOf(
   return std::nullopt;
 }
 
+// y -> Div(y, sqrt(2)) (or Mul by 1 / sqrt(2)) -> Erf -> Add 1 -> Mul(y, .)
+// -> Mul 0.5: the exact GELU as PyTorch exports it before opset 20 (convnext,
+// the transformers' feed-forward layers). y is read by the Div and the first
+// Mul only. Returns the last Mul and adds the five nodes to `dead`, or
+// returns nullopt.
+std::optional<std::pair<int, FusedActivation>> GeluOf(const Graph& graph,
+                                                      const std::vector<std::vector<int>>& readers,
+                                                      int y, std::set<int>* dead) {
+  if (readers[y].size() != 2 || IsGraphOutput(graph, y)) return std::nullopt;
+  constexpr float kSqrt2 = 1.41421356237f;
+  for (int i = 0; i < 2; ++i) {
+    const int scale = readers[y][i], gate = readers[y][1 - i];
+    const Node& s = graph.nodes[scale];
+    if (s.outputs.size() != 1 || s.inputs.size() != 2 || s.inputs[0] != y) continue;
+    const std::optional<float> c = ScalarInitializer(graph, s.inputs[1]);
+    const bool scales = c && ((s.op_type == "Div" && std::fabs(*c - kSqrt2) < 1e-6f) ||
+                              (s.op_type == "Mul" && std::fabs(*c - 1 / kSqrt2) < 1e-6f));
+    if (!scales) continue;
+    const int erf = ReaderOf(graph, readers, s.outputs[0], "Erf", 1);
+    if (erf < 0) continue;
+    const int e = graph.nodes[erf].outputs[0];
+    const int add = ReaderOf(graph, readers, e, "Add", 1);
+    if (add < 0 || ScalarInitializer(graph, OtherInput(graph.nodes[add], e)) != 1.0f) continue;
+    const int a = graph.nodes[add].outputs[0];
+    const int mul = ReaderOf(graph, readers, a, "Mul", 1);
+    if (mul != gate || OtherInput(graph.nodes[mul], a) != y) continue;
+    const int g = graph.nodes[mul].outputs[0];
+    const int half = ReaderOf(graph, readers, g, "Mul", 1);
+    if (half < 0 || ScalarInitializer(graph, OtherInput(graph.nodes[half], g)) != 0.5f) continue;
+    dead->insert({scale, erf, add, mul, half});
+    return std::make_pair(half, FusedActivation{"Gelu", 0.0f, 0.0f});
+  }
+  return std::nullopt;
+}
+
 void FuseActivations(Graph* graph) {
   std::vector<std::vector<int>> readers = Readers(*graph);
   std::set<int> dead;
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
     Node& producer = graph->nodes[n];
-    if ((producer.op_type != "Conv" && producer.op_type != "Gemm") ||
+    if ((producer.op_type != "Conv" && producer.op_type != "Gemm" &&
+         producer.op_type != "MatMul") ||
         producer.outputs.size() != 1 || producer.attributes.Has(kFusedActivation)) {
       continue;
     }
     const int y = producer.outputs[0];
-    if (auto gated = GatedActivationOf(*graph, readers, y, &dead)) {
+    std::optional<std::pair<int, FusedActivation>> gated =
+        GatedActivationOf(*graph, readers, y, &dead);
+    if (!gated) gated = GeluOf(*graph, readers, y, &dead);
+    if (gated) {
       WriteFusedActivation(gated->second, &producer.attributes);
       producer.outputs[0] = graph->nodes[gated->first].outputs[0];
       continue;
@@ -403,6 +494,135 @@ void FuseResidualAdds(Graph* graph) {
   RemoveNodes(graph, dead);
 }
 
+// An initializer of one value per element of the last dim (`channels`,
+// kAnyDim where unknown, then more than one), leading 1s allowed: a
+// LayerNormalization's Scale or B.
+bool PerChannelInitializer(const Graph& graph, int v, int64_t channels) {
+  const Tensor* t = v < 0 ? nullptr : Initializer(graph, v);
+  if (t == nullptr || t->dtype() != DType::kFloat32 || t->rank() == 0) return false;
+  for (int d = 0; d + 1 < t->rank(); ++d) {
+    if (t->shape()[d] != 1) return false;
+  }
+  const int64_t last = t->shape().back();
+  return channels == kAnyDim ? last > 1 : last == channels;
+}
+
+// Layer normalization over the last dim as exporters before opset 17 write
+// it (torch.nn.LayerNorm, convnext's and the transformers'):
+//   m = ReduceMean(x), d = x - m, v = ReduceMean(d^2) (Pow 2 or d * d),
+//   y = d / Sqrt(v + eps) [* gamma] [+ beta]
+// becomes one LayerNormalization (axis -1), so the CPU backend makes one
+// pass per row instead of nine over the tensor, and none of them
+// broadcasts a [..., 1] operand along the innermost dim.
+void FuseLayerNorms(Graph* graph) {
+  std::vector<std::vector<int>> readers = Readers(*graph);
+  std::set<int> dead;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& mean = graph->nodes[n];
+    if (dead.count(static_cast<int>(n)) || !MeanOfLastDim(*graph, mean)) continue;
+    const int x = mean.inputs[0];
+    const int sub = ReaderOf(*graph, readers, mean.outputs[0], "Sub", 1);
+    if (sub < 0 || graph->nodes[sub].inputs != std::vector<int>{x, mean.outputs[0]}) continue;
+    const int d = graph->nodes[sub].outputs[0];
+    const int pow = ReaderOf(*graph, readers, d, "Pow", 2);
+    // Mul(d, d) lists d twice among its readers.
+    const int square = pow >= 0 ? pow : ReaderOf(*graph, readers, d, "Mul", 3);
+    if (square < 0) continue;
+    const Node& sq = graph->nodes[square];
+    if (pow >= 0 ? (sq.inputs.size() != 2 || sq.inputs[0] != d ||
+                    ScalarInitializer(*graph, sq.inputs[1]) != 2.0f)
+                 : sq.inputs != std::vector<int>{d, d}) {
+      continue;
+    }
+    const int div = ReaderOf(*graph, readers, d, "Div", pow >= 0 ? 2 : 3);
+    const int variance = ReaderOf(*graph, readers, sq.outputs[0], "ReduceMean", 1);
+    if (div < 0 || variance < 0 || !MeanOfLastDim(*graph, graph->nodes[variance])) continue;
+    const int add_eps = ReaderOf(*graph, readers, graph->nodes[variance].outputs[0], "Add", 1);
+    if (add_eps < 0) continue;
+    const std::optional<float> epsilon = ScalarInitializer(
+        *graph, OtherInput(graph->nodes[add_eps], graph->nodes[variance].outputs[0]));
+    const int sqrt = ReaderOf(*graph, readers, graph->nodes[add_eps].outputs[0], "Sqrt", 1);
+    if (!epsilon || sqrt < 0 || graph->nodes[sqrt].outputs[0] != graph->nodes[div].inputs[1] ||
+        graph->nodes[div].inputs[0] != d ||
+        !PrivateValue(*graph, readers, graph->nodes[sqrt].outputs[0])) {
+      continue;
+    }
+    const std::vector<int64_t>& x_shape = graph->values[x].type.shape;
+    const int64_t channels = x_shape.empty() ? kAnyDim : x_shape.back();
+    std::vector<int> pattern = {static_cast<int>(n), sub, square, variance, add_eps, sqrt, div};
+    int y = graph->nodes[div].outputs[0];
+    int scale = -1, bias = -1;
+    if (const int mul = ReaderOf(*graph, readers, y, "Mul", 1);
+        mul >= 0 && PerChannelInitializer(*graph, OtherInput(graph->nodes[mul], y), channels)) {
+      scale = OtherInput(graph->nodes[mul], y);
+      pattern.push_back(mul);
+      y = graph->nodes[mul].outputs[0];
+      if (const int add = ReaderOf(*graph, readers, y, "Add", 1);
+          add >= 0 && PerChannelInitializer(*graph, OtherInput(graph->nodes[add], y), channels)) {
+        bias = OtherInput(graph->nodes[add], y);
+        pattern.push_back(add);
+        y = graph->nodes[add].outputs[0];
+      }
+    }
+    if (scale < 0) {
+      if (channels == kAnyDim || channels <= 0) continue;
+      Tensor ones = Tensor::Host(DType::kFloat32, {channels});
+      std::fill(ones.data<float>(), ones.data<float>() + channels, 1.0f);
+      scale = AddInitializer(graph, mean.name + ".layer_norm_scale", std::move(ones));
+      readers.emplace_back();
+    }
+    Node fused;
+    fused.name = graph->nodes[n].name;
+    fused.op_type = "LayerNormalization";
+    fused.inputs = {x, scale};
+    if (bias >= 0) fused.inputs.push_back(bias);
+    fused.outputs = {y};
+    fused.attributes.Set("axis", int64_t{-1});
+    fused.attributes.Set("epsilon", *epsilon);
+    // The last node of the pattern is the fused node's place: every input is
+    // known there.
+    const int last = *std::max_element(pattern.begin(), pattern.end());
+    for (int p : pattern) {
+      if (p != last) dead.insert(p);
+    }
+    graph->nodes[last] = std::move(fused);
+  }
+  RemoveNodes(graph, dead);
+}
+
+// MatMul(A, B) -> Add(., bias) with B and bias constant and bias one value
+// per output column becomes one MatMul with the bias fused (input 2), which
+// oneDNN and cuBLAS add while writing Y; an activation after it then fuses
+// too (a linear layer of a transformer or convnext block: A [..., K] times
+// weights [K, N] plus bias [N]).
+void FuseMatMulBiases(Graph* graph) {
+  std::vector<std::vector<int>> readers = Readers(*graph);
+  std::set<int> dead;
+  for (Node& matmul : graph->nodes) {
+    if (matmul.op_type != "MatMul" || matmul.inputs.size() != 2 || matmul.outputs.size() != 1 ||
+        matmul.attributes.Has(kFusedActivation) || HasFusedBias(matmul.attributes)) {
+      continue;
+    }
+    const Tensor* b = Initializer(*graph, matmul.inputs[1]);
+    const int y = matmul.outputs[0];
+    const int add = ReaderOf(*graph, readers, y, "Add", 1);
+    if (b == nullptr || b->dtype() != DType::kFloat32 || b->rank() < 2 || add < 0) continue;
+    const int bias = OtherInput(graph->nodes[add], y);
+    const Tensor* bias_value = bias < 0 ? nullptr : Initializer(*graph, bias);
+    const size_t out_rank = graph->values[graph->nodes[add].outputs[0]].type.shape.size();
+    // The bias must not raise Y's rank (nor, unknown, have more than one dim).
+    if (!PerChannelInitializer(*graph, bias, b->shape().back()) ||
+        bias_value->rank() > static_cast<int>(out_rank == 0 ? 1 : out_rank)) {
+      continue;
+    }
+    matmul.inputs.push_back(bias);
+    matmul.attributes.Set(kFusedBias, int64_t{1});
+    matmul.outputs[0] = graph->nodes[add].outputs[0];
+    dead.insert(add);
+  }
+  RemoveNodes(graph, dead);
+}
+
 void DropUnreadInitializers(Graph* graph) {
   std::vector<std::vector<int>> readers = Readers(*graph);
   for (auto it = graph->initializers.begin(); it != graph->initializers.end();) {
@@ -421,6 +641,8 @@ absl::Status OptimizeForInference(Graph* graph) {
   RemovePassThroughs(graph);
   if (absl::Status s = FoldBatchNorms(graph); !s.ok()) return s;
   BatchNormsToDepthwiseConvs(graph);
+  FuseLayerNorms(graph);
+  FuseMatMulBiases(graph);
   FuseResidualAdds(graph);
   FuseActivations(graph);
   DropUnreadInitializers(graph);

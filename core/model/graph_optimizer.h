@@ -15,13 +15,20 @@ namespace replicad {
 //    the normalisation folded into its weights and bias (new initializers);
 //  - any other BatchNormalization (inference, constant parameters) of a 4-D
 //    input becomes a depthwise 1x1 Conv (new initializers);
+//  - layer normalization over the last dim written out as ReduceMean, Sub,
+//    Pow (or Mul), ReduceMean, Add, Sqrt, Div and an optional Mul by a
+//    constant scale and Add of a constant shift (exporters before opset 17)
+//    becomes one LayerNormalization (axis -1);
+//  - MatMul with constant weights absorbs an Add of a constant bias of one
+//    value per output column (input 2, see kFusedBias);
 //  - Conv absorbs an Add of its output and a same-shaped value (a residual
 //    connection), which then arrives as the Conv's input 3;
-//  - Conv and Gemm absorb a following Relu, LeakyRelu, Clip (constant
+//  - Conv, Gemm and MatMul absorb a following Relu, LeakyRelu, Clip (constant
 //    bounds), Sigmoid, HardSigmoid, Tanh or HardSwish, the Sigmoid and Mul
 //    of a SiLU (y * Sigmoid(y), as exporters write it) as one Swish and those
 //    of a HardSwish before opset 14 (y * HardSigmoid(y) with alpha 1/6 and
-//    beta 1/2) as one HardSwish (see core/ops/fused_activation.h);
+//    beta 1/2) as one HardSwish, and the Div, Erf, Add and two Muls of an
+//    exact GELU as one Gelu (see core/ops/fused_activation.h);
 //  - initializers nothing reads any more are dropped.
 // A rewrite applies only where the intermediate value has no other reader
 // and is not a graph output. Errors only for malformed BatchNormalization

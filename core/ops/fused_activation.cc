@@ -13,8 +13,8 @@ absl::StatusOr<std::optional<FusedActivation>> ReadFusedActivation(const Attribu
   if (!op.ok()) return op.status();
   if (!alpha.ok()) return alpha.status();
   if (!beta.ok()) return beta.status();
-  for (const char* known :
-       {"Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "Tanh", "HardSwish", "Swish"}) {
+  for (const char* known : {"Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "Tanh",
+                            "HardSwish", "Swish", "Gelu"}) {
     if (*op == known) return FusedActivation{*op, *alpha, *beta};
   }
   return absl::InvalidArgumentError(absl::StrCat("fused activation '", *op, "' is not supported"));
@@ -23,6 +23,11 @@ absl::StatusOr<std::optional<FusedActivation>> ReadFusedActivation(const Attribu
 bool HasFusedSum(const Attributes& attributes) {
   absl::StatusOr<int64_t> sum = attributes.GetInt(kFusedSum, 0);
   return sum.ok() && *sum != 0;
+}
+
+bool HasFusedBias(const Attributes& attributes) {
+  absl::StatusOr<int64_t> bias = attributes.GetInt(kFusedBias, 0);
+  return bias.ok() && *bias != 0;
 }
 
 void WriteFusedActivation(const FusedActivation& activation, Attributes* attributes) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/broadcast.h"
+#include "core/ops/fused_activation.h"
 #include "core/ops/matmul_attributes.h"
 #include "core/ops/op_util.h"
 #include "core/ops/shape_rules.h"
@@ -60,7 +61,8 @@ absl::Status InferGemm(KernelSpec* spec) {
 }
 
 absl::StatusOr<MatMulLayout> ParseMatMulLayout(const KernelSpec& spec) {
-  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, 2));
+  const bool fused_bias = HasFusedBias(*spec.attributes);
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, fused_bias ? 3 : 2, fused_bias ? 3 : 2));
   REPLICAD_ASSIGN_OR_RETURN(TensorType a, RequiredInput(spec, 0, "A"));
   REPLICAD_ASSIGN_OR_RETURN(TensorType b, RequiredInput(spec, 1, "B"));
   REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "A", a, {DType::kFloat32}, {DType::kInt64}));
@@ -98,6 +100,16 @@ absl::StatusOr<MatMulLayout> ParseMatMulLayout(const KernelSpec& spec) {
   layout.output = *batch;
   if (a.shape.size() > 1) layout.output.push_back(m);
   if (b.shape.size() > 1) layout.output.push_back(n);
+  if (fused_bias) {
+    REPLICAD_ASSIGN_OR_RETURN(TensorType bias, RequiredInput(spec, 2, "bias"));
+    REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 2, "bias", bias, {DType::kFloat32}));
+    if (NumElements(bias.shape) != n || (!bias.shape.empty() && bias.shape.back() != n)) {
+      return NodeError(spec, absl::StrCat("input 2 'bias' (fused) must hold one value per output "
+                                          "column, [",
+                                          n, "], received ", TensorTypeToString(bias)));
+    }
+    layout.has_bias = true;
+  }
   return layout;
 }
 

@@ -38,10 +38,12 @@ struct MatMulLayout {
   Shape b;
   Shape padded_output;
   Shape output;
+  bool has_bias = false;  // A fused bias of N values as input 2 (fused_activation.h).
 };
 
 // Validates a MatMul node: InvalidArgument for rank-0 operands, K mismatches
-// and batch dims that do not broadcast; Unimplemented for int64.
+// and batch dims that do not broadcast or a fused bias of other than N
+// values; Unimplemented for int64.
 absl::StatusOr<MatMulLayout> ParseMatMulLayout(const KernelSpec& spec);
 
 }  // namespace replicad

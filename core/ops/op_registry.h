@@ -32,7 +32,8 @@ const OpDefinition* FindOp(std::string_view op_type);
 
 // What a backend's kernel factory checks before building: `spec` names an
 // operator of the engine, has attributes, and its outputs are exactly what
-// the op's shape rule infers now (a stale or hand-made spec fails here, not
+// the op's shape rule infers now, or the first of them where the node leaves
+// trailing optional outputs out (a stale or hand-made spec fails here, not
 // inside a library). `backend` ("CPU", "CUDA") names the backend in the
 // Unimplemented error for an unknown op; otherwise the shape rule's error, or
 // InvalidArgument naming the expected and the received outputs.

@@ -28,6 +28,7 @@ absl::Status InferGlobalAveragePool(KernelSpec* spec);
 absl::Status InferHardSigmoid(KernelSpec* spec);
 absl::Status InferHardSwish(KernelSpec* spec);
 absl::Status InferIdentity(KernelSpec* spec);
+absl::Status InferLayerNormalization(KernelSpec* spec);
 absl::Status InferLeakyRelu(KernelSpec* spec);
 absl::Status InferLogSoftmax(KernelSpec* spec);
 absl::Status InferMatMul(KernelSpec* spec);

@@ -125,6 +125,24 @@ class SmallCnn(nn.Module):
         return logits, torch.softmax(logits, dim=-1)
 
 
+class ConvNextBlocks(nn.Module):
+    """A small ConvNeXt built from torchvision's own parts (its LayerNorm2d, which permutes to
+    channels-last around layer_norm, and CNBlock: depthwise 7x7, LayerNorm, Linear, exact GELU,
+    Linear, layer scale, residual), then a LayerNorm on the pooled features: 3x64x64 -> 10.
+    Layer scale 1 instead of torchvision's 1e-6, so that the blocks weigh in the output."""
+
+    def __init__(self, dim=32, num_classes=10):
+        super().__init__()
+        from torchvision.models.convnext import CNBlock, LayerNorm2d
+        self.stem = nn.Sequential(nn.Conv2d(3, dim, 4, stride=4), LayerNorm2d(dim, eps=1e-6))
+        self.blocks = nn.Sequential(CNBlock(dim, 1.0, 0.0), CNBlock(dim, 1.0, 0.0))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LayerNorm(dim),
+                                  nn.Linear(dim, num_classes))
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)))
+
+
 # ---------------------------------------------------------------- the registry
 
 IMAGE_224 = [("input", (3, 224, 224))]
@@ -139,6 +157,7 @@ MODELS = {
     "densenet121": (lambda: torchvision.models.densenet121(weights=None), IMAGE_224, ["logits"]),
     "efficientnet_b0": (lambda: torchvision.models.efficientnet_b0(weights=None), IMAGE_224,
                         ["logits"]),
+    "convnext_blocks": (ConvNextBlocks, [("input", (3, 64, 64))], ["logits"]),
     "xception_separable": (XceptionSeparable, [("input", (3, 64, 64))], ["logits"]),
     "siamese_pair": (SiamesePair, [("left", (1, 28, 28)), ("right", (1, 28, 28))],
                      ["embedding_left", "embedding_right"]),

@@ -1,6 +1,8 @@
 // Parity with PyTorch: torchvision models (resnet18, mobilenet_v2, squeezenet1_1,
-// densenet121, efficientnet_b0) and Keras-style models (a depthwise-separable Xception
-// entry flow, a two-input two-output Siamese pair with shared weights), built by
+// densenet121, efficientnet_b0), a small ConvNeXt of torchvision's blocks (LayerNorm, exact
+// GELU, linear layers over channels-last values) and Keras-style models (a
+// depthwise-separable Xception entry flow, a two-input two-output Siamese pair with shared
+// weights), built by
 // tests/parity/export_torch_models.py with weights=None and a fixed seed, exported to ONNX
 // (opset 13, dynamic batch), loaded with LoadOnnxFile and served over 1 and 2 CPU slots,
 // match PyTorch's outputs within 1e-4 relative L2 for batches 1, 3 and 16.
@@ -246,8 +248,8 @@ TEST_P(TorchParityTest, MatchesPyTorchOverOneAndTwoSlots) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest,
                          ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1",
-                                           "densenet121", "efficientnet_b0", "xception_separable",
-                                           "siamese_pair", "small_cnn"),
+                                           "densenet121", "efficientnet_b0", "convnext_blocks",
+                                           "xception_separable", "siamese_pair", "small_cnn"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

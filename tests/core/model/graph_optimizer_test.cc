@@ -175,6 +175,114 @@ TEST(GraphOptimizerTest, ValuesWithSeveralReadersAreNotFused) {
   EXPECT_FALSE(model->graph().nodes[0].attributes.Has(kFusedActivation));
 }
 
+Tensor Scalar(float value) {
+  Tensor t = Tensor::Host(DType::kFloat32, {});
+  t.data<float>()[0] = value;
+  return t;
+}
+
+// Layer normalization over the last dim as PyTorch exports it before opset
+// 17 (ReduceMean, Sub, Pow or Mul, ReduceMean, Add, Sqrt, Div, then Mul and
+// Add by the affine parameters) is one LayerNormalization, with or without
+// the parameters; it stays as written where the centred value is also a
+// graph output.
+TEST(GraphOptimizerTest, ExportedLayerNormBecomesOneNode) {
+  const Tensor gamma = RandomTensor({5}, 61), beta = RandomTensor({5}, 62);
+  struct Case {
+    bool square_by_mul, affine, centred_is_output;
+  };
+  for (const Case c : {Case{false, true, false}, Case{true, true, false}, Case{false, false, false},
+                       Case{false, true, true}}) {
+    OnnxModelBuilder builder("layer_norm");
+    builder.AddInitializer("two", Scalar(2.0f));
+    builder.AddInitializer("eps", Scalar(1e-3f));
+    builder.AddInitializer("gamma", gamma);
+    builder.AddInitializer("beta", beta);
+    OnnxModelBuilder::SetInts(builder.AddNode("ReduceMean", {"x"}, {"m"}), "axes", {-1});
+    builder.AddNode("Sub", {"x", "m"}, {"d"});
+    if (c.square_by_mul) {
+      builder.AddNode("Mul", {"d", "d"}, {"p"});
+    } else {
+      builder.AddNode("Pow", {"d", "two"}, {"p"});
+    }
+    OnnxModelBuilder::SetInts(builder.AddNode("ReduceMean", {"p"}, {"v"}), "axes", {-1});
+    builder.AddNode("Add", {"v", "eps"}, {"ve"});
+    builder.AddNode("Sqrt", {"ve"}, {"s"});
+    builder.AddNode("Div", {"d", "s"}, {c.affine ? "n" : "y"});
+    if (c.affine) {
+      builder.AddNode("Mul", {"n", "gamma"}, {"g"});
+      builder.AddNode("Add", {"beta", "g"}, {"y"});
+    }
+    builder.AddInput("x", DType::kFloat32, {kAnyDim, 3, 5});
+    builder.AddOutput("y", DType::kFloat32, {kAnyDim, 3, 5});
+    if (c.centred_is_output) builder.AddOutput("d", DType::kFloat32, {kAnyDim, 3, 5});
+    std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+    if (c.centred_is_output) {
+      EXPECT_EQ(model->graph().nodes.size(), 9u);
+    } else {
+      ASSERT_EQ(model->graph().nodes.size(), 1u);
+      EXPECT_EQ(model->graph().nodes[0].op_type, "LayerNormalization");
+    }
+
+    const Tensor x = RandomTensor({2, 3, 5}, 63);
+    std::vector<Tensor> y = RunOnce(model, {x});
+    ASSERT_FALSE(y.empty());
+    for (int row = 0; row < 6; ++row) {
+      const float* v = x.data<float>() + row * 5;
+      double mean = 0, var = 0;
+      for (int i = 0; i < 5; ++i) mean += v[i] / 5.0;
+      for (int i = 0; i < 5; ++i) var += (v[i] - mean) * (v[i] - mean) / 5.0;
+      for (int i = 0; i < 5; ++i) {
+        double expected = (v[i] - mean) / std::sqrt(var + 1e-3);
+        if (c.affine) expected = expected * gamma.data<float>()[i] + beta.data<float>()[i];
+        EXPECT_NEAR(y[0].data<float>()[row * 5 + i], expected, 1e-5) << "row " << row << " i " << i;
+      }
+    }
+  }
+}
+
+// A linear layer as PyTorch exports it over a 3-D value (MatMul by the
+// weights, Add of the bias) followed by the exact GELU (Div by sqrt(2), Erf,
+// Add 1, Mul by the input, Mul by 0.5) is one MatMul with a fused bias and a
+// Gelu post-op.
+TEST(GraphOptimizerTest, MatMulAbsorbsItsBiasAndAnExactGelu) {
+  const Tensor w = RandomTensor({4, 3}, 71), b = RandomTensor({3}, 72);
+  OnnxModelBuilder builder("linear_gelu");
+  builder.AddInitializer("w", w);
+  builder.AddInitializer("b", b);
+  builder.AddInitializer("sqrt2", Scalar(1.4142135381698608f));
+  builder.AddInitializer("one", Scalar(1.0f));
+  builder.AddInitializer("half", Scalar(0.5f));
+  builder.AddNode("MatMul", {"x", "w"}, {"mm"});
+  builder.AddNode("Add", {"b", "mm"}, {"h"});
+  builder.AddNode("Div", {"h", "sqrt2"}, {"t"});
+  builder.AddNode("Erf", {"t"}, {"e"});
+  builder.AddNode("Add", {"e", "one"}, {"a"});
+  builder.AddNode("Mul", {"h", "a"}, {"g"});
+  builder.AddNode("Mul", {"g", "half"}, {"y"});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 2, 4});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 2, 3});
+  std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+  ASSERT_EQ(model->graph().nodes.size(), 1u);
+  const Node& matmul = model->graph().nodes[0];
+  EXPECT_EQ(matmul.op_type, "MatMul");
+  EXPECT_TRUE(HasFusedBias(matmul.attributes));
+  EXPECT_EQ(*matmul.attributes.GetString(kFusedActivation, ""), "Gelu");
+
+  const Tensor x = RandomTensor({3, 2, 4}, 73);
+  std::vector<Tensor> y = RunOnce(model, {x});
+  ASSERT_EQ(y.size(), 1u);
+  for (int row = 0; row < 6; ++row) {
+    for (int n = 0; n < 3; ++n) {
+      double h = b.data<float>()[n];
+      for (int k = 0; k < 4; ++k) h += x.data<float>()[row * 4 + k] * w.data<float>()[k * 3 + n];
+      const double expected = 0.5 * h * (1 + std::erf(h / std::sqrt(2.0)));
+      // oneDNN's gelu_erf is a polynomial erf: a few float ulps.
+      EXPECT_NEAR(y[0].data<float>()[row * 3 + n], expected, 1e-5) << "row " << row << " n " << n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace replicad
 

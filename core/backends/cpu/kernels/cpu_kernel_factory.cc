@@ -41,6 +41,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"HardSigmoid", MakeEltwiseKernel},
     {"HardSwish", MakeEltwiseKernel},
     {"Identity", MakeCopyKernel},
+    {"LayerNormalization", MakeLayerNormalizationKernel},
     {"LeakyRelu", MakeEltwiseKernel},
     {"LogSoftmax", MakeLogSoftmaxKernel},
     {"MatMul", MakeMatMulKernel},

@@ -29,6 +29,8 @@ absl::Status AppendFusedActivation(const KernelSpec& spec, dnnl::post_ops* ops) 
     ops->append_eltwise(1.0f, algorithm::eltwise_clip_v2, 0.0f, 1.0f);
   } else if (a.op_type == "Swish") {
     ops->append_eltwise(1.0f, algorithm::eltwise_swish, a.alpha, 0.0f);
+  } else if (a.op_type == "Gelu") {
+    ops->append_eltwise(1.0f, algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
   } else {
     return absl::InvalidArgumentError("fused activation " + a.op_type + " has no oneDNN post-op");
   }

@@ -40,6 +40,7 @@ KernelOrStatus MakeClipKernel(const KernelSpec& spec, CpuKernelContext& context)
 KernelOrStatus MakeErfKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeLogSoftmaxKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeBatchNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeLayerNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context);
 // ReduceSum and ReduceMean.
 KernelOrStatus MakeReduceKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context);

@@ -101,11 +101,19 @@ KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& contex
   const memory::desc a = RowMajorDesc(layout.a, f32);
   const memory::desc b = RowMajorDesc(layout.b, f32);
   const memory::desc y = RowMajorDesc(layout.padded_output, f32);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, y), UserScratchpadAttr(),
-                                        context.engine);
+  // A fused bias is one row, broadcast over every other dim of Y.
+  Shape bias_dims(layout.padded_output.size(), 1);
+  bias_dims.back() = layout.padded_output.back();
+  const memory::desc bias = layout.has_bias ? RowMajorDesc(bias_dims, f32) : memory::desc();
+  dnnl::primitive_attr attr = UserScratchpadAttr();
+  dnnl::post_ops ops;
+  REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops));
+  attr.set_post_ops(ops);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, y), attr, context.engine);
   BoundPrimitive primitive(context, pd, dnnl::matmul(pd));
   primitive.BindInput(DNNL_ARG_SRC, a, 0);
   primitive.BindInput(DNNL_ARG_WEIGHTS, b, 1);
+  if (layout.has_bias) primitive.BindInput(DNNL_ARG_BIAS, bias, 2);
   primitive.BindOutput(DNNL_ARG_DST, y, 0);
   return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
 }

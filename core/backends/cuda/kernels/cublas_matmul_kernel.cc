@@ -215,23 +215,37 @@ MatMulPlan PlanMatMul(const MatMulLayout& layout) {
   return plan;
 }
 
+// A fused bias is first broadcast into Y, every row, and the products
+// accumulate onto it (beta 1), as Gemm's C.
 class CublasMatMulKernel : public Kernel {
  public:
   CublasMatMulKernel(const CudaKernelContext& context, MatMulPlan plan, int64_t output_elements,
-                     CudaUnary activation)
-      : cublas_(context, activation), plan_(std::move(plan)), output_elements_(output_elements) {}
+                     CudaUnary activation, bool has_bias)
+      : cublas_(context, activation),
+        plan_(std::move(plan)),
+        output_elements_(output_elements),
+        has_bias_(has_bias) {
+    bias_index_.out_dims[kMaxRank - 2] = plan_.n == 0 ? 0 : output_elements / plan_.n;
+    bias_index_.out_dims[kMaxRank - 1] = plan_.n;
+    bias_index_.a_strides[kMaxRank - 1] = 1;
+  }
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
     const float* a = static_cast<const float*>(inputs[0]);
     const float* b = static_cast<const float*>(inputs[1]);
     float* y = static_cast<float*>(outputs[0]);
+    if (has_bias_) {
+      LaunchBroadcastCopy(static_cast<const float*>(inputs[2]), y, output_elements_, bias_index_,
+                          cublas_.stream());
+      REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(cublas_.device(), "LaunchBroadcastCopy"));
+    }
     if (plan_.k == 0) {
-      REPLICAD_RETURN_IF_ERROR(cublas_.Zero(y, output_elements_));
+      if (!has_bias_) REPLICAD_RETURN_IF_ERROR(cublas_.Zero(y, output_elements_));
       return cublas_.Activate(y, output_elements_);
     }
     REPLICAD_RETURN_IF_ERROR(cublas_.PrepareHandle());
     const float one = 1.0f;
-    const float zero = 0.0f;
+    const float beta = has_bias_ ? 1.0f : 0.0f;  // Onto the broadcast bias, or over Y.
     const int64_t rows = plan_.rows;
     const int64_t k = plan_.k;
     const int64_t n = plan_.n;
@@ -240,13 +254,13 @@ class CublasMatMulKernel : public Kernel {
         REPLICAD_CUDA_RETURN_IF_ERROR(
             cublas_.device(), cublasSgemm_64(cublas_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k,
                                              &one, b + call.b_offset, n, a + call.a_offset, k,
-                                             &zero, y + call.y_offset, n));
+                                             &beta, y + call.y_offset, n));
       } else {
         REPLICAD_CUDA_RETURN_IF_ERROR(
             cublas_.device(),
             cublasSgemmStridedBatched_64(cublas_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k,
                                          &one, b + call.b_offset, n, plan_.stride_b,
-                                         a + call.a_offset, k, plan_.stride_a, &zero,
+                                         a + call.a_offset, k, plan_.stride_a, &beta,
                                          y + call.y_offset, n, rows * n, plan_.batch));
       }
     }
@@ -257,6 +271,8 @@ class CublasMatMulKernel : public Kernel {
   CublasRunner cublas_;
   MatMulPlan plan_;
   int64_t output_elements_;
+  bool has_bias_;
+  BroadcastIndex bias_index_;
 };
 
 absl::StatusOr<CudaUnary> ReadActivation(const KernelSpec& spec) {
@@ -288,8 +304,8 @@ KernelOrStatus MakeCudaGemmKernel(const KernelSpec& spec, CudaKernelContext& con
 KernelOrStatus MakeCudaMatMulKernel(const KernelSpec& spec, CudaKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(MatMulLayout layout, ParseMatMulLayout(spec));
   REPLICAD_ASSIGN_OR_RETURN(CudaUnary activation, ReadActivation(spec));
-  return std::make_unique<CublasMatMulKernel>(context, PlanMatMul(layout),
-                                              NumElements(spec.outputs[0].shape), activation);
+  return std::make_unique<CublasMatMulKernel>(
+      context, PlanMatMul(layout), NumElements(spec.outputs[0].shape), activation, layout.has_bias);
 }
 
 }  // namespace replicad

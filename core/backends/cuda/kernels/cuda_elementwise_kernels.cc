@@ -206,6 +206,8 @@ absl::StatusOr<CudaUnary> FusedUnary(const std::optional<FusedActivation>& activ
     f.op = CudaUnaryOp::kSwish;
   } else if (op == "HardSigmoid") {
     f.op = CudaUnaryOp::kHardSigmoid;
+  } else if (op == "Gelu") {
+    f.op = CudaUnaryOp::kGelu;
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("fused activation '", op, "' has no CUDA implementation"));

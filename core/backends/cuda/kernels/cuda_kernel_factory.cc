@@ -39,6 +39,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"HardSigmoid", MakeCudaActivationKernel},
     {"HardSwish", MakeCudaActivationKernel},
     {"Identity", MakeCudaCopyKernel},
+    {"LayerNormalization", MakeCudaLayerNormalizationKernel},
     {"LeakyRelu", MakeCudaActivationKernel},
     {"LogSoftmax", MakeCudaSoftmaxKernel},
     {"MatMul", MakeCudaMatMulKernel},

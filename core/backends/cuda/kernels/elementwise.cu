@@ -26,6 +26,8 @@ __device__ float Apply(float x, CudaUnaryOp op, float alpha, float beta) {
       return x * fminf(fmaxf(x / 6.0f + 0.5f, 0.0f), 1.0f);
     case CudaUnaryOp::kSwish:
       return x / (1.0f + expf(-alpha * x));
+    case CudaUnaryOp::kGelu:
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case CudaUnaryOp::kSqrt:
       return sqrtf(x);
     case CudaUnaryOp::kErf:

@@ -44,6 +44,8 @@ KernelOrStatus MakeCudaBinaryKernel(const KernelSpec& spec, CudaKernelContext& c
 KernelOrStatus MakeCudaActivationKernel(const KernelSpec& spec, CudaKernelContext& context);
 // BatchNormalization in inference form (per-channel scale and shift).
 KernelOrStatus MakeCudaBatchNormalizationKernel(const KernelSpec& spec, CudaKernelContext& context);
+// LayerNormalization, one block per row.
+KernelOrStatus MakeCudaLayerNormalizationKernel(const KernelSpec& spec, CudaKernelContext& context);
 // ReduceSum and ReduceMean.
 KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Identity, Flatten, Reshape, Squeeze, Unsqueeze and inference Dropout:
