@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/serve/client_text.h"
+#include "core/tensor/dtype.h"
 #include "server/inference_protocol.h"
 
 namespace replicad {
@@ -94,6 +95,15 @@ absl::StatusOr<std::optional<TensorRegion>> RegionOf(const Parameters& parameter
   return out;
 }
 
+// Whether a tensor of `dtype` may be used where `view` lies in the mapping:
+// its region is intact and the pointer aligned for the dtype (a client's
+// offsets are arbitrary, and a misaligned float* is undefined behaviour).
+bool UsableInPlace(const SharedMemoryView& view, DType dtype) {
+  const size_t alignment = std::max<size_t>(1, DTypeSize(dtype));
+  return view.data() != nullptr && reinterpret_cast<uintptr_t>(view.data()) % alignment == 0 &&
+         view.CheckIntact().ok();
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> UnsignedParameter(const inference::InferParameter& parameter,
@@ -135,6 +145,8 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
   if (absl::Status s = ApplyRequestParameters(request.parameters(), context); !s.ok()) return s;
   DecodedInfer decoded;
   InferRequest& infer = decoded.request;
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+                "the protocol's tensor bytes are little-endian and are used in place");
   infer.model = request.model_name();
   infer.model_field = "model_name";
   infer.outputs_field = "outputs";
@@ -144,6 +156,8 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
   if (input_bytes.size() != static_cast<size_t>(request.inputs_size())) {
     return absl::InternalError("a protocol door decoded the wrong number of inputs");
   }
+  // Inputs in shared memory: their index in infer.inputs, and their bytes.
+  std::vector<std::pair<size_t, SharedMemoryView>> shared_inputs;
   for (int i = 0; i < request.inputs_size(); ++i) {
     const inference::ModelInferRequest::InferInputTensor& t = request.inputs(i);
     const std::string tensor = absl::StrCat("inputs[", i, "] '", ClientText(t.name()), "'");
@@ -160,10 +174,8 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
             tensor, ": data is given both in the request and in shared memory region '",
             (*region)->region, "'; send one of them"));
       }
-      std::vector<char>& copy = decoded.input_copies.emplace_back((*region)->view.bytes());
-      if (absl::Status s = (*region)->view.Read(copy.data()); !s.ok()) return s;
-      input.data = copy.data();
-      input.bytes = copy.size();
+      // Placed once the outputs' regions are known (see below).
+      shared_inputs.emplace_back(infer.inputs.size(), (*region)->view);
     } else {
       if (!input_bytes[i].present) {
         return absl::InvalidArgumentError(
@@ -191,6 +203,25 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
     if (region->has_value()) decoded.output_regions[output.name()] = **std::move(region);
     infer.outputs.push_back(output.name());
   }
+  // An input is read in place unless an output may write over it during the
+  // run (same object, overlapping bytes): then, as for a misaligned or
+  // broken region, it is copied first.
+  for (const auto& [index, view] : shared_inputs) {
+    RequestInput& input = infer.inputs[index];
+    const bool overlaps_output = std::any_of(
+        decoded.output_regions.begin(), decoded.output_regions.end(),
+        [&view = view](const auto& output) { return output.second.view.Overlaps(view); });
+    if (!overlaps_output && UsableInPlace(view, input.dtype)) {
+      input.data = view.data();
+      input.bytes = view.bytes();
+      decoded.inputs.in_place.push_back(view);
+      continue;
+    }
+    std::vector<char>& copy = decoded.inputs.copies.emplace_back(view.bytes());
+    if (absl::Status s = view.Read(copy.data()); !s.ok()) return s;
+    input.data = copy.data();
+    input.bytes = copy.size();
+  }
   return decoded;
 }
 
@@ -206,11 +237,21 @@ absl::StatusOr<void*> InferOutputs::AddOutput(const TensorSpec& spec, const Tens
   }
   absl::StatusOr<void*> placed = Place(spec, type, &region);
   if (!placed.ok()) return placed.status();
+  if (UsableInPlace(region.view, type.dtype)) {
+    in_place_.push_back(&region);
+    return static_cast<void*>(region.view.data());
+  }
   std::vector<char>& bytes = to_regions_.emplace_back(&region, std::vector<char>(needed)).second;
   return static_cast<void*>(bytes.data());
 }
 
-absl::Status InferOutputs::WriteToRegions() const {
+absl::Status InferOutputs::FinishRegions() const {
+  for (const SharedMemoryView& view : inputs_.in_place) {
+    if (absl::Status s = view.CheckIntact(); !s.ok()) return s;
+  }
+  for (const TensorRegion* region : in_place_) {
+    if (absl::Status s = region->view.CheckIntact(); !s.ok()) return s;
+  }
   for (const auto& [region, bytes] : to_regions_) {
     if (absl::Status s = region->view.Write(bytes.data(), bytes.size()); !s.ok()) return s;
   }

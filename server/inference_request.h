@@ -41,12 +41,22 @@ struct TensorRegion {
   SharedMemoryView view;
 };
 
+// The memory a request's inputs point into besides the wire bytes; it must
+// live as long as the request (InferOutputs::HoldInputs keeps it).
+struct InputMemory {
+  // Regions read in place: held so that they stay mapped, and checked
+  // (CheckIntact) when the inference is done.
+  std::vector<SharedMemoryView> in_place;
+  // Inputs copied out of shared memory, where they cannot be read in place:
+  // misaligned for their dtype, overlapping an output's range, or in a
+  // region whose trap fired. (vectors, not strings: a short string's bytes
+  // move with it.)
+  std::vector<std::vector<char>> copies;
+};
+
 struct DecodedInfer {
-  InferRequest request;  // Its inputs view the wire bytes or `input_copies`.
-  // Inputs read out of shared memory (see SharedMemoryView for why they are
-  // copied); they must live as long as the request.
-  // (vectors, not strings: a short string's bytes move with it.)
-  std::vector<std::vector<char>> input_copies;
+  InferRequest request;  // Its inputs view the wire bytes or `inputs`.
+  InputMemory inputs;
   std::map<std::string, TensorRegion> output_regions;  // By output name.
 };
 
@@ -63,20 +73,27 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
                                                 const SharedMemoryRegistry* shared_memory,
                                                 RequestContext* context);
 
-// A ResponseWriter for the protocol: outputs placed in shared memory are
-// computed into buffers of their own and written to their regions by
-// WriteToRegions once the inference is done (InvalidArgument naming the
-// output when the region is too small); every other output goes where the
-// door's Place says.
+// A ResponseWriter for the protocol. An output placed in shared memory is
+// computed straight into its region when it can be (intact, aligned for its
+// dtype); otherwise into a buffer of its own that FinishRegions writes to the
+// region once the inference is done. So outputs may land in the client's
+// region even when the request then fails, as in Triton. Every other output
+// goes where the door's Place says.
 class InferOutputs : public ResponseWriter {
  public:
   explicit InferOutputs(std::map<std::string, TensorRegion> regions = {})
       : regions_(std::move(regions)) {}
 
+  // InvalidArgument naming the output when its region is too small.
   absl::StatusOr<void*> AddOutput(const TensorSpec& spec, const TensorType& type) final;
-  // After a successful inference: the outputs placed in shared memory, into
-  // their regions; the region's error when the client's object shrank.
-  absl::Status WriteToRegions() const;
+  // Keeps the request's input memory (DecodedInfer::inputs) as long as this
+  // writer lives.
+  void HoldInputs(InputMemory inputs) { inputs_ = std::move(inputs); }
+  // After a successful inference: checks every region used in place (a
+  // client that shrank its object during the run gets the shrink error, not
+  // the zeros the trap left), then writes the outputs computed aside into
+  // their regions (the region's error when the client's object shrank).
+  absl::Status FinishRegions() const;
 
  protected:
   // For a door that decodes the regions after making its writer.
@@ -89,7 +106,10 @@ class InferOutputs : public ResponseWriter {
 
  private:
   std::map<std::string, TensorRegion> regions_;
-  // Outputs bound for shared memory: their bytes, and where they go.
+  InputMemory inputs_;
+  // Outputs written in place, to check; outputs computed aside: their bytes,
+  // and where they go.
+  std::vector<const TensorRegion*> in_place_;
   std::vector<std::pair<const TensorRegion*, std::vector<char>>> to_regions_;
 };
 

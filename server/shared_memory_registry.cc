@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/memory_trap.h"
 
 namespace replicad {
 namespace {
@@ -72,18 +74,29 @@ absl::Status Prefixed(const std::string& name, const absl::Status& status) {
 
 }  // namespace
 
-// The client's object, open for the registry and every view of it: closed
-// when the last of them lets go.
+// The client's object, open and mapped for the registry and every view of
+// it: unmapped and closed when the last of them lets go, so a view taken
+// before Unregister stays valid.
 struct SharedMemoryView::Source {
   Source(int fd, std::string name, std::string key)
       : fd(fd), name(std::move(name)), key(std::move(key)) {}
-  ~Source() { close(fd); }
+  ~Source() {
+    trap.reset();  // Before the range can be mapped by anyone else.
+    if (map != nullptr) munmap(map, map_bytes);
+    close(fd);
+  }
   Source(const Source&) = delete;
   Source& operator=(const Source&) = delete;
 
   const int fd;
   const std::string name;  // The region's, for messages.
   const std::string key;
+  dev_t device = 0;  // Which object it is, to tell overlapping ranges of it.
+  ino_t inode = 0;
+  void* map = nullptr;  // From the page holding the region's first byte.
+  size_t map_bytes = 0;
+  uint64_t map_offset = 0;  // The object offset of `map`'s first byte.
+  std::unique_ptr<MemoryTrap> trap;
 };
 
 struct SharedMemoryRegistry::Region {
@@ -105,6 +118,37 @@ absl::Status ShrunkError(int fd, const std::string& name, const std::string& key
 }
 
 }  // namespace
+
+char* SharedMemoryView::data() const {
+  if (source_ == nullptr) return nullptr;
+  return static_cast<char*>(source_->map) + (object_offset_ - source_->map_offset);
+}
+
+absl::Status SharedMemoryView::CheckIntact() const {
+  if (source_ == nullptr) return absl::OkStatus();
+  struct stat object;
+  if (fstat(source_->fd, &object) != 0) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("fstat of shared memory region '", source_->name, "'"));
+  }
+  // A fired trap stays broken even if the client grows the object again:
+  // the range now maps zero pages, not the object.
+  if (source_->trap->fired() || static_cast<uint64_t>(object.st_size) < object_offset_ + bytes_) {
+    return ShrunkError(source_->fd, source_->name, source_->key, object_offset_, bytes_, "use");
+  }
+  return absl::OkStatus();
+}
+
+bool SharedMemoryView::Overlaps(const SharedMemoryView& other) const {
+  if (source_ == nullptr || other.source_ == nullptr || bytes_ == 0 || other.bytes_ == 0) {
+    return false;
+  }
+  if (source_->device != other.source_->device || source_->inode != other.source_->inode) {
+    return false;
+  }
+  return object_offset_ < other.object_offset_ + other.bytes_ &&
+         other.object_offset_ < object_offset_ + bytes_;
+}
 
 absl::Status SharedMemoryView::Read(void* out) const {
   char* to = static_cast<char*>(out);
@@ -204,13 +248,41 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
                                            key, "', which holds ", object_bytes, " bytes")));
   }
 
+  // Mapped whole, once: a request then touches the client's bytes in place
+  // (no copy and no mapping per request). From the page holding `offset`,
+  // as mmap wants.
+  auto source = std::make_shared<SharedMemoryView::Source>(fd.release(), name, key);
+  source->device = object.st_dev;
+  source->inode = object.st_ino;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  source->map_offset = offset - offset % page;
+  source->map_bytes = static_cast<size_t>(offset - source->map_offset + byte_size);
+  void* map = mmap(nullptr, source->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, source->fd,
+                   static_cast<off_t>(source->map_offset));
+  if (map == MAP_FAILED) {
+    const int error = errno;
+    const std::string what =
+        absl::StrCat("mapping ", byte_size, " bytes of shared memory key '", key, "' (mmap)");
+    return Prefixed(name, error == ENOMEM ? absl::ResourceExhaustedError(
+                                                absl::StrCat(what, ": no address space left"))
+                                          : absl::ErrnoToStatus(error, what));
+  }
+  source->map = map;
+  source->trap = MemoryTrap::Add(map, source->map_bytes);
+  if (source->trap == nullptr) {
+    return Prefixed(name, absl::ResourceExhaustedError(absl::StrCat(
+                              "every one of the ", MemoryTrap::kSlots,
+                              " fault traps for mapped regions is taken; unregister a region")));
+  }
+
   auto region = std::make_shared<Region>();
   region->offset = offset;
   region->byte_size = byte_size;
-  region->source = std::make_shared<const SharedMemoryView::Source>(fd.release(), name, key);
+  region->source = std::move(source);
 
   absl::MutexLock lock(&mu_);
-  // A racing Register that lost drops `region` here, which closes the object.
+  // A racing Register that lost drops `region` here, which unmaps and closes
+  // the object.
   if (absl::Status room = CheckRoomFor(name); !room.ok()) return room;
   regions_.emplace(name, std::move(region));
   return absl::OkStatus();

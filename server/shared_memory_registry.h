@@ -15,16 +15,30 @@
 
 namespace replicad {
 
-// Bytes of a registered region that one request reads or writes, through
-// the region's descriptor. They are never mapped into the daemon: a client
-// may shrink its object at any time, and a mapped access past the new end
-// would kill the daemon with SIGBUS; a read or write here fails the request
-// instead. Copies are cheap and share the region, which stays open while any
-// view lives, even after it is unregistered.
+// Bytes of a registered region that one request reads or writes. The region
+// is mapped once, when it is registered, so a request reads its inputs and
+// writes its outputs in place through data(). A client may shrink its object
+// at any time, and an access past the new end raises SIGBUS: the region's
+// MemoryTrap catches it (the daemon lives, the range reads zeros) and
+// CheckIntact tells the request, which fails with the shrink error instead of
+// answering garbage. Read and Write go through the object's descriptor
+// instead, for the bytes that cannot be used in place (see
+// DecodeInferRequest). Copies are cheap and share the region, which stays
+// open and mapped while any view lives, even after it is unregistered.
 class SharedMemoryView {
  public:
   SharedMemoryView() = default;
   size_t bytes() const { return bytes_; }
+  // The view's first byte in the daemon's mapping of the region; null for a
+  // default-made view. Check CheckIntact after using it.
+  char* data() const;
+  // InvalidArgument naming the region, the range and the object's size (as
+  // Read's) when a fault in the region has been trapped or the object no
+  // longer holds the view's bytes: whatever data() gave may be zeros.
+  absl::Status CheckIntact() const;
+  // Whether both views share a byte of the same object (even through two
+  // regions, or two keys for one object).
+  bool Overlaps(const SharedMemoryView& other) const;
   // Copies the view's bytes() bytes into `out`. InvalidArgument naming the
   // region, the range and the object's size when the object no longer holds
   // them; the errno's status when the read fails.
@@ -47,10 +61,10 @@ class SharedMemoryView {
 // The POSIX system shared-memory regions that clients registered, as Triton's
 // system_shared_memory extension has them; protocol neutral. Every message
 // reads as Triton's does (its clients' tests match on them), plus the values.
-// A region is [offset, offset + byte_size) of the client's object, read and
-// written through its descriptor (see SharedMemoryView): a client that
-// shrinks its object fails its own requests, it cannot crash the daemon (in
-// Triton, whose regions are mapped, it raises SIGBUS).
+// A region is [offset, offset + byte_size) of the client's object, mapped
+// read-write from registration until its last view lets go (see
+// SharedMemoryView): a client that shrinks its object fails its own
+// requests, it cannot crash the daemon (in Triton it raises SIGBUS).
 // Thread-safe; Find and Status never wait for a system call.
 class SharedMemoryRegistry {
  public:
@@ -67,15 +81,17 @@ class SharedMemoryRegistry {
   // unregister (each region holds the object open).
   explicit SharedMemoryRegistry(size_t max_regions = kDefaultMaxRegions);
 
-  // Maps the object that shm_open(`key`) opens read-write (the client created
-  // it; a leading '/' is customary and optional, as in glibc and so Triton).
+  // Maps [offset, offset + byte_size) of the object that shm_open(`key`)
+  // opens read-write (the client created it; a leading '/' is customary and
+  // optional, as in glibc and so Triton), and traps faults in it (MemoryTrap).
   // Every error starts "failed to register shared memory region '<name>': ".
   // InvalidArgument: empty name; key empty, "/", ".", "..", holding another
   // '/' or a NUL, or over NAME_MAX; a symbolic link or not a regular file;
   // byte_size 0; offset + byte_size past the object's size ("invalid args").
   // NotFound: no such object. PermissionDenied: not readable and writable.
   // AlreadyExists: `name` is registered ("already in manager").
-  // ResourceExhausted: max_regions reached, or no address space or fds left.
+  // ResourceExhausted: max_regions reached, or no address space, fds or trap
+  // slots left.
   absl::Status Register(const std::string& name, const std::string& key, uint64_t offset,
                         uint64_t byte_size);
 

@@ -171,12 +171,13 @@ class StreamInfer final : public grpc::ServerBidiReactor<inference::ModelInferRe
     if (!decoded.ok()) return Answer(std::move(exchange), decoded.status(), "");
     auto writer = std::make_shared<RawOutputs>(std::move(decoded->output_regions),
                                                exchange->response.mutable_infer_response());
+    writer->HoldInputs(std::move(decoded->inputs));
     core_.Infer(
         std::move(decoded->request), std::move(context), writer.get(),
-        [this, writer, exchange = std::move(exchange), inputs = std::move(decoded->input_copies)](
-            absl::Status status, ServingCore::InferAnswer answer) mutable {
+        [this, writer, exchange = std::move(exchange)](absl::Status status,
+                                                       ServingCore::InferAnswer answer) mutable {
           inference::ModelInferResponse* response = exchange->response.mutable_infer_response();
-          if (status.ok()) status = writer->WriteToRegions();
+          if (status.ok()) status = writer->FinishRegions();
           if (status.ok()) {
             response->set_model_name(answer.model->name);
             response->set_model_version(absl::StrCat(answer.model->version));
@@ -312,10 +313,11 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   absl::StatusOr<DecodedInfer> decoded = DecodeInfer(*request, shared_memory_, &request_context);
   if (!decoded.ok()) return call.Finish(decoded.status());
   auto writer = std::make_shared<RawOutputs>(std::move(decoded->output_regions), response);
+  writer->HoldInputs(std::move(decoded->inputs));
   core_.Infer(std::move(decoded->request), std::move(request_context), writer.get(),
-              [call, writer, request, response, inputs = std::move(decoded->input_copies)](
-                  absl::Status status, ServingCore::InferAnswer answer) mutable {
-                if (status.ok()) status = writer->WriteToRegions();
+              [call, writer, request, response](absl::Status status,
+                                                ServingCore::InferAnswer answer) mutable {
+                if (status.ok()) status = writer->FinishRegions();
                 if (status.ok()) {
                   response->set_model_name(answer.model->name);
                   response->set_model_version(absl::StrCat(answer.model->version));

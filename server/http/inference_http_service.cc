@@ -274,9 +274,9 @@ class InferExchange : public InferOutputs {
   const inference::ModelInferRequest& protocol() const { return protocol_; }
   const std::vector<WireBytes>& input_bytes() const { return input_bytes_; }
   // Where the decoder placed tensors in shared memory.
-  void Placed(std::map<std::string, TensorRegion> outputs, std::vector<std::vector<char>> inputs) {
+  void Placed(std::map<std::string, TensorRegion> outputs, InputMemory inputs) {
     set_regions(std::move(outputs));
-    input_copies_ = std::move(inputs);
+    HoldInputs(std::move(inputs));
   }
 
   // The answer: JSON, with the binary outputs after it when there are any.
@@ -466,7 +466,6 @@ class InferExchange : public InferOutputs {
   std::vector<WireBytes> input_bytes_;
   std::vector<std::vector<float>> float_data_;  // JSON data, converted.
   std::vector<std::vector<int64_t>> int_data_;
-  std::vector<std::vector<char>> input_copies_;  // Read out of shared memory.
   bool default_binary_ = false;
   std::map<std::string, bool> binary_outputs_;
   std::vector<Output> outputs_;
@@ -754,13 +753,13 @@ void InferenceHttpService::Infer(Call call, HttpRequest request, std::string mod
       DecodeInferRequest(exchange->protocol(), exchange->input_bytes(), shared_memory_, &context);
   if (!decoded.ok()) return call.Fail(decoded.status());
   InferRequest infer = std::move(decoded->request);
-  exchange->Placed(std::move(decoded->output_regions), std::move(decoded->input_copies));
+  exchange->Placed(std::move(decoded->output_regions), std::move(decoded->inputs));
   InferExchange* writer = exchange.get();
   core_.Infer(std::move(infer), std::move(context), writer,
               [call = std::move(call), exchange = std::move(exchange)](
                   absl::Status status, ServingCore::InferAnswer answer) mutable {
                 const std::string model = answer.model != nullptr ? answer.model->name : "";
-                if (status.ok()) status = exchange->WriteToRegions();
+                if (status.ok()) status = exchange->FinishRegions();
                 if (!status.ok()) return call.Fail(status, model);
                 call.Finish(status, exchange->Answer(*answer.model), model);
               });

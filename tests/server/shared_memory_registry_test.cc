@@ -1,8 +1,10 @@
 // SharedMemoryRegistry against real POSIX shared memory objects made here with
 // shm_open/ftruncate: bytes written through a view are read back through a
 // second, independent mapping (and the other way), every error reads as
-// Triton's does, an unregistered region stays mapped while a view holds it,
-// and nothing leaks (mappings in /proc/self/maps, descriptors in /proc/self/fd).
+// Triton's does, an unregistered region stays mapped while a view holds it, a
+// client that shrinks its object under a mapped view trips the trap instead of
+// killing the process, and nothing leaks (mappings in /proc/self/maps,
+// descriptors in /proc/self/fd).
 #include "server/shared_memory_registry.h"
 
 #include <dirent.h>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -94,8 +97,8 @@ TEST(SharedMemoryRegistryTest, ViewWritesAndReadsTheClientsBytesAtAnUnalignedOff
   SharedMemoryRegistry registry;
   const uint64_t region_offset = page + 7;  // Not page aligned.
   ASSERT_TRUE(registry.Register("region", object.key(), region_offset, 2 * page).ok());
-  // The daemon never maps a client's object (see SharedMemoryView).
-  EXPECT_EQ(MappingsOf(object.path()), 1);  // ShmObject's own.
+  // ShmObject's own mapping and the region's, made once at Register.
+  EXPECT_EQ(MappingsOf(object.path()), 2);
 
   absl::StatusOr<SharedMemoryView> view = registry.Find("region", 10, 100, "inputs[0] 'IN'");
   ASSERT_TRUE(view.ok()) << view.status();
@@ -110,6 +113,11 @@ TEST(SharedMemoryRegistryTest, ViewWritesAndReadsTheClientsBytesAtAnUnalignedOff
   ASSERT_TRUE(view->Read(bytes).ok());
   EXPECT_EQ(static_cast<unsigned char>(bytes[50]), 0xEE);
   EXPECT_EQ(bytes[49], 50);
+  // The same bytes in place, through the daemon's mapping, both ways.
+  EXPECT_EQ(static_cast<unsigned char>(view->data()[50]), 0xEE);
+  view->data()[51] = 'm';
+  EXPECT_EQ(object.bytes()[region_offset + 10 + 51], 'm');
+  EXPECT_TRUE(view->CheckIntact().ok());
 
   // The region's last byte, and an empty view at its start.
   absl::StatusOr<SharedMemoryView> last = registry.Find("region", 2 * page - 1, 1, "outputs[0]");
@@ -344,12 +352,92 @@ TEST(SharedMemoryRegistryTest, UnregisterKeepsHeldViewsWorkingUntilTheyLetGo) {
   SharedMemoryView copy = *view;
   view = absl::UnknownError("dropped");
   EXPECT_EQ(OpenDescriptors(), descriptors + 2);  // `copy` still holds it.
+  EXPECT_EQ(MappingsOf(object.path()), 3);        // ShmObject's, the old region's, the new one's.
+  EXPECT_EQ(copy.data()[1], 'w');                 // Still mapped after Unregister.
   copy = SharedMemoryView();
-  EXPECT_EQ(OpenDescriptors(), descriptors + 1);  // Closed with the last holder.
+  EXPECT_EQ(OpenDescriptors(), descriptors + 1);  // Closed with the last holder,
+  EXPECT_EQ(MappingsOf(object.path()), 2);        // and unmapped.
+}
+
+TEST(SharedMemoryRegistryTest, AnObjectShrunkUnderAPinnedViewTripsTheTrapNotTheProcess) {
+  // The daemon maps regions; touching a page past a shrunk object's end
+  // raises SIGBUS, which MemoryTrap turns into zeros and CheckIntact's error.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  ShmObject object("pinned", 4 * page);
+  ShmObject other("untouched", page);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("t", object.key(), 0, 4 * page).ok());
+  ASSERT_TRUE(registry.Register("u", other.key(), 0, page).ok());
+  absl::StatusOr<SharedMemoryView> view = registry.Find("t", 2 * page, 2 * page, "inputs[0]");
+  absl::StatusOr<SharedMemoryView> fine = registry.Find("u", 0, page, "inputs[1]");
+  ASSERT_TRUE(view.ok() && fine.ok());
+  object.bytes()[2 * page] = 7;
+  ASSERT_EQ(view->data()[0], 7);
+  ASSERT_TRUE(view->CheckIntact().ok());
+  ASSERT_TRUE(registry.Unregister("t").ok());  // The pinned view keeps it mapped.
+
+  const int fd = shm_open(object.key().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 100), 0);
+  close(fd);
+  // Without the trap, this read kills the process.
+  volatile char* in_place = view->data();
+  EXPECT_EQ(in_place[page + 5], 0);  // The trap's zero pages.
+  in_place[6] = 1;                   // Writable too: an output may still land here.
+  absl::Status intact = view->CheckIntact();
+  EXPECT_EQ(intact.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(intact), AllOf(HasSubstr("shared memory region 't'"),
+                                     HasSubstr(absl::StrCat("bytes ", 2 * page, " to ", 4 * page)),
+                                     HasSubstr("now holds 100 bytes")));
+  // Growing the object back does not repair the range: it maps zeros now.
+  ASSERT_EQ(truncate(object.path().c_str(), static_cast<off_t>(4 * page)), 0);
+  EXPECT_FALSE(view->CheckIntact().ok());
+  EXPECT_TRUE(fine->CheckIntact().ok());  // Other regions are untouched.
+  view = absl::UnknownError("dropped");   // Unmaps the zero pages and frees the trap.
+}
+
+TEST(SharedMemoryRegistryDeathTest, ASigbusOutsideEveryRegionStillKills) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || \
+    defined(REPLICAD_THREAD_SANITIZER)
+  // The sanitizer's own SIGBUS handler, which the trap hands the fault to,
+  // writes a report for the dying child, and any report fails a sanitizer run.
+  GTEST_SKIP() << "a sanitizer reports the deliberate SIGBUS of this test's child";
+#endif
+  ShmObject object("kills", 8192);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("t", object.key(), 0, 8192).ok());  // Installs the trap.
+  EXPECT_DEATH(
+      {
+        // A mapping of our own, not a region: the trap must not swallow it.
+        ftruncate(shm_open(object.key().c_str(), O_RDWR, 0), 0);
+        volatile unsigned char* mine = object.bytes();
+        (void)mine[4096];
+      },
+      "");
+}
+
+TEST(SharedMemoryRegistryTest, OverlapsComparesObjectsNotRegionNames) {
+  ShmObject object("overlap", 4096);
+  ShmObject other("elsewhere", 4096);
+  SharedMemoryRegistry registry;
+  ASSERT_TRUE(registry.Register("a", object.key(), 0, 4096).ok());
+  ASSERT_TRUE(registry.Register("b", object.key().substr(1), 1024, 2048).ok());  // Same object.
+  ASSERT_TRUE(registry.Register("c", other.key(), 0, 4096).ok());
+  SharedMemoryView a = *registry.Find("a", 1000, 100, "inputs[0]");    // [1000, 1100)
+  SharedMemoryView b = *registry.Find("b", 50, 100, "outputs[0]");     // [1074, 1174)
+  SharedMemoryView after = *registry.Find("b", 76, 10, "outputs[1]");  // [1100, 1110)
+  SharedMemoryView elsewhere = *registry.Find("c", 1000, 100, "outputs[2]");
+  EXPECT_TRUE(a.Overlaps(b));
+  EXPECT_TRUE(b.Overlaps(a));
+  EXPECT_FALSE(a.Overlaps(after));  // Adjacent, not overlapping.
+  EXPECT_FALSE(a.Overlaps(elsewhere));
+  a.data()[74] = 'x';  // Two regions, two mappings, the same bytes.
+  EXPECT_EQ(b.data()[0], 'x');
+  EXPECT_EQ(object.bytes()[1074], 'x');
 }
 
 TEST(SharedMemoryRegistryTest, AnObjectShrunkAfterRegisteringFailsTheRequestNotTheDaemon) {
-  // A mapped region would raise SIGBUS here and kill the process.
+  // Before any access through the mapping: Read, Write and CheckIntact fail.
   ShmObject object("shrunk", 8192);
   SharedMemoryRegistry registry;
   ASSERT_TRUE(registry.Register("t", object.key(), 0, 8192).ok());
@@ -371,6 +459,7 @@ TEST(SharedMemoryRegistryTest, AnObjectShrunkAfterRegisteringFailsTheRequestNotT
   struct stat after;
   ASSERT_EQ(stat(object.path().c_str(), &after), 0);
   EXPECT_EQ(after.st_size, 100);  // A failed write does not grow the client's object.
+  EXPECT_THAT(Message(view->CheckIntact()), HasSubstr("now holds 100 bytes"));
 }
 
 TEST(SharedMemoryRegistryTest, UnregisterUnknownIsOkAndEmptyNameUnregistersAll) {
@@ -460,7 +549,7 @@ TEST(SharedMemoryRegistryTest, ConcurrentRegisterFindUnregisterStatus) {
   EXPECT_EQ(unexpected.load(), 0);
   EXPECT_GT(views.load(), 0);
   ASSERT_TRUE(registry.Unregister("").ok());
-  EXPECT_EQ(MappingsOf(object.path()), 1);  // Only ShmObject's own: views never map.
+  EXPECT_EQ(MappingsOf(object.path()), 1);  // Only ShmObject's own: every region unmapped.
 }
 
 }  // namespace

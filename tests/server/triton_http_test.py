@@ -244,6 +244,21 @@ class SharedMemory(unittest.TestCase):
         self.expect_error("StatusCode.NOT_FOUND", ["Unable to find shared memory region: 'gone'"],
                           lambda: grpc_client.infer(MODEL, [self.grpc_input("gone")]))
 
+    def test_unaligned_and_overlapping_ranges_are_copied_with_the_same_answer(self):
+        # The daemon reads and writes aligned ranges in place; an input at an
+        # odd offset, which the output then overwrites, must be copied first.
+        both = shm.create_shared_memory_region("both", "/replicad_test_both", self.in_bytes + 2)
+        self.regions.append(both)
+        shm.set_shared_memory_region(both, [self.x], offset=2)
+        grpc_client.register_system_shared_memory("both", "/replicad_test_both", self.in_bytes + 2)
+        inputs = [grpcclient.InferInput("image", list(self.x.shape), "FP32")]
+        inputs[0].set_shared_memory("both", self.in_bytes, offset=2)
+        outputs = [grpcclient.InferRequestedOutput("logits")]
+        outputs[0].set_shared_memory("both", self.out_bytes)
+        grpc_client.infer(MODEL, inputs, outputs=outputs)
+        logits = shm.get_contents_as_numpy(both, np.float32, [2 * 1000]).reshape(2, 1000)
+        self.assertLess(relative_l2(logits, repository.reference(2, self.x)), TOLERANCE)
+
     def test_an_object_shrunk_after_registering_fails_the_request_not_the_daemon(self):
         # A daemon that mapped the region would die of SIGBUS here.
         client.register_system_shared_memory("in", "/replicad_test_in", self.in_bytes)
