@@ -296,6 +296,13 @@ class ExecutionPlan::Builder {
     }
     ArenaLayout layout = PlanArena(requests);
     plan_.arena_bytes_ = layout.total_bytes;
+    plan_.arg_ptrs_.assign(plan_.arg_values_.size(), nullptr);
+    if (plan_.shared_arena_ != nullptr) {
+      for (size_t r = 0; r < requests.size(); ++r) {
+        plan_.arena_offsets_.emplace_back(request_values[r], layout.offsets[r]);
+      }
+      return absl::OkStatus();
+    }
     absl::StatusOr<std::shared_ptr<Buffer>> arena = device_.Allocate(layout.total_bytes);
     if (!arena.ok()) return arena.status();
     plan_.arena_ = *std::move(arena);
@@ -303,7 +310,6 @@ class ExecutionPlan::Builder {
       plan_.value_ptrs_[request_values[r]] =
           static_cast<char*>(plan_.arena_->data()) + layout.offsets[r];
     }
-    plan_.arg_ptrs_.assign(plan_.arg_values_.size(), nullptr);
     return absl::OkStatus();
   }
 
@@ -339,9 +345,10 @@ class ExecutionPlan::Builder {
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
     const Graph& graph, const std::map<int, Tensor>& weights, Device& device,
-    const std::vector<Shape>& input_shapes) {
+    const std::vector<Shape>& input_shapes, std::shared_ptr<SharedPlanArena> shared_arena) {
   std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan());
   plan->device_ = &device;
+  plan->shared_arena_ = std::move(shared_arena);
   Builder builder(graph, weights, device, plan.get());
   if (absl::Status s = builder.Build(input_shapes); !s.ok()) return s;
   return plan;
@@ -373,6 +380,12 @@ absl::Status ExecutionPlan::RunSplit(const void* const* inputs, void* const* out
 absl::Status ExecutionPlan::RunSteps(const void* const* inputs, void* const* outputs, size_t split,
                                      std::chrono::steady_clock::time_point* split_time,
                                      const OutputReady* on_ready) {
+  if (shared_arena_ != nullptr) {
+    // The arena may have moved since this plan last ran (a larger plan grew it).
+    absl::StatusOr<char*> base = shared_arena_->Reserve(arena_bytes_);
+    if (!base.ok()) return base.status();
+    for (const auto& [value, offset] : arena_offsets_) value_ptrs_[value] = *base + offset;
+  }
   for (size_t i = 0; i < input_values_.size(); ++i) {
     value_ptrs_[input_values_[i]] = const_cast<void*>(inputs[i]);
   }

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
 #include "core/model/graph.h"
+#include "core/model/shared_plan_arena.h"
 
 namespace replicad {
 
@@ -27,10 +28,14 @@ class ExecutionPlan {
   // `weights` are the replica's device copies of graph.initializers (same
   // keys); `graph` and `weights` must outlive the plan. Shape inference and
   // kernel errors name the node. Must not be called on `device`'s stream
-  // thread (it waits for the constant uploads).
+  // thread (it waits for the constant uploads). With `shared_arena` (host
+  // devices; see shared_plan_arena.h) the intermediate values live in it,
+  // reserved at the start of every Run, instead of in an arena of the
+  // plan's own.
   static absl::StatusOr<std::unique_ptr<ExecutionPlan>> Create(
       const Graph& graph, const std::map<int, Tensor>& weights, Device& device,
-      const std::vector<Shape>& input_shapes);
+      const std::vector<Shape>& input_shapes,
+      std::shared_ptr<SharedPlanArena> shared_arena = nullptr);
 
   const std::vector<TensorType>& input_types() const { return input_types_; }
   const std::vector<TensorType>& output_types() const { return output_types_; }
@@ -44,7 +49,8 @@ class ExecutionPlan {
 
   // Runs the graph: `inputs` and `outputs` are device pointers in graph
   // order, with input_types() and output_types(). Not reentrant: call it
-  // from the device's stream thread, one call at a time.
+  // from the device's stream thread, one call at a time (with a shared
+  // arena: one call of any of the arena's plans at a time).
   absl::Status Run(const void* const* inputs, void* const* outputs);
   // Run, also timing the kernels of the graph's nodes before `boundary` (a
   // node of the graph; e.g. a training graph's forward pass before its
@@ -99,7 +105,10 @@ class ExecutionPlan {
   std::vector<int> arg_values_;    // Value index per kernel argument (-1: absent).
   std::vector<void*> arg_ptrs_;    // Resolved per Run; sized once.
   std::vector<void*> value_ptrs_;  // Per value; fixed ones set at Create.
-  std::shared_ptr<Buffer> arena_;
+  std::shared_ptr<Buffer> arena_;  // Null with a shared arena.
+  std::shared_ptr<SharedPlanArena> shared_arena_;
+  // With a shared arena: each intermediate value's offset in it.
+  std::vector<std::pair<int, size_t>> arena_offsets_;
   std::shared_ptr<Buffer> workspace_;  // Shared scratch of the kernels.
   std::deque<Tensor> host_constants_;  // Constant outputs, for shape rules and kernels.
   std::vector<std::shared_ptr<Buffer>> constants_;  // Their device copies.

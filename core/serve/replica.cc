@@ -198,7 +198,7 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
   }
   const absl::Time build_start = absl::Now();
   absl::StatusOr<std::unique_ptr<ExecutionPlan>> built =
-      ExecutionPlan::Create(model_->graph(), weights_, *device_, input_shapes);
+      ExecutionPlan::Create(model_->graph(), weights_, *device_, input_shapes, plan_arena_);
   if (!built.ok()) {
     // A size that cannot be built (say, too large for the device's memory)
     // must not cost the cache a plan that works.

@@ -14,6 +14,7 @@
 #include "core/device/device_map.h"
 #include "core/model/execution_plan.h"
 #include "core/model/model.h"
+#include "core/model/shared_plan_arena.h"
 
 namespace replicad {
 
@@ -29,8 +30,10 @@ namespace replicad {
 // so eviction only drops the cache's, and a plan in use (with its buffers)
 // lives until its last holder lets go, on any thread (the slot's stream
 // thread included, and after the Replica is gone). Memory is thus
-// `max_plans` plans plus the evicted ones still held. A plan runs only while
-// its Replica lives (it reads the replica's weights and device).
+// `max_plans` plans plus the evicted ones still held, except that on a host
+// slot the plans' intermediate values share one arena as large as the
+// largest plan's (SharedPlanArena). A plan runs only while its Replica lives
+// (it reads the replica's weights and device).
 class Replica {
  public:
   static constexpr size_t kDefaultMaxPlans = 16;
@@ -125,7 +128,11 @@ class Replica {
       : model_(std::move(model)),
         slot_(std::move(slot)),
         device_(std::move(device)),
-        max_plans_(max_plans) {}
+        max_plans_(max_plans) {
+    if (device_->memory_location().kind == MemoryKind::kHost) {
+      plan_arena_ = std::make_shared<SharedPlanArena>(*device_);
+    }
+  }
 
   // Device slots: a plan's input and output buffers in device memory, made
   // with the plan so that requests allocate nothing; two sets for a plan
@@ -168,6 +175,8 @@ class Replica {
   SlotAssignment slot_;
   std::unique_ptr<Device> device_;
   const size_t max_plans_;
+  // Host slots: the intermediate values of all of the slot's plans.
+  std::shared_ptr<SharedPlanArena> plan_arena_;
   std::map<int, Tensor> weights_;  // Device copies of the initializers.
   mutable absl::Mutex mu_;
   std::map<std::vector<Shape>, CachedPlan> plans_ ABSL_GUARDED_BY(mu_);

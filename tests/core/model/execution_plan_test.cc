@@ -47,6 +47,47 @@ TEST(ExecutionPlanTest, NoDeviceAllocationAfterWarmUp) {
   }
 }
 
+// A host slot's plans keep their intermediate values in one shared arena:
+// plans of two sizes run in turns give what each gave alone (the smaller
+// one's rows those of the larger), and once both have run, turns allocate
+// nothing, the larger one's first run having grown the arena.
+TEST(ExecutionPlanTest, PlansOfAHostSlotShareOneArena) {
+  std::unique_ptr<Replica> replica = CpuReplica(*LoadDefaultModel());
+  Device& device = replica->device();
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> small = replica->PlanFor({{4, 1, 28, 28}});
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> large = replica->PlanFor({{16, 1, 28, 28}});
+  ASSERT_TRUE(small.ok() && large.ok());
+  ASSERT_LT((*small)->arena_bytes(), (*large)->arena_bytes());
+  const Tensor input = testing::RandomTensor({16, 1, 28, 28}, 5);
+  struct Outputs {
+    Tensor logits, probabilities;
+  };
+  auto run = [&](ExecutionPlan& plan, int64_t rows) {
+    Outputs out{Tensor::Host(DType::kFloat32, {rows, 10}),
+                Tensor::Host(DType::kFloat32, {rows, 10})};
+    const void* inputs[] = {input.raw_data()};
+    void* outputs[] = {out.logits.raw_data(), out.probabilities.raw_data()};
+    EXPECT_TRUE(plan.Run(inputs, outputs).ok());
+    return out;
+  };
+  const Outputs small_alone = run(**small, 4);
+  const Outputs large_alone = run(**large, 16);  // Grows the arena.
+  const uint64_t allocations = device.allocation_count();
+  for (int turn = 0; turn < 3; ++turn) {
+    const Outputs s = run(**small, 4);
+    const Outputs l = run(**large, 16);
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_EQ(s.logits.data<float>()[i], small_alone.logits.data<float>()[i]) << i;
+      EXPECT_NEAR(s.logits.data<float>()[i], l.logits.data<float>()[i], 1e-4) << i;
+    }
+    for (int i = 0; i < 160; ++i) {
+      ASSERT_EQ(l.logits.data<float>()[i], large_alone.logits.data<float>()[i]) << i;
+      ASSERT_EQ(l.probabilities.data<float>()[i], large_alone.probabilities.data<float>()[i]) << i;
+    }
+  }
+  EXPECT_EQ(device.allocation_count(), allocations);
+}
+
 TEST(ExecutionPlanTest, ArenaSharesMemoryBetweenDeadValues) {
   std::unique_ptr<Replica> replica = CpuReplica(*LoadDefaultModel());
   absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{16, 1, 28, 28}});

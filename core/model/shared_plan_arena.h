@@ -1,0 +1,39 @@
+#ifndef REPLICAD_CORE_MODEL_SHARED_PLAN_ARENA_H_
+#define REPLICAD_CORE_MODEL_SHARED_PLAN_ARENA_H_
+
+#include <cstddef>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "core/device/device.h"
+
+namespace replicad {
+
+// The intermediate-value memory of every execution plan of one host slot.
+// A slot caches a plan per slice size (up to 16), and its plans run one at a
+// time on the slot's stream thread: one buffer as large as the largest
+// plan's arena serves them all, where an arena per plan kept the sum of them
+// all resident (resnet18 on one slot after warming sizes 1 to 64: about
+// twice the largest).
+//
+// Host devices only: a larger plan's first run frees the smaller buffer,
+// which a device whose kernels run asynchronously could still be reading.
+class SharedPlanArena {
+ public:
+  explicit SharedPlanArena(Device& device) : device_(device) {}
+
+  // At least `bytes` of device memory, valid until a call with more bytes.
+  // Call on the stream thread only, before a plan's first step; allocates
+  // only when `bytes` exceeds every earlier call's.
+  absl::StatusOr<char*> Reserve(size_t bytes);
+
+  size_t capacity() const { return buffer_ == nullptr ? 0 : buffer_->bytes(); }
+
+ private:
+  Device& device_;
+  std::shared_ptr<Buffer> buffer_;
+};
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_MODEL_SHARED_PLAN_ARENA_H_
