@@ -39,8 +39,7 @@ __global__ void LayerNormKernel(const float* x, const float* scale, const float*
       const double d = row[c] - mean;
       squares += d * d;
     }
-    const double variance =
-        cols > 0 ? BlockSum(squares, shared) / static_cast<double>(cols) : 0.0;
+    const double variance = cols > 0 ? BlockSum(squares, shared) / static_cast<double>(cols) : 0.0;
     const float inv_std = static_cast<float>(1.0 / sqrt(variance + epsilon));
     const float mean_f = static_cast<float>(mean);
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
