@@ -1,9 +1,12 @@
-"""What every benchmark report states about where it ran: the machine and the commit."""
+"""What every benchmark report states about where it ran (the machine and the commit), and how
+its passes are timed."""
 
 import os
 import platform
 import re
+import statistics
 import subprocess
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,3 +43,15 @@ def publish(report, output):
     if output:
         with open(output, "w") as f:
             f.write(report)
+
+
+def time_passes(run, warmup, iterations):
+    """Calls run() `warmup` times untimed, then `iterations` times: median, mean and min in ms."""
+    for _ in range(warmup):
+        run()
+    ms = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        run()
+        ms.append((time.perf_counter() - start) * 1000.0)
+    return {"median_ms": statistics.median(ms), "mean_ms": statistics.fmean(ms), "min_ms": min(ms)}

@@ -35,17 +35,15 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 from bench_daemon import ReplicadDaemon  # noqa: E402
-from bench_report import git_commit, machine_line, publish  # noqa: E402
+from bench_report import git_commit, machine_line, publish, time_passes  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
 
 import torch  # noqa: E402
@@ -116,17 +114,6 @@ def Daemon(replicad, model_path, slots, threads_per_slot):
 
 
 # ---------------------------------------------------------------- peers
-
-def time_passes(run, warmup, iterations):
-    for _ in range(warmup):
-        run()
-    ms = []
-    for _ in range(iterations):
-        start = time.perf_counter()
-        run()
-        ms.append((time.perf_counter() - start) * 1000.0)
-    return {"median_ms": statistics.median(ms), "mean_ms": statistics.fmean(ms), "min_ms": min(ms)}
-
 
 def time_onnxruntime(path, feeds, threads, warmup, iterations):
     import onnxruntime as ort

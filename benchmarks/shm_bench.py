@@ -13,10 +13,8 @@ in-process Predict time, and prints medians and ratios as a markdown table.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -24,17 +22,11 @@ import tritonclient.utils.shared_memory as shm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_daemon import ReplicadDaemon  # noqa: E402
+from bench_report import time_passes  # noqa: E402
 
 
 def timed(call, iterations, warmup):
-    for _ in range(warmup):
-        call()
-    times = []
-    for _ in range(iterations):
-        start = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    return time_passes(call, warmup, iterations)["median_ms"]
 
 
 def main():
