@@ -252,10 +252,11 @@ void BatchNormsToDepthwiseConvs(Graph* graph) {
   }
 }
 
-// The single float value of initializer `v`, or nullopt.
+// The single float value of initializer `v` (a scalar or [1], which
+// broadcast without raising any operand's rank), or nullopt.
 std::optional<float> ScalarInitializer(const Graph& graph, int v) {
   const Tensor* t = v < 0 ? nullptr : Initializer(graph, v);
-  if (t == nullptr || t->num_elements() != 1) return std::nullopt;
+  if (t == nullptr || t->num_elements() != 1 || t->rank() > 1) return std::nullopt;
   if (t->dtype() == DType::kFloat32) return t->data<float>()[0];
   if (t->dtype() == DType::kInt64) return static_cast<float>(t->data<int64_t>()[0]);
   return std::nullopt;
@@ -495,11 +496,15 @@ void FuseResidualAdds(Graph* graph) {
 }
 
 // An initializer of one value per element of the last dim (`channels`,
-// kAnyDim where unknown, then more than one), leading 1s allowed: a
-// LayerNormalization's Scale or B.
-bool PerChannelInitializer(const Graph& graph, int v, int64_t channels) {
+// kAnyDim where unknown, then more than one), leading 1s allowed but no more
+// dims than `max_rank` (so that broadcasting it raises no rank): a
+// LayerNormalization's Scale or B, a MatMul's bias.
+bool PerChannelInitializer(const Graph& graph, int v, int64_t channels, size_t max_rank) {
   const Tensor* t = v < 0 ? nullptr : Initializer(graph, v);
-  if (t == nullptr || t->dtype() != DType::kFloat32 || t->rank() == 0) return false;
+  if (t == nullptr || t->dtype() != DType::kFloat32 || t->rank() == 0 ||
+      static_cast<size_t>(t->rank()) > max_rank) {
+    return false;
+  }
   for (int d = 0; d + 1 < t->rank(); ++d) {
     if (t->shape()[d] != 1) return false;
   }
@@ -549,16 +554,20 @@ void FuseLayerNorms(Graph* graph) {
     }
     const std::vector<int64_t>& x_shape = graph->values[x].type.shape;
     const int64_t channels = x_shape.empty() ? kAnyDim : x_shape.back();
+    // X's rank where shape inference knows it; else parameters of one dim only.
+    const size_t max_rank = x_shape.empty() ? 1 : x_shape.size();
     std::vector<int> pattern = {static_cast<int>(n), sub, square, variance, add_eps, sqrt, div};
     int y = graph->nodes[div].outputs[0];
     int scale = -1, bias = -1;
     if (const int mul = ReaderOf(*graph, readers, y, "Mul", 1);
-        mul >= 0 && PerChannelInitializer(*graph, OtherInput(graph->nodes[mul], y), channels)) {
+        mul >= 0 &&
+        PerChannelInitializer(*graph, OtherInput(graph->nodes[mul], y), channels, max_rank)) {
       scale = OtherInput(graph->nodes[mul], y);
       pattern.push_back(mul);
       y = graph->nodes[mul].outputs[0];
       if (const int add = ReaderOf(*graph, readers, y, "Add", 1);
-          add >= 0 && PerChannelInitializer(*graph, OtherInput(graph->nodes[add], y), channels)) {
+          add >= 0 &&
+          PerChannelInitializer(*graph, OtherInput(graph->nodes[add], y), channels, max_rank)) {
         bias = OtherInput(graph->nodes[add], y);
         pattern.push_back(add);
         y = graph->nodes[add].outputs[0];
@@ -608,11 +617,10 @@ void FuseMatMulBiases(Graph* graph) {
     const int add = ReaderOf(*graph, readers, y, "Add", 1);
     if (b == nullptr || b->dtype() != DType::kFloat32 || b->rank() < 2 || add < 0) continue;
     const int bias = OtherInput(graph->nodes[add], y);
-    const Tensor* bias_value = bias < 0 ? nullptr : Initializer(*graph, bias);
-    const size_t out_rank = graph->values[graph->nodes[add].outputs[0]].type.shape.size();
-    // The bias must not raise Y's rank (nor, unknown, have more than one dim).
-    if (!PerChannelInitializer(*graph, bias, b->shape().back()) ||
-        bias_value->rank() > static_cast<int>(out_rank == 0 ? 1 : out_rank)) {
+    // The bias must not raise the MatMul's rank (where shape inference did
+    // not find it, the bias may have one dim only).
+    const size_t y_rank = graph->values[y].type.shape.size();
+    if (!PerChannelInitializer(*graph, bias, b->shape().back(), y_rank == 0 ? 1 : y_rank)) {
       continue;
     }
     matmul.inputs.push_back(bias);

@@ -136,7 +136,17 @@ absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model,
     for (const std::string& in : proto.input()) {
       node.inputs.push_back(in.empty() ? Node::kAbsentInput : value_index(in));
     }
-    for (const std::string& out : proto.output()) node.outputs.push_back(value_index(out));
+    for (const std::string& out : proto.output()) {
+      // An output left unnamed (an optional one nobody reads, e.g.
+      // LayerNormalization's Mean) gets a value of its own: unnamed outputs
+      // of two nodes must not share memory.
+      if (out.empty()) {
+        node.outputs.push_back(static_cast<int>(graph.values.size()));
+        graph.values.push_back(Value{"", {}});
+        continue;
+      }
+      node.outputs.push_back(value_index(out));
+    }
     for (const auto& attr : proto.attribute()) {
       absl::StatusOr<AttributeValue> value = ConvertAttribute(attr, node.name);
       if (!value.ok()) return value.status();

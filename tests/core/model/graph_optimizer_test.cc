@@ -271,6 +271,17 @@ TEST(GraphOptimizerTest, MatMulAbsorbsItsBiasAndAnExactGelu) {
 
   const Tensor x = RandomTensor({3, 2, 4}, 73);
   std::vector<Tensor> y = RunOnce(model, {x});
+
+  // A bias of more dims than the product ([1, 1, 3] after [2, 4] x [4, 3])
+  // raises its rank: it stays an Add.
+  OnnxModelBuilder raising("rank_raising_bias");
+  raising.AddInitializer("w", w);
+  raising.AddInitializer("b", RandomTensor({1, 1, 3}, 74));
+  raising.AddNode("MatMul", {"x", "w"}, {"mm"});
+  raising.AddNode("Add", {"mm", "b"}, {"y"});
+  raising.AddInput("x", DType::kFloat32, {2, 4});
+  raising.AddOutput("y", DType::kFloat32, {1, 2, 3});
+  EXPECT_EQ(testing::LoadOrDie(raising.Serialize(), "r")->graph().nodes.size(), 2u);
   ASSERT_EQ(y.size(), 1u);
   for (int row = 0; row < 6; ++row) {
     for (int n = 0; n < 3; ++n) {

@@ -50,6 +50,25 @@ TEST(OnnxImportTest, OlderOpsetIsAcceptedWhereItsOperatorsAreUnchangedSinceEleve
   EXPECT_TRUE(model.ok()) << model.status();
 }
 
+// Optional outputs a model leaves unnamed ("") are values of their own:
+// two nodes' unnamed Means must not be one value that both write.
+TEST(OnnxImportTest, UnnamedOutputsAreDistinctValues) {
+  OnnxModelBuilder b("layer_norms", 17);
+  b.AddInitializer("scale", Tensor::Host(DType::kFloat32, {3}));
+  b.AddNode("LayerNormalization", {"x", "scale"}, {"h", "", "h_inv"});
+  b.AddNode("LayerNormalization", {"h", "scale"}, {"y", "", "y_inv"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 3});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 3});
+  b.AddOutput("h_inv", DType::kFloat32, {kAnyDim, 1});
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(b.Serialize(), "m", "m");
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<Node>& nodes = (*model)->graph().nodes;
+  ASSERT_EQ(nodes.size(), 2u);
+  ASSERT_EQ(nodes[0].outputs.size(), 3u);
+  ASSERT_EQ(nodes[1].outputs.size(), 3u);
+  EXPECT_NE(nodes[0].outputs[1], nodes[1].outputs[1]);
+}
+
 TEST(OnnxImportTest, OlderOpsetsAreConvertedToOpsetEleven) {
   OnnxModelBuilder b("old", 9);
   b.AddNode("Softmax", {"x"}, {"y"});
