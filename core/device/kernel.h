@@ -61,6 +61,13 @@ class Kernel {
   // the row-major size (blocked layouts pad channels).
   virtual std::string native_output_layout() const { return {}; }
   virtual size_t native_output_bytes() const { return 0; }
+
+  // Where output 0 is nothing but the inputs' bytes back to back, input i at
+  // byte offset [i] (a concatenation whose every input is one contiguous
+  // block of the output, in the layouts they arrive in): those offsets, so
+  // that the plan may have the producers write there and skip Run. Empty
+  // otherwise.
+  virtual std::vector<size_t> joined_input_offsets() const { return {}; }
 };
 
 // The kernel of a node whose outputs have no elements: there is nothing to

@@ -37,7 +37,9 @@ class ExecutionPlan::Builder {
         is_output_(graph.values.size(), false),
         readers_(graph.values.size()),
         layouts_(graph.values.size()),
-        native_bytes_(graph.values.size(), 0) {
+        native_bytes_(graph.values.size(), 0),
+        placed_in_(graph.values.size(), -1),
+        placed_at_(graph.values.size(), 0) {
     plan_.value_ptrs_.assign(graph.values.size(), nullptr);
     for (int v : graph.outputs) is_output_[v] = true;
     for (const Node& node : graph.nodes) {
@@ -52,6 +54,7 @@ class ExecutionPlan::Builder {
     for (const Node& node : graph_.nodes) {
       if (absl::Status s = AddNode(node); !s.ok()) return NodeError(node, s);
     }
+    JoinConcatenationsInPlace();
     if (absl::Status s = PlaceOutputs(); !s.ok()) return s;
     if (absl::Status s = PlaceIntermediates(); !s.ok()) return s;
     if (absl::Status s = PlaceWorkspace(); !s.ok()) return s;
@@ -251,6 +254,75 @@ class ExecutionPlan::Builder {
     plan_.steps_.push_back(std::move(s));
   }
 
+  // A concatenation whose output is nothing but its inputs' bytes back to
+  // back (Kernel::joined_input_offsets; e.g. along channels at batch 1)
+  // costs nothing when its inputs' producers write straight into their
+  // places in the output: its step is dropped and each input becomes a view
+  // of the output at its offset. Later concatenations are placed first, so
+  // nested ones land in the outermost buffer, and a chain of them (a
+  // densenet block concatenates ever more of the same features, each list a
+  // prefix of the last) collapses into one: a concatenation whose inputs all
+  // lie at the right distances in one buffer already is a view of it too.
+  void JoinConcatenationsInPlace() {
+    std::vector<bool> dropped(plan_.steps_.size(), false);
+    for (size_t s = plan_.steps_.size(); s-- > 0;) {
+      const Step& step = plan_.steps_[s];
+      const std::vector<size_t> offsets = step.kernel->joined_input_offsets();
+      const int* inputs = plan_.arg_values_.data() + step.args_begin;
+      const int out = inputs[step.num_inputs];
+      if (offsets.size() != step.num_inputs || step.num_outputs != 1 || first_step_[out] < 0) {
+        continue;
+      }
+      dropped[s] =
+          PlaceInputsInOutput(inputs, offsets, out) || ViewOfPlacedInputs(inputs, offsets, out);
+    }
+    size_t kept = 0;
+    for (size_t s = 0; s < plan_.steps_.size(); ++s) {
+      if (!dropped[s]) plan_.steps_[kept++] = std::move(plan_.steps_[s]);
+    }
+    plan_.steps_.resize(kept);
+  }
+
+  // Bytes value `v` takes in its layout.
+  size_t StoredBytes(int v) const { return std::max(ByteSize(*types_[v]), native_bytes_[v]); }
+
+  // Where every input is a value some step writes, appears once and fits
+  // its place: each becomes a view of `out` (or of what `out` is a view of).
+  bool PlaceInputsInOutput(const int* inputs, const std::vector<size_t>& offsets, int out) {
+    const size_t n = offsets.size();
+    for (size_t i = 0; i < n; ++i) {
+      const int v = inputs[i];
+      const size_t end = i + 1 < n ? offsets[i + 1] : StoredBytes(out);
+      if (v < 0 || first_step_[v] < 0 || placed_in_[v] >= 0 ||
+          std::count(inputs, inputs + n, v) != 1 || offsets[i] + StoredBytes(v) > end) {
+        return false;
+      }
+    }
+    const int root = placed_in_[out] >= 0 ? placed_in_[out] : out;
+    const size_t base = placed_in_[out] >= 0 ? placed_at_[out] : 0;
+    for (size_t i = 0; i < n; ++i) {
+      placed_in_[inputs[i]] = root;
+      placed_at_[inputs[i]] = base + offsets[i];
+    }
+    return true;
+  }
+
+  // Where the inputs already lie back to back at `offsets` in one buffer:
+  // `out` becomes a view of it.
+  bool ViewOfPlacedInputs(const int* inputs, const std::vector<size_t>& offsets, int out) {
+    if (placed_in_[out] >= 0 || inputs[0] < 0 || placed_in_[inputs[0]] < 0) return false;
+    const int root = placed_in_[inputs[0]];
+    const size_t base = placed_at_[inputs[0]];
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      const int v = inputs[i];
+      if (v < 0 || placed_in_[v] != root || placed_at_[v] != base + offsets[i]) return false;
+    }
+    if (base + StoredBytes(out) > StoredBytes(root)) return false;
+    placed_in_[out] = root;
+    placed_at_[out] = base;
+    return true;
+  }
+
   // The first listing of a value a step computes is written in place;
   // inputs, constants and repeats are copied after the steps.
   absl::Status PlaceOutputs() {
@@ -284,31 +356,47 @@ class ExecutionPlan::Builder {
     return absl::OkStatus();
   }
 
+  // Every intermediate value gets an arena offset; a view (see
+  // JoinConcatenationsInPlace) its buffer's plus its place, and the buffer
+  // lives as long as all its views.
   absl::Status PlaceIntermediates() {
+    std::vector<int> first = first_step_, last = last_step_;
+    for (size_t v = 0; v < graph_.values.size(); ++v) {
+      const int root = placed_in_[v];
+      if (root < 0) continue;
+      first[root] = std::min(first[root], first_step_[v]);
+      last[root] = std::max(last[root], last_step_[v]);
+    }
     std::vector<ArenaRequest> requests;
+    std::vector<size_t> offsets(graph_.values.size(), 0);
     std::vector<int> request_values;
     for (size_t v = 0; v < graph_.values.size(); ++v) {
       if (first_step_[v] < 0) continue;
-      requests.push_back(
-          {std::max(ByteSize(*types_[v]), native_bytes_[v]), first_step_[v], last_step_[v]});
-      request_values.push_back(static_cast<int>(v));
       plan_.unshared_bytes_ += ByteSize(*types_[v]);
+      if (placed_in_[v] >= 0) continue;
+      requests.push_back({StoredBytes(static_cast<int>(v)), first[v], last[v]});
+      request_values.push_back(static_cast<int>(v));
     }
     ArenaLayout layout = PlanArena(requests);
+    for (size_t r = 0; r < requests.size(); ++r) offsets[request_values[r]] = layout.offsets[r];
+    std::vector<std::pair<int, size_t>> placed;
+    for (size_t v = 0; v < graph_.values.size(); ++v) {
+      if (first_step_[v] < 0) continue;
+      const int root = placed_in_[v];
+      placed.emplace_back(static_cast<int>(v),
+                          root < 0 ? offsets[v] : offsets[root] + placed_at_[v]);
+    }
     plan_.arena_bytes_ = layout.total_bytes;
     plan_.arg_ptrs_.assign(plan_.arg_values_.size(), nullptr);
     if (plan_.shared_arena_ != nullptr) {
-      for (size_t r = 0; r < requests.size(); ++r) {
-        plan_.arena_offsets_.emplace_back(request_values[r], layout.offsets[r]);
-      }
+      plan_.arena_offsets_ = std::move(placed);
       return absl::OkStatus();
     }
     absl::StatusOr<std::shared_ptr<Buffer>> arena = device_.Allocate(layout.total_bytes);
     if (!arena.ok()) return arena.status();
     plan_.arena_ = *std::move(arena);
-    for (size_t r = 0; r < requests.size(); ++r) {
-      plan_.value_ptrs_[request_values[r]] =
-          static_cast<char*>(plan_.arena_->data()) + layout.offsets[r];
+    for (const auto& [v, offset] : placed) {
+      plan_.value_ptrs_[v] = static_cast<char*>(plan_.arena_->data()) + offset;
     }
     return absl::OkStatus();
   }
@@ -341,6 +429,10 @@ class ExecutionPlan::Builder {
   // and the bytes that layout needs.
   std::vector<std::string> layouts_;
   std::vector<size_t> native_bytes_;
+  // Per value: the value whose buffer it is a view of (-1: none) and its
+  // byte offset there (JoinConcatenationsInPlace).
+  std::vector<int> placed_in_;
+  std::vector<size_t> placed_at_;
 };
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(

@@ -44,7 +44,8 @@ class ExecutionPlan {
   size_t unshared_bytes() const { return unshared_bytes_; }
   // Bytes of the scratch space the kernels share (e.g. reordered layouts).
   size_t workspace_bytes() const { return workspace_bytes_; }
-  // Kernels run per request (folded nodes are not among them).
+  // Kernels run per request (folded nodes are not among them, nor
+  // concatenations whose inputs are written in place).
   size_t step_count() const { return steps_.size(); }
 
   // Runs the graph: `inputs` and `outputs` are device pointers in graph

@@ -114,6 +114,17 @@ absl::StatusOr<ConcatLayout> ParseConcatLayout(const KernelSpec& spec) {
   return layout;
 }
 
+std::vector<size_t> ConcatLayout::JoinedOffsets() const {
+  if (outer != 1) return {};
+  std::vector<size_t> offsets;
+  size_t offset = 0;
+  for (size_t bytes : block_bytes) {
+    offsets.push_back(offset);
+    offset += bytes;
+  }
+  return offsets;
+}
+
 absl::Status InferConcat(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseConcatAxis(*spec));
   TensorType out = *spec->inputs[0];

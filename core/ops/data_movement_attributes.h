@@ -30,6 +30,11 @@ absl::StatusOr<int64_t> ParseConcatAxis(const KernelSpec& spec);
 struct ConcatLayout {
   int64_t outer = 1;
   std::vector<size_t> block_bytes;
+
+  // With one row (every dim before the axis 1), each input's byte offset in
+  // the output: the inputs lie back to back (Kernel::joined_input_offsets).
+  // Empty otherwise.
+  std::vector<size_t> JoinedOffsets() const;
 };
 absl::StatusOr<ConcatLayout> ParseConcatLayout(const KernelSpec& spec);
 

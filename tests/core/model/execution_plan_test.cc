@@ -1,5 +1,9 @@
 #include "core/model/execution_plan.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/model/default_model.h"
 #include "core/model/onnx_builder.h"
@@ -158,6 +162,98 @@ TEST(ExecutionPlanTest, NodesWithKnownInputsAreFoldedAtPlanTime) {
   ASSERT_TRUE(replica->device().Synchronize().ok());
   EXPECT_EQ(y[0], 6.0f);
   EXPECT_EQ(y[1], -12.0f);
+}
+
+}  // namespace
+}  // namespace replicad
+
+namespace replicad {
+namespace {
+
+// f0 = Relu(x), f1 = Sigmoid(f0), c1 = Concat(f0, f1), g = Sigmoid(c1),
+// f2 = f1 * f1, c2 = Concat(f0, f1, f2), y = Sigmoid(c2): a densenet block in
+// miniature, whose first concatenation is a prefix of the second.
+std::shared_ptr<const Model> ChainOfConcatenations() {
+  OnnxModelBuilder b("chain");
+  b.AddNode("Relu", {"x"}, {"f0"});
+  b.AddNode("Sigmoid", {"f0"}, {"f1"});
+  OnnxModelBuilder::SetInt(b.AddNode("Concat", {"f0", "f1"}, {"c1"}), "axis", 1);
+  b.AddNode("Sigmoid", {"c1"}, {"g"});
+  b.AddNode("Mul", {"f1", "f1"}, {"f2"});
+  OnnxModelBuilder::SetInt(b.AddNode("Concat", {"f0", "f1", "f2"}, {"c2"}), "axis", 1);
+  b.AddNode("Sigmoid", {"c2"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 2, 3});
+  b.AddOutput("g", DType::kFloat32, {kAnyDim, 4, 3});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 6, 3});
+  return testing::LoadOrDie(b.Serialize(), "chain");
+}
+
+float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+// At batch 1 both concatenations are their inputs back to back: the
+// producers write into one buffer and neither runs; at batch 2 they run.
+// Either way every output is what the graph says.
+TEST(ExecutionPlanTest, ConcatenationsOfOneRowAreWrittenInPlace) {
+  std::unique_ptr<Replica> replica = CpuReplica(ChainOfConcatenations());
+  for (int64_t batch : {1, 2}) {
+    SCOPED_TRACE(batch);
+    absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{batch, 2, 3}});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ((*plan)->step_count(), batch == 1 ? 5u : 7u);
+    const Tensor x = testing::RandomTensor({batch, 2, 3}, 11);
+    Tensor g = Tensor::Host(DType::kFloat32, {batch, 4, 3});
+    Tensor y = Tensor::Host(DType::kFloat32, {batch, 6, 3});
+    const void* inputs[] = {x.raw_data()};
+    void* outputs[] = {g.raw_data(), y.raw_data()};
+    absl::Status status;
+    replica->device().Enqueue([&] { status = (*plan)->Run(inputs, outputs); });
+    ASSERT_TRUE(replica->device().Synchronize().ok());
+    ASSERT_TRUE(status.ok()) << status;
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t i = 0; i < 6; ++i) {
+        const float f0 = std::max(x.data<float>()[n * 6 + i], 0.0f);
+        const float f1 = Sigmoid(f0);
+        const float features[] = {f0, f1, f1 * f1};
+        for (int k = 0; k < 3; ++k) {
+          EXPECT_FLOAT_EQ(y.data<float>()[n * 18 + k * 6 + i], Sigmoid(features[k]));
+          if (k < 2) EXPECT_FLOAT_EQ(g.data<float>()[n * 12 + k * 6 + i], Sigmoid(features[k]));
+        }
+      }
+    }
+  }
+}
+
+// A graph input, a value listed twice and a graph output cannot be written
+// into their place: those concatenations still run.
+TEST(ExecutionPlanTest, ConcatenationsOfInputsRepeatsAndOutputsStillRun) {
+  OnnxModelBuilder b("kept");
+  b.AddNode("Relu", {"x"}, {"r"});
+  OnnxModelBuilder::SetInt(b.AddNode("Concat", {"x", "r"}, {"a"}), "axis", 1);
+  OnnxModelBuilder::SetInt(b.AddNode("Concat", {"r", "r"}, {"b"}), "axis", 1);
+  b.AddNode("Relu", {"a"}, {"ya"});
+  b.AddNode("Relu", {"b"}, {"yb"});
+  b.AddNode("Sigmoid", {"x"}, {"s"});
+  b.AddNode("Sigmoid", {"s"}, {"s2"});
+  OnnxModelBuilder::SetInt(b.AddNode("Concat", {"s", "s2"}, {"yc"}), "axis", 1);
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 2});
+  b.AddOutput("ya", DType::kFloat32, {kAnyDim, 4});
+  b.AddOutput("yb", DType::kFloat32, {kAnyDim, 4});
+  b.AddOutput("yc", DType::kFloat32, {kAnyDim, 4});
+  std::unique_ptr<Replica> replica = CpuReplica(testing::LoadOrDie(b.Serialize(), "kept"));
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{1, 2}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->step_count(), 8u);
+  float x[2] = {-1, 2}, ya[4], yb[4], yc[4];
+  const void* inputs[] = {x};
+  void* outputs[] = {ya, yb, yc};
+  absl::Status status;
+  replica->device().Enqueue([&] { status = (*plan)->Run(inputs, outputs); });
+  ASSERT_TRUE(replica->device().Synchronize().ok());
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(std::vector<float>(ya, ya + 4), (std::vector<float>{0, 2, 0, 2}));
+  EXPECT_EQ(std::vector<float>(yb, yb + 4), (std::vector<float>{0, 2, 0, 2}));
+  EXPECT_FLOAT_EQ(yc[0], Sigmoid(-1));
+  EXPECT_FLOAT_EQ(yc[3], Sigmoid(Sigmoid(2)));
 }
 
 }  // namespace

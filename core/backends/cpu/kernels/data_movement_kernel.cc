@@ -38,6 +38,10 @@ class ConcatKernel : public Kernel {
     return absl::OkStatus();
   }
 
+  std::vector<size_t> joined_input_offsets() const override {
+    return ConcatLayout{outer_, block_bytes_}.JoinedOffsets();
+  }
+
  private:
   int64_t outer_;
   std::vector<size_t> block_bytes_;
@@ -205,6 +209,7 @@ KernelOrStatus MakeConcatKernel(const KernelSpec& spec, CpuKernelContext& contex
     primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
     auto kernel = std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
     if (pd.dst_desc() != row_major) kernel->SetNativeOutput(pd.dst_desc());
+    if (sources == given) kernel->SetJoinedInputOffsets(JoinedOffsets(sources, pd.dst_desc(), dim));
     return WithInputsReordered(spec, context, targets, std::move(kernel));
   });
 }

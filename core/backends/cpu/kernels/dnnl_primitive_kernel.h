@@ -2,6 +2,7 @@
 #define REPLICAD_CORE_BACKENDS_CPU_KERNELS_DNNL_PRIMITIVE_KERNEL_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -73,12 +74,17 @@ class PrimitiveKernel : public Kernel {
   std::string native_output_layout() const override { return native_layout_; }
   size_t native_output_bytes() const override { return native_bytes_; }
 
+  // Where the primitive only joins its inputs' bytes (Kernel::joined_input_offsets).
+  void SetJoinedInputOffsets(std::vector<size_t> offsets) { joined_offsets_ = std::move(offsets); }
+  std::vector<size_t> joined_input_offsets() const override { return joined_offsets_; }
+
  private:
   CpuKernelContext& context_;
   std::string node_;
   BoundPrimitive primitive_;
   std::string native_layout_;
   size_t native_bytes_ = 0;
+  std::vector<size_t> joined_offsets_;
 };
 
 // Waits for the stream; Internal naming `node` when oneDNN reports an error.

@@ -97,6 +97,35 @@ int64_t ElementOffset(const dnnl_memory_desc_t& md, const std::vector<int64_t>& 
   return offset + inner;
 }
 
+// Elements per block of each dim (1 where the dim is not blocked).
+std::vector<int64_t> BlockSizes(const dnnl_memory_desc_t& desc) {
+  std::vector<int64_t> sizes(desc.ndims, 1);
+  const dnnl_blocking_desc_t& blocking = desc.format_desc.blocking;
+  for (int k = 0; k < blocking.inner_nblks; ++k)
+    sizes[blocking.inner_idxs[k]] *= blocking.inner_blks[k];
+  return sizes;
+}
+
+bool SameInnerBlocks(const dnnl_blocking_desc_t& a, const dnnl_blocking_desc_t& b) {
+  if (a.inner_nblks != b.inner_nblks) return false;
+  for (int k = 0; k < a.inner_nblks; ++k) {
+    if (a.inner_blks[k] != b.inner_blks[k] || a.inner_idxs[k] != b.inner_idxs[k]) return false;
+  }
+  return true;
+}
+
+// Blocked, unpadded, starting at its first byte, and without holes.
+bool Dense(const dnnl::memory::desc& desc) {
+  const dnnl_memory_desc_t& d = desc.data;
+  if (d.format_kind != dnnl_blocked || d.offset0 != 0) return false;
+  size_t elements = 1;
+  for (int k = 0; k < d.ndims; ++k) {
+    if (d.padded_dims[k] != d.dims[k] || d.padded_offsets[k] != 0) return false;
+    elements *= static_cast<size_t>(d.dims[k]);
+  }
+  return elements * dnnl::memory::data_type_size(desc.data_type()) == desc.get_size();
+}
+
 }  // namespace
 
 dnnl::memory::desc GivenLayout(const KernelSpec& spec, int index,
@@ -129,6 +158,46 @@ bool SameBytes(const dnnl::memory::desc& a, const dnnl::memory::desc& b) {
     for (int d = x.ndims - 1; d >= 0 && ++index[d] == x.dims[d]; --d) index[d] = 0;
   }
   return true;
+}
+
+std::vector<size_t> JoinedOffsets(const std::vector<dnnl::memory::desc>& sources,
+                                  const dnnl::memory::desc& dst, int axis) {
+  const dnnl_memory_desc_t& y = dst.data;
+  if (!Dense(dst) || axis < 0 || axis >= y.ndims) return {};
+  for (int d = 0; d < axis; ++d) {
+    if (y.dims[d] != 1) return {};  // Each source would be one block per outer index.
+  }
+  const std::vector<int64_t> blocks = BlockSizes(y);
+  const size_t element_bytes = dnnl::memory::data_type_size(dst.data_type());
+  std::vector<size_t> offsets;
+  int64_t axis_offset = 0;
+  size_t byte_offset = 0;
+  for (const dnnl::memory::desc& source : sources) {
+    const dnnl_memory_desc_t& x = source.data;
+    if (!Dense(source) || x.ndims != y.ndims || x.data_type != y.data_type ||
+        !SameInnerBlocks(x.format_desc.blocking, y.format_desc.blocking) ||
+        axis_offset % blocks[axis] != 0) {
+      return {};
+    }
+    // Element e of the source is element e + axis_offset of dst: the same
+    // byte, shifted, wherever the strides of the dims it moves along agree.
+    for (int d = 0; d < y.ndims; ++d) {
+      if (d != axis && x.dims[d] != y.dims[d]) return {};
+      if (x.dims[d] > blocks[d] &&
+          x.format_desc.blocking.strides[d] != y.format_desc.blocking.strides[d]) {
+        return {};
+      }
+    }
+    const size_t shift =
+        static_cast<size_t>(axis_offset / blocks[axis] * y.format_desc.blocking.strides[axis]) *
+        element_bytes;
+    if (shift != byte_offset) return {};
+    offsets.push_back(byte_offset);
+    axis_offset += x.dims[axis];
+    byte_offset += source.get_size();
+  }
+  if (axis_offset != y.dims[axis] || byte_offset != dst.get_size()) return {};
+  return offsets;
 }
 
 std::optional<dnnl::memory::format_tag> KnownLayout(const dnnl::memory::desc& desc) {

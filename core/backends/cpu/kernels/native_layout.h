@@ -26,6 +26,13 @@ dnnl::memory::desc GivenLayout(const KernelSpec& spec, int index,
 // up to 2^16 elements (plan time); larger values only when a == b.
 bool SameBytes(const dnnl::memory::desc& a, const dnnl::memory::desc& b);
 
+// Where `dst` holds nothing but `sources` back to back, as their
+// concatenation along `axis` (e.g. row-major, or 16-channel blocks whose
+// sources fill their blocks, with every dim before `axis` 1): each source's
+// byte offset in `dst`. Empty otherwise.
+std::vector<size_t> JoinedOffsets(const std::vector<dnnl::memory::desc>& sources,
+                                  const dnnl::memory::desc& dst, int axis);
+
 // The format tag `desc` is, among those oneDNN's convolutions and poolings
 // choose (channels-last, 16- and 8-channel blocks, row-major); nullopt for
 // any other.

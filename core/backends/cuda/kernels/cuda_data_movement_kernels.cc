@@ -97,6 +97,10 @@ class ConcatKernel : public Kernel {
     return absl::OkStatus();
   }
 
+  std::vector<size_t> joined_input_offsets() const override {
+    return ConcatLayout{outer_, block_bytes_}.JoinedOffsets();
+  }
+
  private:
   const CudaKernelContext& context_;
   int64_t outer_;

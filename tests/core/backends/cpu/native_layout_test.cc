@@ -169,6 +169,41 @@ TEST(SameBytesTest, ChannelsLastAndBlocksOfUnitSpatialDims) {
   EXPECT_TRUE(SameBytes(desc({1, 32, 2, 2}, tag::aBcd16b), desc({1, 32, 2, 2}, tag::aBcd16b)));
 }
 
+// A concatenation along channels is its sources back to back only where
+// each source is one contiguous block of the output: row-major or blocked
+// channels at batch 1, the blocks filled; never channels-last (channels are
+// innermost) or a batch of several images.
+TEST(JoinedOffsetsTest, BackToBackOnlyWhereEverySourceIsOneBlock) {
+  const auto desc = [](memory::dims dims, memory::format_tag tag) {
+    return memory::desc(dims, memory::data_type::f32, tag);
+  };
+  using tag = memory::format_tag;
+  EXPECT_EQ(JoinedOffsets({desc({1, 16, 3, 3}, tag::aBcd16b), desc({1, 32, 3, 3}, tag::aBcd16b)},
+                          desc({1, 48, 3, 3}, tag::aBcd16b), 1),
+            (std::vector<size_t>{0, 16 * 9 * 4}));
+  EXPECT_EQ(JoinedOffsets({desc({1, 3, 2, 2}, tag::abcd), desc({1, 5, 2, 2}, tag::abcd)},
+                          desc({1, 8, 2, 2}, tag::abcd), 1),
+            (std::vector<size_t>{0, 3 * 4 * 4}));
+  // Batch 2: each source is two blocks of the output.
+  EXPECT_TRUE(JoinedOffsets({desc({2, 16, 3, 3}, tag::aBcd16b), desc({2, 16, 3, 3}, tag::aBcd16b)},
+                            desc({2, 32, 3, 3}, tag::aBcd16b), 1)
+                  .empty());
+  // A source of 8 channels leaves half its block as padding.
+  EXPECT_TRUE(JoinedOffsets({desc({1, 8, 3, 3}, tag::aBcd16b), desc({1, 24, 3, 3}, tag::aBcd16b)},
+                            desc({1, 32, 3, 3}, tag::aBcd16b), 1)
+                  .empty());
+  EXPECT_TRUE(JoinedOffsets({desc({1, 16, 3, 3}, tag::acdb), desc({1, 16, 3, 3}, tag::acdb)},
+                            desc({1, 32, 3, 3}, tag::acdb), 1)
+                  .empty());
+  // Layouts that differ, and a join along another axis.
+  EXPECT_TRUE(JoinedOffsets({desc({1, 16, 3, 3}, tag::abcd), desc({1, 16, 3, 3}, tag::aBcd16b)},
+                            desc({1, 32, 3, 3}, tag::aBcd16b), 1)
+                  .empty());
+  EXPECT_TRUE(JoinedOffsets({desc({1, 16, 3, 3}, tag::abcd), desc({1, 16, 3, 3}, tag::abcd)},
+                            desc({1, 16, 6, 3}, tag::abcd), 2)
+                  .empty());
+}
+
 TEST_P(NativeLayoutTest, ConvWithComputedWeightsAndOtherOpsReorderFirst) {
   const Tensor x = Random({2, 20, 5, 5}, 7), w = Random({4, 20, 3, 3}, 8);
   const Attributes none;
