@@ -62,13 +62,23 @@ class Kernel {
   virtual std::string native_output_layout() const { return {}; }
   virtual size_t native_output_bytes() const { return 0; }
 
-  // Where output 0 is nothing but the inputs' bytes back to back, input i at
+  // Where output 0 is nothing but inputs' bytes back to back, input i at
   // byte offset [i] (a concatenation whose every input is one contiguous
-  // block of the output, in the layouts they arrive in): those offsets, so
-  // that the plan may have the producers write there and skip Run. Empty
-  // otherwise.
+  // block of the output, in the layouts they arrive in; a copy, e.g.
+  // Reshape, is its data input at offset 0): one entry per input, kNotJoined
+  // for an input none of whose bytes are in the output (Reshape's shape), so
+  // that the plan may have the producers write there, or the readers read
+  // there, and skip Run. Empty otherwise.
+  static constexpr size_t kNotJoined = ~size_t{0};
   virtual std::vector<size_t> joined_input_offsets() const { return {}; }
 };
+
+// joined_input_offsets of a kernel whose output 0 is a copy of input 0.
+inline std::vector<size_t> OutputIsInputZero(size_t num_inputs) {
+  std::vector<size_t> offsets(num_inputs, Kernel::kNotJoined);
+  if (num_inputs > 0) offsets[0] = 0;
+  return offsets;
+}
 
 // The kernel of a node whose outputs have no elements: there is nothing to
 // compute, and libraries differ in how they take zero-sized tensors, so

@@ -54,7 +54,7 @@ class ExecutionPlan::Builder {
     for (const Node& node : graph_.nodes) {
       if (absl::Status s = AddNode(node); !s.ok()) return NodeError(node, s);
     }
-    JoinConcatenationsInPlace();
+    ViewsInsteadOfCopies();
     if (absl::Status s = PlaceOutputs(); !s.ok()) return s;
     if (absl::Status s = PlaceIntermediates(); !s.ok()) return s;
     if (absl::Status s = PlaceWorkspace(); !s.ok()) return s;
@@ -254,16 +254,16 @@ class ExecutionPlan::Builder {
     plan_.steps_.push_back(std::move(s));
   }
 
-  // A concatenation whose output is nothing but its inputs' bytes back to
-  // back (Kernel::joined_input_offsets; e.g. along channels at batch 1)
-  // costs nothing when its inputs' producers write straight into their
-  // places in the output: its step is dropped and each input becomes a view
-  // of the output at its offset. Later concatenations are placed first, so
-  // nested ones land in the outermost buffer, and a chain of them (a
-  // densenet block concatenates ever more of the same features, each list a
-  // prefix of the last) collapses into one: a concatenation whose inputs all
-  // lie at the right distances in one buffer already is a view of it too.
-  void JoinConcatenationsInPlace() {
+  // A step whose output is nothing but input bytes (Kernel::
+  // joined_input_offsets: a concatenation along channels at batch 1, a
+  // Reshape) costs nothing when producers and readers share the bytes: the
+  // step is dropped, and its inputs become views of its output at their
+  // offsets, or, where they already are views of one buffer at the right
+  // distances, the output becomes a view of that buffer. Later steps are
+  // placed first, so nested concatenations land in the outermost buffer,
+  // and a chain of them (a densenet block concatenates ever more of the same
+  // features, each list a prefix of the last) collapses into one.
+  void ViewsInsteadOfCopies() {
     std::vector<bool> dropped(plan_.steps_.size(), false);
     for (size_t s = plan_.steps_.size(); s-- > 0;) {
       const Step& step = plan_.steps_[s];
@@ -273,8 +273,12 @@ class ExecutionPlan::Builder {
       if (offsets.size() != step.num_inputs || step.num_outputs != 1 || first_step_[out] < 0) {
         continue;
       }
+      std::vector<Part> parts;
+      for (size_t i = 0; i < offsets.size(); ++i) {
+        if (offsets[i] != Kernel::kNotJoined) parts.push_back({inputs[i], offsets[i]});
+      }
       dropped[s] =
-          PlaceInputsInOutput(inputs, offsets, out) || ViewOfPlacedInputs(inputs, offsets, out);
+          !parts.empty() && (PlacePartsInOutput(parts, out) || ViewOfPlacedParts(parts, out));
     }
     size_t kept = 0;
     for (size_t s = 0; s < plan_.steps_.size(); ++s) {
@@ -283,39 +287,52 @@ class ExecutionPlan::Builder {
     plan_.steps_.resize(kept);
   }
 
+  // An input whose bytes are in a step's output, and where.
+  struct Part {
+    int value;
+    size_t offset;
+  };
+
   // Bytes value `v` takes in its layout.
   size_t StoredBytes(int v) const { return std::max(ByteSize(*types_[v]), native_bytes_[v]); }
 
-  // Where every input is a value some step writes, appears once and fits
-  // its place: each becomes a view of `out` (or of what `out` is a view of).
-  bool PlaceInputsInOutput(const int* inputs, const std::vector<size_t>& offsets, int out) {
-    const size_t n = offsets.size();
-    for (size_t i = 0; i < n; ++i) {
-      const int v = inputs[i];
-      const size_t end = i + 1 < n ? offsets[i + 1] : StoredBytes(out);
-      if (v < 0 || first_step_[v] < 0 || placed_in_[v] >= 0 ||
-          std::count(inputs, inputs + n, v) != 1 || offsets[i] + StoredBytes(v) > end) {
+  // Where every part is a value some step writes, appears once and fits its
+  // place: each becomes a view of `out` (or of what `out` is a view of).
+  bool PlacePartsInOutput(const std::vector<Part>& parts, int out) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const int v = parts[i].value;
+      const size_t end = i + 1 < parts.size() ? parts[i + 1].offset : StoredBytes(out);
+      const auto same = [v](const Part& p) { return p.value == v; };
+      if (v < 0 || first_step_[v] < 0 || placed_in_[v] >= 0 || parts[i].offset > end ||
+          StoredBytes(v) > end - parts[i].offset ||
+          std::count_if(parts.begin(), parts.end(), same) != 1) {
         return false;
       }
     }
     const int root = placed_in_[out] >= 0 ? placed_in_[out] : out;
     const size_t base = placed_in_[out] >= 0 ? placed_at_[out] : 0;
-    for (size_t i = 0; i < n; ++i) {
-      placed_in_[inputs[i]] = root;
-      placed_at_[inputs[i]] = base + offsets[i];
+    for (const Part& part : parts) {
+      placed_in_[part.value] = root;
+      placed_at_[part.value] = base + part.offset;
     }
     return true;
   }
 
-  // Where the inputs already lie back to back at `offsets` in one buffer:
-  // `out` becomes a view of it.
-  bool ViewOfPlacedInputs(const int* inputs, const std::vector<size_t>& offsets, int out) {
-    if (placed_in_[out] >= 0 || inputs[0] < 0 || placed_in_[inputs[0]] < 0) return false;
-    const int root = placed_in_[inputs[0]];
-    const size_t base = placed_at_[inputs[0]];
-    for (size_t i = 0; i < offsets.size(); ++i) {
-      const int v = inputs[i];
-      if (v < 0 || placed_in_[v] != root || placed_at_[v] != base + offsets[i]) return false;
+  // Where the parts already lie at their offsets in one buffer: `out`
+  // becomes a view of it.
+  bool ViewOfPlacedParts(const std::vector<Part>& parts, int out) {
+    const int first = parts[0].value;
+    if (placed_in_[out] >= 0 || first < 0 || placed_in_[first] < 0 ||
+        placed_at_[first] < parts[0].offset) {
+      return false;
+    }
+    const int root = placed_in_[first];
+    const size_t base = placed_at_[first] - parts[0].offset;
+    for (const Part& part : parts) {
+      if (part.value < 0 || placed_in_[part.value] != root ||
+          placed_at_[part.value] != base + part.offset) {
+        return false;
+      }
     }
     if (base + StoredBytes(out) > StoredBytes(root)) return false;
     placed_in_[out] = root;
@@ -357,7 +374,7 @@ class ExecutionPlan::Builder {
   }
 
   // Every intermediate value gets an arena offset; a view (see
-  // JoinConcatenationsInPlace) its buffer's plus its place, and the buffer
+  // ViewsInsteadOfCopies) its buffer's plus its place, and the buffer
   // lives as long as all its views.
   absl::Status PlaceIntermediates() {
     std::vector<int> first = first_step_, last = last_step_;
@@ -430,7 +447,7 @@ class ExecutionPlan::Builder {
   std::vector<std::string> layouts_;
   std::vector<size_t> native_bytes_;
   // Per value: the value whose buffer it is a view of (-1: none) and its
-  // byte offset there (JoinConcatenationsInPlace).
+  // byte offset there (ViewsInsteadOfCopies).
   std::vector<int> placed_in_;
   std::vector<size_t> placed_at_;
 };

@@ -216,10 +216,52 @@ TEST(ExecutionPlanTest, ConcatenationsOfOneRowAreWrittenInPlace) {
         const float features[] = {f0, f1, f1 * f1};
         for (int k = 0; k < 3; ++k) {
           EXPECT_FLOAT_EQ(y.data<float>()[n * 18 + k * 6 + i], Sigmoid(features[k]));
-          if (k < 2) EXPECT_FLOAT_EQ(g.data<float>()[n * 12 + k * 6 + i], Sigmoid(features[k]));
+          if (k < 2) {
+            EXPECT_FLOAT_EQ(g.data<float>()[n * 12 + k * 6 + i], Sigmoid(features[k]));
+          }
         }
       }
     }
+  }
+}
+
+// r = Relu(x), v = Reshape(r), c = Concat(v, Sigmoid(v)) along the last
+// axis at batch 1, y = Relu(c): the Reshape's output is a view of r, and r
+// and the Sigmoid's output are written into c, so only the Relus and the
+// Sigmoid run; a Reshape of the graph input itself is still a copy.
+TEST(ExecutionPlanTest, ReshapesAreViews) {
+  OnnxModelBuilder b("views");
+  Tensor shape = Tensor::Host(DType::kInt64, {2});
+  shape.data<int64_t>()[0] = 1;
+  shape.data<int64_t>()[1] = 6;
+  b.AddInitializer("shape", shape);
+  b.AddNode("Relu", {"x"}, {"r"});
+  b.AddNode("Reshape", {"r", "shape"}, {"v"});
+  b.AddNode("Sigmoid", {"v"}, {"s"});
+  OnnxModelBuilder::SetInt(b.AddNode("Concat", {"v", "s"}, {"c"}), "axis", 1);
+  b.AddNode("Relu", {"c"}, {"y"});
+  b.AddNode("Reshape", {"x", "shape"}, {"xv"});
+  b.AddNode("Relu", {"xv"}, {"z"});
+  b.AddInput("x", DType::kFloat32, {1, 2, 3});
+  b.AddOutput("y", DType::kFloat32, {1, 12});
+  b.AddOutput("z", DType::kFloat32, {1, 6});
+  std::unique_ptr<Replica> replica = CpuReplica(testing::LoadOrDie(b.Serialize(), "views"));
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{1, 2, 3}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->step_count(), 5u);
+  const float x[6] = {-1, 2, -3, 4, 0.5f, -0.25f};
+  float y[12], z[6];
+  const void* inputs[] = {x};
+  void* outputs[] = {y, z};
+  absl::Status status;
+  replica->device().Enqueue([&] { status = (*plan)->Run(inputs, outputs); });
+  ASSERT_TRUE(replica->device().Synchronize().ok());
+  ASSERT_TRUE(status.ok()) << status;
+  for (int i = 0; i < 6; ++i) {
+    const float r = std::max(x[i], 0.0f);
+    EXPECT_EQ(y[i], r);
+    EXPECT_FLOAT_EQ(y[6 + i], Sigmoid(r));
+    EXPECT_EQ(z[i], r);
   }
 }
 

@@ -1,4 +1,5 @@
 #include <cstring>
+#include <vector>
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/constant_value.h"
@@ -8,18 +9,24 @@ namespace replicad {
 namespace {
 
 // Row-major data keeps its bytes under Identity, Flatten and Reshape, so the
-// kernel is a copy (outputs never alias inputs).
+// kernel is a copy (outputs never alias inputs), which the plan skips where
+// the output can be a view of the input (joined_input_offsets).
 class CopyKernel : public Kernel {
  public:
-  explicit CopyKernel(size_t bytes) : bytes_(bytes) {}
+  CopyKernel(size_t bytes, size_t num_inputs) : bytes_(bytes), num_inputs_(num_inputs) {}
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
     if (bytes_ != 0) std::memcpy(outputs[0], inputs[0], bytes_);
     return absl::OkStatus();
   }
 
+  std::vector<size_t> joined_input_offsets() const override {
+    return OutputIsInputZero(num_inputs_);
+  }
+
  private:
   size_t bytes_;
+  size_t num_inputs_;
 };
 
 // Writes a value held since the plan was made.
@@ -40,8 +47,8 @@ class ConstantKernel : public Kernel {
 
 KernelOrStatus MakeCopyKernel(const KernelSpec& spec, CpuKernelContext& context) {
   const TensorType& out = spec.outputs[0];
-  return std::make_unique<CopyKernel>(static_cast<size_t>(NumElements(out.shape)) *
-                                      DTypeSize(out.dtype));
+  return std::make_unique<CopyKernel>(
+      static_cast<size_t>(NumElements(out.shape)) * DTypeSize(out.dtype), spec.inputs.size());
 }
 
 KernelOrStatus MakeConstantKernel(const KernelSpec& spec, CpuKernelContext& context) {

@@ -18,9 +18,12 @@
 namespace replicad {
 namespace {
 
+// Identity, Flatten, Reshape: a copy, which the plan skips where the output
+// can be a view of the input (joined_input_offsets).
 class CopyKernel : public Kernel {
  public:
-  CopyKernel(const CudaKernelContext& context, size_t bytes) : context_(context), bytes_(bytes) {}
+  CopyKernel(const CudaKernelContext& context, size_t bytes, size_t num_inputs)
+      : context_(context), bytes_(bytes), num_inputs_(num_inputs) {}
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
     REPLICAD_CUDA_RETURN_IF_ERROR(
@@ -29,9 +32,14 @@ class CopyKernel : public Kernel {
     return absl::OkStatus();
   }
 
+  std::vector<size_t> joined_input_offsets() const override {
+    return OutputIsInputZero(num_inputs_);
+  }
+
  private:
   const CudaKernelContext& context_;
   size_t bytes_;
+  size_t num_inputs_;
 };
 
 // Writes a value known when the kernel is built, kept in device memory.
@@ -194,7 +202,8 @@ std::vector<int64_t> EnumerateOffsets(const Shape& shape, const std::vector<int6
 KernelOrStatus MakeCudaCopyKernel(const KernelSpec& spec, CudaKernelContext& context) {
   const TensorType& out = spec.outputs[0];
   return std::make_unique<CopyKernel>(
-      context, static_cast<size_t>(NumElements(out.shape)) * DTypeSize(out.dtype));
+      context, static_cast<size_t>(NumElements(out.shape)) * DTypeSize(out.dtype),
+      spec.inputs.size());
 }
 
 KernelOrStatus MakeCudaIndexMapKernel(const KernelSpec& spec, CudaKernelContext& context) {
