@@ -5,7 +5,8 @@ Run with (after scripts/build.sh and scripts/bench-venv.sh):
     .venv/bin/python benchmarks/compare_peers.py [--threads 2] [--iterations 20] [--warmup 3]
         [--cases resnet18:1,resnet18:32,mobilenet_v2:32,densenet121:8] [--output FILE.md]
     .venv/bin/python benchmarks/compare_peers.py --zoo [--zoo-batch 8] [--zoo-models a,b]
-        [--zoo-grpc] [--zoo-torch] [--threads 2] [--iterations 5] [--warmup 1] [--output FILE.md]
+        [--zoo-grpc] [--zoo-torch] [--threads 2] [--iterations 5] [--warmup 1] [--rounds 2]
+        [--output FILE.md]
 
 For each (model, batch) it measures, one after another on the same input shape:
   - replicad in-process: build/benchmarks/model_forward_bench (ReplicaSet::Predict; also
@@ -18,6 +19,8 @@ For each (model, batch) it measures, one after another on the same input shape:
     exported.
 Every engine runs --warmup untimed and --iterations timed passes; the table gives medians and
 the ratios replicad/ORT, replicad/PyTorch and gRPC/in-process (below 1.0: replicad faster).
+With --rounds N, ORT and replicad in-process take turns N times on each case and each keeps its
+fastest round's median, so that a burst of load on a shared machine does not decide a ratio.
 Models come from tests/parity/export_torch_models.py (weights=None, seeded), exported once
 into --models-dir. A model replicad cannot load yet is reported with the reason, and its
 ORT and PyTorch times are still measured; a model that cannot be exported, or that ORT or
@@ -27,8 +30,8 @@ PyTorch cannot run, is reported in the notes and the run goes on.
 torchvision 0.14 classifiers that cost at most about 4.5 GMACs per image; --zoo-models keeps
 some of them) at batch --zoo-batch in every slot layout and at batch 1 in the one-slot layout
 only. It leaves out the daemon (add --zoo-grpc) and PyTorch (add --zoo-torch), which ORT makes
-the peer that matters, and defaults to --iterations 5 --warmup 1. The report ends with how many
-rows have in-process / ORT <= 1.00, and the rows above, worst first.
+the peer that matters, and defaults to --iterations 5 --warmup 1 --rounds 2. The report ends
+with how many rows have in-process / ORT <= 1.00, and the rows above, worst first.
 """
 
 import argparse
@@ -137,6 +140,13 @@ def time_pytorch(module, arrays, threads, warmup, iterations):
 
 # ---------------------------------------------------------------- report
 
+def fastest(a, b):
+    """Of two timings (either may be None), the one with the smaller median."""
+    if a is None or b is None:
+        return a or b
+    return a if a["median_ms"] <= b["median_ms"] else b
+
+
 def slot_layouts(threads):
     """(slots, threads per slot) with slots * threads_per_slot == threads, one slot first."""
     return [(s, threads // s) for s in range(1, threads + 1) if threads % s == 0]
@@ -184,18 +194,24 @@ def zoo_cases(names, batch, layouts):
 
 
 def resolve_passes(args):
-    """--iterations / --warmup default to 5 / 1 for --zoo and to 20 / 3 otherwise."""
+    """--iterations / --warmup / --rounds default to 5 / 1 / 2 for --zoo and to 20 / 3 / 1
+    otherwise."""
     iterations, warmup = DEFAULT_ZOO_PASSES if args.zoo else DEFAULT_PASSES
     if args.iterations is None:
         args.iterations = iterations
     if args.warmup is None:
         args.warmup = warmup
+    if args.rounds is None:
+        args.rounds = 2 if args.zoo else 1
+    if args.rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
 
 
 def command_line(args):
     """The options that shaped the report, as a command line."""
     words = [".venv/bin/python benchmarks/compare_peers.py", f"--threads {args.threads}",
-             f"--iterations {args.iterations}", f"--warmup {args.warmup}"]
+             f"--iterations {args.iterations}", f"--warmup {args.warmup}",
+             f"--rounds {args.rounds}"]
     if args.zoo:
         words += ["--zoo", f"--zoo-batch {args.zoo_batch}"]
         words += [f"--zoo-models {args.zoo_models}"] if args.zoo_models else []
@@ -232,13 +248,35 @@ def run_case(name, batch, layouts, path, args, bench, replicad, with_grpc, with_
     arrays = models.make_inputs(name, inputs, batch)
     log(f"== {name} batch {batch}")
     ort_t = torch_t = None
-    try:
-        ort_t = time_onnxruntime(path, {n: a for (n, _), a in zip(inputs, arrays)},
-                                 args.threads, args.warmup, args.iterations)
-        log(f"{name} batch {batch}: ORT {fmt_ms(ort_t)} ms")
-    except Exception as e:  # An op ORT lacks must not stop the other engines.
-        log(traceback.format_exc())
-        add_note(notes, name, f"ORT failed: {first_line(e)}")
+    common = ["--iterations", str(args.iterations), "--warmup", str(args.warmup)]
+    inproc = {}  # (slots, tps) -> timings, the best round's
+    inproc_errors = {}
+    # ORT and replicad in-process take turns, --rounds times, and each keeps
+    # its best round: a burst of load on a shared machine then slows one
+    # round of one engine, not the ratio.
+    ort_failed = False
+    for _ in range(args.rounds):
+        try:
+            if not ort_failed:
+                ort_t = fastest(ort_t, time_onnxruntime(
+                    path, {n: a for (n, _), a in zip(inputs, arrays)}, args.threads,
+                    args.warmup, args.iterations))
+                log(f"{name} batch {batch}: ORT {fmt_ms(ort_t)} ms")
+        except Exception as e:  # An op ORT lacks must not stop the other engines.
+            log(traceback.format_exc())
+            add_note(notes, name, f"ORT failed: {first_line(e)}")
+            ort_failed = True
+        for slots, tps in layouts:
+            if (slots, tps) in inproc_errors:
+                continue
+            base = ["--batch", str(batch), "--threads", str(tps)] + common
+            timings, error = run_bench(bench, ["--model", path, "--slots", str(slots)] + base)
+            if error:
+                inproc_errors[(slots, tps)] = error
+            else:
+                inproc[(slots, tps)] = {
+                    key: fastest(inproc.get((slots, tps), {}).get(key), timings.get(key))
+                    for key in ("direct", "predict")}
     if with_torch:
         try:
             module = models.build_model(name)[0]
@@ -247,11 +285,10 @@ def run_case(name, batch, layouts, path, args, bench, replicad, with_grpc, with_
         except Exception as e:
             log(traceback.format_exc())
             add_note(notes, name, f"PyTorch failed: {first_line(e)}")
-    common = ["--iterations", str(args.iterations), "--warmup", str(args.warmup)]
     rows = []
     for slots, tps in layouts:
         base = ["--batch", str(batch), "--threads", str(tps)] + common
-        inproc, error = run_bench(bench, ["--model", path, "--slots", str(slots)] + base)
+        error = inproc_errors.get((slots, tps))
         grpc, peak = None, None
         if error:
             add_note(notes, name, f"not measured in replicad: {error}")
@@ -261,9 +298,10 @@ def run_case(name, batch, layouts, path, args, bench, replicad, with_grpc, with_
                 add_note(notes, name, f"not measured in replicad over gRPC: {error}")
             if peak:
                 peaks.append((name, batch, slots, tps, peak))
+        timings = inproc.get((slots, tps), {})
         row = {
             "model": name, "batch": batch, "layout": f"{slots}x{tps}",
-            "direct": (inproc or {}).get("direct"), "predict": (inproc or {}).get("predict"),
+            "direct": timings.get("direct"), "predict": timings.get("predict"),
             "grpc": (grpc or {}).get("grpc"), "ort": ort_t, "torch": torch_t, "peak": peak,
         }
         log(f"{name} batch {batch} {row['layout']}: replicad in-process {fmt_ms(row['predict'])}"
@@ -305,6 +343,9 @@ def main(argv):
     parser.add_argument("--warmup", type=int, default=None,
                         help=f"untimed passes first (default: {DEFAULT_PASSES[1]}, "
                              f"{DEFAULT_ZOO_PASSES[1]} with --zoo)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="ORT and replicad in-process take turns this many times on each "
+                             "case and keep their best (default: 1, 2 with --zoo)")
     parser.add_argument("--output", help="also write the markdown report to this file")
     parser.add_argument("--zoo", action="store_true",
                         help="run every zoo model (export_torch_models.py --list-zoo) instead "
