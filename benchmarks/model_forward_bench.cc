@@ -6,7 +6,8 @@
 //   build/benchmarks/model_forward_bench --model resnet18.onnx --batch 32 --threads 2
 //   build/benchmarks/model_forward_bench --model resnet18.onnx --batch 32 --threads 1 --slots 2
 //   build/benchmarks/model_forward_bench --grpc --server 127.0.0.1:8500 --name m --batch 32
-// (the last against e.g. `build/bin/replicad serve --model m=resnet18.onnx --devices cpu:0
+//   build/benchmarks/model_forward_bench --grpc --grpc-client both --server 127.0.0.1:8500 --name m
+// (the last two against e.g. `build/bin/replicad serve --model m=resnet18.onnx --devices cpu:0
 // --threads-per-slot 2 --listen 127.0.0.1:8500`); benchmarks/compare_peers.py runs all three.
 //
 // In-process, --slots S slots on --device (default cpu:0; e.g. cuda:0, --tf32 for TF32)
@@ -14,8 +15,11 @@
 // GPU slots cut slices into up to --transfer-chunks chunks, merged on --merge-device
 // (cpu:0, or a GPU by peer copies). "direct" (one slot only) is ExecutionPlan::Run on the calling
 // thread: no stream hop, no split, no merge. "Predict" is ReplicaSet::Predict waited for
-// synchronously, as the daemon runs it. --grpc times ReplicadClient::Predict against
-// --server (request built once; each call serializes it and parses the response).
+// synchronously, as the daemon runs it. --grpc times Predict against --server (request
+// built once; each call sends it and parses the response) with --grpc-client: "borrowing"
+// (ReplicadClient::PredictBorrowingInputs: the inputs go out as slices of the request's
+// bytes), "typed" (ReplicadClient::Predict: serialized first), or "both", alternating
+// call by call so that both see the same machine.
 // Inputs are deterministic pseudo-random floats; every mode runs --warmup untimed passes
 // first (the first also builds the plans), then --iterations timed ones. The table gives
 // median, mean and min milliseconds per pass and images per second (batch / median);
@@ -63,6 +67,7 @@ struct Options {
   int iterations = 20;
   int warmup = 3;
   bool grpc = false;
+  std::string grpc_client = "borrowing";
   std::string server;
   bool json = false;
 };
@@ -219,19 +224,45 @@ absl::StatusOr<std::vector<Timing>> RunGrpc(const Options& options) {
     FillRandom(values.data(), values.size(), 1000 + i);
     tensor->set_raw(values.data(), values.size() * sizeof(float));
   }
-  absl::StatusOr<Timing> grpc =
-      Measure("grpc", options.warmup, options.iterations, [&]() -> absl::Status {
-        absl::StatusOr<v1::PredictResponse> response = (*client)->Predict(request);
-        return response.status();
-      });
-  if (!grpc.ok()) return grpc.status();
-  return std::vector<Timing>{*grpc};
+  const auto borrowing = [&]() -> absl::Status {
+    return (*client)->PredictBorrowingInputs(request).status();
+  };
+  const auto typed = [&]() -> absl::Status { return (*client)->Predict(request).status(); };
+  if (options.grpc_client != "both") {
+    absl::StatusOr<Timing> grpc =
+        options.grpc_client == "typed"
+            ? Measure("grpc_typed", options.warmup, options.iterations, typed)
+            : Measure("grpc", options.warmup, options.iterations, borrowing);
+    if (!grpc.ok()) return grpc.status();
+    return std::vector<Timing>{*grpc};
+  }
+  // Both clients, one call each in turn: each Measure times a single pass.
+  const std::function<absl::Status()> clients[2] = {typed, borrowing};
+  std::vector<std::vector<double>> ms(2);
+  for (int i = 0; i < options.warmup + options.iterations; ++i) {
+    for (int c = 0; c < 2; ++c) {
+      absl::StatusOr<Timing> pass = Measure("", 0, 1, clients[c]);
+      if (!pass.ok()) return pass.status();
+      if (i >= options.warmup) ms[c].push_back(pass->median_ms);
+    }
+  }
+  std::vector<Timing> timings;
+  for (int c = 0; c < 2; ++c) {
+    std::vector<double>& v = ms[c];
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    timings.push_back({c == 0 ? "grpc_typed" : "grpc",
+                       n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2,
+                       std::accumulate(v.begin(), v.end(), 0.0) / n, v.front()});
+  }
+  return timings;
 }
 
 std::string Describe(const Timing& t, const Options& options) {
   if (t.mode == "direct") return "direct (ExecutionPlan::Run)";
   if (t.mode == "predict") return absl::StrCat("Predict (ReplicaSet, ", options.slots, " slot(s))");
-  return absl::StrCat("Predict over gRPC (", options.server, ")");
+  if (t.mode == "grpc_typed") return absl::StrCat("gRPC, typed client (", options.server, ")");
+  return absl::StrCat("gRPC, borrowing client (", options.server, ")");
 }
 
 int Main(int argc, char** argv) {
@@ -267,6 +298,11 @@ int Main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--grpc", options.grpc, "Time Predict through --server instead");
   app.add_option("--server", options.server, "HOST:PORT of a running replicad (--grpc)");
+  app.add_option("--grpc-client", options.grpc_client,
+                 "--grpc: borrowing (inputs sent from the request's bytes), typed (serialized "
+                 "first) or both, call by call in turn")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"borrowing", "typed", "both"}));
   app.add_flag("--json", options.json, "Print a last line 'json: {...}' for scripts");
   CLI11_PARSE(app, argc, argv);
   if (options.grpc ? options.server.empty() : options.model_path.empty()) {

@@ -4,8 +4,13 @@
 #include <limits>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 
 namespace replicad::client {
 
@@ -20,6 +25,25 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 }
 
 namespace {
+
+using google::protobuf::io::CodedOutputStream;
+
+// A length-delimited field's tag and length.
+void AppendFieldHeader(uint32_t field, uint64_t length, std::string* out) {
+  uint8_t bytes[20];
+  uint8_t* end = CodedOutputStream::WriteVarint32ToArray(field << 3 | 2, bytes);
+  end = CodedOutputStream::WriteVarint64ToArray(length, end);
+  out->append(reinterpret_cast<const char*>(bytes), end - bytes);
+}
+
+size_t FieldSize(uint32_t field, size_t length) {
+  return CodedOutputStream::VarintSize32(field << 3 | 2) + CodedOutputStream::VarintSize64(length) +
+         length;
+}
+
+void CountRelease(void* released) {
+  static_cast<absl::BlockingCounter*>(released)->DecrementCount();
+}
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   std::ifstream in(path);
@@ -77,12 +101,15 @@ absl::StatusOr<std::unique_ptr<ReplicadClient>> ReplicadClient::Connect(
   if (!credentials.ok()) return credentials.status();
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(target, *credentials, args);
   return std::unique_ptr<ReplicadClient>(
-      new ReplicadClient(v1::Replicad::NewStub(channel), options.deadline, options.token));
+      new ReplicadClient(std::move(channel), options.deadline, options.token));
 }
 
-ReplicadClient::ReplicadClient(std::unique_ptr<v1::Replicad::Stub> stub, absl::Duration deadline,
+ReplicadClient::ReplicadClient(std::shared_ptr<grpc::Channel> channel, absl::Duration deadline,
                                std::string token)
-    : stub_(std::move(stub)), deadline_(deadline), token_(std::move(token)) {}
+    : stub_(v1::Replicad::NewStub(channel)),
+      generic_stub_(channel),
+      deadline_(deadline),
+      token_(std::move(token)) {}
 
 void ReplicadClient::Prepare(grpc::ClientContext* context) const {
   if (deadline_ != absl::InfiniteDuration()) {
@@ -97,6 +124,66 @@ absl::StatusOr<v1::PredictResponse> ReplicadClient::Predict(const v1::PredictReq
   v1::PredictResponse response;
   absl::Status status = FromGrpcStatus(stub_->Predict(&context, request, &response));
   if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::PredictResponse> ReplicadClient::PredictBorrowingInputs(
+    const v1::PredictRequest& request) {
+  int borrowed = 0;
+  for (const v1::Tensor& input : request.inputs()) borrowed += !input.raw().empty();
+  absl::BlockingCounter released(borrowed);
+  grpc::Status status;
+  grpc::ByteBuffer reply;
+  {
+    // The message protobuf would write, in its field order: model (1),
+    // inputs (2, each one's raw (4) last) and output_names (3); the raws
+    // as slices of their own that count down `released` when gRPC drops them.
+    std::vector<grpc::Slice> slices;
+    std::string text;
+    v1::PredictRequest part;
+    part.set_model(request.model());
+    part.AppendToString(&text);
+    for (const v1::Tensor& input : request.inputs()) {
+      v1::Tensor head;
+      head.set_name(input.name());
+      head.set_dtype(input.dtype());
+      *head.mutable_shape() = input.shape();
+      const std::string head_bytes = head.SerializeAsString();
+      const size_t raw = input.raw().size();
+      constexpr uint32_t kInputs = 2, kRaw = 4;
+      AppendFieldHeader(kInputs, head_bytes.size() + (raw > 0 ? FieldSize(kRaw, raw) : 0), &text);
+      text += head_bytes;
+      if (raw == 0) continue;
+      AppendFieldHeader(kRaw, raw, &text);
+      slices.emplace_back(text);
+      text.clear();
+      slices.emplace_back(const_cast<char*>(input.raw().data()), raw, &CountRelease, &released);
+    }
+    part.Clear();
+    *part.mutable_output_names() = request.output_names();
+    part.AppendToString(&text);
+    if (!text.empty()) slices.emplace_back(text);
+    grpc::ByteBuffer message(slices.data(), slices.size());
+    slices.clear();
+
+    grpc::ClientContext context;
+    Prepare(&context);
+    absl::Notification done;
+    generic_stub_.UnaryCall(&context, "/replicad.v1.Replicad/Predict", grpc::StubOptions(),
+                            &message, &reply, [&](grpc::Status s) {
+                              status = std::move(s);
+                              done.Notify();
+                            });
+    done.WaitForNotification();
+  }
+  // A call that failed early may leave a slice in the transport a while.
+  released.Wait();
+  if (!status.ok()) return FromGrpcStatus(status);
+  v1::PredictResponse response;
+  grpc::ProtoBufferReader reader(&reply);
+  if (!response.ParseFromZeroCopyStream(&reader)) {
+    return absl::InternalError("the server's PredictResponse does not parse");
+  }
   return response;
 }
 

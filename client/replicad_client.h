@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CLIENT_REPLICAD_CLIENT_H_
 #define REPLICAD_CLIENT_REPLICAD_CLIENT_H_
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
@@ -53,6 +54,12 @@ class ReplicadClient {
   ReplicadClient& operator=(const ReplicadClient&) = delete;
 
   absl::StatusOr<v1::PredictResponse> Predict(const v1::PredictRequest& request);
+  // Predict without copying the input tensors into a serialized message: the
+  // request goes out as slices, the inputs' raw bytes borrowed from
+  // `request` (gRPC's generic stub; the bytes on the wire are the same). It
+  // returns only once gRPC has let go of them. For large tensors: this saves
+  // a copy of each (and its fresh pages) per call.
+  absl::StatusOr<v1::PredictResponse> PredictBorrowingInputs(const v1::PredictRequest& request);
   absl::StatusOr<v1::ListDevicesResponse> ListDevices();
   absl::StatusOr<v1::ListModelsResponse> ListModels();
   // NOT_FOUND (from the server) when no model is called `name`.
@@ -68,7 +75,7 @@ class ReplicadClient {
       const v1::SaveCheckpointRequest& request);
 
  private:
-  ReplicadClient(std::unique_ptr<v1::Replicad::Stub> stub, absl::Duration deadline,
+  ReplicadClient(std::shared_ptr<grpc::Channel> channel, absl::Duration deadline,
                  std::string token);
   static absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
       const ClientOptions& options);
@@ -77,6 +84,7 @@ class ReplicadClient {
   void Prepare(grpc::ClientContext* context) const;
 
   const std::unique_ptr<v1::Replicad::Stub> stub_;
+  grpc::GenericStub generic_stub_;
   const absl::Duration deadline_;
   const std::string token_;
 };

@@ -3,13 +3,20 @@
 // with system shared memory on and no region registered). Input: one byte
 // choosing the RPC (mod 4: ModelInfer, ModelStreamInfer with that one
 // request, ModelMetadata, ModelConfig), then the serialized request.
-// Asserts: every answer comes within 10 s; a refusal (the call's status, or
+// ModelInfer's bytes go out as they are, whether protobuf parses them or
+// not, to the door's wire walk (server/grpc/wire_request.h); the other
+// RPCs' only when they parse.
+// Asserts: every answer comes within 10 s; ModelInfer refuses exactly the
+// bytes protobuf refuses, with INVALID_ARGUMENT, and its answer parses; a
+// refusal (the call's status, or
 // a stream response's error_message) has a request error code and a bounded
 // message; an inference answered OK echoes the id, names the model, returns
 // the outputs asked for (all when none) with one raw_output_contents entry
 // each, of product(shape) * 4 bytes, dim 0 being the request's batch; a
 // stream answers its one request exactly once.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
 #include <chrono>
 #include <cstdint>
@@ -17,6 +24,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "fuzz/fuzz_daemon.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/error_message.h"
@@ -33,12 +41,14 @@ struct Door {
     builder.RegisterService(&service);
     server = builder.BuildAndStart();
     if (server == nullptr) Violated("the in-process gRPC server did not start");
-    stub = inference::GRPCInferenceService::NewStub(
-        server->InProcessChannel(grpc::ChannelArguments()));
+    std::shared_ptr<grpc::Channel> channel = server->InProcessChannel(grpc::ChannelArguments());
+    stub = inference::GRPCInferenceService::NewStub(channel);
+    generic = std::make_unique<grpc::GenericStub>(channel);
   }
   InferenceService service;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub;
+  std::unique_ptr<grpc::GenericStub> generic;
 };
 
 Door& TheDoor() {
@@ -88,10 +98,30 @@ bool Parse(const uint8_t* data, size_t size, Request* request) {
 
 void Infer(const uint8_t* data, size_t size) {
   inference::ModelInferRequest request;
-  if (!Parse(data, size, &request)) return;
+  const bool parses = Parse(data, size, &request);
+  grpc::Slice slice(data, size);
+  grpc::ByteBuffer wire(&slice, 1), reply;
+  std::unique_ptr<grpc::ClientContext> context = Context();
+  grpc::Status status;
+  absl::Notification done;
+  TheDoor().generic->UnaryCall(context.get(), "/inference.GRPCInferenceService/ModelInfer",
+                               grpc::StubOptions(), &wire, &reply, [&](grpc::Status s) {
+                                 status = std::move(s);
+                                 done.Notify();
+                               });
+  done.WaitForNotification();
+  if (!status.ok()) {
+    CheckRefusal(status, "ModelInfer");
+    if (!parses && status.error_code() != grpc::StatusCode::INVALID_ARGUMENT) {
+      Violated(absl::StrCat("ModelInfer refused bytes protobuf refuses with code ",
+                            status.error_code(), ", not INVALID_ARGUMENT"));
+    }
+    return;
+  }
+  if (!parses) Violated("ModelInfer accepted bytes protobuf refuses");
   inference::ModelInferResponse response;
-  const grpc::Status status = TheDoor().stub->ModelInfer(Context().get(), request, &response);
-  if (!status.ok()) return CheckRefusal(status, "ModelInfer");
+  grpc::ProtoBufferReader reader(&reply);
+  if (!response.ParseFromZeroCopyStream(&reader)) Violated("ModelInfer's answer does not parse");
   CheckInfer(request, response);
 }
 

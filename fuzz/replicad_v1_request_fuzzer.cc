@@ -1,14 +1,20 @@
 // Feeds replicad.v1 Predict and TrainStep requests to the gRPC door
 // (ReplicadService over an in-process channel, in front of the serving core
 // of FuzzDaemon). Input: one byte choosing the RPC (even: Predict, odd:
-// TrainStep), then the serialized request.
-// Asserts: every answer comes within 10 s; a refusal has a request error code
+// TrainStep), then the serialized request. Predict's bytes go out as they
+// are, whether protobuf parses them or not, to the door's wire walk
+// (server/grpc/wire_request.h); TrainStep's only when they parse.
+// Asserts: every answer comes within 10 s; Predict refuses exactly the bytes
+// protobuf refuses, with INVALID_ARGUMENT, and its answer parses; a refusal
+// has a request error code
 // (never INTERNAL/UNKNOWN/DATA_LOSS) and a message bounded as BoundedMessage
 // bounds it; a Predict answered OK names the model, returns the outputs
 // asked for (all when none), each with raw size = product(shape) * 4 and the
 // request's batch as dim 0, and slices that tile [0, batch); a TrainStep
 // answered OK has a finite loss and samples = batch.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
 #include <chrono>
 #include <cmath>
@@ -17,6 +23,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "fuzz/fuzz_daemon.h"
 #include "replicad/v1/replicad.grpc.pb.h"
 #include "server/error_message.h"
@@ -33,11 +40,31 @@ struct Door {
     builder.RegisterService(&service);
     server = builder.BuildAndStart();
     if (server == nullptr) Violated("the in-process gRPC server did not start");
-    stub = v1::Replicad::NewStub(server->InProcessChannel(grpc::ChannelArguments()));
+    std::shared_ptr<grpc::Channel> channel = server->InProcessChannel(grpc::ChannelArguments());
+    stub = v1::Replicad::NewStub(channel);
+    generic = std::make_unique<grpc::GenericStub>(channel);
   }
+
+  // Sends `size` bytes at `data` to `method` as they are.
+  grpc::Status CallRaw(const char* method, const char* data, size_t size, grpc::ByteBuffer* reply) {
+    grpc::Slice slice(data, size);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::Status status;
+    absl::Notification done;
+    generic->UnaryCall(&context, method, grpc::StubOptions(), &request, reply, [&](grpc::Status s) {
+      status = std::move(s);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return status;
+  }
+
   ReplicadService service;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<v1::Replicad::Stub> stub;
+  std::unique_ptr<grpc::GenericStub> generic;
 };
 
 Door& TheDoor() {
@@ -104,13 +131,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   if (!train) {
     v1::PredictRequest request;
-    if (!request.ParseFromArray(body, static_cast<int>(size - 1))) return 0;
-    v1::PredictResponse response;
-    const grpc::Status status = door.stub->Predict(&context, request, &response);
+    const bool parses = request.ParseFromArray(body, static_cast<int>(size - 1));
+    grpc::ByteBuffer reply;
+    const grpc::Status status =
+        door.CallRaw("/replicad.v1.Replicad/Predict", body, size - 1, &reply);
     if (!status.ok()) {
       CheckRefusal(status, "Predict");
+      if (!parses && status.error_code() != grpc::StatusCode::INVALID_ARGUMENT) {
+        Violated(absl::StrCat("Predict refused bytes protobuf refuses with code ",
+                              status.error_code(), ", not INVALID_ARGUMENT"));
+      }
       return 0;
     }
+    if (!parses) Violated("Predict accepted bytes protobuf refuses");
+    v1::PredictResponse response;
+    grpc::ProtoBufferReader reader(&reply);
+    if (!response.ParseFromZeroCopyStream(&reader)) Violated("Predict's answer does not parse");
     CheckPredict(request, response);
   } else {
     v1::TrainStepRequest request;

@@ -42,6 +42,7 @@
 #include "server/grpc/health_publisher.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/replicad_service.h"
+#include "server/host_buffer_pool.h"
 #include "server/http/http_server.h"
 #include "server/http/inference_http_service.h"
 #include "server/local_model_repository.h"
@@ -507,8 +508,16 @@ int Serve(ServerOptions options) {
               << " (Open Inference Protocol /v2)" << std::endl;
   }
 
-  ReplicadService service(core, *devices, server_metrics, tokens.get());
-  InferenceService inference(core, server_metrics, shared_memory.get(), tokens.get());
+  if (options.grpc_buffer_pool_bytes < 0) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--grpc-buffer-pool-bytes must be 0 or more; received ", options.grpc_buffer_pool_bytes)));
+  }
+  // One pool for both doors' tensor bytes, so that the cap is the daemon's.
+  auto tensor_buffers =
+      std::make_shared<HostBufferPool>(static_cast<size_t>(options.grpc_buffer_pool_bytes));
+  ReplicadService service(core, *devices, server_metrics, tokens.get(), tensor_buffers);
+  InferenceService inference(core, server_metrics, shared_memory.get(), tokens.get(),
+                             tensor_buffers);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -693,6 +702,11 @@ int main(int argc, char** argv) {
   serve
       ->add_option("--max-message-bytes", options.max_message_bytes,
                    "Largest gRPC request or response; larger requests get RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  serve
+      ->add_option("--grpc-buffer-pool-bytes", options.grpc_buffer_pool_bytes,
+                   "Idle bytes kept for gRPC tensors (Predict and ModelInfer gather requests "
+                   "into pooled buffers and answer from them; 0: none kept)")
       ->capture_default_str();
   serve
       ->add_option("--shutdown-grace-seconds", options.shutdown_grace_seconds,

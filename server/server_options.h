@@ -42,6 +42,8 @@ struct ServerOptions {
   int64_t max_queue_bytes = int64_t{1} << 30;  // Every model's; 0: no bound.
   int64_t max_message_bytes = 256ll << 20;     // gRPC send and receive limit.
   double shutdown_grace_seconds = 30;          // In-flight RPCs get this long on SIGTERM.
+  // Idle bytes kept for the gRPC doors' tensors (HostBufferPool's cap).
+  int64_t grpc_buffer_pool_bytes = 128ll << 20;
   // The directory clients' checkpoints are written under; empty: none are.
   std::string checkpoint_root;
   int keep_checkpoints = 5;  // Numbered checkpoints kept per model (>= 1).

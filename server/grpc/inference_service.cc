@@ -6,70 +6,131 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/serve/client_text.h"
 #include "server/error_message.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/unary_call.h"
+#include "server/grpc/wire_request.h"
+#include "server/grpc/wire_response.h"
 #include "server/inference_protocol.h"
 #include "server/inference_request.h"
 
 namespace replicad {
 namespace {
 
+// Where a request's tensor bytes are: in its message (the stream), or taken
+// out of it by ReadModelInferRequest (the unary call).
+struct TensorBytes {
+  std::vector<absl::string_view> raw_input_contents;
+  // Per input: its fp32_contents' and int64_contents' bytes.
+  std::vector<absl::string_view> fp32, int64;
+};
+
+absl::string_view BytesOfRepeated(const void* data, size_t bytes) {
+  return absl::string_view(static_cast<const char*>(data), bytes);
+}
+
+TensorBytes BytesIn(const inference::ModelInferRequest& request) {
+  TensorBytes bytes;
+  for (const std::string& raw : request.raw_input_contents()) {
+    bytes.raw_input_contents.push_back(raw);
+  }
+  for (const auto& input : request.inputs()) {
+    const inference::InferTensorContents& c = input.contents();
+    bytes.fp32.push_back(
+        BytesOfRepeated(c.fp32_contents().data(), c.fp32_contents_size() * sizeof(float)));
+    bytes.int64.push_back(
+        BytesOfRepeated(c.int64_contents().data(), c.int64_contents_size() * sizeof(int64_t)));
+  }
+  return bytes;
+}
+
+TensorBytes BytesIn(const WireInferRequest& request) {
+  TensorBytes bytes;
+  for (const auto& raw : request.raw_input_contents) {
+    bytes.raw_input_contents.push_back(BytesOf(raw));
+  }
+  for (const auto& fp32 : request.fp32_contents) bytes.fp32.push_back(BytesOf(fp32));
+  for (const auto& int64 : request.int64_contents) bytes.int64.push_back(BytesOf(int64));
+  return bytes;
+}
+
 // One input's bytes as the request carries them: raw_input_contents[i], or
 // its typed contents; none when it names a shared-memory region instead.
-absl::StatusOr<WireBytes> InputBytes(const inference::ModelInferRequest& request, int i) {
+// Its fp32 and int64 contents are read from `bytes`, never from `request`.
+absl::StatusOr<WireBytes> InputBytes(const inference::ModelInferRequest& request,
+                                     const TensorBytes& bytes, int i) {
   const inference::ModelInferRequest::InferInputTensor& t = request.inputs(i);
   const std::string field = absl::StrCat("inputs[", i, "] '", ClientText(t.name()), "'");
   absl::StatusOr<DType> dtype = DTypeFromDatatype(t.datatype(), field + ".datatype");
   if (!dtype.ok()) return dtype.status();
   const inference::InferTensorContents& contents = t.contents();
-  const size_t typed = static_cast<size_t>(contents.fp32_contents_size()) +
-                       contents.int64_contents_size() + contents.int_contents_size() +
-                       contents.uint_contents_size() + contents.uint64_contents_size() +
-                       contents.fp64_contents_size() + contents.bool_contents_size() +
-                       contents.bytes_contents_size();
-  if (request.raw_input_contents_size() > 0) {
+  const size_t fp32 = bytes.fp32[i].size() / sizeof(float);
+  const size_t int64 = bytes.int64[i].size() / sizeof(int64_t);
+  const size_t typed = fp32 + int64 + contents.int_contents_size() + contents.uint_contents_size() +
+                       contents.uint64_contents_size() + contents.fp64_contents_size() +
+                       contents.bool_contents_size() + contents.bytes_contents_size();
+  if (!bytes.raw_input_contents.empty()) {
     if (typed > 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ": contents and raw_input_contents are both given; send one of them"));
     }
-    const std::string& raw = request.raw_input_contents(i);
+    const absl::string_view raw = bytes.raw_input_contents[i];
     return WireBytes{raw.data(), raw.size(), true};
   }
   if (typed == 0) return WireBytes{};
   if (*dtype == DType::kFloat32) {
-    if (typed != static_cast<size_t>(contents.fp32_contents_size())) {
+    if (typed != fp32) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".contents: expected fp32_contents for datatype FP32"));
     }
-    return WireBytes{contents.fp32_contents().data(), typed * sizeof(float), true};
+    return WireBytes{bytes.fp32[i].data(), bytes.fp32[i].size(), true};
   }
-  if (typed != static_cast<size_t>(contents.int64_contents_size())) {
+  if (typed != int64) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".contents: expected int64_contents for datatype INT64"));
   }
-  return WireBytes{contents.int64_contents().data(), typed * sizeof(int64_t), true};
+  return WireBytes{bytes.int64[i].data(), bytes.int64[i].size(), true};
 }
 
 absl::StatusOr<DecodedInfer> DecodeInfer(const inference::ModelInferRequest& request,
+                                         const TensorBytes& bytes,
                                          const SharedMemoryRegistry* shared_memory,
                                          RequestContext* context) {
   // Shared memory also counts: an input may have no raw entry only when none has.
-  if (request.raw_input_contents_size() > 0 &&
-      request.raw_input_contents_size() != request.inputs_size()) {
+  const size_t raw_entries = bytes.raw_input_contents.size();
+  if (raw_entries > 0 && raw_entries != static_cast<size_t>(request.inputs_size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("raw_input_contents: expected one entry per input (", request.inputs_size(),
-                     "), received ", request.raw_input_contents_size()));
+                     "), received ", raw_entries));
   }
-  std::vector<WireBytes> bytes;
+  std::vector<WireBytes> inputs;
   for (int i = 0; i < request.inputs_size(); ++i) {
-    absl::StatusOr<WireBytes> input = InputBytes(request, i);
+    absl::StatusOr<WireBytes> input = InputBytes(request, bytes, i);
     if (!input.ok()) return input.status();
-    bytes.push_back(*input);
+    inputs.push_back(*input);
   }
-  return DecodeInferRequest(request, bytes, shared_memory, context);
+  return DecodeInferRequest(request, inputs, shared_memory, context);
+}
+
+// An output's entry in `response`: name, datatype, shape, and the region it
+// was placed in, if any.
+void AddOutputTensor(const TensorSpec& spec, const TensorType& type, const TensorRegion* region,
+                     inference::ModelInferResponse* response) {
+  inference::ModelInferResponse::InferOutputTensor* tensor = response->add_outputs();
+  tensor->set_name(spec.name);
+  tensor->set_datatype(DatatypeOf(type.dtype));
+  for (int64_t d : type.shape) tensor->add_shape(d);
+  if (region != nullptr) {
+    auto& parameters = *tensor->mutable_parameters();
+    parameters["shared_memory_region"].set_string_param(region->region);
+    parameters["shared_memory_byte_size"].set_int64_param(ByteSize(type));
+    if (region->offset > 0) {
+      parameters["shared_memory_offset"].set_int64_param(static_cast<int64_t>(region->offset));
+    }
+  }
 }
 
 // Writes every output as raw_output_contents, the protocol's compact form;
@@ -83,25 +144,49 @@ class RawOutputs : public InferOutputs {
  private:
   absl::StatusOr<void*> Place(const TensorSpec& spec, const TensorType& type,
                               const TensorRegion* region) override {
-    inference::ModelInferResponse::InferOutputTensor* tensor = response_->add_outputs();
-    tensor->set_name(spec.name);
-    tensor->set_datatype(DatatypeOf(type.dtype));
-    for (int64_t d : type.shape) tensor->add_shape(d);
+    AddOutputTensor(spec, type, region, response_);
     std::string* raw = response_->add_raw_output_contents();
-    if (region != nullptr) {
-      auto& parameters = *tensor->mutable_parameters();
-      parameters["shared_memory_region"].set_string_param(region->region);
-      parameters["shared_memory_byte_size"].set_int64_param(ByteSize(type));
-      if (region->offset > 0) {
-        parameters["shared_memory_offset"].set_int64_param(static_cast<int64_t>(region->offset));
-      }
-      return nullptr;
-    }
+    if (region != nullptr) return nullptr;
     raw->resize(ByteSize(type));
     return raw->data();
   }
 
   inference::ModelInferResponse* response_;
+};
+
+// RawOutputs' answer with its bytes borrowed: each output not placed in
+// shared memory is written into a pooled buffer (not zero-filled first),
+// which the response's raw_output_contents entry then borrows.
+class PooledOutputs : public InferOutputs {
+ public:
+  PooledOutputs(std::map<std::string, TensorRegion> regions, std::shared_ptr<HostBufferPool> pool)
+      : InferOutputs(std::move(regions)), pool_(std::move(pool)) {}
+
+  // The response, naming the model (and version) that answered and the request's id.
+  grpc::ByteBuffer Encode(const std::string& model, int64_t version, const std::string& id) {
+    head_.set_model_name(model);
+    head_.set_model_version(absl::StrCat(version));
+    head_.set_id(id);
+    return EncodeModelInferResponse(head_, raw_);
+  }
+
+ private:
+  absl::StatusOr<void*> Place(const TensorSpec& spec, const TensorType& type,
+                              const TensorRegion* region) override {
+    std::shared_ptr<HostBuffer>& raw = raw_.emplace_back();
+    if (region == nullptr) {
+      absl::StatusOr<std::shared_ptr<HostBuffer>> buffer = pool_->Get(ByteSize(type));
+      if (!buffer.ok()) return buffer.status();
+      raw = *std::move(buffer);
+    }
+    AddOutputTensor(spec, type, region, &head_);
+    return raw != nullptr ? static_cast<void*>(raw->data()) : nullptr;
+  }
+
+  const std::shared_ptr<HostBufferPool> pool_;
+  // Without raw_output_contents: raw_[j] is entry j (null for shared memory).
+  inference::ModelInferResponse head_;
+  std::vector<std::shared_ptr<HostBuffer>> raw_;
 };
 
 // A stream the caller may not open: answered with its status at once.
@@ -167,7 +252,8 @@ class StreamInfer final : public grpc::ServerBidiReactor<inference::ModelInferRe
   void Run(std::unique_ptr<Exchange> exchange) {
     const inference::ModelInferRequest& request = exchange->request;
     RequestContext context = ContextOf(context_, request.id());
-    absl::StatusOr<DecodedInfer> decoded = DecodeInfer(request, shared_memory_, &context);
+    absl::StatusOr<DecodedInfer> decoded =
+        DecodeInfer(request, BytesIn(request), shared_memory_, &context);
     if (!decoded.ok()) return Answer(std::move(exchange), decoded.status(), "");
     auto writer = std::make_shared<RawOutputs>(std::move(decoded->output_regions),
                                                exchange->response.mutable_infer_response());
@@ -233,8 +319,15 @@ class StreamInfer final : public grpc::ServerBidiReactor<inference::ModelInferRe
 }  // namespace
 
 InferenceService::InferenceService(ServingCore& core, ServerMetrics& metrics,
-                                   SharedMemoryRegistry* shared_memory, const AccessTokens* tokens)
-    : core_(core), metrics_(metrics), tokens_(tokens), shared_memory_(shared_memory) {}
+                                   SharedMemoryRegistry* shared_memory, const AccessTokens* tokens,
+                                   std::shared_ptr<HostBufferPool> buffers)
+    : core_(core),
+      metrics_(metrics),
+      tokens_(tokens),
+      shared_memory_(shared_memory),
+      buffers_(buffers != nullptr
+                   ? std::move(buffers)
+                   : std::make_shared<HostBufferPool>(HostBufferPool::kDefaultIdleBytes)) {}
 
 grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
                                                        const inference::ServerLiveRequest*,
@@ -305,25 +398,26 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
-                                                       const inference::ModelInferRequest* request,
-                                                       inference::ModelInferResponse* response) {
+                                                       const grpc::ByteBuffer* wire,
+                                                       grpc::ByteBuffer* response) {
   UnaryCall call(context, metrics_, "ModelInfer", tokens_);
   if (!call.access().ok()) return call.Finish(call.access());
-  RequestContext request_context = ContextOf(context, request->id());
-  absl::StatusOr<DecodedInfer> decoded = DecodeInfer(*request, shared_memory_, &request_context);
+  absl::StatusOr<WireInferRequest> request = ReadModelInferRequest(*wire, *buffers_);
+  if (!request.ok()) return call.Finish(request.status());
+  RequestContext request_context = ContextOf(context, request->message.id());
+  absl::StatusOr<DecodedInfer> decoded =
+      DecodeInfer(request->message, BytesIn(*request), shared_memory_, &request_context);
   if (!decoded.ok()) return call.Finish(decoded.status());
-  auto writer = std::make_shared<RawOutputs>(std::move(decoded->output_regions), response);
+  auto writer = std::make_shared<PooledOutputs>(std::move(decoded->output_regions), buffers_);
   writer->HoldInputs(std::move(decoded->inputs));
+  // The inputs view the request's buffers: they go with the done callback.
   core_.Infer(std::move(decoded->request), std::move(request_context), writer.get(),
-              [call, writer, request, response](absl::Status status,
-                                                ServingCore::InferAnswer answer) mutable {
+              [call, writer, request = *std::move(request), response](
+                  absl::Status status, ServingCore::InferAnswer answer) mutable {
                 if (status.ok()) status = writer->FinishRegions();
                 if (status.ok()) {
-                  response->set_model_name(answer.model->name);
-                  response->set_model_version(absl::StrCat(answer.model->version));
-                  response->set_id(request->id());
-                } else {
-                  response->Clear();
+                  *response = writer->Encode(answer.model->name, answer.model->version,
+                                             request.message.id());
                 }
                 call.Finish(status, answer.model != nullptr ? answer.model->name : "");
               });

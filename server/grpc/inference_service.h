@@ -1,13 +1,38 @@
 #ifndef REPLICAD_SERVER_GRPC_INFERENCE_SERVICE_H_
 #define REPLICAD_SERVER_GRPC_INFERENCE_SERVICE_H_
 
+#include <memory>
+
 #include "core/serve/serving_core.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/auth/access_tokens.h"
+#include "server/host_buffer_pool.h"
 #include "server/server_metrics.h"
 #include "server/shared_memory_registry.h"
 
 namespace replicad {
+
+namespace inference_service_base {
+using G = inference::GRPCInferenceService;
+// Every method with the callback API, ModelInfer's raw: its request and
+// response as gRPC's byte buffers (see InferenceService::ModelInfer).
+using Base = G::WithCallbackMethod_ServerLive<
+    G::WithCallbackMethod_ServerReady<G::WithCallbackMethod_ModelReady<
+        G::WithCallbackMethod_ServerMetadata<G::WithCallbackMethod_ModelMetadata<
+            G::WithRawCallbackMethod_ModelInfer<G::WithCallbackMethod_ModelStreamInfer<
+                G::WithCallbackMethod_ModelConfig<G::WithCallbackMethod_ModelStatistics<
+                    G::WithCallbackMethod_RepositoryIndex<G::WithCallbackMethod_RepositoryModelLoad<
+                        G::WithCallbackMethod_RepositoryModelUnload<
+                            G::WithCallbackMethod_SystemSharedMemoryStatus<
+                                G::WithCallbackMethod_SystemSharedMemoryRegister<
+                                    G::WithCallbackMethod_SystemSharedMemoryUnregister<
+                                        G::WithCallbackMethod_CudaSharedMemoryStatus<
+                                            G::WithCallbackMethod_CudaSharedMemoryRegister<
+                                                G::WithCallbackMethod_CudaSharedMemoryUnregister<
+                                                    G::WithCallbackMethod_TraceSetting<
+                                                        G::WithCallbackMethod_LogSettings<
+                                                            G::Service>>>>>>>>>>>>>>>>>>>>;
+}  // namespace inference_service_base
 
 // inference.GRPCInferenceService, the Open Inference Protocol (KServe v2 as
 // Triton extends it) over gRPC, on the same port as replicad.v1: each
@@ -17,10 +42,13 @@ namespace replicad {
 // here (CUDA shared memory, trace and log settings) answer UNIMPLEMENTED, as
 // gRPC does for them. Thread-safe; `core`, `metrics` and `shared_memory`
 // must outlive the service; a null `shared_memory` disables the extension.
-class InferenceService final : public inference::GRPCInferenceService::CallbackService {
+// `buffers` holds ModelInfer's tensor bytes (null: a pool of the service's
+// own, HostBufferPool::kDefaultIdleBytes).
+class InferenceService final : public inference_service_base::Base {
  public:
   InferenceService(ServingCore& core, ServerMetrics& metrics, SharedMemoryRegistry* shared_memory,
-                   const AccessTokens* tokens = nullptr);
+                   const AccessTokens* tokens = nullptr,
+                   std::shared_ptr<HostBufferPool> buffers = nullptr);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest* request,
@@ -43,13 +71,19 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
                                             const inference::ModelStatisticsRequest* request,
                                             inference::ModelStatisticsResponse* response) override;
+  // The same message as protobuf's, read from its wire bytes (wire_request.h):
+  // raw_input_contents and packed fp32/int64 contents are copied once, into
+  // pooled buffers; each output not placed in shared memory is computed into
+  // a pooled buffer that the response borrows (wire_response.h). A request
+  // protobuf would refuse is INVALID_ARGUMENT.
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
-                                       const inference::ModelInferRequest* request,
-                                       inference::ModelInferResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   // Each request read from the stream runs as a ModelInfer would, concurrently
   // with the others; each answer (or its error, as error_message, the stream
   // going on) is written as it completes. The stream ends once the client
-  // has closed its side and every answer is written.
+  // has closed its side and every answer is written. Its messages are
+  // protobuf's, parsed and serialized whole (tensor bytes copied).
   grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
   ModelStreamInfer(grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context,
@@ -79,6 +113,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   ServerMetrics& metrics_;
   const AccessTokens* const tokens_;  // Null: no auth.
   SharedMemoryRegistry* const shared_memory_;
+  const std::shared_ptr<HostBufferPool> buffers_;
 };
 
 }  // namespace replicad

@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/unary_call.h"
+#include "server/grpc/wire_request.h"
+#include "server/grpc/wire_response.h"
 #include "server/model_training.h"
 
 namespace replicad {
@@ -24,21 +26,27 @@ absl::StatusOr<DType> DecodeDType(int value, const std::string& field) {
   }
 }
 
-// A request tensor's dtype, shape and bytes (not yet checked against anything).
-absl::StatusOr<RequestInput> DecodeTensor(const v1::Tensor& t, const std::string& field) {
+// A request tensor's dtype, shape and bytes `raw` (not yet checked against
+// anything).
+absl::StatusOr<RequestInput> DecodeTensor(const v1::Tensor& t, absl::string_view raw,
+                                          const std::string& field) {
   absl::StatusOr<DType> dtype = DecodeDType(t.dtype(), field);
   if (!dtype.ok()) return dtype.status();
-  return RequestInput{t.name(), *dtype, Shape(t.shape().begin(), t.shape().end()), t.raw().data(),
-                      t.raw().size()};
+  return RequestInput{t.name(), *dtype, Shape(t.shape().begin(), t.shape().end()), raw.data(),
+                      raw.size()};
 }
 
+// `raw[i]` holds tensors[i]'s bytes where the wire walk took them out of
+// the message (Predict); empty, they are in the tensors (TrainStep).
 absl::StatusOr<std::vector<RequestInput>> DecodeInputs(
-    const google::protobuf::RepeatedPtrField<v1::Tensor>& tensors) {
+    const google::protobuf::RepeatedPtrField<v1::Tensor>& tensors,
+    absl::Span<const std::shared_ptr<HostBuffer>> raw = {}) {
   std::vector<RequestInput> inputs;
   inputs.reserve(tensors.size());
   for (int i = 0; i < tensors.size(); ++i) {
     absl::StatusOr<RequestInput> input =
-        DecodeTensor(tensors[i], absl::StrCat("inputs[", i, "] '", tensors[i].name(), "'"));
+        DecodeTensor(tensors[i], raw.empty() ? tensors[i].raw() : BytesOf(raw[i]),
+                     absl::StrCat("inputs[", i, "] '", tensors[i].name(), "'"));
     if (!input.ok()) return input.status();
     inputs.push_back(*std::move(input));
   }
@@ -55,22 +63,40 @@ void FillSpec(const TensorSpec& spec, v1::TensorSpec* out) {
   for (int64_t d : spec.type.shape) out->add_shape(d);
 }
 
-// Writes the requested outputs straight into the response's tensors.
-class ResponseTensors : public ResponseWriter {
+// Has the requested outputs written into pooled buffers (not zero-filled
+// first), which the response then borrows.
+class PooledTensors : public ResponseWriter {
  public:
-  explicit ResponseTensors(v1::PredictResponse* response) : response_(response) {}
+  explicit PooledTensors(std::shared_ptr<HostBufferPool> pool) : pool_(std::move(pool)) {}
 
   absl::StatusOr<void*> AddOutput(const TensorSpec& spec, const TensorType& type) override {
-    v1::Tensor* tensor = response_->add_outputs();
+    absl::StatusOr<std::shared_ptr<HostBuffer>> buffer = pool_->Get(ByteSize(type));
+    if (!buffer.ok()) return buffer.status();
+    v1::Tensor* tensor = head_.add_outputs();
     tensor->set_name(spec.name);
     tensor->set_dtype(EncodeDType(type.dtype));
     for (int64_t d : type.shape) tensor->add_shape(d);
-    tensor->mutable_raw()->resize(ByteSize(type));
-    return tensor->mutable_raw()->data();
+    raw_.push_back(*std::move(buffer));
+    return static_cast<void*>(raw_.back()->data());
+  }
+
+  // The response: `answer`'s model and slices, and the outputs.
+  grpc::ByteBuffer Encode(const ServingCore::InferAnswer& answer) {
+    head_.set_model(answer.model->name);
+    for (const SliceReport& slice : answer.slices) {
+      v1::SliceInfo* info = head_.add_slices();
+      info->set_slot(slice.slot);
+      info->set_device(slice.device);
+      info->set_begin(slice.begin);
+      info->set_end(slice.end);
+    }
+    return EncodePredictResponse(head_, raw_);
   }
 
  private:
-  v1::PredictResponse* response_;
+  const std::shared_ptr<HostBufferPool> pool_;
+  v1::PredictResponse head_;  // Without the outputs' bytes: raw_[i] holds outputs(i)'s.
+  std::vector<std::shared_ptr<HostBuffer>> raw_;
 };
 
 // The model's training side; FailedPrecondition when it has none.
@@ -86,38 +112,39 @@ absl::StatusOr<ModelTraining*> TrainingOf(const LoadedModel& model) {
 }  // namespace
 
 ReplicadService::ReplicadService(ServingCore& core, std::vector<DeviceInfo> devices,
-                                 ServerMetrics& metrics, const AccessTokens* tokens)
-    : core_(core), devices_(std::move(devices)), metrics_(metrics), tokens_(tokens) {}
+                                 ServerMetrics& metrics, const AccessTokens* tokens,
+                                 std::shared_ptr<HostBufferPool> buffers)
+    : core_(core),
+      devices_(std::move(devices)),
+      metrics_(metrics),
+      tokens_(tokens),
+      buffers_(buffers != nullptr
+                   ? std::move(buffers)
+                   : std::make_shared<HostBufferPool>(HostBufferPool::kDefaultIdleBytes)) {}
 
 grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* context,
-                                                   const v1::PredictRequest* request,
-                                                   v1::PredictResponse* response) {
+                                                   const grpc::ByteBuffer* wire,
+                                                   grpc::ByteBuffer* response) {
   UnaryCall call(context, metrics_, "Predict", tokens_);
   if (!call.access().ok()) return call.Finish(call.access());
-  absl::StatusOr<std::vector<RequestInput>> inputs = DecodeInputs(request->inputs());
+  absl::StatusOr<WirePredictRequest> request = ReadPredictRequest(*wire, *buffers_);
+  if (!request.ok()) return call.Finish(request.status());
+  absl::StatusOr<std::vector<RequestInput>> inputs =
+      DecodeInputs(request->message.inputs(), request->raw);
   if (!inputs.ok()) return call.Finish(inputs.status());
   InferRequest infer;
-  infer.model = request->model();
+  infer.model = request->message.model();
   infer.inputs = *std::move(inputs);
-  infer.outputs.assign(request->output_names().begin(), request->output_names().end());
-  auto writer = std::make_shared<ResponseTensors>(response);
-  core_.Infer(
-      std::move(infer), ContextOf(context), writer.get(),
-      [call, writer, response](absl::Status status, ServingCore::InferAnswer answer) mutable {
-        if (status.ok()) {
-          response->set_model(answer.model->name);
-          for (const SliceReport& slice : answer.slices) {
-            v1::SliceInfo* info = response->add_slices();
-            info->set_slot(slice.slot);
-            info->set_device(slice.device);
-            info->set_begin(slice.begin);
-            info->set_end(slice.end);
-          }
-        } else {
-          response->Clear();
-        }
-        call.Finish(status, answer.model != nullptr ? answer.model->name : "");
-      });
+  infer.outputs.assign(request->message.output_names().begin(),
+                       request->message.output_names().end());
+  auto writer = std::make_shared<PooledTensors>(buffers_);
+  // The inputs view the request's buffers: they go with the done callback.
+  core_.Infer(std::move(infer), ContextOf(context), writer.get(),
+              [call, writer, request = *std::move(request), response](
+                  absl::Status status, ServingCore::InferAnswer answer) mutable {
+                if (status.ok()) *response = writer->Encode(answer);
+                call.Finish(status, answer.model != nullptr ? answer.model->name : "");
+              });
   return call.reactor();
 }
 
@@ -217,7 +244,8 @@ grpc::ServerUnaryReactor* ReplicadService::TrainStep(grpc::CallbackServerContext
   train.model = request->model();
   train.inputs = *std::move(inputs);
   if (request->has_targets()) {
-    absl::StatusOr<RequestInput> targets = DecodeTensor(request->targets(), "targets");
+    absl::StatusOr<RequestInput> targets =
+        DecodeTensor(request->targets(), request->targets().raw(), "targets");
     if (!targets.ok()) return call.Finish(targets.status());
     train.targets = *std::move(targets);
   }

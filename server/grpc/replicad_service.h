@@ -1,29 +1,47 @@
 #ifndef REPLICAD_SERVER_GRPC_REPLICAD_SERVICE_H_
 #define REPLICAD_SERVER_GRPC_REPLICAD_SERVICE_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/serve/serving_core.h"
 #include "replicad/v1/replicad.grpc.pb.h"
 #include "server/auth/access_tokens.h"
+#include "server/host_buffer_pool.h"
 #include "server/server_metrics.h"
 
 namespace replicad {
+
+namespace replicad_service_base {
+using R = v1::Replicad;
+// Every method with the callback API, Predict's raw: its request and
+// response as gRPC's byte buffers (see ReplicadService::Predict).
+using Base = R::WithRawCallbackMethod_Predict<
+    R::WithCallbackMethod_ListDevices<R::WithCallbackMethod_ListModels<
+        R::WithCallbackMethod_GetModel<R::WithCallbackMethod_ConfigureTraining<
+            R::WithCallbackMethod_TrainStep<R::WithCallbackMethod_SaveCheckpoint<R::Service>>>>>>>;
+}  // namespace replicad_service_base
 
 // replicad.v1.Replicad over gRPC's callback API: each handler decodes its
 // request into the serving core's terms, calls the core, and encodes the
 // answer from its completion, so no gRPC thread waits on a device. Every
 // RPC is counted and timed in ServerMetrics. Thread-safe; `core`, `devices`
-// and `metrics` must outlive the service.
-class ReplicadService final : public replicad::v1::Replicad::CallbackService {
+// and `metrics` must outlive the service. `buffers` holds Predict's tensor
+// bytes (null: a pool of the service's own, HostBufferPool::kDefaultIdleBytes).
+class ReplicadService final : public replicad_service_base::Base {
  public:
   ReplicadService(ServingCore& core, std::vector<DeviceInfo> devices, ServerMetrics& metrics,
-                  const AccessTokens* tokens = nullptr);
+                  const AccessTokens* tokens = nullptr,
+                  std::shared_ptr<HostBufferPool> buffers = nullptr);
 
+  // The same message as protobuf's, read from its wire bytes (wire_request.h):
+  // each input's raw is copied once, into a pooled buffer; each output is
+  // computed into a pooled buffer that the response borrows (wire_response.h).
+  // A request protobuf would refuse is INVALID_ARGUMENT.
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
-                                    const v1::PredictRequest* request,
-                                    v1::PredictResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context,
                                         const v1::ListDevicesRequest* request,
                                         v1::ListDevicesResponse* response) override;
@@ -48,6 +66,7 @@ class ReplicadService final : public replicad::v1::Replicad::CallbackService {
   const std::vector<DeviceInfo> devices_;
   ServerMetrics& metrics_;
   const AccessTokens* const tokens_;  // Null: no auth.
+  const std::shared_ptr<HostBufferPool> buffers_;
 };
 
 }  // namespace replicad

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,6 +60,10 @@ class FakeReplicad final : public v1::Replicad::Service {
     if (request->model() != "echo") {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "no model '" + request->model() + "'");
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_request_ = request->SerializeAsString();
+    }
     response->set_model(request->model());
     *response->mutable_outputs() = request->inputs();
     v1::SliceInfo* slice = response->add_slices();
@@ -93,7 +98,16 @@ class FakeReplicad final : public v1::Replicad::Service {
     return grpc::Status::OK;
   }
 
+  std::string last_request() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_request_;
+  }
+
   std::atomic<bool> saw_cancel_{false};
+
+ private:
+  std::mutex mu_;
+  std::string last_request_;  // The last echo Predict's, serialized.
 };
 
 class ReplicadClientTest : public ::testing::Test {
@@ -218,6 +232,89 @@ TEST_F(ReplicadClientTest, ConcurrentCallsShareOneClient) {
         x->add_shape(1);
         x->set_raw(absl::StrCat(t, ":", i));
         absl::StatusOr<v1::PredictResponse> r = client->Predict(request);
+        if (r.ok() && r->outputs_size() == 1 && r->outputs(0).raw() == x->raw()) ++ok;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(ok, 8 * 25);
+}
+
+// PredictBorrowingInputs: the server parses the same request as from
+// Predict, and answers the same.
+TEST_F(ReplicadClientTest, PredictBorrowingInputsSendsWhatPredictSends) {
+  std::unique_ptr<ReplicadClient> client = Client();
+  ASSERT_NE(client, nullptr);
+  v1::PredictRequest request;
+  request.set_model("echo");
+  v1::Tensor* big = request.add_inputs();
+  big->set_name("x");
+  big->set_dtype(v1::DATA_TYPE_FLOAT32);
+  big->add_shape(5);
+  big->add_shape(1 << 20);
+  std::string bytes(size_t{20} << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+  big->set_raw(std::move(bytes));
+  v1::Tensor* small = request.add_inputs();
+  small->set_name("ids");
+  small->set_dtype(v1::DATA_TYPE_INT64);
+  small->add_shape(1);
+  small->set_raw(std::string("\x01\0\0\0\0\0\0\0", 8));
+  request.add_inputs()->set_name("empty");
+  request.add_output_names("y");
+  request.add_output_names("z");
+
+  absl::StatusOr<v1::PredictResponse> typed = client->Predict(request);
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  EXPECT_EQ(service_.last_request(), request.SerializeAsString());
+  absl::StatusOr<v1::PredictResponse> borrowing = client->PredictBorrowingInputs(request);
+  ASSERT_TRUE(borrowing.ok()) << borrowing.status();
+  EXPECT_EQ(service_.last_request(), request.SerializeAsString());
+  EXPECT_EQ(borrowing->SerializeAsString(), typed->SerializeAsString());
+  ASSERT_EQ(borrowing->outputs_size(), 3);
+  EXPECT_EQ(borrowing->outputs(0).raw(), big->raw());
+
+  v1::PredictRequest bare;
+  bare.set_model("echo");
+  ASSERT_TRUE(client->PredictBorrowingInputs(bare).ok());
+  EXPECT_EQ(service_.last_request(), bare.SerializeAsString());
+}
+
+TEST_F(ReplicadClientTest, PredictBorrowingInputsKeepsLimitsErrorsAndDeadlines) {
+  ClientOptions options;
+  options.max_message_bytes = 1 << 20;
+  options.deadline = absl::Milliseconds(200);
+  std::unique_ptr<ReplicadClient> client = Client(options);
+  ASSERT_NE(client, nullptr);
+  v1::PredictRequest request;
+  request.set_model("echo");
+  request.add_inputs()->mutable_raw()->assign(2 << 20, 'a');
+  EXPECT_EQ(client->PredictBorrowingInputs(request).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  request.set_model("resnet");
+  request.mutable_inputs(0)->mutable_raw()->resize(100);
+  absl::Status missing = client->PredictBorrowingInputs(request).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(), "no model 'resnet'");
+  request.set_model("slow");
+  EXPECT_EQ(client->PredictBorrowingInputs(request).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(ReplicadClientTest, ConcurrentBorrowingCallsShareOneClient) {
+  std::unique_ptr<ReplicadClient> client = Client();
+  ASSERT_NE(client, nullptr);
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        v1::PredictRequest request;
+        request.set_model("echo");
+        v1::Tensor* x = request.add_inputs();
+        x->add_shape(1);
+        x->set_raw(absl::StrCat(t, ":", i, std::string(i * 1000, 'p')));
+        absl::StatusOr<v1::PredictResponse> r = client->PredictBorrowingInputs(request);
         if (r.ok() && r->outputs_size() == 1 && r->outputs(0).raw() == x->raw()) ++ok;
       }
     });

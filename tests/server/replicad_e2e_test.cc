@@ -12,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/npy.h"
@@ -110,6 +111,46 @@ TEST_F(ReplicadE2eTest, PredictRunsTheBatchOnItsSlotsAndMatchesOneSlot) {
       EXPECT_LE(testing::RelativeL2(got, expected.outputs[j]), 1e-6);
     }
   }
+}
+
+// The client that sends its inputs as borrowed slices gets the typed
+// client's answer; bytes protobuf would refuse are INVALID_ARGUMENT on both
+// raw doors (Predict and the Open Inference Protocol's ModelInfer), and the
+// daemon serves on.
+TEST_F(ReplicadE2eTest, BorrowingClientAndMalformedRequestBytes) {
+  v1::PredictRequest request = ImageRequest(6, 3);
+  absl::StatusOr<v1::PredictResponse> typed = client_->Predict(request);
+  absl::StatusOr<v1::PredictResponse> borrowing = client_->PredictBorrowingInputs(request);
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  ASSERT_TRUE(borrowing.ok()) << borrowing.status();
+  ASSERT_EQ(borrowing->outputs_size(), 2);
+  for (int j = 0; j < 2; ++j) {
+    EXPECT_EQ(borrowing->outputs(j).name(), typed->outputs(j).name());
+    EXPECT_LE(testing::RelativeL2(FromProto(borrowing->outputs(j)), FromProto(typed->outputs(j))),
+              1e-6);
+  }
+
+  grpc::GenericStub stub(
+      grpc::CreateChannel(daemon_->target(), grpc::InsecureChannelCredentials()));
+  for (const char* method :
+       {"/replicad.v1.Replicad/Predict", "/inference.GRPCInferenceService/ModelInfer"}) {
+    SCOPED_TRACE(method);
+    const std::string bytes = "\x0a\x01m\x12\x80";  // A name, then a truncated length.
+    grpc::Slice slice(bytes.data(), bytes.size());
+    grpc::ByteBuffer wire(&slice, 1), reply;
+    grpc::ClientContext context;
+    grpc::Status status;
+    absl::Notification done;
+    stub.UnaryCall(&context, method, grpc::StubOptions(), &wire, &reply, [&](grpc::Status s) {
+      status = std::move(s);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), AllOf(HasSubstr("request is not a valid "),
+                                              HasSubstr("truncated length at byte 4")));
+  }
+  ExpectServingStillWorks();
 }
 
 TEST_F(ReplicadE2eTest, OutputNamesSelectOutputs) {
