@@ -218,9 +218,11 @@ TEST_F(ReplicadClientTest, DeadlineEndsTheCallAndCancelsItOnTheServer) {
   EXPECT_TRUE(service_.saw_cancel_);
 }
 
-TEST_F(ReplicadClientTest, ConcurrentCallsShareOneClient) {
-  std::unique_ptr<ReplicadClient> client = Client();
-  ASSERT_NE(client, nullptr);
+// 8 threads x 25 echoes of distinct payloads (padded with `pad` bytes per
+// call index) through one client's `call`: every answer is its own request's.
+void ExpectConcurrentEchoes(
+    ReplicadClient& client, size_t pad,
+    absl::StatusOr<v1::PredictResponse> (ReplicadClient::*call)(const v1::PredictRequest&)) {
   std::atomic<int> ok{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -230,14 +232,20 @@ TEST_F(ReplicadClientTest, ConcurrentCallsShareOneClient) {
         request.set_model("echo");
         v1::Tensor* x = request.add_inputs();
         x->add_shape(1);
-        x->set_raw(absl::StrCat(t, ":", i));
-        absl::StatusOr<v1::PredictResponse> r = client->Predict(request);
+        x->set_raw(absl::StrCat(t, ":", i, std::string(i * pad, 'p')));
+        absl::StatusOr<v1::PredictResponse> r = (client.*call)(request);
         if (r.ok() && r->outputs_size() == 1 && r->outputs(0).raw() == x->raw()) ++ok;
       }
     });
   }
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(ok, 8 * 25);
+}
+
+TEST_F(ReplicadClientTest, ConcurrentCallsShareOneClient) {
+  std::unique_ptr<ReplicadClient> client = Client();
+  ASSERT_NE(client, nullptr);
+  ExpectConcurrentEchoes(*client, 0, &ReplicadClient::Predict);
 }
 
 // PredictBorrowingInputs: the server parses the same request as from
@@ -304,23 +312,7 @@ TEST_F(ReplicadClientTest, PredictBorrowingInputsKeepsLimitsErrorsAndDeadlines) 
 TEST_F(ReplicadClientTest, ConcurrentBorrowingCallsShareOneClient) {
   std::unique_ptr<ReplicadClient> client = Client();
   ASSERT_NE(client, nullptr);
-  std::atomic<int> ok{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 25; ++i) {
-        v1::PredictRequest request;
-        request.set_model("echo");
-        v1::Tensor* x = request.add_inputs();
-        x->add_shape(1);
-        x->set_raw(absl::StrCat(t, ":", i, std::string(i * 1000, 'p')));
-        absl::StatusOr<v1::PredictResponse> r = client->PredictBorrowingInputs(request);
-        if (r.ok() && r->outputs_size() == 1 && r->outputs(0).raw() == x->raw()) ++ok;
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(ok, 8 * 25);
+  ExpectConcurrentEchoes(*client, 1000, &ReplicadClient::PredictBorrowingInputs);
 }
 
 TEST(ReplicadClientConnectTest, UnreachableServerIsUnavailable) {
