@@ -84,10 +84,10 @@ def tensor(name, array):
     return numpy_helper.from_array(np.asarray(array), name)
 
 
-def model(nodes, inputs, outputs, initializers=(), opset=13, ir_version=None):
+def model(nodes, inputs, outputs, initializers=(), opset=13, ir_version=None, also_opsets=()):
     graph = helper.make_graph(nodes, "seed", inputs, outputs, list(initializers))
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                          producer_name="replicad-seed")
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in also_opsets]
+    m = helper.make_model(graph, opset_imports=opsets, producer_name="replicad-seed")
     m.ir_version = ir_version or (7 if opset >= 13 else 6 if opset >= 11 else 4 if opset >= 9 else 3)
     return m.SerializeToString()
 
@@ -159,6 +159,16 @@ def onnx_seeds():
         [helper.make_node("Gemm", ["x", "W", "b"], ["y"], transB=1)], [value("x", [1, 4])],
         [value("y", [1, 3])], [tensor("W", np.float32(1)), tensor("b", np.zeros(3, np.float32))],
         opset=4, ir_version=4))
+    # The same at opset 6, where ONNX's Gemm shape inference read it out of range first.
+    seed(f, "found_old_gemm_scalar_opset6", model(
+        [helper.make_node("Gemm", ["x", "W", "b"], ["y"], transB=1)], [value("x", [1, 4])],
+        [value("y", [1, 3])], [tensor("W", np.float32(1)), tensor("b", np.zeros(3, np.float32))],
+        opset=6, ir_version=4))
+    # And that Gemm in a model importing the default domain twice, at 108 and at 6.
+    seed(f, "found_default_domain_twice", model(
+        [helper.make_node("Gemm", ["x", "W", "b"], ["y"], transB=1)], [value("x", [1, 4])],
+        [value("y", [1, 3])], [tensor("W", np.float32(1)), tensor("b", np.zeros(3, np.float32))],
+        opset=108, ir_version=4, also_opsets=[("", 6)]))
     # And a Constant's INT64 value of dims [41] in 1 byte (ONNX's shape inference wrote it
     # through a null pointer).
     short = tensor("c", np.array([0, 3, 2], np.int64))

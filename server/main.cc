@@ -128,6 +128,27 @@ absl::StatusOr<SchedulerOptions> DaemonScheduling(const ServerOptions& options) 
   return scheduling;
 }
 
+// The doors' limits, checked before any model loads so that a typo fails at once.
+absl::Status CheckDoorLimits(const ServerOptions& options) {
+  if (options.grpc_buffer_pool_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--grpc-buffer-pool-bytes must be >= 0 (0: none kept); received ",
+                     options.grpc_buffer_pool_bytes));
+  }
+  if (options.http_listen.empty()) return absl::OkStatus();
+  const std::pair<const char*, int64_t> at_least_one[] = {
+      {"--http-max-body-bytes", options.http_max_body_bytes},
+      {"--http-threads", options.http_threads},
+      {"--http-max-connections", options.http_max_connections},
+  };
+  for (const auto& [flag, value] : at_least_one) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " must be >= 1; received ", value));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
                                                   const std::vector<DeviceInfo>& devices) {
   ServingOptions serving;
@@ -373,6 +394,7 @@ int Serve(ServerOptions options) {
   absl::StatusOr<ServingOptions> serving = MakeServingOptions(options, *devices);
   if (!serving.ok()) return Fail(serving.status());
   if (absl::Status s = CheckModelControl(options); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckDoorLimits(options); !s.ok()) return Fail(s);
   absl::StatusOr<std::vector<ModelSource>> flags = ModelFlags(options);
   if (!flags.ok()) return Fail(flags.status());
   absl::StatusOr<std::shared_ptr<RankJob>> job = JoinRankJob(options, *serving);
@@ -483,14 +505,6 @@ int Serve(ServerOptions options) {
   InferenceHttpService http_door(core, server_metrics, shared_memory.get(), tokens.get());
   std::unique_ptr<HttpServer> http_server;
   if (!options.http_listen.empty()) {
-    if (options.http_max_body_bytes < 1 || options.http_threads < 1 ||
-        options.http_max_connections < 1) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "--http-max-body-bytes, --http-threads and --http-max-connections must be at least 1; "
-          "received ",
-          options.http_max_body_bytes, ", ", options.http_threads, " and ",
-          options.http_max_connections)));
-    }
     HttpServer::Options http_options;
     http_options.name = "HTTP endpoint (--http-listen)";
     http_options.body_limit = static_cast<size_t>(options.http_max_body_bytes);
@@ -508,10 +522,6 @@ int Serve(ServerOptions options) {
               << " (Open Inference Protocol /v2)" << std::endl;
   }
 
-  if (options.grpc_buffer_pool_bytes < 0) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "--grpc-buffer-pool-bytes must be 0 or more; received ", options.grpc_buffer_pool_bytes)));
-  }
   // One pool for both doors' tensor bytes, so that the cap is the daemon's.
   auto tensor_buffers =
       std::make_shared<HostBufferPool>(static_cast<size_t>(options.grpc_buffer_pool_bytes));

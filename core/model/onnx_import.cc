@@ -79,6 +79,25 @@ int DefaultDomainOpset(const onnx::ModelProto& model) {
   return 0;
 }
 
+// Each domain imported once. ONNX (libonnx 1.12) takes the last of several
+// entries for a domain while DefaultDomainOpset takes the first: a model
+// importing the default domain at 108 and at 6 was read as a modern model
+// here and as an opset-6 one by ONNX's shape inference, whose Gemm-6 rule
+// then crashed on a scalar B that only the conversion checks catch.
+absl::Status CheckOpsetImports(const onnx::ModelProto& model) {
+  std::map<std::string, int64_t> version_of;
+  for (const auto& opset : model.opset_import()) {
+    const std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
+    auto [it, inserted] = version_of.emplace(domain, opset.version());
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "opset_import lists domain '", domain.empty() ? "ai.onnx" : domain, "' twice (versions ",
+          it->second, " and ", opset.version(), "); expected it once"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model,
                                    const OnnxImportOptions& options) {
   const onnx::GraphProto& g = model.graph();
@@ -312,13 +331,25 @@ absl::Status CheckTensorData(const onnx::GraphProto& g) {
   return absl::OkStatus();
 }
 
-// ONNX's Gemm adapter from opset 6 to 7 (libonnx 1.12) reads dims 0 and 1
-// of A and B without looking at their rank, and a vector index out of range
-// there is a crash, not an exception. For a model that goes through it,
-// A and B must be matrices whose rank the model (after shape inference)
-// states.
-absl::Status CheckGemmMatricesForConversion(const onnx::GraphProto& g, int opset) {
-  if (opset >= 7) return absl::OkStatus();
+bool IsDefaultDomainGemm(const onnx::NodeProto& node) {
+  return node.op_type() == "Gemm" && (node.domain().empty() || node.domain() == "ai.onnx");
+}
+
+bool GraphHasGemm(const onnx::GraphProto& g) {
+  for (const onnx::NodeProto& node : g.node()) {
+    if (IsDefaultDomainGemm(node)) return true;
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (a.has_g() && GraphHasGemm(a.g())) return true;
+      for (const onnx::GraphProto& sub : a.graphs()) {
+        if (GraphHasGemm(sub)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// The rank of every value of `g` whose shape the graph states.
+std::map<std::string, int> StatedRanks(const onnx::GraphProto& g) {
   std::map<std::string, int> rank;
   for (const auto& init : g.initializer()) rank[init.name()] = init.dims_size();
   for (const auto* infos : {&g.input(), &g.value_info(), &g.output()}) {
@@ -329,22 +360,55 @@ absl::Status CheckGemmMatricesForConversion(const onnx::GraphProto& g, int opset
       }
     }
   }
-  for (int n = 0; n < g.node_size(); ++n) {
-    const onnx::NodeProto& node = g.node(n);
-    if (node.op_type() != "Gemm" || !(node.domain().empty() || node.domain() == "ai.onnx")) {
-      continue;
-    }
-    for (int i = 0; i < std::min(node.input_size(), 2); ++i) {
-      auto it = rank.find(node.input(i));
-      if (it != rank.end() && it->second == 2) continue;
-      return absl::InvalidArgumentError(
-          absl::StrCat("node '", node.name().empty() ? absl::StrCat("Gemm_", n) : node.name(),
-                       "' (Gemm): input '", node.input(i),
-                       "' expected a matrix of known rank 2 (converting opset ", opset, " to ",
-                       kMinOpset, " needs it), received ",
-                       it == rank.end() ? "no shape" : absl::StrCat("rank ", it->second)));
-    }
+  return rank;
+}
+
+// Shape inference ahead of ONNX's version converter, which needs shapes.
+// Below opset 7, ONNX's Gemm shape inference and its Gemm adapter from opset
+// 6 to 7 (libonnx 1.12) read dims 0 and 1 of A and B without looking at their
+// rank, and a vector index out of range there is a crash, not an exception.
+// So shapes are inferred up to each Gemm first, and its A and B must be
+// matrices whose rank the model states or implies before ONNX looks at the
+// Gemm itself. A Gemm inside a subgraph cannot be checked that way and is
+// refused below opset 7.
+absl::Status InferShapesForConversion(onnx::ModelProto& model, int opset) {
+  onnx::GraphProto& g = *model.mutable_graph();
+  if (opset >= 7) {
+    onnx::shape_inference::InferShapes(model);
+    return absl::OkStatus();
   }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  nodes.Swap(g.mutable_node());
+  for (int n = 0; n < nodes.size(); ++n) {
+    onnx::NodeProto& node = nodes[n];
+    const std::string name =
+        node.name().empty() ? absl::StrCat(node.op_type(), "_", n) : node.name();
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      bool sub_gemm = a.has_g() && GraphHasGemm(a.g());
+      for (const onnx::GraphProto& sub : a.graphs()) sub_gemm = sub_gemm || GraphHasGemm(sub);
+      if (sub_gemm) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node '", name, "' (", node.op_type(), "): attribute '", a.name(),
+                         "' holds a Gemm, which replicad converts from opset ", opset, " to ",
+                         kMinOpset, " only in the main graph"));
+      }
+    }
+    if (IsDefaultDomainGemm(node)) {
+      onnx::shape_inference::InferShapes(model);  // The nodes before this one.
+      const std::map<std::string, int> rank = StatedRanks(g);
+      for (int i = 0; i < std::min(node.input_size(), 2); ++i) {
+        auto it = rank.find(node.input(i));
+        if (it != rank.end() && it->second == 2) continue;
+        return absl::InvalidArgumentError(
+            absl::StrCat("node '", name, "' (Gemm): input '", node.input(i),
+                         "' expected a matrix of known rank 2 (converting opset ", opset, " to ",
+                         kMinOpset, " needs it), received ",
+                         it == rank.end() ? "no shape" : absl::StrCat("rank ", it->second)));
+      }
+    }
+    g.add_node()->Swap(&node);
+  }
+  onnx::shape_inference::InferShapes(model);
   return absl::OkStatus();
 }
 
@@ -358,8 +422,8 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& by
   if (!model.ParseFromString(bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": not an ONNX model (cannot parse)"));
   }
-  for (absl::Status s : {CheckOutputsDefined(model.graph()), CheckWindowAttributes(model.graph()),
-                         CheckTensorData(model.graph())}) {
+  for (absl::Status s : {CheckOpsetImports(model), CheckOutputsDefined(model.graph()),
+                         CheckWindowAttributes(model.graph()), CheckTensorData(model.graph())}) {
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
   }
   const int old_opset = DefaultDomainOpset(model);
@@ -376,8 +440,8 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& by
     // Older models are brought to opset 11 by ONNX's own version converter,
     // so the operators only ever see the semantics of opsets 11 to 17.
     if (old_opset > 0 && old_opset < kMinOpset) {
-      onnx::shape_inference::InferShapes(model);  // Some adapters (Gemm's) need shapes.
-      if (absl::Status s = CheckGemmMatricesForConversion(model.graph(), old_opset); !s.ok()) {
+      // Some adapters (Gemm's) need shapes.
+      if (absl::Status s = InferShapesForConversion(model, old_opset); !s.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
       }
       model = onnx::version_conversion::ConvertVersion(model, kMinOpset);

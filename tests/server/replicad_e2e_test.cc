@@ -576,7 +576,7 @@ TEST(ReplicadStartupTest, BadMergeDeviceAndTransferChunksFailNamingTheFlag) {
   EXPECT_THAT(chunks.out, HasSubstr("--transfer-chunks must be >= 1; received 0"));
 }
 
-TEST(ReplicadStartupTest, BadSchedulingFlagsFailNamingTheFlag) {
+TEST(ReplicadStartupTest, BadSchedulingAndDoorFlagsFailNamingTheFlag) {
   const std::pair<std::vector<std::string>, const char*> cases[] = {
       {{"--max-queue-delay-us", "-1"}, "--max-queue-delay-us must be >= 0; received -1"},
       {{"--preferred-batch-sizes", "4,x"},
@@ -587,6 +587,10 @@ TEST(ReplicadStartupTest, BadSchedulingFlagsFailNamingTheFlag) {
       {{"--max-queue-bytes", "-1"}, "--max-queue-bytes must be >= 0 (0: no bound); received -1"},
       {{"--slot-weights", "1,x", "--devices", "cpu:0,cpu:0"},
        "--slot-weights entry 1 is 'x'; expected a positive number"},
+      {{"--grpc-buffer-pool-bytes", "-1"},
+       "--grpc-buffer-pool-bytes must be >= 0 (0: none kept); received -1"},
+      {{"--http-listen", "127.0.0.1:0", "--http-threads", "0"},
+       "--http-threads must be >= 1; received 0"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> command = {testing::BinDir() + "/replicad", "serve", "--listen",

@@ -114,25 +114,70 @@ TEST(OnnxImportTest, ZeroStridesAndDilationsAreRefusedBeforeOnnxSeesThem) {
 }
 
 // Found by fuzz/onnx_import_fuzzer: ONNX's Gemm adapter (opset 6 to 7) read
-// dim 0 of a rank-0 B out of range.
+// dim 0 of a rank-0 B out of range; so did Gemm's shape inference at opset 6.
 TEST(OnnxImportTest, OldGemmWithoutMatricesIsRefusedBeforeConversion) {
-  auto old_gemm = [](Shape w_shape) {
-    OnnxModelBuilder b("old_gemm", 4);
-    b.AddInitializer("W", Tensor::Host(DType::kFloat32, std::move(w_shape)));
-    b.AddInitializer("C", Tensor::Host(DType::kFloat32, {3}));
-    OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"x", "W", "C"}, {"y"}), "transB", 1);
-    b.AddInput("x", DType::kFloat32, {1, 4});
-    b.AddOutput("y", DType::kFloat32, {1, 3});
-    return LoadOnnxBytes(b.Serialize(), "m", "m.onnx");
-  };
-  absl::StatusOr<std::shared_ptr<const Model>> model = old_gemm({});
+  for (int opset : {4, 6}) {
+    auto old_gemm = [opset](Shape w_shape) {
+      OnnxModelBuilder b("old_gemm", opset);
+      b.AddInitializer("W", Tensor::Host(DType::kFloat32, std::move(w_shape)));
+      b.AddInitializer("C", Tensor::Host(DType::kFloat32, {3}));
+      OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"x", "W", "C"}, {"y"}), "transB", 1);
+      b.AddInput("x", DType::kFloat32, {1, 4});
+      b.AddOutput("y", DType::kFloat32, {1, 3});
+      return LoadOnnxBytes(b.Serialize(), "m", "m.onnx");
+    };
+    for (Shape bad : {Shape{}, Shape{4}}) {
+      absl::StatusOr<std::shared_ptr<const Model>> model = old_gemm(bad);
+      EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << opset;
+      EXPECT_THAT(
+          model.status().message(),
+          AllOf(HasSubstr("m.onnx"), HasSubstr("node 'y' (Gemm): input 'W' expected a matrix"),
+                HasSubstr(absl::StrCat("converting opset ", opset, " to 11")),
+                HasSubstr(absl::StrCat("received rank ", bad.size()))));
+    }
+    absl::StatusOr<std::shared_ptr<const Model>> model = old_gemm({3, 4});  // A matrix converts.
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ((*model)->graph().opset, 11);
+  }
+}
+
+// Found by fuzz/onnx_import_fuzzer: a model importing the default domain at
+// 108 and at 6 reached ONNX's opset-6 Gemm shape inference unchecked.
+TEST(OnnxImportTest, ADomainImportedTwiceIsRefused) {
+  OnnxModelBuilder b("twice", 13);
+  b.AddNode("Relu", {"x"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {1, 4});
+  b.AddOutput("y", DType::kFloat32, {1, 4});
+  onnx::ModelProto proto;
+  ASSERT_TRUE(proto.ParseFromString(b.Serialize()));
+  onnx::OperatorSetIdProto* again = proto.add_opset_import();
+  again->set_domain("ai.onnx");
+  again->set_version(6);
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      LoadOnnxBytes(proto.SerializeAsString(), "m", "m.onnx");
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(model.status().message(),
-              AllOf(HasSubstr("m.onnx"), HasSubstr("node 'y' (Gemm): input 'W' expected a matrix"),
-                    HasSubstr("converting opset 4 to 11"), HasSubstr("received rank 0")));
-  model = old_gemm({3, 4});  // A matrix converts.
-  ASSERT_TRUE(model.ok()) << model.status();
-  EXPECT_EQ((*model)->graph().opset, 11);
+              HasSubstr("opset_import lists domain 'ai.onnx' twice (versions 13 and 6)"));
+}
+
+// The same, where B's rank is known only once the nodes before the Gemm are
+// inferred: a Reshape of the weights to a vector.
+TEST(OnnxImportTest, OldGemmOfAnInferredVectorIsRefusedBeforeInference) {
+  OnnxModelBuilder b("old_gemm_reshaped", 6);
+  b.AddInitializer("W", Tensor::Host(DType::kFloat32, {3, 4}));
+  Tensor flat = Tensor::Host(DType::kInt64, {1});
+  flat.data<int64_t>()[0] = 12;
+  b.AddInitializer("flat", std::move(flat));
+  b.AddInitializer("C", Tensor::Host(DType::kFloat32, {3}));
+  b.AddNode("Reshape", {"W", "flat"}, {"w_vector"});
+  OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"x", "w_vector", "C"}, {"y"}), "transB", 1);
+  b.AddInput("x", DType::kFloat32, {1, 4});
+  b.AddOutput("y", DType::kFloat32, {1, 3});
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(b.Serialize(), "m", "m.onnx");
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(),
+              AllOf(HasSubstr("node 'y' (Gemm): input 'w_vector' expected a matrix"),
+                    HasSubstr("received rank 1")));
 }
 
 // Found by fuzz/onnx_import_fuzzer: ONNX's shape inference wrote a
