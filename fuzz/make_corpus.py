@@ -6,12 +6,12 @@ python3-onnx, and protoc for the protobuf seeds; from the repository root.)
 
 Seeds are small valid inputs plus near misses (each a few hundred bytes, all
 under 4 KiB), so that the fuzzers start at the interesting code. The output
-is deterministic; rerunning it rewrites the same files.
+is deterministic; rerunning it rewrites the same files and leaves the
+others in the corpus folders alone.
 """
 import gzip
 import io
 import os
-import shutil
 import struct
 import subprocess
 
@@ -352,8 +352,8 @@ def http_seeds():
 
 
 def main():
-    if os.path.isdir(ROOT):
-        shutil.rmtree(ROOT)
+    # Only this script's own seeds are rewritten: the other files of a corpus
+    # (inputs kept from long runs, named by their SHA-1) stay.
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     npy_seeds()
     idx_seeds()
