@@ -175,7 +175,12 @@ class ExecutionPlan::Builder {
   // keeping one pays.
   static bool TakesNativeLayout(const Node& reader, int v) {
     const auto uses = std::count(reader.inputs.begin(), reader.inputs.end(), v);
-    if (reader.op_type == "Conv") return reader.inputs[0] == v && uses == 1;
+    // A Conv reads its X, and the addend of a fused residual Add (input 3),
+    // in any layout; its weights and bias stay row-major.
+    if (reader.op_type == "Conv") {
+      return uses == 1 &&
+             (reader.inputs[0] == v || (reader.inputs.size() > 3 && reader.inputs[3] == v));
+    }
     if (reader.op_type == "Add" || reader.op_type == "Mul") return uses == 1;
     return reader.op_type == "Concat" || reader.op_type == "GlobalAveragePool" ||
            reader.op_type == "MaxPool" || reader.op_type == "AveragePool";

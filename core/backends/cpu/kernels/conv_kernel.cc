@@ -6,6 +6,7 @@
 #include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
+#include "core/backends/cpu/kernels/parallel_copy.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/fused_activation.h"
@@ -27,11 +28,13 @@ class BlockedConvKernel : public Kernel {
   BlockedConvKernel(CpuKernelContext& context, std::string node,
                     std::optional<BoundPrimitive> src_reorder, BoundPrimitive conv,
                     std::optional<BoundPrimitive> dst_reorder, dnnl::memory blocked_src,
-                    dnnl::memory blocked_dst, std::optional<BoundPrimitive> addend_copy)
+                    dnnl::memory blocked_dst, std::optional<BoundPrimitive> addend_reorder,
+                    size_t addend_copy_bytes)
       : context_(context),
         node_(std::move(node)),
         src_reorder_(std::move(src_reorder)),
-        addend_copy_(std::move(addend_copy)),
+        addend_reorder_(std::move(addend_reorder)),
+        addend_copy_bytes_(addend_copy_bytes),
         conv_(std::move(conv)),
         dst_reorder_(std::move(dst_reorder)),
         blocked_src_(std::move(blocked_src)),
@@ -57,7 +60,12 @@ class BlockedConvKernel : public Kernel {
     if (src_reorder_) REPLICAD_RETURN_IF_ERROR(src_reorder_->Execute(inputs, outputs, node_));
     // A fused residual Add: the addend goes where the convolution writes,
     // and its sum post-op accumulates onto it.
-    if (addend_copy_) REPLICAD_RETURN_IF_ERROR(addend_copy_->Execute(inputs, outputs, node_));
+    if (addend_reorder_) {
+      REPLICAD_RETURN_IF_ERROR(addend_reorder_->Execute(inputs, outputs, node_));
+    } else if (addend_copy_bytes_ != 0) {
+      void* target = blocked_dst_ ? blocked_dst_.get_data_handle() : outputs[0];
+      CopyAcrossThreads(target, inputs[3], addend_copy_bytes_);
+    }
     REPLICAD_RETURN_IF_ERROR(conv_.Execute(inputs, outputs, node_));
     if (dst_reorder_) REPLICAD_RETURN_IF_ERROR(dst_reorder_->Execute(inputs, outputs, node_));
     return WaitStream(context_, node_);
@@ -75,7 +83,8 @@ class BlockedConvKernel : public Kernel {
   CpuKernelContext& context_;
   std::string node_;
   std::optional<BoundPrimitive> src_reorder_;
-  std::optional<BoundPrimitive> addend_copy_;
+  std::optional<BoundPrimitive> addend_reorder_;
+  size_t addend_copy_bytes_;  // Where the addend needs no reorder.
   BoundPrimitive conv_;
   std::optional<BoundPrimitive> dst_reorder_;
   dnnl::memory blocked_src_;
@@ -165,6 +174,8 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     // them, else as oneDNN chooses; weights as it chooses. Reorders at the
     // edges of a run of such kernels.
     const memory::desc any_weights(weight_dims, f32, memory::format_tag::any);
+    // X arrives row-major, or in the layout its producing convolution kept.
+    const memory::desc given_src = GivenLayout(spec, 0, src);
     const auto make_pd = [&](dnnl::algorithm algorithm) {
       const auto pd_for = [&](memory::format_tag src_tag, memory::format_tag dst_tag) {
         const dnnl::convolution_forward::desc desc(
@@ -207,10 +218,8 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     std::optional<BoundPrimitive> src_reorder, dst_reorder;
     dnnl::memory blocked_src, blocked_dst;
     BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));
-    // X arrives row-major, or in the layout its producing convolution kept.
     // Layouts that differ only in the strides of unit dims (a squeeze-
     // excitation's [N, C, 1, 1]) need no reorder.
-    const memory::desc given_src = GivenLayout(spec, 0, src);
     if (!SameBytes(pd.src_desc(), given_src)) {
       blocked_src = dnnl::memory(pd.src_desc(), context.engine, DNNL_MEMORY_NONE);
       src_reorder.emplace(Reorder(context, given_src, pd.src_desc()));
@@ -233,21 +242,31 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
       dst_reorder->BindFixed(DNNL_ARG_FROM, blocked_dst);
       dst_reorder->BindOutput(DNNL_ARG_TO, dst, 0);
     }
-    std::optional<BoundPrimitive> addend_copy;
+    std::optional<BoundPrimitive> addend_reorder;
+    size_t addend_copy_bytes = 0;
     if (fused_sum) {
-      // Where the convolution writes: its blocked buffer or Y.
-      addend_copy.emplace(Reorder(context, dst, pd.dst_desc()));
-      addend_copy->BindInput(DNNL_ARG_FROM, dst, 3);
-      if (blocked_dst) {
-        addend_copy->BindFixed(DNNL_ARG_TO, blocked_dst);
+      // Where the convolution writes: its blocked buffer or Y. The addend
+      // arrives row-major or in the layout its producer kept (a residual
+      // block's input, which the block's first convolution also reads);
+      // in the convolution's own layout it is a plain copy, several times
+      // faster than oneDNN's reorder between equal layouts (simple:any).
+      const memory::desc given_addend = GivenLayout(spec, 3, dst);
+      if (SameBytes(given_addend, pd.dst_desc())) {
+        addend_copy_bytes = pd.dst_desc().get_size();
       } else {
-        addend_copy->BindOutput(DNNL_ARG_TO, pd.dst_desc(), 0);
+        addend_reorder.emplace(Reorder(context, given_addend, pd.dst_desc()));
+        addend_reorder->BindInput(DNNL_ARG_FROM, given_addend, 3);
+        if (blocked_dst) {
+          addend_reorder->BindFixed(DNNL_ARG_TO, blocked_dst);
+        } else {
+          addend_reorder->BindOutput(DNNL_ARG_TO, pd.dst_desc(), 0);
+        }
       }
     }
     auto kernel = std::make_unique<BlockedConvKernel>(
         context, NodeLabel(spec), std::move(src_reorder), std::move(primitive),
         std::move(dst_reorder), std::move(blocked_src), std::move(blocked_dst),
-        std::move(addend_copy));
+        std::move(addend_reorder), addend_copy_bytes);
     if (native_output) kernel->SetNativeOutput(pd.dst_desc());
     return kernel;
   }

@@ -12,6 +12,7 @@
 
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
+#include "core/ops/fused_activation.h"
 #include "core/ops/op_registry.h"
 #include "gtest/gtest.h"
 #include "tests/core/backends/cpu/cpu_kernel_test_base.h"
@@ -214,6 +215,29 @@ TEST_P(NativeLayoutTest, ConvWithComputedWeightsAndOtherOpsReorderFirst) {
   Attributes axis;
   axis.Set("axis", int64_t{1});
   ExpectNear(RunNative("Concat", {x, x}, {1}, false, axis), RunRowMajor("Concat", {x, x}, axis));
+}
+
+// A residual block's input reaches the fused Add of its last convolution
+// (input 3) in the layout its producer kept: copied byte for byte where the
+// convolution writes that layout (32 output channels fill 16-channel
+// blocks), reordered otherwise (channels-last, and the 20 padded channels).
+TEST_P(NativeLayoutTest, FusedResidualAddendInAnyLayout) {
+  for (int64_t channels : {32, 20}) {
+    const Tensor x = Random({2, 16, 5, 4}, 9), w = Random({channels, 16, 1, 1}, 10),
+                 bias = Random({channels}, 11), addend = Random({2, channels, 5, 4}, 12);
+    Attributes fused;
+    fused.Set(kFusedSum, int64_t{1});
+    fused.Set(kFusedActivation, std::string("Relu"));
+    const Tensor expected = RunRowMajor("Conv", {x, w, bias, addend}, fused, {1, 2});
+    for (bool native_output : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << channels << " channels, native output " << native_output);
+      ExpectNear(RunNative("Conv", {x, w, bias, addend}, {3}, native_output, fused, {1, 2}),
+                 expected);
+      ExpectNear(RunNative("Conv", {x, w, bias, addend}, {0, 3}, native_output, fused, {1, 2}),
+                 expected);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, NativeLayoutTest,
