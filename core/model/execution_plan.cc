@@ -182,6 +182,9 @@ class ExecutionPlan::Builder {
              (reader.inputs[0] == v || (reader.inputs.size() > 3 && reader.inputs[3] == v));
     }
     if (reader.op_type == "Add" || reader.op_type == "Mul") return uses == 1;
+    // A ReduceMean over the spatial dims reads the layout in place (the CPU
+    // backend's global average pooling); others reorder it first.
+    if (reader.op_type == "ReduceMean") return reader.inputs[0] == v && uses == 1;
     return reader.op_type == "Concat" || reader.op_type == "GlobalAveragePool" ||
            reader.op_type == "MaxPool" || reader.op_type == "AveragePool";
   }

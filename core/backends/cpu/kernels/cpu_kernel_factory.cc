@@ -87,8 +87,8 @@ constexpr BuilderEntry kBuilders[] = {
 // The builders that read inputs in the layouts their producers kept (see
 // native_layout.h); every other one gets them reordered to row-major.
 bool TakesNativeLayouts(absl::string_view op_type) {
-  for (absl::string_view op :
-       {"Add", "AveragePool", "Concat", "Conv", "GlobalAveragePool", "MaxPool", "Mul"}) {
+  for (absl::string_view op : {"Add", "AveragePool", "Concat", "Conv", "GlobalAveragePool",
+                               "MaxPool", "Mul", "ReduceMean"}) {
     if (op == op_type) return true;
   }
   return false;

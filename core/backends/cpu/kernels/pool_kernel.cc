@@ -169,15 +169,15 @@ KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& c
 // A mean reduction over every spatial dim, which covers any rank (oneDNN's
 // pooling stops at 3 spatial dims).
 // X may arrive in its producer's layout (the squeeze of a squeeze-excitation
-// block reads the convolution's output where it lies).
+// block reads the convolution's output where it lies). Y's bytes are those of
+// [N, C, 1, ...] whatever its shape (a ReduceMean's [N, C] too).
 KernelOrStatus MakeGlobalAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  const Shape& x = spec.inputs[0]->shape;
+  Shape y = x;
+  std::fill(y.begin() + std::min<size_t>(2, y.size()), y.end(), 1);
   // oneDNN rejects a reduction that reduces nothing; the mean of one element
   // is the element.
-  if (spec.inputs[0]->shape == spec.outputs[0].shape) {
-    return WithRowMajorInputs(spec, context, MakeCopyKernel);
-  }
-  const Shape& x = spec.inputs[0]->shape;
-  const Shape& y = spec.outputs[0].shape;
+  if (x == y) return WithRowMajorInputs(spec, context, MakeCopyKernel);
   const memory::desc row_major = RowMajorDesc(x, memory::data_type::f32);
   const memory::desc given = GivenLayout(spec, 0, row_major);
   if (given == row_major || x.size() != 4) {

@@ -5,6 +5,7 @@
 
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/backends/cpu/kernels/native_layout.h"
 #include "core/ops/op_util.h"
 #include "core/ops/reduce_attributes.h"
 
@@ -69,15 +70,33 @@ class ReduceLoopKernel : public Kernel {
   bool mean_;
 };
 
+// Whether `reduced` keeps the batch and channel dims of a rank-3+ `input`
+// and reduces every spatial one.
+bool IsSpatialReduction(const Shape& input, const Shape& reduced) {
+  if (input.size() < 3 || reduced.size() != input.size() || reduced[0] != input[0] ||
+      reduced[1] != input[1]) {
+    return false;
+  }
+  return std::all_of(reduced.begin() + 2, reduced.end(), [](int64_t d) { return d == 1; });
+}
+
 }  // namespace
 
 KernelOrStatus MakeReduceKernel(const KernelSpec& spec, CpuKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(ReduceLayout layout, ParseReduce(spec));
   const Shape& input = spec.inputs[0]->shape;
+  const bool mean = spec.op_type == "ReduceMean";
+  // A float mean over exactly the spatial dims of an image batch is a global
+  // average pooling, which reads the convolutions' layouts in place
+  // (mnasnet and shufflenet end with x.mean([2, 3])).
+  if (mean && spec.outputs[0].dtype == DType::kFloat32 && NumElements(input) > 0 &&
+      IsSpatialReduction(input, layout.reduced)) {
+    return MakeGlobalAveragePoolKernel(spec, context);
+  }
+  if (HasNativeInputs(spec)) return WithRowMajorInputs(spec, context, MakeReduceKernel);
   // oneDNN rejects a reduction that reduces nothing (no axes with
   // noop_with_empty_axes, or only dims of 1); the result is the input.
   if (layout.reduced == input) return MakeCopyKernel(spec, context);
-  const bool mean = spec.op_type == "ReduceMean";
   if (spec.outputs[0].dtype == DType::kInt64) {
     return std::make_unique<ReduceLoopKernel<int64_t>>(input, layout.reduced, mean);
   }

@@ -217,6 +217,27 @@ TEST_P(NativeLayoutTest, ConvWithComputedWeightsAndOtherOpsReorderFirst) {
   ExpectNear(RunNative("Concat", {x, x}, {1}, false, axis), RunRowMajor("Concat", {x, x}, axis));
 }
 
+// ReduceMean over the spatial dims (x.mean([2, 3]) in torchvision's mnasnet
+// and shufflenet) is a global average pooling of the layout as it lies;
+// over the channels it reorders first.
+TEST_P(NativeLayoutTest, ReduceMeanOverSpatialDimsReadsTheLayout) {
+  for (int64_t channels : {32, 20}) {
+    const Tensor x = Random({3, channels, 4, 5}, 13);
+    for (int64_t keepdims : {0, 1}) {
+      for (const std::vector<int64_t>& axes :
+           {std::vector<int64_t>{2, 3}, std::vector<int64_t>{-1, -2}, std::vector<int64_t>{1}}) {
+        Attributes reduce;
+        reduce.Set("axes", axes);
+        reduce.Set("keepdims", keepdims);
+        SCOPED_TRACE(::testing::Message() << channels << " channels, keepdims " << keepdims
+                                          << ", axes " << axes[0] << "...");
+        ExpectNear(RunNative("ReduceMean", {x}, {0}, false, reduce),
+                   RunRowMajor("ReduceMean", {x}, reduce));
+      }
+    }
+  }
+}
+
 // A residual block's input reaches the fused Add of its last convolution
 // (input 3) in the layout its producer kept: copied byte for byte where the
 // convolution writes that layout (32 output channels fill 16-channel
