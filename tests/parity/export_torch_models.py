@@ -160,6 +160,9 @@ MODELS = {
     # Channel shuffles (Reshape, Transpose, Reshape), Split halves and row-major Concats.
     "shufflenet_v2_x0_5": (lambda: torchvision.models.shufflenet_v2_x0_5(weights=None),
                            IMAGE_224, ["logits"]),
+    # 24-, 40- and 72-channel layers (padded 16-channel blocks on AVX-512), residual Adds fused
+    # into convolutions, and x.mean([2, 3]) read in the convolutions' layout.
+    "mnasnet0_75": (lambda: torchvision.models.mnasnet0_75(weights=None), IMAGE_224, ["logits"]),
     "convnext_blocks": (ConvNextBlocks, [("input", (3, 64, 64))], ["logits"]),
     "xception_separable": (XceptionSeparable, [("input", (3, 64, 64))], ["logits"]),
     "siamese_pair": (SiamesePair, [("left", (1, 28, 28)), ("right", (1, 28, 28))],
@@ -216,7 +219,6 @@ ZOO_MODELS = (
     ("inception_v3", 299),
     ("maxvit_t", 224),
     ("mnasnet0_5", 224),
-    ("mnasnet0_75", 224),
     ("mnasnet1_0", 224),
     ("mnasnet1_3", 224),
     ("mobilenet_v3_large", 224),
@@ -243,7 +245,7 @@ ZOO_MODELS = (
 
 # The torchvision classifiers of MODELS, which the zoo runs too.
 MODELS_IN_ZOO = ("resnet18", "mobilenet_v2", "squeezenet1_1", "densenet121", "efficientnet_b0",
-                 "shufflenet_v2_x0_5")
+                 "shufflenet_v2_x0_5", "mnasnet0_75")
 
 # Constructor arguments besides weights=None. googlenet and inception_v3 warn that their default
 # initialization will change unless init_weights is given; False is that future default. Their

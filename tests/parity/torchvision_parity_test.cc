@@ -1,6 +1,6 @@
 // Parity with PyTorch: torchvision models (resnet18, mobilenet_v2, squeezenet1_1,
-// densenet121, efficientnet_b0, shufflenet_v2_x0_5), a small ConvNeXt of torchvision's blocks
-// (LayerNorm, exact GELU, linear layers over channels-last values) and Keras-style models (a
+// densenet121, efficientnet_b0, shufflenet_v2_x0_5, mnasnet0_75), a small ConvNeXt of torchvision's
+// blocks (LayerNorm, exact GELU, linear layers over channels-last values) and Keras-style models (a
 // depthwise-separable Xception entry flow, a two-input two-output Siamese pair with shared
 // weights), built by
 // tests/parity/export_torch_models.py with weights=None and a fixed seed, exported to ONNX
@@ -249,8 +249,8 @@ TEST_P(TorchParityTest, MatchesPyTorchOverOneAndTwoSlots) {
 INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest,
                          ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1",
                                            "densenet121", "efficientnet_b0", "shufflenet_v2_x0_5",
-                                           "convnext_blocks", "xception_separable", "siamese_pair",
-                                           "small_cnn"),
+                                           "mnasnet0_75", "convnext_blocks", "xception_separable",
+                                           "siamese_pair", "small_cnn"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
