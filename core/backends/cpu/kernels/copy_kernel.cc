@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/backends/cpu/kernels/parallel_copy.h"
 #include "core/ops/constant_value.h"
 #include "core/ops/op_util.h"
 
@@ -16,7 +17,7 @@ class CopyKernel : public Kernel {
   CopyKernel(size_t bytes, size_t num_inputs) : bytes_(bytes), num_inputs_(num_inputs) {}
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
-    if (bytes_ != 0) std::memcpy(outputs[0], inputs[0], bytes_);
+    CopyAcrossThreads(outputs[0], inputs[0], bytes_);
     return absl::OkStatus();
   }
 

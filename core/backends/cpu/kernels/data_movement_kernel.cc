@@ -12,6 +12,7 @@
 #include "core/backends/cpu/kernels/index_map_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
+#include "core/backends/cpu/kernels/parallel_copy.h"
 #include "core/ops/data_movement_attributes.h"
 #include "core/ops/index_map.h"
 #include "core/ops/op_util.h"
@@ -25,8 +26,6 @@ using dnnl::memory;
 // `outer` = prod(dims[:axis]) rows, one contiguous block per input in turn.
 class ConcatKernel : public Kernel {
  public:
-  static constexpr size_t kParallelBytes = size_t{256} << 10;
-
   ConcatKernel(int64_t outer, std::vector<size_t> block_bytes)
       : outer_(outer), block_bytes_(std::move(block_bytes)) {
     for (size_t bytes : block_bytes_) total_bytes_ += bytes * static_cast<size_t>(outer_);
@@ -36,9 +35,8 @@ class ConcatKernel : public Kernel {
     char* out = static_cast<char*>(outputs[0]);
     const size_t total = total_bytes_;
     // Each thread copies one contiguous share of the output, whichever
-    // blocks it crosses; below kParallelBytes one thread copies it all (a
-    // parallel region costs more than it saves there).
-#pragma omp parallel if (total >= kParallelBytes)
+    // blocks it crosses; below kParallelCopyBytes one thread copies it all.
+#pragma omp parallel if (total >= kParallelCopyBytes)
     {
       const size_t threads = static_cast<size_t>(omp_get_num_threads());
       const size_t thread = static_cast<size_t>(omp_get_thread_num());
