@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -217,6 +218,15 @@ absl::Status CheckOutputsDefined(const onnx::GraphProto& g) {
   return absl::OkStatus();
 }
 
+// The graphs attribute `a` holds (an If's branches, a Loop's or Scan's
+// body), which every check of a model's nodes visits too.
+std::vector<const onnx::GraphProto*> Subgraphs(const onnx::AttributeProto& a) {
+  std::vector<const onnx::GraphProto*> graphs;
+  if (a.has_g()) graphs.push_back(&a.g());
+  for (const onnx::GraphProto& sub : a.graphs()) graphs.push_back(&sub);
+  return graphs;
+}
+
 // ONNX's shape inference (libonnx 1.12) divides by a pooling or
 // convolution node's strides without looking at them, and its checker does
 // not look at attribute values either: a zero stride killed the process
@@ -238,11 +248,8 @@ absl::Status CheckWindowAttributes(const onnx::GraphProto& g) {
               " expected positive values, received [", absl::StrJoin(a.ints(), ", "), "]"));
         }
       }
-      if (a.has_g()) {
-        if (absl::Status s = CheckWindowAttributes(a.g()); !s.ok()) return s;
-      }
-      for (const onnx::GraphProto& sub : a.graphs()) {
-        if (absl::Status s = CheckWindowAttributes(sub); !s.ok()) return s;
+      for (const onnx::GraphProto* sub : Subgraphs(a)) {
+        if (absl::Status s = CheckWindowAttributes(*sub); !s.ok()) return s;
       }
     }
   }
@@ -320,11 +327,8 @@ absl::Status CheckTensorData(const onnx::GraphProto& g) {
       for (const onnx::TensorProto& t : a.tensors()) {
         if (absl::Status s = CheckRawData(t, what); !s.ok()) return s;
       }
-      if (a.has_g()) {
-        if (absl::Status s = CheckTensorData(a.g()); !s.ok()) return s;
-      }
-      for (const onnx::GraphProto& sub : a.graphs()) {
-        if (absl::Status s = CheckTensorData(sub); !s.ok()) return s;
+      for (const onnx::GraphProto* sub : Subgraphs(a)) {
+        if (absl::Status s = CheckTensorData(*sub); !s.ok()) return s;
       }
     }
   }
@@ -335,17 +339,23 @@ bool IsDefaultDomainGemm(const onnx::NodeProto& node) {
   return node.op_type() == "Gemm" && (node.domain().empty() || node.domain() == "ai.onnx");
 }
 
+bool AttributeHoldsGemm(const onnx::AttributeProto& a);
+
+// Whether `g`, or a graph one of its nodes holds, has a Gemm.
 bool GraphHasGemm(const onnx::GraphProto& g) {
   for (const onnx::NodeProto& node : g.node()) {
     if (IsDefaultDomainGemm(node)) return true;
     for (const onnx::AttributeProto& a : node.attribute()) {
-      if (a.has_g() && GraphHasGemm(a.g())) return true;
-      for (const onnx::GraphProto& sub : a.graphs()) {
-        if (GraphHasGemm(sub)) return true;
-      }
+      if (AttributeHoldsGemm(a)) return true;
     }
   }
   return false;
+}
+
+bool AttributeHoldsGemm(const onnx::AttributeProto& a) {
+  const std::vector<const onnx::GraphProto*> graphs = Subgraphs(a);
+  return std::any_of(graphs.begin(), graphs.end(),
+                     [](const onnx::GraphProto* sub) { return GraphHasGemm(*sub); });
 }
 
 // The rank of every value of `g` whose shape the graph states.
@@ -384,9 +394,7 @@ absl::Status InferShapesForConversion(onnx::ModelProto& model, int opset) {
     const std::string name =
         node.name().empty() ? absl::StrCat(node.op_type(), "_", n) : node.name();
     for (const onnx::AttributeProto& a : node.attribute()) {
-      bool sub_gemm = a.has_g() && GraphHasGemm(a.g());
-      for (const onnx::GraphProto& sub : a.graphs()) sub_gemm = sub_gemm || GraphHasGemm(sub);
-      if (sub_gemm) {
+      if (AttributeHoldsGemm(a)) {
         return absl::InvalidArgumentError(
             absl::StrCat("node '", name, "' (", node.op_type(), "): attribute '", a.name(),
                          "' holds a Gemm, which replicad converts from opset ", opset, " to ",
