@@ -174,8 +174,8 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   const Tensor* constant_weights =
       spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
   if (constant_weights != nullptr) {
-    // X and Y in channel blocks of the vector width where the channels fill
-    // them, else as oneDNN chooses; weights as it chooses. Reorders at the
+    // X and Y in channel blocks of the vector width where ChannelBlockedLayout
+    // says so, else as oneDNN chooses; weights as it chooses. Reorders at the
     // edges of a run of such kernels.
     const memory::desc any_weights(weight_dims, f32, memory::format_tag::any);
     // X arrives row-major, or in the layout its producing convolution kept.
