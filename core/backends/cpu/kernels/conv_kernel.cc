@@ -178,8 +178,6 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     // says so, else as oneDNN chooses; weights as it chooses. Reorders at the
     // edges of a run of such kernels.
     const memory::desc any_weights(weight_dims, f32, memory::format_tag::any);
-    // X arrives row-major, or in the layout its producing convolution kept.
-    const memory::desc given_src = GivenLayout(spec, 0, src);
     const auto make_pd = [&](dnnl::algorithm algorithm) {
       const auto pd_for = [&](memory::format_tag src_tag, memory::format_tag dst_tag) {
         const dnnl::convolution_forward::desc desc(
@@ -222,8 +220,10 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     std::optional<BoundPrimitive> src_reorder, dst_reorder;
     dnnl::memory blocked_src, blocked_dst;
     BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));
+    // X arrives row-major, or in the layout its producing convolution kept.
     // Layouts that differ only in the strides of unit dims (a squeeze-
     // excitation's [N, C, 1, 1]) need no reorder.
+    const memory::desc given_src = GivenLayout(spec, 0, src);
     if (!SameBytes(pd.src_desc(), given_src)) {
       blocked_src = dnnl::memory(pd.src_desc(), context.engine, DNNL_MEMORY_NONE);
       src_reorder.emplace(Reorder(context, given_src, pd.src_desc()));
