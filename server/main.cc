@@ -16,6 +16,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -258,7 +259,14 @@ std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const TlsFiles& tls) {
   return grpc::experimental::TlsServerCredentials(tls_options);
 }
 
+// gRPC's Unix domain socket addresses: reachable from this host only (and
+// there by whoever the socket file's permissions admit).
+bool IsUnixSocket(const std::string& address) {
+  return absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:");
+}
+
 bool IsLoopback(const std::string& address) {
+  if (IsUnixSocket(address)) return true;
   const std::string host = address.substr(0, address.rfind(':'));
   return host == "localhost" || host == "[::1]" || host == "::1" || host.rfind("127.", 0) == 0;
 }
@@ -366,9 +374,12 @@ int ServeRank(RankJob& job, ModelManager& models, sigset_t& stop_signals) {
 }
 
 // Rank R of a job whose ranks all serve listens on each port plus R (port
-// 0, any free port, stays 0), so that ranks on one host do not collide.
+// 0, any free port, stays 0), and on a Unix socket path with ".R" appended,
+// so that ranks on one host do not collide.
 void OffsetListenPorts(ServerOptions* options, int rank) {
+  if (IsUnixSocket(options->listen)) absl::StrAppend(&options->listen, ".", rank);
   for (std::string* address : {&options->listen, &options->http_listen, &options->metrics_listen}) {
+    if (IsUnixSocket(*address)) continue;
     const size_t colon = address->rfind(':');
     int port = 0;
     if (colon == std::string::npos || !absl::SimpleAtoi(address->substr(colon + 1), &port) ||
@@ -542,7 +553,8 @@ int Serve(ServerOptions options) {
     return Fail(
         absl::UnavailableError(absl::StrCat("cannot listen on '", options.listen, "' (--listen)")));
   }
-  std::cout << "replicad: " << who << "gRPC listening on port " << port
+  std::cout << "replicad: " << who << "gRPC listening on "
+            << (IsUnixSocket(options.listen) ? options.listen : absl::StrCat("port ", port))
             << " (replicad.v1, inference.GRPCInferenceService, grpc.health.v1, reflection)"
             << std::endl;
   HealthPublisher health(server->GetHealthCheckService(), [&core] { return core.ServerReady(); });
@@ -598,7 +610,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   ServerOptions options;
   CLI::App* serve = app.add_subcommand("serve", "Serve models until SIGINT or SIGTERM");
-  serve->add_option("--listen", options.listen, "gRPC address, HOST:PORT (port 0: any free port)")
+  serve
+      ->add_option(
+          "--listen", options.listen,
+          "gRPC address: HOST:PORT (port 0: any free port), or unix:PATH for clients on this host")
       ->capture_default_str();
   serve
       ->add_option("--metrics-listen", options.metrics_listen,

@@ -5,8 +5,10 @@
 
 namespace replicad {
 
-HostStream::HostStream(absl::AnyInvocable<void() &&> on_start)
-    : thread_([this, start = std::move(on_start)]() mutable { Loop(std::move(start)); }) {}
+HostStream::HostStream(absl::AnyInvocable<void() &&> on_start,
+                       absl::AnyInvocable<void(absl::FunctionRef<void()> sleep)> around_long_sleep)
+    : around_long_sleep_(std::move(around_long_sleep)),
+      thread_([this, start = std::move(on_start)]() mutable { Loop(std::move(start)); }) {}
 
 HostStream::~HostStream() {
   {
@@ -44,12 +46,18 @@ void HostStream::Loop(absl::AnyInvocable<void() &&> on_start) {
            std::chrono::steady_clock::now() < spin_until) {
       std::this_thread::yield();
     }
+    if (around_long_sleep_ && pending_.load(std::memory_order_acquire) == 0) {
+      bool woken;
+      {
+        absl::MutexLock lock(&mu_);
+        woken = mu_.AwaitWithTimeout(absl::Condition(this, &HostStream::HasWorkOrIsStopping),
+                                     kLongIdle);
+      }
+      if (!woken) around_long_sleep_([this] { SleepUntilWorkOrStopping(); });
+    }
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](HostStream* s)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->stopping_ || !s->queue_.empty(); },
-          this));
+      mu_.Await(absl::Condition(this, &HostStream::HasWorkOrIsStopping));
       if (queue_.empty()) return;  // stopping_ and drained.
       work = std::move(queue_.front());
       queue_.pop_front();
@@ -57,6 +65,11 @@ void HostStream::Loop(absl::AnyInvocable<void() &&> on_start) {
     }
     std::move(work)();
   }
+}
+
+void HostStream::SleepUntilWorkOrStopping() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &HostStream::HasWorkOrIsStopping));
 }
 
 void HostEvent::Signal() {

@@ -9,7 +9,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/device/device.h"
 
 namespace replicad {
@@ -20,7 +22,17 @@ namespace replicad {
 class HostStream {
  public:
   // `on_start` runs first on the new thread (e.g. to set its OpenMP thread count).
-  explicit HostStream(absl::AnyInvocable<void() &&> on_start);
+  // `around_long_sleep`, when given, is called on that thread each time the
+  // stream has had no work for kLongIdle; it must call `sleep` (which returns
+  // once there is work or the stream is being destroyed) and may hold
+  // resources idle around it (a CPU slot parks its OpenMP team there).
+  explicit HostStream(
+      absl::AnyInvocable<void() &&> on_start,
+      absl::AnyInvocable<void(absl::FunctionRef<void()> sleep)> around_long_sleep = nullptr);
+
+  // Requests that come closer together than this (a client's next small
+  // request, the next phase of a training step) find the stream as it was.
+  static constexpr absl::Duration kLongIdle = absl::Milliseconds(1);
   ~HostStream();
 
   HostStream(const HostStream&) = delete;
@@ -36,6 +48,10 @@ class HostStream {
 
  private:
   void Loop(absl::AnyInvocable<void() &&> on_start);
+  void SleepUntilWorkOrStopping();
+  bool HasWorkOrIsStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !queue_.empty();
+  }
 
   static constexpr std::chrono::microseconds kSpinBeforeSleep{50};
 
@@ -43,7 +59,8 @@ class HostStream {
   std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> pending_{0};  // queue_.size(), readable without the lock.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  absl::AnyInvocable<void(absl::FunctionRef<void()>)> around_long_sleep_;
+  std::thread thread_;  // Last: it starts running Loop in the constructor.
 };
 
 // An Event signalled from host code.

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -76,15 +77,17 @@ std::string BinDir() {
 
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     const std::vector<std::string>& extra_args) {
-  std::vector<std::string> argv = {
-      BinDir() + "/replicad", "serve",       "--listen",      "127.0.0.1:0",
-      "--metrics-listen",     "127.0.0.1:0", "--http-listen", "127.0.0.1:0"};
+  std::vector<std::string> argv = {BinDir() + "/replicad", "serve",         "--metrics-listen",
+                                   "127.0.0.1:0",          "--http-listen", "127.0.0.1:0"};
+  if (std::find(extra_args.begin(), extra_args.end(), "--listen") == extra_args.end()) {
+    argv.insert(argv.end(), {"--listen", "127.0.0.1:0"});
+  }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   auto daemon = std::unique_ptr<DaemonProcess>(new DaemonProcess());
   absl::StatusOr<pid_t> pid = Spawn(argv, &daemon->out_fd_);
   if (!pid.ok()) return pid.status();
   daemon->pid_ = *pid;
-  const std::regex grpc("gRPC listening on port (\\d+)");
+  const std::regex grpc("gRPC listening on (?:port (\\d+)|(unix:\\S+))");
   const std::regex metrics("metrics on port (\\d+)");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -92,7 +95,12 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     std::smatch g, m;
     if (std::regex_search(daemon->output_, g, grpc) &&
         std::regex_search(daemon->output_, m, metrics)) {
-      daemon->grpc_port_ = std::stoi(g[1]);
+      if (g[1].matched) {
+        daemon->grpc_port_ = std::stoi(g[1]);
+        daemon->target_ = absl::StrCat("127.0.0.1:", daemon->grpc_port_);
+      } else {
+        daemon->target_ = g[2];
+      }
       daemon->metrics_port_ = std::stoi(m[1]);
       return daemon;
     }

@@ -16,16 +16,19 @@ namespace replicad::testing {
 std::string BinDir();
 
 // A `replicad serve` child process on ephemeral ports. Start waits until it
-// reports both ports (or fails with its output). The destructor kills it.
+// reports its gRPC address and metrics port (or fails with its output). A
+// "--listen" among `extra_args` replaces the default gRPC address (e.g. a
+// unix:PATH socket). The destructor kills it.
 class DaemonProcess {
  public:
   static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
       const std::vector<std::string>& extra_args);
   ~DaemonProcess();
 
-  int grpc_port() const { return grpc_port_; }
+  int grpc_port() const { return grpc_port_; }  // 0 on a Unix socket.
   int metrics_port() const { return metrics_port_; }
-  std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  // What a gRPC client connects to: 127.0.0.1:PORT or unix:PATH.
+  const std::string& target() const { return target_; }
   // Sends `signal` and waits; returns the exit code (or 128 + the signal
   // that killed it). Everything it printed is in output().
   int StopWith(int signal);
@@ -35,6 +38,7 @@ class DaemonProcess {
   pid_t pid_ = -1;
   int out_fd_ = -1;
   int grpc_port_ = 0;
+  std::string target_;
   int metrics_port_ = 0;
   std::string output_;
 };

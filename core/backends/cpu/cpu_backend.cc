@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
+#include "core/backends/cpu/openmp_team_park.h"
 #include "core/device/host_stream.h"
 
 namespace replicad {
@@ -40,11 +41,21 @@ int UsableCores() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+// The stream's around_long_sleep for a slot of `threads` OpenMP threads:
+// none for one thread, which has no team to spin.
+absl::AnyInvocable<void(absl::FunctionRef<void()>)> ParkTeamWhileIdle(int threads,
+                                                                      OpenMpTeamPark* park) {
+  if (threads <= 1) return nullptr;
+  return [park](absl::FunctionRef<void()> sleep) { park->Park(sleep); };
+}
+
 class CpuDevice : public Device {
  public:
   CpuDevice(DeviceInfo info, const CpuSlotOptions& options)
       : info_(std::move(info)),
-        stream_([threads = options.threads] { omp_set_num_threads(threads); }),
+        team_park_(options.threads),
+        stream_([threads = options.threads] { omp_set_num_threads(threads); },
+                ParkTeamWhileIdle(options.threads, &team_park_)),
         kernel_context_{dnnl::engine(dnnl::engine::kind::cpu, 0), dnnl::stream(), nullptr,
                         options.winograd, SlotScratchpad{}} {
     kernel_context_.stream = dnnl::stream(kernel_context_.engine);
@@ -107,6 +118,7 @@ class CpuDevice : public Device {
  private:
   const DeviceInfo info_;
   std::atomic<uint64_t> allocations_{0};
+  OpenMpTeamPark team_park_;  // Before stream_, whose thread uses it.
   HostStream stream_;
   CpuKernelContext kernel_context_;
 };

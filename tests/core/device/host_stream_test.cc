@@ -4,6 +4,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace replicad {
@@ -52,6 +54,49 @@ TEST(HostStreamTest, DestructorDrainsQueuedWork) {
     for (int i = 0; i < 50; ++i) stream.Enqueue([&] { ++count; });
   }
   EXPECT_EQ(count.load(), 50);
+}
+
+TEST(HostStreamTest, AroundLongSleepWrapsEachLongSleepOnTheStreamThread) {
+  absl::Mutex mu;
+  int sleeps = 0;
+  bool inside = false;
+  std::thread::id stream_thread, sleeping_thread;
+  {
+    HostStream stream([&] { stream_thread = std::this_thread::get_id(); },
+                      [&](absl::FunctionRef<void()> sleep) {
+                        {
+                          absl::MutexLock lock(&mu);
+                          ++sleeps;
+                          inside = true;
+                          sleeping_thread = std::this_thread::get_id();
+                        }
+                        sleep();
+                        absl::MutexLock lock(&mu);
+                        inside = false;
+                      });
+    // With nothing queued for kLongIdle the stream sleeps through the wrapper...
+    {
+      absl::MutexLock lock(&mu);
+      ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&inside), absl::Seconds(30)));
+      EXPECT_EQ(sleeps, 1);
+      EXPECT_EQ(sleeping_thread, stream_thread);
+    }
+    // ...its `sleep` returns when work comes, and the work runs after it.
+    bool inside_during_work = true;
+    stream.Enqueue([&] {
+      absl::MutexLock lock(&mu);
+      inside_during_work = inside;
+    });
+    stream.Synchronize();
+    EXPECT_FALSE(inside_during_work);
+    // Idle again: a second sleep, which the destructor ends.
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                        +[](int* n) { return *n >= 2; }, &sleeps),
+                                    absl::Seconds(30)));
+  }
+  absl::MutexLock lock(&mu);
+  EXPECT_FALSE(inside);
 }
 
 }  // namespace
