@@ -146,6 +146,31 @@ class Inference(unittest.TestCase):
         self.assertIn(4, [b.batch_size for b in after.batch_stats])
 
 
+class UnixSocket(unittest.TestCase):
+    """`--listen unix:PATH`: tritonclient connects to the same URL and gets the same answers."""
+
+    def test_infer_over_a_unix_socket_matches_pytorch(self):
+        path = os.path.join(repository.path, "replicad.sock")
+        local = Daemon("--model-repository", repository.path, "--devices", "cpu:0",
+                       "--model-control-mode", "explicit", "--load-model", "*",
+                       "--listen", f"unix:{path}")
+        try:
+            self.assertEqual(local.target, f"unix:{path}")
+            self.assertIsNone(local.port)
+            over_socket = grpcclient.InferenceServerClient(local.target)
+            self.assertTrue(over_socket.is_server_ready())
+            x = images(3, seed=9)
+            inputs = [grpcclient.InferInput("image", list(x.shape), "FP32")]
+            inputs[0].set_data_from_numpy(x)
+            result = over_socket.infer(MODEL, inputs)
+            self.assertLess(relative_l2(result.as_numpy("logits"), reference(2, x)), TOLERANCE)
+            over_socket.close()
+        finally:
+            local.stop()
+        self.assertFalse(os.path.exists(path))  # Removed on a clean stop.
+        self.assertNotIn("WARNING", "".join(local.output))
+
+
 class Streaming(unittest.TestCase):
     def test_stream_answers_every_request_and_reports_errors_in_band(self):
         answers, lock, all_in = {}, threading.Lock(), threading.Event()

@@ -10,7 +10,9 @@ import time
 class Daemon:
     """replicad serve on free loopback ports (gRPC `port`, HTTP `http_port`); stopped with SIGTERM.
 
-    The binary comes from $REPLICAD_BIN_DIR (ctest sets it) or build/bin.
+    A "--listen" among the flags replaces the gRPC address (e.g. unix:PATH, where `port` stays
+    None); `target` is what a gRPC client connects to either way. The binary comes from
+    $REPLICAD_BIN_DIR (ctest sets it) or build/bin.
     """
 
     def __init__(self, *flags, launcher=()):
@@ -19,14 +21,16 @@ class Daemon:
         bin_dir = os.environ.get("REPLICAD_BIN_DIR",
                                  os.path.join(os.path.dirname(__file__), "../../build/bin"))
         self.process = subprocess.Popen(
-            [*launcher, os.path.join(bin_dir, "replicad"), "serve", "--listen", "127.0.0.1:0",
+            [*launcher, os.path.join(bin_dir, "replicad"), "serve",
+             *([] if "--listen" in flags else ["--listen", "127.0.0.1:0"]),
              "--metrics-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", *flags],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output = []
         self.port = None
+        self.target = None
         self.http_port = None
         deadline = time.time() + 120
-        while self.port is None and time.time() < deadline:
+        while self.target is None and time.time() < deadline:
             line = self.process.stdout.readline()
             if not line:
                 break
@@ -35,10 +39,13 @@ class Daemon:
             http = re.match(r"replicad: HTTP listening on port (\d+)", line)
             if http:
                 self.http_port = int(http.group(1))
-            match = re.match(r"replicad: gRPC listening on port (\d+)", line)
-            if match:
+            match = re.match(r"replicad: gRPC listening on (?:port (\d+)|(unix:\S+))", line)
+            if match and match.group(1):
                 self.port = int(match.group(1))
-        if self.port is None:
+                self.target = f"127.0.0.1:{self.port}"
+            elif match:
+                self.target = match.group(2)
+        if self.target is None:
             self.process.kill()
             raise RuntimeError("replicad did not start:\n" + "".join(self.output))
         threading.Thread(target=self._drain, daemon=True).start()
