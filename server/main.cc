@@ -16,7 +16,6 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,6 +42,7 @@
 #include "server/grpc/health_publisher.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/replicad_service.h"
+#include "server/grpc/unix_socket_address.h"
 #include "server/host_buffer_pool.h"
 #include "server/http/http_server.h"
 #include "server/http/inference_http_service.h"
@@ -135,6 +135,16 @@ absl::Status CheckDoorLimits(const ServerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--grpc-buffer-pool-bytes must be >= 0 (0: none kept); received ",
                      options.grpc_buffer_pool_bytes));
+  }
+  for (const auto& [flag, address] :
+       {std::pair<const char*, const std::string&>{"--http-listen", options.http_listen},
+        {"--metrics-listen", options.metrics_listen}}) {
+    if (IsUnixSocketAddress(address)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag,
+          ": expected HOST:PORT (Unix sockets serve gRPC only, --listen unix:PATH); received ",
+          address));
+    }
   }
   if (options.http_listen.empty()) return absl::OkStatus();
   const std::pair<const char*, int64_t> at_least_one[] = {
@@ -259,14 +269,7 @@ std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const TlsFiles& tls) {
   return grpc::experimental::TlsServerCredentials(tls_options);
 }
 
-// gRPC's Unix domain socket addresses: reachable from this host only (and
-// there by whoever the socket file's permissions admit).
-bool IsUnixSocket(const std::string& address) {
-  return absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:");
-}
-
 bool IsLoopback(const std::string& address) {
-  if (IsUnixSocket(address)) return true;
   const std::string host = address.substr(0, address.rfind(':'));
   return host == "localhost" || host == "[::1]" || host == "::1" || host.rfind("127.", 0) == 0;
 }
@@ -281,7 +284,10 @@ void WarnIfExposed(const ServerOptions& options, const TlsFiles& tls, bool auth)
   std::string exposed;
   for (const std::string* address :
        {&options.listen, &options.http_listen, &options.metrics_listen}) {
-    if (!address->empty() && !IsLoopback(*address)) {
+    // A Unix socket (gRPC only) is reachable from this host alone.
+    const bool local =
+        IsLoopback(*address) || (address == &options.listen && IsUnixSocketAddress(*address));
+    if (!address->empty() && !local) {
       absl::StrAppend(&exposed, exposed.empty() ? "" : ", ", *address);
     }
   }
@@ -377,9 +383,9 @@ int ServeRank(RankJob& job, ModelManager& models, sigset_t& stop_signals) {
 // 0, any free port, stays 0), and on a Unix socket path with ".R" appended,
 // so that ranks on one host do not collide.
 void OffsetListenPorts(ServerOptions* options, int rank) {
-  if (IsUnixSocket(options->listen)) absl::StrAppend(&options->listen, ".", rank);
+  if (IsUnixSocketAddress(options->listen)) absl::StrAppend(&options->listen, ".", rank);
   for (std::string* address : {&options->listen, &options->http_listen, &options->metrics_listen}) {
-    if (IsUnixSocket(*address)) continue;
+    if (IsUnixSocketAddress(*address)) continue;
     const size_t colon = address->rfind(':');
     int port = 0;
     if (colon == std::string::npos || !absl::SimpleAtoi(address->substr(colon + 1), &port) ||
@@ -541,6 +547,7 @@ int Serve(ServerOptions options) {
                              tensor_buffers);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (absl::Status s = CheckUnixSocketUnused(options.listen); !s.ok()) return Fail(s);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, GrpcCredentials(tls), &port);
@@ -549,12 +556,13 @@ int Serve(ServerOptions options) {
   builder.RegisterService(&service);
   builder.RegisterService(&inference);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
+  // gRPC reports no port for a Unix socket (1 today).
+  if (server == nullptr || (port == 0 && !IsUnixSocketAddress(options.listen))) {
     return Fail(
         absl::UnavailableError(absl::StrCat("cannot listen on '", options.listen, "' (--listen)")));
   }
   std::cout << "replicad: " << who << "gRPC listening on "
-            << (IsUnixSocket(options.listen) ? options.listen : absl::StrCat("port ", port))
+            << (IsUnixSocketAddress(options.listen) ? options.listen : absl::StrCat("port ", port))
             << " (replicad.v1, inference.GRPCInferenceService, grpc.health.v1, reflection)"
             << std::endl;
   HealthPublisher health(server->GetHealthCheckService(), [&core] { return core.ServerReady(); });
@@ -765,7 +773,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_flag("--rank-shards", options.rank_shards,
                   "Started by mpirun or srun: every rank serves on its own ports (each --*-listen "
-                  "port plus the rank) and takes its own shard of each step (TrainStep with "
+                  "port plus the rank; rank R > 0 of --listen unix:PATH on PATH.R) and takes its "
+                  "own shard of each step (TrainStep with "
                   "shard), as with a data loader per rank; without it rank 0 alone answers and "
                   "splits whole batches over every rank");
   CLI::App* devices = app.add_subcommand("devices", "List this machine's devices and exit");

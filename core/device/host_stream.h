@@ -23,7 +23,8 @@ class HostStream {
  public:
   // `on_start` runs first on the new thread (e.g. to set its OpenMP thread count).
   // `around_long_sleep`, when given, is called on that thread each time the
-  // stream has had no work for kLongIdle; it must call `sleep` (which returns
+  // stream, out of work, has spun (50 us) and then waited kLongIdle more
+  // without any coming; it must call `sleep` (which returns
   // once there is work or the stream is being destroyed) and may hold
   // resources idle around it (a CPU slot parks its OpenMP team there).
   explicit HostStream(

@@ -2,6 +2,7 @@
 // replicactl: the model, the split, every bad-input case, metrics, shutdown.
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -591,6 +593,11 @@ TEST(ReplicadStartupTest, BadSchedulingAndDoorFlagsFailNamingTheFlag) {
        "--grpc-buffer-pool-bytes must be >= 0 (0: none kept); received -1"},
       {{"--http-listen", "127.0.0.1:0", "--http-threads", "0"},
        "--http-threads must be >= 1; received 0"},
+      {{"--http-listen", "unix:/tmp/replicad.http.sock"},
+       "--http-listen: expected HOST:PORT (Unix sockets serve gRPC only, --listen unix:PATH); "
+       "received unix:/tmp/replicad.http.sock"},
+      {{"--metrics-listen", "unix-abstract:replicad"},
+       "--metrics-listen: expected HOST:PORT (Unix sockets serve gRPC only"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> command = {testing::BinDir() + "/replicad", "serve", "--listen",
@@ -642,13 +649,18 @@ TEST(ReplicadStartupTest, NoWinogradServes) {
 
 // --listen unix:PATH serves gRPC on a Unix domain socket, for clients on the
 // same host (a sidecar, a local benchmark): the same answers as over TCP, no
-// warning about exposure, and the socket file gone after a clean stop.
+// warning about exposure, and the socket file gone after a clean stop. A
+// second daemon given the same path refuses to start (gRPC would remove the
+// first one's socket file and take its clients), and the first serves on.
 TEST(ReplicadStartupTest, ServesOnAUnixSocket) {
-  const std::string socket = ::testing::TempDir() + "/replicad_e2e.sock";
+  // Short (a socket path fits in 108 bytes) and this process's own.
+  const std::string socket = absl::StrCat("/tmp/replicad_e2e_", getpid(), ".sock");
+  std::filesystem::remove(socket);
   absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
       DaemonProcess::Start({"--devices", "cpu:0", "--listen", "unix:" + socket});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   EXPECT_EQ((*daemon)->target(), "unix:" + socket);
+  EXPECT_EQ((*daemon)->grpc_port(), 0);
   EXPECT_TRUE(std::filesystem::exists(socket));
   auto client = *client::ReplicadClient::Connect((*daemon)->target(), {});
   v1::PredictRequest request = ImageRequest(6, 11);
@@ -660,6 +672,17 @@ TEST(ReplicadStartupTest, ServesOnAUnixSocket) {
   ASSERT_TRUE(expected.status.ok());
   ASSERT_EQ(response->outputs_size(), 2);
   EXPECT_LE(testing::RelativeL2(FromProto(response->outputs(0)), expected.outputs[0]), 1e-6);
+
+  // Bounded: were the check gone, the second daemon would serve until stopped.
+  testing::CommandResult second =
+      testing::RunCommand({"/usr/bin/timeout", "-s", "TERM", "60", testing::BinDir() + "/replicad",
+                           "serve", "--devices", "cpu:0", "--listen", "unix:" + socket,
+                           "--metrics-listen", "", "--http-listen", ""});
+  EXPECT_EQ(second.exit_code, 1) << second.out;
+  EXPECT_THAT(second.out, AllOf(HasSubstr("ALREADY_EXISTS"),
+                                HasSubstr("a server already accepts connections on " + socket)));
+  EXPECT_TRUE(client->Predict(request).ok());
+
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
   EXPECT_THAT((*daemon)->output(), Not(HasSubstr("WARNING")));
   EXPECT_FALSE(std::filesystem::exists(socket));

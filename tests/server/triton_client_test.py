@@ -154,6 +154,7 @@ class UnixSocket(unittest.TestCase):
         local = Daemon("--model-repository", repository.path, "--devices", "cpu:0",
                        "--model-control-mode", "explicit", "--load-model", "*",
                        "--listen", f"unix:{path}")
+        over_socket = None
         try:
             self.assertEqual(local.target, f"unix:{path}")
             self.assertIsNone(local.port)
@@ -164,8 +165,9 @@ class UnixSocket(unittest.TestCase):
             inputs[0].set_data_from_numpy(x)
             result = over_socket.infer(MODEL, inputs)
             self.assertLess(relative_l2(result.as_numpy("logits"), reference(2, x)), TOLERANCE)
-            over_socket.close()
         finally:
+            if over_socket is not None:
+                over_socket.close()
             local.stop()
         self.assertFalse(os.path.exists(path))  # Removed on a clean stop.
         self.assertNotIn("WARNING", "".join(local.output))

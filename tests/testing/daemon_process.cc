@@ -87,7 +87,8 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
   absl::StatusOr<pid_t> pid = Spawn(argv, &daemon->out_fd_);
   if (!pid.ok()) return pid.status();
   daemon->pid_ = *pid;
-  const std::regex grpc("gRPC listening on (?:port (\\d+)|(unix:\\S+))");
+  // Up to the " (" after the address: a read may end inside it.
+  const std::regex grpc("gRPC listening on (?:port (\\d+)|(unix:\\S+)) \\(");
   const std::regex metrics("metrics on port (\\d+)");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {

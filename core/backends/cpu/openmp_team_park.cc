@@ -20,17 +20,16 @@ void OpenMpTeamPark::Park(absl::FunctionRef<void()> sleep) {
       absl::MutexLock lock(&mu_);
       master_awake_ = true;
     } else {
-      absl::MutexLock lock(&mu_);
-      ++parked_;
+      // Shared: the master's one unlock then wakes every worker at once,
+      // not one after another.
+      absl::ReaderMutexLock lock(&mu_);
+      parked_.fetch_add(1, std::memory_order_relaxed);
       mu_.Await(absl::Condition(&master_awake_));
-      --parked_;
+      parked_.fetch_sub(1, std::memory_order_relaxed);
     }
   }
 }
 
-int OpenMpTeamPark::parked_threads() const {
-  absl::MutexLock lock(&mu_);
-  return parked_;
-}
+int OpenMpTeamPark::parked_threads() const { return parked_.load(std::memory_order_relaxed); }
 
 }  // namespace replicad

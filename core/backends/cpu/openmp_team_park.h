@@ -1,6 +1,8 @@
 #ifndef REPLICAD_CORE_BACKENDS_CPU_OPENMP_TEAM_PARK_H_
 #define REPLICAD_CORE_BACKENDS_CPU_OPENMP_TEAM_PARK_H_
 
+#include <atomic>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
@@ -11,15 +13,16 @@ namespace replicad {
 //
 // After each parallel region, GNU OpenMP's worker threads spin for the next
 // one before they sleep: GOMP_SPINCOUNT's default of 300,000 spins, about
-// 4 ms of a core each on an AMD EPYC VM. A slot that has answered a request
-// would so burn its workers' cores while gRPC's threads read the next
-// request (the copies of 19 MB took ~3 ms longer) or other slots compute.
-// The slot's stream, idle for a millisecond (HostStream::kLongIdle), calls
-// Park: the team's other threads
-// enter a parallel region of Park's own and block there, using no CPU,
-// until the stream has work again. The environment stays the user's: a
-// smaller GOMP_SPINCOUNT or OMP_WAIT_POLICY=passive would also slow the
-// gaps between a pass's own primitives.
+// 4 ms of a core each on an AMD EPYC VM (libgomp spins far less only when a
+// process has more OpenMP threads than cores). So after every request a
+// slot's workers kept spinning while gRPC's threads read the next request or
+// other slots computed: a 19 MB Predict over loopback gRPC cost 2-3 ms more
+// (benchmarks/RESULTS.md). The slot's stream, idle for a millisecond
+// (HostStream::kLongIdle), calls Park: the team's other threads enter a
+// parallel region of Park's own and block there, using no CPU, until the
+// stream has work again. The environment stays the user's: a smaller
+// GOMP_SPINCOUNT or OMP_WAIT_POLICY=passive would also slow the gaps between
+// a pass's own primitives, and libgomp reads them only once, at load.
 //
 // One instance per team (per stream thread); Park is called from that
 // thread only, never from inside a parallel region.
@@ -42,9 +45,9 @@ class OpenMpTeamPark {
 
  private:
   const int threads_;
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   bool master_awake_ ABSL_GUARDED_BY(mu_) = true;
-  int parked_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int> parked_{0};
 };
 
 }  // namespace replicad
