@@ -25,7 +25,8 @@ class BoundSocket {
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     std::memcpy(address.sun_path, path.data(), path.size());
-    ok_ = fd_ >= 0 && bind(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 &&
+    ok_ = fd_ >= 0 &&
+          bind(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 &&
           (!listening || listen(fd_, 1) == 0);
   }
   ~BoundSocket() {
