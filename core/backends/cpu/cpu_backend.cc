@@ -56,11 +56,8 @@ class CpuDevice : public Device {
         team_park_(options.threads),
         stream_([threads = options.threads] { omp_set_num_threads(threads); },
                 ParkTeamWhileIdle(options.threads, &team_park_)),
-        kernel_context_{dnnl::engine(dnnl::engine::kind::cpu, 0), dnnl::stream(), nullptr,
-                        options.winograd, SlotScratchpad{}} {
-    kernel_context_.stream = dnnl::stream(kernel_context_.engine);
-    kernel_context_.weights = std::make_shared<WeightCache>(kernel_context_.engine);
-  }
+        kernel_context_{HostEngine(), dnnl::stream(HostEngine()), HostWeightCache(),
+                        options.winograd, SlotScratchpad{}} {}
 
   ~CpuDevice() override { stream_.Synchronize(); }
 

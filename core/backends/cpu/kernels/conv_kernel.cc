@@ -214,9 +214,8 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     const dnnl::convolution_forward::primitive_desc pd =
         winograd ? *winograd : make_pd(dnnl::algorithm::convolution_direct);
     // Weights: reordered once per slot (shared by its plans) from the host value.
-    std::shared_ptr<WeightCache> cache = context.weights;
-    if (cache == nullptr) cache = std::make_shared<WeightCache>(context.engine);
-    const dnnl::memory blocked_weights = cache->Get(*constant_weights, weights, pd.weights_desc());
+    std::shared_ptr<const dnnl::memory> blocked_weights =
+        PreparedWeights(context, *constant_weights, weights, pd.weights_desc());
     std::optional<BoundPrimitive> src_reorder, dst_reorder;
     dnnl::memory blocked_src, blocked_dst;
     BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));
@@ -233,7 +232,7 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     } else {
       primitive.BindInput(DNNL_ARG_SRC, pd.src_desc(), 0);
     }
-    primitive.BindFixed(DNNL_ARG_WEIGHTS, blocked_weights);
+    primitive.BindFixed(DNNL_ARG_WEIGHTS, std::move(blocked_weights));
     if (has_bias) primitive.BindInput(DNNL_ARG_BIAS, bias, 2);
     const bool row_major_dst = SameBytes(pd.dst_desc(), dst);
     const bool native_output = spec.native_output && !row_major_dst;

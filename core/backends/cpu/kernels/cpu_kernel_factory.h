@@ -15,8 +15,9 @@ class WeightCache;
 // The oneDNN engine and in-order stream of one CPU slot. It must outlive every
 // kernel made with it. Kernels are made and run on one thread at a time (the
 // slot's stream thread in CpuDevice), which is what lets them share
-// `scratchpad`. `weights`, when set, shares reordered weights between the
-// slot's kernels (without it each kernel keeps its own).
+// `scratchpad`. `weights`, when set, shares reordered weights between kernels
+// (CpuDevice gives every slot the process's HostWeightCache, on HostEngine);
+// without it each kernel keeps its own.
 struct CpuKernelContext {
   dnnl::engine engine;
   dnnl::stream stream;

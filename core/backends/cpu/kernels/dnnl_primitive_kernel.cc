@@ -23,6 +23,14 @@ dnnl::primitive_attr UserScratchpadAttr() {
   return attr;
 }
 
+std::shared_ptr<const dnnl::memory> PreparedWeights(CpuKernelContext& context, const Tensor& host,
+                                                    const dnnl::memory::desc& plain,
+                                                    const dnnl::memory::desc& blocked) {
+  std::shared_ptr<WeightCache> cache = context.weights;
+  if (cache == nullptr) cache = std::make_shared<WeightCache>(context.engine);
+  return cache->Get(host, plain, blocked);
+}
+
 BoundPrimitive::BoundPrimitive(CpuKernelContext& context, const dnnl::primitive_desc_base& pd,
                                dnnl::primitive primitive)
     : context_(context), primitive_(std::move(primitive)) {
@@ -50,6 +58,11 @@ void BoundPrimitive::BindOutput(int arg, const dnnl::memory::desc& desc, int out
 void BoundPrimitive::BindFixed(int arg, const dnnl::memory& memory) {
   fixed_.push_back(memory);
   args_.push_back({arg, memory.get()});
+}
+
+void BoundPrimitive::BindFixed(int arg, std::shared_ptr<const dnnl::memory> memory) {
+  args_.push_back({arg, memory->get()});
+  shared_.push_back(std::move(memory));
 }
 
 absl::Status BoundPrimitive::Execute(const void* const* inputs, void* const* outputs,

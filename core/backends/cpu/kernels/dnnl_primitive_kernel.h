@@ -9,6 +9,7 @@
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
 #include "core/device/kernel.h"
 #include "core/tensor/shape.h"
+#include "core/tensor/tensor.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace replicad {
@@ -23,6 +24,13 @@ dnnl::memory::desc RowMajorDesc(const Shape& shape, dnnl::memory::data_type type
 // Primitive attributes every kernel starts from: a user-provided scratchpad,
 // so that executing never allocates.
 dnnl::primitive_attr UserScratchpadAttr();
+
+// `host` (read as `plain`) in the layout `blocked`, from the context's weight
+// cache, so that plans of other slice sizes share the copy; a copy of the
+// caller's own when the context has no cache.
+std::shared_ptr<const dnnl::memory> PreparedWeights(CpuKernelContext& context, const Tensor& host,
+                                                    const dnnl::memory::desc& plain,
+                                                    const dnnl::memory::desc& blocked);
 
 // A primitive plus its bound arguments. Arguments come from the kernel's
 // inputs or outputs by index (re-pointed on every Execute) or are fixed
@@ -39,6 +47,8 @@ class BoundPrimitive {
   void BindInput(int arg, const dnnl::memory::desc& desc, int input_index);
   void BindOutput(int arg, const dnnl::memory::desc& desc, int output_index);
   void BindFixed(int arg, const dnnl::memory& memory);
+  // A memory other kernels also hold (prepared weights): kept alive with this.
+  void BindFixed(int arg, std::shared_ptr<const dnnl::memory> memory);
 
   // Points the bound memories at inputs/outputs and submits the primitive to
   // the stream without waiting. Internal naming `node` on a oneDNN error.
@@ -55,6 +65,7 @@ class BoundPrimitive {
   dnnl::primitive primitive_;
   dnnl::memory scratchpad_;  // Empty when the primitive needs none.
   std::vector<dnnl::memory> fixed_;
+  std::vector<std::shared_ptr<const dnnl::memory>> shared_;
   std::vector<Binding> bindings_;
   // Prebuilt so that Execute can call the C API without building the
   // std::unordered_map the C++ execute() takes (and copies into a vector).

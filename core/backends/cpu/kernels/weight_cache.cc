@@ -17,23 +17,47 @@ std::optional<dnnl::memory::desc> DeserializeDesc(const std::string& bytes) {
 
 WeightCache::WeightCache(dnnl::engine engine) : engine_(engine), stream_(engine) {}
 
-dnnl::memory WeightCache::Get(const Tensor& host, const dnnl::memory::desc& plain,
-                              const dnnl::memory::desc& blocked) {
+std::shared_ptr<const dnnl::memory> WeightCache::Get(const Tensor& host,
+                                                     const dnnl::memory::desc& plain,
+                                                     const dnnl::memory::desc& blocked) {
   absl::MutexLock lock(&mu_);
+  ForgetReleased();
   const auto key = std::make_pair(host.raw_data(), SerializeDesc(plain) + SerializeDesc(blocked));
   auto it = entries_.find(key);
-  if (it != entries_.end()) return it->second.memory;
+  if (it != entries_.end()) {
+    if (std::shared_ptr<const dnnl::memory> copy = it->second.copy.lock()) return copy;
+  }
   dnnl::memory source(plain, engine_, host.raw_data());
-  dnnl::memory reordered(blocked, engine_);
-  dnnl::reorder(source, reordered).execute(stream_, source, reordered);
+  auto copy = std::make_shared<dnnl::memory>(blocked, engine_);
+  dnnl::reorder(source, *copy).execute(stream_, source, *copy);
   stream_.wait();
-  entries_.emplace(key, Entry{host.buffer(), reordered});
-  return reordered;
+  entries_[key] = Entry{host.buffer(), copy};
+  return copy;
+}
+
+void WeightCache::ForgetReleased() {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    it = it->second.host.expired() || it->second.copy.expired() ? entries_.erase(it) : ++it;
+  }
 }
 
 size_t WeightCache::size() const {
   absl::MutexLock lock(&mu_);
-  return entries_.size();
+  size_t held = 0;
+  for (const auto& [key, entry] : entries_)
+    held += entry.host.expired() || entry.copy.expired() ? 0 : 1;
+  return held;
+}
+
+const dnnl::engine& HostEngine() {
+  static const dnnl::engine* const engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+std::shared_ptr<WeightCache> HostWeightCache() {
+  static const std::shared_ptr<WeightCache>* const cache =
+      new std::shared_ptr<WeightCache>(std::make_shared<WeightCache>(HostEngine()));
+  return *cache;
 }
 
 }  // namespace replicad

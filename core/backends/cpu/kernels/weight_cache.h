@@ -15,32 +15,45 @@
 namespace replicad {
 
 // Internal to the CPU kernels: weights reordered into the layouts oneDNN's
-// primitives prefer, made once per CPU slot and shared by every kernel that
-// reads the same host tensor in the same layout, so a model served at many
-// slice sizes (one plan each) holds its reordered weights once, not per plan.
-// Thread-safe; reorders run on a stream of the cache's own, never on the
-// slot's stream, which may be running a request at the same time.
+// primitives prefer, made once and shared by every kernel that reads the same
+// host tensor in the same layout: a model served at many slice sizes (one plan
+// each) on several slots holds each reordered copy once, not per plan and
+// slot. A copy lives as long as some kernel holds it, so plans that are
+// evicted or models that are unloaded take their copies with them.
+// Thread-safe; reorders run on a stream of the cache's own, never on a slot's
+// stream, which may be running a request at the same time.
 class WeightCache {
  public:
   explicit WeightCache(dnnl::engine engine);
 
-  // `host` (row-major, read as `plain`) in the layout `blocked`. The cache
-  // keeps host's buffer alive, so the key can never be reused by another tensor.
-  dnnl::memory Get(const Tensor& host, const dnnl::memory::desc& plain,
-                   const dnnl::memory::desc& blocked);
+  // `host` (row-major, read as `plain`) in the layout `blocked`: the copy a
+  // kernel already holds, else a new one. `host`'s address is part of the key
+  // only while `host` lives, so a later tensor at that address is not taken
+  // for it.
+  std::shared_ptr<const dnnl::memory> Get(const Tensor& host, const dnnl::memory::desc& plain,
+                                          const dnnl::memory::desc& blocked);
+  // How many copies kernels hold.
   size_t size() const;
 
  private:
   struct Entry {
-    std::shared_ptr<Buffer> pinned;
-    dnnl::memory memory;
+    std::weak_ptr<Buffer> host;
+    std::weak_ptr<const dnnl::memory> copy;
   };
+  void ForgetReleased() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   dnnl::engine engine_;
   mutable absl::Mutex mu_;
   dnnl::stream stream_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<const void*, std::string>, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
+
+// The process's one oneDNN CPU engine and the weight cache on it. Every CPU
+// slot makes its primitives and stream on this engine, so that one slot's
+// kernels may bind the copies another slot's made: the slots of a model share
+// them (on one socket they read the same memory anyway).
+const dnnl::engine& HostEngine();
+std::shared_ptr<WeightCache> HostWeightCache();
 
 // A oneDNN 2.x memory descriptor as bytes (it is a plain C struct), and back:
 // how a layout travels between kernels and keys caches.

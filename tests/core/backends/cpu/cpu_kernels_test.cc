@@ -371,6 +371,42 @@ Tensor ReferenceBatchedMatMul(const Tensor& a, const Shape& as, const Tensor& b,
   return y;
 }
 
+// A constant B (a classifier's weights) is reordered once into the layout the
+// matmul picks (blocked for these sizes); B read transposed or not, with C.
+TEST_F(CpuKernelsTest, GemmWithAConstantBInEveryTransposition) {
+  const int64_t m = 3, k = 70, n = 130;
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      const Tensor a = Random(ta ? Shape{k, m} : Shape{m, k}, 21);
+      const Tensor b = Random(tb ? Shape{n, k} : Shape{k, n}, 22);
+      const Tensor c = Random({n}, 23);
+      Attributes attributes;
+      attributes.Set("transA", int64_t{ta});
+      attributes.Set("transB", int64_t{tb});
+      attributes.Set("alpha", 0.5f);
+      attributes.Set("beta", 1.5f);
+      absl::StatusOr<std::vector<Tensor>> y =
+          Run("Gemm", {a, b, c}, attributes, 17, /*constants=*/{1});
+      ASSERT_TRUE(y.ok()) << y.status();
+      SCOPED_TRACE(::testing::Message() << "transA " << ta << " transB " << tb);
+      ExpectNear((*y)[0], ReferenceGemm(a, b, &c, ta, tb, 0.5f, 1.5f));
+    }
+  }
+}
+
+TEST_F(CpuKernelsTest, MatMulWithAConstantB) {
+  const Tensor a = Random({2, 3, 70}, 24);
+  const Tensor shared = Random({70, 130}, 25);
+  absl::StatusOr<std::vector<Tensor>> y = Run("MatMul", {a, shared}, Attributes(), 17, {1});
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectNear((*y)[0], ReferenceBatchedMatMul(a, {2, 3, 70}, shared, {1, 70, 130}, {2, 3, 130}));
+
+  const Tensor per_batch = Random({2, 70, 33}, 26);
+  y = Run("MatMul", {a, per_batch}, Attributes(), 17, {1});
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectNear((*y)[0], ReferenceBatchedMatMul(a, {2, 3, 70}, per_batch, {2, 70, 33}, {2, 3, 33}));
+}
+
 TEST_F(CpuKernelsTest, MatMulBroadcastBatches) {
   const Tensor a = Random({2, 1, 3, 4}, 16);
   const Tensor b = Random({3, 4, 5}, 17);

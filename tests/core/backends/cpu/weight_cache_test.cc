@@ -1,5 +1,10 @@
 #include "core/backends/cpu/kernels/weight_cache.h"
 
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace replicad {
@@ -7,35 +12,77 @@ namespace {
 
 using dnnl::memory;
 
-// Plans for different slice sizes ask for the same weights in the same
-// layout: one reorder, one copy.
+const memory::desc kPlain({32, 16, 3, 3}, memory::data_type::f32, memory::format_tag::oihw);
+const memory::desc kBlocked({32, 16, 3, 3}, memory::data_type::f32, memory::format_tag::OIhw16i16o);
+
+// `copy` (in kBlocked) reordered back to row-major.
+std::vector<float> RowMajor(const dnnl::engine& engine, const dnnl::memory& copy) {
+  std::vector<float> back(32 * 16 * 3 * 3);
+  dnnl::memory back_memory(kPlain, engine, back.data());
+  dnnl::stream stream(engine);
+  dnnl::reorder(copy, back_memory).execute(stream, const_cast<dnnl::memory&>(copy), back_memory);
+  stream.wait();
+  return back;
+}
+
+// Plans for different slice sizes, and other slots, ask for the same weights
+// in the same layout: one reorder, one copy.
 TEST(WeightCacheTest, SameTensorAndLayoutShareOneReorderedCopy) {
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   WeightCache cache(engine);
   Tensor w = Tensor::Host(DType::kFloat32, {32, 16, 3, 3});
   for (int64_t i = 0; i < w.num_elements(); ++i) w.data<float>()[i] = static_cast<float>(i % 97);
-  const memory::desc plain({32, 16, 3, 3}, memory::data_type::f32, memory::format_tag::oihw);
-  const memory::desc blocked({32, 16, 3, 3}, memory::data_type::f32,
-                             memory::format_tag::OIhw16i16o);
-  dnnl::memory first = cache.Get(w, plain, blocked);
-  dnnl::memory second = cache.Get(w, plain, blocked);
-  EXPECT_EQ(first.get_data_handle(), second.get_data_handle());
+  std::shared_ptr<const dnnl::memory> first = cache.Get(w, kPlain, kBlocked);
+  std::shared_ptr<const dnnl::memory> second = cache.Get(w, kPlain, kBlocked);
+  EXPECT_EQ(first->get_data_handle(), second->get_data_handle());
   EXPECT_EQ(cache.size(), 1u);
 
   // Another layout of the same tensor is another entry.
   const memory::desc other({32, 16, 3, 3}, memory::data_type::f32, memory::format_tag::ohwi);
-  EXPECT_NE(cache.Get(w, plain, other).get_data_handle(), first.get_data_handle());
+  std::shared_ptr<const dnnl::memory> third = cache.Get(w, kPlain, other);
+  EXPECT_NE(third->get_data_handle(), first->get_data_handle());
   EXPECT_EQ(cache.size(), 2u);
 
-  // The blocked copy holds the same values: reorder it back and compare.
-  Tensor back = Tensor::Host(DType::kFloat32, {32, 16, 3, 3});
-  dnnl::memory back_memory(plain, engine, back.raw_data());
-  dnnl::stream stream(engine);
-  dnnl::reorder(first, back_memory).execute(stream, first, back_memory);
-  stream.wait();
-  for (int64_t i = 0; i < w.num_elements(); ++i) {
-    ASSERT_EQ(back.data<float>()[i], w.data<float>()[i]) << i;
-  }
+  // The blocked copy holds the same values.
+  const std::vector<float> back = RowMajor(engine, *first);
+  for (int64_t i = 0; i < w.num_elements(); ++i) ASSERT_EQ(back[i], w.data<float>()[i]) << i;
+}
+
+// An evicted plan or an unloaded model must not leave its copies behind.
+TEST(WeightCacheTest, ACopyGoesWithTheLastKernelThatHoldsIt) {
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  WeightCache cache(engine);
+  Tensor w = Tensor::Host(DType::kFloat32, {32, 16, 3, 3});
+  std::shared_ptr<const dnnl::memory> first = cache.Get(w, kPlain, kBlocked);
+  std::shared_ptr<const dnnl::memory> second = cache.Get(w, kPlain, kBlocked);
+  first.reset();
+  EXPECT_EQ(cache.size(), 1u);
+  second.reset();
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_NE(cache.Get(w, kPlain, kBlocked), nullptr);
+}
+
+// A tensor freed while a kernel still holds its copy, and another tensor at
+// the same address: the second gets its own values, not the first's copy.
+TEST(WeightCacheTest, AFreedTensorsAddressIsNotTakenForTheNextTensorThere) {
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  WeightCache cache(engine);
+  std::vector<float> storage(32 * 16 * 3 * 3, 1.0f);
+  const auto tensor_over_storage = [&] {
+    auto buffer = std::make_shared<Buffer>(storage.data(), storage.size() * sizeof(float),
+                                           MemoryLocation{}, Buffer::Release([](void*) {}));
+    return *Tensor::Create(DType::kFloat32, {32, 16, 3, 3}, std::move(buffer));
+  };
+  std::optional<Tensor> first = tensor_over_storage();
+  std::shared_ptr<const dnnl::memory> first_copy = cache.Get(*first, kPlain, kBlocked);
+  first.reset();
+  std::fill(storage.begin(), storage.end(), 2.0f);
+  const Tensor second = tensor_over_storage();
+  ASSERT_EQ(second.raw_data(), storage.data());
+  std::shared_ptr<const dnnl::memory> second_copy = cache.Get(second, kPlain, kBlocked);
+  EXPECT_NE(second_copy->get_data_handle(), first_copy->get_data_handle());
+  EXPECT_EQ(RowMajor(engine, *second_copy)[0], 2.0f);
+  EXPECT_EQ(RowMajor(engine, *first_copy)[0], 1.0f);
 }
 
 TEST(WeightCacheTest, DescriptorsRoundTripThroughBytes) {
