@@ -47,8 +47,11 @@ class Daemon:
                 self.target = match.group(2)
         if self.target is None:
             self.process.kill()
+            self.process.wait(timeout=60)
+            self.process.stdout.close()
             raise RuntimeError("replicad did not start:\n" + "".join(self.output))
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     def _drain(self):
         for line in self.process.stdout:
@@ -57,5 +60,11 @@ class Daemon:
     def stop(self):
         self.process.terminate()
         self.process.wait(timeout=60)
+        # The drainer reads to the pipe's end, which comes once every process
+        # holding it (each rank under a launcher) has exited; then the pipe
+        # can be closed without pulling it from under a read.
+        self._drainer.join(timeout=10)
+        if not self._drainer.is_alive():
+            self.process.stdout.close()
 
 
