@@ -15,38 +15,54 @@ std::optional<dnnl::memory::desc> DeserializeDesc(const std::string& bytes) {
   return dnnl::memory::desc(raw);
 }
 
-WeightCache::WeightCache(dnnl::engine engine) : engine_(engine), stream_(engine) {}
+WeightCache::WeightCache(dnnl::engine engine)
+    : engine_(engine), stream_(engine), state_(std::make_shared<State>()) {}
 
 std::shared_ptr<const dnnl::memory> WeightCache::Get(const Tensor& host,
                                                      const dnnl::memory::desc& plain,
                                                      const dnnl::memory::desc& blocked) {
-  absl::MutexLock lock(&mu_);
-  ForgetReleased();
-  const auto key = std::make_pair(host.raw_data(), SerializeDesc(plain) + SerializeDesc(blocked));
-  auto it = entries_.find(key);
-  if (it != entries_.end()) {
-    if (std::shared_ptr<const dnnl::memory> copy = it->second.copy.lock()) return copy;
+  // Held over the lookup and the reorder, so that two slots asking for the
+  // same copy at once make it once. Deleters take only state_->mu.
+  absl::MutexLock stream_lock(&stream_mu_);
+  const Key key(host.raw_data(), SerializeDesc(plain) + SerializeDesc(blocked));
+  dnnl::memory copy;
+  {
+    absl::MutexLock lock(&state_->mu);
+    auto it = state_->entries.find(key);
+    if (it != state_->entries.end()) {
+      ++it->second.holders;
+      copy = it->second.copy;
+    }
   }
-  dnnl::memory source(plain, engine_, host.raw_data());
-  auto copy = std::make_shared<dnnl::memory>(blocked, engine_);
-  dnnl::reorder(source, *copy).execute(stream_, source, *copy);
-  stream_.wait();
-  entries_[key] = Entry{host.buffer(), copy};
-  return copy;
-}
-
-void WeightCache::ForgetReleased() {
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    it = it->second.host.expired() || it->second.copy.expired() ? entries_.erase(it) : ++it;
+  if (!copy) {
+    dnnl::memory source(plain, engine_, host.raw_data());
+    copy = dnnl::memory(blocked, engine_);
+    dnnl::reorder(source, copy).execute(stream_, source, copy);
+    stream_.wait();
+    absl::MutexLock lock(&state_->mu);
+    state_->entries[key] = Entry{host.buffer(), copy, 1};
   }
+  // Each holder gets a handle of its own (dnnl::memory shares the bytes);
+  // dropping it counts the entry's holders down.
+  return std::shared_ptr<const dnnl::memory>(
+      new dnnl::memory(copy), [state = state_, key](const dnnl::memory* handle) {
+        delete handle;
+        // Declared before the lock, so released after it.
+        std::shared_ptr<Buffer> host;
+        dnnl::memory last;
+        absl::MutexLock lock(&state->mu);
+        auto it = state->entries.find(key);
+        if (it != state->entries.end() && --it->second.holders == 0) {
+          host = std::move(it->second.host);
+          last = std::move(it->second.copy);
+          state->entries.erase(it);
+        }
+      });
 }
 
 size_t WeightCache::size() const {
-  absl::MutexLock lock(&mu_);
-  size_t held = 0;
-  for (const auto& [key, entry] : entries_)
-    held += entry.host.expired() || entry.copy.expired() ? 0 : 1;
-  return held;
+  absl::MutexLock lock(&state_->mu);
+  return state_->entries.size();
 }
 
 const dnnl::engine& HostEngine() {

@@ -27,25 +27,34 @@ class WeightCache {
   explicit WeightCache(dnnl::engine engine);
 
   // `host` (row-major, read as `plain`) in the layout `blocked`: the copy a
-  // kernel already holds, else a new one. `host`'s address is part of the key
-  // only while `host` lives, so a later tensor at that address is not taken
-  // for it.
+  // kernel already holds, else a new one. While any holder lives, the cache
+  // also holds `host`, so its address cannot be taken by another tensor.
   std::shared_ptr<const dnnl::memory> Get(const Tensor& host, const dnnl::memory::desc& plain,
                                           const dnnl::memory::desc& blocked);
   // How many copies kernels hold.
   size_t size() const;
 
  private:
+  using Key = std::pair<const void*, std::string>;
   struct Entry {
-    std::weak_ptr<Buffer> host;
-    std::weak_ptr<const dnnl::memory> copy;
+    std::shared_ptr<Buffer> host;
+    dnnl::memory copy;
+    int holders = 0;
   };
-  void ForgetReleased() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Shared with the deleters of the handed-out copies, which count their
+  // holders down (on whichever thread drops one) and drop an entry at zero.
+  // Counted by hand rather than with weak_ptr: ThreadSanitizer misreads
+  // libstdc++ 12's release of a shared_ptr whose weak count another thread
+  // changed.
+  struct State {
+    absl::Mutex mu;
+    std::map<Key, Entry> entries ABSL_GUARDED_BY(mu);
+  };
 
   dnnl::engine engine_;
-  mutable absl::Mutex mu_;
-  dnnl::stream stream_ ABSL_GUARDED_BY(mu_);
-  std::map<std::pair<const void*, std::string>, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex stream_mu_;  // Reorders of different entries run one at a time.
+  dnnl::stream stream_ ABSL_GUARDED_BY(stream_mu_);
+  std::shared_ptr<State> state_;
 };
 
 // The process's one oneDNN CPU engine and the weight cache on it. Every CPU
