@@ -213,7 +213,7 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     }
     const dnnl::convolution_forward::primitive_desc pd =
         winograd ? *winograd : make_pd(dnnl::algorithm::convolution_direct);
-    // Weights: reordered once per slot (shared by its plans) from the host value.
+    // Weights: reordered once per process and layout (shared by every slot's plans).
     std::shared_ptr<const dnnl::memory> blocked_weights =
         PreparedWeights(context, *constant_weights, weights, pd.weights_desc());
     std::optional<BoundPrimitive> src_reorder, dst_reorder;
