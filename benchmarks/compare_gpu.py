@@ -66,13 +66,20 @@ def replicad_ms(bench, key, argv_tail, args):
     # scripts/gpu-check.sh: the bundled libraries are for replicad's process only.
     if os.environ.get("REPLICAD_BENCH_LD_LIBRARY_PATH"):
         env["LD_LIBRARY_PATH"] = os.environ["REPLICAD_BENCH_LD_LIBRARY_PATH"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200, env=env)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.run_timeout,
+                              env=env)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {args.run_timeout} s"
+    log(f"  {key}: rc {proc.returncode}")
     if proc.returncode != 0:
+        log(proc.stderr[-2000:])
         return None, (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1][:200]
     for line in proc.stdout.splitlines():
         if line.startswith("json: "):
             timing = json.loads(line[len("json: "):]).get(key)
             if timing:
+                log(f"  {key}: median {timing['median_ms']:.2f} ms")
                 return timing["median_ms"], None
     return None, f"no {key} timing in the output"
 
@@ -122,6 +129,8 @@ def main(argv):
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     parser.add_argument("--output", help="also write the report (markdown) here")
+    parser.add_argument("--run-timeout", type=int, default=1200,
+                        help="seconds one replicad benchmark run may take before it counts as failed")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         log("compare_gpu: PyTorch sees no CUDA device; this benchmark needs a GPU")
@@ -168,7 +177,8 @@ def main(argv):
     torch.onnx.export(train_module, torch.randn(2, 3, 224, 224), train_path, opset_version=13,
                       input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      **models.TORCHSCRIPT_EXPORTER)
     train_bench = os.path.join(args.build_dir, "benchmarks", "train_step_bench")
     train_rows = [("engine", "TF32", "slots", "median ms per step", "images/s",
                    "replicad/PyTorch")]

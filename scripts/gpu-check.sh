@@ -34,15 +34,42 @@ else
   tests="${REPLICAD_BUILD_DIR:-build}/tests"
   bench_dir="${REPLICAD_BUILD_DIR:-build}"
 fi
+# Each test runs under a time limit (a hang must not eat a lent machine's
+# few minutes), REPLICAD_GPU_JOBS at a time on the one GPU; full logs go to
+# $out/gpu-check-logs.tar.gz (the device tool returns few files), the
+# summary and the failing tests' tails to stdout. Arguments are passed on to
+# compare_gpu.py.
+test_timeout="${REPLICAD_GPU_TEST_TIMEOUT:-300}"
+jobs="${REPLICAD_GPU_JOBS:-1}"
+logs="$out/logs"
+mkdir -p "$logs"
+export libs logs test_timeout
+run_one() {
+  local name
+  name="$(basename "$1")"
+  LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout -k 5 "$test_timeout" "$1" \
+    >"$logs/$name.log" 2>&1
+  echo "$?" >"$logs/$name.rc"
+}
+export -f run_one
+ls -d "$tests"/* | xargs -P "$jobs" -I{} bash -c 'run_one "$1"' _ {}
 status=0
 for test in "$tests"/*; do
   name="$(basename "$test")"
-  echo "== $name"
-  LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$test" 2>&1 |
-    tee "$out/$name.log" | tail -15
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  rc="$(cat "$logs/$name.rc" 2>/dev/null || echo missing)"
+  summary="$(grep -E '^\[  (PASSED|SKIPPED|FAILED)  \]' "$logs/$name.log" | tr '\n' ' ')"
+  echo "== $name rc=$rc $summary"
+  if [ "$rc" != 0 ]; then
+    status=1
+    [ "$rc" = 124 ] && echo "   (timed out after ${test_timeout}s)"
+    grep -E '^\[  FAILED  \]|Failure|error|Error' "$logs/$name.log" | head -20
+    tail -15 "$logs/$name.log"
+  fi
 done
 echo "== compare_gpu.py"
-REPLICAD_BENCH_LD_LIBRARY_PATH="$libs" PYTHONUNBUFFERED=1 "$python" benchmarks/compare_gpu.py --build-dir "$bench_dir" \
-  --output "$out/gpu.md" 2>&1 | tail -40 || status=1
+REPLICAD_BENCH_LD_LIBRARY_PATH="$libs" PYTHONUNBUFFERED=1 timeout -k 5 "${REPLICAD_GPU_BENCH_TIMEOUT:-1800}" \
+  "$python" benchmarks/compare_gpu.py --build-dir "$bench_dir" --output "$out/gpu.md" "$@" \
+  >"$logs/compare_gpu.log" 2>&1 || status=1
+tail -60 "$logs/compare_gpu.log"
+tar -C "$out" -czf "$out/gpu-check-logs.tar.gz" logs && rm -rf "$logs"
 exit $status

@@ -216,6 +216,29 @@ absl::StatusOr<int64_t> ParseGatherAxis(const KernelSpec& spec) {
   return NormalizeAxis(spec, "axis", axis, rank);
 }
 
+absl::StatusOr<GatherLayout> ParseGatherLayout(const KernelSpec& spec) {
+  GatherLayout layout;
+  REPLICAD_ASSIGN_OR_RETURN(layout.axis, ParseGatherAxis(spec));
+  const Shape& data = spec.inputs[0]->shape;
+  for (int64_t d = 0; d < layout.axis; ++d) layout.outer *= data[d];
+  layout.axis_dim = data[layout.axis];
+  for (size_t d = layout.axis + 1; d < data.size(); ++d) layout.inner *= data[d];
+  layout.num_indices = NumElements(spec.inputs[1]->shape);
+  return layout;
+}
+
+absl::Status CheckGatherIndices(absl::string_view node, const int64_t* indices, int64_t count,
+                                int64_t axis_dim) {
+  for (int64_t j = 0; j < count; ++j) {
+    if (indices[j] < -axis_dim || indices[j] >= axis_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(node, ": input 1 'indices' holds ", indices[j],
+                                                     " at position ", j, "; expected an index in [",
+                                                     -axis_dim, ", ", axis_dim - 1, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status InferGather(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseGatherAxis(*spec));
   const TensorType& data = *spec->inputs[0];

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/device/kernel.h"
 #include "core/tensor/tensor.h"
 
@@ -42,6 +43,23 @@ absl::StatusOr<ConcatLayout> ParseConcatLayout(const KernelSpec& spec);
 // the output is data.shape[:axis] + indices.shape + data.shape[axis+1:].
 // Index values are checked when the kernel runs, since they are data.
 absl::StatusOr<int64_t> ParseGatherAxis(const KernelSpec& spec);
+
+// Gather's data viewed as [outer, axis_dim, inner] elements: each of the
+// num_indices indices selects one block of `inner` elements per outer row.
+struct GatherLayout {
+  int64_t axis = 0;
+  int64_t outer = 1;
+  int64_t axis_dim = 0;
+  int64_t inner = 1;
+  int64_t num_indices = 0;
+};
+absl::StatusOr<GatherLayout> ParseGatherLayout(const KernelSpec& spec);
+
+// InvalidArgument "<node>: input 1 'indices' holds <value> at position <j>;
+// expected an index in [-axis_dim, axis_dim - 1]" for the first index out of
+// range; OK when all `count` are in range.
+absl::Status CheckGatherIndices(absl::string_view node, const int64_t* indices, int64_t count,
+                                int64_t axis_dim);
 
 // Shape: the int64 [end - start] host tensor of the input's dims
 // [start, end), with opset 15's start/end attributes (negative counts from

@@ -27,6 +27,7 @@ models in ZOO) with --zoo. --models accepts zoo names too; its default stays MOD
 
 import argparse
 import hashlib
+import inspect
 import json
 import os
 import sys
@@ -301,6 +302,12 @@ def make_inputs(name, inputs, batch):
             for _, shape in inputs]
 
 
+# PyTorch 2.9 made the dynamo-based exporter the default; ours is the TorchScript one (opset 13,
+# dynamic_axes, training mode), which newer PyTorch keeps behind dynamo=False.
+TORCHSCRIPT_EXPORTER = ({"dynamo": False}
+                        if "dynamo" in inspect.signature(torch.onnx.export).parameters else {})
+
+
 def export_onnx(model, inputs, outputs, path):
     """torch.onnx.export at opset 13, dim 0 of every input and output dynamic ("batch")."""
     dummy = tuple(torch.zeros((EXPORT_BATCH,) + tuple(shape)) for _, shape in inputs)
@@ -315,7 +322,8 @@ def export_onnx(model, inputs, outputs, path):
         torch.onnx.export(model, dummy, tmp, opset_version=OPSET,
                           input_names=[n for n, _ in inputs], output_names=list(outputs),
                           dynamic_axes={n: {0: "batch"} for n in names},
-                          do_constant_folding=True, training=torch.onnx.TrainingMode.EVAL)
+                          do_constant_folding=True, training=torch.onnx.TrainingMode.EVAL,
+                          **TORCHSCRIPT_EXPORTER)
     os.replace(tmp, path)
 
 

@@ -84,34 +84,26 @@ std::optional<memory::format_tag> LargestKnownLayout(const std::vector<memory::d
   return largest;
 }
 
-// Gather along `axis` of data viewed as [outer, axis_dim, inner]: each index
-// selects one block of `inner` elements. Indices are data, so they are
+// Gather along the axis of data viewed as [outer, axis_dim, inner]: each
+// index selects one block of `inner` elements. Indices are data, so they are
 // checked on every Run, before anything is written.
 class GatherKernel : public Kernel {
  public:
-  GatherKernel(std::string node, int64_t outer, int64_t axis_dim, size_t block_bytes,
-               int64_t num_indices)
+  GatherKernel(std::string node, const GatherLayout& layout, size_t element_bytes)
       : node_(std::move(node)),
-        outer_(outer),
-        axis_dim_(axis_dim),
-        block_bytes_(block_bytes),
-        num_indices_(num_indices) {}
+        layout_(layout),
+        block_bytes_(static_cast<size_t>(layout.inner) * element_bytes) {}
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
     const char* data = static_cast<const char*>(inputs[0]);
     const int64_t* indices = static_cast<const int64_t*>(inputs[1]);
-    for (int64_t j = 0; j < num_indices_; ++j) {
-      if (indices[j] < -axis_dim_ || indices[j] >= axis_dim_) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(node_, ": input 1 'indices' holds ", indices[j], " at position ", j,
-                         "; expected an index in [", -axis_dim_, ", ", axis_dim_ - 1, "]"));
-      }
-    }
+    REPLICAD_RETURN_IF_ERROR(
+        CheckGatherIndices(node_, indices, layout_.num_indices, layout_.axis_dim));
     char* out = static_cast<char*>(outputs[0]);
-    for (int64_t row = 0; row < outer_; ++row) {
-      const char* slab = data + row * axis_dim_ * block_bytes_;
-      for (int64_t j = 0; j < num_indices_; ++j) {
-        const int64_t index = indices[j] < 0 ? indices[j] + axis_dim_ : indices[j];
+    for (int64_t row = 0; row < layout_.outer; ++row) {
+      const char* slab = data + row * layout_.axis_dim * block_bytes_;
+      for (int64_t j = 0; j < layout_.num_indices; ++j) {
+        const int64_t index = indices[j] < 0 ? indices[j] + layout_.axis_dim : indices[j];
         std::memcpy(out, slab + index * block_bytes_, block_bytes_);
         out += block_bytes_;
       }
@@ -121,10 +113,8 @@ class GatherKernel : public Kernel {
 
  private:
   std::string node_;
-  int64_t outer_;
-  int64_t axis_dim_;
+  GatherLayout layout_;
   size_t block_bytes_;
-  int64_t num_indices_;
 };
 
 KernelOrStatus MakeIndexMap(const KernelSpec& spec, absl::StatusOr<IndexMap> map) {
@@ -245,15 +235,8 @@ KernelOrStatus MakeConcatKernel(const KernelSpec& spec, CpuKernelContext& contex
 }
 
 KernelOrStatus MakeGatherKernel(const KernelSpec& spec, CpuKernelContext& context) {
-  REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseGatherAxis(spec));
-  const TensorType& data = *spec.inputs[0];
-  int64_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];
-  int64_t inner = 1;
-  for (size_t d = axis + 1; d < data.shape.size(); ++d) inner *= data.shape[d];
-  return std::make_unique<GatherKernel>(NodeLabel(spec), outer, data.shape[axis],
-                                        static_cast<size_t>(inner) * DTypeSize(data.dtype),
-                                        NumElements(spec.inputs[1]->shape));
+  REPLICAD_ASSIGN_OR_RETURN(GatherLayout layout, ParseGatherLayout(spec));
+  return std::make_unique<GatherKernel>(NodeLabel(spec), layout, DTypeSize(spec.inputs[0]->dtype));
 }
 
 }  // namespace replicad

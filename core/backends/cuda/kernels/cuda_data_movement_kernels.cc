@@ -83,6 +83,50 @@ class IndexMapKernel : public Kernel {
   size_t element_size_;
 };
 
+// Gather along one axis. Indices known when the plan is made (x[:, 0], an
+// embedding row picked by a constant) are checked once and kept in device
+// memory. Indices that are data (token ids) are read back and checked on
+// every Run before the gather is enqueued, so a bad index fails the request
+// with the CPU backend's message instead of reading out of bounds; that read
+// waits for the stream, the one Run of this backend that does.
+class GatherKernel : public Kernel {
+ public:
+  GatherKernel(const CudaKernelContext& context, std::string node, const GatherLayout& layout,
+               size_t element_size, std::shared_ptr<Buffer> constant_indices)
+      : context_(context),
+        node_(std::move(node)),
+        layout_(layout),
+        element_size_(element_size),
+        constant_indices_(std::move(constant_indices)),
+        host_indices_(constant_indices_ ? 0 : layout.num_indices) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    const int64_t* indices = static_cast<const int64_t*>(inputs[1]);
+    if (constant_indices_ != nullptr) {
+      indices = static_cast<const int64_t*>(constant_indices_->data());
+    } else if (!host_indices_.empty()) {
+      REPLICAD_CUDA_RETURN_IF_ERROR(
+          context_.device,
+          cudaMemcpyAsync(host_indices_.data(), indices, host_indices_.size() * sizeof(int64_t),
+                          cudaMemcpyDeviceToHost, context_.stream));
+      REPLICAD_CUDA_RETURN_IF_ERROR(context_.device, cudaStreamSynchronize(context_.stream));
+      REPLICAD_RETURN_IF_ERROR(
+          CheckGatherIndices(node_, host_indices_.data(), layout_.num_indices, layout_.axis_dim));
+    }
+    LaunchGather(inputs[0], indices, outputs[0], layout_.outer, layout_.axis_dim, layout_.inner,
+                 layout_.num_indices, element_size_, context_.stream);
+    return LastLaunchStatus(context_.device, "GatherKernel");
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  std::string node_;
+  GatherLayout layout_;
+  size_t element_size_;
+  std::shared_ptr<Buffer> constant_indices_;
+  std::vector<int64_t> host_indices_;  // Indices that are data, read back to be checked.
+};
+
 // Concatenation of row-major inputs along an axis is, for each of the
 // `outer` rows, one contiguous block per input: one strided 2-D copy each.
 class ConcatKernel : public Kernel {
@@ -218,48 +262,24 @@ KernelOrStatus MakeCudaConcatKernel(const KernelSpec& spec, CudaKernelContext& c
   return std::make_unique<ConcatKernel>(context, layout.outer, std::move(layout.block_bytes));
 }
 
-// Gather with indices known when the plan is made (x[:, 0], an embedding row
-// picked by a constant) is an index map: the indices are checked once here.
-// Indices that are data would need a device-side check per run; not yet.
 KernelOrStatus MakeCudaGatherKernel(const KernelSpec& spec, CudaKernelContext& context) {
-  REPLICAD_ASSIGN_OR_RETURN(int64_t axis, ParseGatherAxis(spec));
+  REPLICAD_ASSIGN_OR_RETURN(GatherLayout layout, ParseGatherLayout(spec));
   const Tensor* indices = ConstantInput(spec, 1);
-  if (indices == nullptr || indices->shape().size() > 1) {
-    return NodeUnimplemented(spec,
-                             "the CUDA backend gathers only with indices known when the "
-                             "plan is made, of rank 0 or 1");
+  if (indices == nullptr) {
+    return std::make_unique<GatherKernel>(context, NodeLabel(spec), layout,
+                                          DTypeSize(spec.outputs[0].dtype), nullptr);
   }
-  const Shape& data = spec.inputs[0]->shape;
-  const int64_t axis_dim = data[axis];
-  const std::vector<int64_t> strides = RowMajorStrides(data);
-  const int64_t count = NumElements(indices->shape());
-  std::vector<int64_t> picked(count);
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t index = indices->data<int64_t>()[j];
-    if (index < -axis_dim || index >= axis_dim) {
-      return NodeError(
-          spec, absl::StrCat("input 1 'indices' holds ", index, " at position ", j,
-                             "; expected an index in [", -axis_dim, ", ", axis_dim - 1, "]"));
-    }
-    picked[j] = (index < 0 ? index + axis_dim : index) * strides[axis];
-  }
-  IndexMap map;
-  map.output = spec.outputs[0].shape;
-  int64_t base = 0;
-  for (size_t d = 0; d < data.size(); ++d) {
-    if (static_cast<int64_t>(d) == axis) {
-      if (indices->shape().empty()) {
-        base = picked[0];  // A scalar index drops the dim.
-      } else {
-        map.offsets.push_back(picked);
-      }
-      continue;
-    }
-    std::vector<int64_t> offsets(data[d]);
-    for (int64_t o = 0; o < data[d]; ++o) offsets[o] = o * strides[d];
-    map.offsets.push_back(std::move(offsets));
-  }
-  return MakeFromIndexMap(spec, context, std::move(map), base);
+  REPLICAD_RETURN_IF_ERROR(CheckGatherIndices(NodeLabel(spec), indices->data<int64_t>(),
+                                              layout.num_indices, layout.axis_dim));
+  // One slot for an empty index list keeps the device pointer valid.
+  std::vector<int64_t> values(indices->data<int64_t>(),
+                              indices->data<int64_t>() + layout.num_indices);
+  if (values.empty()) values.push_back(0);
+  REPLICAD_ASSIGN_OR_RETURN(
+      std::shared_ptr<Buffer> buffer,
+      UploadToDevice(context, values.data(), values.size() * sizeof(int64_t)));
+  return std::make_unique<GatherKernel>(context, NodeLabel(spec), layout,
+                                        DTypeSize(spec.outputs[0].dtype), std::move(buffer));
 }
 
 KernelOrStatus MakeCudaConstantKernel(const KernelSpec& spec, CudaKernelContext& context) {

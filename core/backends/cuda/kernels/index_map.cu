@@ -25,6 +25,22 @@ __global__ void IndexMapKernel(const T* in, T* out, int64_t n, DeviceIndexMap ma
   }
 }
 
+template <typename T>
+__global__ void GatherKernel(const T* data, const int64_t* indices, T* out, int64_t n,
+                             int64_t axis_dim, int64_t inner, int64_t num_indices) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) {
+    const int64_t within = i % inner;
+    const int64_t rest = i / inner;
+    const int64_t j = rest % num_indices;
+    const int64_t row = rest / num_indices;
+    int64_t index = indices[j];
+    if (index < 0) index += axis_dim;
+    // The host checked every index; this keeps a read in bounds regardless.
+    out[i] =
+        index >= 0 && index < axis_dim ? data[(row * axis_dim + index) * inner + within] : T{0};
+  }
+}
+
 // One block per output element (grid-stride over outputs): the block's
 // threads stride over the reduced elements, then a shared-memory tree adds
 // their partial sums, so a reduction of a million elements into one output
@@ -61,6 +77,22 @@ void LaunchIndexMap(const void* in, void* out, int64_t n, size_t element_size,
   } else {
     IndexMapKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(
         static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out), n, map);
+  }
+}
+
+void LaunchGather(const void* data, const int64_t* indices, void* out, int64_t outer,
+                  int64_t axis_dim, int64_t inner, int64_t num_indices, size_t element_size,
+                  cudaStream_t stream) {
+  const int64_t n = outer * num_indices * inner;
+  if (n == 0) return;
+  if (element_size == 8) {
+    GatherKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(
+        static_cast<const uint64_t*>(data), indices, static_cast<uint64_t*>(out), n, axis_dim,
+        inner, num_indices);
+  } else {
+    GatherKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(
+        static_cast<const uint32_t*>(data), indices, static_cast<uint32_t*>(out), n, axis_dim,
+        inner, num_indices);
   }
 }
 

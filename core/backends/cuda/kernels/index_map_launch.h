@@ -10,8 +10,8 @@
 
 namespace replicad {
 
-// Internal to the CUDA kernels: launchers of the table-driven copies and
-// reductions (index_map.cu). Same conventions as elementwise_launch.h.
+// Internal to the CUDA kernels: launchers of the table-driven copies,
+// gathers and reductions (index_map.cu). Same conventions as elementwise_launch.h.
 
 // An IndexMap (core/ops/index_map.h) in device memory: output element
 // (o_0, ..., o_{rank-1}) reads in[base + table[begin[0] + o_0] + ...], or is
@@ -28,6 +28,14 @@ struct DeviceIndexMap {
 // Copies elements of `element_size` bytes (4 or 8) as bit patterns.
 void LaunchIndexMap(const void* in, void* out, int64_t n, size_t element_size,
                     const DeviceIndexMap& map, cudaStream_t stream);
+
+// Gather of data viewed as [outer, axis_dim, inner] elements of
+// `element_size` bytes (4 or 8) by `num_indices` int64 indices in device
+// memory, already checked to lie in [-axis_dim, axis_dim - 1] (negative ones
+// count from the end); out is [outer, num_indices, inner].
+void LaunchGather(const void* data, const int64_t* indices, void* out, int64_t outer,
+                  int64_t axis_dim, int64_t inner, int64_t num_indices, size_t element_size,
+                  cudaStream_t stream);
 
 // out[o] = scale * sum over r of in[bases[o] + offsets[r]], o < n_out,
 // r < n_reduced; tables in device memory. float32 accumulates in float32

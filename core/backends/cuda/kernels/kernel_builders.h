@@ -51,7 +51,7 @@ KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& c
 // Identity, Flatten, Reshape, Squeeze, Unsqueeze and inference Dropout:
 // a device copy.
 KernelOrStatus MakeCudaCopyKernel(const KernelSpec& spec, CudaKernelContext& context);
-// Transpose, Slice, Pad, Expand (index maps), Concat, Gather (constant indices).
+// Transpose, Slice, Pad, Expand (index maps), Concat, Gather.
 KernelOrStatus MakeCudaIndexMapKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaConcatKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaGatherKernel(const KernelSpec& spec, CudaKernelContext& context);

@@ -14,6 +14,7 @@
 #include "core/backends/backends.h"
 #include "core/model/onnx_builder.h"
 #include "gtest/gtest.h"
+#include "onnx/shape_inference/implementation.h"
 #include "tests/testing/onnx_node_runner.h"
 #include "tests/testing/test_models.h"
 
@@ -52,12 +53,21 @@ onnx::ModelProto OneNodeModel(const std::string& op, const std::vector<Input>& i
   }
   onnx::NodeProto* node = builder.AddNode(op, names, {"out"});
   if (attributes) attributes(node);
-  // The output's shape is left to inference (no shape declared); every node
-  // here keeps its first input's dtype.
+  // The output's type comes from ONNX's shape inference (the checker wants a
+  // graph output's shape declared): inferred while "out" is still an
+  // intermediate value, then declared as the graph output.
   onnx::ModelProto model = builder.model();
+  onnx::shape_inference::InferShapes(model);
   onnx::ValueInfoProto* out = model.mutable_graph()->add_output();
-  out->set_name("out");
-  out->mutable_type()->mutable_tensor_type()->set_elem_type(static_cast<int>(inputs[0].dtype));
+  auto* infos = model.mutable_graph()->mutable_value_info();
+  for (int i = 0; i < infos->size(); ++i) {
+    if (infos->Get(i).name() == "out") {
+      *out = infos->Get(i);
+      infos->DeleteSubrange(i, 1);
+      break;
+    }
+  }
+  EXPECT_EQ(out->name(), "out") << op << ": ONNX's shape inference gave no type for the output";
   return model;
 }
 
@@ -71,9 +81,7 @@ Tensor Random(const Input& input, uint64_t seed) {
   return ints;
 }
 
-void ExpectSameOnGpu(const onnx::ModelProto& model, const std::vector<Input>& inputs) {
-  std::vector<Tensor> values;
-  for (size_t i = 0; i < inputs.size(); ++i) values.push_back(Random(inputs[i], 100 + i));
+void ExpectSameOnGpu(const onnx::ModelProto& model, const std::vector<Tensor>& values) {
   absl::StatusOr<std::vector<Tensor>> cpu = RunOnnxModel(model, values);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   absl::StatusOr<std::vector<Tensor>> gpu = RunOnnxModel(model, values, kGpu);
@@ -102,6 +110,12 @@ void ExpectSameOnGpu(const onnx::ModelProto& model, const std::vector<Input>& in
       }
     }
   }
+}
+
+void ExpectSameOnGpu(const onnx::ModelProto& model, const std::vector<Input>& inputs) {
+  std::vector<Tensor> values;
+  for (size_t i = 0; i < inputs.size(); ++i) values.push_back(Random(inputs[i], 100 + i));
+  ExpectSameOnGpu(model, values);
 }
 
 Tensor Weights(Shape shape, uint64_t seed) { return testing::RandomTensor(std::move(shape), seed); }
@@ -210,7 +224,9 @@ TEST_F(CudaKernelsTest, ElementwiseWithBroadcasting) {
   ExpectSameOnGpu(OneNodeModel("Mul", {ints, int_row}, {}, nullptr), {ints, int_row});
   for (const char* op : {"Relu", "Sigmoid", "Tanh", "HardSwish", "Erf", "LeakyRelu"}) {
     SCOPED_TRACE(op);
-    ExpectSameOnGpu(OneNodeModel(op, {x}, {}, nullptr), {x});
+    // HardSwish arrived in opset 14.
+    const int opset = std::string(op) == "HardSwish" ? 14 : 13;
+    ExpectSameOnGpu(OneNodeModel(op, {x}, {}, nullptr, opset), {x});
   }
 }
 
@@ -251,6 +267,36 @@ TEST_F(CudaKernelsTest, ReductionsAndDataMovement) {
   const Input row{"x", {1, 6, 1, 12}};
   ExpectSameOnGpu(OneNodeModel("Expand", {row}, {{"shape", Int64s({4, 6, 10, 12})}}, nullptr),
                   {row});
+}
+
+// Indices that are data (token ids): gathered on the GPU after the host has
+// checked them; an index out of range fails the run with the CPU backend's
+// message and leaves the next run unaffected.
+TEST_F(CudaKernelsTest, GatherWithIndicesThatAreData) {
+  const Input x{"x", {4, 6, 10}};
+  const Input ids{"ids", {2, 3}, DType::kInt64};
+  const onnx::ModelProto model = OneNodeModel(
+      "Gather", {x, ids}, {}, [](onnx::NodeProto* n) { OnnxModelBuilder::SetInt(n, "axis", 1); });
+  Tensor good = Tensor::Host(DType::kInt64, {2, 3});
+  Tensor bad = Tensor::Host(DType::kInt64, {2, 3});
+  const int64_t good_values[] = {5, 0, -1, 2, -6, 3};
+  const int64_t bad_values[] = {1, 6, 0, 0, 0, 0};
+  for (int i = 0; i < 6; ++i) {
+    good.data<int64_t>()[i] = good_values[i];
+    bad.data<int64_t>()[i] = bad_values[i];
+  }
+  const Tensor data = Random(x, 7);
+  ExpectSameOnGpu(model, {data, good});
+  for (DeviceId device : {DeviceId{}, kGpu}) {
+    absl::StatusOr<std::vector<Tensor>> result = RunOnnxModel(model, {data, bad}, device);
+    ASSERT_FALSE(result.ok()) << DeviceIdToString(device);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(result.status().message().find(
+                  "input 1 'indices' holds 6 at position 1; expected an index in [-6, 5]"),
+              std::string::npos)
+        << result.status();
+  }
+  ExpectSameOnGpu(model, {data, good});
 }
 
 }  // namespace
