@@ -101,7 +101,20 @@ def torch_inference_ms(module, batch, tf32, on_device, args):
     return median_ms(run, args.warmup, args.iterations)
 
 
-def torch_train_step_ms(batch, tf32, args):
+def export_resnet50_training(path):
+    """resnet50 (weights=None, seed 0) at opset 13 in training mode (BatchNormalization with
+    batch statistics), dynamic batch: the model both engines' training steps run."""
+    torch.manual_seed(0)
+    module = torchvision.models.resnet50(weights=None).train()
+    torch.onnx.export(module, torch.randn(2, 3, 224, 224), path, opset_version=13,
+                      input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      **models.TORCHSCRIPT_EXPORTER)
+
+
+def torch_train_step(batch, tf32):
+    """PyTorch's SGD step (momentum 0.9, cross-entropy) on resnet50, synchronised."""
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.manual_seed(0)
@@ -116,7 +129,11 @@ def torch_train_step_ms(batch, tf32, args):
         loss.backward()
         optimizer.step()
         torch.cuda.synchronize()
-    return median_ms(run, args.warmup, args.iterations)
+    return run
+
+
+def torch_train_step_ms(batch, tf32, args):
+    return median_ms(torch_train_step(batch, tf32), args.warmup, args.iterations)
 
 
 def main(argv):
@@ -172,13 +189,7 @@ def main(argv):
             rows.append(("replicad Predict", "on" if tf32 else "off", str(slots), layout,
                          f"{ms:.1f}", f"{args.batch / ms * 1000:.0f}", f"{ms / peer:.2f}"))
     train_path = os.path.join(workdir, "resnet50_train.onnx")
-    torch.manual_seed(0)
-    train_module = torchvision.models.resnet50(weights=None).train()
-    torch.onnx.export(train_module, torch.randn(2, 3, 224, 224), train_path, opset_version=13,
-                      input_names=["input"], output_names=["logits"],
-                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                      **models.TORCHSCRIPT_EXPORTER)
+    export_resnet50_training(train_path)
     train_bench = os.path.join(args.build_dir, "benchmarks", "train_step_bench")
     train_rows = [("engine", "TF32", "slots", "median ms per step", "images/s",
                    "replicad/PyTorch")]

@@ -9,31 +9,8 @@ cd "$(dirname "$0")/.."
 out="${OUT:-$PWD/gpu-check-out}"
 mkdir -p "$out"
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
-python="$(command -v python3)"
-if [ -f .gpu-bundle/bundle.tar.xz ]; then
-  root=/tmp/replicad-gpu
-  rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf .gpu-bundle/bundle.tar.xz
-  # The tests read the ONNX backend data where Debian installs it.
-  mkdir -p /usr/share/libonnx-testdata && rm -rf /usr/share/libonnx-testdata/data &&
-    ln -s "$root/testdata/data" /usr/share/libonnx-testdata/data
-  # cuDNN, cuBLAS, NCCL and the CUDA runtime from the pip packages next to PyTorch.
-  nvidia_libs="$("$python" - <<'PY'
-import glob, os, nvidia
-roots = [os.path.dirname(p) for p in nvidia.__path__] if hasattr(nvidia, "__path__") else []
-dirs = sorted({os.path.dirname(f) for r in roots for f in glob.glob(r + "/nvidia/**/lib*.so*", recursive=True)})
-print(":".join(dirs))
-PY
-)"
-  # Only replicad's processes get the bundled libraries: Python and PyTorch
-  # keep the machine's own (e.g. its libcrypto).
-  libs="$root/lib:$nvidia_libs"
-  tests="$root/tests"
-  bench_dir="$root"
-else
-  libs=""
-  tests="${REPLICAD_BUILD_DIR:-build}/tests"
-  bench_dir="${REPLICAD_BUILD_DIR:-build}"
-fi
+# Sets python, libs, tests and bench_dir.
+source scripts/gpu-env.sh
 # Each test runs under a time limit (a hang must not eat a lent machine's
 # few minutes), REPLICAD_GPU_JOBS at a time on the one GPU; full logs go to
 # $out/gpu-check-logs.tar.gz (the device tool returns few files), the
