@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/backends/cpu/kernels/parallel_copy.h"
+
 namespace replicad {
 
 IndexMapKernel::IndexMapKernel(size_t element_size, IndexMap map)
@@ -11,11 +13,60 @@ IndexMapKernel::IndexMapKernel(size_t element_size, IndexMap map)
       offsets_(std::move(map.offsets)),
       fill_bits_(map.fill_bits),
       index_(output_.size()) {
-  if (!offsets_.empty()) {
-    const std::vector<int64_t>& last = offsets_.back();
-    inner_contiguous_ = true;
-    for (size_t j = 0; j < last.size(); ++j) {
-      inner_contiguous_ &= last[j] != kFill && last[j] == last[0] + static_cast<int64_t>(j);
+  if (offsets_.empty()) return;
+  // The last dim reads a contiguous run when its offsets step by 1 with no
+  // fills; each dim before it joins the run while its offsets step by the
+  // run's length.
+  int64_t step = 1;
+  int64_t start = 0;
+  int64_t run = 1;
+  int d = static_cast<int>(offsets_.size()) - 1;
+  for (; d >= 0; --d) {
+    const std::vector<int64_t>& dim = offsets_[d];
+    bool steps = true;
+    for (size_t j = 0; j < dim.size() && steps; ++j) {
+      steps = dim[j] != kFill && dim[j] == dim[0] + static_cast<int64_t>(j) * step;
+    }
+    if (!steps || dim.empty()) break;
+    start += dim[0];
+    run *= output_[d];
+    step = run;
+  }
+  if (d == static_cast<int>(offsets_.size()) - 1) return;  // Not even the last dim.
+  run_ = run;
+  run_start_ = start;
+  lead_.assign(output_.begin(), output_.begin() + (d + 1));
+  offsets_.resize(d + 1);
+}
+
+void IndexMapKernel::CopyRuns(const char* in, char* out) {
+  const size_t run_bytes = static_cast<size_t>(run_) * element_size_;
+  const int rank = static_cast<int>(lead_.size());
+  if (rank == 0) {
+    CopyAcrossThreads(out, in + run_start_ * element_size_, run_bytes);
+    return;
+  }
+  std::fill(index_.begin(), index_.end(), 0);
+  const int64_t runs = NumElements(lead_);
+  for (int64_t r = 0; r < runs; ++r) {
+    int64_t base = run_start_;
+    bool filled = false;  // Padding along a leading dim.
+    for (int d = 0; d < rank; ++d) {
+      const int64_t offset = offsets_[d][index_[d]];
+      filled |= offset == kFill;
+      base += offset;
+    }
+    char* dst = out + r * run_bytes;
+    if (filled) {
+      for (int64_t j = 0; j < run_; ++j) {
+        std::memcpy(dst + j * element_size_, &fill_bits_, element_size_);
+      }
+    } else {
+      std::memcpy(dst, in + base * element_size_, run_bytes);
+    }
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++index_[d] < lead_[d]) break;
+      index_[d] = 0;
     }
   }
 }
@@ -44,8 +95,6 @@ void IndexMapKernel::Copy(const T* in, T* out) {
     T* dst = out + row * inner;
     if (filled) {
       std::fill(dst, dst + inner, fill);
-    } else if (inner_contiguous_) {
-      std::memcpy(dst, in + base + last[0], inner * sizeof(T));
     } else {
       for (int64_t j = 0; j < inner; ++j) dst[j] = last[j] == kFill ? fill : in[base + last[j]];
     }
@@ -58,7 +107,9 @@ void IndexMapKernel::Copy(const T* in, T* out) {
 
 absl::Status IndexMapKernel::Run(const void* const* inputs, void* const* outputs) {
   if (NumElements(output_) == 0) return absl::OkStatus();
-  if (element_size_ == 8) {
+  if (run_ > 0) {
+    CopyRuns(static_cast<const char*>(inputs[0]), static_cast<char*>(outputs[0]));
+  } else if (element_size_ == 8) {
     Copy(static_cast<const uint64_t*>(inputs[0]), static_cast<uint64_t*>(outputs[0]));
   } else {
     Copy(static_cast<const uint32_t*>(inputs[0]), static_cast<uint32_t*>(outputs[0]));

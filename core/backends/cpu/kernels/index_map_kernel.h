@@ -26,13 +26,21 @@ class IndexMapKernel : public Kernel {
  private:
   template <typename T>
   void Copy(const T* in, T* out);
+  void CopyRuns(const char* in, char* out);
 
   size_t element_size_;
   Shape output_;
   std::vector<std::vector<int64_t>> offsets_;
   uint64_t fill_bits_ = 0;
-  bool inner_contiguous_ = false;  // The last dim's offsets step by 1 with no fills.
-  std::vector<int64_t> index_;     // Sized here so that Run does not allocate.
+  // Where the innermost dims read one contiguous run of the input (a Slice
+  // along channels: whole H x W planes, back to back), they are merged into
+  // runs of `run_` elements from input offset `run_start_` (plus the leading
+  // dims' offsets): one memcpy per run. offsets_ then holds the leading dims
+  // only, whose sizes are lead_. run_ == 0: no such run.
+  Shape lead_;
+  int64_t run_ = 0;
+  int64_t run_start_ = 0;
+  std::vector<int64_t> index_;  // Sized here so that Run does not allocate.
 };
 
 }  // namespace replicad

@@ -125,6 +125,39 @@ TEST_F(DataMovementKernelsTest, SliceClampsHugeEndAndDefaultsAxes) {
   EXPECT_THAT(Values<int64_t>((*y)[0]), ElementsAre(1, 4, 7));
 }
 
+// Where the innermost dims read one contiguous run of the input, the kernel
+// copies whole runs: a channel slice of N images (one run per image), of one
+// image (one run, split across the slot's threads when large), and padding
+// of a leading dim (whole runs of the fill value).
+TEST_F(DataMovementKernelsTest, SliceAndPadCopyWholeContiguousRuns) {
+  for (const Shape& shape : {Shape{2, 6, 3, 4}, Shape{1, 176, 28, 28}}) {
+    const Tensor x = Random(shape, 5);
+    const int64_t channels = shape[1] / 2;
+    absl::StatusOr<std::vector<Tensor>> y =
+        Run("Slice", {x, Int64s({1}, {channels}), Int64s({1}, {shape[1]}), Int64s({1}, {1})},
+            Attributes(), 13, {1, 2, 3});
+    ASSERT_TRUE(y.ok()) << y.status();
+    const Tensor& out = (*y)[0];
+    ASSERT_THAT(out.shape(), ElementsAre(shape[0], channels, shape[2], shape[3]));
+    const int64_t plane = shape[2] * shape[3];
+    for (int64_t i = 0; i < out.num_elements(); ++i) {
+      const int64_t n = i / (channels * plane);
+      const int64_t rest = i % (channels * plane);
+      ASSERT_EQ(out.data<float>()[i], x.data<float>()[(n * shape[1] + channels) * plane + rest])
+          << "element " << i << " of " << ShapeToString(shape);
+    }
+  }
+  const Tensor x = Floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  Attributes constant;
+  constant.Set("mode", std::string("constant"));
+  absl::StatusOr<std::vector<Tensor>> y =
+      Run("Pad", {x, Int64s({4}, {1, 0, 2, 0}), Floats({}, {7})}, constant, 13, {1, 2});
+  ASSERT_TRUE(y.ok()) << y.status();
+  // numpy.pad(x, ((1, 2), (0, 0)), constant_values=7).
+  EXPECT_THAT(Values<float>((*y)[0]),
+              ElementsAreArray({7, 7, 7, 1, 2, 3, 4, 5, 6, 7, 7, 7, 7, 7, 7}));
+}
+
 TEST_F(DataMovementKernelsTest, PadReflect2d) {
   const Tensor x = Floats({2, 3}, {1, 2, 3, 4, 5, 6});
   const Tensor pads = Int64s({4}, {1, 2, 1, 2});
