@@ -88,7 +88,7 @@ class IndexMapKernel : public Kernel {
 // memory. Indices that are data (token ids) are read back and checked on
 // every Run before the gather is enqueued, so a bad index fails the request
 // with the CPU backend's message instead of reading out of bounds; that read
-// waits for the stream, the one Run of this backend that does.
+// waits for the stream, as the loss's check of its labels does.
 class GatherKernel : public Kernel {
  public:
   GatherKernel(const CudaKernelContext& context, std::string node, const GatherLayout& layout,

@@ -39,8 +39,9 @@ struct CudaKernelContext {
 // Builds the CUDA kernel for spec (outputs already inferred by the op's shape
 // rule). Descriptors, algorithm choices and tables are made here; Run only
 // enqueues work on context.stream and returns without waiting, so outputs are
-// complete in stream order, not when Run returns (one exception: Gather with
-// indices that are data waits to read them back and check them). Run never
+// complete in stream order, not when Run returns (except where a kernel must
+// bring values to the host: Gather's indices that are data and the loss's
+// labels, to check them; batch statistics summed across slots). Run never
 // allocates.
 //
 // Fails with Unimplemented naming the op and the node when this backend lacks
