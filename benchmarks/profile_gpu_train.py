@@ -20,7 +20,6 @@ import collections
 import csv
 import datetime
 import glob
-import json
 import os
 import shutil
 import subprocess
@@ -87,19 +86,12 @@ def find_ncu(explicit):
 
 def replicad_kernels(args, model, raw_dir):
     bench = os.path.join(args.build_dir, "benchmarks", "train_step_bench")
-    env = dict(os.environ)
-    if os.environ.get("REPLICAD_BENCH_LD_LIBRARY_PATH"):
-        env["LD_LIBRARY_PATH"] = os.environ["REPLICAD_BENCH_LD_LIBRARY_PATH"]
     common = ["--model", model, "--device", "cuda:0", "--slots", "1",
               "--batch", str(args.batch)] + (["--tf32"] if args.tf32 else [])
-    timed = subprocess.run([bench, "--json", "--warmup", "3", "--iterations", "5"] + common,
-                           capture_output=True, text=True, timeout=args.timeout, env=env)
-    wall_ms = None
-    for line in timed.stdout.splitlines():
-        if line.startswith("json: "):
-            wall_ms = json.loads(line[len("json: "):])["train_step"]["median_ms"]
+    passes = argparse.Namespace(iterations=5, warmup=3, run_timeout=args.timeout)
+    wall_ms, error = compare_gpu.replicad_ms(bench, "train_step", common, passes)
     if wall_ms is None:
-        raise RuntimeError(f"train_step_bench failed: {timed.stderr[-2000:]}")
+        raise RuntimeError(f"train_step_bench failed: {error}")
     ncu = find_ncu(args.ncu)
     if ncu is None:
         raise RuntimeError("no ncu (Nsight Compute) found; pass --ncu")
@@ -107,7 +99,8 @@ def replicad_kernels(args, model, raw_dir):
     # One step and no warm-up under ncu: cuDNN's algorithms come from its heuristics (no
     # trial runs), so the first step's kernels are the step's kernels.
     # ncu itself keeps the machine's libraries; only the bench gets the bundled ones.
-    bench_env = ["env", f"LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']}"] if "LD_LIBRARY_PATH" in env else []
+    libs = os.environ.get("REPLICAD_BENCH_LD_LIBRARY_PATH")
+    bench_env = ["env", f"LD_LIBRARY_PATH={libs}"] if libs else []
     argv = [ncu, "--target-processes", "all", "--metrics", "gpu__time_duration.sum", "--csv",
             "--log-file", report, "--clock-control", "none"] + bench_env + [
             bench, "--warmup", "0", "--iterations", "1"] + common

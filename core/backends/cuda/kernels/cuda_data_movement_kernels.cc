@@ -192,7 +192,7 @@ class ReduceKernel : public Kernel {
 };
 
 KernelOrStatus MakeFromIndexMap(const KernelSpec& spec, CudaKernelContext& context,
-                                absl::StatusOr<IndexMap> map, int64_t base = 0) {
+                                absl::StatusOr<IndexMap> map) {
   if (!map.ok()) return map.status();
   if (map->output.size() > static_cast<size_t>(kMaxRank)) {
     return NodeUnimplemented(spec,
@@ -201,7 +201,6 @@ KernelOrStatus MakeFromIndexMap(const KernelSpec& spec, CudaKernelContext& conte
   }
   DeviceIndexMap device_map;
   device_map.rank = static_cast<int>(map->output.size());
-  device_map.base = base;
   device_map.fill_bits = map->fill_bits;
   std::vector<int64_t> table;
   for (int d = 0; d < device_map.rank; ++d) {

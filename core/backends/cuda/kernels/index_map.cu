@@ -12,7 +12,7 @@ __global__ void IndexMapKernel(const T* in, T* out, int64_t n, DeviceIndexMap ma
   memcpy(&fill, &map.fill_bits, sizeof(T));
   REPLICAD_GRID_STRIDE_LOOP(i, n) {
     int64_t rest = i;
-    int64_t offset = map.base;
+    int64_t offset = 0;
     bool filled = false;
     for (int d = map.rank - 1; d >= 0; --d) {
       const int64_t coordinate = rest % map.dims[d];

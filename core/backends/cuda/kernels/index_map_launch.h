@@ -14,14 +14,13 @@ namespace replicad {
 // gathers and reductions (index_map.cu). Same conventions as elementwise_launch.h.
 
 // An IndexMap (core/ops/index_map.h) in device memory: output element
-// (o_0, ..., o_{rank-1}) reads in[base + table[begin[0] + o_0] + ...], or is
+// (o_0, ..., o_{rank-1}) reads in[table[begin[0] + o_0] + ...], or is
 // the fill value when any table entry is IndexMap::kFill (-1).
 struct DeviceIndexMap {
   int rank = 0;
   int64_t dims[kMaxRank] = {};
   int64_t begin[kMaxRank] = {};
   const int64_t* table = nullptr;  // Device memory, owned by the kernel.
-  int64_t base = 0;
   uint64_t fill_bits = 0;
 };
 
