@@ -1,7 +1,12 @@
+#include <omp.h>
+
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "core/backends/cpu/kernels/depthwise_parts.h"
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
@@ -16,6 +21,7 @@ namespace replicad {
 namespace {
 
 using dnnl::memory;
+using ConvPd = dnnl::convolution_forward::primitive_desc;
 
 // A convolution in the layouts oneDNN prefers for it (blocked channels): X
 // is reordered in, Y reordered out, and the weights were reordered once when
@@ -23,22 +29,32 @@ using dnnl::memory;
 // reorders on anything but tiny layers.
 class BlockedConvKernel : public Kernel {
  public:
-  // `blocked_src` and `blocked_dst` (either may be empty) get their memory
-  // from the plan's workspace.
+  // A part of `blocked_src` or `blocked_dst` that one of `convs` reads or
+  // writes: re-pointed with the workspace.
+  struct WorkspacePart {
+    dnnl::memory memory;
+    bool in_dst;
+    size_t byte_offset;
+  };
+
+  // `convs` run one after the other: the whole convolution, or its channel
+  // parts (depthwise_parts.h). `blocked_src` and `blocked_dst` (either may be
+  // empty) get their memory from the plan's workspace.
   BlockedConvKernel(CpuKernelContext& context, std::string node,
-                    std::optional<BoundPrimitive> src_reorder, BoundPrimitive conv,
+                    std::optional<BoundPrimitive> src_reorder, std::vector<BoundPrimitive> convs,
                     std::optional<BoundPrimitive> dst_reorder, dnnl::memory blocked_src,
-                    dnnl::memory blocked_dst, std::optional<BoundPrimitive> addend_reorder,
-                    size_t addend_copy_bytes)
+                    dnnl::memory blocked_dst, std::vector<WorkspacePart> workspace_parts,
+                    std::optional<BoundPrimitive> addend_reorder, size_t addend_copy_bytes)
       : context_(context),
         node_(std::move(node)),
         src_reorder_(std::move(src_reorder)),
         addend_reorder_(std::move(addend_reorder)),
         addend_copy_bytes_(addend_copy_bytes),
-        conv_(std::move(conv)),
+        convs_(std::move(convs)),
         dst_reorder_(std::move(dst_reorder)),
         blocked_src_(std::move(blocked_src)),
-        blocked_dst_(std::move(blocked_dst)) {}
+        blocked_dst_(std::move(blocked_dst)),
+        workspace_parts_(std::move(workspace_parts)) {}
 
   size_t workspace_bytes() const override { return SrcBytes() + DstBytes(); }
 
@@ -54,6 +70,9 @@ class BlockedConvKernel : public Kernel {
     char* base = static_cast<char*>(workspace);
     if (blocked_src_) blocked_src_.set_data_handle(base);
     if (blocked_dst_) blocked_dst_.set_data_handle(base + SrcBytes());
+    for (WorkspacePart& part : workspace_parts_) {
+      part.memory.set_data_handle(base + (part.in_dst ? SrcBytes() : 0) + part.byte_offset);
+    }
   }
 
   absl::Status Run(const void* const* inputs, void* const* outputs) override {
@@ -66,7 +85,9 @@ class BlockedConvKernel : public Kernel {
       void* target = blocked_dst_ ? blocked_dst_.get_data_handle() : outputs[0];
       CopyAcrossThreads(target, inputs[3], addend_copy_bytes_);
     }
-    REPLICAD_RETURN_IF_ERROR(conv_.Execute(inputs, outputs, node_));
+    for (BoundPrimitive& conv : convs_) {
+      REPLICAD_RETURN_IF_ERROR(conv.Execute(inputs, outputs, node_));
+    }
     if (dst_reorder_) REPLICAD_RETURN_IF_ERROR(dst_reorder_->Execute(inputs, outputs, node_));
     return WaitStream(context_, node_);
   }
@@ -85,10 +106,11 @@ class BlockedConvKernel : public Kernel {
   std::optional<BoundPrimitive> src_reorder_;
   std::optional<BoundPrimitive> addend_reorder_;
   size_t addend_copy_bytes_;  // Where the addend needs no reorder.
-  BoundPrimitive conv_;
+  std::vector<BoundPrimitive> convs_;
   std::optional<BoundPrimitive> dst_reorder_;
   dnnl::memory blocked_src_;
   dnnl::memory blocked_dst_;
+  std::vector<WorkspacePart> workspace_parts_;
   std::string native_layout_;
   size_t native_bytes_ = 0;
 };
@@ -133,6 +155,78 @@ bool WinogradPays(const ConvAttributes& conv, const Shape& weights) {
   return conv.group == 1 && weights[2] == 3 && weights[3] == 3 && window.strides[0] == 1 &&
          window.strides[1] == 1 && window.dilations[0] == 1 && window.dilations[1] == 1 &&
          weights[0] >= kMinChannels && weights[1] >= kMinChannels;
+}
+
+// The primitive that computes a range of a convolution's channels, and
+// where its arguments start in the whole convolution's buffers.
+struct ConvPart {
+  ConvPd pd;
+  size_t src_offset = 0;
+  size_t weights_offset = 0;
+  size_t bias_offset = 0;
+  size_t dst_offset = 0;
+};
+
+// Builds a direct convolution's descriptor from its source, weights, bias
+// and destination descriptors.
+using PartPdMaker = absl::FunctionRef<ConvPd(const memory::desc&, const memory::desc&,
+                                             const memory::desc&, const memory::desc&)>;
+
+// What `whole` runs as: its channel parts where it is a batch-1 depthwise
+// convolution on oneDNN's AVX-512 kernel in 16-channel blocks that
+// DepthwiseChannelParts cuts (and every part gets that kernel and those
+// layouts too), else `whole` alone. The parts' arguments are the whole's
+// buffers from a block boundary on: with batch 1, channel block b of an
+// aBcd16b tensor starts at b x H x W x 16 floats, and of Goihw16g weights at
+// b x kH x kW x 16.
+std::vector<ConvPart> ConvParts(const ConvPd& whole, PartPdMaker make_part_pd) {
+  const memory::dims src_dims = whole.src_desc().dims();
+  const memory::dims dst_dims = whole.dst_desc().dims();
+  const memory::dims weight_dims = whole.weights_desc().dims();
+  std::vector<ConvPart> one{{whole}};
+  const memory::data_type f32 = memory::data_type::f32;
+  const auto blocked = [&](const memory::dims& dims) {
+    return memory::desc(dims, f32, memory::format_tag::aBcd16b);
+  };
+  const bool depthwise = src_dims.size() == 4 && weight_dims.size() == 5 && weight_dims[1] == 1 &&
+                         weight_dims[2] == 1 && weight_dims[0] == src_dims[1] &&
+                         dst_dims[1] == src_dims[1];
+  if (!depthwise || src_dims[0] != 1 ||
+      std::string(whole.impl_info_str()) != "jit_dw:avx512_core" ||
+      whole.src_desc() != blocked(src_dims) || whole.dst_desc() != blocked(dst_dims) ||
+      whole.weights_desc() != memory::desc(weight_dims, f32, memory::format_tag::Goihw16g)) {
+    return one;
+  }
+  const int64_t kernel_area = weight_dims[3] * weight_dims[4];
+  // Kernels are made on the slot's thread: this is its team's size.
+  const std::vector<ChannelRange> ranges = DepthwiseChannelParts(
+      src_dims[1], dst_dims[2], dst_dims[3], kernel_area, omp_get_max_threads());
+  if (ranges.size() == 1) return one;
+  std::vector<ConvPart> parts;
+  for (const ChannelRange& range : ranges) {
+    const memory::dims part_src{1, range.count, src_dims[2], src_dims[3]};
+    const memory::dims part_dst{1, range.count, dst_dims[2], dst_dims[3]};
+    const memory::dims part_weights{range.count, 1, 1, weight_dims[3], weight_dims[4]};
+    const memory::desc weights_layout(part_weights, f32, memory::format_tag::Goihw16g);
+    try {
+      ConvPd pd =
+          make_part_pd(blocked(part_src), weights_layout,
+                       memory::desc({range.count}, f32, memory::format_tag::x), blocked(part_dst));
+      if (std::string(pd.impl_info_str()) != "jit_dw:avx512_core" ||
+          pd.weights_desc() != weights_layout) {
+        return one;
+      }
+      const size_t floats = sizeof(float);
+      parts.push_back({std::move(pd),
+                       static_cast<size_t>(range.begin * src_dims[2] * src_dims[3]) * floats,
+                       static_cast<size_t>(range.begin * kernel_area) * floats,
+                       static_cast<size_t>(range.begin) * floats,
+                       static_cast<size_t>(range.begin * dst_dims[2] * dst_dims[3]) * floats});
+    } catch (const dnnl::error&) {
+      return one;
+    }
+  }
+  return parts;
 }
 
 }  // namespace
@@ -211,39 +305,69 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
         // This CPU or form has no Winograd implementation: direct it is.
       }
     }
-    const dnnl::convolution_forward::primitive_desc pd =
-        winograd ? *winograd : make_pd(dnnl::algorithm::convolution_direct);
+    const ConvPd pd = winograd ? *winograd : make_pd(dnnl::algorithm::convolution_direct);
     // Weights: reordered once per process and layout (shared by every slot's plans).
     std::shared_ptr<const dnnl::memory> blocked_weights =
         PreparedWeights(context, *constant_weights, weights, pd.weights_desc());
+    // A fused sum's post-op adds onto whichever range of Y a part writes.
+    const std::vector<ConvPart> parts =
+        ConvParts(pd, [&](const memory::desc& part_src, const memory::desc& part_weights,
+                          const memory::desc& part_bias, const memory::desc& part_dst) {
+          const dnnl::convolution_forward::desc desc(
+              dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, part_src,
+              part_weights, has_bias ? part_bias : memory::desc(), part_dst, strides, dilates,
+              padding_l, padding_r);
+          return ConvPd(desc, attr, context.engine);
+        });
     std::optional<BoundPrimitive> src_reorder, dst_reorder;
     dnnl::memory blocked_src, blocked_dst;
-    BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));
+    std::vector<BlockedConvKernel::WorkspacePart> workspace_parts;
+    std::vector<BoundPrimitive> convs;
+    for (const ConvPart& part : parts) {
+      convs.emplace_back(context, part.pd, dnnl::convolution_forward(part.pd));
+    }
     // X arrives row-major, or in the layout its producing convolution kept.
     // Layouts that differ only in the strides of unit dims (a squeeze-
     // excitation's [N, C, 1, 1]) need no reorder.
     const memory::desc given_src = GivenLayout(spec, 0, src);
-    if (!SameBytes(pd.src_desc(), given_src)) {
+    const bool reorder_src = !SameBytes(pd.src_desc(), given_src);
+    if (reorder_src) {
       blocked_src = dnnl::memory(pd.src_desc(), context.engine, DNNL_MEMORY_NONE);
       src_reorder.emplace(Reorder(context, given_src, pd.src_desc()));
       src_reorder->BindInput(DNNL_ARG_FROM, given_src, 0);
       src_reorder->BindFixed(DNNL_ARG_TO, blocked_src);
-      primitive.BindFixed(DNNL_ARG_SRC, blocked_src);
-    } else {
-      primitive.BindInput(DNNL_ARG_SRC, pd.src_desc(), 0);
     }
-    primitive.BindFixed(DNNL_ARG_WEIGHTS, std::move(blocked_weights));
-    if (has_bias) primitive.BindInput(DNNL_ARG_BIAS, bias, 2);
     const bool row_major_dst = SameBytes(pd.dst_desc(), dst);
     const bool native_output = spec.native_output && !row_major_dst;
-    if (native_output || row_major_dst) {
-      primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
-    } else {
+    const bool blocked_dst_buffer = !native_output && !row_major_dst;
+    if (blocked_dst_buffer) {
       blocked_dst = dnnl::memory(pd.dst_desc(), context.engine, DNNL_MEMORY_NONE);
-      primitive.BindFixed(DNNL_ARG_DST, blocked_dst);
       dst_reorder.emplace(Reorder(context, pd.dst_desc(), dst));
       dst_reorder->BindFixed(DNNL_ARG_FROM, blocked_dst);
       dst_reorder->BindOutput(DNNL_ARG_TO, dst, 0);
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const ConvPart& part = parts[i];
+      BoundPrimitive& primitive = convs[i];
+      if (reorder_src) {
+        workspace_parts.push_back(
+            {dnnl::memory(part.pd.src_desc(), context.engine, DNNL_MEMORY_NONE),
+             /*in_dst=*/false, part.src_offset});
+        primitive.BindFixed(DNNL_ARG_SRC, workspace_parts.back().memory);
+      } else {
+        primitive.BindInput(DNNL_ARG_SRC, part.pd.src_desc(), 0, part.src_offset);
+      }
+      primitive.BindFixedPart(DNNL_ARG_WEIGHTS, blocked_weights, part.pd.weights_desc(),
+                              part.weights_offset);
+      if (has_bias) primitive.BindInput(DNNL_ARG_BIAS, part.pd.bias_desc(), 2, part.bias_offset);
+      if (blocked_dst_buffer) {
+        workspace_parts.push_back(
+            {dnnl::memory(part.pd.dst_desc(), context.engine, DNNL_MEMORY_NONE),
+             /*in_dst=*/true, part.dst_offset});
+        primitive.BindFixed(DNNL_ARG_DST, workspace_parts.back().memory);
+      } else {
+        primitive.BindOutput(DNNL_ARG_DST, part.pd.dst_desc(), 0, part.dst_offset);
+      }
     }
     std::optional<BoundPrimitive> addend_reorder;
     size_t addend_copy_bytes = 0;
@@ -267,8 +391,8 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
       }
     }
     auto kernel = std::make_unique<BlockedConvKernel>(
-        context, NodeLabel(spec), std::move(src_reorder), std::move(primitive),
-        std::move(dst_reorder), std::move(blocked_src), std::move(blocked_dst),
+        context, NodeLabel(spec), std::move(src_reorder), std::move(convs), std::move(dst_reorder),
+        std::move(blocked_src), std::move(blocked_dst), std::move(workspace_parts),
         std::move(addend_reorder), addend_copy_bytes);
     if (native_output) kernel->SetNativeOutput(pd.dst_desc());
     return kernel;

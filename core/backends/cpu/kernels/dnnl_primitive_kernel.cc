@@ -42,16 +42,18 @@ BoundPrimitive::BoundPrimitive(CpuKernelContext& context, const dnnl::primitive_
   }
 }
 
-void BoundPrimitive::BindInput(int arg, const dnnl::memory::desc& desc, int input_index) {
+void BoundPrimitive::BindInput(int arg, const dnnl::memory::desc& desc, int input_index,
+                               size_t byte_offset) {
   // DNNL_MEMORY_NONE: the handle is set on every Execute.
   dnnl::memory memory(desc, context_.engine, DNNL_MEMORY_NONE);
-  bindings_.push_back({memory, input_index, /*is_output=*/false});
+  bindings_.push_back({memory, input_index, /*is_output=*/false, byte_offset});
   args_.push_back({arg, memory.get()});
 }
 
-void BoundPrimitive::BindOutput(int arg, const dnnl::memory::desc& desc, int output_index) {
+void BoundPrimitive::BindOutput(int arg, const dnnl::memory::desc& desc, int output_index,
+                                size_t byte_offset) {
   dnnl::memory memory(desc, context_.engine, DNNL_MEMORY_NONE);
-  bindings_.push_back({memory, output_index, /*is_output=*/true});
+  bindings_.push_back({memory, output_index, /*is_output=*/true, byte_offset});
   args_.push_back({arg, memory.get()});
 }
 
@@ -62,6 +64,13 @@ void BoundPrimitive::BindFixed(int arg, const dnnl::memory& memory) {
 
 void BoundPrimitive::BindFixed(int arg, std::shared_ptr<const dnnl::memory> memory) {
   args_.push_back({arg, memory->get()});
+  shared_.push_back(std::move(memory));
+}
+
+void BoundPrimitive::BindFixedPart(int arg, std::shared_ptr<const dnnl::memory> memory,
+                                   const dnnl::memory::desc& desc, size_t byte_offset) {
+  char* base = static_cast<char*>(memory->get_data_handle());
+  BindFixed(arg, dnnl::memory(desc, context_.engine, base + byte_offset));
   shared_.push_back(std::move(memory));
 }
 
@@ -76,6 +85,7 @@ absl::Status BoundPrimitive::Execute(const void* const* inputs, void* const* out
     // oneDNN takes void* for every argument; it never writes a source.
     void* handle =
         binding.is_output ? outputs[binding.index] : const_cast<void*>(inputs[binding.index]);
+    if (binding.byte_offset != 0) handle = static_cast<char*>(handle) + binding.byte_offset;
     dnnl_status_t status = dnnl_memory_set_data_handle(binding.memory.get(), handle);
     if (status != dnnl_success) {
       return absl::InternalError(

@@ -44,11 +44,16 @@ class BoundPrimitive {
   BoundPrimitive(CpuKernelContext& context, const dnnl::primitive_desc_base& pd,
                  dnnl::primitive primitive);
 
-  void BindInput(int arg, const dnnl::memory::desc& desc, int input_index);
-  void BindOutput(int arg, const dnnl::memory::desc& desc, int output_index);
+  // `byte_offset` into the buffer: a part of it (a range of channel blocks).
+  void BindInput(int arg, const dnnl::memory::desc& desc, int input_index, size_t byte_offset = 0);
+  void BindOutput(int arg, const dnnl::memory::desc& desc, int output_index,
+                  size_t byte_offset = 0);
   void BindFixed(int arg, const dnnl::memory& memory);
   // A memory other kernels also hold (prepared weights): kept alive with this.
   void BindFixed(int arg, std::shared_ptr<const dnnl::memory> memory);
+  // `desc`'s bytes from `byte_offset` into `memory`, which is kept alive with this.
+  void BindFixedPart(int arg, std::shared_ptr<const dnnl::memory> memory,
+                     const dnnl::memory::desc& desc, size_t byte_offset);
 
   // Points the bound memories at inputs/outputs and submits the primitive to
   // the stream without waiting. Internal naming `node` on a oneDNN error.
@@ -59,6 +64,7 @@ class BoundPrimitive {
     dnnl::memory memory;
     int index;  // Into inputs, or into outputs when `is_output`.
     bool is_output;
+    size_t byte_offset;
   };
 
   CpuKernelContext& context_;

@@ -5,6 +5,8 @@
 
 #include "core/backends/cpu/kernels/native_layout.h"
 
+#include <omp.h>
+
 #include <cstring>
 #include <optional>
 #include <string>
@@ -14,6 +16,7 @@
 #include "core/backends/cpu/kernels/weight_cache.h"
 #include "core/ops/fused_activation.h"
 #include "core/ops/op_registry.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/backends/cpu/cpu_kernel_test_base.h"
 
@@ -259,6 +262,47 @@ TEST_P(NativeLayoutTest, FusedResidualAddendInAnyLayout) {
                  expected);
     }
   }
+}
+
+// A batch-1 depthwise convolution whose 16-channel blocks do not come in
+// fours runs on a slot of 2 threads as two primitives (depthwise_parts.h),
+// each on its range of the whole's buffers: X read in place or reordered
+// into the kernel's buffer, Y kept or reordered out. It must compute what
+// the convolution run whole (on one thread) computes.
+TEST_P(NativeLayoutTest, DepthwiseBatchOneRunsAsChannelParts) {
+  const Tensor x = Random({1, 72, 56, 56}, 13), w = Random({72, 1, 3, 3}, 14),
+               bias = Random({72}, 15);
+  Attributes attributes;
+  attributes.Set("group", int64_t{72});
+  attributes.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  attributes.Set(kFusedActivation, std::string("Relu"));
+  // The parts are cut for oneDNN's AVX-512 kernel only; elsewhere it runs whole.
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  const bool avx512 = isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+                      isa == dnnl::cpu_isa::avx512_core_bf16 ||
+                      isa == dnnl::cpu_isa::avx512_core_amx;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Tensor expected = RunRowMajor("Conv", {x, w, bias}, attributes, {1, 2});
+  omp_set_num_threads(2);
+  for (bool native_output : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "native output " << native_output);
+    // oneDNN's verbose lines name each primitive's shape: two parts ran.
+    dnnl::set_verbose(1);
+    ::testing::internal::CaptureStdout();
+    const Tensor native = RunNative("Conv", {x, w, bias}, {0}, native_output, attributes, {1, 2});
+    const Tensor row_major = RunRowMajor("Conv", {x, w, bias}, attributes, {1, 2});
+    const std::string verbose = ::testing::internal::GetCapturedStdout();
+    dnnl::set_verbose(0);
+    if (avx512) {
+      EXPECT_THAT(verbose, ::testing::HasSubstr("jit_dw:avx512_core,forward_inference"));
+      EXPECT_THAT(verbose, ::testing::HasSubstr("g64mb1_ic64oc64_ih56"));
+      EXPECT_THAT(verbose, ::testing::HasSubstr("g8mb1_ic8oc8_ih56"));
+    }
+    ExpectNear(native, expected);
+    ExpectNear(row_major, expected);
+  }
+  omp_set_num_threads(threads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, NativeLayoutTest,
