@@ -12,6 +12,7 @@
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
 #include "core/backends/cpu/kernels/parallel_copy.h"
+#include "core/backends/cpu/kernels/silu.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/fused_activation.h"
@@ -44,7 +45,8 @@ class BlockedConvKernel : public Kernel {
                     std::optional<BoundPrimitive> src_reorder, std::vector<BoundPrimitive> convs,
                     std::optional<BoundPrimitive> dst_reorder, dnnl::memory blocked_src,
                     dnnl::memory blocked_dst, std::vector<WorkspacePart> workspace_parts,
-                    std::optional<BoundPrimitive> addend_reorder, size_t addend_copy_bytes)
+                    std::optional<BoundPrimitive> addend_reorder, size_t addend_copy_bytes,
+                    size_t silu_floats)
       : context_(context),
         node_(std::move(node)),
         src_reorder_(std::move(src_reorder)),
@@ -54,7 +56,8 @@ class BlockedConvKernel : public Kernel {
         dst_reorder_(std::move(dst_reorder)),
         blocked_src_(std::move(blocked_src)),
         blocked_dst_(std::move(blocked_dst)),
-        workspace_parts_(std::move(workspace_parts)) {}
+        workspace_parts_(std::move(workspace_parts)),
+        silu_floats_(silu_floats) {}
 
   size_t workspace_bytes() const override { return SrcBytes() + DstBytes(); }
 
@@ -88,6 +91,11 @@ class BlockedConvKernel : public Kernel {
     for (BoundPrimitive& conv : convs_) {
       REPLICAD_RETURN_IF_ERROR(conv.Execute(inputs, outputs, node_));
     }
+    if (silu_floats_ != 0) {
+      REPLICAD_RETURN_IF_ERROR(WaitStream(context_, node_));
+      void* written = blocked_dst_ ? blocked_dst_.get_data_handle() : outputs[0];
+      SiluInPlace(static_cast<float*>(written), silu_floats_);
+    }
     if (dst_reorder_) REPLICAD_RETURN_IF_ERROR(dst_reorder_->Execute(inputs, outputs, node_));
     return WaitStream(context_, node_);
   }
@@ -111,6 +119,9 @@ class BlockedConvKernel : public Kernel {
   dnnl::memory blocked_src_;
   dnnl::memory blocked_dst_;
   std::vector<WorkspacePart> workspace_parts_;
+  // Where the fused activation is SiLU: the floats of the convolution's
+  // output (padding included; SiLU keeps its zeros) to run SiluInPlace over.
+  size_t silu_floats_;
   std::string native_layout_;
   size_t native_bytes_ = 0;
 };
@@ -258,15 +269,19 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   const memory::dims dilates{window.dilations[0] - 1, window.dilations[1] - 1};
   const memory::dims padding_l{window.pads_begin[0], window.pads_begin[1]};
   const memory::dims padding_r{window.pads_end[0], window.pads_end[1]};
+  const Tensor* constant_weights =
+      spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
   dnnl::primitive_attr attr = UserScratchpadAttr();
   dnnl::post_ops ops;
   const bool fused_sum = HasFusedSum(*spec.attributes);
   if (fused_sum) ops.append_sum(1.0f);
-  REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops));
+  // The blocked kernel (constant weights) runs a fused SiLU itself, after
+  // the convolution and any fused sum.
+  bool silu_after = false;
+  REPLICAD_RETURN_IF_ERROR(
+      AppendFusedActivation(spec, &ops, constant_weights != nullptr ? &silu_after : nullptr));
   attr.set_post_ops(ops);
 
-  const Tensor* constant_weights =
-      spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
   if (constant_weights != nullptr) {
     // X and Y in channel blocks of the vector width where ChannelBlockedLayout
     // says so, else as oneDNN chooses; weights as it chooses. Reorders at the
@@ -393,7 +408,8 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     auto kernel = std::make_unique<BlockedConvKernel>(
         context, NodeLabel(spec), std::move(src_reorder), std::move(convs), std::move(dst_reorder),
         std::move(blocked_src), std::move(blocked_dst), std::move(workspace_parts),
-        std::move(addend_reorder), addend_copy_bytes);
+        std::move(addend_reorder), addend_copy_bytes,
+        silu_after ? pd.dst_desc().get_size() / sizeof(float) : 0);
     if (native_output) kernel->SetNativeOutput(pd.dst_desc());
     return kernel;
   }

@@ -5,8 +5,8 @@
 namespace replicad {
 namespace {
 
-constexpr int64_t kBlock = 16;           // Channels per block (AVX-512 floats).
-constexpr int64_t kBlocksPerChunk = 4;   // jit_dw's nb_ch_blocking on AVX-512.
+constexpr int64_t kBlock = 16;          // Channels per block (AVX-512 floats).
+constexpr int64_t kBlocksPerChunk = 4;  // jit_dw's nb_ch_blocking on AVX-512.
 // Below this many multiply-adds saved on the busiest thread (about 2 us at
 // jit_dw's 25 per ns on one core of the 2-core EPYC) a second primitive's
 // call and barrier cost as much.

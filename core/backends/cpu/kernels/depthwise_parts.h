@@ -30,8 +30,7 @@ struct ChannelRange {
 // tenth of the busiest thread's work and about as much as a second
 // primitive's call costs.
 std::vector<ChannelRange> DepthwiseChannelParts(int64_t channels, int64_t out_rows,
-                                                int64_t out_cols, int64_t kernel_area,
-                                                int threads);
+                                                int64_t out_cols, int64_t kernel_area, int threads);
 
 }  // namespace replicad
 

@@ -35,10 +35,10 @@ TEST(DepthwiseChannelPartsTest, BlocksNotInFoursAreCutIntoTheFoursAndTheRest) {
 }
 
 TEST(DepthwiseChannelPartsTest, WholeWhereTheSplitIsAlreadyEven) {
-  ExpectParts(DepthwiseChannelParts(64, 56, 56, 9, 2), {{0, 64}});     // One chunk.
-  ExpectParts(DepthwiseChannelParts(128, 56, 56, 9, 2), {{0, 128}});   // Chunks of four.
-  ExpectParts(DepthwiseChannelParts(48, 112, 112, 9, 2), {{0, 48}});   // Fewer than four blocks.
-  ExpectParts(DepthwiseChannelParts(72, 56, 56, 9, 1), {{0, 72}});     // One thread.
+  ExpectParts(DepthwiseChannelParts(64, 56, 56, 9, 2), {{0, 64}});    // One chunk.
+  ExpectParts(DepthwiseChannelParts(128, 56, 56, 9, 2), {{0, 128}});  // Chunks of four.
+  ExpectParts(DepthwiseChannelParts(48, 112, 112, 9, 2), {{0, 48}});  // Fewer than four blocks.
+  ExpectParts(DepthwiseChannelParts(72, 56, 56, 9, 1), {{0, 72}});    // One thread.
 }
 
 TEST(DepthwiseChannelPartsTest, WholeWhereTheCutSavesLittle) {

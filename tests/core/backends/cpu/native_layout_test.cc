@@ -7,6 +7,7 @@
 
 #include <omp.h>
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -261,6 +262,32 @@ TEST_P(NativeLayoutTest, FusedResidualAddendInAnyLayout) {
       ExpectNear(RunNative("Conv", {x, w, bias, addend}, {0, 3}, native_output, fused, {1, 2}),
                  expected);
     }
+  }
+}
+
+// A fused SiLU (Swish with alpha 1) runs after the convolution and its fused
+// sum, over the buffer the convolution wrote: its own (reordered out after)
+// or the output kept in its layout, padded channels included (20).
+TEST_P(NativeLayoutTest, FusedSiluAppliesAfterTheSum) {
+  for (int64_t channels : {32, 20}) {
+    const Tensor x = Random({2, 16, 5, 4}, 16), w = Random({channels, 16, 1, 1}, 17),
+                 bias = Random({channels}, 18), addend = Random({2, channels, 5, 4}, 19);
+    Attributes sum_only;
+    sum_only.Set(kFusedSum, int64_t{1});
+    Tensor expected = RunRowMajor("Conv", {x, w, bias, addend}, sum_only, {1, 2});
+    for (int64_t i = 0; i < expected.num_elements(); ++i) {
+      const double v = expected.data<float>()[i];
+      expected.data<float>()[i] = static_cast<float>(v / (1.0 + std::exp(-v)));
+    }
+    Attributes silu = sum_only;
+    WriteFusedActivation(FusedActivation{"Swish", 1.0f, 0.0f}, &silu);
+    for (bool native_output : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << channels << " channels, native output " << native_output);
+      ExpectNear(RunNative("Conv", {x, w, bias, addend}, {0, 3}, native_output, silu, {1, 2}),
+                 expected);
+    }
+    ExpectNear(RunRowMajor("Conv", {x, w, bias, addend}, silu, {1, 2}), expected);
   }
 }
 
