@@ -4,8 +4,10 @@
 #include "absl/functional/function_ref.h"
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/fused_post_ops.h"
+#include "core/backends/cpu/kernels/gemv.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/broadcast.h"
+#include "core/ops/fused_activation.h"
 #include "core/ops/matmul_attributes.h"
 #include "core/ops/op_util.h"
 
@@ -92,6 +94,53 @@ class GemmKernel : public Kernel {
   bool has_c_;
 };
 
+// A Gemm of one row against constant weights stored [N, K] (transB = 1),
+// with no fused activation but Relu: Y = alpha * W A + beta * C by GemvRows,
+// which reads W as the model holds it (see gemv.h).
+class GemvKernel : public Kernel {
+ public:
+  GemvKernel(Tensor weights, int64_t n, int64_t k, float alpha, float beta, int64_t c_cols,
+             bool has_c, bool relu)
+      : weights_(std::move(weights)),
+        n_(n),
+        k_(k),
+        alpha_(alpha),
+        beta_(beta),
+        c_cols_(c_cols),
+        has_c_(has_c),
+        relu_(relu) {}
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    float* y = static_cast<float*>(outputs[0]);
+    GemvRows(weights_.data<float>(), static_cast<const float*>(inputs[0]), y, n_, k_);
+    const float* c = has_c_ ? static_cast<const float*>(inputs[2]) : nullptr;
+    for (int64_t j = 0; j < n_; ++j) {
+      float v = alpha_ * y[j];
+      if (c != nullptr) v += beta_ * c[c_cols_ == 1 ? 0 : j];
+      y[j] = relu_ ? std::max(v, 0.0f) : v;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Tensor weights_;  // Shares the model's buffer: kept alive, never copied.
+  int64_t n_, k_;
+  float alpha_, beta_;
+  int64_t c_cols_;
+  bool has_c_, relu_;
+};
+
+// Whether GemvKernel computes this Gemm: one row, constant [N, K] weights
+// and no fused activation other than Relu.
+absl::StatusOr<bool> GemvComputes(const KernelSpec& spec, const GemmAttributes& gemm, bool* relu) {
+  const Tensor* constant_b = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
+  if (gemm.m != 1 || !gemm.trans_b || constant_b == nullptr) return false;
+  REPLICAD_ASSIGN_OR_RETURN(std::optional<FusedActivation> activation,
+                            ReadFusedActivation(*spec.attributes));
+  *relu = activation.has_value() && activation->op_type == "Relu";
+  return !activation.has_value() || *relu;
+}
+
 }  // namespace
 
 KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context) {
@@ -112,15 +161,6 @@ KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context)
   if (use_c) ops.append_sum(gemm.beta);
   REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops));
   attr.set_post_ops(ops);
-  const Tensor* constant_b = ConstantB(spec);
-  const dnnl::matmul::primitive_desc pd = MatMulPrimitive(
-      [&](const memory::desc& weights) { return dnnl::matmul::desc(a, weights, y); }, b,
-      constant_b != nullptr, attr, context.engine);
-  BoundPrimitive primitive(context, pd, dnnl::matmul(pd));
-  primitive.BindInput(DNNL_ARG_SRC, a, 0);
-  BindB(primitive, pd, b, constant_b, context);
-  primitive.BindOutput(DNNL_ARG_DST, y, 0);
-
   int64_t c_rows = 1;
   int64_t c_cols = 1;
   if (use_c) {
@@ -128,6 +168,20 @@ KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context)
     c_rows = c[0];
     c_cols = c[1];
   }
+  const Tensor* constant_b = ConstantB(spec);
+  bool relu = false;
+  REPLICAD_ASSIGN_OR_RETURN(const bool gemv, GemvComputes(spec, gemm, &relu));
+  if (gemv) {
+    return std::make_unique<GemvKernel>(*constant_b, gemm.n, gemm.k, gemm.alpha, gemm.beta, c_cols,
+                                        use_c, relu);
+  }
+  const dnnl::matmul::primitive_desc pd = MatMulPrimitive(
+      [&](const memory::desc& weights) { return dnnl::matmul::desc(a, weights, y); }, b,
+      constant_b != nullptr, attr, context.engine);
+  BoundPrimitive primitive(context, pd, dnnl::matmul(pd));
+  primitive.BindInput(DNNL_ARG_SRC, a, 0);
+  BindB(primitive, pd, b, constant_b, context);
+  primitive.BindOutput(DNNL_ARG_DST, y, 0);
   return std::make_unique<GemmKernel>(context, NodeLabel(spec), std::move(primitive), gemm.m,
                                       gemm.n, c_rows, c_cols, use_c);
 }

@@ -3,6 +3,7 @@
 // broadcasts, MatMul with 1-D and broadcast operands, both-sided broadcasting,
 // Softmax before opset 13, ...), plus MakeCpuKernel's errors.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -15,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
+#include "core/ops/fused_activation.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/op_util.h"
 #include "gmock/gmock.h"
@@ -390,6 +392,40 @@ TEST_F(CpuKernelsTest, GemmWithAConstantBInEveryTransposition) {
       ASSERT_TRUE(y.ok()) << y.status();
       SCOPED_TRACE(::testing::Message() << "transA " << ta << " transB " << tb);
       ExpectNear((*y)[0], ReferenceGemm(a, b, &c, ta, tb, 0.5f, 1.5f));
+    }
+  }
+}
+
+// One row against constant [N, K] weights (a classifier at batch 1) runs as
+// GemvRows: K with and without a 16-float tail, N not a multiple of 4, A
+// transposed or not, every form of C, and a fused Relu.
+TEST_F(CpuKernelsTest, GemmOfOneRowAgainstConstantWeights) {
+  for (const int64_t k : {64, 70}) {
+    const int64_t n = 13;
+    const Tensor b = Random({n, k}, 26);
+    for (const bool ta : {false, true}) {
+      const Tensor a = Random(ta ? Shape{k, 1} : Shape{1, k}, 27);
+      for (const Shape& c_shape : {Shape{}, Shape{n}, Shape{1, n}}) {
+        for (const bool relu : {false, true}) {
+          const Tensor c = Random(c_shape, 28);
+          Attributes attributes;
+          attributes.Set("transA", int64_t{ta});
+          attributes.Set("transB", int64_t{1});
+          attributes.Set("alpha", 0.5f);
+          attributes.Set("beta", -1.5f);
+          if (relu) WriteFusedActivation(FusedActivation{"Relu", 0, 0}, &attributes);
+          absl::StatusOr<std::vector<Tensor>> y =
+              Run("Gemm", {a, b, c}, attributes, 17, /*constants=*/{1});
+          ASSERT_TRUE(y.ok()) << y.status();
+          SCOPED_TRACE(::testing::Message() << "K " << k << " transA " << ta << " C "
+                                            << ShapeToString(c_shape) << " relu " << relu);
+          Tensor expected = ReferenceGemm(a, b, &c, ta, true, 0.5f, -1.5f);
+          for (int64_t j = 0; relu && j < n; ++j) {
+            expected.data<float>()[j] = std::max(expected.data<float>()[j], 0.0f);
+          }
+          ExpectNear((*y)[0], expected);
+        }
+      }
     }
   }
 }

@@ -1,0 +1,96 @@
+#include "core/backends/cpu/kernels/gemv.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+
+// GCC 12 reports the _mm512_undefined_ps() inside its own intrinsics as
+// maybe-uninitialized (a known false positive of its headers).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace replicad {
+namespace {
+
+// Four rows at a time, so that each load of x serves four products; the
+// rows are read front to back, which the hardware prefetcher follows.
+__attribute__((target("avx512f"))) void RowsAvx512(const float* w, const float* x, float* y,
+                                                   int64_t rows, int64_t k) {
+  const int64_t whole = k / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (k - whole)) - 1);
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float* w0 = w + r * k;
+    const float* w1 = w0 + k;
+    const float* w2 = w1 + k;
+    const float* w3 = w2 + k;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    __m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < whole; i += 16) {
+      const __m512 xv = _mm512_loadu_ps(x + i);
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(w0 + i), xv, s0);
+      s1 = _mm512_fmadd_ps(_mm512_loadu_ps(w1 + i), xv, s1);
+      s2 = _mm512_fmadd_ps(_mm512_loadu_ps(w2 + i), xv, s2);
+      s3 = _mm512_fmadd_ps(_mm512_loadu_ps(w3 + i), xv, s3);
+    }
+    if (tail != 0) {
+      const __m512 xv = _mm512_maskz_loadu_ps(tail, x + whole);
+      s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w0 + whole), xv, s0);
+      s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w1 + whole), xv, s1);
+      s2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w2 + whole), xv, s2);
+      s3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, w3 + whole), xv, s3);
+    }
+    y[r] = _mm512_reduce_add_ps(s0);
+    y[r + 1] = _mm512_reduce_add_ps(s1);
+    y[r + 2] = _mm512_reduce_add_ps(s2);
+    y[r + 3] = _mm512_reduce_add_ps(s3);
+  }
+  for (; r < rows; ++r) {
+    const float* row = w + r * k;
+    __m512 s = _mm512_setzero_ps();
+    for (int64_t i = 0; i < whole; i += 16) {
+      s = _mm512_fmadd_ps(_mm512_loadu_ps(row + i), _mm512_loadu_ps(x + i), s);
+    }
+    if (tail != 0) {
+      s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, row + whole),
+                          _mm512_maskz_loadu_ps(tail, x + whole), s);
+    }
+    y[r] = _mm512_reduce_add_ps(s);
+  }
+}
+
+void RowsPortable(const float* w, const float* x, float* y, int64_t rows, int64_t k) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = w + r * k;
+    float sum = 0;
+    for (int64_t i = 0; i < k; ++i) sum += row[i] * x[i];
+    y[r] = sum;
+  }
+}
+
+}  // namespace
+
+void GemvRows(const float* w, const float* x, float* y, int64_t rows, int64_t k) {
+  if (rows <= 0) return;
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+#pragma omp parallel
+  {
+    // Shares of whole groups of four rows; the last thread takes the rest.
+    const int64_t threads = omp_get_num_threads();
+    const int64_t thread = omp_get_thread_num();
+    const int64_t groups = (rows + 3) / 4;
+    const int64_t begin = std::min(rows, groups * thread / threads * 4);
+    const int64_t end = std::min(rows, groups * (thread + 1) / threads * 4);
+    if (begin < end) {
+      if (avx512) {
+        RowsAvx512(w + begin * k, x, y + begin, end - begin, k);
+      } else {
+        RowsPortable(w + begin * k, x, y + begin, end - begin, k);
+      }
+    }
+  }
+}
+
+}  // namespace replicad
