@@ -130,6 +130,27 @@ class GemvKernel : public Kernel {
   bool has_c_, relu_;
 };
 
+// Where B has no batch of its own (a Linear layer's weights, [K, N]), A's
+// batch dims and its rows are one row-major run: [batch..., M, K] is the
+// same bytes as [batch x M, K], and Y likewise. oneDNN 2.6 runs a batched
+// matmul as one small product per batch entry; convnext's last stage
+// ([1, 7, 7, 768] x [768, 3072]) took 2.8 ms as 7 products of 7 rows
+// against 1.2 ms for ONNX Runtime's one of 49.
+void FoldBatchIntoRows(MatMulLayout* layout) {
+  const size_t rank = layout->a.size();
+  if (rank <= 2) return;
+  for (size_t d = 0; d + 2 < rank; ++d) {
+    if (layout->b[d] != 1) return;
+  }
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d) rows *= layout->a[d];
+  const int64_t k = layout->a[rank - 1];
+  const int64_t n = layout->b[rank - 1];
+  layout->a = {rows, k};
+  layout->b = {k, n};
+  layout->padded_output = {rows, n};
+}
+
 // Whether GemvKernel computes this Gemm: one row, constant [N, K] weights
 // and no fused activation other than Relu.
 absl::StatusOr<bool> GemvComputes(const KernelSpec& spec, const GemmAttributes& gemm, bool* relu) {
@@ -188,6 +209,7 @@ KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context)
 
 KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(MatMulLayout layout, ParseMatMulLayout(spec));
+  FoldBatchIntoRows(&layout);
   const memory::data_type f32 = memory::data_type::f32;
   // oneDNN broadcasts batch dims of size 1 in either operand, which is numpy's
   // rule once both are padded to one rank.
