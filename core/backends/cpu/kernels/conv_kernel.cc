@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "core/backends/cpu/kernels/activation_pass.h"
 #include "core/backends/cpu/kernels/depthwise_parts.h"
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
 #include "core/backends/cpu/kernels/parallel_copy.h"
-#include "core/backends/cpu/kernels/silu.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/fused_activation.h"
@@ -46,7 +46,7 @@ class BlockedConvKernel : public Kernel {
                     std::optional<BoundPrimitive> dst_reorder, dnnl::memory blocked_src,
                     dnnl::memory blocked_dst, std::vector<WorkspacePart> workspace_parts,
                     std::optional<BoundPrimitive> addend_reorder, size_t addend_copy_bytes,
-                    size_t silu_floats)
+                    ActivationPass activation_pass, size_t activation_floats)
       : context_(context),
         node_(std::move(node)),
         src_reorder_(std::move(src_reorder)),
@@ -57,7 +57,8 @@ class BlockedConvKernel : public Kernel {
         blocked_src_(std::move(blocked_src)),
         blocked_dst_(std::move(blocked_dst)),
         workspace_parts_(std::move(workspace_parts)),
-        silu_floats_(silu_floats) {}
+        activation_pass_(activation_pass),
+        activation_floats_(activation_floats) {}
 
   size_t workspace_bytes() const override { return SrcBytes() + DstBytes(); }
 
@@ -91,10 +92,10 @@ class BlockedConvKernel : public Kernel {
     for (BoundPrimitive& conv : convs_) {
       REPLICAD_RETURN_IF_ERROR(conv.Execute(inputs, outputs, node_));
     }
-    if (silu_floats_ != 0) {
+    if (activation_pass_ != ActivationPass::kNone) {
       REPLICAD_RETURN_IF_ERROR(WaitStream(context_, node_));
       void* written = blocked_dst_ ? blocked_dst_.get_data_handle() : outputs[0];
-      SiluInPlace(static_cast<float*>(written), silu_floats_);
+      RunActivationPass(activation_pass_, static_cast<float*>(written), activation_floats_);
     }
     if (dst_reorder_) REPLICAD_RETURN_IF_ERROR(dst_reorder_->Execute(inputs, outputs, node_));
     return WaitStream(context_, node_);
@@ -119,9 +120,10 @@ class BlockedConvKernel : public Kernel {
   dnnl::memory blocked_src_;
   dnnl::memory blocked_dst_;
   std::vector<WorkspacePart> workspace_parts_;
-  // Where the fused activation is SiLU: the floats of the convolution's
-  // output (padding included; SiLU keeps its zeros) to run SiluInPlace over.
-  size_t silu_floats_;
+  // Run over the convolution's whole output, `activation_floats_` padding
+  // included (SiLU keeps its zeros).
+  ActivationPass activation_pass_;
+  size_t activation_floats_;
   std::string native_layout_;
   size_t native_bytes_ = 0;
 };
@@ -277,9 +279,9 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   if (fused_sum) ops.append_sum(1.0f);
   // The blocked kernel (constant weights) runs a fused SiLU itself, after
   // the convolution and any fused sum.
-  bool silu_after = false;
+  ActivationPass activation_pass = ActivationPass::kNone;
   REPLICAD_RETURN_IF_ERROR(
-      AppendFusedActivation(spec, &ops, constant_weights != nullptr ? &silu_after : nullptr));
+      AppendFusedActivation(spec, &ops, constant_weights != nullptr ? &activation_pass : nullptr));
   attr.set_post_ops(ops);
 
   if (constant_weights != nullptr) {
@@ -364,25 +366,26 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     for (size_t i = 0; i < parts.size(); ++i) {
       const ConvPart& part = parts[i];
       BoundPrimitive& primitive = convs[i];
-      if (reorder_src) {
-        workspace_parts.push_back(
-            {dnnl::memory(part.pd.src_desc(), context.engine, DNNL_MEMORY_NONE),
-             /*in_dst=*/false, part.src_offset});
-        primitive.BindFixed(DNNL_ARG_SRC, workspace_parts.back().memory);
-      } else {
-        primitive.BindInput(DNNL_ARG_SRC, part.pd.src_desc(), 0, part.src_offset);
-      }
+      // X or Y: the kernel's own buffer (re-pointed with the workspace), or
+      // the given input or output, from the part's offset.
+      const auto bind = [&](int arg, const memory::desc& desc, size_t offset, bool own_buffer,
+                            bool is_dst) {
+        if (own_buffer) {
+          workspace_parts.push_back(
+              {dnnl::memory(desc, context.engine, DNNL_MEMORY_NONE), is_dst, offset});
+          primitive.BindFixed(arg, workspace_parts.back().memory);
+        } else if (is_dst) {
+          primitive.BindOutput(arg, desc, 0, offset);
+        } else {
+          primitive.BindInput(arg, desc, 0, offset);
+        }
+      };
+      bind(DNNL_ARG_SRC, part.pd.src_desc(), part.src_offset, reorder_src, /*is_dst=*/false);
       primitive.BindFixedPart(DNNL_ARG_WEIGHTS, blocked_weights, part.pd.weights_desc(),
                               part.weights_offset);
       if (has_bias) primitive.BindInput(DNNL_ARG_BIAS, part.pd.bias_desc(), 2, part.bias_offset);
-      if (blocked_dst_buffer) {
-        workspace_parts.push_back(
-            {dnnl::memory(part.pd.dst_desc(), context.engine, DNNL_MEMORY_NONE),
-             /*in_dst=*/true, part.dst_offset});
-        primitive.BindFixed(DNNL_ARG_DST, workspace_parts.back().memory);
-      } else {
-        primitive.BindOutput(DNNL_ARG_DST, part.pd.dst_desc(), 0, part.dst_offset);
-      }
+      bind(DNNL_ARG_DST, part.pd.dst_desc(), part.dst_offset, blocked_dst_buffer,
+           /*is_dst=*/true);
     }
     std::optional<BoundPrimitive> addend_reorder;
     size_t addend_copy_bytes = 0;
@@ -408,8 +411,8 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
     auto kernel = std::make_unique<BlockedConvKernel>(
         context, NodeLabel(spec), std::move(src_reorder), std::move(convs), std::move(dst_reorder),
         std::move(blocked_src), std::move(blocked_dst), std::move(workspace_parts),
-        std::move(addend_reorder), addend_copy_bytes,
-        silu_after ? pd.dst_desc().get_size() / sizeof(float) : 0);
+        std::move(addend_reorder), addend_copy_bytes, activation_pass,
+        pd.dst_desc().get_size() / sizeof(float));
     if (native_output) kernel->SetNativeOutput(pd.dst_desc());
     return kernel;
   }

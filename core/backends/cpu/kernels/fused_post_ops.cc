@@ -5,8 +5,8 @@
 namespace replicad {
 
 absl::Status AppendFusedActivation(const KernelSpec& spec, dnnl::post_ops* ops,
-                                   bool* silu_by_caller) {
-  if (silu_by_caller != nullptr) *silu_by_caller = false;
+                                   ActivationPass* by_caller) {
+  if (by_caller != nullptr) *by_caller = ActivationPass::kNone;
   absl::StatusOr<std::optional<FusedActivation>> fused = ReadFusedActivation(*spec.attributes);
   if (!fused.ok()) return fused.status();
   if (!fused->has_value()) return absl::OkStatus();
@@ -29,8 +29,8 @@ absl::Status AppendFusedActivation(const KernelSpec& spec, dnnl::post_ops* ops,
     // min(max(alpha * x + beta, 0), 1): oneDNN 2.6 has no hardsigmoid.
     ops->append_eltwise(1.0f, algorithm::eltwise_linear, a.alpha, a.beta);
     ops->append_eltwise(1.0f, algorithm::eltwise_clip_v2, 0.0f, 1.0f);
-  } else if (a.op_type == "Swish" && a.alpha == 1.0f && silu_by_caller != nullptr) {
-    *silu_by_caller = true;
+  } else if (a.op_type == "Swish" && a.alpha == 1.0f && by_caller != nullptr) {
+    *by_caller = ActivationPass::kSilu;
   } else if (a.op_type == "Swish") {
     ops->append_eltwise(1.0f, algorithm::eltwise_swish, a.alpha, 0.0f);
   } else if (a.op_type == "Gelu") {

@@ -6,9 +6,10 @@
 #include <algorithm>
 
 // GCC 12 reports the _mm512_undefined_ps() inside its own intrinsics as
-// maybe-uninitialized (a known false positive of its headers).
+// (maybe-)uninitialized (a known false positive of its headers).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace replicad {

@@ -443,6 +443,26 @@ TEST_F(CpuKernelsTest, MatMulWithAConstantB) {
   ExpectNear((*y)[0], ReferenceBatchedMatMul(a, {2, 3, 70}, per_batch, {2, 70, 33}, {2, 3, 33}));
 }
 
+// A linear layer as the optimizer leaves it (convnext's): a MatMul of a
+// batched A against constant [K, N] weights with a fused bias and GELU; the
+// batch folds into rows.
+TEST_F(CpuKernelsTest, MatMulWithFusedBiasAndGelu) {
+  const Tensor a = Random({1, 3, 5, 70}, 29);
+  const Tensor w = Random({70, 40}, 30);
+  const Tensor bias = Random({40}, 31);
+  Attributes attributes;
+  attributes.Set(kFusedBias, int64_t{1});
+  WriteFusedActivation(FusedActivation{"Gelu", 0, 0}, &attributes);
+  absl::StatusOr<std::vector<Tensor>> y = Run("MatMul", {a, w, bias}, attributes, 17, {1, 2});
+  ASSERT_TRUE(y.ok()) << y.status();
+  Tensor expected = ReferenceBatchedMatMul(a, {1, 3, 5, 70}, w, {1, 1, 70, 40}, {1, 3, 5, 40});
+  for (int64_t i = 0; i < expected.num_elements(); ++i) {
+    const double v = expected.data<float>()[i] + bias.data<float>()[i % 40];
+    expected.data<float>()[i] = static_cast<float>(0.5 * v * std::erfc(-v / std::sqrt(2.0)));
+  }
+  ExpectNear((*y)[0], expected);
+}
+
 TEST_F(CpuKernelsTest, MatMulBroadcastBatches) {
   const Tensor a = Random({2, 1, 3, 4}, 16);
   const Tensor b = Random({3, 4, 5}, 17);

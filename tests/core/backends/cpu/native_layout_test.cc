@@ -242,39 +242,43 @@ TEST_P(NativeLayoutTest, ReduceMeanOverSpatialDimsReadsTheLayout) {
   }
 }
 
+// A 1x1 convolution's inputs with the addend of a fused residual Add:
+// {X, W, bias, addend}, `channels` out of 16.
+std::vector<Tensor> ResidualConvInputs(int64_t channels, uint32_t seed) {
+  return {Random({2, 16, 5, 4}, seed), Random({channels, 16, 1, 1}, seed + 1),
+          Random({channels}, seed + 2), Random({2, channels, 5, 4}, seed + 3)};
+}
+
 // A residual block's input reaches the fused Add of its last convolution
 // (input 3) in the layout its producer kept: copied byte for byte where the
 // convolution writes that layout (32 output channels fill 16-channel
 // blocks), reordered otherwise (channels-last, and the 20 padded channels).
 TEST_P(NativeLayoutTest, FusedResidualAddendInAnyLayout) {
   for (int64_t channels : {32, 20}) {
-    const Tensor x = Random({2, 16, 5, 4}, 9), w = Random({channels, 16, 1, 1}, 10),
-                 bias = Random({channels}, 11), addend = Random({2, channels, 5, 4}, 12);
+    const std::vector<Tensor> inputs = ResidualConvInputs(channels, 9);
     Attributes fused;
     fused.Set(kFusedSum, int64_t{1});
     fused.Set(kFusedActivation, std::string("Relu"));
-    const Tensor expected = RunRowMajor("Conv", {x, w, bias, addend}, fused, {1, 2});
+    const Tensor expected = RunRowMajor("Conv", inputs, fused, {1, 2});
     for (bool native_output : {false, true}) {
       SCOPED_TRACE(::testing::Message()
                    << channels << " channels, native output " << native_output);
-      ExpectNear(RunNative("Conv", {x, w, bias, addend}, {3}, native_output, fused, {1, 2}),
-                 expected);
-      ExpectNear(RunNative("Conv", {x, w, bias, addend}, {0, 3}, native_output, fused, {1, 2}),
-                 expected);
+      ExpectNear(RunNative("Conv", inputs, {3}, native_output, fused, {1, 2}), expected);
+      ExpectNear(RunNative("Conv", inputs, {0, 3}, native_output, fused, {1, 2}), expected);
     }
   }
 }
 
 // A fused SiLU (Swish with alpha 1) runs after the convolution and its fused
-// sum, over the buffer the convolution wrote: its own (reordered out after)
-// or the output kept in its layout, padded channels included (20).
+// sum as a pass over the buffer the convolution wrote: its own (reordered
+// out after) or the output kept in its layout, padded channels included
+// (20).
 TEST_P(NativeLayoutTest, FusedSiluAppliesAfterTheSum) {
   for (int64_t channels : {32, 20}) {
-    const Tensor x = Random({2, 16, 5, 4}, 16), w = Random({channels, 16, 1, 1}, 17),
-                 bias = Random({channels}, 18), addend = Random({2, channels, 5, 4}, 19);
+    const std::vector<Tensor> inputs = ResidualConvInputs(channels, 16);
     Attributes sum_only;
     sum_only.Set(kFusedSum, int64_t{1});
-    Tensor expected = RunRowMajor("Conv", {x, w, bias, addend}, sum_only, {1, 2});
+    Tensor expected = RunRowMajor("Conv", inputs, sum_only, {1, 2});
     for (int64_t i = 0; i < expected.num_elements(); ++i) {
       const double v = expected.data<float>()[i];
       expected.data<float>()[i] = static_cast<float>(v / (1.0 + std::exp(-v)));
@@ -284,10 +288,9 @@ TEST_P(NativeLayoutTest, FusedSiluAppliesAfterTheSum) {
     for (bool native_output : {false, true}) {
       SCOPED_TRACE(::testing::Message()
                    << channels << " channels, native output " << native_output);
-      ExpectNear(RunNative("Conv", {x, w, bias, addend}, {0, 3}, native_output, silu, {1, 2}),
-                 expected);
+      ExpectNear(RunNative("Conv", inputs, {0, 3}, native_output, silu, {1, 2}), expected);
     }
-    ExpectNear(RunRowMajor("Conv", {x, w, bias, addend}, silu, {1, 2}), expected);
+    ExpectNear(RunRowMajor("Conv", inputs, silu, {1, 2}), expected);
   }
 }
 
