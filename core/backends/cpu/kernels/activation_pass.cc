@@ -1,17 +1,11 @@
 #include "core/backends/cpu/kernels/activation_pass.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 
-// GCC 12 reports the _mm512_undefined_ps() inside its own intrinsics as
-// (maybe-)uninitialized (a known false positive of its headers).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "core/backends/cpu/kernels/avx512.h"
 
 namespace replicad {
 namespace {
@@ -67,9 +61,8 @@ void SiluPortable(float* data, size_t count) {
 }
 
 void RunShare(ActivationPass pass, float* data, size_t count) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
   if (pass != ActivationPass::kSilu) return;
-  if (avx512) {
+  if (HasAvx512()) {
     PassAvx512<Silu16>(data, count);
   } else {
     SiluPortable(data, count);

@@ -1,16 +1,10 @@
 #include "core/backends/cpu/kernels/gemv.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 
-// GCC 12 reports the _mm512_undefined_ps() inside its own intrinsics as
-// (maybe-)uninitialized (a known false positive of its headers).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "core/backends/cpu/kernels/avx512.h"
 
 namespace replicad {
 namespace {
@@ -75,7 +69,6 @@ void RowsPortable(const float* w, const float* x, float* y, int64_t rows, int64_
 
 void GemvRows(const float* w, const float* x, float* y, int64_t rows, int64_t k) {
   if (rows <= 0) return;
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
 #pragma omp parallel
   {
     // Shares of whole groups of four rows; the last thread takes the rest.
@@ -85,7 +78,7 @@ void GemvRows(const float* w, const float* x, float* y, int64_t rows, int64_t k)
     const int64_t begin = std::min(rows, groups * thread / threads * 4);
     const int64_t end = std::min(rows, groups * (thread + 1) / threads * 4);
     if (begin < end) {
-      if (avx512) {
+      if (HasAvx512()) {
         RowsAvx512(w + begin * k, x, y + begin, end - begin, k);
       } else {
         RowsPortable(w + begin * k, x, y + begin, end - begin, k);
