@@ -154,8 +154,7 @@ void FoldBatchIntoRows(MatMulLayout* layout) {
 // Whether GemvKernel computes this Gemm: one row, constant [N, K] weights
 // and no fused activation other than Relu.
 absl::StatusOr<bool> GemvComputes(const KernelSpec& spec, const GemmAttributes& gemm, bool* relu) {
-  const Tensor* constant_b = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
-  if (gemm.m != 1 || !gemm.trans_b || constant_b == nullptr) return false;
+  if (gemm.m != 1 || !gemm.trans_b || ConstantB(spec) == nullptr) return false;
   REPLICAD_ASSIGN_OR_RETURN(std::optional<FusedActivation> activation,
                             ReadFusedActivation(*spec.attributes));
   *relu = activation.has_value() && activation->op_type == "Relu";
