@@ -47,7 +47,8 @@ class Kernel {
   // Reads `inputs` and writes `outputs`: device pointers in the spec's order
   // (nullptr for an absent optional input), laid out row-major with the
   // spec's types unless the spec's native layouts say otherwise. Runs on the owning device's stream
-  // thread, one call at a time. Outputs never alias inputs.
+  // thread, one call at a time. Outputs never alias inputs, except output 0
+  // and the input that overwritable_input names, which may be one buffer.
   virtual absl::Status Run(const void* const* inputs, void* const* outputs) = 0;
 
   // Scratch bytes Run needs besides its inputs and outputs (e.g. reordered
@@ -71,6 +72,14 @@ class Kernel {
   // there, and skip Run. Empty otherwise.
   static constexpr size_t kNotJoined = ~size_t{0};
   virtual std::vector<size_t> joined_input_offsets() const { return {}; }
+
+  // Where output 0 starts as a copy of input i's bytes, in the layout both
+  // have, and is computed on top of them (a convolution whose fused sum
+  // accumulates onto its residual addend): i, so that where no later step
+  // reads that input the plan may hand Run one buffer for both, and Run then
+  // skips the copy. kNoInput otherwise.
+  static constexpr int kNoInput = -1;
+  virtual int overwritable_input() const { return kNoInput; }
 };
 
 // joined_input_offsets of a kernel whose output 0 is a copy of input 0.

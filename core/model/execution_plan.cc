@@ -54,7 +54,9 @@ class ExecutionPlan::Builder {
     for (const Node& node : graph_.nodes) {
       if (absl::Status s = AddNode(node); !s.ok()) return NodeError(node, s);
     }
-    ViewsInsteadOfCopies();
+    std::vector<bool> dropped = ViewsInsteadOfCopies();
+    OutputsOverDeadInputs(dropped);
+    DropSteps(dropped);
     if (absl::Status s = PlaceOutputs(); !s.ok()) return s;
     if (absl::Status s = PlaceIntermediates(); !s.ok()) return s;
     if (absl::Status s = PlaceWorkspace(); !s.ok()) return s;
@@ -271,7 +273,8 @@ class ExecutionPlan::Builder {
   // placed first, so nested concatenations land in the outermost buffer,
   // and a chain of them (a densenet block concatenates ever more of the same
   // features, each list a prefix of the last) collapses into one.
-  void ViewsInsteadOfCopies() {
+  // Returns the steps to drop (DropSteps).
+  std::vector<bool> ViewsInsteadOfCopies() {
     std::vector<bool> dropped(plan_.steps_.size(), false);
     for (size_t s = plan_.steps_.size(); s-- > 0;) {
       const Step& step = plan_.steps_[s];
@@ -288,6 +291,56 @@ class ExecutionPlan::Builder {
       dropped[s] =
           !parts.empty() && (PlacePartsInOutput(parts, out) || ViewOfPlacedParts(parts, out));
     }
+    return dropped;
+  }
+
+  // A step that computes output 0 on top of a copy of one input's bytes
+  // (Kernel::overwritable_input: a convolution onto its residual addend)
+  // writes over that input where no later step reads it: output 0 becomes a
+  // view at the input's place, and the kernel skips the copy. The buffer
+  // the input lies in may hold other values (views: a concatenation's
+  // parts, an earlier output written over its input, as along a chain of
+  // residual blocks) only where every one of them was last read before
+  // this step, so no bytes that are still to be read are overwritten. Runs
+  // before DropSteps, while step indices still match last_step_.
+  void OutputsOverDeadInputs(const std::vector<bool>& dropped) {
+    const auto root_of = [&](int v) { return placed_in_[v] >= 0 ? placed_in_[v] : v; };
+    // Last step that reads any value in `root`'s buffer other than `in`.
+    const auto others_last_read = [&](int root, int in) {
+      int last = -1;
+      for (size_t v = 0; v < placed_in_.size(); ++v) {
+        if (static_cast<int>(v) != in && root_of(static_cast<int>(v)) == root) {
+          last = std::max(last, last_step_[v]);
+        }
+      }
+      return last;
+    };
+    const auto holds_views = [&](int root) {
+      return std::find(placed_in_.begin(), placed_in_.end(), root) != placed_in_.end();
+    };
+    for (size_t s = 0; s < plan_.steps_.size(); ++s) {
+      const Step& step = plan_.steps_[s];
+      const int i = step.kernel->overwritable_input();
+      if (dropped[s] || i < 0 || static_cast<size_t>(i) >= step.num_inputs ||
+          step.num_outputs < 1) {
+        continue;
+      }
+      const int* args = plan_.arg_values_.data() + step.args_begin;
+      const int in = args[i];
+      const int out = args[step.num_inputs];
+      if (in < 0 || first_step_[in] < 0 || last_step_[in] != static_cast<int>(s) ||
+          std::count(args, args + step.num_inputs, in) != 1 || first_step_[out] < 0 ||
+          placed_in_[out] >= 0 || holds_views(out) || StoredBytes(out) > StoredBytes(in) ||
+          others_last_read(root_of(in), in) >= static_cast<int>(s)) {
+        continue;
+      }
+      placed_in_[out] = root_of(in);
+      placed_at_[out] = placed_in_[in] >= 0 ? placed_at_[in] : 0;
+      ++plan_.overwriting_steps_;
+    }
+  }
+
+  void DropSteps(const std::vector<bool>& dropped) {
     size_t kept = 0;
     for (size_t s = 0; s < plan_.steps_.size(); ++s) {
       if (!dropped[s]) plan_.steps_[kept++] = std::move(plan_.steps_[s]);

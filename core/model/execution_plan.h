@@ -47,6 +47,9 @@ class ExecutionPlan {
   // Kernels run per request (folded nodes are not among them, nor
   // concatenations whose inputs are written in place).
   size_t step_count() const { return steps_.size(); }
+  // Steps that write their output over an input no later step reads
+  // (Kernel::overwritable_input), skipping the copy of its bytes.
+  size_t overwriting_steps() const { return overwriting_steps_; }
 
   // Runs the graph: `inputs` and `outputs` are device pointers in graph
   // order, with input_types() and output_types(). Not reentrant: call it
@@ -115,6 +118,7 @@ class ExecutionPlan {
   std::vector<std::shared_ptr<Buffer>> constants_;  // Their device copies.
   size_t arena_bytes_ = 0;
   size_t workspace_bytes_ = 0;
+  size_t overwriting_steps_ = 0;
   size_t unshared_bytes_ = 0;
 };
 

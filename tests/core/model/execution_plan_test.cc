@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/model/default_model.h"
 #include "core/model/onnx_builder.h"
@@ -262,6 +263,85 @@ TEST(ExecutionPlanTest, ReshapesAreViews) {
     EXPECT_EQ(y[i], r);
     EXPECT_FLOAT_EQ(y[6 + i], Sigmoid(r));
     EXPECT_EQ(z[i], r);
+  }
+}
+
+// Two residual blocks of 1x1 convolutions over 16 channels, at batch 1:
+//   s = W0 x;  y1 = Relu(W1 x + s);  t = W2 y1;  y2 = Relu(W3 t + y1);
+//   out = GlobalAveragePool(y2), and with `s_read_later`, GlobalAveragePool(s)
+//   as well, after the first block.
+// Each block's Add fuses into its convolution, which accumulates onto the
+// addend: where the addend is read by no later step the convolution writes
+// over it (no copy), along the chain too (y1 lies in s's buffer); where it
+// is, it gets a copy.
+std::shared_ptr<const Model> ResidualBlocks(const std::vector<Tensor>& w, bool s_read_later) {
+  OnnxModelBuilder b("residual_blocks");
+  for (int k = 0; k < 4; ++k) b.AddInitializer(absl::StrCat("w", k), w[k]);
+  b.AddNode("Conv", {"x", "w0"}, {"s"});
+  b.AddNode("Conv", {"x", "w1"}, {"c1"});
+  b.AddNode("Add", {"c1", "s"}, {"a1"});
+  b.AddNode("Relu", {"a1"}, {"y1"});
+  if (s_read_later) b.AddNode("GlobalAveragePool", {"s"}, {"gs"});
+  b.AddNode("Conv", {"y1", "w2"}, {"t"});
+  b.AddNode("Conv", {"t", "w3"}, {"c2"});
+  b.AddNode("Add", {"y1", "c2"}, {"a2"});
+  b.AddNode("Relu", {"a2"}, {"y2"});
+  b.AddNode("GlobalAveragePool", {"y2"}, {"out"});
+  b.AddInput("x", DType::kFloat32, {1, 16, 4, 4});
+  b.AddOutput("out", DType::kFloat32, {1, 16, 1, 1});
+  if (s_read_later) b.AddOutput("gs", DType::kFloat32, {1, 16, 1, 1});
+  return testing::LoadOrDie(b.Serialize(), "residual_blocks");
+}
+
+TEST(ExecutionPlanTest, ConvolutionsWriteOverResidualAddendsNoLaterStepReads) {
+  std::vector<Tensor> w;
+  for (int k = 0; k < 4; ++k) w.push_back(testing::RandomTensor({16, 16, 1, 1}, 40 + k));
+  const Tensor x = testing::RandomTensor({1, 16, 4, 4}, 45);
+  // 1x1 convolution of 16 x 16 pixels, in double.
+  const auto conv = [&](const Tensor& weights, const std::vector<double>& in) {
+    std::vector<double> y(16 * 16, 0.0);
+    for (int o = 0; o < 16; ++o) {
+      for (int i = 0; i < 16; ++i) {
+        for (int p = 0; p < 16; ++p)
+          y[o * 16 + p] += weights.data<float>()[o * 16 + i] * in[i * 16 + p];
+      }
+    }
+    return y;
+  };
+  const auto pool = [](const std::vector<double>& v) {
+    std::vector<double> mean(16, 0.0);
+    for (int c = 0; c < 16; ++c) {
+      for (int p = 0; p < 16; ++p) mean[c] += v[c * 16 + p] / 16;
+    }
+    return mean;
+  };
+  const std::vector<double> xd(x.data<float>(), x.data<float>() + 256);
+  const std::vector<double> s = conv(w[0], xd);
+  std::vector<double> y1 = conv(w[1], xd);
+  for (int k = 0; k < 256; ++k) y1[k] = std::max(0.0, y1[k] + s[k]);
+  std::vector<double> y2 = conv(w[3], conv(w[2], y1));
+  for (int k = 0; k < 256; ++k) y2[k] = std::max(0.0, y2[k] + y1[k]);
+  const std::vector<double> expected_out = pool(y2), expected_gs = pool(s);
+
+  for (bool s_read_later : {false, true}) {
+    SCOPED_TRACE(s_read_later ? "s read later" : "s dies at the first block");
+    std::unique_ptr<Replica> replica = CpuReplica(ResidualBlocks(w, s_read_later));
+    absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{1, 16, 4, 4}});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ((*plan)->overwriting_steps(), s_read_later ? 1u : 2u);
+    float out[16], gs[16];
+    const void* inputs[] = {x.raw_data()};
+    void* outputs[] = {out, gs};
+    for (int run = 0; run < 2; ++run) {  // The second run starts from the first's bytes.
+      absl::Status status;
+      replica->device().Enqueue([&] { status = (*plan)->Run(inputs, outputs); });
+      ASSERT_TRUE(replica->device().Synchronize().ok());
+      ASSERT_TRUE(status.ok()) << status;
+      for (int c = 0; c < 16; ++c) {
+        EXPECT_NEAR(out[c], expected_out[c], 1e-4) << "channel " << c << ", run " << run;
+        if (s_read_later) EXPECT_NEAR(gs[c], expected_gs[c], 1e-4) << "channel " << c;
+      }
+    }
   }
 }
 

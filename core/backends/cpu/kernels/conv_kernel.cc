@@ -62,6 +62,12 @@ class BlockedConvKernel : public Kernel {
 
   size_t workspace_bytes() const override { return SrcBytes() + DstBytes(); }
 
+  // The addend is copied byte for byte to where the convolution writes: the
+  // output itself unless the convolution writes its own buffer first.
+  int overwritable_input() const override {
+    return addend_copy_bytes_ != 0 && !blocked_dst_ && !addend_reorder_ ? 3 : kNoInput;
+  }
+
   // Set when the output is written in oneDNN's layout (no reorder out).
   void SetNativeOutput(const memory::desc& desc) {
     native_layout_ = SerializeDesc(desc);
@@ -87,7 +93,8 @@ class BlockedConvKernel : public Kernel {
       REPLICAD_RETURN_IF_ERROR(addend_reorder_->Execute(inputs, outputs, node_));
     } else if (addend_copy_bytes_ != 0) {
       void* target = blocked_dst_ ? blocked_dst_.get_data_handle() : outputs[0];
-      CopyAcrossThreads(target, inputs[3], addend_copy_bytes_);
+      // The plan may have given the output the addend's own buffer.
+      if (target != inputs[3]) CopyAcrossThreads(target, inputs[3], addend_copy_bytes_);
     }
     for (BoundPrimitive& conv : convs_) {
       REPLICAD_RETURN_IF_ERROR(conv.Execute(inputs, outputs, node_));
