@@ -56,6 +56,37 @@ __attribute__((target("avx512f"))) void RowsAvx512(const float* w, const float* 
   }
 }
 
+// One row at a time, in four partial sums so that the multiply-adds do not
+// wait on each other: each thread reads one stream. For weights that stay in
+// the last-level cache between passes (a 1280 x 1000 classifier, 5 MB)
+// this took 0.100 ms where four rows at a time took 0.158 (2 threads, cache
+// flushed past L2); from DRAM (alexnet's 151 MB) it was 18% slower.
+__attribute__((target("avx512f"))) void RowsOneStreamAvx512(const float* w, const float* x,
+                                                            float* y, int64_t rows, int64_t k) {
+  const int64_t whole = k / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (k - whole)) - 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = w + r * k;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    __m512 s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= whole; i += 64) {
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(row + i), _mm512_loadu_ps(x + i), s0);
+      s1 = _mm512_fmadd_ps(_mm512_loadu_ps(row + i + 16), _mm512_loadu_ps(x + i + 16), s1);
+      s2 = _mm512_fmadd_ps(_mm512_loadu_ps(row + i + 32), _mm512_loadu_ps(x + i + 32), s2);
+      s3 = _mm512_fmadd_ps(_mm512_loadu_ps(row + i + 48), _mm512_loadu_ps(x + i + 48), s3);
+    }
+    for (; i < whole; i += 16) {
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(row + i), _mm512_loadu_ps(x + i), s0);
+    }
+    if (tail != 0) {
+      s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, row + whole),
+                           _mm512_maskz_loadu_ps(tail, x + whole), s1);
+    }
+    y[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+  }
+}
+
 void RowsPortable(const float* w, const float* x, float* y, int64_t rows, int64_t k) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = w + r * k;
@@ -69,6 +100,12 @@ void RowsPortable(const float* w, const float* x, float* y, int64_t rows, int64_
 
 void GemvRows(const float* w, const float* x, float* y, int64_t rows, int64_t k) {
   if (rows <= 0) return;
+  // Where the weights likely stay in the last-level cache (every
+  // torchvision classifier but alexnet's and vgg's) one stream per thread
+  // reads fastest, from DRAM four; sysconf's cache sizes are not reliable
+  // in VMs (this one's reports 320 MiB of L3 for 32), so a fixed bound.
+  constexpr int64_t kCachedBytes = int64_t{8} << 20;
+  const bool one_stream = rows * k * static_cast<int64_t>(sizeof(float)) <= kCachedBytes;
 #pragma omp parallel
   {
     // Shares of whole groups of four rows; the last thread takes the rest.
@@ -78,7 +115,9 @@ void GemvRows(const float* w, const float* x, float* y, int64_t rows, int64_t k)
     const int64_t begin = std::min(rows, groups * thread / threads * 4);
     const int64_t end = std::min(rows, groups * (thread + 1) / threads * 4);
     if (begin < end) {
-      if (HasAvx512()) {
+      if (HasAvx512() && one_stream) {
+        RowsOneStreamAvx512(w + begin * k, x, y + begin, end - begin, k);
+      } else if (HasAvx512()) {
         RowsAvx512(w + begin * k, x, y + begin, end - begin, k);
       } else {
         RowsPortable(w + begin * k, x, y + begin, end - begin, k);

@@ -1,6 +1,8 @@
-// GemvRows against a double-precision dot product: row counts that are not
-// a multiple of 4 (the four-row groups' rest), K with and without a 16-float
-// tail, one and two threads.
+// GemvRows against a double-precision dot product, one and two threads:
+// weights of up to 8 MiB (read a row at a time, in 64-float steps, then 16,
+// then a tail) and of more (2100 x 1000 floats: four rows at a time, the row
+// counts not a multiple of 4 leaving a rest); K with and without a 16-float
+// tail.
 
 #include "core/backends/cpu/kernels/gemv.h"
 
@@ -22,8 +24,8 @@ TEST(GemvRowsTest, EveryRowIsItsDotProduct) {
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   for (int team : {1, 2}) {
     omp_set_num_threads(team);
-    for (const int64_t rows : {1, 3, 4, 9, 130}) {
-      for (const int64_t k : {1, 15, 16, 70, 1000}) {
+    for (const int64_t rows : {1, 3, 4, 9, 130, 2101}) {
+      for (const int64_t k : {1, 15, 16, 70, 144, 1000}) {
         std::vector<float> w(rows * k), x(k), y(rows, NAN);
         for (float& v : w) v = dist(rng);
         for (float& v : x) v = dist(rng);
