@@ -304,12 +304,11 @@ class ExecutionPlan::Builder {
   // this step, so no bytes that are still to be read are overwritten. Runs
   // before DropSteps, while step indices still match last_step_.
   void OutputsOverDeadInputs(const std::vector<bool>& dropped) {
-    const auto root_of = [&](int v) { return placed_in_[v] >= 0 ? placed_in_[v] : v; };
     // Last step that reads any value in `root`'s buffer other than `in`.
     const auto others_last_read = [&](int root, int in) {
       int last = -1;
       for (size_t v = 0; v < placed_in_.size(); ++v) {
-        if (static_cast<int>(v) != in && root_of(static_cast<int>(v)) == root) {
+        if (static_cast<int>(v) != in && RootOf(static_cast<int>(v)) == root) {
           last = std::max(last, last_step_[v]);
         }
       }
@@ -331,11 +330,11 @@ class ExecutionPlan::Builder {
       if (in < 0 || first_step_[in] < 0 || last_step_[in] != static_cast<int>(s) ||
           std::count(args, args + step.num_inputs, in) != 1 || first_step_[out] < 0 ||
           placed_in_[out] >= 0 || holds_views(out) || StoredBytes(out) > StoredBytes(in) ||
-          others_last_read(root_of(in), in) >= static_cast<int>(s)) {
+          others_last_read(RootOf(in), in) >= static_cast<int>(s)) {
         continue;
       }
-      placed_in_[out] = root_of(in);
-      placed_at_[out] = placed_in_[in] >= 0 ? placed_at_[in] : 0;
+      placed_in_[out] = RootOf(in);
+      placed_at_[out] = placed_at_[in];  // 0 where `in` is its own buffer.
       ++plan_.overwriting_steps_;
     }
   }
@@ -354,6 +353,10 @@ class ExecutionPlan::Builder {
     size_t offset;
   };
 
+  // The buffer value `v` lies in: itself, or the value it is a view of
+  // (placed_in_ always names a buffer of its own, never another view).
+  int RootOf(int v) const { return placed_in_[v] >= 0 ? placed_in_[v] : v; }
+
   // Bytes value `v` takes in its layout.
   size_t StoredBytes(int v) const { return std::max(ByteSize(*types_[v]), native_bytes_[v]); }
 
@@ -370,7 +373,7 @@ class ExecutionPlan::Builder {
         return false;
       }
     }
-    const int root = placed_in_[out] >= 0 ? placed_in_[out] : out;
+    const int root = RootOf(out);
     const size_t base = placed_in_[out] >= 0 ? placed_at_[out] : 0;
     for (const Part& part : parts) {
       placed_in_[part.value] = root;
