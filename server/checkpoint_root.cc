@@ -1,5 +1,6 @@
 #include "server/checkpoint_root.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -47,11 +48,17 @@ absl::StatusOr<CheckpointRoot> CheckpointRoot::Open(const std::string& directory
     return absl::InvalidArgumentError(
         absl::StrCat("--checkpoint-root: '", directory, "' is not a directory"));
   }
-  return CheckpointRoot(resolved);  // realpath: absolute, no trailing '/' but for "/".
+  // realpath: absolute, no trailing '/' but for "/".
+  absl::StatusOr<CheckpointDirectory> opened = CheckpointDirectory::Open(resolved);
+  if (!opened.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint-root: '", directory, "': ", opened.status().message()));
+  }
+  return CheckpointRoot(resolved, *std::move(opened));
 }
 
-absl::StatusOr<std::string> CheckpointRoot::Resolve(const std::string& path,
-                                                    const std::string& field) const {
+absl::StatusOr<std::vector<std::string>> CheckpointRoot::ComponentsBelow(
+    const std::string& path, const std::string& field) const {
   if (!enabled()) {
     return absl::FailedPreconditionError(
         absl::StrCat(field,
@@ -96,10 +103,17 @@ absl::StatusOr<std::string> CheckpointRoot::Resolve(const std::string& path,
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": '", Shown(path), "' names the checkpoint root itself"));
   }
+  return parts;
+}
+
+absl::StatusOr<std::string> CheckpointRoot::Resolve(const std::string& path,
+                                                    const std::string& field) const {
+  absl::StatusOr<std::vector<std::string>> parts = ComponentsBelow(path, field);
+  if (!parts.ok()) return parts.status();
   // No existing component may be a symbolic link: through one, a write could
   // land anywhere the daemon may write.
-  std::string resolved = base;
-  for (const std::string& part : parts) {
+  std::string resolved = root_ == "/" ? std::string() : root_;
+  for (const std::string& part : *parts) {
     resolved += "/" + part;
     struct stat st;
     if (::lstat(resolved.c_str(), &st) != 0) continue;  // Not there (yet): nothing to follow.
@@ -110,6 +124,32 @@ absl::StatusOr<std::string> CheckpointRoot::Resolve(const std::string& path,
     }
   }
   return resolved;
+}
+
+absl::StatusOr<CheckpointRoot::Location> CheckpointRoot::Locate(const std::string& path,
+                                                                const std::string& field) const {
+  absl::StatusOr<std::string> resolved = Resolve(path, field);
+  if (!resolved.ok()) return resolved.status();
+  absl::StatusOr<std::vector<std::string>> parts = ComponentsBelow(path, field);
+  if (!parts.ok()) return parts.status();
+  std::string name = parts->back();
+  parts->pop_back();
+  // The check above may be stale by now; this open is what the write uses.
+  absl::StatusOr<CheckpointDirectory> directory =
+      CheckpointDirectory::OpenBeneath(*directory_, *parts);
+  if (!directory.ok()) {
+    return absl::Status(
+        directory.status().code(),
+        absl::StrCat(field, ": '", Shown(path), "': ", directory.status().message()));
+  }
+  struct stat st;
+  if (::fstatat(directory->fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISLNK(st.st_mode)) {
+    return absl::PermissionDeniedError(absl::StrCat(field, ": '", Shown(path),
+                                                    "' is a symbolic link; checkpoint paths "
+                                                    "may not pass through one"));
+  }
+  return Location{*std::move(directory), std::move(name), *std::move(resolved)};
 }
 
 }  // namespace replicad

@@ -1,9 +1,12 @@
 #ifndef REPLICAD_SERVER_CHECKPOINT_ROOT_H_
 #define REPLICAD_SERVER_CHECKPOINT_ROOT_H_
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/train/checkpoint_directory.h"
 
 namespace replicad {
 
@@ -13,7 +16,11 @@ namespace replicad {
 // absolute, must already lie under it; it is normalised lexically and must
 // not leave the root, hold NUL or control characters, or pass through a
 // symbolic link below the root (an existing component that is one). The
-// root itself is resolved once (it may be a link the operator made).
+// root itself is resolved and opened once (it may be a link the operator
+// made). Resolve only checks a path, for early and clear errors; writes go
+// through Locate, whose directory is opened beneath the root's descriptor,
+// so a client that swaps directories or plants links between a check and a
+// write cannot move the write out of the root.
 // Immutable and thread-safe.
 class CheckpointRoot {
  public:
@@ -31,9 +38,28 @@ class CheckpointRoot {
   // PermissionDenied, naming the path, for the rest above.
   absl::StatusOr<std::string> Resolve(const std::string& path, const std::string& field) const;
 
+  // Where a checkpoint named `path` is written: its directory, open beneath
+  // the root without following any link (CheckpointDirectory::OpenBeneath),
+  // and its file name there. Resolve's errors, and PermissionDenied naming
+  // the path when a component (the file's name included) is a symbolic link
+  // at the moment of opening; NotFound when its directory does not exist.
+  struct Location {
+    CheckpointDirectory directory;
+    std::string name;
+    std::string path;  // Absolute, as Resolve gives it.
+  };
+  absl::StatusOr<Location> Locate(const std::string& path, const std::string& field) const;
+
  private:
-  explicit CheckpointRoot(std::string root) : root_(std::move(root)) {}
+  CheckpointRoot(std::string root, CheckpointDirectory directory)
+      : root_(std::move(root)), directory_(std::move(directory)) {}
+  // The components of `path` below the root, lexically normalised; Resolve's
+  // errors but for links.
+  absl::StatusOr<std::vector<std::string>> ComponentsBelow(const std::string& path,
+                                                           const std::string& field) const;
+
   std::string root_;  // Absolute, resolved, without a trailing '/'; empty: off.
+  std::optional<CheckpointDirectory> directory_;  // The root, open; none when off.
 };
 
 }  // namespace replicad

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,22 +41,35 @@ int64_t StepOf(const std::string& file, const std::string& model) {
   return absl::SimpleAtoi(digits, &step) ? step : -1;
 }
 
-absl::Status Unlink(const std::string& path) {
-  if (::unlink(path.c_str()) == 0 || errno == ENOENT) return absl::OkStatus();
-  return absl::ErrnoToStatus(errno, absl::StrCat("unlink ", path));
+absl::Status Unlink(const CheckpointDirectory& directory, const std::string& name) {
+  if (::unlinkat(directory.fd(), name.c_str(), 0) == 0 || errno == ENOENT) return absl::OkStatus();
+  return absl::ErrnoToStatus(errno, absl::StrCat("unlink ", directory.PathOf(name)));
 }
 
 }  // namespace
 
-std::string NumberedCheckpointPath(const std::string& directory, const std::string& model,
-                                   int64_t step) {
-  return absl::StrFormat("%s/%s%s%09d%s", directory, FileStem(model), kStepInfix, step, kSuffix);
+std::string NumberedCheckpointName(const std::string& model, int64_t step) {
+  return absl::StrFormat("%s%s%09d%s", FileStem(model), kStepInfix, step, kSuffix);
 }
 
-absl::Status PruneNumberedCheckpoints(const std::string& directory, const std::string& model,
-                                      int keep, const std::vector<std::string>& spare) {
-  DIR* dir = ::opendir(directory.c_str());
-  if (dir == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("opendir ", directory));
+std::string NumberedCheckpointPath(const std::string& directory, const std::string& model,
+                                   int64_t step) {
+  return absl::StrCat(directory, "/", NumberedCheckpointName(model, step));
+}
+
+absl::Status PruneNumberedCheckpoints(const CheckpointDirectory& directory,
+                                      const std::string& model, int keep, const std::string& run_id,
+                                      const std::vector<std::string>& spare) {
+  if (run_id.empty()) return absl::OkStatus();  // Nothing can be proven ours.
+  // readdir closes what it reads: a duplicate, so `directory` stays open.
+  const int listing = ::fcntl(directory.fd(), F_DUPFD_CLOEXEC, 0);
+  DIR* dir = listing < 0 ? nullptr : ::fdopendir(listing);
+  if (dir == nullptr) {
+    const int error = errno;
+    if (listing >= 0) ::close(listing);
+    return absl::ErrnoToStatus(error, absl::StrCat("opendir ", directory.path()));
+  }
+  ::rewinddir(dir);
   // Spared files by identity, whatever path names them.
   std::vector<std::pair<dev_t, ino_t>> spared;
   for (const std::string& path : spare) {
@@ -65,7 +79,7 @@ absl::Status PruneNumberedCheckpoints(const std::string& directory, const std::s
   struct Numbered {
     int64_t written_ns;
     int64_t step;
-    std::string path;
+    std::string name;
     bool spared;
   };
   std::vector<Numbered> numbered;
@@ -73,13 +87,17 @@ absl::Status PruneNumberedCheckpoints(const std::string& directory, const std::s
     const std::string name = entry->d_name;
     const int64_t step = StepOf(name, model);
     if (step < 0) continue;
-    const std::string path = absl::StrCat(directory, "/", name);
     struct stat st;
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::fstatat(directory.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    absl::StatusOr<std::string> writer = ReadCheckpointRunId(directory, name);
+    if (!writer.ok() || *writer != run_id) continue;
     const bool is_spared = std::find(spared.begin(), spared.end(),
                                      std::make_pair(st.st_dev, st.st_ino)) != spared.end();
     numbered.push_back(
-        {int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, step, path, is_spared});
+        {int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, step, name, is_spared});
   }
   ::closedir(dir);
   std::sort(numbered.begin(), numbered.end(), [](const Numbered& a, const Numbered& b) {
@@ -88,10 +106,9 @@ absl::Status PruneNumberedCheckpoints(const std::string& directory, const std::s
   absl::Status first_error;
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < numbered.size(); ++i) {
     if (numbered[i].spared) continue;
-    const std::string& path = numbered[i].path;
     // The ONNX file first: a state file alone is never read.
-    first_error.Update(Unlink(path));
-    first_error.Update(Unlink(CheckpointStatePath(path)));
+    first_error.Update(Unlink(directory, numbered[i].name));
+    first_error.Update(Unlink(directory, CheckpointStateName(numbered[i].name)));
   }
   return first_error;
 }

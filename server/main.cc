@@ -42,6 +42,7 @@
 #include "server/grpc/health_publisher.h"
 #include "server/grpc/inference_service.h"
 #include "server/grpc/replicad_service.h"
+#include "server/grpc/token_auth_processor.h"
 #include "server/grpc/unix_socket_address.h"
 #include "server/host_buffer_pool.h"
 #include "server/http/http_server.h"
@@ -398,6 +399,7 @@ void OffsetListenPorts(ServerOptions* options, int rank) {
 
 int Serve(ServerOptions options) {
   RateLimitProtobufLogs();
+  RateLimitGrpcLogs();
   // Block the stop signals before any thread starts, so every thread inherits
   // the mask and only the sigwait below receives them.
   sigset_t stop_signals;
@@ -546,11 +548,26 @@ int Serve(ServerOptions options) {
   InferenceService inference(core, server_metrics, shared_memory.get(), tokens.get(),
                              tensor_buffers);
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Reflection describes the API to whoever asks, so with tokens it needs
+  // one (infer); only the TLS listener's auth processor sees its calls, so
+  // a plain-text listener with tokens does not offer it.
+  const bool reflection = tokens == nullptr || tls.enabled();
+  if (reflection) {
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  } else {
+    std::cout << "replicad: gRPC reflection is off: --auth-tokens without TLS cannot guard it"
+              << std::endl;
+  }
   if (absl::Status s = CheckUnixSocketUnused(options.listen); !s.ok()) return Fail(s);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen, GrpcCredentials(tls), &port);
+  std::shared_ptr<grpc::ServerCredentials> credentials = GrpcCredentials(tls);
+  // Tokens checked from the metadata, before a message is read (TLS only:
+  // gRPC runs no processor on plain-text listeners).
+  if (tokens != nullptr && tls.enabled()) {
+    credentials->SetAuthMetadataProcessor(std::make_shared<TokenAuthProcessor>(*tokens));
+  }
+  builder.AddListeningPort(options.listen, credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(&service);
@@ -563,8 +580,8 @@ int Serve(ServerOptions options) {
   }
   std::cout << "replicad: " << who << "gRPC listening on "
             << (IsUnixSocketAddress(options.listen) ? options.listen : absl::StrCat("port ", port))
-            << " (replicad.v1, inference.GRPCInferenceService, grpc.health.v1, reflection)"
-            << std::endl;
+            << " (replicad.v1, inference.GRPCInferenceService, grpc.health.v1"
+            << (reflection ? ", reflection)" : ")") << std::endl;
   HealthPublisher health(server->GetHealthCheckService(), [&core] { return core.ServerReady(); });
 
   int signal_number = 0;

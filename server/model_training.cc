@@ -142,7 +142,8 @@ absl::Status InConfig(const absl::Status& status) {
 
 }  // namespace
 
-ModelTraining::ModelTraining(Environment environment) : environment_(std::move(environment)) {}
+ModelTraining::ModelTraining(Environment environment)
+    : environment_(std::move(environment)), run_id_(NewCheckpointId()) {}
 
 // worker_, the last member, is destroyed first: its queued tasks finish
 // while everything they use is still there.
@@ -168,6 +169,9 @@ absl::Status ModelTraining::LoadModel() {
     absl::StatusOr<LoadedCheckpoint> checkpoint = ReadCheckpoint(source.path);
     if (checkpoint.ok() && checkpoint->has_step) {
       published_step_ = checkpoint->checkpoint.step;
+      // Training on from one of a run's checkpoints continues that run: its
+      // numbered checkpoints rotate as if the daemon had never stopped.
+      if (!checkpoint->checkpoint.run_id.empty()) run_id_ = checkpoint->checkpoint.run_id;
       if (checkpoint->state_matches) {
         RestoreConfig(checkpoint->checkpoint.training_config);
         resume_ = std::move(checkpoint->checkpoint);
@@ -232,6 +236,7 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
     if (absl::Status s = (*trainer)->Resume(published_step_, {}); !s.ok()) return s;
   }
   trainer_ = *std::move(trainer);
+  trainer_target_dtype_ = target_dtype;
   return absl::OkStatus();
 }
 
@@ -485,14 +490,34 @@ uint64_t ModelTraining::ConfigurationId() const {
 
 absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepLocked(
     DType target_dtype, absl::FunctionRef<absl::StatusOr<DataParallelTrainer::StepResult>()> step) {
+  // The targets' dtype picks the loss's form (class labels or
+  // probabilities), and a client may change it between steps: the trainer
+  // is then made again for the new form, from the current weights, the
+  // optimizer's state and the step count, as a checkpoint would resume.
+  if (trainer_ != nullptr && trainer_target_dtype_ != target_dtype) {
+    absl::StatusOr<std::shared_ptr<const Model>> current = trainer_->CurrentModel();
+    if (!current.ok()) return current.status();
+    absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> state = trainer_->OptimizerState();
+    if (!state.ok()) return state.status();
+    model_ = *std::move(current);
+    resume_ = Checkpoint();
+    resume_->step = published_step_;
+    resume_->optimizer = ToOptimizerConfig(config_.optimizer());
+    resume_->optimizer_state = *std::move(state);
+    trainer_.reset();
+  }
   const bool new_trainer = trainer_ == nullptr;
+  const std::optional<Checkpoint> resume = resume_;  // Tensors are shared, not copied.
   if (absl::Status s = EnsureTrainer(target_dtype); !s.ok()) return s;
   absl::StatusOr<DataParallelTrainer::StepResult> result = step();
   if (!result.ok()) {
-    // A trainer made for this request's targets (their dtype picks the loss's
-    // form) that could not take a step is not kept: the next request, with
-    // other targets, gets one of its own.
-    if (new_trainer) trainer_.reset();
+    // A trainer made for this request's targets that could not take a step
+    // is not kept: the next request, with other targets, gets one of its
+    // own, resuming what this one was given.
+    if (new_trainer) {
+      trainer_.reset();
+      resume_ = resume;
+    }
     return result;
   }
   if (!result->skipped.empty()) return result;  // Nothing changed: nothing to publish or save.
@@ -511,6 +536,10 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepLocked(
           saved.status().code(),
           absl::StrCat("step ", result->step,
                        " was applied, but its checkpoint failed: ", saved.status().message()));
+      // The client may not look at checkpoint_status; the operator must
+      // learn that no checkpoint is being written.
+      std::cerr << "replicad: model '" << environment_.source.name
+                << "': " << result->checkpoint_status.message() << std::endl;
     }
   }
   return result;
@@ -577,17 +606,33 @@ void ModelTraining::SaveCheckpoint(std::string path, SaveDone done) {
 absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(const std::string& path) {
   // After a restart on a checkpoint nothing has loaded the model yet.
   if (absl::Status s = LoadModel(); !s.ok()) return s;
-  absl::StatusOr<std::string> target;
+  absl::StatusOr<CheckpointRoot::Location> target;
   const bool numbered = path.empty();
   if (!numbered) {
-    target = environment_.checkpoints.Resolve(path, "path");
+    target = environment_.checkpoints.Locate(path, "path");
   } else if (config_.checkpoint_dir().empty()) {
     return absl::InvalidArgumentError(
         "path: empty, and no config.checkpoint_dir is configured to write into");
   } else {
-    target = environment_.checkpoints.Resolve(
+    target = environment_.checkpoints.Locate(
         NumberedCheckpointPath(config_.checkpoint_dir(), environment_.source.name, published_step_),
         "config.checkpoint_dir");
+    if (target.ok()) {
+      // A numbered name another run wrote (an earlier daemon that reached
+      // this step) is that run's checkpoint: kept, never replaced.
+      absl::StatusOr<std::string> writer = ReadCheckpointRunId(target->directory, target->name);
+      if (!absl::IsNotFound(writer.status()) && (!writer.ok() || *writer != run_id_)) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("config.checkpoint_dir: '", target->path,
+                         "' exists and was not written by this run ", "of training (",
+                         writer.ok() ? (writer->empty() ? std::string("it records no run")
+                                                        : absl::StrCat("run ", *writer))
+                                     : std::string(writer.status().message()),
+                         "; this run is ", run_id_,
+                         "); it is kept. Train into another checkpoint_dir, or "
+                         "move it away"));
+      }
+    }
   }
   if (!target.ok()) return target.status();
   if (published_step_ == 0 || model_ == nullptr) {
@@ -622,19 +667,22 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(const 
     checkpoint.optimizer_state = resume_->optimizer_state;
   }
   google::protobuf::TextFormat::PrintToString(config_, &checkpoint.training_config);
-  if (absl::Status s = WriteCheckpoint(source_bytes_, *target, checkpoint); !s.ok()) return s;
+  checkpoint.run_id = run_id_;
+  if (absl::Status s = WriteCheckpoint(source_bytes_, target->directory, target->name, checkpoint);
+      !s.ok()) {
+    return s;
+  }
   if (numbered) {
     // The new one is whole on disk; only now may older ones go.
-    absl::Status pruned = PruneNumberedCheckpoints(
-        std::string(absl::string_view(*target).substr(0, target->rfind('/'))),
-        environment_.source.name, environment_.keep_checkpoints,
-        {*target, environment_.source.path});
+    absl::Status pruned = PruneNumberedCheckpoints(target->directory, environment_.source.name,
+                                                   environment_.keep_checkpoints, run_id_,
+                                                   {target->path, environment_.source.path});
     if (!pruned.ok()) {
       std::cerr << "replicad: model '" << environment_.source.name
                 << "': removing old checkpoints: " << pruned.message() << std::endl;
     }
   }
-  return std::make_pair(*target, checkpoint.step);
+  return std::make_pair(target->path, checkpoint.step);
 }
 
 void ModelTraining::RestoreConfig(const std::string& text) {

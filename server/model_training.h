@@ -157,8 +157,13 @@ class ModelTraining final : public Trainable {
   std::shared_ptr<const Model> model_ ABSL_GUARDED_BY(mu_);
   std::string source_bytes_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<DataParallelTrainer> trainer_ ABSL_GUARDED_BY(mu_);
+  // The targets' dtype trainer_ was made for (its loss's form).
+  DType trainer_target_dtype_ ABSL_GUARDED_BY(mu_) = DType::kInt64;
   std::optional<Checkpoint> resume_ ABSL_GUARDED_BY(mu_);  // Until the trainer takes it.
   int64_t published_step_ ABSL_GUARDED_BY(mu_) = 0;
+  // Written into every checkpoint, so rotation removes only this run's
+  // (server/checkpoint_rotation.h): drawn here, or the loaded checkpoint's.
+  std::string run_id_ ABSL_GUARDED_BY(mu_);
 
   // The set Predict uses and the step its weights are from.
   absl::Mutex predict_mu_;

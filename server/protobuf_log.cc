@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/stubs/logging.h"
+#include "grpc/support/log.h"
 
 namespace replicad {
 
@@ -51,8 +52,24 @@ void LimitedProtobufLog(google::protobuf::LogLevel level, const char* filename, 
   ProtobufLimiter().Log(text);
 }
 
+LogLimiter& GrpcLimiter() {
+  static LogLimiter* limiter = new LogLimiter(
+      10, absl::Minutes(1), [](const std::string& line) { std::cerr << line << std::flush; });
+  return *limiter;
+}
+
+void LimitedGrpcLog(gpr_log_func_args* args) {
+  const char severity = args->severity == GPR_LOG_SEVERITY_ERROR  ? 'E'
+                        : args->severity == GPR_LOG_SEVERITY_INFO ? 'I'
+                                                                  : 'D';
+  GrpcLimiter().Log(absl::StrCat("[gRPC ", std::string(1, severity), " ", args->file, ":",
+                                 args->line, "] ", args->message, "\n"));
+}
+
 }  // namespace
 
 void RateLimitProtobufLogs() { google::protobuf::SetLogHandler(&LimitedProtobufLog); }
+
+void RateLimitGrpcLogs() { gpr_set_log_function(&LimitedGrpcLog); }
 
 }  // namespace replicad

@@ -40,6 +40,11 @@ class LogLimiter {
 // serving (protobuf's handler is process-wide and not thread-safe to set).
 void RateLimitProtobufLogs();
 
+// The same for gRPC's own log lines (one per failed TLS handshake, for
+// instance, which any peer without credentials can cause at will): through
+// a LogLimiter of 10 lines a minute to stderr. Call once, before serving.
+void RateLimitGrpcLogs();
+
 }  // namespace replicad
 
 #endif  // REPLICAD_SERVER_PROTOBUF_LOG_H_

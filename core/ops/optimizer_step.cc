@@ -120,14 +120,17 @@ absl::Status ValidateOptimizerHyperparameters(const OptimizerConfig& config,
       return absl::InvalidArgumentError(absl::StrCat(
           prefix, "kind must be sgd, adam or rmsprop; received ", static_cast<int>(config.kind)));
   }
-  if (!(config.learning_rate > 0.0f) || !std::isfinite(config.learning_rate)) {
-    return OutOfRange(prefix, "learning_rate", "finite and > 0", config.learning_rate);
+  // No training uses a learning rate or a weight decay anywhere near these
+  // bounds, and far above them the first update of ordinary gradients
+  // overflows float32 (1e38 * a gradient of 4 is infinite).
+  if (!(config.learning_rate > 0.0f) || !(config.learning_rate <= kMaxLearningRate)) {
+    return OutOfRange(prefix, "learning_rate", "> 0 and <= 10000", config.learning_rate);
   }
   if (!(config.momentum >= 0.0f) || !std::isfinite(config.momentum)) {
     return OutOfRange(prefix, "momentum", "finite and >= 0", config.momentum);
   }
-  if (!(config.weight_decay >= 0.0f) || !std::isfinite(config.weight_decay)) {
-    return OutOfRange(prefix, "weight_decay", "finite and >= 0", config.weight_decay);
+  if (!(config.weight_decay >= 0.0f) || !(config.weight_decay <= kMaxWeightDecay)) {
+    return OutOfRange(prefix, "weight_decay", ">= 0 and <= 10000", config.weight_decay);
   }
   if (config.nesterov && config.momentum == 0.0f) {
     return absl::InvalidArgumentError(

@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_OPS_OPTIMIZER_STEP_H_
 #define REPLICAD_CORE_OPS_OPTIMIZER_STEP_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -38,6 +39,10 @@ struct OptimizerConfig {
   float epsilon = 1e-8f;               // Adam, RMSprop (PyTorch's default for both).
   float alpha = 0.99f;                 // RMSprop smoothing.
 };
+
+// The largest learning_rate and weight_decay ValidateOptimizerHyperparameters accepts.
+constexpr float kMaxLearningRate = 1e4f;
+constexpr float kMaxWeightDecay = 1e4f;
 
 // "sgd", "adam", "rmsprop" (the names used in the API, the op's `kind` and messages);
 // "unknown(<n>)" for a value outside the enumerators. OptimizerKindFromName inverts it.
@@ -201,6 +206,41 @@ inline void UpdateParameterOnHost(const OptimizerStateIndex& index, const Optimi
       break;
     }
   }
+}
+
+// The first element whose parameter UpdateParameterOnHost would make not finite, or -1;
+// *after gets that value. Nothing is written: the rule runs on copies of the parameter and
+// its state, a chunk at a time, through UpdateParameterOnHost itself, so the two compute
+// the same bits.
+inline int64_t FirstNonFiniteUpdateOnHost(const OptimizerStateIndex& index,
+                                          const OptimizerStepScalars& s, const float* p,
+                                          const float* g, const float* const* state, int64_t n,
+                                          float* after) {
+  constexpr int64_t kChunk = 1024;
+  constexpr int kMaxState = 4;
+  int state_count = 0;
+  for (int i : {index.momentum_buffer, index.exp_avg, index.exp_avg_sq, index.square_avg}) {
+    if (i + 1 > state_count) state_count = i + 1;
+  }
+  float p_copy[kChunk];
+  float state_copy[kMaxState][kChunk];
+  float* state_pointers[kMaxState];
+  for (int k = 0; k < kMaxState; ++k) state_pointers[k] = state_copy[k];
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t count = n - begin < kChunk ? n - begin : kChunk;
+    std::copy(p + begin, p + begin + count, p_copy);
+    for (int k = 0; k < state_count; ++k) {
+      std::copy(state[k] + begin, state[k] + begin + count, state_copy[k]);
+    }
+    UpdateParameterOnHost(index, s, p_copy, g + begin, state_pointers, count);
+    for (int64_t j = 0; j < count; ++j) {
+      if (!std::isfinite(p_copy[j])) {
+        *after = p_copy[j];
+        return begin + j;
+      }
+    }
+  }
+  return -1;
 }
 
 }  // namespace replicad

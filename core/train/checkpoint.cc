@@ -16,6 +16,9 @@
 #include "absl/strings/str_format.h"
 #include "core/model/onnx_tensor.h"
 #include "core/ops/optimizer_step_attributes.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "onnx/onnx_pb.h"
 
 namespace replicad {
@@ -23,23 +26,16 @@ namespace {
 
 constexpr char kStepKey[] = "replicad.step";
 constexpr char kIdKey[] = "replicad.checkpoint_id";
+constexpr char kRunIdKey[] = "replicad.run_id";
 constexpr char kFormatKey[] = "replicad.format";
 constexpr char kStateFormat[] = "replicad.optimizer_state.v1";
 constexpr char kOptimizerPrefix[] = "replicad.optimizer.";
 constexpr char kTrainingConfigKey[] = "replicad.training_config";
-constexpr char kTempSuffix[] = ".tmp";
 
 // "write /x/m.onnx.tmp: No space left on device", with the errno's status code.
 absl::Status SysError(absl::string_view call, const std::string& path) {
   const int error = errno;
   return absl::ErrnoToStatus(error, absl::StrCat(call, " ", path));
-}
-
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
 }
 
 absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path) {
@@ -57,39 +53,66 @@ absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path)
   return absl::OkStatus();
 }
 
-absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return SysError("open", dir);
-  absl::Status status = ::fsync(fd) == 0 ? absl::OkStatus() : SysError("fsync", dir);
-  ::close(fd);
+// FNV-1a: stable across builds and runs, so that a temporary file a crash
+// left behind is the one the next write of the same target replaces.
+uint64_t StableHash(const std::string& text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+// Short whatever the target's length, so that a name the file system takes
+// is never refused for its temporary file's suffix; hidden, so a listing of
+// checkpoints does not show it.
+std::string TemporaryName(const std::string& name) { return CheckpointTemporaryName(name); }
+
+// Writes `bytes` to a new temporary file for `name` in `directory` and
+// makes them durable (fsync) before anyone renames it into place: without
+// the fsync, ext4 and XFS may show an empty file after a power loss.
+absl::Status WriteTemporary(const CheckpointDirectory& directory, const std::string& name,
+                            const std::string& bytes) {
+  const std::string temp = TemporaryName(name);
+  const std::string shown = directory.PathOf(temp);
+  // What is at the temporary name (a crashed write's file, or a link someone
+  // planted there) is removed, not written through: the file is then created
+  // exclusively, so a link planted again meanwhile fails the open (EEXIST).
+  ::unlinkat(directory.fd(), temp.c_str(), 0);
+  const int fd = ::openat(directory.fd(), temp.c_str(),
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return SysError("open", shown);
+  absl::Status status = WriteAll(fd, bytes, shown);
+  if (status.ok() && ::fsync(fd) != 0) status = SysError("fsync", shown);
+  // close() reports deferred write errors on some file systems (NFS), so it is checked.
+  if (::close(fd) != 0 && status.ok()) status = SysError("close", shown);
+  if (!status.ok()) ::unlinkat(directory.fd(), temp.c_str(), 0);
   return status;
 }
 
-// Replaces `path` with `bytes` so that, whenever the process dies, `path` is the old file or
-// the new one. rename() is atomic on POSIX file systems; the fsync before it makes the new
-// bytes durable before the name points at them (without it, ext4 and XFS may show an empty
-// file after a power loss); the directory fsync makes the rename itself durable.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string temp = path + kTempSuffix;
-  // What is at the temporary name (a crashed write's file, or a symbolic
-  // link someone planted there) is removed, not written through: the file is
-  // then created exclusively, so a link planted again meanwhile fails the
-  // open (EEXIST) instead of being followed.
-  ::unlink(temp.c_str());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return SysError("open", temp);
-  absl::Status status = WriteAll(fd, bytes, temp);
-  if (status.ok() && ::fsync(fd) != 0) status = SysError("fsync", temp);
-  // close() reports deferred write errors on some file systems (NFS), so it is checked.
-  if (::close(fd) != 0 && status.ok()) status = SysError("close", temp);
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
-    status = SysError("rename", absl::StrCat(temp, " to ", path));
+// rename() within one directory is atomic on POSIX file systems: `name` is
+// the old file or the new one, whenever the process dies.
+absl::Status RenameTemporary(const CheckpointDirectory& directory, const std::string& name) {
+  const std::string temp = TemporaryName(name);
+  if (::renameat(directory.fd(), temp.c_str(), directory.fd(), name.c_str()) == 0) {
+    return absl::OkStatus();
   }
-  if (!status.ok()) {
-    ::unlink(temp.c_str());
-    return status;
+  absl::Status status =
+      SysError("rename", absl::StrCat(directory.PathOf(temp), " to ", directory.PathOf(name)));
+  ::unlinkat(directory.fd(), temp.c_str(), 0);
+  return status;
+}
+
+absl::Status CheckFileName(const std::string& name, const CheckpointDirectory& directory) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(directory.PathOf(name),
+                     ": a checkpoint's file name must be a plain name; received '", name, "'"));
   }
-  return SyncDirectory(DirectoryOf(path));
+  if (name.size() > NAME_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(directory.PathOf(name),
+                                                   ": a file name holds at most ", NAME_MAX,
+                                                   " bytes; received ", name.size()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -134,14 +157,6 @@ void SetMetadata(onnx::ModelProto* model, const std::string& key, const std::str
   entry->set_value(value);
 }
 
-// Distinguishes two writes of the same step (e.g. a restarted run reaching the step of an
-// earlier one), which the step alone cannot.
-std::string NewCheckpointId() {
-  std::random_device device;
-  const uint64_t id = (static_cast<uint64_t>(device()) << 32) ^ device();
-  return absl::StrFormat("%016x", id);
-}
-
 absl::Status CheckHostTensor(const Tensor& tensor, absl::string_view what) {
   if (tensor.buffer() == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(what, " has no data"));
@@ -181,6 +196,7 @@ onnx::ModelProto StateModel(const Checkpoint& checkpoint, const std::string& id)
   SetMetadata(&state, kFormatKey, kStateFormat);
   SetMetadata(&state, kStepKey, absl::StrCat(checkpoint.step));
   SetMetadata(&state, kIdKey, id);
+  if (!checkpoint.run_id.empty()) SetMetadata(&state, kRunIdKey, checkpoint.run_id);
   const OptimizerConfig& config = checkpoint.optimizer;
   SetMetadata(&state, absl::StrCat(kOptimizerPrefix, "kind"), OptimizerKindName(config.kind));
   SetMetadata(&state, absl::StrCat(kOptimizerPrefix, "nesterov"),
@@ -203,6 +219,37 @@ onnx::ModelProto StateModel(const Checkpoint& checkpoint, const std::string& id)
 
 absl::Status Invalid(const std::string& path, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", message));
+}
+
+// The source model's initializers take the checkpoint's parameters.
+absl::Status ReplaceParameters(const Checkpoint& checkpoint, const std::string& onnx_path,
+                               onnx::ModelProto* model) {
+  std::map<std::string, onnx::TensorProto*> initializers;
+  for (onnx::TensorProto& proto : *model->mutable_graph()->mutable_initializer()) {
+    initializers.emplace(proto.name(), &proto);
+  }
+  for (const auto& [name, tensor] : checkpoint.parameters) {
+    auto it = initializers.find(name);
+    if (it == initializers.end()) {
+      return absl::NotFoundError(absl::StrCat(onnx_path, ": parameter '", name,
+                                              "' is not an initializer of the source model"));
+    }
+    const std::string what = absl::StrCat("parameter '", name, "'");
+    if (absl::Status status = CheckHostTensor(tensor, what); !status.ok()) {
+      return Invalid(onnx_path, status.message());
+    }
+    onnx::TensorProto* proto = it->second;
+    const Shape dims(proto->dims().begin(), proto->dims().end());
+    if (proto->data_type() != static_cast<int>(tensor.dtype()) || dims != tensor.shape()) {
+      return Invalid(onnx_path, absl::StrCat(what, " must be ", OnnxTypeString(*proto),
+                                             " like its initializer; received ",
+                                             TensorTypeToString(tensor.type())));
+    }
+    std::string doc = proto->doc_string();
+    TensorToOnnx(tensor, name, proto);
+    if (!doc.empty()) proto->set_doc_string(std::move(doc));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<const std::string*> RequiredMetadata(const onnx::ModelProto& model,
@@ -310,10 +357,36 @@ absl::Status ReadState(const std::string& path, int64_t step, const std::string&
 
 }  // namespace
 
-std::string CheckpointStatePath(const std::string& onnx_path) { return onnx_path + ".state"; }
+std::string NewCheckpointId() {
+  std::random_device device;
+  const uint64_t id = (static_cast<uint64_t>(device()) << 32) ^ device();
+  return absl::StrFormat("%016x", id);
+}
 
-absl::Status WriteCheckpoint(const std::string& source_model, const std::string& onnx_path,
-                             const Checkpoint& checkpoint) {
+std::string CheckpointTemporaryName(const std::string& name) {
+  return absl::StrFormat(".replicad-%016x.tmp", StableHash(name));
+}
+
+std::string CheckpointStateName(const std::string& onnx_name) {
+  constexpr char kStateSuffix[] = ".state";
+  const std::string plain = onnx_name + kStateSuffix;
+  if (plain.size() <= NAME_MAX) return plain;
+  // Too long with the suffix: a prefix and the whole name's hash, so that
+  // two long names that share the prefix keep apart.
+  const std::string tail = absl::StrFormat("~%016x%s", StableHash(onnx_name), kStateSuffix);
+  return onnx_name.substr(0, NAME_MAX - tail.size()) + tail;
+}
+
+std::string CheckpointStatePath(const std::string& onnx_path) {
+  const size_t slash = onnx_path.rfind('/');
+  if (slash == std::string::npos) return CheckpointStateName(onnx_path);
+  return onnx_path.substr(0, slash + 1) + CheckpointStateName(onnx_path.substr(slash + 1));
+}
+
+absl::Status WriteCheckpoint(const std::string& source_model, const CheckpointDirectory& directory,
+                             const std::string& name, const Checkpoint& checkpoint) {
+  const std::string onnx_path = directory.PathOf(name);
+  if (absl::Status status = CheckFileName(name, directory); !status.ok()) return status;
   if (checkpoint.step < 0) {
     return Invalid(onnx_path,
                    absl::StrCat("checkpoint.step must be >= 0; received ", checkpoint.step));
@@ -321,67 +394,117 @@ absl::Status WriteCheckpoint(const std::string& source_model, const std::string&
   if (absl::Status status = ValidateOptimizerConfig(checkpoint.optimizer); !status.ok()) {
     return Invalid(onnx_path, status.message());
   }
-  for (const auto& [name, tensor] : checkpoint.optimizer_state) {
-    absl::Status status = CheckHostTensor(tensor, absl::StrCat("optimizer state '", name, "'"));
+  for (const auto& [tensor_name, tensor] : checkpoint.optimizer_state) {
+    absl::Status status =
+        CheckHostTensor(tensor, absl::StrCat("optimizer state '", tensor_name, "'"));
     if (!status.ok()) return Invalid(onnx_path, status.message());
   }
   onnx::ModelProto model;
   if (!model.ParseFromString(source_model)) {
     return Invalid(onnx_path, "the source model is not an ONNX model (cannot parse)");
   }
-  std::map<std::string, onnx::TensorProto*> initializers;
-  for (onnx::TensorProto& proto : *model.mutable_graph()->mutable_initializer()) {
-    initializers.emplace(proto.name(), &proto);
-  }
-  for (const auto& [name, tensor] : checkpoint.parameters) {
-    auto it = initializers.find(name);
-    if (it == initializers.end()) {
-      return absl::NotFoundError(absl::StrCat(onnx_path, ": parameter '", name,
-                                              "' is not an initializer of the source model"));
-    }
-    const std::string what = absl::StrCat("parameter '", name, "'");
-    if (absl::Status status = CheckHostTensor(tensor, what); !status.ok()) {
-      return Invalid(onnx_path, status.message());
-    }
-    onnx::TensorProto* proto = it->second;
-    const Shape dims(proto->dims().begin(), proto->dims().end());
-    if (proto->data_type() != static_cast<int>(tensor.dtype()) || dims != tensor.shape()) {
-      return Invalid(onnx_path, absl::StrCat(what, " must be ", OnnxTypeString(*proto),
-                                             " like its initializer; received ",
-                                             TensorTypeToString(tensor.type())));
-    }
-    std::string doc = proto->doc_string();
-    TensorToOnnx(tensor, name, proto);
-    if (!doc.empty()) proto->set_doc_string(std::move(doc));
+  if (absl::Status status = ReplaceParameters(checkpoint, onnx_path, &model); !status.ok()) {
+    return status;
   }
   const std::string id = NewCheckpointId();
   SetMetadata(&model, kStepKey, absl::StrCat(checkpoint.step));
   SetMetadata(&model, kIdKey, id);
+  if (!checkpoint.run_id.empty()) SetMetadata(&model, kRunIdKey, checkpoint.run_id);
 
-  const std::string state_path = CheckpointStatePath(onnx_path);
+  const std::string state_name = CheckpointStateName(name);
   absl::StatusOr<std::string> onnx_bytes = Serialize(model, onnx_path);
   if (!onnx_bytes.ok()) return onnx_bytes.status();
-  absl::StatusOr<std::string> state_bytes = Serialize(StateModel(checkpoint, id), state_path);
+  absl::StatusOr<std::string> state_bytes =
+      Serialize(StateModel(checkpoint, id), directory.PathOf(state_name));
   if (!state_bytes.ok()) return state_bytes.status();
-  // Only a regular file (or nothing) is replaced: a directory or a device at
-  // the path fails here, before the state file is written beside it.
+  // Only a regular file (or nothing) is replaced: a directory, a device or a
+  // link at the name fails here, before anything is written beside it.
   struct stat target;
-  const bool had_onnx = ::lstat(onnx_path.c_str(), &target) == 0;
+  const bool had_onnx = ::fstatat(directory.fd(), name.c_str(), &target, AT_SYMLINK_NOFOLLOW) == 0;
   if (had_onnx && !S_ISREG(target.st_mode)) {
     return absl::FailedPreconditionError(
         absl::StrCat("write ", onnx_path, ": it exists and is not a regular file"));
   }
-  // State first: until the ONNX rename, readers see the old ONNX file, whose step and id no
-  // longer match the new state file, so they ignore it rather than mix the two writes.
-  if (absl::Status status = WriteFileAtomically(state_path, *state_bytes); !status.ok()) {
+  // Both files are whole and durable before either is renamed into place,
+  // so a write that fails (a full disk, most often) changes nothing and
+  // leaves nothing behind.
+  if (absl::Status status = WriteTemporary(directory, state_name, *state_bytes); !status.ok()) {
     return status;
   }
-  absl::Status written = WriteFileAtomically(onnx_path, *onnx_bytes);
-  // A first checkpoint that failed leaves nothing behind. Over an older one,
-  // the new state file stays beside the old ONNX file, which it does not
-  // match, so readers ignore it.
-  if (!written.ok() && !had_onnx) ::unlink(state_path.c_str());
-  return written;
+  if (absl::Status status = WriteTemporary(directory, name, *onnx_bytes); !status.ok()) {
+    ::unlinkat(directory.fd(), TemporaryName(state_name).c_str(), 0);
+    return status;
+  }
+  // State first: until the ONNX rename, readers see the old ONNX file, whose
+  // step and id do not match the new state file, so they ignore it rather
+  // than mix the two writes.
+  if (absl::Status status = RenameTemporary(directory, state_name); !status.ok()) {
+    ::unlinkat(directory.fd(), TemporaryName(name).c_str(), 0);
+    return status;
+  }
+  if (absl::Status status = RenameTemporary(directory, name); !status.ok()) {
+    // A first checkpoint leaves nothing behind; over an older one, the new
+    // state file stays beside the old ONNX file, which it does not match.
+    if (!had_onnx) ::unlinkat(directory.fd(), state_name.c_str(), 0);
+    return status;
+  }
+  // Makes the renames themselves durable.
+  if (::fsync(directory.fd()) != 0) return SysError("fsync", directory.path());
+  return absl::OkStatus();
+}
+
+absl::Status WriteCheckpoint(const std::string& source_model, const std::string& onnx_path,
+                             const Checkpoint& checkpoint) {
+  const size_t slash = onnx_path.rfind('/');
+  absl::StatusOr<CheckpointDirectory> directory =
+      CheckpointDirectory::Open(slash == std::string::npos ? "."
+                                : slash == 0               ? "/"
+                                                           : onnx_path.substr(0, slash));
+  if (!directory.ok()) return directory.status();
+  return WriteCheckpoint(source_model, *directory,
+                         slash == std::string::npos ? onnx_path : onnx_path.substr(slash + 1),
+                         checkpoint);
+}
+
+absl::StatusOr<std::string> ReadCheckpointRunId(const CheckpointDirectory& directory,
+                                                const std::string& name) {
+  using google::protobuf::internal::WireFormatLite;
+  const std::string path = directory.PathOf(name);
+  const int fd = ::openat(directory.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return SysError("open", path);
+  google::protobuf::io::FileInputStream file(fd);
+  file.SetCloseOnDelete(true);
+  google::protobuf::io::CodedInputStream in(&file);
+  // Top-level fields only: the graph (most of the file) is skipped, by
+  // seeking, unparsed.
+  constexpr int kMetadataPropsField = 14;  // onnx.proto: ModelProto.metadata_props.
+  bool parsed = true;
+  while (const uint32_t tag = in.ReadTag()) {
+    if (WireFormatLite::GetTagFieldNumber(tag) == kMetadataPropsField &&
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      uint32_t length = 0;
+      onnx::StringStringEntryProto entry;
+      if (!in.ReadVarint32(&length) || length > static_cast<uint32_t>(INT_MAX)) {
+        parsed = false;
+        break;
+      }
+      const auto limit = in.PushLimit(static_cast<int>(length));
+      parsed = entry.MergeFromCodedStream(&in) && in.ConsumedEntireMessage();
+      in.PopLimit(limit);
+      if (!parsed) break;
+      if (entry.key() == kRunIdKey) return entry.value();
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      parsed = false;
+      break;
+    }
+  }
+  if (file.GetErrno() != 0) {
+    errno = file.GetErrno();
+    return SysError("read", path);
+  }
+  // ReadTag gives 0 both at the end of the file and on a malformed tag.
+  if (parsed && in.ConsumedEntireMessage()) return std::string();
+  return Invalid(path, "not an ONNX model (cannot parse)");
 }
 
 absl::StatusOr<LoadedCheckpoint> ReadCheckpoint(const std::string& onnx_path) {
@@ -405,6 +528,7 @@ absl::StatusOr<LoadedCheckpoint> ReadCheckpoint(const std::string& onnx_path) {
   if (!parsed.ok()) return parsed.status();
   loaded.checkpoint.step = *parsed;
   loaded.has_step = true;
+  if (const std::string* run = FindMetadata(model, kRunIdKey)) loaded.checkpoint.run_id = *run;
   const std::string* id = FindMetadata(model, kIdKey);
   if (id == nullptr) return loaded;
   if (absl::Status status = ReadState(CheckpointStatePath(onnx_path), *parsed, *id, &loaded);

@@ -612,7 +612,9 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::StepLocked(
   // Finite inputs can still overflow float32 inside the model (inputs of
   // 1e30). Nothing is applied yet: the weights, the optimizer's state, the
   // running statistics and the step count stay as they were.
-  if (std::string why = ScaleAndCheckFinite(step); !why.empty()) {
+  std::string why = ScaleAndCheckFinite(step);
+  if (why.empty()) why = CheckUpdateStaysFinite(step);
+  if (!why.empty()) {
     // Skipped or refused, a step that is not applied answers the same reason.
     if (non_finite_steps_ == TrainerOptions::NonFiniteSteps::kRefuse) {
       return absl::InvalidArgumentError(
@@ -1036,6 +1038,24 @@ std::string DataParallelTrainer::ScaleAndCheckFinite(StepState& step) {
     }
   }
   return "";
+}
+
+std::string DataParallelTrainer::CheckUpdateStaysFinite(const StepState& step) {
+  if (all_reduce_ != nullptr || (server_ != nullptr && step.server_sum != nullptr)) return "";
+  Slot& applying = server_ != nullptr ? *server_ : *slots_.front();
+  if (!InHostMemory(*applying.where.device)) return "";
+  std::vector<float*> parameters;
+  for (Tensor& p : applying.parameters) parameters.push_back(p.data<float>());
+  std::vector<const float*> sums;
+  for (const std::vector<float>& r : reduced_) sums.push_back(r.data());
+  const std::optional<Optimizer::NonFiniteUpdate> bad =
+      applying.optimizer->FirstNonFiniteUpdate(parameters, sums);
+  if (!bad) return "";
+  const OptimizerConfig& config = applying.optimizer->config();
+  return absl::StrCat("the update would make element ", bad->element, " of parameter '",
+                      training_.graph.values[training_.parameters[bad->parameter]].name, "' ",
+                      bad->after, " (from ", bad->before, ", gradient ", bad->gradient,
+                      ", learning_rate ", config.learning_rate, ")");
 }
 
 absl::Status DataParallelTrainer::SumOnServer(StepState& step) {

@@ -215,6 +215,11 @@ class DataParallelTrainer {
   // Scales the host's sums by 1 / batch; why the step must not be applied
   // (a loss or a gradient that is not finite), or "".
   std::string ScaleAndCheckFinite(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why the update of the host's sums would make a weight not finite (a
+  // learning rate of 1e38 on finite gradients), checked on the copy that
+  // applies it before any copy does, or "". Device sums (NCCL, a GPU
+  // server) are not checked here.
+  std::string CheckUpdateStaysFinite(const StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A GPU parameter server's sums (nothing otherwise).
   absl::Status SumOnServer(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The optimizer on every copy of the weights (or the server's, then copied out).

@@ -104,6 +104,28 @@ absl::Status Optimizer::BuildDeviceState() {
   return absl::OkStatus();
 }
 
+std::optional<Optimizer::NonFiniteUpdate> Optimizer::FirstNonFiniteUpdate(
+    const std::vector<float*>& parameters, const std::vector<const float*>& gradients) const {
+  if (device_ != nullptr) return std::nullopt;
+  const OptimizerStepScalars scalars = MakeOptimizerStepScalars(config_, step_ + 1);
+  // Before the first step there is no state; the first update does not read it.
+  const std::vector<float> none;
+  for (size_t i = 0; i < sizes_.size() && i < parameters.size() && i < gradients.size(); ++i) {
+    if (sizes_[i] == 0) continue;
+    std::vector<const float*> state;
+    std::vector<float> zeros;
+    if (step_ == 0) zeros.assign(static_cast<size_t>(sizes_[i]), 0.0f);
+    for (size_t k = 0; k < names_.size(); ++k) {
+      state.push_back(step_ == 0 ? zeros.data() : params_[i].host[k].data());
+    }
+    float after = 0;
+    const int64_t bad = FirstNonFiniteUpdateOnHost(index_, scalars, parameters[i], gradients[i],
+                                                   state.data(), sizes_[i], &after);
+    if (bad >= 0) return NonFiniteUpdate{i, bad, parameters[i][bad], gradients[i][bad], after};
+  }
+  return std::nullopt;
+}
+
 absl::Status Optimizer::Step(const std::vector<float*>& parameters,
                              const std::vector<const float*>& gradients) {
   if (parameters.size() != sizes_.size() || gradients.size() != sizes_.size()) {

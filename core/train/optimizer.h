@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,7 +25,8 @@ namespace replicad {
 // InvalidArgument naming the field, the accepted range and the received value, e.g.
 // "optimizer.learning_rate must be finite and > 0; received -1". Every field is
 // range-checked whatever the kind (the defaults are all valid); a kind ignores the rest:
-// learning_rate finite > 0; momentum, weight_decay finite >= 0; nesterov needs momentum > 0;
+// learning_rate > 0 and <= kMaxLearningRate (1e4); weight_decay >= 0 and <= kMaxWeightDecay
+// (1e4); momentum finite >= 0; nesterov needs momentum > 0;
 // beta1, beta2, alpha in [0, 1); epsilon finite > 0; kind one of the enumerators.
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
 
@@ -65,6 +67,20 @@ class Optimizer {
   // launch error is returned; then step() is unchanged and the update is partial.
   absl::Status Step(const std::vector<float*>& parameters,
                     const std::vector<const float*>& gradients);
+
+  // Where Step with these arguments would make a parameter element not finite, without
+  // changing anything: the same rules run on copies (a read of every parameter, gradient and
+  // state element). Finite gradients can still overflow an update (a learning rate of
+  // 1e38), and a trainer refuses such a step before applying it, as it refuses a
+  // non-finite gradient. nullopt when every element stays finite, and in device mode (the
+  // state is on the device; not checked there).
+  struct NonFiniteUpdate {
+    size_t parameter = 0;  // Index into `parameters`.
+    int64_t element = 0;
+    float before = 0, gradient = 0, after = 0;
+  };
+  std::optional<NonFiniteUpdate> FirstNonFiniteUpdate(
+      const std::vector<float*>& parameters, const std::vector<const float*>& gradients) const;
 
   // Steps taken (or restored). Adam's bias corrections use it.
   int64_t step() const { return step_; }

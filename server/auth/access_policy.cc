@@ -61,4 +61,21 @@ std::optional<Role> RequiredRole(absl::string_view rpc) {
   return Role::kAdmin;
 }
 
+std::optional<Role> RequiredRoleOfPath(absl::string_view path, std::string* method) {
+  const size_t slash = path.rfind('/');
+  const absl::string_view service =
+      slash == absl::string_view::npos || slash == 0 ? "" : path.substr(1, slash - 1);
+  const absl::string_view name = slash == absl::string_view::npos ? path : path.substr(slash + 1);
+  *method = std::string(name);
+  if (service == "grpc.health.v1.Health") return std::nullopt;
+  if (service == "grpc.reflection.v1alpha.ServerReflection" ||
+      service == "grpc.reflection.v1.ServerReflection") {
+    return Role::kInfer;
+  }
+  if (service == "replicad.v1.Replicad" || service == "inference.GRPCInferenceService") {
+    return RequiredRole(name);
+  }
+  return Role::kAdmin;
+}
+
 }  // namespace replicad

@@ -29,6 +29,14 @@ std::optional<Role> ParseRole(absl::string_view name);
 // Any other name needs admin, so an RPC added later is closed until listed.
 std::optional<Role> RequiredRole(absl::string_view rpc);
 
+// The role a gRPC call needs by its full path ("/package.Service/Method"):
+// the services gRPC itself serves are open (grpc.health.v1.Health, whose
+// probes carry no token) or need infer (grpc.reflection's
+// ServerReflectionInfo, which describes the API); replicad.v1.Replicad's and
+// inference.GRPCInferenceService's methods as RequiredRole says; any other
+// path needs admin. `*method` gets the method's name (for messages).
+std::optional<Role> RequiredRoleOfPath(absl::string_view path, std::string* method);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_SERVER_AUTH_ACCESS_POLICY_H_

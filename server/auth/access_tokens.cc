@@ -121,7 +121,11 @@ void AccessTokens::Refresh() const {
 }
 
 absl::Status AccessTokens::Check(const std::string* authorization, absl::string_view rpc) const {
-  const std::optional<Role> needed = RequiredRole(rpc);
+  return CheckRole(authorization, rpc, RequiredRole(rpc));
+}
+
+absl::Status AccessTokens::CheckRole(const std::string* authorization, absl::string_view rpc,
+                                     std::optional<Role> needed) const {
   if (!needed) return absl::OkStatus();
   absl::StatusOr<uint32_t> roles = RolesOf(authorization, rpc);
   if (!roles.ok()) return roles.status();

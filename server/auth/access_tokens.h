@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ class AccessTokens {
   // Unauthenticated when no token, a malformed header or an unknown token;
   // PermissionDenied naming the RPC and the role it needs.
   absl::Status Check(const std::string* authorization, absl::string_view rpc) const;
+  // Check with the role given (nullopt: open), for callers that know more
+  // than the RPC's name (RequiredRoleOfPath).
+  absl::Status CheckRole(const std::string* authorization, absl::string_view rpc,
+                         std::optional<Role> needed) const;
   // OK when `authorization` carries a known token, whatever its roles
   // (Unauthenticated as Check says otherwise): for refusing a stranger
   // before reading what it sends.

@@ -15,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/replicad_client.h"
 #include "core/model/default_model.h"
@@ -353,7 +354,7 @@ TEST(ModelTrainingE2eTest, BadRequestsAreAnsweredPreciselyAndLoseNothing) {
   absl::StatusOr<v1::ConfigureTrainingResponse> configured = client->ConfigureTraining(bad_lr);
   EXPECT_EQ(configured.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(configured.status().message()),
-              HasSubstr("config.optimizer.learning_rate must be finite and > 0; received -1"));
+              HasSubstr("config.optimizer.learning_rate must be > 0 and <= 10000; received -1"));
   v1::ConfigureTrainingRequest bad_output = SgdConfig();
   bad_output.mutable_config()->set_output("nope");
   configured = client->ConfigureTraining(bad_output);
@@ -684,7 +685,131 @@ TEST(ModelTrainingE2eTest, AFailedPeriodicCheckpointAnswersTheAppliedStep) {
                         "outcome=\"refused\",code=\"INVALID_ARGUMENT\"}"),
             1);
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+  // The operator learns it too, not only the client that looks.
+  EXPECT_THAT((*daemon)->output(), HasSubstr("step 1 was applied, but its checkpoint failed"));
   std::filesystem::remove(dir);
+}
+
+// The reproduction: run/ held steps 24-28 of an earlier run; a
+// fresh daemon writing steps 1-5 into it deleted one of them per step, the
+// newest included. Rotation now removes only the run's own checkpoints, and
+// a number another run wrote is refused, not overwritten.
+TEST(ModelTrainingE2eTest, RotationNeverRemovesOrReplacesAnotherRunsCheckpoints) {
+  const std::string dir = TempPath("run");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+        StartWithCheckpoints({"--devices", "cpu:0", "--keep-checkpoints", "5"});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    auto client = Connect(**daemon);
+    ASSERT_TRUE(client->ConfigureTraining(EveryStepConfig(dir)).ok());
+    for (int step = 1; step <= 3; ++step) ASSERT_TRUE(client->TrainStep(StepRequest(4, step)).ok());
+    EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+  }
+  // The earlier run's checkpoints become steps 24-26, as a longer run left them.
+  for (int step = 1; step <= 3; ++step) {
+    const std::string from = absl::StrCat(dir, "/default-step00000000", step, ".onnx");
+    const std::string to = absl::StrCat(dir, "/default-step0000000", 23 + step, ".onnx");
+    std::filesystem::rename(from, to);
+    std::filesystem::rename(from + ".state", to + ".state");
+  }
+  const std::vector<std::string> earlier = NumberedCheckpoints(dir);
+  ASSERT_EQ(earlier.size(), 3u);
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      StartWithCheckpoints({"--devices", "cpu:0", "--keep-checkpoints", "2"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Connect(**daemon);
+  ASSERT_TRUE(client->ConfigureTraining(EveryStepConfig(dir)).ok());
+  for (int step = 1; step <= 5; ++step) {
+    absl::StatusOr<v1::TrainStepResponse> trained = client->TrainStep(StepRequest(4, step));
+    ASSERT_TRUE(trained.ok()) << trained.status();
+    EXPECT_EQ(trained->checkpoint_error(), "");
+  }
+  std::vector<std::string> expected = {dir + "/default-step000000004.onnx",
+                                       dir + "/default-step000000005.onnx"};
+  expected.insert(expected.end(), earlier.begin(), earlier.end());
+  EXPECT_EQ(NumberedCheckpoints(dir), expected);
+  for (const std::string& path : earlier) {
+    EXPECT_TRUE(std::filesystem::exists(path + ".state")) << path;
+  }
+  // No temporary file is left by any of the writes.
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(absl::EndsWith(name, ".onnx") || absl::EndsWith(name, ".onnx.state")) << name;
+  }
+  // A step number the earlier run wrote: that file is kept, not replaced.
+  const std::string foreign = dir + "/default-step000000006.onnx";
+  std::filesystem::copy_file(earlier[0], foreign);
+  const auto foreign_size = std::filesystem::file_size(foreign);
+  absl::StatusOr<v1::TrainStepResponse> sixth = client->TrainStep(StepRequest(4, 6));
+  ASSERT_TRUE(sixth.ok()) << sixth.status();
+  EXPECT_EQ(sixth->checkpoint_path(), "");
+  EXPECT_THAT(sixth->checkpoint_error(),
+              AllOf(HasSubstr("step 6 was applied, but its checkpoint failed"),
+                    HasSubstr("was not written by this run of training"), HasSubstr("it is kept")));
+  EXPECT_EQ(std::filesystem::file_size(foreign), foreign_size);
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+}
+
+// Both target forms are accepted, and a client may switch between them:
+// class labels, then probabilities, then labels, on one trainer's weights,
+// optimizer state and step count (the first form used to stick).
+TEST(ModelTrainingE2eTest, TargetsMaySwitchBetweenLabelsAndProbabilities) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Connect(**daemon);
+  ASSERT_TRUE(client->ConfigureTraining(SgdConfig()).ok());
+  ASSERT_TRUE(client->TrainStep(StepRequest(4, 1)).ok());
+  v1::TrainStepRequest soft = StepRequest(4, 2);
+  Tensor probabilities = Tensor::Host(DType::kFloat32, {4, 10});
+  for (int64_t i = 0; i < 40; ++i) probabilities.data<float>()[i] = 0.1f;
+  *soft.mutable_targets() = ToProto("targets", probabilities);
+  absl::StatusOr<v1::TrainStepResponse> second = client->TrainStep(soft);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->step(), 2);
+  absl::StatusOr<v1::TrainStepResponse> third = client->TrainStep(StepRequest(4, 3));
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->step(), 3);
+  // A malformed step in the other form is refused and loses nothing.
+  v1::TrainStepRequest wrong = soft;
+  *wrong.mutable_targets() = ToProto("targets", Tensor::Host(DType::kFloat32, {4, 7}));
+  EXPECT_EQ(client->TrainStep(wrong).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<v1::TrainStepResponse> fourth = client->TrainStep(StepRequest(4, 4));
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+  EXPECT_EQ(fourth->step(), 4);
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+}
+
+// A file name the file system takes (up to 255 bytes) is a checkpoint name,
+// although its state file's name would be longer: that one takes the hash
+// form (core/train/checkpoint.h), and loading finds it.
+TEST(ModelTrainingE2eTest, ALongLegalCheckpointNameIsWrittenAndResumes) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      StartWithCheckpoints({"--devices", "cpu:0"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Connect(**daemon);
+  ASSERT_TRUE(client->ConfigureTraining(SgdConfig()).ok());
+  ASSERT_TRUE(client->TrainStep(StepRequest(4, 1)).ok());
+  const std::string name = std::string(250, 'r') + ".onnx";
+  ASSERT_EQ(name.size(), 255u);
+  v1::SaveCheckpointRequest save;
+  save.set_model("default");
+  save.set_path(name);
+  absl::StatusOr<v1::SaveCheckpointResponse> saved = client->SaveCheckpoint(save);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  absl::StatusOr<LoadedCheckpoint> loaded = ReadCheckpoint(TempPath(name));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(loaded->state_matches);
+  EXPECT_EQ(loaded->checkpoint.step, 1);
+  save.set_path(std::string(256, 'r'));
+  absl::StatusOr<v1::SaveCheckpointResponse> too_long = client->SaveCheckpoint(save);
+  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_long.status().message(), HasSubstr("at most 255 bytes; received 256"));
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+  std::filesystem::remove(TempPath(name));
+  std::filesystem::remove(TempPath(CheckpointStateName(name)));
 }
 
 }  // namespace

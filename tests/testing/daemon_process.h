@@ -25,6 +25,7 @@ class DaemonProcess {
       const std::vector<std::string>& extra_args);
   ~DaemonProcess();
 
+  pid_t pid() const { return pid_; }
   int grpc_port() const { return grpc_port_; }  // 0 on a Unix socket.
   int metrics_port() const { return metrics_port_; }
   // What a gRPC client connects to: 127.0.0.1:PORT or unix:PATH.

@@ -286,22 +286,22 @@ TEST_F(CheckpointTest, UnwritableDirectoriesNameThePathAndTheCall) {
 
   absl::Status status = WriteCheckpoint(source, dir + "/missing/m.onnx", SmallCheckpoint(1));
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(status.message(),
-            absl::StrCat("open ", dir, "/missing/m.onnx.state.tmp: No such file or directory"));
+  EXPECT_EQ(status.message(), absl::StrCat("directory '", dir, "/missing' does not exist"));
 
   // A regular file where a directory should be: refused even for root.
   WriteBytes(dir + "/file", "x");
   status = WriteCheckpoint(source, dir + "/file/m.onnx", SmallCheckpoint(1));
   EXPECT_FALSE(status.ok());
-  EXPECT_THAT(status.message(), AllOf(HasSubstr("open " + dir + "/file/m.onnx.state.tmp"),
-                                      HasSubstr("Not a directory")));
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), absl::StrCat("'", dir, "/file' is not a directory"));
 
   if (::geteuid() != 0) {  // Root ignores permission bits.
     const std::string locked = dir + "/locked";
     ASSERT_EQ(::mkdir(locked.c_str(), 0555), 0);
     status = WriteCheckpoint(source, locked + "/m.onnx", SmallCheckpoint(1));
     EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
-    EXPECT_THAT(status.message(), HasSubstr("open " + locked + "/m.onnx.state.tmp"));
+    EXPECT_THAT(status.message(),
+                HasSubstr("open " + locked + "/" + CheckpointTemporaryName("m.onnx.state")));
   }
 }
 
@@ -348,23 +348,25 @@ TEST_F(CheckpointTest, AFailedWriteLeavesThePreviousCheckpointAndNoTemporaryFile
   second.parameters["W"] = Filled({64, 64}, [](int64_t i) { return -1.0f * i; });
   // The state file fails: nothing changes.
   EXPECT_EQ(WriteWithFileSizeLimit(source, path, second, 16),
-            absl::StrCat("write ", path, ".state.tmp: File too large"));
+            absl::StrCat("write ", dir, "/", CheckpointTemporaryName("m.onnx.state"),
+                         ": File too large"));
   EXPECT_EQ(ListDir(dir), (std::set<std::string>{"m.onnx", "m.onnx.state"}));
   absl::StatusOr<LoadedCheckpoint> loaded = ReadCheckpoint(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->checkpoint.step, 1);
   EXPECT_TRUE(loaded->state_matches);
 
-  // The state file is replaced, then the ONNX file fails: the old weights stay readable and
-  // the new state file is recognized as another write's (state ids are fixed-length, so the
-  // new state file has the old one's size).
-  EXPECT_EQ(WriteWithFileSizeLimit(source, path, second, state_size + 8),
-            absl::StrCat("write ", path, ".tmp: File too large"));
+  // The state file's temporary is whole, then the ONNX file's fails: neither is renamed
+  // into place, so the old checkpoint stays whole, its state included (state ids are
+  // fixed-length, so the new state file has the old one's size).
+  EXPECT_EQ(
+      WriteWithFileSizeLimit(source, path, second, state_size + 8),
+      absl::StrCat("write ", dir, "/", CheckpointTemporaryName("m.onnx"), ": File too large"));
   EXPECT_EQ(ListDir(dir), (std::set<std::string>{"m.onnx", "m.onnx.state"}));
   loaded = ReadCheckpoint(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->checkpoint.step, 1);
-  EXPECT_FALSE(loaded->state_matches);
+  EXPECT_TRUE(loaded->state_matches);
   EXPECT_EQ(Values(loaded->checkpoint.parameters.at("W")), Values(first.parameters["W"]));
 }
 
@@ -433,8 +435,9 @@ TEST_F(CheckpointTest, PlantedLinksAreNotFollowedAndFailuresLeaveNothing) {
   const std::string victim = dir + "/victim.txt";
   WriteBytes(victim, "precious");
   const std::string path = dir + "/m.onnx";
-  ASSERT_EQ(::symlink(victim.c_str(), (path + ".tmp").c_str()), 0);
-  ASSERT_EQ(::symlink(victim.c_str(), (path + ".state.tmp").c_str()), 0);
+  ASSERT_EQ(::symlink(victim.c_str(), (dir + "/" + CheckpointTemporaryName("m.onnx")).c_str()), 0);
+  ASSERT_EQ(
+      ::symlink(victim.c_str(), (dir + "/" + CheckpointTemporaryName("m.onnx.state")).c_str()), 0);
   ASSERT_TRUE(WriteCheckpoint(GemmModel(3, 4), path, SmallCheckpoint(1)).ok());
   EXPECT_EQ(ReadBytes(victim), "precious");
   EXPECT_EQ(ListDir(dir), (std::set<std::string>{"m.onnx", "m.onnx.state", "victim.txt"}));
@@ -452,8 +455,8 @@ TEST_F(CheckpointTest, TemporaryFilesAreNamedByTheTargetAndNeverRead) {
   const std::string source = GemmModel(3, 4);
   ASSERT_TRUE(WriteCheckpoint(source, path, SmallCheckpoint(4)).ok());
   // What a crash mid-write leaves: torn temporaries beside whole targets.
-  WriteBytes(path + ".tmp", source.substr(0, source.size() / 2));
-  WriteBytes(path + ".state.tmp", "torn");
+  WriteBytes(dir + "/" + CheckpointTemporaryName("m.onnx"), source.substr(0, source.size() / 2));
+  WriteBytes(dir + "/" + CheckpointTemporaryName("m.onnx.state"), "torn");
   absl::StatusOr<LoadedCheckpoint> loaded = ReadCheckpoint(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->checkpoint.step, 4);
@@ -462,6 +465,87 @@ TEST_F(CheckpointTest, TemporaryFilesAreNamedByTheTargetAndNeverRead) {
   ASSERT_TRUE(WriteCheckpoint(source, path, SmallCheckpoint(5)).ok());
   EXPECT_EQ(ListDir(dir), (std::set<std::string>{"m.onnx", "m.onnx.state"}));
   EXPECT_EQ(ReadCheckpoint(path)->checkpoint.step, 5);
+}
+
+// The writes go through the directory's descriptor: renaming the directory
+// (or planting a link at its old path) after it was opened cannot move them.
+TEST_F(CheckpointTest, WritesFollowTheOpenDirectoryNotItsPath) {
+  const std::string dir = MakeTempDir("descriptor");
+  ASSERT_EQ(::mkdir((dir + "/a").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir + "/elsewhere").c_str(), 0755), 0);
+  absl::StatusOr<CheckpointDirectory> opened = CheckpointDirectory::Open(dir + "/a");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  ASSERT_EQ(::rename((dir + "/a").c_str(), (dir + "/moved").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/elsewhere").c_str(), (dir + "/a").c_str()), 0);
+  Checkpoint checkpoint = SmallCheckpoint(2);
+  checkpoint.run_id = "run-7";
+  ASSERT_TRUE(WriteCheckpoint(GemmModel(3, 4), *opened, "m.onnx", checkpoint).ok());
+  EXPECT_TRUE(ListDir(dir + "/elsewhere").empty());
+  EXPECT_EQ(ListDir(dir + "/moved"), (std::set<std::string>{"m.onnx", "m.onnx.state"}));
+  absl::StatusOr<LoadedCheckpoint> loaded = ReadCheckpoint(dir + "/moved/m.onnx");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->checkpoint.run_id, "run-7");
+  EXPECT_TRUE(loaded->state_matches);
+  // Not a plain name: refused before anything is written.
+  for (const std::string& name : {std::string(""), std::string(".."), std::string("x/y.onnx")}) {
+    EXPECT_EQ(WriteCheckpoint(GemmModel(3, 4), *opened, name, checkpoint).code(),
+              absl::StatusCode::kInvalidArgument)
+        << name;
+  }
+}
+
+// A run id is read from the file's top-level fields, past a graph that is
+// never parsed; a file without one reads "", and a file that is not ONNX is
+// InvalidArgument naming it.
+TEST_F(CheckpointTest, TheRunIdIsReadWithoutParsingTheGraph) {
+  const std::string dir = MakeTempDir("run_id");
+  absl::StatusOr<CheckpointDirectory> opened = CheckpointDirectory::Open(dir);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Checkpoint checkpoint;
+  checkpoint.step = 3;
+  checkpoint.run_id = "0123456789abcdef";
+  checkpoint.parameters["W"] = Filled({512, 512}, [](int64_t i) { return 0.5f * i; });
+  ASSERT_TRUE(WriteCheckpoint(GemmModel(512, 512), *opened, "big.onnx", checkpoint).ok());
+  EXPECT_EQ(*ReadCheckpointRunId(*opened, "big.onnx"), "0123456789abcdef");
+  WriteBytes(dir + "/plain.onnx", GemmModel(3, 4));
+  EXPECT_EQ(*ReadCheckpointRunId(*opened, "plain.onnx"), "");
+  // A graph whose contents are not an ONNX graph is skipped all the same.
+  onnx::ModelProto odd;
+  odd.ParseFromString(GemmModel(3, 4));
+  odd.mutable_graph()->mutable_node(0)->set_op_type(std::string(1000, '\xff'));
+  onnx::StringStringEntryProto* entry = odd.add_metadata_props();
+  entry->set_key("replicad.run_id");
+  entry->set_value("odd");
+  WriteBytes(dir + "/odd.onnx", odd.SerializeAsString());
+  EXPECT_EQ(*ReadCheckpointRunId(*opened, "odd.onnx"), "odd");
+  WriteBytes(dir + "/junk.onnx", "\xff\xff\xff not a protobuf");
+  absl::StatusOr<std::string> junk = ReadCheckpointRunId(*opened, "junk.onnx");
+  EXPECT_EQ(junk.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(junk.status().message(), HasSubstr(dir + "/junk.onnx"));
+  EXPECT_TRUE(absl::IsNotFound(ReadCheckpointRunId(*opened, "absent.onnx").status()));
+}
+
+// Every name the file system takes (255 bytes) can be a checkpoint: the
+// state file of a name too long for ".state" takes the hash form, two long
+// names sharing a prefix keep apart, and the temporary files are short.
+TEST_F(CheckpointTest, LongNamesHaveStateFilesOfTheirOwn) {
+  const std::string dir = MakeTempDir("long_names");
+  const std::string a = std::string(250, 'a') + ".onnx", b = std::string(250, 'a') + ".onnb";
+  EXPECT_EQ(CheckpointStateName("m.onnx"), "m.onnx.state");
+  EXPECT_EQ(CheckpointStateName(std::string(249, 'x')), std::string(249, 'x') + ".state");
+  EXPECT_EQ(CheckpointStateName(a).size(), 255u);
+  EXPECT_NE(CheckpointStateName(a), CheckpointStateName(b));
+  EXPECT_EQ(CheckpointStatePath("/r/" + a), "/r/" + CheckpointStateName(a));
+  ASSERT_TRUE(WriteCheckpoint(GemmModel(3, 4), dir + "/" + a, SmallCheckpoint(1)).ok());
+  ASSERT_TRUE(WriteCheckpoint(GemmModel(3, 4), dir + "/" + b, SmallCheckpoint(2)).ok());
+  EXPECT_EQ(ListDir(dir),
+            (std::set<std::string>{a, b, CheckpointStateName(a), CheckpointStateName(b)}));
+  EXPECT_TRUE(ReadCheckpoint(dir + "/" + a)->state_matches);
+  EXPECT_EQ(ReadCheckpoint(dir + "/" + b)->checkpoint.step, 2);
+  absl::Status too_long =
+      WriteCheckpoint(GemmModel(3, 4), dir + "/" + std::string(256, 'c'), SmallCheckpoint(1));
+  EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_long.message(), HasSubstr("at most 255 bytes; received 256"));
 }
 
 // ~4 MB of parameters and as much state; every value derives from the step so a reader can
@@ -507,9 +591,10 @@ TEST_F(CheckpointTest, SigkillAtAnyMomentLeavesAWholeCheckpoint) {
     cycle_ms = std::max(cycle_ms, took.count());
   }
 
-  const std::set<std::string> allowed = {"m.onnx", "m.onnx.state", "m.onnx.tmp",
-                                         "m.onnx.state.tmp"};
-  const std::string temporaries[] = {path + ".state.tmp", path + ".tmp"};
+  const std::string onnx_temporary = CheckpointTemporaryName("m.onnx");
+  const std::string state_temporary = CheckpointTemporaryName("m.onnx.state");
+  const std::set<std::string> allowed = {"m.onnx", "m.onnx.state", onnx_temporary, state_temporary};
+  const std::string temporaries[] = {dir + "/" + state_temporary, dir + "/" + onnx_temporary};
   std::mt19937 random(20240607);
   std::uniform_int_distribution<int> delay_ms(1, 30 + static_cast<int>(2 * cycle_ms));
   std::uniform_int_distribution<int> after_temporary_us(0, 1000);
@@ -547,7 +632,7 @@ TEST_F(CheckpointTest, SigkillAtAnyMomentLeavesAWholeCheckpoint) {
 
     const std::set<std::string> names = ListDir(dir);
     for (const std::string& name : names) EXPECT_EQ(allowed.count(name), 1u) << name;
-    with_temporaries += names.count("m.onnx.tmp") + names.count("m.onnx.state.tmp") > 0;
+    with_temporaries += names.count(onnx_temporary) + names.count(state_temporary) > 0;
 
     absl::StatusOr<LoadedCheckpoint> loaded = ReadCheckpoint(path);
     ASSERT_TRUE(loaded.ok()) << "after kill " << k << ": " << loaded.status();

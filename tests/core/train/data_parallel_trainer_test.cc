@@ -233,6 +233,50 @@ TEST(DataParallelTrainerTest, NonFiniteStepsAreRefusedAndChangeNothing) {
   }
 }
 
+// Finite inputs, loss and gradients can still overflow the update: a large
+// learning rate on large gradients used to answer OK and leave every weight
+// it reached infinite. The update is checked before any copy applies it,
+// and such a step is refused (or skipped) like a non-finite gradient.
+TEST(DataParallelTrainerTest, AnUpdateThatWouldOverflowIsRefusedAndChangesNothing) {
+  OptimizerConfig sgd;
+  sgd.learning_rate = 1e4f;
+  for (bool parameter_server : {false, true}) {
+    for (auto non_finite :
+         {TrainerOptions::NonFiniteSteps::kRefuse, TrainerOptions::NonFiniteSteps::kSkip}) {
+      std::unique_ptr<DataParallelTrainer> trainer =
+          MakeTrainer(2, sgd, nullptr, parameter_server, DType::kInt64, non_finite);
+      const std::vector<Tensor> before = trainer->SlotParameters(1).value();
+      Tensor large = Tensor::Host(DType::kFloat32, {4, 2, 6, 6});
+      for (int64_t i = 0; i < large.num_elements(); ++i) large.data<float>()[i] = 3e35f;
+      absl::StatusOr<DataParallelTrainer::StepResult> result =
+          trainer->Step({large}, testing::ClassLabels(4, 4, 0));
+      const std::string why = non_finite == TrainerOptions::NonFiniteSteps::kRefuse
+                                  ? std::string(result.status().message())
+                                  : (result.ok() ? result->skipped : "");
+      if (non_finite == TrainerOptions::NonFiniteSteps::kRefuse) {
+        EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+      } else {
+        ASSERT_TRUE(result.ok()) << result.status();
+      }
+      EXPECT_THAT(why, HasSubstr("the update would make element"));
+      EXPECT_THAT(why, HasSubstr("learning_rate 10000"));
+      EXPECT_EQ(trainer->step(), 0);
+      for (int slot : {0, 1}) {
+        const std::vector<Tensor> after = trainer->SlotParameters(slot).value();
+        for (size_t p = 0; p < before.size(); ++p) {
+          EXPECT_EQ(std::memcmp(before[p].raw_data(), after[p].raw_data(), before[p].byte_size()),
+                    0)
+              << "slot " << slot << " parameter " << p;
+        }
+      }
+      absl::StatusOr<DataParallelTrainer::StepResult> good =
+          trainer->Step({testing::RandomTensor({4, 2, 6, 6}, 1)}, testing::ClassLabels(4, 4, 0));
+      ASSERT_TRUE(good.ok()) << good.status();
+      EXPECT_EQ(trainer->step(), 1);
+    }
+  }
+}
+
 // NonFiniteSteps::kSkip: an overflowing step answers OK as skipped, with
 // its reason, and changes nothing; the next good step is step 1. Inputs
 // holding NaN are still refused.

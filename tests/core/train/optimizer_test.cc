@@ -15,6 +15,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -270,17 +272,25 @@ TEST(OptimizerConfigTest, DefaultsOfEveryKindAreValid) {
 TEST(OptimizerConfigTest, ErrorsNameTheFieldTheRangeAndTheValue) {
   absl::Status s = Validate([](OptimizerConfig& c) { c.learning_rate = -1; });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "optimizer.learning_rate must be finite and > 0; received -1");
+  EXPECT_EQ(s.message(), "optimizer.learning_rate must be > 0 and <= 10000; received -1");
   EXPECT_THAT(Validate([](OptimizerConfig& c) { c.learning_rate = 0; }).message(),
-              HasSubstr("optimizer.learning_rate must be finite and > 0; received 0"));
+              HasSubstr("optimizer.learning_rate must be > 0 and <= 10000; received 0"));
   EXPECT_THAT(Validate([](OptimizerConfig& c) { c.learning_rate = INFINITY; }).message(),
-              HasSubstr("optimizer.learning_rate must be finite and > 0; received inf"));
+              HasSubstr("optimizer.learning_rate must be > 0 and <= 10000; received inf"));
   EXPECT_THAT(Validate([](OptimizerConfig& c) { c.learning_rate = NAN; }).message(),
-              HasSubstr("optimizer.learning_rate must be finite and > 0; received nan"));
+              HasSubstr("optimizer.learning_rate must be > 0 and <= 10000; received nan"));
+  // The case: 1e38 was accepted, and one step made every weight infinite.
+  EXPECT_THAT(Validate([](OptimizerConfig& c) { c.learning_rate = 1e38f; }).message(),
+              HasSubstr("optimizer.learning_rate must be > 0 and <= 10000; received 1e+38"));
+  EXPECT_THAT(Validate([](OptimizerConfig& c) { c.learning_rate = 10001; }).message(),
+              HasSubstr("received 10001"));
+  EXPECT_TRUE(Validate([](OptimizerConfig& c) { c.learning_rate = 10000; }).ok());
+  EXPECT_THAT(Validate([](OptimizerConfig& c) { c.weight_decay = 1e30f; }).message(),
+              HasSubstr("optimizer.weight_decay must be >= 0 and <= 10000; received 1e+30"));
   EXPECT_EQ(Validate([](OptimizerConfig& c) { c.momentum = -0.5f; }).message(),
             "optimizer.momentum must be finite and >= 0; received -0.5");
   EXPECT_EQ(Validate([](OptimizerConfig& c) { c.weight_decay = -0.25f; }).message(),
-            "optimizer.weight_decay must be finite and >= 0; received -0.25");
+            "optimizer.weight_decay must be >= 0 and <= 10000; received -0.25");
   EXPECT_EQ(Validate([](OptimizerConfig& c) { c.nesterov = true; }).message(),
             "optimizer.nesterov requires optimizer.momentum > 0; received momentum 0");
   EXPECT_EQ(Validate([](OptimizerConfig& c) { c.beta1 = 1; }).message(),
@@ -551,6 +561,57 @@ TEST(OptimizerTest, RestoreNamesTheEntryThatDoesNotMatchAndChangesNothing) {
 
   ASSERT_TRUE(target->Restore(2, good).ok());
   EXPECT_EQ(target->step(), 2);
+}
+
+// Finite gradients can still overflow an update: the dry run finds the
+// element without changing the weights or the state, and agrees with what
+// Step then writes, for every kind. SGD's update grows with the gradient and
+// overflows; Adam's and RMSprop's are normalised by it and stay finite.
+TEST(OptimizerTest, FirstNonFiniteUpdateFindsOverflowWithoutChangingAnything) {
+  for (OptimizerConfig::Kind kind : {OptimizerConfig::Kind::kSgd, OptimizerConfig::Kind::kAdam,
+                                     OptimizerConfig::Kind::kRmsprop}) {
+    const std::string name = OptimizerKindName(kind);
+    OptimizerConfig config;
+    config.kind = kind;
+    config.learning_rate = 1e4f;
+    config.momentum = kind == OptimizerConfig::Kind::kAdam ? 0.0f : 0.9f;
+    absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(config, {3, 2});
+    ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+    std::vector<float> a = {1, 2, 3}, b = {4, 5};
+    std::vector<float> ga = {0.5f, -0.25f, 1}, gb = {1, 1};
+    ASSERT_FALSE((*optimizer)->FirstNonFiniteUpdate({a.data(), b.data()}, {ga.data(), gb.data()}));
+    ASSERT_TRUE((*optimizer)->Step({a.data(), b.data()}, {ga.data(), gb.data()}).ok());
+    b[1] = 3.4e38f;  // Near float32's largest value.
+    const std::vector<float> a_before = a, b_before = b;
+    absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> state_before =
+        (*optimizer)->State();
+    ASSERT_TRUE(state_before.ok());
+    std::vector<float> huge = {0, -3e34f};
+    std::optional<Optimizer::NonFiniteUpdate> bad =
+        (*optimizer)->FirstNonFiniteUpdate({a.data(), b.data()}, {ga.data(), huge.data()});
+    // Nothing changed: the weights, the state and the step count.
+    EXPECT_EQ(a, a_before) << name;
+    EXPECT_EQ(b, b_before) << name;
+    EXPECT_EQ((*optimizer)->step(), 1);
+    absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> state_after = (*optimizer)->State();
+    ASSERT_TRUE(state_after.ok());
+    ASSERT_EQ(state_after->size(), state_before->size());
+    for (size_t i = 0; i < state_after->size(); ++i) {
+      const Tensor& x = (*state_before)[i].second;
+      const Tensor& y = (*state_after)[i].second;
+      EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()), 0) << name << " " << i;
+    }
+    ASSERT_TRUE((*optimizer)->Step({a.data(), b.data()}, {ga.data(), huge.data()}).ok());
+    EXPECT_EQ(bad.has_value(), !std::isfinite(b[1])) << name << " " << b[1];
+    if (kind == OptimizerConfig::Kind::kSgd) {
+      ASSERT_TRUE(bad);
+      EXPECT_EQ(bad->parameter, 1u);
+      EXPECT_EQ(bad->element, 1);
+      EXPECT_EQ(bad->before, 3.4e38f);
+      EXPECT_EQ(bad->gradient, -3e34f);
+      EXPECT_FALSE(std::isfinite(bad->after)) << bad->after;
+    }
+  }
 }
 
 }  // namespace

@@ -390,7 +390,7 @@ TEST(OptimizerStepShapeRuleTest, OutputsAreGsTypeOncePerStateTensor) {
   attributes = OptimizerStepAttributes(config);
   attributes.Set("learning_rate", -1.0f);
   status = InferOptimizerStep(&spec);
-  EXPECT_NE(status.message().find("attribute learning_rate must be finite and > 0; received -1"),
+  EXPECT_NE(status.message().find("attribute learning_rate must be > 0 and <= 10000; received -1"),
             std::string::npos)
       << status;
 }
