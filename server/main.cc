@@ -548,16 +548,7 @@ int Serve(ServerOptions options) {
   InferenceService inference(core, server_metrics, shared_memory.get(), tokens.get(),
                              tensor_buffers);
   grpc::EnableDefaultHealthCheckService(true);
-  // Reflection describes the API to whoever asks, so with tokens it needs
-  // one (infer); only the TLS listener's auth processor sees its calls, so
-  // a plain-text listener with tokens does not offer it.
-  const bool reflection = tokens == nullptr || tls.enabled();
-  if (reflection) {
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  } else {
-    std::cout << "replicad: gRPC reflection is off: --auth-tokens without TLS cannot guard it"
-              << std::endl;
-  }
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   if (absl::Status s = CheckUnixSocketUnused(options.listen); !s.ok()) return Fail(s);
   grpc::ServerBuilder builder;
   int port = 0;
@@ -580,8 +571,8 @@ int Serve(ServerOptions options) {
   }
   std::cout << "replicad: " << who << "gRPC listening on "
             << (IsUnixSocketAddress(options.listen) ? options.listen : absl::StrCat("port ", port))
-            << " (replicad.v1, inference.GRPCInferenceService, grpc.health.v1"
-            << (reflection ? ", reflection)" : ")") << std::endl;
+            << " (replicad.v1, inference.GRPCInferenceService, grpc.health.v1, reflection)"
+            << std::endl;
   HealthPublisher health(server->GetHealthCheckService(), [&core] { return core.ServerReady(); });
 
   int signal_number = 0;

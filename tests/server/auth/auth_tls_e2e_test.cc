@@ -130,6 +130,31 @@ grpc::Status SaveCheckpoint(const std::shared_ptr<grpc::Channel>& channel,
   return stub->SaveCheckpoint(&context, request, &response);
 }
 
+// The daemon's resident memory in bytes (/proc/PID/status VmRSS), or -1.
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+// A unary call of `path` with `request` as its message, `token` ("" none).
+grpc::Status CallWith(const std::shared_ptr<grpc::Channel>& channel, const std::string& path,
+                      const grpc::Slice& request, const std::string& token) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+  grpc::Slice shared = request;  // Shares the bytes.
+  grpc::ByteBuffer message(&shared, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, path, {}, &message, &response,
+                 [&done](grpc::Status s) { done.set_value(s); });
+  return done.get_future().get();
+}
+
 class AuthTlsE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -287,31 +312,6 @@ TEST_F(AuthTlsE2eTest, EveryGrpcMethodChecksTheToken) {
   }
   EXPECT_EQ(checked, 27);
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
-}
-
-// The daemon's resident memory in bytes (/proc/PID/status VmRSS), or -1.
-int64_t ResidentBytes(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return -1;
-}
-
-// A unary call of `path` with `request` as its message, `token` ("" none).
-grpc::Status CallWith(const std::shared_ptr<grpc::Channel>& channel, const std::string& path,
-                      const grpc::Slice& request, const std::string& token) {
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
-  grpc::Slice shared = request;  // Shares the bytes.
-  grpc::ByteBuffer message(&shared, 1), response;
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&context, path, {}, &message, &response,
-                 [&done](grpc::Status s) { done.set_value(s); });
-  return done.get_future().get();
 }
 
 // Over TLS the token is checked from the call's metadata, before its
