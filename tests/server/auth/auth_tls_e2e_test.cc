@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <future>
 #include <regex>
 #include <set>
@@ -347,8 +348,10 @@ TEST_F(AuthTlsE2eTest, StrangersAreRefusedBeforeTheirMessageIsRead) {
     const auto [status, seconds] = call.get();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
     EXPECT_LT(seconds, 1.0);
+    std::cout << "answered " << status.error_code() << " in " << seconds << " s" << std::endl;
   }
   const int64_t after = ResidentBytes((*daemon)->pid());
+  std::cout << "daemon RSS " << (before >> 20) << " -> " << (after >> 20) << " MiB" << std::endl;
   EXPECT_LT(after - before, int64_t{100} << 20) << before << " -> " << after;
   // A known token without the role: refused as early, naming the role.
   grpc::Status train = CallWith(channel, "/replicad.v1.Replicad/TrainStep", gigabyte, kInferToken);
