@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/backends/cpu/kernels/activation_pass.h"
 #include "core/backends/cpu/kernels/avx512.h"
 #include "core/ops/op_util.h"
 
@@ -82,11 +81,16 @@ bool AnyNonFiniteShare(const float* data, size_t count) {
   return any;
 }
 
-// Splits a scan across the calling slot's threads from
-// kParallelActivationFloats floats on.
+// A scan reads at 14-47 GB/s on one core of a 2-core AVX2 EPYC (1.2 M
+// floats in 0.10 ms), so a layer's input at batch 1 is scanned on the
+// calling thread: a parallel region would save less than its fork and join
+// cost, and with the cores busy with other work each join can wait
+// milliseconds. Larger inputs are split across the slot's threads.
+constexpr size_t kParallelScanFloats = size_t{4} << 20;
+
 template <bool (*kShare)(const float*, size_t)>
 bool AnyAcrossThreads(const float* data, size_t count) {
-  if (count < kParallelActivationFloats) return kShare(data, count);
+  if (count < kParallelScanFloats) return kShare(data, count);
   bool any = false;
 #pragma omp parallel reduction(|| : any)
   {

@@ -16,7 +16,7 @@ namespace replicad {
 // (The clamps that oneDNN's relu and clip get wrong are in activation_pass.h.)
 
 // Whether data[0, count) holds a NaN. Vectorized; split across the calling
-// slot's OpenMP threads from kParallelActivationFloats floats on.
+// slot's OpenMP threads from 4 M floats on (below, on the calling thread).
 bool AnyNaN(const float* data, size_t count);
 
 // Whether data[0, count) holds a NaN or an infinity; as AnyNaN.
