@@ -9,10 +9,17 @@ For each model NAME it writes
     OUT_DIR/NAME/model.onnx              opset 13, dim 0 of every input and output is "batch"
     OUT_DIR/NAME/b{B}_input_{i}.npy      float32 inputs for batch B in 1, 3, 16 (seeded)
     OUT_DIR/NAME/b{B}_output_{j}.npy     PyTorch's outputs for them (eval mode)
+    OUT_DIR/NAME/nonfinite_input_{i}.npy  the images of NON_FINITE_CASES (NaN and infinities)
+    OUT_DIR/NAME/nonfinite_torch_output_{j}.npy, nonfinite_onnxruntime_output_{j}.npy
+                                         PyTorch's and, where onnxruntime imports (e.g. under
+                                         .venv/bin/python, scripts/bench-venv.sh), ONNX
+                                         Runtime's outputs for them
     OUT_DIR/NAME/manifest.json           input/output names and shapes, files per batch,
-                                         the hash of this script and the torch versions
+                                         the hash of this script and the torch and onnxruntime
+                                         versions
 The manifest is written last; a model whose manifest names this script's hash (and the same
-torch/torchvision versions) and whose files all exist is skipped, so reruns are cheap.
+torch/torchvision/onnxruntime versions) and whose files all exist is skipped, so reruns are
+cheap.
 
 Every model is built with torch.manual_seed(0) and weights=None: nothing is downloaded.
 BatchNorm running statistics and affine parameters are then set to seeded random values
@@ -327,6 +334,42 @@ def export_onnx(model, inputs, outputs, path):
     os.replace(tmp, path)
 
 
+# The batch of non-finite inputs, one case per image, for every model: what a NaN or an
+# infinity in a request does to the outputs. Positions are those of the first input's
+# [C, H, W]; the other inputs stay finite. The last image is finite, so that a NaN must not
+# leak across images of one batch.
+NON_FINITE_CASES = ("nan at [0, 0, 0]", "+inf at the centre", "-inf at the centre",
+                    "all nan", "finite")
+
+
+def make_non_finite_inputs(name, inputs):
+    """make_inputs for len(NON_FINITE_CASES) images, then the cases written into input 0."""
+    arrays = make_inputs(name, inputs, len(NON_FINITE_CASES))
+    x = arrays[0]
+    centre = (x.shape[1] // 2, x.shape[2] // 2, x.shape[3] // 2)
+    x[0, 0, 0, 0] = np.nan
+    x[(1,) + centre] = np.inf
+    x[(2,) + centre] = -np.inf
+    x[3] = np.nan
+    return arrays
+
+
+def onnxruntime_version():
+    """The version of onnxruntime importable here, or None."""
+    try:
+        import onnxruntime  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return None
+    return onnxruntime.__version__
+
+
+def run_onnxruntime(model_path, input_names, arrays):
+    """ONNX Runtime's outputs (CPU, default graph optimizations) for `arrays`."""
+    import onnxruntime  # pylint: disable=import-outside-toplevel
+    session = onnxruntime.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    return session.run(None, dict(zip(input_names, arrays)))
+
+
 def run_torch(model, arrays):
     with torch.inference_mode():
         result = model(*[torch.from_numpy(a) for a in arrays])
@@ -348,11 +391,15 @@ def _cached(model_dir, digest):
     except (OSError, ValueError):
         return False
     if (manifest.get("script_sha256") != digest or manifest.get("torch") != torch.__version__
-            or manifest.get("torchvision") != torchvision.__version__):
+            or manifest.get("torchvision") != torchvision.__version__
+            or manifest.get("onnxruntime") != onnxruntime_version()):
         return False
     files = [manifest.get("model", "")]
     for entry in manifest.get("batches", []):
         files += entry["inputs"] + entry["outputs"]
+    non_finite = manifest.get("non_finite", {})
+    for key in ("inputs", "torch_outputs", "onnxruntime_outputs"):
+        files += non_finite.get(key, [])
     return all(os.path.isfile(os.path.join(model_dir, f)) for f in files)
 
 
@@ -382,6 +429,21 @@ def export_one(name, out_dir, digest, force):
             entry["outputs"].append(f"b{batch}_output_{j}.npy")
             np.save(os.path.join(model_dir, entry["outputs"][-1]), r)
         batches.append(entry)
+    arrays = make_non_finite_inputs(name, inputs)
+    non_finite = {"cases": list(NON_FINITE_CASES), "inputs": [], "torch_outputs": [],
+                  "onnxruntime_outputs": []}
+    for i, a in enumerate(arrays):
+        non_finite["inputs"].append(f"nonfinite_input_{i}.npy")
+        np.save(os.path.join(model_dir, non_finite["inputs"][-1]), a)
+    for j, r in enumerate(run_torch(model, arrays)):
+        non_finite["torch_outputs"].append(f"nonfinite_torch_output_{j}.npy")
+        np.save(os.path.join(model_dir, non_finite["torch_outputs"][-1]), r)
+    if onnxruntime_version() is not None:
+        ort_results = run_onnxruntime(os.path.join(model_dir, "model.onnx"),
+                                      [n for n, _ in inputs], arrays)
+        for j, r in enumerate(ort_results):
+            non_finite["onnxruntime_outputs"].append(f"nonfinite_onnxruntime_output_{j}.npy")
+            np.save(os.path.join(model_dir, non_finite["onnxruntime_outputs"][-1]), r)
     manifest = {
         "name": name,
         "model": "model.onnx",
@@ -393,6 +455,8 @@ def export_one(name, out_dir, digest, force):
         "script_sha256": digest,
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
+        "onnxruntime": onnxruntime_version(),
+        "non_finite": non_finite,
     }
     with tempfile.NamedTemporaryFile("w", dir=model_dir, delete=False, suffix=".tmp") as f:
         json.dump(manifest, f, indent=1)

@@ -5,17 +5,22 @@
 // weights), built by
 // tests/parity/export_torch_models.py with weights=None and a fixed seed, exported to ONNX
 // (opset 13, dynamic batch), loaded with LoadOnnxFile and served over 1 and 2 CPU slots,
-// match PyTorch's outputs within 1e-4 relative L2 for batches 1, 3 and 16.
+// match PyTorch's outputs within 1e-4 relative L2 for batches 1, 3 and 16; and for a batch
+// of images with NaN and infinities they hold NaN, +inf and -inf where PyTorch's (and ONNX
+// Runtime's, where the fixtures have them) do (KeepsNaNAndInfinitiesWherePyTorchDoes).
 //
 // The fixtures are generated at test time into REPLICAD_PARITY_FIXTURES (the build tree's
 // parity_fixtures/; the script caches them by its own hash). Without torch, torchvision and
 // onnx under /usr/bin/python3 every case is skipped with the reason
 // (scripts/install-deps.sh installs them).
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -241,6 +246,132 @@ TEST_P(TorchParityTest, MatchesPyTorchOverOneAndTwoSlots) {
         Report({name, batch, slots, output_names[j], error, ""});
         EXPECT_LE(error, kTolerance) << name << " output " << output_names[j] << " batch " << batch
                                      << ", " << slots << " slots";
+      }
+    }
+  }
+}
+
+// What one image's output holds, as the non-finite table prints it.
+std::string Describe(const float* v, int64_t n) {
+  int64_t nan = 0, pos_inf = 0, neg_inf = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    nan += std::isnan(v[i]);
+    pos_inf += v[i] == std::numeric_limits<float>::infinity();
+    neg_inf += v[i] == -std::numeric_limits<float>::infinity();
+  }
+  if (nan == n) return "NaN";
+  if (nan + pos_inf + neg_inf == 0) return "finite";
+  return absl::StrFormat("%d NaN %d +inf %d -inf", nan, pos_inf, neg_inf);
+}
+
+// Whether a and b (n floats each) hold NaN, +inf and -inf at the same places.
+bool SameNonFinite(const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(a[i]) != std::isnan(b[i]) || (std::isinf(a[i]) && a[i] != b[i]) ||
+        (std::isinf(b[i]) && a[i] != b[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// ||a - b|| / ||b|| over the elements finite in both (0 when there are none).
+double FiniteRelativeL2(const float* a, const float* b, int64_t n) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) continue;
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+// The images of export_torch_models.py's NON_FINITE_CASES (a NaN pixel, +inf
+// and -inf pixels, an all-NaN image, a finite image) over 1 and 2 slots:
+// every output holds NaN, +inf and -inf exactly where PyTorch's does, and its
+// finite values match PyTorch's within kTolerance relative L2 per image. ONNX
+// Runtime's outputs (when the fixtures were made by an interpreter with
+// onnxruntime, e.g. .venv/bin/python of scripts/bench-venv.sh through
+// REPLICAD_PARITY_PYTHON) are matched likewise wherever they agree with
+// PyTorch's; where they do not (ONNX Runtime 1.31's MaxPool keeps a NaN only
+// as a window's last element, so a NaN pixel can vanish in squeezenet and
+// shufflenet) the table says so.
+TEST_P(TorchParityTest, KeepsNaNAndInfinitiesWherePyTorchDoes) {
+  const std::string name = GetParam();
+  const Fixtures& fixtures = ExportFixtures();
+  if (!fixtures.skip_reason.empty()) GTEST_SKIP() << fixtures.skip_reason;
+  const std::string dir = FixturesDir() + "/" + name;
+  absl::StatusOr<nlohmann::json> manifest = ReadManifest(dir + "/manifest.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status() << "\nexport_torch_models.py exited "
+                             << fixtures.exit_code << ":\n"
+                             << fixtures.output;
+  ASSERT_TRUE(manifest->contains("non_finite")) << dir << ": fixtures without non-finite cases";
+  const nlohmann::json& cases = manifest->at("non_finite");
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      LoadOnnxFile(dir + "/" + manifest->at("model").get<std::string>(), name);
+  ASSERT_TRUE(model.ok()) << model.status();
+
+  std::vector<Tensor> inputs((*model)->inputs().size());
+  const nlohmann::json& input_specs = manifest->at("inputs");
+  for (size_t i = 0; i < input_specs.size(); ++i) {
+    const int index = (*model)->InputIndex(input_specs[i].at("name").get<std::string>());
+    ASSERT_GE(index, 0);
+    absl::StatusOr<Tensor> t = ReadFloatNpy(dir + "/" + cases.at("inputs")[i].get<std::string>());
+    ASSERT_TRUE(t.ok()) << t.status();
+    inputs[index] = *std::move(t);
+  }
+  const bool with_ort = !cases.at("onnxruntime_outputs").empty();
+  const std::vector<std::string> labels = cases.at("cases").get<std::vector<std::string>>();
+
+  std::cout << "| model              | slots | output           | case               | replicad   "
+               "| vs PyTorch     | vs ONNX Runtime |\n";
+  for (int slots : {1, 2}) {
+    std::unique_ptr<ReplicaSet> set =
+        testing::MakeCpuReplicaSet(*model, std::vector<double>(slots, 1.0));
+    testing::PredictOutcome outcome = testing::PredictAndWait(*set, inputs);
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    const nlohmann::json& output_specs = manifest->at("outputs");
+    for (size_t j = 0; j < output_specs.size(); ++j) {
+      const std::string output_name = output_specs[j].at("name").get<std::string>();
+      const Tensor& actual = outcome.outputs[(*model)->OutputIndex(output_name)];
+      absl::StatusOr<Tensor> torch =
+          ReadFloatNpy(dir + "/" + cases.at("torch_outputs")[j].get<std::string>());
+      ASSERT_TRUE(torch.ok()) << torch.status();
+      ASSERT_EQ(actual.shape(), torch->shape());
+      std::optional<Tensor> ort;
+      if (with_ort) {
+        absl::StatusOr<Tensor> t =
+            ReadFloatNpy(dir + "/" + cases.at("onnxruntime_outputs")[j].get<std::string>());
+        ASSERT_TRUE(t.ok()) << t.status();
+        ort = *std::move(t);
+      }
+      const int64_t images = actual.shape()[0];
+      const int64_t per_image = actual.num_elements() / images;
+      for (int64_t i = 0; i < images; ++i) {
+        const float* a = actual.data<float>() + i * per_image;
+        const float* t = torch->data<float>() + i * per_image;
+        const bool torch_same = SameNonFinite(a, t, per_image);
+        const double error = FiniteRelativeL2(a, t, per_image);
+        std::string ort_column = "-";
+        if (ort) {
+          const float* o = ort->data<float>() + i * per_image;
+          if (SameNonFinite(o, t, per_image)) {
+            ort_column = SameNonFinite(a, o, per_image) ? "same" : "DIFFERS";
+            EXPECT_TRUE(SameNonFinite(a, o, per_image))
+                << name << " " << output_name << " image " << i << " (" << labels[i]
+                << "): ONNX Runtime has " << Describe(o, per_image);
+          } else {
+            ort_column = "ORT has " + Describe(o, per_image) + ", PyTorch not";
+          }
+        }
+        std::cout << absl::StrFormat("| %-18s | %5d | %-16s | %-18s | %-10s | %-6s %.1e | %s |\n",
+                                     name, slots, output_name, labels[i], Describe(a, per_image),
+                                     torch_same && error <= kTolerance ? "same" : "DIFFERS", error,
+                                     ort_column);
+        EXPECT_TRUE(torch_same) << name << " " << output_name << " image " << i << " (" << labels[i]
+                                << ") over " << slots << " slots: replicad has "
+                                << Describe(a, per_image) << ", PyTorch " << Describe(t, per_image);
+        EXPECT_LE(error, kTolerance) << name << " " << output_name << " image " << i;
       }
     }
   }

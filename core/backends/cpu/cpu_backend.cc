@@ -56,8 +56,8 @@ class CpuDevice : public Device {
         team_park_(options.threads),
         stream_([threads = options.threads] { omp_set_num_threads(threads); },
                 ParkTeamWhileIdle(options.threads, &team_park_)),
-        kernel_context_{HostEngine(), dnnl::stream(HostEngine()), HostWeightCache(),
-                        options.winograd, SlotScratchpad{}} {}
+        kernel_context_{HostEngine(),     dnnl::stream(HostEngine()), HostWeightCache(),
+                        options.winograd, SlotScratchpad{},           FiniteOutputs{}} {}
 
   ~CpuDevice() override { stream_.Synchronize(); }
 

@@ -1,5 +1,9 @@
+#include <limits>
+
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
+#include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/backends/cpu/kernels/non_finite.h"
 #include "core/ops/op_util.h"
 #include "core/ops/softmax_attributes.h"
 
@@ -7,17 +11,12 @@ namespace replicad {
 
 using dnnl::memory;
 
-// Relu is elementwise, so any shape runs as one flat vector.
-KernelOrStatus MakeReluKernel(const KernelSpec& spec, CpuKernelContext& context) {
-  const memory::desc data({NumElements(spec.outputs[0].shape)}, memory::data_type::f32,
-                          memory::format_tag::x);
-  const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                         dnnl::algorithm::eltwise_relu, data, 0.0f, 0.0f);
-  const dnnl::eltwise_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
-  BoundPrimitive primitive(context, pd, dnnl::eltwise_forward(pd));
-  primitive.BindInput(DNNL_ARG_SRC, data, 0);
-  primitive.BindOutput(DNNL_ARG_DST, data, 0);
-  return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+// Relu is elementwise, so any shape runs as one flat vector; a clamp of
+// ours, which keeps NaN (oneDNN's relu makes it 0, see activation_pass.h).
+KernelOrStatus MakeReluKernel(const KernelSpec& spec, CpuKernelContext&) {
+  return MakeActivationStepKernel(
+      ActivationStep{ActivationPass::kClip, 0.0f, std::numeric_limits<float>::infinity()},
+      NumElements(spec.outputs[0].shape));
 }
 
 // Both ONNX softmax forms (2-D coercion before opset 13, one axis from 13)
@@ -31,7 +30,9 @@ KernelOrStatus MakeSoftmaxKernel(const KernelSpec& spec, CpuKernelContext& conte
   BoundPrimitive primitive(context, pd, dnnl::softmax_forward(pd));
   primitive.BindInput(DNNL_ARG_SRC, data, 0);
   primitive.BindOutput(DNNL_ARG_DST, data, 0);
-  return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+  return WithNaNRows(
+      std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive)),
+      layout.outer, layout.axis_size, layout.inner);
 }
 
 }  // namespace replicad

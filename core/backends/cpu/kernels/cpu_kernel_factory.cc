@@ -112,10 +112,11 @@ absl::StatusOr<std::unique_ptr<Kernel>> MakeCpuKernel(const KernelSpec& spec,
   for (const TensorType& output : spec.outputs) all_empty &= NumElements(output.shape) == 0;
   if (all_empty) return std::make_unique<EmptyKernel>();
   try {
-    if (HasNativeInputs(spec) && !TakesNativeLayouts(spec.op_type)) {
-      return WithRowMajorInputs(spec, context, entry->build);
-    }
-    return entry->build(spec, context);
+    KernelOrStatus kernel = HasNativeInputs(spec) && !TakesNativeLayouts(spec.op_type)
+                                ? WithRowMajorInputs(spec, context, entry->build)
+                                : entry->build(spec, context);
+    if (!kernel.ok()) return kernel;
+    return CountedIn(*std::move(kernel), &context.finite);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_unimplemented) {
       return NodeUnimplemented(spec, absl::StrCat("oneDNN has no CPU implementation for this "

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "core/backends/cpu/kernels/non_finite.h"
 #include "core/backends/cpu/kernels/slot_scratchpad.h"
 #include "core/device/kernel.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -24,12 +25,14 @@ struct CpuKernelContext {
   std::shared_ptr<WeightCache> weights;
   bool winograd = true;  // See CpuSlotOptions::winograd.
   SlotScratchpad scratchpad;
+  FiniteOutputs finite;  // What the NaN checks of non_finite.h share.
 };
 
 // Builds the oneDNN-backed kernel for spec (outputs already inferred by the
 // op's shape rule). All primitives, scratchpads and index tables are made
 // here; the kernel's Run only points them at the given buffers, executes and
-// waits on context.stream, so outputs are complete when Run returns.
+// waits on context.stream, so outputs are complete when Run returns. Each
+// kernel counts its runs in context.finite.
 //
 // Fails with Unimplemented naming the op and the node when this backend lacks
 // the op or oneDNN has no implementation for the form; InvalidArgument (from

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
+#include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/ops/activation_attributes.h"
 #include "core/ops/op_util.h"
@@ -22,45 +23,17 @@ memory::desc FlatDesc(const KernelSpec& spec) {
                       memory::format_tag::x);
 }
 
-// An eltwise primitive from input 0 to output 0, or from output 0 to itself
-// when `in_place` (the later steps of a chain).
+// An eltwise primitive from input 0 to output 0.
 BoundPrimitive MakeEltwise(CpuKernelContext& context, const memory::desc& data, algorithm kind,
-                           float alpha, float beta, bool in_place) {
+                           float alpha, float beta) {
   const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, kind, data, alpha,
                                          beta);
   const dnnl::eltwise_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
   BoundPrimitive primitive(context, pd, dnnl::eltwise_forward(pd));
-  if (in_place) {
-    primitive.BindOutput(DNNL_ARG_SRC, data, 0);
-  } else {
-    primitive.BindInput(DNNL_ARG_SRC, data, 0);
-  }
+  primitive.BindInput(DNNL_ARG_SRC, data, 0);
   primitive.BindOutput(DNNL_ARG_DST, data, 0);
   return primitive;
 }
-
-// Primitives submitted in order with one wait at the end. oneDNN 2.6 has no
-// hard sigmoid, and an eltwise with an eltwise post-op falls back to its
-// reference implementation, which leaves the output zero; so HardSigmoid runs
-// as linear, then clip in place.
-class PrimitiveChainKernel : public Kernel {
- public:
-  PrimitiveChainKernel(CpuKernelContext& context, std::string node,
-                       std::vector<BoundPrimitive> primitives)
-      : context_(context), node_(std::move(node)), primitives_(std::move(primitives)) {}
-
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
-    for (BoundPrimitive& primitive : primitives_) {
-      REPLICAD_RETURN_IF_ERROR(primitive.Execute(inputs, outputs, node_));
-    }
-    return WaitStream(context_, node_);
-  }
-
- private:
-  CpuKernelContext& context_;
-  std::string node_;
-  std::vector<BoundPrimitive> primitives_;
-};
 
 // Clip whose bounds are inputs 1 and 2 read on every run (they may be
 // computed by the graph), or int64 data, which oneDNN does not compute. An
@@ -119,13 +92,20 @@ KernelOrStatus MakeEltwiseKernel(const KernelSpec& spec, CpuKernelContext& conte
   REPLICAD_ASSIGN_OR_RETURN(ActivationAttributes attributes, ParseActivationAttributes(spec));
   const memory::desc data = FlatDesc(spec);
   const std::string& op = spec.op_type;
+  const size_t size = NumElements(spec.outputs[0].shape);
   if (op == "HardSigmoid") {
-    std::vector<BoundPrimitive> chain;
-    chain.push_back(MakeEltwise(context, data, algorithm::eltwise_linear, attributes.alpha,
-                                attributes.beta, /*in_place=*/false));
-    chain.push_back(
-        MakeEltwise(context, data, algorithm::eltwise_clip, 0.0f, 1.0f, /*in_place=*/true));
-    return std::make_unique<PrimitiveChainKernel>(context, NodeLabel(spec), std::move(chain));
+    // oneDNN 2.6 has no hard sigmoid, and its clip makes NaN 0: its linear,
+    // then our clamp in place (activation_pass.h).
+    return WithActivationPass(
+        std::make_unique<PrimitiveKernel>(context, NodeLabel(spec),
+                                          MakeEltwise(context, data, algorithm::eltwise_linear,
+                                                      attributes.alpha, attributes.beta)),
+        ActivationStep{ActivationPass::kClip, 0.0f, 1.0f}, size);
+  }
+  if (op == "LeakyRelu" && attributes.alpha == 0.0f) {
+    // oneDNN's relu of slope 0 makes NaN 0 (with a slope it keeps NaN).
+    return MakeActivationStepKernel(
+        ActivationStep{ActivationPass::kClip, 0.0f, std::numeric_limits<float>::infinity()}, size);
   }
   algorithm kind;
   float alpha = 0.0f;
@@ -143,11 +123,11 @@ KernelOrStatus MakeEltwiseKernel(const KernelSpec& spec, CpuKernelContext& conte
   } else {
     return NodeUnimplemented(spec, "MakeEltwiseKernel does not compute this op");
   }
-  return std::make_unique<PrimitiveKernel>(
-      context, NodeLabel(spec), MakeEltwise(context, data, kind, alpha, 0.0f, /*in_place=*/false));
+  return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec),
+                                           MakeEltwise(context, data, kind, alpha, 0.0f));
 }
 
-KernelOrStatus MakeClipKernel(const KernelSpec& spec, CpuKernelContext& context) {
+KernelOrStatus MakeClipKernel(const KernelSpec& spec, CpuKernelContext&) {
   const int64_t size = NumElements(spec.outputs[0].shape);
   const bool has_min = HasInput(spec, 1);
   const bool has_max = HasInput(spec, 2);
@@ -159,16 +139,13 @@ KernelOrStatus MakeClipKernel(const KernelSpec& spec, CpuKernelContext& context)
   if ((has_min && min == nullptr) || (has_max && max == nullptr)) {
     return std::make_unique<ClipLoopKernel<float>>(size, has_min, has_max);
   }
-  // Bounds known at plan time (ReLU6 and most exported models): oneDNN's
-  // vectorized, threaded clip. Unlike the loop it maps NaN to min, as a Clip
-  // fused into a Conv does.
+  // Bounds known at plan time (ReLU6 and most exported models): our
+  // vectorized, threaded clamp, which keeps NaN as the loop does (oneDNN's
+  // clip maps it to min; see activation_pass.h). low > high gives high.
   const float low = min != nullptr ? min->data<float>()[0] : std::numeric_limits<float>::lowest();
   const float high = max != nullptr ? max->data<float>()[0] : std::numeric_limits<float>::max();
-  // oneDNN rejects low > high; every element is then `high`, as with clip(high, high).
-  return std::make_unique<PrimitiveKernel>(
-      context, NodeLabel(spec),
-      MakeEltwise(context, FlatDesc(spec), algorithm::eltwise_clip, std::min(low, high), high,
-                  /*in_place=*/false));
+  return MakeActivationStepKernel(ActivationStep{ActivationPass::kClip, low, high},
+                                  static_cast<size_t>(size));
 }
 
 KernelOrStatus MakeErfKernel(const KernelSpec& spec, CpuKernelContext& context) {

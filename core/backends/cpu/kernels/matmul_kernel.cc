@@ -117,6 +117,7 @@ class GemvKernel : public Kernel {
     for (int64_t j = 0; j < n_; ++j) {
       float v = alpha_ * y[j];
       if (c != nullptr) v += beta_ * c[c_cols_ == 1 ? 0 : j];
+      // std::max(v, 0) is v when v is NaN (NaN < 0 is false): NaN stays.
       y[j] = relu_ ? std::max(v, 0.0f) : v;
     }
     return absl::OkStatus();
@@ -179,7 +180,8 @@ KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context)
   const bool use_c = gemm.has_c && gemm.beta != 0.0f;
   dnnl::post_ops ops;
   if (use_c) ops.append_sum(gemm.beta);
-  REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops));
+  ActivationStep activation;
+  REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops, &activation));
   attr.set_post_ops(ops);
   int64_t c_rows = 1;
   int64_t c_cols = 1;
@@ -202,8 +204,10 @@ KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context)
   primitive.BindInput(DNNL_ARG_SRC, a, 0);
   BindB(primitive, pd, b, constant_b, context);
   primitive.BindOutput(DNNL_ARG_DST, y, 0);
-  return std::make_unique<GemmKernel>(context, NodeLabel(spec), std::move(primitive), gemm.m,
-                                      gemm.n, c_rows, c_cols, use_c);
+  return WithActivationPass(
+      std::make_unique<GemmKernel>(context, NodeLabel(spec), std::move(primitive), gemm.m, gemm.n,
+                                   c_rows, c_cols, use_c),
+      activation, gemm.m * gemm.n);
 }
 
 KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& context) {
@@ -221,7 +225,8 @@ KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& contex
   const memory::desc bias = layout.has_bias ? RowMajorDesc(bias_dims, f32) : memory::desc();
   dnnl::primitive_attr attr = UserScratchpadAttr();
   dnnl::post_ops ops;
-  REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops));
+  ActivationStep activation;
+  REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops, &activation));
   attr.set_post_ops(ops);
   const Tensor* constant_b = ConstantB(spec);
   const dnnl::matmul::primitive_desc pd = MatMulPrimitive(
@@ -232,7 +237,9 @@ KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& contex
   BindB(primitive, pd, b, constant_b, context);
   if (layout.has_bias) primitive.BindInput(DNNL_ARG_BIAS, bias, 2);
   primitive.BindOutput(DNNL_ARG_DST, y, 0);
-  return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+  return WithActivationPass(
+      std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive)), activation,
+      NumElements(spec.outputs[0].shape));
 }
 
 }  // namespace replicad

@@ -77,26 +77,6 @@ class ReorderedInputsKernel : public Kernel {
   std::vector<const void*> inner_inputs_;  // Sized here so that Run does not allocate.
 };
 
-// The offset of element `index` in blocked `md`, in elements.
-int64_t ElementOffset(const dnnl_memory_desc_t& md, const std::vector<int64_t>& index) {
-  const dnnl_blocking_desc_t& blocking = md.format_desc.blocking;
-  int64_t block[DNNL_MAX_NDIMS];
-  for (int d = 0; d < md.ndims; ++d) block[d] = 1;
-  for (int k = 0; k < blocking.inner_nblks; ++k)
-    block[blocking.inner_idxs[k]] *= blocking.inner_blks[k];
-  int64_t offset = md.offset0;
-  for (int d = 0; d < md.ndims; ++d) offset += index[d] / block[d] * blocking.strides[d];
-  // Inner blocks are listed outermost first.
-  int64_t inner = 0;
-  for (int k = 0; k < blocking.inner_nblks; ++k) {
-    const int d = blocking.inner_idxs[k];
-    block[d] /= blocking.inner_blks[k];
-    inner =
-        inner * blocking.inner_blks[k] + index[d] % (block[d] * blocking.inner_blks[k]) / block[d];
-  }
-  return offset + inner;
-}
-
 // Elements per block of each dim (1 where the dim is not blocked).
 std::vector<int64_t> BlockSizes(const dnnl_memory_desc_t& desc) {
   std::vector<int64_t> sizes(desc.ndims, 1);
@@ -127,6 +107,25 @@ bool Dense(const dnnl::memory::desc& desc) {
 }
 
 }  // namespace
+
+int64_t ElementOffset(const dnnl_memory_desc_t& md, const std::vector<int64_t>& index) {
+  const dnnl_blocking_desc_t& blocking = md.format_desc.blocking;
+  int64_t block[DNNL_MAX_NDIMS];
+  for (int d = 0; d < md.ndims; ++d) block[d] = 1;
+  for (int k = 0; k < blocking.inner_nblks; ++k)
+    block[blocking.inner_idxs[k]] *= blocking.inner_blks[k];
+  int64_t offset = md.offset0;
+  for (int d = 0; d < md.ndims; ++d) offset += index[d] / block[d] * blocking.strides[d];
+  // Inner blocks are listed outermost first.
+  int64_t inner = 0;
+  for (int k = 0; k < blocking.inner_nblks; ++k) {
+    const int d = blocking.inner_idxs[k];
+    block[d] /= blocking.inner_blks[k];
+    inner =
+        inner * blocking.inner_blks[k] + index[d] % (block[d] * blocking.inner_blks[k]) / block[d];
+  }
+  return offset + inner;
+}
 
 dnnl::memory::desc GivenLayout(const KernelSpec& spec, int index,
                                const dnnl::memory::desc& row_major) {

@@ -38,6 +38,10 @@ std::vector<size_t> JoinedOffsets(const std::vector<dnnl::memory::desc>& sources
 // any other.
 std::optional<dnnl::memory::format_tag> KnownLayout(const dnnl::memory::desc& desc);
 
+// The offset in elements of the element at logical `index` (one entry per
+// dim) in blocked `md`, padding and offset0 counted.
+int64_t ElementOffset(const dnnl_memory_desc_t& md, const std::vector<int64_t>& index);
+
 // Whether `pd` is oneDNN's reference implementation (plain loops, for
 // forms no optimised kernel takes).
 bool IsReference(const dnnl::primitive_desc_base& pd);

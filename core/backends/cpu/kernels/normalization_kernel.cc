@@ -1,5 +1,6 @@
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/backends/cpu/kernels/non_finite.h"
 #include "core/ops/batch_norm_attributes.h"
 #include "core/ops/op_util.h"
 #include "core/ops/softmax_attributes.h"
@@ -46,7 +47,9 @@ KernelOrStatus MakeLogSoftmaxKernel(const KernelSpec& spec, CpuKernelContext& co
   BoundPrimitive primitive(context, pd, dnnl::logsoftmax_forward(pd));
   primitive.BindInput(DNNL_ARG_SRC, data, 0);
   primitive.BindOutput(DNNL_ARG_DST, data, 0);
-  return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+  return WithNaNRows(
+      std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive)),
+      layout.outer, layout.axis_size, layout.inner);
 }
 
 }  // namespace replicad

@@ -1,11 +1,16 @@
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
+#include "core/backends/cpu/kernels/non_finite.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/op_util.h"
 
@@ -88,6 +93,97 @@ std::unique_ptr<PrimitiveKernel> PoolingKernel(const KernelSpec& spec, CpuKernel
   return kernel;
 }
 
+// oneDNN 2.6's max pooling (every implementation) compares with the
+// running maximum and keeps it unless the new value is greater, which a NaN
+// never is: a NaN is skipped, and a window of NaN gives -FLT_MAX. ONNX
+// Runtime's MLAS keeps a NaN only as a window's last element; PyTorch's
+// gives NaN for any window that holds one, and so does this kernel. After
+// oneDNN's pooling it looks for a NaN or an infinity in X (one vectorized
+// read, skipped where the kernel before wrote X knowing it finite, see
+// FiniteOutputs); only where it finds a NaN does it write NaN to each output
+// whose window reads it.
+class NaNKeepingMaxPoolKernel : public Kernel {
+ public:
+  NaNKeepingMaxPoolKernel(std::unique_ptr<Kernel> pooling, const memory::desc& src,
+                          const memory::desc& dst, const Window2d& window, bool in_plan,
+                          FiniteOutputs* finite)
+      : pooling_(std::move(pooling)),
+        src_(src),
+        dst_(dst),
+        window_(window),
+        in_plan_(in_plan),
+        finite_(finite),
+        index_(4),
+        out_index_(4) {
+    rows_.reserve(window.output[0]);
+    cols_.reserve(window.output[1]);
+  }
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    REPLICAD_RETURN_IF_ERROR(pooling_->Run(inputs, outputs));
+    const float* x = static_cast<const float*>(inputs[0]);
+    const size_t x_bytes = src_.get_size();
+    if ((in_plan_ && finite_->Holds(x, x_bytes)) || !AnyNonFinite(x, x_bytes / sizeof(float))) {
+      finite_->Record(outputs[0], dst_.get_size());
+    } else {
+      MarkNaNWindows(x, static_cast<float*>(outputs[0]));
+    }
+    return absl::OkStatus();
+  }
+  size_t workspace_bytes() const override { return pooling_->workspace_bytes(); }
+  void SetWorkspace(void* workspace) override { pooling_->SetWorkspace(workspace); }
+  std::string native_output_layout() const override { return pooling_->native_output_layout(); }
+  size_t native_output_bytes() const override { return pooling_->native_output_bytes(); }
+
+ private:
+  // The outputs along spatial dim `d` whose windows read input position
+  // `at` (o * stride - pad + k * dilation == at for some tap k), into
+  // `outputs` (reserved: no allocation).
+  void OutputsReading(int d, int64_t at, std::vector<int64_t>* outputs) const {
+    outputs->clear();
+    for (int64_t o = 0; o < window_.output[d]; ++o) {
+      const int64_t offset = at + window_.pads_begin[d] - o * window_.strides[d];
+      if (offset >= 0 && offset % window_.dilations[d] == 0 &&
+          offset / window_.dilations[d] < window_.kernel[d]) {
+        outputs->push_back(o);
+      }
+    }
+  }
+
+  // Element by element over X's logical indices (its channel padding, which
+  // no output reads, skipped): slow, and run only for a request with a NaN.
+  void MarkNaNWindows(const float* x, float* y) {
+    const memory::dims& dims = src_.dims();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<int64_t>& i = index_;
+    for (i[0] = 0; i[0] < dims[0]; ++i[0])
+      for (i[1] = 0; i[1] < dims[1]; ++i[1])
+        for (i[2] = 0; i[2] < dims[2]; ++i[2])
+          for (i[3] = 0; i[3] < dims[3]; ++i[3]) {
+            if (!std::isnan(x[ElementOffset(src_.data, i)])) continue;
+            OutputsReading(0, i[2], &rows_);
+            OutputsReading(1, i[3], &cols_);
+            out_index_[0] = i[0];
+            out_index_[1] = i[1];
+            for (int64_t oh : rows_) {
+              for (int64_t ow : cols_) {
+                out_index_[2] = oh;
+                out_index_[3] = ow;
+                y[ElementOffset(dst_.data, out_index_)] = nan;
+              }
+            }
+          }
+  }
+
+  std::unique_ptr<Kernel> pooling_;
+  memory::desc src_, dst_;
+  Window2d window_;
+  bool in_plan_;  // X comes in a native layout: a kernel of the plan wrote it.
+  FiniteOutputs* finite_;
+  // Sized here so that Run does not allocate.
+  std::vector<int64_t> index_, out_index_, rows_, cols_;
+};
+
 }  // namespace
 
 KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
@@ -104,7 +200,10 @@ KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& conte
         {window.dilations[0] - 1, window.dilations[1] - 1},
         {window.pads_begin[0], window.pads_begin[1]}, padding_r);
     const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
-    return PoolingKernel(spec, context, pd, *layouts);
+    const bool in_plan = !spec.input_layouts.empty() && !spec.input_layouts[0].empty();
+    return std::make_unique<NaNKeepingMaxPoolKernel>(PoolingKernel(spec, context, pd, *layouts),
+                                                     layouts->src, pd.dst_desc(), window, in_plan,
+                                                     &context.finite);
   });
 }
 

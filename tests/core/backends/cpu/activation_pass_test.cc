@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -62,6 +63,44 @@ TEST(ActivationPassTest, SiluSpecialValuesAsTheFormulaGivesThem) {
   EXPECT_TRUE(std::isnan(x[4])) << x[4];
   EXPECT_FLOAT_EQ(x[5], 100.0f);
   EXPECT_FLOAT_EQ(x[6], -0.5e-30f);  // x / 2 near 0.
+}
+
+// The clamp that Relu, Clip and the fused clamps run (oneDNN's makes NaN
+// its lower bound): exact, NaN kept, infinities clipped; in place and not,
+// every tail length, on one thread and two.
+TEST(ActivationPassTest, ClipKeepsNaNAndClipsInfinities) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const int threads = omp_get_max_threads();
+  for (int team : {1, 2}) {
+    omp_set_num_threads(team);
+    for (size_t count :
+         {size_t{1}, size_t{7}, size_t{8}, size_t{15}, size_t{17}, size_t{33}, size_t{70000}}) {
+      std::vector<float> x = Inputs(count);
+      x[count / 2] = std::nanf("");
+      if (count > 2) x[1] = inf;
+      if (count > 3) x[count - 1] = -inf;
+      for (const ActivationStep step : {ActivationStep{ActivationPass::kClip, 0.0f, inf},
+                                        ActivationStep{ActivationPass::kClip, 0.0f, 6.0f},
+                                        ActivationStep{ActivationPass::kClip, 2.0f, 1.0f}}) {
+        std::vector<float> out(count), in_place = x;
+        RunActivationPass(step, x.data(), out.data(), count);
+        RunActivationPass(step, in_place.data(), count);
+        for (size_t i = 0; i < count; ++i) {
+          SCOPED_TRACE(::testing::Message() << "x = " << x[i] << ", [" << step.low << ", "
+                                            << step.high << "], count " << count);
+          if (std::isnan(x[i])) {
+            EXPECT_TRUE(std::isnan(out[i])) << out[i];
+            EXPECT_TRUE(std::isnan(in_place[i])) << in_place[i];
+          } else {
+            const float expected = std::min(std::max(x[i], step.low), step.high);
+            EXPECT_EQ(out[i], expected);
+            EXPECT_EQ(in_place[i], expected);
+          }
+        }
+      }
+    }
+  }
+  omp_set_num_threads(threads);
 }
 
 TEST(ActivationPassTest, NoneAndEmptyLeaveTheData) {

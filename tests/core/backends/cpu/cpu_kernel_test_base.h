@@ -62,8 +62,9 @@ inline void ExpectNear(const Tensor& actual, const Tensor& expected) {
 class CpuKernelTestBase : public ::testing::Test {
  protected:
   CpuKernelTestBase()
-      : engine_(dnnl::engine::kind::cpu, 0),
-        context_{engine_, dnnl::stream(engine_), nullptr, true, SlotScratchpad{}} {}
+      : engine_(dnnl::engine::kind::cpu, 0), context_{engine_,          dnnl::stream(engine_),
+                                                      nullptr,          true,
+                                                      SlotScratchpad{}, FiniteOutputs{}} {}
 
   // Infers, builds and runs one node; `constants` lists the inputs passed as
   // plan-time constants (e.g. the op's value inputs).
