@@ -31,7 +31,8 @@ struct RequestContext {
   // and larger numbers come later (SchedulerOptions::LevelOf).
   uint64_t priority = 0;
   // Optional; true once the client has given up (a cancelled RPC, a closed
-  // connection). Called from core threads, so it must be thread-safe.
+  // connection). Called from core threads, between kernels too, so it must
+  // be thread-safe and cheap.
   std::function<bool()> cancelled;
   // Optional, set by the serving core: true once the server has stopped
   // serving (its shutdown's grace period is over), when nothing is wanted
