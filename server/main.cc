@@ -589,6 +589,11 @@ int Serve(ServerOptions options) {
   const bool idle = core.AwaitIdle(absl::Seconds(options.shutdown_grace_seconds));
   if (!idle) {
     std::cout << "replicad: grace period over; cancelling requests still in flight" << std::endl;
+    // Queued requests are answered UNAVAILABLE without running, running
+    // batches stop at their next kernel: otherwise they would run to their
+    // end (seconds to minutes on a CPU) while Shutdown and the destructors
+    // below wait for them, past any orchestrator's patience.
+    core.StopInFlight();
   }
   // Idle means every answer was handed to gRPC, not that it was sent: a
   // large one may still be on the wire, so the calls get a moment to finish

@@ -531,6 +531,10 @@ absl::Status ExecutionPlan::Run(const void* const* inputs, void* const* outputs)
   return RunSteps(inputs, outputs, steps_.size(), nullptr, nullptr);
 }
 
+absl::Status ExecutionPlan::Run(const void* const* inputs, void* const* outputs, Proceed proceed) {
+  return RunSteps(inputs, outputs, steps_.size(), nullptr, nullptr, &proceed);
+}
+
 absl::Status ExecutionPlan::RunSplit(const void* const* inputs, void* const* outputs,
                                      const Node* boundary, double* seconds_before) {
   return RunSplit(inputs, outputs, boundary, seconds_before, [](int) { return absl::OkStatus(); });
@@ -552,7 +556,7 @@ absl::Status ExecutionPlan::RunSplit(const void* const* inputs, void* const* out
 
 absl::Status ExecutionPlan::RunSteps(const void* const* inputs, void* const* outputs, size_t split,
                                      std::chrono::steady_clock::time_point* split_time,
-                                     const OutputReady* on_ready) {
+                                     const OutputReady* on_ready, const Proceed* proceed) {
   if (shared_arena_ != nullptr) {
     // The arena may have moved since this plan last ran (a larger plan grew it).
     absl::StatusOr<char*> base = shared_arena_->Reserve(arena_bytes_);
@@ -568,6 +572,16 @@ absl::Status ExecutionPlan::RunSteps(const void* const* inputs, void* const* out
   for (size_t s = 0; s < steps_.size(); ++s) {
     if (s == split && split_time != nullptr) *split_time = std::chrono::steady_clock::now();
     Step& step = steps_[s];
+    if (proceed != nullptr) {
+      // Between kernels nothing is half done, so stopping here leaves the
+      // plan (and its arena) as reusable as after a whole run.
+      if (absl::Status wanted = (*proceed)(); !wanted.ok()) {
+        return absl::Status(
+            wanted.code(),
+            absl::StrCat(wanted.message(), "; stopped before kernel ", s + 1, " of ", steps_.size(),
+                         " (node '", step.node->name, "', ", step.node->op_type, ")"));
+      }
+    }
     void** args = arg_ptrs_.data() + step.args_begin;
     const int* values = arg_values_.data() + step.args_begin;
     for (size_t a = 0; a < step.num_inputs + step.num_outputs; ++a) {

@@ -56,6 +56,18 @@ class ExecutionPlan {
   // from the device's stream thread, one call at a time (with a shared
   // arena: one call of any of the arena's plans at a time).
   absl::Status Run(const void* const* inputs, void* const* outputs);
+
+  // Asked on the stream thread before each kernel runs (on a device that
+  // runs kernels asynchronously: before it is enqueued), whether the run is
+  // still wanted. A status other than OK stops the run there, before that
+  // kernel, and is returned with the kernel reached appended ("stopped
+  // before kernel 3 of 40 (node 'conv2', Conv)"): a cancelled or expired request
+  // costs at most one kernel more. The outputs are then partly written; the
+  // plan runs again as before. Called once per kernel: keep it cheap (an
+  // atomic load, a clock read).
+  using Proceed = absl::FunctionRef<absl::Status()>;
+  // Run, asking `proceed` between kernels.
+  absl::Status Run(const void* const* inputs, void* const* outputs, Proceed proceed);
   // Run, also timing the kernels of the graph's nodes before `boundary` (a
   // node of the graph; e.g. a training graph's forward pass before its
   // backward pass): *seconds_before gets that time.
@@ -77,10 +89,11 @@ class ExecutionPlan {
  private:
   class Builder;
   ExecutionPlan() = default;
-  // Steps from index `split` on start after *split_time is taken (when set).
+  // Steps from index `split` on start after *split_time is taken (when set);
+  // `proceed` (when set) is asked before each step.
   absl::Status RunSteps(const void* const* inputs, void* const* outputs, size_t split,
                         std::chrono::steady_clock::time_point* split_time,
-                        const OutputReady* on_ready);
+                        const OutputReady* on_ready, const Proceed* proceed = nullptr);
 
   struct Step {
     std::unique_ptr<Kernel> kernel;

@@ -36,13 +36,14 @@ class ChunkPipeline {
 
   ChunkPipeline(Device& device, std::vector<Chunk> chunks, int64_t slice_rows,
                 const void* const* host_inputs, void* const* outputs,
-                MemoryLocation outputs_location)
+                MemoryLocation outputs_location, const ExecutionPlan::Proceed* proceed)
       : device_(device),
         chunks_(std::move(chunks)),
         slice_rows_(slice_rows),
         host_inputs_(host_inputs),
         outputs_(outputs),
-        outputs_location_(outputs_location) {
+        outputs_location_(outputs_location),
+        proceed_(proceed) {
     if (chunks_.size() > 1) {
       scalars_.assign(chunks_.size(),
                       std::vector<float>(chunks_[0].plan->output_types().size(), 0.0f));
@@ -85,7 +86,9 @@ class ChunkPipeline {
     const Chunk& c = chunks_[k];
     REPLICAD_RETURN_IF_ERROR(device_.WaitForMark(Lane::kCompute, uploaded_.get()));
     REPLICAD_RETURN_IF_ERROR(device_.WaitForMark(Lane::kCompute, downloaded_[c.set].get()));
-    REPLICAD_RETURN_IF_ERROR(c.plan->Run(c.device_inputs, c.device_outputs));
+    REPLICAD_RETURN_IF_ERROR(proceed_ != nullptr
+                                 ? c.plan->Run(c.device_inputs, c.device_outputs, *proceed_)
+                                 : c.plan->Run(c.device_inputs, c.device_outputs));
     REPLICAD_ASSIGN_OR_RETURN(computed_[c.set], device_.MarkLane(Lane::kCompute));
     return absl::OkStatus();
   }
@@ -132,6 +135,7 @@ class ChunkPipeline {
   const void* const* host_inputs_;
   void* const* outputs_;
   const MemoryLocation outputs_location_;
+  const ExecutionPlan::Proceed* proceed_;    // Optional.
   std::vector<std::vector<float>> scalars_;  // [chunk][output], with several chunks.
   std::shared_ptr<Device::LaneMark> uploaded_;
   std::shared_ptr<Device::LaneMark> computed_[3];
@@ -364,14 +368,16 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanChunks(const std::vector<Shape>&
 }
 
 absl::Status Replica::RunSlice(const SlicePlan& plan, const void* const* host_inputs,
-                               void* const* outputs, MemoryLocation outputs_location) {
+                               void* const* outputs, MemoryLocation outputs_location,
+                               const ExecutionPlan::Proceed* proceed) {
   if (device_->memory_location().kind == MemoryKind::kHost) {
     if (outputs_location.kind != MemoryKind::kHost) {
       return absl::FailedPreconditionError(
           absl::StrCat("slot ", slot_.name, " on ", DeviceIdToString(slot_.device),
                        " writes host memory only; merge on the CPU (--merge-device cpu)"));
     }
-    return plan.chunk->Run(host_inputs, outputs);
+    return proceed != nullptr ? plan.chunk->Run(host_inputs, outputs, *proceed)
+                              : plan.chunk->Run(host_inputs, outputs);
   }
   std::vector<ChunkPipeline::Chunk> chunks;
   const int n = plan.chunks();
@@ -386,7 +392,7 @@ absl::Status Replica::RunSlice(const SlicePlan& plan, const void* const* host_in
                       last ? plan.rows - first : plan.chunk_rows});
   }
   ChunkPipeline pipeline(*device_, std::move(chunks), plan.rows, host_inputs, outputs,
-                         outputs_location);
+                         outputs_location, proceed);
   absl::Status status = pipeline.Run();
   // Whatever failed, nothing may still be reading or writing the buffers.
   absl::Status done = device_->AwaitStream();

@@ -118,9 +118,13 @@ class Replica {
   // are written at `outputs` in `outputs_location`: host memory, or (GPU
   // slots) any GPU's, by peer copy. Rank-0 outputs always go to host memory:
   // over chunks, their row-weighted mean. FailedPrecondition for device
-  // outputs from a host slot. Call on the slot's stream thread.
+  // outputs from a host slot. Call on the slot's stream thread. `proceed`
+  // (optional) is asked before every kernel (ExecutionPlan::Proceed); its
+  // error stops the slice there, outputs partly written, and the slot runs
+  // its next slice as ever (a GPU slot first waits for what it enqueued).
   absl::Status RunSlice(const SlicePlan& plan, const void* const* host_inputs, void* const* outputs,
-                        MemoryLocation outputs_location);
+                        MemoryLocation outputs_location,
+                        const ExecutionPlan::Proceed* proceed = nullptr);
 
  private:
   Replica(std::shared_ptr<const Model> model, SlotAssignment slot, std::unique_ptr<Device> device,

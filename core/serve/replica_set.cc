@@ -197,6 +197,18 @@ void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
   }
   planner_.Submit(
       [this, state = std::move(state), sink, still_wanted = std::move(still_wanted)]() mutable {
+        // A build takes seconds on a CPU: none for a batch nobody wants by
+        // the time its turn comes (e.g. every Run queued here once the
+        // server stopped).
+        if (still_wanted != nullptr) {
+          if (absl::Status wanted = still_wanted(); !wanted.ok()) {
+            std::move(state->done)(
+                absl::Status(wanted.code(),
+                             absl::StrCat(wanted.message(), "; its plans were not built")),
+                state->slices);
+            return;
+          }
+        }
         if (PlanSlices(*state, /*cached_only=*/false) == Planned::kAll) {
           Start(std::move(state), sink, std::move(still_wanted));
         }
@@ -291,51 +303,71 @@ void ReplicaSet::Start(std::shared_ptr<ReplicaSetRun> state, OutputSink* sink,
   state->remaining.store(static_cast<int>(n));
   for (size_t s = 0; s < n; ++s) {
     Replica& replica = *replicas_[state->slices[s].slot];
-    replica.device().Enqueue([this, state, s, &replica, still_wanted] {
-      BatchSlice& slice = state->slices[s];
-      if (still_wanted != nullptr) {
-        if (absl::Status wanted = still_wanted(); !wanted.ok()) {
-          state->statuses[s] = wanted;
-          if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) SlicesDone(state);
-          return;
-        }
-      }
-      const Replica::SlicePlan& plan = state->plans[s];
-      std::vector<const void*> in(state->inputs.size());
-      for (size_t i = 0; i < in.size(); ++i) {
-        const Tensor& t = state->inputs[i];
-        const size_t row_bytes = t.byte_size() / static_cast<size_t>(t.shape()[0]);
-        in[i] = static_cast<const char*>(t.raw_data()) + row_bytes * slice.begin;
-      }
-      std::vector<void*> out(state->outputs.size());
-      for (size_t j = 0; j < out.size(); ++j) {
-        const TensorType& type = plan.output_types[j];
-        if (state->scalar[j]) {
-          out[j] = &state->partial_scalars[s][j];
-        } else if (type.shape.empty()) {
-          out[j] = state->outputs[j];  // Rank 0 of one slice: host memory.
-        } else {
-          const size_t slice_bytes =
-              static_cast<size_t>(NumElements(type.shape)) * DTypeSize(type.dtype);
-          const size_t offset = type.shape.empty() || slice.rows() == 0
-                                    ? 0
-                                    : slice_bytes / static_cast<size_t>(slice.rows()) * slice.begin;
-          void* merged = state->merged[j] != nullptr ? state->merged[j]->data() : state->outputs[j];
-          out[j] = static_cast<char*>(merged) + offset;
-        }
-      }
-      const auto start = std::chrono::steady_clock::now();
-      const MemoryLocation merged_in =
-          merge_stream_ != nullptr ? merge_stream_->memory_location() : MemoryLocation{};
-      state->statuses[s] = replica.RunSlice(plan, in.data(), out.data(), merged_in);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      slice.seconds = seconds;
-      if (options_.observer != nullptr)
-        options_.observer->OnSliceRun(replica, slice.rows(), seconds);
-      if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) SlicesDone(state);
-    });
+    replica.device().Enqueue(
+        [this, state, s, &replica, still_wanted] { RunSlice(state, s, replica, still_wanted); });
   }
+}
+
+void ReplicaSet::RunSlice(const std::shared_ptr<ReplicaSetRun>& state, size_t s, Replica& replica,
+                          const StillWanted& still_wanted) {
+  BatchSlice& slice = state->slices[s];
+  if (still_wanted != nullptr) {
+    if (absl::Status wanted = still_wanted(); !wanted.ok()) {
+      state->statuses[s] =
+          absl::Status(wanted.code(), absl::StrCat(wanted.message(), "; its slice on slot ",
+                                                   replica.slot().name, " did not start"));
+      if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) SlicesDone(state);
+      return;
+    }
+  }
+  const Replica::SlicePlan& plan = state->plans[s];
+  std::vector<const void*> in(state->inputs.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = state->inputs[i];
+    const size_t row_bytes = t.byte_size() / static_cast<size_t>(t.shape()[0]);
+    in[i] = static_cast<const char*>(t.raw_data()) + row_bytes * slice.begin;
+  }
+  std::vector<void*> out(state->outputs.size());
+  for (size_t j = 0; j < out.size(); ++j) {
+    const TensorType& type = plan.output_types[j];
+    if (state->scalar[j]) {
+      out[j] = &state->partial_scalars[s][j];
+    } else if (type.shape.empty()) {
+      out[j] = state->outputs[j];  // Rank 0 of one slice: host memory.
+    } else {
+      const size_t slice_bytes =
+          static_cast<size_t>(NumElements(type.shape)) * DTypeSize(type.dtype);
+      const size_t offset = type.shape.empty() || slice.rows() == 0
+                                ? 0
+                                : slice_bytes / static_cast<size_t>(slice.rows()) * slice.begin;
+      void* merged = state->merged[j] != nullptr ? state->merged[j]->data() : state->outputs[j];
+      out[j] = static_cast<char*>(merged) + offset;
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const MemoryLocation merged_in =
+      merge_stream_ != nullptr ? merge_stream_->memory_location() : MemoryLocation{};
+  // Asked again before every kernel, so that a batch nobody wants any
+  // more (cancelled, past its deadline, the server stopping) ends at the
+  // next kernel instead of running to its end.
+  bool stopped = false;
+  const auto proceed = [&still_wanted, &stopped] {
+    absl::Status wanted = still_wanted();
+    stopped = !wanted.ok();
+    return wanted;
+  };
+  const ExecutionPlan::Proceed asked = proceed;
+  state->statuses[s] = replica.RunSlice(plan, in.data(), out.data(), merged_in,
+                                        still_wanted != nullptr ? &asked : nullptr);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // A stopped slice's time says nothing of the slot's speed (the
+  // scheduler skips slices of no seconds), and its rows were not served.
+  slice.seconds = stopped ? 0 : seconds;
+  if (options_.observer != nullptr) {
+    options_.observer->OnSliceRun(replica, stopped ? 0 : slice.rows(), seconds);
+  }
+  if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) SlicesDone(state);
 }
 
 }  // namespace replicad

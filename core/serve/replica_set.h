@@ -80,6 +80,10 @@ class ReplicaSet final : public Servable {
   Planned PlanSlices(ReplicaSetRun& run, bool cached_only);
   // With run.plans made: the outputs from `sink`, then every slice on its slot.
   void Start(std::shared_ptr<ReplicaSetRun> run, OutputSink* sink, StillWanted still_wanted);
+  // Slice `s` of `run` on its slot's stream thread; the last slice to finish
+  // ends the Run.
+  void RunSlice(const std::shared_ptr<ReplicaSetRun>& run, size_t s, Replica& replica,
+                const StillWanted& still_wanted);
 
   std::shared_ptr<const Model> model_;
   std::vector<std::unique_ptr<Replica>> replicas_;

@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_SERVE_REQUEST_CONTEXT_H_
 #define REPLICAD_CORE_SERVE_REQUEST_CONTEXT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -18,7 +19,9 @@ namespace replicad {
 struct RequestContext {
   // Echoed in responses by protocols that carry one.
   std::string id;
-  // Work not started by then is answered DEADLINE_EXCEEDED without running.
+  // Work not started by then is answered DEADLINE_EXCEEDED without running;
+  // work running then stops at its next kernel (unless another request of
+  // its batch still wants it).
   absl::Time deadline = absl::InfiniteFuture();
   // The request's own limit on its time in the queue (Triton's `timeout`
   // parameter); zero: none. Its model's queue policy says whether it may
@@ -28,11 +31,17 @@ struct RequestContext {
   // and larger numbers come later (SchedulerOptions::LevelOf).
   uint64_t priority = 0;
   // Optional; true once the client has given up (a cancelled RPC, a closed
-  // connection). Called from core threads, so it must be thread-safe.
+  // connection). Called from core threads, between kernels too, so it must
+  // be thread-safe and cheap.
   std::function<bool()> cancelled;
+  // Optional, set by the serving core: true once the server has stopped
+  // serving (its shutdown's grace period is over), when nothing is wanted
+  // any more. Must outlive the request's answer.
+  const std::atomic<bool>* server_stopped = nullptr;
 
-  // OK while the request is still wanted: DeadlineExceeded or Cancelled
-  // naming `stage` ("before dispatch") otherwise.
+  // OK while the request is still wanted: Unavailable (the server stopped),
+  // Cancelled or DeadlineExceeded naming `stage` ("while queued") otherwise.
+  // Cheap enough to ask between kernels (a load, a clock read, `cancelled`).
   absl::Status StillWanted(const char* stage, absl::Time now = absl::Now()) const;
 };
 

@@ -56,6 +56,19 @@ bool Fusable(const ScheduledRequest& a, const ScheduledRequest& b) {
   return true;
 }
 
+// OK while any of a batch's requests still wants it; otherwise the first
+// one's reason. One unwanted request must not stop the others' rows.
+absl::Status AnyStillWanted(const std::vector<std::unique_ptr<ScheduledRequest>>& requests) {
+  const absl::Time now = absl::Now();
+  absl::Status first;
+  for (const std::unique_ptr<ScheduledRequest>& request : requests) {
+    absl::Status wanted = request->context.StillWanted("after its batch was dispatched", now);
+    if (wanted.ok()) return wanted;
+    if (first.ok()) first = std::move(wanted);
+  }
+  return first;
+}
+
 size_t RowBytes(const TensorType& type) {
   return type.shape.empty() || type.shape[0] == 0
              ? 0
@@ -405,9 +418,10 @@ void Scheduler::Core::Loop() {
         const PendingCount pending = CountPending();
         mu.Unlock();
         for (auto& [request, status] : expired) {
-          const char* reason = status.code() == absl::StatusCode::kCancelled ? "cancelled"
-                               : now >= request->context.deadline            ? "deadline"
-                                                                             : "timeout";
+          const char* reason = status.code() == absl::StatusCode::kCancelled     ? "cancelled"
+                               : status.code() == absl::StatusCode::kUnavailable ? "stopping"
+                               : now >= request->context.deadline                ? "deadline"
+                                                                                 : "timeout";
           Refuse(std::move(request), std::move(status), reason);
         }
         ReportPending(pending);
@@ -551,13 +565,16 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
   }
   std::vector<Tensor> inputs;
   OutputSink* sink = nullptr;
-  Servable::StillWanted still_wanted;
+  // Asked by the slots before each slice and between kernels, until the
+  // Run's done: the batch holds its requests until then (Finished).
+  Servable::StillWanted still_wanted = [requests = &batch->requests] {
+    return AnyStillWanted(*requests);
+  };
   if (batch->requests.size() == 1) {
     ScheduledRequest& only = *batch->requests[0];
     inputs = only.inputs;
     if (batch->sink == nullptr) batch->sink = std::make_unique<AllocateOnce>(only.sink);
     sink = batch->sink.get();
-    still_wanted = [context = only.context] { return context.StillWanted("before its slice ran"); };
   } else {
     // Rows of every request, one after another, in one tensor per input.
     const ScheduledRequest& head = *batch->requests[0];

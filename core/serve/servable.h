@@ -44,8 +44,10 @@ class Servable {
   virtual std::string MergeDevice() const = 0;
 
   using Done = absl::AnyInvocable<void(absl::Status status, std::vector<BatchSlice> slices) &&>;
-  // Asked before each slice starts; a slice not OK does not run and its
-  // status fails the Run. Called on slot threads: thread-safe.
+  // Asked before each slice starts and then between its kernels; not OK
+  // stops the slice there (a slice stopped mid-way reports no seconds) and
+  // its status fails the Run. Called on slot threads, once per kernel:
+  // thread-safe and cheap.
   using StillWanted = std::function<absl::Status()>;
 
   // Runs `inputs` (host tensors in model input order, validated, all with the

@@ -113,6 +113,11 @@ void ServingCore::StartDraining() {
   draining_ = true;
 }
 
+void ServingCore::StopInFlight() {
+  StartDraining();
+  stopped_.store(true, std::memory_order_relaxed);
+}
+
 bool ServingCore::AwaitIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   return mu_.AwaitWithTimeout(absl::Condition(
@@ -185,6 +190,7 @@ void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWr
   auto scheduled = std::make_unique<ScheduledRequest>();
   scheduled->inputs = *std::move(inputs);
   scheduled->context = std::move(context);
+  scheduled->context.server_stopped = &stopped_;
   scheduled->sink = call.get();
   const int64_t rows = scheduled->rows();
   const absl::Time bound = absl::Now();
@@ -253,6 +259,9 @@ void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainD
   step->targets = *std::move(targets);
   step->shard = request.shard;
   step->context = std::move(context);
+  // A queued step is dropped once the server stops; one running finishes its
+  // step (a step is never stopped half applied).
+  step->context.server_stopped = &stopped_;
   Scheduler& scheduler = *model->scheduler;
   step->done = [this, model = std::move(model), done = std::move(done),
                 in_flight = *std::move(in_flight)](absl::Status status,

@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_SERVE_SERVING_CORE_H_
 #define REPLICAD_CORE_SERVE_SERVING_CORE_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -139,6 +140,12 @@ class ServingCore {
   void StartDraining();
   // True once no request is in flight; false if `timeout` passed first.
   bool AwaitIdle(absl::Duration timeout);
+  // Once the grace period is over: drains, and every request admitted is
+  // answered Unavailable as soon as its scheduler or slot next asks
+  // (RequestContext::StillWanted): queued ones without running (within the
+  // scheduler's poll, milliseconds), running batches at their next kernel.
+  // A training step already running finishes its step. Does not wait.
+  void StopInFlight();
 
  private:
   // Counts an admitted request until destroyed.
@@ -151,6 +158,9 @@ class ServingCore {
   mutable absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Read by every admitted request's StillWanted, between kernels among
+  // other places, hence an atomic rather than mu_.
+  std::atomic<bool> stopped_{false};
   WorkerPool control_;
 };
 

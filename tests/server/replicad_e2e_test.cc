@@ -11,7 +11,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -404,7 +406,7 @@ TEST_F(ReplicadE2eTest, MetricsCountRequestsAndSlotsAndPassPromtool) {
 constexpr int64_t kSlowWidth = 512;
 constexpr int64_t kSlowOutputs = 8;
 
-// x float32[N,512] through 16 MatMul + Relu layers of 512x512 (He-scaled, so
+// x float32[N,512] through 16 (or `layers`) MatMul + Relu layers of 512x512 (He-scaled, so
 // values stay near 1), then a MatMul to y float32[N,8]: about 8 MFLOP a row
 // and little memory, so a request of a few thousand rows keeps one
 // single-threaded slot busy for a good part of a second (the default model
@@ -413,18 +415,17 @@ constexpr int64_t kSlowOutputs = 8;
 // request's answer is handed over, and an answer of megabytes still being
 // written then is cut off (UNAVAILABLE "Cancelling all calls"; 4 runs in 10
 // with y [N,512]), which this test would report as a failure every so often.
-std::string SlowModelOnnx() {
-  constexpr int kLayers = 16;
+std::string SlowModelOnnx(int layers = 16) {
   OnnxModelBuilder builder("slow_mlp");
   std::string in = "x";
-  for (int i = 0; i <= kLayers; ++i) {
+  for (int i = 0; i <= layers; ++i) {
     const std::string layer = "layer" + std::to_string(i);
-    const int64_t width = i < kLayers ? kSlowWidth : kSlowOutputs;
+    const int64_t width = i < layers ? kSlowWidth : kSlowOutputs;
     Tensor weight = testing::RandomTensor({kSlowWidth, width}, 100 + i);
     const float scale = std::sqrt(6.0f / kSlowWidth);
     for (int64_t j = 0; j < weight.num_elements(); ++j) weight.data<float>()[j] *= scale;
     builder.AddInitializer(layer + ".weight", weight);
-    if (i == kLayers) {
+    if (i == layers) {
       builder.AddNode("MatMul", {in, layer + ".weight"}, {"y"});
       break;
     }
@@ -553,6 +554,77 @@ TEST(ReplicadShutdownTest, SigtermFinishesInFlightRequestsAndExitsZero) {
                 late.status().code() == absl::StatusCode::kCancelled)
         << late.status();
   }
+}
+
+// Past the grace period nothing in flight keeps the daemon: queued requests
+// are answered without running and running batches stop at their next
+// kernel, so it exits within the grace period plus 2 s (the bound below),
+// however long its batches would still have run. (Kubernetes kills a pod 30
+// s after SIGTERM by default; a batch of a large model on a CPU runs longer
+// than that.) Four clients flood one single-threaded slot with requests of
+// several seconds each (16384 rows through 64 layers: 550 GFLOP), two fused
+// to a batch, so a batch runs, others wait, and more arrive as SIGTERM comes.
+TEST(ReplicadShutdownTest, PastTheGracePeriodRunningBatchesStopAndTheDaemonExitsInTime) {
+  const std::string model_path = ::testing::TempDir() + "/slower_mlp.onnx";
+  std::ofstream(model_path, std::ios::binary) << SlowModelOnnx(64);
+  constexpr int kGraceSeconds = 1;
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(
+      {"--model", "slow=" + model_path, "--devices", "cpu:0", "--threads-per-slot", "1",
+       "--max-batch-size", "32768", "--shutdown-grace-seconds", std::to_string(kGraceSeconds)});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  client::ClientOptions options;
+  options.deadline = absl::Seconds(300);
+  auto client = *client::ReplicadClient::Connect((*daemon)->target(), options);
+  ASSERT_TRUE(client->Predict(SlowRequest(1, 1)).ok());
+
+  const int port = (*daemon)->metrics_port();
+  const std::string dispatched = R"(replicad_batched_requests_total{model="slow"})";
+  const double dispatched_before = MetricValue(port, dispatched);
+  constexpr int kClients = 4;
+  std::atomic<int> answered_ok{0};
+  std::vector<absl::Status> failures(kClients);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      // Until the daemon stops answering: a request sent after the signal is
+      // refused, one in flight is stopped.
+      for (uint64_t seed = 10 * c;; ++seed) {
+        absl::StatusOr<v1::PredictResponse> response = client->Predict(SlowRequest(16384, seed));
+        if (!response.ok()) {
+          failures[c] = response.status();
+          return;
+        }
+        ++answered_ok;
+      }
+    });
+  }
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (MetricValue(port, dispatched) < dispatched_before + 1 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GE(MetricValue(port, dispatched), dispatched_before + 1)
+      << "no request was dispatched within 60 s";
+  absl::SleepFor(absl::Milliseconds(300));  // Well into the first batch.
+  ASSERT_EQ(answered_ok.load(), 0)
+      << "a request finished before the signal: the slow model is too fast for this machine";
+
+  const absl::Time signalled = absl::Now();
+  const int exit_code = (*daemon)->StopWith(SIGTERM);
+  const absl::Duration exit_took = absl::Now() - signalled;
+  for (std::thread& t : clients) t.join();
+
+  EXPECT_LE(exit_took, absl::Seconds(kGraceSeconds + 2)) << (*daemon)->output();
+  EXPECT_EQ(exit_code, 0) << (*daemon)->output();
+  EXPECT_THAT((*daemon)->output(), HasSubstr("grace period over"));
+  EXPECT_THAT((*daemon)->output(), HasSubstr("replicad: stopped"));
+  for (int c = 0; c < kClients; ++c) {
+    EXPECT_TRUE(failures[c].code() == absl::StatusCode::kUnavailable ||
+                failures[c].code() == absl::StatusCode::kCancelled)
+        << "client " << c << ": " << failures[c];
+  }
+  std::cout << "exited " << absl::FormatDuration(exit_took) << " after SIGTERM (grace "
+            << kGraceSeconds << " s); requests answered in full before: " << answered_ok.load()
+            << std::endl;
 }
 
 TEST(ReplicadStartupTest, UnknownDeviceFailsListingTheDevicesThatExist) {

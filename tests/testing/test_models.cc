@@ -49,6 +49,25 @@ std::string TwoInputTwoOutputOnnx() {
   return b.Serialize();
 }
 
+std::string MatMulChainOnnx(int layers, int64_t width) {
+  OnnxModelBuilder b("matmul_chain", 13);
+  std::string in = "x";
+  const float scale = std::sqrt(6.0f / static_cast<float>(width));
+  for (int i = 0; i < layers; ++i) {
+    const std::string layer = "layer" + std::to_string(i);
+    Tensor weight = RandomTensor({width, width}, 1000 + i);
+    for (int64_t j = 0; j < weight.num_elements(); ++j) weight.data<float>()[j] *= scale;
+    b.AddInitializer(layer + ".weight", weight);
+    b.AddNode("MatMul", {in, layer + ".weight"}, {layer + ".matmul"});
+    const std::string out = i + 1 == layers ? "y" : layer + ".relu";
+    b.AddNode("Relu", {layer + ".matmul"}, {out});
+    in = out;
+  }
+  b.AddInput("x", DType::kFloat32, {kAnyDim, width});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, width});
+  return b.Serialize();
+}
+
 std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std::string& name) {
   absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(onnx_bytes, name, name);
   if (!model.ok()) {
@@ -107,6 +126,22 @@ PredictOutcome PredictAndWait(ReplicaSet& set, std::vector<Tensor> inputs) {
     outcome.slices = std::move(slices);
     done.Notify();
   });
+  done.WaitForNotification();
+  outcome.outputs = std::move(sink.outputs);
+  return outcome;
+}
+
+PredictOutcome RunAndWait(ReplicaSet& set, std::vector<Tensor> inputs,
+                          std::vector<BatchSlice> slices, Servable::StillWanted still_wanted) {
+  PredictOutcome outcome;
+  TensorSink sink;
+  absl::Notification done;
+  set.Run(std::move(inputs), std::move(slices), &sink, std::move(still_wanted),
+          [&](absl::Status status, std::vector<BatchSlice> ran) {
+            outcome.status = status;
+            outcome.slices = std::move(ran);
+            done.Notify();
+          });
   done.WaitForNotification();
   outcome.outputs = std::move(sink.outputs);
   return outcome;

@@ -24,6 +24,12 @@ std::string TwoInputTwoOutputOnnx();
 // loss is) and y = Relu(x) [N,4].
 std::string ScalarMeanOnnx();
 
+// x float32[N,width] through `layers` MatMul + Relu layers of width x width
+// (He-scaled, so values stay near 1) to y float32[N,width]: 2 * width^2 FLOP
+// a row a layer and little memory. Many kernels of equal cost, for runs
+// long enough to be stopped between two of them.
+std::string MatMulChainOnnx(int layers, int64_t width);
+
 // Loads ONNX bytes as a Model named `name`; aborts the test on failure.
 std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std::string& name);
 
@@ -46,6 +52,9 @@ struct PredictOutcome {
   std::vector<BatchSlice> slices;
 };
 PredictOutcome PredictAndWait(ReplicaSet& set, std::vector<Tensor> inputs);
+// Runs `slices` asking `still_wanted` (Servable::Run) and waits.
+PredictOutcome RunAndWait(ReplicaSet& set, std::vector<Tensor> inputs,
+                          std::vector<BatchSlice> slices, Servable::StillWanted still_wanted);
 
 // ||a - b||_2 / ||b||_2 (0 when both are zero).
 double RelativeL2(const Tensor& a, const Tensor& b);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,48 @@ TEST(ExecutionPlanTest, NoDeviceAllocationAfterWarmUp) {
     float sum = 0;
     for (int c = 0; c < 10; ++c) sum += probabilities.data<float>()[row * 10 + c];
     EXPECT_NEAR(sum, 1.0f, 1e-5);
+  }
+}
+
+// Run with a Proceed asks it once before every kernel. Where it answers no,
+// the run stops before that kernel, returning its status and the kernel
+// reached; the plan then runs as if it had never been stopped.
+TEST(ExecutionPlanTest, ProceedIsAskedBeforeEveryKernelAndStopsTheRunWhereItSaysNo) {
+  std::unique_ptr<Replica> replica = CpuReplica(*LoadDefaultModel());
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{4, 1, 28, 28}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const size_t kernels = (*plan)->step_count();
+  ASSERT_GE(kernels, 3u);
+  Tensor input = testing::RandomTensor({4, 1, 28, 28}, 5);
+  Tensor logits = Tensor::Host(DType::kFloat32, {4, 10});
+  Tensor probabilities = Tensor::Host(DType::kFloat32, {4, 10});
+  const void* inputs[] = {input.raw_data()};
+  void* outputs[] = {logits.raw_data(), probabilities.raw_data()};
+  size_t asked = 0;
+  ASSERT_TRUE((*plan)
+                  ->Run(inputs, outputs,
+                        [&] {
+                          ++asked;
+                          return absl::OkStatus();
+                        })
+                  .ok());
+  EXPECT_EQ(asked, kernels);
+  Tensor expected = Tensor::Host(DType::kFloat32, {4, 10});
+  std::memcpy(expected.raw_data(), logits.raw_data(), logits.byte_size());
+
+  for (size_t stop_before : {size_t{1}, kernels / 2, kernels}) {
+    SCOPED_TRACE(stop_before);
+    asked = 0;
+    std::fill_n(logits.data<float>(), logits.num_elements(), 0.0f);
+    absl::Status status = (*plan)->Run(inputs, outputs, [&] {
+      return ++asked < stop_before ? absl::OkStatus() : absl::DeadlineExceededError("too late");
+    });
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+    EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("too late; stopped before kernel ",
+                                                         stop_before, " of ", kernels, " (node")));
+    EXPECT_EQ(asked, stop_before);
+    ASSERT_TRUE((*plan)->Run(inputs, outputs).ok());
+    EXPECT_EQ(std::memcmp(logits.raw_data(), expected.raw_data(), logits.byte_size()), 0);
   }
 }
 

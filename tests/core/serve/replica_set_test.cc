@@ -1,9 +1,11 @@
 #include "core/serve/replica_set.h"
 
+#include <atomic>
 #include <map>
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_models.h"
@@ -161,6 +163,47 @@ TEST_F(ReplicaSetTest, ObserverSeesThePlansASliceWaitedFor) {
   EXPECT_EQ(observer.plans_by_slot, (std::map<std::string, int64_t>{{"r0", 2}, {"r1", 1}}));
   // Built off the caller's thread: a scheduler calling Run never waits for a build.
   EXPECT_EQ(observer.build_threads.count(std::this_thread::get_id()), 0u);
+}
+
+// A Run's still_wanted is asked before its slice and again before every
+// kernel: once it answers Cancelled the slice stops there, well before its
+// last kernel, reporting where and no seconds (its time says nothing of the
+// slot's speed); the slot then runs the next Run in full, as if nothing had
+// happened.
+TEST(ReplicaSetStopTest, ASliceStopsAtTheKernelWhereItIsNoLongerWanted) {
+  std::shared_ptr<const Model> model =
+      testing::LoadOrDie(testing::MatMulChainOnnx(16, 64), "chain");
+  std::unique_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(model, {1});
+  const std::vector<Tensor> inputs = {RandomTensor({8, 64}, 1)};
+  PredictOutcome reference = PredictAndWait(*set, inputs);  // Builds the plan, too.
+  ASSERT_TRUE(reference.status.ok()) << reference.status;
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = set->replicas()[0]->PlanFor({{8, 64}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const size_t kernels = (*plan)->step_count();
+
+  // Asked before the slice, then before kernels 1, 2, 3 and 4: kernels 1 to
+  // 3 run, and the slice stops before kernel 4.
+  constexpr int kAnswersOk = 4;
+  ASSERT_GT(kernels, static_cast<size_t>(kAnswersOk));
+  std::atomic<int> asked{0};
+  PredictOutcome stopped = testing::RunAndWait(*set, inputs, {BatchSlice{0, 0, 8}}, [&asked] {
+    return ++asked <= kAnswersOk ? absl::OkStatus() : absl::CancelledError("given up");
+  });
+  EXPECT_EQ(stopped.status.code(), absl::StatusCode::kCancelled) << stopped.status;
+  EXPECT_THAT(stopped.status.message(),
+              ::testing::HasSubstr(absl::StrCat("given up; stopped before kernel 4 of ", kernels)));
+  EXPECT_EQ(asked.load(), kAnswersOk + 1);
+  ASSERT_EQ(stopped.slices.size(), 1u);
+  EXPECT_EQ(stopped.slices[0].seconds, 0);
+
+  PredictOutcome again = PredictAndWait(*set, inputs);
+  ASSERT_TRUE(again.status.ok()) << again.status;
+  EXPECT_LE(RelativeL2(again.outputs[0], reference.outputs[0]), 1e-6);
+  // A slice whose first question is answered no does not start at all.
+  PredictOutcome refused = testing::RunAndWait(
+      *set, inputs, {BatchSlice{0, 0, 8}}, [] { return absl::DeadlineExceededError("too late"); });
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(refused.status.message(), ::testing::HasSubstr("did not start"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // slices run the same kernels on fewer rows, so results match one CPU slot
 // within 1e-6 relative L2 (oneDNN may pick another algorithm per size).
 
+#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/model/onnx_builder.h"
 #include "core/serve/replica_set.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/device_memory_stand_in.h"
 #include "tests/testing/test_models.h"
@@ -128,6 +130,30 @@ TEST_F(ReplicaChunkTest, MergingInDeviceMemoryMatchesOneCpuSlot) {
     ASSERT_TRUE(set.ok()) << set.status();
     EXPECT_EQ(DeviceIdToString((*set)->merge_device()), "cuda:0");
     for (int64_t batch : {1, 7, 64}) ExpectMatchesCpu(**set, batch);
+  }
+}
+
+// A slice cut into chunks is asked between the kernels of every chunk: it
+// stops mid-way through its chunks, waits for the copies and kernels already
+// issued, and its slot then runs the next slice as ever.
+TEST_F(ReplicaChunkTest, AChunkedSliceStopsAtAKernelAndItsSlotRunsOn) {
+  for (bool merge_on_device : {false, true}) {
+    SCOPED_TRACE(merge_on_device ? "merged on a device" : "merged in host memory");
+    absl::StatusOr<std::unique_ptr<ReplicaSet>> set = StandInSet(model_, 1, 4, merge_on_device);
+    ASSERT_TRUE(set.ok()) << set.status();
+    ExpectMatchesCpu(**set, 10);  // Builds the plans: four chunks of 3, 3, 3 and 1 rows.
+    // The first question is before the slice, then one before each kernel of
+    // each chunk in turn: the 12th comes after the first chunk's kernels.
+    constexpr int kAnswersOk = 11;
+    std::atomic<int> asked{0};
+    PredictOutcome stopped = testing::RunAndWait(**set, Inputs(10), {BatchSlice{0, 0, 10}}, [&] {
+      return ++asked <= kAnswersOk ? absl::OkStatus() : absl::CancelledError("given up");
+    });
+    EXPECT_EQ(stopped.status.code(), absl::StatusCode::kCancelled) << stopped.status;
+    EXPECT_THAT(stopped.status.message(), ::testing::HasSubstr("given up; stopped before kernel"));
+    EXPECT_EQ(asked.load(), kAnswersOk + 1);
+    ExpectMatchesCpu(**set, 10);
+    ExpectMatchesCpu(**set, 7);
   }
 }
 

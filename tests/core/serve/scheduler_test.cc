@@ -818,5 +818,168 @@ TEST(SchedulerPendingTest, TheCountStartsAtZeroAndEndsAtZeroAfterConcurrentBurst
   EXPECT_GT(recorder.reports, kThreads * kEach);
 }
 
+// Batches on real CPU replicas of a model slow enough to be stopped mid-run
+// (24 MatMul + Relu layers of 512 x 512, run on 1024 rows: a second or so on
+// one thread): a batch stops at its next kernel once none of its requests
+// is wanted any more, and runs on while any one is. `full_` is what a whole
+// run takes here, measured first; the bounds are fractions of it, so a busy
+// machine slows both sides alike.
+constexpr int64_t kRows = 1024;
+constexpr int64_t kWidth = 512;
+
+class SchedulerStopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    set_ = testing::MakeCpuReplicaSet(
+        testing::LoadOrDie(testing::MatMulChainOnnx(24, kWidth), "chain"), {1});
+    // Builds the plans of kRows and of half of it, then times a whole run.
+    ASSERT_TRUE(testing::PredictAndWait(*set_, Rows(kRows / 2, 1)).status.ok());
+    ASSERT_TRUE(testing::PredictAndWait(*set_, Rows(kRows, 1)).status.ok());
+    const absl::Time start = absl::Now();
+    ASSERT_TRUE(testing::PredictAndWait(*set_, Rows(kRows, 2)).status.ok());
+    full_ = absl::Now() - start;
+  }
+
+  static std::vector<Tensor> Rows(int64_t rows, uint64_t seed) {
+    return {testing::RandomTensor({rows, kWidth}, seed)};
+  }
+  std::unique_ptr<Scheduler> MakeScheduler(SchedulerOptions options) {
+    return std::make_unique<Scheduler>(
+        Scheduler::Environment{"chain", set_, nullptr, std::move(options), nullptr});
+  }
+  static RequestContext CancelledBy(std::shared_ptr<std::atomic<bool>> flag) {
+    RequestContext context;
+    context.cancelled = [flag] { return flag->load(); };
+    return context;
+  }
+  // Outputs as running the call's rows alone gives them. Tolerance: the same
+  // kernels, but a batch of other rows may be blocked otherwise, changing the
+  // order of float sums over 24 layers (1.05e-6 seen).
+  void ExpectAnsweredInFull(Call& call) {
+    ASSERT_TRUE(call.status.ok()) << call.status;
+    testing::PredictOutcome alone = testing::PredictAndWait(*set_, call.inputs);
+    ASSERT_TRUE(alone.status.ok()) << alone.status;
+    ASSERT_EQ(call.outputs.outputs.size(), 1u);
+    EXPECT_LT(testing::RelativeL2(call.outputs.outputs[0], alone.outputs[0]), 1e-5);
+  }
+
+  std::shared_ptr<ReplicaSet> set_;
+  absl::Duration full_;
+};
+
+TEST_F(SchedulerStopTest, ACancelledRequestStopsItsRunningBatchAtAKernel) {
+  std::unique_ptr<Scheduler> scheduler = MakeScheduler({});
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  Call call;
+  call.inputs = Rows(kRows, 3);
+  scheduler->Submit(RequestFor(call, CancelledBy(cancelled)));
+  absl::SleepFor(full_ / 4);
+  const absl::Time cancelled_at = absl::Now();
+  cancelled->store(true);
+  call.answered.WaitForNotification();
+  EXPECT_EQ(call.status.code(), absl::StatusCode::kCancelled) << call.status;
+  EXPECT_THAT(call.status.message(), HasSubstr("stopped before kernel"));
+  EXPECT_EQ(call.report.batch_requests, 1);  // Dispatched: stopped running, not queued.
+  EXPECT_LT(call.answered_at - cancelled_at, full_ / 2) << "a whole run takes " << full_;
+  // The slot serves the next request in full.
+  Call next;
+  next.inputs = Rows(kRows, 4);
+  scheduler->Submit(RequestFor(next));
+  next.answered.WaitForNotification();
+  ExpectAnsweredInFull(next);
+}
+
+TEST_F(SchedulerStopTest, ADeadlinePassingWhileItsBatchRunsStopsIt) {
+  std::unique_ptr<Scheduler> scheduler = MakeScheduler({});
+  Call call;
+  call.inputs = Rows(kRows, 5);
+  RequestContext context;
+  context.deadline = absl::Now() + full_ / 4;
+  scheduler->Submit(RequestFor(call, context));
+  call.answered.WaitForNotification();
+  EXPECT_EQ(call.status.code(), absl::StatusCode::kDeadlineExceeded) << call.status;
+  EXPECT_THAT(call.status.message(), HasSubstr("stopped before kernel"));
+  EXPECT_EQ(call.report.batch_requests, 1);
+  EXPECT_LT(call.answered_at - context.deadline, full_ / 2) << "a whole run takes " << full_;
+}
+
+// Two requests fused into one batch: one cancelling does not stop the other's
+// rows; both cancelling does.
+SchedulerOptions FusingTwo() {
+  SchedulerOptions options;
+  options.max_batch_size = kRows;
+  options.max_queue_delay = absl::Seconds(5);  // Until both are in: the batch is full then.
+  return options;
+}
+
+TEST_F(SchedulerStopTest, AFusedBatchRunsOnWhileOneOfItsRequestsIsStillWanted) {
+  std::unique_ptr<Scheduler> scheduler = MakeScheduler(FusingTwo());
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  Call gone, kept;
+  gone.inputs = Rows(kRows / 2, 6);
+  kept.inputs = Rows(kRows / 2, 7);
+  scheduler->Submit(RequestFor(gone, CancelledBy(cancelled)));
+  scheduler->Submit(RequestFor(kept));
+  absl::SleepFor(full_ / 4);
+  cancelled->store(true);
+  kept.answered.WaitForNotification();
+  gone.answered.WaitForNotification();
+  EXPECT_EQ(kept.report.batch_requests, 2);
+  ExpectAnsweredInFull(kept);
+}
+
+TEST_F(SchedulerStopTest, AFusedBatchStopsOnceNoneOfItsRequestsIsWanted) {
+  std::unique_ptr<Scheduler> scheduler = MakeScheduler(FusingTwo());
+  auto first = std::make_shared<std::atomic<bool>>(false);
+  auto second = std::make_shared<std::atomic<bool>>(false);
+  Call a, b;
+  a.inputs = Rows(kRows / 2, 8);
+  b.inputs = Rows(kRows / 2, 9);
+  scheduler->Submit(RequestFor(a, CancelledBy(first)));
+  scheduler->Submit(RequestFor(b, CancelledBy(second)));
+  absl::SleepFor(full_ / 8);
+  first->store(true);
+  absl::SleepFor(full_ / 8);
+  const absl::Time cancelled_at = absl::Now();
+  second->store(true);
+  for (Call* call : {&a, &b}) {
+    call->answered.WaitForNotification();
+    EXPECT_EQ(call->status.code(), absl::StatusCode::kCancelled) << call->status;
+    EXPECT_THAT(call->status.message(), HasSubstr("stopped before kernel"));
+    EXPECT_EQ(call->report.batch_requests, 2);
+    EXPECT_LT(call->answered_at - cancelled_at, full_ / 2) << "a whole run takes " << full_;
+  }
+}
+
+// What ServingCore::StopInFlight does once a shutdown's grace period is
+// over: the running batch stops at its next kernel, the one waiting on the
+// slot's stream does not start, and the queued one is answered without
+// running; all UNAVAILABLE.
+TEST_F(SchedulerStopTest, OnceTheServerStopsEveryRequestIsAnsweredUnavailable) {
+  SchedulerOptions options;
+  options.dynamic_batching = false;
+  std::unique_ptr<Scheduler> scheduler = MakeScheduler(options);
+  std::atomic<bool> stopped{false};
+  RequestContext context;
+  context.server_stopped = &stopped;
+  std::vector<std::unique_ptr<Call>> calls;
+  for (uint64_t seed : {10, 11, 12}) {
+    calls.push_back(std::make_unique<Call>());
+    calls.back()->inputs = Rows(kRows, seed);
+    scheduler->Submit(RequestFor(*calls.back(), context));
+  }
+  absl::SleepFor(full_ / 4);
+  const absl::Time stopped_at = absl::Now();
+  stopped.store(true);
+  for (const auto& call : calls) {
+    call->answered.WaitForNotification();
+    EXPECT_EQ(call->status.code(), absl::StatusCode::kUnavailable) << call->status;
+    EXPECT_LT(call->answered_at - stopped_at, full_ / 2) << "a whole run takes " << full_;
+  }
+  EXPECT_THAT(calls[0]->status.message(), HasSubstr("stopped before kernel"));
+  EXPECT_THAT(calls[1]->status.message(), HasSubstr("did not start"));
+  EXPECT_THAT(calls[2]->status.message(), HasSubstr("while queued"));
+}
+
 }  // namespace
 }  // namespace replicad

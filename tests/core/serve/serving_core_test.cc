@@ -329,6 +329,30 @@ TEST_F(ServingCoreTest, DrainingRefusesNewRequestsAndWaitsForThoseInFlight) {
   EXPECT_TRUE(core_->AwaitIdle(absl::Seconds(5)));
 }
 
+// Past a shutdown's grace period: new requests are refused, and those
+// admitted learn from their context that nothing is wanted any more, so a
+// queued one is answered UNAVAILABLE without running. (The fake runs its
+// batch whole; real slots stop between kernels: scheduler_test.)
+TEST_F(ServingCoreTest, StopInFlightAnswersEveryAdmittedRequestUnavailable) {
+  absl::Notification gate;
+  v1_->gate = &gate;
+  Outputs outputs, queued_outputs;
+  Answer first, queued;
+  std::shared_ptr<absl::Notification> first_done = Start(Request(), &outputs, &first);
+  while (v1_->calls == 0) absl::SleepFor(absl::Milliseconds(1));
+  std::shared_ptr<absl::Notification> queued_done = Start(Request(), &queued_outputs, &queued);
+  core_->StopInFlight();
+  Outputs refused_outputs;
+  EXPECT_EQ(Run(Request(), &refused_outputs).status.code(), absl::StatusCode::kUnavailable);
+  gate.Notify();
+  first_done->WaitForNotification();
+  queued_done->WaitForNotification();
+  EXPECT_EQ(queued.status.code(), absl::StatusCode::kUnavailable) << queued.status;
+  EXPECT_THAT(queued.status.message(), HasSubstr("grace period is over"));
+  EXPECT_EQ(v1_->calls, 1);
+  EXPECT_TRUE(core_->AwaitIdle(absl::Seconds(5)));
+}
+
 TEST_F(ServingCoreTest, ReadinessFollowsSlotHealth) {
   EXPECT_TRUE(core_->ServerReady());
   EXPECT_TRUE(core_->ModelReady("mean", 1).ok());
