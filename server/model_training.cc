@@ -624,7 +624,7 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(const 
       if (!absl::IsNotFound(writer.status()) && (!writer.ok() || *writer != run_id_)) {
         return absl::AlreadyExistsError(
             absl::StrCat("config.checkpoint_dir: '", target->path,
-                         "' exists and was not written by this run ", "of training (",
+                         "' exists and was not written by this run of training (",
                          writer.ok() ? (writer->empty() ? std::string("it records no run")
                                                         : absl::StrCat("run ", *writer))
                                      : std::string(writer.status().message()),
