@@ -54,7 +54,10 @@ for kind in "${kinds[@]}"; do
   export UBSAN_OPTIONS="$common:halt_on_error=1"
   export ASAN_OPTIONS="$common:detect_leaks=1:strict_init_order=1:detect_stack_use_after_return=1"
   # TSan goes on after a report so that one run shows them all; any report fails the run.
-  export TSAN_OPTIONS="$common:second_deadlock_stack=1:suppressions=$root/scripts/sanitizers/tsan.supp"
+  # history_size=7 (the most): long tests (activation_pass_test's OpenMP passes over large
+  # tensors) otherwise lose the other thread's stack ("failed to restore the stack"), and a
+  # report without it cannot match the suppressions that explain it.
+  export TSAN_OPTIONS="$common:second_deadlock_stack=1:history_size=7:suppressions=$root/scripts/sanitizers/tsan.supp"
   failed=0
   (cd "$dir" && ctest --output-on-failure -j "$jobs") || failed=1
   reports=("$logs"/report.*)

@@ -39,7 +39,11 @@ def test_bad_batches_raise_the_servers_error_and_train_nothing(trained, fashion_
         client.fit("default", x, y + 10, batch_size=4, verbose=0)
     assert raised.value.step == 0 and "[0, 10)" in str(raised.value), str(raised.value)
 
-    np.testing.assert_array_equal(client.predict("default", x_test)["logits"], before)
+    # Unchanged weights. Not bit for bit: the scheduler splits the 8 images across the slots
+    # by their measured speed, and another split runs other batch sizes' kernels (1e-6 apart
+    # seen under TSan); one SGD step at lr 0.1 moves these logits by far more than 1e-5.
+    np.testing.assert_allclose(client.predict("default", x_test)["logits"], before, rtol=1e-5,
+                               atol=1e-5)
     assert client.train_step("default", x, y).step == 1  # no bad batch counted as a step
 
 
