@@ -58,8 +58,15 @@ for kind in "${kinds[@]}"; do
   # tensors) otherwise lose the other thread's stack ("failed to restore the stack"), and a
   # report without it cannot match the suppressions that explain it.
   export TSAN_OPTIONS="$common:second_deadlock_stack=1:history_size=7:suppressions=$root/scripts/sanitizers/tsan.supp"
+  # Under TSan, gemv_test is left out: on a CPU without AVX-512 the matrix-vector product
+  # takes its scalar loop, whose every load in an OpenMP region TSan instruments and reports
+  # (then suppresses as _omp_fn), one report at a time, past the test's 900 s timeout (seen
+  # on 2026-11-29; with AVX-512 the intrinsics are not instrumented and it runs in a second).
+  # It runs in the plain and ASan builds.
+  skip=()
+  [ "$kind" = thread ] && skip=(-E '^gemv_test$')
   failed=0
-  (cd "$dir" && ctest --output-on-failure -j "$jobs") || failed=1
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" "${skip[@]}") || failed=1
   reports=("$logs"/report.*)
   if [ -e "${reports[0]}" ]; then
     failed=1
