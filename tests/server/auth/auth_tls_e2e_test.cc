@@ -8,8 +8,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <future>
+#include <iostream>
 #include <regex>
 #include <set>
 #include <sstream>
