@@ -110,10 +110,16 @@ absl::StatusOr<std::string> CheckpointRoot::Resolve(const std::string& path,
                                                     const std::string& field) const {
   absl::StatusOr<std::vector<std::string>> parts = ComponentsBelow(path, field);
   if (!parts.ok()) return parts.status();
+  return ResolveComponents(*parts, path, field);
+}
+
+absl::StatusOr<std::string> CheckpointRoot::ResolveComponents(const std::vector<std::string>& parts,
+                                                              const std::string& path,
+                                                              const std::string& field) const {
   // No existing component may be a symbolic link: through one, a write could
   // land anywhere the daemon may write.
   std::string resolved = root_ == "/" ? std::string() : root_;
-  for (const std::string& part : *parts) {
+  for (const std::string& part : parts) {
     resolved += "/" + part;
     struct stat st;
     if (::lstat(resolved.c_str(), &st) != 0) continue;  // Not there (yet): nothing to follow.
@@ -128,10 +134,10 @@ absl::StatusOr<std::string> CheckpointRoot::Resolve(const std::string& path,
 
 absl::StatusOr<CheckpointRoot::Location> CheckpointRoot::Locate(const std::string& path,
                                                                 const std::string& field) const {
-  absl::StatusOr<std::string> resolved = Resolve(path, field);
-  if (!resolved.ok()) return resolved.status();
   absl::StatusOr<std::vector<std::string>> parts = ComponentsBelow(path, field);
   if (!parts.ok()) return parts.status();
+  absl::StatusOr<std::string> resolved = ResolveComponents(*parts, path, field);
+  if (!resolved.ok()) return resolved.status();
   std::string name = parts->back();
   parts->pop_back();
   // The check above may be stale by now; this open is what the write uses.

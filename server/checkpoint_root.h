@@ -57,6 +57,10 @@ class CheckpointRoot {
   // errors but for links.
   absl::StatusOr<std::vector<std::string>> ComponentsBelow(const std::string& path,
                                                            const std::string& field) const;
+  // Resolve, given ComponentsBelow's parts of `path`.
+  absl::StatusOr<std::string> ResolveComponents(const std::vector<std::string>& parts,
+                                                const std::string& path,
+                                                const std::string& field) const;
 
   std::string root_;  // Absolute, resolved, without a trailing '/'; empty: off.
   std::optional<CheckpointDirectory> directory_;  // The root, open; none when off.
