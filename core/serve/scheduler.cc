@@ -196,6 +196,12 @@ struct Scheduler::Core {
   void Answer(std::unique_ptr<ScheduledRequest> request, absl::Status status,
               ScheduleReport report);
   void Refuse(std::unique_ptr<ScheduledRequest> request, absl::Status status, const char* reason);
+  // Refuses requests taken out of the queue (their bytes leave the flight),
+  // with mu released meanwhile.
+  void RefuseUnwanted(std::vector<RequestQueue::Expired> unwanted, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Moves the requests of `batch` that are no longer wanted out of it.
+  static std::vector<RequestQueue::Expired> TakeUnwanted(Batch& batch, absl::Time now);
 
   // The queue's length, numbered in the order of its changes (taken under mu).
   struct PendingCount {
@@ -406,6 +412,38 @@ bool Scheduler::Core::FormBatch(absl::Time now, Batch* batch, absl::Time* ready_
   return true;
 }
 
+void Scheduler::Core::RefuseUnwanted(std::vector<RequestQueue::Expired> unwanted, absl::Time now) {
+  for (auto& [request, status] : unwanted) bytes_in_flight -= request->bytes;
+  const PendingCount pending = CountPending();
+  mu.Unlock();
+  for (auto& [request, status] : unwanted) {
+    const char* reason = status.code() == absl::StatusCode::kCancelled     ? "cancelled"
+                         : status.code() == absl::StatusCode::kUnavailable ? "stopping"
+                         : now >= request->context.deadline                ? "deadline"
+                                                                           : "timeout";
+    Refuse(std::move(request), std::move(status), reason);
+  }
+  ReportPending(pending);
+  mu.Lock();
+}
+
+std::vector<RequestQueue::Expired> Scheduler::Core::TakeUnwanted(Batch& batch, absl::Time now) {
+  std::vector<RequestQueue::Expired> unwanted;
+  std::vector<std::unique_ptr<ScheduledRequest>> wanted;
+  for (std::unique_ptr<ScheduledRequest>& request : batch.requests) {
+    absl::Status status = request->context.StillWanted("while queued", now);
+    if (status.ok()) {
+      wanted.push_back(std::move(request));
+      continue;
+    }
+    batch.rows -= request->rows();
+    batch.bytes -= request->bytes;
+    unwanted.emplace_back(std::move(request), std::move(status));
+  }
+  batch.requests = std::move(wanted);
+  return unwanted;
+}
+
 void Scheduler::Core::Loop() {
   absl::MutexLock lock(&mu);
   while (true) {
@@ -414,18 +452,7 @@ void Scheduler::Core::Loop() {
       std::vector<RequestQueue::Expired> expired = queue.Expire(now);
       next_cancel_poll = now + kCancelPoll;
       if (!expired.empty()) {
-        for (auto& [request, status] : expired) bytes_in_flight -= request->bytes;
-        const PendingCount pending = CountPending();
-        mu.Unlock();
-        for (auto& [request, status] : expired) {
-          const char* reason = status.code() == absl::StatusCode::kCancelled     ? "cancelled"
-                               : status.code() == absl::StatusCode::kUnavailable ? "stopping"
-                               : now >= request->context.deadline                ? "deadline"
-                                                                                 : "timeout";
-          Refuse(std::move(request), std::move(status), reason);
-        }
-        ReportPending(pending);
-        mu.Lock();
+        RefuseUnwanted(std::move(expired), now);
         continue;
       }
     }
@@ -449,6 +476,12 @@ void Scheduler::Core::Loop() {
       auto batch = std::make_shared<Batch>();
       absl::Time ready_at = absl::InfiniteFuture();
       if (FormBatch(now, batch.get(), &ready_at)) {
+        // The queue is polled every kCancelPoll; a slot freed in between
+        // (a batch stopped at shutdown, say) must not start requests whose
+        // client or server gave up since.
+        std::vector<RequestQueue::Expired> unwanted = TakeUnwanted(*batch, now);
+        if (!unwanted.empty()) RefuseUnwanted(std::move(unwanted), now);
+        if (batch->requests.empty()) continue;
         Assign(*batch, RouteOf(batch->rows, now), now);
         Start(std::move(batch));
         continue;
