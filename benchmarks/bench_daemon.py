@@ -17,17 +17,22 @@ class ReplicadDaemon:
         self.proc = None
         self.port = None
         self.output = ""
+        self.listening_seconds = None
+        self.ready_seconds = None
 
     @property
     def address(self):
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout=300):
-        """Waits for "gRPC listening on port N"; returns None, or why it did not come."""
+        """Waits for "gRPC listening on port N" and then "ready: " (the startup models
+        loaded); returns None, or why they did not come. Sets listening_seconds and
+        ready_seconds, from the start."""
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         # Raw reads: a buffered reader could hold the port line while select() sees nothing.
         fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         while time.monotonic() < deadline:
             ready, _, _ = select.select([fd], [], [], 1.0)
             if not ready:
@@ -39,8 +44,11 @@ class ReplicadDaemon:
                 break
             self.output += chunk.decode(errors="replace")
             match = re.search(r"gRPC listening on port (\d+)", self.output)
-            if match:
+            if match and self.port is None:
                 self.port = int(match.group(1))
+                self.listening_seconds = time.monotonic() - started
+            if self.port is not None and re.search(r"replicad: ready: ", self.output):
+                self.ready_seconds = time.monotonic() - started
                 return None
         self.stop()
         last = self.output.strip().splitlines()[-1:] or ["(no output)"]

@@ -24,7 +24,7 @@ log="$work/replicad.log"
 daemon=$!
 trap 'kill -TERM $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 1 100); do
-  grep -q "gRPC listening" "$log" && break
+  grep -q "replicad: ready: " "$log" && break
   kill -0 $daemon 2>/dev/null || { cat "$log"; exit 1; }
   sleep 0.1
 done

@@ -27,7 +27,6 @@
 #include "core/metrics/registry.h"
 #include "core/model/default_model.h"
 #include "core/serve/model_manager.h"
-#include "core/serve/repository_poller.h"
 #include "core/serve/retirer.h"
 #include "core/serve/scheduler_options.h"
 #include "core/serve/serving_core.h"
@@ -57,6 +56,7 @@
 #include "server/server_metrics.h"
 #include "server/server_options.h"
 #include "server/shared_memory_registry.h"
+#include "server/startup_load.h"
 #include "server/tls_files.h"
 #if REPLICAD_WITH_MPI
 #include "server/ranks/mpi_training_ranks.h"
@@ -126,6 +126,11 @@ absl::StatusOr<SchedulerOptions> DaemonScheduling(const ServerOptions& options) 
   }
   scheduling.max_queue_bytes = static_cast<uint64_t>(options.max_queue_bytes);
   scheduling.measured_weights = options.slot_weights == "auto";
+  if (options.warmup_max_rows < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--warmup-max-rows must be >= 1; received ", options.warmup_max_rows));
+  }
+  scheduling.warmup_max_rows = options.warmup_max_rows;
   if (absl::Status s = scheduling.Validate(); !s.ok()) return s;
   return scheduling;
 }
@@ -215,18 +220,6 @@ absl::StatusOr<std::vector<ModelSource>> ModelFlags(const ServerOptions& options
     sources.push_back(*std::move(source));
   }
   return sources;
-}
-
-// The models to load before serving, as --model-control-mode says.
-absl::Status LoadStartupModels(const ServerOptions& options, ModelManager& models) {
-  if (options.model_control_mode != "explicit") return models.LoadAll();
-  for (const std::string& name : options.load_models) {
-    if (name == "*") return models.LoadAll();
-  }
-  for (const std::string& name : options.load_models) {
-    if (absl::Status s = models.Load(name); !s.ok()) return s;
-  }
-  return absl::OkStatus();
 }
 
 absl::Status CheckModelControl(const ServerOptions& options) {
@@ -440,21 +433,26 @@ int Serve(ServerOptions options) {
   }
   // Declared before the manager: the versions it retires are freed there.
   Retirer retirer;
+  if (options.model_load_threads < 0) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--model-load-threads must be >= 0 (0: one per core); received ",
+                     options.model_load_threads)));
+  }
+  const int load_threads =
+      options.model_load_threads > 0
+          ? options.model_load_threads
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ModelManager models(
       std::make_unique<LocalModelRepository>(LocalModelRepository::Config{
           options.model_repository, *flags, *devices, *serving, &server_metrics, &retirer,
           checkpoints, options.keep_checkpoints, *job, options.rank_shards}),
-      retirer);
-  if (absl::Status s = LoadStartupModels(options, models); !s.ok()) return Fail(s);
-  for (const std::shared_ptr<LoadedModel>& model : models.Ready()) {
-    // Each model's own slots: a config.pbtxt's instance groups may differ from --devices.
-    const std::string slots = absl::StrJoin(
-        model->servable->Slots(), ", ",
-        [](std::string* out, const SlotStatus& s) { absl::StrAppend(out, s.slot, "=", s.device); });
-    std::cout << "replicad: model '" << model->name << "' version " << model->version << " from "
-              << model->source << " on " << slots << std::endl;
-  }
-  if (*job != nullptr) {
+      retirer, load_threads);
+  // A training job's ranks load their models before they meet; a daemon of
+  // its own opens its doors first (liveness at once, readiness once loaded).
+  const bool listen_first = *job == nullptr;
+  if (!listen_first) {
+    if (absl::Status s = LoadStartupModels(options, models); !s.ok()) return Fail(s);
+    PrintReadyModels(models);
     if (absl::Status s = (*job)->AwaitEveryRank(); !s.ok()) return Fail(s);
     // Only rank 0 answers clients (one job, one front door), unless every
     // rank takes its own shards.
@@ -478,14 +476,8 @@ int Serve(ServerOptions options) {
   ServingCore::Options core_options;
   core_options.observer = &server_metrics;
   core_options.explicit_model_control = options.model_control_mode == "explicit";
+  core_options.loading_startup_models = listen_first;
   ServingCore core(models, core_options);
-  std::unique_ptr<RepositoryPoller> poller;
-  if (options.model_control_mode == "poll") {
-    poller = std::make_unique<RepositoryPoller>(
-        models, absl::Seconds(options.repository_poll_seconds), [](const absl::Status& s) {
-          std::cerr << "replicad: repository poll: " << s.message() << std::endl;
-        });
-  }
   const TlsFiles tls{options.tls_cert, options.tls_key, options.tls_client_ca};
   if (absl::Status s = CheckTlsFiles(tls); !s.ok()) return Fail(s);
   std::unique_ptr<AccessTokens> tokens;
@@ -574,16 +566,21 @@ int Serve(ServerOptions options) {
             << " (replicad.v1, inference.GRPCInferenceService, grpc.health.v1, reflection)"
             << std::endl;
   HealthPublisher health(server->GetHealthCheckService(), [&core] { return core.ServerReady(); });
+  StartupLoad startup(options, models, core, health, listen_first, who);
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  std::cout << "replicad: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
-            << ": finishing requests in flight" << std::endl;
+  if (startup.failed()) {
+    std::cerr << "replicad: stopping: a startup model did not load (--exit-on-error)" << std::endl;
+  } else {
+    std::cout << "replicad: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
+              << ": finishing requests in flight" << std::endl;
+  }
   // New Predicts are refused (UNAVAILABLE) while those in flight finish, up
   // to the grace period; then the server shuts down at once, cancelling
   // whatever is left. (gRPC's own Shutdown deadline would also wait for idle
   // client connections.)
-  poller.reset();
+  startup.Stop();
   core.StartDraining();
   health.Publish();
   const bool idle = core.AwaitIdle(absl::Seconds(options.shutdown_grace_seconds));
@@ -615,7 +612,7 @@ int Serve(ServerOptions options) {
     return kRankGroupBroken;
   }
   std::cout << "replicad: stopped" << std::endl;
-  return 0;
+  return startup.failed() ? 1 : 0;
 }
 
 }  // namespace
@@ -671,6 +668,17 @@ int main(int argc, char** argv) {
   serve->add_option("--load-model", options.load_models,
                     "explicit mode: a model to load at start (repeatable; '*': all)");
   serve
+      ->add_option("--model-load-threads", options.model_load_threads,
+                   "Models loaded side by side (at start, and by one poll or load call); 0: one "
+                   "per core")
+      ->capture_default_str();
+  serve
+      ->add_flag("--exit-on-error,!--no-exit-on-error", options.exit_on_error,
+                 "A startup model that fails to load stops the daemon (exit 1); with "
+                 "--no-exit-on-error (or --exit-on-error=false) the others serve and the "
+                 "repository index gives the failed model's reason")
+      ->capture_default_str();
+  serve
       ->add_option("--repository-poll-seconds", options.repository_poll_seconds,
                    "poll mode: seconds between looks at the repository")
       ->capture_default_str();
@@ -698,6 +706,12 @@ int main(int argc, char** argv) {
       ->add_flag("--shrink-on-oom,!--no-shrink-on-oom", options.shrink_on_oom,
                  "GPU slots: when a slice's plans do not fit in the GPU's memory, run it in "
                  "smaller chunks instead of failing the request with RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  serve
+      ->add_option("--warmup-max-rows", options.warmup_max_rows,
+                   "Before a model is served, each slot builds and times the plans of 1, 2 and "
+                   "the powers of two up to this many rows (and the preferred and model_warmup "
+                   "batch sizes); other sizes are built on first use")
       ->capture_default_str();
   serve
       ->add_option("--max-plans-per-slot", options.max_plans_per_slot,

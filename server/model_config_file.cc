@@ -453,12 +453,21 @@ absl::StatusOr<SchedulerOptions> SchedulerOptionsOf(const inference::ModelConfig
   SchedulerOptions options;
   options.max_queue_bytes = daemon_defaults.max_queue_bytes;
   options.measured_weights = daemon_defaults.measured_weights;
+  options.warmup_max_rows = daemon_defaults.warmup_max_rows;
+  // model_warmup's sizes are warmed (with zeros: the inputs it names change
+  // no plan or timing).
+  for (const inference::ModelWarmup& warmup : config.model_warmup()) {
+    options.warmup_batch_sizes.push_back(warmup.batch_size());
+  }
   options.max_batch_size = config.max_batch_size();
   // Triton's default scheduler: each request alone, one queue, the proto's policy.
   options.dynamic_batching = false;
   options.default_queue_policy = QueuePolicy();
   options.default_queue_policy.allow_timeout_override = false;
-  if (!config.has_dynamic_batching()) return options;
+  if (!config.has_dynamic_batching()) {
+    if (absl::Status s = options.Validate(); !s.ok()) return s;
+    return options;
+  }
 
   const inference::ModelDynamicBatching& batching = config.dynamic_batching();
   // max_batch_size 0: the model has no batch dimension Triton could batch

@@ -1,10 +1,12 @@
 #include "core/serve/model_manager.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/serve/client_text.h"
+#include "core/serve/worker_pool.h"
 
 namespace replicad {
 
@@ -20,8 +22,11 @@ const char* ModelStateName(ModelState state) {
   return "UNAVAILABLE";
 }
 
-ModelManager::ModelManager(std::unique_ptr<ModelRepository> repository, Retirer& retirer)
-    : repository_(std::move(repository)), retirer_(retirer) {}
+ModelManager::ModelManager(std::unique_ptr<ModelRepository> repository, Retirer& retirer,
+                           int load_threads)
+    : repository_(std::move(repository)),
+      retirer_(retirer),
+      load_threads_(std::max(load_threads, 1)) {}
 
 ModelManager::~ModelManager() {
   absl::MutexLock lock(&mu_);
@@ -33,23 +38,43 @@ void ModelManager::RetireAll(std::map<int64_t, std::shared_ptr<LoadedModel>>& ve
   versions.clear();
 }
 
-absl::Status ModelManager::Load(const std::string& name) {
+absl::Status ModelManager::Load(const std::string& name) { return LoadEach({name}); }
+
+absl::Status ModelManager::LoadEach(const std::vector<std::string>& names) {
   absl::MutexLock load_lock(&load_mu_);
-  std::string fingerprint;
+  std::map<std::string, std::string> fingerprints;
   absl::StatusOr<std::vector<ModelRepository::Entry>> listed = repository_->List();
   if (listed.ok()) {
-    for (const ModelRepository::Entry& e : *listed) {
-      if (e.name == name) fingerprint = e.fingerprint;
-    }
+    for (const ModelRepository::Entry& e : *listed) fingerprints[e.name] = e.fingerprint;
   }
-  return LoadLocked(name, fingerprint);
+  std::vector<ModelRepository::Entry> entries;
+  for (const std::string& name : names) entries.push_back({name, fingerprints[name]});
+  return LoadEntries(entries);
 }
 
-absl::Status ModelManager::LoadLocked(const std::string& name, const std::string& fingerprint) {
+absl::Status ModelManager::LoadEntries(const std::vector<ModelRepository::Entry>& entries) {
   {
     absl::MutexLock lock(&mu_);
-    models_[name].loading = true;
+    for (const ModelRepository::Entry& e : entries) models_[e.name].loading = true;
   }
+  std::vector<absl::Status> statuses(entries.size());
+  {
+    // Loads are mostly single-threaded (parsing, optimising, laying out
+    // weights) between their warm-ups: side by side they take the machine.
+    WorkerPool pool(static_cast<int>(std::min<size_t>(load_threads_, entries.size())));
+    for (size_t i = 0; i < entries.size(); ++i) {
+      pool.Submit([this, &entries, &statuses, i] {
+        statuses[i] = LoadOne(entries[i].name, entries[i].fingerprint);
+      });
+    }
+  }  // Joins the pool.
+  for (const absl::Status& s : statuses) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelManager::LoadOne(const std::string& name, const std::string& fingerprint) {
   absl::StatusOr<std::vector<std::shared_ptr<LoadedModel>>> loaded = repository_->Load(name);
   absl::MutexLock lock(&mu_);
   ModelEntry& entry = models_[name];
@@ -95,12 +120,7 @@ absl::Status ModelManager::LoadAll() {
   absl::MutexLock load_lock(&load_mu_);
   absl::StatusOr<std::vector<ModelRepository::Entry>> listed = repository_->List();
   if (!listed.ok()) return listed.status();
-  absl::Status first;
-  for (const ModelRepository::Entry& e : *listed) {
-    absl::Status s = LoadLocked(e.name, e.fingerprint);
-    if (first.ok()) first = s;
-  }
-  return first;
+  return LoadEntries(*listed);
 }
 
 absl::Status ModelManager::Poll() {
@@ -126,18 +146,17 @@ absl::Status ModelManager::Poll() {
       }
     }
   }
-  absl::Status first;
-  for (const ModelRepository::Entry& e : changed) {
-    absl::Status s = LoadLocked(e.name, e.fingerprint);
-    if (first.ok()) first = s;
-  }
-  return first;
+  return LoadEntries(changed);
 }
 
 absl::StatusOr<std::shared_ptr<LoadedModel>> ModelManager::Find(const std::string& name,
                                                                 int64_t version) const {
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
+  if (it != models_.end() && it->second.versions.empty() && it->second.loading) {
+    return absl::UnavailableError(
+        absl::StrCat("'", ClientText(name), "' is loading and not ready yet"));
+  }
   if (it == models_.end() || it->second.versions.empty()) {
     return absl::NotFoundError(absl::StrCat(
         "'", ClientText(name), "' is not served; served models: ", ServedNamesLocked()));

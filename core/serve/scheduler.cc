@@ -858,14 +858,14 @@ absl::Status Scheduler::Warm(double budget_seconds) {
     }
     if (input.type.shape.empty()) return absl::OkStatus();  // No batch dim to vary.
   }
-  std::vector<int64_t> sizes = {1, 2};
-  const int64_t max_rows =
-      core.env.options.max_batch_size > 0 ? core.env.options.max_batch_size : 64;
-  for (int64_t s = 4; s < max_rows; s *= 2) sizes.push_back(s);
-  for (int64_t s : core.env.options.preferred_batch_sizes) sizes.push_back(s);
-  sizes.push_back(max_rows);
+  const SchedulerOptions& o = core.env.options;
+  std::vector<int64_t> sizes = {1, 2};  // 2 tells whether outputs follow the batch.
+  for (int64_t s = 4; s <= o.warmup_max_rows; s *= 2) sizes.push_back(s);
+  sizes.insert(sizes.end(), o.preferred_batch_sizes.begin(), o.preferred_batch_sizes.end());
+  sizes.insert(sizes.end(), o.warmup_batch_sizes.begin(), o.warmup_batch_sizes.end());
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  const int64_t max_rows = o.max_batch_size > 0 ? o.max_batch_size : INT64_MAX;
 
   const size_t slot_count = core.slot_status.size();
   for (size_t slot = 0; slot < slot_count; ++slot) {

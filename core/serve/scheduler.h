@@ -67,11 +67,11 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Builds the plans of the slice sizes the scheduler will use first (1, 2,
-  // powers of two, the preferred sizes and max_batch_size, stopping at a
-  // size that takes over `budget_seconds` to run) and measures each slot on
-  // them, so no request pays for a plan build and routing starts from
-  // measured speeds. Blocks; call before the model is served. Inputs are
+  // Builds the plans of the slice sizes SchedulerOptions' warmup names
+  // (stopping at a size that takes over `budget_seconds` to run, or that a
+  // slot's memory cannot hold) and measures each slot on them, so routing
+  // starts from measured speeds and small requests never wait on a plan
+  // build. Blocks; call before the model is served. Inputs are
   // zeros; a model with open dims other than the batch is not warmed (OK).
   // Fails as a Run does.
   absl::Status Warm(double budget_seconds = 0.5);

@@ -46,6 +46,19 @@ absl::Status SchedulerOptions::Validate() const {
           ", received ", size));
     }
   }
+  if (warmup_max_rows < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("warmup_max_rows: expected >= 1, received ", warmup_max_rows));
+  }
+  for (size_t i = 0; i < warmup_batch_sizes.size(); ++i) {
+    const int64_t size = warmup_batch_sizes[i];
+    if (size <= 0 || (max_batch_size > 0 && size > max_batch_size)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model_warmup[", i, "].batch_size: expected ",
+          max_batch_size > 0 ? absl::StrCat("1..", max_batch_size, " (max_batch_size)") : ">= 1",
+          ", received ", size));
+    }
+  }
   if (max_queue_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("dynamic_batching.max_queue_delay_microseconds: expected >= 0, received ",

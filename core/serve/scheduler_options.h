@@ -67,6 +67,14 @@ struct SchedulerOptions {
   // Bytes of request inputs queued or running at most (0: no bound); a
   // request that would pass it is answered RESOURCE_EXHAUSTED at once.
   uint64_t max_queue_bytes = uint64_t{1} << 30;
+  // The slice sizes Scheduler::Warm builds and measures before the model is
+  // served: 1, 2 and the powers of two up to warmup_max_rows, the preferred
+  // sizes and warmup_batch_sizes (a config.pbtxt's model_warmup), none above
+  // max_batch_size. Every other size builds its plan on first use: warming
+  // each power of two up to max_batch_size on every slot cost minutes and
+  // gigabytes per repository before any port opened.
+  int64_t warmup_max_rows = 8;
+  std::vector<int64_t> warmup_batch_sizes;
 
   // The policy of `level` (1-based; the default policy for levels without one).
   const QueuePolicy& PolicyOf(uint32_t level) const;
@@ -76,7 +84,8 @@ struct SchedulerOptions {
   // "dynamic_batching.default_priority_level") and the values: a preferred
   // size <= 0 or above max_batch_size, a default level outside
   // 1..priority_levels while levels are set, a policy for a level that does
-  // not exist, a negative delay or timeout.
+  // not exist, a negative delay or timeout, warmup sizes below 1 (a
+  // warmup batch size above max_batch_size too).
   absl::Status Validate() const;
 };
 

@@ -85,7 +85,20 @@ std::vector<SliceReport> Reports(const Servable& servable, const std::vector<Bat
 }  // namespace
 
 ServingCore::ServingCore(ModelManager& models, Options options)
-    : models_(models), options_(options), control_(1) {}
+    : models_(models), options_(options), starting_(options.loading_startup_models), control_(1) {}
+
+void ServingCore::StartupModelsLoaded() { starting_.store(false); }
+
+absl::StatusOr<std::shared_ptr<LoadedModel>> ServingCore::Lookup(const std::string& name,
+                                                                 int64_t version) const {
+  absl::StatusOr<std::shared_ptr<LoadedModel>> found = models_.Find(name, version);
+  if (absl::IsNotFound(found.status()) && starting_.load()) {
+    return absl::UnavailableError(absl::StrCat("'", ClientText(name),
+                                               "' is not ready: replicad is still loading "
+                                               "its models"));
+  }
+  return found;
+}
 
 ServingCore::~ServingCore() {
   // A request's done callback uses this core, and its in-flight guard is released after the
@@ -127,13 +140,13 @@ bool ServingCore::AwaitIdle(absl::Duration timeout) {
 
 absl::StatusOr<std::shared_ptr<LoadedModel>> ServingCore::FindModel(
     const std::string& name, int64_t version, const std::string& field) const {
-  absl::StatusOr<std::shared_ptr<LoadedModel>> found = models_.Find(name, version);
+  absl::StatusOr<std::shared_ptr<LoadedModel>> found = Lookup(name, version);
   if (!found.ok()) return Prefixed(field, found.status());
   return found;
 }
 
 bool ServingCore::ServerReady() const {
-  if (draining()) return false;
+  if (draining() || starting_.load()) return false;
   for (const std::shared_ptr<LoadedModel>& model : models_.Ready()) {
     if (model->HasHealthySlot()) return true;
   }
@@ -142,7 +155,7 @@ bool ServingCore::ServerReady() const {
 
 absl::Status ServingCore::ModelReady(const std::string& name, int64_t version) const {
   if (draining()) return absl::UnavailableError("replicad is shutting down");
-  absl::StatusOr<std::shared_ptr<LoadedModel>> model = models_.Find(name, version);
+  absl::StatusOr<std::shared_ptr<LoadedModel>> model = Lookup(name, version);
   if (!model.ok()) return model.status();
   if (!(*model)->HasHealthySlot()) {
     return absl::UnavailableError(absl::StrCat("model '", name, "' version ", (*model)->version,

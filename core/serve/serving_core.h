@@ -87,6 +87,11 @@ class ServingCore {
     // Triton's --model-control-mode explicit: clients may load and unload
     // models. Otherwise LoadModel and UnloadModel are FailedPrecondition.
     bool explicit_model_control = false;
+    // The startup models load after the doors open (the daemon answers
+    // liveness at once): until StartupModelsLoaded the server is not ready,
+    // and a model that is not found yet is Unavailable as loading rather
+    // than NotFound, since the load may yet bring it.
+    bool loading_startup_models = false;
   };
   // `models` must outlive the core.
   ServingCore(ModelManager& models, Options options);
@@ -123,9 +128,11 @@ class ServingCore {
   absl::StatusOr<std::shared_ptr<LoadedModel>> FindModel(const std::string& name, int64_t version,
                                                          const std::string& field = "model") const;
 
+  // The startup load has ended (whether or not every model loaded).
+  void StartupModelsLoaded();
   // Readiness, one source for every protocol: the server is ready while it
-  // is not draining and some model is ready; a model version is ready while
-  // the server is not draining, it is loaded, and a slot can run it.
+  // is not draining, its startup models have loaded and some model is ready; a model version is
+  // ready while the server is not draining, it is loaded, and a slot can run it.
   bool ServerReady() const;
   absl::Status ModelReady(const std::string& name, int64_t version) const;
 
@@ -152,6 +159,9 @@ class ServingCore {
   class InFlight;
   std::optional<InFlight> Admit();
   bool draining() const;
+  // models_.Find, with a model not found while starting_ Unavailable.
+  absl::StatusOr<std::shared_ptr<LoadedModel>> Lookup(const std::string& name,
+                                                      int64_t version) const;
 
   ModelManager& models_;
   const Options options_;
@@ -161,6 +171,7 @@ class ServingCore {
   // Read by every admitted request's StillWanted, between kernels among
   // other places, hence an atomic rather than mu_.
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> starting_;  // Options::loading_startup_models, until loaded.
   WorkerPool control_;
 };
 

@@ -106,7 +106,7 @@ mkdir "$tmp/checkpoints"
 "$bin_dir/replicad" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --http-listen '' \
   --devices cpu:0,cpu:0 --checkpoint-root "$tmp/checkpoints" >"$tmp/replicad.log" 2>&1 &
 replicad_pid=$!
-until_ok 30 grep -q 'gRPC listening on port' "$tmp/replicad.log" || fail "replicad did not start"
+until_ok 30 grep -q 'replicad: ready: ' "$tmp/replicad.log" || fail "replicad did not start"
 grpc_port="$(sed -n 's/.*gRPC listening on port \([0-9]*\).*/\1/p' "$tmp/replicad.log")"
 metrics_port="$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$tmp/replicad.log")"
 web_port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "core/backends/backends.h"
 #include "core/model/onnx_builder.h"
 #include "gmock/gmock.h"
@@ -283,6 +284,29 @@ TEST(SchedulerOptionsOfTest, WithoutDynamicBatchingTritonsDefaults) {
   // What a configuration cannot say stays the daemon's.
   EXPECT_FALSE(options->measured_weights);
   EXPECT_EQ(options->max_queue_bytes, 1234u);
+}
+
+TEST(SchedulerOptionsOfTest, ModelWarmupsBatchSizesAreWarmed) {
+  SchedulerOptions daemon = DaemonScheduling();
+  daemon.warmup_max_rows = 4;
+  absl::StatusOr<SchedulerOptions> options = SchedulerOptionsOf(Parsed(R"(max_batch_size: 8
+                model_warmup { name: "a" batch_size: 3 }
+                model_warmup { name: "b" batch_size: 8 count: 2 })"),
+                                                                daemon);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->warmup_max_rows, 4);
+  EXPECT_EQ(options->warmup_batch_sizes, (std::vector<int64_t>{3, 8}));
+
+  for (const char* size : {"0", "9"}) {
+    absl::StatusOr<SchedulerOptions> refused = SchedulerOptionsOf(
+        Parsed(
+            absl::StrCat("max_batch_size: 8 model_warmup { name: \"a\" batch_size: ", size, " }")),
+        daemon);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << size;
+    EXPECT_THAT(refused.status().message(),
+                AllOf(HasSubstr("model_warmup[0].batch_size: expected 1..8"),
+                      HasSubstr(absl::StrCat("received ", size))));
+  }
 }
 
 TEST(SchedulerOptionsOfTest, EmptyDynamicBatchingBatchesWithTritonsDefaults) {

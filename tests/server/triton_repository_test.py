@@ -141,6 +141,82 @@ class UnsupportedFieldIsRefused(unittest.TestCase):
             self.assertIn("'sequence_batching' is not supported", str(caught.exception))
 
 
+class StartupLoading(unittest.TestCase):
+    def test_the_doors_open_before_the_models_load(self):
+        """Live at once; not ready, and each model UNAVAILABLE as loading, until the load ends."""
+        with tempfile.TemporaryDirectory() as many:
+            for i in range(6):
+                add_model(many, f"m{i}", (1,), "")
+            # One load at a time, each warming up to 4096 rows: the load lasts a while.
+            process = subprocess.Popen(
+                [os.path.join(bin_dir(), "replicad"), "serve", "--model-repository", many,
+                 "--devices", "cpu:0", "--listen", "127.0.0.1:0", "--http-listen", "",
+                 "--metrics-listen", "", "--model-load-threads", "1",
+                 "--warmup-max-rows", "4096"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                lines = []
+                port = None
+                while port is None:
+                    line = process.stdout.readline()
+                    self.assertTrue(line, "".join(lines))
+                    lines.append(line)
+                    self.assertNotIn("ready: ", line, "ready before it listened")
+                    if "gRPC listening on port" in line:
+                        port = int(line.split("port ")[1].split()[0])
+                early = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
+                self.assertTrue(early.is_server_live())
+                ready, model_ready = early.is_server_ready(), early.is_model_ready("m5")
+                x = np.zeros((1, 1, 28, 28), dtype=np.float32)
+                inputs = [grpcclient.InferInput("image", list(x.shape), "FP32")]
+                inputs[0].set_data_from_numpy(x)
+                try:
+                    early.infer("m5", inputs)
+                    refused = None
+                except InferenceServerException as e:
+                    refused = e
+                rest = []
+                while not any("ready: " in line for line in rest):
+                    line = process.stdout.readline()
+                    self.assertTrue(line, "".join(lines + rest))
+                    rest.append(line)
+                # Asked within milliseconds of the listening line, m5 loading last of six.
+                self.assertFalse(ready)
+                self.assertFalse(model_ready)
+                self.assertIsNotNone(refused)
+                self.assertEqual(refused.status(), "StatusCode.UNAVAILABLE")
+                self.assertRegex(refused.message(), "'m5' (is loading|is not ready)")
+                self.assertIn("ready: 6 model version(s)", rest[-1])
+                self.assertTrue(early.is_server_ready())
+                self.assertTrue(early.is_model_ready("m5"))
+                self.assertEqual(early.infer("m5", inputs).as_numpy("logits").shape, (1, 10))
+            finally:
+                process.terminate()
+                process.communicate(timeout=60)
+
+    def test_a_broken_model_fails_alone_without_exit_on_error(self):
+        with tempfile.TemporaryDirectory() as mixed:
+            add_model(mixed, "mnist", (1,), MNIST_CONFIG.replace("[ 1, 3 ]", "[ 1 ]"))
+            add_model(mixed, "bad", (1,), BAD_CONFIG)
+            tolerant = Daemon("--model-repository", mixed, "--devices", "cpu:0",
+                              "--no-exit-on-error")
+            try:
+                tolerant_client = grpcclient.InferenceServerClient(f"127.0.0.1:{tolerant.port}")
+                self.assertTrue(tolerant_client.is_server_ready())
+                self.assertTrue(tolerant_client.is_model_ready("mnist"))
+                self.assertFalse(tolerant_client.is_model_ready("bad"))
+                index = {m.name: m for m in tolerant_client.get_model_repository_index().models}
+                self.assertEqual(index["bad"].state, "UNAVAILABLE")
+                self.assertIn("'sequence_batching' is not supported", index["bad"].reason)
+                self.assertIn("'sequence_batching' is not supported", "".join(tolerant.output))
+            finally:
+                tolerant.stop()
+            # By default the same repository stops the daemon, as Triton's --exit-on-error.
+            with self.assertRaises(RuntimeError) as caught:
+                Daemon("--model-repository", mixed, "--devices", "cpu:0")
+            self.assertIn("a startup model did not load", str(caught.exception))
+
+
 class PollFollowsTheConfig(unittest.TestCase):
     def test_a_changed_config_reloads_the_model(self):
         with tempfile.TemporaryDirectory() as polled:

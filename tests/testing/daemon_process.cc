@@ -90,12 +90,15 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
   // Up to the " (" after the address: a read may end inside it.
   const std::regex grpc("gRPC listening on (?:port (\\d+)|(unix:\\S+)) \\(");
   const std::regex metrics("metrics on port (\\d+)");
+  // The doors open first; "ready: ..." once the startup models loaded.
+  const std::regex ready("replicad: ready: ");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     if (!ReadSome(daemon->out_fd_, &daemon->output_, 100)) break;
     std::smatch g, m;
     if (std::regex_search(daemon->output_, g, grpc) &&
-        std::regex_search(daemon->output_, m, metrics)) {
+        std::regex_search(daemon->output_, m, metrics) &&
+        std::regex_search(daemon->output_, ready)) {
       if (g[1].matched) {
         daemon->grpc_port_ = std::stoi(g[1]);
         daemon->target_ = absl::StrCat("127.0.0.1:", daemon->grpc_port_);

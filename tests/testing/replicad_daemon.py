@@ -30,12 +30,14 @@ class Daemon:
         self.target = None
         self.http_port = None
         deadline = time.time() + 120
-        while self.target is None and time.time() < deadline:
+        ready = False  # The doors open first; "ready: ..." once the models loaded.
+        while (self.target is None or not ready) and time.time() < deadline:
             line = self.process.stdout.readline()
             if not line:
                 break
             self.output.append(line)
             # Rank 0's lines (or a lone daemon's): other ranks say "replicad: rank R of N: ".
+            ready = ready or re.match(r"replicad: ready: ", line) is not None
             http = re.match(r"replicad: HTTP listening on port (\d+)", line)
             if http:
                 self.http_port = int(http.group(1))
@@ -45,7 +47,7 @@ class Daemon:
                 self.target = f"127.0.0.1:{self.port}"
             elif match:
                 self.target = match.group(2)
-        if self.target is None:
+        if self.target is None or not ready:
             self.process.kill()
             self.process.wait(timeout=60)
             self.process.stdout.close()

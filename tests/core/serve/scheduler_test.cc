@@ -184,8 +184,27 @@ TEST(SchedulerWarmTest, WarmBuildsPlansAndMeasuresEverySlot) {
     EXPECT_TRUE(slot.measured) << slot.slot;
     EXPECT_GT(slot.rows_per_second, 0) << slot.slot;
   }
-  // 1, 2, 4, 8, 6 and 16 rows on each slot.
-  for (const auto& replica : set->replicas()) EXPECT_EQ(replica->plan_count(), 6u);
+  // 1, 2, 4, 8 (warmup_max_rows) and 6 (preferred) rows on each slot; 16,
+  // the model's largest, builds on first use.
+  for (const auto& replica : set->replicas()) EXPECT_EQ(replica->plan_count(), 5u);
+}
+
+TEST(SchedulerWarmTest, WarmTakesTheConfiguredSizesAndNoneAboveMaxBatchSize) {
+  std::shared_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(TwoInTwoOut(), {1});
+  SchedulerOptions options;
+  options.max_batch_size = 12;
+  options.warmup_max_rows = 64;          // Powers of two up to 12: 1, 2, 4, 8.
+  options.warmup_batch_sizes = {3, 12};  // model_warmup's.
+  Scheduler scheduler(Scheduler::Environment{"two", set, nullptr, options, nullptr});
+  ASSERT_TRUE(scheduler.Warm().ok());
+  EXPECT_EQ(set->replicas()[0]->plan_count(), 6u);
+
+  options.warmup_max_rows = 1;  // Still 1 and 2: they tell whether outputs follow the batch.
+  options.warmup_batch_sizes.clear();
+  std::shared_ptr<ReplicaSet> small = testing::MakeCpuReplicaSet(TwoInTwoOut(), {1});
+  Scheduler only_small(Scheduler::Environment{"two", small, nullptr, options, nullptr});
+  ASSERT_TRUE(only_small.Warm().ok());
+  EXPECT_EQ(small->replicas()[0]->plan_count(), 2u);
 }
 
 // x float32[N,4] -> y = Relu(x): rows in, rows out, nothing of rank 0.
@@ -719,7 +738,9 @@ TEST_F(StandInTest, AStepForAModelWithoutATrainingSideFailsPrecondition) {
 
 TEST_F(StandInTest, ASlotsShareIsCappedAtTheLargestSliceItsMemoryHolds) {
   // r1 is 3x faster but holds at most 8 rows (a GPU with less memory).
-  Start({{0.001, 0.002}, {0.001, 0.001, 8}}, Unbatched());
+  SchedulerOptions options = Unbatched();
+  options.warmup_max_rows = 64;
+  Start({{0.001, 0.002}, {0.001, 0.001, 8}}, options);
   ASSERT_TRUE(scheduler_->Warm(/*budget_seconds=*/0.2).ok());  // 16 rows fail: cap 8.
   const int refused_while_warming = slots_->out_of_memory.load();
   EXPECT_GE(refused_while_warming, 1);

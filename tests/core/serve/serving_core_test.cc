@@ -85,6 +85,12 @@ class FakeRepository : public ModelRepository {
   }
   absl::StatusOr<std::vector<std::shared_ptr<LoadedModel>>> Load(const std::string& name) override {
     absl::MutexLock lock(&mu_);
+    ++loading_;
+    max_loading_ = std::max(max_loading_, loading_);
+    // Held loads wait here, as a long load would.
+    mu_.Await(absl::Condition(
+        +[](bool* held) { return !*held; }, &held_));
+    --loading_;
     auto it = models_.find(name);
     if (it == models_.end()) return absl::NotFoundError("no model '" + name + "'");
     if (!it->second.error.ok()) return it->second.error;
@@ -122,6 +128,24 @@ class FakeRepository : public ModelRepository {
     absl::MutexLock lock(&mu_);
     models_.erase(name);
   }
+  // Loads wait while held.
+  void HoldLoads(bool held) {
+    absl::MutexLock lock(&mu_);
+    held_ = held;
+  }
+  // Whether `count` loads came to wait at the same time within `timeout`.
+  bool AwaitLoading(int count, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    std::pair<int*, int> wanted(&loading_, count);
+    return mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::pair<int*, int>* c) { return *c->first >= c->second; }, &wanted),
+        timeout);
+  }
+  int max_loading() const {
+    absl::MutexLock lock(&mu_);
+    return max_loading_;
+  }
 
  private:
   struct ModelFiles {
@@ -131,6 +155,9 @@ class FakeRepository : public ModelRepository {
   };
   mutable absl::Mutex mu_;
   std::map<std::string, ModelFiles> models_ ABSL_GUARDED_BY(mu_);
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  int loading_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_loading_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Collects the outputs a request asked for.
@@ -362,6 +389,55 @@ TEST_F(ServingCoreTest, ReadinessFollowsSlotHealth) {
   EXPECT_EQ(model.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(model.message(), HasSubstr("none of its slots can run it"));
   EXPECT_EQ(core_->ModelReady("other", 0).code(), absl::StatusCode::kNotFound);
+}
+
+// What a daemon that listens before its models load answers meanwhile:
+// not ready, UNAVAILABLE naming the model as loading (NOT_FOUND only once
+// the load is over), the models loading side by side, one broken model
+// failing alone.
+TEST_F(ServingCoreTest, WhileTheStartupModelsLoadNothingIsReadyAndTheyAnswerUnavailable) {
+  auto repository = std::make_unique<FakeRepository>();
+  FakeRepository& files = *repository;
+  files.Set("mean", {1}, 2.0f);
+  files.Set("second", {1}, 3.0f);
+  files.Set("third", {2}, 4.0f);
+  files.Break("broken", "1");
+  ModelManager manager(std::move(repository), retirer_, /*load_threads=*/4);
+  ServingCore::Options options;
+  options.loading_startup_models = true;
+  ServingCore core(manager, options);
+  files.HoldLoads(true);
+  absl::Status loaded;
+  std::thread startup([&] { loaded = manager.LoadAll(); });
+  // All four at once (one after another, the first would hold the rest).
+  EXPECT_TRUE(files.AwaitLoading(4, absl::Seconds(10))) << "loads ran one at a time";
+
+  EXPECT_FALSE(core.ServerReady());
+  absl::Status ready = core.ModelReady("mean", 0);
+  EXPECT_EQ(ready.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(ready.message(), HasSubstr("'mean' is loading"));
+  absl::StatusOr<std::shared_ptr<LoadedModel>> found = core.FindModel("second", 0, "model_name");
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(found.status().message(), HasSubstr("model_name: 'second' is loading"));
+  // Not listed yet, as far as the daemon knows while it loads.
+  EXPECT_EQ(core.FindModel("later", 0).status().code(), absl::StatusCode::kUnavailable);
+  for (const ModelIndexEntry& entry : manager.Index()) {
+    EXPECT_EQ(entry.state, ModelState::kLoading) << entry.name;
+  }
+
+  files.HoldLoads(false);
+  startup.join();
+  core.StartupModelsLoaded();
+  EXPECT_EQ(files.max_loading(), 4);
+  EXPECT_EQ(loaded.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loaded.message(), HasSubstr("model 'broken': bad ONNX"));
+  EXPECT_TRUE(core.ServerReady());
+  for (const char* name : {"mean", "second", "third"}) {
+    EXPECT_TRUE(core.ModelReady(name, 0).ok()) << name;
+  }
+  EXPECT_EQ(core.FindModel("later", 0).status().code(), absl::StatusCode::kNotFound);
+  absl::Status broken = core.ModelReady("broken", 0);
+  EXPECT_EQ(broken.code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ServingCoreTest, VersionsAreServedByNumberAndLatestByDefault) {
