@@ -51,7 +51,7 @@ class StartupLoad {
 
   std::atomic<bool> failed_{false};
   std::unique_ptr<RepositoryPoller> poller_;  // Set on the thread; reset after it is joined.
-  std::thread thread_;  // Last: it starts once the members above exist.
+  std::thread thread_;                        // Last: it starts once the members above exist.
 };
 
 }  // namespace replicad

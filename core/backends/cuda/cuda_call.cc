@@ -1,6 +1,7 @@
 #include "core/backends/cuda/cuda_call.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/backends/cuda/cublas_library.h"
 
 namespace replicad {
 namespace {
@@ -36,8 +37,13 @@ absl::Status CudaCallStatus(cudnnStatus_t result, absl::string_view device,
 absl::Status CudaCallStatus(cublasStatus_t result, absl::string_view device,
                             absl::string_view call) {
   if (result == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return CallError(result == CUBLAS_STATUS_ALLOC_FAILED, device, call, cublasGetStatusName(result),
-                   cublasGetStatusString(result));
+  absl::StatusOr<const CublasLibrary*> cublas = OpenCublas();
+  if (!cublas.ok()) {  // Not from cuBLAS, then; the code is all there is to say.
+    return CallError(result == CUBLAS_STATUS_ALLOC_FAILED, device, call,
+                     absl::StrCat("cublasStatus ", static_cast<int>(result)), "");
+  }
+  return CallError(result == CUBLAS_STATUS_ALLOC_FAILED, device, call,
+                   (*cublas)->GetStatusName(result), (*cublas)->GetStatusString(result));
 }
 
 absl::Status CudaCallStatus(ncclResult_t result, absl::string_view device, absl::string_view call) {

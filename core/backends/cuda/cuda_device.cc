@@ -353,14 +353,16 @@ class CudaDevice : public Device {
     }
     REPLICAD_CUDA_RETURN_IF_ERROR(name_, cudnnCreate(&context_.cudnn));
     REPLICAD_CUDA_RETURN_IF_ERROR(name_, cudnnSetStream(context_.cudnn, cuda_stream_));
-    REPLICAD_CUDA_RETURN_IF_ERROR(name_, cublasCreate(&context_.cublas));
-    REPLICAD_CUDA_RETURN_IF_ERROR(name_, cublasSetStream(context_.cublas, cuda_stream_));
+    REPLICAD_ASSIGN_OR_RETURN(context_.cublas_library, OpenCublas());
+    const CublasLibrary& cublas = *context_.cublas_library;
+    REPLICAD_CUDA_RETURN_IF_ERROR(name_, cublas.Create(&context_.cublas));
+    REPLICAD_CUDA_RETURN_IF_ERROR(name_, cublas.SetStream(context_.cublas, cuda_stream_));
     // cuBLAS would otherwise allocate its scratch space on first use inside
     // a request; the slot gives it its own once.
     REPLICAD_ASSIGN_OR_RETURN(cublas_workspace_, Allocate(kCublasWorkspaceBytes));
-    REPLICAD_CUDA_RETURN_IF_ERROR(
-        name_,
-        cublasSetWorkspace(context_.cublas, cublas_workspace_->data(), cublas_workspace_->bytes()));
+    REPLICAD_CUDA_RETURN_IF_ERROR(name_,
+                                  cublas.SetWorkspace(context_.cublas, cublas_workspace_->data(),
+                                                      cublas_workspace_->bytes()));
     REPLICAD_RETURN_IF_ERROR(Check(
         cudaEventCreateWithFlags(&stream_done_, cudaEventDisableTiming | cudaEventBlockingSync),
         "cudaEventCreateWithFlags"));
@@ -387,7 +389,7 @@ class CudaDevice : public Device {
       if (staging_free_[half] != nullptr) cudaEventDestroy(staging_free_[half]);
     }
     if (stream_done_ != nullptr) cudaEventDestroy(stream_done_);
-    if (context_.cublas != nullptr) cublasDestroy(context_.cublas);
+    if (context_.cublas != nullptr) context_.cublas_library->Destroy(context_.cublas);
     cublas_workspace_.reset();
     if (context_.cudnn != nullptr) cudnnDestroy(context_.cudnn);
     for (cudaStream_t stream : {upload_stream_, download_stream_, cuda_stream_}) {

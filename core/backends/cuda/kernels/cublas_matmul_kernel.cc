@@ -29,19 +29,22 @@ class CublasRunner {
   CublasRunner(const CudaKernelContext& context, CudaUnary activation)
       : device_(context.device),
         cublas_(context.cublas),
+        library_(*context.cublas_library),
         stream_(context.stream),
         math_(context.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
         activation_(activation) {}
 
   const std::string& device() const { return device_; }
   cublasHandle_t cublas() const { return cublas_; }
+  const CublasLibrary& library() const { return library_; }
   cudaStream_t stream() const { return stream_; }
 
   // The handle is shared by every kernel of the slot and keeps its math and
   // pointer modes, so each product sets them first.
   absl::Status PrepareHandle() {
-    REPLICAD_CUDA_RETURN_IF_ERROR(device_, cublasSetMathMode(cublas_, math_));
-    REPLICAD_CUDA_RETURN_IF_ERROR(device_, cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
+    REPLICAD_CUDA_RETURN_IF_ERROR(device_, library_.SetMathMode(cublas_, math_));
+    REPLICAD_CUDA_RETURN_IF_ERROR(device_,
+                                  library_.SetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
     return absl::OkStatus();
   }
 
@@ -62,6 +65,7 @@ class CublasRunner {
  private:
   std::string device_;
   cublasHandle_t cublas_;
+  const CublasLibrary& library_;
   cudaStream_t stream_;
   cublasMath_t math_;
   CudaUnary activation_;
@@ -94,8 +98,8 @@ class CublasGemmKernel : public Kernel {
         REPLICAD_RETURN_IF_ERROR(cublas_.Zero(y, elements));
       } else if (beta_ != 1.0f) {
         REPLICAD_RETURN_IF_ERROR(cublas_.PrepareHandle());
-        REPLICAD_CUDA_RETURN_IF_ERROR(cublas_.device(),
-                                      cublasSscal_64(cublas_.cublas(), elements, &beta_, y, 1));
+        REPLICAD_CUDA_RETURN_IF_ERROR(
+            cublas_.device(), cublas_.library().Sscal_64(cublas_.cublas(), elements, &beta_, y, 1));
       }
       return cublas_.Activate(y, elements);
     }
@@ -104,10 +108,10 @@ class CublasGemmKernel : public Kernel {
     // A'^T as column-major [K, M]: A [M, K] as it lies, or A [K, M] transposed.
     REPLICAD_CUDA_RETURN_IF_ERROR(
         cublas_.device(),
-        cublasSgemm_64(cublas_.cublas(), gemm_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                       gemm_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, gemm_.n, gemm_.m, gemm_.k,
-                       &gemm_.alpha, b, gemm_.trans_b ? gemm_.k : gemm_.n, a,
-                       gemm_.trans_a ? gemm_.m : gemm_.k, &beta_, y, gemm_.n));
+        cublas_.library().Sgemm_64(cublas_.cublas(), gemm_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   gemm_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, gemm_.n, gemm_.m,
+                                   gemm_.k, &gemm_.alpha, b, gemm_.trans_b ? gemm_.k : gemm_.n, a,
+                                   gemm_.trans_a ? gemm_.m : gemm_.k, &beta_, y, gemm_.n));
     return cublas_.Activate(y, elements);
   }
 
@@ -252,16 +256,17 @@ class CublasMatMulKernel : public Kernel {
     for (const GemmCall& call : plan_.calls) {
       if (plan_.batch == 1) {
         REPLICAD_CUDA_RETURN_IF_ERROR(
-            cublas_.device(), cublasSgemm_64(cublas_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k,
-                                             &one, b + call.b_offset, n, a + call.a_offset, k,
-                                             &beta, y + call.y_offset, n));
+            cublas_.device(),
+            cublas_.library().Sgemm_64(cublas_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k, &one,
+                                       b + call.b_offset, n, a + call.a_offset, k, &beta,
+                                       y + call.y_offset, n));
       } else {
         REPLICAD_CUDA_RETURN_IF_ERROR(
             cublas_.device(),
-            cublasSgemmStridedBatched_64(cublas_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k,
-                                         &one, b + call.b_offset, n, plan_.stride_b,
-                                         a + call.a_offset, k, plan_.stride_a, &beta,
-                                         y + call.y_offset, n, rows * n, plan_.batch));
+            cublas_.library().SgemmStridedBatched_64(
+                cublas_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k, &one, b + call.b_offset, n,
+                plan_.stride_b, a + call.a_offset, k, plan_.stride_a, &beta, y + call.y_offset, n,
+                rows * n, plan_.batch));
       }
     }
     return cublas_.Activate(y, output_elements_);

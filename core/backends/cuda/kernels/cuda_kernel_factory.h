@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/backends/cuda/cublas_library.h"
 #include "core/device/kernel.h"
 #include "core/tensor/buffer.h"
 
@@ -25,6 +26,7 @@ struct CudaKernelContext {
   cudaStream_t stream = nullptr;
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
+  const CublasLibrary* cublas_library = nullptr;  // Set with `cublas`.
   // TF32 tensor cores for float32 convolutions and matrix products: faster,
   // with a 10-bit mantissa for the products (see README, "Numerics").
   bool tf32 = false;
