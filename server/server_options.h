@@ -30,7 +30,7 @@ struct ServerOptions {
   bool shrink_on_oom = false;  // GPU slots: smaller chunks instead of RESOURCE_EXHAUSTED.
   // Execution plans each slot caches; the least recently used go beyond it.
   int64_t max_plans_per_slot = 16;
-  int64_t warmup_max_rows = 8;  // See SchedulerOptions::warmup_max_rows.
+  int64_t warmup_max_rows = 2;  // See SchedulerOptions::warmup_max_rows.
   int model_load_threads = 0;   // 0: one per core.
   bool exit_on_error = true;    // A startup model that fails to load stops the daemon.
   int threads_per_slot = 1;

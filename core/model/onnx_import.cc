@@ -99,8 +99,10 @@ absl::Status CheckOpsetImports(const onnx::ModelProto& model) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model,
-                                   const OnnxImportOptions& options) {
+// Moves each initializer's values out of `model` (its data fields are
+// cleared as they are converted: a model's weights are held once, not twice,
+// while the rest converts).
+absl::StatusOr<Graph> ConvertGraph(onnx::ModelProto& model, const OnnxImportOptions& options) {
   const onnx::GraphProto& g = model.graph();
   Graph graph;
   graph.opset = DefaultDomainOpset(model);
@@ -117,12 +119,17 @@ absl::StatusOr<Graph> ConvertGraph(const onnx::ModelProto& model,
     return it->second;
   };
 
-  for (const auto& init : g.initializer()) {
+  for (onnx::TensorProto& init : *model.mutable_graph()->mutable_initializer()) {
     absl::StatusOr<Tensor> t = TensorFromOnnx(init);
     if (!t.ok()) return t.status();
     const int v = value_index(init.name());
     graph.values[v].type = t->type();
     graph.initializers[v] = *std::move(t);
+    init.clear_raw_data();
+    init.clear_float_data();
+    init.clear_int64_data();
+    init.clear_int32_data();
+    init.clear_double_data();
   }
   for (const auto& [name, tensor] : options.bind_inputs) {
     const int v = value_index(name);
@@ -420,16 +427,11 @@ absl::Status InferShapesForConversion(onnx::ModelProto& model, int opset) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& bytes,
+// The import of a parsed model (consumed: its weights move into the Model).
+absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto model,
                                                            const std::string& name,
                                                            const std::string& source,
                                                            const OnnxImportOptions& options) {
-  onnx::ModelProto model;
-  if (!model.ParseFromString(bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": not an ONNX model (cannot parse)"));
-  }
   for (absl::Status s : {CheckOpsetImports(model), CheckOutputsDefined(model.graph()),
                          CheckWindowAttributes(model.graph()), CheckTensorData(model.graph())}) {
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
@@ -482,14 +484,31 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& by
   return std::make_shared<const Model>(name, source, *std::move(graph));
 }
 
+absl::Status NotOnnx(const std::string& source) {
+  return absl::InvalidArgumentError(absl::StrCat(source, ": not an ONNX model (cannot parse)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxBytes(const std::string& bytes,
+                                                           const std::string& name,
+                                                           const std::string& source,
+                                                           const OnnxImportOptions& options) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) return NotOnnx(source);
+  return LoadOnnxProto(std::move(model), name, source, options);
+}
+
 absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxFile(const std::string& path,
                                                           const std::string& name,
                                                           const OnnxImportOptions& options) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return absl::NotFoundError(absl::StrCat("cannot open model file '", path, "'"));
-  std::ostringstream bytes;
-  bytes << file.rdbuf();
-  return LoadOnnxBytes(bytes.str(), name, path, options);
+  // Parsed from the stream: the file's bytes are never all in memory beside
+  // the parsed model (reading them whole first held the weights three times).
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&file)) return NotOnnx(path);
+  return LoadOnnxProto(std::move(model), name, path, options);
 }
 
 }  // namespace replicad

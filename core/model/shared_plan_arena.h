@@ -24,8 +24,12 @@ class SharedPlanArena {
 
   // At least `bytes` of device memory, valid until a call with more bytes.
   // Call on the stream thread only, before a plan's first step; allocates
-  // only when `bytes` exceeds every earlier call's.
+  // only when `bytes` exceeds every call's since the last Release.
   absl::StatusOr<char*> Reserve(size_t bytes);
+
+  // Frees the buffer; the next Reserve allocates again. On the stream
+  // thread only, between plans.
+  void Release() { buffer_.reset(); }
 
   size_t capacity() const { return buffer_ == nullptr ? 0 : buffer_->bytes(); }
 

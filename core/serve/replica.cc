@@ -159,6 +159,14 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const M
   std::unique_ptr<Replica> replica(
       new Replica(std::move(model), std::move(slot), std::move(device), max_plans));
   Device& d = *replica->device_;
+  if (d.memory_location().kind == MemoryKind::kHost) {
+    // A host slot reads the template's own weights, which nothing writes:
+    // a copy per slot cost each CPU slot the model's size again, and twice
+    // that with the kernels' reordered copies, which the weight cache can
+    // share between slots only when they read the same bytes.
+    replica->weights_ = replica->model_->graph().initializers;
+    return replica;
+  }
   for (const auto& [v, host] : replica->model_->graph().initializers) {
     absl::StatusOr<Tensor> weight = CopyToDevice(d, host);
     if (!weight.ok()) return weight.status();
@@ -166,6 +174,13 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const M
   }
   if (absl::Status s = d.Synchronize(); !s.ok()) return s;
   return replica;
+}
+
+void Replica::ReleaseArena() {
+  if (plan_arena_ == nullptr) return;
+  // On the stream, where plans run: no plan is between its Reserve and its
+  // last step then.
+  device_->Enqueue([arena = plan_arena_] { arena->Release(); });
 }
 
 absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(

@@ -19,7 +19,8 @@
 namespace replicad {
 
 // One copy of a model on one device slot: the slot's Device, the model's
-// weights in that device's memory, and a cache of execution plans, one per
+// weights in that device's memory (a host slot reads the template's own,
+// shared by every host slot of the model), and a cache of execution plans, one per
 // set of input shapes (in practice: per slice size), each with its device
 // buffers. Thread-safe; plans it returns are run on the slot's stream only.
 //
@@ -64,6 +65,11 @@ class Replica {
                                                          PlanBuilds* builds = nullptr,
                                                          bool cached_only = false);
   size_t max_plans() const { return max_plans_; }
+  // Frees the host slot's activation arena once the work queued on its
+  // stream has run (nothing on a device slot, whose plans own their memory).
+  void ReleaseArena();
+  // The initializers as this slot's plans read them (by value index).
+  const std::map<int, Tensor>& weights() const { return weights_; }
   // Plans the cache holds now (at most max_plans()), and plans built since
   // Create, rebuilds of evicted shapes included.
   size_t plan_count() const;
@@ -181,7 +187,7 @@ class Replica {
   const size_t max_plans_;
   // Host slots: the intermediate values of all of the slot's plans.
   std::shared_ptr<SharedPlanArena> plan_arena_;
-  std::map<int, Tensor> weights_;  // Device copies of the initializers.
+  std::map<int, Tensor> weights_;  // The initializers in the device's memory.
   mutable absl::Mutex mu_;
   std::map<std::vector<Shape>, CachedPlan> plans_ ABSL_GUARDED_BY(mu_);
   uint64_t use_clock_ ABSL_GUARDED_BY(mu_) = 0;

@@ -308,6 +308,10 @@ void ReplicaSet::Start(std::shared_ptr<ReplicaSetRun> state, OutputSink* sink,
   }
 }
 
+void ReplicaSet::ReleaseIdleMemory() {
+  for (const auto& replica : replicas_) replica->ReleaseArena();
+}
+
 void ReplicaSet::RunSlice(const std::shared_ptr<ReplicaSetRun>& state, size_t s, Replica& replica,
                           const StillWanted& still_wanted) {
   BatchSlice& slice = state->slices[s];

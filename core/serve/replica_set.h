@@ -61,6 +61,7 @@ class ReplicaSet final : public Servable {
   // thread; otherwise it returns at once and a thread of the set's builds
   // them first (kernels themselves are made on each slot's thread), so a
   // caller never waits for a plan build.
+  void ReleaseIdleMemory() override;
   void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
            StillWanted still_wanted, Done done) override;
 

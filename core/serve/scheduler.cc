@@ -879,54 +879,51 @@ absl::Status Scheduler::Warm(double budget_seconds) {
         shape[0] = rows;
         inputs.push_back(Tensor::Host(input.type.dtype, shape));
       }
-      double seconds = 0;
-      bool too_big = false;  // The slot's memory cannot hold a slice of `rows`.
-      // Twice: the first run pays for cold caches.
-      for (int pass = 0; pass < 2 && !too_big; ++pass) {
-        BatchOutputs outputs;
-        absl::Notification done;
-        absl::Status status;
-        std::vector<BatchSlice> ran;
-        core.env.servable->Run(inputs, {BatchSlice{static_cast<int>(slot), 0, rows}}, &outputs,
-                               nullptr, [&](absl::Status s, std::vector<BatchSlice> slices) {
-                                 status = std::move(s);
-                                 ran = std::move(slices);
-                                 done.Notify();
-                               });
-        done.WaitForNotification();
-        if (absl::IsResourceExhausted(status) && !ran.empty() && ran[0].out_of_memory) {
-          // The slot's memory holds smaller slices only: routing caps its
-          // share, and larger sizes are not tried.
-          absl::MutexLock lock(&core.mu);
-          core.slots[slot].max_rows = std::min(core.slots[slot].max_rows, fitted);
-          core.slots[slot].capped_at = absl::Now();
-          too_big = true;
-          continue;
-        }
-        if (!status.ok()) {
-          return absl::Status(status.code(),
-                              absl::StrCat("warming slot ", core.slot_status[slot].slot, " on ",
-                                           rows, " rows: ", status.message()));
-        }
-        if (rows > 1) {
-          for (const Tensor& out : outputs.outputs) {
-            if (out.rank() == 0 || out.shape()[0] != rows) {
-              absl::MutexLock lock(&core.mu);
-              core.fuse = false;
-            }
+      // Once: the first run's cold caches make it a little slow, and serving
+      // measures every slice again; a second pass doubled a repository's load.
+      BatchOutputs outputs;
+      absl::Notification done;
+      absl::Status status;
+      std::vector<BatchSlice> ran;
+      core.env.servable->Run(inputs, {BatchSlice{static_cast<int>(slot), 0, rows}}, &outputs,
+                             nullptr, [&](absl::Status s, std::vector<BatchSlice> slices) {
+                               status = std::move(s);
+                               ran = std::move(slices);
+                               done.Notify();
+                             });
+      done.WaitForNotification();
+      if (absl::IsResourceExhausted(status) && !ran.empty() && ran[0].out_of_memory) {
+        // The slot's memory holds smaller slices only: routing caps its
+        // share, and larger sizes are not tried.
+        absl::MutexLock lock(&core.mu);
+        core.slots[slot].max_rows = std::min(core.slots[slot].max_rows, fitted);
+        core.slots[slot].capped_at = absl::Now();
+        break;
+      }
+      if (!status.ok()) {
+        return absl::Status(status.code(),
+                            absl::StrCat("warming slot ", core.slot_status[slot].slot, " on ", rows,
+                                         " rows: ", status.message()));
+      }
+      if (rows > 1) {
+        for (const Tensor& out : outputs.outputs) {
+          if (out.rank() == 0 || out.shape()[0] != rows) {
+            absl::MutexLock lock(&core.mu);
+            core.fuse = false;
           }
         }
-        seconds = ran.empty() ? 0 : ran[0].seconds;
-        if (pass == 1) {
-          absl::MutexLock lock(&core.mu);
-          core.slots[slot].speed.Record(rows, seconds);
-          core.slots[slot].last_ran = absl::Now();
-        }
       }
-      if (too_big || seconds > budget_seconds) break;
+      const double seconds = ran.empty() ? 0 : ran[0].seconds;
+      {
+        absl::MutexLock lock(&core.mu);
+        core.slots[slot].speed.Record(rows, seconds);
+        core.slots[slot].last_ran = absl::Now();
+      }
+      if (seconds > budget_seconds) break;
       fitted = rows;
     }
   }
+  core.env.servable->ReleaseIdleMemory();
   return absl::OkStatus();
 }
 

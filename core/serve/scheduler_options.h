@@ -73,7 +73,7 @@ struct SchedulerOptions {
   // max_batch_size. Every other size builds its plan on first use: warming
   // each power of two up to max_batch_size on every slot cost minutes and
   // gigabytes per repository before any port opened.
-  int64_t warmup_max_rows = 8;
+  int64_t warmup_max_rows = 2;
   std::vector<int64_t> warmup_batch_sizes;
 
   // The policy of `level` (1-based; the default policy for levels without one).

@@ -65,6 +65,12 @@ class Servable {
   virtual void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
                    StillWanted still_wanted, Done done) = 0;
 
+  // Frees what the slots keep between runs for the next one (a host slot's
+  // activation arena), once the runs queued before have finished; the next
+  // run takes it again. Warm-up calls it: a repository's models then hold
+  // their weights, not a batch's worth of activations each, until used.
+  virtual void ReleaseIdleMemory() {}
+
   // Run with the batch split over the healthy slots by their configured
   // weights (SplitBatch); Unavailable when no slot is healthy.
   void Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done);

@@ -88,6 +88,31 @@ class ReplicaChunkTest : public ::testing::Test {
   std::unique_ptr<ReplicaSet> cpu_;
 };
 
+TEST(ReplicaWeightsTest, HostSlotsReadTheTemplatesWeightsAndDeviceSlotsACopy) {
+  std::shared_ptr<const Model> model = testing::LoadOrDie(testing::MatMulChainOnnx(3, 16), "chain");
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::vector<std::unique_ptr<Replica>> host;
+  for (const char* name : {"r0", "r1"}) {
+    absl::StatusOr<std::unique_ptr<Replica>> replica =
+        Replica::Create(model, SlotAssignment{name, cpu.id, 1.0},
+                        CreateCpuDevice(cpu, CpuSlotOptions{1}), Replica::kDefaultMaxPlans);
+    ASSERT_TRUE(replica.ok()) << replica.status();
+    host.push_back(*std::move(replica));
+  }
+  std::unique_ptr<Replica> device = StandInReplica(model, "g0");
+  ASSERT_NE(device, nullptr);
+  const std::map<int, Tensor>& initializers = model->graph().initializers;
+  ASSERT_FALSE(initializers.empty());
+  for (const auto& [value, tensor] : initializers) {
+    // Both host slots: the very bytes of the template (no copy per slot).
+    for (const auto& replica : host) {
+      EXPECT_EQ(replica->weights().at(value).raw_data(), tensor.raw_data()) << value;
+    }
+    // A slot in device memory holds its own copy.
+    EXPECT_NE(device->weights().at(value).raw_data(), tensor.raw_data()) << value;
+  }
+}
+
 TEST_F(ReplicaChunkTest, SlicePlanCutsRowsIntoChunksOfAtLeastTheMinimumBytes) {
   std::unique_ptr<Replica> replica = StandInReplica(model_, "g0");
   ASSERT_NE(replica, nullptr);
