@@ -470,6 +470,8 @@ class ExecutionPlan::Builder {
     plan_.arena_bytes_ = layout.total_bytes;
     plan_.arg_ptrs_.assign(plan_.arg_values_.size(), nullptr);
     if (plan_.shared_arena_ != nullptr) {
+      plan_.shared_arena_->AddPlan(plan_.arena_bytes_);
+      plan_.counted_in_arena_ = true;
       plan_.arena_offsets_ = std::move(placed);
       return absl::OkStatus();
     }
@@ -525,6 +527,10 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
   Builder builder(graph, weights, device, plan.get());
   if (absl::Status s = builder.Build(input_shapes); !s.ok()) return s;
   return plan;
+}
+
+ExecutionPlan::~ExecutionPlan() {
+  if (counted_in_arena_) shared_arena_->RemovePlan(arena_bytes_);
 }
 
 absl::Status ExecutionPlan::Run(const void* const* inputs, void* const* outputs) {

@@ -32,6 +32,10 @@ class ExecutionPlan {
   // devices; see shared_plan_arena.h) the intermediate values live in it,
   // reserved at the start of every Run, instead of in an arena of the
   // plan's own.
+  ~ExecutionPlan();  // Leaves the shared arena's count of plans.
+  ExecutionPlan(const ExecutionPlan&) = delete;
+  ExecutionPlan& operator=(const ExecutionPlan&) = delete;
+
   static absl::StatusOr<std::unique_ptr<ExecutionPlan>> Create(
       const Graph& graph, const std::map<int, Tensor>& weights, Device& device,
       const std::vector<Shape>& input_shapes,
@@ -124,6 +128,7 @@ class ExecutionPlan {
   std::vector<void*> value_ptrs_;  // Per value; fixed ones set at Create.
   std::shared_ptr<Buffer> arena_;  // Null with a shared arena.
   std::shared_ptr<SharedPlanArena> shared_arena_;
+  bool counted_in_arena_ = false;  // shared_arena_->AddPlan(arena_bytes_) was called.
   // With a shared arena: each intermediate value's offset in it.
   std::vector<std::pair<int, size_t>> arena_offsets_;
   std::shared_ptr<Buffer> workspace_;  // Shared scratch of the kernels.

@@ -3,8 +3,11 @@
 
 #include <cstddef>
 #include <memory>
+#include <set>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/device/device.h"
 
 namespace replicad {
@@ -16,15 +19,24 @@ namespace replicad {
 // all resident (resnet18 on one slot after warming sizes 1 to 64: about
 // twice the largest).
 //
+// The buffer follows the largest plan alive: it grows when a larger plan
+// runs, and shrinks at the next run once the plans that needed more are gone
+// (evicted from the slot's cache and let go), so one batch of 8,000 rows
+// does not hold its activations' memory for good.
+//
 // Host devices only: a larger plan's first run frees the smaller buffer,
 // which a device whose kernels run asynchronously could still be reading.
 class SharedPlanArena {
  public:
   explicit SharedPlanArena(Device& device) : device_(device) {}
 
-  // At least `bytes` of device memory, valid until a call with more bytes.
-  // Call on the stream thread only, before a plan's first step; allocates
-  // only when `bytes` exceeds every call's since the last Release.
+  // A plan of `bytes` exists (from its build to its destruction, on any thread).
+  void AddPlan(size_t bytes);
+  void RemovePlan(size_t bytes);
+
+  // At least `bytes` of device memory, valid until the next call. Call on
+  // the stream thread only, before a plan's first step; allocates only when
+  // `bytes` exceeds the buffer, or when the buffer exceeds every plan alive.
   absl::StatusOr<char*> Reserve(size_t bytes);
 
   // Frees the buffer; the next Reserve allocates again. On the stream
@@ -35,7 +47,9 @@ class SharedPlanArena {
 
  private:
   Device& device_;
-  std::shared_ptr<Buffer> buffer_;
+  std::shared_ptr<Buffer> buffer_;  // Touched on the stream thread only.
+  absl::Mutex mu_;
+  std::multiset<size_t> plans_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace replicad
