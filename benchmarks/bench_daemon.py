@@ -56,11 +56,7 @@ class ReplicadDaemon:
 
     def peak_rss_bytes(self):
         """VmHWM of the daemon, or None."""
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-        return None
+        return peak_rss_bytes(self.proc.pid)
 
     def stop(self):
         """SIGTERM (the daemon drains), then SIGKILL after a minute."""
@@ -73,3 +69,12 @@ class ReplicadDaemon:
             self.proc.kill()
             rest, _ = self.proc.communicate()
         self.output += (rest or b"").decode(errors="replace")
+
+
+def peak_rss_bytes(pid):
+    """VmHWM (peak resident set) of process `pid` in bytes, or None."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return None

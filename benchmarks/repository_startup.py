@@ -35,6 +35,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+from bench_daemon import peak_rss_bytes  # noqa: E402
 from bench_report import git_commit, machine_line  # noqa: E402
 from compare_peers import exported_model  # noqa: E402
 
@@ -101,14 +102,6 @@ def infer_binary(port, model, input_shape):
         return response.status
 
 
-def peak_rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return None
-
-
 def run_replicad(replicad, repository, devices, inputs, serve_flags):
     port = free_port()
     argv = [replicad, "serve", "--model-repository", repository, "--devices", devices,
@@ -134,7 +127,7 @@ def run_replicad(replicad, repository, devices, inputs, serve_flags):
         for name, shape in inputs.items():
             infer_binary(port, name, shape)
         answered = time.monotonic() - start
-        rss = peak_rss(process.pid)
+        rss = peak_rss_bytes(process.pid)
     finally:
         process.terminate()
         process.communicate(timeout=120)
@@ -160,13 +153,12 @@ def main(argv):
     parser.add_argument("serve_flags", nargs="*", help="extra replicad serve flags (after --)")
     args = parser.parse_args(argv)
 
-    import onnx  # noqa: F401  (export_torch_models needs it; fail early when missing)
+    import onnx
     names = [n for n in args.models.split(",") if n]
     paths, inputs = {}, {}
     for name in names:
         paths[name] = exported_model(name, args.models_dir)
-        import onnx as onnx_lib
-        graph = onnx_lib.load(paths[name], load_external_data=False).graph
+        graph = onnx.load(paths[name], load_external_data=False).graph
         dims = [d.dim_value for d in graph.input[0].type.tensor_type.shape.dim][1:]
         inputs[name] = [BATCH, *dims]
     total_bytes = sum(os.path.getsize(p) for p in paths.values())

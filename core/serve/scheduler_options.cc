@@ -1,8 +1,10 @@
 #include "core/serve/scheduler_options.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace replicad {
 
@@ -30,6 +32,21 @@ absl::Status CheckPolicy(const std::string& field, const QueuePolicy& policy) {
   return absl::OkStatus();
 }
 
+// Each of `sizes` within 1..max_batch_size (any size from 1 without one);
+// InvalidArgument naming `list`[i]`field`, e.g. "model_warmup[0].batch_size".
+absl::Status CheckBatchSizes(const std::vector<int64_t>& sizes, int64_t max_batch_size,
+                             absl::string_view list, absl::string_view field) {
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] <= 0 || (max_batch_size > 0 && sizes[i] > max_batch_size)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          list, "[", i, "]", field, ": expected ",
+          max_batch_size > 0 ? absl::StrCat("1..", max_batch_size, " (max_batch_size)") : ">= 1",
+          ", received ", sizes[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status SchedulerOptions::Validate() const {
@@ -37,27 +54,19 @@ absl::Status SchedulerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch_size: expected >= 0, received ", max_batch_size));
   }
-  for (size_t i = 0; i < preferred_batch_sizes.size(); ++i) {
-    const int64_t size = preferred_batch_sizes[i];
-    if (size <= 0 || (max_batch_size > 0 && size > max_batch_size)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "dynamic_batching.preferred_batch_size[", i, "]: expected ",
-          max_batch_size > 0 ? absl::StrCat("1..", max_batch_size, " (max_batch_size)") : ">= 1",
-          ", received ", size));
-    }
+  if (absl::Status s = CheckBatchSizes(preferred_batch_sizes, max_batch_size,
+                                       "dynamic_batching.preferred_batch_size", "");
+      !s.ok()) {
+    return s;
   }
   if (warmup_max_rows < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("warmup_max_rows: expected >= 1, received ", warmup_max_rows));
   }
-  for (size_t i = 0; i < warmup_batch_sizes.size(); ++i) {
-    const int64_t size = warmup_batch_sizes[i];
-    if (size <= 0 || (max_batch_size > 0 && size > max_batch_size)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model_warmup[", i, "].batch_size: expected ",
-          max_batch_size > 0 ? absl::StrCat("1..", max_batch_size, " (max_batch_size)") : ">= 1",
-          ", received ", size));
-    }
+  if (absl::Status s =
+          CheckBatchSizes(warmup_batch_sizes, max_batch_size, "model_warmup", ".batch_size");
+      !s.ok()) {
+    return s;
   }
   if (max_queue_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
