@@ -235,6 +235,11 @@ absl::Status CheckModelControl(const ServerOptions& options) {
   if (mode == "poll" && options.model_repository.empty()) {
     return absl::InvalidArgumentError("--model-control-mode poll needs --model-repository to poll");
   }
+  if (options.model_load_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model-load-threads must be >= 0 (0: one per core); received ",
+                     options.model_load_threads));
+  }
   if (!(options.repository_poll_seconds > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--repository-poll-seconds must be > 0; received ", options.repository_poll_seconds));
@@ -433,11 +438,6 @@ int Serve(ServerOptions options) {
   }
   // Declared before the manager: the versions it retires are freed there.
   Retirer retirer;
-  if (options.model_load_threads < 0) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("--model-load-threads must be >= 0 (0: one per core); received ",
-                     options.model_load_threads)));
-  }
   const int load_threads =
       options.model_load_threads > 0
           ? options.model_load_threads

@@ -43,16 +43,16 @@ void StartupLoad::Run(const ServerOptions& options, ModelManager& models, Servin
   if (load) {
     const absl::Status loaded = LoadStartupModels(options, models);
     PrintReadyModels(models);
-    core.StartupModelsLoaded();
     if (!loaded.ok()) {
       std::cerr << "replicad: " << absl::StatusCodeToString(loaded.code()) << ": "
                 << loaded.message() << std::endl;
-      if (options.exit_on_error) {
+      if (options.exit_on_error) {  // Never ready: it stops.
         failed_ = true;
         ::kill(::getpid(), SIGTERM);
         return;
       }
     }
+    core.StartupModelsLoaded();
     health.Publish();
   }
   std::cout << "replicad: " << who << "ready: " << models.Ready().size()
