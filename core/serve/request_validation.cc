@@ -1,5 +1,8 @@
 #include "core/serve/request_validation.h"
 
+#include <cstdint>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/serve/client_text.h"
@@ -36,6 +39,23 @@ absl::Status CheckShape(const std::string& field, const TensorSpec& spec, const 
     }
   }
   return absl::OkStatus();
+}
+
+// A tensor viewing `data` (kept alive by `keep_alive`) when it is aligned
+// for its element type, else a copy in aligned memory: kernels read elements
+// through typed pointers, and a protocol may put a tensor at any byte (a
+// binary HTTP body puts it wherever the JSON header before it ends).
+absl::StatusOr<Tensor> ViewOrAlignedCopy(DType dtype, const Shape& shape, const void* data,
+                                         size_t bytes, std::shared_ptr<const void> keep_alive) {
+  const size_t alignment = DTypeSize(dtype);
+  if (alignment > 1 && reinterpret_cast<uintptr_t>(data) % alignment != 0) {
+    std::shared_ptr<Buffer> copy = Buffer::AllocateHost(bytes);
+    std::memcpy(copy->data(), data, bytes);
+    return Tensor::Create(dtype, shape, std::move(copy));
+  }
+  auto view = std::make_shared<Buffer>(const_cast<void*>(data), bytes, MemoryLocation{},
+                                       std::move(keep_alive));
+  return Tensor::Create(dtype, shape, std::move(view));
 }
 
 }  // namespace
@@ -89,9 +109,8 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const Model& model,
                                                      " like inputs[", batch_from, "], received ",
                                                      in.shape[0]));
     }
-    auto buffer = std::make_shared<Buffer>(const_cast<void*>(in.data), in.bytes, MemoryLocation{},
-                                           keep_alive);
-    absl::StatusOr<Tensor> tensor = Tensor::Create(in.dtype, in.shape, std::move(buffer));
+    absl::StatusOr<Tensor> tensor =
+        ViewOrAlignedCopy(in.dtype, in.shape, in.data, in.bytes, keep_alive);
     if (!tensor.ok()) return tensor.status();
     bound[index] = *std::move(tensor);
   }
@@ -142,9 +161,8 @@ absl::StatusOr<Tensor> BindTargets(const RequestInput& targets, int64_t batch,
         absl::StrCat("targets: raw holds ", targets.bytes, " bytes; ", DTypeName(targets.dtype),
                      ShapeToString(targets.shape), " needs ", needed));
   }
-  auto buffer = std::make_shared<Buffer>(const_cast<void*>(targets.data), targets.bytes,
-                                         MemoryLocation{}, std::move(keep_alive));
-  return Tensor::Create(targets.dtype, targets.shape, std::move(buffer));
+  return ViewOrAlignedCopy(targets.dtype, targets.shape, targets.data, targets.bytes,
+                           std::move(keep_alive));
 }
 
 }  // namespace replicad

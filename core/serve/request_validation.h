@@ -21,8 +21,10 @@ struct RequestInput {
 };
 
 // Checks `inputs` against `model`'s inputs and returns them in model order as
-// host Tensors that view the request's bytes (no copy); `keep_alive` keeps
-// those bytes valid for the Tensors' lifetime. Every failure is
+// host Tensors that view the request's bytes (no copy, except of an input
+// whose bytes are not aligned for its element type: kernels read it through
+// typed pointers); `keep_alive` keeps those bytes valid for the Tensors'
+// lifetime. Every failure is
 // InvalidArgument with a message naming the field (inputs[i] and its name),
 // the expected and the received value:
 //   unknown, missing or duplicated input; wrong dtype; wrong rank; a fixed

@@ -1,5 +1,8 @@
 #include "core/serve/request_validation.h"
 
+#include <cstdint>
+#include <cstring>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_models.h"
@@ -37,6 +40,23 @@ TEST_F(BindInputsTest, BindsInModelOrderWithoutCopying) {
   ASSERT_EQ(bound->size(), 2u);
   EXPECT_EQ((*bound)[0].raw_data(), image_.data());
   EXPECT_EQ((*bound)[1].raw_data(), features_.data());
+}
+
+// A binary HTTP body puts a tensor wherever its JSON header ends; kernels
+// read floats through float pointers (UBSan in the fuzzers found one at an
+// odd address), so such an input is copied to aligned memory.
+TEST_F(BindInputsTest, AnInputAtAnAddressNotAlignedForItsTypeIsCopiedAligned) {
+  std::vector<char> body(features_.size() + 1);
+  for (size_t i = 0; i < features_.size(); ++i) body[i + 1] = static_cast<char>(i);
+  RequestInput odd = Features();
+  odd.data = body.data() + 1;  // vector<char> data is at least 8-aligned: +1 is not.
+  absl::StatusOr<std::vector<Tensor>> bound = BindInputs(*model_, {odd, Image()}, 0, nullptr);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  const Tensor& features = (*bound)[1];
+  EXPECT_NE(features.raw_data(), odd.data);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(features.raw_data()) % alignof(float), 0u);
+  EXPECT_EQ(std::memcmp(features.raw_data(), odd.data, odd.bytes), 0);
+  EXPECT_EQ((*bound)[0].raw_data(), image_.data());  // Aligned: still a view.
 }
 
 TEST_F(BindInputsTest, UnknownInput) {
