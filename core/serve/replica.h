@@ -19,8 +19,7 @@
 namespace replicad {
 
 // One copy of a model on one device slot: the slot's Device, the model's
-// weights in that device's memory (a host slot reads the template's own,
-// shared by every host slot of the model), and a cache of execution plans, one per
+// weights in that device's memory, and a cache of execution plans, one per
 // set of input shapes (in practice: per slice size), each with its device
 // buffers. Thread-safe; plans it returns are run on the slot's stream only.
 //
@@ -39,7 +38,8 @@ class Replica {
  public:
   static constexpr size_t kDefaultMaxPlans = 16;
 
-  // Copies the template's initializers to `device`. Fails when the device
+  // Copies the template's initializers to `device` (a host device reads the
+  // template's own: no copy per slot). Fails when the device
   // cannot hold them (ResourceExhausted naming the device); InvalidArgument
   // when `max_plans` is 0.
   static absl::StatusOr<std::unique_ptr<Replica>> Create(std::shared_ptr<const Model> model,
@@ -58,18 +58,15 @@ class Replica {
   };
   // The plan for these input shapes: the cached one, or built now and cached
   // (then counted in `builds`, when given); with `cached_only`, null instead
-  // of a build.
-  // Errors name the node (ExecutionPlan::Create); ResourceExhausted when the
+  // of a build. Errors name the node (ExecutionPlan::Create); ResourceExhausted when the
   // device cannot hold it. Must not be called on the slot's stream thread.
   absl::StatusOr<std::shared_ptr<ExecutionPlan>> PlanFor(const std::vector<Shape>& input_shapes,
                                                          PlanBuilds* builds = nullptr,
                                                          bool cached_only = false);
   size_t max_plans() const { return max_plans_; }
-  // Frees the host slot's activation arena once the work queued on its
-  // stream has run (nothing on a device slot, whose plans own their memory).
+  // Frees a host slot's arena after the work queued on its stream (no-op on devices).
   void ReleaseArena();
-  // The initializers as this slot's plans read them (by value index).
-  const std::map<int, Tensor>& weights() const { return weights_; }
+  const std::map<int, Tensor>& weights() const { return weights_; }  // As its plans read them.
   // Plans the cache holds now (at most max_plans()), and plans built since
   // Create, rebuilds of evicted shapes included.
   size_t plan_count() const;
