@@ -9,6 +9,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace replicad {
 namespace {
@@ -43,20 +45,35 @@ struct HostBuffer::Shelf {
     for (const Block& block : idle) Free(block);
   }
 
-  // Keeps `block` idle if it fits under the cap, dropping the oldest idle
+  // A buffer is handed out (under mu).
+  void CountOut() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ++in_use;
+    peak_in_use = std::max(peak_in_use, in_use);
+  }
+
+  // Keeps `block` idle if it fits under the caps, dropping the oldest idle
   // ones to make room; frees whatever is not kept (outside the lock: munmap
   // of a large mapping is not free).
   void Return(const Block& block) {
     std::vector<Block> drop;
     {
       absl::MutexLock lock(&mu);
+      --in_use;
+      const absl::Time now = absl::Now();
+      if (now - window_start >= kWindow) {
+        last_window_peak = peak_in_use;
+        peak_in_use = in_use;
+        window_start = now;
+      }
+      const size_t max_idle_count =
+          std::max({peak_in_use, last_window_peak, HostBufferPool::kMinIdleBuffers});
       if (block.capacity > max_idle_bytes) {
         drop.push_back(block);
       } else {
         idle.push_back(block);
         idle_bytes += block.capacity;
         size_t oldest = 0;
-        while (idle_bytes > max_idle_bytes) {
+        while (idle_bytes > max_idle_bytes || idle.size() - oldest > max_idle_count) {
           idle_bytes -= idle[oldest].capacity;
           drop.push_back(idle[oldest++]);
         }
@@ -66,10 +83,20 @@ struct HostBuffer::Shelf {
     for (const Block& b : drop) Free(b);
   }
 
+  // The idle count is bounded by the most buffers held at once in this
+  // window or the last (and kMinIdleBuffers): more would never all be taken
+  // again, since each request holds its own, and a run of ever new sizes
+  // (a client sweeping batch sizes) would fill the byte cap with buffers
+  // of sizes gone by.
+  static constexpr absl::Duration kWindow = absl::Seconds(10);
   const size_t max_idle_bytes;
   absl::Mutex mu;
   std::vector<Block> idle ABSL_GUARDED_BY(mu);  // Oldest release first.
   size_t idle_bytes ABSL_GUARDED_BY(mu) = 0;
+  size_t in_use ABSL_GUARDED_BY(mu) = 0;  // Buffers handed out, not yet back.
+  size_t peak_in_use ABSL_GUARDED_BY(mu) = 0;
+  size_t last_window_peak ABSL_GUARDED_BY(mu) = 0;
+  absl::Time window_start ABSL_GUARDED_BY(mu) = absl::Now();
 };
 
 HostBuffer::~HostBuffer() {
@@ -104,6 +131,7 @@ absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferPool::Get(size_t bytes) {
       const Block block = *best;
       idle.erase(best);
       shelf_->idle_bytes -= block.capacity;
+      shelf_->CountOut();
       return std::shared_ptr<HostBuffer>(
           new HostBuffer(block.data, block.capacity, block.mapped, bytes, shelf_));
     }
@@ -121,6 +149,10 @@ absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferPool::Get(size_t bytes) {
   if (block.data == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate ", bytes, " bytes of host memory for a tensor"));
+  }
+  {
+    absl::MutexLock lock(&shelf_->mu);
+    shelf_->CountOut();
   }
   return std::shared_ptr<HostBuffer>(
       new HostBuffer(block.data, block.capacity, block.mapped, bytes, shelf_));

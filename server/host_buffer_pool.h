@@ -44,12 +44,17 @@ class HostBuffer {
 
 // Idle buffers, kept up to `max_idle_bytes` in all (the least recently
 // released go first); a released buffer larger than that is freed at once.
+// Nor are more buffers kept idle than were held at once in the last 10 to
+// 20 seconds (at least kMinIdleBuffers): a run of requests each larger than
+// the last keeps a few, not `max_idle_bytes` of sizes gone by.
 // Thread-safe.
 class HostBufferPool {
  public:
   static constexpr size_t kAlignment = 64;
   // About six resnet18 batches of 32 images (19 MB each).
   static constexpr size_t kDefaultIdleBytes = size_t{128} << 20;
+  // The inputs and outputs of one request of a typical model.
+  static constexpr size_t kMinIdleBuffers = 4;
 
   explicit HostBufferPool(size_t max_idle_bytes);
   // Frees the idle buffers; those still held are freed when released.

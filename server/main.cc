@@ -624,6 +624,8 @@ int main(int argc, char** argv) {
   // Mutex acquisition in one process-wide graph under a global lock; the
   // tests keep it, the daemon has no use for it on its request path.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Before any thread allocates: large blocks freed go back to the system.
+  replicad::MemoryTrimmer::MapAllocationsFrom(replicad::MemoryTrimmer::kDefaultMapBytes);
   CLI::App app{"replicad: serves ONNX models over gRPC, splitting every batch across replicas"};
   app.require_subcommand(1);
   ServerOptions options;

@@ -4,6 +4,11 @@
 
 namespace replicad {
 
+void MemoryTrimmer::MapAllocationsFrom(size_t bytes) {
+  // A fixed threshold also turns off glibc's raising of it (man mallopt).
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(bytes));
+}
+
 size_t MemoryTrimmer::FreeHeldBytes() { return mallinfo2().fordblks; }
 
 bool MemoryTrimmer::TrimIfAbove(size_t threshold_bytes) {

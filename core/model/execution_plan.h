@@ -29,9 +29,9 @@ class ExecutionPlan {
   // keys); `graph` and `weights` must outlive the plan. Shape inference and
   // kernel errors name the node. Must not be called on `device`'s stream
   // thread (it waits for the constant uploads). With `shared_arena` (host
-  // devices; see shared_plan_arena.h) the intermediate values live in it,
-  // reserved at the start of every Run, instead of in an arena of the
-  // plan's own.
+  // devices; see shared_plan_arena.h) the intermediate values and the
+  // kernels' workspace live in it, reserved at the start of every Run,
+  // instead of in buffers of the plan's own.
   ~ExecutionPlan();  // Leaves the shared arena's count of plans.
   ExecutionPlan(const ExecutionPlan&) = delete;
   ExecutionPlan& operator=(const ExecutionPlan&) = delete;
@@ -131,7 +131,13 @@ class ExecutionPlan {
   bool counted_in_arena_ = false;  // shared_arena_->AddPlan(arena_bytes_) was called.
   // With a shared arena: each intermediate value's offset in it.
   std::vector<std::pair<int, size_t>> arena_offsets_;
-  std::shared_ptr<Buffer> workspace_;  // Shared scratch of the kernels.
+  std::shared_ptr<Buffer> workspace_;  // Shared scratch of the kernels; null with a shared arena.
+  // With a shared arena: the bytes this plan counts there (values, then the
+  // workspace from workspace_offset_), and where the kernels' workspace
+  // points now (re-pointed when the arena moves).
+  size_t shared_bytes_ = 0;
+  size_t workspace_offset_ = 0;
+  char* workspace_base_ = nullptr;
   std::deque<Tensor> host_constants_;  // Constant outputs, for shape rules and kernels.
   std::vector<std::shared_ptr<Buffer>> constants_;  // Their device copies.
   size_t arena_bytes_ = 0;

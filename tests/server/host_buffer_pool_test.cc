@@ -83,6 +83,25 @@ TEST(HostBufferPoolTest, IdleBytesStayUnderTheCapOldestFirst) {
   EXPECT_EQ(pool.idle_bytes(), 3 * kMiB);
 }
 
+// A client sweeping batch sizes one request at a time: each request larger
+// than any idle buffer. The pool keeps a few (kMinIdleBuffers), not the byte
+// cap's worth of sizes gone by; after eight were held at once, it keeps eight.
+TEST(HostBufferPoolTest, IdleBuffersNumberNoMoreThanWereHeldAtOnce) {
+  HostBufferPool pool(256 * kMiB);
+  for (size_t step = 1; step <= 40; ++step) Get(pool, step * 300 * 1024);
+  size_t kept = HostBufferPool::kMinIdleBuffers;
+  size_t expected_bytes = 0;
+  for (size_t step = 41 - kept; step <= 40; ++step) expected_bytes += step * 300 * 1024;
+  EXPECT_EQ(pool.idle_bytes(), expected_bytes);
+
+  std::vector<std::shared_ptr<HostBuffer>> held;
+  for (int i = 0; i < 8; ++i) held.push_back(Get(pool, 2 * kMiB + i * 64 * 1024));
+  held.clear();
+  expected_bytes = 0;
+  for (int i = 0; i < 8; ++i) expected_bytes += 2 * kMiB + i * 64 * 1024;
+  EXPECT_EQ(pool.idle_bytes(), expected_bytes);
+}
+
 TEST(HostBufferPoolTest, ACapOfZeroKeepsNothing) {
   HostBufferPool pool(0);
   Get(pool, kMiB);

@@ -136,6 +136,41 @@ TEST(ExecutionPlanTest, PlansOfAHostSlotShareOneArena) {
   EXPECT_EQ(device.allocation_count(), allocations);
 }
 
+// With a shared arena a plan owns no buffer: its kernels' workspace (the
+// default model's convolutions convert to oneDNN's blocked layouts there)
+// follows its intermediate values in the arena, so a slot's plans hold one
+// workspace between them, and the first run reserves both.
+TEST(ExecutionPlanTest, WithASharedArenaThePlanAllocatesNoWorkspaceOfItsOwn) {
+  std::shared_ptr<const Model> model = *LoadDefaultModel();
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::unique_ptr<Device> device = CreateCpuDevice(cpu, CpuSlotOptions{1});
+  absl::StatusOr<std::unique_ptr<Replica>> replica =
+      Replica::Create(model, SlotAssignment{"r0", cpu.id, 1}, CreateCpuDevice(cpu, {1}));
+  ASSERT_TRUE(replica.ok()) << replica.status();
+  auto arena = std::make_shared<SharedPlanArena>(*device);
+  const uint64_t before = device->allocation_count();
+  std::vector<std::unique_ptr<ExecutionPlan>> plans;
+  for (int64_t rows : {8, 32, 16}) {
+    absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = ExecutionPlan::Create(
+        model->graph(), (*replica)->weights(), *device, {{rows, 1, 28, 28}}, arena);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_GT((*plan)->workspace_bytes(), 0u);
+    plans.push_back(*std::move(plan));
+  }
+  EXPECT_EQ(device->allocation_count(), before);
+  EXPECT_EQ(arena->capacity(), 0u);
+
+  const Tensor input = testing::RandomTensor({32, 1, 28, 28}, 9);
+  Tensor logits = Tensor::Host(DType::kFloat32, {32, 10});
+  Tensor probabilities = Tensor::Host(DType::kFloat32, {32, 10});
+  const void* inputs[] = {input.raw_data()};
+  void* outputs[] = {logits.raw_data(), probabilities.raw_data()};
+  for (const auto& plan : plans) ASSERT_TRUE(plan->Run(inputs, outputs).ok());
+  const ExecutionPlan& largest = *plans[1];
+  EXPECT_GE(arena->capacity(), largest.arena_bytes() + largest.workspace_bytes());
+  EXPECT_LT(arena->capacity(), largest.arena_bytes() + largest.workspace_bytes() + 64);
+}
+
 TEST(ExecutionPlanTest, ArenaSharesMemoryBetweenDeadValues) {
   std::unique_ptr<Replica> replica = CpuReplica(*LoadDefaultModel());
   absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{16, 1, 28, 28}});
