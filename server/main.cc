@@ -201,6 +201,11 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
         absl::StrCat("--max-plans-per-slot must be >= 1; received ", options.max_plans_per_slot));
   }
   serving.max_plans_per_slot = static_cast<size_t>(options.max_plans_per_slot);
+  if (options.plan_memory_per_slot < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--plan-memory-per-slot must be >= 0 bytes; received ", options.plan_memory_per_slot));
+  }
+  serving.plan_memory_per_slot = static_cast<size_t>(options.plan_memory_per_slot);
   if (options.max_batch_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-batch-size must be >= 0; received ", options.max_batch_size));
@@ -719,6 +724,13 @@ int main(int argc, char** argv) {
       ->add_option("--max-plans-per-slot", options.max_plans_per_slot,
                    "Execution plans (one per slice size) each slot keeps; the least recently "
                    "used is dropped beyond this and rebuilt when next needed")
+      ->capture_default_str();
+  serve
+      ->add_option("--plan-memory-per-slot", options.plan_memory_per_slot,
+                   "Bytes of plan memory (intermediate values, scratch, constants) each slot "
+                   "keeps cached; least recently used plans are dropped beyond it, and a plan "
+                   "larger than it runs uncached (0: a quarter of the device's memory, divided "
+                   "among the model's slots on that device)")
       ->capture_default_str();
   serve
       ->add_option("--threads-per-slot", options.threads_per_slot,

@@ -1,8 +1,17 @@
 #include "server/replica_set_factory.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace replicad {
+
+size_t DefaultPlanMemoryPerSlot(const DeviceInfo& device,
+                                const std::vector<SlotAssignment>& slots) {
+  size_t here = 0;
+  for (const SlotAssignment& slot : slots) here += slot.device == device.id ? 1 : 0;
+  return static_cast<size_t>(device.memory_bytes / 4 / std::max<size_t>(here, 1));
+}
 
 absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<const Model> model,
                                                             const std::vector<DeviceInfo>& devices,
@@ -17,8 +26,11 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<cons
     }
     absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*info, options.slot_options);
     if (!device.ok()) return device.status();
+    const size_t plan_bytes = options.plan_memory_per_slot > 0
+                                  ? options.plan_memory_per_slot
+                                  : DefaultPlanMemoryPerSlot(*info, options.slots);
     absl::StatusOr<std::unique_ptr<Replica>> replica =
-        Replica::Create(model, slot, *std::move(device), options.max_plans_per_slot);
+        Replica::Create(model, slot, *std::move(device), options.max_plans_per_slot, plan_bytes);
     if (!replica.ok()) return replica.status();
     replicas.push_back(*std::move(replica));
   }

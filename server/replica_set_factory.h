@@ -19,14 +19,20 @@ struct ServingOptions {
   DeviceId merge_device;
   int transfer_chunks = 4;
   bool shrink_on_oom = false;
-  // Plans each replica caches (Replica::Create's max_plans).
+  // Plans each replica caches (Replica::Create's max_plans), and the plan
+  // memory it may hold (max_plan_bytes; 0: PlanMemoryPerSlot's default).
   size_t max_plans_per_slot = Replica::kDefaultMaxPlans;
+  size_t plan_memory_per_slot = 0;
   int64_t max_batch_size = 0;  // 0: no limit.
   // How models without a config.pbtxt are scheduled (--dynamic-batching and
   // the queue flags); a config.pbtxt's model takes only max_queue_bytes and
   // measured_weights from here. Its max_batch_size is not read.
   SchedulerOptions scheduling;
 };
+
+// The plan memory a slot may cache by default: a quarter of its device's
+// memory (host RAM for CPU slots), shared by the slots `slots` places there.
+size_t DefaultPlanMemoryPerSlot(const DeviceInfo& device, const std::vector<SlotAssignment>& slots);
 
 // `model`'s replicas on the configured slots (a new device stream each) and
 // the set that splits batches over them (with a GPU merge device, one more

@@ -128,6 +128,11 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
                                      "Device memory held by each slot's pool: in use by "
                                      "tensors, or cached for reuse.",
                                      {"model", "slot", "device", "state"})),
+      slot_plan_memory_(registry.AddGauge(
+          "replicad_slot_plan_memory_bytes",
+          "Memory the execution plans each slot caches hold (intermediate values, scratch, "
+          "constants), at most --plan-memory-per-slot.",
+          {"model", "slot", "device"})),
       slot_healthy_(registry.AddGauge(
           "replicad_slot_healthy",
           "1 while the slot's device can run work; 0 after a fault that takes it out.",
@@ -143,6 +148,7 @@ ServerMetrics::SlotCounters ServerMetrics::CountersFor(const Replica& replica) {
                       &slot_plan_build_seconds_.WithLabels(labels),
                       &slot_memory_.WithLabels({model, replica.slot().name, device, "in_use"}),
                       &slot_memory_.WithLabels({model, replica.slot().name, device, "cached"}),
+                      &slot_plan_memory_.WithLabels(labels),
                       &slot_healthy_.WithLabels(labels)};
 }
 
@@ -249,6 +255,7 @@ void ServerMetrics::OnSliceRun(const Replica& replica, int64_t rows, double busy
   const Device& device = replica.device();
   counters.memory_in_use->Set(static_cast<double>(device.memory_in_use_bytes()));
   counters.memory_cached->Set(static_cast<double>(device.memory_cached_bytes()));
+  counters.plan_memory->Set(static_cast<double>(replica.plan_memory_bytes()));
   counters.healthy->Set(device.health().ok() ? 1 : 0);
 }
 
@@ -256,6 +263,7 @@ void ServerMetrics::OnPlansBuilt(const Replica& replica, int count, double secon
   const SlotCounters counters = CountersFor(replica);
   counters.plans_built->Increment(static_cast<double>(count));
   counters.plan_build_seconds->Increment(seconds);
+  counters.plan_memory->Set(static_cast<double>(replica.plan_memory_bytes()));
 }
 
 void ServerMetrics::OnTrainStep(const LoadedModel& loaded,

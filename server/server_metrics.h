@@ -62,6 +62,8 @@ namespace replicad {
 //                                                 failed
 //   slot_memory_bytes{model,slot,device,state}    gauge; device memory of a slot's pool,
 //                                                 state in_use or cached (0 on CPU slots)
+//   slot_plan_memory_bytes{model,slot,device}     gauge; memory the slot's cached plans hold
+//                                                 (at most --plan-memory-per-slot)
 //   slot_healthy{model,slot,device}               gauge; 0 once the slot's device failed for
 //                                                 good (it then gets no more slices)
 // `model` is the model's name: its versions share the series (pending_requests shows the
@@ -125,6 +127,7 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
   metrics::CounterFamily& train_not_applied_;
   metrics::CounterFamily& train_checkpoints_;
   metrics::GaugeFamily& slot_memory_;
+  metrics::GaugeFamily& slot_plan_memory_;
   metrics::GaugeFamily& slot_healthy_;
   struct SlotCounters {
     metrics::Counter* samples;
@@ -133,6 +136,7 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
     metrics::Counter* plan_build_seconds;
     metrics::Gauge* memory_in_use;
     metrics::Gauge* memory_cached;
+    metrics::Gauge* plan_memory;
     metrics::Gauge* healthy;
   };
   SlotCounters CountersFor(const Replica& replica);

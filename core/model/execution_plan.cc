@@ -539,6 +539,15 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
   return plan;
 }
 
+size_t ExecutionPlan::own_bytes() const {
+  size_t bytes = 0;
+  for (const std::shared_ptr<Buffer>& buffer : {arena_, workspace_}) {
+    if (buffer != nullptr) bytes += buffer->bytes();
+  }
+  for (const std::shared_ptr<Buffer>& constant : constants_) bytes += constant->bytes();
+  return bytes;
+}
+
 ExecutionPlan::~ExecutionPlan() {
   if (counted_in_arena_) shared_arena_->RemovePlan(shared_bytes_);
 }

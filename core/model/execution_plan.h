@@ -48,6 +48,11 @@ class ExecutionPlan {
   size_t unshared_bytes() const { return unshared_bytes_; }
   // Bytes of the scratch space the kernels share (e.g. reordered layouts).
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Device memory the plan holds by itself (its arena and workspace, unless
+  // shared, and its constants), and what it needs of the shared arena while
+  // it runs (0 without one).
+  size_t own_bytes() const;
+  size_t shared_bytes() const { return shared_bytes_; }
   // Kernels run per request (folded nodes are not among them, nor
   // concatenations whose inputs are written in place).
   size_t step_count() const { return steps_.size(); }

@@ -151,13 +151,13 @@ int Replica::SlicePlan::chunks() const {
 absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const Model> model,
                                                          SlotAssignment slot,
                                                          std::unique_ptr<Device> device,
-                                                         size_t max_plans) {
+                                                         size_t max_plans, size_t max_plan_bytes) {
   if (max_plans < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("slot ", slot.name, ": max_plans must be >= 1, received ", max_plans));
   }
   std::unique_ptr<Replica> replica(
-      new Replica(std::move(model), std::move(slot), std::move(device), max_plans));
+      new Replica(std::move(model), std::move(slot), std::move(device), max_plans, max_plan_bytes));
   Device& d = *replica->device_;
   if (d.memory_location().kind == MemoryKind::kHost) {
     // A host slot reads the template's own weights, which nothing writes:
@@ -195,9 +195,7 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
   }
   // Released after the lock (declared before it): freeing a plan need not
   // hold up other sizes' lookups.
-  std::shared_ptr<ExecutionPlan> evicted;
-  CachedPlan evicted_entry;
-  std::vector<Shape> evicted_shapes;
+  std::vector<std::shared_ptr<ExecutionPlan>> evicted;
   // Building under the lock keeps two requests of a new size from both
   // building it.
   absl::MutexLock lock(&mu_);
@@ -205,23 +203,17 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
   // Evicting before building lets the new plan reuse the old one's memory
   // when no slice holds it. A scan of at most max_plans_ entries, once per
   // build, costs nothing beside the build.
-  if (plans_.size() >= max_plans_) {
-    auto oldest = plans_.begin();
-    for (auto p = plans_.begin(); p != plans_.end(); ++p) {
-      if (p->second.last_use < oldest->second.last_use) oldest = p;
-    }
-    evicted_shapes = oldest->first;
-    evicted_entry = oldest->second;
-    evicted = std::move(oldest->second.plan);
-    plans_.erase(oldest);
-  }
+  std::optional<std::pair<std::vector<Shape>, CachedPlan>> made_room;
+  if (plans_.size() >= max_plans_) made_room = TakeOldestLocked();
+  // A plan that is not cached after all must not cost the cache one that works.
+  auto put_back = [&] {
+    if (made_room.has_value()) plans_.insert(*std::move(made_room));
+  };
   const absl::Time build_start = absl::Now();
   absl::StatusOr<std::unique_ptr<ExecutionPlan>> built =
       ExecutionPlan::Create(model_->graph(), weights_, *device_, input_shapes, plan_arena_);
-  if (!built.ok()) {
-    // A size that cannot be built (say, too large for the device's memory)
-    // must not cost the cache a plan that works.
-    if (evicted != nullptr) plans_.emplace(std::move(evicted_shapes), std::move(evicted_entry));
+  if (!built.ok()) {  // Say, too large for the device's memory.
+    put_back();
     return built.status();
   }
   ++plans_built_;
@@ -240,11 +232,49 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
     // A freed plan's address may come back: the new plan takes it over.
     records_[plan.get()] = record;
   }
+  CachedPlan entry{plan, ++use_clock_, plan->own_bytes()};
   if (device_->memory_location().kind != MemoryKind::kHost) {
     REPLICAD_RETURN_IF_ERROR(AddIoSets(*plan, 1));
+    for (const std::vector<TensorType>* types : {&plan->input_types(), &plan->output_types()}) {
+      for (const TensorType& type : *types) entry.own_bytes += ByteSize(type);
+    }
   }
-  plans_.emplace(input_shapes, CachedPlan{plan, ++use_clock_});
+  if (max_plan_bytes_ > 0 && entry.own_bytes + plan->shared_bytes() > max_plan_bytes_) {
+    // Alone over the bound: it serves the slices asking for it, uncached.
+    put_back();
+    return plan;
+  }
+  if (made_room.has_value()) evicted.push_back(std::move(made_room->second.plan));
+  while (max_plan_bytes_ > 0 && CachedBytesLocked(&entry) > max_plan_bytes_) {
+    std::optional<std::pair<std::vector<Shape>, CachedPlan>> oldest = TakeOldestLocked();
+    if (!oldest.has_value()) break;  // Not reached: the plan alone fits.
+    evicted.push_back(std::move(oldest->second.plan));
+  }
+  plans_.emplace(input_shapes, std::move(entry));
+  plan_bytes_.store(CachedBytesLocked(), std::memory_order_relaxed);
   return plan;
+}
+
+std::optional<std::pair<std::vector<Shape>, Replica::CachedPlan>> Replica::TakeOldestLocked() {
+  if (plans_.empty()) return std::nullopt;
+  auto oldest = plans_.begin();
+  for (auto p = plans_.begin(); p != plans_.end(); ++p) {
+    if (p->second.last_use < oldest->second.last_use) oldest = p;
+  }
+  std::pair<std::vector<Shape>, CachedPlan> taken(oldest->first, std::move(oldest->second));
+  plans_.erase(oldest);
+  return taken;
+}
+
+size_t Replica::CachedBytesLocked(const CachedPlan* extra) const {
+  size_t own = 0, shared = 0;
+  auto add = [&](const CachedPlan& cached) {
+    own += cached.own_bytes;
+    shared = std::max(shared, cached.plan->shared_bytes());
+  };
+  for (const auto& [shapes, cached] : plans_) add(cached);
+  if (extra != nullptr) add(*extra);
+  return own + shared;
 }
 
 std::shared_ptr<ExecutionPlan> Replica::CachedLocked(const std::vector<Shape>& input_shapes) {

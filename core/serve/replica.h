@@ -1,10 +1,13 @@
 #ifndef REPLICAD_CORE_SERVE_REPLICA_H_
 #define REPLICAD_CORE_SERVE_REPLICA_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -25,7 +28,10 @@ namespace replicad {
 //
 // The cache is bounded: it holds at most `max_plans` plans, and building one
 // more first evicts the least recently used (PlanFor and PlanSlice are uses);
-// shapes evicted are built again when next asked for. Plans are shared: the
+// shapes evicted are built again when next asked for. With `max_plan_bytes`
+// it also holds at most that much plan memory (plan_memory_bytes()): a new
+// plan evicts the least recently used until it fits, and a plan larger than
+// the bound alone runs uncached, freed once its slice lets go. Plans are shared: the
 // cache holds one reference and every PlanFor result and SlicePlan another,
 // so eviction only drops the cache's, and a plan in use (with its buffers)
 // lives until its last holder lets go, on any thread (the slot's stream
@@ -41,11 +47,12 @@ class Replica {
   // Copies the template's initializers to `device` (a host device reads the
   // template's own: no copy per slot). Fails when the device
   // cannot hold them (ResourceExhausted naming the device); InvalidArgument
-  // when `max_plans` is 0.
+  // when `max_plans` is 0. `max_plan_bytes` 0: no bound on bytes.
   static absl::StatusOr<std::unique_ptr<Replica>> Create(std::shared_ptr<const Model> model,
                                                          SlotAssignment slot,
                                                          std::unique_ptr<Device> device,
-                                                         size_t max_plans = kDefaultMaxPlans);
+                                                         size_t max_plans = kDefaultMaxPlans,
+                                                         size_t max_plan_bytes = 0);
 
   const SlotAssignment& slot() const { return slot_; }
   Device& device() const { return *device_; }
@@ -64,6 +71,11 @@ class Replica {
                                                          PlanBuilds* builds = nullptr,
                                                          bool cached_only = false);
   size_t max_plans() const { return max_plans_; }
+  // Device memory the cached plans hold: their own buffers and input/output
+  // sets, plus (host slots) the arena they share, as large as the largest
+  // one's needs. Plans evicted but still held by a running slice are not
+  // counted. Lock-free: read on every slice for the metrics.
+  size_t plan_memory_bytes() const { return plan_bytes_.load(std::memory_order_relaxed); }
   // Frees a host slot's arena after the work queued on its stream (no-op on devices).
   void ReleaseArena();
   const std::map<int, Tensor>& weights() const { return weights_; }  // As its plans read them.
@@ -131,11 +143,12 @@ class Replica {
 
  private:
   Replica(std::shared_ptr<const Model> model, SlotAssignment slot, std::unique_ptr<Device> device,
-          size_t max_plans)
+          size_t max_plans, size_t max_plan_bytes)
       : model_(std::move(model)),
         slot_(std::move(slot)),
         device_(std::move(device)),
-        max_plans_(max_plans) {
+        max_plans_(max_plans),
+        max_plan_bytes_(max_plan_bytes) {
     if (device_->memory_location().kind == MemoryKind::kHost) {
       plan_arena_ = std::make_shared<SharedPlanArena>(*device_);
     }
@@ -162,7 +175,14 @@ class Replica {
   struct CachedPlan {
     std::shared_ptr<ExecutionPlan> plan;
     uint64_t last_use = 0;  // A tick of use_clock_: the smallest is evicted first.
+    size_t own_bytes = 0;   // The plan's own buffers and its first input/output set.
   };
+  // Takes the least recently used plan out of the cache (none when empty).
+  std::optional<std::pair<std::vector<Shape>, CachedPlan>> TakeOldestLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // plan_memory_bytes() as the cache stands, with `extra` (a plan not yet cached).
+  size_t CachedBytesLocked(const CachedPlan* extra = nullptr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PlanSlice for `chunks` chunks (1: whole); `cut` false when the model
   // turned out not to be cuttable, and the plan is whole.
   absl::StatusOr<SlicePlan> PlanChunks(const std::vector<Shape>& input_shapes, int chunks,
@@ -182,6 +202,8 @@ class Replica {
   SlotAssignment slot_;
   std::unique_ptr<Device> device_;
   const size_t max_plans_;
+  const size_t max_plan_bytes_;        // 0: no bound.
+  std::atomic<size_t> plan_bytes_{0};  // CachedBytesLocked(), as of the last change.
   // Host slots: the intermediate values of all of the slot's plans.
   std::shared_ptr<SharedPlanArena> plan_arena_;
   std::map<int, Tensor> weights_;  // The initializers in the device's memory.

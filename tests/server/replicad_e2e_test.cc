@@ -663,6 +663,7 @@ TEST(ReplicadStartupTest, BadSchedulingAndDoorFlagsFailNamingTheFlag) {
        "--slot-weights entry 1 is 'x'; expected a positive number"},
       {{"--grpc-buffer-pool-bytes", "-1"},
        "--grpc-buffer-pool-bytes must be >= 0 (0: none kept); received -1"},
+      {{"--plan-memory-per-slot", "-5"}, "--plan-memory-per-slot must be >= 0 bytes; received -5"},
       {{"--http-listen", "127.0.0.1:0", "--http-threads", "0"},
        "--http-threads must be >= 1; received 0"},
       {{"--http-listen", "unix:/tmp/replicad.http.sock"},

@@ -9,9 +9,12 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "core/backends/cpu/cpu_backend.h"
 #include "core/metrics/registry.h"
+#include "core/model/default_model.h"
 #include "core/serve/loaded_model.h"
 #include "core/serve/model_statistics.h"
+#include "core/serve/replica.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/daemon_process.h"
@@ -145,6 +148,25 @@ TEST(ServerMetricsTest, OnSlotSpeedSetsTheSlotGauges) {
   // No computed utilisation gauge: rate(replicad_slot_busy_seconds_total) is it.
   EXPECT_THAT(text, Not(HasSubstr("utilisation")));
   EXPECT_THAT(text, Not(HasSubstr("utilization")));
+}
+
+// The plan-memory gauge follows the slot's cache after a build (and after
+// every slice, through OnSliceRun).
+TEST(ServerMetricsTest, PlanMemoryGaugeShowsWhatTheSlotsPlansHold) {
+  metrics::Registry registry;
+  ServerMetrics metrics(registry);
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  absl::StatusOr<std::unique_ptr<Replica>> replica =
+      Replica::Create(*LoadDefaultModel(), SlotAssignment{"r0", cpu.id, 1},
+                      CreateCpuDevice(cpu, CpuSlotOptions{1}), 4, size_t{64} << 20);
+  ASSERT_TRUE(replica.ok()) << replica.status();
+  ASSERT_TRUE((*replica)->PlanFor({{8, 1, 28, 28}}).ok());
+  metrics.OnPlansBuilt(**replica, 1, 0.01);
+  const double held = SampleValue(
+      registry.Render(),
+      "replicad_slot_plan_memory_bytes{model=\"default\",slot=\"r0\",device=\"cpu:0\"}");
+  EXPECT_GT(held, 0);
+  EXPECT_EQ(held, static_cast<double>((*replica)->plan_memory_bytes()));
 }
 
 TEST(ServerMetricsTest, ExpositionPassesPromtool) {

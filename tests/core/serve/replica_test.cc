@@ -327,6 +327,63 @@ TEST_F(ReplicaChunkTest, PlanCacheHoldsAtMostMaxPlansOverEveryBatchSize) {
   EXPECT_LE(slot.plan_count(), 8u);
 }
 
+// With a bound on plan memory a slot caches plans while they fit: on a host
+// slot (one shared arena: the largest plan's needs plus each plan's own
+// buffers) and on a device slot (every plan's buffers and input/output set).
+// The least recently used go first; a plan larger than the bound alone runs
+// uncached; every answer stays what a fresh plan gives.
+TEST_F(ReplicaChunkTest, PlanMemoryStaysUnderItsBoundOverEveryBatchSize) {
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  for (bool device_memory : {false, true}) {
+    SCOPED_TRACE(device_memory ? "device memory" : "host memory");
+    // How much one plan of 64 rows holds, measured on an unbounded slot.
+    std::unique_ptr<Replica> probe =
+        device_memory ? StandInReplica(model_, "g0")
+                      : *Replica::Create(model_, SlotAssignment{"r0", cpu.id, 1.0},
+                                         CreateCpuDevice(cpu, CpuSlotOptions{1}));
+    ASSERT_TRUE(probe->PlanFor(SliceShapes(64)).ok());
+    const size_t bound = 2 * probe->plan_memory_bytes();
+    ASSERT_GT(bound, 0u);
+    probe.reset();
+
+    std::unique_ptr<Device> slot_device =
+        device_memory ? testing::MakeDeviceMemoryStandIn(CreateCpuDevice(cpu, CpuSlotOptions{1}), 0)
+                      : CreateCpuDevice(cpu, CpuSlotOptions{1});
+    const DeviceId id = slot_device->info().id;
+    absl::StatusOr<std::unique_ptr<Replica>> replica =
+        Replica::Create(model_, SlotAssignment{"s0", id, 1.0}, std::move(slot_device),
+                        Replica::kDefaultMaxPlans, bound);
+    ASSERT_TRUE(replica.ok()) << replica.status();
+    std::vector<std::unique_ptr<Replica>> replicas;
+    replicas.push_back(*std::move(replica));
+    ReplicaSet::Options options;
+    options.merge_device = cpu.id;
+    absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
+        ReplicaSet::Create(model_, std::move(replicas), options);
+    ASSERT_TRUE(set.ok()) << set.status();
+    const Replica& slot = *(*set)->replicas()[0];
+    for (int64_t batch = 1; batch <= 80; ++batch) {
+      PredictOutcome outcome = PredictAndWait(**set, Inputs(batch));
+      ASSERT_TRUE(outcome.status.ok()) << "batch " << batch << ": " << outcome.status;
+      ASSERT_LE(slot.plan_memory_bytes(), bound) << "batch " << batch;
+      ASSERT_GT(slot.plan_count(), 0u) << "batch " << batch;
+    }
+    // Device plans each hold their buffers: the bytes bound comes first. Host
+    // plans share one arena, so there the largest plan's size is what counts.
+    if (device_memory) EXPECT_LT(slot.plan_count(), Replica::kDefaultMaxPlans);
+    // Four times 64 rows needs more than the bound alone: it runs, uncached.
+    const size_t cached = slot.plan_count();
+    const uint64_t built = slot.plans_built();
+    ExpectMatchesCpu(**set, 256);
+    EXPECT_EQ(slot.plans_built(), built + 1);
+    EXPECT_EQ(slot.plan_count(), cached);
+    EXPECT_LE(slot.plan_memory_bytes(), bound);
+    ExpectMatchesCpu(**set, 256);  // Built again: nothing kept it.
+    EXPECT_EQ(slot.plans_built(), built + 2);
+    for (int64_t batch : {1, 40, 80}) ExpectMatchesCpu(**set, batch);
+  }
+}
+
 TEST_F(ReplicaChunkTest, EvictionRebuildsTheLeastRecentlyUsed) {
   std::unique_ptr<Replica> replica = StandInReplica(model_, "g0", 0, 3);
   ASSERT_NE(replica, nullptr);
