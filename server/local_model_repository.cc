@@ -1,16 +1,22 @@
 #include "server/local_model_repository.h"
 
+#include <iostream>
 #include <map>
 
 #include "absl/strings/str_cat.h"
 #include "core/model/default_model.h"
 #include "core/model/onnx_import.h"
+#include "core/model/weight_file.h"
 #include "google/protobuf/text_format.h"
 #include "server/model_config_file.h"
 #include "server/model_training.h"
 
 namespace replicad {
 namespace {
+
+// Smaller initializers (biases, normalization scales) stay in anonymous
+// memory: kernels read them on every run, and they are a small part of a model.
+constexpr size_t kMinFileWeightBytes = size_t{64} << 10;
 
 absl::StatusOr<std::shared_ptr<const Model>> LoadSource(const ModelSource& source) {
   if (source.path.empty()) return LoadDefaultModel();
@@ -64,6 +70,16 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
   if (!settings.config_text.empty()) {
     model = ApplyTensorConfig(*std::move(model), settings.config);
     if (!model.ok()) return InFile(source, model.status());
+  }
+  if (const std::string& dir = settings.options.weight_file_dir; !dir.empty()) {
+    absl::StatusOr<std::shared_ptr<const Model>> in_file =
+        WithWeightsInFile(*model, dir, kMinFileWeightBytes);
+    if (in_file.ok()) {
+      model = *std::move(in_file);
+    } else {  // The model serves as well with its weights in anonymous memory.
+      std::cerr << "replicad: " << in_file.status().message()
+                << "; its weights stay in anonymous memory" << std::endl;
+    }
   }
   absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
       BuildReplicaSet(*model, config.devices, settings.options, config.metrics);

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -26,6 +28,7 @@
 #include "core/device/gpu_telemetry.h"
 #include "core/metrics/registry.h"
 #include "core/model/default_model.h"
+#include "core/model/weight_file.h"
 #include "core/serve/model_manager.h"
 #include "core/serve/retirer.h"
 #include "core/serve/scheduler_options.h"
@@ -166,6 +169,24 @@ absl::Status CheckDoorLimits(const ServerOptions& options) {
   return absl::OkStatus();
 }
 
+// --weight-file-dir: "auto" is $TMPDIR, else /tmp, unless its files live in
+// memory (then weights stay in anonymous memory, as with "none").
+absl::StatusOr<std::string> WeightFileDir(const std::string& flag) {
+  if (flag == "none") return std::string();
+  std::string dir = flag;
+  if (flag == "auto") {
+    const char* tmpdir = std::getenv("TMPDIR");
+    dir = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+  }
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) {
+    if (flag == "auto") return std::string();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--weight-file-dir: expected a directory, 'auto' or 'none'; received ", flag));
+  }
+  return flag == "auto" && IsMemoryBackedDirectory(dir) ? std::string() : dir;
+}
+
 absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
                                                   const std::vector<DeviceInfo>& devices) {
   ServingOptions serving;
@@ -206,6 +227,9 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
         "--plan-memory-per-slot must be >= 0 bytes; received ", options.plan_memory_per_slot));
   }
   serving.plan_memory_per_slot = static_cast<size_t>(options.plan_memory_per_slot);
+  absl::StatusOr<std::string> weight_dir = WeightFileDir(options.weight_file_dir);
+  if (!weight_dir.ok()) return weight_dir.status();
+  serving.weight_file_dir = *std::move(weight_dir);
   if (options.max_batch_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-batch-size must be >= 0; received ", options.max_batch_size));
@@ -724,6 +748,13 @@ int main(int argc, char** argv) {
       ->add_option("--max-plans-per-slot", options.max_plans_per_slot,
                    "Execution plans (one per slice size) each slot keeps; the least recently "
                    "used is dropped beyond this and rebuilt when next needed")
+      ->capture_default_str();
+  serve
+      ->add_option("--weight-file-dir", options.weight_file_dir,
+                   "Where models keep their large weights (64 KiB and up) in unlinked files, "
+                   "mapped, so that after warm-up only the slots' copies stay resident: a "
+                   "directory, auto ($TMPDIR or /tmp, unless in memory) or none (anonymous "
+                   "memory); needs as much disk as the models' weights")
       ->capture_default_str();
   serve
       ->add_option("--plan-memory-per-slot", options.plan_memory_per_slot,

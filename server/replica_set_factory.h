@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,9 @@ struct ServingOptions {
   // memory it may hold (max_plan_bytes; 0: PlanMemoryPerSlot's default).
   size_t max_plans_per_slot = Replica::kDefaultMaxPlans;
   size_t plan_memory_per_slot = 0;
+  // Where models keep their large weights in files of their own (see
+  // core/model/weight_file.h); empty: in anonymous memory.
+  std::string weight_file_dir;
   int64_t max_batch_size = 0;  // 0: no limit.
   // How models without a config.pbtxt are scheduled (--dynamic-batching and
   // the queue flags); a config.pbtxt's model takes only max_queue_bytes and

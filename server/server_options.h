@@ -30,7 +30,8 @@ struct ServerOptions {
   bool shrink_on_oom = false;  // GPU slots: smaller chunks instead of RESOURCE_EXHAUSTED.
   // Execution plans each slot caches; the least recently used go beyond it.
   int64_t max_plans_per_slot = 16;
-  int64_t plan_memory_per_slot = 0;  // Bytes; 0: a quarter of the device's memory over its slots.
+  int64_t plan_memory_per_slot = 0;
+  std::string weight_file_dir = "auto";  // A directory, auto or none.  // Bytes; 0: a quarter of the device's memory over its slots.
   int64_t warmup_max_rows = 2;       // See SchedulerOptions::warmup_max_rows.
   int model_load_threads = 0;        // 0: one per core.
   bool exit_on_error = true;         // A startup model that fails to load stops the daemon.

@@ -1,5 +1,7 @@
 #include "core/model/model.h"
 
+#include "core/model/weight_file.h"
+
 namespace replicad {
 namespace {
 
@@ -16,6 +18,16 @@ Model::Model(std::string name, std::string source, Graph graph)
     : name_(std::move(name)), source_(std::move(source)), graph_(std::move(graph)) {
   for (int v : graph_.inputs) inputs_.push_back({graph_.values[v].name, graph_.values[v].type});
   for (int v : graph_.outputs) outputs_.push_back({graph_.values[v].name, graph_.values[v].type});
+}
+
+Model::Model(std::string name, std::string source, Graph graph,
+             std::shared_ptr<const WeightFile> weight_file)
+    : Model(std::move(name), std::move(source), std::move(graph)) {
+  weight_file_ = std::move(weight_file);
+}
+
+void Model::ReleaseResidentWeights() const {
+  if (weight_file_ != nullptr) weight_file_->ReleaseResidentPages();
 }
 
 int Model::InputIndex(const std::string& name) const { return FindByName(inputs_, name); }

@@ -1,12 +1,15 @@
 #ifndef REPLICAD_CORE_MODEL_MODEL_H_
 #define REPLICAD_CORE_MODEL_MODEL_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/model/graph.h"
 
 namespace replicad {
+
+class WeightFile;
 
 // A named input or output of a model: dtype and shape, kAnyDim where open.
 struct TensorSpec {
@@ -19,6 +22,9 @@ struct TensorSpec {
 class Model {
  public:
   Model(std::string name, std::string source, Graph graph);
+  // With `weight_file` holding initializers' bytes (see weight_file.h).
+  Model(std::string name, std::string source, Graph graph,
+        std::shared_ptr<const WeightFile> weight_file);
 
   const std::string& name() const { return name_; }
   // The file it came from, or "<embedded>".
@@ -29,6 +35,9 @@ class Model {
   // Index of the input or output called `name`, or -1.
   int InputIndex(const std::string& name) const;
   int OutputIndex(const std::string& name) const;
+  // Lets the weights kept in a WeightFile leave resident memory (after the
+  // replicas are built and warm); no-op without one. Reads bring them back.
+  void ReleaseResidentWeights() const;
 
  private:
   std::string name_;
@@ -36,6 +45,7 @@ class Model {
   Graph graph_;
   std::vector<TensorSpec> inputs_;
   std::vector<TensorSpec> outputs_;
+  std::shared_ptr<const WeightFile> weight_file_;  // Null: weights in anonymous memory.
 };
 
 }  // namespace replicad

@@ -310,6 +310,8 @@ void ReplicaSet::Start(std::shared_ptr<ReplicaSetRun> state, OutputSink* sink,
 
 void ReplicaSet::ReleaseIdleMemory() {
   for (const auto& replica : replicas_) replica->ReleaseArena();
+  // The slots have made their copies (blocked layouts, device memory).
+  model_->ReleaseResidentWeights();
 }
 
 void ReplicaSet::RunSlice(const std::shared_ptr<ReplicaSetRun>& state, size_t s, Replica& replica,

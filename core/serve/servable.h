@@ -67,8 +67,10 @@ class Servable {
 
   // Frees what the slots keep between runs for the next one (a host slot's
   // activation arena), once the runs queued before have finished; the next
-  // run takes it again. Warm-up calls it: a repository's models then hold
-  // their weights, not a batch's worth of activations each, until used.
+  // run takes it again; and lets the template's weights leave resident
+  // memory where a WeightFile holds them. Warm-up calls it: a repository's
+  // models then hold one copy of their weights, not a batch's worth of
+  // activations each, until used.
   virtual void ReleaseIdleMemory() {}
 
   // Run with the batch split over the healthy slots by their configured
