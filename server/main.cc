@@ -181,8 +181,8 @@ absl::StatusOr<std::string> WeightFileDir(const std::string& flag) {
   std::error_code error;
   if (!std::filesystem::is_directory(dir, error)) {
     if (flag == "auto") return std::string();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--weight-file-dir: expected a directory, 'auto' or 'none'; received ", flag));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--weight-file-dir: expected a directory, 'auto' or 'none'; received ", flag));
   }
   return flag == "auto" && IsMemoryBackedDirectory(dir) ? std::string() : dir;
 }

@@ -31,10 +31,11 @@ struct ServerOptions {
   // Execution plans each slot caches; the least recently used go beyond it.
   int64_t max_plans_per_slot = 16;
   int64_t plan_memory_per_slot = 0;
-  std::string weight_file_dir = "auto";  // A directory, auto or none.  // Bytes; 0: a quarter of the device's memory over its slots.
-  int64_t warmup_max_rows = 2;       // See SchedulerOptions::warmup_max_rows.
-  int model_load_threads = 0;        // 0: one per core.
-  bool exit_on_error = true;         // A startup model that fails to load stops the daemon.
+  std::string weight_file_dir = "auto";  // A directory, auto or none.  // Bytes; 0: a quarter of
+                                         // the device's memory over its slots.
+  int64_t warmup_max_rows = 2;           // See SchedulerOptions::warmup_max_rows.
+  int model_load_threads = 0;            // 0: one per core.
+  bool exit_on_error = true;             // A startup model that fails to load stops the daemon.
   int threads_per_slot = 1;
   bool winograd = true;        // CPU slots: Winograd for 3x3 stride-1 convolutions.
   bool tf32 = false;           // CUDA slots: TF32 tensor cores for float32 convs and GEMMs.

@@ -58,8 +58,8 @@ WeightFile::~WeightFile() { munmap(base_, bytes_); }
 void WeightFile::ReleaseResidentPages() const { madvise(base_, bytes_, MADV_DONTNEED); }
 
 absl::StatusOr<std::shared_ptr<const Model>> WithWeightsInFile(std::shared_ptr<const Model> model,
-                                                                const std::string& directory,
-                                                                size_t min_bytes) {
+                                                               const std::string& directory,
+                                                               size_t min_bytes) {
   const Graph& graph = model->graph();
   std::map<int, size_t> offsets;  // Initializer -> its place in the file.
   size_t total = 0;
@@ -86,8 +86,8 @@ absl::StatusOr<std::shared_ptr<const Model>> WithWeightsInFile(std::shared_ptr<c
     const char* data = static_cast<const char*>(tensor.raw_data());
     size_t done = 0;
     while (done < tensor.byte_size()) {
-      const ssize_t n = pwrite(fd, data + done, tensor.byte_size() - done,
-                               static_cast<off_t>(offset + done));
+      const ssize_t n =
+          pwrite(fd, data + done, tensor.byte_size() - done, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         const int error = n < 0 ? errno : EIO;
@@ -106,8 +106,8 @@ absl::StatusOr<std::shared_ptr<const Model>> WithWeightsInFile(std::shared_ptr<c
   Graph moved = graph;
   for (const auto& [v, offset] : offsets) {
     const Tensor& tensor = graph.initializers.at(v);
-    auto buffer = std::make_shared<Buffer>(file->base_ + offset, tensor.byte_size(),
-                                           MemoryLocation{}, file);
+    auto buffer =
+        std::make_shared<Buffer>(file->base_ + offset, tensor.byte_size(), MemoryLocation{}, file);
     absl::StatusOr<Tensor> view = Tensor::Create(tensor.dtype(), tensor.shape(), buffer);
     if (!view.ok()) return view.status();
     moved.initializers[v] = *std::move(view);

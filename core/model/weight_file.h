@@ -51,8 +51,8 @@ class WeightFile {
 // directory cannot hold the file, ResourceExhausted when its filesystem has
 // no room, naming the directory and the bytes.
 absl::StatusOr<std::shared_ptr<const Model>> WithWeightsInFile(std::shared_ptr<const Model> model,
-                                                                const std::string& directory,
-                                                                size_t min_bytes);
+                                                               const std::string& directory,
+                                                               size_t min_bytes);
 
 // Whether files in `directory` live in memory (tmpfs, ramfs): a WeightFile
 // there would save nothing.

@@ -88,12 +88,14 @@ TEST(WeightFileTest, ReleasedWeightsLeaveResidentMemoryAndComeBackOnRead) {
   model.reset();  // The anonymous copy goes.
   const size_t weights = size_t{3} * 1448 * 1448 * sizeof(float);
   size_t i = 0;
-  for (const auto& [v, tensor] : (*moved)->graph().initializers) ASSERT_EQ(ReadAll(tensor), sums[i++]);
+  for (const auto& [v, tensor] : (*moved)->graph().initializers)
+    ASSERT_EQ(ReadAll(tensor), sums[i++]);
   const size_t resident = ResidentBytes();
   (*moved)->ReleaseResidentWeights();
   EXPECT_LE(ResidentBytes() + weights * 9 / 10, resident);
   i = 0;
-  for (const auto& [v, tensor] : (*moved)->graph().initializers) EXPECT_EQ(ReadAll(tensor), sums[i++]);
+  for (const auto& [v, tensor] : (*moved)->graph().initializers)
+    EXPECT_EQ(ReadAll(tensor), sums[i++]);
   EXPECT_GE(ResidentBytes() + weights / 10, resident);
 }
 

@@ -62,6 +62,16 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> StandInSet(
   return ReplicaSet::Create(std::move(model), std::move(replicas), options, std::move(merge));
 }
 
+// A set of the one slot `replica`, merged in host memory.
+absl::StatusOr<std::unique_ptr<ReplicaSet>> OneSlotSet(std::shared_ptr<const Model> model,
+                                                       std::unique_ptr<Replica> replica) {
+  std::vector<std::unique_ptr<Replica>> replicas;
+  replicas.push_back(std::move(replica));
+  ReplicaSet::Options options;
+  options.merge_device = EnumerateCpuDevices()[0].id;
+  return ReplicaSet::Create(std::move(model), std::move(replicas), options);
+}
+
 class ReplicaChunkTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -307,12 +317,7 @@ TEST_F(ReplicaChunkTest, PlanCacheHoldsAtMostMaxPlansOverEveryBatchSize) {
       model_, SlotAssignment{"r0", cpu.id, 1.0}, CreateCpuDevice(cpu, CpuSlotOptions{1}), 8);
   ASSERT_TRUE(replica.ok()) << replica.status();
   EXPECT_EQ((*replica)->max_plans(), 8u);
-  std::vector<std::unique_ptr<Replica>> replicas;
-  replicas.push_back(*std::move(replica));
-  ReplicaSet::Options options;
-  options.merge_device = cpu.id;
-  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
-      ReplicaSet::Create(model_, std::move(replicas), options);
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set = OneSlotSet(model_, *std::move(replica));
   ASSERT_TRUE(set.ok()) << set.status();
   const Replica& slot = *(*set)->replicas()[0];
   for (int64_t batch = 1; batch <= 300; ++batch) {
@@ -354,12 +359,7 @@ TEST_F(ReplicaChunkTest, PlanMemoryStaysUnderItsBoundOverEveryBatchSize) {
         Replica::Create(model_, SlotAssignment{"s0", id, 1.0}, std::move(slot_device),
                         Replica::kDefaultMaxPlans, bound);
     ASSERT_TRUE(replica.ok()) << replica.status();
-    std::vector<std::unique_ptr<Replica>> replicas;
-    replicas.push_back(*std::move(replica));
-    ReplicaSet::Options options;
-    options.merge_device = cpu.id;
-    absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
-        ReplicaSet::Create(model_, std::move(replicas), options);
+    absl::StatusOr<std::unique_ptr<ReplicaSet>> set = OneSlotSet(model_, *std::move(replica));
     ASSERT_TRUE(set.ok()) << set.status();
     const Replica& slot = *(*set)->replicas()[0];
     for (int64_t batch = 1; batch <= 80; ++batch) {
