@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "core/model/onnx_builder.h"
 #include "core/ops/fused_activation.h"
 #include "gtest/gtest.h"
 #include "tests/core/backends/cpu/cpu_kernel_test_base.h"
+#include "tests/testing/test_models.h"
 
 namespace replicad {
 namespace {
@@ -366,6 +368,52 @@ TEST_F(NonFiniteTest, MaxPoolWindowWithNaNIsNaN) {
           expected.data<float>()[Offset(out, {n, c, oh, ow})] = best;
         }
   ExpectSameNonFinite((*y)[0], expected);
+}
+
+// MaxPool reading a convolution's output in the plan: X comes in oneDNN's
+// channel blocks, not row-major, and each NaN still reaches exactly the
+// windows that read it. A 1x1 convolution with an identity matrix of 16
+// channels passes X through, except that a NaN anywhere in a pixel makes the
+// whole pixel NaN (0 x NaN is NaN).
+TEST_F(NonFiniteTest, MaxPoolAfterAConvolutionKeepsNaNInBlockedLayouts) {
+  constexpr int64_t kChannels = 16;
+  OnnxModelBuilder b("conv_pool");
+  Tensor w = Tensor::Host(DType::kFloat32, {kChannels, kChannels, 1, 1});
+  for (int64_t c = 0; c < kChannels; ++c) w.data<float>()[c * kChannels + c] = 1.0f;
+  b.AddInitializer("w", w);
+  b.AddNode("Conv", {"x", "w"}, {"c"});
+  OnnxModelBuilder::SetInts(b.AddNode("MaxPool", {"c"}, {"y"}), "kernel_shape", {3, 3});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, kChannels, 9, 9});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, kChannels, 7, 7});
+  std::unique_ptr<ReplicaSet> set =
+      testing::MakeCpuReplicaSet(testing::LoadOrDie(b.Serialize(), "conv_pool"), {1});
+  const Shape shape{2, kChannels, 9, 9};
+  Tensor x = Random(shape, 21);
+  for (const std::vector<int64_t>& at :
+       std::vector<std::vector<int64_t>>{{0, 0, 0, 0}, {0, 5, 4, 4}, {1, 15, 8, 8}, {1, 9, 2, 7}}) {
+    x.data<float>()[Offset(shape, at)] = kNaN;
+  }
+  testing::PredictOutcome y = testing::PredictAndWait(*set, {x});
+  ASSERT_TRUE(y.status.ok()) << y.status;
+  const Shape out{2, kChannels, 7, 7};
+  Tensor expected = Tensor::Host(DType::kFloat32, out);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < kChannels; ++c)
+      for (int64_t oh = 0; oh < 7; ++oh)
+        for (int64_t ow = 0; ow < 7; ++ow) {
+          float best = -kInf;
+          for (int64_t k = 0; k < 9; ++k) {
+            const int64_t ih = oh + k / 3, iw = ow + k % 3;
+            bool pixel_nan = false;
+            for (int64_t any = 0; any < kChannels; ++any) {
+              pixel_nan |= std::isnan(x.data<float>()[Offset(shape, {n, any, ih, iw})]);
+            }
+            const float v = pixel_nan ? kNaN : x.data<float>()[Offset(shape, {n, c, ih, iw})];
+            best = std::isnan(v) || std::isnan(best) ? kNaN : std::max(best, v);
+          }
+          expected.data<float>()[Offset(out, {n, c, oh, ow})] = best;
+        }
+  ExpectSameNonFinite(y.outputs[0], expected);
 }
 
 // A row with a NaN or +inf has no meaningful distribution: every entry is
