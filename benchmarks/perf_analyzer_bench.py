@@ -4,7 +4,8 @@ Run with:
     bash scripts/triton-venv.sh && bash scripts/build.sh
     .venv-triton/bin/python benchmarks/perf_analyzer_bench.py [--devices cpu:0,cpu:0]
         [--batch 1] [--concurrency 1,4,16,64] [--window-ms 3000] [--protocol grpc,http]
-        [--batching off,on] [--model NAME=PATH] [-- extra replicad serve flags]
+        [--batching off,on] [--model NAME=PATH] [--input-data random|zero]
+        [-- extra replicad serve flags]
 
 For each dynamic-batching setting (`--no-dynamic-batching` / `--dynamic-batching`) starts
 `replicad serve` on the embedded default model (or `--model`), runs perf_analyzer over each
@@ -36,6 +37,9 @@ def main():
     parser.add_argument("--protocol", default="grpc,http")
     parser.add_argument("--batching", default="off,on")
     parser.add_argument("--model", default="", help="NAME=PATH (default: the embedded model)")
+    parser.add_argument("--input-data", default="random",
+                        help="perf_analyzer's --input-data: random (its default: random bytes, so "
+                        "that float32 inputs hold NaNs and infinities) or zero")
     parser.add_argument("serve_flags", nargs="*")
     args = parser.parse_args()
     os.environ.setdefault("REPLICAD_BIN_DIR", os.path.join(ROOT, "build", "bin"))
@@ -52,8 +56,8 @@ def main():
                     rows[(batching, protocol, int(concurrency))] = parse(out)
         finally:
             daemon.stop()
-    print(f"replicad {name} model, devices {args.devices}, batch {args.batch}, "
-          f"flags {' '.join(args.serve_flags) or '-'}")
+    print(f"replicad {name} model, devices {args.devices}, batch {args.batch}, input data "
+          f"{args.input_data}, flags {' '.join(args.serve_flags) or '-'}")
     print(f"{'batching':>8} {'proto':>5} {'conc':>4} {'infer/s':>10} {'p50 us':>8} "
           f"{'p99 us':>8} {'queue us':>9} {'infer us':>9} {'rows/exec':>9}")
     for (batching, protocol, concurrency), r in rows.items():
@@ -89,7 +93,7 @@ def perf_analyzer(daemon, model, protocol, concurrency, args):
          "--concurrency-range", str(concurrency), "-p", str(args.window_ms),
          # p99 over a 2-core machine shared with the load generator wanders more
          # than perf_analyzer's default 10% between windows.
-         "-s", "25", "--max-trials", "20",
+         "-s", "25", "--max-trials", "20", "--input-data", args.input_data,
          "--percentile", "99"],
         capture_output=True, text=True, timeout=1800)
     if run.returncode != 0:
