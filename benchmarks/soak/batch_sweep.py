@@ -3,8 +3,13 @@
 Run with:
     bash scripts/triton-venv.sh && bash scripts/build.sh
     .venv-triton/bin/python benchmarks/soak/batch_sweep.py [--max-rows 300] [--big 8000]
-        [--sweeps-after 2] [--sweep-ceiling-mb 2400] [--ceiling-mb 3300]
-        [-- extra replicad serve flags]
+        [--sweeps-after 2] [--sweep-ceiling-mb 250] [--ceiling-mb 1400] [--flat-mb 60]
+        [--ort-python .venv/bin/python] [--ort-ratio 2]
+        [--model NAME=PATH --input NAME --row-shape C,H,W] [-- extra replicad serve flags]
+  issue #36's resnet18 case (batch 1..64 on two slots, at most 1.5x ONNX Runtime's RSS):
+    ... --model resnet18=build/bench-models/resnet18/model.onnx --input input
+        --row-shape 3,224,224 --max-rows 64 --big 0 --sweeps-after 0 --ort-ratio 1.5
+        --sweep-ceiling-mb 1000
 
 Starts `replicad serve` on the embedded default model (image float32[N,1,28,28]) on two CPU
 slots (`--devices cpu:0,cpu:0`), then sends Predict requests one at a time over replicad.v1:
@@ -61,27 +66,31 @@ def rss():
                 if l.startswith("VmRSS:"))
 session = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
 name = session.get_inputs()[0].name
+row_shape = tuple(json.loads(sys.argv[3]))
 rng = np.random.default_rng(0)
 result = {"idle": rss(), "after": []}
 for phase in json.loads(sys.argv[2]):
     for rows in phase:
-        session.run(None, {name: rng.standard_normal((rows, 1, 28, 28), dtype=np.float32)})
+        session.run(None, {name: rng.standard_normal((rows, *row_shape), dtype=np.float32)})
     result["after"].append(rss())
 print(json.dumps(result))
 """
 
 
-def run_onnxruntime(python, phases):
-    """ONNX Runtime's RSS after each phase (see ORT_SCRIPT), or None without onnxruntime."""
+def run_onnxruntime(python, phases, model_path, row_shape):
+    """ONNX Runtime's RSS after each phase (see ORT_SCRIPT) on `model_path` (empty: the
+    default model, exported), or None without onnxruntime."""
     if not python or not os.access(python, os.X_OK):
         return None
     if subprocess.run([python, "-c", "import onnxruntime"], capture_output=True).returncode:
         return None
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "default.onnx")
-        subprocess.run([os.path.join(os.environ["REPLICAD_BIN_DIR"], "replicad"),
-                        "default-model", "--output", model], check=True, capture_output=True)
-        proc = subprocess.run([python, "-c", ORT_SCRIPT, model, json.dumps(phases)],
+        model = model_path or os.path.join(tmp, "default.onnx")
+        if not model_path:
+            subprocess.run([os.path.join(os.environ["REPLICAD_BIN_DIR"], "replicad"),
+                            "default-model", "--output", model], check=True, capture_output=True)
+        proc = subprocess.run([python, "-c", ORT_SCRIPT, model, json.dumps(phases),
+                               json.dumps(list(row_shape))],
                               capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError("onnxruntime failed: " + proc.stderr[-2000:])
@@ -121,7 +130,12 @@ class RssSampler:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--max-rows", type=int, default=300, help="each sweep: batch 1..N")
-    parser.add_argument("--big", type=int, default=8000, help="rows of the one big batch")
+    parser.add_argument("--big", type=int, default=8000,
+                        help="rows of the one big batch (0: none)")
+    parser.add_argument("--model", default="",
+                        help="NAME=PATH of another model (float32 input of --row-shape)")
+    parser.add_argument("--input", default="image", help="the model's input")
+    parser.add_argument("--row-shape", default="1,28,28", help="one row of that input")
     parser.add_argument("--sweeps-after", type=int, default=2,
                         help="sweeps after the big batch (the issue asks for one)")
     parser.add_argument("--sweep-ceiling-mb", type=float, default=250,
@@ -139,7 +153,11 @@ def main():
 
     import grpc
     pb2, pb2_grpc = common.load_stubs()
-    flags = ["--devices", "cpu:0,cpu:0", *args.serve_flags]
+    model_name, _, model_path = args.model.partition("=")
+    model_name = model_name or "default"
+    row_shape = tuple(int(d) for d in args.row_shape.split(","))
+    flags = ["--devices", "cpu:0,cpu:0", *(["--model", args.model] if args.model else []),
+             *args.serve_flags]
     daemon = common.start_daemon(*flags)
     failures = []
     rows_out = []
@@ -160,7 +178,9 @@ def main():
             begin = time.monotonic()
             for rows in batches:
                 try:
-                    response = stub.Predict(common.predict_request(pb2, rows, rng), timeout=300)
+                    response = stub.Predict(
+                        common.predict_request(pb2, rows, rng, model_name, args.input, row_shape),
+                        timeout=300)
                     if len(batches) == 1:
                         split = " + ".join(f"{s.slot} {s.end - s.begin}" for s in response.slices)
                     if response.outputs[0].shape[0] != rows:
@@ -181,7 +201,8 @@ def main():
         sweep = list(range(1, args.max_rows + 1))
         idle = common.rss_bytes(pid)
         phase("sweep 1", sweep)
-        phase(f"batch {args.big}", [args.big])
+        if args.big > 0:
+            phase(f"batch {args.big}", [args.big])
         for i in range(args.sweeps_after):
             phase(f"sweep {i + 2}", sweep)
         sampler.stop()
@@ -194,9 +215,10 @@ def main():
     finally:
         daemon.stop()
     ort = run_onnxruntime(args.ort_python,
-                          [sweep, [args.big]] + [sweep] * args.sweeps_after)
+                          [sweep] + ([[args.big]] if args.big > 0 else [])
+                          + [sweep] * args.sweeps_after, model_path, row_shape)
 
-    print(f"\nbatch-size sweep: default model, replicad serve {' '.join(flags)}")
+    print(f"\nbatch-size sweep: {model_name} model, replicad serve {' '.join(flags)}")
     print(f"machine: {common.machine_line()}; commit {common.git_commit()}")
     print(f"{'phase':>11} {'requests':>8} {'seconds':>8} {'plans built':>11} {'build s':>8} "
           f"{'peak RSS':>9} {'RSS after':>9}" + (f" {'ORT after':>9} {'ratio':>6}" if ort else ""))
@@ -212,8 +234,8 @@ def main():
                 ratios.append(ratio)
             line += f" {common.mb(ort['after'][i]):>9} {ratio:>5.2f}x"
         print(line)
-    print(f"VmHWM (the daemon's peak over the run): {common.mb(peak_hwm)}; the batch of "
-          f"{args.big} ran as {split or '?'} rows")
+    print(f"VmHWM (the daemon's peak over the run): {common.mb(peak_hwm)}"
+          + (f"; the batch of {args.big} ran as {split or '?'} rows" if args.big > 0 else ""))
     if not ort:
         print(f"ONNX Runtime not run ({args.ort_python or 'no --ort-python'} has no onnxruntime)")
     sweeps = [r[-1] for r in rows_out if r[0].startswith("sweep")]

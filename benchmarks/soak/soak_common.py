@@ -89,14 +89,15 @@ def metric_sums(daemon, names):
     return sums
 
 
-def image_tensor(pb2, rows, rng):
-    tensor = pb2.Tensor(name="image", dtype=pb2.DATA_TYPE_FLOAT32, shape=[rows, 1, 28, 28])
-    tensor.raw = rng.standard_normal((rows, 1, 28, 28), dtype=np.float32).tobytes()
+def image_tensor(pb2, rows, rng, name="image", row_shape=(1, 28, 28)):
+    """`rows` rows of float32 noise for the input `name` (the default model's image)."""
+    tensor = pb2.Tensor(name=name, dtype=pb2.DATA_TYPE_FLOAT32, shape=[rows, *row_shape])
+    tensor.raw = rng.standard_normal((rows, *row_shape), dtype=np.float32).tobytes()
     return tensor
 
 
-def predict_request(pb2, rows, rng):
-    return pb2.PredictRequest(model="default", inputs=[image_tensor(pb2, rows, rng)])
+def predict_request(pb2, rows, rng, model="default", name="image", row_shape=(1, 28, 28)):
+    return pb2.PredictRequest(model=model, inputs=[image_tensor(pb2, rows, rng, name, row_shape)])
 
 
 def mb(value):
