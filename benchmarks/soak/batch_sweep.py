@@ -237,7 +237,8 @@ def main():
     print(f"VmHWM (the daemon's peak over the run): {common.mb(peak_hwm)}"
           + (f"; the batch of {args.big} ran as {split or '?'} rows" if args.big > 0 else ""))
     if not ort:
-        print(f"ONNX Runtime not run ({args.ort_python or 'no --ort-python'} has no onnxruntime)")
+        print("ONNX Runtime not run: " + (f"{args.ort_python} has no onnxruntime"
+                                          if args.ort_python else "--ort-python is empty"))
     sweeps = [r[-1] for r in rows_out if r[0].startswith("sweep")]
     worst = max(r[-1] for r in rows_out)
     worst_sweep = max(sweeps)
