@@ -36,7 +36,8 @@ or, with ONNX Runtime, when a sweep's RSS is over --ort-ratio times ONNX Runtime
 ceilings are what the default flags allow this model with some margin (two slots' arenas
 for the largest slice, the plans of the slots' caches, a few idle gRPC buffers); the memory
 paragraph of README.md derives them, and benchmarks/RESULTS.md has what was measured.
-CTest runs it (test batch_sweep_soak, without ONNX Runtime) with these defaults.
+CTest runs it (test batch_sweep_soak, without ONNX Runtime) with looser ceilings that leave
+room for AVX-512 CPUs, where oneDNN's Winograd convolutions hold more (400 MB, 100 MB, 1.8 GB).
 """
 
 import argparse
