@@ -29,9 +29,10 @@ class MemoryTrimmer {
   // but raises that bound to the size of each mapped block freed, up to
   // 32 MiB: once a slot's arena has grown and moved, blocks below that come
   // from the arenas and stay resident until a trim (benchmarks/soak/
-  // batch_sweep.py: RSS after a sweep of batch sizes 1..300 on two slots
-  // 190-411 MB, 107-121 MB with 1 MiB fixed). Call once at start, before
-  // other threads allocate.
+  // batch_sweep.py, gRPC buffer pool off: RSS after each sweep of batch
+  // sizes 1..300 on two slots 190-411 MB, 107-121 MB with 1 MiB fixed).
+  // glibc still serves such a block from a free chunk of an arena when one
+  // fits. Call once at start, before other threads allocate.
   static void MapAllocationsFrom(size_t bytes);
   static constexpr size_t kDefaultMapBytes = size_t{1} << 20;
 

@@ -133,7 +133,7 @@ class ExecutionPlan {
   std::vector<void*> value_ptrs_;  // Per value; fixed ones set at Create.
   std::shared_ptr<Buffer> arena_;  // Null with a shared arena.
   std::shared_ptr<SharedPlanArena> shared_arena_;
-  bool counted_in_arena_ = false;  // shared_arena_->AddPlan(arena_bytes_) was called.
+  bool counted_in_arena_ = false;  // shared_arena_->AddPlan(shared_bytes_) was called.
   // With a shared arena: each intermediate value's offset in it.
   std::vector<std::pair<int, size_t>> arena_offsets_;
   std::shared_ptr<Buffer> workspace_;  // Shared scratch of the kernels; null with a shared arena.

@@ -26,28 +26,25 @@ namespace replicad {
 // set of input shapes (in practice: per slice size), each with its device
 // buffers. Thread-safe; plans it returns are run on the slot's stream only.
 //
-// The cache is bounded: it holds at most `max_plans` plans, and building one
-// more first evicts the least recently used (PlanFor and PlanSlice are uses);
-// shapes evicted are built again when next asked for. With `max_plan_bytes`
-// it also holds at most that much plan memory (plan_memory_bytes()): a new
-// plan evicts the least recently used until it fits, and a plan larger than
-// the bound alone runs uncached, freed once its slice lets go. Plans are shared: the
-// cache holds one reference and every PlanFor result and SlicePlan another,
-// so eviction only drops the cache's, and a plan in use (with its buffers)
-// lives until its last holder lets go, on any thread (the slot's stream
-// thread included, and after the Replica is gone). Memory is thus
-// `max_plans` plans plus the evicted ones still held, except that on a host
-// slot the plans' intermediate values share one arena as large as the
-// largest plan's (SharedPlanArena). A plan runs only while its Replica lives
-// (it reads the replica's weights and device).
+// The cache holds at most `max_plans` plans and, with `max_plan_bytes`, at
+// most that much plan memory (plan_memory_bytes()); a new plan evicts the
+// least recently used (PlanFor and PlanSlice are uses) until it fits, and a
+// plan larger than the byte bound alone runs uncached. Evicted shapes are
+// built again when next asked for. Plans are shared: the cache holds one
+// reference and every PlanFor result and SlicePlan another, so a plan in use
+// (with its buffers) lives until its last holder lets go, on any thread (the
+// slot's stream thread included, and after the Replica is gone). On a host
+// slot the plans' intermediate values and scratch share one arena as large
+// as the largest plan's (SharedPlanArena). A plan runs only while its
+// Replica lives (it reads the replica's weights and device).
 class Replica {
  public:
   static constexpr size_t kDefaultMaxPlans = 16;
 
   // Copies the template's initializers to `device` (a host device reads the
-  // template's own: no copy per slot). Fails when the device
-  // cannot hold them (ResourceExhausted naming the device); InvalidArgument
-  // when `max_plans` is 0. `max_plan_bytes` 0: no bound on bytes.
+  // template's own: no copy per slot). Fails when the device cannot hold them
+  // (ResourceExhausted naming the device); InvalidArgument when `max_plans`
+  // is 0. `max_plan_bytes` 0: no bound on bytes.
   static absl::StatusOr<std::unique_ptr<Replica>> Create(std::shared_ptr<const Model> model,
                                                          SlotAssignment slot,
                                                          std::unique_ptr<Device> device,
@@ -65,8 +62,9 @@ class Replica {
   };
   // The plan for these input shapes: the cached one, or built now and cached
   // (then counted in `builds`, when given); with `cached_only`, null instead
-  // of a build. Errors name the node (ExecutionPlan::Create); ResourceExhausted when the
-  // device cannot hold it. Must not be called on the slot's stream thread.
+  // of a build. Errors name the node (ExecutionPlan::Create);
+  // ResourceExhausted when the device cannot hold it. Must not be called on
+  // the slot's stream thread.
   absl::StatusOr<std::shared_ptr<ExecutionPlan>> PlanFor(const std::vector<Shape>& input_shapes,
                                                          PlanBuilds* builds = nullptr,
                                                          bool cached_only = false);

@@ -113,6 +113,7 @@ class NaNKeepingMaxPoolKernel : public Kernel {
         window_(window),
         in_plan_(in_plan),
         finite_(finite),
+        strided_(SpatialDimsUnblocked(src.data) && SpatialDimsUnblocked(dst.data)),
         index_(4),
         out_index_(4) {
     rows_.reserve(window.output[0]);
@@ -161,7 +162,6 @@ class NaNKeepingMaxPoolKernel : public Kernel {
   void MarkNaNWindows(const float* x, float* y) {
     const memory::dims& dims = src_.dims();
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    const bool strided = SpatialDimsUnblocked(src_.data) && SpatialDimsUnblocked(dst_.data);
     const dnnl_dims_t& x_strides = src_.data.format_desc.blocking.strides;
     const dnnl_dims_t& y_strides = dst_.data.format_desc.blocking.strides;
     std::vector<int64_t>& i = index_;
@@ -175,8 +175,8 @@ class NaNKeepingMaxPoolKernel : public Kernel {
         const int64_t out_plane = ElementOffset(dst_.data, out_index_);
         for (i[2] = 0; i[2] < dims[2]; ++i[2])
           for (i[3] = 0; i[3] < dims[3]; ++i[3]) {
-            const int64_t at = strided ? plane + i[2] * x_strides[2] + i[3] * x_strides[3]
-                                       : ElementOffset(src_.data, i);
+            const int64_t at = strided_ ? plane + i[2] * x_strides[2] + i[3] * x_strides[3]
+                                        : ElementOffset(src_.data, i);
             if (!std::isnan(x[at])) continue;
             OutputsReading(0, i[2], &rows_);
             OutputsReading(1, i[3], &cols_);
@@ -184,8 +184,8 @@ class NaNKeepingMaxPoolKernel : public Kernel {
               for (int64_t ow : cols_) {
                 out_index_[2] = oh;
                 out_index_[3] = ow;
-                y[strided ? out_plane + oh * y_strides[2] + ow * y_strides[3]
-                          : ElementOffset(dst_.data, out_index_)] = nan;
+                y[strided_ ? out_plane + oh * y_strides[2] + ow * y_strides[3]
+                           : ElementOffset(dst_.data, out_index_)] = nan;
               }
             }
           }
@@ -205,6 +205,7 @@ class NaNKeepingMaxPoolKernel : public Kernel {
   Window2d window_;
   bool in_plan_;  // X comes in a native layout: a kernel of the plan wrote it.
   FiniteOutputs* finite_;
+  const bool strided_;  // Rows and columns outside both layouts' inner blocks.
   // Sized here so that Run does not allocate.
   std::vector<int64_t> index_, out_index_, rows_, cols_;
 };
