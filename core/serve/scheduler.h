@@ -48,9 +48,12 @@ class SchedulerObserver {
 // published (Trainable::TrainedServable), which has the same slots, so no
 // answer ever mixes weights of two steps.
 //
-// Thread-safe. It runs a thread of its own; `done` callbacks run there, on
-// the servable's threads (slots, plan building) or the training thread, or
-// before Submit returns for a request refused at once.
+// Thread-safe. It runs a thread of its own, which forms the batches of
+// requests that wait; a request that finds the queue empty and a slot free
+// starts from Submit's thread (never blocking it: Servable::Run does not).
+// `done` callbacks run on the scheduler's thread, the servable's threads
+// (slots, plan building) or the training thread, or before Submit returns
+// (a request refused at once, or one the servable ran at once).
 class Scheduler {
  public:
   struct Environment {

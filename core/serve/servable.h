@@ -61,7 +61,9 @@ class Servable {
   // slot's memory fails the Run with ResourceExhausted before anything runs
   // or is allocated in `sink`, and is marked `out_of_memory`, so the caller
   // may run the batch again with a smaller share there. `still_wanted` may be null.
-  // May build execution plans: never call it on a thread that must not block.
+  // Must not block: the scheduler calls it on the thread that submitted a
+  // request (a protocol's). Work that takes long (building plans, the
+  // slices themselves) runs on threads of the servable's own.
   virtual void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
                    StillWanted still_wanted, Done done) = 0;
 

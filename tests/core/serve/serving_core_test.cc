@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "core/serve/worker_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_models.h"
@@ -34,22 +35,27 @@ class FakeServable : public Servable {
   }
   std::string MergeDevice() const override { return "cpu:0"; }
 
+  // On a slot thread of its own, as a ReplicaSet's slices run: Run must not
+  // block its caller (the scheduler starts batches on protocol threads).
   void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
            StillWanted still_wanted, Done done) override {
-    predict_thread = std::this_thread::get_id();
-    if (still_wanted != nullptr) {
-      if (absl::Status wanted = still_wanted(); !wanted.ok()) return std::move(done)(wanted, {});
-    }
-    ++calls;
-    if (gate != nullptr) gate->WaitForNotification();
-    const int64_t rows = inputs[0].shape()[0];
-    absl::StatusOr<void*> mean = sink->Allocate(0, TensorType{DType::kFloat32, {}});
-    absl::StatusOr<void*> y = sink->Allocate(1, TensorType{DType::kFloat32, {rows, 4}});
-    if (!mean.ok() || !y.ok()) return std::move(done)(absl::InternalError("sink"), {});
-    *static_cast<float*>(*mean) = scale_;
-    const float* x = static_cast<const float*>(inputs[0].raw_data());
-    for (int64_t i = 0; i < rows * 4; ++i) static_cast<float*>(*y)[i] = x[i] * scale_;
-    std::move(done)(absl::OkStatus(), std::move(slices));
+    slot_.Submit([this, inputs = std::move(inputs), slices = std::move(slices), sink,
+                  still_wanted = std::move(still_wanted), done = std::move(done)]() mutable {
+      predict_thread = std::this_thread::get_id();
+      if (still_wanted != nullptr) {
+        if (absl::Status wanted = still_wanted(); !wanted.ok()) return std::move(done)(wanted, {});
+      }
+      ++calls;
+      if (gate != nullptr) gate->WaitForNotification();
+      const int64_t rows = inputs[0].shape()[0];
+      absl::StatusOr<void*> mean = sink->Allocate(0, TensorType{DType::kFloat32, {}});
+      absl::StatusOr<void*> y = sink->Allocate(1, TensorType{DType::kFloat32, {rows, 4}});
+      if (!mean.ok() || !y.ok()) return std::move(done)(absl::InternalError("sink"), {});
+      *static_cast<float*>(*mean) = scale_;
+      const float* x = static_cast<const float*>(inputs[0].raw_data());
+      for (int64_t i = 0; i < rows * 4; ++i) static_cast<float*>(*y)[i] = x[i] * scale_;
+      std::move(done)(absl::OkStatus(), std::move(slices));
+    });
   }
 
   std::atomic<bool> healthy_{true};
@@ -60,6 +66,7 @@ class FakeServable : public Servable {
  private:
   std::shared_ptr<const Model> model_;
   float scale_;
+  WorkerPool slot_{1};  // Last: its queued runs finish while the rest is there.
 };
 
 std::shared_ptr<const Model> MeanModel() {
