@@ -31,6 +31,12 @@ inline bool HasAvx2() {
   return has;
 }
 
+// Whether this CPU runs AVX2 and FMA instructions (asked once).
+inline bool HasAvx2Fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_BACKENDS_CPU_KERNELS_AVX512_H_

@@ -87,6 +87,37 @@ __attribute__((target("avx512f"))) void RowsOneStreamAvx512(const float* w, cons
   }
 }
 
+// RowsOneStreamAvx512's loop at 8 floats a step, for CPUs without AVX-512
+// (AMD before Zen 4, many cloud VMs): the portable loop's one running sum
+// cannot be vectorised without reordering it, so it ran at one multiply-add
+// per FMA latency. The default model's 1568 x 128 classifier took 0.15 of a
+// 0.31 ms batch-1 pass that way on a 2-core AVX2 EPYC.
+__attribute__((target("avx2,fma"))) void RowsOneStreamAvx2(const float* w, const float* x, float* y,
+                                                           int64_t rows, int64_t k) {
+  const int64_t whole = k / 8 * 8;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = w + r * k;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= whole; i += 32) {
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(row + i), _mm256_loadu_ps(x + i), s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(row + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+      s2 = _mm256_fmadd_ps(_mm256_loadu_ps(row + i + 16), _mm256_loadu_ps(x + i + 16), s2);
+      s3 = _mm256_fmadd_ps(_mm256_loadu_ps(row + i + 24), _mm256_loadu_ps(x + i + 24), s3);
+    }
+    for (; i < whole; i += 8) {
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(row + i), _mm256_loadu_ps(x + i), s0);
+    }
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+    const __m128 half = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+    const __m128 pairs = _mm_add_ps(half, _mm_movehl_ps(half, half));
+    float total = _mm_cvtss_f32(_mm_add_ss(pairs, _mm_shuffle_ps(pairs, pairs, 1)));
+    for (; i < k; ++i) total += row[i] * x[i];
+    y[r] = total;
+  }
+}
+
 void RowsPortable(const float* w, const float* x, float* y, int64_t rows, int64_t k) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = w + r * k;
@@ -119,6 +150,8 @@ void GemvRows(const float* w, const float* x, float* y, int64_t rows, int64_t k)
         RowsOneStreamAvx512(w + begin * k, x, y + begin, end - begin, k);
       } else if (HasAvx512()) {
         RowsAvx512(w + begin * k, x, y + begin, end - begin, k);
+      } else if (HasAvx2Fma()) {
+        RowsOneStreamAvx2(w + begin * k, x, y + begin, end - begin, k);
       } else {
         RowsPortable(w + begin * k, x, y + begin, end - begin, k);
       }

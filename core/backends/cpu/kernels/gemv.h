@@ -17,8 +17,9 @@ namespace replicad {
 
 // y[r] = dot(w + r * k, x) for r < rows: `w` holds `rows` rows of `k`
 // floats. The rows are split across the calling slot's OpenMP threads.
-// AVX-512 where the CPU has it; the sums' order differs from a sequential
-// loop's (within float rounding).
+// AVX-512 where the CPU has it, else AVX2 with FMA, else a portable loop;
+// the vector forms' sums differ in order from a sequential loop's (within
+// float rounding).
 void GemvRows(const float* w, const float* x, float* y, int64_t rows, int64_t k);
 
 }  // namespace replicad

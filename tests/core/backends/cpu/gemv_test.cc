@@ -1,8 +1,9 @@
-// GemvRows against a double-precision dot product, one and two threads:
-// weights of up to 8 MiB (read a row at a time, in 64-float steps, then 16,
-// then a tail) and of more (2100 x 1000 floats: four rows at a time, the row
-// counts not a multiple of 4 leaving a rest); K with and without a 16-float
-// tail.
+// GemvRows against a double-precision dot product, one and two threads, on
+// whichever form this CPU runs. With AVX-512: weights of up to 8 MiB read a
+// row at a time (64-float steps, then 16, then a tail) and of more (2100 x
+// 1000 floats: four rows at a time, the row counts not a multiple of 4
+// leaving a rest). With AVX2 and FMA only: every row in 32-float steps,
+// then 8, then a scalar tail. K with and without each tail.
 
 #include "core/backends/cpu/kernels/gemv.h"
 
