@@ -77,6 +77,45 @@ class ReorderedInputsKernel : public Kernel {
   std::vector<const void*> inner_inputs_;  // Sized here so that Run does not allocate.
 };
 
+// `inner` writing output 0 into a copy in workspace, in the layout it chose,
+// then that copy reordered into output 0 row-major.
+class ReorderedOutputKernel : public Kernel {
+ public:
+  ReorderedOutputKernel(CpuKernelContext& context, std::string node, std::unique_ptr<Kernel> inner,
+                        BoundPrimitive reorder, dnnl::memory copy, size_t output_count)
+      : context_(context),
+        node_(std::move(node)),
+        inner_(std::move(inner)),
+        reorder_(std::move(reorder)),
+        copy_(std::move(copy)),
+        inner_outputs_(output_count, nullptr) {}
+
+  size_t workspace_bytes() const override { return CopyBytes() + inner_->workspace_bytes(); }
+
+  void SetWorkspace(void* workspace) override {
+    copy_.set_data_handle(workspace);
+    inner_outputs_[0] = workspace;
+    inner_->SetWorkspace(static_cast<char*>(workspace) + CopyBytes());
+  }
+
+  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+    for (size_t i = 1; i < inner_outputs_.size(); ++i) inner_outputs_[i] = outputs[i];
+    REPLICAD_RETURN_IF_ERROR(inner_->Run(inputs, inner_outputs_.data()));
+    REPLICAD_RETURN_IF_ERROR(reorder_.Execute(inputs, outputs, node_));
+    return WaitStream(context_, node_);
+  }
+
+ private:
+  size_t CopyBytes() const { return Aligned(copy_.get_desc().get_size()); }
+
+  CpuKernelContext& context_;
+  std::string node_;
+  std::unique_ptr<Kernel> inner_;
+  BoundPrimitive reorder_;            // The copy (fixed memory) -> output 0.
+  dnnl::memory copy_;                 // Its handle is set by SetWorkspace.
+  std::vector<void*> inner_outputs_;  // Sized here so that Run does not allocate.
+};
+
 // Elements per block of each dim (1 where the dim is not blocked).
 std::vector<int64_t> BlockSizes(const dnnl_memory_desc_t& desc) {
   std::vector<int64_t> sizes(desc.ndims, 1);
@@ -261,6 +300,20 @@ KernelOrStatus WithInputsReordered(const KernelSpec& spec, CpuKernelContext& con
   if (conversions.empty()) return inner;
   return std::make_unique<ReorderedInputsKernel>(context, NodeLabel(spec), std::move(conversions),
                                                  std::move(inner), spec.inputs.size());
+}
+
+KernelOrStatus WithOutputReordered(const KernelSpec& spec, CpuKernelContext& context,
+                                   std::unique_ptr<Kernel> inner, const dnnl::memory::desc& written,
+                                   const dnnl::memory::desc& row_major) {
+  if (written == row_major) return inner;
+  dnnl::memory copy(written, context.engine, DNNL_MEMORY_NONE);
+  const dnnl::reorder::primitive_desc pd(context.engine, written, context.engine, row_major,
+                                         UserScratchpadAttr());
+  BoundPrimitive reorder(context, pd, dnnl::reorder(pd));
+  reorder.BindFixed(DNNL_ARG_FROM, copy);
+  reorder.BindOutput(DNNL_ARG_TO, row_major, 0);
+  return std::make_unique<ReorderedOutputKernel>(context, NodeLabel(spec), std::move(inner),
+                                                 std::move(reorder), copy, spec.outputs.size());
 }
 
 }  // namespace replicad

@@ -58,13 +58,16 @@ class PaddedAveragePoolKernel : public Kernel {
 };
 
 // A pooling's X and Y layouts. X may arrive in its producer's layout; the
-// pooling reads it there when Y's readers take a layout of oneDNN's choice
-// too (a stem's or a transition's pooling between convolutions). nullopt
-// when X arrives so but Y must be row-major: X is then reordered first.
+// pooling reads it there, and writes Y in a layout of oneDNN's choice too:
+// as it is when Y's readers take one (a stem's or a transition's pooling
+// between convolutions), else reordered to row-major after (the pooling
+// before a classifier's Flatten: oneDNN pools row-major values with its
+// plain loops, many times slower).
 struct PoolingLayouts {
   memory::desc src, dst, row_major_dst;
+  bool reorder_output = false;  // Y's readers need row-major; dst is oneDNN's choice.
 };
-std::optional<PoolingLayouts> LayoutsFor(const KernelSpec& spec) {
+PoolingLayouts LayoutsFor(const KernelSpec& spec) {
   const Shape& x = spec.inputs[0]->shape;
   const Shape& y = spec.outputs[0].shape;
   const memory::desc row_major_src(memory::dims(x.begin(), x.end()), memory::data_type::f32,
@@ -73,10 +76,9 @@ std::optional<PoolingLayouts> LayoutsFor(const KernelSpec& spec) {
                                    memory::format_tag::nchw);
   const memory::desc src = GivenLayout(spec, 0, row_major_src);
   if (src == row_major_src) return PoolingLayouts{src, row_major_dst, row_major_dst};
-  if (!spec.native_output) return std::nullopt;
   return PoolingLayouts{
       src, memory::desc(row_major_dst.dims(), memory::data_type::f32, memory::format_tag::any),
-      row_major_dst};
+      row_major_dst, !spec.native_output};
 }
 
 // The pooling `pd` reading input 0 in `layouts.src`; see RejectReference
@@ -89,8 +91,21 @@ std::unique_ptr<PrimitiveKernel> PoolingKernel(const KernelSpec& spec, CpuKernel
   primitive.BindInput(DNNL_ARG_SRC, layouts.src, 0);
   primitive.BindOutput(DNNL_ARG_DST, pd.dst_desc(), 0);
   auto kernel = std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
-  if (pd.dst_desc() != layouts.row_major_dst) kernel->SetNativeOutput(pd.dst_desc());
+  if (pd.dst_desc() != layouts.row_major_dst && !layouts.reorder_output) {
+    kernel->SetNativeOutput(pd.dst_desc());
+  }
   return kernel;
+}
+
+// `pooling` (writing Y in `pd`'s layout) as its node's kernel: Y reordered
+// to row-major where its readers need it.
+KernelOrStatus WithLayoutsOut(const KernelSpec& spec, CpuKernelContext& context,
+                              std::unique_ptr<Kernel> pooling,
+                              const dnnl::pooling_v2_forward::primitive_desc& pd,
+                              const PoolingLayouts& layouts) {
+  if (!layouts.reorder_output) return pooling;
+  return WithOutputReordered(spec, context, std::move(pooling), pd.dst_desc(),
+                             layouts.row_major_dst);
 }
 
 // oneDNN 2.6's max pooling (every implementation) compares with the
@@ -215,21 +230,22 @@ class NaNKeepingMaxPoolKernel : public Kernel {
 KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(spec));
   const Shape& x = spec.inputs[0]->shape;
-  const std::optional<PoolingLayouts> layouts = LayoutsFor(spec);
-  if (!layouts) return WithRowMajorInputs(spec, context, MakeMaxPoolKernel);
+  const PoolingLayouts layouts = LayoutsFor(spec);
   // Max pooling ignores padding, so the extra right padding is harmless.
   const memory::dims padding_r = FlooringPaddingR(window, x);
   return InPlaceOrRowMajor(spec, context, MakeMaxPoolKernel, [&]() -> KernelOrStatus {
     const dnnl::pooling_v2_forward::desc desc(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, layouts->src,
-        layouts->dst, {window.strides[0], window.strides[1]}, {window.kernel[0], window.kernel[1]},
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, layouts.src, layouts.dst,
+        {window.strides[0], window.strides[1]}, {window.kernel[0], window.kernel[1]},
         {window.dilations[0] - 1, window.dilations[1] - 1},
         {window.pads_begin[0], window.pads_begin[1]}, padding_r);
     const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
     const bool in_plan = !spec.input_layouts.empty() && !spec.input_layouts[0].empty();
-    return std::make_unique<NaNKeepingMaxPoolKernel>(PoolingKernel(spec, context, pd, *layouts),
-                                                     layouts->src, pd.dst_desc(), window, in_plan,
-                                                     &context.finite);
+    return WithLayoutsOut(spec, context,
+                          std::make_unique<NaNKeepingMaxPoolKernel>(
+                              PoolingKernel(spec, context, pd, layouts), layouts.src, pd.dst_desc(),
+                              window, in_plan, &context.finite),
+                          pd, layouts);
   });
 }
 
@@ -247,8 +263,8 @@ KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& c
   const memory::dims padding_r = FlooringPaddingR(window, x);
   const bool overhang = padding_r[0] > window.pads_end[0] || padding_r[1] > window.pads_end[1];
 
-  const std::optional<PoolingLayouts> layouts = LayoutsFor(spec);
-  if (!layouts || (overhang && pool.count_include_pad && layouts->src != src)) {
+  const PoolingLayouts layouts = LayoutsFor(spec);
+  if (overhang && pool.count_include_pad && layouts.src != src) {
     return WithRowMajorInputs(spec, context, MakeAveragePoolKernel);
   }
   if (!pool.count_include_pad || !overhang) {
@@ -258,10 +274,10 @@ KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& c
           dnnl::prop_kind::forward_inference,
           pool.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                  : dnnl::algorithm::pooling_avg_exclude_padding,
-          layouts->src, layouts->dst, strides, kernel, dilation,
+          layouts.src, layouts.dst, strides, kernel, dilation,
           {window.pads_begin[0], window.pads_begin[1]}, padding_r);
       const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
-      return PoolingKernel(spec, context, pd, *layouts);
+      return WithLayoutsOut(spec, context, PoolingKernel(spec, context, pd, layouts), pd, layouts);
     });
   }
 
