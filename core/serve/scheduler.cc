@@ -166,6 +166,14 @@ struct Scheduler::Core {
   // switches; at concurrency 1 on the default model they were a third of
   // the time the server spent on a request beside its compute).
   bool StartOnArrival(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // On Submit, when `queued` did not start at once: whether the loop,
+  // asleep, has something to do that it would not wake for by itself (a
+  // slot is free, or `queued` needs a look before the loop's own time).
+  // While every slot is busy, the slot that frees first wakes it (Finished);
+  // waking it on each arrival as well cost every request two context
+  // switches at concurrency 64.
+  bool LoopMustWake(const ScheduledRequest& queued, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Takes the next batch out of the queue into `batch` when one is ready;
   // otherwise sets `*ready_at` to when one will be (without new arrivals).
   bool FormBatch(absl::Time now, Batch* batch, absl::Time* ready_at)
@@ -254,6 +262,8 @@ struct Scheduler::Core {
   absl::Mutex report_mu;  // After mu, never held with it.
   uint64_t reported_change ABSL_GUARDED_BY(report_mu) = 0;
   bool stopping ABSL_GUARDED_BY(mu) = false;
+  // While the loop sleeps, when it wakes by itself; InfinitePast while it runs.
+  absl::Time loop_waits_until ABSL_GUARDED_BY(mu) = absl::InfinitePast();
   absl::Time next_cancel_poll ABSL_GUARDED_BY(mu) = absl::InfinitePast();
 
   // preserve_ordering: answers held until those of earlier requests left.
@@ -488,8 +498,17 @@ void Scheduler::Core::Loop() {
       if (StartNextBatch(now, &ready_at)) continue;
       wake_at = std::min(wake_at, ready_at);
     }
+    loop_waits_until = wake_at;
     wake.WaitWithDeadline(&mu, wake_at);
+    loop_waits_until = absl::InfinitePast();
   }
+}
+
+bool Scheduler::Core::LoopMustWake(const ScheduledRequest& queued, absl::Time now) const {
+  if (running == 0 || AnySlotFree()) return true;
+  absl::Time expiry = std::min(queued.context.deadline, now + kCancelPoll);
+  if (!queued.delayed) expiry = std::min(expiry, queued.timeout_at);
+  return expiry < loop_waits_until;
 }
 
 bool Scheduler::Core::StartNextBatch(absl::Time now, absl::Time* ready_at) {
@@ -855,11 +874,12 @@ void Scheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
     } else {
       request->sequence = core.next_sequence;
       const absl::Time now = absl::Now();
+      const ScheduledRequest* queued = request.get();  // The queue's once pushed.
       refused = core.queue.Push(request, now);
       if (refused.ok()) {
         ++core.next_sequence;
         core.bytes_in_flight += bytes;
-        if (!core.StartOnArrival(now)) core.wake.Signal();
+        if (!core.StartOnArrival(now) && core.LoopMustWake(*queued, now)) core.wake.Signal();
       } else {
         reason = "queue_full";
       }
