@@ -417,7 +417,9 @@ TEST(ExecutionPlanTest, ConvolutionsWriteOverResidualAddendsNoLaterStepReads) {
       ASSERT_TRUE(status.ok()) << status;
       for (int c = 0; c < 16; ++c) {
         EXPECT_NEAR(out[c], expected_out[c], 1e-4) << "channel " << c << ", run " << run;
-        if (s_read_later) EXPECT_NEAR(gs[c], expected_gs[c], 1e-4) << "channel " << c;
+        if (s_read_later) {
+          EXPECT_NEAR(gs[c], expected_gs[c], 1e-4) << "channel " << c;
+        }
       }
     }
   }

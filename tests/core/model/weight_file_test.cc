@@ -118,7 +118,9 @@ TEST(WeightFileTest, MissingDirectoryIsNotFoundNamingIt) {
 }
 
 TEST(WeightFileTest, MemoryBackedDirectoriesAreRecognized) {
-  if (std::filesystem::is_directory("/dev/shm")) EXPECT_TRUE(IsMemoryBackedDirectory("/dev/shm"));
+  if (std::filesystem::is_directory("/dev/shm")) {
+    EXPECT_TRUE(IsMemoryBackedDirectory("/dev/shm"));
+  }
   EXPECT_FALSE(IsMemoryBackedDirectory("/no/such/dir"));
 }
 

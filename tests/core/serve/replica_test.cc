@@ -370,7 +370,9 @@ TEST_F(ReplicaChunkTest, PlanMemoryStaysUnderItsBoundOverEveryBatchSize) {
     }
     // Device plans each hold their buffers: the bytes bound comes first. Host
     // plans share one arena, so there the largest plan's size is what counts.
-    if (device_memory) EXPECT_LT(slot.plan_count(), Replica::kDefaultMaxPlans);
+    if (device_memory) {
+      EXPECT_LT(slot.plan_count(), Replica::kDefaultMaxPlans);
+    }
     // Four times 64 rows needs more than the bound alone: it runs, uncached.
     const size_t cached = slot.plan_count();
     const uint64_t built = slot.plans_built();
