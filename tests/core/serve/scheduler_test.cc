@@ -248,6 +248,10 @@ class StandInSlots : public Servable {
 
   void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
            StillWanted still_wanted, Done done) override {
+    {
+      absl::MutexLock lock(&mu_);
+      run_callers_.push_back(std::this_thread::get_id());
+    }
     const int64_t rows = inputs[0].shape()[0];
     for (BatchSlice& slice : slices) {
       if (slice.rows() > speeds_[slice.slot].max_rows) {
@@ -316,6 +320,11 @@ class StandInSlots : public Servable {
     absl::MutexLock lock(&mu_);
     return ran_;
   }
+  // The threads that called Run, in order.
+  std::vector<std::thread::id> run_callers() const {
+    absl::MutexLock lock(&mu_);
+    return run_callers_;
+  }
   // Adds `value` to ran(), as a stand-in training step does.
   void Ran(float value) {
     absl::MutexLock lock(&mu_);
@@ -334,6 +343,7 @@ class StandInSlots : public Servable {
   std::vector<std::unique_ptr<WorkerPool>> pools_;
   mutable absl::Mutex mu_;
   std::vector<float> ran_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread::id> run_callers_ ABSL_GUARDED_BY(mu_);
 };
 
 // x float32[rows, 4] with every value `value`.
@@ -428,6 +438,29 @@ SchedulerOptions Unbatched() {
   SchedulerOptions options;
   options.dynamic_batching = false;
   return options;
+}
+
+// A request that finds the model idle goes to its slot from the thread that
+// submitted it (no hand-off to the scheduler's thread); one that finds every
+// slot busy waits in the queue, and the loop, woken when a slot frees,
+// starts it.
+TEST_F(StandInTest, AnIdleModelStartsARequestFromTheSubmittingThread) {
+  Start({{}}, Unbatched());
+  Submit(1, 1.0f).answered.WaitForNotification();
+  EXPECT_THAT(slots_->run_callers(), ElementsAre(std::this_thread::get_id()));
+  Block(2);  // One running on the slot, one waiting on its stream.
+  Call& queued = Submit(1, 5.0f);
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(scheduler_->pending(), 1u);
+  EXPECT_FALSE(queued.answered.HasBeenNotified());
+  Open();
+  queued.answered.WaitForNotification();
+  EXPECT_TRUE(queued.status.ok()) << queued.status;
+  const std::vector<std::thread::id> callers = slots_->run_callers();
+  ASSERT_EQ(callers.size(), 4u);
+  EXPECT_EQ(callers[1], std::this_thread::get_id());
+  EXPECT_NE(callers[3], std::this_thread::get_id());
+  EXPECT_THAT(slots_->ran(), ElementsAre(1.0f, kGateValue, kGateValue, 5.0f));
 }
 
 TEST_F(StandInTest, ADeadlinePassingInTheQueueIsAnsweredAtOnceAndNeverRuns) {
