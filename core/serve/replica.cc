@@ -1,6 +1,7 @@
 #include "core/serve/replica.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -189,7 +190,7 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
     // A build holds mu_ for its whole length: a busy lock reads as "not
     // cached" instead of making the caller wait for someone else's build.
     if (!mu_.TryLock()) return nullptr;
-    std::shared_ptr<ExecutionPlan> plan = CachedLocked(input_shapes);
+    std::shared_ptr<ExecutionPlan> plan = plans_.Find(input_shapes);
     mu_.Unlock();
     return plan;
   }
@@ -199,15 +200,13 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
   // Building under the lock keeps two requests of a new size from both
   // building it.
   absl::MutexLock lock(&mu_);
-  if (std::shared_ptr<ExecutionPlan> plan = CachedLocked(input_shapes)) return plan;
+  if (std::shared_ptr<ExecutionPlan> plan = plans_.Find(input_shapes)) return plan;
   // Evicting before building lets the new plan reuse the old one's memory
-  // when no slice holds it. A scan of at most max_plans_ entries, once per
-  // build, costs nothing beside the build.
-  std::optional<std::pair<std::vector<Shape>, CachedPlan>> made_room;
-  if (plans_.size() >= max_plans_) made_room = TakeOldestLocked();
+  // when no slice holds it.
+  std::optional<PlanCache::Entry> made_room = plans_.TakeOldestIfFull();
   // A plan that is not cached after all must not cost the cache one that works.
   auto put_back = [&] {
-    if (made_room.has_value()) plans_.insert(*std::move(made_room));
+    if (made_room.has_value()) plans_.Restore(*std::move(made_room));
   };
   const absl::Time build_start = absl::Now();
   absl::StatusOr<std::unique_ptr<ExecutionPlan>> built =
@@ -232,56 +231,25 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
     // A freed plan's address may come back: the new plan takes it over.
     records_[plan.get()] = record;
   }
-  CachedPlan entry{plan, ++use_clock_, plan->own_bytes()};
+  // Its own buffers, and on a device slot its first input/output set.
+  PlanCache::Entry entry{input_shapes, plan, plan->own_bytes(), plan->shared_bytes()};
   if (device_->memory_location().kind != MemoryKind::kHost) {
     REPLICAD_RETURN_IF_ERROR(AddIoSets(*plan, 1));
     for (const std::vector<TensorType>* types : {&plan->input_types(), &plan->output_types()}) {
       for (const TensorType& type : *types) entry.own_bytes += ByteSize(type);
     }
   }
-  if (max_plan_bytes_ > 0 && entry.own_bytes + plan->shared_bytes() > max_plan_bytes_) {
+  if (!plans_.FitsAlone(entry.own_bytes, entry.shared_bytes)) {
     // Alone over the bound: it serves the slices asking for it, uncached.
     put_back();
     return plan;
   }
-  if (made_room.has_value()) evicted.push_back(std::move(made_room->second.plan));
-  while (max_plan_bytes_ > 0 && CachedBytesLocked(&entry) > max_plan_bytes_) {
-    std::optional<std::pair<std::vector<Shape>, CachedPlan>> oldest = TakeOldestLocked();
-    if (!oldest.has_value()) break;  // Not reached: the plan alone fits.
-    evicted.push_back(std::move(oldest->second.plan));
+  if (made_room.has_value()) evicted.push_back(std::move(made_room->plan));
+  for (std::shared_ptr<ExecutionPlan>& taken : plans_.Insert(std::move(entry))) {
+    evicted.push_back(std::move(taken));
   }
-  plans_.emplace(input_shapes, std::move(entry));
-  plan_bytes_.store(CachedBytesLocked(), std::memory_order_relaxed);
+  plan_bytes_.store(plans_.bytes(), std::memory_order_relaxed);
   return plan;
-}
-
-std::optional<std::pair<std::vector<Shape>, Replica::CachedPlan>> Replica::TakeOldestLocked() {
-  if (plans_.empty()) return std::nullopt;
-  auto oldest = plans_.begin();
-  for (auto p = plans_.begin(); p != plans_.end(); ++p) {
-    if (p->second.last_use < oldest->second.last_use) oldest = p;
-  }
-  std::pair<std::vector<Shape>, CachedPlan> taken(oldest->first, std::move(oldest->second));
-  plans_.erase(oldest);
-  return taken;
-}
-
-size_t Replica::CachedBytesLocked(const CachedPlan* extra) const {
-  size_t own = 0, shared = 0;
-  auto add = [&](const CachedPlan& cached) {
-    own += cached.own_bytes;
-    shared = std::max(shared, cached.plan->shared_bytes());
-  };
-  for (const auto& [shapes, cached] : plans_) add(cached);
-  if (extra != nullptr) add(*extra);
-  return own + shared;
-}
-
-std::shared_ptr<ExecutionPlan> Replica::CachedLocked(const std::vector<Shape>& input_shapes) {
-  auto it = plans_.find(input_shapes);
-  if (it == plans_.end()) return nullptr;
-  it->second.last_use = ++use_clock_;
-  return it->second.plan;
 }
 
 absl::StatusOr<std::shared_ptr<Replica::PlanRecord>> Replica::RecordOf(
@@ -450,6 +418,11 @@ absl::Status Replica::RunOnHost(ExecutionPlan& plan, const void* const* host_inp
   // Not owning: the caller holds the plan for the call.
   whole.chunk = whole.last = std::shared_ptr<ExecutionPlan>(std::shared_ptr<void>(), &plan);
   return RunSlice(whole, host_inputs, host_outputs, MemoryLocation{});
+}
+
+size_t Replica::max_plans() const {
+  absl::MutexLock lock(&mu_);
+  return plans_.max_plans();
 }
 
 size_t Replica::plan_count() const {

@@ -6,7 +6,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "core/model/execution_plan.h"
 #include "core/model/model.h"
 #include "core/model/shared_plan_arena.h"
+#include "core/serve/plan_cache.h"
 
 namespace replicad {
 
@@ -26,17 +26,13 @@ namespace replicad {
 // set of input shapes (in practice: per slice size), each with its device
 // buffers. Thread-safe; plans it returns are run on the slot's stream only.
 //
-// The cache holds at most `max_plans` plans and, with `max_plan_bytes`, at
-// most that much plan memory (plan_memory_bytes()); a new plan evicts the
-// least recently used (PlanFor and PlanSlice are uses) until it fits, and a
-// plan larger than the byte bound alone runs uncached. Evicted shapes are
-// built again when next asked for. Plans are shared: the cache holds one
-// reference and every PlanFor result and SlicePlan another, so a plan in use
-// (with its buffers) lives until its last holder lets go, on any thread (the
-// slot's stream thread included, and after the Replica is gone). On a host
-// slot the plans' intermediate values and scratch share one arena as large
-// as the largest plan's (SharedPlanArena). A plan runs only while its
-// Replica lives (it reads the replica's weights and device).
+// The cache (PlanCache: `max_plans`, `max_plan_bytes`, least recently used
+// out; PlanFor and PlanSlice are uses) runs a plan over the byte bound
+// alone uncached, and builds evicted shapes again when next asked for. A
+// plan in use (with its buffers) lives until its last holder (PlanFor
+// result, SlicePlan) lets go, on any thread, even after the Replica is
+// gone; it runs only while its Replica lives (it reads its weights and
+// device).
 class Replica {
  public:
   static constexpr size_t kDefaultMaxPlans = 16;
@@ -68,7 +64,7 @@ class Replica {
   absl::StatusOr<std::shared_ptr<ExecutionPlan>> PlanFor(const std::vector<Shape>& input_shapes,
                                                          PlanBuilds* builds = nullptr,
                                                          bool cached_only = false);
-  size_t max_plans() const { return max_plans_; }
+  size_t max_plans() const;
   // Device memory the cached plans hold: their own buffers and input/output
   // sets, plus (host slots) the arena they share, as large as the largest
   // one's needs. Plans evicted but still held by a running slice are not
@@ -77,8 +73,7 @@ class Replica {
   // Frees a host slot's arena after the work queued on its stream (no-op on devices).
   void ReleaseArena();
   const std::map<int, Tensor>& weights() const { return weights_; }  // As its plans read them.
-  // Plans the cache holds now (at most max_plans()), and plans built since
-  // Create, rebuilds of evicted shapes included.
+  // Plans cached now (at most max_plans()); plans built since Create, rebuilds included.
   size_t plan_count() const;
   uint64_t plans_built() const;
 
@@ -145,8 +140,7 @@ class Replica {
       : model_(std::move(model)),
         slot_(std::move(slot)),
         device_(std::move(device)),
-        max_plans_(max_plans),
-        max_plan_bytes_(max_plan_bytes) {
+        plans_(max_plans, max_plan_bytes) {
     if (device_->memory_location().kind == MemoryKind::kHost) {
       plan_arena_ = std::make_shared<SharedPlanArena>(*device_);
     }
@@ -170,24 +164,10 @@ class Replica {
     absl::Mutex io_mu;
     std::deque<IoSet> io ABSL_GUARDED_BY(io_mu);
   };
-  struct CachedPlan {
-    std::shared_ptr<ExecutionPlan> plan;
-    uint64_t last_use = 0;  // A tick of use_clock_: the smallest is evicted first.
-    size_t own_bytes = 0;   // The plan's own buffers and its first input/output set.
-  };
-  // Takes the least recently used plan out of the cache (none when empty).
-  std::optional<std::pair<std::vector<Shape>, CachedPlan>> TakeOldestLocked()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // plan_memory_bytes() as the cache stands, with `extra` (a plan not yet cached).
-  size_t CachedBytesLocked(const CachedPlan* extra = nullptr) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PlanSlice for `chunks` chunks (1: whole); `cut` false when the model
   // turned out not to be cuttable, and the plan is whole.
   absl::StatusOr<SlicePlan> PlanChunks(const std::vector<Shape>& input_shapes, int chunks,
                                        bool cached_only, bool* cut);
-  // The cached plan for these shapes (now its most recent use), or null.
-  std::shared_ptr<ExecutionPlan> CachedLocked(const std::vector<Shape>& input_shapes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The record of one of PlanFor's plans, while it lives; Internal otherwise.
   absl::StatusOr<std::shared_ptr<PlanRecord>> RecordOf(const ExecutionPlan& plan) const;
   // Makes the plan's sets number at least `count`.
@@ -199,15 +179,12 @@ class Replica {
   std::shared_ptr<const Model> model_;
   SlotAssignment slot_;
   std::unique_ptr<Device> device_;
-  const size_t max_plans_;
-  const size_t max_plan_bytes_;        // 0: no bound.
-  std::atomic<size_t> plan_bytes_{0};  // CachedBytesLocked(), as of the last change.
+  std::atomic<size_t> plan_bytes_{0};  // plans_.bytes(), as of the last change.
   // Host slots: the intermediate values of all of the slot's plans.
   std::shared_ptr<SharedPlanArena> plan_arena_;
   std::map<int, Tensor> weights_;  // The initializers in the device's memory.
   mutable absl::Mutex mu_;
-  std::map<std::vector<Shape>, CachedPlan> plans_ ABSL_GUARDED_BY(mu_);
-  uint64_t use_clock_ ABSL_GUARDED_BY(mu_) = 0;
+  PlanCache plans_ ABSL_GUARDED_BY(mu_);
   uint64_t plans_built_ ABSL_GUARDED_BY(mu_) = 0;
   // Every live plan's record, cached or evicted, for finding its buffers by
   // plan; entries of freed plans are pruned as plans are built. Its own
