@@ -8,6 +8,8 @@ bash scripts/install-deps.sh
 bash scripts/triton-venv.sh
 # The Python client (client/python) with pytest, for tests/client/python.
 bash scripts/client-venv.sh
+# PyPI lizard, for the function-size check (scripts/check-architecture.py, a ctest test).
+bash scripts/lint-venv.sh
 bash scripts/check-format.sh  # every C++/CUDA source follows .clang-format
 bash scripts/build.sh
 cd "${REPLICAD_BUILD_DIR:-build}"

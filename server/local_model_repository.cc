@@ -1,9 +1,9 @@
 #include "server/local_model_repository.h"
 
-#include <iostream>
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/log.h"
 #include "core/model/default_model.h"
 #include "core/model/onnx_import.h"
 #include "core/model/weight_file.h"
@@ -77,8 +77,8 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
     if (in_file.ok()) {
       model = *std::move(in_file);
     } else {  // The model serves as well with its weights in anonymous memory.
-      std::cerr << "replicad: " << in_file.status().message()
-                << "; its weights stay in anonymous memory" << std::endl;
+      LogWarning(
+          absl::StrCat(in_file.status().message(), "; its weights stay in anonymous memory"));
     }
   }
   absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
@@ -107,6 +107,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
       !started.ok()) {
     return InFile(source, started);
   }
+  if (config.metrics != nullptr) config.metrics->AddModel(*loaded);
   return loaded;
 }
 

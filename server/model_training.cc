@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/log.h"
 #include "core/model/default_model.h"
 #include "core/model/graph_optimizer.h"
 #include "core/model/onnx_import.h"
@@ -538,8 +538,8 @@ absl::StatusOr<DataParallelTrainer::StepResult> ModelTraining::StepLocked(
                        " was applied, but its checkpoint failed: ", saved.status().message()));
       // The client may not look at checkpoint_status; the operator must
       // learn that no checkpoint is being written.
-      std::cerr << "replicad: model '" << environment_.source.name
-                << "': " << result->checkpoint_status.message() << std::endl;
+      LogError(absl::StrCat("model '", environment_.source.name,
+                            "': ", result->checkpoint_status.message()));
     }
   }
   return result;
@@ -678,8 +678,8 @@ absl::StatusOr<std::pair<std::string, int64_t>> ModelTraining::SaveLocked(const 
                                                    environment_.keep_checkpoints, run_id_,
                                                    {target->path, environment_.source.path});
     if (!pruned.ok()) {
-      std::cerr << "replicad: model '" << environment_.source.name
-                << "': removing old checkpoints: " << pruned.message() << std::endl;
+      LogWarning(absl::StrCat("model '", environment_.source.name,
+                              "': removing old checkpoints: ", pruned.message()));
     }
   }
   return std::make_pair(target->path, checkpoint.step);
@@ -689,10 +689,9 @@ void ModelTraining::RestoreConfig(const std::string& text) {
   if (text.empty()) return;
   v1::TrainingConfig config;
   if (!google::protobuf::TextFormat::ParseFromString(text, &config)) {
-    std::cerr << "replicad: model '" << environment_.source.name
-              << "': the checkpoint's training configuration does not parse; training starts "
-                 "from the defaults"
-              << std::endl;
+    LogWarning(absl::StrCat("model '", environment_.source.name,
+                            "': the checkpoint's training configuration does not parse; training "
+                            "starts from the defaults"));
     return;
   }
   if (!config.checkpoint_dir().empty()) {
@@ -700,9 +699,9 @@ void ModelTraining::RestoreConfig(const std::string& text) {
     absl::StatusOr<std::string> dir =
         environment_.checkpoints.Resolve(config.checkpoint_dir(), "config.checkpoint_dir");
     if (!dir.ok()) {
-      std::cerr << "replicad: model '" << environment_.source.name
-                << "': periodic checkpoints stay off after the restart: " << dir.status().message()
-                << std::endl;
+      LogWarning(absl::StrCat(
+          "model '", environment_.source.name,
+          "': periodic checkpoints stay off after the restart: ", dir.status().message()));
       config.clear_checkpoint_dir();
       config.set_checkpoint_every_steps(0);
     }

@@ -3,6 +3,8 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/base/log.h"
 #include "google/protobuf/stubs/logging.h"
 #include "grpc/support/log.h"
 
@@ -34,9 +36,14 @@ void LogLimiter::Log(const std::string& line, absl::Time now) {
 
 namespace {
 
+// The libraries' lines, one daemon log line each (JSON too under
+// --log-format json): a collector sees them as it sees ours.
+void WarnEachLine(const std::string& lines) {
+  for (absl::string_view line : absl::StrSplit(lines, '\n', absl::SkipEmpty())) LogWarning(line);
+}
+
 LogLimiter& ProtobufLimiter() {
-  static LogLimiter* limiter = new LogLimiter(
-      10, absl::Minutes(1), [](const std::string& line) { std::cerr << line << std::flush; });
+  static LogLimiter* limiter = new LogLimiter(10, absl::Minutes(1), &WarnEachLine);
   return *limiter;
 }
 
@@ -46,15 +53,14 @@ void LimitedProtobufLog(google::protobuf::LogLevel level, const char* filename, 
   const std::string text =
       absl::StrCat("[libprotobuf ", kLevels[level], " ", filename, ":", line, "] ", message, "\n");
   if (level == google::protobuf::LOGLEVEL_FATAL) {
-    std::cerr << text << std::flush;  // Protobuf aborts next; say why.
+    std::cerr << text << std::flush;  // Protobuf aborts next; say why, bypassing the limiter.
     return;
   }
   ProtobufLimiter().Log(text);
 }
 
 LogLimiter& GrpcLimiter() {
-  static LogLimiter* limiter = new LogLimiter(
-      10, absl::Minutes(1), [](const std::string& line) { std::cerr << line << std::flush; });
+  static LogLimiter* limiter = new LogLimiter(10, absl::Minutes(1), &WarnEachLine);
   return *limiter;
 }
 

@@ -244,6 +244,26 @@ void ServerMetrics::AddDeviceSlot(const std::string& device) {
   device_slots_.WithLabels({device}).Add(1);
 }
 
+void ServerMetrics::AddModel(const LoadedModel& loaded) {
+  const std::string& model = loaded.name;
+  SeriesFor(model);
+  if (loaded.trainable == nullptr) return;
+  train_steps_.WithLabels({model});
+  train_samples_.WithLabels({model});
+  train_reduced_bytes_.WithLabels({model});
+  train_not_applied_.WithLabels({model, "skipped", "OK"});
+  // The codes a step is refused with by its own checks (TrainStep's
+  // contract); others appear at their first refusal.
+  for (absl::StatusCode code :
+       {absl::StatusCode::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+        absl::StatusCode::kResourceExhausted, absl::StatusCode::kUnavailable,
+        absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kCancelled}) {
+    train_not_applied_.WithLabels({model, "refused", absl::StatusCodeToString(code)});
+  }
+  train_checkpoints_.WithLabels({model, "written"});
+  train_checkpoints_.WithLabels({model, "failed"});
+}
+
 void ServerMetrics::AddReplica(const Replica& replica) { CountersFor(replica).healthy->Set(1); }
 
 void ServerMetrics::OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) {

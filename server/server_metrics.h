@@ -80,6 +80,13 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
   void AddDeviceSlot(const std::string& device);
   // Shows a newly loaded replica's slot series (healthy) before it runs.
   void AddReplica(const Replica& replica);
+  // Shows a newly loaded model's series whose label sets are known at load at
+  // 0: its per-model counters and histograms, every refusal reason, and for a
+  // model that can be trained the training counters with each outcome (steps
+  // skipped, refused with the codes a step's checks give, checkpoints
+  // written or failed). Alerts read them with increase(), which misses the
+  // first event of a series that appears with it.
+  void AddModel(const LoadedModel& model);
 
   void OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) override;
   void OnPlansBuilt(const Replica& replica, int count, double seconds) override;

@@ -70,6 +70,10 @@ struct ServerOptions {
   std::string model_control_mode = "none";
   std::vector<std::string> load_models;  // explicit mode; "*" loads every model.
   double repository_poll_seconds = 15;
+  // The log (core/base/log.h): "text" or "json" lines; verbose level, 0 none
+  // (Triton's --log-verbose), 1 adds a line per request answered.
+  std::string log_format = "text";
+  int log_verbose = 0;
 };
 
 }  // namespace replicad

@@ -3,11 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <iostream>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "core/base/log.h"
 
 namespace replicad {
 
@@ -24,8 +23,8 @@ void PrintReadyModels(const ModelManager& models) {
     const std::string slots = absl::StrJoin(
         model->servable->Slots(), ", ",
         [](std::string* out, const SlotStatus& s) { absl::StrAppend(out, s.slot, "=", s.device); });
-    std::cout << "replicad: model '" << model->name << "' version " << model->version << " from "
-              << model->source << " on " << slots << std::endl;
+    LogInfo(absl::StrCat("model '", model->name, "' version ", model->version, " from ",
+                         model->source, " on ", slots));
   }
 }
 
@@ -44,8 +43,7 @@ void StartupLoad::Run(const ServerOptions& options, ModelManager& models, Servin
     const absl::Status loaded = LoadStartupModels(options, models);
     PrintReadyModels(models);
     if (!loaded.ok()) {
-      std::cerr << "replicad: " << absl::StatusCodeToString(loaded.code()) << ": "
-                << loaded.message() << std::endl;
+      LogError(absl::StrCat(absl::StatusCodeToString(loaded.code()), ": ", loaded.message()));
       if (options.exit_on_error) {  // Never ready: it stops.
         failed_ = true;
         ::kill(::getpid(), SIGTERM);
@@ -55,15 +53,13 @@ void StartupLoad::Run(const ServerOptions& options, ModelManager& models, Servin
     core.StartupModelsLoaded();
     health.Publish();
   }
-  std::cout << "replicad: " << who << "ready: " << models.Ready().size()
-            << " model version(s) loaded in "
-            << absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)))
-            << std::endl;
+  LogInfo(
+      absl::StrCat(who, "ready: ", models.Ready().size(), " model version(s) loaded in ",
+                   absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)))));
   if (options.model_control_mode != "poll") return;
   poller_ = std::make_unique<RepositoryPoller>(
-      models, absl::Seconds(options.repository_poll_seconds), [](const absl::Status& s) {
-        std::cerr << "replicad: repository poll: " << s.message() << std::endl;
-      });
+      models, absl::Seconds(options.repository_poll_seconds),
+      [](const absl::Status& s) { LogWarning(absl::StrCat("repository poll: ", s.message())); });
 }
 
 void StartupLoad::Stop() {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/metrics/fatal.h"
+#include "core/base/fatal.h"
 
 namespace replicad {
 namespace metrics {
@@ -25,7 +25,8 @@ Family<Metric>::Family(std::string name, std::string help, std::vector<std::stri
 template <typename Metric>
 Metric& Family<Metric>::WithLabels(const std::vector<std::string>& label_values) {
   if (label_values.size() != label_names_.size()) {
-    FatalProgrammerError(absl::StrCat(name_, " has labels {", absl::StrJoin(label_names_, ","),
+    FatalProgrammerError("metrics",
+                         absl::StrCat(name_, " has labels {", absl::StrJoin(label_names_, ","),
                                       "} but WithLabels got ", label_values.size(), " values {",
                                       absl::StrJoin(label_values, ","), "}"));
   }

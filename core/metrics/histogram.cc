@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/fatal.h"
 #include "core/metrics/atomic_double.h"
-#include "core/metrics/fatal.h"
 
 namespace replicad {
 namespace metrics {
@@ -35,7 +35,7 @@ absl::Status ValidateBucketBounds(absl::Span<const double> bounds) {
 Histogram::Histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
   if (absl::Status status = ValidateBucketBounds(bounds_); !status.ok()) {
-    FatalProgrammerError(status.message());
+    FatalProgrammerError("metrics", status.message());
   }
   for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i].store(0, std::memory_order_relaxed);
 }

@@ -4,7 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/metrics/fatal.h"
+#include "core/base/fatal.h"
 #include "core/metrics/text_format.h"
 
 namespace replicad {
@@ -14,7 +14,7 @@ namespace {
 constexpr absl::string_view kCounterSuffix = "_total";
 
 void DieIfError(const absl::Status& status) {
-  if (!status.ok()) FatalProgrammerError(status.message());
+  if (!status.ok()) FatalProgrammerError("metrics", status.message());
 }
 
 }  // namespace
@@ -26,23 +26,25 @@ void Registry::CheckAndReserve(absl::string_view name, absl::string_view help,
                                const std::vector<std::string>& label_names,
                                const std::vector<std::string>& sample_names) {
   DieIfError(ValidateMetricName(name));
-  if (help.empty()) FatalProgrammerError(absl::StrCat(name, ": help text is empty"));
+  if (help.empty()) FatalProgrammerError("metrics", absl::StrCat(name, ": help text is empty"));
   for (size_t i = 0; i < label_names.size(); ++i) {
     DieIfError(ValidateLabelName(label_names[i]));
     if (label_names[i] == "le" || label_names[i] == "quantile") {
-      FatalProgrammerError(absl::StrCat(name, ": label name \"", label_names[i],
+      FatalProgrammerError("metrics",
+                           absl::StrCat(name, ": label name \"", label_names[i],
                                         "\" is reserved for histogram and summary samples"));
     }
     for (size_t j = 0; j < i; ++j) {
       if (label_names[i] == label_names[j]) {
-        FatalProgrammerError(absl::StrCat(name, ": label name \"", label_names[i], "\" repeats"));
+        FatalProgrammerError("metrics",
+                             absl::StrCat(name, ": label name \"", label_names[i], "\" repeats"));
       }
     }
   }
   for (const std::string& sample_name : sample_names) {
     if (used_names_.contains(sample_name)) {
-      FatalProgrammerError(
-          absl::StrCat(name, ": the name ", sample_name, " is already used by another family"));
+      FatalProgrammerError("metrics", absl::StrCat(name, ": the name ", sample_name,
+                                                   " is already used by another family"));
     }
   }
   used_names_.insert(sample_names.begin(), sample_names.end());
@@ -51,7 +53,8 @@ void Registry::CheckAndReserve(absl::string_view name, absl::string_view help,
 CounterFamily& Registry::AddCounter(absl::string_view name, absl::string_view help,
                                     std::vector<std::string> label_names) {
   if (!absl::EndsWith(name, kCounterSuffix)) {
-    FatalProgrammerError(absl::StrCat("counter ", name, ": counter names end in _total"));
+    FatalProgrammerError("metrics",
+                         absl::StrCat("counter ", name, ": counter names end in _total"));
   }
   absl::MutexLock lock(&mu_);
   CheckAndReserve(name, help, label_names, {std::string(name)});
@@ -66,7 +69,8 @@ CounterFamily& Registry::AddCounter(absl::string_view name, absl::string_view he
 GaugeFamily& Registry::AddGauge(absl::string_view name, absl::string_view help,
                                 std::vector<std::string> label_names) {
   if (absl::EndsWith(name, kCounterSuffix)) {
-    FatalProgrammerError(absl::StrCat("gauge ", name, ": only counter names end in _total"));
+    FatalProgrammerError("metrics",
+                         absl::StrCat("gauge ", name, ": only counter names end in _total"));
   }
   absl::MutexLock lock(&mu_);
   CheckAndReserve(name, help, label_names, {std::string(name)});
@@ -82,10 +86,11 @@ HistogramFamily& Registry::AddHistogram(absl::string_view name, absl::string_vie
                                         std::vector<std::string> label_names,
                                         std::vector<double> bounds) {
   if (absl::EndsWith(name, kCounterSuffix)) {
-    FatalProgrammerError(absl::StrCat("histogram ", name, ": only counter names end in _total"));
+    FatalProgrammerError("metrics",
+                         absl::StrCat("histogram ", name, ": only counter names end in _total"));
   }
   if (absl::Status status = ValidateBucketBounds(bounds); !status.ok()) {
-    FatalProgrammerError(absl::StrCat("histogram ", name, ": ", status.message()));
+    FatalProgrammerError("metrics", absl::StrCat("histogram ", name, ": ", status.message()));
   }
   absl::MutexLock lock(&mu_);
   CheckAndReserve(name, help, label_names,

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/model/arena_planner.h"
 #include "core/ops/constant_value.h"
 #include "core/ops/data_movement_attributes.h"

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/ops/constant_value.h"
 #include "core/ops/op_util.h"
 #include "core/ops/shape_rules.h"

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/status_macros.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/fused_activation.h"
 #include "core/ops/op_util.h"

@@ -2,9 +2,9 @@
 
 #include <cstring>
 
+#include "core/base/status_macros.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/data_movement_attributes.h"
-#include "core/ops/op_util.h"
 #include "core/ops/slice_pad_attributes.h"
 
 namespace replicad {

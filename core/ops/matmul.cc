@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/fused_activation.h"
 #include "core/ops/matmul_attributes.h"

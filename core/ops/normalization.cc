@@ -1,6 +1,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/ops/batch_norm_attributes.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/layer_norm_attributes.h"

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/device/training_step.h"
 #include "core/ops/op_util.h"
 #include "core/ops/optimizer_step_attributes.h"

@@ -1,6 +1,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/op_util.h"
 #include "core/ops/shape_rules.h"

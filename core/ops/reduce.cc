@@ -1,5 +1,6 @@
 #include <vector>
 
+#include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
 #include "core/ops/reduce_attributes.h"
 #include "core/ops/shape_rules.h"

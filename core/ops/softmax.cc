@@ -1,4 +1,5 @@
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
 #include "core/ops/shape_rules.h"
 #include "core/ops/softmax_attributes.h"

@@ -9,10 +9,11 @@ bool LoadedModel::HasHealthySlot() const {
   return false;
 }
 
-absl::Status StartScheduling(LoadedModel& model, SchedulerObserver* observer, bool warm) {
+absl::Status StartScheduling(LoadedModel& model, SchedulerObserver* observer, bool warm,
+                             const Clock* clock) {
   if (absl::Status valid = model.scheduling.Validate(); !valid.ok()) return valid;
   model.scheduler = std::make_shared<Scheduler>(Scheduler::Environment{
-      model.name, model.servable, model.trainable, model.scheduling, observer});
+      model.name, model.servable, model.trainable, model.scheduling, observer, clock});
   return warm ? model.scheduler->Warm() : absl::OkStatus();
 }
 

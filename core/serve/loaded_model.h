@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "core/base/clock.h"
 #include "core/serve/model_statistics.h"
 #include "core/serve/scheduler.h"
 #include "core/serve/scheduler_options.h"
@@ -45,7 +46,8 @@ struct LoadedModel {
 // (InvalidArgument naming the field when that is invalid) and, with `warm`,
 // builds and measures its first plans (Scheduler::Warm). Call while loading,
 // before the model is served.
-absl::Status StartScheduling(LoadedModel& model, SchedulerObserver* observer, bool warm);
+absl::Status StartScheduling(LoadedModel& model, SchedulerObserver* observer, bool warm,
+                             const Clock* clock = RealClock());
 
 }  // namespace replicad
 

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/base/status_macros.h"
 #include "core/device/device_copy.h"
-#include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {

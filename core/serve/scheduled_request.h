@@ -8,7 +8,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "core/serve/batch_split.h"
+#include "core/device/batch_split.h"
 #include "core/serve/request_context.h"
 #include "core/serve/servable.h"
 #include "core/serve/trainable.h"

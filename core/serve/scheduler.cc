@@ -58,8 +58,8 @@ bool Fusable(const ScheduledRequest& a, const ScheduledRequest& b) {
 
 // OK while any of a batch's requests still wants it; otherwise the first
 // one's reason. One unwanted request must not stop the others' rows.
-absl::Status AnyStillWanted(const std::vector<std::unique_ptr<ScheduledRequest>>& requests) {
-  const absl::Time now = absl::Now();
+absl::Status AnyStillWanted(const std::vector<std::unique_ptr<ScheduledRequest>>& requests,
+                            absl::Time now) {
   absl::Status first;
   for (const std::unique_ptr<ScheduledRequest>& request : requests) {
     absl::Status wanted = request->context.StillWanted("after its batch was dispatched", now);
@@ -468,7 +468,7 @@ std::vector<RequestQueue::Expired> Scheduler::Core::TakeUnwanted(Batch& batch, a
 void Scheduler::Core::Loop() {
   absl::MutexLock lock(&mu);
   while (true) {
-    absl::Time now = absl::Now();
+    absl::Time now = env.clock->Now();
     if (!queue.empty() && (now >= next_cancel_poll || now >= queue.NextExpiry())) {
       std::vector<RequestQueue::Expired> expired = queue.Expire(now);
       next_cancel_poll = now + kCancelPoll;
@@ -499,7 +499,7 @@ void Scheduler::Core::Loop() {
       wake_at = std::min(wake_at, ready_at);
     }
     loop_waits_until = wake_at;
-    wake.WaitWithDeadline(&mu, wake_at);
+    env.clock->WaitWithDeadline(wake, mu, wake_at);
     loop_waits_until = absl::InfinitePast();
   }
 }
@@ -570,7 +570,7 @@ bool Scheduler::Core::Reroute(const std::shared_ptr<Batch>& batch, const absl::S
   if (status.ok()) return false;
   {
     absl::MutexLock lock(&mu);
-    const absl::Time now = absl::Now();
+    const absl::Time now = env.clock->Now();
     std::optional<Route> route = absl::IsResourceExhausted(status)
                                      ? RouteWithinMemoryCaps(batch->rows, slices, now)
                                      : RouteAroundLostSlots(batch->rows, slices, ran_on, now);
@@ -625,7 +625,7 @@ std::optional<Route> Scheduler::Core::RouteAroundLostSlots(int64_t rows,
 }
 
 void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
-  batch->dispatched = absl::Now();
+  batch->dispatched = env.clock->Now();
   if (batch->slices.empty()) {
     // No healthy slot: nothing can run it.
     Finished(std::move(batch),
@@ -641,8 +641,8 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
   OutputSink* sink = nullptr;
   // Asked by the slots before each slice and between kernels, until the
   // Run's done: the batch holds its requests until then (Finished).
-  Servable::StillWanted still_wanted = [requests = &batch->requests] {
-    return AnyStillWanted(*requests);
+  Servable::StillWanted still_wanted = [requests = &batch->requests, clock = env.clock] {
+    return AnyStillWanted(*requests, clock->Now());
   };
   if (batch->requests.size() == 1) {
     ScheduledRequest& only = *batch->requests[0];
@@ -667,7 +667,7 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
     batch->fused = std::make_unique<BatchOutputs>();
     sink = batch->fused.get();
   }
-  batch->gather = absl::Now() - batch->dispatched;
+  batch->gather = env.clock->Now() - batch->dispatched;
   auto run = [flight = BatchInFlight(this, batch), inputs = std::move(inputs), sink,
               still_wanted = std::move(still_wanted)](
                  absl::StatusOr<std::shared_ptr<Servable>> trained) mutable {
@@ -694,9 +694,10 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
 }
 
 void Scheduler::Core::RunStep(std::shared_ptr<Batch> batch) {
-  batch->dispatched = absl::Now();
+  batch->dispatched = env.clock->Now();
   ScheduledRequest& step = *batch->requests[0];
-  absl::Status runnable = step.context.StillWanted("before its training step ran");
+  absl::Status runnable =
+      step.context.StillWanted("before its training step ran", env.clock->Now());
   if (runnable.ok() && env.trainable == nullptr) {
     runnable = absl::FailedPreconditionError(
         absl::StrCat("model '", env.model, "' cannot be trained by this server"));
@@ -716,7 +717,7 @@ void Scheduler::Core::RunStep(std::shared_ptr<Batch> batch) {
 
 void Scheduler::Core::StepFinished(std::shared_ptr<Batch> batch,
                                    absl::StatusOr<DataParallelTrainer::StepResult> result) {
-  const absl::Time finished = absl::Now();
+  const absl::Time finished = env.clock->Now();
   {
     absl::MutexLock lock(&mu);
     training = false;
@@ -737,7 +738,7 @@ void Scheduler::Core::StepFinished(std::shared_ptr<Batch> batch,
 
 void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status,
                                std::vector<BatchSlice> slices, const Servable* servable) {
-  const absl::Time finished = absl::Now();
+  const absl::Time finished = env.clock->Now();
   struct Speed {
     int slot;
     double rows_per_second, share;
@@ -783,7 +784,7 @@ void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status
     mine.first_row = first_row;
     mine.queue = batch->dispatched - request->enqueued;
     absl::Status answer = status;
-    const absl::Time scatter_start = absl::Now();
+    const absl::Time scatter_start = env.clock->Now();
     if (answer.ok() && batch->fused != nullptr) {
       // Its own rows of every output, at its offset in the batch.
       const std::vector<Tensor>& outputs = batch->fused->outputs;
@@ -807,7 +808,7 @@ void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status
                     row_bytes * static_cast<size_t>(request->rows()));
       }
     }
-    mine.scatter = absl::Now() - scatter_start;
+    mine.scatter = env.clock->Now() - scatter_start;
     first_row += request->rows();
     Answer(std::move(request), std::move(answer), std::move(mine));
   }
@@ -873,7 +874,7 @@ void Scheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
       reason = "queue_bytes";
     } else {
       request->sequence = core.next_sequence;
-      const absl::Time now = absl::Now();
+      const absl::Time now = core.env.clock->Now();
       const ScheduledRequest* queued = request.get();  // The queue's once pushed.
       refused = core.queue.Push(request, now);
       if (refused.ok()) {
@@ -943,7 +944,7 @@ absl::Status Scheduler::Warm(double budget_seconds) {
         // share, and larger sizes are not tried.
         absl::MutexLock lock(&core.mu);
         core.slots[slot].max_rows = std::min(core.slots[slot].max_rows, fitted);
-        core.slots[slot].capped_at = absl::Now();
+        core.slots[slot].capped_at = core.env.clock->Now();
         break;
       }
       if (!status.ok()) {
@@ -963,7 +964,7 @@ absl::Status Scheduler::Warm(double budget_seconds) {
       {
         absl::MutexLock lock(&core.mu);
         core.slots[slot].speed.Record(rows, seconds);
-        core.slots[slot].last_ran = absl::Now();
+        core.slots[slot].last_ran = core.env.clock->Now();
       }
       if (seconds > budget_seconds) break;
       fitted = rows;

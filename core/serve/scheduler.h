@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/base/clock.h"
 #include "core/serve/scheduled_request.h"
 #include "core/serve/scheduler_options.h"
 #include "core/serve/servable.h"
@@ -62,6 +63,9 @@ class Scheduler {
     std::shared_ptr<Trainable> trainable;   // Optional.
     SchedulerOptions options;               // Validated.
     SchedulerObserver* observer = nullptr;  // Optional; must outlive the scheduler.
+    // Deadlines, queue delays, timeouts and the times reported; must outlive
+    // the scheduler.
+    const Clock* clock = RealClock();
   };
   explicit Scheduler(Environment environment);
   // Answers what is still queued Unavailable, and returns once the batches

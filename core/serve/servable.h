@@ -7,8 +7,8 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "core/device/batch_split.h"
 #include "core/model/model.h"
-#include "core/serve/batch_split.h"
 
 namespace replicad {
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/log.h"
 #include "core/serve/client_text.h"
 
 namespace replicad {
@@ -24,6 +25,18 @@ class ServingCore::InFlight {
 };
 
 namespace {
+
+// The request log (--log-verbose 1): one line per inference answered.
+void LogAnswered(const std::string& id, const LoadedModel& model, int64_t rows,
+                 const absl::Status& status, absl::Duration queue, absl::Duration total) {
+  LogVerbose(1, absl::StrCat("request '", id, "' model '", model.name, "' version ", model.version,
+                             ", ", rows, " rows: ",
+                             status.ok() ? "OK"
+                                         : absl::StrCat(absl::StatusCodeToString(status.code()),
+                                                        ": ", status.message()),
+                             "; queue ", absl::FormatDuration(queue), ", total ",
+                             absl::FormatDuration(total)));
+}
 
 absl::Status Prefixed(const std::string& field, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
@@ -133,9 +146,11 @@ void ServingCore::StopInFlight() {
 
 bool ServingCore::AwaitIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(
-                                  +[](int* in_flight) { return *in_flight == 0; }, &in_flight_),
-                              timeout);
+  return options_.clock->AwaitWithDeadline(
+      mu_,
+      absl::Condition(
+          +[](int* in_flight) { return *in_flight == 0; }, &in_flight_),
+      options_.clock->Now() + timeout);
 }
 
 absl::StatusOr<std::shared_ptr<LoadedModel>> ServingCore::FindModel(
@@ -166,7 +181,7 @@ absl::Status ServingCore::ModelReady(const std::string& name, int64_t version) c
 
 void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWriter* writer,
                         InferDone done) {
-  const absl::Time admitted = absl::Now();
+  const absl::Time admitted = options_.clock->Now();
   std::optional<InFlight> in_flight = Admit();
   if (!in_flight) {
     std::move(done)(absl::UnavailableError("replicad is shutting down; send the request elsewhere"),
@@ -180,7 +195,7 @@ void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWr
     return;
   }
   auto fail = [&](const absl::Status& status) {
-    (*model)->statistics->RecordFailure(absl::Now() - admitted);
+    (*model)->statistics->RecordFailure(options_.clock->Now() - admitted);
     std::move(done)(status, InferAnswer{*model, {}});
   };
   absl::StatusOr<std::vector<bool>> wanted = SelectOutputs((*model)->model(), request);
@@ -206,12 +221,15 @@ void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWr
   scheduled->context.server_stopped = &stopped_;
   scheduled->sink = call.get();
   const int64_t rows = scheduled->rows();
-  const absl::Time bound = absl::Now();
-  scheduled->done = [this, call, rows, admitted, bound, done = std::move(done),
-                     in_flight = *std::move(in_flight)](absl::Status status,
-                                                        ScheduleReport report) mutable {
-    const absl::Time now = absl::Now();
+  const absl::Time bound = options_.clock->Now();
+  // Copied only when the request log is on: an id may be long.
+  std::string logged_id = VerboseLogOn(1) ? scheduled->context.id : std::string();
+  scheduled->done = [this, call, rows, admitted, bound, logged_id = std::move(logged_id),
+                     done = std::move(done), in_flight = *std::move(in_flight)](
+                        absl::Status status, ScheduleReport report) mutable {
+    const absl::Time now = options_.clock->Now();
     LoadedModel& model = *call->model;
+    if (VerboseLogOn(1)) LogAnswered(logged_id, model, rows, status, report.queue, now - admitted);
     if (status.ok()) {
       RequestTimes times;
       times.queue = report.queue;

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/base/clock.h"
 #include "core/serve/model_manager.h"
 #include "core/serve/request_context.h"
 #include "core/serve/request_validation.h"
@@ -92,6 +93,8 @@ class ServingCore {
     // and a model that is not found yet is Unavailable as loading rather
     // than NotFound, since the load may yet bring it.
     bool loading_startup_models = false;
+    // Admission times, the statistics' durations and AwaitIdle's timeout.
+    const Clock* clock = RealClock();
   };
   // `models` must outlive the core.
   ServingCore(ModelManager& models, Options options);

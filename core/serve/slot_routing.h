@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/serve/batch_split.h"
+#include "core/device/batch_split.h"
 #include "core/serve/slot_speed.h"
 
 namespace replicad {

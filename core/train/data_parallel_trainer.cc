@@ -10,10 +10,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/base/status_macros.h"
 #include "core/device/device_copy.h"
 #include "core/device/training_step.h"
 #include "core/ops/op_registry.h"
-#include "core/ops/op_util.h"
 #include "core/train/barrier_collective.h"
 #include "core/train/finite_values.h"
 

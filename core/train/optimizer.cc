@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/fatal.h"
 #include "core/device/training_step.h"
 #include "core/ops/optimizer_step_attributes.h"
 #include "core/ops/training_ops.h"
@@ -16,12 +17,6 @@
 
 namespace replicad {
 namespace {
-
-[[noreturn]] void ProgrammerError(const std::string& message) {
-  std::fprintf(stderr, "replicad optimizer: %s\n", message.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
 
 std::string EntryName(size_t param, const std::string& slot) {
   return absl::StrCat("param", param, ".", slot);
@@ -129,13 +124,14 @@ std::optional<Optimizer::NonFiniteUpdate> Optimizer::FirstNonFiniteUpdate(
 absl::Status Optimizer::Step(const std::vector<float*>& parameters,
                              const std::vector<const float*>& gradients) {
   if (parameters.size() != sizes_.size() || gradients.size() != sizes_.size()) {
-    ProgrammerError(absl::StrCat("Step got ", parameters.size(), " parameters and ",
-                                 gradients.size(), " gradients for ", sizes_.size(),
-                                 " parameter sizes"));
+    FatalProgrammerError(
+        "optimizer",
+        absl::StrCat("Step got ", parameters.size(), " parameters and ", gradients.size(),
+                     " gradients for ", sizes_.size(), " parameter sizes"));
   }
   for (size_t i = 0; i < sizes_.size(); ++i) {
     if (sizes_[i] != 0 && (parameters[i] == nullptr || gradients[i] == nullptr)) {
-      ProgrammerError(absl::StrCat("Step got a null pointer for parameter ", i));
+      FatalProgrammerError("optimizer", absl::StrCat("Step got a null pointer for parameter ", i));
     }
   }
   if (device_ != nullptr) return DeviceStep(parameters, gradients);

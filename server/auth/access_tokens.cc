@@ -5,7 +5,6 @@
 #include <openssl/sha.h>
 
 #include <fstream>
-#include <iostream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/base/log.h"
 
 namespace replicad {
 namespace {
@@ -112,8 +112,7 @@ void AccessTokens::Refresh() const {
   }
   absl::StatusOr<std::vector<Entry>> entries = ReadTokens(path_);
   if (!entries.ok()) {
-    std::cerr << "replicad: " << entries.status().message() << "; the tokens read before stay"
-              << std::endl;
+    LogWarning(absl::StrCat(entries.status().message(), "; the tokens read before stay"));
     return;
   }
   absl::MutexLock lock(&mu_);

@@ -11,7 +11,6 @@
 #include <boost/beast/ssl.hpp>
 #include <cstdio>
 #include <exception>
-#include <iostream>
 #include <optional>
 #include <type_traits>
 
@@ -20,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/base/log.h"
 
 namespace replicad {
 namespace {
@@ -156,8 +156,8 @@ class ServerState {
       tls_failed_version_ = version;  // Said once, tried again when the files change again.
       // Mid-rotation (a key written before its certificate): keep serving
       // with the old pair and look again.
-      std::cerr << "replicad " << options_.name << ": the TLS files changed but do not load ("
-                << reloaded.status().message() << "); still serving the previous ones" << std::endl;
+      LogWarning(absl::StrCat(options_.name, ": the TLS files changed but do not load (",
+                              reloaded.status().message(), "); still serving the previous ones"));
       return tls_;
     }
     tls_ = *std::move(reloaded);
@@ -256,8 +256,7 @@ class HttpServer::Impl {
         io_.run();
         return;
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "replicad %s: dropped a request: %s\n",
-                     shared_->options().name.c_str(), e.what());
+        LogError(absl::StrCat(shared_->options().name, ": dropped a request: ", e.what()));
       }
     }
   }

@@ -1,10 +1,10 @@
 #include "server/ranks/rank_worker.h"
 
-#include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "core/base/log.h"
 #include "server/model_training.h"
 #include "server/ranks/rank_command.h"
 
@@ -63,8 +63,8 @@ absl::Status RunRankWorker(RankJob& job, ModelManager& models, const std::atomic
     const std::string model = command->model;
     absl::Status status = Run(job, models, *std::move(command));
     if (!status.ok()) {
-      std::cerr << "replicad: rank " << job.training_ranks()->rank() << ": model '" << model
-                << "': " << status.message() << std::endl;
+      LogError(absl::StrCat("rank ", job.training_ranks()->rank(), ": model '", model,
+                            "': ", status.message()));
     }
   }
 }

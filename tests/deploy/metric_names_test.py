@@ -14,6 +14,11 @@ The replicad_gpu_* gauges exist only where NVML (libnvidia-ml.so.1) loads. They 
 skipped: GPU_ONLY names them, each must be registered in the C++ source, and the families
 the source registers must equal those scraped plus GPU_ONLY (all of them when NVML loads), so
 a new metric, a renamed one or a stale entry here fails the test.
+
+Before the first request, the daemon's /metrics is scraped too: every series those files
+select (a family with the values of its plain equality matchers) must be there already, at 0
+for counters, since increase() and alerts miss the first event of a series that appears with
+it; APPEAR_WITH_TRAFFIC lists the families that cannot exist yet, and why.
 """
 
 import os
@@ -185,8 +190,51 @@ def problems_of(where, promql, families, family_labels, recorded):
     return problems
 
 
+def series_of(text):
+    """[(name, {label: value})] of every sample line of an exposition."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        sample = re.match(r"([A-Za-z_:][\w:]*)(?:\{(.*)\})?\s", line)
+        out.append((sample.group(1),
+                    dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', sample.group(2) or ""))))
+    return out
+
+
+FIXED_MATCHER = re.compile(r'([A-Za-z_]\w*)\s*=\s*"([^"$]*)"')
+
+
+def selections_of(promql):
+    """[(series name, {label: value})] of every selector's name and its plain equality
+    matchers (not =~, !=, or a dashboard variable), bare names included."""
+    out = []
+    bare = STRING.sub('""', promql)
+    with_matchers = {name for name, _ in SELECTOR.findall(promql)}
+    for name, matchers in SELECTOR.findall(promql):
+        out.append((name, dict(FIXED_MATCHER.findall(matchers))))
+    for token in IDENTIFIER.findall(bare):
+        if token.startswith("replicad_") and token not in with_matchers:
+            out.append((token, {}))
+    return out
+
+
+# Families whose series a fresh daemon cannot have, with why: their label sets are made by
+# traffic (which RPC method, which status code), by a slice having run (the measured speed
+# and share), or by a step (its last loss and accuracy, its phases per slot).
+APPEAR_WITH_TRAFFIC = {
+    "replicad_requests_total": "{method, code} of each RPC answered",
+    "replicad_request_duration_seconds": "{method} of each RPC answered",
+    "replicad_slot_rows_per_second": "measured when a slot first runs",
+    "replicad_slot_share": "set when a batch is first split",
+    "replicad_train_loss": "the last step's; none before one",
+    "replicad_train_accuracy": "the last step's; none before one",
+    "replicad_train_seconds_total": "{slot, phase} of a step that ran",
+}
+
+
 def setUpModule():
-    global scrape, daemon_output, source
+    global scrape, fresh_scrape, daemon_output, source
     source = registered_in_source()
     sys.path.insert(0, os.path.join(SOURCE_DIR, "client", "python", "src"))
     import replicad  # noqa: E402  (the Python client, from the source tree)
@@ -201,6 +249,9 @@ def setUpModule():
         try:
             metrics_port = next(int(m.group(1)) for line in daemon.output
                                 for m in [re.search(r"metrics on port (\d+)", line)] if m)
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                        timeout=30) as response:
+                fresh_scrape = response.read().decode()
             client = replicad.Client(f"127.0.0.1:{daemon.port}")
             client.predict("default", x)
             body = json.dumps({"inputs": [{"name": "image", "shape": [1, 1, 28, 28],
@@ -274,6 +325,36 @@ class MetricNamesTest(unittest.TestCase):
         for text in ('method="http:ModelInfer"', 'outcome="skipped",code="OK"',
                      'outcome="refused",code="INVALID_ARGUMENT"', 'outcome="written"'):
             self.assertTrue(text in scrape, f"no series with {text}")
+
+    def test_a_fresh_daemon_has_every_series_the_rules_and_dashboard_select(self):
+        """Before any request, each series the rules and the dashboard select
+        (a family, with the values of its plain equality matchers) is scraped, at 0 for
+        counters, so that increase() and alerts see a model's first event; only the
+        families of APPEAR_WITH_TRAFFIC (and the GPU gauges without NVML) may be absent."""
+        fresh = series_of(fresh_scrape)
+        queries = queries_of_dashboard(self.dashboard) + self.rule_queries
+        missing = set()
+        for where, promql in queries:
+            for name, wanted in selections_of(promql):
+                wanted = {k: v for k, v in wanted.items() if k not in TARGET_LABELS}
+                family = next((name[:-len(s)] for s in HISTOGRAM_SUFFIXES
+                               if name.endswith(s) and self.families.get(name[:-len(s)])
+                               == "histogram"), name)
+                if family not in self.families or family in APPEAR_WITH_TRAFFIC:
+                    continue
+                if family in GPU_ONLY and not self.nvml:
+                    continue
+                names = {family} if self.families[family] != "histogram" else {
+                    family + s for s in HISTOGRAM_SUFFIXES}
+                if not any(n in names and all(labels.get(k) == v for k, v in wanted.items())
+                           for n, labels in fresh):
+                    missing.add(f"{name}{wanted or ''} ({where})")
+        self.maxDiff = None
+        self.assertEqual(sorted(missing), [], "not on a fresh daemon's /metrics")
+        for text in ('replicad_train_steps_not_applied_total{model="default",outcome="skipped",'
+                     'code="OK"} 0', 'replicad_train_checkpoints_total{model="default",'
+                     'outcome="written"} 0'):
+            self.assertIn(text, fresh_scrape)
 
     def test_gpu_only_metrics_are_registered_in_gpu_metrics(self):
         for family in sorted(GPU_ONLY):

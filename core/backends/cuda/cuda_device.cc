@@ -14,9 +14,9 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/cuda_slot.h"
 #include "core/backends/cuda/kernels/cuda_kernel_factory.h"
+#include "core/base/status_macros.h"
 #include "core/device/caching_allocator.h"
 #include "core/device/host_stream.h"
-#include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {

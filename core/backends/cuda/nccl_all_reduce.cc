@@ -57,8 +57,8 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/cuda_slot.h"
 #include "core/backends/cuda/slot_reduce_launch.h"
+#include "core/base/status_macros.h"
 #include "core/device/poll_backoff.h"
-#include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/backends/backends.h"
+#include "core/base/status_macros.h"
 #include "core/model/default_model.h"
-#include "core/ops/op_util.h"
 #include "core/serve/replica_set.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_models.h"

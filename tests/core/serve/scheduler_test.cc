@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/device_memory_stand_in.h"
+#include "tests/testing/manual_clock.h"
 #include "tests/testing/test_models.h"
 
 namespace replicad {
@@ -392,7 +393,7 @@ class StandInTest : public ::testing::Test {
     slots_ = std::make_shared<StandInSlots>(std::move(speeds));
     trainer_ = trainable ? std::make_shared<StandInTrainer>(slots_.get()) : nullptr;
     scheduler_ = std::make_unique<Scheduler>(
-        Scheduler::Environment{"standin", slots_, trainer_, std::move(options), nullptr});
+        Scheduler::Environment{"standin", slots_, trainer_, std::move(options), nullptr, clock_});
   }
   ~StandInTest() override {
     Open();
@@ -428,6 +429,10 @@ class StandInTest : public ::testing::Test {
     return *calls_.back();
   }
 
+  // Tests of timeouts, delays and deadlines set clock_ = &manual_clock_
+  // before Start and advance it instead of sleeping.
+  ManualClock manual_clock_;
+  const Clock* clock_ = RealClock();
   std::shared_ptr<StandInSlots> slots_;
   std::shared_ptr<StandInTrainer> trainer_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -464,11 +469,13 @@ TEST_F(StandInTest, AnIdleModelStartsARequestFromTheSubmittingThread) {
 }
 
 TEST_F(StandInTest, ADeadlinePassingInTheQueueIsAnsweredAtOnceAndNeverRuns) {
+  clock_ = &manual_clock_;
   Start({{}}, Unbatched());
   Block(2);
   RequestContext context;
-  context.deadline = absl::Now() + absl::Milliseconds(30);
+  context.deadline = manual_clock_.Now() + absl::Milliseconds(30);
   Call& late = Submit(1, 5.0f, context);
+  manual_clock_.Advance(absl::Milliseconds(31));
   late.answered.WaitForNotification();  // While the slot is still blocked.
   EXPECT_EQ(late.status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(late.status.message(), HasSubstr("while queued"));
@@ -581,17 +588,19 @@ TEST_F(StandInTest, ARequestsTimeoutShortensThePolicysOnlyWhenAllowed) {
     SchedulerOptions options = Unbatched();
     options.default_queue_policy.default_timeout = absl::Seconds(60);
     options.default_queue_policy.allow_timeout_override = allowed;
+    clock_ = &manual_clock_;
     Start({{}}, options);
     Block(2);
     RequestContext context;
     context.timeout = absl::Milliseconds(20);
     Call& call = Submit(1, 1.0f, context);
-    absl::SleepFor(absl::Milliseconds(100));
+    manual_clock_.Advance(absl::Milliseconds(100));
     if (allowed) {
-      ASSERT_TRUE(call.answered.HasBeenNotified());
+      call.answered.WaitForNotification();
       EXPECT_EQ(call.status.code(), absl::StatusCode::kDeadlineExceeded);
       EXPECT_THAT(call.status.message(), HasSubstr("past its timeout"));
     } else {
+      absl::SleepFor(absl::Milliseconds(20));  // Some polls of the loop: none answers it.
       EXPECT_FALSE(call.answered.HasBeenNotified());
     }
     Open();
@@ -606,10 +615,11 @@ TEST_F(StandInTest, DelayedRequestsRunAfterThoseThatDidNotTimeOut) {
   SchedulerOptions options = Unbatched();
   options.default_queue_policy.default_timeout = absl::Milliseconds(20);
   options.default_queue_policy.timeout_action = QueuePolicy::TimeoutAction::kDelay;
+  clock_ = &manual_clock_;
   Start({{}}, options);
   Block(2);
   Submit(1, 1.0f);
-  absl::SleepFor(absl::Milliseconds(60));  // 1 timed out: delayed.
+  manual_clock_.Advance(absl::Milliseconds(60));  // 1 timed out: delayed.
   Submit(1, 2.0f);
   Open();
   for (auto& call : calls_) {
@@ -650,6 +660,32 @@ TEST_F(StandInTest, QueuedRequestsAreFusedWhileTheSlotIsBusy) {
     ASSERT_EQ(y.shape(), (Shape{2, 4}));
     EXPECT_EQ(y.data<float>()[0], 2.0f * static_cast<float>(i - 1));
   }
+}
+
+// The queue delay is kept on the scheduler's clock: an hour of it takes
+// no hour here.
+TEST_F(StandInTest, ABatchWaitsItsQueueDelayThenRunsWhatGathered) {
+  SchedulerOptions options;
+  options.max_batch_size = 8;
+  options.preferred_batch_sizes = {8};
+  options.max_queue_delay = absl::Hours(1);
+  clock_ = &manual_clock_;
+  Start({{}}, options);
+  Open();
+  Call& first = Submit(2, 1.0f);
+  manual_clock_.Advance(absl::Minutes(59));
+  Call& second = Submit(2, 2.0f);
+  absl::SleepFor(absl::Milliseconds(20));  // Some polls of the loop: neither runs yet.
+  EXPECT_FALSE(first.answered.HasBeenNotified());
+  EXPECT_EQ(scheduler_->pending(), 2u);
+  manual_clock_.Advance(absl::Minutes(1));
+  first.answered.WaitForNotification();
+  second.answered.WaitForNotification();
+  EXPECT_TRUE(first.status.ok()) << first.status;
+  EXPECT_EQ(first.report.batch_rows, 4);
+  EXPECT_EQ(first.report.batch_requests, 2);
+  EXPECT_EQ(first.report.queue, absl::Hours(1));
+  EXPECT_EQ(second.report.queue, absl::Minutes(1));
 }
 
 TEST_F(StandInTest, APreferredSizeEndsABatchEarly) {

@@ -4,6 +4,7 @@
 #include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/non_finite.h"
+#include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
 #include "core/ops/softmax_attributes.h"
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/device/training_step.h"
 #include "core/ops/batch_norm_attributes.h"
 #include "core/ops/op_util.h"

@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/ops/data_movement_attributes.h"
-#include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {

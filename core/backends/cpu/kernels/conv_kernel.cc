@@ -15,6 +15,7 @@
 #include "core/backends/cpu/kernels/non_finite.h"
 #include "core/backends/cpu/kernels/parallel_copy.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
+#include "core/base/status_macros.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/fused_activation.h"
 #include "core/ops/op_util.h"

@@ -3,8 +3,8 @@
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/parallel_copy.h"
+#include "core/base/status_macros.h"
 #include "core/ops/constant_value.h"
-#include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {

@@ -6,6 +6,7 @@
 #include "absl/strings/string_view.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
+#include "core/base/status_macros.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/op_util.h"
 

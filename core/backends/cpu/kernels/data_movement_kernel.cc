@@ -13,6 +13,7 @@
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
 #include "core/backends/cpu/kernels/parallel_copy.h"
+#include "core/base/status_macros.h"
 #include "core/ops/data_movement_attributes.h"
 #include "core/ops/index_map.h"
 #include "core/ops/op_util.h"

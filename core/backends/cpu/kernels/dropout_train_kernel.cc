@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/device/training_step.h"
 #include "core/ops/dropout_mask.h"
 #include "core/ops/dropout_train_attributes.h"
-#include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {

@@ -8,6 +8,7 @@
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/ops/activation_attributes.h"
 #include "core/ops/op_util.h"
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/data_movement_attributes.h"
 #include "core/ops/op_util.h"

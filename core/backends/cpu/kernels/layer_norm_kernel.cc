@@ -2,8 +2,8 @@
 #include <cstdint>
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/ops/layer_norm_attributes.h"
-#include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {

@@ -6,6 +6,7 @@
 #include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/gemv.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/fused_activation.h"
 #include "core/ops/matmul_attributes.h"

@@ -6,6 +6,7 @@
 
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
+#include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
 
 namespace replicad {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/backends/cpu/kernels/avx512.h"
-#include "core/ops/op_util.h"
+#include "core/base/status_macros.h"
 
 namespace replicad {
 namespace {

@@ -1,6 +1,7 @@
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/non_finite.h"
+#include "core/base/status_macros.h"
 #include "core/ops/batch_norm_attributes.h"
 #include "core/ops/op_util.h"
 #include "core/ops/softmax_attributes.h"

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
 #include "core/ops/optimizer_step.h"
 #include "core/ops/optimizer_step_attributes.h"

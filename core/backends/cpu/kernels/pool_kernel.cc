@@ -11,6 +11,7 @@
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
 #include "core/backends/cpu/kernels/non_finite.h"
+#include "core/base/status_macros.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/op_util.h"
 

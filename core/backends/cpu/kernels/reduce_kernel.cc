@@ -6,6 +6,7 @@
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
+#include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
 #include "core/ops/reduce_attributes.h"
 

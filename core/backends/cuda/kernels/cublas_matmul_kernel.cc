@@ -9,10 +9,10 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/elementwise_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/fused_activation.h"
 #include "core/ops/matmul_attributes.h"
-#include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {

@@ -13,6 +13,7 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/batch_norm_train_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/device/training_step.h"
 #include "core/ops/op_util.h"
 

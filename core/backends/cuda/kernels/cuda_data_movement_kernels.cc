@@ -9,6 +9,7 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/index_map_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/ops/constant_value.h"
 #include "core/ops/data_movement_attributes.h"
 #include "core/ops/index_map.h"

@@ -6,6 +6,7 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/elementwise_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/ops/activation_attributes.h"
 #include "core/ops/batch_norm_attributes.h"
 #include "core/ops/broadcast.h"

@@ -4,6 +4,7 @@
 #include "absl/strings/string_view.h"
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/op_util.h"
 

@@ -1,8 +1,8 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/backends/cuda/kernels/layer_norm_launch.h"
+#include "core/base/status_macros.h"
 #include "core/ops/layer_norm_attributes.h"
-#include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {

@@ -9,6 +9,7 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/backends/cuda/kernels/optimizer_launch.h"
+#include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
 #include "core/ops/optimizer_step.h"
 #include "core/ops/optimizer_step_attributes.h"

@@ -17,6 +17,7 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/backends/cuda/kernels/pool_grad_launch.h"
+#include "core/base/status_macros.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/op_util.h"
 #include "core/ops/training_ops.h"

@@ -16,6 +16,7 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/backends/cuda/kernels/training_launch.h"
+#include "core/base/status_macros.h"
 #include "core/device/training_step.h"
 #include "core/ops/data_movement_attributes.h"
 #include "core/ops/dropout_mask.h"

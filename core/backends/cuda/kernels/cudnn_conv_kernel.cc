@@ -10,6 +10,7 @@
 #include "core/backends/cuda/kernels/cudnn_util.h"
 #include "core/backends/cuda/kernels/elementwise_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/base/status_macros.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/conv_transpose_attributes.h"
 #include "core/ops/fused_activation.h"

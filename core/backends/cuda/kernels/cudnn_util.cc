@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "core/backends/cuda/cuda_call.h"
+#include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
 
 namespace replicad {

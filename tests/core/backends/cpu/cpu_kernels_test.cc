@@ -16,9 +16,9 @@
 
 #include "absl/status/status.h"
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
+#include "core/base/status_macros.h"
 #include "core/ops/fused_activation.h"
 #include "core/ops/op_registry.h"
-#include "core/ops/op_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/backends/cpu/cpu_kernel_test_base.h"

@@ -1,4 +1,4 @@
-#include "core/serve/batch_split.h"
+#include "core/device/batch_split.h"
 
 #include <algorithm>
 #include <cmath>

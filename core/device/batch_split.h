@@ -1,5 +1,5 @@
-#ifndef REPLICAD_CORE_SERVE_BATCH_SPLIT_H_
-#define REPLICAD_CORE_SERVE_BATCH_SPLIT_H_
+#ifndef REPLICAD_CORE_DEVICE_BATCH_SPLIT_H_
+#define REPLICAD_CORE_DEVICE_BATCH_SPLIT_H_
 
 #include <cstdint>
 #include <vector>
@@ -33,4 +33,4 @@ std::vector<BatchSlice> SplitBatch(int64_t batch, const std::vector<double>& wei
 
 }  // namespace replicad
 
-#endif  // REPLICAD_CORE_SERVE_BATCH_SPLIT_H_
+#endif  // REPLICAD_CORE_DEVICE_BATCH_SPLIT_H_
