@@ -93,14 +93,15 @@ def run_help(binary, args):
 
 
 def parse_help(text):
-    """(flags, subcommands) of one CLI11 help text."""
+    """(flags, subcommands) of one CLI11 help text. Options are listed under "Options:" and
+    under the headers of option groups ("Listeners:", "Logging:", ...)."""
     flags, subcommands, section = set(), [], None
     for line in text.splitlines():
         header = re.match(r"^(\w[\w ]*):\s*$", line)
         if header:
             section = header.group(1)
             continue
-        if section == "Options":
+        if section is not None and section not in ("Subcommands", "Positionals"):
             m = re.match(r"^  (-\S+)", line)  # options are indented 2; descriptions far more
             if m:
                 for name in m.group(1).split(","):
@@ -397,6 +398,8 @@ Options:
   --listen TEXT=0.0.0.0:8500  gRPC address; see also --phantom-in-description
   --winograd,--no-winograd{false}
                               Winograd
+
+Logging:
   --undocumented INT=0        Nobody wrote this one down
 EOF
   ;;
