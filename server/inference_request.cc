@@ -23,7 +23,7 @@ constexpr char kByteSize[] = "shared_memory_byte_size";
 absl::Status CheckUnsupportedParameters(const Parameters& parameters, const std::string& field) {
   if (parameters.count("classification")) {
     return absl::UnimplementedError(absl::StrCat(
-        field, ".parameters.classification: not supported by replicad yet (see README)"));
+        field, ".parameters.classification: not supported by replicad yet (see docs/status.md)"));
   }
   return absl::OkStatus();
 }

@@ -227,8 +227,8 @@ absl::Status CheckConfig(const inference::ModelConfig& config, const std::string
   if (!refused.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "field '", refused,
-        "' is not supported by replicad; remove it (README.md, \"Model repositories and "
-        "versions\", lists the fields replicad honours and those it ignores as harmless)"));
+        "' is not supported by replicad; remove it (docs/model-repositories.md lists the fields "
+        "replicad honours and those it ignores as harmless)"));
   }
   for (absl::Status s :
        {CheckString("name", config.name(), name, "the model's directory name"),

@@ -24,7 +24,7 @@ namespace replicad {
 
 // The fields (paths such as "input.format") that are set in configurations
 // Triton users write but change no answer, so they are accepted and ignored.
-// README.md's "Model repositories and versions" lists them.
+// docs/model-repositories.md lists them.
 const std::vector<std::string>& HarmlessConfigFields();
 
 // A model tensor as a configuration describes it: its data type (TYPE_FP32,

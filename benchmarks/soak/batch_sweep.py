@@ -34,8 +34,9 @@ Fails (exit 1) when a request fails, when the RSS after a sweep is over --sweep-
 the RSS after a later sweep is more than --flat-mb (default 60 MB) above the first sweep's,
 or, with ONNX Runtime, when a sweep's RSS is over --ort-ratio times ONNX Runtime's. The
 ceilings are what the default flags allow this model with some margin (two slots' arenas
-for the largest slice, the plans of the slots' caches, a few idle gRPC buffers); the memory
-paragraph of README.md derives them, and benchmarks/RESULTS.md has what was measured.
+for the largest slice, the plans of the slots' caches, a few idle gRPC buffers); docs/serving.md
+(Scheduling, Memory) says what holds that memory, docs/benchmarks.md states the ceilings, and
+benchmarks/RESULTS.md has what was measured.
 CTest runs it (test batch_sweep_soak, without ONNX Runtime) with looser ceilings that leave
 room for AVX-512 CPUs, where oneDNN's Winograd convolutions hold more (400 MB, 100 MB, 1.8 GB).
 """

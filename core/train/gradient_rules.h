@@ -47,7 +47,7 @@ using GradientRule = absl::Status (*)(GradientBuilder& builder);
 // The rule for `op_type`, or nullptr when replicad cannot differentiate it yet.
 GradientRule FindGradientRule(std::string_view op_type);
 
-// Op types that have a rule, sorted (for messages and the README).
+// Op types that have a rule, sorted (for messages and the docs).
 std::vector<std::string_view> DifferentiableOps();
 
 }  // namespace replicad

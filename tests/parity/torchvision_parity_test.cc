@@ -13,6 +13,13 @@
 // parity_fixtures/; the script caches them by its own hash). Without torch, torchvision and
 // onnx under /usr/bin/python3 every case is skipped with the reason
 // (scripts/install-deps.sh installs them).
+//
+// KeepsNaNAndInfinitiesWherePyTorchDoes feeds each model a batch of five images (a NaN at [0, 0,
+// 0], +inf and -inf at the centre, all NaN, finite) and requires NaN, +inf and -inf at exactly
+// PyTorch's places in every output, and the finite values within 1e-4 relative L2 per image. With
+// REPLICAD_PARITY_PYTHON=.venv/bin/python (scripts/bench-venv.sh) the fixtures carry ONNX Runtime
+// 1.31.1's outputs too, matched wherever they agree with PyTorch's, and the table names the images
+// where they do not.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>

@@ -1,3 +1,7 @@
+// The pooled buffers the raw gRPC doors gather tensors into: alignment, reuse by the next request
+// of a similar size, the idle cap (oldest first), no more idle buffers than were held at once, a
+// cap of zero, buffers that outlive their pool, concurrent gets and releases.
+
 #include "server/host_buffer_pool.h"
 
 #include <cstdint>

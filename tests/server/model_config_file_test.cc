@@ -1,6 +1,11 @@
 // Triton's config.pbtxt: parsing, every refusal, the version policies, the
 // instance groups' slots, the tensors against the ONNX model, and a
 // Triton-layout repository loaded through LocalModelRepository.
+//
+// Covered: instance groups, max_batch_size, version policies and dynamic batching as loaded and
+// reported; every unsupported field refused by name, parse errors by file, line and column; the
+// repository's fingerprint follows the config (what poll mode reloads on). HarmlessConfigFieldsTest
+// checks that docs/model-repositories.md lists every field accepted without being honoured.
 #include "server/model_config_file.h"
 
 #include <cstdlib>
@@ -532,11 +537,11 @@ TEST(ApplyTensorConfigOpenDimTest, RefusesBatchingAModelThatDoesNotBatch) {
   EXPECT_TRUE(ApplyTensorConfig(fixed, Parsed("input [ { name: \"x\" dims: [ 2, 4 ] } ]")).ok());
 }
 
-// README.md lists exactly the fields accepted without being honoured.
-TEST(HarmlessConfigFieldsTest, ReadmeListsThem) {
+// docs/model-repositories.md lists exactly the fields accepted without being honoured.
+TEST(HarmlessConfigFieldsTest, TheDocsListThem) {
   const char* source_dir = std::getenv("REPLICAD_SOURCE_DIR");
   if (source_dir == nullptr) GTEST_SKIP() << "REPLICAD_SOURCE_DIR is not set (ctest sets it)";
-  std::ifstream file(fs::path(source_dir) / "README.md");
+  std::ifstream file(fs::path(source_dir) / "docs" / "model-repositories.md");
   std::stringstream readme;
   readme << file.rdbuf();
   for (const std::string& field : HarmlessConfigFields()) {

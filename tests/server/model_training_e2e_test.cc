@@ -3,6 +3,10 @@
 // weights), bad requests are answered precisely and lose nothing, a restart
 // on a checkpoint resumes bit for bit, and SIGKILL while checkpointing
 // leaves a loadable checkpoint.
+//
+// Also: a client may send class labels in one step and probabilities in the next; Predict in a loop
+// while steps run finds every answer equal to what one step's checkpoint computes; SIGKILL of the
+// daemon while it checkpoints every step.
 #include <signal.h>
 
 #include <algorithm>

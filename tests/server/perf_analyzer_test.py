@@ -5,6 +5,9 @@ perf_analyzer comes from scripts/triton-venv.sh). Short runs (1 s windows) at co
 and 4 on the embedded default model over 2 CPU slots; every request must succeed, and the
 server-side statistics perf_analyzer reads (ModelStatistics) must account for them. Speed is
 the benchmark's business (benchmarks/RESULTS.md), not this test's.
+
+Cases: concurrency 1 and 4, batch 1 and 8, over gRPC and HTTP; perf_analyzer must exit 0 and every
+request it sent must count as successful in the server's ModelStatistics.
 """
 
 import os

@@ -1,5 +1,8 @@
 // Starts the real daemon and drives it through the client library and
 // replicactl: the model, the split, every bad-input case, metrics, shutdown.
+//
+// Covered: every bad-input case of docs/api.md, the message limit, concurrent clients, live
+// /metrics through promtool, and SIGTERM draining requests in flight with exit code 0.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -5,6 +5,9 @@
 // client that shrinks its object under a mapped view trips the trap instead of
 // killing the process, and nothing leaks (mappings in /proc/self/maps,
 // descriptors in /proc/self/fd).
+//
+// Refusals covered: bad keys, sizes past the object, duplicates, the region limit; also concurrent
+// register, find and unregister, and a SIGBUS elsewhere than in a region still kills the process.
 #include "server/shared_memory_registry.h"
 
 #include <dirent.h>

@@ -6,6 +6,12 @@ venv comes from scripts/triton-venv.sh, the daemon from $REPLICAD_BIN_DIR or bui
 A Triton-layout repository (squeeze/1/model.onnx, squeeze/2/model.onnx: torchvision's
 squeezenet1_1 with weights=None and two seeds) is served by one daemon in explicit model
 control; without a config.pbtxt Triton's default version policy serves the latest version. Outputs through tritonclient must equal PyTorch's within 1e-4 relative L2.
+
+Checked: health, metadata, config, index, statistics, inference with raw and typed contents and over
+a stream (outputs equal PyTorch's within 1e-4 relative L2; a bad request's error comes back in the
+stream), bad inputs (datatype, model, version, shape, byte count, unsupported parameters) with their
+codes and messages, reloads while three clients infer (none fails or sees another version's output),
+unload and load. The model has two versions served on 2 slots.
 """
 
 import os
@@ -238,7 +244,7 @@ class BadInput(unittest.TestCase):
                           lambda: self.send(version="x1"))
 
     def test_wrong_shape(self):
-        # The byte count, and the rest of README's bad-input table, is checked through both
+        # The byte count, and the rest of docs/api.md's bad-input table, is checked through both
         # protocol doors in triton_http_test.py.
         self.expect_error("StatusCode.INVALID_ARGUMENT", ["dim 2 expected 64, received 32"],
                           lambda: self.send(shape=(2, 3, 32, 64)))

@@ -7,6 +7,16 @@ venv comes from scripts/triton-venv.sh, the daemon from $REPLICAD_BIN_DIR or bui
 One daemon serves the squeezenet repository (tests/testing/squeeze_repository.py) in
 explicit model control with a 4 MiB HTTP body limit. Outputs through tritonclient must
 equal PyTorch's within 1e-4 relative L2, whichever way the tensors travel.
+
+Checked: health, metadata (integer shapes), config (enum names), statistics, index, load and unload;
+inference with JSON tensors, binary tensors, both mixed and nested JSON data; system shared memory
+through tritonclient.utils.shared_memory on both doors (inputs read from and outputs written into
+regions, misaligned and overlapping ranges, status, unregister, and each error); docs/api.md's
+bad-input table case by case through tritonclient.grpc and tritonclient.http; hostile bodies sent
+raw (malformed JSON, invalid UTF-8, wrong member types, deep nesting, FP32 overflow, duplicate
+outputs, binary sizes that do not add up, a body over the limit: 413), unknown routes and methods,
+20 kB names (messages cut to 4 KiB); a shared-memory object truncated after registering fails its
+request and the daemon lives on.
 """
 
 import http.client
@@ -283,7 +293,7 @@ class SharedMemory(unittest.TestCase):
 
 
 class BadInputTable(unittest.TestCase):
-    """README's bad-input table, each case through both Open Inference Protocol doors."""
+    """docs/api.md's bad-input table, each case through both Open Inference Protocol doors."""
 
     def send(self, module, infer_client, model=MODEL, name="image", datatype="FP32",
              shape=(2, *IMAGE), data_shape=None, outputs=()):

@@ -9,6 +9,12 @@ float32[N,1,28,28] -> logits, probabilities float32[N,10]) in Triton's layout:
           version_policy specific [1, 3], dynamic_batching, and a harmless `parameters`
   every/  versions 1, 2; config.pbtxt: version_policy all, nothing else
   bad/    version 1; config.pbtxt sets sequence_batching, which replicad does not honour
+
+Checked through tritonclient: ModelConfig reports the file as loaded; versions follow the policy;
+batches up to max_batch_size run on each version and a larger one is invalid; the unsupported field
+is named by an explicit load, stops a start-up in none mode, and, with --no-exit-on-error, fails
+that model alone; the doors open before the models load; a changed config.pbtxt reloads the model in
+poll mode.
 """
 
 import os

@@ -16,7 +16,7 @@ struct CpuSlotOptions {
   // OpenMP threads of the slot's own worker thread (oneDNN runs on them).
   int threads = 1;
   // 3x3 stride-1 convolutions run as Winograd F(4x4, 3x3) where oneDNN has it:
-  // about twice as fast, with a different rounding (see README, "Numerics").
+  // about twice as fast, with a different rounding (see docs/status.md, "Numerics").
   bool winograd = true;
 };
 

@@ -1,4 +1,4 @@
-"""The README's "From Python" example and client/python/examples/fashion_mnist.py run as
+"""README.md's "From Python" example and client/python/examples/fashion_mnist.py run as
 written against a daemon (address swapped for the test's)."""
 
 import os

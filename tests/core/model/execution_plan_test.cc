@@ -1,3 +1,14 @@
+// Execution plans: no device allocation after warm-up (counted through the device); the liveness
+// arena is smaller than the sum of the intermediate values; a host slot's plans of two sizes, run
+// in turns on their shared arena, give what each gave alone and allocate nothing once the larger
+// has run; concatenations at batch 1 written in place (a chain whose first concatenation is a
+// prefix of the second: both dropped, outputs as computed by hand), and those that must still run
+// (a graph input, a repeated input, a graph output); a Reshape of an intermediate value as a view
+// (of a graph input: still a copy); two residual blocks whose convolutions write over their dead
+// addends (along the chain too, the second block's addend lying in the first's buffer), and over
+// neither where the first addend is read later, the outputs checked against a double-precision
+// computation over two runs.
+
 #include "core/model/execution_plan.h"
 
 #include <algorithm>

@@ -1,3 +1,10 @@
+// The load-time graph optimisations against hand-computed double-precision references: folded
+// Conv+BatchNormalization+Relu, Gemm+Clip, a residual Add, SiLU as Swish, HardSwish and
+// HardSigmoid, a pre-activation BatchNormalization as a depthwise convolution and a Pad of nothing,
+// an exported LayerNorm (Pow or Mul for the square, with and without scale and shift; left alone
+// where an intermediate is a graph output) as one LayerNormalization, and a MatMul with its bias
+// and an exact GELU.
+
 #include "core/model/graph_optimizer.h"
 
 #include <algorithm>

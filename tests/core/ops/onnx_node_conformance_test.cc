@@ -17,6 +17,12 @@
 // device its replica runs on ("cpu:0" by default; the CUDA build adds
 // onnx_node_conformance_gpu_test on "cuda:0", labelled gpu, which skips where
 // no GPU is present).
+//
+// Suites: the ONNX backend data's node, pytorch-converted and pytorch-operator directories. Every
+// skip names an unsupported op, an unsupported dtype (float16, double, bool, int8, ...) or an
+// unsupported form (1-D/3-D convolution and pooling, training mode, MaxPool's Indices). On cuda:0
+// every supported op must pass at least one case. The counts at a given commit are in
+// benchmarks/RESULTS.md.
 
 #include <algorithm>
 #include <cmath>

@@ -3,6 +3,10 @@
 // same model on one CPU slot. Float32 without TF32 on both sides; they differ
 // in summation order only: relative L2 <= 1e-5 per output. Skips without a
 // GPU (CTest label gpu).
+//
+// Batches 1, 7 and 64 over two slots of one GPU, also cut into 4 chunks and merged in cuda:0's
+// memory; repeated requests allocate no device memory; staged copies larger than the staging
+// buffers round-trip; copies on the lanes follow their marks.
 
 #include <cstring>
 #include <memory>

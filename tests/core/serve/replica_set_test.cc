@@ -1,3 +1,7 @@
+// Split, run and merge over CPU slots: the result over 1, 2 and 3 slots equals the 1-slot result
+// within 1e-6 relative (L2) for batches 1, 2, 7 and 64, on a two-input two-output model; weighted
+// slots; concurrent calls; one plan per slice size.
+
 #include "core/serve/replica_set.h"
 
 #include <atomic>

@@ -5,6 +5,12 @@
 // their own); replica_set_gpu_test runs the same paths on GPUs. Chunks and
 // slices run the same kernels on fewer rows, so results match one CPU slot
 // within 1e-6 relative L2 (oneDNN may pick another algorithm per size).
+//
+// Slices cut into 1 to 7 chunks, merged in host or "device" memory, concurrent requests, rank-0
+// outputs and batch-reducing models (which run whole) all match one CPU slot; a missing ordering
+// mark gives wrong results, as the lanes run on threads of their own. A slot with a memory limit
+// fails a request with RESOURCE_EXHAUSTED naming cuda:0 and still serves smaller ones, or with
+// shrink_on_oom runs it in smaller chunks; bad merge configurations are INVALID_ARGUMENT.
 
 #include <atomic>
 #include <memory>

@@ -3,6 +3,14 @@
 // output selection, dispatch off the caller's thread, deadlines,
 // draining, readiness, statistics, and loads that never show a half-loaded
 // model.
+//
+// In particular: work runs off the caller's thread; unknown models, versions and outputs name the
+// protocol's field; expired or cancelled requests do not run; draining refuses new requests and
+// waits for those in flight; readiness follows slot health; a reload while a request runs lets it
+// finish on the old version (freed afterwards, off the slot thread) and sends new ones to the new;
+// a failed reload keeps the old version serving; poll loads new and changed models, unloads removed
+// ones and retries a broken one only when its files change; Predict uses the weights training
+// published.
 #include "core/serve/serving_core.h"
 
 #include <atomic>

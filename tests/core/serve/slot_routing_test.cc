@@ -1,4 +1,8 @@
 // The speed estimate each slot learns and the routing decision made from it.
+//
+// The speed line each slot learns: the fit, one size class, NaN ignored, a slot that slows down.
+// The routing decision: whole or split, measured shares, fixed weights, busy and unhealthy slots,
+// granules, a slot kept free.
 #include "core/serve/slot_routing.h"
 
 #include "gmock/gmock.h"

@@ -1,6 +1,8 @@
 // Checkpoints: a round trip through both files (and replicad's own importer), the errors,
 // a state file from another write, and crash safety: a child process writing checkpoints
 // of a ~4 MB model is SIGKILLed at random moments and every survivor must read back whole.
+//
+// The child is killed 24 times.
 #include "core/train/checkpoint.h"
 
 #include <dirent.h>

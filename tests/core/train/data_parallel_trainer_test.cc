@@ -1,5 +1,13 @@
 // Data-parallel training is exact: N CPU slots train like one on the whole
 // batch, whatever the split, and the slots' weights stay identical.
+//
+// Covered: 1, 2 and 3 slots train alike (SGD with Nesterov and weight decay, Adam and RMSprop) for
+// batches 7, 2 and 64; a PyTorch-exported CNN with BatchNormalization and Dropout, 5 steps on one
+// slot against PyTorch doing the same steps (losses within 1e-4, weights and running statistics
+// within 1e-4 relative), and over 1, 2 and 3 slots with dropout 0.3 (within 1e-5; slots
+// bit-identical); the `ps` reduction with CPU slots and a CPU server gives the same bits as
+// allreduce; bad targets and non-finite steps change nothing (weights, optimizer state, running
+// statistics and the step count stay bit-identical), over allreduce and `ps`.
 
 #include "core/train/data_parallel_trainer.h"
 

@@ -1,5 +1,8 @@
 // The training graph's gradients against central finite differences of its
 // own loss, on small models covering every op that has a gradient rule.
+//
+// Also: labels and one-hot probabilities give the same gradient; untrainable models are refused
+// naming their ops.
 
 #include "core/train/training_graph.h"
 

@@ -420,7 +420,7 @@ TEST_F(AuthTlsE2eTest, CertificatesRotateWithoutARestart) {
   EXPECT_TRUE(ListModels(TlsChannel(**daemon, "ca"), "").ok());
   // The key first, then the certificate: in between the pair does not
   // match, and the HTTP listeners keep the old one in service. (gRPC's
-  // file watcher takes the files as they are: README asks operators to
+  // file watcher takes the files as they are: docs/security.md asks operators to
   // swap both at once, as a Kubernetes Secret mount does.)
   std::filesystem::copy_file(d + "rotated.key", d + "live.key.new");
   std::filesystem::rename(d + "live.key.new", d + "live.key");

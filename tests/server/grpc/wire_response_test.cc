@@ -1,5 +1,7 @@
 // The borrowed answers, read back by protobuf: the typed message, byte for
 // byte where protobuf's own order is fixed (no maps).
+//
+// For Predict the borrowed answer is byte for byte protobuf's own serialization.
 #include "server/grpc/wire_response.h"
 
 #include <cstring>

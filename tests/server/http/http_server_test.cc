@@ -1,3 +1,8 @@
+// The HTTP/1.1 server under both HTTP doors: transfer codings other than chunked are refused
+// without reading the body as a next request; chunked bodies; `Expect: 100-continue`; a refused
+// body is drained so the client reads the 413; connections beyond the cap are closed and the others
+// served; Stop waits for answers still out.
+
 #include "server/http/http_server.h"
 
 #include <atomic>

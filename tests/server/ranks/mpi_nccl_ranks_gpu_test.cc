@@ -9,6 +9,8 @@
 // it, which NCCL does not allow: the step fails on both, naming the GPU.
 // Skips without a GPU, and when not started by an MPI launcher (the GPU
 // machines' bundle runs each test binary alone: scripts/gpu-check.sh).
+//
+// Built where the build has both MPI and CUDA.
 
 #include <cmath>
 #include <memory>

@@ -1,5 +1,15 @@
 // Run with: mpirun --allow-run-as-root --oversubscribe -np 2 tests/mpi_training_ranks_test
 // (CTest does). Every rank runs every test, in the same order.
+//
+// Training across ranks (docs/distributed-training.md) is exact: two ranks of one CPU slot, against
+// one process of two slots (SGD with momentum and Adam; batches 7, 2, 64 and 1; five steps; the
+// PyTorch-exported BatchNormalization + Dropout 0.3 CNN), give bit for bit the same losses,
+// accuracies, weights and running statistics. Per-rank shards of 4+3, 2+5, 1+1 and 40+24 rows equal
+// one process of two slots whose weights cut the batch at the same row. Ranks that each hold a
+// stand-in for a GPU slot (device memory the host can read, CPU kernels, a CPU
+// replicad.OptimizerStep kernel for the optimizer on the device), with a reduction that sums across
+// the ranks on the host where NCCL would, train bit for bit like one process of two CPU slots
+// (whole batches and shards). Built where the build has MPI (not in the sanitizer builds).
 #include "server/ranks/mpi_training_ranks.h"
 
 #include <mpi.h>

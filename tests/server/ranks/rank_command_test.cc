@@ -1,3 +1,7 @@
+// The commands rank 0 sends the other ranks of a training job (docs/distributed-training.md): a
+// step's tensors and a training configuration round-trip bit for bit; a cut or corrupted frame is
+// refused naming what is wrong, never read past its end, and a tensor's bytes must match its shape.
+
 #include "server/ranks/rank_command.h"
 
 #include <cstring>

@@ -5,6 +5,15 @@ machine, scripts/slurm-local.sh), train like one daemon with two CPU slots (the 
 bit for bit, and the same predictions after training), and a rank killed mid-job fails the
 next step with UNAVAILABLE naming it within --rank-timeout-seconds; the job then exits
 non-zero and a restart on its last periodic checkpoint resumes the step count.
+
+CTest runs it as mpi_daemon_test, where the build has MPI. Also covered: rank 1 started from a
+checkpoint sees the ranks' refusals (other starting weights, another step count) within seconds of a
+30 s timeout, the job still up; a rank SIGKILLed while the job checkpoints every step fails the next
+step naming it within 10 s of its 3 s timeout, mpirun exits non-zero, and the job restarted on the
+newest checkpoint goes on at the next step number; a bad batch is refused at rank 0 and the job goes
+on; per-rank shards (--rank-shards) through the daemon and the Python client, and two `replicactl
+train --rank` printing the same epoch line as one `replicactl train` of whole batches against two
+equal slots.
 """
 
 import os

@@ -28,7 +28,7 @@ struct CudaKernelContext {
   cublasHandle_t cublas = nullptr;
   const CublasLibrary* cublas_library = nullptr;  // Set with `cublas`.
   // TF32 tensor cores for float32 convolutions and matrix products: faster,
-  // with a 10-bit mantissa for the products (see README, "Numerics").
+  // with a 10-bit mantissa for the products (see docs/status.md, "Numerics").
   bool tf32 = false;
   // The most scratch memory a cuDNN algorithm may ask for (bytes); faster
   // algorithms that need more are passed over.

@@ -1,6 +1,9 @@
 // RunActivationPass against the formulas in double: the vector path's
 // accuracy over the range that matters, its tail (counts that are not a
 // multiple of 16), the split across threads, and the special values.
+//
+// SiLU within 4e-7 of the exact value over [-90, 90), tails, specials (NaN, +-inf); the clamp of
+// Relu and Clip exact, NaN kept, in place or not, every tail, 1 and 2 threads.
 
 #include "core/backends/cpu/kernels/activation_pass.h"
 

@@ -2,6 +2,14 @@
 // 16-channel blocks, oneDNN's choices for convolutions) and asked to keep
 // their output's: each must compute what it computes on row-major data,
 // whether it reads the layout in place or reorders it first.
+//
+// Cases: Mul and Add (channel scales, two native operands), GlobalAveragePool, MaxPool,
+// AveragePool, Conv with computed weights, Relu and Concat given inputs in channels-last and
+// 16-channel blocks (20 channels, which pad a block, and 32), with and without a native output,
+// equal the row-major kernels' results; a fused SiLU applied after the fused sum; a batch-1
+// depthwise convolution of 72 channels run as two primitives (oneDNN's verbose lines show both)
+// equals the whole one; SameBytes on unit spatial dims; JoinedOffsets only where every source is
+// one contiguous block of the output.
 
 #include "core/backends/cpu/kernels/native_layout.h"
 

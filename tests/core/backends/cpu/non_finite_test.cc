@@ -4,6 +4,13 @@
 // of MaxPool that holds a NaN gives NaN (as PyTorch's does); a Softmax row
 // with a NaN or +inf gives NaN throughout (as ONNX Runtime 1.31's does). A
 // serving system must not turn bad input into a plausible answer.
+//
+// Cases: NaN, +inf and -inf through Relu, zero-slope LeakyRelu, Clip, HardSigmoid, convolutions
+// (blocked and plain) with fused Relu, ReLU6 and LeakyRelu, Gemm and MatMul with a fused Relu, the
+// matrix-vector product, MaxPool (a NaN at each place of a padded, dilated, ceil_mode window),
+// Softmax and LogSoftmax rows, GlobalAveragePool and ReduceMean; one convolution kernel fed finite,
+// NaN and infinite inputs in turn; Winograd against the direct sum's non-finite positions (skipped
+// without AVX-512).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -1,3 +1,7 @@
+// CUDA device enumeration (CTest label gpu): with a GPU, every device the runtime reports is listed
+// with its name, memory and compute capability; without one, or without a driver, the list is empty
+// and that is not an error.
+
 #include "core/backends/cuda/cuda_backend.h"
 #include "gtest/gtest.h"
 
