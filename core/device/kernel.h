@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/device/run_context.h"
 #include "core/tensor/attributes.h"
 #include "core/tensor/shape.h"
 #include "core/tensor/tensor.h"
@@ -46,10 +47,15 @@ class Kernel {
 
   // Reads `inputs` and writes `outputs`: device pointers in the spec's order
   // (nullptr for an absent optional input), laid out row-major with the
-  // spec's types unless the spec's native layouts say otherwise. Runs on the owning device's stream
-  // thread, one call at a time. Outputs never alias inputs, except output 0
-  // and the input that overwritable_input names, which may be one buffer.
-  virtual absl::Status Run(const void* const* inputs, void* const* outputs) = 0;
+  // spec's types unless the spec's native layouts say otherwise. Runs on the
+  // owning device's stream thread, one call at a time, and returns once its
+  // work is issued there. `context` (run_context.h: the training step, or the
+  // defaults outside training) is valid only until Run returns: work left to
+  // run later takes copies of what it reads. Outputs never alias inputs,
+  // except output 0 and the input that overwritable_input names, which may
+  // be one buffer.
+  virtual absl::Status Run(const RunContext& context, const void* const* inputs,
+                           void* const* outputs) = 0;
 
   // Scratch bytes Run needs besides its inputs and outputs (e.g. reordered
   // copies of them). The plan hands every kernel the same workspace, since
@@ -94,7 +100,7 @@ inline std::vector<size_t> OutputIsInputZero(size_t num_inputs) {
 // backends return this instead of asking them.
 class EmptyKernel : public Kernel {
  public:
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     return absl::OkStatus();
   }
 };

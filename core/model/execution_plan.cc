@@ -226,8 +226,10 @@ class ExecutionPlan::Builder {
       workspace = *std::move(buffer);
       kernel.SetWorkspace(workspace->data());
     }
+    // Folded at Create, outside any training step.
     absl::Status status;
-    device_.Enqueue([&] { status = kernel.Run(args.data(), args.data() + node.inputs.size()); });
+    device_.Enqueue(
+        [&] { status = kernel.Run(RunContext{}, args.data(), args.data() + node.inputs.size()); });
     if (absl::Status s = device_.Synchronize(); !s.ok()) return s;
     if (!status.ok()) return status;
     for (size_t o = 0; o < outputs.size(); ++o) {
@@ -554,33 +556,36 @@ ExecutionPlan::~ExecutionPlan() {
 }
 
 absl::Status ExecutionPlan::Run(const void* const* inputs, void* const* outputs) {
-  return RunSteps(inputs, outputs, steps_.size(), nullptr, nullptr);
+  return RunSteps(RunContext{}, inputs, outputs, steps_.size(), nullptr, nullptr);
 }
 
 absl::Status ExecutionPlan::Run(const void* const* inputs, void* const* outputs, Proceed proceed) {
-  return RunSteps(inputs, outputs, steps_.size(), nullptr, nullptr, &proceed);
+  return RunSteps(RunContext{}, inputs, outputs, steps_.size(), nullptr, nullptr, &proceed);
 }
 
-absl::Status ExecutionPlan::RunSplit(const void* const* inputs, void* const* outputs,
-                                     const Node* boundary, double* seconds_before) {
-  return RunSplit(inputs, outputs, boundary, seconds_before, [](int) { return absl::OkStatus(); });
+absl::Status ExecutionPlan::RunSplit(const RunContext& context, const void* const* inputs,
+                                     void* const* outputs, const Node* boundary,
+                                     double* seconds_before) {
+  return RunSplit(context, inputs, outputs, boundary, seconds_before,
+                  [](int) { return absl::OkStatus(); });
 }
 
-absl::Status ExecutionPlan::RunSplit(const void* const* inputs, void* const* outputs,
-                                     const Node* boundary, double* seconds_before,
-                                     OutputReady on_ready) {
+absl::Status ExecutionPlan::RunSplit(const RunContext& context, const void* const* inputs,
+                                     void* const* outputs, const Node* boundary,
+                                     double* seconds_before, OutputReady on_ready) {
   // Steps follow the graph's node order, and nodes live in one array.
   size_t split = 0;
   while (split < steps_.size() && steps_[split].node < boundary) ++split;
   const auto start = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point split_time = start;
-  absl::Status status = RunSteps(inputs, outputs, split, &split_time, &on_ready);
+  absl::Status status = RunSteps(context, inputs, outputs, split, &split_time, &on_ready);
   if (split == steps_.size()) split_time = std::chrono::steady_clock::now();
   *seconds_before = std::chrono::duration<double>(split_time - start).count();
   return status;
 }
 
-absl::Status ExecutionPlan::RunSteps(const void* const* inputs, void* const* outputs, size_t split,
+absl::Status ExecutionPlan::RunSteps(const RunContext& context, const void* const* inputs,
+                                     void* const* outputs, size_t split,
                                      std::chrono::steady_clock::time_point* split_time,
                                      const OutputReady* on_ready, const Proceed* proceed) {
   if (shared_arena_ != nullptr) {
@@ -617,7 +622,7 @@ absl::Status ExecutionPlan::RunSteps(const void* const* inputs, void* const* out
     for (size_t a = 0; a < step.num_inputs + step.num_outputs; ++a) {
       args[a] = values[a] >= 0 ? value_ptrs_[values[a]] : nullptr;
     }
-    absl::Status status = step.kernel->Run(args, args + step.num_inputs);
+    absl::Status status = step.kernel->Run(context, args, args + step.num_inputs);
     if (!status.ok()) return NodeError(*step.node, status);
     if (on_ready != nullptr) {
       for (int output : outputs_written_[s]) REPLICAD_RETURN_IF_ERROR((*on_ready)(output));

@@ -10,6 +10,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
+#include "core/device/run_context.h"
 #include "core/model/graph.h"
 #include "core/model/shared_plan_arena.h"
 
@@ -63,7 +64,8 @@ class ExecutionPlan {
   // Runs the graph: `inputs` and `outputs` are device pointers in graph
   // order, with input_types() and output_types(). Not reentrant: call it
   // from the device's stream thread, one call at a time (with a shared
-  // arena: one call of any of the arena's plans at a time).
+  // arena: one call of any of the arena's plans at a time). The kernels get
+  // a default RunContext (inference: no training step; see run_context.h).
   absl::Status Run(const void* const* inputs, void* const* outputs);
 
   // Asked on the stream thread before each kernel runs (on a device that
@@ -77,11 +79,13 @@ class ExecutionPlan {
   using Proceed = absl::FunctionRef<absl::Status()>;
   // Run, asking `proceed` between kernels.
   absl::Status Run(const void* const* inputs, void* const* outputs, Proceed proceed);
-  // Run, also timing the kernels of the graph's nodes before `boundary` (a
-  // node of the graph; e.g. a training graph's forward pass before its
-  // backward pass): *seconds_before gets that time.
-  absl::Status RunSplit(const void* const* inputs, void* const* outputs, const Node* boundary,
-                        double* seconds_before);
+  // Run as a training step: every kernel gets `context` (the trainer's, for
+  // this slot and step; it must outlive the call), and the kernels of the
+  // graph's nodes before `boundary` (a node of the graph; e.g. a training
+  // graph's forward pass before its backward pass) are timed:
+  // *seconds_before gets that time.
+  absl::Status RunSplit(const RunContext& context, const void* const* inputs, void* const* outputs,
+                        const Node* boundary, double* seconds_before);
 
   // Called on the stream thread once the work that writes graph output
   // `output` has been issued (complete in stream order, not necessarily yet
@@ -92,16 +96,16 @@ class ExecutionPlan {
   // error stops the run and is returned.
   using OutputReady = absl::FunctionRef<absl::Status(int output)>;
   // RunSplit, reporting each output as it becomes ready.
-  absl::Status RunSplit(const void* const* inputs, void* const* outputs, const Node* boundary,
-                        double* seconds_before, OutputReady on_ready);
+  absl::Status RunSplit(const RunContext& context, const void* const* inputs, void* const* outputs,
+                        const Node* boundary, double* seconds_before, OutputReady on_ready);
 
  private:
   class Builder;
   ExecutionPlan() = default;
   // Steps from index `split` on start after *split_time is taken (when set);
   // `proceed` (when set) is asked before each step.
-  absl::Status RunSteps(const void* const* inputs, void* const* outputs, size_t split,
-                        std::chrono::steady_clock::time_point* split_time,
+  absl::Status RunSteps(const RunContext& context, const void* const* inputs, void* const* outputs,
+                        size_t split, std::chrono::steady_clock::time_point* split_time,
                         const OutputReady* on_ready, const Proceed* proceed = nullptr);
 
   struct Step {

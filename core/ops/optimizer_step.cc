@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "core/device/training_step.h"
 #include "core/ops/op_util.h"
 #include "core/ops/optimizer_step_attributes.h"
 
@@ -183,13 +182,11 @@ absl::StatusOr<OptimizerConfig> ParseOptimizerStep(const KernelSpec& spec) {
   return config;
 }
 
-absl::StatusOr<int64_t> OptimizerUpdateNumber(absl::string_view label) {
-  const TrainingStepContext* step = CurrentTrainingStep();
-  const int64_t t = step != nullptr ? step->step : 1;
+absl::StatusOr<int64_t> OptimizerUpdateNumber(const RunContext& run, absl::string_view label) {
+  const int64_t t = run.step;
   if (t < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        label, ": the update number (the training step context's step) must be >= 1; received ",
-        t));
+        label, ": the update number (the run context's step) must be >= 1; received ", t));
   }
   return t;
 }

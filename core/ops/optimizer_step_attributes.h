@@ -45,10 +45,10 @@ Attributes OptimizerStepAttributes(const OptimizerConfig& config);
 // attribute, the expected and the received value.
 absl::StatusOr<OptimizerConfig> ParseOptimizerStep(const KernelSpec& spec);
 
-// The op's update number t, for a kernel's Run: the training step context's step
-// (core/device/training_step.h), 1 outside one. InvalidArgument naming `label` (the
-// node) when it is < 1.
-absl::StatusOr<int64_t> OptimizerUpdateNumber(absl::string_view label);
+// The op's update number t, for a kernel's Run: `run`'s step (core/device/run_context.h;
+// the optimizer sets it). InvalidArgument naming `label` (the node) when it is < 1, as in
+// a default RunContext.
+absl::StatusOr<int64_t> OptimizerUpdateNumber(const RunContext& run, absl::string_view label);
 
 // The op's shape rule (training_ops.cc): G float32 of any shape -> P and the kind's state
 // tensors (OptimizerStateNames), each of G's type.

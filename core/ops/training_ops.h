@@ -81,8 +81,8 @@ inline constexpr std::string_view kMeanSquaredError = "replicad.MeanSquaredError
 // updated IN PLACE, so it is never part of a graph: the optimizer
 // (core/train/optimizer.h) builds and runs it directly, with the outputs
 // holding the parameter and its state. The update number t (1-based, for
-// Adam's bias corrections) is CurrentTrainingStep()->step (t = 1 with no
-// context; Run fails for t < 1). At t == 1 the state outputs are not read:
+// Adam's bias corrections) is the RunContext's step (Run fails for t < 1,
+// as with a default context). At t == 1 the state outputs are not read:
 // they start as zeros, SGD's momentum buffer as a copy of the direction, as
 // in PyTorch. CUDA and the CPU backend have kernels; the host optimizer
 // updates CPU slots without one.

@@ -7,7 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "core/device/training_step.h"
+#include "core/device/run_context.h"
 
 namespace replicad {
 

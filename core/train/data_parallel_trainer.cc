@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
 #include "core/device/device_copy.h"
-#include "core/device/training_step.h"
+#include "core/device/run_context.h"
 #include "core/ops/op_registry.h"
 #include "core/train/barrier_collective.h"
 #include "core/train/finite_values.h"
@@ -130,18 +130,19 @@ struct DataParallelTrainer::ServerReduction {
     scale_host = scale_value;
     REPLICAD_RETURN_IF_ERROR(server.CopyOnStream(&scale_host, MemoryLocation{}, scale->data(),
                                                  scale->location(), sizeof(float)));
+    // Plain arithmetic: the kernels read nothing of the step.
     int next = 0;
     const void* acc = sources[0];
     for (size_t i = 1; i < sources.size(); ++i) {
       const void* in[] = {acc, sources[i]};
       void* out[] = {sums[next]->data()};
-      REPLICAD_RETURN_IF_ERROR(add->Run(in, out));
+      REPLICAD_RETURN_IF_ERROR(add->Run(RunContext{}, in, out));
       acc = out[0];
       next = 1 - next;
     }
     const void* in[] = {acc, scale->data()};
     void* out[] = {sums[next]->data()};
-    REPLICAD_RETURN_IF_ERROR(mul->Run(in, out));
+    REPLICAD_RETURN_IF_ERROR(mul->Run(RunContext{}, in, out));
     *sum = out[0];
     return absl::OkStatus();
   }
@@ -849,7 +850,7 @@ absl::Status DataParallelTrainer::RunSlices(StepState& step) {
   // at every BatchNormalization (53 a step in resnet50).
   BarrierCollective* const meeting =
       sync_batch_norm_ && (slices.size() > 1 || ranks_ != nullptr) ? &collective : nullptr;
-  std::vector<TrainingStepContext> contexts(slices.size());
+  std::vector<RunContext> contexts(slices.size());
   std::vector<absl::Status> statuses(slots_.size());
   std::vector<double>& seconds = step.seconds;
   std::vector<double>& forward_seconds = step.forward_seconds;
@@ -863,8 +864,8 @@ absl::Status DataParallelTrainer::RunSlices(StepState& step) {
     const int i = slice_of_slot[s];
     if (i < 0 && all_reduce_ == nullptr) continue;
     if (i >= 0) {
-      contexts[i] = TrainingStepContext{step_ + 1, seed_, step.first_row + slices[i].begin,
-                                        batch,     i,     meeting};
+      contexts[i] =
+          RunContext{step_ + 1, seed_, step.first_row + slices[i].begin, batch, i, meeting};
     }
     Slot& slot = *slots_[s];
     slot.where.device->Enqueue([&, s, i] {
@@ -910,9 +911,8 @@ absl::Status DataParallelTrainer::RunSlices(StepState& step) {
         for (Tensor& g : slot.gradients) out.push_back(g.raw_data());
         for (Tensor& u : slot.buffer_updates) out.push_back(u.raw_data());
         if (status.ok()) {
-          ScopedTrainingStep in_step(&contexts[i]);
-          status =
-              plan->RunSplit(in.data(), out.data(), backward, &forward_seconds[i], [&](int output) {
+          status = plan->RunSplit(
+              contexts[i], in.data(), out.data(), backward, &forward_seconds[i], [&](int output) {
                 const int p = output - first_gradient;
                 if (all_reduce_ == nullptr || p < 0 || p >= static_cast<int>(bucket_of_.size())) {
                   return absl::OkStatus();

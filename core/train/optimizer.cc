@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/fatal.h"
-#include "core/device/training_step.h"
+#include "core/device/run_context.h"
 #include "core/ops/optimizer_step_attributes.h"
 #include "core/ops/training_ops.h"
 
@@ -158,19 +158,16 @@ void Optimizer::HostStep(size_t i, float* p, const float* g, const OptimizerStep
 
 absl::Status Optimizer::DeviceStep(const std::vector<float*>& parameters,
                                    const std::vector<const float*>& gradients) {
-  // The kernels read the update number from the step context; the rest of an enclosing
-  // context (the trainer's) stays as it is, and is current again when this returns.
-  const TrainingStepContext* outer = CurrentTrainingStep();
-  TrainingStepContext context = outer != nullptr ? *outer : TrainingStepContext{};
+  // The kernels read the update number, and nothing else, from the context.
+  RunContext context;
   context.step = step_ + 1;
-  ScopedTrainingStep scope(&context);
   for (size_t i = 0; i < sizes_.size(); ++i) {
     Parameter& param = params_[i];
     if (param.kernel == nullptr) continue;  // An empty parameter.
     const void* inputs[] = {gradients[i]};
     outputs_[0] = parameters[i];
     for (size_t k = 0; k < param.device.size(); ++k) outputs_[1 + k] = param.device[k]->data();
-    if (absl::Status status = param.kernel->Run(inputs, outputs_.data()); !status.ok()) {
+    if (absl::Status status = param.kernel->Run(context, inputs, outputs_.data()); !status.ok()) {
       return status;
     }
   }

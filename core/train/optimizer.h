@@ -62,8 +62,8 @@ class Optimizer {
   // The caller keeps ownership; a gradient must not alias its parameter; pointers of empty
   // parameters may be null. Aborts on a count mismatch or a null pointer (programmer errors).
   // Host mode: host pointers; always OK. Device mode: device pointers, called on the
-  // device's stream thread; the kernels are enqueued (complete in stream order) inside a
-  // ScopedTrainingStep whose step is step() + 1, the update number they read. A kernel's
+  // device's stream thread; the kernels are enqueued (complete in stream order) with a
+  // RunContext whose step is step() + 1, the update number they read. A kernel's
   // launch error is returned; then step() is unchanged and the update is partial.
   absl::Status Step(const std::vector<float*>& parameters,
                     const std::vector<const float*>& gradients);

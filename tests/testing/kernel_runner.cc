@@ -69,8 +69,7 @@ absl::StatusOr<std::vector<Tensor>> Run(Device& device, const KernelCall& call,
 
   absl::Status status;
   device.Enqueue([&] {
-    ScopedTrainingStep in_step(call.step);
-    status = (*kernel)->Run(input_ptrs.data(), output_ptrs.data());
+    status = (*kernel)->Run(call.context, input_ptrs.data(), output_ptrs.data());
     if (status.ok()) status = device.AwaitStream();
   });
   if (absl::Status s = device.Synchronize(); !s.ok()) return s;

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
-#include "core/device/training_step.h"
+#include "core/device/run_context.h"
 #include "core/tensor/attributes.h"
 #include "core/tensor/tensor.h"
 
@@ -24,9 +24,9 @@ struct KernelCall {
   // Indices of inputs whose host values the builder also sees as
   // KernelSpec::constant_inputs (e.g. Pad's pads, Clip's bounds).
   std::vector<int> constant_inputs;
-  // Made current on the device's stream thread while the kernel runs
-  // (dropout's row keys, BatchNormTrain's collective); nullptr for none.
-  const TrainingStepContext* step = nullptr;
+  // What Run gets (dropout's row keys, BatchNormTrain's collective,
+  // OptimizerStep's update number); the default is outside training.
+  RunContext context;
 };
 
 // Infers the outputs with the op's shape rule, builds the kernel on `device`,

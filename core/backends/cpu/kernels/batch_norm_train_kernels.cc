@@ -8,18 +8,16 @@
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/base/status_macros.h"
-#include "core/device/training_step.h"
 #include "core/ops/batch_norm_attributes.h"
 #include "core/ops/op_util.h"
 
 namespace replicad {
 namespace {
 
-// Sums `sums` over the step's slots, when there is a step with a collective.
-void SumOverStep(std::vector<double>* sums) {
-  const TrainingStepContext* step = CurrentTrainingStep();
-  if (step != nullptr && step->collective != nullptr) {
-    step->collective->AllReduceSum(step->participant, sums->data(), sums->size());
+// Sums `sums` over the step's slots, when the step has a collective.
+void SumOverStep(const RunContext& run, std::vector<double>* sums) {
+  if (run.collective != nullptr) {
+    run.collective->AllReduceSum(run.participant, sums->data(), sums->size());
   }
 }
 
@@ -34,7 +32,8 @@ class BatchNormTrainKernel : public Kernel {
   BatchNormTrainKernel(Planes planes, float epsilon, float momentum)
       : p_(planes), epsilon_(epsilon), momentum_(momentum) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
     const float* scale = static_cast<const float*>(inputs[1]);
     const float* bias = static_cast<const float*>(inputs[2]);
@@ -58,7 +57,7 @@ class BatchNormTrainKernel : public Kernel {
       }
     }
     sums[2 * c_count] = static_cast<double>(p_.batch * p_.spatial);
-    SumOverStep(&sums);
+    SumOverStep(run, &sums);
     const double count = sums[2 * c_count];
     for (int64_t c = 0; c < c_count; ++c) {
       const double mean = sums[c] / count;
@@ -92,7 +91,8 @@ class BatchNormGradKernel : public Kernel {
  public:
   explicit BatchNormGradKernel(Planes planes) : p_(planes) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
     const float* scale = static_cast<const float*>(inputs[1]);
     const float* mean = static_cast<const float*>(inputs[2]);
@@ -117,7 +117,7 @@ class BatchNormGradKernel : public Kernel {
       dscale[c] = static_cast<float>(sums[c_count + c]);
     }
     sums[2 * c_count] = static_cast<double>(p_.batch * p_.spatial);
-    SumOverStep(&sums);
+    SumOverStep(run, &sums);
     const double count = sums[2 * c_count];
     for (int64_t c = 0; c < c_count; ++c) {
       const double mean_dy = sums[c] / count, mean_dy_xhat = sums[c_count + c] / count;

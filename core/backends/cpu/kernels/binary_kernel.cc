@@ -27,7 +27,7 @@ class BroadcastLoopKernel : public Kernel {
   BroadcastLoopKernel(const Shape& a, const Shape& b, const Shape& out)
       : out_(out), a_strides_(Strides(a, out)), b_strides_(Strides(b, out)), index_(out.size()) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const int64_t total = NumElements(out_);
     if (total == 0) return absl::OkStatus();
     const A* a = static_cast<const A*>(inputs[0]);

@@ -16,7 +16,7 @@ class RepeatValueKernel : public Kernel {
  public:
   RepeatValueKernel(Tensor value, int64_t repeats) : value_(std::move(value)), repeats_(repeats) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     if (value_.num_elements() != 1) {
       const size_t bytes = value_.byte_size();
       char* out = static_cast<char*>(outputs[0]);
@@ -46,7 +46,7 @@ class FloatToInt64Kernel : public Kernel {
  public:
   explicit FloatToInt64Kernel(int64_t count) : count_(count) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* in = static_cast<const float*>(inputs[0]);
     int64_t* out = static_cast<int64_t*>(outputs[0]);
     // ONNX truncates towards zero and leaves NaN and out-of-range values
@@ -69,7 +69,7 @@ class Int64ToFloatKernel : public Kernel {
  public:
   explicit Int64ToFloatKernel(int64_t count) : count_(count) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const int64_t* in = static_cast<const int64_t*>(inputs[0]);
     float* out = static_cast<float*>(outputs[0]);
     for (int64_t i = 0; i < count_; ++i) out[i] = static_cast<float>(in[i]);

@@ -87,7 +87,7 @@ class BlockedConvKernel : public Kernel {
     }
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     if (src_reorder_) REPLICAD_RETURN_IF_ERROR(src_reorder_->Execute(inputs, outputs, node_));
     // A fused residual Add: the addend goes where the convolution writes,
     // and its sum post-op accumulates onto it.

@@ -16,7 +16,7 @@ class CopyKernel : public Kernel {
  public:
   CopyKernel(size_t bytes, size_t num_inputs) : bytes_(bytes), num_inputs_(num_inputs) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     CopyAcrossThreads(outputs[0], inputs[0], bytes_);
     return absl::OkStatus();
   }
@@ -35,7 +35,7 @@ class ConstantKernel : public Kernel {
  public:
   explicit ConstantKernel(Tensor value) : value_(std::move(value)) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     if (value_.byte_size() != 0) std::memcpy(outputs[0], value_.raw_data(), value_.byte_size());
     return absl::OkStatus();
   }

@@ -32,7 +32,7 @@ class ConcatKernel : public Kernel {
     for (size_t bytes : block_bytes_) total_bytes_ += bytes * static_cast<size_t>(outer_);
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     char* out = static_cast<char*>(outputs[0]);
     const size_t total = total_bytes_;
     // Each thread copies one contiguous share of the output, whichever
@@ -95,7 +95,7 @@ class GatherKernel : public Kernel {
         layout_(layout),
         block_bytes_(static_cast<size_t>(layout.inner) * element_bytes) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const char* data = static_cast<const char*>(inputs[0]);
     const int64_t* indices = static_cast<const int64_t*>(inputs[1]);
     REPLICAD_RETURN_IF_ERROR(

@@ -36,7 +36,7 @@ class BorderedDeconvKernel : public Kernel {
     primitive_.BindFixed(DNNL_ARG_DST, region);
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     absl::Status status = primitive_.Execute(inputs, outputs, node_);
     if (status.ok()) status = WaitStream(context_, node_);
     if (!status.ok()) return status;

@@ -110,7 +110,8 @@ absl::Status WaitStream(CpuKernelContext& context, const std::string& node) {
   return absl::OkStatus();
 }
 
-absl::Status PrimitiveKernel::Run(const void* const* inputs, void* const* outputs) {
+absl::Status PrimitiveKernel::Run(const RunContext&, const void* const* inputs,
+                                  void* const* outputs) {
   absl::Status status = primitive_.Execute(inputs, outputs, node_);
   if (!status.ok()) return status;
   return WaitStream(context_, node_);

@@ -84,7 +84,7 @@ class PrimitiveKernel : public Kernel {
   PrimitiveKernel(CpuKernelContext& context, std::string node, BoundPrimitive primitive)
       : context_(context), node_(std::move(node)), primitive_(std::move(primitive)) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override;
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override;
 
   // With KernelSpec::native_output: output 0 is written in `layout`.
   void SetNativeOutput(const dnnl::memory::desc& layout);

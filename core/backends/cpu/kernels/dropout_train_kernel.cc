@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/base/status_macros.h"
-#include "core/device/training_step.h"
 #include "core/ops/dropout_mask.h"
 #include "core/ops/dropout_train_attributes.h"
 
@@ -21,17 +20,15 @@ class DropoutTrainKernel : public Kernel {
   DropoutTrainKernel(int64_t rows, int64_t row_size, float ratio, uint64_t node_seed)
       : rows_(rows), row_size_(row_size), ratio_(ratio), node_seed_(node_seed) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
     float* y = static_cast<float*>(outputs[0]);
     float* mask = static_cast<float*>(outputs[1]);
-    const TrainingStepContext* step = CurrentTrainingStep();
-    const uint64_t seed = step ? step->seed : 0, counter = step ? step->step : 0;
-    const int64_t first_row = step ? step->first_row : 0;
     const float keep_scale = ratio_ < 1.0f ? 1.0f / (1.0f - ratio_) : 0.0f;
-    const uint64_t key = DropoutStepKey(seed, counter, node_seed_);
+    const uint64_t key = DropoutStepKey(run.seed, static_cast<uint64_t>(run.step), node_seed_);
     for (int64_t r = 0; r < rows_; ++r) {
-      const uint64_t row_key = DropoutRowKey(key, first_row + r);
+      const uint64_t row_key = DropoutRowKey(key, run.first_row + r);
       for (int64_t e = 0; e < row_size_; ++e) {
         const float u = DropoutUniform(row_key, e);
         const int64_t i = r * row_size_ + e;

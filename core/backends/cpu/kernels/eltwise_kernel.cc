@@ -46,7 +46,7 @@ class ClipLoopKernel : public Kernel {
   ClipLoopKernel(int64_t size, bool has_min, bool has_max)
       : size_(size), has_min_(has_min), has_max_(has_max) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const T low = has_min_ ? *static_cast<const T*>(inputs[1]) : std::numeric_limits<T>::lowest();
     const T high = has_max_ ? *static_cast<const T*>(inputs[2]) : std::numeric_limits<T>::max();
     const T* x = static_cast<const T*>(inputs[0]);
@@ -72,7 +72,7 @@ class ErfKernel : public Kernel {
  public:
   explicit ErfKernel(int64_t size) : size_(size) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
     float* y = static_cast<float*>(outputs[0]);
     // std::erf does not vectorize; threads pay off once a chunk is worth

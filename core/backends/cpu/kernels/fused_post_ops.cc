@@ -16,8 +16,9 @@ class ActivationPassKernel : public Kernel {
   ActivationPassKernel(std::unique_ptr<Kernel> inner, const ActivationStep& step, size_t floats)
       : inner_(std::move(inner)), step_(step), floats_(floats) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
-    absl::Status status = inner_->Run(inputs, outputs);
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
+    absl::Status status = inner_->Run(run, inputs, outputs);
     if (status.ok()) RunActivationPass(step_, static_cast<float*>(outputs[0]), floats_);
     return status;
   }
@@ -37,7 +38,7 @@ class ActivationStepKernel : public Kernel {
  public:
   ActivationStepKernel(const ActivationStep& step, size_t floats) : step_(step), floats_(floats) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     RunActivationPass(step_, static_cast<const float*>(inputs[0]), static_cast<float*>(outputs[0]),
                       floats_);
     return absl::OkStatus();

@@ -28,7 +28,7 @@ class ReluGradKernel : public Kernel {
  public:
   ReluGradKernel(int64_t size, float alpha) : size_(size), alpha_(alpha) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* y = static_cast<const float*>(inputs[0]);
     const float* dy = static_cast<const float*>(inputs[1]);
     float* dx = static_cast<float*>(outputs[0]);
@@ -46,7 +46,7 @@ class ClipGradKernel : public Kernel {
  public:
   ClipGradKernel(int64_t size, float min, float max) : size_(size), min_(min), max_(max) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
     const float* dy = static_cast<const float*>(inputs[1]);
     float* dx = static_cast<float*>(outputs[0]);
@@ -66,7 +66,7 @@ class SoftmaxGradKernel : public Kernel {
  public:
   SoftmaxGradKernel(SoftmaxLayout layout, bool log) : layout_(layout), log_(log) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* y = static_cast<const float*>(inputs[0]);
     const float* dy = static_cast<const float*>(inputs[1]);
     float* dx = static_cast<float*>(outputs[0]);
@@ -99,7 +99,7 @@ class GlobalAveragePoolGradKernel : public Kernel {
   GlobalAveragePoolGradKernel(int64_t planes, int64_t plane_size)
       : planes_(planes), plane_size_(plane_size) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* dy = static_cast<const float*>(inputs[1]);
     float* dx = static_cast<float*>(outputs[0]);
     const float scale = 1.0f / static_cast<float>(plane_size_);
@@ -119,7 +119,7 @@ class MaxPoolGradKernel : public Kernel {
  public:
   MaxPoolGradKernel(Shape x, Window2d window) : x_(std::move(x)), window_(window) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
     const float* dy = static_cast<const float*>(inputs[1]);
     float* dx = static_cast<float*>(outputs[0]);
@@ -177,7 +177,7 @@ class SumToShapeKernel : public Kernel {
     out_size_ = stride;
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* dy = static_cast<const float*>(inputs[0]);
     float* out = static_cast<float*>(outputs[0]);
     std::memset(out, 0, sizeof(float) * out_size_);
@@ -211,7 +211,7 @@ class AveragePoolGradKernel : public Kernel {
  public:
   AveragePoolGradKernel(Shape x, AveragePoolAttributes pool) : x_(std::move(x)), pool_(pool) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* dy = static_cast<const float*>(inputs[1]);
     float* dx = static_cast<float*>(outputs[0]);
     const Window2d& w = pool_.window;
@@ -256,7 +256,7 @@ class ConcatGradKernel : public Kernel {
     for (int64_t e : extents_) total_ += e;
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* dy = static_cast<const float*>(inputs[0]);
     int64_t offset = 0;
     for (size_t i = 0; i < extents_.size(); ++i) {
@@ -282,7 +282,7 @@ class PadGradKernel : public Kernel {
   PadGradKernel(Shape x, Shape y, std::vector<std::vector<int64_t>> sources)
       : x_(std::move(x)), y_(std::move(y)), sources_(std::move(sources)) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* dy = static_cast<const float*>(inputs[0]);
     float* dx = static_cast<float*>(outputs[0]);
     std::memset(dx, 0, sizeof(float) * NumElements(x_));

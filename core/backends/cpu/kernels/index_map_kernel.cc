@@ -105,7 +105,8 @@ void IndexMapKernel::Copy(const T* in, T* out) {
   }
 }
 
-absl::Status IndexMapKernel::Run(const void* const* inputs, void* const* outputs) {
+absl::Status IndexMapKernel::Run(const RunContext&, const void* const* inputs,
+                                 void* const* outputs) {
   if (NumElements(output_) == 0) return absl::OkStatus();
   if (run_ > 0) {
     CopyRuns(static_cast<const char*>(inputs[0]), static_cast<char*>(outputs[0]));

@@ -21,7 +21,7 @@ class IndexMapKernel : public Kernel {
 
   IndexMapKernel(size_t element_size, IndexMap map);
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override;
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override;
 
  private:
   template <typename T>

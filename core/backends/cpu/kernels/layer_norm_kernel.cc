@@ -17,7 +17,7 @@ class LayerNormKernel : public Kernel {
   explicit LayerNormKernel(const LayerNormLayout& layout, int outputs)
       : layout_(layout), outputs_(outputs) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
     const float* scale = static_cast<const float*>(inputs[1]);
     const float* bias = layout_.has_bias ? static_cast<const float*>(inputs[2]) : nullptr;

@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
-#include "core/device/training_step.h"
 
 namespace replicad {
 namespace {
@@ -18,7 +17,8 @@ class SoftmaxCrossEntropyKernel : public Kernel {
   SoftmaxCrossEntropyKernel(int64_t rows, int64_t classes, bool labels)
       : rows_(rows), classes_(classes), labels_(labels) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     const float* logits = static_cast<const float*>(inputs[0]);
     float* dlogits = static_cast<float*>(outputs[2]);
     double loss = 0;
@@ -39,10 +39,9 @@ class SoftmaxCrossEntropyKernel : public Kernel {
         const int64_t label = static_cast<const int64_t*>(inputs[1])[r];
         if (label < 0 || label >= classes_) {
           // Named by its row in the whole batch, not in this slot's slice.
-          const TrainingStepContext* step = CurrentTrainingStep();
-          return absl::InvalidArgumentError(
-              absl::StrCat("targets[", (step ? step->first_row : 0) + r,
-                           "] must be a class in [0, ", classes_, "), received ", label));
+          return absl::InvalidArgumentError(absl::StrCat("targets[", run.first_row + r,
+                                                         "] must be a class in [0, ", classes_,
+                                                         "), received ", label));
         }
         loss += log_sum - row[label];
         correct += argmax == label;
@@ -79,7 +78,7 @@ class MeanSquaredErrorKernel : public Kernel {
  public:
   MeanSquaredErrorKernel(int64_t rows, int64_t row_size) : rows_(rows), row_size_(row_size) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* y = static_cast<const float*>(inputs[0]);
     const float* t = static_cast<const float*>(inputs[1]);
     float* dy = static_cast<float*>(outputs[1]);

@@ -69,7 +69,7 @@ class GemmKernel : public Kernel {
         c_cols_(c_cols),
         has_c_(has_c) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     if (has_c_) {
       const float* c = static_cast<const float*>(inputs[2]);
       float* y = static_cast<float*>(outputs[0]);
@@ -111,7 +111,7 @@ class GemvKernel : public Kernel {
         has_c_(has_c),
         relu_(relu) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     float* y = static_cast<float*>(outputs[0]);
     GemvRows(weights_.data<float>(), static_cast<const float*>(inputs[0]), y, n_, k_);
     const float* c = has_c_ ? static_cast<const float*>(inputs[2]) : nullptr;

@@ -47,7 +47,8 @@ class ReorderedInputsKernel : public Kernel {
     inner_->SetWorkspace(next);
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     for (size_t i = 0; i < inner_inputs_.size(); ++i) {
       if (!IsConverted(static_cast<int>(i))) inner_inputs_[i] = inputs[i];
     }
@@ -55,7 +56,7 @@ class ReorderedInputsKernel : public Kernel {
       REPLICAD_RETURN_IF_ERROR(c.reorder.Execute(inputs, outputs, node_));
     }
     REPLICAD_RETURN_IF_ERROR(WaitStream(context_, node_));
-    return inner_->Run(inner_inputs_.data(), outputs);
+    return inner_->Run(run, inner_inputs_.data(), outputs);
   }
 
  private:
@@ -99,9 +100,10 @@ class ReorderedOutputKernel : public Kernel {
     inner_->SetWorkspace(static_cast<char*>(workspace) + CopyBytes());
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     for (size_t i = 1; i < inner_outputs_.size(); ++i) inner_outputs_[i] = outputs[i];
-    REPLICAD_RETURN_IF_ERROR(inner_->Run(inputs, inner_outputs_.data()));
+    REPLICAD_RETURN_IF_ERROR(inner_->Run(run, inputs, inner_outputs_.data()));
     REPLICAD_RETURN_IF_ERROR(reorder_.Execute(inputs, outputs, node_));
     return WaitStream(context_, node_);
   }

@@ -114,13 +114,14 @@ class UnlessNonFiniteKernel : public Kernel {
         finite_(finite),
         output_bytes_(output_bytes) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     for (const CheckedInput& input : checked_) {
       const float* data = static_cast<const float*>(inputs[input.index]);
       if (input.in_plan && finite_->Holds(data, input.floats * sizeof(float))) continue;
-      if (AnyNonFinite(data, input.floats)) return exact_->Run(inputs, outputs);
+      if (AnyNonFinite(data, input.floats)) return exact_->Run(run, inputs, outputs);
     }
-    REPLICAD_RETURN_IF_ERROR(fast_->Run(inputs, outputs));
+    REPLICAD_RETURN_IF_ERROR(fast_->Run(run, inputs, outputs));
     finite_->Record(outputs[0], output_bytes_);
     return absl::OkStatus();
   }
@@ -147,9 +148,10 @@ class CountedKernel : public Kernel {
   CountedKernel(std::unique_ptr<Kernel> inner, FiniteOutputs* finite)
       : inner_(std::move(inner)), finite_(finite) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     ++finite_->kernels_run;
-    return inner_->Run(inputs, outputs);
+    return inner_->Run(run, inputs, outputs);
   }
   size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
   void SetWorkspace(void* workspace) override { inner_->SetWorkspace(workspace); }
@@ -178,8 +180,9 @@ class NaNRowsKernel : public Kernel {
   NaNRowsKernel(std::unique_ptr<Kernel> inner, int64_t outer, int64_t axis, int64_t inner_size)
       : inner_(std::move(inner)), outer_(outer), axis_(axis), inner_size_(inner_size) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
-    absl::Status status = inner_->Run(inputs, outputs);
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
+    absl::Status status = inner_->Run(run, inputs, outputs);
     if (status.ok()) SpreadNaNOverRows(static_cast<float*>(outputs[0]), outer_, axis_, inner_size_);
     return status;
   }

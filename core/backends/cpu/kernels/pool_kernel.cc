@@ -44,7 +44,7 @@ class PaddedAveragePoolKernel : public Kernel {
                           BoundPrimitive pool)
       : context_(context), node_(std::move(node)), copy_(std::move(copy)), pool_(std::move(pool)) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     absl::Status status = copy_.Execute(inputs, outputs, node_);
     if (status.ok()) status = pool_.Execute(inputs, outputs, node_);
     if (!status.ok()) return status;
@@ -136,8 +136,9 @@ class NaNKeepingMaxPoolKernel : public Kernel {
     cols_.reserve(window.output[1]);
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
-    REPLICAD_RETURN_IF_ERROR(pooling_->Run(inputs, outputs));
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
+    REPLICAD_RETURN_IF_ERROR(pooling_->Run(run, inputs, outputs));
     const float* x = static_cast<const float*>(inputs[0]);
     const size_t x_bytes = src_.get_size();
     if ((in_plan_ && finite_->Holds(x, x_bytes)) || !AnyNonFinite(x, x_bytes / sizeof(float))) {

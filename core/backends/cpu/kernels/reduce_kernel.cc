@@ -33,7 +33,7 @@ class ReduceLoopKernel : public Kernel {
     }
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const T* in = static_cast<const T*>(inputs[0]);
     T* out = static_cast<T*>(outputs[0]);
     std::fill(out, out + out_size_, T{0});

@@ -83,7 +83,7 @@ class CublasGemmKernel : public Kernel {
         beta_(use_c ? gemm.beta : 0.0f),
         c_index_(c_index) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* a = static_cast<const float*>(inputs[0]);
     const float* b = static_cast<const float*>(inputs[1]);
     float* y = static_cast<float*>(outputs[0]);
@@ -234,7 +234,7 @@ class CublasMatMulKernel : public Kernel {
     bias_index_.a_strides[kMaxRank - 1] = 1;
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* a = static_cast<const float*>(inputs[0]);
     const float* b = static_cast<const float*>(inputs[1]);
     float* y = static_cast<float*>(outputs[0]);

@@ -14,7 +14,6 @@
 #include "core/backends/cuda/kernels/batch_norm_train_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/base/status_macros.h"
-#include "core/device/training_step.h"
 #include "core/ops/op_util.h"
 
 namespace replicad {
@@ -67,11 +66,10 @@ class StepSums {
   // this slot's element count per channel, sums all of it over the step, and
   // enqueues the copy of the step's sums back into device(). Returns the
   // step's element count per channel.
-  absl::StatusOr<double> SumOverStep(double local_count) {
+  absl::StatusOr<double> SumOverStep(const RunContext& run, double local_count) {
     // Without a collective this slot's sums are the step's: they stay on the
     // device, and the stream is not waited for.
-    const TrainingStepContext* step = CurrentTrainingStep();
-    if (step == nullptr || step->collective == nullptr) return local_count;
+    if (run.collective == nullptr) return local_count;
     const size_t sums_bytes = static_cast<size_t>(2 * channels_) * sizeof(double);
     REPLICAD_CUDA_RETURN_IF_ERROR(
         context_.device,
@@ -79,7 +77,7 @@ class StepSums {
     // Unavoidable: the collective adds host values.
     REPLICAD_CUDA_RETURN_IF_ERROR(context_.device, cudaStreamSynchronize(context_.stream));
     host_[2 * channels_] = local_count;
-    step->collective->AllReduceSum(step->participant, host_, HostCount());
+    run.collective->AllReduceSum(run.participant, host_, HostCount());
     const double count = host_[2 * channels_];
     // host_ must stay unchanged until this copy has read it: the host next
     // writes it after the next Run's cudaStreamSynchronize (or in the
@@ -115,12 +113,13 @@ class BatchNormTrainKernel : public Kernel {
     return sums_.Init(context, static_cast<size_t>(2 * p_.channels));
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
     LaunchBatchNormSums(x, p_.batch, p_.channels, p_.spatial, sums_.device(), context_.stream);
     REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(context_.device, "BatchNormSums"));
     REPLICAD_ASSIGN_OR_RETURN(double count,
-                              sums_.SumOverStep(static_cast<double>(p_.batch * p_.spatial)));
+                              sums_.SumOverStep(run, static_cast<double>(p_.batch * p_.spatial)));
     LaunchBatchNormTrainStatistics(
         sums_.device(), p_.channels, count, epsilon_, momentum_,
         static_cast<const float*>(inputs[1]), static_cast<const float*>(inputs[2]),
@@ -152,7 +151,8 @@ class BatchNormGradKernel : public Kernel {
     return sums_.Init(context, static_cast<size_t>(3 * p_.channels));
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
     const float* scale = static_cast<const float*>(inputs[1]);
     const float* mean = static_cast<const float*>(inputs[2]);
@@ -163,7 +163,7 @@ class BatchNormGradKernel : public Kernel {
                             context_.stream);
     REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(context_.device, "BatchNormGradSums"));
     REPLICAD_ASSIGN_OR_RETURN(double count,
-                              sums_.SumOverStep(static_cast<double>(p_.batch * p_.spatial)));
+                              sums_.SumOverStep(run, static_cast<double>(p_.batch * p_.spatial)));
     LaunchBatchNormGradCoefficients(sums_.device(), p_.channels, count, scale, invstd,
                                     context_.stream);
     REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(context_.device, "BatchNormGradCoefficients"));

@@ -26,7 +26,7 @@ class CopyKernel : public Kernel {
   CopyKernel(const CudaKernelContext& context, size_t bytes, size_t num_inputs)
       : context_(context), bytes_(bytes), num_inputs_(num_inputs) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     REPLICAD_CUDA_RETURN_IF_ERROR(
         context_.device,
         cudaMemcpyAsync(outputs[0], inputs[0], bytes_, cudaMemcpyDeviceToDevice, context_.stream));
@@ -49,7 +49,7 @@ class ConstantKernel : public Kernel {
   ConstantKernel(const CudaKernelContext& context, std::shared_ptr<Buffer> value)
       : context_(context), value_(std::move(value)) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     REPLICAD_CUDA_RETURN_IF_ERROR(context_.device,
                                   cudaMemcpyAsync(outputs[0], value_->data(), value_->bytes(),
                                                   cudaMemcpyDeviceToDevice, context_.stream));
@@ -71,7 +71,7 @@ class IndexMapKernel : public Kernel {
         n_(n),
         element_size_(element_size) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchIndexMap(inputs[0], outputs[0], n_, element_size_, map_, context_.stream);
     return LastLaunchStatus(context_.device, "IndexMapKernel");
   }
@@ -101,7 +101,7 @@ class GatherKernel : public Kernel {
         constant_indices_(std::move(constant_indices)),
         host_indices_(constant_indices_ ? 0 : layout.num_indices) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const int64_t* indices = static_cast<const int64_t*>(inputs[1]);
     if (constant_indices_ != nullptr) {
       indices = static_cast<const int64_t*>(constant_indices_->data());
@@ -137,7 +137,7 @@ class ConcatKernel : public Kernel {
     for (size_t bytes : block_bytes_) row_bytes_ += bytes;
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     char* out = static_cast<char*>(outputs[0]);
     for (size_t i = 0; i < block_bytes_.size(); ++i) {
       const size_t bytes = block_bytes_[i];
@@ -172,7 +172,7 @@ class ReduceKernel : public Kernel {
         n_reduced_(n_reduced),
         scale_(scale) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const int64_t* bases = static_cast<const int64_t*>(tables_->data());
     if constexpr (std::is_same_v<T, float>) {
       LaunchTableReduce(static_cast<const float*>(inputs[0]), static_cast<float*>(outputs[0]),

@@ -22,7 +22,7 @@ class BinaryKernel : public Kernel {
   BinaryKernel(const CudaKernelContext& context, CudaBinaryOp op, BroadcastIndex index, int64_t n)
       : context_(context), op_(op), index_(index), n_(n) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchBinary(static_cast<const T*>(inputs[0]), static_cast<const T*>(inputs[1]),
                  static_cast<T*>(outputs[0]), n_, op_, index_, context_.stream);
     return LastLaunchStatus(context_.device, "BinaryKernel");
@@ -40,7 +40,7 @@ class UnaryKernel : public Kernel {
   UnaryKernel(const CudaKernelContext& context, CudaUnary f, int64_t n)
       : context_(context), f_(f), n_(n) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchUnary(static_cast<const float*>(inputs[0]), static_cast<float*>(outputs[0]), n_, f_,
                 context_.stream);
     return LastLaunchStatus(context_.device, "UnaryKernel");
@@ -57,7 +57,7 @@ class BatchNormKernel : public Kernel {
   BatchNormKernel(const CudaKernelContext& context, BatchNormLayout layout)
       : context_(context), layout_(layout) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchBatchNormInference(
         static_cast<const float*>(inputs[0]), static_cast<const float*>(inputs[1]),
         static_cast<const float*>(inputs[2]), static_cast<const float*>(inputs[3]),
@@ -76,7 +76,7 @@ class CastKernel : public Kernel {
  public:
   CastKernel(const CudaKernelContext& context, int64_t n) : context_(context), n_(n) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchCast(static_cast<const From*>(inputs[0]), static_cast<To*>(outputs[0]), n_,
                context_.stream);
     return LastLaunchStatus(context_.device, "CastKernel");

@@ -12,7 +12,7 @@ class LayerNormKernel : public Kernel {
   LayerNormKernel(const CudaKernelContext& context, LayerNormLayout layout, size_t outputs)
       : context_(context), layout_(layout), outputs_(outputs) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchLayerNorm(static_cast<const float*>(inputs[0]), static_cast<const float*>(inputs[1]),
                     layout_.has_bias ? static_cast<const float*>(inputs[2]) : nullptr,
                     static_cast<float*>(outputs[0]),

@@ -27,8 +27,9 @@ class OptimizerStepKernel : public Kernel {
         index_(OptimizerStateIndexOf(config.kind, config.momentum)),
         n_(n) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
-    const absl::StatusOr<int64_t> t = OptimizerUpdateNumber(label_);
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
+    const absl::StatusOr<int64_t> t = OptimizerUpdateNumber(run, label_);
     if (!t.ok()) return t.status();
     const OptimizerStepScalars scalars = MakeOptimizerStepScalars(config_, *t);
     const float* g = static_cast<const float*>(inputs[0]);

@@ -69,7 +69,7 @@ class CudaPoolGradKernel : public Kernel {
   }
   void SetWorkspace(void* workspace) override { argmax_ = static_cast<int64_t*>(workspace); }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
     const float* dy = static_cast<const float*>(inputs[1]);
     float* dx = static_cast<float*>(outputs[0]);

@@ -17,7 +17,6 @@
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/backends/cuda/kernels/training_launch.h"
 #include "core/base/status_macros.h"
-#include "core/device/training_step.h"
 #include "core/ops/data_movement_attributes.h"
 #include "core/ops/dropout_mask.h"
 #include "core/ops/dropout_train_attributes.h"
@@ -34,7 +33,7 @@ class ReluGradKernel : public Kernel {
   ReluGradKernel(const CudaKernelContext& context, int64_t n, float alpha)
       : context_(context), n_(n), alpha_(alpha) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchReluGrad(static_cast<const float*>(inputs[0]), static_cast<const float*>(inputs[1]),
                    static_cast<float*>(outputs[0]), n_, alpha_, context_.stream);
     return LastLaunchStatus(context_.device, "ReluGradKernel");
@@ -51,7 +50,7 @@ class ClipGradKernel : public Kernel {
   ClipGradKernel(const CudaKernelContext& context, int64_t n, float min, float max)
       : context_(context), n_(n), min_(min), max_(max) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchClipGrad(static_cast<const float*>(inputs[0]), static_cast<const float*>(inputs[1]),
                    static_cast<float*>(outputs[0]), n_, min_, max_, context_.stream);
     return LastLaunchStatus(context_.device, "ClipGradKernel");
@@ -63,23 +62,22 @@ class ClipGradKernel : public Kernel {
   float min_, max_;
 };
 
-// The step's key is made on the host in Run, where the step context is
-// current (the slot's host thread), and handed to the device by value.
+// The step's key is made on the host in Run, while the run context is
+// valid, and handed to the device by value.
 class DropoutTrainKernel : public Kernel {
  public:
   DropoutTrainKernel(const CudaKernelContext& context, int64_t rows, int64_t row_size, float ratio,
                      uint64_t node_seed)
       : context_(context), rows_(rows), row_size_(row_size), ratio_(ratio), node_seed_(node_seed) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
-    const TrainingStepContext* step = CurrentTrainingStep();
-    const uint64_t seed = step ? step->seed : 0, counter = step ? step->step : 0;
-    const int64_t first_row = step ? step->first_row : 0;
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     // The same float expression as the CPU kernel's, so the kept value matches.
     const float keep_scale = ratio_ < 1.0f ? 1.0f / (1.0f - ratio_) : 0.0f;
     LaunchDropoutTrain(static_cast<const float*>(inputs[0]), static_cast<float*>(outputs[0]),
                        static_cast<float*>(outputs[1]), rows_, row_size_, ratio_, keep_scale,
-                       DropoutStepKey(seed, counter, node_seed_), first_row, context_.stream);
+                       DropoutStepKey(run.seed, static_cast<uint64_t>(run.step), node_seed_),
+                       run.first_row, context_.stream);
     return LastLaunchStatus(context_.device, "DropoutTrainKernel");
   }
 
@@ -97,7 +95,7 @@ class SumToShapeCopyKernel : public Kernel {
   SumToShapeCopyKernel(const CudaKernelContext& context, size_t bytes, bool zeros)
       : context_(context), bytes_(bytes), zeros_(zeros) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     if (zeros_) {
       REPLICAD_CUDA_RETURN_IF_ERROR(context_.device,
                                     cudaMemsetAsync(outputs[0], 0, bytes_, context_.stream));
@@ -126,7 +124,7 @@ class SumToShapeKernel : public Kernel {
   }
   void SetWorkspace(void* workspace) override { partial_ = static_cast<float*>(workspace); }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchSumToShape(static_cast<const float*>(inputs[0]), static_cast<float*>(outputs[0]), layout_,
                      partial_, context_.stream);
     return LastLaunchStatus(context_.device, "SumToShapeKernel");
@@ -147,7 +145,7 @@ class ConcatGradKernel : public Kernel {
     for (size_t bytes : block_bytes_) row_bytes_ += bytes;
   }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const char* dy = static_cast<const char*>(inputs[0]);
     for (size_t i = 0; i < block_bytes_.size(); ++i) {
       const size_t bytes = block_bytes_[i];
@@ -173,7 +171,7 @@ class PadGradKernel : public Kernel {
                 std::shared_ptr<Buffer> table)
       : context_(context), n_(n), tables_(tables), table_(std::move(table)) {}
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchPadGrad(static_cast<const float*>(inputs[0]), static_cast<float*>(outputs[0]), n_,
                   tables_, context_.stream);
     return LastLaunchStatus(context_.device, "PadGradKernel");
@@ -203,7 +201,8 @@ class SoftmaxCrossEntropyKernel : public Kernel {
   }
   void SetWorkspace(void* workspace) override { workspace_ = static_cast<char*>(workspace); }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
     uint64_t* bad_row = reinterpret_cast<uint64_t*>(workspace_);
     double* row_loss = reinterpret_cast<double*>(workspace_ + sizeof(uint64_t));
     uint64_t* row_correct = reinterpret_cast<uint64_t*>(row_loss + rows_);
@@ -232,8 +231,7 @@ class SoftmaxCrossEntropyKernel : public Kernel {
                                                   cudaMemcpyDeviceToHost, context_.stream));
     REPLICAD_CUDA_RETURN_IF_ERROR(context_.device, cudaStreamSynchronize(context_.stream));
     // Named by its row in the whole batch, not in this slot's slice, as on the CPU.
-    const TrainingStepContext* step = CurrentTrainingStep();
-    return absl::InvalidArgumentError(absl::StrCat("targets[", (step ? step->first_row : 0) + row,
+    return absl::InvalidArgumentError(absl::StrCat("targets[", run.first_row + row,
                                                    "] must be a class in [0, ", classes_,
                                                    "), received ", label));
   }
@@ -256,7 +254,7 @@ class MeanSquaredErrorKernel : public Kernel {
   }
   void SetWorkspace(void* workspace) override { partial_ = static_cast<double*>(workspace); }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchMeanSquaredError(static_cast<const float*>(inputs[0]),
                            static_cast<const float*>(inputs[1]), static_cast<float*>(outputs[1]),
                            n_, scale_, partial_, static_cast<float*>(outputs[0]), context_.stream);

@@ -78,7 +78,7 @@ class CudnnConvGradDataKernel : public Kernel {
   size_t workspace_bytes() const override { return choice_.workspace_bytes; }
   void SetWorkspace(void* workspace) override { workspace_ = workspace; }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     if (d_ == nullptr) {
       REPLICAD_CUDA_RETURN_IF_ERROR(device_, cudaMemsetAsync(outputs[0], 0, dx_bytes_, stream_));
       return absl::OkStatus();
@@ -126,7 +126,7 @@ class CudnnConvGradFilterKernel : public Kernel {
   size_t workspace_bytes() const override { return choice_.workspace_bytes; }
   void SetWorkspace(void* workspace) override { workspace_ = workspace; }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     if (d_ == nullptr) {
       REPLICAD_CUDA_RETURN_IF_ERROR(device_, cudaMemsetAsync(outputs[0], 0, dw_bytes_, stream_));
       REPLICAD_CUDA_RETURN_IF_ERROR(device_, cudaMemsetAsync(outputs[1], 0, db_bytes_, stream_));

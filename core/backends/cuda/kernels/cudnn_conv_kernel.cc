@@ -48,7 +48,7 @@ class CudnnConvKernel : public Kernel {
   size_t workspace_bytes() const override { return choice_.workspace_bytes; }
   void SetWorkspace(void* workspace) override { workspace_ = workspace; }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float one = 1.0f;
     const float zero = 0.0f;
     float* out = static_cast<float*>(outputs[0]);

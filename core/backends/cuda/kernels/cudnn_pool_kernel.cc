@@ -162,7 +162,7 @@ class CudnnPoolKernel : public Kernel {
   }
   void SetWorkspace(void* workspace) override { workspace_ = static_cast<float*>(workspace); }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float one = 1.0f;
     const float zero = 0.0f;
     float* y = static_cast<float*>(outputs[0]);

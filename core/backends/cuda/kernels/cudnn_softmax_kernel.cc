@@ -32,7 +32,7 @@ class CudnnSoftmaxKernel : public Kernel {
 
   absl::Status Init(const Dims4& dims) { return SetCudnnTensor(device_, data_, dims); }
 
-  absl::Status Run(const void* const* inputs, void* const* outputs) override {
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float one = 1.0f;
     const float zero = 0.0f;
     if (backward_) {

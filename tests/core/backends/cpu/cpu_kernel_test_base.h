@@ -99,7 +99,7 @@ class CpuKernelTestBase : public ::testing::Test {
     }
     std::vector<char> workspace((*kernel)->workspace_bytes());
     (*kernel)->SetWorkspace(workspace.data());
-    absl::Status ran = (*kernel)->Run(data.data(), output_data.data());
+    absl::Status ran = (*kernel)->Run(RunContext{}, data.data(), output_data.data());
     if (!ran.ok()) return ran;
     return outputs;
   }

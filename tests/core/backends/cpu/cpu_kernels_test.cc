@@ -128,7 +128,7 @@ TEST_F(CpuKernelsTest, KernelRebindsBuffersOnEveryRun) {
     Tensor y = Tensor::Host(DType::kFloat32, spec.outputs[0].shape);
     const void* inputs[] = {x->raw_data(), w.raw_data()};
     void* outputs[] = {y.raw_data()};
-    ASSERT_TRUE((*kernel)->Run(inputs, outputs).ok());
+    ASSERT_TRUE((*kernel)->Run(RunContext{}, inputs, outputs).ok());
     ExpectNear(y, ReferenceConv(*x, w, nullptr, ConvParams{}));
   }
 }
@@ -144,7 +144,7 @@ struct BuiltConv {
     Tensor y = Tensor::Host(DType::kFloat32, output);
     const void* inputs[] = {x.raw_data(), w.raw_data()};
     void* outputs[] = {y.raw_data()};
-    EXPECT_TRUE(kernel->Run(inputs, outputs).ok());
+    EXPECT_TRUE(kernel->Run(RunContext{}, inputs, outputs).ok());
     return y;
   }
 };
@@ -818,7 +818,7 @@ TEST_F(CpuKernelsTest, ClipReadsRunTimeBoundsOnEveryRunAndKeepsNaN) {
     Tensor y = Tensor::Host(DType::kFloat32, {3});
     const void* inputs[] = {x.raw_data(), low.raw_data(), high.raw_data()};
     void* outputs[] = {y.raw_data()};
-    ASSERT_TRUE((*kernel)->Run(inputs, outputs).ok());
+    ASSERT_TRUE((*kernel)->Run(RunContext{}, inputs, outputs).ok());
     EXPECT_EQ(y.data<float>()[0], -bound);
     EXPECT_TRUE(std::isnan(y.data<float>()[1]));
     EXPECT_EQ(y.data<float>()[2], bound);

@@ -103,7 +103,7 @@ class NativeLayoutTest : public CpuKernelTestBase,
                               ? std::max(out_layout->get_size(), (*kernel)->native_output_bytes())
                               : NumElements(shape) * sizeof(float));
     void* outputs[] = {out.data()};
-    const absl::Status ran = (*kernel)->Run(data.data(), outputs);
+    const absl::Status ran = (*kernel)->Run(RunContext{}, data.data(), outputs);
     EXPECT_TRUE(ran.ok()) << ran;
     if (!out_layout) {
       Tensor t = Tensor::Host(DType::kFloat32, shape);

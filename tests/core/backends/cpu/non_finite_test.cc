@@ -210,7 +210,7 @@ TEST_F(NonFiniteTest, ConvWithFusedReluChoosesOnEveryRun) {
     Tensor y = Tensor::Host(DType::kFloat32, {1, 16, 8, 8});
     const void* inputs[] = {x->raw_data(), w.raw_data()};
     void* outputs[] = {y.raw_data()};
-    ASSERT_TRUE((*kernel)->Run(inputs, outputs).ok());
+    ASSERT_TRUE((*kernel)->Run(RunContext{}, inputs, outputs).ok());
     ExpectSameNonFinite(y, Map(ReferenceConvPadOne(*x, w), ClipKeepingNaN, 0.0f, kInf),
                         /*nan_optional=*/x != &with_nan);
   }

@@ -2,7 +2,7 @@
 // device whose kernels are the CPU's runs: the device-memory stand-ins)
 // against the host Optimizer, for every kind and variant over three
 // updates: parameters and state bit for bit equal (both run
-// UpdateParameterOnHost). The update number comes from the step context; at
+// UpdateParameterOnHost). The update number comes from the run context; at
 // t == 1 the state outputs are not read (here they hold NaN); t < 1 is
 // refused naming the node.
 
@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/backends/cpu/cpu_backend.h"
-#include "core/device/training_step.h"
+#include "core/device/run_context.h"
 #include "core/ops/optimizer_step_attributes.h"
 #include "core/ops/training_ops.h"
 #include "core/train/optimizer.h"
@@ -84,9 +84,7 @@ TEST(CpuOptimizerStepKernelTest, UpdatesLikeTheHostOptimizerBitForBit) {
     for (int64_t t = 1; t <= 3; ++t) {
       const Tensor gradient = RandomVector(100 + t);
       ASSERT_TRUE(host->Step({host_parameter.data<float>()}, {gradient.data<float>()}).ok());
-      TrainingStepContext context;
-      context.step = t;
-      call.step = &context;
+      call.context.step = t;
       call.inputs = {gradient};
       std::vector<Tensor> initial = {parameter};
       for (const Tensor& s : state) initial.push_back(s);
@@ -105,8 +103,7 @@ TEST(CpuOptimizerStepKernelTest, UpdatesLikeTheHostOptimizerBitForBit) {
                        absl::StrCat(what, ", t ", t, ", ", (*want)[k].first));
       }
     }
-    TrainingStepContext zero;  // No update number.
-    call.step = &zero;
+    call.context = RunContext{};  // No update number.
     std::vector<Tensor> initial = {parameter};
     for (const Tensor& s : state) initial.push_back(s);
     absl::StatusOr<std::vector<Tensor>> refused = testing::RunKernelInPlace(*device, call, initial);

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/backends/backends.h"
-#include "core/device/training_step.h"
+#include "core/device/run_context.h"
 #include "core/ops/training_ops.h"
 #include "gtest/gtest.h"
 #include "tests/testing/kernel_runner.h"
@@ -205,7 +205,7 @@ TEST_F(CudaBatchNormTrainTest, GradMatchesCpu) {
 // The doubling collective: both backends give it the same calls and agree.
 TEST_F(CudaBatchNormTrainTest, SameCallsAndResultsUnderACollective) {
   FakeCollective collective;
-  TrainingStepContext step;
+  RunContext step;
   step.global_rows = 16;
   step.collective = &collective;
   for (const Shape& shape : {Shape{8, 12}, Shape{8, 5, 6, 6}}) {
@@ -213,14 +213,14 @@ TEST_F(CudaBatchNormTrainTest, SameCallsAndResultsUnderACollective) {
     const size_t packed = static_cast<size_t>(2 * c + 1);
     const Tensor x = Random(shape, 7, 0.5f);
     KernelCall train = TrainCall(x, 1e-5f, 0.9f, 8);
-    train.step = &step;
+    train.context = step;
     const std::vector<Tensor> forward =
         ExpectSameOnGpu(train, absl::StrCat("BatchNormTrain, doubled, ", c, " channels"));
     EXPECT_EQ(collective.TakeCalls(), (std::vector<size_t>{packed, packed}));
     ASSERT_EQ(forward.size(), 5u);
 
     KernelCall grad = GradCall(x, *train.inputs[1], forward[1], forward[2], Random(shape, 9));
-    grad.step = &step;
+    grad.context = step;
     ExpectSameOnGpu(grad, absl::StrCat("BatchNormGrad, doubled, ", c, " channels"));
     EXPECT_EQ(collective.TakeCalls(), (std::vector<size_t>{packed, packed}));
   }
@@ -276,12 +276,12 @@ TEST_F(CudaBatchNormTrainTest, SynchronizedSlotMatchesWholeBatch) {
     ASSERT_TRUE(expected.ok()) << expected.status();
 
     FakeCollective train_collective(TrainSums(x, first, rows));
-    TrainingStepContext step;
+    RunContext step;
     step.global_rows = rows;
     step.collective = &train_collective;
     KernelCall slot = whole;
     slot.inputs[0] = *x.SliceRows(0, first);
-    slot.step = &step;
+    slot.context = step;
     for (Device* device : {cpu_.get(), gpu_.get()}) {
       const std::string what = absl::StrCat("BatchNormTrain, slot of ", label, " on ",
                                             device == gpu_.get() ? "cuda" : "cpu");
@@ -304,7 +304,7 @@ TEST_F(CudaBatchNormTrainTest, SynchronizedSlotMatchesWholeBatch) {
     step.collective = &grad_collective;
     KernelCall slot_grad =
         GradCall(*x.SliceRows(0, first), *whole.inputs[1], mean, invstd, *dy.SliceRows(0, first));
-    slot_grad.step = &step;
+    slot_grad.context = step;
     const std::vector<double> own = GradSums(x, dy, mean, invstd, 0, first);
     const int64_t c = PlanesOf(shape).channels;
     for (Device* device : {cpu_.get(), gpu_.get()}) {

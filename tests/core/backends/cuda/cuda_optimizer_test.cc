@@ -5,7 +5,7 @@
 // per-element functions (core/ops/optimizer_step.h), and the device rounds every operation
 // as the host does (no fused multiply-add), so we expect equality; the tolerance only
 // allows a host build that fuses. Also: State()/Restore() on the device, and the op itself
-// through the kernel runner with the update number from the step context.
+// through the kernel runner with the update number from the run context.
 // Skips without a GPU (CTest label gpu).
 
 #include <algorithm>
@@ -21,7 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/backends/backends.h"
-#include "core/device/training_step.h"
+#include "core/device/run_context.h"
 #include "core/ops/optimizer_step_attributes.h"
 #include "core/ops/training_ops.h"
 #include "core/train/optimizer.h"
@@ -313,7 +313,7 @@ TEST(CudaOptimizerHostModeTest, AHostMemoryDeviceGivesAHostOptimizer) {
   EXPECT_EQ((*optimizer)->device(), nullptr);
 }
 
-// The op on its own: the update number comes from the step context, and at t == 1 the
+// The op on its own: the update number comes from the run context, and at t == 1 the
 // state outputs are not read (here they hold NaN).
 TEST(CudaOptimizerStepOpTest, ReadsTheUpdateNumberFromTheStepContext) {
   std::unique_ptr<Device> gpu = MakeDevice(kGpu);
@@ -347,9 +347,7 @@ TEST(CudaOptimizerStepOpTest, ReadsTheUpdateNumberFromTheStepContext) {
     }
     ASSERT_TRUE(StepOnHost(*host, host_params, {gradient}).ok());
     call.inputs = {tensor(gradient)};
-    TrainingStepContext context;
-    context.step = t;
-    call.step = &context;
+    call.context.step = t;
     absl::StatusOr<std::vector<Tensor>> outputs = testing::RunKernelInPlace(*gpu, call, initial);
     ASSERT_TRUE(outputs.ok()) << outputs.status();
     ASSERT_EQ(outputs->size(), 3u);
@@ -361,8 +359,7 @@ TEST(CudaOptimizerStepOpTest, ReadsTheUpdateNumberFromTheStepContext) {
     }
   }
 
-  TrainingStepContext zero;  // step 0: no update number.
-  call.step = &zero;
+  call.context = RunContext{};  // step 0: no update number.
   absl::StatusOr<std::vector<Tensor>> rejected = testing::RunKernelInPlace(
       *gpu, call, {tensor(host_params[0]), tensor(Floats(n)), tensor(Floats(n))});
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument) << rejected.status();

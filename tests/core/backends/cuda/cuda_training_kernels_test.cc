@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/backends/backends.h"
-#include "core/device/training_step.h"
+#include "core/device/run_context.h"
 #include "core/ops/training_ops.h"
 #include "gtest/gtest.h"
 #include "tests/testing/kernel_runner.h"
@@ -142,26 +142,25 @@ TEST_F(CudaTrainingKernelsTest, ClipGrad) {
   }
 }
 
-KernelCall DropoutCall(const Tensor& x, float ratio, int64_t node_seed,
-                       const TrainingStepContext* step) {
+KernelCall DropoutCall(const Tensor& x, float ratio, int64_t node_seed, const RunContext& context) {
   KernelCall call;
   call.op_type = std::string(kDropoutTrain);
   call.attributes.Set("replicad.node_seed", node_seed);
   call.inputs = {x, Scalar(ratio)};
   call.constant_inputs = {1};
-  call.step = step;
+  call.context = context;
   return call;
 }
 
 TEST_F(CudaTrainingKernelsTest, DropoutMasksAreBitIdentical) {
-  TrainingStepContext step;
+  RunContext step;
   step.step = 7;
   step.seed = 99;
   step.first_row = 13;
   step.global_rows = 40;
   for (float ratio : {0.0f, 0.1f, 0.5f, 0.9f}) {
     for (const Shape& shape : {Shape{6, 5, 7}, Shape{27}, Shape{3, 4096}}) {
-      const KernelCall call = DropoutCall(Random(shape, 5), ratio, 1234, &step);
+      const KernelCall call = DropoutCall(Random(shape, 5), ratio, 1234, step);
       const std::vector<Tensor> cpu = ExpectSameOnGpu(
           call, kExact, absl::StrCat("DropoutTrain ratio ", ratio, " ", ShapeToString(shape)));
       if (cpu.size() != 2) continue;
@@ -172,11 +171,11 @@ TEST_F(CudaTrainingKernelsTest, DropoutMasksAreBitIdentical) {
       }
     }
   }
-  // Outside a training step: step 0, seed 0, first row 0 on both.
-  ExpectSameOnGpu(DropoutCall(Random({9, 33}, 6), 0.3f, 5, nullptr), kExact,
+  // The default context (outside training): step 0, seed 0, first row 0 on both.
+  ExpectSameOnGpu(DropoutCall(Random({9, 33}, 6), 0.3f, 5, RunContext{}), kExact,
                   "DropoutTrain outside a step");
   // Opset 11 reads the ratio from an attribute.
-  KernelCall attribute = DropoutCall(Random({9, 33}, 7), 0.3f, 5, &step);
+  KernelCall attribute = DropoutCall(Random({9, 33}, 7), 0.3f, 5, step);
   attribute.opset = 11;
   attribute.attributes.Set("ratio", 0.3f);
   attribute.inputs.resize(1);
@@ -188,16 +187,16 @@ TEST_F(CudaTrainingKernelsTest, DropoutMasksAreBitIdentical) {
 // draws for those rows: the key is the global row.
 TEST_F(CudaTrainingKernelsTest, DropoutMaskFollowsTheGlobalRow) {
   const Tensor whole = Random({19, 3, 8}, 8);
-  TrainingStepContext all;
+  RunContext all;
   all.step = 3;
   all.seed = 11;
   all.global_rows = 19;
-  TrainingStepContext tail = all;
+  RunContext tail = all;
   tail.first_row = 13;
-  absl::StatusOr<std::vector<Tensor>> cpu = RunKernel(*cpu_, DropoutCall(whole, 0.5f, 77, &all));
+  absl::StatusOr<std::vector<Tensor>> cpu = RunKernel(*cpu_, DropoutCall(whole, 0.5f, 77, all));
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   absl::StatusOr<std::vector<Tensor>> gpu =
-      RunKernel(*gpu_, DropoutCall(*whole.SliceRows(13, 19), 0.5f, 77, &tail));
+      RunKernel(*gpu_, DropoutCall(*whole.SliceRows(13, 19), 0.5f, 77, tail));
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   for (int o = 0; o < 2; ++o) {
     ExpectNear((*gpu)[o], *(*cpu)[o].SliceRows(13, 19), kExact, absl::StrCat("output ", o));
@@ -377,7 +376,7 @@ KernelCall CrossEntropyCall(const Tensor& logits, const Tensor& targets) {
 }
 
 TEST_F(CudaTrainingKernelsTest, SoftmaxCrossEntropyWithLabels) {
-  TrainingStepContext step;
+  RunContext step;
   step.first_row = 20;
   uint64_t seed = 100;
   // Narrow rows take a warp per row, wide ones a block.
@@ -385,7 +384,7 @@ TEST_F(CudaTrainingKernelsTest, SoftmaxCrossEntropyWithLabels) {
            {37, 10}, {1, 1}, {256, 64}, {5, 1000}, {300, 65}, {2, 3}}) {
     KernelCall call =
         CrossEntropyCall(Logits(rows, classes, seed), Labels(rows, classes, seed + 1));
-    call.step = &step;
+    call.context = step;
     seed += 2;
     const std::vector<Tensor> cpu = ExpectSameOnGpu(
         call, kTolerance, absl::StrCat("SoftmaxCrossEntropy labels [", rows, ", ", classes, "]"));
@@ -409,14 +408,14 @@ TEST_F(CudaTrainingKernelsTest, SoftmaxCrossEntropyWithProbabilities) {
 
 // The first bad row (of the whole batch) and its label, in the same words.
 TEST_F(CudaTrainingKernelsTest, SoftmaxCrossEntropyLabelOutOfRange) {
-  TrainingStepContext step;
+  RunContext step;
   step.first_row = 20;
   for (const int64_t bad : {int64_t{10}, int64_t{-1}, int64_t{1} << 40}) {
     Tensor labels = Labels(8, 10, 300);
     labels.data<int64_t>()[3] = bad;
     labels.data<int64_t>()[5] = 11;
     KernelCall call = CrossEntropyCall(Logits(8, 10, 301), labels);
-    call.step = &step;
+    call.context = step;
     absl::StatusOr<std::vector<Tensor>> cpu = RunKernel(*cpu_, call);
     absl::StatusOr<std::vector<Tensor>> gpu = RunKernel(*gpu_, call);
     ASSERT_FALSE(cpu.ok());
