@@ -49,8 +49,8 @@ KNOWN_DEBT = {
     "core/train/data_parallel_trainer.cc:replicad::DataParallelTrainer::Create": "idem",
     "core/train/data_parallel_trainer.cc:replicad::DataParallelTrainer::RunSlices": "idem",
     "server/model_training.cc": "training moves to core/train/training_session",
-    "server/http/inference_http_service.cc": "the HTTP door becomes a route table",
-    "server/http/inference_http_service.cc:replicad::InferenceHttpService::Handle": "idem",
+    "server/http/inference_http_service.cc": "InferExchange and the JSON tensor parsing are "
+                                             "to leave for a file of their own",
 }
 
 

@@ -27,15 +27,15 @@ class ServingCore::InFlight {
 namespace {
 
 // The request log (--log-verbose 1): one line per inference answered.
-void LogAnswered(const std::string& id, const LoadedModel& model, int64_t rows,
+void LogAnswered(const std::string& id, const std::string& model, int64_t version, int64_t rows,
                  const absl::Status& status, absl::Duration queue, absl::Duration total) {
-  LogVerbose(1, absl::StrCat("request '", id, "' model '", model.name, "' version ", model.version,
-                             ", ", rows, " rows: ",
-                             status.ok() ? "OK"
-                                         : absl::StrCat(absl::StatusCodeToString(status.code()),
-                                                        ": ", status.message()),
-                             "; queue ", absl::FormatDuration(queue), ", total ",
-                             absl::FormatDuration(total)));
+  LogVerbose(
+      1, absl::StrCat(
+             "request '", id, "' model '", model, "' version ", version, ", ", rows, " rows: ",
+             status.ok()
+                 ? "OK"
+                 : absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()),
+             "; queue ", absl::FormatDuration(queue), ", total ", absl::FormatDuration(total)));
 }
 
 absl::Status Prefixed(const std::string& field, const absl::Status& status) {
@@ -191,11 +191,20 @@ void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWr
   absl::StatusOr<std::shared_ptr<LoadedModel>> model =
       FindModel(request.model, request.version, request.model_field);
   if (!model.ok()) {
+    if (VerboseLogOn(1)) {
+      LogAnswered(context.id, request.model, request.version, 0, model.status(),
+                  absl::ZeroDuration(), options_.clock->Now() - admitted);
+    }
     std::move(done)(model.status(), {});
     return;
   }
   auto fail = [&](const absl::Status& status) {
-    (*model)->statistics->RecordFailure(options_.clock->Now() - admitted);
+    const absl::Duration total = options_.clock->Now() - admitted;
+    (*model)->statistics->RecordFailure(total);
+    if (VerboseLogOn(1)) {
+      LogAnswered(context.id, (*model)->name, (*model)->version, 0, status, absl::ZeroDuration(),
+                  total);
+    }
     std::move(done)(status, InferAnswer{*model, {}});
   };
   absl::StatusOr<std::vector<bool>> wanted = SelectOutputs((*model)->model(), request);
@@ -229,7 +238,9 @@ void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWr
                         absl::Status status, ScheduleReport report) mutable {
     const absl::Time now = options_.clock->Now();
     LoadedModel& model = *call->model;
-    if (VerboseLogOn(1)) LogAnswered(logged_id, model, rows, status, report.queue, now - admitted);
+    if (VerboseLogOn(1)) {
+      LogAnswered(logged_id, model.name, model.version, rows, status, report.queue, now - admitted);
+    }
     if (status.ok()) {
       RequestTimes times;
       times.queue = report.queue;

@@ -66,22 +66,6 @@ const char* TypeName(const json& j) { return j.type_name(); }
 // U+FFFD rather than failing the answer.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-// "%2F" and the like in a path segment (clients quote model names).
-std::string PercentDecoded(absl::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    int value = 0;
-    if (s[i] == '%' && i + 2 < s.size() && absl::SimpleHexAtoi(s.substr(i + 1, 2), &value)) {
-      out.push_back(static_cast<char>(value));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 // A JSON parameter value as the protocol's InferParameter.
 absl::Status ToParameter(const json& value, const std::string& field,
                          inference::InferParameter* out) {
@@ -539,7 +523,9 @@ class InferenceHttpService::Call {
 InferenceHttpService::InferenceHttpService(ServingCore& core, ServerMetrics& metrics,
                                            SharedMemoryRegistry* shared_memory,
                                            const AccessTokens* tokens)
-    : core_(core), metrics_(metrics), shared_memory_(shared_memory), tokens_(tokens) {}
+    : core_(core), metrics_(metrics), shared_memory_(shared_memory), tokens_(tokens) {
+  AddRoutes();
+}
 
 HttpResponse InferenceHttpService::ErrorResponse(int status, const std::string& message) {
   return HttpResponse{status, kJson, {}, Dump(json{{"error", BoundedMessage(message)}})};
@@ -558,193 +544,207 @@ std::optional<HttpResponse> InferenceHttpService::Screen(const HttpRequest& head
   return refused;
 }
 
+void InferenceHttpService::AddRoutes() {
+  // Literal routes before captures that would take the same path.
+  routes_.Add("GET", "/v2", {"ServerMetadata", &InferenceHttpService::ServerMetadata});
+  routes_.Add("GET", "/v2/health/live", {"ServerLive", &InferenceHttpService::ServerLive});
+  routes_.Add("GET", "/v2/health/ready", {"ServerReady", &InferenceHttpService::ServerReady});
+  routes_.Add("GET", "/v2/models/stats",
+              {"ModelStatistics", &InferenceHttpService::ModelStatistics});
+  for (const char* model : {"/v2/models/{model}", "/v2/models/{model}/versions/{version}"}) {
+    routes_.Add("GET", model, {"ModelMetadata", &InferenceHttpService::ModelMetadata});
+    routes_.Add("POST", absl::StrCat(model, "/infer"),
+                {"ModelInfer", &InferenceHttpService::Infer});
+    routes_.Add("GET", absl::StrCat(model, "/ready"),
+                {"ModelReady", &InferenceHttpService::ModelReady});
+    routes_.Add("GET", absl::StrCat(model, "/config"),
+                {"ModelConfig", &InferenceHttpService::ModelConfig});
+    routes_.Add("GET", absl::StrCat(model, "/stats"),
+                {"ModelStatistics", &InferenceHttpService::ModelStatistics});
+  }
+  routes_.Add("POST", "/v2/repository/index",
+              {"RepositoryIndex", &InferenceHttpService::RepositoryIndex});
+  routes_.Add("POST", "/v2/repository/models/{model}/load",
+              {"RepositoryModelLoad", &InferenceHttpService::RepositoryModelLoad});
+  routes_.Add("POST", "/v2/repository/models/{model}/unload",
+              {"RepositoryModelUnload", &InferenceHttpService::RepositoryModelUnload});
+  for (const char* area : {"/v2/systemsharedmemory", "/v2/systemsharedmemory/region/{region}"}) {
+    routes_.Add("GET", absl::StrCat(area, "/status"),
+                {"SystemSharedMemoryStatus", &InferenceHttpService::SharedMemoryStatus});
+    routes_.Add("POST", absl::StrCat(area, "/register"),
+                {"SystemSharedMemoryRegister", &InferenceHttpService::SharedMemoryRegister});
+    routes_.Add("POST", absl::StrCat(area, "/unregister"),
+                {"SystemSharedMemoryUnregister", &InferenceHttpService::SharedMemoryUnregister});
+  }
+}
+
 void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
   Call call(metrics_, std::move(respond), tokens_, request.Header("authorization"));
-  std::vector<std::string> path;
-  for (absl::string_view segment : absl::StrSplit(request.path, '/', absl::SkipEmpty())) {
-    path.push_back(PercentDecoded(segment));
-  }
-  // The routes: /v2/models/M[/versions/V][/ACTION] is the only one with a
-  // variable shape; it is read first, the rest are matched whole.
-  const bool get = request.method == "GET" || request.method == "HEAD";
-  const bool post = request.method == "POST";
-  auto wrong_method = [&](const char* allowed) {
-    call.set_method("http");
+  const std::vector<std::string> path = PathSegments(request.path);
+  RouteTable<Route>::Found found = routes_.Find(request.method, path);
+  if (found.payload == nullptr) return Unrouted(std::move(call), request, path, found.allowed);
+  // The one access check: every route's role, before its handler reads anything.
+  if (!call.Admit(found.payload->rpc)) return;
+  (this->*found.payload->handle)(std::move(call), found.params, std::move(request));
+}
+
+void InferenceHttpService::Unrouted(Call call, const HttpRequest& request,
+                                    const std::vector<std::string>& path,
+                                    const std::string& allowed) {
+  call.set_method("http");
+  if (!allowed.empty()) {
     HttpResponse refused =
         ErrorResponse(405, absl::StrCat(request.method, " ", request.path, ": expected ", allowed));
     refused.headers.emplace_back("Allow", allowed);
-    call.Finish(absl::InvalidArgumentError("method not allowed"), std::move(refused));
-  };
-  const size_t n = path.size();
-  if (n == 0 || path[0] != "v2") {
-    call.set_method("http");
-    return call.Fail(absl::NotFoundError(absl::StrCat("no route for ", request.path)));
+    return call.Finish(absl::InvalidArgumentError("method not allowed"), std::move(refused));
   }
-  if (n == 1) {
-    if (!get) return wrong_method("GET");
-    if (!call.Admit("ServerMetadata")) return;
-    inference::ServerMetadataResponse metadata;
-    AnswerServerMetadata(shared_memory_ != nullptr, &metadata);
-    return call.Json(absl::OkStatus(), ProtoToJson(metadata));
-  }
-  const std::string& area = path[1];
-  if (area == "health" && n == 3 && (path[2] == "live" || path[2] == "ready")) {
-    if (!get) return wrong_method("GET");
-    const bool live = path[2] == "live";
-    if (!call.Admit(live ? "ServerLive" : "ServerReady")) return;
-    return call.Flag(live || core_.ServerReady());
-  }
-  if (area == "models" && n == 3 && path[2] == "stats") {
-    if (!get) return wrong_method("GET");
-    if (!call.Admit("ModelStatistics")) return;
-    inference::ModelStatisticsResponse stats;
-    absl::StatusOr<std::shared_ptr<LoadedModel>> answered =
-        AnswerModelStatistics(core_, "", "", &stats);
-    return call.Json(answered.status(), ProtoToJson(stats));
-  }
-  if (area == "models" && n >= 3) {
-    const std::string& model = path[2];
-    size_t next = 3;
-    std::string version;
-    if (next + 1 < n && path[next] == "versions") {
-      version = path[next + 1];
-      next += 2;
-    }
-    const std::string action = next < n ? path[next] : "";
-    const bool known = action.empty() || action == "infer" || action == "ready" ||
-                       action == "config" || action == "stats";
-    if (next + 1 < n || !known) {
-      call.set_method("http");
-      return call.Fail(absl::NotFoundError(absl::StrCat("no route for ", request.path)));
-    }
-    if (action == "infer") {
-      if (!post) return wrong_method("POST");
-      if (!call.Admit("ModelInfer")) return;
-      return Infer(std::move(call), std::move(request), model, version);
-    }
-    if (!get) return wrong_method("GET");
-    if (action.empty()) {
-      if (!call.Admit("ModelMetadata")) return;
-      inference::ModelMetadataResponse metadata;
-      absl::StatusOr<std::shared_ptr<LoadedModel>> found =
-          AnswerModelMetadata(core_, model, version, &metadata);
-      return call.Json(found.status(), ProtoToJson(metadata), found.ok() ? (*found)->name : "");
-    }
-    if (action == "ready") {
-      if (!call.Admit("ModelReady")) return;
-      absl::StatusOr<int64_t> number = ParseModelVersion(version, "version");
-      if (!number.ok()) return call.Fail(number.status());
-      return call.Flag(core_.ModelReady(model, *number).ok());
-    }
-    if (action == "config") {
-      if (!call.Admit("ModelConfig")) return;
-      inference::ModelConfig config;
-      absl::StatusOr<std::shared_ptr<LoadedModel>> found =
-          AnswerModelConfig(core_, model, version, &config);
-      return call.Json(found.status(), ProtoToJson(config), found.ok() ? (*found)->name : "");
-    }
-    if (action == "stats") {
-      if (!call.Admit("ModelStatistics")) return;
-      inference::ModelStatisticsResponse stats;
-      absl::StatusOr<std::shared_ptr<LoadedModel>> found =
-          AnswerModelStatistics(core_, model, version, &stats);
-      return call.Json(found.status(), ProtoToJson(stats), found.ok() ? (*found)->name : "");
-    }
-  }
-  if (area == "repository" && n == 3 && path[2] == "index") {
-    if (!post) return wrong_method("POST");
-    if (!call.Admit("RepositoryIndex")) return;
-    absl::StatusOr<json> body =
-        JsonObjectBody(request.body, true, "a JSON object such as {\"ready\": true}");
-    if (!body.ok()) return call.Fail(body.status());
-    bool ready = false;
-    if (auto it = body->find("ready"); it != body->end()) {
-      if (!it->is_boolean()) {
-        return call.Fail(absl::InvalidArgumentError(
-            absl::StrCat("ready: expected a boolean, received ", TypeName(*it))));
-      }
-      ready = it->get<bool>();
-    }
-    inference::RepositoryIndexResponse index;
-    FillRepositoryIndex(core_.models().Index(), ready, &index);
-    return call.Json(absl::OkStatus(), ProtoToJson(index)["models"]);
-  }
-  if (area == "repository" && n == 5 && path[2] == "models" &&
-      (path[4] == "load" || path[4] == "unload")) {
-    if (!post) return wrong_method("POST");
-    const bool load = path[4] == "load";
-    if (!call.Admit(load ? "RepositoryModelLoad" : "RepositoryModelUnload")) return;
-    absl::StatusOr<json> body = JsonObjectBody(request.body, true, "a JSON object");
-    if (!body.ok()) return call.Fail(body.status());
-    auto parameters = body->find("parameters");
-    if (load && parameters != body->end() && parameters->is_object()) {
-      std::vector<std::string> names;
-      for (const auto& [name, value] : parameters->items()) names.push_back(name);
-      if (absl::Status s = CheckLoadParameters(names); !s.ok()) return call.Fail(s);
-    }
-    auto finish = [call = std::move(call)](absl::Status status) mutable { call.Empty(status); };
-    if (load) return core_.LoadModel(path[3], std::move(finish));
-    return core_.UnloadModel(path[3], std::move(finish));
-  }
-  if (area == "systemsharedmemory") {
-    // [/region/R]/(status|register|unregister)
-    std::string region;
-    size_t next = 2;
-    if (n >= 4 && path[2] == "region") {
-      region = path[3];
-      next = 4;
-    }
-    const std::string action = next + 1 == n ? path[next] : "";
-    if (action == "status" || action == "register" || action == "unregister") {
-      const bool status_action = action == "status";
-      const char* rpc = status_action ? "Status" : action == "register" ? "Register" : "Unregister";
-      if (status_action ? !get : !post) return wrong_method(status_action ? "GET" : "POST");
-      if (!call.Admit(absl::StrCat("SystemSharedMemory", rpc))) return;
-      absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
-      if (!registry.ok()) return call.Fail(registry.status());
-      if (action == "status") {
-        inference::SystemSharedMemoryStatusResponse status;
-        absl::Status s = FillSharedMemoryStatus(**registry, region, &status);
-        json list = json::array();
-        for (const auto& [name, r] : status.regions()) list.push_back(ProtoToJson(r));
-        return call.Json(s, list);
-      }
-      if (action == "unregister") return call.Empty((*registry)->Unregister(region));
-      if (region.empty()) {
-        return call.Fail(
-            absl::NotFoundError("register: expected /v2/systemsharedmemory/region/NAME/register"));
-      }
-      absl::StatusOr<json> body =
-          JsonObjectBody(request.body, false, "a JSON object {\"key\", \"offset\", \"byte_size\"}");
-      if (!body.ok()) return call.Fail(body.status());
-      absl::StatusOr<std::string> key = StringMember(*body, "key", "request", true);
-      if (!key.ok()) return call.Fail(key.status());
-      uint64_t numbers[2] = {0, 0};
-      const char* names[2] = {"offset", "byte_size"};
-      for (int k = 0; k < 2; ++k) {
-        auto it = body->find(names[k]);
-        if (it == body->end() && k == 0) continue;
-        if (it == body->end() || !it->is_number_unsigned()) {
-          return call.Fail(absl::InvalidArgumentError(
-              absl::StrCat(names[k], ": expected a non-negative integer, received ",
-                           it == body->end() ? "none" : it->dump())));
-        }
-        numbers[k] = it->get<uint64_t>();
-      }
-      return call.Empty((*registry)->Register(region, *key, numbers[0], numbers[1]));
-    }
-  }
+  const std::string area = path.size() >= 2 && path[0] == "v2" ? path[1] : "";
   if (area == "cudasharedmemory" || area == "trace" || area == "logging") {
-    call.set_method("http");
     return call.Fail(absl::UnimplementedError(
         absl::StrCat(request.path, ": the ", area, " extension is not supported by replicad")));
   }
-  call.set_method("http");
   call.Fail(absl::NotFoundError(absl::StrCat("no route for ", request.method, " ", request.path)));
 }
 
-void InferenceHttpService::Infer(Call call, HttpRequest request, std::string model,
-                                 std::string version) {
+namespace {
+
+// A captured path parameter; "" when the route has none of that name.
+std::string Param(const PathParams& params, absl::string_view name) {
+  auto it = params.find(name);
+  return it != params.end() ? it->second : "";
+}
+
+}  // namespace
+
+void InferenceHttpService::ServerMetadata(Call call, const PathParams&, HttpRequest) {
+  inference::ServerMetadataResponse metadata;
+  AnswerServerMetadata(shared_memory_ != nullptr, &metadata);
+  call.Json(absl::OkStatus(), ProtoToJson(metadata));
+}
+
+void InferenceHttpService::ServerLive(Call call, const PathParams&, HttpRequest) {
+  call.Flag(true);
+}
+
+void InferenceHttpService::ServerReady(Call call, const PathParams&, HttpRequest) {
+  call.Flag(core_.ServerReady());
+}
+
+void InferenceHttpService::ModelStatistics(Call call, const PathParams& params, HttpRequest) {
+  inference::ModelStatisticsResponse stats;
+  absl::StatusOr<std::shared_ptr<LoadedModel>> found =
+      AnswerModelStatistics(core_, Param(params, "model"), Param(params, "version"), &stats);
+  call.Json(found.status(), ProtoToJson(stats), found.ok() && *found ? (*found)->name : "");
+}
+
+void InferenceHttpService::ModelMetadata(Call call, const PathParams& params, HttpRequest) {
+  inference::ModelMetadataResponse metadata;
+  absl::StatusOr<std::shared_ptr<LoadedModel>> found =
+      AnswerModelMetadata(core_, Param(params, "model"), Param(params, "version"), &metadata);
+  call.Json(found.status(), ProtoToJson(metadata), found.ok() ? (*found)->name : "");
+}
+
+void InferenceHttpService::ModelReady(Call call, const PathParams& params, HttpRequest) {
+  absl::StatusOr<int64_t> number = ParseModelVersion(Param(params, "version"), "version");
+  if (!number.ok()) return call.Fail(number.status());
+  call.Flag(core_.ModelReady(Param(params, "model"), *number).ok());
+}
+
+void InferenceHttpService::ModelConfig(Call call, const PathParams& params, HttpRequest) {
+  inference::ModelConfig config;
+  absl::StatusOr<std::shared_ptr<LoadedModel>> found =
+      AnswerModelConfig(core_, Param(params, "model"), Param(params, "version"), &config);
+  call.Json(found.status(), ProtoToJson(config), found.ok() ? (*found)->name : "");
+}
+
+void InferenceHttpService::RepositoryIndex(Call call, const PathParams&, HttpRequest request) {
+  absl::StatusOr<json> body =
+      JsonObjectBody(request.body, true, "a JSON object such as {\"ready\": true}");
+  if (!body.ok()) return call.Fail(body.status());
+  bool ready = false;
+  if (auto it = body->find("ready"); it != body->end()) {
+    if (!it->is_boolean()) {
+      return call.Fail(absl::InvalidArgumentError(
+          absl::StrCat("ready: expected a boolean, received ", TypeName(*it))));
+    }
+    ready = it->get<bool>();
+  }
+  inference::RepositoryIndexResponse index;
+  FillRepositoryIndex(core_.models().Index(), ready, &index);
+  call.Json(absl::OkStatus(), ProtoToJson(index)["models"]);
+}
+
+void InferenceHttpService::RepositoryModelLoad(Call call, const PathParams& params,
+                                               HttpRequest request) {
+  absl::StatusOr<json> body = JsonObjectBody(request.body, true, "a JSON object");
+  if (!body.ok()) return call.Fail(body.status());
+  auto parameters = body->find("parameters");
+  if (parameters != body->end() && parameters->is_object()) {
+    std::vector<std::string> names;
+    for (const auto& [name, value] : parameters->items()) names.push_back(name);
+    if (absl::Status s = CheckLoadParameters(names); !s.ok()) return call.Fail(s);
+  }
+  core_.LoadModel(Param(params, "model"),
+                  [call = std::move(call)](absl::Status status) mutable { call.Empty(status); });
+}
+
+void InferenceHttpService::RepositoryModelUnload(Call call, const PathParams& params,
+                                                 HttpRequest request) {
+  absl::StatusOr<json> body = JsonObjectBody(request.body, true, "a JSON object");
+  if (!body.ok()) return call.Fail(body.status());
+  core_.UnloadModel(Param(params, "model"),
+                    [call = std::move(call)](absl::Status status) mutable { call.Empty(status); });
+}
+
+void InferenceHttpService::SharedMemoryStatus(Call call, const PathParams& params, HttpRequest) {
+  absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Fail(registry.status());
+  inference::SystemSharedMemoryStatusResponse status;
+  absl::Status s = FillSharedMemoryStatus(**registry, Param(params, "region"), &status);
+  json list = json::array();
+  for (const auto& [name, r] : status.regions()) list.push_back(ProtoToJson(r));
+  call.Json(s, list);
+}
+
+void InferenceHttpService::SharedMemoryUnregister(Call call, const PathParams& params,
+                                                  HttpRequest) {
+  absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Fail(registry.status());
+  call.Empty((*registry)->Unregister(Param(params, "region")));
+}
+
+void InferenceHttpService::SharedMemoryRegister(Call call, const PathParams& params,
+                                                HttpRequest request) {
+  absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Fail(registry.status());
+  const std::string region = Param(params, "region");
+  if (region.empty()) {
+    return call.Fail(
+        absl::NotFoundError("register: expected /v2/systemsharedmemory/region/NAME/register"));
+  }
+  absl::StatusOr<json> body =
+      JsonObjectBody(request.body, false, "a JSON object {\"key\", \"offset\", \"byte_size\"}");
+  if (!body.ok()) return call.Fail(body.status());
+  absl::StatusOr<std::string> key = StringMember(*body, "key", "request", true);
+  if (!key.ok()) return call.Fail(key.status());
+  uint64_t numbers[2] = {0, 0};
+  const char* names[2] = {"offset", "byte_size"};
+  for (int k = 0; k < 2; ++k) {
+    auto it = body->find(names[k]);
+    if (it == body->end() && k == 0) continue;
+    if (it == body->end() || !it->is_number_unsigned()) {
+      return call.Fail(absl::InvalidArgumentError(
+          absl::StrCat(names[k], ": expected a non-negative integer, received ",
+                       it == body->end() ? "none" : it->dump())));
+    }
+    numbers[k] = it->get<uint64_t>();
+  }
+  call.Empty((*registry)->Register(region, *key, numbers[0], numbers[1]));
+}
+
+void InferenceHttpService::Infer(Call call, const PathParams& params, HttpRequest request) {
+  const std::string model = Param(params, "model");
+  const std::string version = Param(params, "version");
   auto exchange = std::make_shared<InferExchange>(std::move(request));
   if (absl::Status s = exchange->Parse(model, version); !s.ok()) return call.Fail(s);
   RequestContext context;

@@ -1,9 +1,13 @@
 #ifndef REPLICAD_SERVER_HTTP_INFERENCE_HTTP_SERVICE_H_
 #define REPLICAD_SERVER_HTTP_INFERENCE_HTTP_SERVICE_H_
 
+#include <string>
+#include <vector>
+
 #include "core/serve/serving_core.h"
 #include "server/auth/access_tokens.h"
 #include "server/http/http_server.h"
+#include "server/http/route_table.h"
 #include "server/server_metrics.h"
 #include "server/shared_memory_registry.h"
 
@@ -55,9 +59,35 @@ class InferenceHttpService {
 
  private:
   class Call;
-  void Route(Call& call, const HttpRequest& request);
-  void Infer(Call call, HttpRequest request, std::string model, std::string version);
+  // One short method per route: the route's role was checked (Handle) and
+  // its path parameters ("model", "version", "region") captured.
+  using RouteHandler = void (InferenceHttpService::*)(Call call, const PathParams& params,
+                                                      HttpRequest request);
+  struct Route {
+    const char* rpc;  // access_policy.h's name, and the metric's method ("http:<rpc>").
+    RouteHandler handle;
+  };
+  void AddRoutes();
+  // 405 with Allow when the path takes other methods; 501 for Triton's
+  // extensions replicad lacks; 404 otherwise.
+  void Unrouted(Call call, const HttpRequest& request, const std::vector<std::string>& path,
+                const std::string& allowed);
+  void ServerMetadata(Call call, const PathParams& params, HttpRequest request);
+  void ServerLive(Call call, const PathParams& params, HttpRequest request);
+  void ServerReady(Call call, const PathParams& params, HttpRequest request);
+  void ModelMetadata(Call call, const PathParams& params, HttpRequest request);
+  void ModelReady(Call call, const PathParams& params, HttpRequest request);
+  void ModelConfig(Call call, const PathParams& params, HttpRequest request);
+  void ModelStatistics(Call call, const PathParams& params, HttpRequest request);
+  void Infer(Call call, const PathParams& params, HttpRequest request);
+  void RepositoryIndex(Call call, const PathParams& params, HttpRequest request);
+  void RepositoryModelLoad(Call call, const PathParams& params, HttpRequest request);
+  void RepositoryModelUnload(Call call, const PathParams& params, HttpRequest request);
+  void SharedMemoryStatus(Call call, const PathParams& params, HttpRequest request);
+  void SharedMemoryRegister(Call call, const PathParams& params, HttpRequest request);
+  void SharedMemoryUnregister(Call call, const PathParams& params, HttpRequest request);
 
+  RouteTable<Route> routes_;
   ServingCore& core_;
   ServerMetrics& metrics_;
   SharedMemoryRegistry* const shared_memory_;

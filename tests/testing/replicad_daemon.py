@@ -1,10 +1,21 @@
 """Starts `replicad serve` for the Python tests that drive it with clients we did not write."""
 
+import json
 import os
 import re
 import subprocess
 import threading
 import time
+
+
+def text_of(line):
+    """A log line as --log-format text writes it, also from a --log-format json line."""
+    if line.startswith("{"):
+        try:
+            return "replicad: " + json.loads(line)["message"] + "\n"
+        except (ValueError, KeyError):
+            return line
+    return line
 
 
 class Daemon:
@@ -36,6 +47,7 @@ class Daemon:
             if not line:
                 break
             self.output.append(line)
+            line = text_of(line)
             # Rank 0's lines (or a lone daemon's): other ranks say "replicad: rank R of N: ".
             ready = ready or re.match(r"replicad: ready: ", line) is not None
             http = re.match(r"replicad: HTTP listening on port (\d+)", line)
