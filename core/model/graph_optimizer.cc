@@ -512,6 +512,98 @@ bool PerChannelInitializer(const Graph& graph, int v, int64_t channels, size_t m
   return channels == kAnyDim ? last > 1 : last == channels;
 }
 
+// A layer normalization's nodes as FuseLayerNorms finds them.
+struct LayerNormMatch {
+  int x = -1;
+  float epsilon = 0;
+  std::vector<int> pattern;   // Its nodes, which the fused node replaces.
+  int y = -1;                 // Its output.
+  int scale = -1, bias = -1;  // Gamma and beta, or -1.
+};
+
+// The node squaring `d`, Pow(d, 2) or Mul(d, d), or -1.
+int SquareOf(const Graph& graph, const std::vector<std::vector<int>>& readers, int d) {
+  const int pow = ReaderOf(graph, readers, d, "Pow", 2);
+  // Mul(d, d) lists d twice among its readers.
+  const int square = pow >= 0 ? pow : ReaderOf(graph, readers, d, "Mul", 3);
+  if (square < 0) return -1;
+  const Node& sq = graph.nodes[square];
+  if (pow >= 0 ? (sq.inputs.size() != 2 || sq.inputs[0] != d ||
+                  ScalarInitializer(graph, sq.inputs[1]) != 2.0f)
+               : sq.inputs != std::vector<int>{d, d}) {
+    return -1;
+  }
+  return square;
+}
+
+// The normalization from m = ReduceMean(x) (node `n`) to d / Sqrt(v + eps),
+// or nullopt.
+std::optional<LayerNormMatch> MatchNormalization(const Graph& graph,
+                                                 const std::vector<std::vector<int>>& readers,
+                                                 int n) {
+  const Node& mean = graph.nodes[n];
+  if (!MeanOfLastDim(graph, mean)) return std::nullopt;
+  const int x = mean.inputs[0];
+  const int sub = ReaderOf(graph, readers, mean.outputs[0], "Sub", 1);
+  if (sub < 0 || graph.nodes[sub].inputs != std::vector<int>{x, mean.outputs[0]}) {
+    return std::nullopt;
+  }
+  const int d = graph.nodes[sub].outputs[0];
+  const int square = SquareOf(graph, readers, d);
+  if (square < 0) return std::nullopt;
+  // Mul(d, d) is a third reader of d.
+  const int div = ReaderOf(graph, readers, d, "Div", graph.nodes[square].op_type == "Pow" ? 2 : 3);
+  const int variance = ReaderOf(graph, readers, graph.nodes[square].outputs[0], "ReduceMean", 1);
+  if (div < 0 || variance < 0 || !MeanOfLastDim(graph, graph.nodes[variance])) return std::nullopt;
+  const int add_eps = ReaderOf(graph, readers, graph.nodes[variance].outputs[0], "Add", 1);
+  if (add_eps < 0) return std::nullopt;
+  const std::optional<float> epsilon =
+      ScalarInitializer(graph, OtherInput(graph.nodes[add_eps], graph.nodes[variance].outputs[0]));
+  const int sqrt = ReaderOf(graph, readers, graph.nodes[add_eps].outputs[0], "Sqrt", 1);
+  if (!epsilon || sqrt < 0 || graph.nodes[sqrt].outputs[0] != graph.nodes[div].inputs[1] ||
+      graph.nodes[div].inputs[0] != d ||
+      !PrivateValue(graph, readers, graph.nodes[sqrt].outputs[0])) {
+    return std::nullopt;
+  }
+  return LayerNormMatch{
+      x, *epsilon, {n, sub, square, variance, add_eps, sqrt, div}, graph.nodes[div].outputs[0]};
+}
+
+// Where `op_type` (Mul for gamma, Add for beta) by a per-channel initializer
+// reads the pattern's output, it joins the pattern and its output becomes
+// the pattern's. The initializer, or -1.
+int ExtendPerChannel(const Graph& graph, const std::vector<std::vector<int>>& readers,
+                     const char* op_type, int64_t channels, size_t max_rank,
+                     LayerNormMatch* match) {
+  const int node = ReaderOf(graph, readers, match->y, op_type, 1);
+  if (node < 0) return -1;
+  const int parameter = OtherInput(graph.nodes[node], match->y);
+  if (!PerChannelInitializer(graph, parameter, channels, max_rank)) return -1;
+  match->pattern.push_back(node);
+  match->y = graph.nodes[node].outputs[0];
+  return parameter;
+}
+
+// One LayerNormalization, named after the ReduceMean (node `n`), in place of
+// `match`'s nodes, the others of which join `dead`.
+void ReplaceWithLayerNorm(Graph* graph, int n, const LayerNormMatch& match, std::set<int>* dead) {
+  Node fused;
+  fused.name = graph->nodes[n].name;
+  fused.op_type = "LayerNormalization";
+  fused.inputs = {match.x, match.scale};
+  if (match.bias >= 0) fused.inputs.push_back(match.bias);
+  fused.outputs = {match.y};
+  fused.attributes.Set("axis", int64_t{-1});
+  fused.attributes.Set("epsilon", match.epsilon);
+  // The last node of the pattern is the fused node's place: every input is
+  // known there.
+  const int last = *std::max_element(match.pattern.begin(), match.pattern.end());
+  for (int p : match.pattern) {
+    if (p != last) dead->insert(p);
+  }
+  graph->nodes[last] = std::move(fused);
+}
+
 // Layer normalization over the last dim as exporters before opset 17 write
 // it (torch.nn.LayerNorm, convnext's and the transformers'):
 //   m = ReduceMean(x), d = x - m, v = ReduceMean(d^2) (Pow 2 or d * d),
@@ -523,78 +615,25 @@ void FuseLayerNorms(Graph* graph) {
   std::vector<std::vector<int>> readers = Readers(*graph);
   std::set<int> dead;
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
-    const Node& mean = graph->nodes[n];
-    if (dead.count(static_cast<int>(n)) || !MeanOfLastDim(*graph, mean)) continue;
-    const int x = mean.inputs[0];
-    const int sub = ReaderOf(*graph, readers, mean.outputs[0], "Sub", 1);
-    if (sub < 0 || graph->nodes[sub].inputs != std::vector<int>{x, mean.outputs[0]}) continue;
-    const int d = graph->nodes[sub].outputs[0];
-    const int pow = ReaderOf(*graph, readers, d, "Pow", 2);
-    // Mul(d, d) lists d twice among its readers.
-    const int square = pow >= 0 ? pow : ReaderOf(*graph, readers, d, "Mul", 3);
-    if (square < 0) continue;
-    const Node& sq = graph->nodes[square];
-    if (pow >= 0 ? (sq.inputs.size() != 2 || sq.inputs[0] != d ||
-                    ScalarInitializer(*graph, sq.inputs[1]) != 2.0f)
-                 : sq.inputs != std::vector<int>{d, d}) {
-      continue;
-    }
-    const int div = ReaderOf(*graph, readers, d, "Div", pow >= 0 ? 2 : 3);
-    const int variance = ReaderOf(*graph, readers, sq.outputs[0], "ReduceMean", 1);
-    if (div < 0 || variance < 0 || !MeanOfLastDim(*graph, graph->nodes[variance])) continue;
-    const int add_eps = ReaderOf(*graph, readers, graph->nodes[variance].outputs[0], "Add", 1);
-    if (add_eps < 0) continue;
-    const std::optional<float> epsilon = ScalarInitializer(
-        *graph, OtherInput(graph->nodes[add_eps], graph->nodes[variance].outputs[0]));
-    const int sqrt = ReaderOf(*graph, readers, graph->nodes[add_eps].outputs[0], "Sqrt", 1);
-    if (!epsilon || sqrt < 0 || graph->nodes[sqrt].outputs[0] != graph->nodes[div].inputs[1] ||
-        graph->nodes[div].inputs[0] != d ||
-        !PrivateValue(*graph, readers, graph->nodes[sqrt].outputs[0])) {
-      continue;
-    }
-    const std::vector<int64_t>& x_shape = graph->values[x].type.shape;
+    if (dead.count(static_cast<int>(n))) continue;
+    std::optional<LayerNormMatch> match = MatchNormalization(*graph, readers, static_cast<int>(n));
+    if (!match) continue;
+    const std::vector<int64_t>& x_shape = graph->values[match->x].type.shape;
     const int64_t channels = x_shape.empty() ? kAnyDim : x_shape.back();
     // X's rank where shape inference knows it; else parameters of one dim only.
     const size_t max_rank = x_shape.empty() ? 1 : x_shape.size();
-    std::vector<int> pattern = {static_cast<int>(n), sub, square, variance, add_eps, sqrt, div};
-    int y = graph->nodes[div].outputs[0];
-    int scale = -1, bias = -1;
-    if (const int mul = ReaderOf(*graph, readers, y, "Mul", 1);
-        mul >= 0 &&
-        PerChannelInitializer(*graph, OtherInput(graph->nodes[mul], y), channels, max_rank)) {
-      scale = OtherInput(graph->nodes[mul], y);
-      pattern.push_back(mul);
-      y = graph->nodes[mul].outputs[0];
-      if (const int add = ReaderOf(*graph, readers, y, "Add", 1);
-          add >= 0 &&
-          PerChannelInitializer(*graph, OtherInput(graph->nodes[add], y), channels, max_rank)) {
-        bias = OtherInput(graph->nodes[add], y);
-        pattern.push_back(add);
-        y = graph->nodes[add].outputs[0];
-      }
-    }
-    if (scale < 0) {
+    match->scale = ExtendPerChannel(*graph, readers, "Mul", channels, max_rank, &*match);
+    if (match->scale >= 0) {
+      match->bias = ExtendPerChannel(*graph, readers, "Add", channels, max_rank, &*match);
+    } else {
       if (channels == kAnyDim || channels <= 0) continue;
       Tensor ones = Tensor::Host(DType::kFloat32, {channels});
       std::fill(ones.data<float>(), ones.data<float>() + channels, 1.0f);
-      scale = AddInitializer(graph, mean.name + ".layer_norm_scale", std::move(ones));
+      match->scale =
+          AddInitializer(graph, graph->nodes[n].name + ".layer_norm_scale", std::move(ones));
       readers.emplace_back();
     }
-    Node fused;
-    fused.name = graph->nodes[n].name;
-    fused.op_type = "LayerNormalization";
-    fused.inputs = {x, scale};
-    if (bias >= 0) fused.inputs.push_back(bias);
-    fused.outputs = {y};
-    fused.attributes.Set("axis", int64_t{-1});
-    fused.attributes.Set("epsilon", *epsilon);
-    // The last node of the pattern is the fused node's place: every input is
-    // known there.
-    const int last = *std::max_element(pattern.begin(), pattern.end());
-    for (int p : pattern) {
-      if (p != last) dead.insert(p);
-    }
-    graph->nodes[last] = std::move(fused);
+    ReplaceWithLayerNorm(graph, static_cast<int>(n), *match, &dead);
   }
   RemoveNodes(graph, dead);
 }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/status_macros.h"
 #include "core/model/exporter_forms.h"
 #include "core/model/graph_optimizer.h"
 #include "core/model/onnx_tensor.h"
@@ -99,32 +100,40 @@ absl::Status CheckOpsetImports(const onnx::ModelProto& model) {
   return absl::OkStatus();
 }
 
-// Moves each initializer's values out of `model` (its data fields are
-// cleared as they are converted: a model's weights are held once, not twice,
-// while the rest converts).
-absl::StatusOr<Graph> ConvertGraph(onnx::ModelProto& model, const OnnxImportOptions& options) {
-  const onnx::GraphProto& g = model.graph();
-  Graph graph;
-  graph.opset = DefaultDomainOpset(model);
-  if (graph.opset > kMaxOpset || graph.opset < kMinOpset) {
-    return absl::UnimplementedError(absl::StrCat("model opset is ", graph.opset,
-                                                 "; replicad supports opsets ", kMinOpset, " to ",
-                                                 kMaxOpset));
+// The index of each named value of the graph being converted.
+class ValueNames {
+ public:
+  explicit ValueNames(Graph* graph) : graph_(graph) {}
+
+  // The value named `name`, added to the graph on first mention.
+  int Index(const std::string& name) {
+    auto [it, inserted] = index_.emplace(name, static_cast<int>(graph_->values.size()));
+    if (inserted) graph_->values.push_back(Value{name, {}});
+    return it->second;
   }
 
-  std::unordered_map<std::string, int> index;
-  auto value_index = [&](const std::string& name) {
-    auto [it, inserted] = index.emplace(name, static_cast<int>(graph.values.size()));
-    if (inserted) graph.values.push_back(Value{name, {}});
-    return it->second;
-  };
+  // The value named `name`, or -1 where none is.
+  int Find(const std::string& name) const {
+    auto it = index_.find(name);
+    return it == index_.end() ? -1 : it->second;
+  }
 
-  for (onnx::TensorProto& init : *model.mutable_graph()->mutable_initializer()) {
+ private:
+  Graph* graph_;
+  std::unordered_map<std::string, int> index_;
+};
+
+// Moves each initializer's values out of `g` (its data fields are cleared
+// as they are converted: a model's weights are held once, not twice, while
+// the rest converts), then adds the bound inputs.
+absl::Status ConvertInitializers(onnx::GraphProto* g, const OnnxImportOptions& options,
+                                 ValueNames* names, Graph* graph) {
+  for (onnx::TensorProto& init : *g->mutable_initializer()) {
     absl::StatusOr<Tensor> t = TensorFromOnnx(init);
     if (!t.ok()) return t.status();
-    const int v = value_index(init.name());
-    graph.values[v].type = t->type();
-    graph.initializers[v] = *std::move(t);
+    const int v = names->Index(init.name());
+    graph->values[v].type = t->type();
+    graph->initializers[v] = *std::move(t);
     init.clear_raw_data();
     init.clear_float_data();
     init.clear_int64_data();
@@ -132,79 +141,118 @@ absl::StatusOr<Graph> ConvertGraph(onnx::ModelProto& model, const OnnxImportOpti
     init.clear_double_data();
   }
   for (const auto& [name, tensor] : options.bind_inputs) {
-    const int v = value_index(name);
-    graph.values[v].type = tensor.type();
-    graph.initializers[v] = tensor;
+    const int v = names->Index(name);
+    graph->values[v].type = tensor.type();
+    graph->initializers[v] = tensor;
   }
+  return absl::OkStatus();
+}
+
+absl::Status ConvertInputs(const onnx::GraphProto& g, ValueNames* names, Graph* graph) {
   for (const auto& input : g.input()) {
-    const int v = value_index(input.name());
-    if (graph.initializers.count(v)) continue;  // IR < 4 lists initializers as inputs too.
+    const int v = names->Index(input.name());
+    if (graph->initializers.count(v)) continue;  // IR < 4 lists initializers as inputs too.
     absl::StatusOr<TensorType> type = ConvertValueInfo(input, "input");
     if (!type.ok()) return type.status();
-    graph.values[v].type = *type;
-    graph.inputs.push_back(v);
+    graph->values[v].type = *type;
+    graph->inputs.push_back(v);
   }
+  return absl::OkStatus();
+}
 
-  std::vector<std::string> unsupported;
-  for (int n = 0; n < g.node_size(); ++n) {
-    const onnx::NodeProto& proto = g.node(n);
-    Node node;
-    node.name = proto.name().empty() ? absl::StrCat(proto.op_type(), "_", n) : proto.name();
-    node.op_type = proto.op_type();
-    const bool default_domain = proto.domain().empty() || proto.domain() == "ai.onnx";
-    // Training-only operators (replicad.*) exist only in graphs replicad builds.
-    const bool internal =
-        proto.op_type().compare(0, kTrainingOpPrefix.size(), kTrainingOpPrefix) == 0;
-    if (!default_domain || internal || FindOp(proto.op_type()) == nullptr) {
-      unsupported.push_back(absl::StrCat(default_domain ? "" : proto.domain() + "::",
-                                         proto.op_type(), " (node '", node.name, "')"));
+// Appends node `n` to `graph`, or, where replicad lacks its operator, names
+// it in `unsupported`.
+absl::Status ConvertNode(const onnx::NodeProto& proto, int n, ValueNames* names, Graph* graph,
+                         std::vector<std::string>* unsupported) {
+  Node node;
+  node.name = proto.name().empty() ? absl::StrCat(proto.op_type(), "_", n) : proto.name();
+  node.op_type = proto.op_type();
+  const bool default_domain = proto.domain().empty() || proto.domain() == "ai.onnx";
+  // Training-only operators (replicad.*) exist only in graphs replicad builds.
+  const bool internal =
+      proto.op_type().compare(0, kTrainingOpPrefix.size(), kTrainingOpPrefix) == 0;
+  if (!default_domain || internal || FindOp(proto.op_type()) == nullptr) {
+    unsupported->push_back(absl::StrCat(
+        default_domain ? "" : proto.domain() + "::", proto.op_type(), " (node '", node.name, "')"));
+    return absl::OkStatus();
+  }
+  for (const std::string& in : proto.input()) {
+    node.inputs.push_back(in.empty() ? Node::kAbsentInput : names->Index(in));
+  }
+  for (const std::string& out : proto.output()) {
+    // An output left unnamed (an optional one nobody reads, e.g.
+    // LayerNormalization's Mean) gets a value of its own: unnamed outputs
+    // of two nodes must not share memory.
+    if (out.empty()) {
+      node.outputs.push_back(static_cast<int>(graph->values.size()));
+      graph->values.push_back(Value{"", {}});
       continue;
     }
-    for (const std::string& in : proto.input()) {
-      node.inputs.push_back(in.empty() ? Node::kAbsentInput : value_index(in));
-    }
-    for (const std::string& out : proto.output()) {
-      // An output left unnamed (an optional one nobody reads, e.g.
-      // LayerNormalization's Mean) gets a value of its own: unnamed outputs
-      // of two nodes must not share memory.
-      if (out.empty()) {
-        node.outputs.push_back(static_cast<int>(graph.values.size()));
-        graph.values.push_back(Value{"", {}});
-        continue;
-      }
-      node.outputs.push_back(value_index(out));
-    }
-    for (const auto& attr : proto.attribute()) {
-      absl::StatusOr<AttributeValue> value = ConvertAttribute(attr, node.name);
-      if (!value.ok()) return value.status();
-      node.attributes.Set(attr.name(), *std::move(value));
-    }
-    graph.nodes.push_back(std::move(node));
+    node.outputs.push_back(names->Index(out));
+  }
+  for (const auto& attr : proto.attribute()) {
+    absl::StatusOr<AttributeValue> value = ConvertAttribute(attr, node.name);
+    if (!value.ok()) return value.status();
+    node.attributes.Set(attr.name(), *std::move(value));
+  }
+  graph->nodes.push_back(std::move(node));
+  return absl::OkStatus();
+}
+
+absl::Status ConvertNodes(const onnx::GraphProto& g, ValueNames* names, Graph* graph) {
+  std::vector<std::string> unsupported;
+  for (int n = 0; n < g.node_size(); ++n) {
+    if (absl::Status s = ConvertNode(g.node(n), n, names, graph, &unsupported); !s.ok()) return s;
   }
   if (!unsupported.empty()) {
     return absl::UnimplementedError(
         absl::StrCat("unsupported operators: ", absl::StrJoin(unsupported, ", ")));
   }
+  return absl::OkStatus();
+}
 
-  // Types ONNX's shape inference found for intermediate values: the
-  // optimizer reads them (kAnyDim where symbolic); plans infer their own.
+// Types ONNX's shape inference found for intermediate values: the
+// optimizer reads them (kAnyDim where symbolic); plans infer their own.
+void ConvertValueTypes(const onnx::GraphProto& g, const ValueNames& names, Graph* graph) {
   for (const auto& info : g.value_info()) {
-    auto it = index.find(info.name());
-    if (it == index.end() || graph.initializers.count(it->second)) continue;
+    const int v = names.Find(info.name());
+    if (v < 0 || graph->initializers.count(v)) continue;
     absl::StatusOr<TensorType> type = ConvertValueInfo(info, "value");
-    if (type.ok()) graph.values[it->second].type = *type;
+    if (type.ok()) graph->values[v].type = *type;
   }
+}
+
+absl::Status ConvertOutputs(const onnx::GraphProto& g, const ValueNames& names, Graph* graph) {
   for (const auto& output : g.output()) {
-    auto it = index.find(output.name());
-    if (it == index.end()) {
+    const int v = names.Find(output.name());
+    if (v < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("output '", output.name(), "' is produced by no node"));
     }
     absl::StatusOr<TensorType> type = ConvertValueInfo(output, "output");
     if (!type.ok()) return type.status();
-    graph.values[it->second].type = *type;
-    graph.outputs.push_back(it->second);
+    graph->values[v].type = *type;
+    graph->outputs.push_back(v);
   }
+  return absl::OkStatus();
+}
+
+// Moves each initializer's values out of `model` (see ConvertInitializers).
+absl::StatusOr<Graph> ConvertGraph(onnx::ModelProto& model, const OnnxImportOptions& options) {
+  Graph graph;
+  graph.opset = DefaultDomainOpset(model);
+  if (graph.opset > kMaxOpset || graph.opset < kMinOpset) {
+    return absl::UnimplementedError(absl::StrCat("model opset is ", graph.opset,
+                                                 "; replicad supports opsets ", kMinOpset, " to ",
+                                                 kMaxOpset));
+  }
+  ValueNames names(&graph);
+  REPLICAD_RETURN_IF_ERROR(ConvertInitializers(model.mutable_graph(), options, &names, &graph));
+  const onnx::GraphProto& g = model.graph();
+  REPLICAD_RETURN_IF_ERROR(ConvertInputs(g, &names, &graph));
+  REPLICAD_RETURN_IF_ERROR(ConvertNodes(g, &names, &graph));
+  ConvertValueTypes(g, names, &graph);
+  REPLICAD_RETURN_IF_ERROR(ConvertOutputs(g, names, &graph));
   return graph;
 }
 

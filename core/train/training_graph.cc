@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/status_macros.h"
 #include "core/model/exporter_forms.h"
 #include "core/ops/training_ops.h"
 #include "core/train/gradient_rules.h"
@@ -82,11 +83,8 @@ class Backward : public GradientBuilder {
 
 namespace {
 
-// Builds the training graph with every float32 initializer on the loss's
-// path as a parameter, except `frozen`; `ungraded` receives the parameters
-// that no gradient reached (Clip's bounds, say), which the caller freezes.
-absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
-                                    const std::set<int>& frozen, std::vector<int>* ungraded) {
+// The model output the loss reads.
+absl::StatusOr<int> LossInput(const Graph& model, const LossSpec& loss) {
   int loss_input = -1;
   std::vector<std::string> outputs;
   for (int v : model.outputs) {
@@ -98,31 +96,51 @@ absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
                                                       absl::StrJoin(outputs, ", "), "), received '",
                                                       loss.output, "'"));
   }
+  return loss_input;
+}
 
-  // Nodes the loss depends on, found backwards from it.
-  std::vector<bool> on_path_value(model.values.size(), false);
-  std::vector<bool> on_path_node(model.nodes.size(), false);
-  on_path_value[loss_input] = true;
+// The values and nodes the loss depends on.
+struct LossPath {
+  std::vector<bool> values;
+  std::vector<bool> nodes;
+};
+
+// Found backwards from the loss's input.
+LossPath FindLossPath(const Graph& model, int loss_input) {
+  LossPath path{std::vector<bool>(model.values.size(), false),
+                std::vector<bool>(model.nodes.size(), false)};
+  path.values[loss_input] = true;
   for (size_t n = model.nodes.size(); n-- > 0;) {
     const Node& node = model.nodes[n];
-    for (int o : node.outputs) on_path_node[n] = on_path_node[n] || on_path_value[o];
-    if (!on_path_node[n]) continue;
+    for (int o : node.outputs) path.nodes[n] = path.nodes[n] || path.values[o];
+    if (!path.nodes[n]) continue;
     for (int i : node.inputs) {
-      if (i >= 0) on_path_value[i] = true;
+      if (i >= 0) path.values[i] = true;
     }
   }
-  // Parameters: float32 initializers on the path. Values that depend on them
-  // need gradients, found forwards.
-  TrainingGraph result;
-  std::vector<bool> needs_gradient(model.values.size(), false);
+  return path;
+}
+
+// Parameters: float32 initializers on the path, except `frozen`.
+std::vector<int> FindParameters(const Graph& model, const LossPath& path,
+                                const std::set<int>& frozen) {
+  std::vector<int> parameters;
   for (const auto& [v, tensor] : model.initializers) {
-    if (on_path_value[v] && tensor.dtype() == DType::kFloat32 && frozen.count(v) == 0) {
-      result.parameters.push_back(v);
-      needs_gradient[v] = true;
+    if (path.values[v] && tensor.dtype() == DType::kFloat32 && frozen.count(v) == 0) {
+      parameters.push_back(v);
     }
   }
+  return parameters;
+}
+
+// The parameters and the values that depend on them, found forwards: those
+// need gradients.
+std::vector<bool> NeedingGradients(const Graph& model, const LossPath& path,
+                                   const std::vector<int>& parameters) {
+  std::vector<bool> needs_gradient(model.values.size(), false);
+  for (int v : parameters) needs_gradient[v] = true;
   for (size_t n = 0; n < model.nodes.size(); ++n) {
-    if (!on_path_node[n]) continue;
+    if (!path.nodes[n]) continue;
     bool any = false;
     for (int i : model.nodes[n].inputs) any = any || (i >= 0 && needs_gradient[i]);
     // Only float values carry gradients: Shape of a value that depends on a
@@ -131,84 +149,119 @@ absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
       needs_gradient[o] = any && model.values[o].type.dtype == DType::kFloat32;
     }
   }
-  if (result.parameters.empty() || !needs_gradient[loss_input]) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("nothing to train: no float32 initializer feeds output '", loss.output, "'"));
-  }
+  return needs_gradient;
+}
+
+// Every node on the path with an output that needs a gradient has a rule.
+absl::Status CheckGradientRules(const Graph& model, const LossPath& path,
+                                const std::vector<bool>& needs_gradient) {
   std::vector<std::string> missing;
   for (size_t n = 0; n < model.nodes.size(); ++n) {
     const Node& node = model.nodes[n];
     bool wanted = false;
     for (int o : node.outputs) wanted = wanted || needs_gradient[o];
-    if (on_path_node[n] && wanted && FindGradientRule(node.op_type) == nullptr) {
+    if (path.nodes[n] && wanted && FindGradientRule(node.op_type) == nullptr) {
       missing.push_back(absl::StrCat(node.op_type, " (node '", node.name, "')"));
     }
   }
-  if (!missing.empty()) {
-    const std::vector<std::string_view> differentiable = DifferentiableOps();
-    return absl::UnimplementedError(absl::StrCat(
-        "this model cannot be trained: no gradient in replicad yet for ",
-        absl::StrJoin(missing, ", "), " (differentiable ops: ",
-        absl::StrJoin(std::vector<std::string>(differentiable.begin(), differentiable.end()), ", "),
-        ")"));
-  }
+  if (missing.empty()) return absl::OkStatus();
+  const std::vector<std::string_view> differentiable = DifferentiableOps();
+  return absl::UnimplementedError(absl::StrCat(
+      "this model cannot be trained: no gradient in replicad yet for ",
+      absl::StrJoin(missing, ", "), " (differentiable ops: ",
+      absl::StrJoin(std::vector<std::string>(differentiable.begin(), differentiable.end()), ", "),
+      ")"));
+}
 
-  // Forward: the model's graph, pruned to the loss's path, with the
-  // parameters turned into inputs.
-  Graph& graph = result.graph;
+// Forward: the model's graph, pruned to the loss's path, with the
+// parameters turned into inputs, after the targets. Returns the targets.
+int BuildForward(const Graph& model, const LossPath& path, const LossSpec& loss,
+                 TrainingGraph* result) {
+  Graph& graph = result->graph;
   graph.values = model.values;
   graph.opset = model.opset;
   graph.inputs = model.inputs;
-  result.num_model_inputs = static_cast<int>(model.inputs.size());
+  result->num_model_inputs = static_cast<int>(model.inputs.size());
   for (size_t n = 0; n < model.nodes.size(); ++n) {
-    if (on_path_node[n]) graph.nodes.push_back(model.nodes[n]);
+    if (path.nodes[n]) graph.nodes.push_back(model.nodes[n]);
   }
-  const std::set<int> parameters(result.parameters.begin(), result.parameters.end());
+  const std::set<int> parameters(result->parameters.begin(), result->parameters.end());
   for (const auto& [v, tensor] : model.initializers) {
     if (parameters.count(v) == 0) graph.initializers.emplace(v, tensor);
   }
   graph.values.push_back(Value{"targets", TensorType{loss.target_dtype, {}}});
   const int targets = static_cast<int>(graph.values.size()) - 1;
   graph.inputs.push_back(targets);
-  for (int v : result.parameters) graph.inputs.push_back(v);
+  for (int v : result->parameters) graph.inputs.push_back(v);
+  return targets;
+}
 
-  // The loss, whose node also seeds the gradient of its input.
-  Backward backward(&graph, &needs_gradient);
+// The loss, whose node also seeds the gradient of its input.
+void EmitLoss(const LossSpec& loss, int loss_input, int targets, Backward* backward,
+              TrainingGraph* result) {
+  Graph& graph = result->graph;
   int loss_sum = -1;
   if (loss.kind == LossSpec::Kind::kSoftmaxCrossEntropy) {
-    const std::vector<int> out = backward.Emit(kSoftmaxCrossEntropy, {loss_input, targets}, 3);
+    const std::vector<int> out = backward->Emit(kSoftmaxCrossEntropy, {loss_input, targets}, 3);
     loss_sum = out[0];
     graph.outputs = {out[0], out[1]};
-    result.classification = true;
-    backward.AddGradient(loss_input, out[2]);
+    result->classification = true;
+    backward->AddGradient(loss_input, out[2]);
   } else {
-    const std::vector<int> out = backward.Emit(kMeanSquaredError, {loss_input, targets}, 2);
+    const std::vector<int> out = backward->Emit(kMeanSquaredError, {loss_input, targets}, 2);
     loss_sum = out[0];
     graph.outputs = {out[0]};
-    backward.AddGradient(loss_input, out[1]);
+    backward->AddGradient(loss_input, out[1]);
   }
   graph.values[loss_sum].name = "loss_sum";
+}
 
-  // Backward, in reverse order of the forward nodes.
+// Backward, in reverse order of the forward nodes (all but the loss's).
+absl::Status EmitBackward(const std::vector<bool>& needs_gradient, Backward* backward,
+                          TrainingGraph* result) {
+  Graph& graph = result->graph;
   const size_t forward_nodes = graph.nodes.size() - 1;
-  result.first_backward_node = static_cast<int>(graph.nodes.size());
+  result->first_backward_node = static_cast<int>(graph.nodes.size());
   for (size_t n = forward_nodes; n-- > 0;) {
     // Copy: emitting appends to graph.nodes, which may move the node.
     const Node node = graph.nodes[n];
     bool has_gradient = false;
-    for (int o : node.outputs) has_gradient = has_gradient || backward.gradient_of(o) >= 0;
+    for (int o : node.outputs) has_gradient = has_gradient || backward->gradient_of(o) >= 0;
     if (!has_gradient) continue;
     bool wants = false;
     for (int i : node.inputs) wants = wants || (i >= 0 && needs_gradient[i]);
     if (!wants) continue;
-    backward.SetNode(&node);
-    if (absl::Status s = FindGradientRule(node.op_type)(backward); !s.ok()) return s;
-    backward.SetNode(nullptr);
+    backward->SetNode(&node);
+    if (absl::Status s = FindGradientRule(node.op_type)(*backward); !s.ok()) return s;
+    backward->SetNode(nullptr);
   }
+  return absl::OkStatus();
+}
+
+// Builds the training graph with every float32 initializer on the loss's
+// path as a parameter, except `frozen`; `ungraded` receives the parameters
+// that no gradient reached (Clip's bounds, say), which the caller freezes.
+absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
+                                    const std::set<int>& frozen, std::vector<int>* ungraded) {
+  int loss_input = -1;
+  REPLICAD_ASSIGN_OR_RETURN(loss_input, LossInput(model, loss));
+  const LossPath path = FindLossPath(model, loss_input);
+  TrainingGraph result;
+  result.parameters = FindParameters(model, path, frozen);
+  const std::vector<bool> needs_gradient = NeedingGradients(model, path, result.parameters);
+  if (result.parameters.empty() || !needs_gradient[loss_input]) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("nothing to train: no float32 initializer feeds output '", loss.output, "'"));
+  }
+  REPLICAD_RETURN_IF_ERROR(CheckGradientRules(model, path, needs_gradient));
+  const int targets = BuildForward(model, path, loss, &result);
+  Backward backward(&result.graph, &needs_gradient);
+  EmitLoss(loss, loss_input, targets, &backward, &result);
+  REPLICAD_RETURN_IF_ERROR(EmitBackward(needs_gradient, &backward, &result));
   for (int v : result.parameters) {
     int gradient = backward.gradient_of(v);
     if (gradient < 0) ungraded->push_back(v);
-    graph.outputs.push_back(gradient);
+    result.graph.outputs.push_back(gradient);
   }
   return result;
 }

@@ -357,83 +357,51 @@ absl::Status MpiTrainingRanks::SumStep(int64_t step, RankPartial* partial) {
       step > 0 ? absl::StrCat("its part of step ", step) : "its part of a step";
   const std::string sums =
       step > 0 ? absl::StrCat("the sums of step ", step) : "the sums of a step";
-  if (rank_ != 0) {
-    // The header, then each gradient from the trainer's own vector.
-    if (absl::Status s = Send(0, kPartialTag, EncodePartialHeader(*partial), kSteps, which);
-        !s.ok()) {
-      return s;
-    }
-    if (partial->status.ok()) {
-      for (const std::vector<float>& g : partial->gradients) {
-        REPLICAD_MPI_RETURN_IF_ERROR(
-            SendBytes(0, kGradientTag, g.data(), g.size() * sizeof(float), kSteps, which));
-      }
-    }
-    absl::StatusOr<std::string> reply = Receive(0, kSumTag, kSteps, sums);
-    if (!reply.ok()) return reply.status();
-    RankPartial job;
-    std::vector<size_t> sizes;
-    if (absl::Status s = DecodePartialHeader(*reply, &job, &sizes); !s.ok()) return Break(s);
-    if (!job.status.ok()) return job.status;
-    if (sizes != SizesOf(partial->gradients)) {
-      return Break(absl::InternalError(absl::StrCat("rank 0 sent ", sizes.size(),
-                                                    " gradient sums unlike this rank's ",
-                                                    partial->gradients.size())));
-    }
-    // The sums straight into the trainer's vectors.
-    for (std::vector<float>& g : partial->gradients) {
-      REPLICAD_MPI_RETURN_IF_ERROR(
-          ReceiveBytes(0, kSumGradientTag, kSteps, g.data(), g.size() * sizeof(float), sums));
-    }
-    job.gradients = std::move(partial->gradients);
-    *partial = std::move(job);
-    return absl::OkStatus();
+  if (rank_ != 0) return SendPartForSums(which, sums, partial);
+  return SumParts(which, partial);
+}
+
+absl::Status MpiTrainingRanks::SendPartForSums(const std::string& which, const std::string& sums,
+                                               RankPartial* partial) {
+  // The header, then each gradient from the trainer's own vector.
+  if (absl::Status s = Send(0, kPartialTag, EncodePartialHeader(*partial), kSteps, which);
+      !s.ok()) {
+    return s;
   }
+  if (partial->status.ok()) {
+    for (const std::vector<float>& g : partial->gradients) {
+      REPLICAD_MPI_RETURN_IF_ERROR(
+          SendBytes(0, kGradientTag, g.data(), g.size() * sizeof(float), kSteps, which));
+    }
+  }
+  absl::StatusOr<std::string> reply = Receive(0, kSumTag, kSteps, sums);
+  if (!reply.ok()) return reply.status();
+  RankPartial job;
+  std::vector<size_t> sizes;
+  if (absl::Status s = DecodePartialHeader(*reply, &job, &sizes); !s.ok()) return Break(s);
+  if (!job.status.ok()) return job.status;
+  if (sizes != SizesOf(partial->gradients)) {
+    return Break(absl::InternalError(absl::StrCat("rank 0 sent ", sizes.size(),
+                                                  " gradient sums unlike this rank's ",
+                                                  partial->gradients.size())));
+  }
+  // The sums straight into the trainer's vectors.
+  for (std::vector<float>& g : partial->gradients) {
+    REPLICAD_MPI_RETURN_IF_ERROR(
+        ReceiveBytes(0, kSumGradientTag, kSteps, g.data(), g.size() * sizeof(float), sums));
+  }
+  job.gradients = std::move(partial->gradients);
+  *partial = std::move(job);
+  return absl::OkStatus();
+}
+
+absl::Status MpiTrainingRanks::SumParts(const std::string& which, RankPartial* partial) {
   // Rank 0: everyone's parts, in rank order, each added as it arrives.
   RankPartial job = std::move(*partial);
   absl::Status first_error = job.status;
   const std::vector<size_t> mine = SizesOf(job.gradients);
   for (int r = 1; r < size_; ++r) {
-    absl::StatusOr<std::string> header = Receive(r, kPartialTag, kSteps, which);
-    if (!header.ok()) {
-      // The others wait for the answer: they get the failure.
-      const std::string failed = EncodePartialHeader(Failed(header.status()));
-      for (int other = 1; other < size_; ++other) {
-        if (other != r) (void)Send(other, kSumTag, failed, kSteps, "a step's failure");
-      }
-      return header.status();
-    }
-    RankPartial part;
-    std::vector<size_t> sizes;
-    if (absl::Status s = DecodePartialHeader(*header, &part, &sizes); !s.ok()) return Break(s);
-    // Every gradient announced is received, whatever this step's fate, so
-    // that none is left to be taken for the next step's.
-    const bool adds = first_error.ok() && part.status.ok() && sizes == mine;
-    if (part.status.ok() && sizes != mine && first_error.ok()) {
-      first_error = absl::InternalError(
-          absl::StrCat("rank ", r, " of ", size_, " sent gradients unlike rank 0's"));
-    }
-    if (scratch_.size() < sizes.size()) scratch_.resize(sizes.size());
-    for (size_t p = 0; p < sizes.size(); ++p) {
-      std::vector<float>& g = scratch_[p];
-      g.resize(sizes[p]);
-      REPLICAD_MPI_RETURN_IF_ERROR(
-          ReceiveBytes(r, kGradientTag, kSteps, g.data(), g.size() * sizeof(float), which));
-      if (!adds) continue;
-      std::vector<float>& sum = job.gradients[p];
-      for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
-    }
-    if (!part.status.ok()) {
-      if (first_error.ok()) {
-        first_error = absl::Status(part.status.code(), absl::StrCat("rank ", r, " of ", size_, ": ",
-                                                                    part.status.message()));
-      }
-      continue;
-    }
-    if (!adds) continue;
-    job.loss_sum += part.loss_sum;
-    job.correct += part.correct;
-    if (job.buffers.empty()) job.buffers = std::move(part.buffers);
+    REPLICAD_MPI_RETURN_IF_ERROR(AddPartOf(r, which, mine, &job, &first_error));
   }
   job.status = first_error;
   const std::string reply = EncodePartialHeader(first_error.ok() ? job : Failed(first_error));
@@ -447,6 +415,59 @@ absl::Status MpiTrainingRanks::SumStep(int64_t step, RankPartial* partial) {
   }
   if (!first_error.ok()) return first_error;
   *partial = std::move(job);
+  return absl::OkStatus();
+}
+
+absl::Status MpiTrainingRanks::AddPartOf(int r, const std::string& which,
+                                         const std::vector<size_t>& mine, RankPartial* job,
+                                         absl::Status* first_error) {
+  absl::StatusOr<std::string> header = Receive(r, kPartialTag, kSteps, which);
+  if (!header.ok()) {
+    // The others wait for the answer: they get the failure.
+    const std::string failed = EncodePartialHeader(Failed(header.status()));
+    for (int other = 1; other < size_; ++other) {
+      if (other != r) (void)Send(other, kSumTag, failed, kSteps, "a step's failure");
+    }
+    return header.status();
+  }
+  RankPartial part;
+  std::vector<size_t> sizes;
+  if (absl::Status s = DecodePartialHeader(*header, &part, &sizes); !s.ok()) return Break(s);
+  // Every gradient announced is received, whatever this step's fate, so
+  // that none is left to be taken for the next step's.
+  const bool adds = first_error->ok() && part.status.ok() && sizes == mine;
+  if (part.status.ok() && sizes != mine && first_error->ok()) {
+    *first_error = absl::InternalError(
+        absl::StrCat("rank ", r, " of ", size_, " sent gradients unlike rank 0's"));
+  }
+  REPLICAD_MPI_RETURN_IF_ERROR(ReceiveGradients(r, which, sizes, adds, job));
+  if (!part.status.ok()) {
+    if (first_error->ok()) {
+      *first_error = absl::Status(
+          part.status.code(), absl::StrCat("rank ", r, " of ", size_, ": ", part.status.message()));
+    }
+    return absl::OkStatus();
+  }
+  if (!adds) return absl::OkStatus();
+  job->loss_sum += part.loss_sum;
+  job->correct += part.correct;
+  if (job->buffers.empty()) job->buffers = std::move(part.buffers);
+  return absl::OkStatus();
+}
+
+absl::Status MpiTrainingRanks::ReceiveGradients(int r, const std::string& which,
+                                                const std::vector<size_t>& sizes, bool adds,
+                                                RankPartial* job) {
+  if (scratch_.size() < sizes.size()) scratch_.resize(sizes.size());
+  for (size_t p = 0; p < sizes.size(); ++p) {
+    std::vector<float>& g = scratch_[p];
+    g.resize(sizes[p]);
+    REPLICAD_MPI_RETURN_IF_ERROR(
+        ReceiveBytes(r, kGradientTag, kSteps, g.data(), g.size() * sizeof(float), which));
+    if (!adds) continue;
+    std::vector<float>& sum = job->gradients[p];
+    for (size_t k = 0; k < sum.size(); ++k) sum[k] += g[k];
+  }
   return absl::OkStatus();
 }
 

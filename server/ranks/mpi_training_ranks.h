@@ -93,6 +93,18 @@ class MpiTrainingRanks final : public TrainingRanks,
   absl::StatusOr<size_t> Probe(int from, int tag, int communicator, const std::string& what);
   absl::Status ReceiveProbed(int from, int tag, int communicator, void* data, size_t size,
                              const std::string& what);
+  // SumStep's halves: another rank sends its part and receives the sums;
+  // rank 0 adds every rank's part (AddPartOf, its gradients through
+  // ReceiveGradients, added where `adds`) and sends the sums back.
+  absl::Status SendPartForSums(const std::string& which, const std::string& sums,
+                               RankPartial* partial);
+  absl::Status SumParts(const std::string& which, RankPartial* partial);
+  // Rank `r`'s part into `job`, or its failure into `first_error` (the
+  // first one stays); a non-OK return ends the step.
+  absl::Status AddPartOf(int r, const std::string& which, const std::vector<size_t>& mine,
+                         RankPartial* job, absl::Status* first_error);
+  absl::Status ReceiveGradients(int r, const std::string& which, const std::vector<size_t>& sizes,
+                                bool adds, RankPartial* job);
 
   const Options options_;
   const int rank_;

@@ -253,37 +253,259 @@ std::vector<ConvPart> ConvParts(const ConvPd& whole, PartPdMaker make_part_pd) {
   return parts;
 }
 
+// The node's convolution in oneDNN's terms: row-major X and Y, W as ONNX
+// stores it, and the window.
+struct ConvDescs {
+  bool has_bias = false;
+  memory::dims src_dims;
+  memory::dims dst_dims;
+  memory::dims weight_dims;
+  memory::desc src;
+  memory::desc dst;
+  memory::desc weights;
+  memory::desc bias;  // Empty without B.
+  memory::dims strides;
+  memory::dims dilates;
+  memory::dims padding_l;
+  memory::dims padding_r;
+};
+
+ConvDescs DescribeConv(const KernelSpec& spec, const ConvAttributes& conv) {
+  const Window2d& window = conv.window;
+  const Shape& x = spec.inputs[0]->shape;
+  const Shape& w = spec.inputs[1]->shape;
+  const memory::data_type f32 = memory::data_type::f32;
+  ConvDescs descs;
+  descs.has_bias = HasInput(spec, 2);
+  descs.src_dims = memory::dims(x.begin(), x.end());
+  descs.dst_dims = memory::dims(spec.outputs[0].shape.begin(), spec.outputs[0].shape.end());
+  descs.src = memory::desc(descs.src_dims, f32, memory::format_tag::nchw);
+  descs.dst = memory::desc(descs.dst_dims, f32, memory::format_tag::nchw);
+  // ONNX's [M, C/group, kH, kW] is, byte for byte, oneDNN's grouped goihw
+  // [group, M/group, C/group, kH, kW].
+  descs.weight_dims = conv.group == 1
+                          ? memory::dims(w.begin(), w.end())
+                          : memory::dims{conv.group, w[0] / conv.group, w[1], w[2], w[3]};
+  descs.weights =
+      memory::desc(descs.weight_dims, f32,
+                   conv.group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
+  descs.bias = descs.has_bias ? memory::desc({conv.out_channels}, f32, memory::format_tag::x)
+                              : memory::desc();
+  // oneDNN counts dilation from 0 (dense), ONNX from 1.
+  descs.strides = {window.strides[0], window.strides[1]};
+  descs.dilates = {window.dilations[0] - 1, window.dilations[1] - 1};
+  descs.padding_l = {window.pads_begin[0], window.pads_begin[1]};
+  descs.padding_r = {window.pads_end[0], window.pads_end[1]};
+  return descs;
+}
+
+// An inference convolution over `descs`' window with these layouts.
+ConvPd MakeConvPd(CpuKernelContext& context, const ConvDescs& descs,
+                  const dnnl::primitive_attr& attr, dnnl::algorithm algorithm,
+                  const memory::desc& src, const memory::desc& weights, const memory::desc& bias,
+                  const memory::desc& dst) {
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src,
+                                             weights, bias, dst, descs.strides, descs.dilates,
+                                             descs.padding_l, descs.padding_r);
+  return ConvPd(desc, attr, context.engine);
+}
+
+// X and Y in channel blocks of the vector width where ChannelBlockedLayout
+// says so, else as oneDNN chooses; weights as it chooses.
+ConvPd BlockedLayoutPd(CpuKernelContext& context, const ConvDescs& descs, int64_t out_channels,
+                       const dnnl::primitive_attr& attr, dnnl::algorithm algorithm) {
+  const memory::data_type f32 = memory::data_type::f32;
+  const memory::desc any_weights(descs.weight_dims, f32, memory::format_tag::any);
+  const auto pd_for = [&](memory::format_tag src_tag, memory::format_tag dst_tag) {
+    return MakeConvPd(context, descs, attr, algorithm, memory::desc(descs.src_dims, f32, src_tag),
+                      any_weights, descs.bias, memory::desc(descs.dst_dims, f32, dst_tag));
+  };
+  const bool two_d = descs.src_dims.size() == 4;
+  const memory::format_tag src_tag =
+      two_d ? ChannelBlockedLayout(descs.src_dims[1]) : memory::format_tag::any;
+  const memory::format_tag dst_tag =
+      two_d ? ChannelBlockedLayout(out_channels) : memory::format_tag::any;
+  if (src_tag != memory::format_tag::any || dst_tag != memory::format_tag::any) {
+    try {
+      ConvPd blocked = pd_for(src_tag, dst_tag);
+      // Only the reference kernel takes blocks for some grouped forms
+      // (regnet's groups of 8, 24 or 48 channels), 10-200x slower.
+      if (!IsReference(blocked)) return blocked;
+    } catch (const dnnl::error&) {
+      // No implementation takes blocks for this form.
+    }
+  }
+  return pd_for(memory::format_tag::any, memory::format_tag::any);
+}
+
+// Winograd where it pays and this CPU has it for the form, else direct.
+ConvPd ChooseBlockedPd(const KernelSpec& spec, CpuKernelContext& context,
+                       const ConvAttributes& conv, const ConvDescs& descs,
+                       const dnnl::primitive_attr& attr) {
+  if (context.winograd && WinogradPays(conv, spec.inputs[1]->shape)) {
+    try {
+      return BlockedLayoutPd(context, descs, conv.out_channels, attr,
+                             dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error&) {
+      // This CPU or form has no Winograd implementation: direct it is.
+    }
+  }
+  return BlockedLayoutPd(context, descs, conv.out_channels, attr,
+                         dnnl::algorithm::convolution_direct);
+}
+
+// What a BlockedConvKernel is made of, gathered step by step below.
+struct BlockedConvPieces {
+  std::optional<BoundPrimitive> src_reorder;
+  std::vector<BoundPrimitive> convs;
+  std::optional<BoundPrimitive> dst_reorder;
+  dnnl::memory blocked_src;
+  dnnl::memory blocked_dst;
+  std::vector<BlockedConvKernel::WorkspacePart> workspace_parts;
+  std::optional<BoundPrimitive> addend_reorder;
+  size_t addend_copy_bytes = 0;
+};
+
+// X arrives row-major, or in the layout its producing convolution kept.
+// Layouts that differ only in the strides of unit dims (a squeeze-
+// excitation's [N, C, 1, 1]) need no reorder. True where X is reordered
+// into the kernel's own buffer.
+bool ReorderSrcIn(const KernelSpec& spec, CpuKernelContext& context, const ConvPd& pd,
+                  const memory::desc& row_major_src, BlockedConvPieces* pieces) {
+  const memory::desc given_src = GivenLayout(spec, 0, row_major_src);
+  if (SameBytes(pd.src_desc(), given_src)) return false;
+  pieces->blocked_src = dnnl::memory(pd.src_desc(), context.engine, DNNL_MEMORY_NONE);
+  pieces->src_reorder.emplace(Reorder(context, given_src, pd.src_desc()));
+  pieces->src_reorder->BindInput(DNNL_ARG_FROM, given_src, 0);
+  pieces->src_reorder->BindFixed(DNNL_ARG_TO, pieces->blocked_src);
+  return true;
+}
+
+// Y is written into the kernel's own buffer, then reordered out row-major.
+void ReorderDstOut(CpuKernelContext& context, const ConvPd& pd, const memory::desc& row_major_dst,
+                   BlockedConvPieces* pieces) {
+  pieces->blocked_dst = dnnl::memory(pd.dst_desc(), context.engine, DNNL_MEMORY_NONE);
+  pieces->dst_reorder.emplace(Reorder(context, pd.dst_desc(), row_major_dst));
+  pieces->dst_reorder->BindFixed(DNNL_ARG_FROM, pieces->blocked_dst);
+  pieces->dst_reorder->BindOutput(DNNL_ARG_TO, row_major_dst, 0);
+}
+
+// X or Y: the kernel's own buffer (re-pointed with the workspace), or the
+// given input or output, from the part's offset.
+void BindPartBuffer(CpuKernelContext& context, int arg, const memory::desc& desc, size_t offset,
+                    bool own_buffer, bool is_dst, BoundPrimitive* primitive,
+                    BlockedConvPieces* pieces) {
+  if (own_buffer) {
+    pieces->workspace_parts.push_back(
+        {dnnl::memory(desc, context.engine, DNNL_MEMORY_NONE), is_dst, offset});
+    primitive->BindFixed(arg, pieces->workspace_parts.back().memory);
+  } else if (is_dst) {
+    primitive->BindOutput(arg, desc, 0, offset);
+  } else {
+    primitive->BindInput(arg, desc, 0, offset);
+  }
+}
+
+// Binds each of `parts`' primitives (made already, in `pieces->convs`).
+void BindConvParts(CpuKernelContext& context, const std::vector<ConvPart>& parts,
+                   const std::shared_ptr<const dnnl::memory>& blocked_weights, bool has_bias,
+                   bool reorder_src, bool blocked_dst_buffer, BlockedConvPieces* pieces) {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const ConvPart& part = parts[i];
+    BoundPrimitive& primitive = pieces->convs[i];
+    BindPartBuffer(context, DNNL_ARG_SRC, part.pd.src_desc(), part.src_offset, reorder_src,
+                   /*is_dst=*/false, &primitive, pieces);
+    primitive.BindFixedPart(DNNL_ARG_WEIGHTS, blocked_weights, part.pd.weights_desc(),
+                            part.weights_offset);
+    if (has_bias) primitive.BindInput(DNNL_ARG_BIAS, part.pd.bias_desc(), 2, part.bias_offset);
+    BindPartBuffer(context, DNNL_ARG_DST, part.pd.dst_desc(), part.dst_offset, blocked_dst_buffer,
+                   /*is_dst=*/true, &primitive, pieces);
+  }
+}
+
+// Where the convolution writes: its blocked buffer or Y. The addend arrives
+// row-major or in the layout its producer kept (a residual block's input,
+// which the block's first convolution also reads); in the convolution's own
+// layout it is a plain copy, several times faster than oneDNN's reorder
+// between equal layouts (simple:any).
+void PlaceAddend(const KernelSpec& spec, CpuKernelContext& context, const ConvPd& pd,
+                 const memory::desc& row_major_dst, BlockedConvPieces* pieces) {
+  const memory::desc given_addend = GivenLayout(spec, 3, row_major_dst);
+  if (SameBytes(given_addend, pd.dst_desc())) {
+    pieces->addend_copy_bytes = pd.dst_desc().get_size();
+    return;
+  }
+  pieces->addend_reorder.emplace(Reorder(context, given_addend, pd.dst_desc()));
+  pieces->addend_reorder->BindInput(DNNL_ARG_FROM, given_addend, 3);
+  if (pieces->blocked_dst) {
+    pieces->addend_reorder->BindFixed(DNNL_ARG_TO, pieces->blocked_dst);
+  } else {
+    pieces->addend_reorder->BindOutput(DNNL_ARG_TO, pd.dst_desc(), 0);
+  }
+}
+
+// With constant weights: X, W and Y in the layouts BlockedLayoutPd picks,
+// with reorders at the edges of a run of such kernels.
+KernelOrStatus BuildBlockedConvKernel(const KernelSpec& spec, CpuKernelContext& context,
+                                      const ConvAttributes& conv, const ConvDescs& descs,
+                                      const dnnl::primitive_attr& attr,
+                                      const Tensor& constant_weights,
+                                      const ActivationStep& activation) {
+  const ConvPd pd = ChooseBlockedPd(spec, context, conv, descs, attr);
+  // Weights: reordered once per process and layout (shared by every slot's plans).
+  std::shared_ptr<const dnnl::memory> blocked_weights =
+      PreparedWeights(context, constant_weights, descs.weights, pd.weights_desc());
+  // A fused sum's post-op adds onto whichever range of Y a part writes.
+  const std::vector<ConvPart> parts =
+      ConvParts(pd, [&](const memory::desc& part_src, const memory::desc& part_weights,
+                        const memory::desc& part_bias, const memory::desc& part_dst) {
+        return MakeConvPd(context, descs, attr, dnnl::algorithm::convolution_direct, part_src,
+                          part_weights, descs.has_bias ? part_bias : memory::desc(), part_dst);
+      });
+  BlockedConvPieces pieces;
+  for (const ConvPart& part : parts) {
+    pieces.convs.emplace_back(context, part.pd, dnnl::convolution_forward(part.pd));
+  }
+  const bool reorder_src = ReorderSrcIn(spec, context, pd, descs.src, &pieces);
+  const bool row_major_dst = SameBytes(pd.dst_desc(), descs.dst);
+  const bool native_output = spec.native_output && !row_major_dst;
+  const bool blocked_dst_buffer = !native_output && !row_major_dst;
+  if (blocked_dst_buffer) ReorderDstOut(context, pd, descs.dst, &pieces);
+  BindConvParts(context, parts, blocked_weights, descs.has_bias, reorder_src, blocked_dst_buffer,
+                &pieces);
+  if (HasFusedSum(*spec.attributes)) PlaceAddend(spec, context, pd, descs.dst, &pieces);
+  auto kernel = std::make_unique<BlockedConvKernel>(
+      context, NodeLabel(spec), std::move(pieces.src_reorder), std::move(pieces.convs),
+      std::move(pieces.dst_reorder), std::move(pieces.blocked_src), std::move(pieces.blocked_dst),
+      std::move(pieces.workspace_parts), std::move(pieces.addend_reorder), pieces.addend_copy_bytes,
+      activation, pd.dst_desc().get_size() / sizeof(float));
+  if (native_output) kernel->SetNativeOutput(pd.dst_desc());
+  return kernel;
+}
+
+// Row-major X, W and Y, the weights read from the input on every run.
+KernelOrStatus BuildPlainConvKernel(const KernelSpec& spec, CpuKernelContext& context,
+                                    const ConvDescs& descs, const dnnl::primitive_attr& attr,
+                                    const ActivationStep& activation) {
+  const ConvPd pd = MakeConvPd(context, descs, attr, dnnl::algorithm::convolution_direct, descs.src,
+                               descs.weights, descs.bias, descs.dst);
+  BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));
+  primitive.BindInput(DNNL_ARG_SRC, descs.src, 0);
+  primitive.BindInput(DNNL_ARG_WEIGHTS, descs.weights, 1);
+  if (descs.has_bias) primitive.BindInput(DNNL_ARG_BIAS, descs.bias, 2);
+  primitive.BindOutput(DNNL_ARG_DST, descs.dst, 0);
+  return WithActivationPass(
+      std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive)), activation,
+      descs.dst.get_size() / sizeof(float));
+}
+
 // The convolution with its fused clamp (Relu, Clip, ...) as oneDNN's
 // post-op, or, where `clamp_by_caller`, run by the kernel after it as a pass
 // that keeps NaN (see fused_post_ops.h).
 KernelOrStatus BuildConvKernel(const KernelSpec& spec, CpuKernelContext& context,
                                bool clamp_by_caller) {
   REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(spec));
-  const Window2d& window = conv.window;
-  const Shape& x = spec.inputs[0]->shape;
-  const Shape& w = spec.inputs[1]->shape;
-  const bool has_bias = HasInput(spec, 2);
-  const memory::data_type f32 = memory::data_type::f32;
-
-  const memory::dims src_dims(x.begin(), x.end());
-  const memory::dims dst_dims(spec.outputs[0].shape.begin(), spec.outputs[0].shape.end());
-  const memory::desc src(src_dims, f32, memory::format_tag::nchw);
-  const memory::desc dst(dst_dims, f32, memory::format_tag::nchw);
-  // ONNX's [M, C/group, kH, kW] is, byte for byte, oneDNN's grouped goihw
-  // [group, M/group, C/group, kH, kW].
-  const memory::dims weight_dims =
-      conv.group == 1 ? memory::dims(w.begin(), w.end())
-                      : memory::dims{conv.group, w[0] / conv.group, w[1], w[2], w[3]};
-  const memory::desc weights(
-      weight_dims, f32, conv.group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
-  const memory::desc bias =
-      has_bias ? memory::desc({conv.out_channels}, f32, memory::format_tag::x) : memory::desc();
-
-  // oneDNN counts dilation from 0 (dense), ONNX from 1.
-  const memory::dims strides{window.strides[0], window.strides[1]};
-  const memory::dims dilates{window.dilations[0] - 1, window.dilations[1] - 1};
-  const memory::dims padding_l{window.pads_begin[0], window.pads_begin[1]};
-  const memory::dims padding_r{window.pads_end[0], window.pads_end[1]};
+  const ConvDescs descs = DescribeConv(spec, conv);
   const Tensor* constant_weights =
       spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
   dnnl::primitive_attr attr = UserScratchpadAttr();
@@ -297,157 +519,15 @@ KernelOrStatus BuildConvKernel(const KernelSpec& spec, CpuKernelContext& context
                                                  /*silu_by_caller=*/constant_weights != nullptr,
                                                  clamp_by_caller));
   attr.set_post_ops(ops);
-
   if (constant_weights != nullptr) {
-    // X and Y in channel blocks of the vector width where ChannelBlockedLayout
-    // says so, else as oneDNN chooses; weights as it chooses. Reorders at the
-    // edges of a run of such kernels.
-    const memory::desc any_weights(weight_dims, f32, memory::format_tag::any);
-    const auto make_pd = [&](dnnl::algorithm algorithm) {
-      const auto pd_for = [&](memory::format_tag src_tag, memory::format_tag dst_tag) {
-        const dnnl::convolution_forward::desc desc(
-            dnnl::prop_kind::forward_inference, algorithm, memory::desc(src_dims, f32, src_tag),
-            any_weights, bias, memory::desc(dst_dims, f32, dst_tag), strides, dilates, padding_l,
-            padding_r);
-        return dnnl::convolution_forward::primitive_desc(desc, attr, context.engine);
-      };
-      const bool two_d = x.size() == 4;
-      const memory::format_tag src_tag =
-          two_d ? ChannelBlockedLayout(x[1]) : memory::format_tag::any;
-      const memory::format_tag dst_tag =
-          two_d ? ChannelBlockedLayout(conv.out_channels) : memory::format_tag::any;
-      if (src_tag != memory::format_tag::any || dst_tag != memory::format_tag::any) {
-        try {
-          dnnl::convolution_forward::primitive_desc blocked = pd_for(src_tag, dst_tag);
-          // Only the reference kernel takes blocks for some grouped forms
-          // (regnet's groups of 8, 24 or 48 channels), 10-200x slower.
-          if (!IsReference(blocked)) return blocked;
-        } catch (const dnnl::error&) {
-          // No implementation takes blocks for this form.
-        }
-      }
-      return pd_for(memory::format_tag::any, memory::format_tag::any);
-    };
-    std::optional<dnnl::convolution_forward::primitive_desc> winograd;
-    if (context.winograd && WinogradPays(conv, w)) {
-      try {
-        winograd.emplace(make_pd(dnnl::algorithm::convolution_winograd));
-      } catch (const dnnl::error&) {
-        // This CPU or form has no Winograd implementation: direct it is.
-      }
-    }
-    const ConvPd pd = winograd ? *winograd : make_pd(dnnl::algorithm::convolution_direct);
-    // Weights: reordered once per process and layout (shared by every slot's plans).
-    std::shared_ptr<const dnnl::memory> blocked_weights =
-        PreparedWeights(context, *constant_weights, weights, pd.weights_desc());
-    // A fused sum's post-op adds onto whichever range of Y a part writes.
-    const std::vector<ConvPart> parts =
-        ConvParts(pd, [&](const memory::desc& part_src, const memory::desc& part_weights,
-                          const memory::desc& part_bias, const memory::desc& part_dst) {
-          const dnnl::convolution_forward::desc desc(
-              dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, part_src,
-              part_weights, has_bias ? part_bias : memory::desc(), part_dst, strides, dilates,
-              padding_l, padding_r);
-          return ConvPd(desc, attr, context.engine);
-        });
-    std::optional<BoundPrimitive> src_reorder, dst_reorder;
-    dnnl::memory blocked_src, blocked_dst;
-    std::vector<BlockedConvKernel::WorkspacePart> workspace_parts;
-    std::vector<BoundPrimitive> convs;
-    for (const ConvPart& part : parts) {
-      convs.emplace_back(context, part.pd, dnnl::convolution_forward(part.pd));
-    }
-    // X arrives row-major, or in the layout its producing convolution kept.
-    // Layouts that differ only in the strides of unit dims (a squeeze-
-    // excitation's [N, C, 1, 1]) need no reorder.
-    const memory::desc given_src = GivenLayout(spec, 0, src);
-    const bool reorder_src = !SameBytes(pd.src_desc(), given_src);
-    if (reorder_src) {
-      blocked_src = dnnl::memory(pd.src_desc(), context.engine, DNNL_MEMORY_NONE);
-      src_reorder.emplace(Reorder(context, given_src, pd.src_desc()));
-      src_reorder->BindInput(DNNL_ARG_FROM, given_src, 0);
-      src_reorder->BindFixed(DNNL_ARG_TO, blocked_src);
-    }
-    const bool row_major_dst = SameBytes(pd.dst_desc(), dst);
-    const bool native_output = spec.native_output && !row_major_dst;
-    const bool blocked_dst_buffer = !native_output && !row_major_dst;
-    if (blocked_dst_buffer) {
-      blocked_dst = dnnl::memory(pd.dst_desc(), context.engine, DNNL_MEMORY_NONE);
-      dst_reorder.emplace(Reorder(context, pd.dst_desc(), dst));
-      dst_reorder->BindFixed(DNNL_ARG_FROM, blocked_dst);
-      dst_reorder->BindOutput(DNNL_ARG_TO, dst, 0);
-    }
-    for (size_t i = 0; i < parts.size(); ++i) {
-      const ConvPart& part = parts[i];
-      BoundPrimitive& primitive = convs[i];
-      // X or Y: the kernel's own buffer (re-pointed with the workspace), or
-      // the given input or output, from the part's offset.
-      const auto bind = [&](int arg, const memory::desc& desc, size_t offset, bool own_buffer,
-                            bool is_dst) {
-        if (own_buffer) {
-          workspace_parts.push_back(
-              {dnnl::memory(desc, context.engine, DNNL_MEMORY_NONE), is_dst, offset});
-          primitive.BindFixed(arg, workspace_parts.back().memory);
-        } else if (is_dst) {
-          primitive.BindOutput(arg, desc, 0, offset);
-        } else {
-          primitive.BindInput(arg, desc, 0, offset);
-        }
-      };
-      bind(DNNL_ARG_SRC, part.pd.src_desc(), part.src_offset, reorder_src, /*is_dst=*/false);
-      primitive.BindFixedPart(DNNL_ARG_WEIGHTS, blocked_weights, part.pd.weights_desc(),
-                              part.weights_offset);
-      if (has_bias) primitive.BindInput(DNNL_ARG_BIAS, part.pd.bias_desc(), 2, part.bias_offset);
-      bind(DNNL_ARG_DST, part.pd.dst_desc(), part.dst_offset, blocked_dst_buffer,
-           /*is_dst=*/true);
-    }
-    std::optional<BoundPrimitive> addend_reorder;
-    size_t addend_copy_bytes = 0;
-    if (fused_sum) {
-      // Where the convolution writes: its blocked buffer or Y. The addend
-      // arrives row-major or in the layout its producer kept (a residual
-      // block's input, which the block's first convolution also reads);
-      // in the convolution's own layout it is a plain copy, several times
-      // faster than oneDNN's reorder between equal layouts (simple:any).
-      const memory::desc given_addend = GivenLayout(spec, 3, dst);
-      if (SameBytes(given_addend, pd.dst_desc())) {
-        addend_copy_bytes = pd.dst_desc().get_size();
-      } else {
-        addend_reorder.emplace(Reorder(context, given_addend, pd.dst_desc()));
-        addend_reorder->BindInput(DNNL_ARG_FROM, given_addend, 3);
-        if (blocked_dst) {
-          addend_reorder->BindFixed(DNNL_ARG_TO, blocked_dst);
-        } else {
-          addend_reorder->BindOutput(DNNL_ARG_TO, pd.dst_desc(), 0);
-        }
-      }
-    }
-    auto kernel = std::make_unique<BlockedConvKernel>(
-        context, NodeLabel(spec), std::move(src_reorder), std::move(convs), std::move(dst_reorder),
-        std::move(blocked_src), std::move(blocked_dst), std::move(workspace_parts),
-        std::move(addend_reorder), addend_copy_bytes, activation,
-        pd.dst_desc().get_size() / sizeof(float));
-    if (native_output) kernel->SetNativeOutput(pd.dst_desc());
-    return kernel;
+    return BuildBlockedConvKernel(spec, context, conv, descs, attr, *constant_weights, activation);
   }
-
   if (fused_sum) {
     return absl::InternalError(NodeLabel(spec) +
                                ": a fused Add needs constant weights (the optimizer checks this)");
   }
   if (HasNativeInputs(spec)) return WithRowMajorInputs(spec, context, MakeConvKernel);
-  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                             dnnl::algorithm::convolution_direct, src, weights,
-                                             bias, dst, strides, dilates, padding_l, padding_r);
-  const dnnl::convolution_forward::primitive_desc pd(desc, attr, context.engine);
-  BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));
-  primitive.BindInput(DNNL_ARG_SRC, src, 0);
-  primitive.BindInput(DNNL_ARG_WEIGHTS, weights, 1);
-  if (has_bias) primitive.BindInput(DNNL_ARG_BIAS, bias, 2);
-  primitive.BindOutput(DNNL_ARG_DST, dst, 0);
-  return WithActivationPass(
-      std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive)), activation,
-      dst.get_size() / sizeof(float));
+  return BuildPlainConvKernel(spec, context, descs, attr, activation);
 }
 
 bool AllFinite(const Tensor* t) {
