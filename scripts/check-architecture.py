@@ -44,10 +44,6 @@ ONE_CONCEPT = {
 
 # Yet to be split (issue #37); "file:function" for rule 2, "file" for rule 3.
 KNOWN_DEBT = {
-    "core/train/data_parallel_trainer.cc": "three reductions and three step modes in one "
-                                           "class (GradientReduction, RankCoordinator)",
-    "core/train/data_parallel_trainer.cc:replicad::DataParallelTrainer::Create": "idem",
-    "core/train/data_parallel_trainer.cc:replicad::DataParallelTrainer::RunSlices": "idem",
     "server/model_training.cc": "training moves to core/train/training_session",
     "server/http/inference_http_service.cc": "InferExchange and the JSON tensor parsing are "
                                              "to leave for a file of their own",

@@ -209,13 +209,13 @@ absl::Status ModelTraining::EnsureTrainer(DType target_dtype) {
     if (!device.ok()) return device.status();
     slots.push_back(TrainerSlot{slot, *std::move(device)});
   }
-  std::optional<ParameterServer> parameter_server;
+  std::optional<ParameterServerDevice> parameter_server;
   if (config_.reduction() == v1::GRADIENT_REDUCTION_PS) {
     const DeviceId ps = *ParseDeviceId(config_.ps_device());  // Complete checked it.
     absl::StatusOr<std::unique_ptr<Device>> device =
         CreateDevice(*FindDevice(environment_.devices, ps), environment_.options.slot_options);
     if (!device.ok()) return device.status();
-    parameter_server = ParameterServer{ps, *std::move(device)};
+    parameter_server = ParameterServerDevice{ps, *std::move(device)};
   }
   TrainerReduction reduction;
   reduction.parameter_server = std::move(parameter_server);

@@ -14,10 +14,11 @@
 
 namespace replicad {
 
-// The parameter server of `ps` reduction: it holds the master copy of the
-// weights and the one optimizer state, receives the reduced gradient, applies
-// the update and broadcasts the weights to every slot.
-struct ParameterServer {
+// Where the parameter server of `ps` reduction runs (parameter_server.h):
+// it holds the master copy of the weights and the one optimizer state,
+// receives the reduced gradient, applies the update and broadcasts the
+// weights to every slot.
+struct ParameterServerDevice {
   DeviceId device_id;
   std::unique_ptr<Device> device;
 };
@@ -33,7 +34,7 @@ using SlotAllReduceFactory = std::function<absl::StatusOr<std::unique_ptr<SlotAl
 // How a step's gradients are summed beyond each slot's own.
 struct TrainerReduction {
   // `ps`: the parameter server that sums and updates. Unset: allreduce.
-  std::optional<ParameterServer> parameter_server;
+  std::optional<ParameterServerDevice> parameter_server;
   // Allreduce of GPU slots (FailedPrecondition without it there); CPU
   // slots and a parameter server sum on the host or the server.
   SlotAllReduceFactory slot_all_reduce;

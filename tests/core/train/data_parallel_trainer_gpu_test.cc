@@ -92,11 +92,11 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
   options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits"};
   options.optimizer = optimizer;
   options.seed = 5;
-  std::optional<ParameterServer> server;
+  std::optional<ParameterServerDevice> server;
   if (ps) {
     absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*ps, SlotOptions{});
     if (!device.ok()) return device.status();
-    server = ParameterServer{ps->id, *std::move(device)};
+    server = ParameterServerDevice{ps->id, *std::move(device)};
   }
   TrainerReduction reduction;
   reduction.parameter_server = std::move(server);

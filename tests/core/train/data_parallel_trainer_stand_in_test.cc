@@ -54,9 +54,9 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
   options.optimizer.kind = OptimizerConfig::Kind::kAdam;
   options.optimizer.learning_rate = 0.01f;
   options.seed = 5;
-  std::optional<ParameterServer> server;
+  std::optional<ParameterServerDevice> server;
   if (parameter_server) {
-    server = ParameterServer{cpu.id, CreateCpuDevice(cpu, {1})};
+    server = ParameterServerDevice{cpu.id, CreateCpuDevice(cpu, {1})};
     if (server_on_stand_in) {
       server->device = testing::MakeDeviceMemoryStandIn(std::move(server->device), 1);
       server->device_id = server->device->info().id;

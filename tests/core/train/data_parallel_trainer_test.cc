@@ -51,8 +51,8 @@ std::unique_ptr<DataParallelTrainer> MakeTrainer(
   options.optimizer = optimizer;
   options.seed = 5;
   options.non_finite_steps = non_finite;
-  std::optional<ParameterServer> server;
-  if (parameter_server) server = ParameterServer{cpu.id, CreateCpuDevice(cpu, {1})};
+  std::optional<ParameterServerDevice> server;
+  if (parameter_server) server = ParameterServerDevice{cpu.id, CreateCpuDevice(cpu, {1})};
   TrainerReduction reduction;
   reduction.parameter_server = std::move(server);
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = DataParallelTrainer::Create(

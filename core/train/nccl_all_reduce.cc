@@ -1,0 +1,111 @@
+#include "core/train/nccl_all_reduce.h"
+
+#include <utility>
+
+#include "core/base/status_macros.h"
+
+namespace replicad {
+namespace {
+
+// A slot's buckets: each one's all-reduce is issued once the backward pass
+// has written its gradients, in bucket order, so every participant issues
+// the same calls in the same order.
+class BucketReducer : public SlotReducer {
+ public:
+  BucketReducer(SlotAllReduce* all_reduce, const GradientLayout* layout, int slot, void* arena,
+                float scale)
+      : all_reduce_(all_reduce), layout_(layout), slot_(slot), arena_(arena), scale_(scale) {
+    for (const GradientLayout::Bucket& bucket : layout_->buckets) {
+      waiting_.push_back(bucket.parameters);
+    }
+  }
+
+  absl::Status GradientWritten(int parameter) override {
+    if (parameter < 0 || parameter >= static_cast<int>(layout_->bucket_of.size())) {
+      return absl::OkStatus();
+    }
+    --waiting_[layout_->bucket_of[parameter]];
+    return IssueReadyBuckets(/*contributes=*/true);
+  }
+
+  absl::Status Finish() override {
+    // Whatever happened, the other slots' reductions need this one's: the
+    // buckets not issued yet go with zeros.
+    REPLICAD_RETURN_IF_ERROR(IssueReadyBuckets(/*contributes=*/false));
+    return all_reduce_->Join(slot_);
+  }
+
+ private:
+  absl::Status IssueReadyBuckets(bool contributes) {
+    const std::vector<GradientLayout::Bucket>& buckets = layout_->buckets;
+    for (; next_bucket_ < buckets.size() && (waiting_[next_bucket_] == 0 || !contributes);
+         ++next_bucket_) {
+      const GradientLayout::Bucket& bucket = buckets[next_bucket_];
+      float* data = reinterpret_cast<float*>(static_cast<char*>(arena_) + bucket.offset);
+      REPLICAD_RETURN_IF_ERROR(
+          all_reduce_->AllReduce(slot_, data, bucket.bytes / sizeof(float), scale_, contributes));
+    }
+    return absl::OkStatus();
+  }
+
+  SlotAllReduce* const all_reduce_;
+  const GradientLayout* const layout_;
+  const int slot_;
+  void* const arena_;
+  const float scale_;
+  size_t next_bucket_ = 0;    // Buckets issued so far.
+  std::vector<int> waiting_;  // Per bucket, the gradients it still waits for.
+};
+
+}  // namespace
+
+NcclAllReduce::NcclAllReduce(std::vector<TrainingSlot*> slots, const GradientLayout* layout,
+                             std::unique_ptr<SlotAllReduce> all_reduce)
+    : slots_(std::move(slots)), layout_(layout), all_reduce_(std::move(all_reduce)) {}
+
+absl::StatusOr<std::unique_ptr<GradientReduction>> NcclAllReduce::Create(
+    std::vector<TrainingSlot*> slots, const GradientLayout* layout,
+    const OptimizerConfig& config, const SlotAllReduceFactory& factory,
+    const SlotAllReducePeers* peers) {
+  REPLICAD_RETURN_IF_ERROR(CreateSlotOptimizers(slots, *layout, config));
+  if (!factory) {
+    return absl::FailedPreconditionError(
+        "GPU slots under allreduce need the backends' all-reduce (TrainerReduction)");
+  }
+  std::vector<Device*> devices;
+  for (TrainingSlot* slot : slots) devices.push_back(slot->where.device.get());
+  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<SlotAllReduce> all_reduce, factory(devices, peers));
+  return std::unique_ptr<GradientReduction>(
+      new NcclAllReduce(std::move(slots), layout, std::move(all_reduce)));
+}
+
+absl::Mutex* NcclAllReduce::step_mutex() const {
+  static absl::Mutex* mu = new absl::Mutex;
+  return mu;
+}
+
+std::unique_ptr<SlotReducer> NcclAllReduce::ForSlot(int slot, float scale) {
+  return std::make_unique<BucketReducer>(all_reduce_.get(), layout_, slot,
+                                         slots_[slot]->gradient_arena->data(), scale);
+}
+
+void NcclAllReduce::Gather(const std::vector<BatchSlice>& slices, int64_t* reduced_bytes) {
+  for (const GradientLayout::Bucket& bucket : layout_->buckets) {
+    *reduced_bytes += static_cast<int64_t>(bucket.bytes * slices.size());
+  }
+}
+
+absl::Status NcclAllReduce::ApplyUpdate() {
+  // Every slot's own sums, on its GPU.
+  return StepEveryOptimizer(slots_, [this](TrainingSlot& slot) {
+    return layout_->Gradients(slot.gradient_arena->data());
+  });
+}
+
+std::vector<Optimizer*> NcclAllReduce::optimizers() {
+  std::vector<Optimizer*> optimizers;
+  for (TrainingSlot* slot : slots_) optimizers.push_back(slot->optimizer.get());
+  return optimizers;
+}
+
+}  // namespace replicad
