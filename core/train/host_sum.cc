@@ -35,9 +35,9 @@ HostGradients SizedHostGradients(const GradientLayout& layout) {
 HostSum::HostSum(std::vector<TrainingSlot*> slots, const GradientLayout* layout)
     : slots_(std::move(slots)), layout_(layout), sums_(SizedHostGradients(*layout)) {}
 
-absl::StatusOr<std::unique_ptr<GradientReduction>> HostSum::Create(
-    std::vector<TrainingSlot*> slots, const GradientLayout* layout,
-    const OptimizerConfig& config) {
+absl::StatusOr<std::unique_ptr<GradientReduction>> HostSum::Create(std::vector<TrainingSlot*> slots,
+                                                                   const GradientLayout* layout,
+                                                                   const OptimizerConfig& config) {
   REPLICAD_RETURN_IF_ERROR(CreateSlotOptimizers(slots, *layout, config));
   return std::unique_ptr<GradientReduction>(new HostSum(std::move(slots), layout));
 }

@@ -24,9 +24,9 @@ class HostSum : public GradientReduction {
  public:
   // `slots` are CPU slots; `layout` outlives the reduction. Fails as
   // Optimizer::Create does.
-  static absl::StatusOr<std::unique_ptr<GradientReduction>> Create(
-      std::vector<TrainingSlot*> slots, const GradientLayout* layout,
-      const OptimizerConfig& config);
+  static absl::StatusOr<std::unique_ptr<GradientReduction>> Create(std::vector<TrainingSlot*> slots,
+                                                                   const GradientLayout* layout,
+                                                                   const OptimizerConfig& config);
 
   const char* kind() const override { return "CPU slots (the host)"; }
   void Gather(const std::vector<BatchSlice>& slices, int64_t* reduced_bytes) override;

@@ -64,9 +64,8 @@ NcclAllReduce::NcclAllReduce(std::vector<TrainingSlot*> slots, const GradientLay
     : slots_(std::move(slots)), layout_(layout), all_reduce_(std::move(all_reduce)) {}
 
 absl::StatusOr<std::unique_ptr<GradientReduction>> NcclAllReduce::Create(
-    std::vector<TrainingSlot*> slots, const GradientLayout* layout,
-    const OptimizerConfig& config, const SlotAllReduceFactory& factory,
-    const SlotAllReducePeers* peers) {
+    std::vector<TrainingSlot*> slots, const GradientLayout* layout, const OptimizerConfig& config,
+    const SlotAllReduceFactory& factory, const SlotAllReducePeers* peers) {
   REPLICAD_RETURN_IF_ERROR(CreateSlotOptimizers(slots, *layout, config));
   if (!factory) {
     return absl::FailedPreconditionError(

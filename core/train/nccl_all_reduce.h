@@ -24,9 +24,8 @@ class NcclAllReduce : public GradientReduction {
   // FailedPrecondition without `factory`; its errors and the optimizers'
   // pass through.
   static absl::StatusOr<std::unique_ptr<GradientReduction>> Create(
-      std::vector<TrainingSlot*> slots, const GradientLayout* layout,
-      const OptimizerConfig& config, const SlotAllReduceFactory& factory,
-      const SlotAllReducePeers* peers);
+      std::vector<TrainingSlot*> slots, const GradientLayout* layout, const OptimizerConfig& config,
+      const SlotAllReduceFactory& factory, const SlotAllReducePeers* peers);
 
   const char* kind() const override { return "GPU slots (NCCL)"; }
   // NCCL does not order the collectives of different communicators on one

@@ -122,8 +122,7 @@ std::unique_ptr<SlotReducer> ParameterServer::ForSlot(int slot, float scale) {
   // A CPU slot's arena is read in place (host server) or uploaded by the
   // server's stream (SumOnDevices): only GPU slots send.
   TrainingSlot* training_slot = slots_[slot];
-  Buffer* copy =
-      InHostMemory(*training_slot->where.device) ? nullptr : copies_[slot].get();
+  Buffer* copy = InHostMemory(*training_slot->where.device) ? nullptr : copies_[slot].get();
   return std::make_unique<SendToServer>(training_slot, copy, layout_->arena_bytes);
 }
 

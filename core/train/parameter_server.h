@@ -23,9 +23,8 @@ class ParameterServer : public GradientReduction {
   // reduction. The server's allocation, copy and kernel build errors, and
   // the optimizer's, pass through.
   static absl::StatusOr<std::unique_ptr<GradientReduction>> Create(
-      std::vector<TrainingSlot*> slots, const GradientLayout* layout,
-      const TrainingGraph& training, const Graph& source, const OptimizerConfig& config,
-      ParameterServerDevice server);
+      std::vector<TrainingSlot*> slots, const GradientLayout* layout, const TrainingGraph& training,
+      const Graph& source, const OptimizerConfig& config, ParameterServerDevice server);
   ~ParameterServer() override;
 
   const char* kind() const override { return "a parameter server"; }

@@ -50,8 +50,8 @@ absl::StatusOr<std::unique_ptr<RankCoordinator>> RankCoordinator::Create(
                                                    " for it among ", slot_ranks.size()));
   }
   const int first_slot = static_cast<int>(mine - slot_ranks.begin());
-  return std::unique_ptr<RankCoordinator>(new RankCoordinator(
-      std::move(ranks), first_slot, FingerprintOfWeights(training, source)));
+  return std::unique_ptr<RankCoordinator>(
+      new RankCoordinator(std::move(ranks), first_slot, FingerprintOfWeights(training, source)));
 }
 
 SlotAllReducePeers RankCoordinator::Peers() const {

@@ -8,9 +8,9 @@
 
 namespace replicad {
 
-absl::Status ValidateTrainingBatch(const TrainingGraph& training,
-                                   const std::vector<Tensor>& inputs, const Tensor& targets,
-                                   int64_t* batch_rows, bool rows_may_be_none) {
+absl::Status ValidateTrainingBatch(const TrainingGraph& training, const std::vector<Tensor>& inputs,
+                                   const Tensor& targets, int64_t* batch_rows,
+                                   bool rows_may_be_none) {
   if (inputs.size() != static_cast<size_t>(training.num_model_inputs) || inputs.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", training.num_model_inputs, " inputs, received ", inputs.size()));
@@ -30,8 +30,7 @@ absl::Status ValidateTrainingBatch(const TrainingGraph& training,
         "probabilities, received ",
         TensorTypeToString(targets.type())));
   }
-  const DType target_dtype =
-      training.graph.values[training.graph.inputs[inputs.size()]].type.dtype;
+  const DType target_dtype = training.graph.values[training.graph.inputs[inputs.size()]].type.dtype;
   if (targets.dtype() != target_dtype) {
     return absl::InvalidArgumentError(absl::StrCat("targets: dtype must be ",
                                                    DTypeName(target_dtype), ", received ",

@@ -18,9 +18,9 @@ namespace replicad {
 // InvalidArgument naming the first that fails. `*rows` gets the batch's
 // rows even then; `rows_may_be_none`: 0 rows pass (a rank's part of a
 // batch, DataParallelTrainer::StepRows).
-absl::Status ValidateTrainingBatch(const TrainingGraph& training,
-                                   const std::vector<Tensor>& inputs, const Tensor& targets,
-                                   int64_t* rows, bool rows_may_be_none = false);
+absl::Status ValidateTrainingBatch(const TrainingGraph& training, const std::vector<Tensor>& inputs,
+                                   const Tensor& targets, int64_t* rows,
+                                   bool rows_may_be_none = false);
 
 // Bytes of a row of a host tensor whose dim 0 is the batch.
 size_t RowBytes(const Tensor& t);

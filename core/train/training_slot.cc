@@ -40,7 +40,8 @@ absl::StatusOr<std::vector<Tensor>> HostCopies(Device& device, const std::vector
 
 GradientLayout GradientLayout::For(const TrainingGraph& training, const Graph& source) {
   GradientLayout layout;
-  for (int v : training.parameters) layout.sizes.push_back(source.initializers.at(v).num_elements());
+  for (int v : training.parameters)
+    layout.sizes.push_back(source.initializers.at(v).num_elements());
   // The backward pass writes the gradients in the order of their producing
   // nodes; the arena follows it, so buckets fill one after another.
   const Graph& graph = training.graph;
