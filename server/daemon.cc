@@ -99,8 +99,8 @@ Daemon::~Daemon() = default;
 
 absl::Status Daemon::Start() {
   Parts& p = *parts_;
-  ConfigureLog(p.options.log_format == "json" ? LogFormat::kJson : LogFormat::kText,
-               p.options.log_verbose);
+  REPLICAD_ASSIGN_OR_RETURN(const LogFormat log_format, ParseLogFormat(p.options.log_format));
+  ConfigureLog(log_format, p.options.log_verbose);
   RateLimitProtobufLogs();
   RateLimitGrpcLogs();
   REPLICAD_ASSIGN_OR_RETURN(p.devices, EnumerateDevices());

@@ -67,7 +67,9 @@ std::string JsonString(absl::string_view text) {
       out += "\\n";
     } else if (c < 0x20 || c == 0x7F) {
       static const char kHex[] = "0123456789abcdef";
-      absl::StrAppend(&out, "\\u00", std::string(1, kHex[c >> 4]), std::string(1, kHex[c & 15]));
+      out += "\\u00";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
     } else if (c >= 0x80) {
       const size_t length = Utf8SequenceLength(text, i);
       if (length == 0) {
