@@ -351,6 +351,23 @@ def http_seeds():
     seed(f, "partial", "GET /metrics HTTP/1.1\r\nHost: x\r\n")
 
 
+def training_config_seeds():
+    f = "training_config_fuzzer"
+    # As protobuf's TextFormat wrote it into checkpoints, and as the core writes it.
+    seed(f, "proto_printed", 'loss: LOSS_SOFTMAX_CROSS_ENTROPY\noutput: "logits"\noptimizer {\n'
+         '  kind: OPTIMIZER_SGD\n  learning_rate: 0.02\n  momentum: 0.9\n  epsilon: 1e-08\n}\n'
+         'reduction: GRADIENT_REDUCTION_ALLREDUCE\nsync_batch_norm: true\n'
+         'checkpoint_dir: "/tmp/r\\303\\251sum\\303\\251"\n')
+    seed(f, "every_field", 'loss: LOSS_MEAN_SQUARED_ERROR\noutput: "y"\noptimizer {\n'
+         '  kind: OPTIMIZER_ADAM\n  learning_rate: 0.001\n  momentum: 0\n  nesterov: false\n'
+         '  weight_decay: 0\n  beta1: 0.9\n  beta2: 0.999\n  epsilon: 1e-08\n  alpha: 0.99\n}\n'
+         'reduction: GRADIENT_REDUCTION_PS\nps_device: "cpu:0"\nsync_batch_norm: false\n'
+         'seed: 7\ncheckpoint_every_steps: 3\ncheckpoint_dir: "runs"\n'
+         'non_finite_steps: NON_FINITE_STEPS_SKIP\n')
+    seed(f, "unknown_fields", '# comment\nfuture { a: 1 b { c: "}" } }\nloss: 2\nx: "y"\n')
+    seed(f, "unterminated", 'optimizer {\n  kind: OPTIMIZER_SGD\n')
+
+
 def main():
     # Only this script's own seeds are rewritten: the other files of a corpus
     # (inputs kept from long runs, named by their SHA-1) stay.
@@ -363,6 +380,7 @@ def main():
     oip_grpc_seeds()
     http_json_seeds()
     http_seeds()
+    training_config_seeds()
 
 
 if __name__ == "__main__":

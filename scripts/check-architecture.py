@@ -44,9 +44,6 @@ ONE_CONCEPT = {
 
 # Yet to be split (issue #37); "file:function" for rule 2, "file" for rule 3.
 KNOWN_DEBT = {
-    "server/model_training.cc": "training moves to core/train/training_session",
-    "server/http/inference_http_service.cc": "InferExchange and the JSON tensor parsing are "
-                                             "to leave for a file of their own",
 }
 
 

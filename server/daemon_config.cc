@@ -68,7 +68,7 @@ absl::StatusOr<SchedulerOptions> DaemonScheduling(const ServerOptions& options) 
         absl::StrCat("--warmup-max-rows must be >= 1; received ", options.warmup_max_rows));
   }
   scheduling.warmup_max_rows = options.warmup_max_rows;
-  if (absl::Status s = scheduling.Validate(); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(scheduling.Validate());
   return scheduling;
 }
 
@@ -137,7 +137,7 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
                                  : ParseDeviceMap(options.device_map, devices);
   if (!slots.ok()) return slots.status();
   if (options.slot_weights != "auto") {
-    if (absl::Status s = ApplySlotWeights(options.slot_weights, &*slots); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(ApplySlotWeights(options.slot_weights, &*slots));
   }
   serving.slots = *std::move(slots);
   absl::StatusOr<DeviceId> merge = ParseAvailableDevice(options.merge_device, devices);

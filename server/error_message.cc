@@ -1,6 +1,6 @@
 #include "server/error_message.h"
 
-#include "core/serve/client_text.h"
+#include "core/base/client_text.h"
 
 namespace replicad {
 

@@ -6,7 +6,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/serve/client_text.h"
+#include "core/base/client_text.h"
+#include "core/base/status_macros.h"
 #include "core/tensor/dtype.h"
 #include "server/inference_protocol.h"
 
@@ -142,7 +143,7 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
                                                 absl::Span<const WireBytes> input_bytes,
                                                 const SharedMemoryRegistry* shared_memory,
                                                 RequestContext* context) {
-  if (absl::Status s = ApplyRequestParameters(request.parameters(), context); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(ApplyRequestParameters(request.parameters(), context));
   DecodedInfer decoded;
   InferRequest& infer = decoded.request;
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -163,7 +164,7 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
     const std::string tensor = absl::StrCat("inputs[", i, "] '", ClientText(t.name()), "'");
     absl::StatusOr<DType> dtype = DTypeFromDatatype(t.datatype(), tensor + ".datatype");
     if (!dtype.ok()) return dtype.status();
-    if (absl::Status s = CheckUnsupportedParameters(t.parameters(), tensor); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(CheckUnsupportedParameters(t.parameters(), tensor));
     absl::StatusOr<std::optional<TensorRegion>> region =
         RegionOf(t.parameters(), tensor, shared_memory);
     if (!region.ok()) return region.status();
@@ -190,9 +191,7 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
   for (int i = 0; i < request.outputs_size(); ++i) {
     const auto& output = request.outputs(i);
     const std::string tensor = absl::StrCat("outputs[", i, "] '", ClientText(output.name()), "'");
-    if (absl::Status s = CheckUnsupportedParameters(output.parameters(), tensor); !s.ok()) {
-      return s;
-    }
+    REPLICAD_RETURN_IF_ERROR(CheckUnsupportedParameters(output.parameters(), tensor));
     absl::StatusOr<std::optional<TensorRegion>> region =
         RegionOf(output.parameters(), tensor, shared_memory);
     if (!region.ok()) return region.status();
@@ -218,7 +217,7 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
       continue;
     }
     std::vector<char>& copy = decoded.inputs.copies.emplace_back(view.bytes());
-    if (absl::Status s = view.Read(copy.data()); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(view.Read(copy.data()));
     input.data = copy.data();
     input.bytes = copy.size();
   }
@@ -247,13 +246,13 @@ absl::StatusOr<void*> InferOutputs::AddOutput(const TensorSpec& spec, const Tens
 
 absl::Status InferOutputs::FinishRegions() const {
   for (const SharedMemoryView& view : inputs_.in_place) {
-    if (absl::Status s = view.CheckIntact(); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(view.CheckIntact());
   }
   for (const TensorRegion* region : in_place_) {
-    if (absl::Status s = region->view.CheckIntact(); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(region->view.CheckIntact());
   }
   for (const auto& [region, bytes] : to_regions_) {
-    if (absl::Status s = region->view.Write(bytes.data(), bytes.size()); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(region->view.Write(bytes.data(), bytes.size()));
   }
   return absl::OkStatus();
 }

@@ -9,7 +9,6 @@
 #include "core/model/weight_file.h"
 #include "google/protobuf/text_format.h"
 #include "server/model_config_file.h"
-#include "server/model_training.h"
 
 namespace replicad {
 namespace {
@@ -100,9 +99,18 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
                                           : kDefaultFusedBatchRows;
   loaded->config_text = settings.config_text;
   loaded->servable = *std::move(set);
-  loaded->trainable = std::make_shared<ModelTraining>(ModelTraining::Environment{
-      source, config.devices, settings.options, config.metrics, config.retirer, config.checkpoints,
-      config.keep_checkpoints, config.job, config.rank_shards});
+  loaded->training = std::make_shared<TrainingSession>(
+      TrainingSession::Environment{source.name, source.path, config.devices, settings.options.slots,
+                                   settings.options.slot_options, config.checkpoints,
+                                   config.keep_checkpoints, config.job, config.rank_shards});
+  // Predict after a step runs on a set like this one around the step's weights.
+  loaded->published = std::make_shared<PublishedServable>(
+      loaded->servable, loaded->training,
+      [devices = config.devices, options = settings.options, observer = config.metrics](
+          std::shared_ptr<const Model> trained) -> absl::StatusOr<std::shared_ptr<Servable>> {
+        return BuildReplicaSet(std::move(trained), devices, options, observer);
+      },
+      config.retirer);
   if (absl::Status started = StartScheduling(*loaded, config.metrics, /*warm=*/true);
       !started.ok()) {
     return InFile(source, started);

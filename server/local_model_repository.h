@@ -8,9 +8,9 @@
 #include "core/backends/backends.h"
 #include "core/serve/model_repository.h"
 #include "core/serve/retirer.h"
-#include "server/checkpoint_root.h"
+#include "core/train/checkpoint_root.h"
+#include "core/train/rank_job.h"
 #include "server/model_sources.h"
-#include "server/ranks/rank_job.h"
 #include "server/replica_set_factory.h"
 #include "server/server_metrics.h"
 

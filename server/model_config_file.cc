@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/backends/backends.h"
+#include "core/base/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -243,10 +244,10 @@ absl::Status CheckConfig(const inference::ModelConfig& config, const std::string
         absl::StrCat("max_batch_size: expected 0 (no batch dimension) or more, received ",
                      config.max_batch_size()));
   }
-  if (absl::Status s = CheckTensorNames("input", config.input()); !s.ok()) return s;
-  if (absl::Status s = CheckTensorNames("output", config.output()); !s.ok()) return s;
-  if (absl::Status s = CheckInstanceGroups(config); !s.ok()) return s;
-  if (absl::Status s = SchedulerOptionsOf(config, SchedulerOptions()).status(); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(CheckTensorNames("input", config.input()));
+  REPLICAD_RETURN_IF_ERROR(CheckTensorNames("output", config.output()));
+  REPLICAD_RETURN_IF_ERROR(CheckInstanceGroups(config));
+  REPLICAD_RETURN_IF_ERROR(SchedulerOptionsOf(config, SchedulerOptions()).status());
   return CheckVersionPolicy(config.version_policy());
 }
 
@@ -465,7 +466,7 @@ absl::StatusOr<SchedulerOptions> SchedulerOptionsOf(const inference::ModelConfig
   options.default_queue_policy = QueuePolicy();
   options.default_queue_policy.allow_timeout_override = false;
   if (!config.has_dynamic_batching()) {
-    if (absl::Status s = options.Validate(); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(options.Validate());
     return options;
   }
 
@@ -506,7 +507,7 @@ absl::StatusOr<SchedulerOptions> SchedulerOptionsOf(const inference::ModelConfig
     if (!policy.ok()) return policy.status();
     options.priority_queue_policy[*level] = *policy;
   }
-  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(options.Validate());
   // Triton keeps them as a set; errors above name them as the file lists them.
   std::vector<int64_t>& sizes = options.preferred_batch_sizes;
   std::sort(sizes.begin(), sizes.end());

@@ -247,7 +247,7 @@ void ServerMetrics::AddDeviceSlot(const std::string& device) {
 void ServerMetrics::AddModel(const LoadedModel& loaded) {
   const std::string& model = loaded.name;
   SeriesFor(model);
-  if (loaded.trainable == nullptr) return;
+  if (loaded.training == nullptr) return;
   train_steps_.WithLabels({model});
   train_samples_.WithLabels({model});
   train_reduced_bytes_.WithLabels({model});

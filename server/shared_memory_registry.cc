@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "server/memory_trap.h"
 
 namespace replicad {
@@ -217,7 +218,7 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   // open and map run without the lock (so Find never waits on them).
   {
     absl::ReaderMutexLock lock(&mu_);
-    if (absl::Status room = CheckRoomFor(name); !room.ok()) return room;
+    REPLICAD_RETURN_IF_ERROR(CheckRoomFor(name));
   }
 
   FileDescriptor fd(shm_open(key.c_str(), O_RDWR, 0));
@@ -283,7 +284,7 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   absl::MutexLock lock(&mu_);
   // A racing Register that lost drops `region` here, which unmaps and closes
   // the object.
-  if (absl::Status room = CheckRoomFor(name); !room.ok()) return room;
+  REPLICAD_RETURN_IF_ERROR(CheckRoomFor(name));
   regions_.emplace(name, std::move(region));
   return absl::OkStatus();
 }

@@ -51,16 +51,16 @@ class ExecutionPlan::Builder {
   }
 
   absl::Status Build(const std::vector<Shape>& input_shapes) {
-    if (absl::Status s = BindInitializersAndInputs(input_shapes); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(BindInitializersAndInputs(input_shapes));
     for (const Node& node : graph_.nodes) {
       if (absl::Status s = AddNode(node); !s.ok()) return NodeError(node, s);
     }
     std::vector<bool> dropped = ViewsInsteadOfCopies();
     OutputsOverDeadInputs(dropped);
     DropSteps(dropped);
-    if (absl::Status s = PlaceOutputs(); !s.ok()) return s;
-    if (absl::Status s = PlaceIntermediates(); !s.ok()) return s;
-    if (absl::Status s = PlaceWorkspace(); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(PlaceOutputs());
+    REPLICAD_RETURN_IF_ERROR(PlaceIntermediates());
+    REPLICAD_RETURN_IF_ERROR(PlaceWorkspace());
     // Constant uploads done before the first Run, and their failures (which
     // EnqueueCopy can only keep for Synchronize) this plan's, not a later one's.
     return device_.Synchronize();
@@ -123,7 +123,7 @@ class ExecutionPlan::Builder {
     }
     const OpDefinition* op = FindOp(node.op_type);
     if (op == nullptr) return absl::UnimplementedError("unsupported operator");
-    if (absl::Status s = op->infer(&*spec); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(op->infer(&*spec));
     if (spec->outputs.size() < node.outputs.size()) {
       return absl::UnimplementedError(absl::StrCat("the engine computes ", spec->outputs.size(),
                                                    " outputs; the model asks for ",
@@ -230,7 +230,7 @@ class ExecutionPlan::Builder {
     absl::Status status;
     device_.Enqueue(
         [&] { status = kernel.Run(RunContext{}, args.data(), args.data() + node.inputs.size()); });
-    if (absl::Status s = device_.Synchronize(); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(device_.Synchronize());
     if (!status.ok()) return status;
     for (size_t o = 0; o < outputs.size(); ++o) {
       const int v = node.outputs[o];
@@ -538,7 +538,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
   plan->device_ = &device;
   plan->shared_arena_ = std::move(shared_arena);
   Builder builder(graph, weights, device, plan.get());
-  if (absl::Status s = builder.Build(input_shapes); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(builder.Build(input_shapes));
   return plan;
 }
 

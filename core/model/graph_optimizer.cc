@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/ops/constant_value.h"
 #include "core/ops/fused_activation.h"
 
@@ -686,7 +687,7 @@ void DropUnreadInitializers(Graph* graph) {
 absl::Status OptimizeForInference(Graph* graph) {
   ConstantsToInitializers(graph);
   RemovePassThroughs(graph);
-  if (absl::Status s = FoldBatchNorms(graph); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(FoldBatchNorms(graph));
   BatchNormsToDepthwiseConvs(graph);
   FuseLayerNorms(graph);
   FuseMatMulBiases(graph);

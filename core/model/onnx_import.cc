@@ -202,7 +202,7 @@ absl::Status ConvertNode(const onnx::NodeProto& proto, int n, ValueNames* names,
 absl::Status ConvertNodes(const onnx::GraphProto& g, ValueNames* names, Graph* graph) {
   std::vector<std::string> unsupported;
   for (int n = 0; n < g.node_size(); ++n) {
-    if (absl::Status s = ConvertNode(g.node(n), n, names, graph, &unsupported); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(ConvertNode(g.node(n), n, names, graph, &unsupported));
   }
   if (!unsupported.empty()) {
     return absl::UnimplementedError(
@@ -304,7 +304,7 @@ absl::Status CheckWindowAttributes(const onnx::GraphProto& g) {
         }
       }
       for (const onnx::GraphProto* sub : Subgraphs(a)) {
-        if (absl::Status s = CheckWindowAttributes(*sub); !s.ok()) return s;
+        REPLICAD_RETURN_IF_ERROR(CheckWindowAttributes(*sub));
       }
     }
   }
@@ -365,10 +365,7 @@ absl::Status CheckRawData(const onnx::TensorProto& t, const std::string& what) {
 
 absl::Status CheckTensorData(const onnx::GraphProto& g) {
   for (const onnx::TensorProto& init : g.initializer()) {
-    if (absl::Status s = CheckRawData(init, absl::StrCat("initializer '", init.name(), "'"));
-        !s.ok()) {
-      return s;
-    }
+    REPLICAD_RETURN_IF_ERROR(CheckRawData(init, absl::StrCat("initializer '", init.name(), "'")));
   }
   for (int n = 0; n < g.node_size(); ++n) {
     const onnx::NodeProto& node = g.node(n);
@@ -377,13 +374,13 @@ absl::Status CheckTensorData(const onnx::GraphProto& g) {
     for (const onnx::AttributeProto& a : node.attribute()) {
       const std::string what = absl::StrCat("node '", name, "' attribute '", a.name(), "'");
       if (a.has_t()) {
-        if (absl::Status s = CheckRawData(a.t(), what); !s.ok()) return s;
+        REPLICAD_RETURN_IF_ERROR(CheckRawData(a.t(), what));
       }
       for (const onnx::TensorProto& t : a.tensors()) {
-        if (absl::Status s = CheckRawData(t, what); !s.ok()) return s;
+        REPLICAD_RETURN_IF_ERROR(CheckRawData(t, what));
       }
       for (const onnx::GraphProto* sub : Subgraphs(a)) {
-        if (absl::Status s = CheckTensorData(*sub); !s.ok()) return s;
+        REPLICAD_RETURN_IF_ERROR(CheckTensorData(*sub));
       }
     }
   }

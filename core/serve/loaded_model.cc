@@ -1,5 +1,7 @@
 #include "core/serve/loaded_model.h"
 
+#include "core/base/status_macros.h"
+
 namespace replicad {
 
 bool LoadedModel::HasHealthySlot() const {
@@ -11,9 +13,10 @@ bool LoadedModel::HasHealthySlot() const {
 
 absl::Status StartScheduling(LoadedModel& model, SchedulerObserver* observer, bool warm,
                              const Clock* clock) {
-  if (absl::Status valid = model.scheduling.Validate(); !valid.ok()) return valid;
-  model.scheduler = std::make_shared<Scheduler>(Scheduler::Environment{
-      model.name, model.servable, model.trainable, model.scheduling, observer, clock});
+  REPLICAD_RETURN_IF_ERROR(model.scheduling.Validate());
+  model.scheduler = std::make_shared<Scheduler>(
+      Scheduler::Environment{model.name, model.servable, model.training, model.scheduling, observer,
+                             clock, model.published});
   return warm ? model.scheduler->Warm() : absl::OkStatus();
 }
 

@@ -7,18 +7,19 @@
 
 #include "core/base/clock.h"
 #include "core/serve/model_statistics.h"
+#include "core/serve/published_servable.h"
 #include "core/serve/scheduler.h"
 #include "core/serve/scheduler_options.h"
 #include "core/serve/servable.h"
-#include "core/serve/trainable.h"
+#include "core/train/training_session.h"
 
 namespace replicad {
 
 // One version of one model, ready to serve: what the model manager hands out
 // and what a request holds while it runs, so requests in flight finish on
 // the version they started on whatever is loaded meanwhile. Immutable but
-// for its statistics (thread-safe); the training side publishes new weights
-// through `trainable`, not by changing this.
+// for its statistics (thread-safe); training publishes new weights through
+// `published`, not by changing this.
 struct LoadedModel {
   std::string name;
   int64_t version = 1;
@@ -30,8 +31,11 @@ struct LoadedModel {
   std::string config_text;
   // How its requests are queued, batched and routed (validated).
   SchedulerOptions scheduling;
-  std::shared_ptr<Servable> servable;    // The loaded weights.
-  std::shared_ptr<Trainable> trainable;  // Null when the model cannot be trained here.
+  std::shared_ptr<Servable> servable;  // The loaded weights.
+  // Its training (null when it cannot be trained here), and what Predict
+  // runs on once training has changed the weights (null: `servable`).
+  std::shared_ptr<TrainingSession> training;
+  std::shared_ptr<PublishedServable> published;
   // Queues, batches and routes its requests onto `servable`'s slots; made
   // by StartScheduling once the rest is filled in.
   std::shared_ptr<Scheduler> scheduler;
@@ -42,7 +46,8 @@ struct LoadedModel {
   bool HasHealthySlot() const;
 };
 
-// Makes `model`'s scheduler from its servable, trainable and `scheduling`
+// Makes `model`'s scheduler from its servable, training, published servable
+// and `scheduling`
 // (InvalidArgument naming the field when that is invalid) and, with `warm`,
 // builds and measures its first plans (Scheduler::Warm). Call while loading,
 // before the model is served.

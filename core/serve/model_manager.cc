@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/serve/client_text.h"
-#include "core/serve/worker_pool.h"
+#include "core/base/client_text.h"
+#include "core/base/worker_pool.h"
 
 namespace replicad {
 

@@ -173,7 +173,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const M
     if (!weight.ok()) return weight.status();
     replica->weights_.emplace(v, *std::move(weight));
   }
-  if (absl::Status s = d.Synchronize(); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(d.Synchronize());
   return replica;
 }
 

@@ -6,10 +6,10 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "core/base/worker_pool.h"
 #include "core/device/batch_split.h"
 #include "core/serve/replica.h"
 #include "core/serve/servable.h"
-#include "core/serve/worker_pool.h"
 
 namespace replicad {
 

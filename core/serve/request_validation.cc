@@ -5,7 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/serve/client_text.h"
+#include "core/base/client_text.h"
+#include "core/base/status_macros.h"
 
 namespace replicad {
 namespace {
@@ -89,7 +90,7 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const Model& model,
                                                      DTypeName(spec.type.dtype), ", received ",
                                                      DTypeName(in.dtype)));
     }
-    if (absl::Status s = CheckShape(field, spec, in.shape); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(CheckShape(field, spec, in.shape));
     const std::optional<size_t> size = CheckedByteSize(in.dtype, in.shape);
     if (!size) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": shape ", ShapeToString(in.shape),

@@ -11,8 +11,8 @@
 #include "core/device/batch_split.h"
 #include "core/serve/request_context.h"
 #include "core/serve/servable.h"
-#include "core/serve/trainable.h"
 #include "core/train/data_parallel_trainer.h"
+#include "core/train/trainable.h"
 
 namespace replicad {
 

@@ -676,7 +676,7 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
       core->Finished(flight.batch(), trained.status(), {}, nullptr);
       return;
     }
-    flight.Hold(*trained != nullptr ? *std::move(trained) : core->env.servable);
+    flight.Hold(*std::move(trained));
     Servable& servable = flight.servable();
     std::shared_ptr<Batch> batch = flight.batch();
     servable.Run(
@@ -686,10 +686,10 @@ void Scheduler::Core::Dispatch(std::shared_ptr<Batch> batch) {
                                   &flight.servable());
         });
   };
-  if (env.trainable != nullptr) {
-    env.trainable->TrainedServable(std::move(run));
+  if (env.published != nullptr) {
+    env.published->Acquire(std::move(run));
   } else {
-    run(std::shared_ptr<Servable>());
+    run(env.servable);
   }
 }
 

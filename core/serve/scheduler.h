@@ -7,10 +7,11 @@
 
 #include "absl/status/status.h"
 #include "core/base/clock.h"
+#include "core/serve/published_servable.h"
 #include "core/serve/scheduled_request.h"
 #include "core/serve/scheduler_options.h"
 #include "core/serve/servable.h"
-#include "core/serve/trainable.h"
+#include "core/train/trainable.h"
 
 namespace replicad {
 
@@ -46,8 +47,8 @@ class SchedulerObserver {
 // reaches the head it waits for the batches already running, then runs on
 // the Trainable, on the same devices, with no batch beside it; the requests
 // behind it wait. Batches after a step run on the servable training
-// published (Trainable::TrainedServable), which has the same slots, so no
-// answer ever mixes weights of two steps.
+// published (published_servable.h), which has the same slots, so no answer
+// ever mixes weights of two steps.
 //
 // Thread-safe. It runs a thread of its own, which forms the batches of
 // requests that wait; a request that finds the queue empty and a slot free
@@ -66,6 +67,9 @@ class Scheduler {
     // Deadlines, queue delays, timeouts and the times reported; must outlive
     // the scheduler.
     const Clock* clock = RealClock();
+    // What batches run on once training has changed the weights; null:
+    // always `servable`.
+    std::shared_ptr<PublishedServable> published;
   };
   explicit Scheduler(Environment environment);
   // Answers what is still queued Unavailable, and returns once the batches

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/base/status_macros.h"
 
 namespace replicad {
 
@@ -54,11 +55,8 @@ absl::Status SchedulerOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch_size: expected >= 0, received ", max_batch_size));
   }
-  if (absl::Status s = CheckBatchSizes(preferred_batch_sizes, max_batch_size,
-                                       "dynamic_batching.preferred_batch_size", "");
-      !s.ok()) {
-    return s;
-  }
+  REPLICAD_RETURN_IF_ERROR(CheckBatchSizes(preferred_batch_sizes, max_batch_size,
+                                           "dynamic_batching.preferred_batch_size", ""));
   if (warmup_max_rows < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("warmup_max_rows: expected >= 1, received ", warmup_max_rows));
@@ -84,10 +82,8 @@ absl::Status SchedulerOptions::Validate() const {
         "dynamic_batching.default_priority_level: expected 0 without priority_levels, received ",
         default_priority_level));
   }
-  if (absl::Status s = CheckPolicy("dynamic_batching.default_queue_policy", default_queue_policy);
-      !s.ok()) {
-    return s;
-  }
+  REPLICAD_RETURN_IF_ERROR(
+      CheckPolicy("dynamic_batching.default_queue_policy", default_queue_policy));
   for (const auto& [level, policy] : priority_queue_policy) {
     if (priority_levels == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -100,11 +96,8 @@ absl::Status SchedulerOptions::Validate() const {
           absl::StrCat("dynamic_batching.priority_queue_policy: expected levels 1..",
                        priority_levels, " (priority_levels), received ", level));
     }
-    if (absl::Status s = CheckPolicy(
-            absl::StrCat("dynamic_batching.priority_queue_policy[", level, "]"), policy);
-        !s.ok()) {
-      return s;
-    }
+    REPLICAD_RETURN_IF_ERROR(
+        CheckPolicy(absl::StrCat("dynamic_batching.priority_queue_policy[", level, "]"), policy));
   }
   return absl::OkStatus();
 }

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/client_text.h"
 #include "core/base/log.h"
-#include "core/serve/client_text.h"
 
 namespace replicad {
 
@@ -280,7 +280,7 @@ void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainD
     if (options_.observer != nullptr) options_.observer->OnTrainStepRefused(*model, status);
     std::move(done)(status, model);
   };
-  if (model->trainable == nullptr) {
+  if (model->training == nullptr) {
     return fail(absl::FailedPreconditionError(
         absl::StrCat("model '", model->name, "' cannot be trained by this server")));
   }
@@ -321,6 +321,46 @@ void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainD
     std::move(done)(*std::move(report.step), std::move(model));
   };
   scheduler.Submit(std::move(step));
+}
+
+absl::StatusOr<TrainingSession*> ServingCore::TrainingOf(
+    bool admitted, const std::string& name, std::shared_ptr<LoadedModel>* model) const {
+  if (!admitted) {
+    return absl::UnavailableError("replicad is shutting down; send the request elsewhere");
+  }
+  absl::StatusOr<std::shared_ptr<LoadedModel>> found = FindModel(name, 0);
+  if (!found.ok()) return found.status();
+  *model = *std::move(found);
+  if ((*model)->training == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", (*model)->name, "' cannot be trained by this server"));
+  }
+  return (*model)->training.get();
+}
+
+void ServingCore::ConfigureTraining(const std::string& model, TrainingConfig config,
+                                    ConfigureDone done) {
+  std::optional<InFlight> in_flight = Admit();
+  std::shared_ptr<LoadedModel> found;
+  absl::StatusOr<TrainingSession*> training = TrainingOf(in_flight.has_value(), model, &found);
+  if (!training.ok()) return std::move(done)(training.status(), 0, std::move(found));
+  (*training)->Configure(std::move(config),
+                         [found, done = std::move(done), in_flight = *std::move(in_flight)](
+                             absl::StatusOr<TrainingConfig> applied, int64_t step) mutable {
+                           std::move(done)(std::move(applied), step, std::move(found));
+                         });
+}
+
+void ServingCore::SaveCheckpoint(const std::string& model, std::string path, SaveDone done) {
+  std::optional<InFlight> in_flight = Admit();
+  std::shared_ptr<LoadedModel> found;
+  absl::StatusOr<TrainingSession*> training = TrainingOf(in_flight.has_value(), model, &found);
+  if (!training.ok()) return std::move(done)(training.status(), std::move(found));
+  (*training)->SaveCheckpoint(std::move(path),
+                              [found, done = std::move(done), in_flight = *std::move(in_flight)](
+                                  absl::StatusOr<TrainingSession::Saved> saved) mutable {
+                                std::move(done)(std::move(saved), std::move(found));
+                              });
 }
 
 namespace {

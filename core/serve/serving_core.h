@@ -13,10 +13,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/base/clock.h"
+#include "core/base/worker_pool.h"
 #include "core/serve/model_manager.h"
 #include "core/serve/request_context.h"
 #include "core/serve/request_validation.h"
-#include "core/serve/worker_pool.h"
 
 namespace replicad {
 
@@ -127,6 +127,21 @@ class ServingCore {
   // be trained here.
   void TrainStep(TrainRequest request, RequestContext context, TrainDone done);
 
+  using ConfigureDone =
+      absl::AnyInvocable<void(absl::StatusOr<TrainingConfig> applied, int64_t step,
+                              std::shared_ptr<LoadedModel> model) &&>;
+  // Configures the training of `model`'s latest version
+  // (TrainingSession::Configure, whose errors it gives): Unavailable while
+  // draining, NotFound naming `model`, FailedPrecondition for a model that
+  // cannot be trained here. Runs on the training thread, after the steps
+  // already handed to it, not in the model's queue.
+  void ConfigureTraining(const std::string& model, TrainingConfig config, ConfigureDone done);
+  using SaveDone = absl::AnyInvocable<void(absl::StatusOr<TrainingSession::Saved> saved,
+                                           std::shared_ptr<LoadedModel> model) &&>;
+  // Writes `model`'s trained weights (TrainingSession::SaveCheckpoint);
+  // errors as ConfigureTraining's.
+  void SaveCheckpoint(const std::string& model, std::string path, SaveDone done);
+
   // A ready version of a model, for metadata; NotFound naming `field`.
   absl::StatusOr<std::shared_ptr<LoadedModel>> FindModel(const std::string& name, int64_t version,
                                                          const std::string& field = "model") const;
@@ -165,6 +180,10 @@ class ServingCore {
   // models_.Find, with a model not found while starting_ Unavailable.
   absl::StatusOr<std::shared_ptr<LoadedModel>> Lookup(const std::string& name,
                                                       int64_t version) const;
+  // The latest version's training, for ConfigureTraining and SaveCheckpoint
+  // (Unavailable unless `admitted`); `model` is set once the model is found.
+  absl::StatusOr<TrainingSession*> TrainingOf(bool admitted, const std::string& name,
+                                              std::shared_ptr<LoadedModel>* model) const;
 
   ModelManager& models_;
   const Options options_;

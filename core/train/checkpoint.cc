@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/base/status_macros.h"
 #include "core/model/onnx_tensor.h"
 #include "core/ops/optimizer_step_attributes.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -386,7 +387,7 @@ std::string CheckpointStatePath(const std::string& onnx_path) {
 absl::Status WriteCheckpoint(const std::string& source_model, const CheckpointDirectory& directory,
                              const std::string& name, const Checkpoint& checkpoint) {
   const std::string onnx_path = directory.PathOf(name);
-  if (absl::Status status = CheckFileName(name, directory); !status.ok()) return status;
+  REPLICAD_RETURN_IF_ERROR(CheckFileName(name, directory));
   if (checkpoint.step < 0) {
     return Invalid(onnx_path,
                    absl::StrCat("checkpoint.step must be >= 0; received ", checkpoint.step));
@@ -403,9 +404,7 @@ absl::Status WriteCheckpoint(const std::string& source_model, const CheckpointDi
   if (!model.ParseFromString(source_model)) {
     return Invalid(onnx_path, "the source model is not an ONNX model (cannot parse)");
   }
-  if (absl::Status status = ReplaceParameters(checkpoint, onnx_path, &model); !status.ok()) {
-    return status;
-  }
+  REPLICAD_RETURN_IF_ERROR(ReplaceParameters(checkpoint, onnx_path, &model));
   const std::string id = NewCheckpointId();
   SetMetadata(&model, kStepKey, absl::StrCat(checkpoint.step));
   SetMetadata(&model, kIdKey, id);
@@ -428,9 +427,7 @@ absl::Status WriteCheckpoint(const std::string& source_model, const CheckpointDi
   // Both files are whole and durable before either is renamed into place,
   // so a write that fails (a full disk, most often) changes nothing and
   // leaves nothing behind.
-  if (absl::Status status = WriteTemporary(directory, state_name, *state_bytes); !status.ok()) {
-    return status;
-  }
+  REPLICAD_RETURN_IF_ERROR(WriteTemporary(directory, state_name, *state_bytes));
   if (absl::Status status = WriteTemporary(directory, name, *onnx_bytes); !status.ok()) {
     ::unlinkat(directory.fd(), TemporaryName(state_name).c_str(), 0);
     return status;
@@ -531,10 +528,7 @@ absl::StatusOr<LoadedCheckpoint> ReadCheckpoint(const std::string& onnx_path) {
   if (const std::string* run = FindMetadata(model, kRunIdKey)) loaded.checkpoint.run_id = *run;
   const std::string* id = FindMetadata(model, kIdKey);
   if (id == nullptr) return loaded;
-  if (absl::Status status = ReadState(CheckpointStatePath(onnx_path), *parsed, *id, &loaded);
-      !status.ok()) {
-    return status;
-  }
+  REPLICAD_RETURN_IF_ERROR(ReadState(CheckpointStatePath(onnx_path), *parsed, *id, &loaded));
   return loaded;
 }
 

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/base/log.h"
 #include "core/base/status_macros.h"
 #include "core/device/run_context.h"
 #include "core/train/barrier_collective.h"
@@ -106,6 +107,10 @@ class DataParallelTrainer::Impl {
   // The first row's running statistics onto every slot.
   absl::Status ShareRunningStatistics(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StepResult ResultOf(const StepState& step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A job of whole batches: every rank's slices to every rank (one gather),
+  // into result->other_ranks. A failure loses only the report.
+  void ShareSliceReports(const StepState& step, StepResult* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<const Model> model_;
   const TrainingGraph training_;
@@ -272,7 +277,28 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Impl::StepL
   StepResult result = ResultOf(step);
   result.reduce_seconds = reduce_seconds;
   result.optimizer_seconds = optimizer_seconds;
+  if (ranks_ != nullptr && !std::holds_alternative<Shard>(step.mode)) {
+    ShareSliceReports(step, &result);
+  }
   return result;
+}
+
+void DataParallelTrainer::Impl::ShareSliceReports(const StepState& step, StepResult* result) {
+  std::vector<RankSlice> mine;
+  for (const SliceResult& slice : result->slices) {
+    const SlotAssignment& slot = slots_[slice.slice.slot]->where.slot;
+    mine.push_back(RankSlice{result->rank, slot.name, DeviceIdToString(slot.device),
+                             step.first_row + slice.slice.begin, step.first_row + slice.slice.end,
+                             slice.compute_seconds});
+  }
+  absl::StatusOr<std::vector<RankSlice>> every = GatherSlices(ranks_->ranks(), mine);
+  // The step stands on every rank whatever happens here: only the report is lost.
+  if (!every.ok())
+    return LogWarning(
+        absl::StrCat("step ", result->step, ": no slices reported: ", every.status().message()));
+  for (RankSlice& slice : *every) {
+    if (slice.rank != result->rank) result->other_ranks.push_back(std::move(slice));
+  }
 }
 
 DataParallelTrainer::StepResult DataParallelTrainer::Impl::ResultOf(const StepState& step) const {
@@ -282,6 +308,7 @@ DataParallelTrainer::StepResult DataParallelTrainer::Impl::ResultOf(const StepSt
   result.loss = step.loss / static_cast<double>(step.batch);
   if (training_.classification) result.accuracy = step.correct / static_cast<double>(step.batch);
   result.reduced_bytes = step.reduced_bytes;
+  result.rank = ranks_ != nullptr ? ranks_->ranks().rank() : 0;
   for (size_t i = 0; i < step.slices.size(); ++i) {
     result.slices.push_back({step.slices[i], step.seconds[i], step.forward_seconds[i]});
   }

@@ -65,6 +65,12 @@ class DataParallelTrainer {
     int64_t step = 0;                // Steps applied, this one included.
     int64_t samples = 0;
     std::vector<SliceResult> slices;  // Row order.
+    // This process's rank in its job (0 when it trains alone), and in a job
+    // of whole batches that rank 0 splits, the slices every other rank ran,
+    // in rank order (`slices` are this rank's own). Not for shards: each
+    // rank answers its own client about its own rows.
+    int rank = 0;
+    std::vector<RankSlice> other_ranks;
     // The host's sums, or the parameter server's (its copies from CPU slots
     // included; GPU slots send theirs, and NCCL reduces, within
     // compute_seconds).

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/fatal.h"
+#include "core/base/status_macros.h"
 #include "core/device/run_context.h"
 #include "core/ops/optimizer_step_attributes.h"
 #include "core/ops/training_ops.h"
@@ -40,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConf
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConfig& config,
                                                              std::vector<int64_t> parameter_sizes,
                                                              Device* device) {
-  if (absl::Status status = ValidateOptimizerConfig(config); !status.ok()) return status;
+  REPLICAD_RETURN_IF_ERROR(ValidateOptimizerConfig(config));
   for (size_t i = 0; i < parameter_sizes.size(); ++i) {
     if (parameter_sizes[i] < 0) {
       return absl::InvalidArgumentError(
@@ -50,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConf
   std::unique_ptr<Optimizer> optimizer(
       new Optimizer(config, std::move(parameter_sizes), OnDevice(device) ? device : nullptr));
   if (optimizer->device_ != nullptr) {
-    if (absl::Status status = optimizer->BuildDeviceState(); !status.ok()) return status;
+    REPLICAD_RETURN_IF_ERROR(optimizer->BuildDeviceState());
   }
   return optimizer;
 }
@@ -85,7 +86,7 @@ absl::Status Optimizer::BuildDeviceState() {
     spec.attributes = &attributes;
     spec.inputs = {TensorType{DType::kFloat32, {sizes_[i]}}};
     spec.constant_inputs = {nullptr};
-    if (absl::Status status = InferOptimizerStep(&spec); !status.ok()) return status;
+    REPLICAD_RETURN_IF_ERROR(InferOptimizerStep(&spec));
     absl::StatusOr<std::unique_ptr<Kernel>> kernel = device_->MakeKernel(spec);
     if (!kernel.ok()) return kernel.status();
     param.kernel = *std::move(kernel);
@@ -167,9 +168,7 @@ absl::Status Optimizer::DeviceStep(const std::vector<float*>& parameters,
     const void* inputs[] = {gradients[i]};
     outputs_[0] = parameters[i];
     for (size_t k = 0; k < param.device.size(); ++k) outputs_[1 + k] = param.device[k]->data();
-    if (absl::Status status = param.kernel->Run(context, inputs, outputs_.data()); !status.ok()) {
-      return status;
-    }
+    REPLICAD_RETURN_IF_ERROR(param.kernel->Run(context, inputs, outputs_.data()));
   }
   ++step_;
   return absl::OkStatus();
@@ -194,7 +193,7 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> Optimizer::State() c
   }
   // The tensors are the copies' destinations: they are complete once the stream is idle.
   if (device_ != nullptr) {
-    if (absl::Status status = device_->Synchronize(); !status.ok()) return status;
+    REPLICAD_RETURN_IF_ERROR(device_->Synchronize());
   }
   return state;
 }
@@ -250,7 +249,7 @@ absl::Status Optimizer::Restore(int64_t step,
       device_->EnqueueCopy(tensor.raw_data(), MemoryLocation{}, params_[param].device[k]->data(),
                            device_->memory_location(), tensor.byte_size());
     }
-    if (absl::Status status = device_->Synchronize(); !status.ok()) return status;
+    REPLICAD_RETURN_IF_ERROR(device_->Synchronize());
   } else {
     for (Parameter& param : params_) param.host.clear();
     if (step > 0) {

@@ -232,7 +232,7 @@ absl::Status EmitBackward(const std::vector<bool>& needs_gradient, Backward* bac
     for (int i : node.inputs) wants = wants || (i >= 0 && needs_gradient[i]);
     if (!wants) continue;
     backward->SetNode(&node);
-    if (absl::Status s = FindGradientRule(node.op_type)(*backward); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(FindGradientRule(node.op_type)(*backward));
     backward->SetNode(nullptr);
   }
   return absl::OkStatus();

@@ -93,6 +93,19 @@ class TrainingRanks {
   virtual absl::Duration timeout() const = 0;
 };
 
+// A slice of a step one rank ran: its slot, in the batch's rows.
+struct RankSlice {
+  int rank = 0;
+  std::string slot, device;
+  int64_t begin = 0, end = 0;
+  double compute_seconds = 0;  // Forward and backward.
+};
+
+// Every rank's `mine`, in rank order, through one AllGather; fails as
+// AllGather does, or InvalidArgument for a part that does not decode.
+absl::StatusOr<std::vector<RankSlice>> GatherSlices(TrainingRanks& ranks,
+                                                    const std::vector<RankSlice>& mine);
+
 // The first exchange of every step on every rank (after the shards' row
 // counts, ExchangeShardRows, in a job of shards): whether each rank is
 // ready to run its part (`local`: its checks and plans, or why not) and,

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "core/serve/client_text.h"
+#include "core/base/client_text.h"
 #include "server/error_message.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/unary_call.h"

@@ -7,7 +7,7 @@
 #include "server/grpc/unary_call.h"
 #include "server/grpc/wire_request.h"
 #include "server/grpc/wire_response.h"
-#include "server/model_training.h"
+#include "server/training_config_proto.h"
 
 namespace replicad {
 namespace {
@@ -99,14 +99,37 @@ class PooledTensors : public ResponseWriter {
   std::vector<std::shared_ptr<HostBuffer>> raw_;
 };
 
-// The model's training side; FailedPrecondition when it has none.
-absl::StatusOr<ModelTraining*> TrainingOf(const LoadedModel& model) {
-  auto* training = dynamic_cast<ModelTraining*>(model.trainable.get());
-  if (training == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("model '", model.name, "' cannot be trained by this server"));
+void AddReplica(v1::TrainStepResponse* response, const RankSlice& slice) {
+  v1::ReplicaStep* out = response->add_replicas();
+  out->set_slot(slice.slot);
+  out->set_device(slice.device);
+  out->set_begin(slice.begin);
+  out->set_end(slice.end);
+  out->set_compute_seconds(slice.compute_seconds);
+  out->set_rank(slice.rank);
+}
+
+void FillTrainStepResponse(const DataParallelTrainer::StepResult& step, const LoadedModel& model,
+                           v1::TrainStepResponse* response) {
+  response->set_model(model.name);
+  response->set_loss(step.loss);
+  response->set_has_accuracy(step.accuracy.has_value());
+  if (step.accuracy) response->set_accuracy(*step.accuracy);
+  response->set_step(step.step);
+  response->set_samples(step.samples);
+  response->set_reduce_seconds(step.reduce_seconds);
+  response->set_optimizer_seconds(step.optimizer_seconds);
+  response->set_skipped(step.skipped);
+  response->set_checkpoint_path(step.checkpoint_path);
+  response->set_checkpoint_error(std::string(step.checkpoint_status.message()));
+  // The trainer's slots are the serving slots, in the same order.
+  const std::vector<SlotStatus> slots = model.servable->Slots();
+  for (const DataParallelTrainer::SliceResult& slice : step.slices) {
+    const SlotStatus& slot = slots[slice.slice.slot];
+    AddReplica(response, RankSlice{step.rank, slot.slot, slot.device, slice.slice.begin,
+                                   slice.slice.end, slice.compute_seconds});
   }
-  return training;
+  for (const RankSlice& slice : step.other_ranks) AddReplica(response, slice);
 }
 
 }  // namespace
@@ -217,19 +240,17 @@ grpc::ServerUnaryReactor* ReplicadService::ConfigureTraining(
     v1::ConfigureTrainingResponse* response) {
   UnaryCall call(context, metrics_, "ConfigureTraining", tokens_);
   if (!call.access().ok()) return call.Finish(call.access());
-  absl::StatusOr<std::shared_ptr<LoadedModel>> model = core_.FindModel(request->model(), 0);
-  if (!model.ok()) return call.Finish(model.status());
-  absl::StatusOr<ModelTraining*> training = TrainingOf(**model);
-  if (!training.ok()) return call.Finish(training.status(), (*model)->name);
-  (*training)->Configure(request->config(),
-                         [call, response, model = *model](absl::StatusOr<v1::TrainingConfig> config,
-                                                          int64_t step) mutable {
-                           if (config.ok()) {
-                             *response->mutable_config() = *std::move(config);
-                             response->set_step(step);
-                           }
-                           call.Finish(config.status(), model->name);
-                         });
+  absl::StatusOr<TrainingConfig> config = TrainingConfigFromProto(request->config());
+  if (!config.ok()) return call.Finish(config.status());
+  core_.ConfigureTraining(request->model(), *std::move(config),
+                          [call, response](absl::StatusOr<TrainingConfig> applied, int64_t step,
+                                           std::shared_ptr<LoadedModel> model) mutable {
+                            if (applied.ok()) {
+                              *response->mutable_config() = TrainingConfigToProto(*applied);
+                              response->set_step(step);
+                            }
+                            call.Finish(applied.status(), model != nullptr ? model->name : "");
+                          });
   return call.reactor();
 }
 
@@ -261,27 +282,7 @@ grpc::ServerUnaryReactor* ReplicadService::TrainStep(grpc::CallbackServerContext
                       call.Finish(step.status(), name);
                       return;
                     }
-                    response->set_model(name);
-                    response->set_loss(step->loss);
-                    response->set_has_accuracy(step->accuracy.has_value());
-                    if (step->accuracy) response->set_accuracy(*step->accuracy);
-                    response->set_step(step->step);
-                    response->set_samples(step->samples);
-                    response->set_reduce_seconds(step->reduce_seconds);
-                    response->set_optimizer_seconds(step->optimizer_seconds);
-                    response->set_skipped(step->skipped);
-                    response->set_checkpoint_path(step->checkpoint_path);
-                    response->set_checkpoint_error(std::string(step->checkpoint_status.message()));
-                    // The trainer's slots are the serving slots, in the same order.
-                    const std::vector<SlotStatus> slots = model->servable->Slots();
-                    for (const DataParallelTrainer::SliceResult& slice : step->slices) {
-                      v1::ReplicaStep* out = response->add_replicas();
-                      out->set_slot(slots[slice.slice.slot].slot);
-                      out->set_device(slots[slice.slice.slot].device);
-                      out->set_begin(slice.slice.begin);
-                      out->set_end(slice.slice.end);
-                      out->set_compute_seconds(slice.compute_seconds);
-                    }
+                    FillTrainStepResponse(*step, *model, response);
                     call.Finish(absl::OkStatus(), name);
                   });
   return call.reactor();
@@ -292,19 +293,15 @@ grpc::ServerUnaryReactor* ReplicadService::SaveCheckpoint(grpc::CallbackServerCo
                                                           v1::SaveCheckpointResponse* response) {
   UnaryCall call(context, metrics_, "SaveCheckpoint", tokens_);
   if (!call.access().ok()) return call.Finish(call.access());
-  absl::StatusOr<std::shared_ptr<LoadedModel>> model = core_.FindModel(request->model(), 0);
-  if (!model.ok()) return call.Finish(model.status());
-  absl::StatusOr<ModelTraining*> training = TrainingOf(**model);
-  if (!training.ok()) return call.Finish(training.status(), (*model)->name);
-  (*training)->SaveCheckpoint(request->path(),
-                              [call, response, model = *model](
-                                  absl::StatusOr<std::pair<std::string, int64_t>> saved) mutable {
-                                if (saved.ok()) {
-                                  response->set_path(saved->first);
-                                  response->set_step(saved->second);
-                                }
-                                call.Finish(saved.status(), model->name);
-                              });
+  core_.SaveCheckpoint(request->model(), request->path(),
+                       [call, response](absl::StatusOr<TrainingSession::Saved> saved,
+                                        std::shared_ptr<LoadedModel> model) mutable {
+                         if (saved.ok()) {
+                           response->set_path(saved->path);
+                           response->set_step(saved->step);
+                         }
+                         call.Finish(saved.status(), model != nullptr ? model->name : "");
+                       });
   return call.reactor();
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/base/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 
@@ -162,7 +163,7 @@ class WireReader {
         return Copy(where, 4, out);
       case kLength: {
         size_t length;
-        if (absl::Status s = ReadLength(where, &length, out); !s.ok()) return s;
+        REPLICAD_RETURN_IF_ERROR(ReadLength(where, &length, out));
         return Copy(where, length, out);
       }
       default:
@@ -180,7 +181,7 @@ class WireReader {
         return Error(where, absl::StrCat("group of field ", open.back(), " not ended"), at);
       }
       uint32_t tag;
-      if (absl::Status s = ReadTag(where, &tag, out); !s.ok()) return s;
+      REPLICAD_RETURN_IF_ERROR(ReadTag(where, &tag, out));
       if ((tag & 7) == kEndGroup) {
         if (tag >> 3 != open.back()) {
           return Error(where,
@@ -195,8 +196,8 @@ class WireReader {
                        position());
         }
         open.push_back(tag >> 3);
-      } else if (absl::Status s = CopyValue(where, tag, out); !s.ok()) {
-        return s;
+      } else {
+        REPLICAD_RETURN_IF_ERROR(CopyValue(where, tag, out));
       }
     }
     return absl::OkStatus();
@@ -215,7 +216,7 @@ absl::Status Gather(WireReader& reader, absl::string_view where, size_t bytes, H
   if (bytes == 0) return absl::OkStatus();
   absl::StatusOr<std::shared_ptr<HostBuffer>> buffer = pool.Get(bytes);
   if (!buffer.ok()) return buffer.status();
-  if (absl::Status s = reader.Read(where, (*buffer)->data(), bytes); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(reader.Read(where, (*buffer)->data(), bytes));
   *out = *std::move(buffer);
   return absl::OkStatus();
 }
@@ -226,7 +227,7 @@ template <typename Walk>
 absl::Status Nested(WireReader& reader, absl::string_view where, const std::string& tag,
                     std::string* out, Walk walk) {
   size_t bytes;
-  if (absl::Status s = reader.ReadLength(where, &bytes, nullptr); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(reader.ReadLength(where, &bytes, nullptr));
   const auto limit = reader.PushLimit(bytes);
   std::string inner;
   absl::Status status = walk(&inner);
@@ -251,12 +252,12 @@ absl::Status Fields(WireReader& reader, absl::string_view where, std::string* ou
   while (!reader.AtEnd()) {
     std::string tag_bytes;
     uint32_t tag;
-    if (absl::Status s = reader.ReadTag(where, &tag, &tag_bytes); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(reader.ReadTag(where, &tag, &tag_bytes));
     absl::StatusOr<bool> taken = take(tag, tag_bytes);
     if (!taken.ok()) return taken.status();
     if (*taken) continue;
     out->append(tag_bytes);
-    if (absl::Status s = reader.CopyField(where, tag, out); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(reader.CopyField(where, tag, out));
   }
   return absl::OkStatus();
 }
@@ -290,9 +291,9 @@ class InferWalk {
       const std::string where =
           absl::StrCat("raw_input_contents[", out_->raw_input_contents.size(), "]");
       size_t bytes;
-      if (absl::Status s = reader_.ReadLength(where, &bytes, nullptr); !s.ok()) return s;
+      REPLICAD_RETURN_IF_ERROR(reader_.ReadLength(where, &bytes, nullptr));
       std::shared_ptr<HostBuffer>& raw = out_->raw_input_contents.emplace_back();
-      if (absl::Status s = Gather(reader_, where, bytes, pool_, &raw); !s.ok()) return s;
+      REPLICAD_RETURN_IF_ERROR(Gather(reader_, where, bytes, pool_, &raw));
       return true;
     }
     if (tag != Tag(5, kLength)) return false;
@@ -337,11 +338,9 @@ class InferWalk {
     seen = true;
     const std::string field_where = where + (field == 6 ? ".fp32_contents" : ".int64_contents");
     size_t bytes;
-    if (absl::Status s = reader_.ReadLength(field_where, &bytes, nullptr); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(reader_.ReadLength(field_where, &bytes, nullptr));
     if (field == 3) {
-      if (absl::Status s = Int64s(field_where, bytes, &out_->int64_contents.back()); !s.ok()) {
-        return s;
-      }
+      REPLICAD_RETURN_IF_ERROR(Int64s(field_where, bytes, &out_->int64_contents.back()));
       return true;
     }
     if (bytes % sizeof(float) != 0) {
@@ -350,10 +349,8 @@ class InferWalk {
           absl::StrCat("a packed run of ", bytes, " bytes is not a whole number of floats"),
           reader_.position());
     }
-    if (absl::Status s = Gather(reader_, field_where, bytes, pool_, &out_->fp32_contents.back());
-        !s.ok()) {
-      return s;
-    }
+    REPLICAD_RETURN_IF_ERROR(
+        Gather(reader_, field_where, bytes, pool_, &out_->fp32_contents.back()));
     return true;
   }
 
@@ -362,7 +359,7 @@ class InferWalk {
   absl::Status Int64s(const std::string& where, size_t bytes, std::shared_ptr<HostBuffer>* out) {
     const size_t at = reader_.position();
     std::shared_ptr<HostBuffer> packed;
-    if (absl::Status s = Gather(reader_, where, bytes, pool_, &packed); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(Gather(reader_, where, bytes, pool_, &packed));
     const absl::string_view run = BytesOf(packed);
     if (!run.empty() && static_cast<uint8_t>(run.back()) >= 0x80) {
       return reader_.Error(where, "packed run ends inside a varint", at);
@@ -446,7 +443,7 @@ absl::StatusOr<WireInferRequest> ParseWithProtobuf(const grpc::ByteBuffer& wire,
 absl::StatusOr<WirePredictRequest> ReadPredictRequest(const grpc::ByteBuffer& wire,
                                                       HostBufferPool& pool) {
   WireReader reader(wire, "replicad.v1.PredictRequest");
-  if (absl::Status s = reader.Start(); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(reader.Start());
   WirePredictRequest out;
   std::string rest;
   // inputs (2) -> raw (4).
@@ -471,20 +468,20 @@ absl::StatusOr<WirePredictRequest> ReadPredictRequest(const grpc::ByteBuffer& wi
         return true;
       });
   if (!walked.ok()) return walked;
-  if (absl::Status s = ParseRest(rest, &out.message); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(ParseRest(rest, &out.message));
   return out;
 }
 
 absl::StatusOr<WireInferRequest> ReadModelInferRequest(const grpc::ByteBuffer& wire,
                                                        HostBufferPool& pool) {
   WireReader reader(wire, "inference.ModelInferRequest");
-  if (absl::Status s = reader.Start(); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(reader.Start());
   WireInferRequest out;
   std::string rest;
   absl::Status walked = InferWalk(reader, pool, &out).Request(&rest);
   if (IsNeedsProtobuf(walked)) return ParseWithProtobuf(wire, pool);
   if (!walked.ok()) return walked;
-  if (absl::Status s = ParseRest(rest, &out.message); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(ParseRest(rest, &out.message));
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/base/log.h"
+#include "core/base/status_macros.h"
 
 namespace replicad {
 namespace {
@@ -73,7 +74,7 @@ absl::StatusOr<tcp::endpoint> ResolveListenAddress(const std::string& name,
 
 // A server context for `files`, or why it cannot be made.
 absl::StatusOr<std::shared_ptr<asio::ssl::context>> MakeTlsContext(const TlsFiles& files) {
-  if (absl::Status s = CheckTlsFiles(files); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(CheckTlsFiles(files));
   auto context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
   beast::error_code ec;
   context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |

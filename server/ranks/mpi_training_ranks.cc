@@ -9,16 +9,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/device/poll_backoff.h"
-#include "server/ranks/byte_frame.h"
+#include "core/train/byte_frame.h"
 
 namespace replicad {
 namespace {
-
-#define REPLICAD_MPI_RETURN_IF_ERROR(expr)             \
-  do {                                                 \
-    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
-  } while (false)
 
 enum Tag : int {
   kCommandTag = 1,
@@ -155,8 +151,7 @@ absl::StatusOr<std::shared_ptr<MpiTrainingRanks>> MpiTrainingRanks::Create(
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   std::shared_ptr<MpiTrainingRanks> ranks(new MpiTrainingRanks(std::move(options), rank, size));
   for (MPI_Comm& channel : ranks->communicators_->channels) {
-    if (absl::Status s = MpiStatus(MPI_Comm_dup(MPI_COMM_WORLD, &channel), "MPI_Comm_dup"); !s.ok())
-      return s;
+    REPLICAD_RETURN_IF_ERROR(MpiStatus(MPI_Comm_dup(MPI_COMM_WORLD, &channel), "MPI_Comm_dup"));
     MPI_Comm_set_errhandler(channel, MPI_ERRORS_RETURN);
   }
   // Every rank's slot count, then their weights, rank by rank.
@@ -175,12 +170,10 @@ absl::StatusOr<std::shared_ptr<MpiTrainingRanks>> MpiTrainingRanks::Create(
     for (int s = 0; s < counts[r]; ++s) ranks->slot_ranks_.push_back(r);
   }
   ranks->slot_weights_.resize(static_cast<size_t>(total));
-  if (absl::Status s = MpiStatus(
-          MPI_Allgatherv(local_weights.data(), count, MPI_DOUBLE, ranks->slot_weights_.data(),
-                         counts.data(), offsets.data(), MPI_DOUBLE, MPI_COMM_WORLD),
-          "MPI_Allgatherv");
-      !s.ok())
-    return s;
+  REPLICAD_RETURN_IF_ERROR(
+      MpiStatus(MPI_Allgatherv(local_weights.data(), count, MPI_DOUBLE, ranks->slot_weights_.data(),
+                               counts.data(), offsets.data(), MPI_DOUBLE, MPI_COMM_WORLD),
+                "MPI_Allgatherv"));
   return ranks;
 }
 
@@ -257,9 +250,7 @@ absl::StatusOr<std::string> MpiTrainingRanks::Receive(int from, int tag, int com
   absl::StatusOr<size_t> size = Probe(from, tag, communicator, what);
   if (!size.ok()) return size.status();
   std::string bytes(*size, '\0');
-  if (absl::Status s = ReceiveProbed(from, tag, communicator, bytes.data(), *size, what); !s.ok()) {
-    return s;
-  }
+  REPLICAD_RETURN_IF_ERROR(ReceiveProbed(from, tag, communicator, bytes.data(), *size, what));
   return bytes;
 }
 
@@ -316,13 +307,13 @@ absl::Status MpiTrainingRanks::AwaitEveryRank() {
 
 absl::Status MpiTrainingRanks::SendCommand(const std::string& command) {
   for (int r = 1; r < size_; ++r) {
-    if (absl::Status s = SendCommandTo(r, command); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(SendCommandTo(r, command));
   }
   return absl::OkStatus();
 }
 
 absl::Status MpiTrainingRanks::SendCommandTo(int rank, const std::string& command) {
-  if (absl::Status s = broken(); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(broken());
   if (rank <= 0 || rank >= size_) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " is not another rank of ", size_));
@@ -335,7 +326,7 @@ absl::StatusOr<std::string> MpiTrainingRanks::ReceiveCommand(const std::atomic<b
   PollBackoff backoff(absl::Milliseconds(5));
   MPI_Status status;
   for (;;) {
-    if (absl::Status s = broken(); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(broken());
     if (stop.load()) return absl::CancelledError("stopping");
     int found = 0;
     const int code = MPI_Iprobe(0, kCommandTag, comm, &found, &status);
@@ -352,7 +343,7 @@ absl::StatusOr<std::string> MpiTrainingRanks::ReceiveCommand(const std::atomic<b
 }
 
 absl::Status MpiTrainingRanks::SumStep(int64_t step, RankPartial* partial) {
-  if (absl::Status s = broken(); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(broken());
   const std::string which =
       step > 0 ? absl::StrCat("its part of step ", step) : "its part of a step";
   const std::string sums =
@@ -364,13 +355,10 @@ absl::Status MpiTrainingRanks::SumStep(int64_t step, RankPartial* partial) {
 absl::Status MpiTrainingRanks::SendPartForSums(const std::string& which, const std::string& sums,
                                                RankPartial* partial) {
   // The header, then each gradient from the trainer's own vector.
-  if (absl::Status s = Send(0, kPartialTag, EncodePartialHeader(*partial), kSteps, which);
-      !s.ok()) {
-    return s;
-  }
+  REPLICAD_RETURN_IF_ERROR(Send(0, kPartialTag, EncodePartialHeader(*partial), kSteps, which));
   if (partial->status.ok()) {
     for (const std::vector<float>& g : partial->gradients) {
-      REPLICAD_MPI_RETURN_IF_ERROR(
+      REPLICAD_RETURN_IF_ERROR(
           SendBytes(0, kGradientTag, g.data(), g.size() * sizeof(float), kSteps, which));
     }
   }
@@ -387,7 +375,7 @@ absl::Status MpiTrainingRanks::SendPartForSums(const std::string& which, const s
   }
   // The sums straight into the trainer's vectors.
   for (std::vector<float>& g : partial->gradients) {
-    REPLICAD_MPI_RETURN_IF_ERROR(
+    REPLICAD_RETURN_IF_ERROR(
         ReceiveBytes(0, kSumGradientTag, kSteps, g.data(), g.size() * sizeof(float), sums));
   }
   job.gradients = std::move(partial->gradients);
@@ -401,16 +389,16 @@ absl::Status MpiTrainingRanks::SumParts(const std::string& which, RankPartial* p
   absl::Status first_error = job.status;
   const std::vector<size_t> mine = SizesOf(job.gradients);
   for (int r = 1; r < size_; ++r) {
-    REPLICAD_MPI_RETURN_IF_ERROR(AddPartOf(r, which, mine, &job, &first_error));
+    REPLICAD_RETURN_IF_ERROR(AddPartOf(r, which, mine, &job, &first_error));
   }
   job.status = first_error;
   const std::string reply = EncodePartialHeader(first_error.ok() ? job : Failed(first_error));
   for (int r = 1; r < size_; ++r) {
-    REPLICAD_MPI_RETURN_IF_ERROR(Send(r, kSumTag, reply, kSteps, "a step's sums"));
+    REPLICAD_RETURN_IF_ERROR(Send(r, kSumTag, reply, kSteps, "a step's sums"));
     if (!first_error.ok()) continue;
     for (const std::vector<float>& sum : job.gradients) {
-      REPLICAD_MPI_RETURN_IF_ERROR(SendBytes(r, kSumGradientTag, sum.data(),
-                                             sum.size() * sizeof(float), kSteps, "a step's sums"));
+      REPLICAD_RETURN_IF_ERROR(SendBytes(r, kSumGradientTag, sum.data(), sum.size() * sizeof(float),
+                                         kSteps, "a step's sums"));
     }
   }
   if (!first_error.ok()) return first_error;
@@ -440,7 +428,7 @@ absl::Status MpiTrainingRanks::AddPartOf(int r, const std::string& which,
     *first_error = absl::InternalError(
         absl::StrCat("rank ", r, " of ", size_, " sent gradients unlike rank 0's"));
   }
-  REPLICAD_MPI_RETURN_IF_ERROR(ReceiveGradients(r, which, sizes, adds, job));
+  REPLICAD_RETURN_IF_ERROR(ReceiveGradients(r, which, sizes, adds, job));
   if (!part.status.ok()) {
     if (first_error->ok()) {
       *first_error = absl::Status(
@@ -462,7 +450,7 @@ absl::Status MpiTrainingRanks::ReceiveGradients(int r, const std::string& which,
   for (size_t p = 0; p < sizes.size(); ++p) {
     std::vector<float>& g = scratch_[p];
     g.resize(sizes[p]);
-    REPLICAD_MPI_RETURN_IF_ERROR(
+    REPLICAD_RETURN_IF_ERROR(
         ReceiveBytes(r, kGradientTag, kSteps, g.data(), g.size() * sizeof(float), which));
     if (!adds) continue;
     std::vector<float>& sum = job->gradients[p];
@@ -474,7 +462,7 @@ absl::Status MpiTrainingRanks::ReceiveGradients(int r, const std::string& which,
 absl::StatusOr<std::vector<int64_t>> MpiTrainingRanks::ExchangeShardRows(int64_t step, int64_t rows,
                                                                          const absl::Status& local,
                                                                          uint64_t configuration) {
-  if (absl::Status s = broken(); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(broken());
   const std::string which = absl::StrCat("its shard of step ", step);
   FrameWriter mine;
   mine.Int64(step);
@@ -482,7 +470,7 @@ absl::StatusOr<std::vector<int64_t>> MpiTrainingRanks::ExchangeShardRows(int64_t
   mine.Int64(static_cast<int64_t>(configuration));
   mine.Status(local);
   if (rank_ != 0) {
-    if (absl::Status s = Send(0, kShardTag, mine.bytes(), kSteps, which); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(Send(0, kShardTag, mine.bytes(), kSteps, which));
     absl::StatusOr<std::string> reply =
         Receive(0, kShardPlanTag, kSteps, absl::StrCat("the shards of step ", step));
     if (!reply.ok()) return reply.status();
@@ -530,10 +518,7 @@ absl::StatusOr<std::vector<int64_t>> MpiTrainingRanks::ExchangeShardRows(int64_t
   plan.Status(agreed);
   for (int64_t n : shards) plan.Int64(n);
   for (int r = 1; r < size_; ++r) {
-    if (absl::Status s = Send(r, kShardPlanTag, plan.bytes(), kSteps, "the shards of a step");
-        !s.ok()) {
-      return s;
-    }
+    REPLICAD_RETURN_IF_ERROR(Send(r, kShardPlanTag, plan.bytes(), kSteps, "the shards of a step"));
   }
   if (!agreed.ok()) return agreed;
   return shards;
@@ -541,7 +526,7 @@ absl::StatusOr<std::vector<int64_t>> MpiTrainingRanks::ExchangeShardRows(int64_t
 
 absl::Status MpiTrainingRanks::SumStatistics(const std::vector<int>& ranks, double* data,
                                              size_t count) {
-  if (absl::Status s = broken(); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(broken());
   if (ranks.size() <= 1) return absl::OkStatus();
   const size_t bytes = count * sizeof(double);
   const int leader = ranks[0];
@@ -583,10 +568,10 @@ absl::Status MpiTrainingRanks::SumStatistics(const std::vector<int>& ranks, doub
 }
 
 absl::StatusOr<std::vector<std::string>> MpiTrainingRanks::AllGather(const std::string& mine) {
-  if (absl::Status s = broken(); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(broken());
   const std::string what = "its part of a gather";
   if (rank_ != 0) {
-    if (absl::Status s = Send(0, kGatherTag, mine, kGathers, what); !s.ok()) return s;
+    REPLICAD_RETURN_IF_ERROR(Send(0, kGatherTag, mine, kGathers, what));
     absl::StatusOr<std::string> reply = Receive(0, kGatheredTag, kGathers, "every rank's parts");
     if (!reply.ok()) return reply.status();
     FrameReader in(*reply);
@@ -608,10 +593,7 @@ absl::StatusOr<std::vector<std::string>> MpiTrainingRanks::AllGather(const std::
     parts.push_back(*std::move(part));
   }
   for (int r = 1; r < size_; ++r) {
-    if (absl::Status s = Send(r, kGatheredTag, all.bytes(), kGathers, "every rank's parts");
-        !s.ok()) {
-      return s;
-    }
+    REPLICAD_RETURN_IF_ERROR(Send(r, kGatheredTag, all.bytes(), kGathers, "every rank's parts"));
   }
   return parts;
 }

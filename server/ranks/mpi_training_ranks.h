@@ -11,8 +11,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/train/rank_job.h"
 #include "core/train/training_ranks.h"
-#include "server/ranks/rank_job.h"
 
 namespace replicad {
 

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/serve/model_manager.h"
-#include "server/ranks/rank_job.h"
+#include "core/train/rank_job.h"
 #include "server/replica_set_factory.h"
 #include "server/server_options.h"
 

@@ -5,30 +5,29 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "core/base/log.h"
-#include "server/model_training.h"
-#include "server/ranks/rank_command.h"
+#include "core/train/rank_command.h"
 
 namespace replicad {
 namespace {
 
-absl::StatusOr<ModelTraining*> TrainingFor(ModelManager& models, const std::string& name) {
+absl::StatusOr<std::shared_ptr<TrainingSession>> TrainingFor(ModelManager& models,
+                                                             const std::string& name) {
   absl::StatusOr<std::shared_ptr<LoadedModel>> model = models.Find(name);
   if (!model.ok()) return model.status();
-  auto* training = dynamic_cast<ModelTraining*>((*model)->trainable.get());
-  if (training == nullptr) {
+  if ((*model)->training == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("model '", name, "' does not train here"));
   }
-  return training;
+  return (*model)->training;
 }
 
 // Runs one command on this rank and waits for it.
 absl::Status Run(RankJob& job, ModelManager& models, RankCommand command) {
-  absl::StatusOr<ModelTraining*> training = TrainingFor(models, command.model);
+  absl::StatusOr<std::shared_ptr<TrainingSession>> training = TrainingFor(models, command.model);
   absl::Status status = training.status();
   absl::Notification done;
   if (training.ok() && command.kind == RankCommand::Kind::kConfigure) {
     (*training)->ConfigureFromRank0(command.config,
-                                    [&](absl::StatusOr<v1::TrainingConfig> applied, int64_t) {
+                                    [&](absl::StatusOr<TrainingConfig> applied, int64_t) {
                                       status = applied.status();
                                       done.Notify();
                                     });

@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "core/serve/model_manager.h"
-#include "server/ranks/rank_job.h"
+#include "core/train/rank_job.h"
 
 namespace replicad {
 

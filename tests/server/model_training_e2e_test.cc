@@ -104,7 +104,7 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> StartWithCheckpoints(std::vector<
 }
 
 // The numbered checkpoints of model "default" in `dir`
-// (server/checkpoint_rotation.h), oldest first.
+// (core/train/checkpoint_rotation.h), oldest first.
 std::vector<std::string> NumberedCheckpoints(const std::string& dir) {
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {

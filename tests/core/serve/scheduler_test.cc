@@ -25,8 +25,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "core/backends/cpu/cpu_backend.h"
+#include "core/base/worker_pool.h"
 #include "core/model/onnx_builder.h"
-#include "core/serve/worker_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/device_memory_stand_in.h"
@@ -391,7 +391,10 @@ class StandInTrainer : public Trainable {
       std::move(done)(std::move(result));
     });
   }
-  void TrainedServable(ServableDone then) override { std::move(then)(nullptr); }
+  int64_t trained_step() const override { return steps_.load(); }
+  void TrainedWeights(WeightsDone then) override {
+    std::move(then)(absl::UnimplementedError("the scheduler is not given a published servable"));
+  }
   int steps() const { return steps_; }
 
  private:

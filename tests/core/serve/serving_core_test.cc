@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "core/serve/worker_pool.h"
+#include "core/base/worker_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_models.h"
@@ -557,23 +557,38 @@ TEST(ServingCoreControlTest, LoadingNeedsExplicitModelControl) {
   EXPECT_FALSE(core.ServerReady());  // No model loaded.
 }
 
-// A training side that has published weights of its own.
+// A training side whose steps the test takes: each changes the step its
+// weights are from.
 class TrainedFake : public Trainable {
  public:
-  explicit TrainedFake(std::shared_ptr<Servable> trained) : trained_(std::move(trained)) {}
   void Step(std::vector<Tensor>, Tensor, std::optional<TrainShard>, StepDone done) override {
     std::move(done)(absl::UnimplementedError("not in this test"));
   }
-  void TrainedServable(ServableDone then) override { std::move(then)(trained_); }
+  int64_t trained_step() const override { return step.load(); }
+  void TrainedWeights(WeightsDone then) override {
+    thread_.Submit([this, then = std::move(then)]() mutable {
+      std::move(then)(Weights{MeanModel(), step.load()});
+    });
+  }
+  std::atomic<int64_t> step{0};
 
  private:
-  std::shared_ptr<Servable> trained_;
+  WorkerPool thread_{1};
 };
 
 TEST_F(ServingCoreTest, PredictUsesTheWeightsTrainingPublished) {
-  auto trained = std::make_shared<FakeServable>(MeanModel(), 7.0f);
   auto loaded = std::make_shared<LoadedModel>(*manager_->Find("mean").value());
-  loaded->trainable = std::make_shared<TrainedFake>(trained);
+  auto training = std::make_shared<TrainedFake>();
+  std::atomic<int> builds{0};
+  std::shared_ptr<FakeServable> trained;
+  loaded->published = std::make_shared<PublishedServable>(
+      loaded->servable, training,
+      [&](std::shared_ptr<const Model> model) -> absl::StatusOr<std::shared_ptr<Servable>> {
+        ++builds;
+        trained = std::make_shared<FakeServable>(std::move(model), 7.0f);
+        return trained;
+      },
+      &retirer_);
   ASSERT_TRUE(StartScheduling(*loaded, nullptr, /*warm=*/false).ok());
   // Served through a repository that hands out this version.
   class One : public ModelRepository {
@@ -590,17 +605,29 @@ TEST_F(ServingCoreTest, PredictUsesTheWeightsTrainingPublished) {
   ModelManager manager(std::make_unique<One>(loaded), retirer_);
   ASSERT_TRUE(manager.LoadAll().ok());
   ServingCore core(manager, ServingCore::Options{});
-  Outputs outputs;
-  absl::Notification done;
-  absl::Status status;
-  core.Infer(Request(), {}, &outputs, [&](absl::Status s, ServingCore::InferAnswer) {
-    status = s;
-    done.Notify();
-  });
-  done.WaitForNotification();
-  ASSERT_TRUE(status.ok()) << status;
-  EXPECT_EQ(outputs.values["mean"], std::vector<float>{7.0f});
-  EXPECT_EQ(trained->calls, 1);
+  auto predict = [&]() {
+    Outputs outputs;
+    absl::Notification done;
+    absl::Status status;
+    core.Infer(Request(), {}, &outputs, [&](absl::Status s, ServingCore::InferAnswer) {
+      status = s;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_TRUE(status.ok()) << status;
+    return outputs.values["mean"];
+  };
+  const std::vector<float> as_loaded = predict();
+  EXPECT_NE(as_loaded, std::vector<float>{7.0f});
+  EXPECT_EQ(builds.load(), 0);  // No step yet: the loaded servable, nothing built.
+  training->step = 1;
+  EXPECT_EQ(predict(), std::vector<float>{7.0f});
+  EXPECT_EQ(predict(), std::vector<float>{7.0f});
+  EXPECT_EQ(builds.load(), 1);  // Built once for step 1, then reused.
+  EXPECT_EQ(trained->calls, 2);
+  training->step = 2;
+  EXPECT_EQ(predict(), std::vector<float>{7.0f});
+  EXPECT_EQ(builds.load(), 2);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -157,6 +158,25 @@ void ExpectRanksTrainLikeSlots(const std::string& onnx, const OptimizerConfig& o
     EXPECT_EQ(a->samples, batch);
     // This rank's rows only: rank 1 has none of a batch of 1.
     ASSERT_LE(a->slices.size(), 1u);
+    // Every rank reports the job's slices, its own and the others', in the
+    // batch's rows: together they split it as one process of two slots does.
+    EXPECT_EQ(a->rank, Ranks()->rank());
+    const int64_t first = Ranks()->rank() == 0 ? 0 : job->RowsOfRank(batch, 1).first;
+    std::vector<std::pair<int64_t, int64_t>> job_rows, one_rows;
+    for (const DataParallelTrainer::SliceResult& s : a->slices) {
+      job_rows.emplace_back(first + s.slice.begin, first + s.slice.end);
+    }
+    for (const RankSlice& s : a->other_ranks) {
+      EXPECT_EQ(s.rank, 1 - Ranks()->rank());
+      EXPECT_FALSE(s.device.empty());
+      EXPECT_GE(s.compute_seconds, 0);
+      job_rows.emplace_back(s.begin, s.end);
+    }
+    std::sort(job_rows.begin(), job_rows.end());
+    for (const DataParallelTrainer::SliceResult& s : b->slices) {
+      one_rows.emplace_back(s.slice.begin, s.slice.end);
+    }
+    EXPECT_EQ(job_rows, one_rows) << "batch " << batch << ", step " << step;
   }
   ExpectSameWeights(*job, *one, batch);
 }

@@ -2,7 +2,8 @@
 
 Two ranks of one CPU slot each, under mpirun and under SLURM's srun (a one-node cluster on this
 machine, scripts/slurm-local.sh), train like one daemon with two CPU slots (the same losses,
-bit for bit, and the same predictions after training), and a rank killed mid-job fails the
+bit for bit, the same rows per slot, every rank's slots in rank 0's answer, and the same
+predictions after training), and a rank killed mid-job fails the
 next step with UNAVAILABLE naming it within --rank-timeout-seconds; the job then exits
 non-zero and a restart on its last periodic checkpoint resumes the step count.
 
@@ -89,11 +90,13 @@ def daemons():
 
 
 def train(client, x, y, sizes, **config):
+    """Each step's (loss, accuracy, step), and the rows each rank's slots trained."""
     client.configure_training("default", **config)
     losses, begin = [], 0
     for size in sizes:
         step = client.train_step("default", x[begin:begin + size], y[begin:begin + size])
-        losses.append((step.loss, step.accuracy, step.step))
+        losses.append((step.loss, step.accuracy, step.step,
+                       sorted((s.begin, s.end) for s in step.slices)))
         begin += size
     return losses
 
@@ -125,6 +128,9 @@ def expect_ranks_train_like_slots(daemons, batches, config, launcher):
         q = b.predict("default", x[:16])
         for name in q:
             np.testing.assert_allclose(p[name], q[name], rtol=1e-6, atol=1e-6)
+        # Rank 0 answers for every rank's slot, naming the rank.
+        step = a.train_step("default", x[:8], y[:8])
+        assert sorted((s.rank, s.begin, s.end) for s in step.slices) == [(0, 0, 4), (1, 4, 8)]
 
 
 def test_a_bad_batch_is_refused_at_rank_0_and_the_job_goes_on(daemons, batches):

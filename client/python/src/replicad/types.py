@@ -74,6 +74,7 @@ class SliceStep:
     begin: int  # First row of the batch it trained.
     end: int  # One past its last.
     compute_seconds: float
+    rank: int = 0  # The training job's rank whose slot this is (0 when the daemon trains alone).
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class StepResult:
                           int(r.samples), r.skipped or None, r.checkpoint_path or None,
                           r.checkpoint_error or None,
                           tuple(SliceStep(s.slot, s.device, int(s.begin), int(s.end),
-                                          s.compute_seconds) for s in r.replicas))
+                                          s.compute_seconds, int(s.rank)) for s in r.replicas))
 
 
 @dataclass(frozen=True)

@@ -534,25 +534,48 @@ bool AllFinite(const Tensor* t) {
   return t == nullptr || !AnyNonFinite(t->data<float>(), static_cast<size_t>(t->num_elements()));
 }
 
+// Winograd runs here: oneDNN has f32 Winograd on AVX-512 only.
+bool HasWinograd() {
+  static const bool has = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  return has;
+}
+
+// The convolution as a direct sum, its fused clamp run by the kernel (a pass
+// that keeps NaN): what a request with a NaN or an infinity gets.
+KernelOrStatus BuildExactConvKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  const bool winograd = context.winograd;
+  context.winograd = false;  // Read only while the kernel is built.
+  KernelOrStatus exact = BuildConvKernel(spec, context, /*clamp_by_caller=*/true);
+  context.winograd = winograd;
+  return exact;
+}
+
 }  // namespace
 
-// With constant weights and a fused clamp, two kernels: oneDNN's post-op
-// where X (and a fused sum's addend) are finite, as fast as before; our pass
-// where they are not, the only case where the two differ (a request with a
-// NaN or an infinity). The pass alone, on every request, took mobilenet_v2
-// (ReLU6 after most of its convolutions) at batch 1 from 8.8 to 10.2 ms (1
-// thread) and 9.6 to 10.8 ms (2), best of six runs on a busy 2-core AVX2
-// machine.
+// With constant weights, two kernels where they differ on non-finite
+// inputs: the fast one (oneDNN's post-op clamp; Winograd where it runs)
+// where X (and a fused sum's addend) are finite; the exact one (a direct
+// sum and our clamp pass) where they are not, the only case where the two
+// differ (a request with a NaN or an infinity). oneDNN's post-op clamps
+// turn NaN into numbers, and Winograd's transforms add and subtract
+// neighbouring pixels, so that +inf - +inf makes NaN where the direct sum
+// has an infinity and a NaN reaches its whole tile. The clamp pass alone,
+// on every request, took mobilenet_v2 (ReLU6 after most of its
+// convolutions) at batch 1 from 8.8 to 10.2 ms (1 thread) and 9.6 to 10.8 ms
+// (2), best of six runs on a busy 2-core AVX2 machine.
 KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context) {
-  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> exact,
-                            BuildConvKernel(spec, context, /*clamp_by_caller=*/true));
+  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> exact, BuildExactConvKernel(spec, context));
   dnnl::post_ops unused;
   ActivationStep activation;
   REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &unused, &activation));
+  REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(spec));
   const Tensor* weights = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
   const Tensor* bias = spec.constant_inputs.size() > 2 ? spec.constant_inputs[2] : nullptr;
-  if (activation.pass != ActivationPass::kClip || weights == nullptr ||
-      (HasInput(spec, 2) && bias == nullptr) || !AllFinite(weights) || !AllFinite(bias)) {
+  const bool clamp = activation.pass == ActivationPass::kClip;
+  const bool winograd = context.winograd && HasWinograd() && weights != nullptr &&
+                        WinogradPays(conv, spec.inputs[1]->shape);
+  if ((!clamp && !winograd) || weights == nullptr || (HasInput(spec, 2) && bias == nullptr) ||
+      !AllFinite(weights) || !AllFinite(bias)) {
     return exact;
   }
   REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fast,

@@ -1,5 +1,5 @@
-#ifndef REPLICAD_SERVER_RANKS_RANK_COMMAND_H_
-#define REPLICAD_SERVER_RANKS_RANK_COMMAND_H_
+#ifndef REPLICAD_CORE_TRAIN_RANK_COMMAND_H_
+#define REPLICAD_CORE_TRAIN_RANK_COMMAND_H_
 
 #include <string>
 #include <vector>
@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/tensor/tensor.h"
-#include "replicad/v1/replicad.pb.h"
+#include "core/train/training_config.h"
 
 namespace replicad {
 
@@ -19,7 +19,7 @@ struct RankCommand {
   enum class Kind { kConfigure = 1, kStep = 2, kStop = 3 };
   Kind kind = Kind::kStop;
   std::string model;
-  v1::TrainingConfig config;   // kConfigure.
+  TrainingConfig config;       // kConfigure.
   std::vector<Tensor> inputs;  // kStep: host tensors in model input order.
   Tensor targets;              // kStep.
   // kStep: `inputs` and `targets` are rows [first_row, first_row + rows) of
@@ -35,4 +35,4 @@ absl::StatusOr<RankCommand> DecodeRankCommand(absl::string_view bytes);
 
 }  // namespace replicad
 
-#endif  // REPLICAD_SERVER_RANKS_RANK_COMMAND_H_
+#endif  // REPLICAD_CORE_TRAIN_RANK_COMMAND_H_

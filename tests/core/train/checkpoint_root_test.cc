@@ -1,5 +1,5 @@
 // Where clients may have checkpoints written: under --checkpoint-root only.
-#include "server/checkpoint_root.h"
+#include "core/train/checkpoint_root.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

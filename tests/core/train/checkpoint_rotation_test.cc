@@ -1,6 +1,6 @@
 // Numbered periodic checkpoints: the newest --keep-checkpoints of a run
 // stay, and nothing of another run is ever removed.
-#include "server/checkpoint_rotation.h"
+#include "core/train/checkpoint_rotation.h"
 
 #include <unistd.h>
 

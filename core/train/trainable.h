@@ -1,13 +1,14 @@
-#ifndef REPLICAD_CORE_SERVE_TRAINABLE_H_
-#define REPLICAD_CORE_SERVE_TRAINABLE_H_
+#ifndef REPLICAD_CORE_TRAIN_TRAINABLE_H_
+#define REPLICAD_CORE_TRAIN_TRAINABLE_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "core/serve/servable.h"
+#include "core/model/model.h"
 #include "core/train/data_parallel_trainer.h"
 
 namespace replicad {
@@ -21,10 +22,10 @@ struct TrainShard {
   int world_size = 0;
 };
 
-// The training side of a served model, as the serving core sees it. Its work
-// runs on a thread of its own (steps of a model are serial anyway), never
-// on the caller's, so no protocol thread waits for a step or builds a plan.
-// Thread-safe.
+// The training side of a served model, as the scheduler sees it
+// (TrainingSession; tests' stand-ins). Its work runs on a thread of its own
+// (steps of a model are serial anyway), never on the caller's, so no
+// protocol thread waits for a step. Thread-safe.
 class Trainable {
  public:
   virtual ~Trainable() = default;
@@ -38,14 +39,22 @@ class Trainable {
   virtual void Step(std::vector<Tensor> inputs, Tensor targets, std::optional<TrainShard> shard,
                     StepDone done) = 0;
 
-  using ServableDone = absl::AnyInvocable<void(absl::StatusOr<std::shared_ptr<Servable>>) &&>;
-  // Hands Predict the servable that holds the latest step's weights (nullptr
-  // before the first step: serve the loaded weights). When a step made the
-  // published one stale, the training thread builds the new one first and
-  // calls `then` there; otherwise `then` runs before this returns.
-  virtual void TrainedServable(ServableDone then) = 0;
+  // Steps that changed the weights so far (a checkpoint's included). Cheap:
+  // readable while a step runs.
+  virtual int64_t trained_step() const = 0;
+
+  // The weights of the latest step, as a model graph as written (no
+  // inference optimisations), and that step; a null model before any step
+  // changed them.
+  struct Weights {
+    std::shared_ptr<const Model> model;
+    int64_t step = 0;
+  };
+  using WeightsDone = absl::AnyInvocable<void(absl::StatusOr<Weights>) &&>;
+  // Calls `then` on the training thread, after the steps queued before it.
+  virtual void TrainedWeights(WeightsDone then) = 0;
 };
 
 }  // namespace replicad
 
-#endif  // REPLICAD_CORE_SERVE_TRAINABLE_H_
+#endif  // REPLICAD_CORE_TRAIN_TRAINABLE_H_

@@ -2,12 +2,12 @@
 // step's tensors and a training configuration round-trip bit for bit; a cut or corrupted frame is
 // refused naming what is wrong, never read past its end, and a tensor's bytes must match its shape.
 
-#include "server/ranks/rank_command.h"
+#include "core/train/rank_command.h"
 
 #include <cstring>
 
+#include "core/train/byte_frame.h"
 #include "gtest/gtest.h"
-#include "server/ranks/byte_frame.h"
 
 namespace replicad {
 namespace {
@@ -39,12 +39,13 @@ TEST(RankCommandTest, AConfigurationRoundTrips) {
   RankCommand configure;
   configure.kind = RankCommand::Kind::kConfigure;
   configure.model = "m";
-  configure.config.set_seed(42);
-  configure.config.mutable_optimizer()->set_learning_rate(0.25f);
+  configure.config.seed = 42;
+  configure.config.optimizer.learning_rate = 0.25f;
+  configure.config.checkpoint_dir = "runs/\"quoted\"\n\xff";
   absl::StatusOr<RankCommand> back = DecodeRankCommand(EncodeRankCommand(configure));
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->config.seed(), 42u);
-  EXPECT_EQ(back->config.optimizer().learning_rate(), 0.25f);
+  EXPECT_EQ(FormatTrainingConfig(back->config), FormatTrainingConfig(configure.config));
+  EXPECT_EQ(back->config.checkpoint_dir, configure.config.checkpoint_dir);
 }
 
 // A cut or corrupted frame is refused naming what is wrong, never read past

@@ -1,9 +1,10 @@
-#include "server/ranks/byte_frame.h"
+#include "core/train/byte_frame.h"
 
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/tensor/shape.h"
 
 namespace replicad {
@@ -57,13 +58,13 @@ absl::Status FrameReader::Take(void* out, size_t size, absl::string_view what) {
 
 absl::StatusOr<int64_t> FrameReader::Int64(absl::string_view what) {
   int64_t value = 0;
-  if (absl::Status s = Take(&value, sizeof(value), what); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(Take(&value, sizeof(value), what));
   return value;
 }
 
 absl::StatusOr<double> FrameReader::Double(absl::string_view what) {
   double value = 0;
-  if (absl::Status s = Take(&value, sizeof(value), what); !s.ok()) return s;
+  REPLICAD_RETURN_IF_ERROR(Take(&value, sizeof(value), what));
   return value;
 }
 

@@ -1,5 +1,5 @@
-#ifndef REPLICAD_SERVER_RANKS_RANK_JOB_H_
-#define REPLICAD_SERVER_RANKS_RANK_JOB_H_
+#ifndef REPLICAD_CORE_TRAIN_RANK_JOB_H_
+#define REPLICAD_CORE_TRAIN_RANK_JOB_H_
 
 #include <atomic>
 #include <cstdint>
@@ -15,7 +15,7 @@ namespace replicad {
 // A training job of several ranks, as the daemon's training takes part in
 // it: rank 0 answers the clients and hands each training command to the
 // other ranks, which run them in the order sent (server/ranks/rank_worker.h).
-// Implemented over MPI (mpi_training_ranks.h). Thread-safe.
+// Implemented over MPI (server/ranks/mpi_training_ranks.h). Thread-safe.
 class RankJob {
  public:
   virtual ~RankJob() = default;
@@ -41,4 +41,4 @@ class RankJob {
 
 }  // namespace replicad
 
-#endif  // REPLICAD_SERVER_RANKS_RANK_JOB_H_
+#endif  // REPLICAD_CORE_TRAIN_RANK_JOB_H_

@@ -1,4 +1,4 @@
-#include "server/checkpoint_rotation.h"
+#include "core/train/checkpoint_rotation.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "core/serve/client_text.h"
+#include "core/base/client_text.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,5 +1,5 @@
-#ifndef REPLICAD_SERVER_CHECKPOINT_ROOT_H_
-#define REPLICAD_SERVER_CHECKPOINT_ROOT_H_
+#ifndef REPLICAD_CORE_TRAIN_CHECKPOINT_ROOT_H_
+#define REPLICAD_CORE_TRAIN_CHECKPOINT_ROOT_H_
 
 #include <optional>
 #include <string>
@@ -68,4 +68,4 @@ class CheckpointRoot {
 
 }  // namespace replicad
 
-#endif  // REPLICAD_SERVER_CHECKPOINT_ROOT_H_
+#endif  // REPLICAD_CORE_TRAIN_CHECKPOINT_ROOT_H_

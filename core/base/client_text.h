@@ -1,5 +1,5 @@
-#ifndef REPLICAD_CORE_SERVE_CLIENT_TEXT_H_
-#define REPLICAD_CORE_SERVE_CLIENT_TEXT_H_
+#ifndef REPLICAD_CORE_BASE_CLIENT_TEXT_H_
+#define REPLICAD_CORE_BASE_CLIENT_TEXT_H_
 
 #include <cstddef>
 #include <string>
@@ -19,4 +19,4 @@ std::string ClientText(absl::string_view text, size_t max_bytes = kMaxQuotedByte
 
 }  // namespace replicad
 
-#endif  // REPLICAD_CORE_SERVE_CLIENT_TEXT_H_
+#endif  // REPLICAD_CORE_BASE_CLIENT_TEXT_H_

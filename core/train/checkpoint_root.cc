@@ -1,4 +1,4 @@
-#include "server/checkpoint_root.h"
+#include "core/train/checkpoint_root.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
-#ifndef REPLICAD_SERVER_RANKS_BYTE_FRAME_H_
-#define REPLICAD_SERVER_RANKS_BYTE_FRAME_H_
+#ifndef REPLICAD_CORE_TRAIN_BYTE_FRAME_H_
+#define REPLICAD_CORE_TRAIN_BYTE_FRAME_H_
 
 #include <cstdint>
 #include <string>
@@ -55,4 +55,4 @@ class FrameReader {
 
 }  // namespace replicad
 
-#endif  // REPLICAD_SERVER_RANKS_BYTE_FRAME_H_
+#endif  // REPLICAD_CORE_TRAIN_BYTE_FRAME_H_

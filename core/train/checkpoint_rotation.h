@@ -1,5 +1,5 @@
-#ifndef REPLICAD_SERVER_CHECKPOINT_ROTATION_H_
-#define REPLICAD_SERVER_CHECKPOINT_ROTATION_H_
+#ifndef REPLICAD_CORE_TRAIN_CHECKPOINT_ROTATION_H_
+#define REPLICAD_CORE_TRAIN_CHECKPOINT_ROTATION_H_
 
 #include <cstdint>
 #include <string>
@@ -49,4 +49,4 @@ absl::Status PruneNumberedCheckpoints(const CheckpointDirectory& directory,
 
 }  // namespace replicad
 
-#endif  // REPLICAD_SERVER_CHECKPOINT_ROTATION_H_
+#endif  // REPLICAD_CORE_TRAIN_CHECKPOINT_ROTATION_H_

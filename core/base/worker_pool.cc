@@ -1,4 +1,4 @@
-#include "core/serve/worker_pool.h"
+#include "core/base/worker_pool.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // Client strings quoted in error messages are bounded.
-#include "core/serve/client_text.h"
+#include "core/base/client_text.h"
 
 #include <string>
 

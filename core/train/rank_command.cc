@@ -1,9 +1,9 @@
-#include "server/ranks/rank_command.h"
+#include "core/train/rank_command.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/ranks/byte_frame.h"
+#include "core/train/byte_frame.h"
 
 namespace replicad {
 namespace {
@@ -17,7 +17,8 @@ std::string EncodeRankCommand(const RankCommand& command) {
   FrameWriter out;
   out.Int64(static_cast<int64_t>(command.kind));
   out.String(command.model);
-  if (command.kind == RankCommand::Kind::kConfigure) out.String(command.config.SerializeAsString());
+  if (command.kind == RankCommand::Kind::kConfigure)
+    out.String(FormatTrainingConfig(command.config));
   if (command.kind == RankCommand::Kind::kStep) {
     out.Int64(command.first_row);
     out.Int64(command.batch);
@@ -44,9 +45,11 @@ absl::StatusOr<RankCommand> DecodeRankCommand(absl::string_view bytes) {
   if (command.kind == RankCommand::Kind::kConfigure) {
     absl::StatusOr<std::string> config = in.String("config");
     if (!config.ok()) return config.status();
-    if (!command.config.ParseFromString(*config)) {
-      return absl::InvalidArgumentError("rank command: the training configuration does not parse");
+    absl::StatusOr<TrainingConfig> parsed = ParseTrainingConfig(*config);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("rank command: ", parsed.status().message()));
     }
+    command.config = *std::move(parsed);
   }
   if (command.kind == RankCommand::Kind::kStep) {
     absl::StatusOr<int64_t> first_row = in.Int64("first row");

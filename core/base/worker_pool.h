@@ -1,5 +1,5 @@
-#ifndef REPLICAD_CORE_SERVE_WORKER_POOL_H_
-#define REPLICAD_CORE_SERVE_WORKER_POOL_H_
+#ifndef REPLICAD_CORE_BASE_WORKER_POOL_H_
+#define REPLICAD_CORE_BASE_WORKER_POOL_H_
 
 #include <deque>
 #include <string>
@@ -40,4 +40,4 @@ class WorkerPool {
 
 }  // namespace replicad
 
-#endif  // REPLICAD_CORE_SERVE_WORKER_POOL_H_
+#endif  // REPLICAD_CORE_BASE_WORKER_POOL_H_
