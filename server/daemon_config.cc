@@ -161,9 +161,8 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
         "--plan-memory-per-slot must be >= 0 bytes; received ", options.plan_memory_per_slot));
   }
   serving.plan_memory_per_slot = static_cast<size_t>(options.plan_memory_per_slot);
-  absl::StatusOr<std::string> weight_dir = WeightFileDir(options.weight_file_dir);
-  if (!weight_dir.ok()) return weight_dir.status();
-  serving.weight_file_dir = *std::move(weight_dir);
+  REPLICAD_ASSIGN_OR_RETURN(std::string weight_dir, WeightFileDir(options.weight_file_dir));
+  serving.weight_file_dir = std::move(weight_dir);
   if (options.max_batch_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-batch-size must be >= 0; received ", options.max_batch_size));
@@ -178,9 +177,8 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
 absl::StatusOr<std::vector<ModelSource>> ModelFlags(const ServerOptions& options) {
   std::vector<ModelSource> sources;
   for (const std::string& flag : options.models) {
-    absl::StatusOr<ModelSource> source = ParseModelFlag(flag);
-    if (!source.ok()) return source.status();
-    sources.push_back(*std::move(source));
+    REPLICAD_ASSIGN_OR_RETURN(ModelSource source, ParseModelFlag(flag));
+    sources.push_back(std::move(source));
   }
   return sources;
 }

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "core/base/status_macros.h"
+
 namespace replicad {
 
 GpuMetrics::GpuMetrics(metrics::Registry& registry, std::unique_ptr<GpuTelemetry> telemetry,
@@ -37,9 +39,8 @@ GpuMetrics::~GpuMetrics() {
 }
 
 absl::Status GpuMetrics::Refresh() {
-  absl::StatusOr<std::vector<GpuReading>> readings = telemetry_->Read();
-  if (!readings.ok()) return readings.status();
-  for (const GpuReading& r : *readings) {
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<GpuReading> readings, telemetry_->Read());
+  for (const GpuReading& r : readings) {
     const std::vector<std::string> gpu = {std::to_string(r.index)};
     utilization_.WithLabels(gpu).Set(r.utilization);
     memory_used_.WithLabels(gpu).Set(static_cast<double>(r.memory_used_bytes));

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "google/protobuf/text_format.h"
 #include "server/model_config_file.h"
 
@@ -183,9 +184,8 @@ absl::Status FillSharedMemoryStatus(const SharedMemoryRegistry& registry, const 
 absl::StatusOr<std::shared_ptr<LoadedModel>> FindModelVersion(const ServingCore& core,
                                                               const std::string& name,
                                                               const std::string& version) {
-  absl::StatusOr<int64_t> number = ParseModelVersion(version, "version");
-  if (!number.ok()) return number.status();
-  return core.FindModel(name, *number, "name");
+  REPLICAD_ASSIGN_OR_RETURN(int64_t number, ParseModelVersion(version, "version"));
+  return core.FindModel(name, number, "name");
 }
 
 absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelMetadata(

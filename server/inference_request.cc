@@ -33,15 +33,15 @@ absl::Status CheckUnsupportedParameters(const Parameters& parameters, const std:
 // (microseconds in the queue, as the model's queue policy allows).
 absl::Status ApplyRequestParameters(const Parameters& parameters, RequestContext* context) {
   if (auto it = parameters.find("priority"); it != parameters.end()) {
-    absl::StatusOr<uint64_t> priority = UnsignedParameter(it->second, "parameters.priority");
-    if (!priority.ok()) return priority.status();
-    context->priority = *priority;
+    REPLICAD_ASSIGN_OR_RETURN(uint64_t priority,
+                              UnsignedParameter(it->second, "parameters.priority"));
+    context->priority = priority;
   }
   if (auto it = parameters.find("timeout"); it != parameters.end()) {
-    absl::StatusOr<uint64_t> timeout = UnsignedParameter(it->second, "parameters.timeout");
-    if (!timeout.ok()) return timeout.status();
-    if (*timeout > 0) {
-      const int64_t us = static_cast<int64_t>(std::min<uint64_t>(*timeout, INT64_MAX));
+    REPLICAD_ASSIGN_OR_RETURN(uint64_t timeout,
+                              UnsignedParameter(it->second, "parameters.timeout"));
+    if (timeout > 0) {
+      const int64_t us = static_cast<int64_t>(std::min<uint64_t>(timeout, INT64_MAX));
       context->timeout = absl::Microseconds(us);
     }
   }
@@ -79,10 +79,10 @@ absl::StatusOr<std::optional<TensorRegion>> RegionOf(const Parameters& parameter
     return absl::InvalidArgumentError(
         absl::StrCat(tensor, ".parameters.", kByteSize, ": required with ", kRegion));
   }
-  absl::StatusOr<uint64_t> size =
-      UnsignedParameter(byte_size->second, absl::StrCat(tensor, ".parameters.", kByteSize));
-  if (!size.ok()) return size.status();
-  out.byte_size = *size;
+  REPLICAD_ASSIGN_OR_RETURN(
+      uint64_t size,
+      UnsignedParameter(byte_size->second, absl::StrCat(tensor, ".parameters.", kByteSize)));
+  out.byte_size = size;
   if (auto offset = parameters.find(kOffset); offset != parameters.end()) {
     absl::StatusOr<uint64_t> value =
         UnsignedParameter(offset->second, absl::StrCat(tensor, ".parameters.", kOffset));
@@ -151,9 +151,9 @@ absl::StatusOr<DecodedInfer> DecodeInferRequest(const inference::ModelInferReque
   infer.model = request.model_name();
   infer.model_field = "model_name";
   infer.outputs_field = "outputs";
-  absl::StatusOr<int64_t> version = ParseModelVersion(request.model_version(), "model_version");
-  if (!version.ok()) return version.status();
-  infer.version = *version;
+  REPLICAD_ASSIGN_OR_RETURN(int64_t version,
+                            ParseModelVersion(request.model_version(), "model_version"));
+  infer.version = version;
   if (input_bytes.size() != static_cast<size_t>(request.inputs_size())) {
     return absl::InternalError("a protocol door decoded the wrong number of inputs");
   }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/log.h"
+#include "core/base/status_macros.h"
 #include "core/model/default_model.h"
 #include "core/model/onnx_import.h"
 #include "core/model/weight_file.h"
@@ -42,9 +43,9 @@ absl::StatusOr<ModelSettings> SettingsOf(const ModelSource& source,
   ModelSettings settings;
   settings.options = daemon;
   if (source.config_path.empty()) return settings;
-  absl::StatusOr<inference::ModelConfig> config = ReadModelConfig(source.config_path, source.name);
-  if (!config.ok()) return config.status();
-  settings.config = *std::move(config);
+  REPLICAD_ASSIGN_OR_RETURN(inference::ModelConfig config,
+                            ReadModelConfig(source.config_path, source.name));
+  settings.config = std::move(config);
   absl::StatusOr<std::vector<SlotAssignment>> slots =
       InstanceGroupSlots(devices, daemon.slot_options.threads_per_slot, &settings.config);
   if (!slots.ok()) return InFile(source, slots.status());
@@ -126,9 +127,9 @@ LocalModelRepository::LocalModelRepository(Config config) : config_(std::move(co
 absl::StatusOr<std::vector<ModelSource>> LocalModelRepository::Sources() const {
   std::vector<ModelSource> sources;
   if (!config_.directory.empty()) {
-    absl::StatusOr<std::vector<ModelSource>> found = ScanModelRepository(config_.directory);
-    if (!found.ok()) return found.status();
-    sources = *std::move(found);
+    REPLICAD_ASSIGN_OR_RETURN(std::vector<ModelSource> found,
+                              ScanModelRepository(config_.directory));
+    sources = std::move(found);
   }
   for (const ModelSource& fixed : config_.fixed) {
     for (const ModelSource& s : sources) {
@@ -146,10 +147,9 @@ absl::StatusOr<std::vector<ModelSource>> LocalModelRepository::Sources() const {
 }
 
 absl::StatusOr<std::vector<ModelRepository::Entry>> LocalModelRepository::List() const {
-  absl::StatusOr<std::vector<ModelSource>> sources = Sources();
-  if (!sources.ok()) return sources.status();
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<ModelSource> sources, Sources());
   std::map<std::string, std::vector<ModelSource>> by_name;
-  for (const ModelSource& s : *sources) by_name[s.name].push_back(s);
+  for (const ModelSource& s : sources) by_name[s.name].push_back(s);
   std::vector<Entry> entries;
   for (const auto& [name, versions] : by_name) entries.push_back({name, FingerprintOf(versions)});
   return entries;
@@ -157,10 +157,9 @@ absl::StatusOr<std::vector<ModelRepository::Entry>> LocalModelRepository::List()
 
 absl::StatusOr<std::vector<std::shared_ptr<LoadedModel>>> LocalModelRepository::Load(
     const std::string& name) {
-  absl::StatusOr<std::vector<ModelSource>> sources = Sources();
-  if (!sources.ok()) return sources.status();
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<ModelSource> sources, Sources());
   std::map<int64_t, ModelSource> versions;
-  for (const ModelSource& s : *sources) {
+  for (const ModelSource& s : sources) {
     if (s.name == name) versions[s.version] = s;
   }
   if (versions.empty()) {

@@ -214,10 +214,10 @@ absl::StatusOr<QueuePolicy> PolicyOf(const std::string& field,
   policy.timeout_action = config.timeout_action() == inference::ModelQueuePolicy::DELAY
                               ? QueuePolicy::TimeoutAction::kDelay
                               : QueuePolicy::TimeoutAction::kReject;
-  absl::StatusOr<absl::Duration> timeout = Microseconds(
-      absl::StrCat(field, ".default_timeout_microseconds"), config.default_timeout_microseconds());
-  if (!timeout.ok()) return timeout.status();
-  policy.default_timeout = *timeout;
+  REPLICAD_ASSIGN_OR_RETURN(absl::Duration timeout,
+                            Microseconds(absl::StrCat(field, ".default_timeout_microseconds"),
+                                         config.default_timeout_microseconds()));
+  policy.default_timeout = timeout;
   policy.allow_timeout_override = config.allow_timeout_override();
   policy.max_queue_size = config.max_queue_size();
   return policy;
@@ -313,10 +313,9 @@ absl::StatusOr<std::vector<Shape>> CheckTensors(const Tensors& tensors, const Mo
       return absl::InvalidArgumentError(absl::StrCat(label, ": the model has no such ", field,
                                                      "; its ", field, "s: ", TensorNames(specs)));
     }
-    absl::StatusOr<Shape> shape =
-        CheckTensor(specs[index], tensor.data_type(), tensor.dims(), batched, label);
-    if (!shape.ok()) return shape.status();
-    shapes[index] = *std::move(shape);
+    REPLICAD_ASSIGN_OR_RETURN(
+        Shape shape, CheckTensor(specs[index], tensor.data_type(), tensor.dims(), batched, label));
+    shapes[index] = std::move(shape);
   }
   return shapes;
 }
@@ -482,10 +481,10 @@ absl::StatusOr<SchedulerOptions> SchedulerOptionsOf(const inference::ModelConfig
   }
   options.preferred_batch_sizes.assign(batching.preferred_batch_size().begin(),
                                        batching.preferred_batch_size().end());
-  absl::StatusOr<absl::Duration> delay = Microseconds(
-      "dynamic_batching.max_queue_delay_microseconds", batching.max_queue_delay_microseconds());
-  if (!delay.ok()) return delay.status();
-  options.max_queue_delay = *delay;
+  REPLICAD_ASSIGN_OR_RETURN(absl::Duration delay,
+                            Microseconds("dynamic_batching.max_queue_delay_microseconds",
+                                         batching.max_queue_delay_microseconds()));
+  options.max_queue_delay = delay;
   options.preserve_ordering = batching.preserve_ordering();
   absl::StatusOr<uint32_t> levels =
       Level("dynamic_batching.priority_levels", batching.priority_levels());
@@ -528,21 +527,21 @@ absl::StatusOr<std::shared_ptr<const Model>> ApplyTensorConfig(
       }
     }
   }
-  absl::StatusOr<std::vector<Shape>> inputs = CheckTensors(config.input(), *model, true, batched);
-  if (!inputs.ok()) return inputs.status();
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<Shape> inputs,
+                            CheckTensors(config.input(), *model, true, batched));
   absl::StatusOr<std::vector<Shape>> outputs =
       CheckTensors(config.output(), *model, false, batched);
   if (!outputs.ok()) return outputs.status();
   bool narrowed = false;
-  for (size_t i = 0; i < inputs->size(); ++i) {
-    narrowed = narrowed || (*inputs)[i] != model->inputs()[i].type.shape;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    narrowed = narrowed || (inputs)[i] != model->inputs()[i].type.shape;
   }
   if (!narrowed) return model;
   // Plans take their shapes from each slice, so only the signature that
   // requests are checked against changes; the weights are shared, not copied.
   Graph graph = model->graph();
-  for (size_t i = 0; i < inputs->size(); ++i) {
-    graph.values[graph.inputs[i]].type.shape = (*inputs)[i];
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    graph.values[graph.inputs[i]].type.shape = (inputs)[i];
   }
   return std::make_shared<const Model>(model->name(), model->source(), std::move(graph));
 }

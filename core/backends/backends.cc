@@ -6,6 +6,7 @@
 #include "core/backends/cpu/cpu_backend.h"
 #if REPLICAD_WITH_CUDA
 #include "core/backends/cuda/cuda_backend.h"
+#include "core/base/status_macros.h"
 #endif
 
 namespace replicad {
@@ -13,9 +14,8 @@ namespace replicad {
 absl::StatusOr<std::vector<DeviceInfo>> EnumerateDevices() {
   std::vector<DeviceInfo> devices = EnumerateCpuDevices();
 #if REPLICAD_WITH_CUDA
-  absl::StatusOr<std::vector<DeviceInfo>> cuda = EnumerateCudaDevices();
-  if (!cuda.ok()) return cuda.status();
-  devices.insert(devices.end(), cuda->begin(), cuda->end());
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<DeviceInfo> cuda, EnumerateCudaDevices());
+  devices.insert(devices.end(), cuda.begin(), cuda.end());
 #endif
   return devices;
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/base/status_macros.h"
 
 namespace replicad {
 namespace {
@@ -22,10 +23,9 @@ std::string AvailableList(const std::vector<DeviceInfo>& available) {
 
 absl::StatusOr<DeviceId> ParseAvailableDevice(absl::string_view text,
                                               const std::vector<DeviceInfo>& available) {
-  absl::StatusOr<DeviceId> id = ParseDeviceId(text);
-  if (!id.ok()) return id.status();
+  REPLICAD_ASSIGN_OR_RETURN(DeviceId id, ParseDeviceId(text));
   for (const DeviceInfo& d : available) {
-    if (d.id == *id) return *id;
+    if (d.id == id) return id;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "device '", text, "' does not exist on this machine; available: ", AvailableList(available)));
@@ -49,9 +49,8 @@ absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceList(
       return absl::InvalidArgumentError(
           absl::StrCat("--devices '", text, "' has an empty entry; expected e.g. cpu:0,cpu:1"));
     }
-    absl::StatusOr<DeviceId> id = ParseAvailableDevice(item, available);
-    if (!id.ok()) return id.status();
-    slots.push_back({absl::StrCat("r", slots.size()), *id, 1.0});
+    REPLICAD_ASSIGN_OR_RETURN(DeviceId id, ParseAvailableDevice(item, available));
+    slots.push_back({absl::StrCat("r", slots.size()), id, 1.0});
   }
   return slots;
 }
@@ -75,10 +74,9 @@ absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceMap(
       return absl::InvalidArgumentError(
           absl::StrCat("--device-map names context '", name, "' twice"));
     }
-    absl::StatusOr<DeviceId> id =
-        ParseAvailableDevice(absl::StripAsciiWhitespace(parts[1]), available);
-    if (!id.ok()) return id.status();
-    slots.push_back({std::move(name), *id, 1.0});
+    REPLICAD_ASSIGN_OR_RETURN(
+        DeviceId id, ParseAvailableDevice(absl::StripAsciiWhitespace(parts[1]), available));
+    slots.push_back({std::move(name), id, 1.0});
   }
   if (slots.empty()) {
     return absl::InvalidArgumentError("--device-map is empty; expected e.g. 'r0->cpu0;r1->cpu0'");

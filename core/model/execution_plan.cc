@@ -117,9 +117,8 @@ class ExecutionPlan::Builder {
     absl::StatusOr<KernelSpec> spec = SpecFor(node);
     if (!spec.ok()) return spec.status();
     if (node.op_type == "Constant") {
-      absl::StatusOr<Tensor> value = ConstantValue(*spec);
-      if (!value.ok()) return value.status();
-      return AddKnownValue(node.outputs[0], *std::move(value));
+      REPLICAD_ASSIGN_OR_RETURN(Tensor value, ConstantValue(*spec));
+      return AddKnownValue(node.outputs[0], std::move(value));
     }
     const OpDefinition* op = FindOp(node.op_type);
     if (op == nullptr) return absl::UnimplementedError("unsupported operator");
@@ -133,9 +132,8 @@ class ExecutionPlan::Builder {
     // Shape's value follows from its input's type, which the plan knows, so
     // Shape -> Gather -> Concat -> Reshape chains fold away at plan time.
     if (node.op_type == "Shape") {
-      absl::StatusOr<Tensor> value = ShapeValue(*spec);
-      if (!value.ok()) return value.status();
-      return AddKnownValue(node.outputs[0], *std::move(value));
+      REPLICAD_ASSIGN_OR_RETURN(Tensor value, ShapeValue(*spec));
+      return AddKnownValue(node.outputs[0], std::move(value));
     }
     const bool known = std::all_of(node.inputs.begin(), node.inputs.end(),
                                    [&](int v) { return v < 0 || host_values_[v] != nullptr; });

@@ -129,11 +129,10 @@ class ValueNames {
 absl::Status ConvertInitializers(onnx::GraphProto* g, const OnnxImportOptions& options,
                                  ValueNames* names, Graph* graph) {
   for (onnx::TensorProto& init : *g->mutable_initializer()) {
-    absl::StatusOr<Tensor> t = TensorFromOnnx(init);
-    if (!t.ok()) return t.status();
+    REPLICAD_ASSIGN_OR_RETURN(Tensor t, TensorFromOnnx(init));
     const int v = names->Index(init.name());
-    graph->values[v].type = t->type();
-    graph->initializers[v] = *std::move(t);
+    graph->values[v].type = t.type();
+    graph->initializers[v] = std::move(t);
     init.clear_raw_data();
     init.clear_float_data();
     init.clear_int64_data();
@@ -152,9 +151,8 @@ absl::Status ConvertInputs(const onnx::GraphProto& g, ValueNames* names, Graph* 
   for (const auto& input : g.input()) {
     const int v = names->Index(input.name());
     if (graph->initializers.count(v)) continue;  // IR < 4 lists initializers as inputs too.
-    absl::StatusOr<TensorType> type = ConvertValueInfo(input, "input");
-    if (!type.ok()) return type.status();
-    graph->values[v].type = *type;
+    REPLICAD_ASSIGN_OR_RETURN(TensorType type, ConvertValueInfo(input, "input"));
+    graph->values[v].type = type;
     graph->inputs.push_back(v);
   }
   return absl::OkStatus();
@@ -191,9 +189,8 @@ absl::Status ConvertNode(const onnx::NodeProto& proto, int n, ValueNames* names,
     node.outputs.push_back(names->Index(out));
   }
   for (const auto& attr : proto.attribute()) {
-    absl::StatusOr<AttributeValue> value = ConvertAttribute(attr, node.name);
-    if (!value.ok()) return value.status();
-    node.attributes.Set(attr.name(), *std::move(value));
+    REPLICAD_ASSIGN_OR_RETURN(AttributeValue value, ConvertAttribute(attr, node.name));
+    node.attributes.Set(attr.name(), std::move(value));
   }
   graph->nodes.push_back(std::move(node));
   return absl::OkStatus();

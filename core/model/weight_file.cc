@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 
 namespace replicad {
 namespace {
@@ -108,9 +109,8 @@ absl::StatusOr<std::shared_ptr<const Model>> WithWeightsInFile(std::shared_ptr<c
     const Tensor& tensor = graph.initializers.at(v);
     auto buffer =
         std::make_shared<Buffer>(file->base_ + offset, tensor.byte_size(), MemoryLocation{}, file);
-    absl::StatusOr<Tensor> view = Tensor::Create(tensor.dtype(), tensor.shape(), buffer);
-    if (!view.ok()) return view.status();
-    moved.initializers[v] = *std::move(view);
+    REPLICAD_ASSIGN_OR_RETURN(Tensor view, Tensor::Create(tensor.dtype(), tensor.shape(), buffer));
+    moved.initializers[v] = std::move(view);
   }
   return std::make_shared<const Model>(model->name(), model->source(), std::move(moved),
                                        std::move(file));

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/client_text.h"
+#include "core/base/status_macros.h"
 #include "core/base/worker_pool.h"
 
 namespace replicad {
@@ -125,13 +126,12 @@ absl::Status ModelManager::LoadAll() {
 
 absl::Status ModelManager::Poll() {
   absl::MutexLock load_lock(&load_mu_);
-  absl::StatusOr<std::vector<ModelRepository::Entry>> listed = repository_->List();
-  if (!listed.ok()) return listed.status();
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<ModelRepository::Entry> listed, repository_->List());
   std::set<std::string> present;
   std::vector<ModelRepository::Entry> changed;
   {
     absl::MutexLock lock(&mu_);
-    for (const ModelRepository::Entry& e : *listed) {
+    for (const ModelRepository::Entry& e : listed) {
       present.insert(e.name);
       auto it = models_.find(e.name);
       // A model whose load failed is tried again only once its files change.

@@ -169,9 +169,8 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Create(std::shared_ptr<const M
     return replica;
   }
   for (const auto& [v, host] : replica->model_->graph().initializers) {
-    absl::StatusOr<Tensor> weight = CopyToDevice(d, host);
-    if (!weight.ok()) return weight.status();
-    replica->weights_.emplace(v, *std::move(weight));
+    REPLICAD_ASSIGN_OR_RETURN(Tensor weight, CopyToDevice(d, host));
+    replica->weights_.emplace(v, std::move(weight));
   }
   REPLICAD_RETURN_IF_ERROR(d.Synchronize());
   return replica;

@@ -110,10 +110,9 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const Model& model,
                                                      " like inputs[", batch_from, "], received ",
                                                      in.shape[0]));
     }
-    absl::StatusOr<Tensor> tensor =
-        ViewOrAlignedCopy(in.dtype, in.shape, in.data, in.bytes, keep_alive);
-    if (!tensor.ok()) return tensor.status();
-    bound[index] = *std::move(tensor);
+    REPLICAD_ASSIGN_OR_RETURN(Tensor tensor,
+                              ViewOrAlignedCopy(in.dtype, in.shape, in.data, in.bytes, keep_alive));
+    bound[index] = std::move(tensor);
   }
   for (size_t m = 0; m < given_at.size(); ++m) {
     if (given_at[m] < 0) {

@@ -69,14 +69,13 @@ absl::StatusOr<double> FrameReader::Double(absl::string_view what) {
 }
 
 absl::StatusOr<std::string> FrameReader::String(absl::string_view what) {
-  absl::StatusOr<int64_t> size = Int64(what);
-  if (!size.ok()) return size.status();
-  if (*size < 0 || static_cast<uint64_t>(*size) > bytes_.size() - offset_) {
-    return absl::InvalidArgumentError(absl::StrCat("rank message: ", what, ": length ", *size,
+  REPLICAD_ASSIGN_OR_RETURN(int64_t size, Int64(what));
+  if (size < 0 || static_cast<uint64_t>(size) > bytes_.size() - offset_) {
+    return absl::InvalidArgumentError(absl::StrCat("rank message: ", what, ": length ", size,
                                                    " at offset ", offset_, " of ", bytes_.size()));
   }
-  std::string value(bytes_.substr(offset_, static_cast<size_t>(*size)));
-  offset_ += static_cast<size_t>(*size);
+  std::string value(bytes_.substr(offset_, static_cast<size_t>(size)));
+  offset_ += static_cast<size_t>(size);
   return value;
 }
 
@@ -106,9 +105,8 @@ absl::StatusOr<Tensor> FrameReader::HostTensor(absl::string_view what) {
   }
   Shape shape;
   for (int64_t d = 0; d < *rank; ++d) {
-    absl::StatusOr<int64_t> dim = Int64(what);
-    if (!dim.ok()) return dim.status();
-    shape.push_back(*dim);
+    REPLICAD_ASSIGN_OR_RETURN(int64_t dim, Int64(what));
+    shape.push_back(dim);
   }
   absl::StatusOr<std::string> bytes = String(what);
   if (!bytes.ok()) return bytes.status();
@@ -123,14 +121,13 @@ absl::StatusOr<Tensor> FrameReader::HostTensor(absl::string_view what) {
 }
 
 absl::StatusOr<absl::Status> FrameReader::Status(absl::string_view what) {
-  absl::StatusOr<int64_t> code = Int64(what);
-  if (!code.ok()) return code.status();
+  REPLICAD_ASSIGN_OR_RETURN(int64_t code, Int64(what));
   absl::StatusOr<std::string> message = String(what);
   if (!message.ok()) return message.status();
-  if (*code == 0) return absl::OkStatus();
+  if (code == 0) return absl::OkStatus();
   // An unknown number reads as Unknown rather than failing the frame.
-  const auto status_code = (*code > 0 && *code <= 16) ? static_cast<absl::StatusCode>(*code)
-                                                      : absl::StatusCode::kUnknown;
+  const auto status_code =
+      (code > 0 && code <= 16) ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown;
   return absl::Status(status_code, *message);
 }
 

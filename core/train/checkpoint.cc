@@ -333,11 +333,10 @@ absl::Status ReadState(const std::string& path, int64_t step, const std::string&
   }
   absl::StatusOr<const std::string*> step_text = RequiredMetadata(state, path, kStepKey);
   if (!step_text.ok()) return step_text.status();
-  absl::StatusOr<int64_t> state_step = ParseStep(path, **step_text);
-  if (!state_step.ok()) return state_step.status();
+  REPLICAD_ASSIGN_OR_RETURN(int64_t state_step, ParseStep(path, **step_text));
   absl::StatusOr<const std::string*> state_id = RequiredMetadata(state, path, kIdKey);
   if (!state_id.ok()) return state_id.status();
-  if (*state_step != step || **state_id != id) return absl::OkStatus();
+  if (state_step != step || **state_id != id) return absl::OkStatus();
 
   absl::StatusOr<OptimizerConfig> config = ParseConfig(state, path);
   if (!config.ok()) return config.status();
@@ -411,8 +410,7 @@ absl::Status WriteCheckpoint(const std::string& source_model, const CheckpointDi
   if (!checkpoint.run_id.empty()) SetMetadata(&model, kRunIdKey, checkpoint.run_id);
 
   const std::string state_name = CheckpointStateName(name);
-  absl::StatusOr<std::string> onnx_bytes = Serialize(model, onnx_path);
-  if (!onnx_bytes.ok()) return onnx_bytes.status();
+  REPLICAD_ASSIGN_OR_RETURN(std::string onnx_bytes, Serialize(model, onnx_path));
   absl::StatusOr<std::string> state_bytes =
       Serialize(StateModel(checkpoint, id), directory.PathOf(state_name));
   if (!state_bytes.ok()) return state_bytes.status();
@@ -428,7 +426,7 @@ absl::Status WriteCheckpoint(const std::string& source_model, const CheckpointDi
   // so a write that fails (a full disk, most often) changes nothing and
   // leaves nothing behind.
   REPLICAD_RETURN_IF_ERROR(WriteTemporary(directory, state_name, *state_bytes));
-  if (absl::Status status = WriteTemporary(directory, name, *onnx_bytes); !status.ok()) {
+  if (absl::Status status = WriteTemporary(directory, name, onnx_bytes); !status.ok()) {
     ::unlinkat(directory.fd(), TemporaryName(state_name).c_str(), 0);
     return status;
   }
@@ -453,12 +451,11 @@ absl::Status WriteCheckpoint(const std::string& source_model, const CheckpointDi
 absl::Status WriteCheckpoint(const std::string& source_model, const std::string& onnx_path,
                              const Checkpoint& checkpoint) {
   const size_t slash = onnx_path.rfind('/');
-  absl::StatusOr<CheckpointDirectory> directory =
-      CheckpointDirectory::Open(slash == std::string::npos ? "."
-                                : slash == 0               ? "/"
-                                                           : onnx_path.substr(0, slash));
-  if (!directory.ok()) return directory.status();
-  return WriteCheckpoint(source_model, *directory,
+  REPLICAD_ASSIGN_OR_RETURN(CheckpointDirectory directory,
+                            CheckpointDirectory::Open(slash == std::string::npos ? "."
+                                                      : slash == 0               ? "/"
+                                                                   : onnx_path.substr(0, slash)));
+  return WriteCheckpoint(source_model, directory,
                          slash == std::string::npos ? onnx_path : onnx_path.substr(slash + 1),
                          checkpoint);
 }
@@ -505,12 +502,11 @@ absl::StatusOr<std::string> ReadCheckpointRunId(const CheckpointDirectory& direc
 }
 
 absl::StatusOr<LoadedCheckpoint> ReadCheckpoint(const std::string& onnx_path) {
-  absl::StatusOr<std::string> bytes = ReadFile(onnx_path);
-  if (!bytes.ok()) return bytes.status();
+  REPLICAD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(onnx_path));
   onnx::ModelProto model;
-  if (!model.ParseFromString(*bytes)) return Invalid(onnx_path, "not an ONNX model (cannot parse)");
-  bytes->clear();
-  bytes->shrink_to_fit();
+  if (!model.ParseFromString(bytes)) return Invalid(onnx_path, "not an ONNX model (cannot parse)");
+  bytes.clear();
+  bytes.shrink_to_fit();
 
   LoadedCheckpoint loaded;
   for (const onnx::TensorProto& proto : model.graph().initializer()) {

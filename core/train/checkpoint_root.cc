@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/base/status_macros.h"
 
 namespace replicad {
 namespace {
@@ -108,9 +109,8 @@ absl::StatusOr<std::vector<std::string>> CheckpointRoot::ComponentsBelow(
 
 absl::StatusOr<std::string> CheckpointRoot::Resolve(const std::string& path,
                                                     const std::string& field) const {
-  absl::StatusOr<std::vector<std::string>> parts = ComponentsBelow(path, field);
-  if (!parts.ok()) return parts.status();
-  return ResolveComponents(*parts, path, field);
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> parts, ComponentsBelow(path, field));
+  return ResolveComponents(parts, path, field);
 }
 
 absl::StatusOr<std::string> CheckpointRoot::ResolveComponents(const std::vector<std::string>& parts,
@@ -134,15 +134,14 @@ absl::StatusOr<std::string> CheckpointRoot::ResolveComponents(const std::vector<
 
 absl::StatusOr<CheckpointRoot::Location> CheckpointRoot::Locate(const std::string& path,
                                                                 const std::string& field) const {
-  absl::StatusOr<std::vector<std::string>> parts = ComponentsBelow(path, field);
-  if (!parts.ok()) return parts.status();
-  absl::StatusOr<std::string> resolved = ResolveComponents(*parts, path, field);
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> parts, ComponentsBelow(path, field));
+  absl::StatusOr<std::string> resolved = ResolveComponents(parts, path, field);
   if (!resolved.ok()) return resolved.status();
-  std::string name = parts->back();
-  parts->pop_back();
+  std::string name = parts.back();
+  parts.pop_back();
   // The check above may be stale by now; this open is what the write uses.
   absl::StatusOr<CheckpointDirectory> directory =
-      CheckpointDirectory::OpenBeneath(*directory_, *parts);
+      CheckpointDirectory::OpenBeneath(*directory_, parts);
   if (!directory.ok()) {
     return absl::Status(
         directory.status().code(),

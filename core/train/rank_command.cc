@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/train/byte_frame.h"
 
 namespace replicad {
@@ -39,9 +40,8 @@ absl::StatusOr<RankCommand> DecodeRankCommand(absl::string_view bytes) {
     return absl::InvalidArgumentError(absl::StrCat("rank command: kind ", *kind));
   }
   command.kind = static_cast<RankCommand::Kind>(*kind);
-  absl::StatusOr<std::string> model = in.String("model");
-  if (!model.ok()) return model.status();
-  command.model = *std::move(model);
+  REPLICAD_ASSIGN_OR_RETURN(std::string model, in.String("model"));
+  command.model = std::move(model);
   if (command.kind == RankCommand::Kind::kConfigure) {
     absl::StatusOr<std::string> config = in.String("config");
     if (!config.ok()) return config.status();

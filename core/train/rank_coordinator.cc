@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/base/status_macros.h"
 #include "core/device/batch_split.h"
 
 namespace replicad {
@@ -83,24 +84,24 @@ absl::StatusOr<RankCoordinator::ShardPlace> RankCoordinator::ExchangeShards(
     const Shard& shard, int64_t rows, const absl::Status& valid) {
   // Every rank's shard, in rank order, is the job's batch; this rank
   // splits its own over its slots.
-  absl::StatusOr<std::vector<int64_t>> shards =
-      ranks_->ExchangeShardRows(shard.step, valid.ok() ? rows : 0, valid, shard.configuration);
-  if (!shards.ok()) return shards.status();
+  REPLICAD_ASSIGN_OR_RETURN(
+      std::vector<int64_t> shards,
+      ranks_->ExchangeShardRows(shard.step, valid.ok() ? rows : 0, valid, shard.configuration));
   ShardPlace place;
-  for (int r = 0; r < static_cast<int>(shards->size()); ++r) {
-    if (r < ranks_->rank()) place.first_row += (*shards)[r];
-    place.batch += (*shards)[r];
-    if ((*shards)[r] > 0) place.ranks_with_rows.push_back(r);
+  for (int r = 0; r < static_cast<int>(shards.size()); ++r) {
+    if (r < ranks_->rank()) place.first_row += (shards)[r];
+    place.batch += (shards)[r];
+    if ((shards)[r] > 0) place.ranks_with_rows.push_back(r);
   }
   return place;
 }
 
 absl::Status RankCoordinator::AwaitReady(const absl::Status& local, const char* kind,
                                          int64_t step) {
-  absl::StatusOr<std::vector<std::string>> every =
-      GatherReadiness(*ranks_, local, absl::StrCat(kind, "\n", starting_weights_, "\n", step));
-  if (!every.ok()) return every.status();
-  return CheckRanksAlike(*every);
+  REPLICAD_ASSIGN_OR_RETURN(
+      std::vector<std::string> every,
+      GatherReadiness(*ranks_, local, absl::StrCat(kind, "\n", starting_weights_, "\n", step)));
+  return CheckRanksAlike(every);
 }
 
 absl::Status RankCoordinator::CheckRanksAlike(const std::vector<std::string>& every) const {

@@ -54,12 +54,11 @@ absl::StatusOr<std::vector<std::string>> GatherReadiness(TrainingRanks& ranks,
   // "<status code>:<message, or the description when OK>".
   const std::string mine =
       absl::StrCat(static_cast<int>(local.code()), ":", local.ok() ? description : local.message());
-  absl::StatusOr<std::vector<std::string>> every = ranks.AllGather(mine);
-  if (!every.ok()) return every.status();
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> every, ranks.AllGather(mine));
   if (!local.ok()) return local;
   std::vector<std::string> descriptions;
-  for (size_t r = 0; r < every->size(); ++r) {
-    const std::string& part = (*every)[r];
+  for (size_t r = 0; r < every.size(); ++r) {
+    const std::string& part = (every)[r];
     const size_t colon = part.find(':');
     int code = 0;
     if (colon == std::string::npos || !absl::SimpleAtoi(part.substr(0, colon), &code)) {
@@ -67,7 +66,7 @@ absl::StatusOr<std::vector<std::string>> GatherReadiness(TrainingRanks& ranks,
     }
     if (code != 0) {
       return absl::Status(static_cast<absl::StatusCode>(code),
-                          absl::StrCat("rank ", r, " of ", every->size(), ": ",
+                          absl::StrCat("rank ", r, " of ", every.size(), ": ",
                                        absl::string_view(part).substr(colon + 1)));
     }
     descriptions.push_back(part.substr(colon + 1));

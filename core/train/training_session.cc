@@ -48,14 +48,14 @@ bool TrainingSession::WritesCheckpoints() const {
 absl::Status TrainingSession::LoadModel() {
   if (model_ != nullptr) return absl::OkStatus();
   const std::string& path = environment_.path;
-  absl::StatusOr<std::string> bytes =
-      path.empty() ? absl::StatusOr<std::string>(DefaultModelOnnxBytes()) : ReadFile(path);
-  if (!bytes.ok()) return bytes.status();
+  REPLICAD_ASSIGN_OR_RETURN(
+      std::string bytes,
+      path.empty() ? absl::StatusOr<std::string>(DefaultModelOnnxBytes()) : ReadFile(path));
   OnnxImportOptions options;
   options.optimize = false;  // Training needs the graph as written.
-  REPLICAD_ASSIGN_OR_RETURN(model_, LoadOnnxBytes(*bytes, environment_.model,
+  REPLICAD_ASSIGN_OR_RETURN(model_, LoadOnnxBytes(bytes, environment_.model,
                                                   path.empty() ? "<embedded>" : path, options));
-  source_bytes_ = *std::move(bytes);
+  source_bytes_ = std::move(bytes);
   if (path.empty()) return absl::OkStatus();
   // A checkpoint resumes where it stopped: its step, and its optimizer
   // state when that was written for the same step.

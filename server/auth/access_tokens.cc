@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/base/log.h"
+#include "core/base/status_macros.h"
 
 namespace replicad {
 namespace {
@@ -86,10 +87,9 @@ absl::StatusOr<std::unique_ptr<AccessTokens>> AccessTokens::Open(const std::stri
   std::unique_ptr<AccessTokens> tokens(new AccessTokens(path));
   struct stat seen = {};
   ::stat(path.c_str(), &seen);
-  absl::StatusOr<std::vector<Entry>> entries = ReadTokens(path);
-  if (!entries.ok()) return entries.status();
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<Entry> entries, ReadTokens(path));
   absl::MutexLock lock(&tokens->mu_);
-  tokens->entries_ = *std::move(entries);
+  tokens->entries_ = std::move(entries);
   tokens->seen_ = seen;
   tokens->last_look_ = absl::Now();
   return tokens;
@@ -126,9 +126,8 @@ absl::Status AccessTokens::Check(const std::string* authorization, absl::string_
 absl::Status AccessTokens::CheckRole(const std::string* authorization, absl::string_view rpc,
                                      std::optional<Role> needed) const {
   if (!needed) return absl::OkStatus();
-  absl::StatusOr<uint32_t> roles = RolesOf(authorization, rpc);
-  if (!roles.ok()) return roles.status();
-  if ((*roles & (1u << static_cast<int>(*needed))) == 0) {
+  REPLICAD_ASSIGN_OR_RETURN(uint32_t roles, RolesOf(authorization, rpc));
+  if ((roles & (1u << static_cast<int>(*needed))) == 0) {
     return absl::PermissionDeniedError(
         absl::StrCat(rpc, " needs a token with the role '", RoleName(*needed), "'"));
   }

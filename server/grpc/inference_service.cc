@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/base/client_text.h"
+#include "core/base/status_macros.h"
 #include "server/error_message.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/unary_call.h"
@@ -64,8 +65,7 @@ absl::StatusOr<WireBytes> InputBytes(const inference::ModelInferRequest& request
                                      const TensorBytes& bytes, int i) {
   const inference::ModelInferRequest::InferInputTensor& t = request.inputs(i);
   const std::string field = absl::StrCat("inputs[", i, "] '", ClientText(t.name()), "'");
-  absl::StatusOr<DType> dtype = DTypeFromDatatype(t.datatype(), field + ".datatype");
-  if (!dtype.ok()) return dtype.status();
+  REPLICAD_ASSIGN_OR_RETURN(DType dtype, DTypeFromDatatype(t.datatype(), field + ".datatype"));
   const inference::InferTensorContents& contents = t.contents();
   const size_t fp32 = bytes.fp32[i].size() / sizeof(float);
   const size_t int64 = bytes.int64[i].size() / sizeof(int64_t);
@@ -81,7 +81,7 @@ absl::StatusOr<WireBytes> InputBytes(const inference::ModelInferRequest& request
     return WireBytes{raw.data(), raw.size(), true};
   }
   if (typed == 0) return WireBytes{};
-  if (*dtype == DType::kFloat32) {
+  if (dtype == DType::kFloat32) {
     if (typed != fp32) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".contents: expected fp32_contents for datatype FP32"));
@@ -108,9 +108,8 @@ absl::StatusOr<DecodedInfer> DecodeInfer(const inference::ModelInferRequest& req
   }
   std::vector<WireBytes> inputs;
   for (int i = 0; i < request.inputs_size(); ++i) {
-    absl::StatusOr<WireBytes> input = InputBytes(request, bytes, i);
-    if (!input.ok()) return input.status();
-    inputs.push_back(*input);
+    REPLICAD_ASSIGN_OR_RETURN(WireBytes input, InputBytes(request, bytes, i));
+    inputs.push_back(input);
   }
   return DecodeInferRequest(request, inputs, shared_memory, context);
 }

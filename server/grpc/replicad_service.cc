@@ -3,6 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/unary_call.h"
 #include "server/grpc/wire_request.h"
@@ -30,9 +31,8 @@ absl::StatusOr<DType> DecodeDType(int value, const std::string& field) {
 // anything).
 absl::StatusOr<RequestInput> DecodeTensor(const v1::Tensor& t, absl::string_view raw,
                                           const std::string& field) {
-  absl::StatusOr<DType> dtype = DecodeDType(t.dtype(), field);
-  if (!dtype.ok()) return dtype.status();
-  return RequestInput{t.name(), *dtype, Shape(t.shape().begin(), t.shape().end()), raw.data(),
+  REPLICAD_ASSIGN_OR_RETURN(DType dtype, DecodeDType(t.dtype(), field));
+  return RequestInput{t.name(), dtype, Shape(t.shape().begin(), t.shape().end()), raw.data(),
                       raw.size()};
 }
 
@@ -44,11 +44,11 @@ absl::StatusOr<std::vector<RequestInput>> DecodeInputs(
   std::vector<RequestInput> inputs;
   inputs.reserve(tensors.size());
   for (int i = 0; i < tensors.size(); ++i) {
-    absl::StatusOr<RequestInput> input =
+    REPLICAD_ASSIGN_OR_RETURN(
+        RequestInput input,
         DecodeTensor(tensors[i], raw.empty() ? tensors[i].raw() : BytesOf(raw[i]),
-                     absl::StrCat("inputs[", i, "] '", tensors[i].name(), "'"));
-    if (!input.ok()) return input.status();
-    inputs.push_back(*std::move(input));
+                     absl::StrCat("inputs[", i, "] '", tensors[i].name(), "'")));
+    inputs.push_back(std::move(input));
   }
   return inputs;
 }

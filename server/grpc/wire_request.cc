@@ -253,9 +253,8 @@ absl::Status Fields(WireReader& reader, absl::string_view where, std::string* ou
     std::string tag_bytes;
     uint32_t tag;
     REPLICAD_RETURN_IF_ERROR(reader.ReadTag(where, &tag, &tag_bytes));
-    absl::StatusOr<bool> taken = take(tag, tag_bytes);
-    if (!taken.ok()) return taken.status();
-    if (*taken) continue;
+    REPLICAD_ASSIGN_OR_RETURN(bool taken, take(tag, tag_bytes));
+    if (taken) continue;
     out->append(tag_bytes);
     REPLICAD_RETURN_IF_ERROR(reader.CopyField(where, tag, out));
   }

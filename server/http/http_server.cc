@@ -529,9 +529,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   }
   auto impl = std::make_unique<Impl>(
       std::make_shared<ServerState>(std::move(options), std::move(handler), std::move(tls)));
-  absl::StatusOr<int> port = impl->Listen(listen_address);
-  if (!port.ok()) return port.status();
-  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl), *port, threads));
+  REPLICAD_ASSIGN_OR_RETURN(int port, impl->Listen(listen_address));
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl), port, threads));
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl, int port, int threads)

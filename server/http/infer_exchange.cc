@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/client_text.h"
+#include "core/base/status_macros.h"
 
 namespace replicad {
 namespace {
@@ -86,9 +87,8 @@ absl::Status InferExchange::Parse(const std::string& model, const std::string& v
   }
   protocol_.set_model_name(model);
   protocol_.set_model_version(version);
-  absl::StatusOr<std::string> id = StringMember(body, "id", "request", false);
-  if (!id.ok()) return id.status();
-  protocol_.set_id(*id);
+  REPLICAD_ASSIGN_OR_RETURN(std::string id, StringMember(body, "id", "request", false));
+  protocol_.set_id(id);
   if (auto it = body.find("parameters"); it != body.end()) {
     if (absl::Status s = ToParameters(*it, "parameters", protocol_.mutable_parameters()); !s.ok()) {
       return s;
@@ -184,10 +184,9 @@ absl::StatusOr<std::string> InferExchange::ParseTensor(const json& object, const
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": expected an object, received ", TypeName(object)));
   }
-  absl::StatusOr<std::string> name = StringMember(object, "name", field, true);
-  if (!name.ok()) return name.status();
-  tensor->set_name(*name);
-  std::string named = absl::StrCat(field, " '", ClientText(*name), "'");
+  REPLICAD_ASSIGN_OR_RETURN(std::string name, StringMember(object, "name", field, true));
+  tensor->set_name(name);
+  std::string named = absl::StrCat(field, " '", ClientText(name), "'");
   if (auto it = object.find("parameters"); it != object.end()) {
     if (absl::Status s = ToParameters(*it, named + ".parameters", tensor->mutable_parameters());
         !s.ok()) {
@@ -200,10 +199,9 @@ absl::StatusOr<std::string> InferExchange::ParseTensor(const json& object, const
 absl::Status InferExchange::ParseInput(const json& input, size_t i, absl::string_view binary,
                                        size_t* binary_used) {
   inference::ModelInferRequest::InferInputTensor* tensor = protocol_.add_inputs();
-  absl::StatusOr<std::string> tensor_name =
-      ParseTensor(input, absl::StrCat("inputs[", i, "]"), tensor);
-  if (!tensor_name.ok()) return tensor_name.status();
-  const std::string& named = *tensor_name;
+  REPLICAD_ASSIGN_OR_RETURN(std::string tensor_name,
+                            ParseTensor(input, absl::StrCat("inputs[", i, "]"), tensor));
+  const std::string& named = tensor_name;
   absl::StatusOr<std::string> datatype = StringMember(input, "datatype", named, true);
   if (!datatype.ok()) return datatype.status();
   tensor->set_datatype(*datatype);
@@ -260,10 +258,9 @@ absl::Status InferExchange::ParseInput(const json& input, size_t i, absl::string
 
 absl::Status InferExchange::ParseOutput(const json& output, size_t i) {
   inference::ModelInferRequest::InferRequestedOutputTensor* tensor = protocol_.add_outputs();
-  absl::StatusOr<std::string> tensor_name =
-      ParseTensor(output, absl::StrCat("outputs[", i, "]"), tensor);
-  if (!tensor_name.ok()) return tensor_name.status();
-  const std::string& named = *tensor_name;
+  REPLICAD_ASSIGN_OR_RETURN(std::string tensor_name,
+                            ParseTensor(output, absl::StrCat("outputs[", i, "]"), tensor));
+  const std::string& named = tensor_name;
   bool binary = default_binary_;
   if (auto it = tensor->parameters().find("binary_data"); it != tensor->parameters().end()) {
     if (it->second.parameter_choice_case() != inference::InferParameter::kBoolParam) {

@@ -88,10 +88,9 @@ absl::Status DecodePartialHeader(absl::string_view bytes, RankPartial* partial,
     if (*size < 0) return absl::InvalidArgumentError("rank message: a negative gradient size");
     sizes->push_back(static_cast<size_t>(*size));
   }
-  absl::StatusOr<int64_t> buffers = in.Int64("buffers");
-  if (!buffers.ok()) return buffers.status();
+  REPLICAD_ASSIGN_OR_RETURN(int64_t buffers, in.Int64("buffers"));
   partial->buffers.clear();
-  for (int64_t b = 0; b < *buffers; ++b) {
+  for (int64_t b = 0; b < buffers; ++b) {
     absl::StatusOr<Tensor> t = in.HostTensor("running statistic");
     if (!t.ok()) return t.status();
     partial->buffers.push_back(*std::move(t));
@@ -247,20 +246,18 @@ absl::Status MpiTrainingRanks::SendBytes(int to, int tag, const void* data, size
 
 absl::StatusOr<std::string> MpiTrainingRanks::Receive(int from, int tag, int communicator,
                                                       const std::string& what) {
-  absl::StatusOr<size_t> size = Probe(from, tag, communicator, what);
-  if (!size.ok()) return size.status();
-  std::string bytes(*size, '\0');
-  REPLICAD_RETURN_IF_ERROR(ReceiveProbed(from, tag, communicator, bytes.data(), *size, what));
+  REPLICAD_ASSIGN_OR_RETURN(size_t size, Probe(from, tag, communicator, what));
+  std::string bytes(size, '\0');
+  REPLICAD_RETURN_IF_ERROR(ReceiveProbed(from, tag, communicator, bytes.data(), size, what));
   return bytes;
 }
 
 absl::Status MpiTrainingRanks::ReceiveBytes(int from, int tag, int communicator, void* data,
                                             size_t size, const std::string& what) {
-  absl::StatusOr<size_t> arrived = Probe(from, tag, communicator, what);
-  if (!arrived.ok()) return arrived.status();
-  if (*arrived != size) {
+  REPLICAD_ASSIGN_OR_RETURN(size_t arrived, Probe(from, tag, communicator, what));
+  if (arrived != size) {
     return Break(absl::InternalError(
-        absl::StrCat("rank ", from, " sent ", *arrived, " bytes for ", what, ", expected ", size)));
+        absl::StrCat("rank ", from, " sent ", arrived, " bytes for ", what, ", expected ", size)));
   }
   return ReceiveProbed(from, tag, communicator, data, size, what);
 }
@@ -362,11 +359,10 @@ absl::Status MpiTrainingRanks::SendPartForSums(const std::string& which, const s
           SendBytes(0, kGradientTag, g.data(), g.size() * sizeof(float), kSteps, which));
     }
   }
-  absl::StatusOr<std::string> reply = Receive(0, kSumTag, kSteps, sums);
-  if (!reply.ok()) return reply.status();
+  REPLICAD_ASSIGN_OR_RETURN(std::string reply, Receive(0, kSumTag, kSteps, sums));
   RankPartial job;
   std::vector<size_t> sizes;
-  if (absl::Status s = DecodePartialHeader(*reply, &job, &sizes); !s.ok()) return Break(s);
+  if (absl::Status s = DecodePartialHeader(reply, &job, &sizes); !s.ok()) return Break(s);
   if (!job.status.ok()) return job.status;
   if (sizes != SizesOf(partial->gradients)) {
     return Break(absl::InternalError(absl::StrCat("rank 0 sent ", sizes.size(),
@@ -471,10 +467,10 @@ absl::StatusOr<std::vector<int64_t>> MpiTrainingRanks::ExchangeShardRows(int64_t
   mine.Status(local);
   if (rank_ != 0) {
     REPLICAD_RETURN_IF_ERROR(Send(0, kShardTag, mine.bytes(), kSteps, which));
-    absl::StatusOr<std::string> reply =
-        Receive(0, kShardPlanTag, kSteps, absl::StrCat("the shards of step ", step));
-    if (!reply.ok()) return reply.status();
-    FrameReader in(*reply);
+    REPLICAD_ASSIGN_OR_RETURN(
+        std::string reply,
+        Receive(0, kShardPlanTag, kSteps, absl::StrCat("the shards of step ", step)));
+    FrameReader in(reply);
     absl::StatusOr<absl::Status> status = in.Status("shard status");
     if (!status.ok()) return Break(status.status());
     if (!status->ok()) return *status;
@@ -490,9 +486,8 @@ absl::StatusOr<std::vector<int64_t>> MpiTrainingRanks::ExchangeShardRows(int64_t
   std::vector<int64_t> shards = {rows};
   absl::Status agreed = local;
   for (int r = 1; r < size_; ++r) {
-    absl::StatusOr<std::string> bytes = Receive(r, kShardTag, kSteps, which);
-    if (!bytes.ok()) return bytes.status();
-    FrameReader in(*bytes);
+    REPLICAD_ASSIGN_OR_RETURN(std::string bytes, Receive(r, kShardTag, kSteps, which));
+    FrameReader in(bytes);
     absl::StatusOr<int64_t> their_step = in.Int64("shard step");
     absl::StatusOr<int64_t> their_rows = in.Int64("shard rows");
     absl::StatusOr<int64_t> their_configuration = in.Int64("shard configuration");
@@ -537,24 +532,23 @@ absl::Status MpiTrainingRanks::SumStatistics(const std::vector<int>& ranks, doub
                  kStatistics, what);
         !s.ok())
       return s;
-    absl::StatusOr<std::string> sum =
-        Receive(leader, kStatisticsSumTag, kStatistics, "the batch-normalization sums");
-    if (!sum.ok()) return sum.status();
-    if (sum->size() != bytes) {
-      return Break(absl::InternalError(absl::StrCat("rank ", leader, " sent ", sum->size(),
+    REPLICAD_ASSIGN_OR_RETURN(std::string sum, Receive(leader, kStatisticsSumTag, kStatistics,
+                                                       "the batch-normalization sums"));
+    if (sum.size() != bytes) {
+      return Break(absl::InternalError(absl::StrCat("rank ", leader, " sent ", sum.size(),
                                                     " bytes of statistics, expected ", bytes)));
     }
-    std::memcpy(data, sum->data(), bytes);
+    std::memcpy(data, sum.data(), bytes);
     return absl::OkStatus();
   }
   for (size_t i = 1; i < ranks.size(); ++i) {
-    absl::StatusOr<std::string> part = Receive(ranks[i], kStatisticsTag, kStatistics, what);
-    if (!part.ok()) return part.status();
-    if (part->size() != bytes) {
-      return Break(absl::InternalError(absl::StrCat("rank ", ranks[i], " sent ", part->size(),
+    REPLICAD_ASSIGN_OR_RETURN(std::string part,
+                              Receive(ranks[i], kStatisticsTag, kStatistics, what));
+    if (part.size() != bytes) {
+      return Break(absl::InternalError(absl::StrCat("rank ", ranks[i], " sent ", part.size(),
                                                     " bytes of statistics, expected ", bytes)));
     }
-    const double* values = reinterpret_cast<const double*>(part->data());
+    const double* values = reinterpret_cast<const double*>(part.data());
     for (size_t k = 0; k < count; ++k) data[k] += values[k];
   }
   const std::string sum(reinterpret_cast<const char*>(data), bytes);
@@ -572,9 +566,9 @@ absl::StatusOr<std::vector<std::string>> MpiTrainingRanks::AllGather(const std::
   const std::string what = "its part of a gather";
   if (rank_ != 0) {
     REPLICAD_RETURN_IF_ERROR(Send(0, kGatherTag, mine, kGathers, what));
-    absl::StatusOr<std::string> reply = Receive(0, kGatheredTag, kGathers, "every rank's parts");
-    if (!reply.ok()) return reply.status();
-    FrameReader in(*reply);
+    REPLICAD_ASSIGN_OR_RETURN(std::string reply,
+                              Receive(0, kGatheredTag, kGathers, "every rank's parts"));
+    FrameReader in(reply);
     std::vector<std::string> parts;
     for (int r = 0; r < size_; ++r) {
       absl::StatusOr<std::string> part = in.String("a rank's part");
@@ -587,10 +581,9 @@ absl::StatusOr<std::vector<std::string>> MpiTrainingRanks::AllGather(const std::
   FrameWriter all;
   all.String(mine);
   for (int r = 1; r < size_; ++r) {
-    absl::StatusOr<std::string> part = Receive(r, kGatherTag, kGathers, what);
-    if (!part.ok()) return part.status();
-    all.String(*part);
-    parts.push_back(*std::move(part));
+    REPLICAD_ASSIGN_OR_RETURN(std::string part, Receive(r, kGatherTag, kGathers, what));
+    all.String(part);
+    parts.push_back(std::move(part));
   }
   for (int r = 1; r < size_; ++r) {
     REPLICAD_RETURN_IF_ERROR(Send(r, kGatheredTag, all.bytes(), kGathers, "every rank's parts"));

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "core/base/log.h"
+#include "core/base/status_macros.h"
 #include "core/train/rank_command.h"
 
 namespace replicad {
@@ -54,9 +55,8 @@ absl::Status Run(RankJob& job, ModelManager& models, RankCommand command) {
 
 absl::Status RunRankWorker(RankJob& job, ModelManager& models, const std::atomic<bool>& stop) {
   for (;;) {
-    absl::StatusOr<std::string> bytes = job.ReceiveCommand(stop);
-    if (!bytes.ok()) return bytes.status();
-    absl::StatusOr<RankCommand> command = DecodeRankCommand(*bytes);
+    REPLICAD_ASSIGN_OR_RETURN(std::string bytes, job.ReceiveCommand(stop));
+    absl::StatusOr<RankCommand> command = DecodeRankCommand(bytes);
     if (!command.ok()) return command.status();  // Not from our rank 0: nothing is in step.
     if (command->kind == RankCommand::Kind::kStop) return absl::OkStatus();
     const std::string model = command->model;

@@ -36,7 +36,7 @@ BoundPrimitive::BoundPrimitive(CpuKernelContext& context, const dnnl::primitive_
     : context_(context), primitive_(std::move(primitive)) {
   const dnnl::memory::desc scratchpad = pd.scratchpad_desc();
   if (scratchpad.get_size() != 0) {
-    context_.scratchpad.Reserve(scratchpad.get_size());
+    scratchpad_claim_ = context_.scratchpad.Reserve(scratchpad.get_size());
     scratchpad_ = dnnl::memory(scratchpad, context_.engine, DNNL_MEMORY_NONE);
     args_.push_back({DNNL_ARG_SCRATCHPAD, scratchpad_.get()});
   }
@@ -76,7 +76,9 @@ void BoundPrimitive::BindFixedPart(int arg, std::shared_ptr<const dnnl::memory> 
 
 absl::Status BoundPrimitive::Execute(const void* const* inputs, void* const* outputs,
                                      const std::string& node) {
-  // Later kernels may have grown (moved) the shared scratchpad.
+  // Later kernels may have grown (moved) the shared scratchpad, and plans
+  // freed since may let it shrink.
+  if (scratchpad_) context_.scratchpad.Trim();
   if (scratchpad_ &&
       dnnl_memory_set_data_handle(scratchpad_.get(), context_.scratchpad.data()) != dnnl_success) {
     return absl::InternalError(absl::StrCat(node, ": oneDNN could not bind the scratchpad"));

@@ -70,6 +70,7 @@ class BoundPrimitive {
   CpuKernelContext& context_;
   dnnl::primitive primitive_;
   dnnl::memory scratchpad_;  // Empty when the primitive needs none.
+  SlotScratchpad::Claim scratchpad_claim_;
   std::vector<dnnl::memory> fixed_;
   std::vector<std::shared_ptr<const dnnl::memory>> shared_;
   std::vector<Binding> bindings_;

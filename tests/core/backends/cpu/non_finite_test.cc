@@ -9,8 +9,8 @@
 // (blocked and plain) with fused Relu, ReLU6 and LeakyRelu, Gemm and MatMul with a fused Relu, the
 // matrix-vector product, MaxPool (a NaN at each place of a padded, dilated, ceil_mode window),
 // Softmax and LogSoftmax rows, GlobalAveragePool and ReduceMean; one convolution kernel fed finite,
-// NaN and infinite inputs in turn; Winograd against the direct sum's non-finite positions (both runs
-// direct without AVX-512).
+// NaN and infinite inputs in turn; Winograd against the direct sum's non-finite positions (both
+// runs direct without AVX-512).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
