@@ -6,16 +6,16 @@
 // fingerprint is stable.
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/train/training_config.h"
 #include "fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace replicad;
   using replicad::fuzz::Violated;
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const absl::string_view text(reinterpret_cast<const char*>(data), size);
   absl::StatusOr<TrainingConfig> config = ParseTrainingConfig(text);
   if (!config.ok()) {
     if (config.status().code() != absl::StatusCode::kInvalidArgument) {

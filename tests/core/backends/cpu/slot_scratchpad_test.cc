@@ -46,8 +46,9 @@ TEST(SlotScratchpadTest, ClaimsDroppedOnAnotherThreadLetItShrink) {
   SlotScratchpad::Claim kept = pad.Reserve(4096);
   SlotScratchpad::Claim huge = pad.Reserve(64 << 20);
   EXPECT_EQ(pad.size(), size_t{64} << 20);
-  std::thread([claim = std::move(huge)]() mutable { SlotScratchpad::Claim dropped(std::move(claim)); })
-      .join();
+  std::thread([claim = std::move(huge)]() mutable {
+    SlotScratchpad::Claim dropped(std::move(claim));
+  }).join();
   pad.Trim();
   EXPECT_EQ(pad.size(), 4096u);
 }
