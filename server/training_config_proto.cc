@@ -1,6 +1,5 @@
 #include "server/training_config_proto.h"
 
-#include <charconv>
 #include <cstdlib>
 #include <string>
 
@@ -23,12 +22,7 @@ absl::Status CheckEnum(const google::protobuf::EnumDescriptor* descriptor, int v
 }
 
 // The double a client would have written for `value`: its shortest decimal.
-double AsWritten(float value) {
-  char text[32];
-  const std::to_chars_result end = std::to_chars(text, text + sizeof(text) - 1, value);
-  *end.ptr = '\0';
-  return std::strtod(text, nullptr);
-}
+double AsWritten(float value) { return std::strtod(ShortestDecimal(value).c_str(), nullptr); }
 
 void SetIfPresent(bool present, double value, float* out) {
   if (present) *out = static_cast<float>(value);

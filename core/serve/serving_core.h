@@ -127,19 +127,17 @@ class ServingCore {
   // be trained here.
   void TrainStep(TrainRequest request, RequestContext context, TrainDone done);
 
+  // TrainingSession's Configure and SaveCheckpoint for `model`'s latest
+  // version, with their errors, and Unavailable while draining, NotFound
+  // naming `model`, FailedPrecondition for a model that cannot be trained
+  // here. They run on its training thread, after the steps already handed to
+  // it, not in the model's queue.
   using ConfigureDone =
       absl::AnyInvocable<void(absl::StatusOr<TrainingConfig> applied, int64_t step,
                               std::shared_ptr<LoadedModel> model) &&>;
-  // Configures the training of `model`'s latest version
-  // (TrainingSession::Configure, whose errors it gives): Unavailable while
-  // draining, NotFound naming `model`, FailedPrecondition for a model that
-  // cannot be trained here. Runs on the training thread, after the steps
-  // already handed to it, not in the model's queue.
   void ConfigureTraining(const std::string& model, TrainingConfig config, ConfigureDone done);
   using SaveDone = absl::AnyInvocable<void(absl::StatusOr<TrainingSession::Saved> saved,
                                            std::shared_ptr<LoadedModel> model) &&>;
-  // Writes `model`'s trained weights (TrainingSession::SaveCheckpoint);
-  // errors as ConfigureTraining's.
   void SaveCheckpoint(const std::string& model, std::string path, SaveDone done);
 
   // A ready version of a model, for metadata; NotFound naming `field`.

@@ -90,7 +90,7 @@ absl::StatusOr<RankCoordinator::ShardPlace> RankCoordinator::ExchangeShards(
   ShardPlace place;
   for (int r = 0; r < static_cast<int>(shards.size()); ++r) {
     if (r < ranks_->rank()) place.first_row += (shards)[r];
-    place.batch += (shards)[r];
+    place.batch += shards[r];
     if ((shards)[r] > 0) place.ranks_with_rows.push_back(r);
   }
   return place;

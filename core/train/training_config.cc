@@ -22,13 +22,6 @@ constexpr const char* kOptimizerNames[] = {"OPTIMIZER_SGD", "OPTIMIZER_ADAM", "O
 constexpr const char* kReductionNames[] = {"GRADIENT_REDUCTION_ALLREDUCE", "GRADIENT_REDUCTION_PS"};
 constexpr const char* kNonFiniteNames[] = {"NON_FINITE_STEPS_REFUSE", "NON_FINITE_STEPS_SKIP"};
 
-// The shortest decimal that reads back as `value` exactly.
-std::string ShortestDecimal(float value) {
-  char text[32];
-  const std::to_chars_result end = std::to_chars(text, text + sizeof(text), value);
-  return std::string(text, end.ptr);
-}
-
 std::string Quoted(const std::string& text) {
   return absl::StrCat("\"", absl::CEscape(text), "\"");
 }
@@ -236,6 +229,12 @@ absl::Status ReadField(TextReader& in, const std::string& field, TrainingConfig*
 }
 
 }  // namespace
+
+std::string ShortestDecimal(float value) {
+  char text[32];
+  const std::to_chars_result end = std::to_chars(text, text + sizeof(text), value);
+  return std::string(text, end.ptr);
+}
 
 absl::StatusOr<TrainingConfig> CompleteTrainingConfig(TrainingConfig config, const Model& model,
                                                       const std::vector<DeviceInfo>& devices) {

@@ -51,6 +51,10 @@ TrainerOptions TrainerOptionsOf(const TrainingConfig& config, DType target_dtype
 // job compare: equal configurations give equal numbers in every process.
 uint64_t TrainingFingerprint(const TrainingConfig& config);
 
+// The shortest decimal that reads back as `value` exactly ("0.01", not
+// "0.00999999978"): how the text below writes the optimizer's numbers.
+std::string ShortestDecimal(float value);
+
 // The text a checkpoint stores and a rank command carries: protobuf text
 // format of replicad.v1.TrainingConfig (every field written, enums by name,
 // floats in their shortest exact decimal), so checkpoints written before

@@ -58,7 +58,7 @@ absl::StatusOr<std::vector<std::string>> GatherReadiness(TrainingRanks& ranks,
   if (!local.ok()) return local;
   std::vector<std::string> descriptions;
   for (size_t r = 0; r < every.size(); ++r) {
-    const std::string& part = (every)[r];
+    const std::string& part = every[r];
     const size_t colon = part.find(':');
     int code = 0;
     if (colon == std::string::npos || !absl::SimpleAtoi(part.substr(0, colon), &code)) {

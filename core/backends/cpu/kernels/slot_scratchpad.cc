@@ -44,7 +44,11 @@ SlotScratchpad::Claim SlotScratchpad::Reserve(size_t bytes) {
 }
 
 void SlotScratchpad::Trim() {
-  if (!needs_->dropped.exchange(false, std::memory_order_acquire)) return;
+  // A load first: no write to the flag's cache line on every primitive's run.
+  if (!needs_->dropped.load(std::memory_order_relaxed) ||
+      !needs_->dropped.exchange(false, std::memory_order_acquire)) {
+    return;
+  }
   size_t largest = 0;
   {
     absl::MutexLock lock(&needs_->mu);
