@@ -103,6 +103,9 @@ absl::Status Daemon::Start() {
   ConfigureLog(log_format, p.options.log_verbose);
   RateLimitProtobufLogs();
   RateLimitGrpcLogs();
+  if (absl::Status cache = SetCpuKernelCacheCapacity(p.options.cpu_kernel_cache); !cache.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--cpu-kernel-cache: ", cache.message()));
+  }
   REPLICAD_ASSIGN_OR_RETURN(p.devices, EnumerateDevices());
   REPLICAD_ASSIGN_OR_RETURN(p.config, MakeDaemonConfig(p.options, p.devices));
   REPLICAD_ASSIGN_OR_RETURN(p.job, JoinRankJob(p.options, p.config.serving));

@@ -143,6 +143,12 @@ void AddSlotFlags(CLI::App* serve, ServerOptions& options) {
                  "--no-winograd for direct convolutions)")
       ->capture_default_str();
   serve
+      ->add_option("--cpu-kernel-cache", options.cpu_kernel_cache,
+                   "CPU slots: compiled oneDNN kernels cached beyond those plans hold (makes "
+                   "other slots' and rebuilt plans cheaper; keeps evicted plans' kernels); "
+                   "0 for the least memory")
+      ->capture_default_str();
+  serve
       ->add_flag("--tf32,!--no-tf32", options.tf32,
                  "CUDA slots: TF32 tensor cores for float32 convolutions and matrix products "
                  "(faster, 10-bit mantissa products; off by default)")

@@ -38,6 +38,10 @@ std::vector<DeviceId> DefaultSlots(const std::vector<DeviceInfo>& devices, int t
   return slots;
 }
 
+absl::Status SetCpuKernelCacheCapacity(int capacity) {
+  return SetCpuPrimitiveCacheCapacity(capacity);
+}
+
 absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
                                                      const SlotOptions& options) {
   switch (info.id.kind) {

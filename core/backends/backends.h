@@ -26,6 +26,11 @@ struct SlotOptions {
   bool tf32 = false;         // CUDA slots: see CudaSlotOptions::tf32.
 };
 
+// The CPU backend's cache of compiled kernels beyond those plans hold (see
+// SetCpuPrimitiveCacheCapacity in cpu/cpu_backend.h). Process-wide, before
+// any slot is made; InvalidArgument for a negative capacity.
+absl::Status SetCpuKernelCacheCapacity(int capacity);
+
 // A new slot (its own stream) on the device `info` describes. Unimplemented
 // for a device kind whose backend cannot run replicas in this build.
 absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,

@@ -708,10 +708,18 @@ TEST(ReplicadStartupTest, UnsupportedModelFailsNamingOpsAndNodes) {
 namespace replicad {
 namespace {
 
-// --no-winograd (direct convolutions on CPU slots) is accepted and serves.
-TEST(ReplicadStartupTest, NoWinogradServes) {
+// --no-winograd (direct convolutions on CPU slots) and --cpu-kernel-cache 0
+// (no oneDNN primitives kept beyond the plans') are accepted and serve; a
+// negative cache is refused naming the flag.
+TEST(ReplicadStartupTest, NoWinogradAndNoKernelCacheServe) {
+  testing::CommandResult refused =
+      testing::RunCommand({testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
+                           "--devices", "cpu:0", "--cpu-kernel-cache", "-1"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.out, HasSubstr("--cpu-kernel-cache: the kernel cache capacity must be 0 or "
+                                     "more; received -1"));
   absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
-      DaemonProcess::Start({"--devices", "cpu:0", "--no-winograd"});
+      DaemonProcess::Start({"--devices", "cpu:0", "--no-winograd", "--cpu-kernel-cache", "0"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto client = *client::ReplicadClient::Connect((*daemon)->target(), {});
   v1::PredictRequest request;

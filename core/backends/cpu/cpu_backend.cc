@@ -134,6 +134,15 @@ std::vector<DeviceInfo> EnumerateCpuDevices() {
   return devices;
 }
 
+absl::Status SetCpuPrimitiveCacheCapacity(int capacity) {
+  if (capacity < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the kernel cache capacity must be 0 or more; received ", capacity));
+  }
+  dnnl::set_primitive_cache_capacity(capacity);
+  return absl::OkStatus();
+}
+
 std::unique_ptr<Device> CreateCpuDevice(const DeviceInfo& info, const CpuSlotOptions& options) {
   return std::make_unique<CpuDevice>(info, options);
 }

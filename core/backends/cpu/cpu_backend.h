@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "core/device/device.h"
 
 namespace replicad {
@@ -19,6 +20,16 @@ struct CpuSlotOptions {
   // about twice as fast, with a different rounding (see docs/status.md, "Numerics").
   bool winograd = true;
 };
+
+// How many compiled oneDNN primitives the process keeps cached besides those
+// that live kernels hold (oneDNN's own default is 1024). The cache makes a
+// second slot's plan of a size, or a plan rebuilt after eviction, cheaper to
+// build, and keeps primitives of evicted plans alive: in the batch sweep of
+// benchmarks/RESULTS.md (2026-12-01), 0 took the daemon from 152 to 127 MB
+// after the sweep and from 1090 to 703 MB at its peak, and plan building from
+// 0.35 to 0.49 s. Process-wide; call before slots are made.
+// InvalidArgument for a negative capacity.
+absl::Status SetCpuPrimitiveCacheCapacity(int capacity);
 
 // A CPU slot on `info`'s device: a worker thread as its stream, a oneDNN
 // engine and stream, kernels from the CPU kernel factory.

@@ -550,6 +550,30 @@ KernelOrStatus BuildExactConvKernel(const KernelSpec& spec, CpuKernelContext& co
   return exact;
 }
 
+// A copy of a spec that owns what it points to (attributes, constant
+// inputs: a Tensor shares its bytes), for a kernel built after the plan's
+// spec is gone.
+class OwnedSpec {
+ public:
+  explicit OwnedSpec(const KernelSpec& spec) : spec_(spec), attributes_(*spec.attributes) {
+    spec_.attributes = &attributes_;
+    constants_.reserve(spec.constant_inputs.size());
+    for (size_t i = 0; i < spec.constant_inputs.size(); ++i) {
+      const Tensor* constant = spec.constant_inputs[i];
+      constants_.push_back(constant != nullptr ? *constant : Tensor());
+      spec_.constant_inputs[i] = constant != nullptr ? &constants_.back() : nullptr;
+    }
+  }
+  OwnedSpec(const OwnedSpec&) = delete;
+  OwnedSpec& operator=(const OwnedSpec&) = delete;
+  const KernelSpec& spec() const { return spec_; }
+
+ private:
+  KernelSpec spec_;
+  Attributes attributes_;
+  std::vector<Tensor> constants_;  // Reserved up front: spec_ points into it.
+};
+
 }  // namespace
 
 // With constant weights, two kernels where they differ on non-finite
@@ -597,7 +621,15 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   const size_t output_bytes = fast->native_output_layout().empty()
                                   ? NumElements(spec.outputs[0].shape) * sizeof(float)
                                   : fast->native_output_bytes();
-  return UnlessNonFinite(std::move(fast), std::move(exact), std::move(checked), &context.finite,
+  // The exact kernel was built to learn its workspace and to check it can
+  // stand in; it is dropped (with its copy of the weights, unless another
+  // plan holds them) and built again by the first request that needs it.
+  auto owned = std::make_shared<const OwnedSpec>(spec);
+  DeferredKernel deferred{
+      [owned, &context] { return BuildExactConvKernel(owned->spec(), context); },
+      exact->workspace_bytes()};
+  exact.reset();
+  return UnlessNonFinite(std::move(fast), std::move(deferred), std::move(checked), &context.finite,
                          output_bytes);
 }
 

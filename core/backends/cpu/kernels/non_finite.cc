@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/backends/cpu/kernels/avx512.h"
 #include "core/base/status_macros.h"
 
@@ -105,11 +106,11 @@ bool AnyAcrossThreads(const float* data, size_t count) {
 
 class UnlessNonFiniteKernel : public Kernel {
  public:
-  UnlessNonFiniteKernel(std::unique_ptr<Kernel> fast, std::unique_ptr<Kernel> exact,
+  UnlessNonFiniteKernel(std::unique_ptr<Kernel> fast, DeferredKernel exact,
                         std::vector<CheckedInput> checked, FiniteOutputs* finite,
                         size_t output_bytes)
       : fast_(std::move(fast)),
-        exact_(std::move(exact)),
+        deferred_exact_(std::move(exact)),
         checked_(std::move(checked)),
         finite_(finite),
         output_bytes_(output_bytes) {}
@@ -119,25 +120,45 @@ class UnlessNonFiniteKernel : public Kernel {
     for (const CheckedInput& input : checked_) {
       const float* data = static_cast<const float*>(inputs[input.index]);
       if (input.in_plan && finite_->Holds(data, input.floats * sizeof(float))) continue;
-      if (AnyNonFinite(data, input.floats)) return exact_->Run(run, inputs, outputs);
+      if (AnyNonFinite(data, input.floats)) {
+        REPLICAD_RETURN_IF_ERROR(BuildExact());
+        return exact_->Run(run, inputs, outputs);
+      }
     }
     REPLICAD_RETURN_IF_ERROR(fast_->Run(run, inputs, outputs));
     finite_->Record(outputs[0], output_bytes_);
     return absl::OkStatus();
   }
   size_t workspace_bytes() const override {
-    return std::max(fast_->workspace_bytes(), exact_->workspace_bytes());
+    return std::max(fast_->workspace_bytes(), deferred_exact_.workspace_bytes);
   }
   void SetWorkspace(void* workspace) override {
+    workspace_ = workspace;
     fast_->SetWorkspace(workspace);
-    exact_->SetWorkspace(workspace);
+    if (exact_ != nullptr) exact_->SetWorkspace(workspace);
   }
   std::string native_output_layout() const override { return fast_->native_output_layout(); }
   size_t native_output_bytes() const override { return fast_->native_output_bytes(); }
   int overwritable_input() const override { return fast_->overwritable_input(); }
 
  private:
-  std::unique_ptr<Kernel> fast_, exact_;
+  absl::Status BuildExact() {
+    if (exact_ != nullptr) return absl::OkStatus();
+    REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> exact, deferred_exact_.build());
+    if (exact->workspace_bytes() > deferred_exact_.workspace_bytes) {
+      return absl::InternalError(absl::StrCat(
+          "the NaN-keeping kernel asks for ", exact->workspace_bytes(),
+          " workspace bytes, more than the ", deferred_exact_.workspace_bytes, " planned"));
+    }
+    exact->SetWorkspace(workspace_);
+    exact_ = std::move(exact);
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<Kernel> fast_;
+  DeferredKernel deferred_exact_;
+  std::unique_ptr<Kernel> exact_;  // Built by the first run that needs it.
+  void* workspace_ = nullptr;
   std::vector<CheckedInput> checked_;
   FiniteOutputs* finite_;
   size_t output_bytes_;
@@ -202,7 +223,7 @@ bool AnyNonFinite(const float* data, size_t count) {
   return AnyAcrossThreads<AnyNonFiniteShare>(data, count);
 }
 
-std::unique_ptr<Kernel> UnlessNonFinite(std::unique_ptr<Kernel> fast, std::unique_ptr<Kernel> exact,
+std::unique_ptr<Kernel> UnlessNonFinite(std::unique_ptr<Kernel> fast, DeferredKernel exact,
                                         std::vector<CheckedInput> checked, FiniteOutputs* finite,
                                         size_t output_bytes) {
   return std::make_unique<UnlessNonFiniteKernel>(std::move(fast), std::move(exact),

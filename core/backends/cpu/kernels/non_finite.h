@@ -3,9 +3,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/device/kernel.h"
 
 namespace replicad {
@@ -48,6 +50,20 @@ struct FiniteOutputs {
   }
 };
 
+// The exact kernel of UnlessNonFinite, built on the first request that
+// needs it rather than with the plan: requests with a NaN or an infinity
+// are rare, and a convolution's exact kernel holds weights of its own (a
+// Winograd convolution's direct form: another copy of its 3x3 weights,
+// 29-55 MiB of resnet18's daemon). `build` runs on the slot's stream thread,
+// inside Run, and must give a kernel that asks for at most
+// `workspace_bytes` of workspace, the same native output and
+// overwritable_input as the fast kernel (the caller builds it once with the
+// plan to learn them).
+struct DeferredKernel {
+  std::function<absl::StatusOr<std::unique_ptr<Kernel>>()> build;
+  size_t workspace_bytes = 0;
+};
+
 // A kernel that runs `fast` where every input of `checked` holds only
 // finite values, else `exact`, and records its output 0 (`output_bytes`)
 // as finite after `fast`. For a convolution with a fused clamp: oneDNN's
@@ -55,15 +71,15 @@ struct FiniteOutputs {
 // convolution's sum is NaN, which needs a NaN or an infinity in its inputs
 // (constant weights are checked when the plan is made). An input is read
 // (vectorized) unless `finite` holds it and it is `in_plan` (see
-// FiniteOutputs). Both kernels must have the same native output and
-// overwritable_input (the caller checks); they share the workspace, sized
-// for the larger.
+// FiniteOutputs). The exact kernel is built by the first run that needs it
+// (that run allocates, and answers the build's error if it fails); both
+// share the workspace, sized for the larger.
 struct CheckedInput {
   int index;
   size_t floats;
   bool in_plan;  // Written by a kernel of the same plan (a native layout).
 };
-std::unique_ptr<Kernel> UnlessNonFinite(std::unique_ptr<Kernel> fast, std::unique_ptr<Kernel> exact,
+std::unique_ptr<Kernel> UnlessNonFinite(std::unique_ptr<Kernel> fast, DeferredKernel exact,
                                         std::vector<CheckedInput> checked, FiniteOutputs* finite,
                                         size_t output_bytes);
 
