@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 
@@ -53,19 +54,30 @@ absl::StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& proto) {
     std::memcpy(tensor.raw_data(), proto.raw_data().data(), *bytes);
     return tensor;
   }
+  // ONNX keeps float in float_data, int64 in int64_data and the narrower
+  // integers and bool in int32_data, one element per entry.
   const int64_t count = static_cast<int64_t>(*bytes / DTypeSize(*dtype));
-  const int64_t received =
-      *dtype == DType::kFloat32 ? proto.float_data_size() : proto.int64_data_size();
+  const int64_t received = *dtype == DType::kFloat32 ? proto.float_data_size()
+                           : *dtype == DType::kInt64 ? proto.int64_data_size()
+                                                     : proto.int32_data_size();
   if (received != count) {
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' ", TensorTypeToString(type),
                                                    " needs ", count, " elements; received ",
                                                    received));
   }
   Tensor tensor = Tensor::Host(*dtype, shape);
-  if (*dtype == DType::kFloat32) {
-    CopyTyped<float>(proto.float_data(), &tensor);
-  } else {
-    CopyTyped<int64_t>(proto.int64_data(), &tensor);
+  VisitDType(*dtype, [&](auto traits) {
+    using T = typename decltype(traits)::Type;
+    if constexpr (std::is_same_v<T, float>) {
+      CopyTyped<float>(proto.float_data(), &tensor);
+    } else if constexpr (std::is_same_v<T, int64_t>) {
+      CopyTyped<int64_t>(proto.int64_data(), &tensor);
+    } else {
+      CopyTyped<T>(proto.int32_data(), &tensor);
+    }
+  });
+  if (*dtype == DType::kBool) {
+    for (int64_t i = 0; i < count; ++i) tensor.data<uint8_t>()[i] = tensor.data<uint8_t>()[i] != 0;
   }
   return tensor;
 }

@@ -71,7 +71,7 @@ absl::Status InferClip(KernelSpec* spec) {
   // Integer types arrived in opset 12.
   if (spec->opset >= 12) {
     REPLICAD_RETURN_IF_ERROR(
-        CheckInputDType(*spec, 0, "input", x, {DType::kFloat32, DType::kInt64}));
+        CheckInputDType(*spec, 0, "input", x, {DType::kFloat32, DType::kInt64}, kNumericDTypes));
   } else {
     REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "input", x, {DType::kFloat32}));
   }

@@ -330,7 +330,7 @@ absl::StatusOr<DType> ParseCastTarget(const KernelSpec& spec) {
   if (!dtype.ok()) {
     return NodeUnimplemented(
         spec, absl::StrCat("attribute 'to' is ", OnnxDataTypeName(static_cast<int>(to)), " (", to,
-                           "); replicad casts only to FLOAT and INT64"));
+                           "); replicad casts to FLOAT, UINT8, INT8, INT32, INT64 and BOOL"));
   }
   return *dtype;
 }

@@ -9,23 +9,9 @@
 namespace replicad {
 namespace {
 
-// Add, Sub, Mul and Div: two inputs of one dtype, multidirectional broadcasting.
+// Add, Sub, Mul and Div: two numbers of one dtype, broadcast together.
 absl::Status InferBroadcastBinary(KernelSpec* spec) {
-  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType a, RequiredInput(*spec, 0, "A"));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType b, RequiredInput(*spec, 1, "B"));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "A", a, {DType::kFloat32, DType::kInt64}));
-  if (b.dtype != a.dtype) {
-    return NodeError(*spec, absl::StrCat("input 1 'B' must have A's dtype ", DTypeName(a.dtype),
-                                         ", received ", TensorTypeToString(b)));
-  }
-  const std::optional<Shape> out = BroadcastShapes(a.shape, b.shape);
-  if (!out.has_value()) {
-    return NodeError(*spec, absl::StrCat("inputs A ", TensorTypeToString(a), " and B ",
-                                         TensorTypeToString(b), " do not broadcast"));
-  }
-  spec->outputs = {TensorType{a.dtype, *out}};
-  return absl::OkStatus();
+  return InferBroadcastPair(spec, kNumericDTypes, std::nullopt);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/status_macros.h"
+#include "core/ops/broadcast.h"
 
 namespace replicad {
 namespace {
@@ -83,6 +85,25 @@ absl::Status CheckInputDType(const KernelSpec& spec, int index, absl::string_vie
     return NodeUnimplemented(spec, message);
   }
   return NodeError(spec, message);
+}
+
+absl::Status InferBroadcastPair(KernelSpec* spec, std::initializer_list<DType> allowed,
+                                std::optional<DType> out) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType a, RequiredInput(*spec, 0, "A"));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType b, RequiredInput(*spec, 1, "B"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "A", a, allowed));
+  if (b.dtype != a.dtype) {
+    return NodeError(*spec, absl::StrCat("input 1 'B' must have A's dtype ", DTypeName(a.dtype),
+                                         ", received ", TensorTypeToString(b)));
+  }
+  const std::optional<Shape> shape = BroadcastShapes(a.shape, b.shape);
+  if (!shape.has_value()) {
+    return NodeError(*spec, absl::StrCat("inputs A ", TensorTypeToString(a), " and B ",
+                                         TensorTypeToString(b), " do not broadcast"));
+  }
+  spec->outputs = {TensorType{out.value_or(a.dtype), *shape}};
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> NormalizeAxis(const KernelSpec& spec, absl::string_view attribute,

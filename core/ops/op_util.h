@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,12 +40,24 @@ bool HasInput(const KernelSpec& spec, int index);
 // The host value of input `index` when the plan knows it, else nullptr.
 const Tensor* ConstantInput(const KernelSpec& spec, int index);
 
+// For CheckInputDType: every number type, and those with bool.
+inline constexpr std::initializer_list<DType> kNumericDTypes = {
+    DType::kFloat32, DType::kUint8, DType::kInt8, DType::kInt32, DType::kInt64};
+inline constexpr std::initializer_list<DType> kNumericOrBoolDTypes = {
+    DType::kFloat32, DType::kUint8, DType::kInt8, DType::kInt32, DType::kInt64, DType::kBool};
+
 // Checks that input `index` has one of `allowed`. A dtype outside `allowed`
 // is InvalidArgument when ONNX forbids it for the op and Unimplemented when
 // ONNX allows it (onnx_allows) but replicad does not compute it.
 absl::Status CheckInputDType(const KernelSpec& spec, int index, absl::string_view name,
                              const TensorType& type, std::initializer_list<DType> allowed,
                              std::initializer_list<DType> onnx_allows = {});
+
+// The shape rule of an element-wise op of two inputs A and B of one dtype
+// from `allowed`, broadcast together (ONNX's multidirectional broadcasting):
+// sets spec->outputs to `out` (A's dtype when nullopt) at the broadcast shape.
+absl::Status InferBroadcastPair(KernelSpec* spec, std::initializer_list<DType> allowed,
+                                std::optional<DType> out);
 
 // Maps axis in [-rank, rank) (or [-rank, rank] when `inclusive_end`, as
 // Flatten allows) to a non-negative axis; InvalidArgument naming the

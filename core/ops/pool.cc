@@ -18,7 +18,12 @@ namespace {
 absl::StatusOr<Window2d> ParsePoolWindow(const KernelSpec& spec, absl::string_view what) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, 1));
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "X", x, {DType::kFloat32}));
+  // MaxPool takes int8 and uint8 from opset 12.
+  const bool max_pool = spec.op_type == "MaxPool" && spec.opset >= 12;
+  REPLICAD_RETURN_IF_ERROR(
+      CheckInputDType(spec, 0, "X", x, {DType::kFloat32},
+                      max_pool ? std::initializer_list<DType>{DType::kInt8, DType::kUint8}
+                               : std::initializer_list<DType>{}));
   REPLICAD_RETURN_IF_ERROR(CheckSpatial2d(spec, x, what));
   if (!spec.attributes->Has("kernel_shape")) {
     return NodeError(spec, "attribute 'kernel_shape' is required");

@@ -16,8 +16,10 @@ absl::Status InferPow(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(*spec, 0, "X"));
   REPLICAD_ASSIGN_OR_RETURN(TensorType y, RequiredInput(*spec, 1, "Y"));
   if (spec->opset >= 12) {
-    REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "X", x, {DType::kFloat32, DType::kInt64}));
-    REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 1, "Y", y, {DType::kFloat32, DType::kInt64}));
+    REPLICAD_RETURN_IF_ERROR(
+        CheckInputDType(*spec, 0, "X", x, {DType::kFloat32, DType::kInt64}, {DType::kInt32}));
+    REPLICAD_RETURN_IF_ERROR(
+        CheckInputDType(*spec, 1, "Y", y, {DType::kFloat32, DType::kInt64}, kNumericDTypes));
   } else {
     REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "X", x, {DType::kFloat32}));
     if (y.dtype != x.dtype) {

@@ -57,6 +57,15 @@ absl::Status InferSlice(KernelSpec* spec);
 absl::Status InferSqueeze(KernelSpec* spec);
 absl::Status InferUnsqueeze(KernelSpec* spec);
 
+// Comparisons and logic (logical.cc). Equal takes bool too; Less, Greater,
+// LessOrEqual and GreaterOrEqual numbers only; And, Or and Xor bool. Each
+// gives bool.
+absl::Status InferEqual(KernelSpec* spec);
+absl::Status InferOrderComparison(KernelSpec* spec);
+absl::Status InferLogicalBinary(KernelSpec* spec);
+absl::Status InferNot(KernelSpec* spec);
+absl::Status InferWhere(KernelSpec* spec);
+
 // Training-only operators (training_ops.h).
 absl::Status InferReluGrad(KernelSpec* spec);
 absl::Status InferBatchNormTrain(KernelSpec* spec);

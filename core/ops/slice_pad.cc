@@ -151,7 +151,7 @@ absl::StatusOr<PadLayout> ParsePadLayout(const KernelSpec& spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, spec.opset >= 18 ? 4 : 3));
   REPLICAD_ASSIGN_OR_RETURN(TensorType data, RequiredInput(spec, 0, "data"));
   REPLICAD_RETURN_IF_ERROR(
-      CheckInputDType(spec, 0, "data", data, {DType::kFloat32, DType::kInt64}));
+      CheckInputDType(spec, 0, "data", data, kNumericOrBoolDTypes));
   const int64_t rank = static_cast<int64_t>(data.shape.size());
 
   PadLayout layout;

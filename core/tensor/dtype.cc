@@ -1,28 +1,49 @@
 #include "core/tensor/dtype.h"
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 
 namespace replicad {
 
+bool IsIntegerDType(DType dtype) {
+  return dtype == DType::kUint8 || dtype == DType::kInt8 || dtype == DType::kInt32 ||
+         dtype == DType::kInt64;
+}
+
 size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return 4;
-    case DType::kInt64:
-      return 8;
-  }
-  return 0;
+  return VisitDType(dtype, [](auto traits) { return sizeof(typename decltype(traits)::Type); });
 }
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
     case DType::kFloat32:
       return "float32";
+    case DType::kUint8:
+      return "uint8";
+    case DType::kInt8:
+      return "int8";
+    case DType::kInt32:
+      return "int32";
     case DType::kInt64:
       return "int64";
+    case DType::kBool:
+      return "bool";
   }
   return "invalid";
 }
+
+namespace {
+
+std::string DTypeNameList() {
+  std::string names;
+  for (DType dtype : kAllDTypes) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", DTypeName(dtype));
+  }
+  return names;
+}
+
+}  // namespace
 
 absl::string_view OnnxDataTypeName(int onnx_data_type) {
   static constexpr absl::string_view kNames[] = {
@@ -37,23 +58,20 @@ absl::string_view OnnxDataTypeName(int onnx_data_type) {
 }
 
 absl::StatusOr<DType> DTypeFromOnnx(int onnx_data_type) {
-  switch (onnx_data_type) {
-    case 1:
-      return DType::kFloat32;
-    case 7:
-      return DType::kInt64;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unsupported element type ", OnnxDataTypeName(onnx_data_type), " (", onnx_data_type,
-          "); replicad computes with float32 (FLOAT) and int64 (INT64)"));
+  for (DType dtype : kAllDTypes) {
+    if (static_cast<int>(dtype) == onnx_data_type) return dtype;
   }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unsupported element type ", OnnxDataTypeName(onnx_data_type), " (", onnx_data_type,
+      "); replicad holds FLOAT (float32), UINT8, INT8, INT32, INT64 and BOOL"));
 }
 
 absl::StatusOr<DType> DTypeFromName(absl::string_view name) {
-  if (name == "float32") return DType::kFloat32;
-  if (name == "int64") return DType::kInt64;
+  for (DType dtype : kAllDTypes) {
+    if (DTypeName(dtype) == name) return dtype;
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("unsupported dtype '", name, "'; expected float32 or int64"));
+      absl::StrCat("unsupported dtype '", name, "'; expected one of ", DTypeNameList()));
 }
 
 }  // namespace replicad

@@ -2,30 +2,96 @@
 #define REPLICAD_CORE_TENSOR_DTYPE_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace replicad {
 
-// The element types the engine computes with. The values are ONNX's
+// The element types the engine holds. The values are ONNX's
 // TensorProto.DataType numbers, so a DType converts to and from ONNX by value.
+// float32 is what models compute in; the integer types and bool are what
+// graphs carry besides (token ids, masks, comparisons, shape arithmetic).
+// A bool element is one byte, 0 or 1 as written by the engine; any non-zero
+// byte read from a client or a file counts as true.
 enum class DType : int {
   kFloat32 = 1,
+  kUint8 = 2,
+  kInt8 = 3,
+  kInt32 = 6,
   kInt64 = 7,
+  kBool = 9,
 };
+
+// Every DType, in enum order.
+inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kUint8, DType::kInt8,
+                                       DType::kInt32,   DType::kInt64, DType::kBool};
+
+// The C++ element type of each DType (bool is held as uint8_t: a byte the
+// engine does not trust to be 0 or 1).
+template <DType D>
+struct DTypeTraits;
+template <>
+struct DTypeTraits<DType::kFloat32> {
+  using Type = float;
+};
+template <>
+struct DTypeTraits<DType::kUint8> {
+  using Type = uint8_t;
+};
+template <>
+struct DTypeTraits<DType::kInt8> {
+  using Type = int8_t;
+};
+template <>
+struct DTypeTraits<DType::kInt32> {
+  using Type = int32_t;
+};
+template <>
+struct DTypeTraits<DType::kInt64> {
+  using Type = int64_t;
+};
+template <>
+struct DTypeTraits<DType::kBool> {
+  using Type = uint8_t;
+};
+
+// Calls f(DTypeTraits<D>{}) for `dtype`'s D; f's result is returned.
+template <typename F>
+auto VisitDType(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kUint8:
+      return f(DTypeTraits<DType::kUint8>{});
+    case DType::kInt8:
+      return f(DTypeTraits<DType::kInt8>{});
+    case DType::kInt32:
+      return f(DTypeTraits<DType::kInt32>{});
+    case DType::kInt64:
+      return f(DTypeTraits<DType::kInt64>{});
+    case DType::kBool:
+      return f(DTypeTraits<DType::kBool>{});
+    case DType::kFloat32:
+      break;
+  }
+  return f(DTypeTraits<DType::kFloat32>{});
+}
+
+// Whether the dtype is one of the integer types (not bool, not float32).
+bool IsIntegerDType(DType dtype);
 
 // Bytes per element.
 size_t DTypeSize(DType dtype);
 
-// "float32" or "int64": the names used in errors, the API and the CLI.
+// "float32", "uint8", "int8", "int32", "int64" or "bool": the names used in
+// errors, the API and the CLI.
 absl::string_view DTypeName(DType dtype);
 
 // Fails with InvalidArgument naming the ONNX type (e.g. "FLOAT16 (10)") when the
-// engine does not compute with it.
+// engine does not hold it.
 absl::StatusOr<DType> DTypeFromOnnx(int onnx_data_type);
 
-// Inverse of DTypeName; InvalidArgument for any other name.
+// Inverse of DTypeName; InvalidArgument for any other name, listing the names.
 absl::StatusOr<DType> DTypeFromName(absl::string_view name);
 
 // The ONNX name of any TensorProto.DataType value ("FLOAT", "INT8", ...), for messages.

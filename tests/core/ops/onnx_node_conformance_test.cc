@@ -7,8 +7,8 @@
 // <Unimplemented message>", or "FAIL name: <why>" (a test failure); then
 // "N passed, M skipped".
 //
-// Tolerances are ONNX's backend-test defaults (rtol 1e-3, atol 1e-7); int64
-// outputs must match exactly. Graph inputs that a shape rule needs as values
+// Tolerances are ONNX's backend-test defaults (rtol 1e-3, atol 1e-7); integer
+// and bool outputs must match exactly. Graph inputs that a shape rule needs as values
 // (Reshape's `shape`) are bound as constants, as an initializer would be in a
 // real model (see RunOnnxModel). Cases run the way replicad serves a model:
 // ONNX import, a replica, its execution plan.
@@ -112,14 +112,18 @@ std::string Compare(const Tensor& actual, const Tensor& expected) {
     return absl::StrCat("got ", TensorTypeToString(actual.type()), ", expected ",
                         TensorTypeToString(expected.type()));
   }
-  for (int64_t i = 0; i < expected.num_elements(); ++i) {
-    if (expected.dtype() == DType::kInt64) {
-      if (actual.data<int64_t>()[i] != expected.data<int64_t>()[i]) {
-        return absl::StrCat("element ", i, " is ", actual.data<int64_t>()[i], ", expected ",
-                            expected.data<int64_t>()[i]);
+  if (expected.dtype() != DType::kFloat32) {
+    return VisitDType(expected.dtype(), [&](auto traits) -> std::string {
+      using T = typename decltype(traits)::Type;
+      for (int64_t i = 0; i < expected.num_elements(); ++i) {
+        const int64_t a = actual.data<T>()[i];
+        const int64_t e = expected.data<T>()[i];
+        if (a != e) return absl::StrCat("element ", i, " is ", a, ", expected ", e);
       }
-      continue;
-    }
+      return "";
+    });
+  }
+  for (int64_t i = 0; i < expected.num_elements(); ++i) {
     const double a = actual.data<float>()[i];
     const double e = expected.data<float>()[i];
     if (std::isnan(e) && std::isnan(a)) continue;

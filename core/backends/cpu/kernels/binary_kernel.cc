@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/backends/cpu/kernels/broadcast_loop.h"
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
@@ -15,66 +16,6 @@
 
 namespace replicad {
 namespace {
-
-// Elementwise A op B with numpy broadcasting, for what oneDNN's binary
-// primitive cannot take: int64 data, float32 where both operands need
-// broadcasting (oneDNN broadcasts only src1) or where a non-commuting op's A
-// does, and Pow with mixed dtypes. Strides of broadcast dims are 0; the
-// innermost dim runs as a tight loop.
-template <typename Op, typename Out, typename A = Out, typename B = A>
-class BroadcastLoopKernel : public Kernel {
- public:
-  BroadcastLoopKernel(const Shape& a, const Shape& b, const Shape& out)
-      : out_(out), a_strides_(Strides(a, out)), b_strides_(Strides(b, out)), index_(out.size()) {}
-
-  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    const int64_t total = NumElements(out_);
-    if (total == 0) return absl::OkStatus();
-    const A* a = static_cast<const A*>(inputs[0]);
-    const B* b = static_cast<const B*>(inputs[1]);
-    Out* out = static_cast<Out*>(outputs[0]);
-    const int rank = static_cast<int>(out_.size());
-    const int64_t inner = rank == 0 ? 1 : out_.back();
-    const int64_t a_inner = rank == 0 ? 0 : a_strides_.back();
-    const int64_t b_inner = rank == 0 ? 0 : b_strides_.back();
-    std::fill(index_.begin(), index_.end(), 0);
-    Op op;
-    for (int64_t row = 0; row < total / inner; ++row) {
-      int64_t a_offset = 0;
-      int64_t b_offset = 0;
-      for (int d = 0; d + 1 < rank; ++d) {
-        a_offset += index_[d] * a_strides_[d];
-        b_offset += index_[d] * b_strides_[d];
-      }
-      Out* out_row = out + row * inner;
-      for (int64_t j = 0; j < inner; ++j) {
-        out_row[j] = op(a[a_offset + j * a_inner], b[b_offset + j * b_inner]);
-      }
-      for (int d = rank - 2; d >= 0; --d) {
-        if (++index_[d] < out_[d]) break;
-        index_[d] = 0;
-      }
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  static std::vector<int64_t> Strides(const Shape& shape, const Shape& out) {
-    const Shape padded = PadToRank(shape, out.size());
-    std::vector<int64_t> strides(out.size(), 0);
-    int64_t stride = 1;
-    for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
-      strides[d] = padded[d] == 1 ? 0 : stride;
-      stride *= padded[d];
-    }
-    return strides;
-  }
-
-  Shape out_;
-  std::vector<int64_t> a_strides_;
-  std::vector<int64_t> b_strides_;
-  std::vector<int64_t> index_;  // Sized here so that Run does not allocate.
-};
 
 // Integer division truncates, as C++'s; a zero divisor gives 0 and
 // INT64_MIN / -1 wraps to INT64_MIN, where the division would trap and take
@@ -90,13 +31,28 @@ struct Divides {
   }
 };
 
+// Integer +, - and * wrap on overflow, as numpy and ONNX Runtime do on
+// two's complement machines: computed in the unsigned type, where wrapping
+// is defined. Floats pass through.
+template <template <typename> class Op, typename T>
+struct Wrapping {
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<U>(Op<U>{}(static_cast<U>(a), static_cast<U>(b))));
+    } else {
+      return Op<T>{}(a, b);
+    }
+  }
+};
+
 template <typename T>
 KernelOrStatus MakeLoopKernel(const std::string& op, const Shape& a, const Shape& b,
                               const Shape& out) {
-  if (op == "Add") return std::make_unique<BroadcastLoopKernel<std::plus<T>, T>>(a, b, out);
-  if (op == "Sub") return std::make_unique<BroadcastLoopKernel<std::minus<T>, T>>(a, b, out);
-  if (op == "Mul") return std::make_unique<BroadcastLoopKernel<std::multiplies<T>, T>>(a, b, out);
-  return std::make_unique<BroadcastLoopKernel<Divides<T>, T>>(a, b, out);
+  if (op == "Add") return MakeBinaryLoop<Wrapping<std::plus, T>, T>(a, b, out);
+  if (op == "Sub") return MakeBinaryLoop<Wrapping<std::minus, T>, T>(a, b, out);
+  if (op == "Mul") return MakeBinaryLoop<Wrapping<std::multiplies, T>, T>(a, b, out);
+  return MakeBinaryLoop<Divides<T>, T>(a, b, out);
 }
 
 // An int64 result of Pow that has none (NaN) or is out of range.
@@ -142,9 +98,9 @@ struct Power {
 template <typename Out>
 KernelOrStatus MakePowLoopKernel(DType exponent, const Shape& x, const Shape& y, const Shape& out) {
   if (exponent == DType::kInt64) {
-    return std::make_unique<BroadcastLoopKernel<Power, Out, Out, int64_t>>(x, y, out);
+    return MakeBinaryLoop<Power, Out, Out, int64_t>(x, y, out);
   }
-  return std::make_unique<BroadcastLoopKernel<Power, Out, Out, float>>(x, y, out);
+  return MakeBinaryLoop<Power, Out, Out, float>(x, y, out);
 }
 
 }  // namespace
@@ -154,7 +110,11 @@ KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& contex
   const Shape& out = spec.outputs[0].shape;
   const Shape& a = spec.inputs[0]->shape;
   const Shape& b = spec.inputs[1]->shape;
-  if (spec.outputs[0].dtype == DType::kInt64) return MakeLoopKernel<int64_t>(op, a, b, out);
+  if (spec.outputs[0].dtype != DType::kFloat32) {
+    return VisitDType(spec.outputs[0].dtype, [&](auto traits) {
+      return MakeLoopKernel<typename decltype(traits)::Type>(op, a, b, out);
+    });
+  }
 
   const Shape a_padded = PadToRank(a, out.size());
   const Shape b_padded = PadToRank(b, out.size());

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/base/status_macros.h"
@@ -23,8 +24,10 @@ class RepeatValueKernel : public Kernel {
       for (int64_t r = 0; r < repeats_; ++r) std::memcpy(out + r * bytes, value_.raw_data(), bytes);
     } else if (value_.byte_size() == 8) {
       Fill<uint64_t>(outputs[0]);
-    } else {
+    } else if (value_.byte_size() == 4) {
       Fill<uint32_t>(outputs[0]);
+    } else {
+      Fill<uint8_t>(outputs[0]);
     }
     return absl::OkStatus();
   }
@@ -42,37 +45,43 @@ class RepeatValueKernel : public Kernel {
   int64_t repeats_;
 };
 
-class FloatToInt64Kernel : public Kernel {
- public:
-  explicit FloatToInt64Kernel(int64_t count) : count_(count) {}
-
-  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    const float* in = static_cast<const float*>(inputs[0]);
-    int64_t* out = static_cast<int64_t*>(outputs[0]);
-    // ONNX truncates towards zero and leaves NaN and out-of-range values
-    // undefined; converting them is undefined behaviour in C++, so they
-    // become INT64_MIN, which is what x86's cvttss2si (and so numpy) gives.
-    constexpr float kLimit = 9223372036854775808.0f;  // 2^63
-    for (int64_t i = 0; i < count_; ++i) {
-      const float x = in[i];
-      out[i] =
-          x > -kLimit && x < kLimit ? static_cast<int64_t>(x) : std::numeric_limits<int64_t>::min();
+// One element of Cast. ONNX truncates floats towards zero and leaves NaN
+// and out-of-range values undefined; converting them is undefined behaviour
+// in C++, so they become the integer's minimum for int32 and int64, which is
+// what x86's cvttss2si (and so numpy) gives, and int8 and uint8 take the low
+// byte of that int32 (numpy's float-to-int8 on x86). Integers narrow by
+// wrapping; anything is true when non-zero (NaN included); bool reads any
+// non-zero byte as true and writes 1.
+template <typename From, typename To, bool kToBool, bool kFromBool>
+To CastElement(From x) {
+  if constexpr (kToBool) {
+    return static_cast<To>(x != From(0));
+  } else if constexpr (kFromBool) {
+    return static_cast<To>(x != From(0) ? 1 : 0);
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    if constexpr (sizeof(To) == 8) {
+      constexpr float kLimit = 9223372036854775808.0f;  // 2^63
+      return x > -kLimit && x < kLimit ? static_cast<To>(x) : std::numeric_limits<To>::min();
+    } else {
+      constexpr float kLimit = 2147483648.0f;  // 2^31
+      const int32_t wide =
+          x > -kLimit && x < kLimit ? static_cast<int32_t>(x) : std::numeric_limits<int32_t>::min();
+      return static_cast<To>(wide);
     }
-    return absl::OkStatus();
+  } else {
+    return static_cast<To>(x);
   }
+}
 
- private:
-  int64_t count_;
-};
-
-class Int64ToFloatKernel : public Kernel {
+template <typename From, typename To, bool kToBool, bool kFromBool>
+class CastKernel : public Kernel {
  public:
-  explicit Int64ToFloatKernel(int64_t count) : count_(count) {}
+  explicit CastKernel(int64_t count) : count_(count) {}
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    const int64_t* in = static_cast<const int64_t*>(inputs[0]);
-    float* out = static_cast<float*>(outputs[0]);
-    for (int64_t i = 0; i < count_; ++i) out[i] = static_cast<float>(in[i]);
+    const From* in = static_cast<const From*>(inputs[0]);
+    To* out = static_cast<To*>(outputs[0]);
+    for (int64_t i = 0; i < count_; ++i) out[i] = CastElement<From, To, kToBool, kFromBool>(in[i]);
     return absl::OkStatus();
   }
 
@@ -96,9 +105,16 @@ KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context)
   REPLICAD_ASSIGN_OR_RETURN(DType to, ParseCastTarget(spec));
   const DType from = spec.inputs[0]->dtype;
   const int64_t count = NumElements(spec.outputs[0].shape);
-  if (from == to) return MakeCopyKernel(spec, context);
-  if (from == DType::kFloat32) return std::make_unique<FloatToInt64Kernel>(count);
-  return std::make_unique<Int64ToFloatKernel>(count);
+  if (from == to && to != DType::kBool) return MakeCopyKernel(spec, context);
+  return VisitDType(from, [&](auto from_traits) -> KernelOrStatus {
+    return VisitDType(to, [&](auto to_traits) -> KernelOrStatus {
+      using From = typename decltype(from_traits)::Type;
+      using To = typename decltype(to_traits)::Type;
+      if (to == DType::kBool) return std::make_unique<CastKernel<From, To, true, false>>(count);
+      if (from == DType::kBool) return std::make_unique<CastKernel<From, To, false, true>>(count);
+      return std::make_unique<CastKernel<From, To, false, false>>(count);
+    });
+  });
 }
 
 }  // namespace replicad

@@ -136,9 +136,12 @@ KernelOrStatus MakeTransposeKernel(const KernelSpec& spec, CpuKernelContext& con
   const std::vector<int64_t> in_strides = RowMajorStrides(in.shape);
 
   // A reorder from the input viewed with permuted strides is oneDNN's
-  // parallel transpose. It copies 4-byte elements exactly; an int64 is two of
-  // them, in an extra innermost dim of 2.
-  const bool halves = in.dtype == DType::kInt64;
+  // parallel transpose. It copies 4-byte and 1-byte elements exactly; an
+  // int64 is two 4-byte ones, in an extra innermost dim of 2.
+  const size_t element_bytes = DTypeSize(in.dtype);
+  const bool halves = element_bytes == 8;
+  const memory::data_type element =
+      element_bytes == 1 ? memory::data_type::u8 : memory::data_type::s32;
   if (rank + (halves ? 1 : 0) <= DNNL_MAX_NDIMS) {
     memory::dims dims(out.begin(), out.end());
     memory::dims strides(rank);
@@ -147,8 +150,8 @@ KernelOrStatus MakeTransposeKernel(const KernelSpec& spec, CpuKernelContext& con
       dims.push_back(2);
       strides.push_back(1);
     }
-    const memory::desc src(dims, memory::data_type::s32, strides);
-    const memory::desc dst = RowMajorDesc(Shape(dims.begin(), dims.end()), memory::data_type::s32);
+    const memory::desc src(dims, element, strides);
+    const memory::desc dst = RowMajorDesc(Shape(dims.begin(), dims.end()), element);
     const dnnl::reorder::primitive_desc pd(context.engine, src, context.engine, dst,
                                            UserScratchpadAttr());
     BoundPrimitive primitive(context, pd, dnnl::reorder(pd));

@@ -28,7 +28,7 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
 KernelOrStatus MakeConvTransposeKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& context);
-// Add, Sub, Mul and Div, float32 and int64.
+// Add, Sub, Mul and Div, any number type.
 KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Pow: float32 or int64 base, float32 or int64 exponent.
 KernelOrStatus MakePowKernel(const KernelSpec& spec, CpuKernelContext& context);
@@ -61,8 +61,14 @@ KernelOrStatus MakeExpandKernel(const KernelSpec& spec, CpuKernelContext& contex
 // Shape and ConstantOfShape write values known when the kernel is built.
 KernelOrStatus MakeShapeKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeConstantOfShapeKernel(const KernelSpec& spec, CpuKernelContext& context);
-// Cast between float32 and int64.
+// Cast between any two dtypes.
 KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Equal, Less, Greater, LessOrEqual and GreaterOrEqual; And, Or and Xor; Not;
+// Where (logical_kernel.cc).
+KernelOrStatus MakeComparisonKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeLogicalKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeNotKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeWhereKernel(const KernelSpec& spec, CpuKernelContext& context);
 
 // Training-only operators (core/ops/training_ops.h).
 KernelOrStatus MakeBatchNormTrainKernel(const KernelSpec& spec, CpuKernelContext& context);

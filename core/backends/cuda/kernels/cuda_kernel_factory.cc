@@ -1,5 +1,8 @@
 #include "core/backends/cuda/kernels/cuda_kernel_factory.h"
 
+#include <optional>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/backends/cuda/cuda_call.h"
@@ -113,6 +116,23 @@ absl::StatusOr<std::unique_ptr<Kernel>> MakeCudaKernel(const KernelSpec& spec,
         spec, absl::StrCat("the CUDA backend has no kernel for op '", spec.op_type, "'"));
   }
   REPLICAD_RETURN_IF_ERROR(CheckKernelSpec(spec, "CUDA"));
+  // The CUDA kernels compute float32 and int64; bool and the narrower
+  // integers only pass through the copies (Reshape and its kin), which move
+  // bytes whatever they hold.
+  if (entry->build != MakeCudaCopyKernel) {
+    std::vector<const TensorType*> types;
+    for (const std::optional<TensorType>& input : spec.inputs) {
+      if (input.has_value()) types.push_back(&*input);
+    }
+    for (const TensorType& output : spec.outputs) types.push_back(&output);
+    for (const TensorType* type : types) {
+      if (type->dtype != DType::kFloat32 && type->dtype != DType::kInt64) {
+        return NodeUnimplemented(spec, absl::StrCat("the CUDA backend computes float32 and int64; "
+                                                    "received ",
+                                                    TensorTypeToString(*type)));
+      }
+    }
+  }
   bool all_empty = true;
   for (const TensorType& output : spec.outputs) all_empty &= NumElements(output.shape) == 0;
   if (all_empty) return std::make_unique<EmptyKernel>();

@@ -7,6 +7,7 @@
 // count_include_pad, and index errors found at run time.
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <list>
 #include <optional>
@@ -309,6 +310,70 @@ TEST_F(DataMovementKernelsTest, CastTruncatesTowardsZeroAndBack) {
   ASSERT_TRUE(y.ok()) << y.status();
   // 2^24 + 1 rounds to the nearest float, 2^24.
   EXPECT_THAT(Values<float>((*y)[0]), ElementsAre(-5.0f, 16777216.0f, 0.0f));
+}
+
+// Casts between every pair of the engine's dtypes, as numpy and ONNX Runtime
+// give them: to bool, anything non-zero (NaN too) is true; from bool, 0 or
+// 1 (a byte of 2 from a client counts as true); integers narrow by wrapping;
+// a float out of int32's range becomes INT32_MIN, and int8 takes its low byte.
+TEST_F(DataMovementKernelsTest, CastBetweenBoolAndTheIntegerTypes) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto cast = [&](const Tensor& x, DType to) {
+    Attributes attributes;
+    attributes.Set("to", static_cast<int64_t>(to));
+    absl::StatusOr<std::vector<Tensor>> y = Run("Cast", {x}, attributes);
+    EXPECT_TRUE(y.ok()) << y.status();
+    EXPECT_EQ((*y)[0].dtype(), to);
+    return (*y)[0];
+  };
+  const Tensor floats = Floats({6}, {0.0f, -0.0f, 2.5f, nan, -300.7f, 3e9f});
+  EXPECT_THAT(Values<uint8_t>(cast(floats, DType::kBool)), ElementsAre(0, 0, 1, 1, 1, 1));
+  const int32_t kInt32Min = std::numeric_limits<int32_t>::min();
+  EXPECT_THAT(Values<int32_t>(cast(floats, DType::kInt32)),
+              ElementsAre(0, 0, 2, kInt32Min, -300, kInt32Min));
+  // -300 is 0xFED4 in two's complement: its low byte 0xD4 is -44 as int8, 212 as uint8.
+  EXPECT_THAT(Values<int8_t>(cast(floats, DType::kInt8)), ElementsAre(0, 0, 2, 0, -44, 0));
+  EXPECT_THAT(Values<uint8_t>(cast(floats, DType::kUint8)), ElementsAre(0, 0, 2, 0, 212, 0));
+
+  Tensor bools = Tensor::Host(DType::kBool, {4});
+  const uint8_t bytes[] = {0, 1, 2, 255};
+  std::memcpy(bools.raw_data(), bytes, sizeof(bytes));
+  EXPECT_THAT(Values<float>(cast(bools, DType::kFloat32)), ElementsAre(0.0f, 1.0f, 1.0f, 1.0f));
+  EXPECT_THAT(Values<int64_t>(cast(bools, DType::kInt64)), ElementsAre(0, 1, 1, 1));
+  EXPECT_THAT(Values<uint8_t>(cast(bools, DType::kBool)), ElementsAre(0, 1, 1, 1));
+
+  const Tensor int64s = Int64s({4}, {-1, 256, 128, int64_t{1} << 40});
+  EXPECT_THAT(Values<uint8_t>(cast(int64s, DType::kUint8)), ElementsAre(255, 0, 128, 0));
+  EXPECT_THAT(Values<int8_t>(cast(int64s, DType::kInt8)), ElementsAre(-1, 0, -128, 0));
+  EXPECT_THAT(Values<int32_t>(cast(int64s, DType::kInt32)), ElementsAre(-1, 256, 128, 0));
+  EXPECT_THAT(Values<uint8_t>(cast(int64s, DType::kBool)), ElementsAre(1, 1, 1, 1));
+  const Tensor int8s = cast(int64s, DType::kInt8);
+  EXPECT_THAT(Values<float>(cast(int8s, DType::kFloat32)), ElementsAre(-1.0f, 0.0f, -128.0f, 0.0f));
+}
+
+// Transpose moves 1-byte elements (bool, int8, uint8) as they are.
+TEST_F(DataMovementKernelsTest, TransposeOfBytes) {
+  Tensor x = Tensor::Host(DType::kUint8, {2, 3});
+  for (int i = 0; i < 6; ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(250 + i);
+  Attributes attributes;
+  attributes.Set("perm", std::vector<int64_t>{1, 0});
+  absl::StatusOr<std::vector<Tensor>> y = Run("Transpose", {x}, attributes);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT((*y)[0].shape(), ElementsAre(3, 2));
+  EXPECT_THAT(Values<uint8_t>((*y)[0]), ElementsAre(250, 253, 251, 254, 252, 255));
+}
+
+// A causal mask as GPT-style exports build it: ConstantOfShape of a bool.
+TEST_F(DataMovementKernelsTest, ConstantOfShapeBoolValue) {
+  Tensor one = Tensor::Host(DType::kBool, {1});
+  one.data<uint8_t>()[0] = 1;
+  Attributes attributes;
+  attributes.Set("value", one);
+  absl::StatusOr<std::vector<Tensor>> y =
+      Run("ConstantOfShape", {Int64s({2}, {2, 3})}, attributes, 13, {0});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ((*y)[0].dtype(), DType::kBool);
+  EXPECT_THAT(Values<uint8_t>((*y)[0]), ElementsAre(1, 1, 1, 1, 1, 1));
 }
 
 TEST_F(DataMovementKernelsTest, CastToOtherTypesIsUnimplementedNamingTheType) {
