@@ -26,6 +26,9 @@ struct KernelSpec {
   // outputs), else nullptr. Same length as `inputs`.
   std::vector<const Tensor*> constant_inputs;
   std::vector<TensorType> outputs;
+  // How many outputs the node names, trailing optional ones included (Split
+  // without sizes makes that many); 0 where no node stands behind the spec.
+  int declared_outputs = 0;
 
   // Native layouts. A backend may keep a value in a layout of its own (e.g.
   // oneDNN's blocked channels) between two of its kernels, saving the

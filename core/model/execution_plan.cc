@@ -97,6 +97,7 @@ class ExecutionPlan::Builder {
     spec.node_name = node.name;
     spec.opset = graph_.opset;
     spec.attributes = &node.attributes;
+    spec.declared_outputs = static_cast<int>(node.outputs.size());
     for (int v : node.inputs) {
       if (v == Node::kAbsentInput) {
         spec.inputs.push_back(std::nullopt);

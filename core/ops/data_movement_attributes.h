@@ -72,8 +72,8 @@ absl::StatusOr<Tensor> ShapeValue(const KernelSpec& spec);
 absl::StatusOr<Tensor> ConstantOfShapeFill(const KernelSpec& spec);
 
 // Cast: the target dtype of attribute `to`. Unimplemented naming the ONNX
-// type for a valid target other than FLOAT and INT64; InvalidArgument for a
-// number that is no ONNX type.
+// type for a valid target replicad does not hold (FLOAT16, DOUBLE, ...);
+// InvalidArgument for a number that is no ONNX type.
 absl::StatusOr<DType> ParseCastTarget(const KernelSpec& spec);
 
 }  // namespace replicad

@@ -24,6 +24,18 @@ absl::Status InferSub(KernelSpec* spec) { return InferBroadcastBinary(spec); }
 
 absl::Status InferDiv(KernelSpec* spec) { return InferBroadcastBinary(spec); }
 
+absl::Status InferMod(KernelSpec* spec) {
+  REPLICAD_ASSIGN_OR_RETURN(int64_t fmod, IntAttribute(*spec, "fmod", 0));
+  if (fmod != 0 && fmod != 1) {
+    return NodeError(*spec, absl::StrCat("attribute 'fmod' must be 0 or 1, received ", fmod));
+  }
+  REPLICAD_RETURN_IF_ERROR(InferBroadcastPair(spec, kNumericDTypes, std::nullopt));
+  if (spec->inputs[0]->dtype == DType::kFloat32 && fmod == 0) {
+    return NodeError(*spec, "attribute 'fmod' must be 1 for float32 inputs, received 0");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status InferRelu(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 1));
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(*spec, 0, "X"));

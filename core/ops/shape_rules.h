@@ -66,6 +66,20 @@ absl::Status InferLogicalBinary(KernelSpec* spec);
 absl::Status InferNot(KernelSpec* spec);
 absl::Status InferWhere(KernelSpec* spec);
 
+// elementwise.cc: integer Mod follows the divisor's sign (Python's %) unless
+// fmod = 1 (C's fmod, the only form for float32).
+absl::Status InferMod(KernelSpec* spec);
+
+// sequence_ops.cc (sequence_attributes.h). Range needs all three inputs,
+// Trilu its k and Split its sizes in spec.constant_inputs.
+absl::Status InferRange(KernelSpec* spec);
+absl::Status InferTrilu(KernelSpec* spec);
+absl::Status InferSplit(KernelSpec* spec);
+absl::Status InferScatterND(KernelSpec* spec);
+// resize.cc (resize_attributes.h): needs roi, scales and sizes, where given,
+// in spec.constant_inputs.
+absl::Status InferResize(KernelSpec* spec);
+
 // Training-only operators (training_ops.h).
 absl::Status InferReluGrad(KernelSpec* spec);
 absl::Status InferBatchNormTrain(KernelSpec* spec);

@@ -315,6 +315,56 @@ TEST(ExecutionPlanTest, ConcatenationsOfOneRowAreWrittenInPlace) {
   }
 }
 
+// A concatenation whose first input a convolution hands over in its blocked
+// layout and whose second is row-major (a Transpose's output; DeepLabV3's
+// upsampled pooling branch): the row-major part is reordered, the joined map
+// is written blocked, and the 1x1 convolution reading it must be told so.
+// (Found with torchvision's deeplabv3_mobilenet_v3_large on 2026-12-02: the
+// reordering kernel did not pass its inner kernel's layout on.)
+TEST(ExecutionPlanTest, ConcatenationOfABlockedAndARowMajorMapFeedsAConvolution) {
+  constexpr int64_t kC = 16, kS = 4;
+  const Tensor wa = testing::RandomTensor({kC, kC, 1, 1}, 21);
+  const Tensor wp = testing::RandomTensor({3, 2 * kC, 1, 1}, 22);
+  OnnxModelBuilder builder("blocked_and_row_major");
+  builder.AddInitializer("wa", wa);
+  builder.AddInitializer("wp", wp);
+  builder.AddNode("Conv", {"x", "wa"}, {"a"});
+  OnnxModelBuilder::SetInts(builder.AddNode("Transpose", {"x"}, {"t"}), "perm", {0, 1, 3, 2});
+  OnnxModelBuilder::SetInt(builder.AddNode("Concat", {"a", "t"}, {"c"}), "axis", 1);
+  builder.AddNode("Conv", {"c", "wp"}, {"y"});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, kC, kS, kS});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 3, kS, kS});
+  std::unique_ptr<Replica> replica = CpuReplica(testing::LoadOrDie(builder.Serialize(), "m"));
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{1, kC, kS, kS}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const Tensor x = testing::RandomTensor({1, kC, kS, kS}, 23);
+  Tensor y = Tensor::Host(DType::kFloat32, {1, 3, kS, kS});
+  const void* inputs[] = {x.raw_data()};
+  void* outputs[] = {y.raw_data()};
+  absl::Status status;
+  replica->device().Enqueue([&] { status = (*plan)->Run(inputs, outputs); });
+  ASSERT_TRUE(replica->device().Synchronize().ok());
+  ASSERT_TRUE(status.ok()) << status;
+  const auto at = [&](int64_t c, int64_t h, int64_t w) {
+    return static_cast<double>(x.data<float>()[(c * kS + h) * kS + w]);
+  };
+  for (int64_t m = 0; m < 3; ++m) {
+    for (int64_t h = 0; h < kS; ++h) {
+      for (int64_t w = 0; w < kS; ++w) {
+        double expected = 0;
+        for (int64_t k = 0; k < kC; ++k) {
+          double a = 0;
+          for (int64_t c = 0; c < kC; ++c) a += wa.data<float>()[k * kC + c] * at(c, h, w);
+          expected += wp.data<float>()[m * 2 * kC + k] * a;
+          expected += wp.data<float>()[m * 2 * kC + kC + k] * at(k, w, h);
+        }
+        EXPECT_NEAR(y.data<float>()[(m * kS + h) * kS + w], expected, 1e-4 * (1 + std::fabs(expected)))
+            << "output " << m << "," << h << "," << w;
+      }
+    }
+  }
+}
+
 // r = Relu(x), v = Reshape(r), c = Concat(v, Sigmoid(v)) along the last
 // axis at batch 1, y = Relu(c): the Reshape's output is a view of r, and r
 // and the Sigmoid's output are written into c, so only the Relus and the

@@ -169,6 +169,29 @@ TEST(GraphOptimizerTest, IdentitiesGoExceptWhereTheyProduceAGraphOutput) {
   EXPECT_EQ(y[0].data<float>()[1], 2.0f);
 }
 
+// Dropout with a constant bool training_mode (swin_t exports its stochastic
+// depth as ratio 0 in training mode, with a mask nobody reads) is served as
+// the identity, whatever the mode and ratio, as a serving system should.
+TEST(GraphOptimizerTest, DropoutWithAConstantTrainingModeIsServedAsTheIdentity) {
+  for (const bool training : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "training " << training);
+    OnnxModelBuilder builder("dropout");
+    Tensor mode = Tensor::Host(DType::kBool, {});
+    mode.data<uint8_t>()[0] = training;
+    Tensor ratio = Tensor::Host(DType::kFloat32, {});
+    ratio.data<float>()[0] = 0.1f;
+    builder.AddInitializer("ratio", ratio);
+    builder.AddInitializer("mode", mode);
+    builder.AddNode("Dropout", {"x", "ratio", "mode"}, {"d", "mask"});
+    builder.AddNode("Relu", {"d"}, {"y"});
+    builder.AddInput("x", DType::kFloat32, {kAnyDim, 2});
+    builder.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
+    std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+    ASSERT_EQ(model->graph().nodes.size(), 1u);
+    EXPECT_EQ(model->graph().nodes[0].op_type, "Relu");
+  }
+}
+
 TEST(GraphOptimizerTest, ValuesWithSeveralReadersAreNotFused) {
   OnnxModelBuilder builder("shared");
   builder.AddInitializer("w", RandomTensor({2, 2}, 1));

@@ -11,6 +11,7 @@
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
+#include "core/base/status_macros.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/op_util.h"
 
@@ -46,12 +47,37 @@ struct Wrapping {
   }
 };
 
+// Mod. Integers: the remainder takes the divisor's sign (Python's %), or
+// the dividend's with fmod (C's %); a zero divisor gives 0, and so does
+// INT_MIN % -1, where C's % would trap and take the server down. Floats:
+// C's fmod.
+template <typename T, bool kFmod>
+struct Remainder {
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>) {
+        if (b == -1) return 0;
+      }
+      const T r = static_cast<T>(a % b);
+      if constexpr (!kFmod && std::is_signed_v<T>) {
+        if (r != 0 && ((r < 0) != (b < 0))) return static_cast<T>(r + b);
+      }
+      return r;
+    } else {
+      return std::fmod(a, b);
+    }
+  }
+};
+
 template <typename T>
 KernelOrStatus MakeLoopKernel(const std::string& op, const Shape& a, const Shape& b,
-                              const Shape& out) {
+                              const Shape& out, bool fmod = false) {
   if (op == "Add") return MakeBinaryLoop<Wrapping<std::plus, T>, T>(a, b, out);
   if (op == "Sub") return MakeBinaryLoop<Wrapping<std::minus, T>, T>(a, b, out);
   if (op == "Mul") return MakeBinaryLoop<Wrapping<std::multiplies, T>, T>(a, b, out);
+  if (op == "Mod" && fmod) return MakeBinaryLoop<Remainder<T, true>, T>(a, b, out);
+  if (op == "Mod") return MakeBinaryLoop<Remainder<T, false>, T>(a, b, out);
   return MakeBinaryLoop<Divides<T>, T>(a, b, out);
 }
 
@@ -110,6 +136,12 @@ KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& contex
   const Shape& out = spec.outputs[0].shape;
   const Shape& a = spec.inputs[0]->shape;
   const Shape& b = spec.inputs[1]->shape;
+  if (op == "Mod") {
+    REPLICAD_ASSIGN_OR_RETURN(int64_t fmod, IntAttribute(spec, "fmod", 0));
+    return VisitDType(spec.outputs[0].dtype, [&](auto traits) {
+      return MakeLoopKernel<typename decltype(traits)::Type>(op, a, b, out, fmod != 0);
+    });
+  }
   if (spec.outputs[0].dtype != DType::kFloat32) {
     return VisitDType(spec.outputs[0].dtype, [&](auto traits) {
       return MakeLoopKernel<typename decltype(traits)::Type>(op, a, b, out);

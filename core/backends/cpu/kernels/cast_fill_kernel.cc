@@ -7,6 +7,7 @@
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/base/status_macros.h"
 #include "core/ops/data_movement_attributes.h"
+#include "core/ops/sequence_attributes.h"
 
 namespace replicad {
 namespace {
@@ -93,6 +94,11 @@ class CastKernel : public Kernel {
 
 KernelOrStatus MakeShapeKernel(const KernelSpec& spec, CpuKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(Tensor value, ShapeValue(spec));
+  return std::make_unique<RepeatValueKernel>(std::move(value), 1);
+}
+
+KernelOrStatus MakeRangeKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(Tensor value, RangeValue(spec));
   return std::make_unique<RepeatValueKernel>(std::move(value), 1);
 }
 

@@ -28,7 +28,7 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
 KernelOrStatus MakeConvTransposeKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& context);
-// Add, Sub, Mul and Div, any number type.
+// Add, Sub, Mul, Div and Mod, any number type.
 KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Pow: float32 or int64 base, float32 or int64 exponent.
 KernelOrStatus MakePowKernel(const KernelSpec& spec, CpuKernelContext& context);
@@ -58,9 +58,16 @@ KernelOrStatus MakeGatherKernel(const KernelSpec& spec, CpuKernelContext& contex
 KernelOrStatus MakeSliceKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakePadKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeExpandKernel(const KernelSpec& spec, CpuKernelContext& context);
-// Shape and ConstantOfShape write values known when the kernel is built.
+// Shape, ConstantOfShape and Range write values known when the kernel is built.
 KernelOrStatus MakeShapeKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeConstantOfShapeKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeRangeKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Trilu, Split and ScatterND (sequence_kernels.cc).
+KernelOrStatus MakeTriluKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeSplitKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeScatterNdKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Resize, nearest (any dtype) and linear (float32).
+KernelOrStatus MakeResizeKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Cast between any two dtypes.
 KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Equal, Less, Greater, LessOrEqual and GreaterOrEqual; And, Or and Xor; Not;

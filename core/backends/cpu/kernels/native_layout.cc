@@ -59,6 +59,11 @@ class ReorderedInputsKernel : public Kernel {
     return inner_->Run(run, inner_inputs_.data(), outputs);
   }
 
+  // The output is inner's, in the layout inner chose (a concatenation of a
+  // blocked map and a reordered row-major one writes blocks).
+  std::string native_output_layout() const override { return inner_->native_output_layout(); }
+  size_t native_output_bytes() const override { return inner_->native_output_bytes(); }
+
  private:
   bool IsConverted(int input) const {
     for (const Conversion& c : conversions_) {
