@@ -10,6 +10,9 @@ namespace replicad {
 // applied, so that shape rules and kernels read them the same way:
 //   LeakyRelu    y = x >= 0 ? x : alpha * x            alpha (0.01)
 //   HardSigmoid  y = max(0, min(1, alpha * x + beta))  alpha (0.2), beta (0.5)
+//   Elu          y = x >= 0 ? x : alpha * (exp(x) - 1)  alpha (1.0)
+//   Selu         y = gamma * (x > 0 ? x : alpha * (exp(x) - 1))
+//                                                      alpha (1.67326...), beta = gamma (1.0507...)
 // Every other op has no such attribute and reads as zeros.
 struct ActivationAttributes {
   float alpha = 0.0f;

@@ -46,6 +46,13 @@ absl::StatusOr<ActivationAttributes> ParseActivationAttributes(const KernelSpec&
   } else if (spec.op_type == "HardSigmoid") {
     REPLICAD_ASSIGN_OR_RETURN(attributes.alpha, FloatAttribute(spec, "alpha", 0.2f));
     REPLICAD_ASSIGN_OR_RETURN(attributes.beta, FloatAttribute(spec, "beta", 0.5f));
+  } else if (spec.op_type == "Elu") {
+    REPLICAD_ASSIGN_OR_RETURN(attributes.alpha, FloatAttribute(spec, "alpha", 1.0f));
+  } else if (spec.op_type == "Selu") {
+    REPLICAD_ASSIGN_OR_RETURN(attributes.alpha,
+                              FloatAttribute(spec, "alpha", 1.67326319217681884765625f));
+    REPLICAD_ASSIGN_OR_RETURN(attributes.beta,
+                              FloatAttribute(spec, "gamma", 1.05070102214813232421875f));
   }
   return attributes;
 }
@@ -61,6 +68,22 @@ absl::Status InferHardSigmoid(KernelSpec* spec) { return InferFloatUnary(spec, "
 absl::Status InferHardSwish(KernelSpec* spec) { return InferFloatUnary(spec, "X"); }
 
 absl::Status InferSqrt(KernelSpec* spec) { return InferFloatUnary(spec, "X"); }
+
+// Exp, Log, Reciprocal, Softplus, Elu, Selu and Mish: float32 (ONNX also
+// allows float16 and double, which replicad does not hold).
+absl::Status InferFloatMath(KernelSpec* spec) {
+  return InferFloatUnary(spec, spec->op_type == "Softplus" || spec->op_type == "Mish" ? "X"
+                                                                                         : "input");
+}
+
+// Abs and Neg take every number type.
+absl::Status InferSignedMath(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 1));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(*spec, 0, "X"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "X", x, kNumericDTypes));
+  spec->outputs = {x};
+  return absl::OkStatus();
+}
 
 // Erf is defined for every numeric type; only float32 is computed.
 absl::Status InferErf(KernelSpec* spec) { return InferFloatUnary(spec, "input", {DType::kInt64}); }

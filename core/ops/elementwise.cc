@@ -36,6 +36,39 @@ absl::Status InferMod(KernelSpec* spec) {
   return absl::OkStatus();
 }
 
+absl::Status InferVariadic(KernelSpec* spec) {
+  if (spec->inputs.empty()) return NodeError(*spec, "needs at least one input");
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, static_cast<int>(spec->inputs.size())));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType first, RequiredInput(*spec, 0, "data_0"));
+  // Mean is defined for floats only; Sum, Max and Min for every number type.
+  if (spec->op_type == "Mean") {
+    REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "data_0", first, {DType::kFloat32}));
+  } else {
+    REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "data_0", first, kNumericDTypes));
+  }
+  Shape shape = first.shape;
+  for (size_t i = 1; i < spec->inputs.size(); ++i) {
+    const std::string name = absl::StrCat("data_", i);
+    REPLICAD_ASSIGN_OR_RETURN(TensorType input,
+                              RequiredInput(*spec, static_cast<int>(i), name));
+    if (input.dtype != first.dtype) {
+      return NodeError(*spec, absl::StrCat("input ", i, " '", name, "' must have data_0's dtype ",
+                                           DTypeName(first.dtype), ", received ",
+                                           TensorTypeToString(input)));
+    }
+    const std::optional<Shape> broadcast = BroadcastShapes(shape, input.shape);
+    if (!broadcast.has_value()) {
+      return NodeError(*spec, absl::StrCat("input ", i, " '", name, "' ",
+                                           TensorTypeToString(input),
+                                           " does not broadcast with the inputs before it, ",
+                                           ShapeToString(shape)));
+    }
+    shape = *broadcast;
+  }
+  spec->outputs = {TensorType{first.dtype, shape}};
+  return absl::OkStatus();
+}
+
 absl::Status InferRelu(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 1));
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(*spec, 0, "X"));

@@ -69,6 +69,12 @@ absl::Status InferWhere(KernelSpec* spec);
 // elementwise.cc: integer Mod follows the divisor's sign (Python's %) unless
 // fmod = 1 (C's fmod, the only form for float32).
 absl::Status InferMod(KernelSpec* spec);
+// Sum, Mean, Max and Min: one or more inputs of one dtype, broadcast together.
+absl::Status InferVariadic(KernelSpec* spec);
+// activation_ops.cc: Exp, Log, Reciprocal, Softplus, Elu, Selu and Mish
+// (float32); Abs and Neg (any number type).
+absl::Status InferFloatMath(KernelSpec* spec);
+absl::Status InferSignedMath(KernelSpec* spec);
 
 // sequence_ops.cc (sequence_attributes.h). Range needs all three inputs,
 // Trilu its k and Split its sizes in spec.constant_inputs.

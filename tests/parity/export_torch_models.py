@@ -6,10 +6,14 @@ Usage (Debian's interpreter, which has python3-torch, python3-torchvision, pytho
     /usr/bin/python3 tests/parity/export_torch_models.py --list | --list-zoo
 
 For each model NAME it writes
-    OUT_DIR/NAME/model.onnx              opset 13, dim 0 of every input and output is "batch"
-    OUT_DIR/NAME/b{B}_input_{i}.npy      float32 inputs for batch B in 1, 3, 16 (seeded)
+    OUT_DIR/NAME/model.onnx              opset 13 (17 for TRANSFORMERS), dim 0 of every input
+                                         and output is "batch"
+    OUT_DIR/NAME/b{B}_input_{i}.npy      inputs for batch B in 1, 3, 16 (1, 3 for
+                                         TRANSFORMERS; seeded): float32, or int64 token ids
+                                         and masks
     OUT_DIR/NAME/b{B}_output_{j}.npy     PyTorch's outputs for them (eval mode)
-    OUT_DIR/NAME/nonfinite_input_{i}.npy  the images of NON_FINITE_CASES (NaN and infinities)
+    OUT_DIR/NAME/nonfinite_input_{i}.npy  the images of NON_FINITE_CASES (NaN and infinities),
+                                         for models whose inputs are all images
     OUT_DIR/NAME/nonfinite_torch_output_{j}.npy, nonfinite_onnxruntime_output_{j}.npy
                                          PyTorch's and, where onnxruntime imports (e.g. under
                                          .venv/bin/python, scripts/bench-venv.sh), ONNX
@@ -151,6 +155,99 @@ class ConvNextBlocks(nn.Module):
         return self.head(self.blocks(self.stem(x)))
 
 
+# ---------------------------------------------------------------- transformers
+
+class BertEncoder(nn.Module):
+    """A BERT-style classifier: token and learned position embeddings, nn.TransformerEncoder
+    (4 layers, d_model 256, 4 heads, GELU), padding mask from attention_mask == 0, mean pooling
+    over the tokens the mask keeps, a linear head of 2 classes."""
+
+    def __init__(self, vocab=1000, d_model=256, length=128):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, d_model)
+        self.positions = nn.Parameter(torch.randn(1, length, d_model) * 0.02)
+        layer = nn.TransformerEncoderLayer(d_model=d_model, nhead=4, dim_feedforward=1024,
+                                           batch_first=True, activation="gelu")
+        self.encoder = nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False)
+        self.classifier = nn.Linear(d_model, 2)
+
+    def forward(self, input_ids, attention_mask):
+        x = self.tokens(input_ids) + self.positions[:, :input_ids.shape[1]]
+        x = self.encoder(x, src_key_padding_mask=attention_mask == 0)
+        keep = attention_mask.unsqueeze(-1).to(x.dtype)
+        return self.classifier((x * keep).sum(1) / keep.sum(1).clamp(min=1.0))
+
+
+class CausalBlock(nn.Module):
+    """A GPT-2 block: pre-LayerNorm causal self-attention (the mask from torch.triu, filled
+    with -inf) and an MLP with GELU, each residual."""
+
+    def __init__(self, d_model, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
+                                 nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x):
+        batch, length, d_model = x.shape
+        head = d_model // self.heads
+        q, k, v = self.qkv(self.norm1(x)).split(d_model, dim=2)
+        q, k, v = (t.view(batch, length, self.heads, head).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / head ** 0.5)
+        mask = torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)
+        attention = scores.masked_fill(mask, float("-inf")).softmax(-1)
+        y = (attention @ v).transpose(1, 2).reshape(batch, length, d_model)
+        x = x + self.proj(y)
+        return x + self.mlp(self.norm2(x))
+
+
+class GptDecoder(nn.Module):
+    """A GPT-2-style causal decoder: token and position embeddings, 2 CausalBlocks of d_model
+    256 and 4 heads, a final LayerNorm and a language-model head over 1000 tokens."""
+
+    def __init__(self, vocab=1000, d_model=256, layers=2, length=64):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, d_model)
+        self.positions = nn.Embedding(length, d_model)
+        self.blocks = nn.ModuleList([CausalBlock(d_model, 4) for _ in range(layers)])
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab, bias=False)
+
+    def forward(self, input_ids):
+        positions = torch.arange(input_ids.shape[1]).unsqueeze(0)
+        x = self.tokens(input_ids) + self.positions(positions)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+
+class SegmentationOutput(nn.Module):
+    """torchvision's segmentation models return {"out": ...}; this returns the tensor."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+def _vit_b_32():
+    model = torchvision.models.vit_b_32(weights=None)
+    # torchvision starts the head at zero, so every output would be 0 whatever came before it.
+    nn.init.normal_(model.heads.head.weight, std=0.02)
+    return model
+
+
+def _segmentation(name):
+    return lambda: SegmentationOutput(torchvision.models.segmentation.__dict__[name](
+        weights=None, weights_backbone=None, num_classes=21))
+
+
 # ---------------------------------------------------------------- the registry
 
 IMAGE_224 = [("input", (3, 224, 224))]
@@ -176,6 +273,29 @@ MODELS = {
     "siamese_pair": (SiamesePair, [("left", (1, 28, 28)), ("right", (1, 28, 28))],
                      ["embedding_left", "embedding_right"]),
     "small_cnn": (SmallCnn, [("image", (1, 28, 28))], ["logits", "probabilities"]),
+}
+
+# Transformers, segmentation heads and what they need (issue #38): exported at opset 17, at
+# batches 1 and 3 (they cost more per image than MODELS'). An input spec may name a third
+# field, the kind of int64 values it holds: "ids" (token ids, uniform in [0, VOCAB)) or "mask"
+# (1 for a token, 0 for padding: every other row has its last quarter padded).
+TRANSFORMER_OPSET = 17
+TRANSFORMER_BATCHES = (1, 3)
+VOCAB = 1000
+TRANSFORMERS = {
+    # Attention through nn.MultiheadAttention; Equal and Where in its shape arithmetic.
+    "vit_b_32": (_vit_b_32, IMAGE_224, ["logits"]),
+    # Shifted windows: Mod, Range, ScatterND, Not, Where on the attention masks.
+    "swin_t": (lambda: torchvision.models.swin_t(weights=None), IMAGE_224, ["logits"]),
+    # int64 ids and mask; Equal and Where make the padding mask.
+    "bert_encoder": (BertEncoder, [("input_ids", (128,), "ids"), ("attention_mask", (128,), "mask")],
+                     ["logits"]),
+    # Split, Trilu on a bool ConstantOfShape, Where with -inf.
+    "gpt_decoder": (GptDecoder, [("input_ids", (64,), "ids")], ["logits"]),
+    # Dilated convolutions, a concatenation of blocked and row-major maps, linear Resize.
+    "deeplabv3_mobilenet_v3_large": (_segmentation("deeplabv3_mobilenet_v3_large"), IMAGE_224,
+                                     ["out"]),
+    "lraspp_mobilenet_v3_large": (_segmentation("lraspp_mobilenet_v3_large"), IMAGE_224, ["out"]),
 }
 
 
@@ -275,8 +395,19 @@ def zoo_names():
 
 
 def registry_entry(name):
-    """(constructor, input specs, output names) of a model of MODELS or ZOO."""
-    return MODELS[name] if name in MODELS else ZOO[name]
+    """(constructor, input specs, output names) of a model of MODELS, TRANSFORMERS or ZOO."""
+    for registry in (MODELS, TRANSFORMERS):
+        if name in registry:
+            return registry[name]
+    return ZOO[name]
+
+
+def opset_of(name):
+    return TRANSFORMER_OPSET if name in TRANSFORMERS else OPSET
+
+
+def batches_of(name):
+    return TRANSFORMER_BATCHES if name in TRANSFORMERS else BATCHES
 
 
 def _seed_of(*parts):
@@ -303,10 +434,22 @@ def build_model(name):
 
 
 def make_inputs(name, inputs, batch):
-    """Seeded standard-normal float32 inputs of [batch, *shape] for each input spec."""
+    """Seeded inputs of [batch, *shape] for each input spec: standard-normal float32, or int64
+    token ids or masks for the specs that name that kind."""
     rng = np.random.default_rng(_seed_of(name, "inputs", batch))
-    return [rng.standard_normal((batch,) + tuple(shape), dtype=np.float32)
-            for _, shape in inputs]
+    arrays = []
+    for spec in inputs:
+        shape = (batch,) + tuple(spec[1])
+        kind = spec[2] if len(spec) > 2 else "float"
+        if kind == "ids":
+            arrays.append(rng.integers(0, VOCAB, size=shape, dtype=np.int64))
+        elif kind == "mask":
+            mask = np.ones(shape, dtype=np.int64)
+            mask[1::2, shape[-1] * 3 // 4:] = 0
+            arrays.append(mask)
+        else:
+            arrays.append(rng.standard_normal(shape, dtype=np.float32))
+    return arrays
 
 
 # PyTorch 2.9 made the dynamo-based exporter the default; ours is the TorchScript one (opset 13,
@@ -315,10 +458,10 @@ TORCHSCRIPT_EXPORTER = ({"dynamo": False}
                         if "dynamo" in inspect.signature(torch.onnx.export).parameters else {})
 
 
-def export_onnx(model, inputs, outputs, path):
-    """torch.onnx.export at opset 13, dim 0 of every input and output dynamic ("batch")."""
-    dummy = tuple(torch.zeros((EXPORT_BATCH,) + tuple(shape)) for _, shape in inputs)
-    names = [n for n, _ in inputs] + list(outputs)
+def export_onnx(model, inputs, outputs, path, opset=OPSET):
+    """torch.onnx.export at `opset`, dim 0 of every input and output dynamic ("batch")."""
+    dummy = tuple(torch.from_numpy(a) for a in make_inputs("export", inputs, EXPORT_BATCH))
+    names = [spec[0] for spec in inputs] + list(outputs)
     tmp = path + ".tmp"
     # Under no_grad an eval-mode nn.MultiheadAttention (vit_b_32 of the zoo) takes its fast
     # path, one aten::_native_multi_head_attention op that has no ONNX export; with grad enabled
@@ -326,8 +469,8 @@ def export_onnx(model, inputs, outputs, path):
     # no_grad.
     has_attention = any(isinstance(m, nn.MultiheadAttention) for m in model.modules())
     with torch.set_grad_enabled(has_attention):
-        torch.onnx.export(model, dummy, tmp, opset_version=OPSET,
-                          input_names=[n for n, _ in inputs], output_names=list(outputs),
+        torch.onnx.export(model, dummy, tmp, opset_version=opset,
+                          input_names=[spec[0] for spec in inputs], output_names=list(outputs),
                           dynamic_axes={n: {0: "batch"} for n in names},
                           do_constant_folding=True, training=torch.onnx.TrainingMode.EVAL,
                           **TORCHSCRIPT_EXPORTER)
@@ -414,9 +557,9 @@ def export_one(name, out_dir, digest, force):
     if os.path.exists(manifest_path):
         os.remove(manifest_path)  # Stale until rewritten below.
     model, inputs, outputs = build_model(name)
-    export_onnx(model, inputs, outputs, os.path.join(model_dir, "model.onnx"))
+    export_onnx(model, inputs, outputs, os.path.join(model_dir, "model.onnx"), opset_of(name))
     batches = []
-    for batch in BATCHES:
+    for batch in batches_of(name):
         arrays = make_inputs(name, inputs, batch)
         results = run_torch(model, arrays)
         if len(results) != len(outputs):
@@ -429,26 +572,29 @@ def export_one(name, out_dir, digest, force):
             entry["outputs"].append(f"b{batch}_output_{j}.npy")
             np.save(os.path.join(model_dir, entry["outputs"][-1]), r)
         batches.append(entry)
-    arrays = make_non_finite_inputs(name, inputs)
-    non_finite = {"cases": list(NON_FINITE_CASES), "inputs": [], "torch_outputs": [],
-                  "onnxruntime_outputs": []}
-    for i, a in enumerate(arrays):
-        non_finite["inputs"].append(f"nonfinite_input_{i}.npy")
-        np.save(os.path.join(model_dir, non_finite["inputs"][-1]), a)
-    for j, r in enumerate(run_torch(model, arrays)):
-        non_finite["torch_outputs"].append(f"nonfinite_torch_output_{j}.npy")
-        np.save(os.path.join(model_dir, non_finite["torch_outputs"][-1]), r)
-    if onnxruntime_version() is not None:
-        ort_results = run_onnxruntime(os.path.join(model_dir, "model.onnx"),
-                                      [n for n, _ in inputs], arrays)
-        for j, r in enumerate(ort_results):
-            non_finite["onnxruntime_outputs"].append(f"nonfinite_onnxruntime_output_{j}.npy")
-            np.save(os.path.join(model_dir, non_finite["onnxruntime_outputs"][-1]), r)
+    # NaN and infinities go into images; token ids have none.
+    non_finite = None
+    if all(len(spec) == 2 and len(spec[1]) == 3 for spec in inputs):
+        arrays = make_non_finite_inputs(name, inputs)
+        non_finite = {"cases": list(NON_FINITE_CASES), "inputs": [], "torch_outputs": [],
+                      "onnxruntime_outputs": []}
+        for i, a in enumerate(arrays):
+            non_finite["inputs"].append(f"nonfinite_input_{i}.npy")
+            np.save(os.path.join(model_dir, non_finite["inputs"][-1]), a)
+        for j, r in enumerate(run_torch(model, arrays)):
+            non_finite["torch_outputs"].append(f"nonfinite_torch_output_{j}.npy")
+            np.save(os.path.join(model_dir, non_finite["torch_outputs"][-1]), r)
+        if onnxruntime_version() is not None:
+            ort_results = run_onnxruntime(os.path.join(model_dir, "model.onnx"),
+                                          [spec[0] for spec in inputs], arrays)
+            for j, r in enumerate(ort_results):
+                non_finite["onnxruntime_outputs"].append(f"nonfinite_onnxruntime_output_{j}.npy")
+                np.save(os.path.join(model_dir, non_finite["onnxruntime_outputs"][-1]), r)
     manifest = {
         "name": name,
         "model": "model.onnx",
-        "opset": OPSET,
-        "inputs": [{"name": n, "shape": ["batch"] + list(s)} for n, s in inputs],
+        "opset": opset_of(name),
+        "inputs": [{"name": spec[0], "shape": ["batch"] + list(spec[1])} for spec in inputs],
         "outputs": [{"name": n, "shape": ["batch"] + list(r.shape[1:])}
                     for n, r in zip(outputs, results)],
         "batches": batches,
@@ -456,8 +602,9 @@ def export_one(name, out_dir, digest, force):
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
         "onnxruntime": onnxruntime_version(),
-        "non_finite": non_finite,
     }
+    if non_finite is not None:
+        manifest["non_finite"] = non_finite
     with tempfile.NamedTemporaryFile("w", dir=model_dir, delete=False, suffix=".tmp") as f:
         json.dump(manifest, f, indent=1)
     os.replace(f.name, manifest_path)
@@ -467,16 +614,17 @@ def export_one(name, out_dir, digest, force):
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out_dir", nargs="?", help="where NAME/ folders are written")
-    parser.add_argument("--models", default=",".join(MODELS),
-                        help="comma-separated subset of: " + ", ".join(MODELS)
-                        + " (the default), or names of the zoo (--list-zoo)")
+    parser.add_argument("--models", default=",".join(list(MODELS) + list(TRANSFORMERS)),
+                        help="comma-separated subset of: " + ", ".join(MODELS) + ", "
+                        + ", ".join(TRANSFORMERS) + " (the default), or names of the zoo "
+                        "(--list-zoo)")
     parser.add_argument("--force", action="store_true", help="ignore the cache")
     parser.add_argument("--list", action="store_true", help="print the model names and exit")
     parser.add_argument("--list-zoo", action="store_true",
                         help="print the zoo's model names (benchmarks/compare_peers.py --zoo)")
     args = parser.parse_args(argv)
     if args.list:
-        print("\n".join(MODELS))
+        print("\n".join(list(MODELS) + list(TRANSFORMERS)))
         return 0
     if args.list_zoo:
         print("\n".join(zoo_names()))
@@ -484,7 +632,7 @@ def main(argv):
     if not args.out_dir:
         parser.error("OUT_DIR is required")
     names = [n for n in args.models.split(",") if n]
-    unknown = [n for n in names if n not in MODELS and n not in ZOO]
+    unknown = [n for n in names if n not in MODELS and n not in TRANSFORMERS and n not in ZOO]
     if unknown:
         parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}"
                      " and the zoo (--list-zoo)")

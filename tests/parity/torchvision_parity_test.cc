@@ -5,7 +5,11 @@
 // weights), built by
 // tests/parity/export_torch_models.py with weights=None and a fixed seed, exported to ONNX
 // (opset 13, dynamic batch), loaded with LoadOnnxFile and served over 1 and 2 CPU slots,
-// match PyTorch's outputs within 1e-4 relative L2 for batches 1, 3 and 16; and for a batch
+// match PyTorch's outputs within 1e-4 relative L2 for batches 1, 3 and 16. So do, at opset 17
+// and batches 1 and 3, the transformers and segmentation heads of issue #38: torchvision's
+// vit_b_32 and swin_t, a BERT-style encoder (int64 token ids and mask) and a GPT-2-style causal
+// decoder of the script's own, and deeplabv3_mobilenet_v3_large and lraspp_mobilenet_v3_large.
+// And for a batch
 // of images with NaN and infinities they hold NaN, +inf and -inf where PyTorch's (and ONNX
 // Runtime's, where the fixtures have them) do (KeepsNaNAndInfinitiesWherePyTorchDoes).
 //
@@ -96,13 +100,15 @@ absl::StatusOr<nlohmann::json> ReadManifest(const std::string& path) {
   return manifest;
 }
 
-absl::StatusOr<Tensor> ReadFloatNpy(const std::string& path) {
+// A float32 (images, outputs) or int64 (token ids, masks) .npy file.
+absl::StatusOr<Tensor> ReadNpyTensor(const std::string& path) {
   absl::StatusOr<v1::Tensor> proto = client::ReadNpy(path);
   if (!proto.ok()) return proto.status();
-  if (proto->dtype() != v1::DATA_TYPE_FLOAT32) {
-    return absl::InvalidArgumentError(path + ": expected float32");
+  if (proto->dtype() != v1::DATA_TYPE_FLOAT32 && proto->dtype() != v1::DATA_TYPE_INT64) {
+    return absl::InvalidArgumentError(path + ": expected float32 or int64");
   }
-  Tensor t = Tensor::Host(DType::kFloat32, Shape(proto->shape().begin(), proto->shape().end()));
+  const DType dtype = proto->dtype() == v1::DATA_TYPE_INT64 ? DType::kInt64 : DType::kFloat32;
+  Tensor t = Tensor::Host(dtype, Shape(proto->shape().begin(), proto->shape().end()));
   if (t.byte_size() != proto->raw().size()) {
     return absl::InvalidArgumentError(path + ": size does not match its shape");
   }
@@ -224,7 +230,7 @@ TEST_P(TorchParityTest, MatchesPyTorchOverOneAndTwoSlots) {
       std::vector<Tensor> inputs(input_index.size());
       for (size_t i = 0; i < input_index.size(); ++i) {
         absl::StatusOr<Tensor> t =
-            ReadFloatNpy(dir + "/" + entry.at("inputs")[i].get<std::string>());
+            ReadNpyTensor(dir + "/" + entry.at("inputs")[i].get<std::string>());
         ASSERT_TRUE(t.ok()) << t.status();
         inputs[input_index[i]] = *std::move(t);
       }
@@ -238,7 +244,7 @@ TEST_P(TorchParityTest, MatchesPyTorchOverOneAndTwoSlots) {
       EXPECT_EQ(outcome.slices.size(), static_cast<size_t>(std::min<int64_t>(slots, batch)));
       for (size_t j = 0; j < output_index.size(); ++j) {
         absl::StatusOr<Tensor> expected =
-            ReadFloatNpy(dir + "/" + entry.at("outputs")[j].get<std::string>());
+            ReadNpyTensor(dir + "/" + entry.at("outputs")[j].get<std::string>());
         ASSERT_TRUE(expected.ok()) << expected.status();
         const Tensor& actual = outcome.outputs[output_index[j]];
         if (actual.shape() != expected->shape()) {
@@ -312,7 +318,9 @@ TEST_P(TorchParityTest, KeepsNaNAndInfinitiesWherePyTorchDoes) {
   ASSERT_TRUE(manifest.ok()) << manifest.status() << "\nexport_torch_models.py exited "
                              << fixtures.exit_code << ":\n"
                              << fixtures.output;
-  ASSERT_TRUE(manifest->contains("non_finite")) << dir << ": fixtures without non-finite cases";
+  if (!manifest->contains("non_finite")) {
+    GTEST_SKIP() << name << " takes token ids, which hold no NaN or infinity";
+  }
   const nlohmann::json& cases = manifest->at("non_finite");
   absl::StatusOr<std::shared_ptr<const Model>> model =
       LoadOnnxFile(dir + "/" + manifest->at("model").get<std::string>(), name);
@@ -323,7 +331,7 @@ TEST_P(TorchParityTest, KeepsNaNAndInfinitiesWherePyTorchDoes) {
   for (size_t i = 0; i < input_specs.size(); ++i) {
     const int index = (*model)->InputIndex(input_specs[i].at("name").get<std::string>());
     ASSERT_GE(index, 0);
-    absl::StatusOr<Tensor> t = ReadFloatNpy(dir + "/" + cases.at("inputs")[i].get<std::string>());
+    absl::StatusOr<Tensor> t = ReadNpyTensor(dir + "/" + cases.at("inputs")[i].get<std::string>());
     ASSERT_TRUE(t.ok()) << t.status();
     inputs[index] = *std::move(t);
   }
@@ -342,13 +350,13 @@ TEST_P(TorchParityTest, KeepsNaNAndInfinitiesWherePyTorchDoes) {
       const std::string output_name = output_specs[j].at("name").get<std::string>();
       const Tensor& actual = outcome.outputs[(*model)->OutputIndex(output_name)];
       absl::StatusOr<Tensor> torch =
-          ReadFloatNpy(dir + "/" + cases.at("torch_outputs")[j].get<std::string>());
+          ReadNpyTensor(dir + "/" + cases.at("torch_outputs")[j].get<std::string>());
       ASSERT_TRUE(torch.ok()) << torch.status();
       ASSERT_EQ(actual.shape(), torch->shape());
       std::optional<Tensor> ort;
       if (with_ort) {
         absl::StatusOr<Tensor> t =
-            ReadFloatNpy(dir + "/" + cases.at("onnxruntime_outputs")[j].get<std::string>());
+            ReadNpyTensor(dir + "/" + cases.at("onnxruntime_outputs")[j].get<std::string>());
         ASSERT_TRUE(t.ok()) << t.status();
         ort = *std::move(t);
       }
@@ -388,7 +396,10 @@ INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest,
                          ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1",
                                            "densenet121", "efficientnet_b0", "shufflenet_v2_x0_5",
                                            "mnasnet0_75", "convnext_blocks", "xception_separable",
-                                           "siamese_pair", "small_cnn"),
+                                           "siamese_pair", "small_cnn", "vit_b_32", "swin_t",
+                                           "bert_encoder", "gpt_decoder",
+                                           "deeplabv3_mobilenet_v3_large",
+                                           "lraspp_mobilenet_v3_large"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

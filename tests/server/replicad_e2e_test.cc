@@ -688,9 +688,9 @@ TEST(ReplicadStartupTest, BadSchedulingAndDoorFlagsFailNamingTheFlag) {
 TEST(ReplicadStartupTest, UnsupportedModelFailsNamingOpsAndNodes) {
   const std::string dir = ::testing::TempDir() + "/bad_repo/lstm";
   std::filesystem::create_directories(dir);
-  OnnxModelBuilder builder("elu_graph");
+  OnnxModelBuilder builder("shrink_graph");
   builder.AddNode("Relu", {"x"}, {"r"});
-  builder.AddNode("Elu", {"r"}, {"y"})->set_name("elu_1");
+  builder.AddNode("Shrink", {"r"}, {"y"})->set_name("shrink_1");
   builder.AddInput("x", DType::kFloat32, {kAnyDim, 4});
   builder.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
   std::ofstream(dir + "/model.onnx", std::ios::binary) << builder.Serialize();
@@ -699,7 +699,7 @@ TEST(ReplicadStartupTest, UnsupportedModelFailsNamingOpsAndNodes) {
                            "--model-repository", ::testing::TempDir() + "/bad_repo"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.out, AllOf(HasSubstr("UNIMPLEMENTED"), HasSubstr("model 'lstm'"),
-                                HasSubstr("Elu (node 'elu_1')")));
+                                HasSubstr("Shrink (node 'shrink_1')")));
 }
 
 }  // namespace

@@ -129,6 +129,63 @@ KernelOrStatus MakePowLoopKernel(DType exponent, const Shape& x, const Shape& y,
   return MakeBinaryLoop<Power, Out, Out, float>(x, y, out);
 }
 
+// Max and Min of two elements; a NaN in either gives NaN, as numpy's
+// maximum and minimum (and ONNX Runtime) give it.
+template <bool kMax>
+struct Extreme {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+    }
+    return kMax ? (a < b ? b : a) : (b < a ? b : a);
+  }
+};
+
+struct Pass {
+  template <typename T>
+  T operator()(T a) const {
+    return a;
+  }
+};
+
+// Sum, Mean, Max and Min: input 0 broadcast into the output, then each
+// further input folded into it element by element (the output is read and
+// written at the same index, so the fold needs no other buffer); Mean then
+// divides by the count.
+class VariadicKernel : public Kernel {
+ public:
+  VariadicKernel(std::vector<std::unique_ptr<Kernel>> folds, float mean_scale, int64_t size)
+      : folds_(std::move(folds)), mean_scale_(mean_scale), size_(size) {}
+
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
+    const void* first[] = {inputs[0]};
+    REPLICAD_RETURN_IF_ERROR(folds_[0]->Run(run, first, outputs));
+    for (size_t i = 1; i < folds_.size(); ++i) {
+      const void* pair[] = {outputs[0], inputs[i]};
+      REPLICAD_RETURN_IF_ERROR(folds_[i]->Run(run, pair, outputs));
+    }
+    if (mean_scale_ != 1.0f) {
+      float* y = static_cast<float*>(outputs[0]);
+      for (int64_t i = 0; i < size_; ++i) y[i] *= mean_scale_;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<std::unique_ptr<Kernel>> folds_;
+  float mean_scale_;
+  int64_t size_;
+};
+
+template <typename T>
+std::unique_ptr<Kernel> MakeFold(const std::string& op, const Shape& in, const Shape& out) {
+  if (op == "Max") return MakeBinaryLoop<Extreme<true>, T>(out, in, out);
+  if (op == "Min") return MakeBinaryLoop<Extreme<false>, T>(out, in, out);
+  return MakeBinaryLoop<Wrapping<std::plus, T>, T>(out, in, out);
+}
+
 }  // namespace
 
 KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& context) {
@@ -230,6 +287,22 @@ KernelOrStatus MakePowKernel(const KernelSpec& spec, CpuKernelContext& context) 
   primitive.BindInput(DNNL_ARG_SRC, data, 0);
   primitive.BindOutput(DNNL_ARG_DST, data, 0);
   return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+}
+
+KernelOrStatus MakeVariadicKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  const Shape& out = spec.outputs[0].shape;
+  return VisitDType(spec.outputs[0].dtype, [&](auto traits) -> KernelOrStatus {
+    using T = typename decltype(traits)::Type;
+    std::vector<std::unique_ptr<Kernel>> folds;
+    folds.push_back(std::make_unique<BroadcastLoopKernel<Pass, T, T>>(
+        std::array<Shape, 1>{spec.inputs[0]->shape}, out));
+    for (size_t i = 1; i < spec.inputs.size(); ++i) {
+      folds.push_back(MakeFold<T>(spec.op_type, spec.inputs[i]->shape, out));
+    }
+    const float scale =
+        spec.op_type == "Mean" ? 1.0f / static_cast<float>(spec.inputs.size()) : 1.0f;
+    return std::make_unique<VariadicKernel>(std::move(folds), scale, NumElements(out));
+  });
 }
 
 }  // namespace replicad

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/backends/cpu/kernels/dnnl_primitive_kernel.h"
@@ -66,25 +67,68 @@ class ClipLoopKernel : public Kernel {
   bool has_max_;
 };
 
-// oneDNN has no erf (eltwise_gelu_erf is GELU, and recovering erf from it
-// divides by x).
-class ErfKernel : public Kernel {
+// A function of the C library over every element, where oneDNN has none
+// (erf: eltwise_gelu_erf is GELU, and recovering erf from it divides by x)
+// or is not exact enough (its log, a polynomial, gives -1.4e-6 for log(1)).
+class LibmKernel : public Kernel {
  public:
-  explicit ErfKernel(int64_t size) : size_(size) {}
+  LibmKernel(int64_t size, float (*function)(float)) : size_(size), function_(function) {}
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
     float* y = static_cast<float*>(outputs[0]);
-    // std::erf does not vectorize; threads pay off once a chunk is worth
-    // more than waking the slot's OpenMP team.
+    // The C library's functions do not vectorize; threads pay off once a
+    // chunk is worth more than waking the slot's OpenMP team.
     constexpr int64_t kParallelMin = 1 << 14;
 #pragma omp parallel for schedule(static) if (size_ >= kParallelMin)
-    for (int64_t i = 0; i < size_; ++i) y[i] = std::erf(x[i]);
+    for (int64_t i = 0; i < size_; ++i) y[i] = function_(x[i]);
     return absl::OkStatus();
   }
 
  private:
   int64_t size_;
+  float (*function_)(float);
+};
+
+// Abs and Neg of integers (oneDNN's eltwise is float); the minimum's
+// negation wraps to itself, as numpy's does.
+template <typename T, bool kNegate>
+class IntegerSignKernel : public Kernel {
+ public:
+  explicit IntegerSignKernel(int64_t size) : size_(size) {}
+
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
+    using U = std::make_unsigned_t<T>;
+    const T* x = static_cast<const T*>(inputs[0]);
+    T* y = static_cast<T*>(outputs[0]);
+    for (int64_t i = 0; i < size_; ++i) {
+      const bool flip = kNegate || (std::is_signed_v<T> && x[i] < 0);
+      y[i] = flip ? static_cast<T>(U(0) - static_cast<U>(x[i])) : x[i];
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t size_;
+};
+
+// Selu: gamma * (x > 0 ? x : alpha * (exp(x) - 1)); oneDNN 2.6 has none.
+class SeluKernel : public Kernel {
+ public:
+  SeluKernel(int64_t size, float alpha, float gamma) : size_(size), alpha_(alpha), gamma_(gamma) {}
+
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
+    const float* x = static_cast<const float*>(inputs[0]);
+    float* y = static_cast<float*>(outputs[0]);
+    for (int64_t i = 0; i < size_; ++i) {
+      y[i] = gamma_ * (x[i] > 0.0f ? x[i] : x[i] <= 0.0f ? alpha_ * std::expm1(x[i]) : x[i]);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t size_;
+  float alpha_, gamma_;
 };
 
 }  // namespace
@@ -108,8 +152,23 @@ KernelOrStatus MakeEltwiseKernel(const KernelSpec& spec, CpuKernelContext& conte
     return MakeActivationStepKernel(
         ActivationStep{ActivationPass::kClip, 0.0f, std::numeric_limits<float>::infinity()}, size);
   }
+  const DType dtype = spec.outputs[0].dtype;
+  if ((op == "Abs" || op == "Neg") && dtype != DType::kFloat32) {
+    return VisitDType(dtype, [&](auto traits) -> KernelOrStatus {
+      using T = typename decltype(traits)::Type;
+      if constexpr (std::is_integral_v<T>) {
+        if (op == "Neg") return std::make_unique<IntegerSignKernel<T, true>>(size);
+        return std::make_unique<IntegerSignKernel<T, false>>(size);
+      } else {
+        return NodeUnimplemented(spec, "float32 takes oneDNN's eltwise");
+      }
+    });
+  }
+  if (op == "Selu") return std::make_unique<SeluKernel>(size, attributes.alpha, attributes.beta);
+  if (op == "Log") return std::make_unique<LibmKernel>(size, [](float x) { return std::log(x); });
   algorithm kind;
   float alpha = 0.0f;
+  float beta = 0.0f;
   if (op == "Sigmoid") {
     kind = algorithm::eltwise_logistic;
   } else if (op == "Tanh") {
@@ -121,11 +180,29 @@ KernelOrStatus MakeEltwiseKernel(const KernelSpec& spec, CpuKernelContext& conte
     kind = algorithm::eltwise_hardswish;  // x * max(0, min(1, x / 6 + 1 / 2)), as ONNX's.
   } else if (op == "Sqrt") {
     kind = algorithm::eltwise_sqrt;
+  } else if (op == "Exp") {
+    kind = algorithm::eltwise_exp;
+  } else if (op == "Abs") {
+    kind = algorithm::eltwise_abs;
+  } else if (op == "Neg") {
+    kind = algorithm::eltwise_linear;  // alpha * x + beta
+    alpha = -1.0f;
+  } else if (op == "Reciprocal") {
+    kind = algorithm::eltwise_pow;  // alpha * x ^ beta
+    alpha = 1.0f;
+    beta = -1.0f;
+  } else if (op == "Softplus") {
+    kind = algorithm::eltwise_soft_relu;
+  } else if (op == "Elu") {
+    kind = algorithm::eltwise_elu;
+    alpha = attributes.alpha;
+  } else if (op == "Mish") {
+    kind = algorithm::eltwise_mish;
   } else {
     return NodeUnimplemented(spec, "MakeEltwiseKernel does not compute this op");
   }
   return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec),
-                                           MakeEltwise(context, data, kind, alpha, 0.0f));
+                                           MakeEltwise(context, data, kind, alpha, beta));
 }
 
 KernelOrStatus MakeClipKernel(const KernelSpec& spec, CpuKernelContext&) {
@@ -150,7 +227,8 @@ KernelOrStatus MakeClipKernel(const KernelSpec& spec, CpuKernelContext&) {
 }
 
 KernelOrStatus MakeErfKernel(const KernelSpec& spec, CpuKernelContext& context) {
-  return std::make_unique<ErfKernel>(NumElements(spec.outputs[0].shape));
+  return std::make_unique<LibmKernel>(NumElements(spec.outputs[0].shape),
+                                      [](float x) { return std::erf(x); });
 }
 
 }  // namespace replicad

@@ -30,11 +30,14 @@ KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context)
 KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Add, Sub, Mul, Div and Mod, any number type.
 KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Sum, Mean, Max and Min of one or more broadcast inputs.
+KernelOrStatus MakeVariadicKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Pow: float32 or int64 base, float32 or int64 exponent.
 KernelOrStatus MakePowKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeReluKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeSoftmaxKernel(const KernelSpec& spec, CpuKernelContext& context);
-// Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish and Sqrt.
+// Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish, Sqrt, Exp, Log,
+// Reciprocal, Softplus, Elu, Selu and Mish (float32); Abs and Neg (any number).
 KernelOrStatus MakeEltwiseKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeClipKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeErfKernel(const KernelSpec& spec, CpuKernelContext& context);

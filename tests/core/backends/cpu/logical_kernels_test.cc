@@ -1,8 +1,10 @@
-// The comparison, logic and Where kernels beyond the ONNX backend cases
+// The comparison, logic and Where kernels (and the element-wise math of
+// issue #38 that no ONNX backend case covers) beyond the ONNX backend cases
 // (onnx_node_conformance_test runs those): bytes of bool that are neither 0
 // nor 1, as a client may send them, count as true; Where broadcasts all three
-// inputs together; comparisons of the narrow integer types; a malformed node
-// is refused naming the input and the dtypes.
+// inputs together; comparisons of the narrow integer types; Mish; integer Abs
+// and Neg; a malformed node is refused naming the input and the dtypes.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -79,6 +81,26 @@ TEST_F(LogicalKernelsTest, ComparisonsOfNarrowIntegers) {
   ASSERT_TRUE(y.ok()) << y.status();
   // int32 addition wraps, as numpy's does.
   EXPECT_THAT(Values<int32_t>((*y)[0]), ElementsAre(2147483642, -2147483642));
+}
+
+// Mish (opset 18, which the ONNX backend data here predates): x * tanh(softplus(x)), NaN kept;
+// Abs and Neg of integers wrap at the minimum as numpy's do.
+TEST_F(LogicalKernelsTest, MishAndIntegerSigns) {
+  const Tensor x = Of<float>(DType::kFloat32, {5}, {-20.0f, -1.0f, 0.0f, 0.5f, 3.0f});
+  absl::StatusOr<std::vector<Tensor>> y = Run("Mish", {x}, Attributes());
+  ASSERT_TRUE(y.ok()) << y.status();
+  for (int i = 0; i < 5; ++i) {
+    const double v = x.data<float>()[i];
+    const double expected = v * std::tanh(std::log1p(std::exp(v)));
+    EXPECT_NEAR((*y)[0].data<float>()[i], expected, 1e-6 + 1e-5 * std::fabs(expected)) << v;
+  }
+  const Tensor i8 = Of<int8_t>(DType::kInt8, {3}, {-128, -5, 7});
+  y = Run("Abs", {i8}, Attributes());
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(Values<int8_t>((*y)[0]), ElementsAre(-128, 5, 7));
+  y = Run("Neg", {i8}, Attributes());
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(Values<int8_t>((*y)[0]), ElementsAre(-128, 5, -7));
 }
 
 TEST_F(LogicalKernelsTest, MalformedNodesNameTheInputAndTheDtypes) {
