@@ -25,7 +25,8 @@ namespace {
 
 constexpr absl::string_view kMagic = "\x93NUMPY";
 constexpr absl::string_view kMagicPrintable = "\\x93NUMPY";
-constexpr absl::string_view kExpectedDescr = "expected <f4 (float32) or <i8 (int64)";
+constexpr absl::string_view kExpectedDescr =
+    "expected <f4 (float32), <i8 (int64), <i4 (int32), |i1 (int8), |u1 (uint8) or |b1 (bool)";
 // NumPy pads the header so that the data starts at a multiple of 64 bytes,
 // which lets memory-mapped arrays be aligned for any dtype.
 constexpr size_t kHeaderAlign = 64;
@@ -41,15 +42,28 @@ struct Header {
   size_t data_bytes = 0;
 };
 
-size_t ElementSize(v1::DataType dtype) {
-  switch (dtype) {
-    case v1::DATA_TYPE_FLOAT32:
-      return 4;
-    case v1::DATA_TYPE_INT64:
-      return 8;
-    default:
-      return 0;
+// The dtypes .npy files carry here, with numpy's descr (little-endian).
+struct NpyType {
+  v1::DataType dtype;
+  absl::string_view descr;
+  size_t size;
+};
+constexpr NpyType kNpyTypes[] = {
+    {v1::DATA_TYPE_FLOAT32, "<f4", 4}, {v1::DATA_TYPE_INT64, "<i8", 8},
+    {v1::DATA_TYPE_INT32, "<i4", 4},   {v1::DATA_TYPE_INT8, "|i1", 1},
+    {v1::DATA_TYPE_UINT8, "|u1", 1},   {v1::DATA_TYPE_BOOL, "|b1", 1},
+};
+
+const NpyType* NpyTypeOf(v1::DataType dtype) {
+  for (const NpyType& type : kNpyTypes) {
+    if (type.dtype == dtype) return &type;
   }
+  return nullptr;
+}
+
+size_t ElementSize(v1::DataType dtype) {
+  const NpyType* type = NpyTypeOf(dtype);
+  return type != nullptr ? type->size : 0;
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
@@ -209,14 +223,14 @@ class HeaderParser {
     if (quoted && descr.size() == 3) {
       char order = descr[0];
       absl::string_view type = descr.substr(1);
-      bool little = order == '<' || (kHostIsLittleEndian && (order == '=' || order == '|'));
-      if (little && type == "f4") {
-        *dtype = v1::DATA_TYPE_FLOAT32;
-        return absl::OkStatus();
-      }
-      if (little && type == "i8") {
-        *dtype = v1::DATA_TYPE_INT64;
-        return absl::OkStatus();
+      // One-byte types have no order ('|'); the others must be little-endian.
+      bool little = order == '<' || (kHostIsLittleEndian && (order == '=' || order == '|')) ||
+                    (type.size() == 2 && type[1] == '1');
+      for (const NpyType& known : kNpyTypes) {
+        if (little && type == known.descr.substr(1)) {
+          *dtype = known.dtype;
+          return absl::OkStatus();
+        }
       }
     }
     return absl::InvalidArgumentError(
@@ -381,20 +395,14 @@ absl::StatusOr<v1::Tensor> ReadNpy(const std::string& path) {
 }
 
 absl::StatusOr<std::string> EncodeNpy(const v1::Tensor& tensor) {
-  std::string descr;
-  switch (tensor.dtype()) {
-    case v1::DATA_TYPE_FLOAT32:
-      descr = "<f4";
-      break;
-    case v1::DATA_TYPE_INT64:
-      descr = "<i8";
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", tensor.name(), "': dtype ", v1::DataType_Name(tensor.dtype()),
-                       " (", static_cast<int>(tensor.dtype()),
-                       ") cannot be saved: expected DATA_TYPE_FLOAT32 or DATA_TYPE_INT64"));
+  const NpyType* type = NpyTypeOf(tensor.dtype());
+  if (type == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", tensor.name(), "': dtype ", v1::DataType_Name(tensor.dtype()), " (",
+        static_cast<int>(tensor.dtype()),
+        ") cannot be saved: expected DATA_TYPE_FLOAT32, INT64, INT32, INT8, UINT8 or BOOL"));
   }
+  const std::string descr(type->descr);
   std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
   size_t expected = 0;
   if (!ByteCount(shape, ElementSize(tensor.dtype()), &expected)) {

@@ -88,6 +88,14 @@ std::string DTypeName(v1::DataType dtype) {
       return "float32";
     case v1::DATA_TYPE_INT64:
       return "int64";
+    case v1::DATA_TYPE_INT32:
+      return "int32";
+    case v1::DATA_TYPE_INT8:
+      return "int8";
+    case v1::DATA_TYPE_UINT8:
+      return "uint8";
+    case v1::DATA_TYPE_BOOL:
+      return "bool";
     default:
       return absl::StrCat("dtype(", static_cast<int>(dtype), ")");
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/client_text.h"
 #include "core/base/status_macros.h"
 #include "google/protobuf/text_format.h"
 #include "server/model_config_file.h"
@@ -20,14 +21,36 @@ std::vector<std::string> SupportedExtensions(bool system_shared_memory) {
   return extensions;
 }
 
-absl::StatusOr<DType> DTypeFromDatatype(const std::string& datatype, const std::string& field) {
-  if (datatype == "FP32") return DType::kFloat32;
-  if (datatype == "INT64") return DType::kInt64;
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, ": expected datatype FP32 or INT64, received '", datatype, "'"));
+const char* DatatypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "FP32";
+    case DType::kUint8:
+      return "UINT8";
+    case DType::kInt8:
+      return "INT8";
+    case DType::kInt32:
+      return "INT32";
+    case DType::kInt64:
+      return "INT64";
+    case DType::kBool:
+      return "BOOL";
+  }
+  return "INVALID";
 }
 
-const char* DatatypeOf(DType dtype) { return dtype == DType::kFloat32 ? "FP32" : "INT64"; }
+absl::StatusOr<DType> DTypeFromDatatype(const std::string& datatype, const std::string& field) {
+  for (DType dtype : kAllDTypes) {
+    if (datatype == DatatypeOf(dtype)) return dtype;
+  }
+  const bool known = datatype == "INT16" || datatype == "UINT16" || datatype == "UINT32" ||
+                     datatype == "UINT64" || datatype == "FP16" || datatype == "BF16" ||
+                     datatype == "FP64" || datatype == "BYTES";
+  const std::string message =
+      absl::StrCat(field, ": expected datatype FP32, INT64, INT32, INT8, UINT8 or BOOL, received '",
+                   ClientText(datatype), "'");
+  return known ? absl::UnimplementedError(message) : absl::InvalidArgumentError(message);
+}
 
 absl::StatusOr<int64_t> ParseModelVersion(const std::string& version, const std::string& field) {
   if (version.empty()) return 0;

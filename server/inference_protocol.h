@@ -24,10 +24,12 @@ inline constexpr char kServerVersion[] = "0.2.0";
 // The protocol extensions that work, exactly (ServerMetadata.extensions).
 std::vector<std::string> SupportedExtensions(bool system_shared_memory);
 
-// "FP32" or "INT64" to a DType; InvalidArgument naming `field`, the expected
-// and the received datatype for any other.
+// An Open Inference Protocol datatype ("FP32", "INT64", "INT32", "INT8",
+// "UINT8", "BOOL") to a DType; Unimplemented naming `field`, the expected and
+// the received datatype for the protocol's others (FP16, BYTES, ...),
+// InvalidArgument for a name the protocol does not have.
 absl::StatusOr<DType> DTypeFromDatatype(const std::string& datatype, const std::string& field);
-const char* DatatypeOf(DType dtype);  // "FP32", "INT64".
+const char* DatatypeOf(DType dtype);  // "FP32", "INT64", "INT32", "INT8", "UINT8", "BOOL".
 
 // A version string: "" (latest, 0) or a positive integer. InvalidArgument
 // naming `field` otherwise.

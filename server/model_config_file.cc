@@ -264,8 +264,7 @@ absl::StatusOr<Shape> CheckTensor(const TensorSpec& spec, inference::DataType da
   if (data_type != inference::TYPE_INVALID && data_type != model_type) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, " data_type: expected ", inference::DataType_Name(model_type),
-                     " (the model's; replicad serves TYPE_FP32 and TYPE_INT64), received ",
-                     inference::DataType_Name(data_type)));
+                     " (the model's), received ", inference::DataType_Name(data_type)));
   }
   const std::vector<int64_t> expected = ConfigDims(spec, batched);
   const std::vector<int64_t> received(dims.begin(), dims.end());
@@ -340,7 +339,21 @@ const std::vector<std::string>& HarmlessConfigFields() {
 }
 
 inference::DataType ConfigDataType(DType dtype) {
-  return dtype == DType::kFloat32 ? inference::TYPE_FP32 : inference::TYPE_INT64;
+  switch (dtype) {
+    case DType::kFloat32:
+      return inference::TYPE_FP32;
+    case DType::kUint8:
+      return inference::TYPE_UINT8;
+    case DType::kInt8:
+      return inference::TYPE_INT8;
+    case DType::kInt32:
+      return inference::TYPE_INT32;
+    case DType::kInt64:
+      return inference::TYPE_INT64;
+    case DType::kBool:
+      return inference::TYPE_BOOL;
+  }
+  return inference::TYPE_INVALID;
 }
 
 std::vector<int64_t> ConfigDims(const TensorSpec& spec, bool batched) {

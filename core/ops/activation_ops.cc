@@ -72,8 +72,8 @@ absl::Status InferSqrt(KernelSpec* spec) { return InferFloatUnary(spec, "X"); }
 // Exp, Log, Reciprocal, Softplus, Elu, Selu and Mish: float32 (ONNX also
 // allows float16 and double, which replicad does not hold).
 absl::Status InferFloatMath(KernelSpec* spec) {
-  return InferFloatUnary(spec, spec->op_type == "Softplus" || spec->op_type == "Mish" ? "X"
-                                                                                         : "input");
+  return InferFloatUnary(spec,
+                         spec->op_type == "Softplus" || spec->op_type == "Mish" ? "X" : "input");
 }
 
 // Abs and Neg take every number type.

@@ -49,17 +49,15 @@ absl::Status InferVariadic(KernelSpec* spec) {
   Shape shape = first.shape;
   for (size_t i = 1; i < spec->inputs.size(); ++i) {
     const std::string name = absl::StrCat("data_", i);
-    REPLICAD_ASSIGN_OR_RETURN(TensorType input,
-                              RequiredInput(*spec, static_cast<int>(i), name));
+    REPLICAD_ASSIGN_OR_RETURN(TensorType input, RequiredInput(*spec, static_cast<int>(i), name));
     if (input.dtype != first.dtype) {
-      return NodeError(*spec, absl::StrCat("input ", i, " '", name, "' must have data_0's dtype ",
-                                           DTypeName(first.dtype), ", received ",
-                                           TensorTypeToString(input)));
+      return NodeError(
+          *spec, absl::StrCat("input ", i, " '", name, "' must have data_0's dtype ",
+                              DTypeName(first.dtype), ", received ", TensorTypeToString(input)));
     }
     const std::optional<Shape> broadcast = BroadcastShapes(shape, input.shape);
     if (!broadcast.has_value()) {
-      return NodeError(*spec, absl::StrCat("input ", i, " '", name, "' ",
-                                           TensorTypeToString(input),
+      return NodeError(*spec, absl::StrCat("input ", i, " '", name, "' ", TensorTypeToString(input),
                                            " does not broadcast with the inputs before it, ",
                                            ShapeToString(shape)));
     }

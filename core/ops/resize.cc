@@ -23,8 +23,7 @@ constexpr int64_t kMaxOutputDim = int64_t{1} << 31;
 // the input, by ONNX's coordinate_transformation_mode. `scale` is out / in,
 // or the given scale; align_corners divides by the resized length before
 // it is floored (in x scale), as ONNX's spec and reference do.
-double SourceCoordinate(const std::string& mode, int64_t o, int64_t in, int64_t out,
-                        double scale) {
+double SourceCoordinate(const std::string& mode, int64_t o, int64_t in, int64_t out, double scale) {
   if (mode == "align_corners") {
     const double resized = in * scale;
     return out == 1 || resized == 1.0 ? 0.0 : static_cast<double>(o) * (in - 1) / (resized - 1);
@@ -59,9 +58,9 @@ absl::StatusOr<std::vector<double>> FloatValues(const KernelSpec& spec, int inde
                                                 const char* name) {
   REPLICAD_ASSIGN_OR_RETURN(TensorType type, RequiredInput(spec, index, name));
   if (type.dtype != DType::kFloat32 || type.shape.size() != 1) {
-    return NodeError(spec, absl::StrCat("input ", index, " '", name,
-                                        "' must be 1-D float32, received ",
-                                        TensorTypeToString(type)));
+    return NodeError(spec,
+                     absl::StrCat("input ", index, " '", name, "' must be 1-D float32, received ",
+                                  TensorTypeToString(type)));
   }
   REPLICAD_ASSIGN_OR_RETURN(const Tensor* value, ValueInput(spec, index, name));
   return std::vector<double>(value->data<float>(), value->data<float>() + value->num_elements());
@@ -88,8 +87,9 @@ absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec) {
                                         mode, "'"));
   }
   if (transform == "tf_crop_and_resize") {
-    return NodeUnimplemented(spec, "coordinate_transformation_mode 'tf_crop_and_resize' is not "
-                                   "computed");
+    return NodeUnimplemented(spec,
+                             "coordinate_transformation_mode 'tf_crop_and_resize' is not "
+                             "computed");
   }
   if (transform != "half_pixel" && transform != "pytorch_half_pixel" &&
       transform != "align_corners" && transform != "asymmetric" &&
@@ -110,8 +110,8 @@ absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec) {
         spec, absl::StrCat("keep_aspect_ratio_policy '", policy, "' is not computed"));
   }
   if (mode == "linear" && x.dtype != DType::kFloat32) {
-    return NodeUnimplemented(spec, absl::StrCat("linear mode computes float32; received ",
-                                                TensorTypeToString(x)));
+    return NodeUnimplemented(
+        spec, absl::StrCat("linear mode computes float32; received ", TensorTypeToString(x)));
   }
   // Opset 18's axes: the dims scales and sizes name (all dims otherwise).
   std::vector<int64_t> axes(rank);

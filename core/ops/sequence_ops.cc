@@ -46,8 +46,7 @@ absl::StatusOr<Tensor> RangeValue(const KernelSpec& spec) {
   for (int i = 0; i < 3; ++i) {
     REPLICAD_ASSIGN_OR_RETURN(TensorType type, RequiredInput(spec, i, names[i]));
     REPLICAD_RETURN_IF_ERROR(
-        CheckInputDType(spec, i, names[i], type,
-                        {DType::kFloat32, DType::kInt32, DType::kInt64}));
+        CheckInputDType(spec, i, names[i], type, {DType::kFloat32, DType::kInt32, DType::kInt64}));
     if (type.dtype != spec.inputs[0]->dtype || !type.shape.empty()) {
       return NodeError(spec, absl::StrCat("input ", i, " '", names[i], "' must be a scalar of ",
                                           DTypeName(spec.inputs[0]->dtype), ", received ",
@@ -138,8 +137,8 @@ absl::StatusOr<SplitLayout> ParseSplit(const KernelSpec& spec) {
     const int64_t part = by_attribute ? (axis_dim + parts - 1) / parts : axis_dim / parts;
     if (!by_attribute && axis_dim % parts != 0) {
       return NodeError(spec, absl::StrCat("axis ", layout.axis, " of input 0 'input' ",
-                                          TensorTypeToString(input), " does not split into ",
-                                          parts, " equal parts"));
+                                          TensorTypeToString(input), " does not split into ", parts,
+                                          " equal parts"));
     }
     for (int64_t i = 0, left = axis_dim; i < parts; ++i, left -= part) {
       layout.sizes.push_back(std::max<int64_t>(std::min(part, left), 0));
@@ -179,9 +178,9 @@ absl::StatusOr<ScatterNdLayout> ParseScatterNd(const KernelSpec& spec) {
   REPLICAD_ASSIGN_OR_RETURN(TensorType updates, RequiredInput(spec, 2, "updates"));
   REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 1, "indices", indices, {DType::kInt64}));
   if (updates.dtype != data.dtype) {
-    return NodeError(spec, absl::StrCat("input 2 'updates' must have data's dtype ",
-                                        DTypeName(data.dtype), ", received ",
-                                        TensorTypeToString(updates)));
+    return NodeError(
+        spec, absl::StrCat("input 2 'updates' must have data's dtype ", DTypeName(data.dtype),
+                           ", received ", TensorTypeToString(updates)));
   }
   const int64_t r = static_cast<int64_t>(data.shape.size());
   const int64_t q = static_cast<int64_t>(indices.shape.size());
@@ -196,11 +195,10 @@ absl::StatusOr<ScatterNdLayout> ParseScatterNd(const KernelSpec& spec) {
   Shape expected(indices.shape.begin(), indices.shape.end() - 1);
   expected.insert(expected.end(), data.shape.begin() + layout.tuple, data.shape.end());
   if (updates.shape != expected) {
-    return NodeError(spec, absl::StrCat("input 2 'updates' must be ",
-                                        ShapeToString(expected), " for indices ",
-                                        TensorTypeToString(indices), " into data ",
-                                        TensorTypeToString(data), ", received ",
-                                        TensorTypeToString(updates)));
+    return NodeError(
+        spec, absl::StrCat("input 2 'updates' must be ", ShapeToString(expected), " for indices ",
+                           TensorTypeToString(indices), " into data ", TensorTypeToString(data),
+                           ", received ", TensorTypeToString(updates)));
   }
   REPLICAD_ASSIGN_OR_RETURN(std::string reduction, StringAttribute(spec, "reduction", "none"));
   if (reduction == "add") {

@@ -150,8 +150,7 @@ absl::StatusOr<PadLayout> ParsePadLayout(const KernelSpec& spec) {
   // axes (input 3) arrived in opset 18.
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, spec.opset >= 18 ? 4 : 3));
   REPLICAD_ASSIGN_OR_RETURN(TensorType data, RequiredInput(spec, 0, "data"));
-  REPLICAD_RETURN_IF_ERROR(
-      CheckInputDType(spec, 0, "data", data, kNumericOrBoolDTypes));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "data", data, kNumericOrBoolDTypes));
   const int64_t rank = static_cast<int64_t>(data.shape.size());
 
   PadLayout layout;

@@ -81,6 +81,11 @@ absl::StatusOr<WireBytes> InputBytes(const inference::ModelInferRequest& request
     return WireBytes{raw.data(), raw.size(), true};
   }
   if (typed == 0) return WireBytes{};
+  if (dtype != DType::kFloat32 && dtype != DType::kInt64) {
+    return absl::UnimplementedError(
+        absl::StrCat(field, ".contents: typed contents are read for FP32 and INT64; send datatype ",
+                     DatatypeOf(dtype), " in raw_input_contents"));
+  }
   if (dtype == DType::kFloat32) {
     if (typed != fp32) {
       return absl::InvalidArgumentError(

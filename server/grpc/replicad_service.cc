@@ -13,18 +13,18 @@
 namespace replicad {
 namespace {
 
+// v1::DataType's values are ONNX's, as DType's are.
 absl::StatusOr<DType> DecodeDType(int value, const std::string& field) {
-  switch (value) {
-    case v1::DATA_TYPE_FLOAT32:
-      return DType::kFloat32;
-    case v1::DATA_TYPE_INT64:
-      return DType::kInt64;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".dtype: expected DATA_TYPE_FLOAT32 or DATA_TYPE_INT64, received ",
-          v1::DataType_IsValid(value) ? v1::DataType_Name(value) : std::string("unknown"), " (",
-          value, ")"));
+  absl::StatusOr<DType> dtype = DTypeFromOnnx(value);
+  if (value != v1::DATA_TYPE_UNSPECIFIED && v1::DataType_IsValid(value) && dtype.ok()) {
+    return *dtype;
   }
+  return absl::InvalidArgumentError(absl::StrCat(
+      field,
+      ".dtype: expected DATA_TYPE_FLOAT32, DATA_TYPE_INT64, DATA_TYPE_INT32, DATA_TYPE_INT8, "
+      "DATA_TYPE_UINT8 or DATA_TYPE_BOOL, received ",
+      v1::DataType_IsValid(value) ? v1::DataType_Name(value) : std::string("unknown"), " (", value,
+      ")"));
 }
 
 // A request tensor's dtype, shape and bytes `raw` (not yet checked against
@@ -53,9 +53,7 @@ absl::StatusOr<std::vector<RequestInput>> DecodeInputs(
   return inputs;
 }
 
-v1::DataType EncodeDType(DType dtype) {
-  return dtype == DType::kFloat32 ? v1::DATA_TYPE_FLOAT32 : v1::DATA_TYPE_INT64;
-}
+v1::DataType EncodeDType(DType dtype) { return static_cast<v1::DataType>(dtype); }
 
 void FillSpec(const TensorSpec& spec, v1::TensorSpec* out) {
   out->set_name(spec.name);

@@ -20,14 +20,15 @@ constexpr int kMaxDataDepth = 32;
 // A JSON tensor's "data", flat or nested one array per dimension, in
 // row-major order, as `dtype` values.
 template <typename T>
-absl::Status Flatten(const json& data, const std::string& field, int depth, std::vector<T>* out) {
+absl::Status Flatten(const json& data, const std::string& field, int depth, const char* datatype,
+                     std::vector<T>* out) {
   if (depth > kMaxDataDepth) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": nested deeper than ", kMaxDataDepth, " arrays"));
   }
   if (data.is_array()) {
     for (const json& element : data) {
-      if (absl::Status s = Flatten(element, field, depth + 1, out); !s.ok()) return s;
+      if (absl::Status s = Flatten(element, field, depth + 1, datatype, out); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
@@ -44,19 +45,52 @@ absl::Status Flatten(const json& data, const std::string& field, int depth, std:
     return absl::InvalidArgumentError(
         absl::StrCat(field, "[", out->size(), "]: expected a number for datatype FP32, received ",
                      TypeName(data)));
-  } else {
-    if (data.is_number_integer() &&
-        (!data.is_number_unsigned() ||
-         data.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
-      out->push_back(data.get<int64_t>());
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (data.is_boolean()) {
+      out->push_back(data.get<bool>());
       return absl::OkStatus();
     }
     return absl::InvalidArgumentError(
         absl::StrCat(field, "[", out->size(),
-                     "]: expected an integer in int64's range for datatype INT64, "
-                     "received ",
-                     data.dump()));
+                     "]: expected true or false for datatype BOOL, received ", data.dump()));
+  } else {
+    const bool in_range =
+        data.is_number_integer() &&
+        (data.is_number_unsigned()
+             ? data.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+             : data.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                   data.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max()));
+    if (in_range) {
+      out->push_back(static_cast<T>(data.get<int64_t>()));
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, "[", out->size(), "]: expected an integer in [",
+                     static_cast<int64_t>(std::numeric_limits<T>::min()), ", ",
+                     static_cast<uint64_t>(std::numeric_limits<T>::max()), "] for datatype ",
+                     datatype, ", received ", data.dump()));
   }
+}
+
+// `data` as the bytes of `dtype`'s elements.
+absl::StatusOr<std::vector<char>> JsonTensorBytes(const json& data, DType dtype,
+                                                  const std::string& field) {
+  return VisitDType(dtype, [&](auto traits) -> absl::StatusOr<std::vector<char>> {
+    using T = typename decltype(traits)::Type;
+    const char* datatype = DatatypeOf(dtype);
+    std::vector<char> bytes;
+    if (dtype == DType::kBool) {
+      std::vector<bool> values;
+      REPLICAD_RETURN_IF_ERROR(Flatten(data, field, 0, datatype, &values));
+      bytes.assign(values.begin(), values.end());
+      return bytes;
+    }
+    std::vector<T> values;
+    REPLICAD_RETURN_IF_ERROR(Flatten(data, field, 0, datatype, &values));
+    bytes.resize(values.size() * sizeof(T));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    return bytes;
+  });
 }
 
 }  // namespace
@@ -242,17 +276,14 @@ absl::Status InferExchange::ParseInput(const json& input, size_t i, absl::string
     return absl::OkStatus();
   }
   const std::string data_field = named + ".data";
-  if (*datatype == "FP32") {
-    std::vector<float>& values = float_data_.emplace_back();
-    if (absl::Status s = Flatten(*data, data_field, 0, &values); !s.ok()) return s;
-    input_bytes_.push_back(WireBytes{values.data(), values.size() * sizeof(float), true});
-  } else if (*datatype == "INT64") {
-    std::vector<int64_t>& values = int_data_.emplace_back();
-    if (absl::Status s = Flatten(*data, data_field, 0, &values); !s.ok()) return s;
-    input_bytes_.push_back(WireBytes{values.data(), values.size() * sizeof(int64_t), true});
-  } else {
+  absl::StatusOr<DType> dtype = DTypeFromDatatype(*datatype, named + ".datatype");
+  if (!dtype.ok()) {
     input_bytes_.push_back(WireBytes{});  // The decoder names the datatype.
+    return absl::OkStatus();
   }
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<char> bytes, JsonTensorBytes(*data, *dtype, data_field));
+  const std::vector<char>& values = json_data_.emplace_back(std::move(bytes));
+  input_bytes_.push_back(WireBytes{values.data(), values.size(), true});
   return absl::OkStatus();
 }
 
@@ -294,17 +325,20 @@ json InferExchange::DataOf(const Output& o) {
   json data = json::array();
   const size_t n = o.bytes.size() / DTypeSize(o.type.dtype);
   data.get_ref<json::array_t&>().reserve(n);
-  for (size_t k = 0; k < n; ++k) {
-    if (o.type.dtype == DType::kFloat32) {
-      float v;
-      std::memcpy(&v, o.bytes.data() + k * sizeof(float), sizeof(float));
-      data.push_back(static_cast<double>(v));
-    } else {
-      int64_t v;
-      std::memcpy(&v, o.bytes.data() + k * sizeof(int64_t), sizeof(int64_t));
-      data.push_back(v);
+  VisitDType(o.type.dtype, [&](auto traits) {
+    using T = typename decltype(traits)::Type;
+    for (size_t k = 0; k < n; ++k) {
+      T v;
+      std::memcpy(&v, o.bytes.data() + k * sizeof(T), sizeof(T));
+      if (o.type.dtype == DType::kBool) {
+        data.push_back(v != 0);
+      } else if constexpr (std::is_same_v<T, float>) {
+        data.push_back(static_cast<double>(v));
+      } else {
+        data.push_back(static_cast<int64_t>(v));
+      }
     }
-  }
+  });
   return data;
 }
 

@@ -63,8 +63,7 @@ class InferExchange : public InferOutputs {
   HttpRequest request_;                    // The binary inputs view its body.
   inference::ModelInferRequest protocol_;  // The request without tensor bytes.
   std::vector<WireBytes> input_bytes_;
-  std::vector<std::vector<float>> float_data_;  // JSON data, converted.
-  std::vector<std::vector<int64_t>> int_data_;
+  std::vector<std::vector<char>> json_data_;  // JSON data, as each input's elements.
   bool default_binary_ = false;
   std::map<std::string, bool> binary_outputs_;
   std::vector<Output> outputs_;

@@ -225,6 +225,43 @@ for major in (1, 2, 3):
   EXPECT_EQ(ReadFile("v3.npy")[6], 3);
 }
 
+// The narrow integer and bool arrays a model may take (token ids as int32, masks as bool):
+// numpy's files read with their dtype and bytes, and written back byte for byte.
+TEST_F(NpyTest, ReadsAndWritesNumPysNarrowIntegersAndBools) {
+  if (!HaveNumPy()) GTEST_SKIP() << kPython << " with numpy is not available";
+  RunPython(R"(
+import numpy as np
+np.save('i32.npy', np.array([[-(2**31), 2**31 - 1], [0, -7]], dtype=np.int32))
+np.save('i8.npy', np.array([-128, 127, 0], dtype=np.int8))
+np.save('u8.npy', np.array([0, 255, 7], dtype=np.uint8))
+np.save('b1.npy', np.array([[True, False, True]]))
+)");
+  struct Case {
+    std::string file;
+    v1::DataType dtype;
+    std::vector<int64_t> shape;
+    std::string raw;
+  };
+  const int32_t i32[] = {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(),
+                         0, -7};
+  const std::vector<Case> cases = {
+      {"i32.npy", v1::DATA_TYPE_INT32, {2, 2}, std::string(reinterpret_cast<const char*>(i32), 16)},
+      {"i8.npy", v1::DATA_TYPE_INT8, {3}, std::string("\x80\x7f\x00", 3)},
+      {"u8.npy", v1::DATA_TYPE_UINT8, {3}, std::string("\x00\xff\x07", 3)},
+      {"b1.npy", v1::DATA_TYPE_BOOL, {1, 3}, std::string("\x01\x00\x01", 3)},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    absl::StatusOr<v1::Tensor> t = ReadNpy(Path(c.file));
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->dtype(), c.dtype);
+    EXPECT_EQ(Shape(*t), c.shape);
+    EXPECT_EQ(t->raw(), c.raw);
+    ASSERT_TRUE(WriteNpy(Path("again_" + c.file), *t).ok());
+    EXPECT_EQ(ReadFile("again_" + c.file), ReadFile(c.file)) << "the bytes numpy wrote";
+  }
+}
+
 TEST_F(NpyTest, NumPyReadsOurFiles) {
   if (!HaveNumPy()) GTEST_SKIP() << kPython << " with numpy is not available";
   std::vector<float> big(100003);
@@ -283,6 +320,8 @@ TEST_F(NpyTest, RejectsBadFilesNamingExpectedAndReceived) {
   };
   std::string f32x6 = FloatBytes({1, 2, 3, 4, 5, 6});
   std::string ok_header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+  const std::string kExpected =
+      "expected <f4 (float32), <i8 (int64), <i4 (int32), |i1 (int8), |u1 (uint8) or |b1 (bool)";
   std::vector<Case> cases = {
       {"zip.npy",
        std::string("PK\x03\x04rest of a zip file", 22),
@@ -293,17 +332,17 @@ TEST_F(NpyTest, RejectsBadFilesNamingExpectedAndReceived) {
        {"fortran_order is True", "expected False (C order)"}},
       {"f64.npy",
        MakeNpy("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", f32x6),
-       {"unsupported descr '<f8'", "expected <f4 (float32) or <i8 (int64)"}},
+       {"unsupported descr '<f8'", kExpected}},
       {"big_endian.npy",
        MakeNpy("{'descr': '>f4', 'fortran_order': False, 'shape': (6,), }", f32x6),
-       {"unsupported descr '>f4'", "expected <f4 (float32) or <i8 (int64)"}},
-      {"int32.npy",
-       MakeNpy("{'descr': '<i4', 'fortran_order': False, 'shape': (6,), }", f32x6),
-       {"unsupported descr '<i4'", "expected <f4 (float32) or <i8 (int64)"}},
+       {"unsupported descr '>f4'", kExpected}},
+      {"uint32.npy",
+       MakeNpy("{'descr': '<u4', 'fortran_order': False, 'shape': (6,), }", f32x6),
+       {"unsupported descr '<u4'", kExpected}},
       {"record.npy",
        MakeNpy("{'descr': [('a', '<f4'), ('b', '<f4')], 'fortran_order': False, 'shape': (3,), }",
                f32x6),
-       {"unsupported descr [('a', '<f4'), ('b', '<f4')]", "expected <f4 (float32) or <i8 (int64)"}},
+       {"unsupported descr [('a', '<f4'), ('b', '<f4')]", kExpected}},
       {"truncated.npy",
        MakeNpy(ok_header, f32x6.substr(0, 20)),
        {"truncated data", "expected 24 bytes, got 20"}},
@@ -376,7 +415,7 @@ TEST_F(NpyTest, RejectsTensorsThatCannotBeSaved) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
               AllOf(HasSubstr("'logits'"), HasSubstr("DATA_TYPE_UNSPECIFIED"),
-                    HasSubstr("expected DATA_TYPE_FLOAT32 or DATA_TYPE_INT64")));
+                    HasSubstr("expected DATA_TYPE_FLOAT32, INT64, INT32, INT8, UINT8 or BOOL")));
   EXPECT_FALSE(std::filesystem::exists(Path("u.npy")));
 
   v1::Tensor short_raw = Float32({2, 3}, {1, 2, 3, 4, 5});

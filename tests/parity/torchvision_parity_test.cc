@@ -392,17 +392,13 @@ TEST_P(TorchParityTest, KeepsNaNAndInfinitiesWherePyTorchDoes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest,
-                         ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1",
-                                           "densenet121", "efficientnet_b0", "shufflenet_v2_x0_5",
-                                           "mnasnet0_75", "convnext_blocks", "xception_separable",
-                                           "siamese_pair", "small_cnn", "vit_b_32", "swin_t",
-                                           "bert_encoder", "gpt_decoder",
-                                           "deeplabv3_mobilenet_v3_large",
-                                           "lraspp_mobilenet_v3_large"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, TorchParityTest,
+    ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1", "densenet121", "efficientnet_b0",
+                      "shufflenet_v2_x0_5", "mnasnet0_75", "convnext_blocks", "xception_separable",
+                      "siamese_pair", "small_cnn", "vit_b_32", "swin_t", "bert_encoder",
+                      "gpt_decoder", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large"),
+    [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 [[maybe_unused]] ::testing::Environment* const kParityTable =
     ::testing::AddGlobalTestEnvironment(ParityTable::Get());

@@ -358,7 +358,8 @@ TEST(ExecutionPlanTest, ConcatenationOfABlockedAndARowMajorMapFeedsAConvolution)
           expected += wp.data<float>()[m * 2 * kC + k] * a;
           expected += wp.data<float>()[m * 2 * kC + kC + k] * at(k, w, h);
         }
-        EXPECT_NEAR(y.data<float>()[(m * kS + h) * kS + w], expected, 1e-4 * (1 + std::fabs(expected)))
+        EXPECT_NEAR(y.data<float>()[(m * kS + h) * kS + w], expected,
+                    1e-4 * (1 + std::fabs(expected)))
             << "output " << m << "," << h << "," << w;
       }
     }

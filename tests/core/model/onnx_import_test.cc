@@ -38,8 +38,7 @@ TEST(OnnxImportTest, UnsupportedOperatorsAreAllNamedWithTheirNodes) {
   EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(model.status().message(),
               AllOf(HasSubstr("m.onnx"), HasSubstr("Shrink (node 'b')"),
-                    HasSubstr("ThresholdedRelu (node 'c')"),
-                    HasSubstr("Shrink (node 'y')")));
+                    HasSubstr("ThresholdedRelu (node 'c')"), HasSubstr("Shrink (node 'y')")));
 }
 
 TEST(OnnxImportTest, OlderOpsetIsAcceptedWhereItsOperatorsAreUnchangedSinceEleven) {

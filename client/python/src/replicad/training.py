@@ -60,19 +60,25 @@ def _is_array_like(value):
 
 
 def named_inputs(info, inputs):
-    """{input name: float32/int64 array} for `inputs` given to a model described by `info`."""
+    """{input name: array} for `inputs` given to a model described by `info`, each cast as
+    as_array casts it for the model's input of that name."""
     names = [spec.name for spec in info.inputs]
+    wants = {spec.name: spec.dtype for spec in info.inputs}
+
+    def array(name, value):
+        return as_array(value, f"input '{name}'", wants.get(name))
+
     if isinstance(inputs, dict):
-        return {str(k): as_array(v, f"input '{k}'") for k, v in inputs.items()}
+        return {str(k): array(str(k), v) for k, v in inputs.items()}
     if isinstance(inputs, (list, tuple)) and len(names) > 1:
         if len(inputs) != len(names):
             raise ValueError(f"inputs: model '{info.name}' takes {len(names)} inputs "
                              f"({', '.join(names)}), received a list of {len(inputs)}")
-        return {n: as_array(v, f"input '{n}'") for n, v in zip(names, inputs)}
+        return {n: array(n, v) for n, v in zip(names, inputs)}
     if len(names) != 1:
         raise ValueError(f"inputs: model '{info.name}' takes {len(names)} inputs "
                          f"({', '.join(names)}): pass a dict {{name: array}}")
-    return {names[0]: as_array(inputs, f"input '{names[0]}'")}
+    return {names[0]: array(names[0], inputs)}
 
 
 def batch_rows(named, what):

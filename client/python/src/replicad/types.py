@@ -9,7 +9,7 @@ from replicad.tensors import dtype_name
 @dataclass(frozen=True)
 class TensorSpec:
     name: str
-    dtype: str  # "float32" or "int64"
+    dtype: str  # "float32", "int64", "int32", "int8", "uint8" or "bool"
     shape: Tuple[Optional[int], ...]  # None: not fixed (the batch dimension)
 
     @staticmethod

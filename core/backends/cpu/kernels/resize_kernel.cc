@@ -110,9 +110,9 @@ class ResizeKernel : public Kernel {
 
   ResizeLayout layout_;
   size_t element_bytes_;
-  std::vector<int64_t> strides_;     // Of the input, row-major.
-  std::vector<int> interpolated_;    // Dims whose linear weights are not all 0, ascending.
-  std::vector<int64_t> index_;       // Output index of the row being written.
+  std::vector<int64_t> strides_;   // Of the input, row-major.
+  std::vector<int> interpolated_;  // Dims whose linear weights are not all 0, ascending.
+  std::vector<int64_t> index_;     // Output index of the row being written.
 };
 
 }  // namespace

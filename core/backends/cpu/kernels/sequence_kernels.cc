@@ -97,8 +97,8 @@ class ScatterNdKernel : public Kernel {
         const int64_t dim = layout_.data_dims[d];
         if (index < -dim || index >= dim) {
           return absl::InvalidArgumentError(absl::StrCat(
-              node_, ": input 1 'indices' holds ", index, " at position ",
-              n * layout_.tuple + d, "; expected an index in [", -dim, ", ", dim - 1, "]"));
+              node_, ": input 1 'indices' holds ", index, " at position ", n * layout_.tuple + d,
+              "; expected an index in [", -dim, ", ", dim - 1, "]"));
         }
       }
     }
