@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/tensor/dtype.h"
 
 namespace replicad {
 
@@ -57,6 +58,23 @@ inline void FillRandom(float* data, int64_t count, uint64_t seed) {
     z ^= z >> 31;
     data[i] = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
   }
+}
+
+// A benchmark input of any dtype: floats from FillRandom; integers in [0, 97) (valid token ids
+// for any vocabulary of at least 97, indices for small axes); bools alternating. `data` holds
+// `count` elements of `dtype`.
+inline void FillInput(DType dtype, void* data, int64_t count, uint64_t seed) {
+  if (dtype == DType::kFloat32) {
+    FillRandom(static_cast<float*>(data), count, seed);
+    return;
+  }
+  VisitDType(dtype, [&](auto traits) {
+    using T = typename decltype(traits)::Type;
+    T* out = static_cast<T*>(data);
+    for (int64_t i = 0; i < count; ++i) {
+      out[i] = static_cast<T>(dtype == DType::kBool ? i % 2 : (i * 31 + seed) % 97);
+    }
+  });
 }
 
 }  // namespace replicad

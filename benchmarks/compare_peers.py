@@ -84,7 +84,7 @@ def exported_model(name, models_dir):
     os.makedirs(model_dir, exist_ok=True)
     log(f"exporting {name} -> {path}")
     module, inputs, outputs = models.build_model(name)
-    models.export_onnx(module, inputs, outputs, path)
+    models.export_onnx(module, inputs, outputs, path, models.opset_of(name))
     with open(stamp, "w") as f:
         f.write(digest)
     return path

@@ -109,14 +109,11 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
   std::vector<Shape> shapes;
   for (size_t i = 0; i < (*model)->inputs().size(); ++i) {
     const TensorSpec& spec = (*model)->inputs()[i];
-    if (spec.type.dtype != DType::kFloat32) {
-      return absl::UnimplementedError(spec.name + ": only float32 inputs are generated");
-    }
     absl::StatusOr<Shape> shape = BatchShape(spec.name, spec.type.shape, options.batch);
     if (!shape.ok()) return shape.status();
     shapes.push_back(*shape);
-    inputs.push_back(Tensor::Host(DType::kFloat32, *shape));
-    FillRandom(inputs.back().data<float>(), inputs.back().num_elements(), 1000 + i);
+    inputs.push_back(Tensor::Host(spec.type.dtype, *shape));
+    FillInput(spec.type.dtype, inputs.back().raw_data(), inputs.back().num_elements(), 1000 + i);
   }
 
   absl::StatusOr<DeviceId> device_id = ParseDeviceId(options.device);
@@ -210,19 +207,18 @@ absl::StatusOr<std::vector<Timing>> RunGrpc(const Options& options) {
   request.set_model(options.name);
   for (int i = 0; i < info->inputs_size(); ++i) {
     const v1::TensorSpec& spec = info->inputs(i);
-    if (spec.dtype() != v1::DATA_TYPE_FLOAT32) {
-      return absl::UnimplementedError(spec.name() + ": only float32 inputs are generated");
-    }
+    absl::StatusOr<DType> dtype = DTypeFromOnnx(spec.dtype());
+    if (!dtype.ok()) return dtype.status();
     absl::StatusOr<Shape> shape =
         BatchShape(spec.name(), Shape(spec.shape().begin(), spec.shape().end()), options.batch);
     if (!shape.ok()) return shape.status();
     v1::Tensor* tensor = request.add_inputs();
     tensor->set_name(spec.name());
-    tensor->set_dtype(v1::DATA_TYPE_FLOAT32);
+    tensor->set_dtype(spec.dtype());
     for (int64_t d : *shape) tensor->add_shape(d);
-    std::vector<float> values(NumElements(*shape));
-    FillRandom(values.data(), values.size(), 1000 + i);
-    tensor->set_raw(values.data(), values.size() * sizeof(float));
+    Tensor values = Tensor::Host(*dtype, *shape);
+    FillInput(*dtype, values.raw_data(), values.num_elements(), 1000 + i);
+    tensor->set_raw(values.raw_data(), values.byte_size());
   }
   const auto borrowing = [&]() -> absl::Status {
     return (*client)->PredictBorrowingInputs(request).status();

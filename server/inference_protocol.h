@@ -25,9 +25,9 @@ inline constexpr char kServerVersion[] = "0.2.0";
 std::vector<std::string> SupportedExtensions(bool system_shared_memory);
 
 // An Open Inference Protocol datatype ("FP32", "INT64", "INT32", "INT8",
-// "UINT8", "BOOL") to a DType; Unimplemented naming `field`, the expected and
-// the received datatype for the protocol's others (FP16, BYTES, ...),
-// InvalidArgument for a name the protocol does not have.
+// "UINT8", "BOOL") to a DType; InvalidArgument naming `field`, the expected
+// and the received datatype for any other (FP16, BYTES, ...: no model
+// replicad loads holds one).
 absl::StatusOr<DType> DTypeFromDatatype(const std::string& datatype, const std::string& field);
 const char* DatatypeOf(DType dtype);  // "FP32", "INT64", "INT32", "INT8", "UINT8", "BOOL".
 

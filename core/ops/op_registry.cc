@@ -30,6 +30,7 @@ constexpr OpDefinition kOps[] = {
     {"ConvTranspose", InferConvTranspose},
     {"Div", InferDiv},
     {"Dropout", InferDropout},
+    {"Einsum", InferEinsum},
     {"Elu", InferFloatMath},
     {"Equal", InferEqual},
     {"Erf", InferErf},

@@ -85,6 +85,8 @@ absl::Status InferScatterND(KernelSpec* spec);
 // resize.cc (resize_attributes.h): needs roi, scales and sizes, where given,
 // in spec.constant_inputs.
 absl::Status InferResize(KernelSpec* spec);
+// einsum.cc (einsum_attributes.h).
+absl::Status InferEinsum(KernelSpec* spec);
 
 // Training-only operators (training_ops.h).
 absl::Status InferReluGrad(KernelSpec* spec);

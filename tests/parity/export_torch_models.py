@@ -287,6 +287,8 @@ TRANSFORMERS = {
     "vit_b_32": (_vit_b_32, IMAGE_224, ["logits"]),
     # Shifted windows: Mod, Range, ScatterND, Not, Where on the attention masks.
     "swin_t": (lambda: torchvision.models.swin_t(weights=None), IMAGE_224, ["logits"]),
+    # Block and grid attention as Einsum (batched matrix products of rank 5).
+    "maxvit_t": (lambda: torchvision.models.maxvit_t(weights=None), IMAGE_224, ["logits"]),
     # int64 ids and mask; Equal and Where make the padding mask.
     "bert_encoder": (BertEncoder, [("input_ids", (128,), "ids"), ("attention_mask", (128,), "mask")],
                      ["logits"]),

@@ -7,11 +7,11 @@
 // (opset 13, dynamic batch), loaded with LoadOnnxFile and served over 1 and 2 CPU slots,
 // match PyTorch's outputs within 1e-4 relative L2 for batches 1, 3 and 16. So do, at opset 17
 // and batches 1 and 3, the transformers and segmentation heads of issue #38: torchvision's
-// vit_b_32 and swin_t, a BERT-style encoder (int64 token ids and mask) and a GPT-2-style causal
-// decoder of the script's own, and deeplabv3_mobilenet_v3_large and lraspp_mobilenet_v3_large.
-// And for a batch
-// of images with NaN and infinities they hold NaN, +inf and -inf where PyTorch's (and ONNX
-// Runtime's, where the fixtures have them) do (KeepsNaNAndInfinitiesWherePyTorchDoes).
+// vit_b_32, swin_t and maxvit_t, a BERT-style encoder (int64 token ids and mask) and a GPT-2-style
+// causal decoder of the script's own, and deeplabv3_mobilenet_v3_large and
+// lraspp_mobilenet_v3_large. And for a batch of images with NaN and infinities they hold NaN, +inf
+// and -inf where PyTorch's (and ONNX Runtime's, where the fixtures have them) do
+// (KeepsNaNAndInfinitiesWherePyTorchDoes).
 //
 // The fixtures are generated at test time into REPLICAD_PARITY_FIXTURES (the build tree's
 // parity_fixtures/; the script caches them by its own hash). Without torch, torchvision and
@@ -396,7 +396,7 @@ INSTANTIATE_TEST_SUITE_P(
     Models, TorchParityTest,
     ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1", "densenet121", "efficientnet_b0",
                       "shufflenet_v2_x0_5", "mnasnet0_75", "convnext_blocks", "xception_separable",
-                      "siamese_pair", "small_cnn", "vit_b_32", "swin_t", "bert_encoder",
+                      "siamese_pair", "small_cnn", "vit_b_32", "swin_t", "maxvit_t", "bert_encoder",
                       "gpt_decoder", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large"),
     [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

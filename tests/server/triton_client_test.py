@@ -232,7 +232,7 @@ class BadInput(unittest.TestCase):
 
     def test_other_datatypes_name_the_type(self):
         self.expect_error("StatusCode.INVALID_ARGUMENT",
-                          ["inputs[0] 'image'.datatype", "FP32 or INT64", "'FP16'"],
+                          ["inputs[0] 'image'.datatype", "UINT8 or BOOL", "'FP16'"],
                           lambda: self.send(datatype="FP16"))
 
     def test_unknown_model_and_version(self):

@@ -35,6 +35,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"ConvTranspose", MakeConvTransposeKernel},
     {"Div", MakeBinaryKernel},
     {"Dropout", MakeCopyKernel},
+    {"Einsum", MakeEinsumKernel},
     {"Elu", MakeEltwiseKernel},
     {"Equal", MakeComparisonKernel},
     {"Erf", MakeErfKernel},

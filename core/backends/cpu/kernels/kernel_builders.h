@@ -69,6 +69,8 @@ KernelOrStatus MakeRangeKernel(const KernelSpec& spec, CpuKernelContext& context
 KernelOrStatus MakeTriluKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeSplitKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeScatterNdKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Einsum: oneDNN's matmul for a float32 batched matrix product, else a loop.
+KernelOrStatus MakeEinsumKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Resize, nearest (any dtype) and linear (float32).
 KernelOrStatus MakeResizeKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Cast between any two dtypes.

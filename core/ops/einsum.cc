@@ -1,0 +1,147 @@
+// Einsum (einsum_attributes.h). maxvit_t exports its attention's batched
+// matrix products as Einsum; the CPU backend runs those on oneDNN's matmul
+// and any other equation as a loop.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/ops/einsum_attributes.h"
+#include "core/ops/op_util.h"
+#include "core/ops/shape_rules.h"
+
+namespace replicad {
+namespace {
+
+constexpr char kEllipsis[] = "...";
+constexpr int kMaxEllipsisDims = 10;
+
+// `term` with its ellipsis replaced by `rank` - letters labels '0'..'9'
+// (right-aligned: the last ellipsis dim is '9'). False when it is malformed.
+bool ExpandTerm(std::string term, int64_t rank, int* ellipsis_dims, std::string* out) {
+  const size_t at = term.find(kEllipsis);
+  std::string letters = term;
+  if (at != std::string::npos) letters.erase(at, 3);
+  for (char c : letters) {
+    if (!absl::ascii_isalpha(c)) return false;
+  }
+  if (at == std::string::npos) {
+    *out = term;
+    return static_cast<int64_t>(term.size()) == rank;
+  }
+  const int64_t dims = rank - static_cast<int64_t>(letters.size());
+  if (dims < 0 || dims > kMaxEllipsisDims) return false;
+  *ellipsis_dims = std::max<int>(*ellipsis_dims, static_cast<int>(dims));
+  std::string labels;
+  for (int64_t d = 0; d < dims; ++d) labels += static_cast<char>('0' + kMaxEllipsisDims - dims + d);
+  *out = term.substr(0, at) + labels + term.substr(at + 3);
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<EinsumLayout> ParseEinsum(const KernelSpec& spec) {
+  if (spec.inputs.empty()) return NodeError(spec, "needs at least one input");
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, static_cast<int>(spec.inputs.size())));
+  REPLICAD_ASSIGN_OR_RETURN(std::string equation, StringAttribute(spec, "equation", ""));
+  equation.erase(std::remove(equation.begin(), equation.end(), ' '), equation.end());
+  const auto malformed = [&](absl::string_view why) {
+    return NodeError(spec, absl::StrCat("attribute 'equation' '", equation, "': ", why));
+  };
+  const size_t arrow = equation.find("->");
+  const std::string lhs = equation.substr(0, arrow);
+  std::vector<std::string> given;
+  for (size_t begin = 0;;) {
+    const size_t comma = lhs.find(',', begin);
+    given.push_back(lhs.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  if (given.size() != spec.inputs.size()) {
+    return malformed(absl::StrCat("names ", given.size(), " inputs; the node has ",
+                                  spec.inputs.size()));
+  }
+  EinsumLayout layout;
+  std::map<char, int64_t> sizes;
+  std::map<char, int> seen;
+  int ellipsis_dims = 0;
+  for (size_t i = 0; i < given.size(); ++i) {
+    REPLICAD_ASSIGN_OR_RETURN(TensorType input,
+                              RequiredInput(spec, static_cast<int>(i), absl::StrCat("Inputs_", i)));
+    if (i == 0) {
+      REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "Inputs_0", input, kNumericDTypes));
+    } else if (input.dtype != spec.inputs[0]->dtype) {
+      return NodeError(spec, absl::StrCat("input ", i, " must have input 0's dtype ",
+                                          DTypeName(spec.inputs[0]->dtype), ", received ",
+                                          TensorTypeToString(input)));
+    }
+    std::string term;
+    if (!ExpandTerm(given[i], static_cast<int64_t>(input.shape.size()), &ellipsis_dims, &term)) {
+      return malformed(absl::StrCat("term '", given[i], "' does not fit input ", i, " ",
+                                    TensorTypeToString(input)));
+    }
+    for (size_t d = 0; d < term.size(); ++d) {
+      const char label = term[d];
+      const int64_t size = input.shape[d];
+      ++seen[label];
+      auto [it, inserted] = sizes.emplace(label, size);
+      if (inserted || it->second == size) continue;
+      const bool broadcast = absl::ascii_isdigit(label) && (it->second == 1 || size == 1);
+      if (!broadcast) {
+        return malformed(absl::StrCat("label '", std::string(1, label), "' is ", it->second,
+                                      " in one input and ", size, " in input ", i));
+      }
+      it->second = std::max(it->second, size);
+    }
+    layout.terms.push_back(term);
+  }
+  if (arrow != std::string::npos) {
+    const std::string rhs = equation.substr(arrow + 2);
+    int unused = 0;
+    std::string labels;
+    if (rhs.find(kEllipsis) != std::string::npos) {
+      const int64_t letters = static_cast<int64_t>(rhs.size()) - 3;
+      if (!ExpandTerm(rhs, letters + ellipsis_dims, &unused, &labels)) {
+        return malformed("its output term is malformed");
+      }
+    } else {
+      labels = rhs;
+      for (char c : labels) {
+        if (!absl::ascii_isalpha(c)) return malformed("its output term is malformed");
+      }
+    }
+    std::set<char> distinct(labels.begin(), labels.end());
+    if (distinct.size() != labels.size()) return malformed("its output names a label twice");
+    for (char c : labels) {
+      if (sizes.count(c) == 0) {
+        return malformed(absl::StrCat("output label '", std::string(1, c), "' is in no input"));
+      }
+    }
+    layout.output = labels;
+  } else {
+    for (int d = 0; d < ellipsis_dims; ++d) {
+      layout.output += static_cast<char>('0' + kMaxEllipsisDims - ellipsis_dims + d);
+    }
+    for (const auto& [label, count] : seen) {
+      if (absl::ascii_isalpha(label) && count == 1) layout.output += label;
+    }
+  }
+  layout.labels = layout.output;
+  for (const auto& [label, size] : sizes) {
+    if (layout.output.find(label) == std::string::npos) layout.labels += label;
+  }
+  for (char label : layout.labels) layout.sizes.push_back(sizes[label]);
+  return layout;
+}
+
+absl::Status InferEinsum(KernelSpec* spec) {
+  REPLICAD_ASSIGN_OR_RETURN(EinsumLayout layout, ParseEinsum(*spec));
+  Shape shape(layout.sizes.begin(), layout.sizes.begin() + layout.output.size());
+  spec->outputs = {TensorType{spec->inputs[0]->dtype, shape}};
+  return absl::OkStatus();
+}
+
+}  // namespace replicad
