@@ -259,7 +259,7 @@ def run_case(name, batch, layouts, path, args, bench, replicad, with_grpc, with_
         try:
             if not ort_failed:
                 ort_t = fastest(ort_t, time_onnxruntime(
-                    path, {n: a for (n, _), a in zip(inputs, arrays)}, args.threads,
+                    path, {spec[0]: a for spec, a in zip(inputs, arrays)}, args.threads,
                     args.warmup, args.iterations))
                 log(f"{name} batch {batch}: ORT {fmt_ms(ort_t)} ms")
         except Exception as e:  # An op ORT lacks must not stop the other engines.
@@ -389,7 +389,8 @@ def main(argv):
     else:
         args.cases = args.cases or DEFAULT_CASES
         cases = parse_cases(args.cases, layouts)
-        unknown = [n for n, _, _ in cases if n not in models.MODELS and n not in models.ZOO]
+        unknown = [n for n, _, _ in cases
+                   if n not in models.MODELS and n not in models.TRANSFORMERS and n not in models.ZOO]
         if unknown:
             parser.error(f"unknown model(s) {', '.join(unknown)}")
     with_grpc = args.zoo_grpc or not args.zoo
