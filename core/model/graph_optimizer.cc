@@ -96,14 +96,6 @@ bool PadsNothing(const Graph& graph, const Node& node) {
                      [](int64_t p) { return p == 0; });
 }
 
-// Whether a one-element tensor holds zero (false for bool).
-bool ScalarIsZero(const Tensor& t) {
-  return VisitDType(t.dtype(), [&](auto traits) {
-    using T = typename decltype(traits)::Type;
-    return t.data<T>()[0] == T(0);
-  });
-}
-
 // Identity, Dropout whose mask nobody reads and a Pad of nothing pass their
 // input through.
 void RemovePassThroughs(Graph* graph) {
@@ -119,7 +111,7 @@ void RemovePassThroughs(Graph* graph) {
     bool inference = true;
     if (node.op_type == "Dropout" && node.inputs.size() >= 3 && node.inputs[2] >= 0) {
       const Tensor* mode = Initializer(*graph, node.inputs[2]);
-      inference = mode != nullptr && mode->num_elements() == 1 && ScalarIsZero(*mode);
+      inference = mode != nullptr && mode->num_elements() == 1 && AllZero(*mode);
     }
     if (!(node.op_type == "Identity" || (dropout_without_mask && inference) ||
           PadsNothing(*graph, node))) {

@@ -41,6 +41,37 @@ bool ExpandTerm(std::string term, int64_t rank, int* ellipsis_dims, std::string*
   return true;
 }
 
+// The labels of an explicit output term `rhs`; InvalidArgument saying why it
+// is malformed otherwise (the caller names the node and the equation).
+absl::StatusOr<std::string> ExplicitOutput(const std::string& rhs, int ellipsis_dims,
+                                           const std::map<char, int64_t>& sizes) {
+  int unused = 0;
+  std::string labels;
+  if (rhs.find(kEllipsis) != std::string::npos) {
+    const int64_t letters = static_cast<int64_t>(rhs.size()) - 3;
+    if (!ExpandTerm(rhs, letters + ellipsis_dims, &unused, &labels)) {
+      return absl::InvalidArgumentError("its output term is malformed");
+    }
+  } else {
+    labels = rhs;
+    for (char c : labels) {
+      if (!absl::ascii_isalpha(c))
+        return absl::InvalidArgumentError("its output term is malformed");
+    }
+  }
+  std::set<char> distinct(labels.begin(), labels.end());
+  if (distinct.size() != labels.size()) {
+    return absl::InvalidArgumentError("its output names a label twice");
+  }
+  for (char c : labels) {
+    if (sizes.count(c) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output label '", std::string(1, c), "' is in no input"));
+    }
+  }
+  return labels;
+}
+
 }  // namespace
 
 absl::StatusOr<EinsumLayout> ParseEinsum(const KernelSpec& spec) {
@@ -56,13 +87,14 @@ absl::StatusOr<EinsumLayout> ParseEinsum(const KernelSpec& spec) {
   std::vector<std::string> given;
   for (size_t begin = 0;;) {
     const size_t comma = lhs.find(',', begin);
-    given.push_back(lhs.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+    given.push_back(
+        lhs.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
     if (comma == std::string::npos) break;
     begin = comma + 1;
   }
   if (given.size() != spec.inputs.size()) {
-    return malformed(absl::StrCat("names ", given.size(), " inputs; the node has ",
-                                  spec.inputs.size()));
+    return malformed(
+        absl::StrCat("names ", given.size(), " inputs; the node has ", spec.inputs.size()));
   }
   EinsumLayout layout;
   std::map<char, int64_t> sizes;
@@ -99,28 +131,10 @@ absl::StatusOr<EinsumLayout> ParseEinsum(const KernelSpec& spec) {
     layout.terms.push_back(term);
   }
   if (arrow != std::string::npos) {
-    const std::string rhs = equation.substr(arrow + 2);
-    int unused = 0;
-    std::string labels;
-    if (rhs.find(kEllipsis) != std::string::npos) {
-      const int64_t letters = static_cast<int64_t>(rhs.size()) - 3;
-      if (!ExpandTerm(rhs, letters + ellipsis_dims, &unused, &labels)) {
-        return malformed("its output term is malformed");
-      }
-    } else {
-      labels = rhs;
-      for (char c : labels) {
-        if (!absl::ascii_isalpha(c)) return malformed("its output term is malformed");
-      }
-    }
-    std::set<char> distinct(labels.begin(), labels.end());
-    if (distinct.size() != labels.size()) return malformed("its output names a label twice");
-    for (char c : labels) {
-      if (sizes.count(c) == 0) {
-        return malformed(absl::StrCat("output label '", std::string(1, c), "' is in no input"));
-      }
-    }
-    layout.output = labels;
+    absl::StatusOr<std::string> output =
+        ExplicitOutput(equation.substr(arrow + 2), ellipsis_dims, sizes);
+    if (!output.ok()) return malformed(output.status().message());
+    layout.output = *output;
   } else {
     for (int d = 0; d < ellipsis_dims; ++d) {
       layout.output += static_cast<char>('0' + kMaxEllipsisDims - ellipsis_dims + d);

@@ -66,17 +66,20 @@ absl::StatusOr<std::vector<double>> FloatValues(const KernelSpec& spec, int inde
   return std::vector<double>(value->data<float>(), value->data<float>() + value->num_elements());
 }
 
-}  // namespace
-
-absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec) {
-  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, 4));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
-  const int64_t rank = static_cast<int64_t>(x.shape.size());
-  REPLICAD_ASSIGN_OR_RETURN(std::string mode, StringAttribute(spec, "mode", "nearest"));
-  REPLICAD_ASSIGN_OR_RETURN(std::string transform,
+// The modes Resize's attributes name, checked.
+struct ResizeModes {
+  std::string mode, transform, nearest;
+};
+absl::StatusOr<ResizeModes> ParseResizeModes(const KernelSpec& spec, const TensorType& x) {
+  ResizeModes modes;
+  REPLICAD_ASSIGN_OR_RETURN(modes.mode, StringAttribute(spec, "mode", "nearest"));
+  REPLICAD_ASSIGN_OR_RETURN(modes.transform,
                             StringAttribute(spec, "coordinate_transformation_mode", "half_pixel"));
-  REPLICAD_ASSIGN_OR_RETURN(std::string nearest,
+  REPLICAD_ASSIGN_OR_RETURN(modes.nearest,
                             StringAttribute(spec, "nearest_mode", "round_prefer_floor"));
+  const std::string& mode = modes.mode;
+  const std::string& transform = modes.transform;
+  const std::string& nearest = modes.nearest;
   REPLICAD_ASSIGN_OR_RETURN(int64_t antialias, IntAttribute(spec, "antialias", 0));
   REPLICAD_ASSIGN_OR_RETURN(std::string policy,
                             StringAttribute(spec, "keep_aspect_ratio_policy", "stretch"));
@@ -113,6 +116,14 @@ absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec) {
     return NodeUnimplemented(
         spec, absl::StrCat("linear mode computes float32; received ", TensorTypeToString(x)));
   }
+  return modes;
+}
+
+// The output's sizes and each dim's scale, from scales or sizes (input 2 or
+// 3) over opset 18's axes (every dim otherwise).
+absl::Status ParseResizeTargets(const KernelSpec& spec, const TensorType& x,
+                                std::vector<double>* scales_out, std::vector<int64_t>* sizes_out) {
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
   // Opset 18's axes: the dims scales and sizes name (all dims otherwise).
   std::vector<int64_t> axes(rank);
   for (int64_t d = 0; d < rank; ++d) axes[d] = d;
@@ -167,9 +178,23 @@ absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec) {
   } else if (!has_sizes) {
     return NodeError(spec, "one of inputs 2 'scales' and 3 'sizes' must be given");
   }
+  *scales_out = std::move(scales);
+  *sizes_out = std::move(sizes);
+  return absl::OkStatus();
+}
 
+}  // namespace
+
+absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, 4));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  REPLICAD_ASSIGN_OR_RETURN(ResizeModes modes, ParseResizeModes(spec, x));
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  REPLICAD_RETURN_IF_ERROR(ParseResizeTargets(spec, x, &scales, &sizes));
   ResizeLayout layout;
-  layout.linear = mode == "linear";
+  layout.linear = modes.mode == "linear";
   layout.output_shape = sizes;
   layout.axes.resize(rank);
   for (int64_t d = 0; d < rank; ++d) {
@@ -179,9 +204,10 @@ absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec) {
     if (axis.input == 0) continue;
     const int64_t last = axis.input - 1;
     for (int64_t o = 0; o < axis.output; ++o) {
-      const double source = SourceCoordinate(transform, o, axis.input, axis.output, scales[d]);
+      const double source =
+          SourceCoordinate(modes.transform, o, axis.input, axis.output, scales[d]);
       if (!layout.linear) {
-        axis.low.push_back(std::clamp<int64_t>(NearestIndex(nearest, source), 0, last));
+        axis.low.push_back(std::clamp<int64_t>(NearestIndex(modes.nearest, source), 0, last));
         continue;
       }
       const double floor = std::floor(source);

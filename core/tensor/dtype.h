@@ -28,53 +28,31 @@ enum class DType : int {
 inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kUint8, DType::kInt8,
                                        DType::kInt32,   DType::kInt64, DType::kBool};
 
-// The C++ element type of each DType (bool is held as uint8_t: a byte the
-// engine does not trust to be 0 or 1).
-template <DType D>
-struct DTypeTraits;
-template <>
-struct DTypeTraits<DType::kFloat32> {
-  using Type = float;
-};
-template <>
-struct DTypeTraits<DType::kUint8> {
-  using Type = uint8_t;
-};
-template <>
-struct DTypeTraits<DType::kInt8> {
-  using Type = int8_t;
-};
-template <>
-struct DTypeTraits<DType::kInt32> {
-  using Type = int32_t;
-};
-template <>
-struct DTypeTraits<DType::kInt64> {
-  using Type = int64_t;
-};
-template <>
-struct DTypeTraits<DType::kBool> {
-  using Type = uint8_t;
+// The C++ element type of a DType, as VisitDType hands it over (bool is held
+// as uint8_t: a byte the engine does not trust to be 0 or 1).
+template <typename T>
+struct ElementType {
+  using Type = T;
 };
 
-// Calls f(DTypeTraits<D>{}) for `dtype`'s D; f's result is returned.
+// Calls f(ElementType<T>{}) with `dtype`'s element type T; f's result is
+// returned. f is instantiated for every T, so its body must compile for all.
 template <typename F>
 auto VisitDType(DType dtype, F&& f) {
   switch (dtype) {
     case DType::kUint8:
-      return f(DTypeTraits<DType::kUint8>{});
-    case DType::kInt8:
-      return f(DTypeTraits<DType::kInt8>{});
-    case DType::kInt32:
-      return f(DTypeTraits<DType::kInt32>{});
-    case DType::kInt64:
-      return f(DTypeTraits<DType::kInt64>{});
     case DType::kBool:
-      return f(DTypeTraits<DType::kBool>{});
+      return f(ElementType<uint8_t>{});
+    case DType::kInt8:
+      return f(ElementType<int8_t>{});
+    case DType::kInt32:
+      return f(ElementType<int32_t>{});
+    case DType::kInt64:
+      return f(ElementType<int64_t>{});
     case DType::kFloat32:
       break;
   }
-  return f(DTypeTraits<DType::kFloat32>{});
+  return f(ElementType<float>{});
 }
 
 // Whether the dtype is one of the integer types (not bool, not float32).

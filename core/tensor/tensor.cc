@@ -1,5 +1,7 @@
 #include "core/tensor/tensor.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace replicad {
@@ -48,6 +50,14 @@ absl::StatusOr<Tensor> Tensor::SliceRows(int64_t begin, int64_t end) const {
   sliced[0] = end - begin;
   return Tensor(TensorType{dtype(), std::move(sliced)}, buffer_,
                 byte_offset_ + static_cast<size_t>(begin) * row_bytes);
+}
+
+bool AllZero(const Tensor& tensor) {
+  return VisitDType(tensor.dtype(), [&](auto traits) {
+    using T = typename decltype(traits)::Type;
+    const T* data = tensor.data<T>();
+    return std::all_of(data, data + tensor.num_elements(), [](T v) { return v == T(0); });
+  });
 }
 
 }  // namespace replicad

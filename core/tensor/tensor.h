@@ -56,6 +56,10 @@ class Tensor {
   size_t byte_offset_ = 0;
 };
 
+// Whether every element of a host tensor is zero (false, for bool); true
+// for one without elements.
+bool AllZero(const Tensor& tensor);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_TENSOR_TENSOR_H_

@@ -1,5 +1,7 @@
 #include "core/tensor/tensor.h"
 
+#include <utility>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -78,7 +80,35 @@ TEST(DTypeTest, OnnxTypesOutsideTheEngineAreNamedInTheError) {
   EXPECT_EQ(half.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(half.status().message(), HasSubstr("FLOAT16 (10)"));
   EXPECT_EQ(DTypeFromName("float64").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(DTypeFromName("float64").status().message(),
+              HasSubstr("expected one of float32, uint8, int8, int32, int64, bool"));
   EXPECT_EQ(DTypeName(DType::kInt64), "int64");
+}
+
+// Every dtype: its ONNX number, name and size agree, both ways.
+TEST(DTypeTest, EveryDTypeRoundTripsThroughOnnxAndItsName) {
+  const std::pair<DType, size_t> sizes[] = {{DType::kFloat32, 4}, {DType::kUint8, 1},
+                                            {DType::kInt8, 1},    {DType::kInt32, 4},
+                                            {DType::kInt64, 8},   {DType::kBool, 1}};
+  for (const auto& [dtype, size] : sizes) {
+    EXPECT_EQ(*DTypeFromOnnx(static_cast<int>(dtype)), dtype);
+    EXPECT_EQ(*DTypeFromName(DTypeName(dtype)), dtype);
+    EXPECT_EQ(DTypeSize(dtype), size) << DTypeName(dtype);
+  }
+  EXPECT_TRUE(IsIntegerDType(DType::kUint8));
+  EXPECT_FALSE(IsIntegerDType(DType::kBool));
+  EXPECT_FALSE(IsIntegerDType(DType::kFloat32));
+}
+
+TEST(TensorTest, AllZeroReadsEveryElementOfItsDType) {
+  Tensor flags = Tensor::Host(DType::kBool, {3});
+  EXPECT_TRUE(AllZero(flags));
+  flags.data<uint8_t>()[2] = 1;
+  EXPECT_FALSE(AllZero(flags));
+  Tensor values = Tensor::Host(DType::kFloat32, {2});
+  values.data<float>()[1] = -0.0f;
+  EXPECT_TRUE(AllZero(values)) << "-0 is zero";
+  EXPECT_TRUE(AllZero(Tensor::Host(DType::kInt64, {0})));
 }
 
 }  // namespace

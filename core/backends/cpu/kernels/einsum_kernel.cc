@@ -143,7 +143,8 @@ std::optional<BoundPrimitive> BatchedMatMul(const KernelSpec& spec, const Einsum
   const Shape& sa = spec.inputs[0]->shape;
   const Shape& sb = spec.inputs[1]->shape;
   const std::optional<Collapsed> a_batch = Collapse(batch, a, sa), a_rows = Collapse(rows, a, sa),
-                                 a_k = Collapse(contracted, a, sa), b_batch = Collapse(batch, b, sb),
+                                 a_k = Collapse(contracted, a, sa),
+                                 b_batch = Collapse(batch, b, sb),
                                  b_k = Collapse(contracted, b, sb),
                                  b_columns = Collapse(columns, b, sb);
   if (!a_batch || !a_rows || !a_k || !b_batch || !b_k || !b_columns ||

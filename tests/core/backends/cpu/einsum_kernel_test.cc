@@ -61,8 +61,9 @@ Tensor Reference(const std::string& term_a, const Tensor& a, const std::string& 
       for (size_t d = 0; d < term.size(); ++d) o = o * shape[d] + index[term[d]];
       return o;
     };
-    sums[offset(output, out_shape)] += static_cast<double>(a.data<float>()[offset(term_a, a.shape())]) *
-                                       b.data<float>()[offset(term_b, b.shape())];
+    sums[offset(output, out_shape)] +=
+        static_cast<double>(a.data<float>()[offset(term_a, a.shape())]) *
+        b.data<float>()[offset(term_b, b.shape())];
   }
   for (int64_t i = 0; i < y.num_elements(); ++i) y.data<float>()[i] = static_cast<float>(sums[i]);
   return y;
