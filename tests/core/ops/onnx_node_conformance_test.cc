@@ -22,8 +22,8 @@
 // skip names an unsupported op, an unsupported dtype (float16, double, bool, int8, ...) or an
 // unsupported form (1-D/3-D convolution and pooling, training mode, MaxPool's Indices). On cuda:0
 // every supported op must pass at least one case, except those the CUDA backend refuses as
-// lacking a kernel or a dtype (printed as NOTE lines; docs/status.md lists them). The counts at a given commit are in
-// benchmarks/RESULTS.md.
+// lacking a kernel or a dtype (printed as NOTE lines; docs/status.md lists them). The counts at a
+// given commit are in benchmarks/RESULTS.md.
 
 #include <algorithm>
 #include <cmath>
@@ -283,8 +283,8 @@ TEST(OnnxNodeConformanceTest, SupportedCasesMatchReference) {
     }
     if (tally.ops_passed.count(std::string(op)) == 0 &&
         tally.ops_backend_lacks.count(std::string(op)) != 0) {
-      std::printf("NOTE the %s backend computes no case of supported op %s\n",
-                  REPLICAD_TEST_DEVICE, std::string(op).c_str());
+      std::printf("NOTE the %s backend computes no case of supported op %s\n", REPLICAD_TEST_DEVICE,
+                  std::string(op).c_str());
       continue;
     }
     EXPECT_EQ(tally.ops_passed.count(std::string(op)), 1u)
