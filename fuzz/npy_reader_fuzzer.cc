@@ -1,6 +1,7 @@
 // Feeds bytes to the .npy reader, client::DecodeNpy (what `replicactl
 // predict --npy` and ReadNpy decode).
-// Asserts: a decoded tensor has dtype FLOAT32 or INT64, non-negative dims and
+// Asserts: a decoded tensor has dtype FLOAT32, INT64, INT32, INT8, UINT8 or
+// BOOL, non-negative dims and
 // raw size = product(shape) * element size; EncodeNpy accepts it, and
 // decoding what it wrote gives the same tensor back (a round trip); the
 // encoding's data starts at a multiple of 64 bytes, as NumPy writes it.
@@ -26,9 +27,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   int64_t element_size = 0;
-  if (tensor->dtype() == v1::DATA_TYPE_FLOAT32) element_size = 4;
-  if (tensor->dtype() == v1::DATA_TYPE_INT64) element_size = 8;
-  if (element_size == 0) Violated(absl::StrCat("decoded dtype ", tensor->dtype()));
+  switch (tensor->dtype()) {
+    case v1::DATA_TYPE_FLOAT32:
+    case v1::DATA_TYPE_INT32:
+      element_size = 4;
+      break;
+    case v1::DATA_TYPE_INT64:
+      element_size = 8;
+      break;
+    case v1::DATA_TYPE_INT8:
+    case v1::DATA_TYPE_UINT8:
+    case v1::DATA_TYPE_BOOL:
+      element_size = 1;
+      break;
+    default:
+      Violated(absl::StrCat("decoded dtype ", tensor->dtype()));
+  }
   const std::vector<int64_t> shape(tensor->shape().begin(), tensor->shape().end());
   const int64_t expected = fuzz::ByteCount(shape, element_size);
   if (expected < 0 || static_cast<uint64_t>(expected) != tensor->raw().size()) {
