@@ -107,6 +107,17 @@ std::optional<Collapsed> Collapse(const std::string& group, const std::string& t
 std::optional<BoundPrimitive> BatchedMatMul(const KernelSpec& spec, const EinsumLayout& layout,
                                             CpuKernelContext& context) {
   if (layout.terms.size() != 2 || spec.inputs[0]->dtype != DType::kFloat32) return std::nullopt;
+  // Each operand's dims must be its labels' full sizes, each label once: a
+  // broadcast (1 against n) or a diagonal ("ii") is the loop's.
+  for (size_t t = 0; t < 2; ++t) {
+    const std::string& term = layout.terms[t];
+    for (size_t d = 0; d < term.size(); ++d) {
+      if (term.find(term[d]) != d ||
+          spec.inputs[t]->shape[d] != layout.sizes[layout.labels.find(term[d])]) {
+        return std::nullopt;
+      }
+    }
+  }
   const std::string& a = layout.terms[0];
   const std::string& b = layout.terms[1];
   const std::string& y = layout.output;
@@ -147,8 +158,7 @@ std::optional<BoundPrimitive> BatchedMatMul(const KernelSpec& spec, const Einsum
                                  b_batch = Collapse(batch, b, sb),
                                  b_k = Collapse(contracted, b, sb),
                                  b_columns = Collapse(columns, b, sb);
-  if (!a_batch || !a_rows || !a_k || !b_batch || !b_k || !b_columns ||
-      a_batch->size != b_batch->size) {
+  if (!a_batch || !a_rows || !a_k || !b_batch || !b_k || !b_columns) {
     return std::nullopt;
   }
   const int64_t rows_n = a_rows->size, columns_n = b_columns->size, batch_n = a_batch->size;

@@ -54,7 +54,7 @@ struct FiniteOutputs {
 // needs it rather than with the plan: requests with a NaN or an infinity
 // are rare, and a convolution's exact kernel holds weights of its own (a
 // Winograd convolution's direct form: another copy of its 3x3 weights,
-// 29-55 MiB of resnet18's daemon). `build` runs on the slot's stream thread,
+// 36-38 MiB of resnet18's daemon, RESULTS.md). `build` runs on the slot's stream thread,
 // inside Run, and must give a kernel that asks for at most
 // `workspace_bytes` of workspace, the same native output and
 // overwritable_input as the fast kernel (the caller builds it once with the

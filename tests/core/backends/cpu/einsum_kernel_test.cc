@@ -136,6 +136,30 @@ TEST_F(EinsumKernelTest, EllipsisBroadcastsAsNumpyDoes) {
   }
 }
 
+// Batch dims that broadcast crosswise ([2, 1] against [1, 2]) hold as many
+// matrices on each side as the output's [2, 2] does not: the loop computes them.
+TEST_F(EinsumKernelTest, BatchDimsThatBroadcastCrosswise) {
+  const Tensor a = Random({2, 1, 2, 3}, 12);
+  const Tensor b = Random({1, 2, 3, 2}, 13);
+  absl::StatusOr<Tensor> y = Einsum("...ij,...jk->...ik", {a, b});
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_THAT(y->shape(), ElementsAre(2, 2, 2, 2));
+  for (int64_t p = 0; p < 2; ++p) {
+    for (int64_t q = 0; q < 2; ++q) {
+      for (int64_t i = 0; i < 2; ++i) {
+        for (int64_t k = 0; k < 2; ++k) {
+          double sum = 0;
+          for (int64_t j = 0; j < 3; ++j) {
+            sum += static_cast<double>(a.data<float>()[(p * 2 + i) * 3 + j]) *
+                   b.data<float>()[(q * 3 + j) * 2 + k];
+          }
+          EXPECT_NEAR(y->data<float>()[((p * 2 + q) * 2 + i) * 2 + k], sum, 1e-5);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(EinsumKernelTest, Int64OperandsAndMalformedEquations) {
   absl::StatusOr<Tensor> y = Einsum("ij,jk->ik", {Int64s({1, 2}, {2, 3}), Int64s({2, 1}, {5, 7})});
   ASSERT_TRUE(y.ok()) << y.status();

@@ -260,7 +260,7 @@ TEST_F(NonFiniteTest, WinogradConvolutionKeepsTheDirectSumsNonFinitePositions) {
 
 // The direct convolution a Winograd one keeps for non-finite requests is
 // built by the first such request, not with the plan: until then only
-// Winograd's weights are held (issue #36: 29-55 MiB of resnet18's daemon).
+// Winograd's weights are held (issue #36: 36-38 MiB of resnet18's daemon).
 // The spec it is built from has gone by then, as a plan's has.
 TEST_F(NonFiniteTest, WinogradConvolutionBuildsItsDirectFormOnTheFirstNonFiniteRequest) {
   if (dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core) {
