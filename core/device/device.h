@@ -98,6 +98,15 @@ class Device {
   // filled). Unimplemented naming the op when this backend lacks it. Not to
   // be called on the device's stream thread (a backend may build there).
   virtual absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) = 0;
+
+  // A device on the host on which an execution plan computes, once when it
+  // is made, a node whose inputs are all known then and for which this
+  // device has no kernel (MakeKernel says Unimplemented): the shape
+  // arithmetic of transformers (comparisons, Where, Range on int64, bool and
+  // int32) that a GPU backend need not compute. The result is uploaded as a
+  // constant. nullptr (the default): no such device, as for host devices,
+  // which compute every op they know themselves.
+  virtual Device* host_folding_device() { return nullptr; }
 };
 
 }  // namespace replicad

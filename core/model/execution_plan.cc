@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/base/status_macros.h"
 #include "core/model/arena_planner.h"
 #include "core/ops/constant_value.h"
@@ -144,7 +145,13 @@ class ExecutionPlan::Builder {
       for (int v : node.inputs) spec->input_layouts.push_back(v >= 0 ? layouts_[v] : "");
     }
     absl::StatusOr<std::unique_ptr<Kernel>> kernel = device_.MakeKernel(*spec);
-    if (!kernel.ok()) return kernel.status();
+    if (!kernel.ok()) {
+      Device* host = device_.host_folding_device();
+      if (known && host != nullptr && absl::IsUnimplemented(kernel.status())) {
+        return FoldOnHost(node, *spec, *host);
+      }
+      return kernel.status();
+    }
     if (known) return Fold(node, *spec, **kernel);
     if (spec->native_output) {
       layouts_[node.outputs[0]] = (*kernel)->native_output_layout();
@@ -243,6 +250,38 @@ class ExecutionPlan::Builder {
       plan_.constants_.push_back(std::move(outputs[o]));
     }
     return device_.Synchronize();
+  }
+
+  // Fold on the device's host folding device (Device::host_folding_device):
+  // its kernel reads the inputs' host values and writes host tensors, which
+  // become constants like any known value.
+  absl::Status FoldOnHost(const Node& node, KernelSpec spec, Device& host) {
+    spec.native_output = false;
+    spec.input_layouts.clear();
+    // Slots of one process share the host device: one fold at a time.
+    static absl::Mutex* const host_folding = new absl::Mutex();
+    absl::MutexLock lock(host_folding);
+    REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, host.MakeKernel(spec));
+    std::vector<void*> args;
+    for (int v : node.inputs) {
+      args.push_back(v < 0 ? nullptr : const_cast<void*>(host_values_[v]->raw_data()));
+    }
+    std::vector<Tensor> outputs;
+    for (const TensorType& type : spec.outputs) {
+      outputs.push_back(Tensor::Host(type.dtype, type.shape));
+      args.push_back(outputs.back().raw_data());
+    }
+    std::vector<char> workspace(kernel->workspace_bytes());
+    kernel->SetWorkspace(workspace.data());
+    absl::Status status;
+    host.Enqueue(
+        [&] { status = kernel->Run(RunContext{}, args.data(), args.data() + node.inputs.size()); });
+    REPLICAD_RETURN_IF_ERROR(host.Synchronize());
+    REPLICAD_RETURN_IF_ERROR(status);
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      REPLICAD_RETURN_IF_ERROR(AddKnownValue(node.outputs[o], std::move(outputs[o])));
+    }
+    return absl::OkStatus();
   }
 
   void AddStep(const Node& node, const KernelSpec& spec, std::unique_ptr<Kernel> kernel) {

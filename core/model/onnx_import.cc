@@ -13,6 +13,7 @@
 #include "core/base/status_macros.h"
 #include "core/model/exporter_forms.h"
 #include "core/model/graph_optimizer.h"
+#include "core/model/one_d_windows.h"
 #include "core/model/onnx_tensor.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/training_ops.h"
@@ -422,6 +423,38 @@ std::map<std::string, int> StatedRanks(const onnx::GraphProto& g) {
   return rank;
 }
 
+// Below opset 7 PRelu's 1-D slope of C elements was one slope per channel
+// (dim 1 of X); from opset 7 it broadcasts from the right like any operand,
+// and ONNX's version converter leaves it as it is. So a slope initializer of
+// [C] read by that PRelu alone becomes [C, 1, ...] before the conversion
+// (shapes are inferred by then). Others are left to broadcast as they will.
+void ReshapeOldPReluSlopes(onnx::GraphProto& g) {
+  const std::map<std::string, int> rank = StatedRanks(g);
+  std::map<std::string, int> readers;
+  for (const onnx::NodeProto& node : g.node()) {
+    for (const std::string& input : node.input()) ++readers[input];
+  }
+  for (const onnx::NodeProto& node : g.node()) {
+    if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.op_type() != "PRelu" ||
+        node.input_size() != 2 || readers[node.input(1)] != 1) {
+      continue;
+    }
+    auto x_rank = rank.find(node.input(0));
+    if (x_rank == rank.end() || x_rank->second < 3) continue;
+    for (onnx::TensorProto& slope : *g.mutable_initializer()) {
+      if (slope.name() != node.input(1) || slope.dims_size() != 1 || slope.dims(0) == 1) continue;
+      for (int d = 2; d < x_rank->second; ++d) slope.add_dims(1);
+      // Old IR versions list initializers among the graph's inputs too.
+      for (onnx::ValueInfoProto& input : *g.mutable_input()) {
+        if (input.name() != slope.name() || !input.type().tensor_type().has_shape()) continue;
+        onnx::TensorShapeProto* shape =
+            input.mutable_type()->mutable_tensor_type()->mutable_shape();
+        for (int d = 2; d < x_rank->second; ++d) shape->add_dim()->set_dim_value(1);
+      }
+    }
+  }
+}
+
 // Shape inference ahead of ONNX's version converter, which needs shapes.
 // Below opset 7, ONNX's Gemm shape inference and its Gemm adapter from opset
 // 6 to 7 (libonnx 1.12) read dims 0 and 1 of A and B without looking at their
@@ -496,6 +529,7 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto mode
       if (absl::Status s = InferShapesForConversion(model, old_opset); !s.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
       }
+      if (old_opset < 7) ReshapeOldPReluSlopes(*model.mutable_graph());
       model = onnx::version_conversion::ConvertVersion(model, kMinOpset);
       // Opset 11 came with IR version 6; the converter keeps the old IR
       // version, under which its new initializers (e.g. Pad's pads) would
@@ -515,6 +549,8 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto mode
   }
   NormalizeTrainingForms(model.mutable_graph());
   NarrowDoubleConstantsCastToFloat(model.mutable_graph());
+  LiftOneDimensionalWindows(model.mutable_graph(), DefaultDomainOpset(model),
+                            StatedRanks(model.graph()));
   absl::StatusOr<Graph> graph = ConvertGraph(model, options);
   if (graph.ok() && options.optimize) {
     if (absl::Status s = OptimizeForInference(&*graph); !s.ok()) graph = s;

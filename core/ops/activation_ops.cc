@@ -69,11 +69,24 @@ absl::Status InferHardSwish(KernelSpec* spec) { return InferFloatUnary(spec, "X"
 
 absl::Status InferSqrt(KernelSpec* spec) { return InferFloatUnary(spec, "X"); }
 
-// Exp, Log, Reciprocal, Softplus, Elu, Selu and Mish: float32 (ONNX also
-// allows float16 and double, which replicad does not hold).
+// Exp, Log, Reciprocal, Softplus, Elu, Selu, Mish, Floor, Ceil and Round:
+// float32 (ONNX also allows float16 and double, which replicad does not hold).
 absl::Status InferFloatMath(KernelSpec* spec) {
   return InferFloatUnary(spec,
                          spec->op_type == "Softplus" || spec->op_type == "Mish" ? "X" : "input");
+}
+
+// Gelu (opset 20): the exact form (erf) or, with approximate "tanh", the
+// tanh approximation.
+absl::Status InferGelu(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(InferFloatUnary(spec, "X"));
+  REPLICAD_ASSIGN_OR_RETURN(std::string approximate, StringAttribute(*spec, "approximate", "none"));
+  if (approximate != "none" && approximate != "tanh") {
+    return NodeError(*spec, absl::StrCat("attribute 'approximate' must be \"none\" or \"tanh\", "
+                                         "received \"",
+                                         approximate, "\""));
+  }
+  return absl::OkStatus();
 }
 
 // Abs and Neg take every number type.

@@ -36,6 +36,22 @@ absl::Status InferMod(KernelSpec* spec) {
   return absl::OkStatus();
 }
 
+// PRelu: slope broadcasts to X's shape (one way: the output is X's shape).
+absl::Status InferPRelu(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 2));
+  REPLICAD_RETURN_IF_ERROR(RequiredInput(*spec, 0, "X").status());
+  REPLICAD_RETURN_IF_ERROR(RequiredInput(*spec, 1, "slope").status());
+  REPLICAD_RETURN_IF_ERROR(
+      InferBroadcastPair(spec, {DType::kFloat32, DType::kInt32, DType::kInt64}, std::nullopt));
+  if (spec->outputs[0].shape != spec->inputs[0]->shape) {
+    return NodeError(*spec, absl::StrCat("input 1 'slope' must broadcast to the shape of input 0 "
+                                         "'X', ",
+                                         TensorTypeToString(*spec->inputs[0]), "; received ",
+                                         TensorTypeToString(*spec->inputs[1])));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status InferVariadic(KernelSpec* spec) {
   if (spec->inputs.empty()) return NodeError(*spec, "needs at least one input");
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, static_cast<int>(spec->inputs.size())));

@@ -11,8 +11,9 @@
 namespace replicad {
 
 // A copy in which each output element reads one input element, chosen
-// independently per output dim, or a fill value: Transpose, Slice, Pad and
-// Expand are each such a table, and every backend runs them from it.
+// independently per output dim, or a fill value: Transpose, Slice, Pad,
+// Expand, Tile, DepthToSpace and SpaceToDepth are each such a table, and every backend runs them
+// from it.
 //
 // Output element (o_0, ..., o_{r-1}) of `output` (row-major) is
 // input[offsets[0][o_0] + ... + offsets[r-1][o_{r-1}]] (offsets in elements
@@ -31,6 +32,9 @@ absl::StatusOr<IndexMap> TransposeIndexMap(const KernelSpec& spec);
 absl::StatusOr<IndexMap> SliceIndexMap(const KernelSpec& spec);
 absl::StatusOr<IndexMap> PadIndexMap(const KernelSpec& spec);
 absl::StatusOr<IndexMap> ExpandIndexMap(const KernelSpec& spec);
+// Tile, DepthToSpace and SpaceToDepth (rearrange_attributes.h).
+absl::StatusOr<IndexMap> TileIndexMap(const KernelSpec& spec);
+absl::StatusOr<IndexMap> DepthSpaceIndexMap(const KernelSpec& spec);
 
 // Row-major strides of `shape`, in elements.
 std::vector<int64_t> RowMajorStrides(const Shape& shape);

@@ -77,7 +77,10 @@ absl::Status InferAveragePool(KernelSpec* spec) {
   return absl::OkStatus();
 }
 
-absl::Status InferGlobalAveragePool(KernelSpec* spec) {
+namespace {
+
+// GlobalAveragePool and GlobalMaxPool: [N, C, spatial...] to [N, C, 1...].
+absl::Status InferGlobalPool(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 1));
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(*spec, 0, "X"));
   REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "X", x, {DType::kFloat32}));
@@ -88,7 +91,7 @@ absl::Status InferGlobalAveragePool(KernelSpec* spec) {
   for (size_t i = 2; i < x.shape.size(); ++i) {
     if (x.shape[i] == 0) {
       return NodeError(*spec, absl::StrCat("input 0 'X' has an empty spatial dim, so its "
-                                           "average is undefined; received ",
+                                           "pool is undefined; received ",
                                            TensorTypeToString(x)));
     }
   }
@@ -98,5 +101,11 @@ absl::Status InferGlobalAveragePool(KernelSpec* spec) {
   spec->outputs = {TensorType{DType::kFloat32, std::move(out)}};
   return absl::OkStatus();
 }
+
+}  // namespace
+
+absl::Status InferGlobalAveragePool(KernelSpec* spec) { return InferGlobalPool(spec); }
+
+absl::Status InferGlobalMaxPool(KernelSpec* spec) { return InferGlobalPool(spec); }
 
 }  // namespace replicad

@@ -1,3 +1,4 @@
+#include <utility>
 #include <vector>
 
 #include "core/base/status_macros.h"
@@ -9,15 +10,26 @@
 namespace replicad {
 namespace {
 
-// ReduceSum moved its axes to an input in opset 13, ReduceMean in 18.
+// ReduceSum moved its axes to an input in opset 13, the others in 18.
 bool AxesFromInput(const KernelSpec& spec) {
   return spec.opset >= (spec.op_type == "ReduceSum" ? 13 : 18);
 }
 
-absl::Status InferReduce(KernelSpec* spec) {
-  REPLICAD_ASSIGN_OR_RETURN(ReduceLayout layout, ParseReduce(*spec));
-  spec->outputs = {TensorType{spec->inputs[0]->dtype, layout.output}};
-  return absl::OkStatus();
+// What each reduction computes; float32 only where a root or logarithm ends
+// it (ONNX allows integers there too, which replicad does not compute).
+absl::Status CheckDataDType(const KernelSpec& spec, const TensorType& data, ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::kL2:
+    case ReduceKind::kLogSum:
+    case ReduceKind::kLogSumExp:
+      return CheckInputDType(spec, 0, "data", data, {DType::kFloat32}, kNumericDTypes);
+    case ReduceKind::kSum:
+    case ReduceKind::kMean:
+      return CheckInputDType(spec, 0, "data", data, {DType::kFloat32, DType::kInt32, DType::kInt64},
+                             kNumericDTypes);
+    default:
+      return CheckInputDType(spec, 0, "data", data, kNumericDTypes);
+  }
 }
 
 }  // namespace
@@ -26,8 +38,8 @@ absl::StatusOr<ReduceLayout> ParseReduce(const KernelSpec& spec) {
   const bool from_input = AxesFromInput(spec);
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, from_input ? 2 : 1));
   REPLICAD_ASSIGN_OR_RETURN(TensorType data, RequiredInput(spec, 0, "data"));
-  REPLICAD_RETURN_IF_ERROR(
-      CheckInputDType(spec, 0, "data", data, {DType::kFloat32, DType::kInt64}));
+  REPLICAD_ASSIGN_OR_RETURN(ReduceKind kind, ReduceKindOf(spec));
+  REPLICAD_RETURN_IF_ERROR(CheckDataDType(spec, data, kind));
   const int64_t rank = static_cast<int64_t>(data.shape.size());
 
   std::vector<int64_t> axes;
@@ -48,6 +60,8 @@ absl::StatusOr<ReduceLayout> ParseReduce(const KernelSpec& spec) {
   std::vector<bool> reduce(rank, axes.empty() && !noop_with_empty_axes);
   for (int64_t axis : axes) reduce[axis] = true;
   ReduceLayout layout;
+  layout.kind = kind;
+  layout.noop = axes.empty() && noop_with_empty_axes;
   for (int64_t d = 0; d < rank; ++d) {
     layout.reduced.push_back(reduce[d] ? 1 : data.shape[d]);
     if (!reduce[d] || keepdims != 0) layout.output.push_back(layout.reduced.back());
@@ -55,8 +69,24 @@ absl::StatusOr<ReduceLayout> ParseReduce(const KernelSpec& spec) {
   return layout;
 }
 
-absl::Status InferReduceMean(KernelSpec* spec) { return InferReduce(spec); }
+absl::StatusOr<ReduceKind> ReduceKindOf(const KernelSpec& spec) {
+  static constexpr std::pair<const char*, ReduceKind> kKinds[] = {
+      {"ReduceSum", ReduceKind::kSum},       {"ReduceMean", ReduceKind::kMean},
+      {"ReduceMax", ReduceKind::kMax},       {"ReduceMin", ReduceKind::kMin},
+      {"ReduceProd", ReduceKind::kProd},     {"ReduceL1", ReduceKind::kL1},
+      {"ReduceL2", ReduceKind::kL2},         {"ReduceSumSquare", ReduceKind::kSumSquare},
+      {"ReduceLogSum", ReduceKind::kLogSum}, {"ReduceLogSumExp", ReduceKind::kLogSumExp},
+      {"GlobalMaxPool", ReduceKind::kMax}};
+  for (const auto& [op, kind] : kKinds) {
+    if (spec.op_type == op) return kind;
+  }
+  return NodeUnimplemented(spec, "not a reduction");
+}
 
-absl::Status InferReduceSum(KernelSpec* spec) { return InferReduce(spec); }
+absl::Status InferReduce(KernelSpec* spec) {
+  REPLICAD_ASSIGN_OR_RETURN(ReduceLayout layout, ParseReduce(*spec));
+  spec->outputs = {TensorType{spec->inputs[0]->dtype, layout.output}};
+  return absl::OkStatus();
+}
 
 }  // namespace replicad

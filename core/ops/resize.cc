@@ -183,16 +183,11 @@ absl::Status ParseResizeTargets(const KernelSpec& spec, const TensorType& x,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec) {
-  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, 4));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
+// The read positions for `x` resized to `sizes` by `scales` (one of each per
+// dim) with `modes`.
+ResizeLayout Interpolate(const TensorType& x, const ResizeModes& modes,
+                         const std::vector<double>& scales, const std::vector<int64_t>& sizes) {
   const int64_t rank = static_cast<int64_t>(x.shape.size());
-  REPLICAD_ASSIGN_OR_RETURN(ResizeModes modes, ParseResizeModes(spec, x));
-  std::vector<double> scales;
-  std::vector<int64_t> sizes;
-  REPLICAD_RETURN_IF_ERROR(ParseResizeTargets(spec, x, &scales, &sizes));
   ResizeLayout layout;
   layout.linear = modes.mode == "linear";
   layout.output_shape = sizes;
@@ -218,6 +213,64 @@ absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec) {
     }
   }
   return layout;
+}
+
+}  // namespace
+
+absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, 4));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
+  REPLICAD_ASSIGN_OR_RETURN(ResizeModes modes, ParseResizeModes(spec, x));
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  REPLICAD_RETURN_IF_ERROR(ParseResizeTargets(spec, x, &scales, &sizes));
+  return Interpolate(x, modes, scales, sizes);
+}
+
+absl::StatusOr<ResizeLayout> ParseUpsample(const KernelSpec& spec) {
+  const bool scales_are_input = spec.opset >= 9;
+  REPLICAD_RETURN_IF_ERROR(
+      CheckInputCount(spec, scales_are_input ? 2 : 1, scales_are_input ? 2 : 1));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
+  ResizeModes modes;
+  REPLICAD_ASSIGN_OR_RETURN(modes.mode, StringAttribute(spec, "mode", "nearest"));
+  if (modes.mode == "bilinear") modes.mode = "linear";  // Opset 7's spelling of it.
+  if (modes.mode != "nearest" && modes.mode != "linear") {
+    return NodeError(spec, absl::StrCat("attribute 'mode' must be nearest or linear, received '",
+                                        modes.mode, "'"));
+  }
+  // Upsample is Resize with these fixed: x_in = x_out / scale, rounded down.
+  modes.transform = "asymmetric";
+  modes.nearest = "floor";
+  std::vector<double> scales;
+  if (scales_are_input) {
+    REPLICAD_ASSIGN_OR_RETURN(scales, FloatValues(spec, 1, "scales"));
+  } else {
+    REPLICAD_ASSIGN_OR_RETURN(std::vector<float> given, spec.attributes->GetFloats("scales"));
+    scales.assign(given.begin(), given.end());
+  }
+  const char* what = scales_are_input ? "input 1 'scales'" : "attribute 'scales'";
+  if (scales.size() != x.shape.size()) {
+    return NodeError(spec, absl::StrCat(what, " must hold one scale per dim of X (", x.shape.size(),
+                                        "), received ", scales.size()));
+  }
+  std::vector<int64_t> sizes(x.shape.size());
+  for (size_t d = 0; d < scales.size(); ++d) {
+    const double size = std::floor(x.shape[d] * scales[d]);
+    if (!(scales[d] >= 1.0) || !(size <= kMaxOutputDim)) {
+      return NodeError(
+          spec, absl::StrCat(what, " must hold scales >= 1 that give at most ", kMaxOutputDim,
+                             " elements a dim; received ", scales[d], " for dim ", d));
+    }
+    sizes[d] = static_cast<int64_t>(size);
+  }
+  return Interpolate(x, modes, scales, sizes);
+}
+
+absl::Status InferUpsample(KernelSpec* spec) {
+  REPLICAD_ASSIGN_OR_RETURN(ResizeLayout layout, ParseUpsample(*spec));
+  spec->outputs = {TensorType{spec->inputs[0]->dtype, layout.output_shape}};
+  return absl::OkStatus();
 }
 
 absl::Status InferResize(KernelSpec* spec) {

@@ -31,6 +31,12 @@ struct ResizeLayout {
 };
 absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec);
 
+// Upsample (opsets 7-9, deprecated for Resize): scales >= 1 per dim from the
+// attribute (opset 7) or input 1 (opset 9, known when the plan is made),
+// mode nearest or linear ("bilinear" too), read as Resize with asymmetric
+// coordinates and nearest_mode floor.
+absl::StatusOr<ResizeLayout> ParseUpsample(const KernelSpec& spec);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_OPS_RESIZE_ATTRIBUTES_H_

@@ -23,12 +23,16 @@ absl::Status InferDropout(KernelSpec* spec);
 absl::Status InferErf(KernelSpec* spec);
 absl::Status InferFlatten(KernelSpec* spec);
 absl::Status InferGather(KernelSpec* spec);
+absl::Status InferGelu(KernelSpec* spec);
 absl::Status InferGemm(KernelSpec* spec);
 absl::Status InferGlobalAveragePool(KernelSpec* spec);
+absl::Status InferGlobalMaxPool(KernelSpec* spec);
 absl::Status InferHardSigmoid(KernelSpec* spec);
 absl::Status InferHardSwish(KernelSpec* spec);
 absl::Status InferIdentity(KernelSpec* spec);
 absl::Status InferLayerNormalization(KernelSpec* spec);
+// InstanceNormalization and GroupNormalization (group_norm.cc).
+absl::Status InferGroupNormalization(KernelSpec* spec);
 absl::Status InferLeakyRelu(KernelSpec* spec);
 absl::Status InferLogSoftmax(KernelSpec* spec);
 absl::Status InferMatMul(KernelSpec* spec);
@@ -36,9 +40,10 @@ absl::Status InferMaxPool(KernelSpec* spec);
 absl::Status InferMul(KernelSpec* spec);
 absl::Status InferPad(KernelSpec* spec);
 absl::Status InferPow(KernelSpec* spec);
-absl::Status InferReduceMean(KernelSpec* spec);
-// From opset 13 needs input 1 ('axes'), when present, in spec.constant_inputs.
-absl::Status InferReduceSum(KernelSpec* spec);
+absl::Status InferPRelu(KernelSpec* spec);
+// Every Reduce* op (reduce_attributes.h); with axes as input 1, needs its
+// value, when present, in spec.constant_inputs.
+absl::Status InferReduce(KernelSpec* spec);
 absl::Status InferRelu(KernelSpec* spec);
 // Needs input 1 ('shape') in spec.constant_inputs; Unimplemented without it.
 absl::Status InferReshape(KernelSpec* spec);
@@ -56,6 +61,24 @@ absl::Status InferExpand(KernelSpec* spec);
 absl::Status InferSlice(KernelSpec* spec);
 absl::Status InferSqueeze(KernelSpec* spec);
 absl::Status InferUnsqueeze(KernelSpec* spec);
+absl::Status InferUpsample(KernelSpec* spec);
+
+// Indexing (indexing_ops.cc): OneHot needs input 1 ('depth') known.
+absl::Status InferGatherElements(KernelSpec* spec);
+absl::Status InferGatherNd(KernelSpec* spec);
+absl::Status InferOneHot(KernelSpec* spec);
+
+// Rearrangements (rearrange.cc): Tile needs input 1 ('repeats') known;
+// DepthToSpace and SpaceToDepth share InferDepthSpace.
+absl::Status InferTile(KernelSpec* spec);
+absl::Status InferDepthSpace(KernelSpec* spec);
+
+// Along one axis (axis_ops.cc): ArgMax and ArgMin share InferArgReduce;
+// CumSum needs input 1 ('axis') and TopK (opset 10+) input 1 ('K') known.
+absl::Status InferArgReduce(KernelSpec* spec);
+absl::Status InferHardmax(KernelSpec* spec);
+absl::Status InferCumSum(KernelSpec* spec);
+absl::Status InferTopK(KernelSpec* spec);
 
 // Comparisons and logic (logical.cc). Equal takes bool too; Less, Greater,
 // LessOrEqual and GreaterOrEqual numbers only; And, Or and Xor bool. Each

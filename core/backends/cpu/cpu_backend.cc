@@ -147,4 +147,13 @@ std::unique_ptr<Device> CreateCpuDevice(const DeviceInfo& info, const CpuSlotOpt
   return std::make_unique<CpuDevice>(info, options);
 }
 
+Device* HostFoldingDevice() {
+  // Never destroyed: plans of any slot may fold on it until the process ends.
+  static Device* const device = []() -> Device* {
+    const std::vector<DeviceInfo> cpus = EnumerateCpuDevices();
+    return cpus.empty() ? nullptr : CreateCpuDevice(cpus.front(), CpuSlotOptions{}).release();
+  }();
+  return device;
+}
+
 }  // namespace replicad

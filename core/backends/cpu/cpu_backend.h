@@ -35,6 +35,12 @@ absl::Status SetCpuPrimitiveCacheCapacity(int capacity);
 // engine and stream, kernels from the CPU kernel factory.
 std::unique_ptr<Device> CreateCpuDevice(const DeviceInfo& info, const CpuSlotOptions& options);
 
+// A CPU slot of one thread, made on first use and shared by the process, on
+// which plans of devices without a kernel for a node fold it when its inputs
+// are known (Device::host_folding_device): GPU slots return it. nullptr when
+// the machine shows no CPU.
+Device* HostFoldingDevice();
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_BACKENDS_CPU_CPU_BACKEND_H_

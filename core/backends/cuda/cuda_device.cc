@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/backends/cpu/cpu_backend.h"
 #include "core/backends/cuda/cuda_backend.h"
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/cuda_slot.h"
@@ -298,6 +299,9 @@ class CudaDevice : public Device {
 
   // Made by Init, before the slot is handed out, and fixed after.
   cudaStream_t cuda_stream() const { return cuda_stream_; }
+
+  // Shape arithmetic of types or ops the CUDA kernels lack folds on the host.
+  Device* host_folding_device() override { return HostFoldingDevice(); }
 
   absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) override {
     // On the slot's thread: the handles are the slot's and not thread-safe,

@@ -522,3 +522,103 @@ TEST(ExecutionPlanTest, ConcatenationsOfInputsRepeatsAndOutputsStillRun) {
 
 }  // namespace
 }  // namespace replicad
+
+namespace replicad {
+namespace {
+
+// A device like a GPU slot that lacks some kernels: it forwards everything
+// to a CPU slot but refuses every op in `refused`, and offers `host` as its
+// host folding device (or none).
+class PartialDevice : public Device {
+ public:
+  PartialDevice(std::unique_ptr<Device> inner, std::vector<std::string> refused, Device* host)
+      : inner_(std::move(inner)), refused_(std::move(refused)), host_(host) {}
+
+  const DeviceInfo& info() const override { return inner_->info(); }
+  MemoryLocation memory_location() const override { return inner_->memory_location(); }
+  absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) override {
+    return inner_->Allocate(bytes);
+  }
+  uint64_t allocation_count() const override { return inner_->allocation_count(); }
+  void Enqueue(absl::AnyInvocable<void() &&> work) override { inner_->Enqueue(std::move(work)); }
+  void EnqueueCopy(const void* src, MemoryLocation src_location, void* dst,
+                   MemoryLocation dst_location, size_t bytes) override {
+    inner_->EnqueueCopy(src, src_location, dst, dst_location, bytes);
+  }
+  std::shared_ptr<Event> RecordEvent() override { return inner_->RecordEvent(); }
+  absl::Status Synchronize() override { return inner_->Synchronize(); }
+  absl::Status CopyOnStream(const void* src, MemoryLocation src_location, void* dst,
+                            MemoryLocation dst_location, size_t bytes) override {
+    return inner_->CopyOnStream(src, src_location, dst, dst_location, bytes);
+  }
+  absl::Status AwaitStream() override { return inner_->AwaitStream(); }
+  absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) override {
+    if (std::find(refused_.begin(), refused_.end(), spec.op_type) != refused_.end()) {
+      return absl::UnimplementedError(absl::StrCat("no kernel for ", spec.op_type));
+    }
+    return inner_->MakeKernel(spec);
+  }
+  Device* host_folding_device() override { return host_; }
+
+ private:
+  std::unique_ptr<Device> inner_;
+  std::vector<std::string> refused_;
+  Device* host_;
+};
+
+// mask = Where(Equal(Range(0, 4, 1), 2), -1, 1): shape arithmetic on int64
+// and bool, as exported transformers compute their masks, all known at plan
+// time; y = x * Cast(mask). A device without Equal and Where folds them on
+// its host folding device; without one, the plan names the node.
+TEST(ExecutionPlanTest, NodesTheDeviceLacksFoldOnTheHostWhenTheirInputsAreKnown) {
+  OnnxModelBuilder b("mask", 17);
+  auto scalar = [](int64_t v) {
+    Tensor t = Tensor::Host(DType::kInt64, {});
+    t.data<int64_t>()[0] = v;
+    return t;
+  };
+  b.AddInitializer("zero", scalar(0));
+  b.AddInitializer("four", scalar(4));
+  b.AddInitializer("one", scalar(1));
+  b.AddInitializer("two", scalar(2));
+  b.AddInitializer("minus", scalar(-1));
+  b.AddNode("Range", {"zero", "four", "one"}, {"r"});
+  b.AddNode("Equal", {"r", "two"}, {"is_two"});
+  b.AddNode("Where", {"is_two", "minus", "one"}, {"sign"});
+  OnnxModelBuilder::SetInt(b.AddNode("Cast", {"sign"}, {"signf"}), "to", 1);
+  b.AddNode("Mul", {"x", "signf"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 4});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
+  std::shared_ptr<const Model> model = testing::LoadOrDie(b.Serialize(), "mask");
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::unique_ptr<Device> host = CreateCpuDevice(cpu, CpuSlotOptions{1});
+  const std::vector<std::string> refused = {"Equal", "Where"};
+
+  absl::StatusOr<std::unique_ptr<Replica>> lacking =
+      Replica::Create(model, SlotAssignment{"r0", cpu.id, 1},
+                      std::make_unique<PartialDevice>(CreateCpuDevice(cpu, {1}), refused, nullptr));
+  ASSERT_TRUE(lacking.ok()) << lacking.status();
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> refused_plan = (*lacking)->PlanFor({{1, 4}});
+  ASSERT_FALSE(refused_plan.ok());
+  EXPECT_EQ(refused_plan.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(refused_plan.status().message(), HasSubstr("Equal"));
+
+  absl::StatusOr<std::unique_ptr<Replica>> replica = Replica::Create(
+      model, SlotAssignment{"r0", cpu.id, 1},
+      std::make_unique<PartialDevice>(CreateCpuDevice(cpu, {1}), refused, host.get()));
+  ASSERT_TRUE(replica.ok()) << replica.status();
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = (*replica)->PlanFor({{1, 4}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->step_count(), 1u);  // The Mul; everything else was folded.
+  float x[4] = {1, 2, 3, 4}, y[4] = {0, 0, 0, 0};
+  const void* inputs[] = {x};
+  void* outputs[] = {y};
+  absl::Status status;
+  (*replica)->device().Enqueue([&] { status = (*plan)->Run(inputs, outputs); });
+  ASSERT_TRUE((*replica)->device().Synchronize().ok());
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(y, ::testing::ElementsAre(1, 2, -3, 4));
+}
+
+}  // namespace
+}  // namespace replicad

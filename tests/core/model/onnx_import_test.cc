@@ -288,3 +288,44 @@ TEST(OnnxImportTest, CheckerRejectsBrokenGraphs) {
 
 }  // namespace
 }  // namespace replicad
+
+namespace replicad {
+namespace {
+
+// A 1-D convolution and pooling (X [N, C, L]) run as 2-D ones of height 1:
+// Unsqueeze, the 2-D node, Squeeze. The weights keep their name and 1-D
+// shape (checkpoints and gradients are the model's own), and the output
+// keeps its name. The ONNX backend's 1-D cases check the values
+// (onnx_node_conformance_test).
+TEST(OnnxImportTest, OneDimensionalWindowsRunAsTwoDimensionalOnesOfHeightOne) {
+  for (int opset : {11, 13}) {
+    SCOPED_TRACE(opset);
+    OnnxModelBuilder b("conv1d", opset);
+    b.AddInitializer("w", Tensor::Host(DType::kFloat32, {4, 2, 3}));
+    onnx::NodeProto* conv = b.AddNode("Conv", {"x", "w"}, {"h"});
+    OnnxModelBuilder::SetInts(conv, "pads", {1, 1});
+    onnx::NodeProto* pool = b.AddNode("MaxPool", {"h"}, {"y"});
+    OnnxModelBuilder::SetInts(pool, "kernel_shape", {2});
+    OnnxModelBuilder::SetInts(pool, "strides", {2});
+    b.AddInput("x", DType::kFloat32, {kAnyDim, 2, 8});
+    b.AddOutput("y", DType::kFloat32, {kAnyDim, 4, 4});
+    absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(b.Serialize(), "m", "m");
+    ASSERT_TRUE(model.ok()) << model.status();
+    const Graph& graph = (*model)->graph();
+    std::vector<std::string> ops;
+    for (const Node& node : graph.nodes) ops.push_back(node.op_type);
+    EXPECT_THAT(ops, ::testing::ElementsAre("Unsqueeze", "Unsqueeze", "Conv", "Squeeze",
+                                            "Unsqueeze", "MaxPool", "Squeeze"));
+    bool found_w = false;
+    for (const auto& [v, tensor] : graph.initializers) {
+      if (graph.values[v].name != "w") continue;
+      found_w = true;
+      EXPECT_THAT(tensor.shape(), ::testing::ElementsAre(4, 2, 3));
+    }
+    EXPECT_TRUE(found_w);
+    EXPECT_EQ(graph.values[graph.outputs[0]].name, "y");
+  }
+}
+
+}  // namespace
+}  // namespace replicad

@@ -70,12 +70,19 @@ struct Remainder {
   }
 };
 
+// PRelu: x where x >= 0, slope * x below (NaN stays NaN).
+template <typename T>
+struct LeakyBySlope {
+  T operator()(T x, T slope) const { return x < 0 ? static_cast<T>(slope * x) : x; }
+};
+
 template <typename T>
 KernelOrStatus MakeLoopKernel(const std::string& op, const Shape& a, const Shape& b,
                               const Shape& out, bool fmod = false) {
   if (op == "Add") return MakeBinaryLoop<Wrapping<std::plus, T>, T>(a, b, out);
   if (op == "Sub") return MakeBinaryLoop<Wrapping<std::minus, T>, T>(a, b, out);
   if (op == "Mul") return MakeBinaryLoop<Wrapping<std::multiplies, T>, T>(a, b, out);
+  if (op == "PRelu") return MakeBinaryLoop<LeakyBySlope<T>, T>(a, b, out);
   if (op == "Mod" && fmod) return MakeBinaryLoop<Remainder<T, true>, T>(a, b, out);
   if (op == "Mod") return MakeBinaryLoop<Remainder<T, false>, T>(a, b, out);
   return MakeBinaryLoop<Divides<T>, T>(a, b, out);
@@ -199,7 +206,7 @@ KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& contex
       return MakeLoopKernel<typename decltype(traits)::Type>(op, a, b, out, fmod != 0);
     });
   }
-  if (spec.outputs[0].dtype != DType::kFloat32) {
+  if (spec.outputs[0].dtype != DType::kFloat32 || op == "PRelu") {
     return VisitDType(spec.outputs[0].dtype, [&](auto traits) {
       return MakeLoopKernel<typename decltype(traits)::Type>(op, a, b, out);
     });

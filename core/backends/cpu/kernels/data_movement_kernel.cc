@@ -174,6 +174,14 @@ KernelOrStatus MakeExpandKernel(const KernelSpec& spec, CpuKernelContext& contex
   return MakeIndexMap(spec, ExpandIndexMap(spec));
 }
 
+KernelOrStatus MakeTileKernel(const KernelSpec& spec, CpuKernelContext&) {
+  return MakeIndexMap(spec, TileIndexMap(spec));
+}
+
+KernelOrStatus MakeDepthSpaceKernel(const KernelSpec& spec, CpuKernelContext&) {
+  return MakeIndexMap(spec, DepthSpaceIndexMap(spec));
+}
+
 KernelOrStatus MakeConcatKernel(const KernelSpec& spec, CpuKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(ConcatLayout layout, ParseConcatLayout(spec));
   if (!HasNativeInputs(spec)) {

@@ -166,6 +166,13 @@ KernelOrStatus MakeEltwiseKernel(const KernelSpec& spec, CpuKernelContext& conte
   }
   if (op == "Selu") return std::make_unique<SeluKernel>(size, attributes.alpha, attributes.beta);
   if (op == "Log") return std::make_unique<LibmKernel>(size, [](float x) { return std::log(x); });
+  if (op == "Floor")
+    return std::make_unique<LibmKernel>(size, [](float x) { return std::floor(x); });
+  if (op == "Ceil") return std::make_unique<LibmKernel>(size, [](float x) { return std::ceil(x); });
+  // ONNX rounds halves to even: the C library's default rounding mode.
+  if (op == "Round") {
+    return std::make_unique<LibmKernel>(size, [](float x) { return std::nearbyint(x); });
+  }
   algorithm kind;
   float alpha = 0.0f;
   float beta = 0.0f;
@@ -198,6 +205,10 @@ KernelOrStatus MakeEltwiseKernel(const KernelSpec& spec, CpuKernelContext& conte
     alpha = attributes.alpha;
   } else if (op == "Mish") {
     kind = algorithm::eltwise_mish;
+  } else if (op == "Gelu") {
+    REPLICAD_ASSIGN_OR_RETURN(std::string approximate,
+                              StringAttribute(spec, "approximate", "none"));
+    kind = approximate == "tanh" ? algorithm::eltwise_gelu_tanh : algorithm::eltwise_gelu_erf;
   } else {
     return NodeUnimplemented(spec, "MakeEltwiseKernel does not compute this op");
   }

@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
 #include "core/device/kernel.h"
+#include "core/ops/reduce_attributes.h"
 #include "core/tensor/shape.h"
 
 namespace replicad {
@@ -28,7 +29,7 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
 KernelOrStatus MakeConvTransposeKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& context);
-// Add, Sub, Mul, Div and Mod, any number type.
+// Add, Sub, Mul, Div, Mod and PRelu, any number type.
 KernelOrStatus MakeBinaryKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Sum, Mean, Max and Min of one or more broadcast inputs.
 KernelOrStatus MakeVariadicKernel(const KernelSpec& spec, CpuKernelContext& context);
@@ -37,15 +38,22 @@ KernelOrStatus MakePowKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeReluKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeSoftmaxKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish, Sqrt, Exp, Log,
-// Reciprocal, Softplus, Elu, Selu and Mish (float32); Abs and Neg (any number).
+// Reciprocal, Softplus, Elu, Selu, Mish, Gelu, Floor, Ceil and Round
+// (float32); Abs and Neg (any number).
 KernelOrStatus MakeEltwiseKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeClipKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeErfKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeLogSoftmaxKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeBatchNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeLayerNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context);
-// ReduceSum and ReduceMean.
+// InstanceNormalization and GroupNormalization.
+KernelOrStatus MakeGroupNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Every Reduce* op (reduce_attributes.h).
 KernelOrStatus MakeReduceKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Output 0 as the `kind` reduction of input 0 (row-major, any number type)
+// to `reduced` (input's shape with reduced dims set to 1), by our loop.
+KernelOrStatus MakeReduceLoopKernel(const KernelSpec& spec, ReduceKind kind, const Shape& reduced);
+KernelOrStatus MakeGlobalMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGlobalAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context);
@@ -61,6 +69,9 @@ KernelOrStatus MakeGatherKernel(const KernelSpec& spec, CpuKernelContext& contex
 KernelOrStatus MakeSliceKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakePadKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeExpandKernel(const KernelSpec& spec, CpuKernelContext& context);
+// Tile, and DepthToSpace and SpaceToDepth: index maps too.
+KernelOrStatus MakeTileKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeDepthSpaceKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Shape, ConstantOfShape and Range write values known when the kernel is built.
 KernelOrStatus MakeShapeKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeConstantOfShapeKernel(const KernelSpec& spec, CpuKernelContext& context);
@@ -71,8 +82,17 @@ KernelOrStatus MakeSplitKernel(const KernelSpec& spec, CpuKernelContext& context
 KernelOrStatus MakeScatterNdKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Einsum: oneDNN's matmul for a float32 batched matrix product, else a loop.
 KernelOrStatus MakeEinsumKernel(const KernelSpec& spec, CpuKernelContext& context);
-// Resize, nearest (any dtype) and linear (float32).
+// Resize and Upsample, nearest (any dtype) and linear (float32).
 KernelOrStatus MakeResizeKernel(const KernelSpec& spec, CpuKernelContext& context);
+// GatherElements, GatherND and OneHot (indexing_kernels.cc).
+KernelOrStatus MakeGatherElementsKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeGatherNdKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeOneHotKernel(const KernelSpec& spec, CpuKernelContext& context);
+// ArgMax, ArgMin, Hardmax, CumSum and TopK (axis_kernels.cc).
+KernelOrStatus MakeArgReduceKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeHardmaxKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeCumSumKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeTopKKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Cast between any two dtypes.
 KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Equal, Less, Greater, LessOrEqual and GreaterOrEqual; And, Or and Xor; Not;

@@ -118,7 +118,8 @@ class ResizeKernel : public Kernel {
 }  // namespace
 
 KernelOrStatus MakeResizeKernel(const KernelSpec& spec, CpuKernelContext& context) {
-  REPLICAD_ASSIGN_OR_RETURN(ResizeLayout layout, ParseResize(spec));
+  REPLICAD_ASSIGN_OR_RETURN(ResizeLayout layout,
+                            spec.op_type == "Upsample" ? ParseUpsample(spec) : ParseResize(spec));
   return std::make_unique<ResizeKernel>(std::move(layout), DTypeSize(spec.inputs[0]->dtype));
 }
 

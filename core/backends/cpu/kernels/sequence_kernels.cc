@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/base/status_macros.h"
+#include "core/ops/indexing_attributes.h"
 #include "core/ops/op_util.h"
 #include "core/ops/sequence_attributes.h"
 
@@ -91,17 +92,7 @@ class ScatterNdKernel : public Kernel {
     T* out = static_cast<T*>(outputs[0]);
     // Every index is checked before anything is written: a bad request
     // leaves no half-scattered output behind.
-    for (int64_t n = 0; n < layout_.count; ++n) {
-      for (int64_t d = 0; d < layout_.tuple; ++d) {
-        const int64_t index = indices[n * layout_.tuple + d];
-        const int64_t dim = layout_.data_dims[d];
-        if (index < -dim || index >= dim) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              node_, ": input 1 'indices' holds ", index, " at position ", n * layout_.tuple + d,
-              "; expected an index in [", -dim, ", ", dim - 1, "]"));
-        }
-      }
-    }
+    REPLICAD_RETURN_IF_ERROR(CheckIndexTuples(node_, indices, layout_.count, layout_.data_dims));
     if (out != data) std::memcpy(out, data, data_elements_ * sizeof(T));
     for (int64_t n = 0; n < layout_.count; ++n) {
       int64_t offset = 0;

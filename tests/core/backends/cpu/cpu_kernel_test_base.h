@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <random>
@@ -40,6 +41,20 @@ inline Tensor Int64s(Shape shape, const std::vector<int64_t>& values) {
   Tensor t = Tensor::Host(DType::kInt64, std::move(shape));
   std::copy(values.begin(), values.end(), t.data<int64_t>());
   return t;
+}
+
+// A host tensor of `dtype` holding `values` (T the dtype's element type).
+template <typename T>
+Tensor Of(DType dtype, Shape shape, const std::vector<T>& values) {
+  Tensor t = Tensor::Host(dtype, std::move(shape));
+  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+// The elements of `t` as T.
+template <typename T>
+std::vector<T> Values(const Tensor& t) {
+  return std::vector<T>(t.data<T>(), t.data<T>() + t.num_elements());
 }
 
 // Row-major offset of `index` in `shape`.

@@ -40,11 +40,6 @@ Tensor Iota(Shape shape) {
   return t;
 }
 
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.num_elements());
-}
-
 // The multi-index of row-major element `flat` of `shape`.
 std::vector<int64_t> Unflatten(const Shape& shape, int64_t flat) {
   std::vector<int64_t> index(shape.size());

@@ -2,7 +2,7 @@
 // issue #38 that no ONNX backend case covers) beyond the ONNX backend cases
 // (onnx_node_conformance_test runs those): bytes of bool that are neither 0
 // nor 1, as a client may send them, count as true; Where broadcasts all three
-// inputs together; comparisons of the narrow integer types; Mish; integer Abs
+// inputs together; comparisons of the narrow integer types; Mish, Gelu and Round; integer Abs
 // and Neg; a malformed node is refused naming the input and the dtypes.
 #include <cmath>
 #include <cstdint>
@@ -21,18 +21,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class LogicalKernelsTest : public CpuKernelTestBase {};
-
-template <typename T>
-Tensor Of(DType dtype, Shape shape, const std::vector<T>& values) {
-  Tensor t = Tensor::Host(dtype, std::move(shape));
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
-  return t;
-}
-
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.num_elements());
-}
 
 TEST_F(LogicalKernelsTest, BoolBytesOtherThanOneCountAsTrue) {
   const Tensor a = Of<uint8_t>(DType::kBool, {4}, {0, 2, 255, 1});
@@ -101,6 +89,36 @@ TEST_F(LogicalKernelsTest, MishAndIntegerSigns) {
   y = Run("Neg", {i8}, Attributes());
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_THAT(Values<int8_t>((*y)[0]), ElementsAre(-128, 5, -7));
+}
+
+// Gelu (opset 20, also past this machine's backend data): 0.5 x (1 + erf(x
+// / sqrt 2)), or with approximate "tanh" 0.5 x (1 + tanh(sqrt(2 / pi) (x +
+// 0.044715 x^3))); within 1e-6 + 1e-5 relative. Round takes halves to even.
+TEST_F(LogicalKernelsTest, GeluInBothFormsAndRoundHalfToEven) {
+  const Tensor x = Of<float>(DType::kFloat32, {5}, {-4.0f, -1.0f, 0.0f, 0.7f, 3.0f});
+  for (const char* approximate : {"none", "tanh"}) {
+    Attributes attributes;
+    attributes.Set("approximate", std::string(approximate));
+    absl::StatusOr<std::vector<Tensor>> y = Run("Gelu", {x}, attributes, 20);
+    ASSERT_TRUE(y.ok()) << y.status();
+    for (int i = 0; i < 5; ++i) {
+      const double v = x.data<float>()[i];
+      const double expected =
+          std::string(approximate) == "none"
+              ? 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))
+              : 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      EXPECT_NEAR((*y)[0].data<float>()[i], expected, 1e-6 + 1e-5 * std::fabs(expected))
+          << approximate << " " << v;
+    }
+  }
+  Attributes bad;
+  bad.Set("approximate", std::string("fast"));
+  EXPECT_THAT(std::string(Run("Gelu", {x}, bad, 20).status().message()),
+              HasSubstr("attribute 'approximate' must be \"none\" or \"tanh\", received \"fast\""));
+  absl::StatusOr<std::vector<Tensor>> y = Run(
+      "Round", {Of<float>(DType::kFloat32, {5}, {0.5f, 1.5f, 2.5f, -0.5f, -1.7f})}, Attributes());
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(Values<float>((*y)[0]), ElementsAre(0, 2, 2, 0, -2));
 }
 
 TEST_F(LogicalKernelsTest, MalformedNodesNameTheInputAndTheDtypes) {
