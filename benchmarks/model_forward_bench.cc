@@ -24,6 +24,9 @@
 // first (the first also builds the plans), then --iterations timed ones. The table gives
 // median, mean and min milliseconds per pass and images per second (batch / median);
 // with --json, one last line "json: {...}" repeats it for scripts.
+// With --profile (one CPU slot), the plan runs --iterations more passes with every step timed
+// (ExecutionPlan's Proceed hook marks each step's start), and a table gives the time a pass
+// spends in each op type and the 15 slowest nodes: where to look before changing a kernel.
 #include <omp.h>
 
 #include <algorithm>
@@ -32,6 +35,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -47,6 +51,8 @@
 #include "benchmarks/bench_timing.h"
 #include "client/replicad_client.h"
 #include "core/backends/backends.h"
+#include "core/base/status_macros.h"
+#include "core/model/execution_plan.h"
 #include "core/model/onnx_import.h"
 #include "core/serve/replica_set.h"
 
@@ -70,6 +76,7 @@ struct Options {
   std::string grpc_client = "borrowing";
   std::string server;
   bool json = false;
+  bool profile = false;
 };
 
 // The model's input shape with dim 0 set to the batch; other open dims are an error.
@@ -100,6 +107,58 @@ class HostSink : public OutputSink {
  private:
   std::vector<Tensor> buffers_;
 };
+
+// --profile: `passes` more direct runs, each step timed from the Proceed
+// call before it to the one after (the CPU backend runs a step to completion
+// before the next is asked for); prints the time per pass by op type and the
+// 15 slowest nodes.
+absl::Status PrintProfile(ExecutionPlan& plan, const std::vector<const void*>& inputs,
+                          const std::vector<void*>& outputs, int passes) {
+  std::vector<double> step_ms(plan.step_count(), 0.0);
+  for (int pass = 0; pass < passes; ++pass) {
+    size_t next = 0;
+    auto last = std::chrono::steady_clock::now();
+    auto mark = [&] {
+      const auto now = std::chrono::steady_clock::now();
+      if (next > 0)
+        step_ms[next - 1] += std::chrono::duration<double, std::milli>(now - last).count();
+      last = std::chrono::steady_clock::now();
+      ++next;
+    };
+    REPLICAD_RETURN_IF_ERROR(plan.Run(inputs.data(), outputs.data(), [&] {
+      mark();
+      return absl::OkStatus();
+    }));
+    mark();  // The last step ends with Run.
+  }
+  std::map<std::string, std::pair<double, int>> by_op;
+  std::vector<std::pair<double, size_t>> by_step;
+  double total = 0;
+  for (size_t i = 0; i < step_ms.size(); ++i) {
+    const double ms = step_ms[i] / passes;
+    by_op[plan.step_node(i).op_type].first += ms;
+    by_op[plan.step_node(i).op_type].second += 1;
+    by_step.push_back({ms, i});
+    total += ms;
+  }
+  std::vector<std::pair<double, std::string>> ops;
+  for (const auto& [op, entry] : by_op) ops.push_back({entry.first, op});
+  std::sort(ops.rbegin(), ops.rend());
+  std::cout << absl::StrFormat("profile: %d steps, %.3f ms a pass (%d passes)\n", step_ms.size(),
+                               total, passes);
+  std::cout << "| op type | steps | ms a pass | share |\n| --- | ---: | ---: | ---: |\n";
+  for (const auto& [ms, op] : ops) {
+    std::cout << absl::StrFormat("| %s | %d | %.3f | %.1f%% |\n", op, by_op[op].second, ms,
+                                 100 * ms / total);
+  }
+  std::sort(by_step.rbegin(), by_step.rend());
+  std::cout << "| slowest node | op type | ms a pass |\n| --- | --- | ---: |\n";
+  for (size_t i = 0; i < std::min<size_t>(15, by_step.size()); ++i) {
+    const Node& node = plan.step_node(by_step[i].second);
+    std::cout << absl::StrFormat("| %s | %s | %.3f |\n", node.name, node.op_type, by_step[i].first);
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
   absl::StatusOr<std::shared_ptr<const Model>> model =
@@ -178,6 +237,15 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
     runner.join();
     if (!direct.ok()) return direct.status();
     timings.push_back(*direct);
+    if (options.profile) {
+      absl::Status profiled;
+      std::thread profiler([&] {
+        omp_set_num_threads(options.threads);
+        profiled = PrintProfile(**plan, in_ptrs, out_ptrs, options.iterations);
+      });
+      profiler.join();
+      if (!profiled.ok()) return profiled;
+    }
   }
   HostSink sink((*model)->outputs().size());
   absl::StatusOr<Timing> predict = Measure("predict", options.warmup, options.iterations, [&] {
@@ -300,6 +368,8 @@ int Main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"borrowing", "typed", "both"}));
   app.add_flag("--json", options.json, "Print a last line 'json: {...}' for scripts");
+  app.add_flag("--profile", options.profile,
+               "With one CPU slot: time every step of the plan and print where a pass goes");
   CLI11_PARSE(app, argc, argv);
   if (options.grpc ? options.server.empty() : options.model_path.empty()) {
     std::cerr << "model_forward_bench: "

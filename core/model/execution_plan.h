@@ -57,6 +57,9 @@ class ExecutionPlan {
   // Kernels run per request (folded nodes are not among them, nor
   // concatenations whose inputs are written in place).
   size_t step_count() const { return steps_.size(); }
+  // The node step `step` (< step_count()) computes: with Proceed, which is
+  // asked before each step in order, what a profiler times.
+  const Node& step_node(size_t step) const { return *steps_[step].node; }
   // Steps that write their output over an input no later step reads
   // (Kernel::overwritable_input), skipping the copy of its bytes.
   size_t overwriting_steps() const { return overwriting_steps_; }

@@ -18,17 +18,19 @@ namespace replicad {
 // Internal to the CPU kernels: out = op(in_0, ..., in_k) element by element
 // with numpy broadcasting of every input to the output's shape, for what
 // oneDNN has no primitive for (integer and bool data, comparisons, Where,
-// float32 operands that both broadcast). Strides of broadcast dims are 0;
-// the innermost dim runs as a tight loop. `Op` is default-constructed and
+// float32 operands that both broadcast, forms oneDNN only has a reference
+// implementation of). Strides of broadcast dims are 0; the innermost dim
+// runs as a tight loop, rows in parallel on the slot's team. `Op` is default-constructed and
 // called as op(In_0, ..., In_k) -> Out.
 template <typename Op, typename Out, typename... Ins>
 class BroadcastLoopKernel : public Kernel {
  public:
   static constexpr size_t kInputs = sizeof...(Ins);
 
-  BroadcastLoopKernel(const std::array<Shape, kInputs>& inputs, const Shape& out)
-      : out_(out), index_(out.size()) {
-    for (size_t i = 0; i < kInputs; ++i) strides_[i] = Strides(inputs[i], out);
+  BroadcastLoopKernel(const std::array<Shape, kInputs>& inputs, const Shape& out) {
+    std::array<std::vector<int64_t>, kInputs> strides;
+    for (size_t i = 0; i < kInputs; ++i) strides[i] = Strides(inputs[i], out);
+    Collapse(out, strides);
   }
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
@@ -37,6 +39,9 @@ class BroadcastLoopKernel : public Kernel {
   }
 
  private:
+  // Below this many output elements one thread does the whole op.
+  static constexpr int64_t kParallelMin = int64_t{1} << 15;
+
   template <size_t... I>
   void RunRows(const void* const* inputs, Out* out, std::index_sequence<I...>) {
     const int64_t total = NumElements(out_);
@@ -45,21 +50,32 @@ class BroadcastLoopKernel : public Kernel {
     const int rank = static_cast<int>(out_.size());
     const int64_t inner = rank == 0 ? 1 : out_.back();
     std::array<int64_t, kInputs> inner_strides{};
-    for (size_t i = 0; i < kInputs; ++i) inner_strides[i] = rank == 0 ? 0 : strides_[i].back();
-    std::fill(index_.begin(), index_.end(), 0);
-    Op op;
-    for (int64_t row = 0; row < total / inner; ++row) {
+    bool unit = true;  // Every input runs along the row (no broadcast in it).
+    for (size_t i = 0; i < kInputs; ++i) {
+      inner_strides[i] = rank == 0 ? 0 : strides_[i].back();
+      unit &= inner_strides[i] == 1;
+    }
+    const int64_t rows = total / inner;
+#pragma omp parallel for schedule(static) if (total >= kParallelMin)
+    for (int64_t row = 0; row < rows; ++row) {
+      // The row's offset in each input, from its index (rows are
+      // independent, so threads take any of them).
       std::array<int64_t, kInputs> offsets{};
-      for (int d = 0; d + 1 < rank; ++d) {
-        for (size_t i = 0; i < kInputs; ++i) offsets[i] += index_[d] * strides_[i][d];
-      }
-      Out* out_row = out + row * inner;
-      for (int64_t j = 0; j < inner; ++j) {
-        out_row[j] = op(std::get<I>(data)[offsets[I] + j * inner_strides[I]]...);
-      }
+      int64_t rest = row;
       for (int d = rank - 2; d >= 0; --d) {
-        if (++index_[d] < out_[d]) break;
-        index_[d] = 0;
+        const int64_t index = rest % out_[d];
+        rest /= out_[d];
+        for (size_t i = 0; i < kInputs; ++i) offsets[i] += index * strides_[i][d];
+      }
+      Op op;
+      Out* out_row = out + row * inner;
+      if (unit) {
+        const std::tuple<const Ins*...> at{std::get<I>(data) + offsets[I]...};
+        for (int64_t j = 0; j < inner; ++j) out_row[j] = op(std::get<I>(at)[j]...);
+      } else {
+        for (int64_t j = 0; j < inner; ++j) {
+          out_row[j] = op(std::get<I>(data)[offsets[I] + j * inner_strides[I]]...);
+        }
       }
     }
   }
@@ -75,9 +91,29 @@ class BroadcastLoopKernel : public Kernel {
     return strides;
   }
 
-  Shape out_;
-  std::array<std::vector<int64_t>, kInputs> strides_;
-  std::vector<int64_t> index_;  // Sized here so that Run does not allocate.
+  // Drops dims of 1 and merges each dim into the next where every input
+  // steps through both alike (both broadcast, or both contiguous): the
+  // attention mask added to scores [1, 64, 3, 49, 49] + [1, 64, 1, 49, 49]
+  // becomes [64, 3, 2401] + [64, 1, 2401], rows long enough to vectorize.
+  void Collapse(const Shape& out, const std::array<std::vector<int64_t>, kInputs>& strides) {
+    for (size_t d = 0; d < out.size(); ++d) {
+      if (out[d] == 1) continue;
+      bool merges = !out_.empty();
+      for (size_t i = 0; merges && i < kInputs; ++i) {
+        merges = strides_[i].back() == strides[i][d] * out[d];
+      }
+      if (merges) {
+        out_.back() *= out[d];
+        for (size_t i = 0; i < kInputs; ++i) strides_[i].back() = strides[i][d];
+        continue;
+      }
+      out_.push_back(out[d]);
+      for (size_t i = 0; i < kInputs; ++i) strides_[i].push_back(strides[i][d]);
+    }
+  }
+
+  Shape out_;  // The output's shape, collapsed (rank 0 for one element).
+  std::array<std::vector<int64_t>, kInputs> strides_;  // Per input, per collapsed dim.
 };
 
 // A binary BroadcastLoopKernel: out = op(A, B).
