@@ -62,6 +62,7 @@ class ExecutionPlan::Builder {
     REPLICAD_RETURN_IF_ERROR(PlaceOutputs());
     REPLICAD_RETURN_IF_ERROR(PlaceIntermediates());
     REPLICAD_RETURN_IF_ERROR(PlaceWorkspace());
+    plan_.value_types_ = types_;
     // Constant uploads done before the first Run, and their failures (which
     // EnqueueCopy can only keep for Synchronize) this plan's, not a later one's.
     return device_.Synchronize();

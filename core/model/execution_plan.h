@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -43,6 +44,11 @@ class ExecutionPlan {
       std::shared_ptr<SharedPlanArena> shared_arena = nullptr);
 
   const std::vector<TensorType>& input_types() const { return input_types_; }
+  // The type of every value of the graph as this plan computes it (nullopt
+  // for values no node produces), by index: for a caller that needs types
+  // the model does not declare (ONNX's shape inference stops at shapes that
+  // depend on values; the plan computes them).
+  const std::vector<std::optional<TensorType>>& value_types() const { return value_types_; }
   const std::vector<TensorType>& output_types() const { return output_types_; }
   // Bytes of the intermediate-value arena, and what they would be without reuse.
   size_t arena_bytes() const { return arena_bytes_; }
@@ -128,6 +134,7 @@ class ExecutionPlan {
 
   Device* device_ = nullptr;
   std::vector<TensorType> input_types_;
+  std::vector<std::optional<TensorType>> value_types_;
   std::vector<TensorType> output_types_;
   std::vector<int> input_values_;
   std::vector<int> output_values_;  // -1 where the output is served by an OutputCopy.

@@ -133,6 +133,7 @@ constexpr OpDefinition kOps[] = {
     {kOptimizerStep, InferOptimizerStep},
     {kPadGrad, InferPadGrad, (1u << 2) | (1u << 3) | (1u << 4)},
     {kReluGrad, InferReluGrad},
+    {kSliceGrad, InferSliceGrad, (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5)},
     {kSoftmaxCrossEntropy, InferSoftmaxCrossEntropy},
     {kSoftmaxGrad, InferSoftmaxFamilyGrad},
     {kSumToShape, InferSumToShape},

@@ -120,6 +120,7 @@ absl::Status InferClipGrad(KernelSpec* spec);
 absl::Status InferAveragePoolGrad(KernelSpec* spec);
 absl::Status InferConcatGrad(KernelSpec* spec);
 absl::Status InferPadGrad(KernelSpec* spec);
+absl::Status InferSliceGrad(KernelSpec* spec);
 absl::Status InferSoftmaxFamilyGrad(KernelSpec* spec);
 absl::Status InferGlobalAveragePoolGrad(KernelSpec* spec);
 absl::Status InferMaxPoolGrad(KernelSpec* spec);

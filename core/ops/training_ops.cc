@@ -96,6 +96,15 @@ absl::Status InferPadGrad(KernelSpec* spec) {
   return absl::OkStatus();
 }
 
+absl::Status InferSliceGrad(KernelSpec* spec) {
+  if (spec->inputs.size() < 4) return NodeError(*spec, "expects dY, X, starts and ends");
+  KernelSpec forward = WithoutFirstInput(*spec);  // Slice's inputs: all but dY.
+  REPLICAD_RETURN_IF_ERROR(InferSlice(&forward));
+  REPLICAD_RETURN_IF_ERROR(CheckGradient(*spec, 0, forward.outputs[0]));
+  spec->outputs = {*spec->inputs[1]};
+  return absl::OkStatus();
+}
+
 absl::Status InferClipGrad(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2, 4));
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(*spec, 0, "X"));

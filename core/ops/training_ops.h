@@ -57,6 +57,10 @@ inline constexpr std::string_view kConcatGrad = "replicad.ConcatGrad";
 // each element of dY added to the element of X the pad read (none for
 // constant mode's fill), so edge and reflect modes accumulate.
 inline constexpr std::string_view kPadGrad = "replicad.PadGrad";
+// replicad.SliceGrad(dY, X, starts, ends, axes?, steps?), Slice's inputs
+// -> dX of X's type: each element of dY at the element of X the slice read,
+// 0 elsewhere (a slice reads each element at most once).
+inline constexpr std::string_view kSliceGrad = "replicad.SliceGrad";
 // replicad.SumToShape(dY, Like) -> dY summed over the dimensions along which
 // Like (only its type is read) was broadcast to dY's shape.
 inline constexpr std::string_view kSumToShape = "replicad.SumToShape";

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ops/training_ops.h"
+#include "core/train/transformer_gradients.h"
 
 namespace replicad {
 namespace {
@@ -318,31 +319,40 @@ struct RuleEntry {
 constexpr RuleEntry kRules[] = {
     {"Add", AddGradient},
     {"AveragePool", AveragePoolGradient},
+    {"Cast", CastGradient},
     {"Clip", ClipGradient},
     {"Concat", ConcatGradient},
     {"Conv", ConvGradient},
     {"Div", DivGradient},
     {"Dropout", DropoutGradient},
+    {"Erf", ErfGradient},
+    {"Expand", ExpandGradient},
     {"Flatten", ReshapeGradient},
+    {"Gather", GatherGradient},
     {"Gemm", GemmGradient},
     {"GlobalAveragePool", GlobalAveragePoolGradient},
     {"Identity", IdentityGradient},
+    {"LayerNormalization", LayerNormalizationGradient},
     {"LeakyRelu", LeakyReluGradient},
     {"LogSoftmax", SoftmaxGradient},
     {"MatMul", MatMulGradient},
     {"MaxPool", MaxPoolGradient},
     {"Mul", MulGradient},
     {"Pad", PadGradient},
+    {"ReduceSum", ReduceSumGradient},
     {"Relu", ReluGradient},
     {"Reshape", ReshapeGradient},
     {"Sigmoid", SigmoidGradient},
+    {"Slice", SliceGradient},
     {"Softmax", SoftmaxGradient},
+    {"Split", SplitGradient},
     {"Sqrt", SqrtGradient},
     {"Squeeze", ReshapeGradient},
     {"Sub", SubGradient},
     {"Tanh", TanhGradient},
     {"Transpose", TransposeGradient},
     {"Unsqueeze", ReshapeGradient},
+    {"Where", WhereGradient},
     {kBatchNormTrain, BatchNormTrainGradient},
     {kDropoutTrain, DropoutTrainGradient},
 };

@@ -34,6 +34,11 @@ class GradientBuilder {
   }
   // A float32 scalar constant.
   virtual int Scalar(float value) = 0;
+  // A constant of any type (e.g. an int64 axes input).
+  virtual int Constant(Tensor value) = 0;
+  // The default domain's opset of the graph (ops moved attributes to inputs
+  // over the opsets: ReduceMean's and Unsqueeze's axes).
+  virtual int opset() const = 0;
   // The type the model declares for a value (an empty shape where it declares none).
   virtual const TensorType& type(int value) const = 0;
   // Adds `gradient` to dLoss/d(input i).

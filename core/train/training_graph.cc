@@ -1,11 +1,15 @@
 #include "core/train/training_graph.h"
 
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/backends/cpu/cpu_backend.h"
 #include "core/base/status_macros.h"
+#include "core/model/execution_plan.h"
 #include "core/model/exporter_forms.h"
 #include "core/ops/training_ops.h"
 #include "core/train/gradient_rules.h"
@@ -17,8 +21,8 @@ namespace {
 // accumulated gradient.
 class Backward : public GradientBuilder {
  public:
-  Backward(Graph* graph, const std::vector<bool>* needs_gradient)
-      : graph_(graph), needs_gradient_(needs_gradient) {}
+  Backward(Graph* graph, const std::vector<bool>* needs_gradient, const ValueTypes* inferred)
+      : graph_(graph), needs_gradient_(needs_gradient), inferred_(inferred) {}
 
   void SetNode(const Node* node) { node_ = node; }
   const Node& node() const override { return *node_; }
@@ -49,15 +53,30 @@ class Backward : public GradientBuilder {
   }
 
   int Scalar(float value) override {
-    const int v = NewValue(absl::StrCat("scalar_", graph_->values.size()));
     Tensor t = Tensor::Host(DType::kFloat32, {});
     *t.data<float>() = value;
-    graph_->values[v].type = t.type();
-    graph_->initializers.emplace(v, std::move(t));
+    return Constant(std::move(t));
+  }
+
+  int Constant(Tensor value) override {
+    const int v = NewValue(absl::StrCat("constant_", graph_->values.size()));
+    graph_->values[v].type = value.type();
+    graph_->initializers.emplace(v, std::move(value));
     return v;
   }
 
-  const TensorType& type(int value) const override { return graph_->values[value].type; }
+  int opset() const override { return graph_->opset; }
+
+  // The declared type, or where the model declares no shape the one the
+  // forward pass computes (`inferred`, when given).
+  const TensorType& type(int value) const override {
+    const TensorType& declared = graph_->values[value].type;
+    if (!declared.shape.empty() || inferred_ == nullptr ||
+        value >= static_cast<int>(inferred_->size()) || !(*inferred_)[value].has_value()) {
+      return declared;
+    }
+    return *(*inferred_)[value];
+  }
 
   void AddInputGradient(int i, int gradient) override { AddGradient(node_->inputs[i], gradient); }
 
@@ -75,6 +94,7 @@ class Backward : public GradientBuilder {
 
   Graph* graph_;
   const std::vector<bool>* needs_gradient_;
+  const ValueTypes* inferred_;
   const Node* node_ = nullptr;
   std::map<int, int> gradients_;
 };
@@ -242,7 +262,8 @@ absl::Status EmitBackward(const std::vector<bool>& needs_gradient, Backward* bac
 // path as a parameter, except `frozen`; `ungraded` receives the parameters
 // that no gradient reached (Clip's bounds, say), which the caller freezes.
 absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
-                                    const std::set<int>& frozen, std::vector<int>* ungraded) {
+                                    const ValueTypes* inferred, const std::set<int>& frozen,
+                                    std::vector<int>* ungraded) {
   int loss_input = -1;
   REPLICAD_ASSIGN_OR_RETURN(loss_input, LossInput(model, loss));
   const LossPath path = FindLossPath(model, loss_input);
@@ -255,7 +276,7 @@ absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
   }
   REPLICAD_RETURN_IF_ERROR(CheckGradientRules(model, path, needs_gradient));
   const int targets = BuildForward(model, path, loss, &result);
-  Backward backward(&result.graph, &needs_gradient);
+  Backward backward(&result.graph, &needs_gradient, inferred);
   EmitLoss(loss, loss_input, targets, &backward, &result);
   REPLICAD_RETURN_IF_ERROR(EmitBackward(needs_gradient, &backward, &result));
   for (int v : result.parameters) {
@@ -319,6 +340,8 @@ std::vector<BufferUpdate> RewriteTrainingForms(Graph* graph) {
 }  // namespace
 
 absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossSpec& loss) {
+  const std::optional<ValueTypes> undeclared = UndeclaredTypes(model, HostFoldingDevice());
+  const ValueTypes* inferred = undeclared ? &*undeclared : nullptr;
   Graph forward = model;
   const std::vector<BufferUpdate> buffers = RewriteTrainingForms(&forward);
   std::set<int> frozen;
@@ -331,13 +354,13 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossS
     frozen.insert(buffer.initializer);
   }
   std::vector<int> ungraded;
-  absl::StatusOr<TrainingGraph> training = Build(forward, loss, frozen, &ungraded);
+  absl::StatusOr<TrainingGraph> training = Build(forward, loss, inferred, frozen, &ungraded);
   if (training.ok() && !ungraded.empty()) {
     // Initializers the loss reads but does not differentiate (bounds, shapes
     // stored as float) stay constants.
     frozen.insert(ungraded.begin(), ungraded.end());
     ungraded.clear();
-    training = Build(forward, loss, frozen, &ungraded);
+    training = Build(forward, loss, inferred, frozen, &ungraded);
     if (training.ok() && !ungraded.empty()) {
       return absl::InternalError(
           absl::StrCat("no gradient reached parameter '", model.values[ungraded[0]].name, "'"));
@@ -357,6 +380,31 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossS
     training->buffers.push_back(buffer.initializer);
   }
   return training;
+}
+
+absl::StatusOr<ValueTypes> InferForwardTypes(const Graph& model, Device& host) {
+  std::vector<Shape> shapes;
+  for (int v : model.inputs) {
+    Shape shape = model.values[v].type.shape;
+    for (int64_t& d : shape) d = d == kAnyDim ? 1 : d;
+    shapes.push_back(std::move(shape));
+  }
+  // A host device reads the graph's own initializers: they are its "device copies".
+  std::map<int, Tensor> weights(model.initializers.begin(), model.initializers.end());
+  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan,
+                            ExecutionPlan::Create(model, weights, host, shapes));
+  return plan->value_types();
+}
+
+std::optional<ValueTypes> UndeclaredTypes(const Graph& model, Device* host) {
+  const bool undeclared = std::any_of(model.nodes.begin(), model.nodes.end(), [&](const Node& n) {
+    return std::any_of(n.outputs.begin(), n.outputs.end(),
+                       [&](int v) { return v >= 0 && model.values[v].type.shape.empty(); });
+  });
+  if (!undeclared || host == nullptr) return std::nullopt;
+  absl::StatusOr<ValueTypes> types = InferForwardTypes(model, *host);
+  if (!types.ok()) return std::nullopt;
+  return *std::move(types);
 }
 
 }  // namespace replicad

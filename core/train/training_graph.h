@@ -1,10 +1,12 @@
 #ifndef REPLICAD_CORE_TRAIN_TRAINING_GRAPH_H_
 #define REPLICAD_CORE_TRAIN_TRAINING_GRAPH_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/device/device.h"
 #include "core/model/graph.h"
 
 namespace replicad {
@@ -45,11 +47,29 @@ struct TrainingGraph {
   int first_backward_node = 0;
 };
 
+// Types of a graph's values by index, where known (ExecutionPlan::value_types).
+using ValueTypes = std::vector<std::optional<TensorType>>;
+
 // Builds the training graph of `model` (imported without inference
 // optimisations). FailedPrecondition when the loss output is not a model
 // output, or nothing trainable feeds it; Unimplemented naming the node and its
-// op for any node on the path to the loss that has no gradient rule.
+// op for any node on the path to the loss that has no gradient rule. The
+// ranks some rules need (MatMul's, LayerNormalization's) and the model does
+// not declare are read from UndeclaredTypes on the CPU backend's host folding
+// device.
 absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossSpec& loss);
+
+// The types of `model`'s values as a plan at batch 1 (every dim the model
+// leaves open set to 1) computes them on `host`, a device in host memory
+// (whose kernels read the graph's initializers in place).
+absl::StatusOr<ValueTypes> InferForwardTypes(const Graph& model, Device& host);
+
+// InferForwardTypes where the model leaves the shape of some node's output
+// undeclared (ONNX's shape inference stops at shapes computed from values, as
+// in exported transformers); nullopt when it declares every one, `host` is
+// null or the inference fails (rules that need a missing rank then name the
+// node).
+std::optional<ValueTypes> UndeclaredTypes(const Graph& model, Device* host);
 
 }  // namespace replicad
 

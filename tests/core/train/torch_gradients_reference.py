@@ -3,7 +3,7 @@
 Usage: /usr/bin/python3 torch_gradients_reference.py OUT_DIR
 
 For each small network below (torch.manual_seed(0) weights), exports OUT_DIR/<name>.onnx
-(opset 13, eval mode, dynamic batch, input "x", output "y"), and for a fixed input and target
+(opset 13, or 17 where noted; eval mode, dynamic batch, input "x", output "y"), and for a fixed input and target
 (numpy.random.RandomState(1)) computes nn.functional.mse_loss(y, target) (the mean over all
 elements) and its gradient for every parameter by autograd. Writes <name>_x.npy,
 <name>_target.npy, <name>_loss.npy and <name>_grad_<parameter>.npy (parameter names are the
@@ -62,15 +62,42 @@ def main():
             g = torch.cat([F.adaptive_avg_pool2d(a, 1), F.adaptive_avg_pool2d(b, 1)], dim=1)
             return self.fc(torch.flatten(g, 1))
 
+    class Transformer(nn.Module):
+        """Gather along axis 0 of a trained table (an embedding; position 3 looked up twice),
+        LayerNormalization, Split, a masked attention (Where), exact GELU (Erf), Slice,
+        ReduceSum and Expand. Exported at opset 17."""
+
+        def __init__(self):
+            super().__init__()
+            self.table = nn.Parameter(torch.randn(5, 6) * 0.5)
+            self.register_buffer("positions", torch.tensor([0, 3, 3, 1]))
+            self.register_buffer("mask", torch.tensor([[False, True, False, False],
+                                                       [False, False, True, False],
+                                                       [True, False, False, False],
+                                                       [False, False, False, False]]))
+            self.norm = nn.LayerNorm(6)
+            self.qkv = nn.Linear(6, 18)
+            self.gain = nn.Parameter(torch.rand(1, 6) + 0.5)
+            self.out = nn.Linear(6, 3)
+
+        def forward(self, x):
+            h = self.norm(x + self.table[self.positions])
+            q, k, v = self.qkv(h).split(6, dim=-1)
+            scores = (q @ k.transpose(-2, -1)) / 6 ** 0.5
+            a = torch.softmax(scores.masked_fill(self.mask, -1e4), -1) @ v
+            pooled = F.gelu(a)[:, 1:3].sum(1)
+            return self.out(pooled * self.gain.expand(pooled.shape[0], 6))
+
     rng = np.random.RandomState(1)
-    cases = [("elementwise", Elementwise(), (5, 4), (5, 3, 2)),
-             ("pooling", Pooling(), (3, 2, 7, 7), (3, 3))]
-    for name, net, x_shape, y_shape in cases:
+    cases = [("elementwise", Elementwise(), (5, 4), (5, 3, 2), 13),
+             ("pooling", Pooling(), (3, 2, 7, 7), (3, 3), 13),
+             ("transformer", Transformer(), (3, 4, 6), (3, 3), 17)]
+    for name, net, x_shape, y_shape, opset in cases:
         net.eval()
         x = rng.standard_normal(x_shape).astype(np.float32)
         target = rng.standard_normal(y_shape).astype(np.float32)
         torch.onnx.export(net, torch.from_numpy(x), os.path.join(out, name + ".onnx"),
-                          opset_version=13, do_constant_folding=False, input_names=["x"],
+                          opset_version=opset, do_constant_folding=False, input_names=["x"],
                           output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
         loss = F.mse_loss(net(torch.from_numpy(x)), torch.from_numpy(target))
         loss.backward()

@@ -138,6 +138,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"replicad.OptimizerStep", MakeOptimizerStepKernel},
     {"replicad.PadGrad", MakePadGradKernel},
     {"replicad.ReluGrad", MakeReluGradKernel},
+    {"replicad.SliceGrad", MakeSliceGradKernel},
     {"replicad.SoftmaxCrossEntropy", MakeSoftmaxCrossEntropyKernel},
     {"replicad.SoftmaxGrad", MakeSoftmaxGradKernel},
     {"replicad.SumToShape", MakeSumToShapeKernel},

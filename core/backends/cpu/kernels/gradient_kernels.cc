@@ -14,6 +14,7 @@
 #include "core/base/status_macros.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/data_movement_attributes.h"
+#include "core/ops/index_map.h"
 #include "core/ops/op_util.h"
 #include "core/ops/slice_pad_attributes.h"
 #include "core/ops/softmax_attributes.h"
@@ -311,7 +312,50 @@ class PadGradKernel : public Kernel {
   std::vector<std::vector<int64_t>> sources_;
 };
 
+// Slice backward: dX zero, then each dY element (row-major) written where
+// the slice's index map read it.
+class SliceGradKernel : public Kernel {
+ public:
+  SliceGradKernel(int64_t x_elements, IndexMap map)
+      : x_elements_(x_elements), map_(std::move(map)), index_(map_.output.size(), 0) {}
+
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
+    const float* dy = static_cast<const float*>(inputs[0]);
+    float* dx = static_cast<float*>(outputs[0]);
+    std::fill(dx, dx + x_elements_, 0.0f);
+    const int64_t total = NumElements(map_.output);
+    const int rank = static_cast<int>(map_.output.size());
+    std::fill(index_.begin(), index_.end(), 0);
+    for (int64_t i = 0; i < total; ++i) {
+      int64_t offset = 0;
+      for (int d = 0; d < rank; ++d) offset += map_.offsets[d][index_[d]];
+      dx[offset] = dy[i];
+      for (int d = rank - 1; d >= 0; --d) {
+        if (++index_[d] < map_.output[d]) break;
+        index_[d] = 0;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t x_elements_;
+  IndexMap map_;
+  std::vector<int64_t> index_;  // Sized here so that Run does not allocate.
+};
+
 }  // namespace
+
+KernelOrStatus MakeSliceGradKernel(const KernelSpec& spec, CpuKernelContext&) {
+  KernelSpec forward = WithoutFirstInput(spec);
+  forward.op_type = "Slice";
+  forward.outputs = {*spec.inputs[0]};
+  REPLICAD_ASSIGN_OR_RETURN(IndexMap map, SliceIndexMap(forward));
+  if (spec.outputs[0].dtype != DType::kFloat32) {
+    return NodeUnimplemented(spec, "only float32 gradients are computed");
+  }
+  return std::make_unique<SliceGradKernel>(NumElements(spec.outputs[0].shape), std::move(map));
+}
 
 KernelOrStatus MakePadGradKernel(const KernelSpec& spec, CpuKernelContext&) {
   const KernelSpec forward = WithoutFirstInput(spec);

@@ -109,6 +109,7 @@ KernelOrStatus MakeDropoutTrainKernel(const KernelSpec& spec, CpuKernelContext& 
 KernelOrStatus MakeAveragePoolGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeConcatGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakePadGradKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeSliceGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeClipGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGlobalAveragePoolGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 // SoftmaxGrad and LogSoftmaxGrad.

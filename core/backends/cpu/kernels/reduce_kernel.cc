@@ -214,6 +214,14 @@ KernelOrStatus MakeDnnlReductionKernel(const KernelSpec& spec, CpuKernelContext&
   const dnnl::memory::desc dst = RowMajorDesc(reduced, dnnl::memory::data_type::f32);
   const dnnl::reduction::desc desc(algorithm, src, dst, 0.0f, 0.0f);
   const dnnl::reduction::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+  // oneDNN 2.6 reduces some axes (a middle one: BERT's sum over the
+  // sequence of [8, 128, 256], 2.3 ms of a 49 ms pass) only by its reference
+  // implementation; the loop walks rows in order instead.
+  const absl::StatusOr<ReduceKind> kind = ReduceKindOf(spec);
+  if (IsReference(pd) && kind.ok() && (*kind == ReduceKind::kSum || *kind == ReduceKind::kMean) &&
+      src == RowMajorDesc(spec.inputs[0]->shape, dnnl::memory::data_type::f32)) {
+    return MakeReduceLoopKernel(spec, *kind, reduced);
+  }
   BoundPrimitive primitive(context, pd, dnnl::reduction(pd));
   primitive.BindInput(DNNL_ARG_SRC, src, 0);
   primitive.BindOutput(DNNL_ARG_DST, dst, 0);
