@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -126,6 +128,9 @@ class ExecutionPlan::Builder {
     const OpDefinition* op = FindOp(node.op_type);
     if (op == nullptr) return absl::UnimplementedError("unsupported operator");
     REPLICAD_RETURN_IF_ERROR(op->infer(&*spec));
+    // A model file can ask for outputs no machine holds (Tile by 2^62):
+    // refused before anything is allocated, naming the node.
+    REPLICAD_RETURN_IF_ERROR(CheckOutputBytes(*spec, int64_t{1} << 40));
     if (spec->outputs.size() < node.outputs.size()) {
       return absl::UnimplementedError(absl::StrCat("the engine computes ", spec->outputs.size(),
                                                    " outputs; the model asks for ",
@@ -577,7 +582,17 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
   plan->device_ = &device;
   plan->shared_arena_ = std::move(shared_arena);
   Builder builder(graph, weights, device, plan.get());
-  REPLICAD_RETURN_IF_ERROR(builder.Build(input_shapes));
+  // Kernels are built and constants folded with the host's allocator too:
+  // running out of memory there is the caller's ResourceExhausted, not an
+  // abort of the process.
+  try {
+    REPLICAD_RETURN_IF_ERROR(builder.Build(input_shapes));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of host memory while building the plan");
+  } catch (const std::length_error& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a plan's table would exceed what this machine holds (", e.what(), ")"));
+  }
   return plan;
 }
 

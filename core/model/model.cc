@@ -1,5 +1,6 @@
 #include "core/model/model.h"
 
+#include "core/model/row_mixing.h"
 #include "core/model/weight_file.h"
 
 namespace replicad {
@@ -18,6 +19,7 @@ Model::Model(std::string name, std::string source, Graph graph)
     : name_(std::move(name)), source_(std::move(source)), graph_(std::move(graph)) {
   for (int v : graph_.inputs) inputs_.push_back({graph_.values[v].name, graph_.values[v].type});
   for (int v : graph_.outputs) outputs_.push_back({graph_.values[v].name, graph_.values[v].type});
+  row_mixing_ = RowMixingNode(graph_);
 }
 
 Model::Model(std::string name, std::string source, Graph graph,

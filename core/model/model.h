@@ -32,6 +32,11 @@ class Model {
   const Graph& graph() const { return graph_; }
   const std::vector<TensorSpec>& inputs() const { return inputs_; }
   const std::vector<TensorSpec>& outputs() const { return outputs_; }
+  // The first node that mixes the rows of a batch (row_mixing.h), "" when
+  // each row is computed on its own. A model that mixes them runs every
+  // request alone and whole: not fused with others, not split over slots,
+  // not cut into chunks.
+  const std::string& row_mixing() const { return row_mixing_; }
   // Index of the input or output called `name`, or -1.
   int InputIndex(const std::string& name) const;
   int OutputIndex(const std::string& name) const;
@@ -45,6 +50,7 @@ class Model {
   Graph graph_;
   std::vector<TensorSpec> inputs_;
   std::vector<TensorSpec> outputs_;
+  std::string row_mixing_;
   std::shared_ptr<const WeightFile> weight_file_;  // Null: weights in anonymous memory.
 };
 

@@ -455,6 +455,44 @@ void ReshapeOldPReluSlopes(onnx::GraphProto& g) {
   }
 }
 
+// ONNX's version converter turns Upsample (opsets 7-9) and Resize-10 into
+// Resize-11 without saying how their coordinates map (x_in = x_out / scale,
+// nearest rounding down), so Resize-11's defaults (half_pixel,
+// round_prefer_floor) would compute something else. The outputs of such
+// nodes are noted before the conversion and their Resize-11 told after it.
+std::set<std::string> OldResizeOutputs(const onnx::GraphProto& g) {
+  std::set<std::string> outputs;
+  for (const onnx::NodeProto& node : g.node()) {
+    const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (default_domain && (node.op_type() == "Upsample" || node.op_type() == "Resize") &&
+        node.output_size() > 0) {
+      outputs.insert(node.output(0));
+    }
+  }
+  return outputs;
+}
+
+void KeepOldResizeCoordinates(onnx::GraphProto* g, const std::set<std::string>& outputs) {
+  for (onnx::NodeProto& node : *g->mutable_node()) {
+    if (node.op_type() != "Resize" || node.output_size() == 0 || !outputs.count(node.output(0))) {
+      continue;
+    }
+    bool has_transform = false, has_nearest = false;
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      has_transform |= a.name() == "coordinate_transformation_mode";
+      has_nearest |= a.name() == "nearest_mode";
+    }
+    auto set = [&](const char* name, const char* value) {
+      onnx::AttributeProto* a = node.add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(value);
+    };
+    if (!has_transform) set("coordinate_transformation_mode", "asymmetric");
+    if (!has_nearest) set("nearest_mode", "floor");
+  }
+}
+
 // Shape inference ahead of ONNX's version converter, which needs shapes.
 // Below opset 7, ONNX's Gemm shape inference and its Gemm adapter from opset
 // 6 to 7 (libonnx 1.12) read dims 0 and 1 of A and B without looking at their
@@ -530,7 +568,9 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto mode
         return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
       }
       if (old_opset < 7) ReshapeOldPReluSlopes(*model.mutable_graph());
+      const std::set<std::string> old_resizes = OldResizeOutputs(model.graph());
       model = onnx::version_conversion::ConvertVersion(model, kMinOpset);
+      KeepOldResizeCoordinates(model.mutable_graph(), old_resizes);
       // Opset 11 came with IR version 6; the converter keeps the old IR
       // version, under which its new initializers (e.g. Pad's pads) would
       // have to be graph inputs too.

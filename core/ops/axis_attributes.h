@@ -51,7 +51,8 @@ absl::StatusOr<CumSumAttributes> ParseCumSum(const KernelSpec& spec);
 // of index), outputs of shape input's with the axis (default -1) set to k.
 // k is attribute 'k' through opset 9 and input 1 'K' (one int64) from 10,
 // which must be known when the plan is made: an output shape that depends on
-// the request's data is Unimplemented. NaN sorts above every number.
+// the request's data is Unimplemented. NaN sorts above every number (first
+// among the largest, last among the smallest, as PyTorch's topk does).
 struct TopKAttributes {
   AxisLines lines;
   int64_t k = 0;

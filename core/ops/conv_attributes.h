@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -23,6 +24,18 @@ struct Window2d {
   std::array<int64_t, 2> output{};
 };
 
+// The same geometry for any number of spatial dims (3-D convolution; 1-D
+// windows run as 2-D ones, see core/model/one_d_windows.h): one entry per
+// spatial dim, outermost first.
+struct WindowNd {
+  std::vector<int64_t> kernel;
+  std::vector<int64_t> strides;
+  std::vector<int64_t> dilations;
+  std::vector<int64_t> pads_begin;
+  std::vector<int64_t> pads_end;
+  std::vector<int64_t> output;
+};
+
 // Conv with inputs X [N, C, H, W], W [M, C/group, kH, kW] and optional B [M];
 // output [N, M, output[0], output[1]].
 struct ConvAttributes {
@@ -37,6 +50,18 @@ struct ConvAttributes {
 // the received value for a malformed node (e.g. W's channel count against X's
 // and group); Unimplemented for valid forms other than 2-D float32.
 absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec);
+
+// Conv with X [N, C, D, H, W] and W [M, C/group, kD, kH, kW]: the same
+// checks, messages and defaults as ParseConvAttributes. Only the CPU
+// backend's convolution reads it; every other consumer (pooling, the
+// gradients, the CUDA kernels) keeps to ParseConvAttributes, which refuses
+// rank 5 as Unimplemented.
+struct Conv3dAttributes {
+  WindowNd window;
+  int64_t group = 1;
+  int64_t out_channels = 0;
+};
+absl::StatusOr<Conv3dAttributes> ParseConv3dAttributes(const KernelSpec& spec);
 
 // The same for MaxPool on X [N, C, H, W] (kernel_shape required). With
 // ceil_mode the output size rounds up, so the last window may reach past
@@ -62,6 +87,10 @@ absl::StatusOr<AveragePoolAttributes> ParseAveragePoolAttributes(const KernelSpe
 // rounding up when `ceil_mode`.
 absl::StatusOr<Window2d> ResolveWindow2d(const KernelSpec& spec, std::array<int64_t, 2> input,
                                          std::array<int64_t, 2> kernel, bool ceil_mode);
+// ResolveWindow2d for any number of spatial dims (input and kernel of one
+// size; strides, dilations and pads must match it).
+absl::StatusOr<WindowNd> ResolveWindowNd(const KernelSpec& spec, const std::vector<int64_t>& input,
+                                         const std::vector<int64_t>& kernel, bool ceil_mode);
 
 // The data and weight inputs of a 2-D convolution-like node: X [N, C, H, W]
 // and a W of rank 4, each float32. Conv and ConvTranspose share this check so

@@ -151,4 +151,22 @@ KernelSpec WithoutFirstInput(const KernelSpec& spec) {
   return forward;
 }
 
+absl::Status CheckOutputBytes(const KernelSpec& spec, int64_t max_bytes) {
+  for (const TensorType& out : spec.outputs) {
+    int64_t bytes = static_cast<int64_t>(DTypeSize(out.dtype));
+    for (int64_t d : out.shape) {
+      if (d == 0) {
+        bytes = 0;
+        break;
+      }
+      if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes) || bytes > max_bytes) {
+        return absl::ResourceExhaustedError(absl::StrCat(NodeLabel(spec), " would make an output ",
+                                                         TensorTypeToString(out), " of more than ",
+                                                         max_bytes, " bytes"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace replicad

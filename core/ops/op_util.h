@@ -59,6 +59,10 @@ absl::Status CheckInputDType(const KernelSpec& spec, int index, absl::string_vie
 absl::Status InferBroadcastPair(KernelSpec* spec, std::initializer_list<DType> allowed,
                                 std::optional<DType> out);
 
+// ResourceExhausted naming the node when an output of spec would take more
+// than `max_bytes` (or its size overflows int64).
+absl::Status CheckOutputBytes(const KernelSpec& spec, int64_t max_bytes);
+
 // Maps axis in [-rank, rank) (or [-rank, rank] when `inclusive_end`, as
 // Flatten allows) to a non-negative axis; InvalidArgument naming the
 // attribute otherwise.

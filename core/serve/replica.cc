@@ -308,7 +308,7 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanSlice(const std::vector<Shape>& 
   // Only slots that copy their slices run chunks (RunSlice); every input
   // must carry the rows in dim 0.
   bool cuttable = device_->memory_location().kind != MemoryKind::kHost && rows > 1 &&
-                  input_shapes.size() == model_->inputs().size();
+                  input_shapes.size() == model_->inputs().size() && model_->row_mixing().empty();
   size_t bytes = 0;
   for (size_t i = 0; cuttable && i < input_shapes.size(); ++i) {
     cuttable = !input_shapes[i].empty() && input_shapes[i][0] == rows;

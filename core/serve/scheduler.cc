@@ -120,6 +120,10 @@ struct Scheduler::Core {
     for (const TensorSpec& output : env.servable->model().outputs()) {
       if (output.type.shape.empty()) fuse = false;
     }
+    // Nor can requests of a model whose rows mix (row_mixing.h), which also
+    // runs each batch whole on one slot.
+    mixes_rows = !env.servable->model().row_mixing().empty();
+    if (mixes_rows) fuse = false;
   }
 
   struct SlotState {
@@ -246,6 +250,7 @@ struct Scheduler::Core {
   mutable absl::Mutex mu;
   // Whether requests may share a batch (Warm may learn not).
   bool fuse ABSL_GUARDED_BY(mu) = true;
+  bool mixes_rows = false;  // Set once, before the scheduler runs.
   absl::CondVar wake;
   RequestQueue queue ABSL_GUARDED_BY(mu);
   std::vector<SlotState> slots ABSL_GUARDED_BY(mu);
@@ -380,7 +385,9 @@ Route Scheduler::Core::RouteOf(int64_t rows, absl::Time now) {
     }
   }
   // With requests waiting, one slot stays out of this batch for them.
-  const size_t max_slots = queue.empty() ? SIZE_MAX : std::max<size_t>(1, slots.size() - 1);
+  const size_t max_slots = mixes_rows      ? 1
+                           : queue.empty() ? SIZE_MAX
+                                           : std::max<size_t>(1, slots.size() - 1);
   return ChooseRoute(rows, loads, env.options.measured_weights, max_slots);
 }
 

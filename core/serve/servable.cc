@@ -23,6 +23,8 @@ void Servable::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done) 
     return;
   }
   const int64_t batch = inputs.empty() || inputs[0].shape().empty() ? 0 : inputs[0].shape()[0];
+  // A model that mixes its rows runs whole on the first healthy slot.
+  if (!model().row_mixing().empty()) weights.resize(1);
   std::vector<BatchSlice> slices = SplitBatch(batch, weights);
   for (BatchSlice& slice : slices) slice.slot = healthy[slice.slot];
   Run(std::move(inputs), std::move(slices), sink, nullptr, std::move(done));

@@ -123,6 +123,8 @@ Route ChooseUncapped(int64_t rows, const std::vector<SlotLoad>& slots, bool meas
       if (slots[s].busy_seconds <= 0) chosen.push_back(s);
     }
     if (chosen.empty()) chosen = healthy;
+    if (chosen.size() > std::max<size_t>(max_slots, 1))
+      chosen.resize(std::max<size_t>(max_slots, 1));
     std::vector<double> weights;
     for (int s : chosen) weights.push_back(slots[s].weight);
     return Route{SplitOver(rows, chosen, weights), 0};

@@ -8,10 +8,11 @@
 // match PyTorch's outputs within 1e-4 relative L2 for batches 1, 3 and 16. So do, at opset 17
 // and batches 1 and 3, the transformers and segmentation heads of issue #38: torchvision's
 // vit_b_32, swin_t and maxvit_t, a BERT-style encoder (int64 token ids and mask) and a GPT-2-style
-// causal decoder of the script's own, and deeplabv3_mobilenet_v3_large and
-// lraspp_mobilenet_v3_large. And for a batch of images with NaN and infinities they hold NaN, +inf
-// and -inf where PyTorch's (and ONNX Runtime's, where the fixtures have them) do
-// (KeepsNaNAndInfinitiesWherePyTorchDoes).
+// causal decoder of the script's own, deeplabv3_mobilenet_v3_large and
+// lraspp_mobilenet_v3_large, and the video classifier r3d_18 (3-D convolutions; clips of 8
+// frames of 56 x 56, outside the sanitizer builds, where it would take minutes). And for a batch of
+// images with NaN and infinities they hold NaN, +inf and -inf where PyTorch's (and ONNX Runtime's,
+// where the fixtures have them) do (KeepsNaNAndInfinitiesWherePyTorchDoes).
 //
 // The fixtures are generated at test time into REPLICAD_PARITY_FIXTURES (the build tree's
 // parity_fixtures/; the script caches them by its own hash). Without torch, torchvision and
@@ -397,7 +398,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1", "densenet121", "efficientnet_b0",
                       "shufflenet_v2_x0_5", "mnasnet0_75", "convnext_blocks", "xception_separable",
                       "siamese_pair", "small_cnn", "vit_b_32", "swin_t", "maxvit_t", "bert_encoder",
-                      "gpt_decoder", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large"),
+                      "gpt_decoder", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large"
+#ifdef REPLICAD_PARITY_VIDEO
+                      ,
+                      "r3d_18"
+#endif
+                      ),
     [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 [[maybe_unused]] ::testing::Environment* const kParityTable =

@@ -622,3 +622,69 @@ TEST(ExecutionPlanTest, NodesTheDeviceLacksFoldOnTheHostWhenTheirInputsAreKnown)
 
 }  // namespace
 }  // namespace replicad
+
+namespace replicad {
+namespace {
+
+// A model file that asks for an output no machine holds (Tile by 2^62, as a
+// hostile model author wrote it) gets RESOURCE_EXHAUSTED naming the node
+// when its plan is made, not an abort of the daemon.
+TEST(ExecutionPlanTest, AnOutputBeyondAnyMemoryIsRefusedNamingTheNode) {
+  OnnxModelBuilder b("tile", 13);
+  Tensor repeats = Tensor::Host(DType::kInt64, {2});
+  repeats.data<int64_t>()[0] = 1;
+  repeats.data<int64_t>()[1] = int64_t{1} << 62;
+  b.AddInitializer("r", repeats);
+  b.AddNode("Tile", {"x", "r"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 3});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, kAnyDim});
+  std::unique_ptr<Replica> replica = CpuReplica(testing::LoadOrDie(b.Serialize(), "tile"));
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{2, 3}});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(plan.status().message(), HasSubstr("Tile node 'y'"));
+}
+
+}  // namespace
+}  // namespace replicad
+
+namespace replicad {
+namespace {
+
+// Upsample of opset 9 (converted to Resize-11 on load) keeps its own
+// coordinates: x_in = x_out / scale, nearest rounding down; values from the
+// ONNX spec's Upsample reference.
+TEST(ExecutionPlanTest, UpsampleOfOpsetNineKeepsItsCoordinatesThroughTheConversion) {
+  auto run = [](const char* mode, float scale, std::vector<float> x) {
+    OnnxModelBuilder b("up", 9);
+    Tensor scales = Tensor::Host(DType::kFloat32, {4});
+    const float values[] = {1, 1, 1, scale};
+    std::copy(values, values + 4, scales.data<float>());
+    b.AddInitializer("s", scales);
+    onnx::NodeProto* node = b.AddNode("Upsample", {"x", "s"}, {"y"});
+    onnx::AttributeProto* a = node->add_attribute();
+    a->set_name("mode");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(mode);
+    const int64_t n = static_cast<int64_t>(x.size());
+    b.AddInput("x", DType::kFloat32, {kAnyDim, 1, 1, n});
+    b.AddOutput("y", DType::kFloat32, {kAnyDim, 1, 1, kAnyDim});
+    std::unique_ptr<Replica> replica = CpuReplica(testing::LoadOrDie(b.Serialize(), "up"));
+    absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{1, 1, 1, n}});
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    if (!plan.ok()) return std::vector<float>{};
+    std::vector<float> y(NumElements((*plan)->output_types()[0].shape));
+    const void* inputs[] = {x.data()};
+    void* outputs[] = {y.data()};
+    absl::Status status;
+    replica->device().Enqueue([&] { status = (*plan)->Run(inputs, outputs); });
+    EXPECT_TRUE(replica->device().Synchronize().ok());
+    EXPECT_TRUE(status.ok()) << status;
+    return y;
+  };
+  EXPECT_THAT(run("linear", 2.0f, {0, 1, 2}), ::testing::ElementsAre(0, 0.5f, 1, 1.5f, 2, 2));
+  EXPECT_THAT(run("nearest", 1.25f, {0, 1, 2, 3}), ::testing::ElementsAre(0, 0, 1, 2, 3));
+}
+
+}  // namespace
+}  // namespace replicad

@@ -71,11 +71,23 @@ TEST(ConvShapeTest, KernelLargerThanPaddedInputIsRejected) {
   EXPECT_THAT(std::string(node.Infer().message()), HasSubstr("smaller than the dilated kernel"));
 }
 
-TEST(ConvShapeTest, OtherSpatialRanksAreUnimplemented) {
+// A 1-D Conv reaches the shape rule only as 2-D (the importer lifts it,
+// one_d_windows.h); 3-D is computed; 3-D pooling is not.
+TEST(ConvShapeTest, OneDimensionalNodesAndThreeDimensionalPoolingAreUnimplemented) {
   OpTestNode conv1d("Conv", {F32({1, 2, 5}), F32({4, 2, 3})});
   EXPECT_EQ(conv1d.Infer().code(), absl::StatusCode::kUnimplemented);
-  OpTestNode conv3d("Conv", {F32({1, 2, 5, 5, 5}), F32({4, 2, 3, 3, 3})});
-  EXPECT_EQ(conv3d.Infer().code(), absl::StatusCode::kUnimplemented);
+  OpTestNode conv3d("Conv", {F32({1, 2, 5, 6, 7}), F32({4, 2, 3, 3, 3})});
+  conv3d.Set("pads", std::vector<int64_t>{1, 0, 1, 1, 0, 1});
+  ASSERT_TRUE(conv3d.Infer().ok()) << conv3d.Infer();
+  EXPECT_EQ(conv3d.Output().shape, (Shape{1, 4, 5, 4, 7}));
+  OpTestNode bad_pads("Conv", {F32({1, 2, 5, 6, 7}), F32({4, 2, 3, 3, 3})});
+  bad_pads.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  EXPECT_THAT(std::string(bad_pads.Infer().message()),
+              HasSubstr("must hold 6 non-negative values [d_begin, h_begin, w_begin, d_end, h_end, "
+                        "w_end]"));
+  OpTestNode pool3d("MaxPool", {F32({1, 2, 5, 5, 5})});
+  pool3d.Set("kernel_shape", std::vector<int64_t>{2, 2, 2});
+  EXPECT_EQ(pool3d.Infer().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(ConvShapeTest, PadsWithAutoPadAndBadAutoPadAreRejected) {

@@ -110,6 +110,104 @@ TEST(SchedulerExactnessTest, FusedBatchesOfMixedSizesMatchEachRequestAlone) {
   EXPECT_EQ(fused, static_cast<int>(sizes.size()));  // All in one batch.
 }
 
+// x [N, S, 4] -> Softmax over S -> ReduceSum over S (keepdims 0) -> y [N, 4]
+// and z = the softmax [N, S, 4]: a model whose sequence length is dynamic.
+std::shared_ptr<const Model> VariableLength() {
+  static const std::shared_ptr<const Model> model = [] {
+    OnnxModelBuilder b("sequences", 13);
+    OnnxModelBuilder::SetInt(b.AddNode("Softmax", {"x"}, {"z"}), "axis", 1);
+    Tensor axes = Tensor::Host(DType::kInt64, {1});
+    axes.data<int64_t>()[0] = 1;
+    b.AddInitializer("axes", axes);
+    OnnxModelBuilder::SetInt(b.AddNode("ReduceSum", {"z", "axes"}, {"y"}), "keepdims", 0);
+    b.AddInput("x", DType::kFloat32, {kAnyDim, kAnyDim, 4});
+    b.AddOutput("y", DType::kFloat32, {kAnyDim, 4});
+    b.AddOutput("z", DType::kFloat32, {kAnyDim, kAnyDim, 4});
+    return testing::LoadOrDie(b.Serialize(), "sequences");
+  }();
+  return model;
+}
+
+// Requests of several sequence lengths queued together: only requests of
+// one length share a batch (their rows are joined along dim 0), each gets
+// its own answer, equal to it run alone, and a plan is made per length.
+TEST(SchedulerExactnessTest, RequestsOfDifferentSequenceLengthsAreBatchedOnlyByLength) {
+  std::shared_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(VariableLength(), {1, 1});
+  SchedulerOptions options;
+  options.max_batch_size = 64;
+  options.max_queue_delay = absl::Milliseconds(200);
+  Scheduler scheduler(Scheduler::Environment{"sequences", set, nullptr, options, nullptr});
+  const std::vector<std::pair<int64_t, int64_t>> rows_and_lengths = {
+      {1, 3}, {2, 7}, {1, 3}, {3, 1}, {2, 7}, {1, 12}, {4, 3}};
+  std::vector<std::unique_ptr<Call>> calls;
+  for (size_t i = 0; i < rows_and_lengths.size(); ++i) {
+    calls.push_back(std::make_unique<Call>());
+    const auto [rows, length] = rows_and_lengths[i];
+    calls.back()->inputs = {testing::RandomTensor({rows, length, 4}, 40 + i)};
+  }
+  for (auto& call : calls) scheduler.Submit(RequestFor(*call));
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Call& call = *calls[i];
+    call.answered.WaitForNotification();
+    ASSERT_TRUE(call.status.ok()) << call.status;
+    const int64_t length = rows_and_lengths[i].second;
+    int same_length = 0;
+    for (const auto& [rows, other] : rows_and_lengths) same_length += other == length;
+    EXPECT_LE(call.report.batch_requests, same_length) << "request " << i;
+    testing::PredictOutcome alone = testing::PredictAndWait(*set, call.inputs);
+    ASSERT_TRUE(alone.status.ok()) << alone.status;
+    ASSERT_EQ(call.outputs.outputs.size(), 2u);
+    for (size_t j = 0; j < 2; ++j) {
+      EXPECT_EQ(call.outputs.outputs[j].shape(), alone.outputs[j].shape());
+      // The same kernels on the same rows (see above).
+      EXPECT_LT(testing::RelativeL2(call.outputs.outputs[j], alone.outputs[j]), 1e-6)
+          << "request " << i << " output " << j;
+    }
+    EXPECT_EQ(call.outputs.outputs[1].shape()[1], length);
+  }
+}
+
+// y = CumSum(x) along dim 0: each row's result depends on the rows before
+// it, so requests must neither share a batch nor be split over slots (the
+// hostile probe of issue #38 got other clients' sums back).
+TEST(SchedulerExactnessTest, AModelThatMixesRowsRunsEachRequestAloneAndWhole) {
+  OnnxModelBuilder b("running", 13);
+  Tensor axis = Tensor::Host(DType::kInt64, {});
+  axis.data<int64_t>()[0] = 0;
+  b.AddInitializer("axis", axis);
+  b.AddNode("CumSum", {"x", "axis"}, {"y"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 2});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 2});
+  std::shared_ptr<const Model> model = testing::LoadOrDie(b.Serialize(), "running");
+  ASSERT_THAT(model->row_mixing(), HasSubstr("CumSum"));
+  std::shared_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(model, {1, 1});
+  SchedulerOptions options;
+  options.max_batch_size = 64;
+  options.max_queue_delay = absl::Milliseconds(100);
+  Scheduler scheduler(Scheduler::Environment{"running", set, nullptr, options, nullptr});
+  std::vector<std::unique_ptr<Call>> calls;
+  for (int64_t rows : {3, 1, 4, 2, 6}) {
+    calls.push_back(std::make_unique<Call>());
+    calls.back()->inputs = {testing::RandomTensor({rows, 2}, 70 + rows)};
+  }
+  for (auto& call : calls) scheduler.Submit(RequestFor(*call));
+  for (auto& call : calls) {
+    call->answered.WaitForNotification();
+    ASSERT_TRUE(call->status.ok()) << call->status;
+    EXPECT_EQ(call->report.batch_requests, 1);
+    EXPECT_EQ(call->report.slices.size(), 1u);
+    const Tensor& x = call->inputs[0];
+    const Tensor& y = call->outputs.outputs[0];
+    float sum[2] = {0, 0};
+    for (int64_t r = 0; r < x.shape()[0]; ++r) {
+      for (int c = 0; c < 2; ++c) {
+        sum[c] += x.data<float>()[r * 2 + c];
+        EXPECT_NEAR(y.data<float>()[r * 2 + c], sum[c], 1e-5) << "row " << r;
+      }
+    }
+  }
+}
+
 TEST(SchedulerExactnessTest, ARankZeroOutputIsEachRequestsOwn) {
   std::shared_ptr<ReplicaSet> set =
       testing::MakeCpuReplicaSet(testing::LoadOrDie(testing::ScalarMeanOnnx(), "mean"), {1, 1});

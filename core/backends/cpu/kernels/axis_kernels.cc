@@ -157,8 +157,10 @@ class TopKKernel : public Kernel {
       auto before = [&](int64_t a, int64_t b) {
         const T x = line[a * inner];
         const T y = line[b * inner];
-        const bool ahead = attributes_.largest ? Greater(x, y) : Less(x, y);
-        const bool behind = attributes_.largest ? Greater(y, x) : Less(y, x);
+        // NaN counts as greater than every number either way (PyTorch's
+        // topk): first among the largest, last among the smallest.
+        const bool ahead = attributes_.largest ? Greater(x, y) : Greater(y, x);
+        const bool behind = attributes_.largest ? Greater(y, x) : Greater(x, y);
         return ahead || (!behind && a < b);
       };
       std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), before);

@@ -270,8 +270,13 @@ struct ConvDescs {
   memory::dims padding_r;
 };
 
-ConvDescs DescribeConv(const KernelSpec& spec, const ConvAttributes& conv) {
-  const Window2d& window = conv.window;
+// Row-major X and Y, W as ONNX stores it ([M, C/group, k...] is, byte for
+// byte, oneDNN's grouped [group, M/group, C/group, k...]), for a window of
+// any spatial rank (2: nchw, oihw; 3: ncdhw, oidhw).
+ConvDescs DescribeWindowConv(const KernelSpec& spec, int64_t group, int64_t out_channels,
+                             const WindowNd& window) {
+  using tag = memory::format_tag;
+  const bool three_d = window.strides.size() == 3;
   const Shape& x = spec.inputs[0]->shape;
   const Shape& w = spec.inputs[1]->shape;
   const memory::data_type f32 = memory::data_type::f32;
@@ -279,24 +284,37 @@ ConvDescs DescribeConv(const KernelSpec& spec, const ConvAttributes& conv) {
   descs.has_bias = HasInput(spec, 2);
   descs.src_dims = memory::dims(x.begin(), x.end());
   descs.dst_dims = memory::dims(spec.outputs[0].shape.begin(), spec.outputs[0].shape.end());
-  descs.src = memory::desc(descs.src_dims, f32, memory::format_tag::nchw);
-  descs.dst = memory::desc(descs.dst_dims, f32, memory::format_tag::nchw);
-  // ONNX's [M, C/group, kH, kW] is, byte for byte, oneDNN's grouped goihw
-  // [group, M/group, C/group, kH, kW].
-  descs.weight_dims = conv.group == 1
-                          ? memory::dims(w.begin(), w.end())
-                          : memory::dims{conv.group, w[0] / conv.group, w[1], w[2], w[3]};
-  descs.weights =
-      memory::desc(descs.weight_dims, f32,
-                   conv.group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
-  descs.bias = descs.has_bias ? memory::desc({conv.out_channels}, f32, memory::format_tag::x)
-                              : memory::desc();
-  // oneDNN counts dilation from 0 (dense), ONNX from 1.
-  descs.strides = {window.strides[0], window.strides[1]};
-  descs.dilates = {window.dilations[0] - 1, window.dilations[1] - 1};
-  descs.padding_l = {window.pads_begin[0], window.pads_begin[1]};
-  descs.padding_r = {window.pads_end[0], window.pads_end[1]};
+  descs.src = memory::desc(descs.src_dims, f32, three_d ? tag::ncdhw : tag::nchw);
+  descs.dst = memory::desc(descs.dst_dims, f32, three_d ? tag::ncdhw : tag::nchw);
+  descs.weight_dims = memory::dims(w.begin(), w.end());
+  if (group != 1) {
+    descs.weight_dims[0] /= group;
+    descs.weight_dims.insert(descs.weight_dims.begin(), group);
+  }
+  const tag weights =
+      group == 1 ? (three_d ? tag::oidhw : tag::oihw) : (three_d ? tag::goidhw : tag::goihw);
+  descs.weights = memory::desc(descs.weight_dims, f32, weights);
+  descs.bias = descs.has_bias ? memory::desc({out_channels}, f32, tag::x) : memory::desc();
+  for (size_t i = 0; i < window.strides.size(); ++i) {
+    descs.strides.push_back(window.strides[i]);
+    // oneDNN counts dilation from 0 (dense), ONNX from 1.
+    descs.dilates.push_back(window.dilations[i] - 1);
+    descs.padding_l.push_back(window.pads_begin[i]);
+    descs.padding_r.push_back(window.pads_end[i]);
+  }
   return descs;
+}
+
+ConvDescs DescribeConv(const KernelSpec& spec, const ConvAttributes& conv) {
+  const Window2d& w = conv.window;
+  const WindowNd window{{w.kernel[0], w.kernel[1]},       {w.strides[0], w.strides[1]},
+                        {w.dilations[0], w.dilations[1]}, {w.pads_begin[0], w.pads_begin[1]},
+                        {w.pads_end[0], w.pads_end[1]},   {w.output[0], w.output[1]}};
+  return DescribeWindowConv(spec, conv.group, conv.out_channels, window);
+}
+
+ConvDescs DescribeConv3d(const KernelSpec& spec, const Conv3dAttributes& conv) {
+  return DescribeWindowConv(spec, conv.group, conv.out_channels, conv.window);
 }
 
 // An inference convolution over `descs`' window with these layouts.
@@ -447,11 +465,10 @@ void PlaceAddend(const KernelSpec& spec, CpuKernelContext& context, const ConvPd
 // With constant weights: X, W and Y in the layouts BlockedLayoutPd picks,
 // with reorders at the edges of a run of such kernels.
 KernelOrStatus BuildBlockedConvKernel(const KernelSpec& spec, CpuKernelContext& context,
-                                      const ConvAttributes& conv, const ConvDescs& descs,
+                                      const ConvPd& pd, const ConvDescs& descs,
                                       const dnnl::primitive_attr& attr,
                                       const Tensor& constant_weights,
                                       const ActivationStep& activation) {
-  const ConvPd pd = ChooseBlockedPd(spec, context, conv, descs, attr);
   // Weights: reordered once per process and layout (shared by every slot's plans).
   std::shared_ptr<const dnnl::memory> blocked_weights =
       PreparedWeights(context, constant_weights, descs.weights, pd.weights_desc());
@@ -504,8 +521,16 @@ KernelOrStatus BuildPlainConvKernel(const KernelSpec& spec, CpuKernelContext& co
 // that keeps NaN (see fused_post_ops.h).
 KernelOrStatus BuildConvKernel(const KernelSpec& spec, CpuKernelContext& context,
                                bool clamp_by_caller) {
-  REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(spec));
-  const ConvDescs descs = DescribeConv(spec, conv);
+  // 3-D: no Winograd, and oneDNN picks the layouts (nCdhw16c and its like).
+  const bool three_d = spec.inputs[0]->shape.size() == 5;
+  std::optional<ConvAttributes> conv;
+  std::optional<Conv3dAttributes> conv3d;
+  if (three_d) {
+    REPLICAD_ASSIGN_OR_RETURN(conv3d, ParseConv3dAttributes(spec));
+  } else {
+    REPLICAD_ASSIGN_OR_RETURN(conv, ParseConvAttributes(spec));
+  }
+  const ConvDescs descs = three_d ? DescribeConv3d(spec, *conv3d) : DescribeConv(spec, *conv);
   const Tensor* constant_weights =
       spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
   dnnl::primitive_attr attr = UserScratchpadAttr();
@@ -520,7 +545,10 @@ KernelOrStatus BuildConvKernel(const KernelSpec& spec, CpuKernelContext& context
                                                  clamp_by_caller));
   attr.set_post_ops(ops);
   if (constant_weights != nullptr) {
-    return BuildBlockedConvKernel(spec, context, conv, descs, attr, *constant_weights, activation);
+    const ConvPd pd = three_d ? BlockedLayoutPd(context, descs, conv3d->out_channels, attr,
+                                                dnnl::algorithm::convolution_direct)
+                              : ChooseBlockedPd(spec, context, *conv, descs, attr);
+    return BuildBlockedConvKernel(spec, context, pd, descs, attr, *constant_weights, activation);
   }
   if (fused_sum) {
     return absl::InternalError(NodeLabel(spec) +
@@ -592,12 +620,15 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   dnnl::post_ops unused;
   ActivationStep activation;
   REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &unused, &activation));
-  REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(spec));
   const Tensor* weights = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
   const Tensor* bias = spec.constant_inputs.size() > 2 ? spec.constant_inputs[2] : nullptr;
   const bool clamp = activation.pass == ActivationPass::kClip;
-  const bool winograd = context.winograd && HasWinograd() && weights != nullptr &&
-                        WinogradPays(conv, spec.inputs[1]->shape);
+  bool winograd = false;
+  if (spec.inputs[0]->shape.size() == 4 && context.winograd && HasWinograd() &&
+      weights != nullptr) {
+    REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(spec));
+    winograd = WinogradPays(conv, spec.inputs[1]->shape);
+  }
   if ((!clamp && !winograd) || weights == nullptr || (HasInput(spec, 2) && bias == nullptr) ||
       !AllFinite(weights) || !AllFinite(bias)) {
     return exact;

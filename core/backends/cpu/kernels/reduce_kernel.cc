@@ -119,7 +119,10 @@ class ReduceLoopKernel : public Kernel {
       }
       std::fill(out, out + out_size_, T{0});
       Walk([&](int64_t o, int64_t i) { out[o] += std::exp(in[i] - max[o]); });
-      for (int64_t o = 0; o < out_size_; ++o) out[o] = std::log(out[o]) + max[o];
+      // An output with +inf among its inputs is +inf (inf - inf would be NaN).
+      for (int64_t o = 0; o < out_size_; ++o) {
+        out[o] = std::isinf(max[o]) ? max[o] : std::log(out[o]) + max[o];
+      }
     }
     return absl::OkStatus();
   }

@@ -125,6 +125,20 @@ TEST_F(AxisKernelsTest, TopKOrdersTiesByIndexAndTakesTheSmallest) {
   EXPECT_THAT(Values<int64_t>((*y)[1]), ElementsAre(1, 0));
 }
 
+// NaN is greater than every number either way, as in PyTorch's topk.
+TEST_F(AxisKernelsTest, TopKPutsNanFirstAmongTheLargestAndLastAmongTheSmallest) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = Of<float>(DType::kFloat32, {1, 4}, {2, nan, -1, 5});
+  absl::StatusOr<std::vector<Tensor>> y = Run("TopK", {x, Int64s({1}, {4})}, Attributes(), 17, {1});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(Values<int64_t>((*y)[1]), ElementsAre(1, 3, 0, 2));
+  Attributes smallest;
+  smallest.Set("largest", int64_t{0});
+  y = Run("TopK", {x, Int64s({1}, {4})}, smallest, 17, {1});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(Values<int64_t>((*y)[1]), ElementsAre(2, 0, 3, 1));
+}
+
 TEST_F(AxisKernelsTest, TopKRefusesAKFromTheRequestOrBeyondTheAxis) {
   absl::StatusOr<std::vector<Tensor>> y =
       Run("TopK", {Random({2, 5}, 2), Int64s({1}, {2})}, Attributes());

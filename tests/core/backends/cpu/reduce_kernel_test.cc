@@ -56,13 +56,15 @@ TEST_F(ReduceKernelTest, MaxAndMinKeepNan) {
 }
 
 TEST_F(ReduceKernelTest, LogSumExpShiftsByTheMax) {
-  // exp(1000) overflows float; log(exp(1000) + exp(1000)) = 1000 + log 2.
-  const Tensor x = Of<float>(DType::kFloat32, {2, 2}, {1000, 1000, -kInf, -kInf});
+  // exp(1000) overflows float; log(exp(1000) + exp(1000)) = 1000 + log 2;
+  // all -inf gives -inf, and a +inf among the values +inf.
+  const Tensor x = Of<float>(DType::kFloat32, {3, 2}, {1000, 1000, -kInf, -kInf, kInf, 1});
   absl::StatusOr<std::vector<Tensor>> y =
       Run("ReduceLogSumExp", {x, Int64s({1}, {1})}, Attributes(), 18, {1});
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_NEAR((*y)[0].data<float>()[0], 1000.0 + std::log(2.0), 1e-6 * 1000);
   EXPECT_EQ((*y)[0].data<float>()[1], -kInf);
+  EXPECT_EQ((*y)[0].data<float>()[2], kInf);  // Not inf - inf = NaN.
 }
 
 TEST_F(ReduceKernelTest, NoopWithEmptyAxesReturnsTheInputForEveryKind) {
