@@ -32,16 +32,17 @@ bool IsOneDimensional(const onnx::NodeProto& node, const std::map<std::string, i
   return rank_of(0) == 3;
 }
 
-// The 2-D form of a window attribute: a leading 1 (sizes) or 0 (pads).
+// The 2-D form of a window attribute: a leading 1 (sizes) or 0
+// (output_padding, pads).
 void Widen(onnx::AttributeProto* a) {
   const std::string& name = a->name();
-  const bool sizes = name == "kernel_shape" || name == "strides" || name == "dilations" ||
-                     name == "output_padding" || name == "output_shape";
-  if (!sizes && name != "pads") return;
+  const bool sizes =
+      name == "kernel_shape" || name == "strides" || name == "dilations" || name == "output_shape";
+  if (!sizes && name != "pads" && name != "output_padding") return;
   std::vector<int64_t> values(a->ints().begin(), a->ints().end());
   a->clear_ints();
-  if (sizes) {
-    a->add_ints(1);
+  if (sizes || name == "output_padding") {
+    a->add_ints(sizes ? 1 : 0);
     for (int64_t v : values) a->add_ints(v);
     return;
   }

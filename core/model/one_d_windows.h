@@ -14,8 +14,8 @@ namespace replicad {
 // window is the 2-D one of height 1, so each such node becomes
 //   Unsqueeze(X, axis 2) -> the 2-D node -> Squeeze(axis 2)
 // with W (Conv, ConvTranspose) unsqueezed alike, and its window attributes
-// given a leading 1 (kernel_shape, strides, dilations, output_padding,
-// output_shape) or 0 (pads). The graph computes the same values; its inputs,
+// given a leading 1 (kernel_shape, strides, dilations, output_shape) or 0
+// (output_padding, pads). The graph computes the same values; its inputs,
 // outputs and initializers keep their names and shapes, so checkpoints and
 // gradients are those of the 1-D model. A node is 1-D when its kernel_shape
 // has one value, or else its W or X has the rank of one (rank 3 in

@@ -62,18 +62,29 @@ class Analysis {
 
   Effect Apply(const Node& node, int batch) const {
     static const std::map<std::string, Rule>* const kRules = new std::map<std::string, Rule>{
-        {"ArgMax", &Analysis::AlongAxis},       {"ArgMin", &Analysis::AlongAxis},
-        {"Concat", &Analysis::AlongAxis},       {"Split", &Analysis::AlongAxis},
-        {"TopK", &Analysis::AlongAxis},         {"GatherElements", &Analysis::AlongAxis},
-        {"CumSum", &Analysis::AlongAxis},       {"Softmax", &Analysis::Normalizing},
-        {"LogSoftmax", &Analysis::Normalizing}, {"Hardmax", &Analysis::Normalizing},
+        {"ArgMax", &Analysis::AlongAxis},
+        {"ArgMin", &Analysis::AlongAxis},
+        {"Concat", &Analysis::AlongAxis},
+        {"Split", &Analysis::AlongAxis},
+        {"TopK", &Analysis::AlongAxis},
+        {"GatherElements", &Analysis::AlongAxis},
+        {"CumSum", &Analysis::AlongAxis},
+        {"Softmax", &Analysis::Normalizing},
+        {"LogSoftmax", &Analysis::Normalizing},
+        {"Hardmax", &Analysis::Normalizing},
         {"LayerNormalization", &Analysis::LayerNorm},
-        {"Gather", &Analysis::GatherRule},      {"GatherND", &Analysis::GatherNdRule},
-        {"ScatterND", &Analysis::ScatterRule},  {"Transpose", &Analysis::TransposeRule},
-        {"Flatten", &Analysis::FlattenRule},    {"Squeeze", &Analysis::SqueezeRule},
-        {"Unsqueeze", &Analysis::SqueezeRule},  {"Slice", &Analysis::SliceRule},
-        {"Gemm", &Analysis::GemmRule},          {"Einsum", &Analysis::EinsumRule},
-        {"OneHot", &Analysis::OneHotRule},      {"Trilu", &Analysis::TriluRule},
+        {"Gather", &Analysis::GatherRule},
+        {"GatherND", &Analysis::GatherNdRule},
+        {"ScatterND", &Analysis::ScatterRule},
+        {"Transpose", &Analysis::TransposeRule},
+        {"Flatten", &Analysis::FlattenRule},
+        {"Squeeze", &Analysis::SqueezeRule},
+        {"Unsqueeze", &Analysis::SqueezeRule},
+        {"Slice", &Analysis::SliceRule},
+        {"Gemm", &Analysis::GemmRule},
+        {"Einsum", &Analysis::EinsumRule},
+        {"OneHot", &Analysis::OneHotRule},
+        {"Trilu", &Analysis::TriluRule},
     };
     if (node.op_type.rfind("Reduce", 0) == 0) return ReduceRule(node, batch);
     auto it = kRules->find(node.op_type);
@@ -226,8 +237,8 @@ class Analysis {
     const std::vector<int64_t> starts = ints("starts", 1), ends = ints("ends", 2);
     std::vector<int64_t> axes = ints("axes", 3);
     const std::vector<int64_t> steps = attributes ? std::vector<int64_t>{} : ConstantInts(node, 4);
-    const bool axes_given = attributes ? node.attributes.Has("axes")
-                                       : node.inputs.size() > 3 && node.inputs[3] >= 0;
+    const bool axes_given =
+        attributes ? node.attributes.Has("axes") : node.inputs.size() > 3 && node.inputs[3] >= 0;
     if (axes_given && axes.empty()) return {"over axes computed at run time", batch};
     if (!axes_given) {
       for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
@@ -252,8 +263,7 @@ class Analysis {
   // Each operand that carries rows names its batch dim with a label the
   // output keeps: "bij,bjk->bik".
   Effect EinsumRule(const Node& node, int batch) const {
-    const std::string equation =
-        node.attributes.GetString("equation", "").value_or(std::string());
+    const std::string equation = node.attributes.GetString("equation", "").value_or(std::string());
     const size_t arrow = equation.find("->");
     if (arrow == std::string::npos) return {"an equation without an output", batch};
     std::string output;

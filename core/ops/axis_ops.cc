@@ -100,8 +100,14 @@ absl::StatusOr<CumSumAttributes> ParseCumSum(const KernelSpec& spec) {
   REPLICAD_ASSIGN_OR_RETURN(const Tensor* axis_value, ValueInput(spec, 1, "axis"));
   const int64_t axis = axis_type.dtype == DType::kInt64 ? axis_value->data<int64_t>()[0]
                                                         : axis_value->data<int32_t>()[0];
+  // The axis is an input, not an attribute: checked here to say so.
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (rank > 0 && (axis < -rank || axis >= rank)) {
+    return NodeError(spec, absl::StrCat("input 1 'axis' must be in [", -rank, ", ", rank - 1,
+                                        "] for rank ", rank, ", received ", axis));
+  }
   CumSumAttributes attributes;
-  REPLICAD_ASSIGN_OR_RETURN(attributes.lines, LinesOf(spec, x, axis, "input 1 'axis'"));
+  REPLICAD_ASSIGN_OR_RETURN(attributes.lines, LinesOf(spec, x, axis, "axis"));
   REPLICAD_ASSIGN_OR_RETURN(int64_t exclusive, IntAttribute(spec, "exclusive", 0));
   REPLICAD_ASSIGN_OR_RETURN(int64_t reverse, IntAttribute(spec, "reverse", 0));
   attributes.exclusive = exclusive != 0;

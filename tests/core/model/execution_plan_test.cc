@@ -688,3 +688,38 @@ TEST(ExecutionPlanTest, UpsampleOfOpsetNineKeepsItsCoordinatesThroughTheConversi
 
 }  // namespace
 }  // namespace replicad
+
+namespace replicad {
+namespace {
+
+// A 1-D ConvTranspose with output_padding (lifted to 2-D of height 1, the
+// padding widened with a leading 0): X [1, 1, 3], W [1, 1, 2], stride 2,
+// output_padding 1 gives 3 x 2 + 1 = 7 values: x[i] * w[k] at 2i + k, and
+// the padded end 0.
+TEST(ExecutionPlanTest, OneDimensionalConvTransposeWithOutputPadding) {
+  OnnxModelBuilder b("deconv1d", 13);
+  Tensor w = Tensor::Host(DType::kFloat32, {1, 1, 2});
+  w.data<float>()[0] = 1.0f;
+  w.data<float>()[1] = 10.0f;
+  b.AddInitializer("w", w);
+  onnx::NodeProto* node = b.AddNode("ConvTranspose", {"x", "w"}, {"y"});
+  OnnxModelBuilder::SetInts(node, "strides", {2});
+  OnnxModelBuilder::SetInts(node, "output_padding", {1});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 1, 3});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 1, kAnyDim});
+  std::unique_ptr<Replica> replica = CpuReplica(testing::LoadOrDie(b.Serialize(), "deconv1d"));
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{1, 1, 3}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->output_types()[0].shape, (Shape{1, 1, 7}));
+  float x[3] = {1, 2, 3}, y[7] = {};
+  const void* inputs[] = {x};
+  void* outputs[] = {y};
+  absl::Status status;
+  replica->device().Enqueue([&] { status = (*plan)->Run(inputs, outputs); });
+  ASSERT_TRUE(replica->device().Synchronize().ok());
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(y, ::testing::ElementsAre(1, 10, 2, 20, 3, 30, 0));
+}
+
+}  // namespace
+}  // namespace replicad

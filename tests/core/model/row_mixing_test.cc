@@ -54,7 +54,7 @@ TEST(RowMixingTest, ReductionsAndScansAlongTheBatchDimMixRows) {
   EXPECT_EQ(OneNode("CumSum", {Int64s({2})}), "");
   // ArgMax: axis 0 by default.
   EXPECT_THAT(OneNode("ArgMax", {}, nullptr, DType::kInt64), HasSubstr("along the batch dim"));
-  EXPECT_EQ(OneNode("Softmax", {}), "");                                 // axis -1 from opset 13
+  EXPECT_EQ(OneNode("Softmax", {}), "");  // axis -1 from opset 13
 }
 
 TEST(RowMixingTest, IndexingAndMovingRowsMixThem) {
@@ -65,10 +65,14 @@ TEST(RowMixingTest, IndexingAndMovingRowsMixThem) {
                     [](onnx::NodeProto* n) { OnnxModelBuilder::SetInt(n, "axis", 1); }),
             "");
   EXPECT_THAT(OneNode("Transpose", {},
-                      [](onnx::NodeProto* n) { OnnxModelBuilder::SetInts(n, "perm", {1, 0, 2}); }),
+                      [](onnx::NodeProto* n) {
+                        OnnxModelBuilder::SetInts(n, "perm", {1, 0, 2});
+                      }),
               HasSubstr("output 'y' (holds the batch in dim 1)"));
   EXPECT_EQ(OneNode("Transpose", {},
-                    [](onnx::NodeProto* n) { OnnxModelBuilder::SetInts(n, "perm", {0, 2, 1}); }),
+                    [](onnx::NodeProto* n) {
+                      OnnxModelBuilder::SetInts(n, "perm", {0, 2, 1});
+                    }),
             "");
   // Slice: all rows (end past any size) keep them; a cut does not.
   EXPECT_EQ(OneNode("Slice", {Int64s({0, 1}), Int64s({INT64_MAX, 2}), Int64s({0, 1})}), "");
@@ -108,9 +112,9 @@ namespace {
 TEST(RowMixingTest, ExportedModelsOfTheParityTestKeepTheirRows) {
   const std::string dir = REPLICAD_PARITY_FIXTURES_DIR;
   int seen = 0;
-  for (const char* name : {"resnet18", "densenet121", "shufflenet_v2_x0_5", "vit_b_32", "swin_t",
-                           "maxvit_t", "bert_encoder", "gpt_decoder", "deeplabv3_mobilenet_v3_large",
-                           "r3d_18"}) {
+  for (const char* name :
+       {"resnet18", "densenet121", "shufflenet_v2_x0_5", "vit_b_32", "swin_t", "maxvit_t",
+        "bert_encoder", "gpt_decoder", "deeplabv3_mobilenet_v3_large", "r3d_18"}) {
     const std::string path = dir + "/" + name + "/model.onnx";
     absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxFile(path, name);
     if (!model.ok()) continue;  // Not exported on this machine (yet).
