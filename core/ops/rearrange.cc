@@ -35,7 +35,14 @@ absl::StatusOr<std::vector<int64_t>> ParseTileRepeats(const KernelSpec& spec) {
 absl::Status InferTile(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, ParseTileRepeats(*spec));
   TensorType out = *spec->inputs[0];
-  for (size_t d = 0; d < repeats.size(); ++d) out.shape[d] *= repeats[d];
+  for (size_t d = 0; d < repeats.size(); ++d) {
+    // A model file may repeat past what int64 counts (Tile by 2^62).
+    if (__builtin_mul_overflow(out.shape[d], repeats[d], &out.shape[d])) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(NodeLabel(*spec), ": input 1 'repeats' ", repeats[d], " makes dim ", d,
+                       " of ", TensorTypeToString(*spec->inputs[0]), " larger than int64 counts"));
+    }
+  }
   spec->outputs = {out};
   return absl::OkStatus();
 }
