@@ -75,8 +75,7 @@ absl::StatusOr<ReduceKind> ReduceKindOf(const KernelSpec& spec) {
       {"ReduceMax", ReduceKind::kMax},       {"ReduceMin", ReduceKind::kMin},
       {"ReduceProd", ReduceKind::kProd},     {"ReduceL1", ReduceKind::kL1},
       {"ReduceL2", ReduceKind::kL2},         {"ReduceSumSquare", ReduceKind::kSumSquare},
-      {"ReduceLogSum", ReduceKind::kLogSum}, {"ReduceLogSumExp", ReduceKind::kLogSumExp},
-      {"GlobalMaxPool", ReduceKind::kMax}};
+      {"ReduceLogSum", ReduceKind::kLogSum}, {"ReduceLogSumExp", ReduceKind::kLogSumExp}};
   for (const auto& [op, kind] : kKinds) {
     if (spec.op_type == op) return kind;
   }

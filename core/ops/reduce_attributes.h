@@ -33,7 +33,7 @@ enum class ReduceKind {
   kLogSumExp,  // log(sum exp(x)), computed as max + log(sum exp(x - max))
 };
 
-// The kind of reduction spec's op computes (GlobalMaxPool is a kMax);
+// The kind of reduction spec's Reduce* op computes;
 // Unimplemented for another op.
 absl::StatusOr<ReduceKind> ReduceKindOf(const KernelSpec& spec);
 

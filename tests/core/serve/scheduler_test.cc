@@ -75,6 +75,20 @@ std::vector<Tensor> TwoInputs(int64_t rows, uint64_t seed) {
   return {testing::RandomTensor({rows, 3, 6, 6}, seed), testing::RandomTensor({rows, 5}, seed + 1)};
 }
 
+// Call `i`'s two outputs equal its inputs run alone on `set`. Tolerance: the
+// same kernels on the same rows; only a batch's blocking can change the
+// order of float sums.
+void ExpectAnswerAsAlone(ReplicaSet& set, const Call& call, size_t i) {
+  testing::PredictOutcome alone = testing::PredictAndWait(set, call.inputs);
+  ASSERT_TRUE(alone.status.ok()) << alone.status;
+  ASSERT_EQ(call.outputs.outputs.size(), 2u);
+  for (size_t j = 0; j < 2; ++j) {
+    EXPECT_EQ(call.outputs.outputs[j].shape(), alone.outputs[j].shape());
+    EXPECT_LT(testing::RelativeL2(call.outputs.outputs[j], alone.outputs[j]), 1e-6)
+        << "request " << i << " output " << j;
+  }
+}
+
 TEST(SchedulerExactnessTest, FusedBatchesOfMixedSizesMatchEachRequestAlone) {
   std::shared_ptr<ReplicaSet> set = testing::MakeCpuReplicaSet(TwoInTwoOut(), {1, 1});
   SchedulerOptions options;
@@ -96,16 +110,7 @@ TEST(SchedulerExactnessTest, FusedBatchesOfMixedSizesMatchEachRequestAlone) {
     call.answered.WaitForNotification();
     ASSERT_TRUE(call.status.ok()) << call.status;
     if (call.report.batch_requests > 1) ++fused;
-    testing::PredictOutcome alone = testing::PredictAndWait(*set, call.inputs);
-    ASSERT_TRUE(alone.status.ok()) << alone.status;
-    ASSERT_EQ(call.outputs.outputs.size(), 2u);
-    for (size_t j = 0; j < 2; ++j) {
-      EXPECT_EQ(call.outputs.outputs[j].shape(), alone.outputs[j].shape());
-      // Tolerance: the same kernels on the same rows; only the batch's
-      // blocking can change the order of float sums.
-      EXPECT_LT(testing::RelativeL2(call.outputs.outputs[j], alone.outputs[j]), 1e-6)
-          << "request " << i << " output " << j;
-    }
+    ExpectAnswerAsAlone(*set, call, i);
   }
   EXPECT_EQ(fused, static_cast<int>(sizes.size()));  // All in one batch.
 }
@@ -154,15 +159,7 @@ TEST(SchedulerExactnessTest, RequestsOfDifferentSequenceLengthsAreBatchedOnlyByL
     int same_length = 0;
     for (const auto& [rows, other] : rows_and_lengths) same_length += other == length;
     EXPECT_LE(call.report.batch_requests, same_length) << "request " << i;
-    testing::PredictOutcome alone = testing::PredictAndWait(*set, call.inputs);
-    ASSERT_TRUE(alone.status.ok()) << alone.status;
-    ASSERT_EQ(call.outputs.outputs.size(), 2u);
-    for (size_t j = 0; j < 2; ++j) {
-      EXPECT_EQ(call.outputs.outputs[j].shape(), alone.outputs[j].shape());
-      // The same kernels on the same rows (see above).
-      EXPECT_LT(testing::RelativeL2(call.outputs.outputs[j], alone.outputs[j]), 1e-6)
-          << "request " << i << " output " << j;
-    }
+    ExpectAnswerAsAlone(*set, call, i);
     EXPECT_EQ(call.outputs.outputs[1].shape()[1], length);
   }
 }
