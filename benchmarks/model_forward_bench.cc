@@ -220,7 +220,11 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
     std::vector<const void*> in_ptrs;
     std::vector<void*> out_ptrs;
     for (const Tensor& t : inputs) in_ptrs.push_back(t.raw_data());
-    for (const TensorType& type : (*plan)->output_types()) {
+    // A data-dependent plan (a detection model's post-processing) hands its
+    // outputs over as host tensors of the request's shapes.
+    const bool data_dependent = (*plan)->data_dependent();
+    for (const TensorType& type :
+         data_dependent ? std::vector<TensorType>{} : (*plan)->output_types()) {
       outputs.push_back(Tensor::Host(type.dtype, type.shape));
       out_ptrs.push_back(outputs.back().raw_data());
     }
@@ -231,13 +235,15 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
     absl::StatusOr<Timing> direct = absl::InternalError("direct pass did not run");
     std::thread runner([&] {
       omp_set_num_threads(options.threads);  // As the slot's own thread runs it.
-      direct = Measure("direct", options.warmup, options.iterations,
-                       [&] { return (*plan)->Run(in_ptrs.data(), out_ptrs.data()); });
+      direct = Measure("direct", options.warmup, options.iterations, [&] {
+        return data_dependent ? (*plan)->RunToHost(in_ptrs.data(), &outputs)
+                              : (*plan)->Run(in_ptrs.data(), out_ptrs.data());
+      });
     });
     runner.join();
     if (!direct.ok()) return direct.status();
     timings.push_back(*direct);
-    if (options.profile) {
+    if (options.profile && !data_dependent) {
       absl::Status profiled;
       std::thread profiler([&] {
         omp_set_num_threads(options.threads);

@@ -104,8 +104,9 @@ class Device {
   // device has no kernel (MakeKernel says Unimplemented): the shape
   // arithmetic of transformers (comparisons, Where, Range on int64, bool and
   // int32) that a GPU backend need not compute. The result is uploaded as a
-  // constant. nullptr (the default): no such device, as for host devices,
-  // which compute every op they know themselves.
+  // constant. Plans also run their data-dependent part there (execution_
+  // plan.h), host slots' plans included: its kernels are made while the
+  // slot's own thread runs the plan. nullptr (the default): no such device.
   virtual Device* host_folding_device() { return nullptr; }
 };
 

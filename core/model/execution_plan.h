@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
 #include "core/device/run_context.h"
+#include "core/model/data_dependent_part.h"
 #include "core/model/graph.h"
 #include "core/model/shared_plan_arena.h"
 
@@ -25,6 +26,13 @@ namespace replicad {
 // value, and anything computed only from those) run once at Create and
 // become constants. After Create, Run allocates nothing: it is the
 // per-request hot path.
+//
+// Nodes that can only run once the request's values are known (a detection
+// model's NonZero, NonMaxSuppression, TopK of a computed K and all that reads
+// them; data_dependent_part.h) make the plan data-dependent: its kernels
+// compute everything else, then those nodes run on the host, and the outputs
+// come back as host tensors of the shapes the request gives them (RunToHost;
+// Run and RunSplit refuse such a plan).
 class ExecutionPlan {
  public:
   // `weights` are the replica's device copies of graph.initializers (same
@@ -49,7 +57,12 @@ class ExecutionPlan {
   // the model does not declare (ONNX's shape inference stops at shapes that
   // depend on values; the plan computes them).
   const std::vector<std::optional<TensorType>>& value_types() const { return value_types_; }
+  // A data-dependent plan's outputs computed by its part have the model's
+  // declared types (kAnyDim where ONNX could not tell the dim).
   const std::vector<TensorType>& output_types() const { return output_types_; }
+  bool data_dependent() const { return part_ != nullptr; }
+  // Nodes in the data-dependent part (0 without one).
+  size_t data_dependent_nodes() const { return part_ != nullptr ? part_->node_count() : 0; }
   // Bytes of the intermediate-value arena, and what they would be without reuse.
   size_t arena_bytes() const { return arena_bytes_; }
   size_t unshared_bytes() const { return unshared_bytes_; }
@@ -88,6 +101,14 @@ class ExecutionPlan {
   using Proceed = absl::FunctionRef<absl::Status()>;
   // Run, asking `proceed` between kernels.
   absl::Status Run(const void* const* inputs, void* const* outputs, Proceed proceed);
+  // Runs a data-dependent plan: `inputs` as Run's; `outputs` gets the
+  // graph's outputs as host tensors of their own (the plan keeps none).
+  // `proceed` (optional) is asked before every kernel and every node of the
+  // part. Same thread rules as Run. FailedPrecondition for a plan that is
+  // not data-dependent.
+  absl::Status RunToHost(const void* const* inputs, std::vector<Tensor>* outputs,
+                         const Proceed* proceed = nullptr);
+
   // Run as a training step: every kernel gets `context` (the trainer's, for
   // this slot and step; it must outlive the call), and the kernels of the
   // graph's nodes before `boundary` (a node of the graph; e.g. a training
@@ -138,6 +159,13 @@ class ExecutionPlan {
   std::vector<TensorType> output_types_;
   std::vector<int> input_values_;
   std::vector<int> output_values_;  // -1 where the output is served by an OutputCopy.
+  // The data-dependent part (null without one), the values it reads that
+  // the steps compute or the caller gives, and the Identity nodes that pass
+  // on the outputs of If branches chosen at plan time (steps point at them).
+  std::unique_ptr<DataDependentPart> part_;
+  std::vector<int> part_inputs_;
+  std::vector<int> graph_outputs_;  // With a part: the value of each output.
+  std::deque<Node> passed_on_;
   std::vector<Step> steps_;
   std::vector<OutputCopy> output_copies_;
   // Per step: the graph outputs it writes in place (for OutputReady).

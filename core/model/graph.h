@@ -20,6 +20,14 @@ struct Value {
   TensorType type;
 };
 
+// A condition a node runs under: it runs only where value `condition` (a
+// bool of one element) holds `branch`. An If's branches become guarded nodes
+// (if_branches.h).
+struct Guard {
+  int condition;
+  bool branch;
+};
+
 // One operator application. Inputs index Graph::values; kAbsentInput stands
 // for an optional input the model leaves out.
 struct Node {
@@ -30,6 +38,10 @@ struct Node {
   std::vector<int> inputs;
   std::vector<int> outputs;
   Attributes attributes;
+  // Empty for a node that always runs. A node of a nested If's branch has a
+  // guard per If; one whose condition was never computed (its own branch
+  // was not taken) counts as not holding.
+  std::vector<Guard> guards;
 };
 
 // The engine's graph IR: nodes in topological order over indexed values.

@@ -13,6 +13,7 @@
 #include "core/base/status_macros.h"
 #include "core/model/exporter_forms.h"
 #include "core/model/graph_optimizer.h"
+#include "core/model/if_branches.h"
 #include "core/model/one_d_windows.h"
 #include "core/model/onnx_tensor.h"
 #include "core/ops/op_registry.h"
@@ -190,8 +191,21 @@ absl::Status ConvertNode(const onnx::NodeProto& proto, int n, ValueNames* names,
     node.outputs.push_back(names->Index(out));
   }
   for (const auto& attr : proto.attribute()) {
+    if (attr.name() == kGuardConditions) {
+      for (const std::string& condition : attr.strings()) {
+        node.guards.push_back(Guard{names->Index(condition), false});
+      }
+      continue;
+    }
+    if (attr.name() == kGuardBranches) continue;  // Read with the conditions, below.
     REPLICAD_ASSIGN_OR_RETURN(AttributeValue value, ConvertAttribute(attr, node.name));
     node.attributes.Set(attr.name(), std::move(value));
+  }
+  for (const auto& attr : proto.attribute()) {
+    if (attr.name() != kGuardBranches) continue;
+    for (int i = 0; i < attr.ints_size() && i < static_cast<int>(node.guards.size()); ++i) {
+      node.guards[i].branch = attr.ints(i) != 0;
+    }
   }
   graph->nodes.push_back(std::move(node));
   return absl::OkStatus();
@@ -586,6 +600,9 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto mode
     onnx::shape_inference::InferShapes(model);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ONNX rejects the model: ", e.what()));
+  }
+  if (absl::Status s = FlattenIfBranches(model.mutable_graph()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
   }
   NormalizeTrainingForms(model.mutable_graph());
   NarrowDoubleConstantsCastToFloat(model.mutable_graph());

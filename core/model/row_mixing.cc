@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ops/op_registry.h"
 
 namespace replicad {
 namespace {
@@ -40,6 +41,17 @@ class Analysis {
       if (batch == kNoRows) continue;
       // Shape and Size read only a value's type.
       if (node.op_type == "Shape" || node.op_type == "Size") continue;
+      // A shape, count or choice read from the rows' values (Reshape's shape,
+      // TopK's K, an If's condition computed from the request) is one for the
+      // whole batch.
+      if (const OpDefinition* op = FindOp(node.op_type); op != nullptr && node.op_type != "If") {
+        for (size_t i = 0; i < node.inputs.size(); ++i) {
+          if (op->NeedsValue(i) && node.inputs[i] >= 0 && axis_[node.inputs[i]] != kNoRows) {
+            return absl::StrCat(node.op_type, " node '", node.name, "' (input ", i,
+                                ", which sets the output's shape, is computed from the rows)");
+          }
+        }
+      }
       const Effect effect = Apply(node, batch);
       if (!effect.mixes.empty()) {
         return absl::StrCat(node.op_type, " node '", node.name, "' (", effect.mixes, ")");
@@ -85,6 +97,11 @@ class Analysis {
         {"Einsum", &Analysis::EinsumRule},
         {"OneHot", &Analysis::OneHotRule},
         {"Trilu", &Analysis::TriluRule},
+        // One branch for the whole batch, whichever rows decide it.
+        {"If",
+         [](const Analysis&, const Node&, int b) {
+           return Effect{"one branch for the whole batch", b};
+         }},
     };
     if (node.op_type.rfind("Reduce", 0) == 0) return ReduceRule(node, batch);
     auto it = kRules->find(node.op_type);

@@ -10,6 +10,7 @@
 #include "core/ops/optimizer_step_attributes.h"
 #include "core/ops/shape_rules.h"
 #include "core/ops/training_ops.h"
+#include "core/ops/value_shaped.h"
 
 namespace replicad {
 namespace {
@@ -57,6 +58,7 @@ constexpr OpDefinition kOps[] = {
     {"HardSwish", InferHardSwish},
     {"Hardmax", InferHardmax},
     {"Identity", InferIdentity},
+    {"If", InferByEvaluating, ~0u, EvaluateIf},
     {"InstanceNormalization", InferGroupNormalization},
     {"LayerNormalization", InferLayerNormalization},
     {"LeakyRelu", InferLeakyRelu},
@@ -73,6 +75,8 @@ constexpr OpDefinition kOps[] = {
     {"Mod", InferMod},
     {"Mul", InferMul},
     {"Neg", InferSignedMath},
+    {"NonMaxSuppression", InferByEvaluating, ~0u, EvaluateNonMaxSuppression},
+    {"NonZero", InferByEvaluating, ~0u, EvaluateNonZero},
     {"Not", InferNot},
     {"OneHot", InferOneHot, 1u << 1},
     {"Or", InferLogicalBinary},

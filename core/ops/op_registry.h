@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/device/kernel.h"
+#include "core/tensor/tensor.h"
 
 namespace replicad {
 
@@ -23,6 +25,11 @@ struct OpDefinition {
   // (Reshape's `shape`), so it must be known when the plan is made: an
   // initializer, a Constant, or computed from such values at plan time.
   uint32_t value_inputs = 0;
+  // For an operator whose output shape is its result (value_shaped.h:
+  // NonZero, NonMaxSuppression, If): computes the outputs on the host from
+  // the inputs' values. Plans call it, never a device kernel; nullptr for
+  // every other operator.
+  absl::StatusOr<std::vector<Tensor>> (*evaluate)(const KernelSpec& spec) = nullptr;
 
   bool NeedsValue(size_t input) const { return input < 32 && ((value_inputs >> input) & 1u); }
 };

@@ -15,7 +15,11 @@
 namespace replicad {
 namespace {
 
-constexpr int64_t kMaxRangeElements = int64_t{1} << 31;
+// The shape rule makes the range itself (its length is its value), so a bound
+// on it is a bound on what a model, or a request whose values set the limit
+// (a plan's data-dependent part), can make this allocate: 2^28 elements, 2 GiB
+// of int64.
+constexpr int64_t kMaxRangeElements = int64_t{1} << 28;
 
 template <typename T>
 absl::StatusOr<Tensor> RangeOf(const KernelSpec& spec, T start, T limit, T delta) {

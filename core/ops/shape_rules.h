@@ -63,6 +63,10 @@ absl::Status InferSqueeze(KernelSpec* spec);
 absl::Status InferUnsqueeze(KernelSpec* spec);
 absl::Status InferUpsample(KernelSpec* spec);
 
+// NonZero, NonMaxSuppression and If (value_shaped.cc): the outputs' types
+// of evaluating the node, which needs every input's value.
+absl::Status InferByEvaluating(KernelSpec* spec);
+
 // Indexing (indexing_ops.cc): OneHot needs input 1 ('depth') known.
 absl::Status InferGatherElements(KernelSpec* spec);
 absl::Status InferGatherNd(KernelSpec* spec);

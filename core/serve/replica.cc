@@ -234,8 +234,9 @@ absl::StatusOr<std::shared_ptr<ExecutionPlan>> Replica::PlanFor(
   PlanCache::Entry entry{input_shapes, plan, plan->own_bytes(), plan->shared_bytes()};
   if (device_->memory_location().kind != MemoryKind::kHost) {
     REPLICAD_RETURN_IF_ERROR(AddIoSets(*plan, 1));
-    for (const std::vector<TensorType>* types : {&plan->input_types(), &plan->output_types()}) {
-      for (const TensorType& type : *types) entry.own_bytes += ByteSize(type);
+    for (const TensorType& type : plan->input_types()) entry.own_bytes += ByteSize(type);
+    if (!plan->data_dependent()) {
+      for (const TensorType& type : plan->output_types()) entry.own_bytes += ByteSize(type);
     }
   }
   if (!plans_.FitsAlone(entry.own_bytes, entry.shared_bytes)) {
@@ -276,7 +277,9 @@ absl::Status Replica::AddIoSets(const ExecutionPlan& plan, size_t count) {
       io.input_ptrs.push_back(buffer->data());
       io.inputs.push_back(std::move(buffer));
     }
-    for (const TensorType& type : plan.output_types()) {
+    // A data-dependent plan's outputs come back in host tensors (RunToHost).
+    for (const TensorType& type :
+         plan.data_dependent() ? std::vector<TensorType>{} : plan.output_types()) {
       REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, device_->Allocate(ByteSize(type)));
       io.output_ptrs.push_back(buffer->data());
       io.outputs.push_back(std::move(buffer));
@@ -407,6 +410,26 @@ absl::Status Replica::RunSlice(const SlicePlan& plan, const void* const* host_in
                          outputs_location, proceed);
   absl::Status status = pipeline.Run();
   // Whatever failed, nothing may still be reading or writing the buffers.
+  absl::Status done = device_->AwaitStream();
+  return status.ok() ? done : status;
+}
+
+absl::Status Replica::RunSliceToHost(const SlicePlan& plan, const void* const* host_inputs,
+                                     std::vector<Tensor>* outputs,
+                                     const ExecutionPlan::Proceed* proceed) {
+  ExecutionPlan& whole = *plan.chunk;
+  if (device_->memory_location().kind == MemoryKind::kHost) {
+    return whole.RunToHost(host_inputs, outputs, proceed);
+  }
+  REPLICAD_ASSIGN_OR_RETURN(const IoSet* io, IoSetOf(whole, 0));
+  const MemoryLocation here = device_->memory_location();
+  absl::Status status;
+  for (size_t i = 0; i < whole.input_types().size() && status.ok(); ++i) {
+    status = device_->CopyOnStream(host_inputs[i], MemoryLocation{}, io->input_ptrs[i], here,
+                                   ByteSize(whole.input_types()[i]));
+  }
+  if (status.ok()) status = whole.RunToHost(io->input_ptrs.data(), outputs, proceed);
+  // Whatever failed, nothing may still be reading the buffers.
   absl::Status done = device_->AwaitStream();
   return status.ok() ? done : status;
 }

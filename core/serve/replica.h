@@ -133,6 +133,12 @@ class Replica {
   absl::Status RunSlice(const SlicePlan& plan, const void* const* host_inputs, void* const* outputs,
                         MemoryLocation outputs_location,
                         const ExecutionPlan::Proceed* proceed = nullptr);
+  // RunSlice for a data-dependent plan (ExecutionPlan::data_dependent; one
+  // chunk): the outputs come back as host tensors of the shapes the request
+  // gave them. A GPU slot uploads the inputs into the plan's buffers first.
+  absl::Status RunSliceToHost(const SlicePlan& plan, const void* const* host_inputs,
+                              std::vector<Tensor>* outputs,
+                              const ExecutionPlan::Proceed* proceed = nullptr);
 
  private:
   Replica(std::shared_ptr<const Model> model, SlotAssignment slot, std::unique_ptr<Device> device,

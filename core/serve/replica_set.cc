@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/base/status_macros.h"
 
 namespace replicad {
 
@@ -23,6 +25,10 @@ struct ReplicaSetRun {
   std::vector<bool> scalar;          // Per output: rank 0, merged by mean.
   std::vector<std::vector<float>> partial_scalars;  // [slice][output].
   std::vector<absl::Status> statuses;               // Per slice.
+  // Non-null when the plan is data-dependent (ExecutionPlan::RunToHost):
+  // the outputs' shapes are known only once the slice ran, which then asks
+  // the sink for their memory itself.
+  OutputSink* sink_after_run = nullptr;
   std::atomic<int> remaining{0};
   ReplicaSet::Done done;
 };
@@ -75,6 +81,21 @@ void SlicesDone(std::shared_ptr<ReplicaSetRun> state) {
     }
     Finish(*state);
   });
+}
+
+// Runs a data-dependent slice (the whole batch) and copies its outputs into
+// memory the sink gives for the shapes they came out with.
+absl::Status RunToSink(Replica& replica, const Replica::SlicePlan& plan, const void* const* inputs,
+                       OutputSink& sink, const ExecutionPlan::Proceed* proceed) {
+  std::vector<Tensor> outputs;
+  REPLICAD_RETURN_IF_ERROR(replica.RunSliceToHost(plan, inputs, &outputs, proceed));
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    REPLICAD_ASSIGN_OR_RETURN(void* to, sink.Allocate(static_cast<int>(j), outputs[j].type()));
+    if (outputs[j].byte_size() > 0) {
+      std::memcpy(to, outputs[j].raw_data(), outputs[j].byte_size());
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -248,6 +269,25 @@ void ReplicaSet::Start(std::shared_ptr<ReplicaSetRun> state, OutputSink* sink,
                        StillWanted still_wanted) {
   const int64_t batch = state->inputs[0].shape()[0];  // Run checked it.
   const std::vector<TensorType>& types = state->plans[0].output_types;
+  if (state->plans[0].chunk->data_dependent()) {
+    if (state->slices.size() != 1) {
+      std::move(state->done)(
+          absl::FailedPreconditionError(absl::StrCat(
+              "model '", model_->name(),
+              "' computes outputs whose shapes depend on the request's values, so a batch "
+              "runs whole on one slot; received ",
+              state->slices.size(), " slices")),
+          state->slices);
+      return;
+    }
+    state->sink_after_run = sink;
+    state->statuses.assign(1, absl::OkStatus());
+    state->remaining.store(1);
+    Replica& replica = *replicas_[state->slices[0].slot];
+    replica.device().Enqueue(
+        [this, state, &replica, still_wanted] { RunSlice(state, 0, replica, still_wanted); });
+    return;
+  }
   const bool split = state->slices.size() > 1;
   for (size_t j = 0; j < types.size(); ++j) {
     TensorType merged = types[j];
@@ -363,8 +403,11 @@ void ReplicaSet::RunSlice(const std::shared_ptr<ReplicaSetRun>& state, size_t s,
     return wanted;
   };
   const ExecutionPlan::Proceed asked = proceed;
-  state->statuses[s] = replica.RunSlice(plan, in.data(), out.data(), merged_in,
-                                        still_wanted != nullptr ? &asked : nullptr);
+  state->statuses[s] = state->sink_after_run != nullptr
+                           ? RunToSink(replica, plan, in.data(), *state->sink_after_run,
+                                       still_wanted != nullptr ? &asked : nullptr)
+                           : replica.RunSlice(plan, in.data(), out.data(), merged_in,
+                                              still_wanted != nullptr ? &asked : nullptr);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // A stopped slice's time says nothing of the slot's speed (the

@@ -914,6 +914,14 @@ absl::Status Scheduler::Warm(double budget_seconds) {
   }
   const SchedulerOptions& o = core.env.options;
   std::vector<int64_t> sizes = {1, 2};  // 2 tells whether outputs follow the batch.
+  // A model whose dim 0 is fixed (a detection model's image [3, H, W]) may
+  // not plan at other sizes: its own size is warmed, and a failure at
+  // another is skipped instead of failing the load.
+  int64_t fixed_rows = 0;
+  if (!model.inputs().empty() && model.inputs()[0].type.shape[0] > 0) {
+    fixed_rows = model.inputs()[0].type.shape[0];
+    sizes.push_back(fixed_rows);
+  }
   for (int64_t s = 4; s <= o.warmup_max_rows; s *= 2) sizes.push_back(s);
   sizes.insert(sizes.end(), o.preferred_batch_sizes.begin(), o.preferred_batch_sizes.end());
   sizes.insert(sizes.end(), o.warmup_batch_sizes.begin(), o.warmup_batch_sizes.end());
@@ -954,6 +962,7 @@ absl::Status Scheduler::Warm(double budget_seconds) {
         core.slots[slot].capped_at = core.env.clock->Now();
         break;
       }
+      if (!status.ok() && fixed_rows > 0 && rows != fixed_rows) continue;
       if (!status.ok()) {
         return absl::Status(status.code(),
                             absl::StrCat("warming slot ", core.slot_status[slot].slot, " on ", rows,

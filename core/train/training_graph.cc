@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/base/status_macros.h"
+#include "core/model/data_dependent_part.h"
 #include "core/model/execution_plan.h"
 #include "core/model/exporter_forms.h"
 #include "core/ops/training_ops.h"
@@ -340,7 +341,13 @@ std::vector<BufferUpdate> RewriteTrainingForms(Graph* graph) {
 }  // namespace
 
 absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossSpec& loss) {
-  const std::optional<ValueTypes> undeclared = UndeclaredTypes(model, HostFoldingDevice());
+  std::optional<ValueTypes> undeclared;
+  {
+    // Its plan's kernels run on the host folding device, which serving
+    // plans' data-dependent parts use too: one user at a time.
+    absl::MutexLock lock(&HostFoldingMutex());
+    undeclared = UndeclaredTypes(model, HostFoldingDevice());
+  }
   const ValueTypes* inferred = undeclared ? &*undeclared : nullptr;
   Graph forward = model;
   const std::vector<BufferUpdate> buffers = RewriteTrainingForms(&forward);

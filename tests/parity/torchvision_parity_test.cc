@@ -46,75 +46,30 @@
 #include "core/model/onnx_import.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/parity/parity_fixtures.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/test_models.h"
 
 namespace replicad {
 namespace {
 
-constexpr double kTolerance = 1e-4;
+using testing::Fixtures;
+using testing::FromEnvOr;
+using testing::ReadManifest;
+using testing::ReadNpyTensor;
+using testing::RunExportScript;
 
-std::string FromEnvOr(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : fallback;
-}
+constexpr double kTolerance = 1e-4;
 
 std::string FixturesDir() {
   return FromEnvOr("REPLICAD_PARITY_FIXTURES", REPLICAD_PARITY_FIXTURES_DEFAULT);
 }
 
 // The outcome of running the export script, once per process.
-struct Fixtures {
-  std::string skip_reason;  // Non-empty: torch is not available.
-  int exit_code = 0;
-  std::string output;
-};
-
 const Fixtures& ExportFixtures() {
-  static const Fixtures* const fixtures = [] {
-    auto* f = new Fixtures;
-    const std::string python = FromEnvOr("REPLICAD_PARITY_PYTHON", "/usr/bin/python3");
-    testing::CommandResult probe =
-        testing::RunCommand({python, "-c", "import torch, torchvision, onnx, numpy"});
-    if (probe.exit_code != 0) {
-      f->skip_reason = absl::StrCat(python, " cannot import torch, torchvision, onnx and numpy",
-                                    " (scripts/install-deps.sh installs python3-torch",
-                                    " python3-torchvision python3-onnx): ", probe.out);
-      return f;
-    }
-    std::cout << "export_torch_models.py -> " << FixturesDir() << std::endl;
-    testing::CommandResult run =
-        testing::RunCommand({python, REPLICAD_PARITY_SCRIPT, FixturesDir()});
-    f->exit_code = run.exit_code;
-    f->output = run.out;
-    std::cout << run.out << std::flush;
-    return f;
-  }();
+  static const Fixtures* const fixtures =
+      new Fixtures(RunExportScript(REPLICAD_PARITY_SCRIPT, FixturesDir()));
   return *fixtures;
-}
-
-absl::StatusOr<nlohmann::json> ReadManifest(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
-  nlohmann::json manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded()) return absl::InvalidArgumentError(path + ": not valid JSON");
-  return manifest;
-}
-
-// A float32 (images, outputs) or int64 (token ids, masks) .npy file.
-absl::StatusOr<Tensor> ReadNpyTensor(const std::string& path) {
-  absl::StatusOr<v1::Tensor> proto = client::ReadNpy(path);
-  if (!proto.ok()) return proto.status();
-  if (proto->dtype() != v1::DATA_TYPE_FLOAT32 && proto->dtype() != v1::DATA_TYPE_INT64) {
-    return absl::InvalidArgumentError(path + ": expected float32 or int64");
-  }
-  const DType dtype = proto->dtype() == v1::DATA_TYPE_INT64 ? DType::kInt64 : DType::kFloat32;
-  Tensor t = Tensor::Host(dtype, Shape(proto->shape().begin(), proto->shape().end()));
-  if (t.byte_size() != proto->raw().size()) {
-    return absl::InvalidArgumentError(path + ": size does not match its shape");
-  }
-  std::copy(proto->raw().begin(), proto->raw().end(), static_cast<char*>(t.raw_data()));
-  return t;
 }
 
 // "load failed: UNIMPLEMENTED (Clip, Concat)": the op types out of the importer's

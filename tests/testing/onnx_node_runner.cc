@@ -16,7 +16,9 @@ absl::StatusOr<std::vector<Tensor>> RunOnnxModel(const onnx::ModelProto& model,
   std::set<std::string> value_inputs;  // Graph inputs read as values by a shape rule.
   for (const onnx::NodeProto& node : model.graph().node()) {
     const OpDefinition* op = FindOp(node.op_type());
-    for (int i = 0; op != nullptr && i < node.input_size(); ++i) {
+    // Operators computed from their values (NonZero, NonMaxSuppression) get
+    // theirs per request, in the plan's data-dependent part, as in a model.
+    for (int i = 0; op != nullptr && op->evaluate == nullptr && i < node.input_size(); ++i) {
       if (op->NeedsValue(i)) value_inputs.insert(node.input(i));
     }
   }
@@ -59,13 +61,21 @@ absl::StatusOr<std::vector<Tensor>> RunOnnxModel(const onnx::ModelProto& model,
   absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = (*replica)->PlanFor(shapes);
   if (!plan.ok()) return plan.status();
   std::vector<Tensor> outputs;
+  absl::Status status;
+  Device& device = (*replica)->device();
+  if ((*plan)->data_dependent()) {
+    Replica::SlicePlan whole;
+    whole.chunk = whole.last = *plan;
+    device.Enqueue([&] { status = (*replica)->RunSliceToHost(whole, in.data(), &outputs); });
+    if (absl::Status s = device.Synchronize(); !s.ok()) return s;
+    if (!status.ok()) return status;
+    return outputs;
+  }
   std::vector<void*> out;
   for (const TensorType& type : (*plan)->output_types()) {
     outputs.push_back(Tensor::Host(type.dtype, type.shape));
     out.push_back(outputs.back().raw_data());
   }
-  absl::Status status;
-  Device& device = (*replica)->device();
   device.Enqueue([&] { status = (*replica)->RunOnHost(**plan, in.data(), out.data()); });
   if (absl::Status s = device.Synchronize(); !s.ok()) return s;
   if (!status.ok()) return status;

@@ -17,7 +17,9 @@ namespace replicad {
 // order. Graph inputs that a shape rule needs as values
 // (OpDefinition::value_inputs, e.g. Reshape's `shape`) are bound as constants
 // first: the backend tests feed them as inputs, where a real model holds them
-// as initializers.
+// as initializers. Operators computed from their inputs' values (NonZero,
+// NonMaxSuppression, If) are not bound: they run in the plan's data-dependent
+// part (execution_plan.h), whose host outputs are returned.
 //
 // Unimplemented for what replicad does not compute (an operator, a form such
 // as 3-D pooling, a node declaring more outputs than the engine computes);

@@ -98,6 +98,13 @@ class CpuDevice : public Device {
   }
   absl::Status AwaitStream() override { return absl::OkStatus(); }
 
+  // A plan's data-dependent part runs on another host device: its kernels
+  // are made on that device's thread while this slot's thread runs the plan.
+  Device* host_folding_device() override {
+    Device* host = HostFoldingDevice();
+    return host == this ? nullptr : host;
+  }
+
   absl::StatusOr<std::unique_ptr<Kernel>> MakeKernel(const KernelSpec& spec) override {
     // Made on the slot's own thread, for two reasons. oneDNN splits a
     // primitive's work for the OpenMP thread count of the thread that creates
