@@ -437,6 +437,36 @@ std::map<std::string, int> StatedRanks(const onnx::GraphProto& g) {
   return rank;
 }
 
+// ONNX's Conv and ConvTranspose shape inference (libonnx 1.12) reads as many
+// kernel dims from W as X has spatial dims without comparing their ranks: a
+// W of rank 4 under an X of rank 3 read past W's dims and killed the process
+// (SIGSEGV). So the ranks a graph states are compared before ONNX looks, in
+// every graph (a subgraph sees its own ranks and the outer ones).
+absl::Status CheckConvRanks(const onnx::GraphProto& g, std::map<std::string, int> ranks) {
+  for (const auto& [name, rank] : StatedRanks(g)) ranks[name] = rank;
+  for (int n = 0; n < g.node_size(); ++n) {
+    const onnx::NodeProto& node = g.node(n);
+    const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (default_domain && (node.op_type() == "Conv" || node.op_type() == "ConvTranspose") &&
+        node.input_size() >= 2) {
+      auto x = ranks.find(node.input(0));
+      auto w = ranks.find(node.input(1));
+      if (x != ranks.end() && w != ranks.end() && x->second != w->second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "node '", node.name().empty() ? absl::StrCat(node.op_type(), "_", n) : node.name(),
+            "' (", node.op_type(), "): input 1 'W' must have the rank of input 0 'X' (", x->second,
+            "), received rank ", w->second));
+      }
+    }
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      for (const onnx::GraphProto* sub : Subgraphs(a)) {
+        REPLICAD_RETURN_IF_ERROR(CheckConvRanks(*sub, ranks));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Below opset 7 PRelu's 1-D slope of C elements was one slope per channel
 // (dim 1 of X); from opset 7 it broadcasts from the right like any operand,
 // and ONNX's version converter leaves it as it is. So a slope initializer of
@@ -560,7 +590,8 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto mode
                                                            const std::string& source,
                                                            const OnnxImportOptions& options) {
   for (absl::Status s : {CheckOpsetImports(model), CheckOutputsDefined(model.graph()),
-                         CheckWindowAttributes(model.graph()), CheckTensorData(model.graph())}) {
+                         CheckWindowAttributes(model.graph()), CheckTensorData(model.graph()),
+                         CheckConvRanks(model.graph(), {})}) {
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
   }
   const int old_opset = DefaultDomainOpset(model);

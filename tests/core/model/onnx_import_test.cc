@@ -113,6 +113,26 @@ TEST(OnnxImportTest, ZeroStridesAndDilationsAreRefusedBeforeOnnxSeesThem) {
   }
 }
 
+// Found by a hostile probe: a 1-D Conv (X [N, C, L]) with a W of rank 4 and
+// no kernel_shape killed the process with SIGSEGV inside ONNX's shape
+// inference, which reads as many kernel dims from W as X has spatial dims.
+TEST(OnnxImportTest, ConvWeightsOfAnotherRankThanTheInputAreRefusedBeforeOnnxSeesThem) {
+  for (const char* op : {"Conv", "ConvTranspose"}) {
+    OnnxModelBuilder b("conv");
+    b.AddInitializer("w", Tensor::Host(DType::kFloat32, {2, 2, 3, 3}));
+    b.AddNode(op, {"x", "w"}, {"y"});
+    b.AddInput("x", DType::kFloat32, {1, 2, 8});
+    b.AddOutput("y", DType::kFloat32, {1, 2, 6});
+    absl::StatusOr<std::shared_ptr<const Model>> model =
+        LoadOnnxBytes(b.Serialize(), "m", "m.onnx");
+    EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << op;
+    EXPECT_THAT(model.status().message(),
+                AllOf(HasSubstr("m.onnx"), HasSubstr(absl::StrCat("node 'y' (", op, ")")),
+                      HasSubstr("input 1 'W' must have the rank of input 0 'X' (3), received "
+                                "rank 4")));
+  }
+}
+
 // Found by fuzz/onnx_import_fuzzer: ONNX's Gemm adapter (opset 6 to 7) read
 // dim 0 of a rank-0 B out of range; so did Gemm's shape inference at opset 6.
 TEST(OnnxImportTest, OldGemmWithoutMatricesIsRefusedBeforeConversion) {
