@@ -272,8 +272,13 @@ bool ExecutionPlan::Builder::TakesNativeLayout(const Node& reader, int v) {
   // A ReduceMean over the spatial dims reads the layout in place (the CPU
   // backend's global average pooling); others reorder it first.
   if (reader.op_type == "ReduceMean") return reader.inputs[0] == v && uses == 1;
-  return reader.op_type == "Concat" || reader.op_type == "GlobalAveragePool" ||
-         reader.op_type == "MaxPool" || reader.op_type == "AveragePool";
+  // A 3-D pooling (kernel_shape of 3) loops over row-major values.
+  if (reader.op_type == "MaxPool" || reader.op_type == "AveragePool") {
+    const std::vector<int64_t> kernel =
+        reader.attributes.GetInts("kernel_shape", {}).value_or(std::vector<int64_t>{});
+    return kernel.size() != 3;
+  }
+  return reader.op_type == "Concat" || reader.op_type == "GlobalAveragePool";
 }
 
 absl::Status ExecutionPlan::Builder::AddKnownValue(int v, Tensor host) {

@@ -82,6 +82,19 @@ struct AveragePoolAttributes {
 };
 absl::StatusOr<AveragePoolAttributes> ParseAveragePoolAttributes(const KernelSpec& spec);
 
+// MaxPool and AveragePool on X [N, C, D, H, W]: kernel_shape (3 values)
+// required, strides, dilations, pads, auto_pad and ceil_mode as the 2-D
+// parsers read them, count_include_pad (AveragePool; the divisor as
+// ParseAveragePoolAttributes says) and storage_order (MaxPool, checked only).
+// Float32 (int8 MaxPool is Unimplemented). Only the CPU backend's 3-D pooling
+// reads it; the 2-D parsers refuse rank 5 as Unimplemented for the others.
+struct Pool3dAttributes {
+  WindowNd window;
+  bool max = true;
+  bool count_include_pad = false;
+};
+absl::StatusOr<Pool3dAttributes> ParsePool3dAttributes(const KernelSpec& spec);
+
 // The part both share: reads strides, dilations, pads and auto_pad of spec
 // for a window of `kernel` over `input` (H, W) and computes the output size,
 // rounding up when `ceil_mode`.

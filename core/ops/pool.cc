@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
@@ -38,7 +39,54 @@ absl::StatusOr<Window2d> ParsePoolWindow(const KernelSpec& spec, absl::string_vi
   return ResolveWindow2d(spec, {x.shape[2], x.shape[3]}, {kernel[0], kernel[1]}, ceil_mode != 0);
 }
 
+bool IsRank5(const KernelSpec& spec) {
+  return spec.inputs.size() == 1 && spec.inputs[0].has_value() && spec.inputs[0]->shape.size() == 5;
+}
+
+// The output type of a pooling of X [N, C, spatial...] over `output` dims.
+TensorType PooledType(const KernelSpec& spec, const std::vector<int64_t>& output) {
+  const Shape& x = spec.inputs[0]->shape;
+  Shape y = {x[0], x[1]};
+  y.insert(y.end(), output.begin(), output.end());
+  return TensorType{DType::kFloat32, std::move(y)};
+}
+
 }  // namespace
+
+absl::StatusOr<Pool3dAttributes> ParsePool3dAttributes(const KernelSpec& spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, 1));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
+  const bool max_pool = spec.op_type == "MaxPool";
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(
+      spec, 0, "X", x, {DType::kFloat32},
+      max_pool && spec.opset >= 12 ? std::initializer_list<DType>{DType::kInt8, DType::kUint8}
+                                   : std::initializer_list<DType>{}));
+  if (x.shape.size() != 5) {
+    return NodeError(spec, absl::StrCat("input 0 'X' must be [N, C, D, H, W], received ",
+                                        TensorTypeToString(x)));
+  }
+  if (!spec.attributes->Has("kernel_shape")) {
+    return NodeError(spec, "attribute 'kernel_shape' is required");
+  }
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, IntsAttribute(spec, "kernel_shape", {}));
+  if (kernel.size() != 3 || *std::min_element(kernel.begin(), kernel.end()) < 1) {
+    return NodeError(spec, absl::StrCat("attribute 'kernel_shape' must hold 3 positive values "
+                                        "for X of rank 5, received [",
+                                        absl::StrJoin(kernel, ","), "]"));
+  }
+  REPLICAD_ASSIGN_OR_RETURN(int64_t ceil_mode, IntAttribute(spec, "ceil_mode", 0));
+  Pool3dAttributes pool;
+  pool.max = max_pool;
+  REPLICAD_ASSIGN_OR_RETURN(pool.window, ResolveWindowNd(spec, {x.shape[2], x.shape[3], x.shape[4]},
+                                                         kernel, ceil_mode != 0));
+  const char* flag = max_pool ? "storage_order" : "count_include_pad";
+  REPLICAD_ASSIGN_OR_RETURN(int64_t value, IntAttribute(spec, flag, 0));
+  if (value != 0 && value != 1) {
+    return NodeError(spec, absl::StrCat("attribute '", flag, "' must be 0 or 1, received ", value));
+  }
+  pool.count_include_pad = !max_pool && value == 1;
+  return pool;
+}
 
 absl::StatusOr<Window2d> ParseMaxPoolAttributes(const KernelSpec& spec) {
   REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParsePoolWindow(spec, "max pooling"));
@@ -51,6 +99,11 @@ absl::StatusOr<Window2d> ParseMaxPoolAttributes(const KernelSpec& spec) {
 }
 
 absl::Status InferMaxPool(KernelSpec* spec) {
+  if (IsRank5(*spec)) {
+    REPLICAD_ASSIGN_OR_RETURN(Pool3dAttributes pool, ParsePool3dAttributes(*spec));
+    spec->outputs = {PooledType(*spec, pool.window.output)};
+    return absl::OkStatus();
+  }
   REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(*spec));
   const Shape& x = spec->inputs[0]->shape;
   spec->outputs = {TensorType{DType::kFloat32, {x[0], x[1], window.output[0], window.output[1]}}};
@@ -70,6 +123,11 @@ absl::StatusOr<AveragePoolAttributes> ParseAveragePoolAttributes(const KernelSpe
 }
 
 absl::Status InferAveragePool(KernelSpec* spec) {
+  if (IsRank5(*spec)) {
+    REPLICAD_ASSIGN_OR_RETURN(Pool3dAttributes pool3d, ParsePool3dAttributes(*spec));
+    spec->outputs = {PooledType(*spec, pool3d.window.output)};
+    return absl::OkStatus();
+  }
   REPLICAD_ASSIGN_OR_RETURN(AveragePoolAttributes pool, ParseAveragePoolAttributes(*spec));
   const Shape& x = spec->inputs[0]->shape;
   spec->outputs = {

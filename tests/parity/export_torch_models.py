@@ -236,6 +236,25 @@ class SegmentationOutput(nn.Module):
         return self.model(x)["out"]
 
 
+class Pool3dBlocks(nn.Module):
+    """3-D pooling in the forms video models write: max pooling with padding, stride and
+    ceil_mode, and average pooling with and without count_include_pad, each with a ceil_mode
+    overhang (the window past the padding counts in neither divisor)."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.stem = nn.Conv3d(3, 8, 3, padding=1)
+        self.max = nn.MaxPool3d(3, stride=2, padding=1, ceil_mode=True)
+        self.avg_pad = nn.AvgPool3d((2, 3, 3), stride=(1, 2, 2), padding=1, ceil_mode=True,
+                                    count_include_pad=True)
+        self.avg = nn.AvgPool3d(2, stride=2, ceil_mode=True, count_include_pad=False)
+        self.head = nn.Linear(8 * 4 * 3 * 3, num_classes)
+
+    def forward(self, x):
+        x = self.avg(self.avg_pad(self.max(torch.relu(self.stem(x)))))
+        return self.head(torch.flatten(x, 1))
+
+
 def _vit_b_32():
     model = torchvision.models.vit_b_32(weights=None)
     # torchvision starts the head at zero, so every output would be 0 whatever came before it.
@@ -298,6 +317,8 @@ TRANSFORMERS = {
     "deeplabv3_mobilenet_v3_large": (_segmentation("deeplabv3_mobilenet_v3_large"), IMAGE_224,
                                      ["out"]),
     "lraspp_mobilenet_v3_large": (_segmentation("lraspp_mobilenet_v3_large"), IMAGE_224, ["out"]),
+    # 3-D max and average pooling with padding, strides and ceil_mode (see Pool3dBlocks).
+    "pool3d_blocks": (Pool3dBlocks, [("input", (3, 10, 19, 19))], ["logits"]),
     # Video: 3-D convolutions and a global pooling over them, on clips of 8 frames of 56 x 56
     # (an eighth of the usual 16 x 112 x 112, which takes 0.8 s a clip on 2 cores).
     "r3d_18": (lambda: torchvision.models.video.r3d_18(weights=None),

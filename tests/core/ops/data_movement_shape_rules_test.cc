@@ -255,8 +255,11 @@ TEST(AveragePoolShapeTest, CeilModeAndErrors) {
               AllOf(HasSubstr("AveragePool node 'n1'"),
                     HasSubstr("'count_include_pad' must be 0 or 1"), HasSubstr("received 2")));
   OpTestNode pool3d("AveragePool", {F32({1, 3, 4, 4, 4})});
-  pool3d.Set("kernel_shape", std::vector<int64_t>{2, 2, 2});
-  EXPECT_THAT(pool3d.Error(absl::StatusCode::kUnimplemented),
+  pool3d.Set("kernel_shape", std::vector<int64_t>{2, 2});
+  EXPECT_THAT(pool3d.Error(), HasSubstr("'kernel_shape' must hold 3 positive values"));
+  OpTestNode pool4d("AveragePool", {F32({1, 3, 4, 4, 4, 4})});
+  pool4d.Set("kernel_shape", std::vector<int64_t>{2, 2, 2, 2});
+  EXPECT_THAT(pool4d.Error(absl::StatusCode::kUnimplemented),
               HasSubstr("only 2-D average pooling"));
 }
 

@@ -72,8 +72,9 @@ TEST(ConvShapeTest, KernelLargerThanPaddedInputIsRejected) {
 }
 
 // A 1-D Conv reaches the shape rule only as 2-D (the importer lifts it,
-// one_d_windows.h); 3-D is computed; 3-D pooling is not.
-TEST(ConvShapeTest, OneDimensionalNodesAndThreeDimensionalPoolingAreUnimplemented) {
+// one_d_windows.h); 3-D convolution and pooling are computed, pooling of
+// more dims is not.
+TEST(ConvShapeTest, OneDimensionalNodesAndFourDimensionalPoolingAreUnimplemented) {
   OpTestNode conv1d("Conv", {F32({1, 2, 5}), F32({4, 2, 3})});
   EXPECT_EQ(conv1d.Infer().code(), absl::StatusCode::kUnimplemented);
   OpTestNode conv3d("Conv", {F32({1, 2, 5, 6, 7}), F32({4, 2, 3, 3, 3})});
@@ -86,8 +87,13 @@ TEST(ConvShapeTest, OneDimensionalNodesAndThreeDimensionalPoolingAreUnimplemente
               HasSubstr("must hold 6 non-negative values [d_begin, h_begin, w_begin, d_end, h_end, "
                         "w_end]"));
   OpTestNode pool3d("MaxPool", {F32({1, 2, 5, 5, 5})});
-  pool3d.Set("kernel_shape", std::vector<int64_t>{2, 2, 2});
-  EXPECT_EQ(pool3d.Infer().code(), absl::StatusCode::kUnimplemented);
+  pool3d.Set("kernel_shape", std::vector<int64_t>{2, 2, 2}).Set("ceil_mode", int64_t{1});
+  pool3d.Set("strides", std::vector<int64_t>{2, 2, 2});
+  ASSERT_TRUE(pool3d.Infer().ok()) << pool3d.Infer();
+  EXPECT_EQ(pool3d.Output().shape, (Shape{1, 2, 3, 3, 3}));
+  OpTestNode pool4d("MaxPool", {F32({1, 2, 5, 5, 5, 5})});
+  pool4d.Set("kernel_shape", std::vector<int64_t>{2, 2, 2, 2});
+  EXPECT_EQ(pool4d.Infer().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(ConvShapeTest, PadsWithAutoPadAndBadAutoPadAreRejected) {

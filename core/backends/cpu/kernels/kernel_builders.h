@@ -54,6 +54,9 @@ KernelOrStatus MakeReduceKernel(const KernelSpec& spec, CpuKernelContext& contex
 // to `reduced` (input's shape with reduced dims set to 1), by our loop.
 KernelOrStatus MakeReduceLoopKernel(const KernelSpec& spec, ReduceKind kind, const Shape& reduced);
 KernelOrStatus MakeGlobalMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context);
+// MaxPool and AveragePool of X [N, C, D, H, W] (pool3d_kernel.cc); the 2-D
+// builders hand rank 5 to it.
+KernelOrStatus MakePool3dKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGlobalAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context);

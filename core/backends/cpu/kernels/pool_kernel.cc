@@ -230,6 +230,9 @@ class NaNKeepingMaxPoolKernel : public Kernel {
 }  // namespace
 
 KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  if (spec.inputs.size() == 1 && spec.inputs[0] && spec.inputs[0]->shape.size() == 5) {
+    return MakePool3dKernel(spec, context);
+  }
   REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(spec));
   const Shape& x = spec.inputs[0]->shape;
   const PoolingLayouts layouts = LayoutsFor(spec);
@@ -252,6 +255,9 @@ KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& conte
 }
 
 KernelOrStatus MakeAveragePoolKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  if (spec.inputs.size() == 1 && spec.inputs[0] && spec.inputs[0]->shape.size() == 5) {
+    return MakePool3dKernel(spec, context);
+  }
   REPLICAD_ASSIGN_OR_RETURN(AveragePoolAttributes pool, ParseAveragePoolAttributes(spec));
   const Window2d& window = pool.window;
   const Shape& x = spec.inputs[0]->shape;
