@@ -33,6 +33,8 @@ absl::StatusOr<std::vector<int64_t>> PositiveValues(const KernelSpec& spec, cons
   return values;
 }
 
+}  // namespace
+
 // "[h_begin, w_begin, h_end, w_end]" for 2 spatial dims, with d first for 3.
 std::string PadsLayout(size_t count) {
   const std::vector<std::string> dims =
@@ -43,8 +45,6 @@ std::string PadsLayout(size_t count) {
   }
   return absl::StrCat("[", absl::StrJoin(names, ", "), "]");
 }
-
-}  // namespace
 
 absl::StatusOr<WindowNd> ResolveWindowNd(const KernelSpec& spec, const std::vector<int64_t>& input,
                                          const std::vector<int64_t>& kernel, bool ceil_mode) {

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -100,6 +101,10 @@ absl::StatusOr<Pool3dAttributes> ParsePool3dAttributes(const KernelSpec& spec);
 // rounding up when `ceil_mode`.
 absl::StatusOr<Window2d> ResolveWindow2d(const KernelSpec& spec, std::array<int64_t, 2> input,
                                          std::array<int64_t, 2> kernel, bool ceil_mode);
+// "[h_begin, w_begin, h_end, w_end]" for 2 spatial dims, with d first for 3:
+// how a pads attribute lists its values, for messages.
+std::string PadsLayout(size_t count);
+
 // ResolveWindow2d for any number of spatial dims (input and kernel of one
 // size; strides, dilations and pads must match it).
 absl::StatusOr<WindowNd> ResolveWindowNd(const KernelSpec& spec, const std::vector<int64_t>& input,

@@ -236,10 +236,12 @@ class SegmentationOutput(nn.Module):
         return self.model(x)["out"]
 
 
-class Pool3dBlocks(nn.Module):
-    """3-D pooling in the forms video models write: max pooling with padding, stride and
-    ceil_mode, and average pooling with and without count_include_pad, each with a ceil_mode
-    overhang (the window past the padding counts in neither divisor)."""
+class Blocks3d(nn.Module):
+    """3-D pooling and transposed convolution in the forms video and volumetric models write:
+    max pooling with padding, stride and ceil_mode; average pooling with and without
+    count_include_pad, each with a ceil_mode overhang (the window past the padding counts in
+    neither divisor); a grouped, strided ConvTranspose3d with output_padding (a 3-D U-Net's
+    upsampling)."""
 
     def __init__(self, num_classes=10):
         super().__init__()
@@ -248,11 +250,12 @@ class Pool3dBlocks(nn.Module):
         self.avg_pad = nn.AvgPool3d((2, 3, 3), stride=(1, 2, 2), padding=1, ceil_mode=True,
                                     count_include_pad=True)
         self.avg = nn.AvgPool3d(2, stride=2, ceil_mode=True, count_include_pad=False)
-        self.head = nn.Linear(8 * 4 * 3 * 3, num_classes)
+        self.up = nn.ConvTranspose3d(8, 8, 3, stride=2, padding=1, output_padding=1, groups=2)
+        self.head = nn.Linear(8 * 8 * 6 * 6, num_classes)
 
     def forward(self, x):
         x = self.avg(self.avg_pad(self.max(torch.relu(self.stem(x)))))
-        return self.head(torch.flatten(x, 1))
+        return self.head(torch.flatten(torch.relu(self.up(x)), 1))
 
 
 def _vit_b_32():
@@ -317,8 +320,8 @@ TRANSFORMERS = {
     "deeplabv3_mobilenet_v3_large": (_segmentation("deeplabv3_mobilenet_v3_large"), IMAGE_224,
                                      ["out"]),
     "lraspp_mobilenet_v3_large": (_segmentation("lraspp_mobilenet_v3_large"), IMAGE_224, ["out"]),
-    # 3-D max and average pooling with padding, strides and ceil_mode (see Pool3dBlocks).
-    "pool3d_blocks": (Pool3dBlocks, [("input", (3, 10, 19, 19))], ["logits"]),
+    # 3-D pooling and a grouped transposed 3-D convolution (see Blocks3d).
+    "blocks_3d": (Blocks3d, [("input", (3, 10, 19, 19))], ["logits"]),
     # Video: 3-D convolutions and a global pooling over them, on clips of 8 frames of 56 x 56
     # (an eighth of the usual 16 x 112 x 112, which takes 0.8 s a clip on 2 cores).
     "r3d_18": (lambda: torchvision.models.video.r3d_18(weights=None),

@@ -10,8 +10,9 @@
 // vit_b_32, swin_t and maxvit_t, a BERT-style encoder (int64 token ids and mask) and a GPT-2-style
 // causal decoder of the script's own, deeplabv3_mobilenet_v3_large and
 // lraspp_mobilenet_v3_large, and the video classifier r3d_18 (3-D convolutions; clips of 8
-// frames of 56 x 56, outside the sanitizer builds, where it would take minutes), and pool3d_blocks
-// (3-D max and average pooling with padding, strides, ceil_mode and count_include_pad). And for a
+// frames of 56 x 56, outside the sanitizer builds, where it would take minutes), and blocks_3d
+// (3-D max and average pooling with padding, strides, ceil_mode and count_include_pad, and a
+// grouped strided ConvTranspose3d with output_padding). And for a
 // batch of images with NaN and infinities they hold NaN, +inf and -inf where PyTorch's (and ONNX
 // Runtime's, where the fixtures have them) do (KeepsNaNAndInfinitiesWherePyTorchDoes).
 //
@@ -355,7 +356,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "shufflenet_v2_x0_5", "mnasnet0_75", "convnext_blocks", "xception_separable",
                       "siamese_pair", "small_cnn", "vit_b_32", "swin_t", "maxvit_t", "bert_encoder",
                       "gpt_decoder", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large",
-                      "pool3d_blocks"
+                      "blocks_3d"
 #ifdef REPLICAD_PARITY_VIDEO
                       ,
                       "r3d_18"

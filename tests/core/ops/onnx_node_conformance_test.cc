@@ -20,7 +20,7 @@
 //
 // Suites: the ONNX backend data's node, pytorch-converted and pytorch-operator directories. Every
 // skip names an unsupported op, an unsupported dtype (float16, double, bool, int8, ...) or an
-// unsupported form (3-D ConvTranspose, training mode, MaxPool's Indices). On cuda:0
+// unsupported form (training mode, MaxPool's Indices). On cuda:0
 // every supported op must pass at least one case, except those the CUDA backend refuses as
 // lacking a kernel or a dtype (printed as NOTE lines; docs/status.md lists them). The counts at a
 // given commit are in benchmarks/RESULTS.md.

@@ -74,10 +74,68 @@ class BorderedDeconvKernel : public Kernel {
   bool has_bias_;
 };
 
+// oneDNN's deconvolution reading X, W and B (where `bias` is not empty) as
+// inputs 0, 1 and 2 in the layouts given; the caller binds the output.
+BoundPrimitive BindDeconvolution(CpuKernelContext& context, const memory::desc& src,
+                                 const memory::desc& weights, const memory::desc& bias,
+                                 const memory::desc& dst, const memory::dims& strides,
+                                 const memory::dims& dilates, const memory::dims& padding_l,
+                                 const memory::dims& padding_r) {
+  const dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                               dnnl::algorithm::deconvolution_direct, src, weights,
+                                               bias, dst, strides, dilates, padding_l, padding_r);
+  const dnnl::deconvolution_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+  BoundPrimitive primitive(context, pd, dnnl::deconvolution_forward(pd));
+  primitive.BindInput(DNNL_ARG_SRC, src, 0);
+  primitive.BindInput(DNNL_ARG_WEIGHTS, weights, 1);
+  if (!bias.is_zero()) primitive.BindInput(DNNL_ARG_BIAS, bias, 2);
+  return primitive;
+}
+
+// X [N, C, D, H, W]: oneDNN's deconvolution over ncdhw, W [C, M/group, kD,
+// kH, kW] read as iodhw (giodhw grouped). Pads beyond oneDNN's limits (the
+// 2-D kernel's border) are Unimplemented here.
+KernelOrStatus MakeConvTranspose3dKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(ConvTranspose3dAttributes conv, ParseConvTranspose3dAttributes(spec));
+  const Shape& x = spec.inputs[0]->shape;
+  const Shape& w = spec.inputs[1]->shape;
+  const Shape& y = spec.outputs[0].shape;
+  const bool has_bias = HasInput(spec, 2);
+  const memory::data_type f32 = memory::data_type::f32;
+  memory::dims strides, dilates, padding_l, padding_r;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t right = conv.pads_end[i] - conv.output_padding[i];
+    if (conv.pads_begin[i] < 0 || right <= -conv.strides[i]) {
+      return NodeUnimplemented(spec,
+                               "a 3-D transposed convolution whose pads (from output_shape "
+                               "or auto_pad) add output elements no input reaches");
+    }
+    strides.push_back(conv.strides[i]);
+    dilates.push_back(conv.dilations[i] - 1);
+    padding_l.push_back(conv.pads_begin[i]);
+    padding_r.push_back(right);
+  }
+  const memory::desc src(memory::dims(x.begin(), x.end()), f32, memory::format_tag::ncdhw);
+  const memory::desc dst(memory::dims(y.begin(), y.end()), f32, memory::format_tag::ncdhw);
+  const memory::desc weights =
+      conv.group == 1 ? memory::desc({w[1], w[0], w[2], w[3], w[4]}, f32, memory::format_tag::iodhw)
+                      : memory::desc({conv.group, w[1], w[0] / conv.group, w[2], w[3], w[4]}, f32,
+                                     memory::format_tag::giodhw);
+  const memory::desc bias =
+      has_bias ? memory::desc({conv.out_channels}, f32, memory::format_tag::x) : memory::desc();
+  BoundPrimitive primitive =
+      BindDeconvolution(context, src, weights, bias, dst, strides, dilates, padding_l, padding_r);
+  primitive.BindOutput(DNNL_ARG_DST, dst, 0);
+  return std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive));
+}
+
 }  // namespace
 
 // oneDNN's deconvolution with plain layouts, like the Conv kernel.
 KernelOrStatus MakeConvTransposeKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  if (spec.inputs.size() > 1 && spec.inputs[0] && spec.inputs[0]->shape.size() == 5) {
+    return MakeConvTranspose3dKernel(spec, context);
+  }
   REPLICAD_ASSIGN_OR_RETURN(ConvTransposeAttributes conv, ParseConvTransposeAttributes(spec));
   const Shape& x = spec.inputs[0]->shape;
   const Shape& w = spec.inputs[1]->shape;
@@ -118,17 +176,10 @@ KernelOrStatus MakeConvTransposeKernel(const KernelSpec& spec, CpuKernelContext&
   const memory::desc bias =
       has_bias ? memory::desc({conv.out_channels}, f32, memory::format_tag::x) : memory::desc();
 
-  const memory::dims strides{conv.strides[0], conv.strides[1]};
-  const memory::dims dilates{conv.dilations[0] - 1, conv.dilations[1] - 1};
-  const dnnl::deconvolution_forward::desc desc(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, src, weights, bias,
-      dst, strides, dilates, {padding_l[0], padding_l[1]}, {padding_r[0], padding_r[1]});
-  const dnnl::deconvolution_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
-
-  BoundPrimitive primitive(context, pd, dnnl::deconvolution_forward(pd));
-  primitive.BindInput(DNNL_ARG_SRC, src, 0);
-  primitive.BindInput(DNNL_ARG_WEIGHTS, weights, 1);
-  if (has_bias) primitive.BindInput(DNNL_ARG_BIAS, bias, 2);
+  BoundPrimitive primitive =
+      BindDeconvolution(context, src, weights, bias, dst, {conv.strides[0], conv.strides[1]},
+                        {conv.dilations[0] - 1, conv.dilations[1] - 1},
+                        {padding_l[0], padding_l[1]}, {padding_r[0], padding_r[1]});
   if (bordered) {
     return std::make_unique<BorderedDeconvKernel>(context, NodeLabel(spec), std::move(primitive),
                                                   dnnl::memory(dst, context.engine), y, lead, trail,

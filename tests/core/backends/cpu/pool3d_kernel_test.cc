@@ -1,6 +1,6 @@
 // 3-D MaxPool and AveragePool (pool3d_kernel.cc) beyond what the ONNX backend
 // cases (test_maxpool_3d_default, test_averagepool_3d_default) and the parity
-// test's pool3d_blocks (padding, strides, ceil_mode, count_include_pad,
+// test's blocks_3d (padding, strides, ceil_mode, count_include_pad,
 // against PyTorch) cover: a NaN anywhere in a window makes that output NaN
 // and no other, as PyTorch's max_pool3d does; dilations, against values
 // written here; malformed attributes refused naming the attribute.
