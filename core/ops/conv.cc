@@ -131,9 +131,12 @@ absl::Status CheckSpatial2d(const KernelSpec& spec, const TensorType& x, absl::s
                                         TensorTypeToString(x)));
   }
   if (x.shape.size() != 4) {
+    // Rank 5 reaches here only where 3-D is not computed (CUDA slots,
+    // training); CPU slots' inference takes it before.
     return NodeUnimplemented(
-        spec, absl::StrCat("only 2-D ", what, " (X of rank 4) is implemented, received X ",
-                           TensorTypeToString(x)));
+        spec, absl::StrCat("only 2-D ", what, " (X of rank 4) is implemented here",
+                           x.shape.size() == 5 ? " (3-D runs on CPU slots, for inference)" : "",
+                           ", received X ", TensorTypeToString(x)));
   }
   return absl::OkStatus();
 }
