@@ -97,6 +97,11 @@ class Analysis {
         {"Einsum", &Analysis::EinsumRule},
         {"OneHot", &Analysis::OneHotRule},
         {"Trilu", &Analysis::TriluRule},
+        // Each roi reads the image its batch index names.
+        {"RoiAlign",
+         [](const Analysis& a, const Node& n, int b) {
+           return Effect{a.Rows(n, 0) ? "reads the images its batch_indices name" : "", b};
+         }},
         // One branch for the whole batch, whichever rows decide it.
         {"If",
          [](const Analysis&, const Node&, int b) {

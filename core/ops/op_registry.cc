@@ -98,6 +98,7 @@ constexpr OpDefinition kOps[] = {
     {"Relu", InferRelu},
     {"Reshape", InferReshape, 1u << 1},
     {"Resize", InferResize, (1u << 1) | (1u << 2) | (1u << 3)},
+    {"RoiAlign", InferRoiAlign},
     {"Round", InferFloatMath},
     {"ScatterND", InferScatterND},
     {"Selu", InferFloatMath},

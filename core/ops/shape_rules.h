@@ -63,6 +63,9 @@ absl::Status InferSqueeze(KernelSpec* spec);
 absl::Status InferUnsqueeze(KernelSpec* spec);
 absl::Status InferUpsample(KernelSpec* spec);
 
+// RoiAlign (roi_align.cc).
+absl::Status InferRoiAlign(KernelSpec* spec);
+
 // NonZero, NonMaxSuppression and If (value_shaped.cc): the outputs' types
 // of evaluating the node, which needs every input's value.
 absl::Status InferByEvaluating(KernelSpec* spec);

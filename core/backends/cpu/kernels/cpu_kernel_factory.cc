@@ -99,6 +99,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"Relu", MakeReluKernel},
     {"Reshape", MakeCopyKernel},
     {"Resize", MakeResizeKernel},
+    {"RoiAlign", MakeRoiAlignKernel},
     {"Round", MakeEltwiseKernel},
     {"ScatterND", MakeScatterNdKernel},
     {"Selu", MakeEltwiseKernel},

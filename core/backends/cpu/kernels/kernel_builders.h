@@ -48,6 +48,8 @@ KernelOrStatus MakeBatchNormalizationKernel(const KernelSpec& spec, CpuKernelCon
 KernelOrStatus MakeLayerNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context);
 // InstanceNormalization and GroupNormalization.
 KernelOrStatus MakeGroupNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context);
+// RoiAlign (roi_align_kernel.cc).
+KernelOrStatus MakeRoiAlignKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Every Reduce* op (reduce_attributes.h).
 KernelOrStatus MakeReduceKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Output 0 as the `kind` reduction of input 0 (row-major, any number type)

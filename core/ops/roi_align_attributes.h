@@ -1,0 +1,36 @@
+#ifndef REPLICAD_CORE_OPS_ROI_ALIGN_ATTRIBUTES_H_
+#define REPLICAD_CORE_OPS_ROI_ALIGN_ATTRIBUTES_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "core/device/kernel.h"
+
+namespace replicad {
+
+// RoiAlign (opsets 10 and 16; detection heads: Faster and Mask R-CNN): X [N,
+// C, H, W] float32, rois [R, 4] float32 (x1, y1, x2, y2 in X's coordinates
+// times 1 / spatial_scale), batch_indices [R] int64 (which image each roi
+// reads; checked per request); Y [R, C, output_height, output_width]. Each
+// output bin averages (mode "avg") or takes the largest of (mode "max", as
+// ONNX Runtime: the largest weighted corner of each sample) sampling_ratio
+// x sampling_ratio bilinear samples (0: ceil(roi size / output size) per
+// roi). coordinate_transformation_mode "half_pixel" (opset 16's default)
+// shifts the rois by half a pixel; "output_half_pixel" (opset 10's only
+// form) does not, and makes rois at least 1 x 1.
+struct RoiAlignAttributes {
+  int64_t channels = 0, height = 0, width = 0;
+  int64_t rois = 0;
+  int64_t output_height = 1, output_width = 1;
+  int64_t sampling_ratio = 0;
+  float spatial_scale = 1.0f;
+  bool max = false;
+  bool half_pixel = true;
+};
+
+// InvalidArgument naming the node and the input or attribute otherwise.
+absl::StatusOr<RoiAlignAttributes> ParseRoiAlign(const KernelSpec& spec);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_OPS_ROI_ALIGN_ATTRIBUTES_H_
