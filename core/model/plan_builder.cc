@@ -101,9 +101,6 @@ bool ExecutionPlan::Builder::NeedsRequestValues(const Node& node) const {
   for (int v : node.inputs) {
     if (v >= 0 && in_part_[v]) return true;
   }
-  for (const Guard& guard : node.guards) {
-    if (in_part_[guard.condition] || unknown(guard.condition)) return true;
-  }
   if (node.op_type == "If") return !node.inputs.empty() && unknown(node.inputs[0]);
   const OpDefinition* op = FindOp(node.op_type);
   if (op == nullptr) return false;
@@ -113,15 +110,24 @@ bool ExecutionPlan::Builder::NeedsRequestValues(const Node& node) const {
   return false;
 }
 
-absl::StatusOr<bool> ExecutionPlan::Builder::GuardsHold(const Node& node) const {
+absl::StatusOr<ExecutionPlan::Builder::Guarded> ExecutionPlan::Builder::GuardsOf(
+    const Node& node) const {
+  bool request = false;
   for (const Guard& guard : node.guards) {
-    KernelSpec spec;
-    spec.op_type = "If";
-    spec.node_name = node.name;
-    REPLICAD_ASSIGN_OR_RETURN(bool holds, IfCondition(spec, *host_values_[guard.condition]));
-    if (holds != guard.branch) return false;
+    const int v = guard.condition;
+    if (host_values_[v] != nullptr) {
+      KernelSpec spec;
+      spec.op_type = "If";
+      spec.node_name = node.name;
+      REPLICAD_ASSIGN_OR_RETURN(bool holds, IfCondition(spec, *host_values_[v]));
+      if (holds != guard.branch) return Guarded::kSkipped;
+    } else if (!in_part_[v] && !types_[v]) {
+      return Guarded::kSkipped;  // Its own branch was not taken.
+    } else {
+      request = true;
+    }
   }
-  return true;
+  return request ? Guarded::kByRequest : Guarded::kRuns;
 }
 
 absl::Status ExecutionPlan::Builder::AddToPart(const Node& node) {
@@ -137,7 +143,9 @@ absl::Status ExecutionPlan::Builder::AddToPart(const Node& node) {
   std::vector<int> reads = node.inputs;
   for (const Guard& guard : node.guards) reads.push_back(guard.condition);
   for (int v : reads) {
-    if (v < 0 || in_part_[v]) continue;
+    // Computed by the part, or never (an If's branch not taken when the
+    // plan was made): nothing to hand over.
+    if (v < 0 || in_part_[v] || !types_[v]) continue;
     if (host_values_[v] != nullptr) {
       plan_.part_->AddKnown(v, host_values_[v]);
     } else {
@@ -185,11 +193,10 @@ void ExecutionPlan::Builder::KeepPartInputsAlive() {
 }
 
 absl::Status ExecutionPlan::Builder::AddNode(const Node& node) {
-  if (NeedsRequestValues(node)) return AddToPart(node);
-  if (!node.guards.empty()) {
-    REPLICAD_ASSIGN_OR_RETURN(bool holds, GuardsHold(node));
-    if (!holds) return absl::OkStatus();  // A branch not taken: its If reads the other.
-  }
+  REPLICAD_ASSIGN_OR_RETURN(Guarded guarded, GuardsOf(node));
+  // A branch not taken: its If reads the other.
+  if (guarded == Guarded::kSkipped) return absl::OkStatus();
+  if (guarded == Guarded::kByRequest || NeedsRequestValues(node)) return AddToPart(node);
   if (node.op_type == "If") return AddKnownIf(node);
   absl::StatusOr<KernelSpec> spec = SpecFor(node);
   if (!spec.ok()) return spec.status();

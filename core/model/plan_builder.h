@@ -70,13 +70,15 @@ class ExecutionPlan::Builder {
   absl::StatusOr<KernelSpec> SpecFor(const Node& node);
 
   // Whether `node` can only run once the request's values are known
-  // (data_dependent_part.h): it reads what the part computes, its guards or
-  // (If) its condition are not known now, or its shape rule reads a value
-  // that is not.
+  // (data_dependent_part.h): it reads what the part computes, (If) its
+  // condition is not known now, or its shape rule reads a value that is not.
   bool NeedsRequestValues(const Node& node) const;
 
-  // Whether every guard of `node` holds (all are known: NeedsRequestValues).
-  absl::StatusOr<bool> GuardsHold(const Node& node) const;
+  // What `node`'s guards say now: one known not to hold, or whose condition
+  // was never computed (its own branch was not taken), skips it; one that
+  // only a request decides puts it in the part; otherwise it runs.
+  enum class Guarded { kRuns, kSkipped, kByRequest };
+  absl::StatusOr<Guarded> GuardsOf(const Node& node) const;
 
   absl::Status AddToPart(const Node& node);
 

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/device/kernel.h"
+#include "core/ops/sequence_attributes.h"
 #include "core/tensor/shape.h"
 
 namespace replicad {
@@ -28,6 +29,18 @@ struct GatherElementsLayout {
   Shape indices;
 };
 absl::StatusOr<GatherElementsLayout> ParseGatherElements(const KernelSpec& spec);
+
+// ScatterElements (opsets 11-16): output = data with updates[i] written at
+// the element of data that indices[i] names along axis (as GatherElements
+// reads it); updates has indices' shape and data's dtype. reduction (opset
+// 16) "add" or "mul" combines with what is there instead
+// (ParseScatterReduction); the default "none" writes, the later of two
+// updates to one element winning.
+struct ScatterElementsLayout {
+  GatherElementsLayout elements;
+  ScatterReduction reduction = ScatterReduction::kNone;
+};
+absl::StatusOr<ScatterElementsLayout> ParseScatterElements(const KernelSpec& spec);
 
 // GatherND: data [d_0..d_{r-1}], indices [i_0..i_{q-2}, k] (int64) with the
 // first batch_dims dims shared and k <= r - batch_dims. Each of the `count`

@@ -1,4 +1,4 @@
-// GatherElements, GatherND and OneHot (indexing_attributes.h).
+// GatherElements, ScatterElements, GatherND and OneHot (indexing_attributes.h).
 #include <cmath>
 #include <string>
 
@@ -63,6 +63,27 @@ absl::StatusOr<GatherElementsLayout> ParseGatherElements(const KernelSpec& spec)
 absl::Status InferGatherElements(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(ParseGatherElements(*spec).status());
   spec->outputs = {TensorType{spec->inputs[0]->dtype, spec->inputs[1]->shape}};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ScatterElementsLayout> ParseScatterElements(const KernelSpec& spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 3, 3));
+  ScatterElementsLayout layout;
+  REPLICAD_ASSIGN_OR_RETURN(layout.elements, ParseGatherElements(ForwardInputs(spec, 2)));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType updates, RequiredInput(spec, 2, "updates"));
+  const TensorType expected{spec.inputs[0]->dtype, layout.elements.indices};
+  if (!(updates == expected)) {
+    return NodeError(spec, absl::StrCat("input 2 'updates' must be ", TensorTypeToString(expected),
+                                        " (data's dtype, indices' shape), received ",
+                                        TensorTypeToString(updates)));
+  }
+  REPLICAD_ASSIGN_OR_RETURN(layout.reduction, ParseScatterReduction(spec));
+  return layout;
+}
+
+absl::Status InferScatterElements(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(ParseScatterElements(*spec).status());
+  spec->outputs = {*spec->inputs[0]};
   return absl::OkStatus();
 }
 

@@ -100,6 +100,7 @@ constexpr OpDefinition kOps[] = {
     {"Resize", InferResize, (1u << 1) | (1u << 2) | (1u << 3)},
     {"RoiAlign", InferRoiAlign},
     {"Round", InferFloatMath},
+    {"ScatterElements", InferScatterElements},
     {"ScatterND", InferScatterND},
     {"Selu", InferFloatMath},
     {"Shape", InferShape},

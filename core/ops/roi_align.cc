@@ -16,8 +16,8 @@ absl::StatusOr<RoiAlignAttributes> ParseRoiAlign(const KernelSpec& spec) {
   REPLICAD_ASSIGN_OR_RETURN(TensorType indices, RequiredInput(spec, 2, "batch_indices"));
   REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "X", x, {DType::kFloat32}));
   if (x.shape.size() != 4) {
-    return NodeError(spec, absl::StrCat("input 0 'X' must be [N, C, H, W], received ",
-                                        TensorTypeToString(x)));
+    return NodeError(
+        spec, absl::StrCat("input 0 'X' must be [N, C, H, W], received ", TensorTypeToString(x)));
   }
   if (rois.dtype != DType::kFloat32 || rois.shape.size() != 2 || rois.shape[1] != 4) {
     return NodeError(spec, absl::StrCat("input 1 'rois' must be float32 [num_rois, 4], received ",
@@ -25,8 +25,7 @@ absl::StatusOr<RoiAlignAttributes> ParseRoiAlign(const KernelSpec& spec) {
   }
   if (indices.dtype != DType::kInt64 || indices.shape != Shape{rois.shape[0]}) {
     return NodeError(spec, absl::StrCat("input 2 'batch_indices' must be int64 [", rois.shape[0],
-                                        "] (one per roi), received ",
-                                        TensorTypeToString(indices)));
+                                        "] (one per roi), received ", TensorTypeToString(indices)));
   }
   RoiAlignAttributes a;
   a.channels = x.shape[1];
@@ -38,19 +37,18 @@ absl::StatusOr<RoiAlignAttributes> ParseRoiAlign(const KernelSpec& spec) {
   REPLICAD_ASSIGN_OR_RETURN(a.sampling_ratio, IntAttribute(spec, "sampling_ratio", 0));
   REPLICAD_ASSIGN_OR_RETURN(a.spatial_scale, FloatAttribute(spec, "spatial_scale", 1.0f));
   REPLICAD_ASSIGN_OR_RETURN(std::string mode, StringAttribute(spec, "mode", "avg"));
-  REPLICAD_ASSIGN_OR_RETURN(
-      std::string transformation,
-      StringAttribute(spec, "coordinate_transformation_mode",
-                      spec.opset >= 16 ? "half_pixel" : "output_half_pixel"));
+  REPLICAD_ASSIGN_OR_RETURN(std::string transformation,
+                            StringAttribute(spec, "coordinate_transformation_mode",
+                                            spec.opset >= 16 ? "half_pixel" : "output_half_pixel"));
   if (a.output_height < 1 || a.output_width < 1 || a.sampling_ratio < 0) {
-    return NodeError(spec, absl::StrCat("attributes output_height and output_width must be "
-                                        "positive and sampling_ratio non-negative, received ",
-                                        a.output_height, ", ", a.output_width, " and ",
-                                        a.sampling_ratio));
+    return NodeError(
+        spec, absl::StrCat("attributes output_height and output_width must be "
+                           "positive and sampling_ratio non-negative, received ",
+                           a.output_height, ", ", a.output_width, " and ", a.sampling_ratio));
   }
   if (mode != "avg" && mode != "max") {
-    return NodeError(spec, absl::StrCat("attribute 'mode' must be avg or max, received '", mode,
-                                        "'"));
+    return NodeError(spec,
+                     absl::StrCat("attribute 'mode' must be avg or max, received '", mode, "'"));
   }
   if (transformation != "half_pixel" && transformation != "output_half_pixel") {
     return NodeError(spec, absl::StrCat("attribute 'coordinate_transformation_mode' must be "

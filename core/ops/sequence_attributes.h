@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_OPS_SEQUENCE_ATTRIBUTES_H_
 #define REPLICAD_CORE_OPS_SEQUENCE_ATTRIBUTES_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -54,6 +55,26 @@ absl::StatusOr<SplitLayout> ParseSplit(const KernelSpec& spec);
 // replaced (reduction none) or combined (add, mul, max, min). Index values
 // are checked when the kernel runs.
 enum class ScatterReduction { kNone, kAdd, kMul, kMax, kMin };
+// The `reduction` attribute of ScatterND and ScatterElements (max and min
+// from opset 18; add and mul refused for bool data).
+absl::StatusOr<ScatterReduction> ParseScatterReduction(const KernelSpec& spec);
+// What an element becomes when `update` is scattered onto `old`.
+template <typename T>
+T ScatterCombine(ScatterReduction reduction, T old, T update) {
+  switch (reduction) {
+    case ScatterReduction::kAdd:
+      return static_cast<T>(old + update);
+    case ScatterReduction::kMul:
+      return static_cast<T>(old * update);
+    case ScatterReduction::kMax:
+      return std::max(old, update);
+    case ScatterReduction::kMin:
+      return std::min(old, update);
+    case ScatterReduction::kNone:
+      break;
+  }
+  return update;
+}
 struct ScatterNdLayout {
   ScatterReduction reduction = ScatterReduction::kNone;
   int64_t count = 0;

@@ -175,6 +175,22 @@ absl::Status InferSplit(KernelSpec* spec) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ScatterReduction> ParseScatterReduction(const KernelSpec& spec) {
+  REPLICAD_ASSIGN_OR_RETURN(std::string reduction, StringAttribute(spec, "reduction", "none"));
+  if (reduction == "none") return ScatterReduction::kNone;
+  if (spec.inputs[0].has_value() && spec.inputs[0]->dtype == DType::kBool) {
+    return NodeError(
+        spec, absl::StrCat("attribute 'reduction' ", reduction, " needs numbers; data is bool"));
+  }
+  if (reduction == "add") return ScatterReduction::kAdd;
+  if (reduction == "mul") return ScatterReduction::kMul;
+  if (reduction == "max" && spec.opset >= 18) return ScatterReduction::kMax;
+  if (reduction == "min" && spec.opset >= 18) return ScatterReduction::kMin;
+  return NodeError(spec, absl::StrCat("attribute 'reduction' must be none, add or mul (max and "
+                                      "min from opset 18), received '",
+                                      reduction, "'"));
+}
+
 absl::StatusOr<ScatterNdLayout> ParseScatterNd(const KernelSpec& spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 3, 3));
   REPLICAD_ASSIGN_OR_RETURN(TensorType data, RequiredInput(spec, 0, "data"));
@@ -204,20 +220,7 @@ absl::StatusOr<ScatterNdLayout> ParseScatterNd(const KernelSpec& spec) {
                            TensorTypeToString(indices), " into data ", TensorTypeToString(data),
                            ", received ", TensorTypeToString(updates)));
   }
-  REPLICAD_ASSIGN_OR_RETURN(std::string reduction, StringAttribute(spec, "reduction", "none"));
-  if (reduction == "add") {
-    layout.reduction = ScatterReduction::kAdd;
-  } else if (reduction == "mul") {
-    layout.reduction = ScatterReduction::kMul;
-  } else if (reduction == "max" && spec.opset >= 18) {
-    layout.reduction = ScatterReduction::kMax;
-  } else if (reduction == "min" && spec.opset >= 18) {
-    layout.reduction = ScatterReduction::kMin;
-  } else if (reduction != "none") {
-    return NodeError(spec, absl::StrCat("attribute 'reduction' must be none, add or mul (max and "
-                                        "min from opset 18), received '",
-                                        reduction, "'"));
-  }
+  REPLICAD_ASSIGN_OR_RETURN(layout.reduction, ParseScatterReduction(spec));
   layout.count = NumElements(Shape(indices.shape.begin(), indices.shape.end() - 1));
   for (int64_t d = layout.tuple; d < r; ++d) layout.slice *= data.shape[d];
   layout.data_dims.assign(data.shape.begin(), data.shape.begin() + layout.tuple);

@@ -73,6 +73,7 @@ absl::Status InferByEvaluating(KernelSpec* spec);
 // Indexing (indexing_ops.cc): OneHot needs input 1 ('depth') known.
 absl::Status InferGatherElements(KernelSpec* spec);
 absl::Status InferGatherNd(KernelSpec* spec);
+absl::Status InferScatterElements(KernelSpec* spec);
 absl::Status InferOneHot(KernelSpec* spec);
 
 // Rearrangements (rearrange.cc): Tile needs input 1 ('repeats') known;

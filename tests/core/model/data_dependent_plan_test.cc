@@ -1,10 +1,10 @@
 // Plans with a data-dependent part (execution_plan.h, data_dependent_part.h): a NonZero whose
 // count the request decides, read by a GatherND, beside an output the kernels compute; an If
 // whose condition the request decides, with branches of different shapes, taken both ways; an If
-// whose condition is a constant (no data-dependent part: the branch is chosen at plan time);
-// requests whose values ask for outputs of gigabytes (ConstantOfShape, Range), refused while the
-// next request is served; and a model served over two slots, each request whole on one. Every
-// output is checked against values written here.
+// whose condition is a constant (no data-dependent part: the branch is chosen at plan time), and
+// one nested in a branch not taken, skipped with it; requests whose values ask for outputs of
+// gigabytes (ConstantOfShape, Range), refused while the next request is served; and a model served
+// over two slots, each request whole on one. Every output is checked against values written here.
 
 #include <memory>
 #include <vector>
@@ -187,6 +187,62 @@ TEST(DataDependentPlanTest, IfOfAConstantConditionIsChosenWhenThePlanIsMade) {
   ASSERT_TRUE(replica->device().Synchronize().ok());
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(*y.data<float>(), 7);
+}
+
+// Sets `node`'s then_branch and else_branch.
+void SetBranches(onnx::NodeProto* node, const OnnxModelBuilder& then_branch,
+                 const OnnxModelBuilder& else_branch) {
+  for (auto [name, branch] :
+       {std::pair{"then_branch", &then_branch}, std::pair{"else_branch", &else_branch}}) {
+    onnx::AttributeProto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = branch->model().graph();
+  }
+}
+
+// An If of a constant true condition whose else-branch holds an If of a
+// condition computed from the request (as torchvision's detectors nest
+// them): the else-branch, its condition's computation included, is skipped
+// when the plan is made, and so are the inner If's branches, whose guards
+// name that condition. (They went to the data-dependent part, which then
+// read a value no node had computed: Faster R-CNN failed to load.)
+TEST(DataDependentPlanTest, BranchesNestedInABranchNotTakenAreSkippedWithIt) {
+  OnnxModelBuilder b("nested", 13);
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 3});
+  Tensor yes = Tensor::Host(DType::kBool, {});
+  *yes.data<uint8_t>() = 1;
+  b.AddInitializer("outer", yes);
+  b.AddInitializer("zero", Scalar(0.0f));
+  OnnxModelBuilder then_branch("then", 13), else_branch("else", 13);
+  then_branch.AddNode("Add", {"x", "x"}, {"twice"});
+  then_branch.AddOutput("twice", DType::kFloat32, {kAnyDim, 3});
+  OnnxModelBuilder::SetInt(else_branch.AddNode("ReduceSum", {"x"}, {"sum"}), "keepdims", 0);
+  else_branch.AddNode("Greater", {"sum", "zero"}, {"inner"});
+  OnnxModelBuilder inner_then("inner_then", 13), inner_else("inner_else", 13);
+  inner_then.AddNode("Neg", {"x"}, {"negated"});
+  inner_then.AddOutput("negated", DType::kFloat32, {kAnyDim, 3});
+  inner_else.AddNode("Abs", {"x"}, {"absolute"});
+  inner_else.AddOutput("absolute", DType::kFloat32, {kAnyDim, 3});
+  SetBranches(else_branch.AddNode("If", {"inner"}, {"chosen"}), inner_then, inner_else);
+  else_branch.AddOutput("chosen", DType::kFloat32, {kAnyDim, 3});
+  SetBranches(b.AddNode("If", {"outer"}, {"y"}), then_branch, else_branch);
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, 3});
+  std::unique_ptr<Replica> replica = CpuReplica(Load(b));
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{1, 3}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE((*plan)->data_dependent());
+  Tensor x = Tensor::Host(DType::kFloat32, {1, 3});
+  const std::vector<float> values = {1, -2, 3};
+  std::copy(values.begin(), values.end(), x.data<float>());
+  Tensor y = Tensor::Host(DType::kFloat32, {1, 3});
+  const void* inputs[] = {x.raw_data()};
+  void* outputs[] = {y.raw_data()};
+  absl::Status status;
+  replica->device().Enqueue([&] { status = replica->RunOnHost(**plan, inputs, outputs); });
+  ASSERT_TRUE(replica->device().Synchronize().ok());
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(Values(y), ElementsAre(2, -4, 6));
 }
 
 // zeros = ConstantOfShape(int64(x)): a request decides the output's shape.

@@ -101,6 +101,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"Resize", MakeResizeKernel},
     {"RoiAlign", MakeRoiAlignKernel},
     {"Round", MakeEltwiseKernel},
+    {"ScatterElements", MakeScatterElementsKernel},
     {"ScatterND", MakeScatterNdKernel},
     {"Selu", MakeEltwiseKernel},
     {"Shape", MakeShapeKernel},

@@ -1,4 +1,4 @@
-// GatherElements, GatherND and OneHot (core/ops/indexing_attributes.h).
+// GatherElements, ScatterElements, GatherND and OneHot (core/ops/indexing_attributes.h).
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -15,12 +15,13 @@
 namespace replicad {
 namespace {
 
-// Copies elements as bit patterns of their size: one kernel per size serves
-// every dtype.
-template <typename Element, typename Index>
-class GatherElementsKernel : public Kernel {
+// The walk GatherElements and ScatterElements share: every position of
+// `indices` (checked first, all of them, so that nothing is read or written
+// for a request with a bad one), with the data offset it names.
+template <typename Index>
+class ElementIndexWalk {
  public:
-  GatherElementsKernel(std::string node, const GatherElementsLayout& layout)
+  ElementIndexWalk(std::string node, const GatherElementsLayout& layout)
       : node_(std::move(node)),
         axis_(layout.axis),
         indices_(layout.indices),
@@ -28,10 +29,10 @@ class GatherElementsKernel : public Kernel {
         axis_dim_(layout.data[layout.axis]),
         index_(layout.indices.size(), 0) {}
 
-  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    const Element* data = static_cast<const Element*>(inputs[0]);
-    const Index* indices = static_cast<const Index*>(inputs[1]);
-    Element* out = static_cast<Element*>(outputs[0]);
+  // Calls visit(i, offset) for every position i of `indices` in row-major
+  // order, offset being data's element that indices[i] names.
+  template <typename Visit>
+  absl::Status Walk(const Index* indices, Visit visit) {
     const int64_t total = NumElements(indices_);
     for (int64_t i = 0; i < total; ++i) {
       const int64_t index = static_cast<int64_t>(indices[i]);
@@ -41,7 +42,6 @@ class GatherElementsKernel : public Kernel {
                          "; expected an index in [", -axis_dim_, ", ", axis_dim_ - 1, "]"));
       }
     }
-    if (total == 0) return absl::OkStatus();
     const int rank = static_cast<int>(indices_.size());
     std::fill(index_.begin(), index_.end(), 0);
     for (int64_t i = 0; i < total; ++i) {
@@ -50,7 +50,7 @@ class GatherElementsKernel : public Kernel {
         if (d != axis_) offset += index_[d] * data_strides_[d];
       }
       const int64_t index = static_cast<int64_t>(indices[i]);
-      out[i] = data[offset + (index < 0 ? index + axis_dim_ : index) * data_strides_[axis_]];
+      visit(i, offset + (index < 0 ? index + axis_dim_ : index) * data_strides_[axis_]);
       for (int d = rank - 1; d >= 0; --d) {
         if (++index_[d] < indices_[d]) break;
         index_[d] = 0;
@@ -66,6 +66,54 @@ class GatherElementsKernel : public Kernel {
   std::vector<int64_t> data_strides_;
   int64_t axis_dim_;
   std::vector<int64_t> index_;  // Sized here so that Run does not allocate.
+};
+
+// Copies elements as bit patterns of their size: one kernel per size serves
+// every dtype.
+template <typename Element, typename Index>
+class GatherElementsKernel : public Kernel {
+ public:
+  GatherElementsKernel(std::string node, const GatherElementsLayout& layout)
+      : walk_(std::move(node), layout) {}
+
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
+    const Element* data = static_cast<const Element*>(inputs[0]);
+    Element* out = static_cast<Element*>(outputs[0]);
+    return walk_.Walk(static_cast<const Index*>(inputs[1]),
+                      [&](int64_t i, int64_t offset) { out[i] = data[offset]; });
+  }
+
+ private:
+  ElementIndexWalk<Index> walk_;
+};
+
+// ScatterElements: output = data, then each update written (or added, or
+// multiplied) at the element its index names, in row-major order of indices.
+template <typename T, typename Index>
+class ScatterElementsKernel : public Kernel {
+ public:
+  ScatterElementsKernel(std::string node, const ScatterElementsLayout& layout)
+      : walk_(std::move(node), layout.elements),
+        reduction_(layout.reduction),
+        elements_(NumElements(layout.elements.data)) {}
+
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
+    const T* data = static_cast<const T*>(inputs[0]);
+    const T* updates = static_cast<const T*>(inputs[2]);
+    T* out = static_cast<T*>(outputs[0]);
+    // Checked before the copy: a bad index leaves the output untouched.
+    REPLICAD_RETURN_IF_ERROR(
+        walk_.Walk(static_cast<const Index*>(inputs[1]), [](int64_t, int64_t) {}));
+    if (out != data) std::memcpy(out, data, static_cast<size_t>(elements_) * sizeof(T));
+    return walk_.Walk(static_cast<const Index*>(inputs[1]), [&](int64_t i, int64_t offset) {
+      out[offset] = ScatterCombine(reduction_, out[offset], updates[i]);
+    });
+  }
+
+ private:
+  ElementIndexWalk<Index> walk_;
+  ScatterReduction reduction_;
+  int64_t elements_;
 };
 
 class GatherNdKernel : public Kernel {
@@ -160,6 +208,18 @@ KernelOrStatus MakeGatherElementsKernel(const KernelSpec& spec, CpuKernelContext
       return std::make_unique<GatherElementsKernel<Element, int32_t>>(NodeLabel(spec), layout);
     }
     return std::make_unique<GatherElementsKernel<Element, int64_t>>(NodeLabel(spec), layout);
+  });
+}
+
+KernelOrStatus MakeScatterElementsKernel(const KernelSpec& spec, CpuKernelContext&) {
+  REPLICAD_ASSIGN_OR_RETURN(ScatterElementsLayout layout, ParseScatterElements(spec));
+  const bool int32_indices = spec.inputs[1]->dtype == DType::kInt32;
+  return VisitDType(spec.inputs[0]->dtype, [&](auto traits) -> KernelOrStatus {
+    using T = typename decltype(traits)::Type;
+    if (int32_indices) {
+      return std::make_unique<ScatterElementsKernel<T, int32_t>>(NodeLabel(spec), layout);
+    }
+    return std::make_unique<ScatterElementsKernel<T, int64_t>>(NodeLabel(spec), layout);
   });
 }
 

@@ -89,7 +89,8 @@ KernelOrStatus MakeScatterNdKernel(const KernelSpec& spec, CpuKernelContext& con
 KernelOrStatus MakeEinsumKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Resize and Upsample, nearest (any dtype) and linear (float32).
 KernelOrStatus MakeResizeKernel(const KernelSpec& spec, CpuKernelContext& context);
-// GatherElements, GatherND and OneHot (indexing_kernels.cc).
+// GatherElements, ScatterElements, GatherND and OneHot (indexing_kernels.cc).
+KernelOrStatus MakeScatterElementsKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGatherElementsKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeGatherNdKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeOneHotKernel(const KernelSpec& spec, CpuKernelContext& context);

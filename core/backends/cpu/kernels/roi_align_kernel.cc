@@ -40,9 +40,9 @@ class RoiAlignKernel : public Kernel {
     const int64_t images = images_;
     for (int64_t r = 0; r < a_.rois; ++r) {
       if (batch[r] < 0 || batch[r] >= images) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(node_, ": input 2 'batch_indices' holds ", batch[r], " at position ", r,
-                         "; expected an image of X's ", images));
+        return absl::InvalidArgumentError(absl::StrCat(node_, ": input 2 'batch_indices' holds ",
+                                                       batch[r], " at position ", r,
+                                                       "; expected an image of X's ", images));
       }
     }
     const int64_t plane = a_.height * a_.width;

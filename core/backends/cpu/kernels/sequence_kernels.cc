@@ -108,21 +108,7 @@ class ScatterNdKernel : public Kernel {
   }
 
  private:
-  T Combine(T old, T update) const {
-    switch (layout_.reduction) {
-      case ScatterReduction::kAdd:
-        return static_cast<T>(old + update);
-      case ScatterReduction::kMul:
-        return static_cast<T>(old * update);
-      case ScatterReduction::kMax:
-        return std::max(old, update);
-      case ScatterReduction::kMin:
-        return std::min(old, update);
-      case ScatterReduction::kNone:
-        break;
-    }
-    return update;
-  }
+  T Combine(T old, T update) const { return ScatterCombine(layout_.reduction, old, update); }
 
   ScatterNdLayout layout_;
   int64_t data_elements_;

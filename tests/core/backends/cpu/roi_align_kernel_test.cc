@@ -47,8 +47,9 @@ TEST_F(RoiAlignKernelTest, BatchIndicesOutsideXAndMalformedInputsAreRefused) {
   ASSERT_FALSE(y.ok());
   EXPECT_EQ(y.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(y.status().message(), HasSubstr("'batch_indices' holds 1 at position 1"));
-  y = Run("RoiAlign", {x, Of<float>(DType::kFloat32, {2, 3}, {0, 0, 1, 0, 0, 1}),
-                       Of<int64_t>(DType::kInt64, {2}, {0, 0})},
+  y = Run("RoiAlign",
+          {x, Of<float>(DType::kFloat32, {2, 3}, {0, 0, 1, 0, 0, 1}),
+           Of<int64_t>(DType::kInt64, {2}, {0, 0})},
           Attributes(), 16);
   ASSERT_FALSE(y.ok());
   EXPECT_THAT(y.status().message(), HasSubstr("input 1 'rois' must be float32 [num_rois, 4]"));
