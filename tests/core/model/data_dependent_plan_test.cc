@@ -112,6 +112,18 @@ TEST(DataDependentPlanTest, NonZeroCountFollowsEachRequestWithoutANewPlan) {
   EXPECT_EQ(replica->plans_built(), built);  // One plan served every count.
 }
 
+// Sets `node`'s then_branch and else_branch.
+void SetBranches(onnx::NodeProto* node, const OnnxModelBuilder& then_branch,
+                 const OnnxModelBuilder& else_branch) {
+  for (auto [name, branch] :
+       {std::pair{"then_branch", &then_branch}, std::pair{"else_branch", &else_branch}}) {
+    onnx::AttributeProto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = branch->model().graph();
+  }
+}
+
 // y = If(cond) then x + x [N, 3] else ReduceMax(x, keepdims) [1, 1]: branches of other shapes.
 // cond is ReduceSum(x) > 0, or with `constant_false` an initializer holding false.
 std::shared_ptr<const Model> IfModel(bool constant_false) {
@@ -132,13 +144,7 @@ std::shared_ptr<const Model> IfModel(bool constant_false) {
   then_branch.AddOutput("twice", DType::kFloat32, {kAnyDim, 3});
   else_branch.AddNode("ReduceMax", {"x"}, {"largest"});
   else_branch.AddOutput("largest", DType::kFloat32, {1, 1});
-  for (auto [name, branch] :
-       {std::pair{"then_branch", &then_branch}, std::pair{"else_branch", &else_branch}}) {
-    onnx::AttributeProto* a = node->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    *a->mutable_g() = branch->model().graph();
-  }
+  SetBranches(node, then_branch, else_branch);
   b.AddOutput("y", DType::kFloat32, {});
   // Its shape is the taken branch's: two dims the model leaves open.
   onnx::TensorShapeProto* shape = const_cast<onnx::ModelProto&>(b.model())
@@ -187,18 +193,6 @@ TEST(DataDependentPlanTest, IfOfAConstantConditionIsChosenWhenThePlanIsMade) {
   ASSERT_TRUE(replica->device().Synchronize().ok());
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(*y.data<float>(), 7);
-}
-
-// Sets `node`'s then_branch and else_branch.
-void SetBranches(onnx::NodeProto* node, const OnnxModelBuilder& then_branch,
-                 const OnnxModelBuilder& else_branch) {
-  for (auto [name, branch] :
-       {std::pair{"then_branch", &then_branch}, std::pair{"else_branch", &else_branch}}) {
-    onnx::AttributeProto* a = node->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    *a->mutable_g() = branch->model().graph();
-  }
 }
 
 // An If of a constant true condition whose else-branch holds an If of a
