@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/backends/cpu/cpu_backend.h"
+#include "core/base/status_macros.h"
 #include "core/model/onnx_builder.h"
 #include "core/model/onnx_import.h"
 #include "core/serve/replica.h"
@@ -71,6 +72,21 @@ absl::StatusOr<std::vector<Tensor>> RunWhole(Replica& replica, const Tensor& x) 
   if (absl::Status s = replica.device().Synchronize(); !s.ok()) return s;
   if (!status.ok()) return status;
   return outputs;
+}
+
+// Runs a plan that is not data-dependent on `x`, into a new output of `y_shape`.
+absl::StatusOr<Tensor> RunFixed(Replica& replica, ExecutionPlan& plan, const Shape& x_shape,
+                                const std::vector<float>& x_values, const Shape& y_shape) {
+  Tensor x = Tensor::Host(DType::kFloat32, x_shape);
+  std::copy(x_values.begin(), x_values.end(), x.data<float>());
+  Tensor y = Tensor::Host(DType::kFloat32, y_shape);
+  const void* inputs[] = {x.raw_data()};
+  void* outputs[] = {y.raw_data()};
+  absl::Status status;
+  replica.device().Enqueue([&] { status = replica.RunOnHost(plan, inputs, outputs); });
+  REPLICAD_RETURN_IF_ERROR(replica.device().Synchronize());
+  REPLICAD_RETURN_IF_ERROR(status);
+  return y;
 }
 
 std::vector<float> Values(const Tensor& t) {
@@ -182,17 +198,9 @@ TEST(DataDependentPlanTest, IfOfAConstantConditionIsChosenWhenThePlanIsMade) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_FALSE((*plan)->data_dependent());
   EXPECT_EQ((*plan)->output_types()[0].shape, Shape({1, 1}));
-  Tensor x = Tensor::Host(DType::kFloat32, {2, 3});
-  const std::vector<float> values = {1, 7, 3, 4, 5, 6};
-  std::copy(values.begin(), values.end(), x.data<float>());
-  Tensor y = Tensor::Host(DType::kFloat32, {1, 1});
-  const void* inputs[] = {x.raw_data()};
-  void* outputs[] = {y.raw_data()};
-  absl::Status status;
-  replica->device().Enqueue([&] { status = replica->RunOnHost(**plan, inputs, outputs); });
-  ASSERT_TRUE(replica->device().Synchronize().ok());
-  ASSERT_TRUE(status.ok()) << status;
-  EXPECT_EQ(*y.data<float>(), 7);
+  absl::StatusOr<Tensor> y = RunFixed(*replica, **plan, {2, 3}, {1, 7, 3, 4, 5, 6}, {1, 1});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(*y->data<float>(), 7);
 }
 
 // An If of a constant true condition whose else-branch holds an If of a
@@ -226,17 +234,9 @@ TEST(DataDependentPlanTest, BranchesNestedInABranchNotTakenAreSkippedWithIt) {
   absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({{1, 3}});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_FALSE((*plan)->data_dependent());
-  Tensor x = Tensor::Host(DType::kFloat32, {1, 3});
-  const std::vector<float> values = {1, -2, 3};
-  std::copy(values.begin(), values.end(), x.data<float>());
-  Tensor y = Tensor::Host(DType::kFloat32, {1, 3});
-  const void* inputs[] = {x.raw_data()};
-  void* outputs[] = {y.raw_data()};
-  absl::Status status;
-  replica->device().Enqueue([&] { status = replica->RunOnHost(**plan, inputs, outputs); });
-  ASSERT_TRUE(replica->device().Synchronize().ok());
-  ASSERT_TRUE(status.ok()) << status;
-  EXPECT_THAT(Values(y), ElementsAre(2, -4, 6));
+  absl::StatusOr<Tensor> y = RunFixed(*replica, **plan, {1, 3}, {1, -2, 3}, {1, 3});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(Values(*y), ElementsAre(2, -4, 6));
 }
 
 // zeros = ConstantOfShape(int64(x)): a request decides the output's shape.
