@@ -86,10 +86,7 @@ absl::StatusOr<bool> DataDependentPart::Taken(const Node& node,
   for (const Guard& guard : node.guards) {
     const std::optional<Tensor>& condition = values[guard.condition];
     if (!condition) return false;  // Its own branch was not taken.
-    KernelSpec spec;
-    spec.op_type = "If";
-    spec.node_name = node.name;
-    REPLICAD_ASSIGN_OR_RETURN(bool holds, IfCondition(spec, *condition));
+    REPLICAD_ASSIGN_OR_RETURN(bool holds, IfCondition(node.name, *condition));
     if (holds != guard.branch) return false;
   }
   return true;
@@ -148,18 +145,18 @@ absl::StatusOr<std::vector<Tensor>> DataDependentPart::Evaluate(
   // libraries need not take empty tensors.
   if (!any_elements) return outputs;
 
+  // The bytes of input i that the shape rule read (empty for the others).
+  const auto shape_value = [&](size_t i) {
+    return op->NeedsValue(i) && inputs[i] != nullptr
+               ? absl::string_view(static_cast<const char*>(inputs[i]->raw_data()),
+                                   inputs[i]->byte_size())
+               : absl::string_view();
+  };
   std::unique_ptr<CachedKernel>& cached = kernels_[index];
-  std::vector<std::string> shape_values;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (op->NeedsValue(i) && inputs[i] != nullptr) {
-      shape_values.emplace_back(static_cast<const char*>(inputs[i]->raw_data()),
-                                inputs[i]->byte_size());
-    } else {
-      shape_values.emplace_back();
-    }
-  }
-  if (cached == nullptr || cached->inputs != spec.inputs || cached->outputs != spec.outputs ||
-      cached->shape_values != shape_values) {
+  bool same = cached != nullptr && cached->inputs == spec.inputs && cached->outputs == spec.outputs;
+  for (size_t i = 0; same && i < inputs.size(); ++i)
+    same = cached->shape_values[i] == shape_value(i);
+  if (!same) {
     auto made = std::make_unique<CachedKernel>();
     REPLICAD_ASSIGN_OR_RETURN(made->kernel, host_.MakeKernel(spec));
     if (made->kernel->workspace_bytes() > 0) {
@@ -168,7 +165,7 @@ absl::StatusOr<std::vector<Tensor>> DataDependentPart::Evaluate(
     }
     made->inputs = spec.inputs;
     made->outputs = spec.outputs;
-    made->shape_values = std::move(shape_values);
+    for (size_t i = 0; i < inputs.size(); ++i) made->shape_values.emplace_back(shape_value(i));
     cached = std::move(made);
   }
   std::vector<void*> args;

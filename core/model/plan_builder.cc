@@ -116,10 +116,7 @@ absl::StatusOr<ExecutionPlan::Builder::Guarded> ExecutionPlan::Builder::GuardsOf
   for (const Guard& guard : node.guards) {
     const int v = guard.condition;
     if (host_values_[v] != nullptr) {
-      KernelSpec spec;
-      spec.op_type = "If";
-      spec.node_name = node.name;
-      REPLICAD_ASSIGN_OR_RETURN(bool holds, IfCondition(spec, *host_values_[v]));
+      REPLICAD_ASSIGN_OR_RETURN(bool holds, IfCondition(node.name, *host_values_[v]));
       if (holds != guard.branch) return Guarded::kSkipped;
     } else if (!in_part_[v] && !types_[v]) {
       return Guarded::kSkipped;  // Its own branch was not taken.
@@ -163,10 +160,7 @@ absl::Status ExecutionPlan::Builder::AddKnownIf(const Node& node) {
     return absl::InvalidArgumentError(absl::StrCat(
         "expected the condition and 2 x ", n, " branch outputs, received ", node.inputs.size()));
   }
-  KernelSpec spec;
-  spec.op_type = "If";
-  spec.node_name = node.name;
-  REPLICAD_ASSIGN_OR_RETURN(bool then_taken, IfCondition(spec, *host_values_[node.inputs[0]]));
+  REPLICAD_ASSIGN_OR_RETURN(bool then_taken, IfCondition(node.name, *host_values_[node.inputs[0]]));
   for (size_t o = 0; o < n; ++o) {
     const int taken = node.inputs[1 + o + (then_taken ? 0 : n)];
     if (taken < 0 || !types_[taken]) {

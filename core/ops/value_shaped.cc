@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/op_util.h"
 #include "core/ops/shape_rules.h"
 
@@ -180,10 +181,11 @@ absl::StatusOr<std::vector<Tensor>> EvaluateNonMaxSuppression(const KernelSpec& 
   return std::vector<Tensor>{std::move(out)};
 }
 
-absl::StatusOr<bool> IfCondition(const KernelSpec& spec, const Tensor& cond) {
+absl::StatusOr<bool> IfCondition(absl::string_view node, const Tensor& cond) {
   if (cond.dtype() != DType::kBool || cond.num_elements() != 1) {
-    return NodeError(spec, absl::StrCat("input 0 'cond' must be a bool of one element, received ",
-                                        TensorTypeToString(cond.type())));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "If node '", node, "': input 0 'cond' must be a bool of one element, received ",
+        TensorTypeToString(cond.type())));
   }
   return cond.data<uint8_t>()[0] != 0;
 }
@@ -196,7 +198,7 @@ absl::StatusOr<std::vector<Tensor>> EvaluateIf(const KernelSpec& spec) {
                            " branch outputs as inputs, received ", spec.inputs.size(), " inputs"));
   }
   REPLICAD_ASSIGN_OR_RETURN(const Tensor* cond, ValueOf(spec, 0, "cond"));
-  REPLICAD_ASSIGN_OR_RETURN(bool then_taken, IfCondition(spec, *cond));
+  REPLICAD_ASSIGN_OR_RETURN(bool then_taken, IfCondition(spec.node_name, *cond));
   std::vector<Tensor> outputs;
   for (size_t o = 0; o < n; ++o) {
     const int index = static_cast<int>(1 + o + (then_taken ? 0 : n));
@@ -211,11 +213,7 @@ absl::StatusOr<std::vector<Tensor>> EvaluateIf(const KernelSpec& spec) {
 // without the values (OpDefinition::evaluate goes first), but kernel-spec
 // checks and tools that only infer find the same types.
 absl::Status InferByEvaluating(KernelSpec* spec) {
-  absl::StatusOr<std::vector<Tensor>> (*evaluate)(const KernelSpec&) =
-      spec->op_type == "NonZero"             ? EvaluateNonZero
-      : spec->op_type == "NonMaxSuppression" ? EvaluateNonMaxSuppression
-                                             : EvaluateIf;
-  REPLICAD_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, evaluate(*spec));
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, FindOp(spec->op_type)->evaluate(*spec));
   spec->outputs.clear();
   for (const Tensor& t : outputs) spec->outputs.push_back(t.type());
   return absl::OkStatus();

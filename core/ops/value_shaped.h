@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/device/kernel.h"
 #include "core/tensor/tensor.h"
 
@@ -37,9 +38,10 @@ absl::StatusOr<std::vector<Tensor>> EvaluateNonMaxSuppression(const KernelSpec& 
 // taken branch's values (shared, not copied). Only the taken branch's
 // inputs need be present.
 absl::StatusOr<std::vector<Tensor>> EvaluateIf(const KernelSpec& spec);
-// Which branch an If's condition `cond` takes; InvalidArgument naming the
-// node unless it is a bool of one element.
-absl::StatusOr<bool> IfCondition(const KernelSpec& spec, const Tensor& cond);
+// Which branch the condition `cond` of If node `node` takes (a guard's
+// condition too); InvalidArgument naming the node unless it is a bool of one
+// element.
+absl::StatusOr<bool> IfCondition(absl::string_view node, const Tensor& cond);
 
 }  // namespace replicad
 
