@@ -77,6 +77,7 @@ struct Options {
   std::string server;
   bool json = false;
   bool profile = false;
+  int profile_nodes = 15;  // Slowest nodes --profile lists.
 };
 
 // The model's input shape with dim 0 set to the batch; other open dims are an error.
@@ -111,9 +112,9 @@ class HostSink : public OutputSink {
 // --profile: `passes` more direct runs, each step timed from the Proceed
 // call before it to the one after (the CPU backend runs a step to completion
 // before the next is asked for); prints the time per pass by op type and the
-// 15 slowest nodes.
+// `nodes` slowest nodes.
 absl::Status PrintProfile(ExecutionPlan& plan, const std::vector<const void*>& inputs,
-                          const std::vector<void*>& outputs, int passes) {
+                          const std::vector<void*>& outputs, int passes, int nodes) {
   std::vector<double> step_ms(plan.step_count(), 0.0);
   for (int pass = 0; pass < passes; ++pass) {
     size_t next = 0;
@@ -153,7 +154,7 @@ absl::Status PrintProfile(ExecutionPlan& plan, const std::vector<const void*>& i
   }
   std::sort(by_step.rbegin(), by_step.rend());
   std::cout << "| slowest node | op type | ms a pass |\n| --- | --- | ---: |\n";
-  for (size_t i = 0; i < std::min<size_t>(15, by_step.size()); ++i) {
+  for (size_t i = 0; i < std::min<size_t>(nodes, by_step.size()); ++i) {
     const Node& node = plan.step_node(by_step[i].second);
     std::cout << absl::StrFormat("| %s | %s | %.3f |\n", node.name, node.op_type, by_step[i].first);
   }
@@ -247,7 +248,8 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
       absl::Status profiled;
       std::thread profiler([&] {
         omp_set_num_threads(options.threads);
-        profiled = PrintProfile(**plan, in_ptrs, out_ptrs, options.iterations);
+        profiled =
+            PrintProfile(**plan, in_ptrs, out_ptrs, options.iterations, options.profile_nodes);
       });
       profiler.join();
       if (!profiled.ok()) return profiled;
@@ -376,6 +378,9 @@ int Main(int argc, char** argv) {
   app.add_flag("--json", options.json, "Print a last line 'json: {...}' for scripts");
   app.add_flag("--profile", options.profile,
                "With one CPU slot: time every step of the plan and print where a pass goes");
+  app.add_option("--profile-nodes", options.profile_nodes, "--profile: slowest nodes listed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   if (options.grpc ? options.server.empty() : options.model_path.empty()) {
     std::cerr << "model_forward_bench: "

@@ -10,54 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/model/attention_fusion.h"
+#include "core/model/graph_rewrite.h"
 #include "core/ops/constant_value.h"
 #include "core/ops/fused_activation.h"
 
 namespace replicad {
 namespace {
-
-// Readers of each value (node indices), rebuilt after every rewrite pass.
-std::vector<std::vector<int>> Readers(const Graph& graph) {
-  std::vector<std::vector<int>> readers(graph.values.size());
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    for (int v : graph.nodes[n].inputs) {
-      if (v >= 0) readers[v].push_back(static_cast<int>(n));
-    }
-  }
-  return readers;
-}
-
-bool IsGraphOutput(const Graph& graph, int v) {
-  for (int o : graph.outputs) {
-    if (o == v) return true;
-  }
-  return false;
-}
-
-// `v` feeds exactly one node and nothing else sees it.
-bool PrivateValue(const Graph& graph, const std::vector<std::vector<int>>& readers, int v) {
-  return readers[v].size() == 1 && !IsGraphOutput(graph, v);
-}
-
-const Tensor* Initializer(const Graph& graph, int v) {
-  auto it = graph.initializers.find(v);
-  return it == graph.initializers.end() ? nullptr : &it->second;
-}
-
-void RemoveNodes(Graph* graph, const std::set<int>& dead) {
-  std::vector<Node> kept;
-  for (size_t n = 0; n < graph->nodes.size(); ++n) {
-    if (!dead.count(static_cast<int>(n))) kept.push_back(std::move(graph->nodes[n]));
-  }
-  graph->nodes = std::move(kept);
-}
-
-int AddInitializer(Graph* graph, const std::string& name, Tensor value) {
-  const int v = static_cast<int>(graph->values.size());
-  graph->values.push_back(Value{name, value.type()});
-  graph->initializers[v] = std::move(value);
-  return v;
-}
 
 // A Constant node's value becomes an initializer, so the rewrites below see
 // it as known (e.g. the 0 and 6 of an exported ReLU6's Clip).
@@ -283,25 +242,6 @@ bool MeanOfLastDim(const Graph& graph, const Node& node) {
   }
   const int64_t rank = static_cast<int64_t>(graph.values[node.inputs[0]].type.shape.size());
   return axes.size() == 1 && (axes[0] == -1 || (rank > 0 && axes[0] == rank - 1));
-}
-
-// The node reading `v` with op `op_type`, when `v` has that reader among
-// `count` readers and is not a graph output; else -1.
-int ReaderOf(const Graph& graph, const std::vector<std::vector<int>>& readers, int v,
-             const char* op_type, size_t count) {
-  if (readers[v].size() != count || IsGraphOutput(graph, v)) return -1;
-  for (int r : readers[v]) {
-    const Node& node = graph.nodes[r];
-    if (node.op_type == op_type && node.outputs.size() == 1) return r;
-  }
-  return -1;
-}
-
-// For binary `node` reading `v`: its other input.
-int OtherInput(const Node& node, int v) {
-  if (node.inputs.size() != 2) return -1;
-  if (node.inputs[0] == v) return node.inputs[1];
-  return node.inputs[1] == v ? node.inputs[0] : -1;
 }
 
 // The activation `node` applies as (alpha, beta), or false when it cannot be fused.
@@ -688,6 +628,7 @@ absl::Status OptimizeForInference(Graph* graph) {
   REPLICAD_RETURN_IF_ERROR(FoldBatchNorms(graph));
   BatchNormsToDepthwiseConvs(graph);
   FuseLayerNorms(graph);
+  FuseAttention(graph);
   FuseMatMulBiases(graph);
   FuseResidualAdds(graph);
   FuseActivations(graph);

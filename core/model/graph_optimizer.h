@@ -19,6 +19,8 @@ namespace replicad {
 //    Pow (or Mul), ReduceMean, Add, Sqrt, Div and an optional Mul by a
 //    constant scale and Add of a constant shift (exporters before opset 17)
 //    becomes one LayerNormalization (axis -1);
+//  - attention, MatMul(Q, Kt), a scale, masks, Softmax and MatMul(., V),
+//    becomes one replicad.Attention (attention_fusion.h);
 //  - MatMul with constant weights absorbs an Add of a constant bias of one
 //    value per output column (input 2, see kFusedBias);
 //  - Conv absorbs an Add of its output and a same-shaped value (a residual

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/ops/attention_attributes.h"
 #include "core/ops/op_registry.h"
 
 namespace replicad {
@@ -94,6 +95,7 @@ class Analysis {
         {"Unsqueeze", &Analysis::SqueezeRule},
         {"Slice", &Analysis::SliceRule},
         {"Gemm", &Analysis::GemmRule},
+        {"replicad.Attention", &Analysis::AttentionRule},
         {"Einsum", &Analysis::EinsumRule},
         {"OneHot", &Analysis::OneHotRule},
         {"Trilu", &Analysis::TriluRule},
@@ -280,6 +282,31 @@ class Analysis {
       return {"contracts rows", batch};
     }
     return {"", batch};
+  }
+
+  // The fused attention (attention_attributes.h) contracts Q's last dim,
+  // both of Kt's and V's rows, and normalizes along Kt's last: rows of the
+  // batch in any of those are mixed; in the batch dims or Q's rows they are
+  // not. Inputs and the output may be read and written through perms.
+  Effect AttentionRule(const Node& node, int batch) const {
+    for (size_t i = 0; i < 3; ++i) {
+      const int rank = InputRank(node, i);
+      if (!Rows(node, i) || rank < 2) continue;
+      const int axis = Permuted(Ints(node, kAttentionPerms[i]), axis_[node.inputs[i]]);
+      if (axis >= (i == 0 ? rank - 1 : rank - 2)) {
+        return {"attends across the batch's rows", batch};
+      }
+      if (i == 0) batch = axis;
+    }
+    const std::vector<int64_t> out = Ints(node, kAttentionPerms[3]);
+    return {"", Permuted(out, batch)};
+  }
+  // Where dim `axis` of a tensor lands once transposed by `perm` (empty: stays).
+  static int Permuted(const std::vector<int64_t>& perm, int axis) {
+    for (size_t j = 0; j < perm.size(); ++j) {
+      if (perm[j] == axis) return static_cast<int>(j);
+    }
+    return axis;
   }
 
   // Each operand that carries rows names its batch dim with a label the

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
+#include "core/ops/attention_attributes.h"
 #include "core/ops/op_util.h"
 #include "core/ops/optimizer_step_attributes.h"
 #include "core/ops/shape_rules.h"
@@ -123,7 +124,10 @@ constexpr OpDefinition kOps[] = {
     {"Upsample", InferUpsample, 1u << 1},
     {"Where", InferWhere},
     {"Xor", InferLogicalBinary},
-    // Training-only operators: "replicad." sorts after every ONNX type.
+    // The engine's own operators: "replicad." sorts after every ONNX type.
+    // Fused by the load-time optimizer (attention_attributes.h):
+    {kAttention, InferAttention},
+    // Training-only operators:
     {kAveragePoolGrad, InferAveragePoolGrad},
     {kBatchNormGrad, InferBatchNormGrad},
     {kBatchNormTrain, InferBatchNormTrain},

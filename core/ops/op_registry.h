@@ -46,7 +46,8 @@ const OpDefinition* FindOp(std::string_view op_type);
 // InvalidArgument naming the expected and the received outputs.
 absl::Status CheckKernelSpec(const KernelSpec& spec, std::string_view backend);
 
-// Every supported ONNX op type, sorted (training-only operators excluded).
+// Every supported ONNX op type, sorted (the engine's own "replicad." operators
+// excluded: training's and the optimizer's fused ones).
 std::vector<std::string_view> SupportedOps();
 
 }  // namespace replicad

@@ -124,6 +124,8 @@ constexpr BuilderEntry kBuilders[] = {
     {"Upsample", MakeResizeKernel},
     {"Where", MakeWhereKernel},
     {"Xor", MakeLogicalKernel},
+    // Fused by the load-time optimizer (core/ops/attention_attributes.h).
+    {"replicad.Attention", MakeAttentionKernel},
     // Training-only operators (core/ops/training_ops.h).
     {"replicad.AveragePoolGrad", MakeAveragePoolGradKernel},
     {"replicad.BatchNormGrad", MakeBatchNormGradKernel},

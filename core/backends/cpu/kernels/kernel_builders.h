@@ -46,6 +46,7 @@ KernelOrStatus MakeErfKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeLogSoftmaxKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeBatchNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeLayerNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeAttentionKernel(const KernelSpec& spec, CpuKernelContext& context);
 // InstanceNormalization and GroupNormalization.
 KernelOrStatus MakeGroupNormalizationKernel(const KernelSpec& spec, CpuKernelContext& context);
 // RoiAlign (roi_align_kernel.cc).

@@ -65,6 +65,8 @@ constexpr BuilderEntry kBuilders[] = {
     {"Tanh", MakeCudaActivationKernel},
     {"Transpose", MakeCudaIndexMapKernel},
     {"Unsqueeze", MakeCudaCopyKernel},
+    // Fused by the load-time optimizer (core/ops/attention_attributes.h).
+    {"replicad.Attention", MakeCudaAttentionKernel},
     // Training-only operators (core/ops/training_ops.h).
     {"replicad.AveragePoolGrad", MakeCudaPoolGradKernel},
     {"replicad.BatchNormGrad", MakeCudaBatchNormGradKernel},

@@ -36,6 +36,9 @@ KernelOrStatus MakeCudaSoftmaxKernel(const KernelSpec& spec, CudaKernelContext& 
 // cuBLAS: Gemm and MatMul (with fused activation).
 KernelOrStatus MakeCudaGemmKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaMatMulKernel(const KernelSpec& spec, CudaKernelContext& context);
+// replicad.Attention as the kernels above, one after another
+// (cuda_attention_kernel.cc); Unimplemented for a Where mask.
+KernelOrStatus MakeCudaAttentionKernel(const KernelSpec& spec, CudaKernelContext& context);
 
 // Our own kernels (*.cu):
 // Add, Sub, Mul, Div and Pow with broadcasting, float32 and int64.
