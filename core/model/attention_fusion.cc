@@ -15,9 +15,7 @@ namespace {
 
 constexpr int kMaxSteps = 4;
 
-int Rank(const Graph& graph, int v) {
-  return static_cast<int>(graph.values[v].type.shape.size());
-}
+int Rank(const Graph& graph, int v) { return static_cast<int>(graph.values[v].type.shape.size()); }
 
 // A Softmax over the last axis only: ONNX's from opset 13 with axis -1 (or
 // the last one of a known rank); before 13 the input is coerced to 2-D at
@@ -25,8 +23,7 @@ int Rank(const Graph& graph, int v) {
 bool SoftmaxOverLastAxis(const Graph& graph, const Node& node) {
   if (node.inputs.size() != 1 || node.outputs.size() != 1 || node.inputs[0] < 0) return false;
   const int rank = Rank(graph, node.inputs[0]);
-  const int64_t axis =
-      node.attributes.GetInt("axis", graph.opset >= 13 ? -1 : 1).value_or(0);
+  const int64_t axis = node.attributes.GetInt("axis", graph.opset >= 13 ? -1 : 1).value_or(0);
   if (graph.opset >= 13 && axis == -1) return true;
   return rank >= 2 && (axis == rank - 1 || axis == -1);
 }
@@ -47,8 +44,8 @@ bool MaybeMatrix(const Graph& graph, int v) {
 }
 
 struct Match {
-  int qk = -1;               // The MatMul of Q and Kt.
-  std::vector<int> nodes;    // The Softmax, then the steps' nodes, back to front.
+  int qk = -1;                       // The MatMul of Q and Kt.
+  std::vector<int> nodes;            // The Softmax, then the steps' nodes, back to front.
   std::vector<AttentionStep> steps;  // Back to front; operands as graph values.
 };
 

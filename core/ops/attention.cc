@@ -142,10 +142,11 @@ absl::StatusOr<TensorType> StepInput(const KernelSpec& spec, int input, DType dt
   const int64_t cols = padded.back();
   std::optional<Shape> joined = BroadcastShapes(*batch, BatchDims(padded));
   if ((rows != 1 && rows != m) || (cols != 1 && cols != n) || !joined.has_value()) {
-    return NodeError(spec, absl::StrCat("input ", input, " must broadcast to the scores [",
-                                        absl::StrJoin(*batch, ","), batch->empty() ? "" : ",", m,
-                                        ",", n, "] without enlarging their last two dims, received ",
-                                        TensorTypeToString(type)));
+    return NodeError(spec,
+                     absl::StrCat("input ", input, " must broadcast to the scores [",
+                                  absl::StrJoin(*batch, ","), batch->empty() ? "" : ",", m, ",", n,
+                                  "] without enlarging their last two dims, received ",
+                                  TensorTypeToString(type)));
   }
   *batch = *std::move(joined);
   return type;
@@ -180,10 +181,10 @@ absl::Status SetOutput(const KernelSpec& spec, const Shape& batch, AttentionLayo
     return absl::OkStatus();
   }
   if (!IsPermutation(perm, rank) || perm[rank - 1] != rank - 1) {
-    return NodeError(spec, absl::StrCat("attribute '", kAttentionPerms[3], "' must permute the ",
-                                        rank, " dims of ", ShapeToString(y),
-                                        " keeping the last, received [", absl::StrJoin(perm, ","),
-                                        "]"));
+    return NodeError(spec,
+                     absl::StrCat("attribute '", kAttentionPerms[3], "' must permute the ", rank,
+                                  " dims of ", ShapeToString(y), " keeping the last, received [",
+                                  absl::StrJoin(perm, ","), "]"));
   }
   layout->output_shape.clear();
   for (int64_t i = 0; i < rank; ++i) layout->output_shape.push_back(y[perm[i]]);
@@ -214,12 +215,11 @@ absl::StatusOr<AttentionLayout> ParseAttentionLayout(const KernelSpec& spec) {
   const char* const kNames[3] = {"Q", "Kt", "V"};
   for (int i = 0; i < 3; ++i) {
     REPLICAD_ASSIGN_OR_RETURN(matrices[i], RequiredInput(spec, i, kNames[i]));
-    REPLICAD_RETURN_IF_ERROR(
-        CheckInputDType(spec, i, kNames[i], matrices[i], {DType::kFloat32}));
+    REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, i, kNames[i], matrices[i], {DType::kFloat32}));
     if (matrices[i].shape.size() < 2) {
-      return NodeError(spec, absl::StrCat("input ", i, " '", kNames[i],
-                                          "' must have rank >= 2, received ",
-                                          TensorTypeToString(matrices[i])));
+      return NodeError(
+          spec, absl::StrCat("input ", i, " '", kNames[i], "' must have rank >= 2, received ",
+                             TensorTypeToString(matrices[i])));
     }
     REPLICAD_ASSIGN_OR_RETURN(views[i], ReadThroughPerm(spec, i, kNames[i], matrices[i].shape));
   }
@@ -232,10 +232,11 @@ absl::StatusOr<AttentionLayout> ParseAttentionLayout(const KernelSpec& spec) {
   layout.n = kt.back();
   layout.d = v.back();
   if (kt[kt.size() - 2] != layout.k || v[v.size() - 2] != layout.n) {
-    return NodeError(spec, absl::StrCat("inputs must chain as [.., M, K] x [.., K, N] x [.., N, D], "
-                                        "received Q ",
-                                        ShapeToString(q), ", Kt ", ShapeToString(kt), " and V ",
-                                        ShapeToString(v), " (after their perms)"));
+    return NodeError(spec,
+                     absl::StrCat("inputs must chain as [.., M, K] x [.., K, N] x [.., N, D], "
+                                  "received Q ",
+                                  ShapeToString(q), ", Kt ", ShapeToString(kt), " and V ",
+                                  ShapeToString(v), " (after their perms)"));
   }
   std::optional<Shape> batch = BroadcastShapes(BatchDims(q), BatchDims(kt));
   if (!batch.has_value()) {
@@ -244,14 +245,12 @@ absl::StatusOr<AttentionLayout> ParseAttentionLayout(const KernelSpec& spec) {
   }
   std::vector<TensorType> operand_types, condition_types;
   for (const AttentionStep& step : steps) {
-    REPLICAD_ASSIGN_OR_RETURN(
-        TensorType operand,
-        StepInput(spec, step.operand, DType::kFloat32, layout.m, layout.n, &*batch));
+    REPLICAD_ASSIGN_OR_RETURN(TensorType operand, StepInput(spec, step.operand, DType::kFloat32,
+                                                            layout.m, layout.n, &*batch));
     operand_types.push_back(std::move(operand));
     if (step.condition >= 0) {
-      REPLICAD_ASSIGN_OR_RETURN(
-          TensorType condition,
-          StepInput(spec, step.condition, DType::kBool, layout.m, layout.n, &*batch));
+      REPLICAD_ASSIGN_OR_RETURN(TensorType condition, StepInput(spec, step.condition, DType::kBool,
+                                                                layout.m, layout.n, &*batch));
       condition_types.push_back(std::move(condition));
     } else {
       condition_types.emplace_back();

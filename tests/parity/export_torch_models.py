@@ -398,6 +398,7 @@ ZOO_MODELS = (
     ("squeezenet1_0", 224),
     ("swin_t", 224),
     ("swin_v2_t", 224),
+    ("vit_b_16", 224),
     ("vit_b_32", 224),
 )
 

@@ -180,9 +180,8 @@ TEST(AttentionFusionTest, AKeepMaskFillsWhereFalseAndAllDroppedIsNaN) {
 // softmax over another axis, scores the caller also receives.
 TEST(AttentionFusionTest, FormsThatAreNotPlainAttentionStay) {
   {
-    OnnxModelBuilder b = Attention("weights_out", [](OnnxModelBuilder& b) {
-      b.AddNode("Identity", {"s"}, {"z"});
-    });
+    OnnxModelBuilder b =
+        Attention("weights_out", [](OnnxModelBuilder& b) { b.AddNode("Identity", {"s"}, {"z"}); });
     b.AddOutput("p", DType::kFloat32, {kAnyDim, kHeads, kTokens, kTokens});
     std::shared_ptr<const Model> model = testing::LoadOrDie(b.Serialize(), "m");
     EXPECT_EQ(CountOf(model->graph(), std::string(kAttention)), 0);
@@ -198,14 +197,12 @@ TEST(AttentionFusionTest, FormsThatAreNotPlainAttentionStay) {
     OnnxModelBuilder::SetInt(b.AddNode("Softmax", {"s"}, {"p"}), "axis", 2);
     b.AddNode("MatMul", {"p", "v"}, {"y"});
     b.AddOutput("y", DType::kFloat32, {kAnyDim, kHeads, kTokens, kHead});
-    std::shared_ptr<const Model> model =
-        ExpectFusedAnswersAsUnfused(b.Serialize(), Inputs(2, 31));
+    std::shared_ptr<const Model> model = ExpectFusedAnswersAsUnfused(b.Serialize(), Inputs(2, 31));
     EXPECT_EQ(CountOf(model->graph(), std::string(kAttention)), 0);
   }
   {
-    OnnxModelBuilder b = Attention("scores_out", [](OnnxModelBuilder& b) {
-      b.AddNode("Identity", {"s"}, {"z"});
-    });
+    OnnxModelBuilder b =
+        Attention("scores_out", [](OnnxModelBuilder& b) { b.AddNode("Identity", {"s"}, {"z"}); });
     b.AddOutput("s", DType::kFloat32, {kAnyDim, kHeads, kTokens, kTokens});
     std::shared_ptr<const Model> model = testing::LoadOrDie(b.Serialize(), "m");
     EXPECT_EQ(CountOf(model->graph(), std::string(kAttention)), 0);
@@ -231,7 +228,8 @@ TEST(AttentionFusionTest, TransposesAroundTheAttentionAreReadThrough) {
   OnnxModelBuilder::SetInts(b.AddNode("Transpose", {"yh"}, {"y"}), "perm", {0, 2, 1, 3});
   b.AddOutput("y", DType::kFloat32, {kAnyDim, kTokens, kHeads, kHead});
   std::vector<Tensor> inputs;
-  for (uint64_t i = 0; i < 3; ++i) inputs.push_back(RandomTensor({3, kTokens, kHeads, kHead}, 60 + i));
+  for (uint64_t i = 0; i < 3; ++i)
+    inputs.push_back(RandomTensor({3, kTokens, kHeads, kHead}, 60 + i));
   std::shared_ptr<const Model> model = ExpectFusedAnswersAsUnfused(b.Serialize(), inputs);
   ASSERT_EQ(model->graph().nodes.size(), 1u);
   const Attributes& attributes = model->graph().nodes[0].attributes;
@@ -242,13 +240,13 @@ TEST(AttentionFusionTest, TransposesAroundTheAttentionAreReadThrough) {
 // A bias of rank 5 makes S 5-D; the MatMul with v then broadcasts it. The
 // fused node broadcasts as the nodes did.
 TEST(AttentionFusionTest, AMaskThatAddsABatchDimFusesAndBroadcastsAsTheNodesDid) {
-  OnnxModelBuilder b = Attention(
-      "raises_rank",
-      [](OnnxModelBuilder& b) {
-        b.AddInitializer("bias", RandomTensor({2, 1, kHeads, kTokens, kTokens}, 41));
-        b.AddNode("Add", {"s", "bias"}, {"z"});
-      },
-      {2, kAnyDim, kHeads, kTokens, kHead});
+  OnnxModelBuilder b =
+      Attention("raises_rank",
+                [](OnnxModelBuilder& b) {
+                  b.AddInitializer("bias", RandomTensor({2, 1, kHeads, kTokens, kTokens}, 41));
+                  b.AddNode("Add", {"s", "bias"}, {"z"});
+                },
+                {2, kAnyDim, kHeads, kTokens, kHead});
   std::shared_ptr<const Model> model = ExpectFusedAnswersAsUnfused(b.Serialize(), Inputs(1, 51));
   EXPECT_EQ(CountOf(model->graph(), std::string(kAttention)), 1);
 }

@@ -80,8 +80,8 @@ __attribute__((target("avx512f"))) void SoftmaxRowAvx512(float* x, int64_t n) {
 // One step over `rows` rows of scores [rows, n] starting at query row `m0`
 // of batch entry `b`.
 void ApplyStep(const AttentionStep& step, const AttentionOperand& operand,
-               const AttentionOperand& condition, const void* const* inputs, int64_t b,
-               int64_t m0, int64_t rows, int64_t n, float* scores) {
+               const AttentionOperand& condition, const void* const* inputs, int64_t b, int64_t m0,
+               int64_t rows, int64_t n, float* scores) {
   const float* values = static_cast<const float*>(inputs[operand.input]) + operand.batch_offsets[b];
   const uint8_t* flags =
       condition.input < 0
@@ -144,7 +144,8 @@ class AttentionKernel : public Kernel {
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const int64_t m = layout_.m;
-    const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), scratch_threads_));
+    const int threads =
+        static_cast<int>(std::min<int64_t>(omp_get_max_threads(), scratch_threads_));
     // Enough blocks for four per thread where the rows allow it.
     const int64_t per_entry = (4 * threads + layout_.batch - 1) / layout_.batch;
     const int64_t block = std::clamp<int64_t>((m + per_entry - 1) / per_entry, 1, max_block_);
@@ -153,7 +154,8 @@ class AttentionKernel : public Kernel {
     std::atomic<int> failed{dnnl_success};
 #pragma omp parallel num_threads(threads) if (threads > 1 && tasks > 1)
     {
-      float* scores = workspace_ + omp_get_thread_num() * max_block_ * std::max<int64_t>(layout_.n, 1);
+      float* scores =
+          workspace_ + omp_get_thread_num() * max_block_ * std::max<int64_t>(layout_.n, 1);
 #pragma omp for schedule(static)
       for (int64_t t = 0; t < tasks; ++t) {
         const int64_t b = t / blocks;
@@ -171,8 +173,8 @@ class AttentionKernel : public Kernel {
   }
 
  private:
-  dnnl_status_t Block(const void* const* inputs, float* output, int64_t b, int64_t m0,
-                      int64_t rows, float* scores) const {
+  dnnl_status_t Block(const void* const* inputs, float* output, int64_t b, int64_t m0, int64_t rows,
+                      float* scores) const {
     const int64_t k = layout_.k, n = layout_.n, d = layout_.d;
     const MatrixView& o = layout_.output;
     float* out = output + o.batch_offsets[b] + m0 * o.row_stride;
@@ -218,7 +220,8 @@ class AttentionKernel : public Kernel {
     int64_t ld;
   };
   static Operand OperandOf(const MatrixView& view, const void* input, int64_t b, int64_t row) {
-    const float* data = static_cast<const float*>(input) + view.batch_offsets[b] + row * view.row_stride;
+    const float* data =
+        static_cast<const float*>(input) + view.batch_offsets[b] + row * view.row_stride;
     if (view.col_stride == 1) return {'N', data, std::max<int64_t>(view.row_stride, 1)};
     return {'T', data, std::max<int64_t>(view.col_stride, 1)};
   }

@@ -84,8 +84,7 @@ absl::StatusOr<CudaAttentionKernel::Part> MakePart(const KernelSpec& fused,
                                                    const std::string& op_type,
                                                    std::vector<TensorType> inputs,
                                                    Attributes attributes, Builder builder,
-                                                   CudaKernelContext& context,
-                                                   TensorType* output) {
+                                                   CudaKernelContext& context, TensorType* output) {
   CudaAttentionKernel::Part part;
   part.attributes = std::make_unique<Attributes>(std::move(attributes));
   KernelSpec spec;
@@ -130,9 +129,9 @@ KernelOrStatus MakeCudaAttentionKernel(const KernelSpec& spec, CudaKernelContext
     kernel->AddPart(std::move(part));
   }
   TensorType scores;
-  REPLICAD_ASSIGN_OR_RETURN(CudaAttentionKernel::Part product,
-                            MakePart(spec, "MatMul", {types[0], types[1]}, {},
-                                     MakeCudaMatMulKernel, context, &scores));
+  REPLICAD_ASSIGN_OR_RETURN(
+      CudaAttentionKernel::Part product,
+      MakePart(spec, "MatMul", {types[0], types[1]}, {}, MakeCudaMatMulKernel, context, &scores));
   const int buffers[2] = {kernel->AddBuffer(BytesOf(scores)), kernel->AddBuffer(BytesOf(scores))};
   product.reads = {where[0], where[1]};
   product.writes = buffers[0];
@@ -144,9 +143,10 @@ KernelOrStatus MakeCudaAttentionKernel(const KernelSpec& spec, CudaKernelContext
                      : step.kind == AttentionStep::Kind::kAdd ? "Add"
                                                               : nullptr;
     if (op == nullptr) {
-      return NodeUnimplemented(spec, "the CUDA backend has no kernel for Where, so none for an "
-                                     "attention masked by Where (masked_fill); an additive mask "
-                                     "(Add) runs");
+      return NodeUnimplemented(spec,
+                               "the CUDA backend has no kernel for Where, so none for an "
+                               "attention masked by Where (masked_fill); an additive mask "
+                               "(Add) runs");
     }
     REPLICAD_ASSIGN_OR_RETURN(CudaAttentionKernel::Part part,
                               MakePart(spec, op, {scores, *spec.inputs[step.operand]}, {},
@@ -156,17 +156,17 @@ KernelOrStatus MakeCudaAttentionKernel(const KernelSpec& spec, CudaKernelContext
     current = 1 - current;
     kernel->AddPart(std::move(part));
   }
-  REPLICAD_ASSIGN_OR_RETURN(CudaAttentionKernel::Part softmax,
-                            MakePart(spec, "Softmax", {scores}, {}, MakeCudaSoftmaxKernel, context,
-                                     &scores));
+  REPLICAD_ASSIGN_OR_RETURN(
+      CudaAttentionKernel::Part softmax,
+      MakePart(spec, "Softmax", {scores}, {}, MakeCudaSoftmaxKernel, context, &scores));
   softmax.reads = {buffers[current]};
   softmax.writes = buffers[1 - current];
   current = 1 - current;
   kernel->AddPart(std::move(softmax));
   TensorType y;
-  REPLICAD_ASSIGN_OR_RETURN(CudaAttentionKernel::Part output,
-                            MakePart(spec, "MatMul", {scores, types[2]}, {},
-                                     MakeCudaMatMulKernel, context, &y));
+  REPLICAD_ASSIGN_OR_RETURN(
+      CudaAttentionKernel::Part output,
+      MakePart(spec, "MatMul", {scores, types[2]}, {}, MakeCudaMatMulKernel, context, &y));
   output.reads = {buffers[current], where[2]};
   std::vector<int64_t> perm = *spec.attributes->GetInts(kAttentionPerms[3], {});
   if (perm.empty()) {

@@ -32,7 +32,8 @@ template <typename T>
 T At(const Tensor& t, const Shape& out, const std::vector<int64_t>& index) {
   const Shape padded = PadToRank(t.shape(), out.size());
   int64_t offset = 0;
-  for (size_t d = 0; d < out.size(); ++d) offset = offset * padded[d] + (padded[d] == 1 ? 0 : index[d]);
+  for (size_t d = 0; d < out.size(); ++d)
+    offset = offset * padded[d] + (padded[d] == 1 ? 0 : index[d]);
   return t.data<T>()[offset];
 }
 
@@ -80,14 +81,23 @@ Tensor Reference(const std::vector<Tensor>& inputs, const std::vector<AttentionS
         si.insert(si.end(), {r, c});
         for (const AttentionStep& step : steps) {
           const double operand = At<float>(inputs[step.operand], ss, si);
-          const bool flag =
-              step.condition >= 0 && At<uint8_t>(inputs[step.condition], ss, si) != 0;
+          const bool flag = step.condition >= 0 && At<uint8_t>(inputs[step.condition], ss, si) != 0;
           switch (step.kind) {
-            case Kind::kMul: s[c] *= operand; break;
-            case Kind::kDiv: s[c] /= operand; break;
-            case Kind::kAdd: s[c] += operand; break;
-            case Kind::kFillWhere: s[c] = flag ? operand : s[c]; break;
-            case Kind::kFillUnless: s[c] = flag ? s[c] : operand; break;
+            case Kind::kMul:
+              s[c] *= operand;
+              break;
+            case Kind::kDiv:
+              s[c] /= operand;
+              break;
+            case Kind::kAdd:
+              s[c] += operand;
+              break;
+            case Kind::kFillWhere:
+              s[c] = flag ? operand : s[c];
+              break;
+            case Kind::kFillUnless:
+              s[c] = flag ? s[c] : operand;
+              break;
           }
         }
       }
@@ -135,7 +145,8 @@ class AttentionKernelTest : public CpuKernelTestBase {
     Attributes attributes;
     WriteAttentionSteps(steps, &attributes);
     std::vector<std::optional<Tensor>> optional(inputs.begin(), inputs.end());
-    absl::StatusOr<std::vector<Tensor>> outputs = Run(std::string(kAttention), optional, attributes);
+    absl::StatusOr<std::vector<Tensor>> outputs =
+        Run(std::string(kAttention), optional, attributes);
     if (!outputs.ok()) return outputs.status();
     return (*outputs)[0];
   }
@@ -171,11 +182,13 @@ TEST_F(AttentionKernelTest, PlainAttentionAcrossVectorTailsAndBlocks) {
 TEST_F(AttentionKernelTest, ScaleMaskAndCausalFillInGraphOrder) {
   const int64_t m = 20, n = 20;
   const std::vector<Tensor> inputs = {
-      Random({2, 4, m, 8}, 4), Random({2, 4, 8, n}, 5), Random({2, 4, n, 8}, 6),
-      Of<float>(DType::kFloat32, {}, {0.125f}),                       // 3: scale
-      Random({2, 1, 1, n}, 7),                                        // 4: additive mask
+      Random({2, 4, m, 8}, 4),
+      Random({2, 4, 8, n}, 5),
+      Random({2, 4, n, 8}, 6),
+      Of<float>(DType::kFloat32, {}, {0.125f}),                      // 3: scale
+      Random({2, 1, 1, n}, 7),                                       // 4: additive mask
       BoolMatrix(m, n, [](int64_t r, int64_t c) { return c > r; }),  // 5: causal
-      Of<float>(DType::kFloat32, {1}, {-kInf}),                       // 6: fill
+      Of<float>(DType::kFloat32, {1}, {-kInf}),                      // 6: fill
   };
   ExpectMatches(inputs, {{Kind::kMul, 3, -1}, {Kind::kAdd, 4, -1}, {Kind::kFillWhere, 6, 5}});
 }
@@ -185,11 +198,13 @@ TEST_F(AttentionKernelTest, DivAndAKeepMaskThatFillsWhereFalse) {
   std::vector<uint8_t> keep(2 * n, 1);
   for (int64_t c = 9; c < n; ++c) keep[c] = 0;  // Entry 0 pads its last 3 keys.
   const std::vector<Tensor> inputs = {
-      Random({2, 2, 6, 4}, 8), Random({2, 2, 4, n}, 9), Random({2, 2, n, 5}, 10),
-      Of<float>(DType::kFloat32, {}, {2.0f}),        // 3
-      Bools({2, 1, 1, n}, keep),                     // 4
-      Of<float>(DType::kFloat32, {}, {-1e9f}),       // 5
-      Random({2, 6, n}, 11),                         // 6: a bias per head
+      Random({2, 2, 6, 4}, 8),
+      Random({2, 2, 4, n}, 9),
+      Random({2, 2, n, 5}, 10),
+      Of<float>(DType::kFloat32, {}, {2.0f}),   // 3
+      Bools({2, 1, 1, n}, keep),                // 4
+      Of<float>(DType::kFloat32, {}, {-1e9f}),  // 5
+      Random({2, 6, n}, 11),                    // 6: a bias per head
   };
   ExpectMatches(inputs, {{Kind::kDiv, 3, -1}, {Kind::kFillUnless, 5, 4}, {Kind::kAdd, 6, -1}});
 }
@@ -204,9 +219,9 @@ TEST_F(AttentionKernelTest, KeysAndValuesSharedAcrossHeadsBroadcast) {
 
 TEST_F(AttentionKernelTest, AMaskMayAddBatchDimsAsTheUnfusedAddDid) {
   // Scores [2, 5, 6] plus a mask [3, 1, 5, 6]: the output is [3, 2, 5, 4].
-  ExpectMatches({Random({2, 5, 8}, 34), Random({2, 8, 6}, 35), Random({6, 4}, 36),
-                 Random({3, 1, 5, 6}, 37)},
-                {{Kind::kAdd, 3, -1}});
+  ExpectMatches(
+      {Random({2, 5, 8}, 34), Random({2, 8, 6}, 35), Random({6, 4}, 36), Random({3, 1, 5, 6}, 37)},
+      {{Kind::kAdd, 3, -1}});
 }
 
 // `t` transposed by `perm` (Transpose's semantics).
@@ -245,8 +260,9 @@ TEST_F(AttentionKernelTest, InputsAndOutputReadAndWrittenThroughPerms) {
   absl::StatusOr<std::vector<Tensor>> y = Run(std::string(kAttention), {q, k, v}, attributes);
   ASSERT_TRUE(y.ok()) << y.status();
   const Tensor expected = Transposed(
-      Reference({Transposed(q, heads_first), Transposed(k, keys_transposed), Transposed(v, heads_first)},
-                {}),
+      Reference(
+          {Transposed(q, heads_first), Transposed(k, keys_transposed), Transposed(v, heads_first)},
+          {}),
       heads_first);
   ExpectNear((*y)[0], expected);
   // A perm that leaves no unit stride in a matrix, and one that moves D.
@@ -261,9 +277,8 @@ TEST_F(AttentionKernelTest, InputsAndOutputReadAndWrittenThroughPerms) {
 
 TEST_F(AttentionKernelTest, ScoresWiderThanABlock) {
   // 3000 keys: a block holds 8 rows of them, so 20 query rows take three.
-  ExpectMatches({Random({1, 1, 20, 4}, 18), Random({1, 1, 4, 3000}, 19),
-                 Random({1, 1, 3000, 4}, 20)},
-                {});
+  ExpectMatches(
+      {Random({1, 1, 20, 4}, 18), Random({1, 1, 4, 3000}, 19), Random({1, 1, 3000, 4}, 20)}, {});
 }
 
 TEST_F(AttentionKernelTest, NonFiniteRowsBecomeNaNAsOnnxRuntimeGivesThem) {
@@ -276,8 +291,8 @@ TEST_F(AttentionKernelTest, NonFiniteRowsBecomeNaNAsOnnxRuntimeGivesThem) {
   bias.data<float>()[2 * n + 17] = kInf;  // Row 2: an infinite score.
   // Row 3: every key masked.
   Tensor mask = BoolMatrix(m, n, [](int64_t r, int64_t) { return r == 3; });
-  const std::vector<Tensor> inputs = {q, kt, Random({1, 1, n, 3}, 23), bias, mask,
-                                      Of<float>(DType::kFloat32, {}, {-kInf})};
+  const std::vector<Tensor> inputs = {q,    kt,   Random({1, 1, n, 3}, 23),
+                                      bias, mask, Of<float>(DType::kFloat32, {}, {-kInf})};
   absl::StatusOr<Tensor> y = RunAttention(inputs, {{Kind::kAdd, 3, -1}, {Kind::kFillWhere, 5, 4}});
   ASSERT_TRUE(y.ok()) << y.status();
   for (int64_t r = 0; r < m; ++r) {

@@ -20,6 +20,7 @@
 #include "core/device/run_context.h"
 #include "core/ops/training_ops.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cpu_and_gpu_test.h"
 #include "tests/testing/kernel_runner.h"
 #include "tests/testing/test_models.h"
 
@@ -30,8 +31,6 @@ using testing::KernelCall;
 using testing::RunKernel;
 
 constexpr double kTolerance = 1e-4;
-const DeviceId kCpu{DeviceKind::kCpu, 0};
-const DeviceId kGpu{DeviceKind::kCuda, 0};
 
 // Stands in for the other slots of a step. Without `other` it doubles every
 // value, as a second slot with identical rows would; with it, it adds
@@ -132,20 +131,8 @@ void ExpectAllNear(const std::vector<Tensor>& actual, const std::vector<Tensor>&
   }
 }
 
-class CudaBatchNormTrainTest : public ::testing::Test {
+class CudaBatchNormTrainTest : public testing::CpuAndGpuTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
-    ASSERT_TRUE(devices.ok()) << devices.status();
-    if (FindDevice(*devices, kGpu) == nullptr) GTEST_SKIP() << "no CUDA device";
-    absl::StatusOr<std::unique_ptr<Device>> cpu = CreateDevice(*FindDevice(*devices, kCpu), {});
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    cpu_ = *std::move(cpu);
-    absl::StatusOr<std::unique_ptr<Device>> gpu = CreateDevice(*FindDevice(*devices, kGpu), {});
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    gpu_ = *std::move(gpu);
-  }
-
   // Runs `call` on both devices, expects them to agree and returns the CPU's.
   std::vector<Tensor> ExpectSameOnGpu(const KernelCall& call, const std::string& what) {
     absl::StatusOr<std::vector<Tensor>> cpu = RunKernel(*cpu_, call);
@@ -156,8 +143,6 @@ class CudaBatchNormTrainTest : public ::testing::Test {
     ExpectAllNear(*gpu, *cpu, what);
     return *std::move(cpu);
   }
-
-  std::unique_ptr<Device> cpu_, gpu_;
 };
 
 const std::vector<Shape>& TestShapes() {

@@ -20,6 +20,7 @@
 #include "core/device/run_context.h"
 #include "core/ops/training_ops.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cpu_and_gpu_test.h"
 #include "tests/testing/kernel_runner.h"
 #include "tests/testing/test_models.h"
 
@@ -31,8 +32,6 @@ using testing::RunKernel;
 
 constexpr double kTolerance = 1e-4;
 constexpr double kExact = 0;
-const DeviceId kCpu{DeviceKind::kCpu, 0};
-const DeviceId kGpu{DeviceKind::kCuda, 0};
 
 Tensor Random(Shape shape, uint64_t seed) { return testing::RandomTensor(std::move(shape), seed); }
 
@@ -65,20 +64,8 @@ void ExpectNear(const Tensor& actual, const Tensor& expected, double tolerance,
   }
 }
 
-class CudaTrainingKernelsTest : public ::testing::Test {
+class CudaTrainingKernelsTest : public testing::CpuAndGpuTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::vector<DeviceInfo>> devices = EnumerateDevices();
-    ASSERT_TRUE(devices.ok()) << devices.status();
-    if (FindDevice(*devices, kGpu) == nullptr) GTEST_SKIP() << "no CUDA device";
-    absl::StatusOr<std::unique_ptr<Device>> cpu = CreateDevice(*FindDevice(*devices, kCpu), {});
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    cpu_ = *std::move(cpu);
-    absl::StatusOr<std::unique_ptr<Device>> gpu = CreateDevice(*FindDevice(*devices, kGpu), {});
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    gpu_ = *std::move(gpu);
-  }
-
   // Runs `call` on both devices, expects every output to agree within
   // `tolerance` (kExact: bit for bit) and returns the CPU's outputs.
   std::vector<Tensor> ExpectSameOnGpu(const KernelCall& call, double tolerance,
@@ -95,8 +82,6 @@ class CudaTrainingKernelsTest : public ::testing::Test {
     }
     return *std::move(cpu);
   }
-
-  std::unique_ptr<Device> cpu_, gpu_;
 };
 
 TEST_F(CudaTrainingKernelsTest, ReluGrad) {
