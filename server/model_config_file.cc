@@ -7,8 +7,10 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/backends/backends.h"
 #include "core/base/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -473,6 +475,20 @@ absl::StatusOr<SchedulerOptions> SchedulerOptionsOf(const inference::ModelConfig
     options.warmup_batch_sizes.push_back(warmup.batch_size());
   }
   options.max_batch_size = config.max_batch_size();
+  // replicad's own parameter (Triton passes `parameters` to its backend):
+  // the sequence lengths requests are padded to (sequence_buckets.h).
+  if (auto it = config.parameters().find("sequence_buckets"); it != config.parameters().end()) {
+    for (absl::string_view length : absl::StrSplit(it->second.string_value(), ',')) {
+      int64_t value = 0;
+      if (!absl::SimpleAtoi(length, &value)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("parameters.sequence_buckets: expected lengths separated by commas, e.g. "
+                         "\"32,64,128\", received \"",
+                         it->second.string_value(), "\""));
+      }
+      options.sequence_buckets.push_back(value);
+    }
+  }
   // Triton's default scheduler: each request alone, one queue, the proto's policy.
   options.dynamic_batching = false;
   options.default_queue_policy = QueuePolicy();

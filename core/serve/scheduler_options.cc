@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "core/base/status_macros.h"
 
@@ -65,6 +66,14 @@ absl::Status SchedulerOptions::Validate() const {
           CheckBatchSizes(warmup_batch_sizes, max_batch_size, "model_warmup", ".batch_size");
       !s.ok()) {
     return s;
+  }
+  for (size_t i = 0; i < sequence_buckets.size(); ++i) {
+    if (sequence_buckets[i] < 1 || (i > 0 && sequence_buckets[i] <= sequence_buckets[i - 1])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameters.sequence_buckets: expected positive lengths in ascending "
+                       "order, received ",
+                       absl::StrJoin(sequence_buckets, ",")));
+    }
   }
   if (max_queue_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

@@ -75,6 +75,10 @@ struct SchedulerOptions {
   // gigabytes per repository before any port opened.
   int64_t warmup_max_rows = 2;
   std::vector<int64_t> warmup_batch_sizes;
+  // Sequence lengths, ascending, that a request's open dim 1 is padded to
+  // (sequence_buckets.h): requests of lengths 37 and 50 then share the plan
+  // and the batch of length 64. Empty: every length is a shape of its own.
+  std::vector<int64_t> sequence_buckets;
 
   // The policy of `level` (1-based; the default policy for levels without one).
   const QueuePolicy& PolicyOf(uint32_t level) const;
@@ -85,7 +89,8 @@ struct SchedulerOptions {
   // size <= 0 or above max_batch_size, a default level outside
   // 1..priority_levels while levels are set, a policy for a level that does
   // not exist, a negative delay or timeout, warmup sizes below 1 (a
-  // warmup batch size above max_batch_size too).
+  // warmup batch size above max_batch_size too), sequence buckets that are
+  // not positive and ascending.
   absl::Status Validate() const;
 };
 

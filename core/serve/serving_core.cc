@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/client_text.h"
 #include "core/base/log.h"
+#include "core/serve/sequence_buckets.h"
 
 namespace replicad {
 
@@ -229,13 +230,22 @@ void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWr
   scheduled->context = std::move(context);
   scheduled->context.server_stopped = &stopped_;
   scheduled->sink = call.get();
+  // A request padded to a sequence bucket shares plans and batches with
+  // others of that bucket; its answer is cut back to its own length.
+  std::shared_ptr<SequenceBucketPadding> padding = SequenceBucketPadding::For(
+      (*model)->model(), scheduled->inputs, (*model)->scheduling.sequence_buckets, call.get());
+  if (padding != nullptr) {
+    scheduled->inputs = std::move(padding->inputs());
+    scheduled->sink = padding.get();
+  }
   const int64_t rows = scheduled->rows();
   const absl::Time bound = options_.clock->Now();
   // Copied only when the request log is on: an id may be long.
   std::string logged_id = VerboseLogOn(1) ? scheduled->context.id : std::string();
-  scheduled->done = [this, call, rows, admitted, bound, logged_id = std::move(logged_id),
+  scheduled->done = [this, call, padding, rows, admitted, bound, logged_id = std::move(logged_id),
                      done = std::move(done), in_flight = *std::move(in_flight)](
                         absl::Status status, ScheduleReport report) mutable {
+    if (status.ok() && padding != nullptr) padding->CutOutputs();
     const absl::Time now = options_.clock->Now();
     LoadedModel& model = *call->model;
     if (VerboseLogOn(1)) {

@@ -314,6 +314,25 @@ TEST(SchedulerOptionsOfTest, ModelWarmupsBatchSizesAreWarmed) {
   }
 }
 
+TEST(SchedulerOptionsOfTest, SequenceBucketsAreReadFromTheParameters) {
+  absl::StatusOr<SchedulerOptions> options =
+      SchedulerOptionsOf(Parsed(R"(max_batch_size: 8 dynamic_batching {}
+                parameters { key: "sequence_buckets" value { string_value: "32,64,128" } })"),
+                         DaemonScheduling());
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
+  for (const char* text : {"64,32", "0,8", "32;64", ""}) {
+    absl::StatusOr<SchedulerOptions> refused = SchedulerOptionsOf(
+        Parsed(absl::StrCat(
+            "max_batch_size: 8 parameters { key: \"sequence_buckets\" value { string_value: \"",
+            text, "\" } }")),
+        DaemonScheduling());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(refused.status().message(), HasSubstr("parameters.sequence_buckets: expected"))
+        << text;
+  }
+}
+
 TEST(SchedulerOptionsOfTest, EmptyDynamicBatchingBatchesWithTritonsDefaults) {
   absl::StatusOr<SchedulerOptions> options =
       SchedulerOptionsOf(Parsed("max_batch_size: 8 dynamic_batching {}"), SchedulerOptions());
