@@ -68,11 +68,11 @@ absl::Status SchedulerOptions::Validate() const {
     return s;
   }
   for (size_t i = 0; i < sequence_buckets.size(); ++i) {
-    if (sequence_buckets[i] < 1 || (i > 0 && sequence_buckets[i] <= sequence_buckets[i - 1])) {
+    if (sequence_buckets[i] < 1 || sequence_buckets[i] > kMaxSequenceBucket ||
+        (i > 0 && sequence_buckets[i] <= sequence_buckets[i - 1])) {
       return absl::InvalidArgumentError(
-          absl::StrCat("parameters.sequence_buckets: expected positive lengths in ascending "
-                       "order, received ",
-                       absl::StrJoin(sequence_buckets, ",")));
+          absl::StrCat("parameters.sequence_buckets: expected lengths 1..", kMaxSequenceBucket,
+                       " in ascending order, received ", absl::StrJoin(sequence_buckets, ",")));
     }
   }
   if (max_queue_delay < absl::ZeroDuration()) {

@@ -33,6 +33,11 @@ struct QueuePolicy {
 // max_batch_size (--max-batch-size 0); a larger request still runs, alone.
 inline constexpr int64_t kDefaultFusedBatchRows = 256;
 
+// The longest sequence bucket a model may list: padding a request of one
+// token to more would let a configuration turn small requests into
+// gigabytes.
+inline constexpr int64_t kMaxSequenceBucket = int64_t{1} << 20;
+
 // How a model's scheduler queues, batches and orders requests. Read from a
 // Triton config.pbtxt's dynamic_batching, or from the daemon's flags for a
 // model without one. The defaults here are those of a model without a
@@ -78,6 +83,7 @@ struct SchedulerOptions {
   // Sequence lengths, ascending, that a request's open dim 1 is padded to
   // (sequence_buckets.h): requests of lengths 37 and 50 then share the plan
   // and the batch of length 64. Empty: every length is a shape of its own.
+  // At most kMaxSequenceBucket.
   std::vector<int64_t> sequence_buckets;
 
   // The policy of `level` (1-based; the default policy for levels without one).

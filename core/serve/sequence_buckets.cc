@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <utility>
 
 namespace replicad {
@@ -36,7 +37,12 @@ std::unique_ptr<SequenceBucketPadding> SequenceBucketPadding::For(
     }
     Shape shape = input.shape();
     shape[1] = padding->bucket_;
-    Tensor padded = Tensor::Host(input.dtype(), shape);
+    Tensor padded;
+    try {
+      padded = Tensor::Host(input.dtype(), shape);
+    } catch (const std::bad_alloc&) {
+      return nullptr;  // The request runs as it came; the queue's byte bound still applies.
+    }
     // [rows, L, inner...] into [rows, B, inner...], zeros after each row's L.
     const size_t rows = static_cast<size_t>(shape[0]);
     const size_t row_in = input.byte_size() / std::max<size_t>(rows, 1);

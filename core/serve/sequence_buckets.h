@@ -29,9 +29,9 @@ class SequenceBucketPadding : public OutputSink {
   // where it needs none: no open dim 1, lengths that differ, a length
   // already a bucket or above the largest.
   static std::unique_ptr<SequenceBucketPadding> For(const Model& model,
-                                                   const std::vector<Tensor>& inputs,
-                                                   const std::vector<int64_t>& buckets,
-                                                   OutputSink* answer);
+                                                    const std::vector<Tensor>& inputs,
+                                                    const std::vector<int64_t>& buckets,
+                                                    OutputSink* answer);
 
   // The inputs padded to the bucket (the others as they were).
   std::vector<Tensor>& inputs() { return inputs_; }

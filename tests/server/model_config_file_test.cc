@@ -321,7 +321,7 @@ TEST(SchedulerOptionsOfTest, SequenceBucketsAreReadFromTheParameters) {
                          DaemonScheduling());
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->sequence_buckets, (std::vector<int64_t>{32, 64, 128}));
-  for (const char* text : {"64,32", "0,8", "32;64", ""}) {
+  for (const char* text : {"64,32", "0,8", "32;64", "", "8,2000000"}) {
     absl::StatusOr<SchedulerOptions> refused = SchedulerOptionsOf(
         Parsed(absl::StrCat(
             "max_batch_size: 8 parameters { key: \"sequence_buckets\" value { string_value: \"",
