@@ -114,12 +114,14 @@ absl::Status WhereGradient(GradientBuilder& b) {
   return absl::OkStatus();
 }
 
-absl::Status ReduceSumGradient(GradientBuilder& b) {
+absl::Status SumOrMeanGradient(GradientBuilder& b) {
   if (!b.wants_gradient(0)) return absl::OkStatus();
   const Node& node = b.node();
+  const bool mean = node.op_type == "ReduceMean";
   const bool keepdims = node.attributes.GetInt("keepdims", 1).value_or(1) != 0;
   int dy = b.output_gradient(0);
-  const bool axes_input = b.opset() >= 13;
+  // ReduceSum took its axes as input 1 from opset 13, ReduceMean from 18.
+  const bool axes_input = b.opset() >= (mean ? 18 : 13);
   const bool has_axes =
       axes_input ? node.inputs.size() > 1 && node.inputs[1] >= 0 : node.attributes.Has("axes");
   if (!has_axes && node.attributes.GetInt("noop_with_empty_axes", 0).value_or(0) != 0) {
@@ -128,17 +130,48 @@ absl::Status ReduceSumGradient(GradientBuilder& b) {
   }
   if (!keepdims && has_axes) {
     // The reduced dims come back as 1s: Unsqueeze by the same axes.
+    // (Unsqueeze took its axes as input 1 from opset 13, ReduceMean from 18.)
     if (axes_input) {
       dy = b.Emit1("Unsqueeze", {dy, node.inputs[1]});
     } else {
-      Attributes axes;
-      axes.Set("axes", node.attributes.GetInts("axes", {}).value_or(std::vector<int64_t>{}));
-      dy = b.Emit1("Unsqueeze", {dy}, axes);
+      dy = WithAxes(b, "Unsqueeze", dy,
+                    node.attributes.GetInts("axes", {}).value_or(std::vector<int64_t>{}), 13);
     }
   }
   // Without axes every dim is reduced: dY is a scalar (or all 1s), which
   // broadcasts as it is.
-  b.AddInputGradient(0, b.Emit1("Expand", {dy, b.Emit1("Shape", {b.input(0)})}));
+  int dx = b.Emit1("Expand", {dy, b.Emit1("Shape", {b.input(0)})});
+  if (mean) {
+    // Each output averaged |X| / |Y| elements.
+    auto elements = [&b](int v) {
+      Attributes all;
+      all.Set("keepdims", int64_t{0});
+      Attributes to_float;
+      to_float.Set("to", int64_t{1});
+      return b.Emit1("Cast", {b.Emit1("ReduceProd", {b.Emit1("Shape", {v})}, all)}, to_float);
+    };
+    dx = b.Emit1("Div", {dx, b.Emit1("Div", {elements(b.input(0)), elements(b.output(0))})});
+  }
+  b.AddInputGradient(0, dx);
+  return absl::OkStatus();
+}
+
+// Y = A^B: dA = dY B A^(B-1), dB = dY Y ln(A), each summed back to its shape
+// (B is float32 here: an integer exponent is cast first).
+absl::Status PowGradient(GradientBuilder& b) {
+  const int g = b.output_gradient(0), base = b.input(0);
+  Attributes to_float;
+  to_float.Set("to", int64_t{1});
+  const int exponent = b.Emit1("Cast", {b.input(1)}, to_float);
+  if (b.wants_gradient(0)) {
+    const int lowered = b.Emit1("Pow", {base, b.Emit1("Sub", {exponent, b.Scalar(1.0f)})});
+    const int slope = b.Emit1("Mul", {exponent, lowered});
+    b.AddInputGradient(0, b.Emit1(kSumToShape, {b.Emit1("Mul", {g, slope}), base}));
+  }
+  if (b.wants_gradient(1)) {
+    const int scaled = b.Emit1("Mul", {b.Emit1("Mul", {g, b.output(0)}), b.Emit1("Log", {base})});
+    b.AddInputGradient(1, b.Emit1(kSumToShape, {scaled, b.input(1)}));
+  }
   return absl::OkStatus();
 }
 

@@ -15,6 +15,8 @@ namespace replicad {
 //   Erf                 dX = dY 2 / sqrt(pi) exp(-x^2)  (exact GELU is built of it)
 //   Where               dX = Where(c, dY, 0), dY' = Where(c, 0, dY), each summed to shape
 //   ReduceSum           dX = dY (with the reduced dims back as 1s) expanded to X
+//   ReduceMean          the same divided by the elements each output averaged
+//   Pow                 dA = dY B A^(B-1), dB = dY Y ln(A) (a LayerNorm written out)
 //   Slice               replicad.SliceGrad
 //   Split               dX = Concat of the outputs' gradients (0 for unused outputs)
 //   Expand              dX = dY summed to X's shape
@@ -23,7 +25,8 @@ absl::Status GatherGradient(GradientBuilder& b);
 absl::Status LayerNormalizationGradient(GradientBuilder& b);
 absl::Status ErfGradient(GradientBuilder& b);
 absl::Status WhereGradient(GradientBuilder& b);
-absl::Status ReduceSumGradient(GradientBuilder& b);
+absl::Status SumOrMeanGradient(GradientBuilder& b);  // ReduceSum and ReduceMean.
+absl::Status PowGradient(GradientBuilder& b);
 absl::Status SliceGradient(GradientBuilder& b);
 absl::Status SplitGradient(GradientBuilder& b);
 absl::Status ExpandGradient(GradientBuilder& b);

@@ -88,8 +88,25 @@ def main():
             pooled = F.gelu(a)[:, 1:3].sum(1)
             return self.out(pooled * self.gain.expand(pooled.shape[0], 6))
 
+    class WrittenNorm(nn.Module):
+        """LayerNorm as exporters before opset 17 write it (ReduceMean, Sub, Pow, Add, Sqrt,
+        Div, Mul, Add), Pow of a trained exponent, and a mean over the tokens (ReduceMean
+        without keepdims). Exported at opset 13."""
+
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm(6)
+            self.power = nn.Parameter(torch.tensor(1.5))
+            self.out = nn.Linear(6, 3)
+
+        def forward(self, x):
+            h = self.norm(x)
+            h = h + 0.1 * torch.pow(torch.sigmoid(h) + 0.5, self.power)
+            return self.out(h.mean(1))
+
     rng = np.random.RandomState(1)
     cases = [("elementwise", Elementwise(), (5, 4), (5, 3, 2), 13),
+             ("written_norm", WrittenNorm(), (3, 4, 6), (3, 3), 13),
              ("pooling", Pooling(), (3, 2, 7, 7), (3, 3), 13),
              ("transformer", Transformer(), (3, 4, 6), (3, 3), 17)]
     for name, net, x_shape, y_shape, opset in cases:

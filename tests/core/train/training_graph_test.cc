@@ -505,7 +505,8 @@ TEST_P(TorchGradientsTest, MatchAutograd) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, TorchGradientsTest,
-                         ::testing::Values("elementwise", "pooling", "transformer"));
+                         ::testing::Values("elementwise", "pooling", "transformer",
+                                           "written_norm"));
 
 }  // namespace
 }  // namespace replicad
