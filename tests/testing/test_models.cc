@@ -77,6 +77,24 @@ std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std:
   return *model;
 }
 
+std::string SequenceSumOnnx() {
+  OnnxModelBuilder b("sequence_sum", 13);
+  b.AddInput("x", DType::kFloat32, {kAnyDim, kAnyDim});
+  b.AddInput("mask", DType::kFloat32, {kAnyDim, kAnyDim});
+  Tensor axis = Tensor::Host(DType::kInt64, {});
+  axis.data<int64_t>()[0] = 1;
+  Tensor axes = Tensor::Host(DType::kInt64, {1});
+  axes.data<int64_t>()[0] = 1;
+  b.AddInitializer("axis", axis);
+  b.AddInitializer("axes", axes);
+  b.AddNode("CumSum", {"x", "axis"}, {"running"});
+  b.AddNode("Mul", {"x", "mask"}, {"kept"});
+  OnnxModelBuilder::SetInt(b.AddNode("ReduceSum", {"kept", "axes"}, {"pooled"}), "keepdims", 0);
+  b.AddOutput("running", DType::kFloat32, {kAnyDim, kAnyDim});
+  b.AddOutput("pooled", DType::kFloat32, {kAnyDim});
+  return b.Serialize();
+}
+
 std::string ScalarMeanOnnx() {
   OnnxModelBuilder builder("scalar_mean");
   OnnxModelBuilder::SetInt(builder.AddNode("ReduceMean", {"x"}, {"mean"}), "keepdims", 0);

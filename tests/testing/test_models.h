@@ -24,6 +24,11 @@ std::string TwoInputTwoOutputOnnx();
 // loss is) and y = Relu(x) [N,4].
 std::string ScalarMeanOnnx();
 
+// x, mask float32[N,S] (S open) -> running = CumSum(x, axis 1) [N,S] and
+// pooled = ReduceSum(x * mask, axis 1) [N]: a model that ignores what follows
+// a sequence's end, as a masked encoder and a causal decoder do.
+std::string SequenceSumOnnx();
+
 // x float32[N,width] through `layers` MatMul + Relu layers of width x width
 // (He-scaled, so values stay near 1) to y float32[N,width]: 2 * width^2 FLOP
 // a row a layer and little memory. Many kernels of equal cost, for runs

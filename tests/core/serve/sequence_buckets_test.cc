@@ -13,31 +13,14 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "core/model/onnx_builder.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_models.h"
 
 namespace replicad {
 namespace {
 
-// x [N, S], mask [N, S] -> running [N, S] = CumSum(x, 1), pooled [N] =
-// ReduceSum(x * mask, 1).
 std::shared_ptr<const Model> SequenceModel() {
-  OnnxModelBuilder b("sequence", 13);
-  b.AddInput("x", DType::kFloat32, {kAnyDim, kAnyDim});
-  b.AddInput("mask", DType::kFloat32, {kAnyDim, kAnyDim});
-  Tensor axis = Tensor::Host(DType::kInt64, {});
-  axis.data<int64_t>()[0] = 1;
-  Tensor axes = Tensor::Host(DType::kInt64, {1});
-  axes.data<int64_t>()[0] = 1;
-  b.AddInitializer("axis", axis);
-  b.AddInitializer("axes", axes);
-  b.AddNode("CumSum", {"x", "axis"}, {"running"});
-  b.AddNode("Mul", {"x", "mask"}, {"kept"});
-  OnnxModelBuilder::SetInt(b.AddNode("ReduceSum", {"kept", "axes"}, {"pooled"}), "keepdims", 0);
-  b.AddOutput("running", DType::kFloat32, {kAnyDim, kAnyDim});
-  b.AddOutput("pooled", DType::kFloat32, {kAnyDim});
-  return testing::LoadOrDie(b.Serialize(), "sequence");
+  return testing::LoadOrDie(testing::SequenceSumOnnx(), "sequence");
 }
 
 std::vector<Tensor> Request(int64_t rows, int64_t length, uint64_t seed) {
