@@ -113,9 +113,11 @@ std::optional<Node> FusedNode(const Graph& graph, const Match& match, const Node
   const Node& qk = graph.nodes[match.qk];
   const int v = pv.inputs[1];
   if (!MaybeMatrix(graph, qk.inputs[0]) || !MaybeMatrix(graph, qk.inputs[1]) ||
-      !MaybeMatrix(graph, v) || !MaybeMatrix(graph, qk.outputs[0]) || !SameGuards(qk, pv) ||
-      !SameGuards(softmax, pv)) {
+      !MaybeMatrix(graph, v) || !MaybeMatrix(graph, qk.outputs[0]) || !SameGuards(qk, pv)) {
     return std::nullopt;
+  }
+  for (int n : match.nodes) {  // The Softmax and the steps.
+    if (!SameGuards(graph.nodes[n], pv)) return std::nullopt;
   }
   Node fused;
   fused.name = softmax.name;
@@ -124,9 +126,6 @@ std::optional<Node> FusedNode(const Graph& graph, const Match& match, const Node
   fused.outputs = pv.outputs;
   fused.guards = pv.guards;
   std::vector<AttentionStep> steps(match.steps.rbegin(), match.steps.rend());
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (!SameGuards(graph.nodes[match.nodes[i + 1]], pv)) return std::nullopt;
-  }
   // Each operand and condition becomes an input of the fused node; the
   // steps then name it by its index there.
   auto take = [&](int* value) {

@@ -18,9 +18,6 @@ namespace replicad {
 struct Value {
   std::string name;
   TensorType type;
-  // Whether `type.shape` is a rank someone stated (a declaration, ONNX's
-  // shape inference): an empty shape is then a scalar, not an unknown.
-  bool rank_known = false;
 };
 
 // A condition a node runs under: it runs only where value `condition` (a

@@ -50,7 +50,7 @@ void RemoveNodes(Graph* graph, const std::set<int>& dead) {
 
 int AddInitializer(Graph* graph, const std::string& name, Tensor value) {
   const int v = static_cast<int>(graph->values.size());
-  graph->values.push_back(Value{name, value.type(), /*rank_known=*/true});
+  graph->values.push_back(Value{name, value.type()});
   graph->initializers[v] = std::move(value);
   return v;
 }

@@ -155,7 +155,6 @@ absl::Status ConvertInputs(const onnx::GraphProto& g, ValueNames* names, Graph* 
     if (graph->initializers.count(v)) continue;  // IR < 4 lists initializers as inputs too.
     REPLICAD_ASSIGN_OR_RETURN(TensorType type, ConvertValueInfo(input, "input"));
     graph->values[v].type = type;
-    graph->values[v].rank_known = input.type().tensor_type().has_shape();
     graph->inputs.push_back(v);
   }
   return absl::OkStatus();
@@ -231,9 +230,7 @@ void ConvertValueTypes(const onnx::GraphProto& g, const ValueNames& names, Graph
     const int v = names.Find(info.name());
     if (v < 0 || graph->initializers.count(v)) continue;
     absl::StatusOr<TensorType> type = ConvertValueInfo(info, "value");
-    if (!type.ok()) continue;
-    graph->values[v].type = *type;
-    graph->values[v].rank_known = info.type().tensor_type().has_shape();
+    if (type.ok()) graph->values[v].type = *type;
   }
 }
 
@@ -247,7 +244,6 @@ absl::Status ConvertOutputs(const onnx::GraphProto& g, const ValueNames& names, 
     absl::StatusOr<TensorType> type = ConvertValueInfo(output, "output");
     if (!type.ok()) return type.status();
     graph->values[v].type = *type;
-    graph->values[v].rank_known = output.type().tensor_type().has_shape();
     graph->outputs.push_back(v);
   }
   return absl::OkStatus();

@@ -7,6 +7,7 @@
 #include "core/base/status_macros.h"
 #include "core/ops/attention_attributes.h"
 #include "core/ops/broadcast.h"
+#include "core/ops/index_map.h"
 #include "core/ops/op_util.h"
 
 namespace replicad {
@@ -14,13 +15,6 @@ namespace {
 
 Shape BatchDims(const Shape& matrix_shape) {
   return Shape(matrix_shape.begin(), matrix_shape.end() - 2);
-}
-
-// Row-major strides of `shape`, in elements.
-std::vector<int64_t> RowMajorStrides(const Shape& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
-  return strides;
 }
 
 // Where each entry of `batch` (row-major) finds its matrix in a tensor whose
@@ -41,15 +35,6 @@ std::vector<int64_t> BatchOffsets(const Shape& batch, const Shape& dims,
     }
   }
   return offsets;
-}
-
-bool IsPermutation(std::vector<int64_t> perm, int64_t rank) {
-  std::sort(perm.begin(), perm.end());
-  if (static_cast<int64_t>(perm.size()) != rank) return false;
-  for (int64_t i = 0; i < rank; ++i) {
-    if (perm[i] != i) return false;
-  }
-  return true;
 }
 
 // A matrix-stack operand as the node sees it: its shape after its perm, and
@@ -129,11 +114,11 @@ absl::StatusOr<std::vector<AttentionStep>> ReadSteps(const KernelSpec& spec) {
   return steps;
 }
 
-// An operand's or a condition's type, checked: its last two dims broadcast
-// into the scores' [M, N] without enlarging them; its batch dims join
-// `batch` (ONNX's Mul, Add and Where broadcast both ways).
-absl::StatusOr<TensorType> StepInput(const KernelSpec& spec, int input, DType dtype, int64_t m,
-                                     int64_t n, Shape* batch) {
+// An operand or a condition, checked: its last two dims broadcast into the
+// scores' [M, N] without enlarging them; its batch dims join `batch`
+// (ONNX's Mul, Add and Where broadcast both ways).
+absl::Status CheckStepInput(const KernelSpec& spec, int input, DType dtype, int64_t m, int64_t n,
+                            Shape* batch) {
   const std::string name = absl::StrCat("step input ", input);
   REPLICAD_ASSIGN_OR_RETURN(TensorType type, RequiredInput(spec, input, name));
   REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, input, name, type, {dtype}));
@@ -149,21 +134,18 @@ absl::StatusOr<TensorType> StepInput(const KernelSpec& spec, int input, DType dt
                                   TensorTypeToString(type)));
   }
   *batch = *std::move(joined);
-  return type;
+  return absl::OkStatus();
 }
 
-// `type`, read once per entry of `batch` (the output's batch dims).
-AttentionOperand OperandLayout(int input, const TensorType& type, const Shape& batch) {
-  const Shape padded = PadToRank(type.shape, batch.size() + 2);
-  const int64_t rows = padded[padded.size() - 2];
-  const int64_t cols = padded.back();
-  AttentionOperand operand;
-  operand.input = input;
-  operand.batch_offsets =
-      BatchOffsets(batch, BatchDims(padded), BatchDims(RowMajorStrides(padded)));
-  operand.row_stride = rows == 1 ? 0 : cols;
-  operand.col_stride = cols == 1 ? 0 : 1;
-  return operand;
+// Input `input` (checked), read once per entry of `batch` (the output's
+// batch dims): every dim of 1 broadcast.
+AttentionOperand OperandLayout(const KernelSpec& spec, int input, const Shape& batch) {
+  const Shape padded = PadToRank(spec.inputs[input]->shape, batch.size() + 2);
+  std::vector<int64_t> strides = RowMajorStrides(padded);
+  for (size_t i = 0; i < padded.size(); ++i) {
+    if (padded[i] == 1) strides[i] = 0;
+  }
+  return AttentionOperand{input, ViewOf(Strided{padded, strides}, batch)};
 }
 
 // Y [batch..., M, D], written as it is or through the output's perm
@@ -243,17 +225,12 @@ absl::StatusOr<AttentionLayout> ParseAttentionLayout(const KernelSpec& spec) {
     return NodeError(spec, absl::StrCat("batch dims of Q ", ShapeToString(q), " and Kt ",
                                         ShapeToString(kt), " do not broadcast"));
   }
-  std::vector<TensorType> operand_types, condition_types;
   for (const AttentionStep& step : steps) {
-    REPLICAD_ASSIGN_OR_RETURN(TensorType operand, StepInput(spec, step.operand, DType::kFloat32,
-                                                            layout.m, layout.n, &*batch));
-    operand_types.push_back(std::move(operand));
+    REPLICAD_RETURN_IF_ERROR(
+        CheckStepInput(spec, step.operand, DType::kFloat32, layout.m, layout.n, &*batch));
     if (step.condition >= 0) {
-      REPLICAD_ASSIGN_OR_RETURN(TensorType condition, StepInput(spec, step.condition, DType::kBool,
-                                                                layout.m, layout.n, &*batch));
-      condition_types.push_back(std::move(condition));
-    } else {
-      condition_types.emplace_back();
+      REPLICAD_RETURN_IF_ERROR(
+          CheckStepInput(spec, step.condition, DType::kBool, layout.m, layout.n, &*batch));
     }
   }
   const std::optional<Shape> output_batch = BroadcastShapes(*batch, BatchDims(v));
@@ -266,14 +243,11 @@ absl::StatusOr<AttentionLayout> ParseAttentionLayout(const KernelSpec& spec) {
   layout.kt = ViewOf(views[1], *output_batch);
   layout.v = ViewOf(views[2], *output_batch);
   REPLICAD_RETURN_IF_ERROR(SetOutput(spec, *output_batch, &layout));
-  for (size_t i = 0; i < steps.size(); ++i) {
-    layout.operands.push_back(OperandLayout(steps[i].operand, operand_types[i], *output_batch));
-    AttentionOperand condition;
-    condition.input = -1;
-    if (steps[i].condition >= 0) {
-      condition = OperandLayout(steps[i].condition, condition_types[i], *output_batch);
-    }
-    layout.conditions.push_back(std::move(condition));
+  for (const AttentionStep& step : steps) {
+    layout.operands.push_back(OperandLayout(spec, step.operand, *output_batch));
+    layout.conditions.push_back(step.condition >= 0
+                                    ? OperandLayout(spec, step.condition, *output_batch)
+                                    : AttentionOperand{-1, MatrixView{}});
   }
   layout.steps = std::move(steps);
   return layout;

@@ -67,14 +67,12 @@ struct MatrixView {
   int64_t col_stride = 1;
 };
 
-// A tensor read once per output batch entry, [rows, cols] within it (padded
-// with leading 1s to the output's rank): `batch_offsets[b]` is where output
-// batch entry b finds its matrix (in elements); a dim of 1 is broadcast.
+// A step's operand or condition: input `input` of the node (-1: none), as a
+// [rows, cols] matrix per output batch entry, its strides 0 where a dim is
+// broadcast.
 struct AttentionOperand {
-  int input = 0;
-  std::vector<int64_t> batch_offsets;
-  int64_t row_stride = 0;  // 0 where the rows are broadcast.
-  int64_t col_stride = 0;  // 0 where the columns are broadcast.
+  int input = -1;
+  MatrixView view;
 };
 
 struct AttentionLayout {

@@ -47,13 +47,7 @@ absl::StatusOr<std::vector<int64_t>> ParseTransposePerm(const KernelSpec& spec) 
   std::vector<int64_t> reversed(rank);
   for (int64_t i = 0; i < rank; ++i) reversed[i] = rank - 1 - i;
   REPLICAD_ASSIGN_OR_RETURN(std::vector<int64_t> perm, IntsAttribute(spec, "perm", reversed));
-  std::vector<bool> seen(rank, false);
-  bool valid = static_cast<int64_t>(perm.size()) == rank;
-  for (size_t i = 0; valid && i < perm.size(); ++i) {
-    valid = perm[i] >= 0 && perm[i] < rank && !seen[perm[i]];
-    if (valid) seen[perm[i]] = true;
-  }
-  if (!valid) {
+  if (!IsPermutation(perm, rank)) {
     return NodeError(
         spec, absl::StrCat("attribute 'perm' must be a permutation of [0, ", rank, ") for data ",
                            TensorTypeToString(data), ", received ", Ints(perm)));

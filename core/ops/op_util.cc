@@ -169,4 +169,14 @@ absl::Status CheckOutputBytes(const KernelSpec& spec, int64_t max_bytes) {
   return absl::OkStatus();
 }
 
+bool IsPermutation(const std::vector<int64_t>& perm, int64_t rank) {
+  if (static_cast<int64_t>(perm.size()) != rank) return false;
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p]) return false;
+    seen[p] = true;
+  }
+  return true;
+}
+
 }  // namespace replicad

@@ -86,6 +86,9 @@ absl::StatusOr<std::string> StringAttribute(const KernelSpec& spec, const std::s
 absl::StatusOr<std::vector<int64_t>> IntsAttribute(const KernelSpec& spec, const std::string& name,
                                                    std::vector<int64_t> default_value);
 
+// Whether `perm` holds each of 0 .. rank-1 once (Transpose's perm).
+bool IsPermutation(const std::vector<int64_t>& perm, int64_t rank);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_OPS_OP_UTIL_H_

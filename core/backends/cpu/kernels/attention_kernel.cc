@@ -82,15 +82,16 @@ __attribute__((target("avx512f"))) void SoftmaxRowAvx512(float* x, int64_t n) {
 void ApplyStep(const AttentionStep& step, const AttentionOperand& operand,
                const AttentionOperand& condition, const void* const* inputs, int64_t b, int64_t m0,
                int64_t rows, int64_t n, float* scores) {
-  const float* values = static_cast<const float*>(inputs[operand.input]) + operand.batch_offsets[b];
+  const float* values =
+      static_cast<const float*>(inputs[operand.input]) + operand.view.batch_offsets[b];
   const uint8_t* flags =
       condition.input < 0
           ? nullptr
-          : static_cast<const uint8_t*>(inputs[condition.input]) + condition.batch_offsets[b];
+          : static_cast<const uint8_t*>(inputs[condition.input]) + condition.view.batch_offsets[b];
   for (int64_t r = 0; r < rows; ++r) {
     float* s = scores + r * n;
-    const float* value = values + (m0 + r) * operand.row_stride;
-    const int64_t step_of_value = operand.col_stride;
+    const float* value = values + (m0 + r) * operand.view.row_stride;
+    const int64_t step_of_value = operand.view.col_stride;
     switch (step.kind) {
       case AttentionStep::Kind::kMul:
 #pragma omp simd
@@ -109,8 +110,8 @@ void ApplyStep(const AttentionStep& step, const AttentionOperand& operand,
         // The engine does not trust a bool byte to be 0 or 1: any other
         // value is true.
         const bool fill_if = step.kind == AttentionStep::Kind::kFillWhere;
-        const uint8_t* flag = flags + (m0 + r) * condition.row_stride;
-        const int64_t step_of_flag = condition.col_stride;
+        const uint8_t* flag = flags + (m0 + r) * condition.view.row_stride;
+        const int64_t step_of_flag = condition.view.col_stride;
         for (int64_t c = 0; c < n; ++c) {
           if ((flag[c * step_of_flag] != 0) == fill_if) s[c] = value[c * step_of_value];
         }
@@ -133,12 +134,12 @@ class AttentionKernel : public Kernel {
     // Up to 64 KiB of scores per block (rows of N floats), at least 8 rows.
     max_block_ = std::clamp<int64_t>(16384 / std::max<int64_t>(layout_.n, 1), 8, 256);
     max_block_ = std::min(max_block_, std::max<int64_t>(layout_.m, 1));
+    scratch_floats_ = max_block_ * std::max<int64_t>(layout_.n, 1);
     scratch_threads_ = std::max(omp_get_num_procs(), omp_get_max_threads());
   }
 
   size_t workspace_bytes() const override {
-    return static_cast<size_t>(scratch_threads_ * max_block_ * std::max<int64_t>(layout_.n, 1)) *
-           sizeof(float);
+    return static_cast<size_t>(scratch_threads_ * scratch_floats_) * sizeof(float);
   }
   void SetWorkspace(void* workspace) override { workspace_ = static_cast<float*>(workspace); }
 
@@ -154,8 +155,7 @@ class AttentionKernel : public Kernel {
     std::atomic<int> failed{dnnl_success};
 #pragma omp parallel num_threads(threads) if (threads > 1 && tasks > 1)
     {
-      float* scores =
-          workspace_ + omp_get_thread_num() * max_block_ * std::max<int64_t>(layout_.n, 1);
+      float* scores = workspace_ + omp_get_thread_num() * scratch_floats_;
 #pragma omp for schedule(static)
       for (int64_t t = 0; t < tasks; ++t) {
         const int64_t b = t / blocks;
@@ -229,6 +229,7 @@ class AttentionKernel : public Kernel {
   std::string node_;
   AttentionLayout layout_;
   int64_t max_block_ = 1;
+  int64_t scratch_floats_ = 1;  // A thread's scores: max_block_ rows of N.
   int64_t scratch_threads_ = 1;
   float* workspace_ = nullptr;
 };

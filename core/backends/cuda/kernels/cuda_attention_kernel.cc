@@ -39,20 +39,31 @@ class CudaAttentionKernel : public Kernel {
 
   // A buffer of `bytes` in the workspace; its `where`.
   int AddBuffer(size_t bytes) {
-    offsets_.push_back(buffers_bytes_);
-    buffers_bytes_ += (bytes + 255) / 256 * 256;
-    return kBuffer - static_cast<int>(offsets_.size() - 1);
+    sizes_.push_back((bytes + 255) / 256 * 256);
+    return kBuffer - static_cast<int>(sizes_.size() - 1);
+  }
+  // Makes buffer `where` hold at least `bytes` (a step's operand may add
+  // batch dims to the scores).
+  void GrowBuffer(int where, size_t bytes) {
+    size_t& size = sizes_[kBuffer - where];
+    size = std::max(size, (bytes + 255) / 256 * 256);
   }
   void AddPart(Part part) { parts_.push_back(std::move(part)); }
 
   size_t workspace_bytes() const override {
     size_t most = 0;
     for (const Part& part : parts_) most = std::max(most, part.kernel->workspace_bytes());
-    return buffers_bytes_ + most;
+    return BuffersBytes() + most;
   }
   void SetWorkspace(void* workspace) override {
     workspace_ = static_cast<char*>(workspace);
-    for (Part& part : parts_) part.kernel->SetWorkspace(workspace_ + buffers_bytes_);
+    offsets_.clear();
+    size_t offset = 0;
+    for (size_t size : sizes_) {
+      offsets_.push_back(offset);
+      offset += size;
+    }
+    for (Part& part : parts_) part.kernel->SetWorkspace(workspace_ + offset);
   }
 
   absl::Status Run(const RunContext& context, const void* const* inputs,
@@ -72,9 +83,15 @@ class CudaAttentionKernel : public Kernel {
   }
 
  private:
+  size_t BuffersBytes() const {
+    size_t bytes = 0;
+    for (size_t size : sizes_) bytes += size;
+    return bytes;
+  }
+
   std::vector<Part> parts_;
-  std::vector<size_t> offsets_;
-  size_t buffers_bytes_ = 0;
+  std::vector<size_t> sizes_;    // Of each buffer, aligned.
+  std::vector<size_t> offsets_;  // Set with the workspace.
   char* workspace_ = nullptr;
 };
 
@@ -155,6 +172,7 @@ KernelOrStatus MakeCudaAttentionKernel(const KernelSpec& spec, CudaKernelContext
     part.writes = buffers[1 - current];
     current = 1 - current;
     kernel->AddPart(std::move(part));
+    for (int buffer : buffers) kernel->GrowBuffer(buffer, BytesOf(scores));
   }
   REPLICAD_ASSIGN_OR_RETURN(
       CudaAttentionKernel::Part softmax,
