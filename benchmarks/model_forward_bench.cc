@@ -52,12 +52,17 @@
 #include "client/replicad_client.h"
 #include "core/backends/backends.h"
 #include "core/base/status_macros.h"
+#include "core/device/batch_split.h"
 #include "core/model/execution_plan.h"
 #include "core/model/onnx_import.h"
 #include "core/serve/replica_set.h"
+#include "server/replica_set_factory.h"
 
 namespace replicad {
 namespace {
+
+// Passes before the predict timing that wait for a wide plan's background build.
+constexpr int kMaxPassesUntilWide = 500;
 
 struct Options {
   std::string model_path;
@@ -68,6 +73,7 @@ struct Options {
   std::string device = "cpu:0";
   bool tf32 = false;
   bool winograd = true;
+  bool lend_idle_cores = true;
   int transfer_chunks = 4;
   std::string merge_device = "cpu:0";
   int iterations = 20;
@@ -182,34 +188,22 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
   if (!devices.ok()) return devices.status();
   const DeviceInfo* device = FindDevice(*devices, *device_id);
   if (device == nullptr) return absl::NotFoundError(options.device + " is not present");
-  SlotOptions slot_options;
-  slot_options.threads_per_slot = options.threads;
-  slot_options.tf32 = options.tf32;
-  slot_options.winograd = options.winograd;
-  std::vector<std::unique_ptr<Replica>> replicas;
+  // As the daemon makes them (BuildReplicaSet): with slots of one thread, a
+  // wide replica lends a one-slice batch the idle slots' cores.
+  ServingOptions serving;
+  serving.slot_options.threads_per_slot = options.threads;
+  serving.slot_options.tf32 = options.tf32;
+  serving.slot_options.winograd = options.winograd;
+  serving.slot_options.lend_idle_cores = options.lend_idle_cores;
   for (int i = 0; i < options.slots; ++i) {
-    absl::StatusOr<std::unique_ptr<Device>> slot = CreateDevice(*device, slot_options);
-    if (!slot.ok()) return slot.status();
-    absl::StatusOr<std::unique_ptr<Replica>> replica = Replica::Create(
-        *model, SlotAssignment{"r" + std::to_string(i), device->id, 1}, *std::move(slot));
-    if (!replica.ok()) return replica.status();
-    replicas.push_back(*std::move(replica));
+    serving.slots.push_back(SlotAssignment{"r" + std::to_string(i), device->id, 1});
   }
   absl::StatusOr<DeviceId> merge_id = ParseDeviceId(options.merge_device);
   if (!merge_id.ok()) return merge_id.status();
-  std::unique_ptr<Device> merge_stream;
-  if (merge_id->kind != DeviceKind::kCpu) {
-    const DeviceInfo* merge = FindDevice(*devices, *merge_id);
-    if (merge == nullptr) return absl::NotFoundError(options.merge_device + " is not present");
-    absl::StatusOr<std::unique_ptr<Device>> stream = CreateDevice(*merge, slot_options);
-    if (!stream.ok()) return stream.status();
-    merge_stream = *std::move(stream);
-  }
-  ReplicaSet::Options set_options;
-  set_options.merge_device = *merge_id;
-  set_options.transfer_chunks = options.transfer_chunks;
+  serving.merge_device = *merge_id;
+  serving.transfer_chunks = options.transfer_chunks;
   absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
-      ReplicaSet::Create(*model, std::move(replicas), set_options, std::move(merge_stream));
+      BuildReplicaSet(*model, *devices, serving, /*observer=*/nullptr);
   if (!set.ok()) return set.status();
 
   std::vector<Timing> timings;
@@ -256,16 +250,35 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
     }
   }
   HostSink sink((*model)->outputs().size());
-  absl::StatusOr<Timing> predict = Measure("predict", options.warmup, options.iterations, [&] {
+  // Split as the scheduler splits an unmeasured batch, and a batch on one
+  // slot marked to borrow the idle slots' cores, as it marks one when the
+  // others are idle (here they always are).
+  std::vector<BatchSlice> slices =
+      SplitBatch(options.batch, std::vector<double>(options.slots, 1.0));
+  if (slices.size() == 1) slices[0].widened = (*set)->LendsIdleCores();
+  bool widened = false;
+  const auto predict_once = [&]() -> absl::Status {
     absl::Status status;
     absl::Notification done;
-    (*set)->Predict(inputs, &sink, [&](absl::Status s, std::vector<BatchSlice>) {
+    (*set)->Run(inputs, slices, &sink, nullptr, [&](absl::Status s, std::vector<BatchSlice> ran) {
       status = s;
+      widened = ran.size() == 1 && ran[0].widened;
       done.Notify();
     });
     done.WaitForNotification();
     return status;
-  });
+  };
+  // A one-slice batch runs narrow until the wide replica's plan, built in
+  // the background, is there: the timed passes are of the steady state.
+  if ((*set)->wide() != nullptr) {
+    for (int pass = 0; pass < kMaxPassesUntilWide && !widened; ++pass) {
+      REPLICAD_RETURN_IF_ERROR(predict_once());
+    }
+    std::cerr << (widened ? "the idle slots' cores are lent to this batch\n"
+                          : "the batch runs on its slots alone\n");
+  }
+  absl::StatusOr<Timing> predict =
+      Measure("predict", options.warmup, options.iterations, predict_once);
   if (!predict.ok()) return predict.status();
   timings.push_back(*predict);
   return timings;
@@ -357,6 +370,9 @@ int Main(int argc, char** argv) {
   app.add_flag("--tf32", options.tf32, "CUDA slots: TF32 tensor cores");
   app.add_flag("--winograd,!--no-winograd", options.winograd,
                "CPU slots: Winograd 3x3 convolutions where oneDNN has them (default on)");
+  app.add_flag("--lend-idle-cores,!--no-lend-idle-cores", options.lend_idle_cores,
+               "CPU slots of one thread: a one-slice batch runs with the idle slots' cores "
+               "(as the daemon's flag)");
   app.add_option("--transfer-chunks", options.transfer_chunks,
                  "CUDA slots: most chunks a slice's copies overlap in (1: whole slices)")
       ->capture_default_str();

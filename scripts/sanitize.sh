@@ -65,6 +65,13 @@ for kind in "${kinds[@]}"; do
   # It runs in the plain and ASan builds.
   skip=()
   [ "$kind" = thread ] && skip=(-E '^gemv_test$')
+  # The parity tests' PyTorch exports are made once, by the plain build's run (scripts/test.sh
+  # runs it first; the export script caches them by its own hash): exporting them again into
+  # each sanitizer tree cost every run minutes of CI's time and checked nothing new.
+  plain_fixtures="$root/${REPLICAD_BUILD_DIR:-build}/parity_fixtures"
+  if [ -d "$plain_fixtures" ]; then
+    export REPLICAD_PARITY_FIXTURES="$plain_fixtures"
+  fi
   failed=0
   (cd "$dir" && ctest --output-on-failure -j "$jobs" "${skip[@]}") || failed=1
   reports=("$logs"/report.*)

@@ -130,6 +130,7 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
   }
   serving.slot_options.threads_per_slot = options.threads_per_slot;
   serving.slot_options.winograd = options.winograd;
+  serving.slot_options.lend_idle_cores = options.lend_idle_cores;
   serving.slot_options.tf32 = options.tf32;
   absl::StatusOr<std::vector<SlotAssignment>> slots =
       options.device_map.empty() ? ParseDeviceList(options.devices, devices,

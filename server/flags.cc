@@ -143,6 +143,12 @@ void AddSlotFlags(CLI::App* serve, ServerOptions& options) {
                  "--no-winograd for direct convolutions)")
       ->capture_default_str();
   serve
+      ->add_flag("--lend-idle-cores,!--no-lend-idle-cores", options.lend_idle_cores,
+                 "CPU slots of one thread: a batch that runs on one slot while the model's "
+                 "other slots are idle runs with their cores too (one more copy of its plans; "
+                 "--no-lend-idle-cores for one core per slot always)")
+      ->capture_default_str();
+  serve
       ->add_option("--cpu-kernel-cache", options.cpu_kernel_cache,
                    "CPU slots: compiled oneDNN kernels cached beyond those plans hold (makes "
                    "other slots' and rebuilt plans cheaper; keeps evicted plans' kernels); "

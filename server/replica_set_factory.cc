@@ -13,6 +13,28 @@ size_t DefaultPlanMemoryPerSlot(const DeviceInfo& device,
   return static_cast<size_t>(device.memory_bytes / 4 / std::max<size_t>(here, 1));
 }
 
+namespace {
+
+// The threads of a wide replica for `slots` (ReplicaSet::Create): their
+// cores together, at most the machine's; 0 for none. Only beside CPU slots of
+// one thread: slots of more keep their OpenMP teams between passes, and with
+// a wide team too, libgomp counts more threads than cores and stops
+// spinning between parallel regions, which slows every team (see
+// docs/serving.md, "Idle cores lent to one row").
+int WideThreads(const std::vector<SlotAssignment>& slots, const std::vector<DeviceInfo>& devices,
+                const SlotOptions& options) {
+  if (!options.lend_idle_cores || options.threads_per_slot != 1 || slots.size() < 2) return 0;
+  for (const SlotAssignment& slot : slots) {
+    if (slot.device.kind != DeviceKind::kCpu) return 0;
+  }
+  int cores = 0;
+  for (const DeviceInfo& d : devices) cores += d.id.kind == DeviceKind::kCpu ? 1 : 0;
+  const int threads = std::min(static_cast<int>(slots.size()), cores);
+  return threads >= 2 ? threads : 0;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<const Model> model,
                                                             const std::vector<DeviceInfo>& devices,
                                                             const ServingOptions& options,
@@ -34,6 +56,23 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<cons
     if (!replica.ok()) return replica.status();
     replicas.push_back(*std::move(replica));
   }
+  std::unique_ptr<Replica> wide;
+  if (const int threads = WideThreads(options.slots, devices, options.slot_options); threads > 0) {
+    const SlotAssignment& first = options.slots.front();
+    SlotOptions wide_options = options.slot_options;
+    wide_options.threads_per_slot = threads;
+    absl::StatusOr<std::unique_ptr<Device>> device =
+        CreateDevice(*FindDevice(devices, first.device), wide_options);
+    if (!device.ok()) return device.status();
+    const size_t plan_bytes = options.plan_memory_per_slot > 0
+                                  ? options.plan_memory_per_slot
+                                  : DefaultPlanMemoryPerSlot(device->get()->info(), options.slots);
+    absl::StatusOr<std::unique_ptr<Replica>> replica =
+        Replica::Create(model, SlotAssignment{"wide", first.device, first.weight},
+                        *std::move(device), options.max_plans_per_slot, plan_bytes);
+    if (!replica.ok()) return replica.status();
+    wide = *std::move(replica);
+  }
   std::unique_ptr<Device> merge_stream;
   if (options.merge_device.kind != DeviceKind::kCpu) {
     const DeviceInfo* info = FindDevice(devices, options.merge_device);
@@ -51,7 +90,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<cons
   set_options.transfer_chunks = options.transfer_chunks;
   set_options.shrink_on_oom = options.shrink_on_oom;
   return ReplicaSet::Create(std::move(model), std::move(replicas), set_options,
-                            std::move(merge_stream));
+                            std::move(merge_stream), std::move(wide));
 }
 
 }  // namespace replicad

@@ -24,6 +24,9 @@ struct SlotOptions {
   int threads_per_slot = 1;  // CPU slots: OpenMP threads of the slot.
   bool winograd = true;      // CPU slots: see CpuSlotOptions::winograd.
   bool tf32 = false;         // CUDA slots: see CudaSlotOptions::tf32.
+  // CPU slots of one thread: a batch of one slice, while the model's other
+  // slots are idle, runs with their cores too (ReplicaSet's wide replica).
+  bool lend_idle_cores = true;
 };
 
 // The CPU backend's cache of compiled kernels beyond those plans hold (see

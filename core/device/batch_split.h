@@ -16,6 +16,10 @@ struct BatchSlice {
   // Its plans did not fit the slot's memory (the Run failed ResourceExhausted
   // before any slice started and before any output was allocated).
   bool out_of_memory = false;
+  // It ran on the set's wide replica, the other slots being idle, with their
+  // cores lent to it (ReplicaSet): its seconds say nothing of the slot's own
+  // speed.
+  bool widened = false;
 
   int64_t rows() const { return end - begin; }
   bool operator==(const BatchSlice& o) const {

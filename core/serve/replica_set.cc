@@ -29,6 +29,7 @@ struct ReplicaSetRun {
   // the outputs' shapes are known only once the slice ran, which then asks
   // the sink for their memory itself.
   OutputSink* sink_after_run = nullptr;
+  bool widened = false;  // Its one slice runs on the set's wide replica.
   std::atomic<int> remaining{0};
   ReplicaSet::Done done;
 };
@@ -83,6 +84,53 @@ void SlicesDone(std::shared_ptr<ReplicaSetRun> state) {
   });
 }
 
+// The input shapes of `slice` of a batch of `inputs`.
+std::vector<Shape> SliceShapes(const std::vector<Tensor>& inputs, const BatchSlice& slice) {
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) {
+    Shape s = t.shape();
+    s[0] = slice.rows();
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
+}
+
+// The set's cores for one slice, taken on its stream thread: shared by a
+// slot's slice, whole by a wide one (ReplicaSet::Create). Takes nothing
+// without a wide replica (`cores` null).
+class CoresHeld {
+ public:
+  CoresHeld(absl::Mutex* cores, bool whole) : cores_(cores), whole_(whole) {
+    if (cores_ == nullptr) return;
+    if (whole_) {
+      cores_->WriterLock();
+    } else {
+      cores_->ReaderLock();
+    }
+  }
+  ~CoresHeld() { Release(); }
+  void Release() {
+    if (cores_ == nullptr) return;
+    if (whole_) {
+      cores_->WriterUnlock();
+    } else {
+      cores_->ReaderUnlock();
+    }
+    cores_ = nullptr;
+  }
+  CoresHeld(const CoresHeld&) = delete;
+  CoresHeld& operator=(const CoresHeld&) = delete;
+
+ private:
+  absl::Mutex* cores_;  // Null once released.
+  const bool whole_;
+};
+
+// The shapes whose wide plans failed are remembered so that their builds are
+// not tried again on every request; a client sending ever new shapes cannot
+// grow the record past this (it then starts over).
+constexpr size_t kMaxWideRefusals = 256;
+
 // Runs a data-dependent slice (the whole batch) and copies its outputs into
 // memory the sink gives for the shapes they came out with.
 absl::Status RunToSink(Replica& replica, const Replica::SlicePlan& plan, const void* const* inputs,
@@ -102,16 +150,30 @@ absl::Status RunToSink(Replica& replica, const Replica::SlicePlan& plan, const v
 
 ReplicaSet::ReplicaSet(std::shared_ptr<const Model> model,
                        std::vector<std::unique_ptr<Replica>> replicas, const Options& options,
-                       std::unique_ptr<Device> merge_stream)
+                       std::unique_ptr<Device> merge_stream, std::unique_ptr<Replica> wide)
     : model_(std::move(model)),
       replicas_(std::move(replicas)),
       options_(options),
-      merge_stream_(std::move(merge_stream)) {}
+      merge_stream_(std::move(merge_stream)),
+      wide_(std::move(wide)) {}
 
 absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
     std::shared_ptr<const Model> model, std::vector<std::unique_ptr<Replica>> replicas,
-    const Options& options, std::unique_ptr<Device> merge_stream) {
+    const Options& options, std::unique_ptr<Device> merge_stream, std::unique_ptr<Replica> wide) {
   if (replicas.empty()) return absl::InvalidArgumentError("a replica set needs at least one slot");
+  if (wide != nullptr) {
+    bool in_host_memory = wide->device().memory_location().kind == MemoryKind::kHost;
+    for (const auto& r : replicas) {
+      in_host_memory = in_host_memory && r->device().memory_location().kind == MemoryKind::kHost;
+    }
+    if (replicas.size() < 2 || !in_host_memory) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a wide replica lends idle slots' cores: it needs two or more slots, each and itself "
+          "in host memory; received ",
+          replicas.size(), " slots, on ", DeviceIdToString(replicas[0]->device().info().id),
+          " and more, and a wide replica on ", DeviceIdToString(wide->device().info().id)));
+    }
+  }
   if (options.transfer_chunks < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("transfer_chunks must be >= 1, received ", options.transfer_chunks));
@@ -135,8 +197,8 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(
       }
     }
   }
-  return std::unique_ptr<ReplicaSet>(
-      new ReplicaSet(std::move(model), std::move(replicas), options, std::move(merge_stream)));
+  return std::unique_ptr<ReplicaSet>(new ReplicaSet(std::move(model), std::move(replicas), options,
+                                                    std::move(merge_stream), std::move(wide)));
 }
 
 std::vector<SlotStatus> ReplicaSet::Slots() const {
@@ -202,51 +264,52 @@ void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
     }
   }
 
+  std::optional<std::vector<Shape>> wide_to_build;
+  state->widened = Widens(*state, &wide_to_build);
+  for (BatchSlice& slice : state->slices) slice.widened = state->widened;
+
   // Plans first (built once per slice size), so every failure is reported
   // before any slot starts and no output is half written. Cached plans start
   // the slices from here; building one takes long (oneDNN's kernels, weight
   // layouts), so it happens on the planner's thread and the caller (the
   // scheduler, free to route other batches meanwhile) returns at once.
-  switch (PlanSlices(*state, /*cached_only=*/true)) {
-    case Planned::kAll:
-      Start(std::move(state), sink, std::move(still_wanted));
-      return;
-    case Planned::kFailed:
-      return;
-    case Planned::kNotCached:
-      break;
-  }
-  planner_.Submit(
-      [this, state = std::move(state), sink, still_wanted = std::move(still_wanted)]() mutable {
-        // A build takes seconds on a CPU: none for a batch nobody wants by
-        // the time its turn comes (e.g. every Run queued here once the
-        // server stopped).
-        if (still_wanted != nullptr) {
-          if (absl::Status wanted = still_wanted(); !wanted.ok()) {
-            std::move(state->done)(
-                absl::Status(wanted.code(),
-                             absl::StrCat(wanted.message(), "; its plans were not built")),
-                state->slices);
-            return;
+  const Planned cached = PlanSlices(*state, /*cached_only=*/true);
+  if (cached == Planned::kAll) {
+    Start(std::move(state), sink, std::move(still_wanted));
+  } else if (cached == Planned::kNotCached) {
+    planner_.Submit(
+        [this, state = std::move(state), sink, still_wanted = std::move(still_wanted)]() mutable {
+          // A build takes seconds on a CPU: none for a batch nobody wants by
+          // the time its turn comes (e.g. every Run queued here once the
+          // server stopped).
+          if (still_wanted != nullptr) {
+            if (absl::Status wanted = still_wanted(); !wanted.ok()) {
+              std::move(state->done)(
+                  absl::Status(wanted.code(),
+                               absl::StrCat(wanted.message(), "; its plans were not built")),
+                  state->slices);
+              return;
+            }
           }
-        }
-        if (PlanSlices(*state, /*cached_only=*/false) == Planned::kAll) {
-          Start(std::move(state), sink, std::move(still_wanted));
-        }
-      });
+          if (PlanSlices(*state, /*cached_only=*/false) == Planned::kAll) {
+            Start(std::move(state), sink, std::move(still_wanted));
+          }
+        });
+  }
+  // Queued after the plans this Run asked of the planner (its slot's), so
+  // that no request waits for a wide plan; it builds on the wide replica's
+  // thread while the other slots' cores are idle.
+  if (cached != Planned::kFailed && wide_to_build.has_value()) {
+    BuildWidePlan(*std::move(wide_to_build));
+  }
 }
 
 ReplicaSet::Planned ReplicaSet::PlanSlices(ReplicaSetRun& run, bool cached_only) {
   run.plans.clear();
-  for (BatchSlice& slice : run.slices) {
-    std::vector<Shape> shapes;
-    for (const Tensor& t : run.inputs) {
-      Shape s = t.shape();
-      s[0] = slice.rows();
-      shapes.push_back(std::move(s));
-    }
-    absl::StatusOr<Replica::SlicePlan> plan = replicas_[slice.slot]->PlanSlice(
-        shapes,
+  for (size_t s = 0; s < run.slices.size(); ++s) {
+    BatchSlice& slice = run.slices[s];
+    absl::StatusOr<Replica::SlicePlan> plan = RunsOn(run, s).PlanSlice(
+        SliceShapes(run.inputs, slice),
         Replica::ChunkOptions{options_.transfer_chunks, options_.min_chunk_bytes,
                               options_.shrink_on_oom},
         cached_only);
@@ -263,6 +326,36 @@ ReplicaSet::Planned ReplicaSet::PlanSlices(ReplicaSetRun& run, bool cached_only)
     run.plans.push_back(*std::move(plan));
   }
   return Planned::kAll;
+}
+
+Replica& ReplicaSet::RunsOn(const ReplicaSetRun& run, size_t s) const {
+  return run.widened ? *wide_ : *replicas_[run.slices[s].slot];
+}
+
+bool ReplicaSet::Widens(const ReplicaSetRun& run, std::optional<std::vector<Shape>>* to_build) {
+  if (wide_ == nullptr || run.slices.size() != 1 || !run.slices[0].widened) return false;
+  std::vector<Shape> shapes = SliceShapes(run.inputs, run.slices[0]);
+  absl::StatusOr<Replica::SlicePlan> cached =
+      wide_->PlanSlice(shapes, Replica::ChunkOptions{}, /*cached_only=*/true);
+  if (cached.ok() && cached->chunk != nullptr) return true;
+  absl::MutexLock lock(&wide_mu_);
+  if (wide_refused_.count(shapes) == 0) *to_build = std::move(shapes);
+  return false;
+}
+
+void ReplicaSet::BuildWidePlan(std::vector<Shape> shapes) {
+  // One queued at a time: requests of one new shape ask for it many times.
+  if (!wide_build_queued_.exchange(true, std::memory_order_acq_rel)) {
+    planner_.Submit([this, shapes = std::move(shapes)] {
+      absl::StatusOr<Replica::SlicePlan> built = wide_->PlanSlice(shapes, Replica::ChunkOptions{});
+      if (!built.ok()) {
+        absl::MutexLock lock(&wide_mu_);
+        if (wide_refused_.size() >= kMaxWideRefusals) wide_refused_.clear();
+        wide_refused_.insert(shapes);
+      }
+      wide_build_queued_.store(false, std::memory_order_release);
+    });
+  }
 }
 
 void ReplicaSet::Start(std::shared_ptr<ReplicaSetRun> state, OutputSink* sink,
@@ -283,9 +376,8 @@ void ReplicaSet::Start(std::shared_ptr<ReplicaSetRun> state, OutputSink* sink,
     state->sink_after_run = sink;
     state->statuses.assign(1, absl::OkStatus());
     state->remaining.store(1);
-    Replica& replica = *replicas_[state->slices[0].slot];
-    replica.device().Enqueue(
-        [this, state, &replica, still_wanted] { RunSlice(state, 0, replica, still_wanted); });
+    RunsOn(*state, 0).device().Enqueue(
+        [this, state, still_wanted] { RunSlice(state, 0, still_wanted); });
     return;
   }
   const bool split = state->slices.size() > 1;
@@ -342,27 +434,34 @@ void ReplicaSet::Start(std::shared_ptr<ReplicaSetRun> state, OutputSink* sink,
   state->partial_scalars.assign(n, std::vector<float>(types.size(), 0.0f));
   state->remaining.store(static_cast<int>(n));
   for (size_t s = 0; s < n; ++s) {
-    Replica& replica = *replicas_[state->slices[s].slot];
-    replica.device().Enqueue(
-        [this, state, s, &replica, still_wanted] { RunSlice(state, s, replica, still_wanted); });
+    RunsOn(*state, s).device().Enqueue(
+        [this, state, s, still_wanted] { RunSlice(state, s, still_wanted); });
   }
 }
 
 void ReplicaSet::ReleaseIdleMemory() {
   for (const auto& replica : replicas_) replica->ReleaseArena();
+  if (wide_ != nullptr) wide_->ReleaseArena();
   // The slots have made their copies (blocked layouts, device memory).
   model_->ReleaseResidentWeights();
 }
 
-void ReplicaSet::RunSlice(const std::shared_ptr<ReplicaSetRun>& state, size_t s, Replica& replica,
+void ReplicaSet::SliceEnded(const std::shared_ptr<ReplicaSetRun>& run) {
+  if (run->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) SlicesDone(run);
+}
+
+void ReplicaSet::RunSlice(const std::shared_ptr<ReplicaSetRun>& state, size_t s,
                           const StillWanted& still_wanted) {
   BatchSlice& slice = state->slices[s];
+  Replica& replica = RunsOn(*state, s);
+  // The slot the scheduler chose: metrics and messages name it.
+  const Replica& slot = *replicas_[slice.slot];
   if (still_wanted != nullptr) {
     if (absl::Status wanted = still_wanted(); !wanted.ok()) {
       state->statuses[s] =
           absl::Status(wanted.code(), absl::StrCat(wanted.message(), "; its slice on slot ",
-                                                   replica.slot().name, " did not start"));
-      if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) SlicesDone(state);
+                                                   slot.slot().name, " did not start"));
+      SliceEnded(state);
       return;
     }
   }
@@ -390,6 +489,9 @@ void ReplicaSet::RunSlice(const std::shared_ptr<ReplicaSetRun>& state, size_t s,
       out[j] = static_cast<char*>(merged) + offset;
     }
   }
+  // Taken before the clock starts: waiting for the other kind of slice to
+  // end is no part of this one's time.
+  CoresHeld cores(wide_ != nullptr ? &cores_ : nullptr, state->widened);
   const auto start = std::chrono::steady_clock::now();
   const MemoryLocation merged_in =
       merge_stream_ != nullptr ? merge_stream_->memory_location() : MemoryLocation{};
@@ -410,13 +512,14 @@ void ReplicaSet::RunSlice(const std::shared_ptr<ReplicaSetRun>& state, size_t s,
                                               still_wanted != nullptr ? &asked : nullptr);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  cores.Release();
   // A stopped slice's time says nothing of the slot's speed (the
   // scheduler skips slices of no seconds), and its rows were not served.
   slice.seconds = stopped ? 0 : seconds;
   if (options_.observer != nullptr) {
-    options_.observer->OnSliceRun(replica, stopped ? 0 : slice.rows(), seconds);
+    options_.observer->OnSliceRun(slot, stopped ? 0 : slice.rows(), seconds);
   }
-  if (state->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) SlicesDone(state);
+  SliceEnded(state);
 }
 
 }  // namespace replicad

@@ -56,7 +56,10 @@ struct ScheduledRequest {
   absl::Time enqueued;
   absl::Time timeout_at = absl::InfiniteFuture();  // Its queue policy's limit.
   bool delayed = false;                            // Timed out under a DELAY policy.
-  uint64_t bytes = 0;                              // Of its inputs (and targets).
+  // Nothing was queued or running when it came: a model without concurrent
+  // load, whose batch may borrow the idle slots' cores (Scheduler).
+  bool arrived_idle = false;
+  uint64_t bytes = 0;  // Of its inputs (and targets).
 
   int64_t rows() const { return inputs.empty() ? 0 : inputs[0].shape()[0]; }
   bool is_step() const { return targets.has_value(); }

@@ -184,7 +184,10 @@ struct Scheduler::Core {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   bool AnySlotFree() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Also refreshes each slot's health, which AnySlotFree reads.
-  Route RouteOf(int64_t rows, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // With `may_lend`, a batch on one slot may be marked to borrow the others'
+  // cores (Servable::LendsIdleCores), see its definition.
+  Route RouteOf(int64_t rows, absl::Time now, bool may_lend = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Gives `batch` the slices of `route`, counted as its slots' work.
   void Assign(Batch& batch, Route route, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Takes `batch`'s slices off its slots' work.
@@ -365,7 +368,7 @@ bool Scheduler::Core::AnySlotFree() const {
   return false;
 }
 
-Route Scheduler::Core::RouteOf(int64_t rows, absl::Time now) {
+Route Scheduler::Core::RouteOf(int64_t rows, absl::Time now, bool may_lend) {
   std::vector<SlotLoad> loads(slots.size());
   const std::vector<SlotStatus> status = env.servable->Slots();  // Health changes.
   for (size_t s = 0; s < slots.size(); ++s) {
@@ -388,7 +391,26 @@ Route Scheduler::Core::RouteOf(int64_t rows, absl::Time now) {
   const size_t max_slots = mixes_rows      ? 1
                            : queue.empty() ? SIZE_MAX
                                            : std::max<size_t>(1, slots.size() - 1);
-  return ChooseRoute(rows, loads, env.options.measured_weights, max_slots);
+  Route route = ChooseRoute(rows, loads, env.options.measured_weights, max_slots);
+  // A batch on one slot, with nothing queued behind it and every other slot
+  // idle, may borrow their cores (Servable::LendsIdleCores); Assign holds
+  // them for it, so that requests arriving meanwhile queue and fuse instead
+  // of waiting, one by one, on a slot whose cores are lent. Only when its
+  // requests found the model idle (`may_lend`): under concurrent load, a
+  // row on two threads (about 1.6 times as fast on this project's CPUs)
+  // would serve fewer rows a second than two rows on one thread each (at
+  // 2 clients in a closed loop, lending every batch lost 20% of bert's
+  // throughput; benchmarks/RESULTS.md).
+  if (may_lend && route.slices.size() == 1 && queue.empty() && env.servable->LendsIdleCores()) {
+    bool others_idle = true;
+    for (size_t s = 0; s < slots.size(); ++s) {
+      if (static_cast<int>(s) != route.slices[0].slot && slots[s].outstanding > 0) {
+        others_idle = false;
+      }
+    }
+    route.slices[0].widened = others_idle;
+  }
+  return route;
 }
 
 bool Scheduler::Core::FormBatch(absl::Time now, Batch* batch, absl::Time* ready_at) {
@@ -527,7 +549,9 @@ bool Scheduler::Core::StartNextBatch(absl::Time now, absl::Time* ready_at) {
   std::vector<RequestQueue::Expired> unwanted = TakeUnwanted(*batch, now);
   if (!unwanted.empty()) RefuseUnwanted(std::move(unwanted), now);
   if (batch->requests.empty()) return true;
-  Assign(*batch, RouteOf(batch->rows, now), now);
+  bool arrived_idle = true;
+  for (const auto& request : batch->requests) arrived_idle = arrived_idle && request->arrived_idle;
+  Assign(*batch, RouteOf(batch->rows, now, arrived_idle), now);
   Start(std::move(batch));
   return true;
 }
@@ -561,14 +585,22 @@ void Scheduler::Core::Assign(Batch& batch, Route route, absl::Time now) {
         std::max(slot.busy_until, now) + absl::Seconds(slot.speed.Seconds(slice.rows()));
     ++slot.outstanding;
     slot.share = static_cast<double>(slice.rows()) / static_cast<double>(batch.rows);
+    // A widened slice holds every slot until it ends (RouteOf).
+    for (size_t s = 0; slice.widened && s < slots.size(); ++s) {
+      if (static_cast<int>(s) == slice.slot) continue;
+      slots[s].busy_until = slot.busy_until;
+      ++slots[s].outstanding;
+    }
   }
   batch.slices = std::move(route.slices);
 }
 
 void Scheduler::Core::Release(const Batch& batch, absl::Time now) {
   for (const BatchSlice& slice : batch.slices) {
-    SlotState& slot = slots[slice.slot];
-    if (--slot.outstanding == 0) slot.busy_until = now;
+    for (size_t s = 0; s < slots.size(); ++s) {
+      if (static_cast<int>(s) != slice.slot && !slice.widened) continue;
+      if (--slots[s].outstanding == 0) slots[s].busy_until = now;
+    }
   }
 }
 
@@ -756,7 +788,8 @@ void Scheduler::Core::Finished(std::shared_ptr<Batch> batch, absl::Status status
     absl::MutexLock lock(&mu);
     Release(*batch, finished);
     for (const BatchSlice& slice : slices) {
-      if (slice.seconds <= 0) continue;  // Did not run.
+      // Not run, or run with other slots' cores (not the slot's own speed).
+      if (slice.seconds <= 0 || slice.widened) continue;
       SlotState& slot = slots[slice.slot];
       slot.speed.Record(slice.rows(), slice.seconds);
       slot.last_rows = slice.rows();
@@ -883,6 +916,7 @@ void Scheduler::Submit(std::unique_ptr<ScheduledRequest> request) {
       request->sequence = core.next_sequence;
       const absl::Time now = core.env.clock->Now();
       const ScheduledRequest* queued = request.get();  // The queue's once pushed.
+      request->arrived_idle = core.running == 0 && core.queue.empty();
       refused = core.queue.Push(request, now);
       if (refused.ok()) {
         ++core.next_sequence;
@@ -977,7 +1011,7 @@ absl::Status Scheduler::Warm(double budget_seconds) {
         }
       }
       const double seconds = ran.empty() ? 0 : ran[0].seconds;
-      {
+      if (ran.empty() || !ran[0].widened) {
         absl::MutexLock lock(&core.mu);
         core.slots[slot].speed.Record(rows, seconds);
         core.slots[slot].last_ran = core.env.clock->Now();

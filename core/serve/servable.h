@@ -75,6 +75,12 @@ class Servable {
   // activations each, until used.
   virtual void ReleaseIdleMemory() {}
 
+  // Whether a Run of one slice marked `widened` by its caller, who keeps
+  // every other slot idle until it ends (the scheduler), may run with the
+  // other slots' cores too (ReplicaSet's wide replica). Run clears the mark
+  // of a slice that ran on its slot alone.
+  virtual bool LendsIdleCores() const { return false; }
+
   // Run with the batch split over the healthy slots by their configured
   // weights (SplitBatch); Unavailable when no slot is healthy.
   void Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done);

@@ -107,7 +107,7 @@ std::string ScalarMeanOnnx() {
 
 std::unique_ptr<ReplicaSet> MakeCpuReplicaSet(std::shared_ptr<const Model> model,
                                               const std::vector<double>& weights,
-                                              SliceObserver* observer) {
+                                              SliceObserver* observer, int wide_threads) {
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   std::vector<std::unique_ptr<Replica>> replicas;
   for (size_t i = 0; i < weights.size(); ++i) {
@@ -120,8 +120,20 @@ std::unique_ptr<ReplicaSet> MakeCpuReplicaSet(std::shared_ptr<const Model> model
     }
     replicas.push_back(*std::move(replica));
   }
+  std::unique_ptr<Replica> wide;
+  if (wide_threads > 0) {
+    absl::StatusOr<std::unique_ptr<Replica>> replica =
+        Replica::Create(model, SlotAssignment{"wide", cpu.id, 1},
+                        CreateCpuDevice(cpu, CpuSlotOptions{wide_threads}));
+    if (!replica.ok()) {
+      ADD_FAILURE() << replica.status();
+      std::abort();
+    }
+    wide = *std::move(replica);
+  }
   absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
-      ReplicaSet::Create(model, std::move(replicas), ReplicaSet::Options{cpu.id, observer});
+      ReplicaSet::Create(model, std::move(replicas), ReplicaSet::Options{cpu.id, observer},
+                         /*merge_stream=*/nullptr, std::move(wide));
   if (!set.ok()) {
     ADD_FAILURE() << set.status();
     std::abort();

@@ -38,10 +38,13 @@ std::string MatMulChainOnnx(int layers, int64_t width);
 // Loads ONNX bytes as a Model named `name`; aborts the test on failure.
 std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std::string& name);
 
-// A replica set of `weights.size()` CPU slots (all on cpu:0, one thread each).
+// A replica set of `weights.size()` CPU slots (all on cpu:0, one thread each);
+// with `wide_threads` > 0, and a wide replica of that many threads
+// (ReplicaSet::Create).
 std::unique_ptr<ReplicaSet> MakeCpuReplicaSet(std::shared_ptr<const Model> model,
                                               const std::vector<double>& weights,
-                                              SliceObserver* observer = nullptr);
+                                              SliceObserver* observer = nullptr,
+                                              int wide_threads = 0);
 
 // An OutputSink that keeps the merged outputs as host tensors.
 class TensorSink : public OutputSink {

@@ -356,6 +356,8 @@ class StandInSlots : public Servable {
     return slots;
   }
   std::string MergeDevice() const override { return "cpu:0"; }
+  // A slice marked widened runs as any other here, and keeps its mark.
+  bool LendsIdleCores() const override { return lends; }
 
   void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
            StillWanted still_wanted, Done done) override {
@@ -447,6 +449,7 @@ class StandInSlots : public Servable {
   std::atomic<int> running_slices{0};
   std::atomic<int> out_of_memory{0};  // Runs refused for a slice too large.
   std::atomic<bool> stepping{false}, overlapped{false};
+  bool lends = false;  // Set before the scheduler starts.
 
  private:
   std::shared_ptr<const Model> model_ = ReluModel();
@@ -753,6 +756,54 @@ TEST_F(StandInTest, SmallBatchesGoWholeToFreeSlotsAtTheSameTime) {
   ASSERT_EQ(a.report.slices.size(), 1u);
   ASSERT_EQ(b.report.slices.size(), 1u);
   EXPECT_NE(a.report.slices[0].slot, b.report.slices[0].slot);
+}
+
+// With a servable that lends idle slots' cores (a ReplicaSet's wide
+// replica), a batch on one slot that finds the other slots idle and nothing
+// queued is marked widened, and every slot is held until it ends: requests
+// arriving meanwhile queue and fuse into one batch, split and not widened.
+TEST_F(StandInTest, ALoneBatchOnIdleSlotsIsWidenedAndHoldsThemUntilItEnds) {
+  SchedulerOptions options;
+  options.max_batch_size = 8;
+  Start({{}, {}}, options);
+  slots_->lends = true;
+  Block(1);
+  Call& b = Submit(1, 1.0f);
+  Call& c = Submit(1, 2.0f);
+  // Slot r1 is idle, yet held for the widened batch. (If it were not, b
+  // would run there at once: its slot sleeps no time.)
+  EXPECT_FALSE(b.answered.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  Open();
+  for (auto& call : calls_) call->answered.WaitForNotification();
+  ASSERT_EQ(calls_[0]->report.slices.size(), 1u);
+  EXPECT_TRUE(calls_[0]->report.slices[0].widened);
+  EXPECT_EQ(b.report.batch_requests, 2);
+  EXPECT_EQ(c.report.batch_requests, 2);
+  ASSERT_EQ(b.report.slices.size(), 2u);
+  EXPECT_FALSE(b.report.slices[0].widened);
+  EXPECT_FALSE(b.report.slices[1].widened);
+}
+
+// Lending is for a model without concurrent load: a request that came while
+// another was queued or running is not widened, even when it starts alone on
+// idle slots (two rows on a core each serve more than one row on both); one
+// that comes to an idle model is.
+TEST_F(StandInTest, ARequestThatCameUnderLoadIsNotWidened) {
+  SchedulerOptions options;
+  options.max_batch_size = 1;
+  Start({{}, {}}, options);
+  slots_->lends = true;
+  Block(1);
+  Call& queued = Submit(1, 1.0f);
+  Open();
+  queued.answered.WaitForNotification();
+  calls_[0]->answered.WaitForNotification();
+  EXPECT_TRUE(calls_[0]->report.slices[0].widened);
+  EXPECT_FALSE(queued.report.slices[0].widened);
+  while (scheduler_->pending() > 0) absl::SleepFor(absl::Milliseconds(1));
+  Call& later = Submit(1, 2.0f);
+  later.answered.WaitForNotification();
+  EXPECT_TRUE(later.report.slices[0].widened);
 }
 
 TEST_F(StandInTest, QueuedRequestsAreFusedWhileTheSlotIsBusy) {
