@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/tensor/dtype.h"
+#include "core/tensor/half_float.h"
 
 namespace replicad {
 
@@ -60,12 +61,21 @@ inline void FillRandom(float* data, int64_t count, uint64_t seed) {
   }
 }
 
-// A benchmark input of any dtype: floats from FillRandom; integers in [0, 97) (valid token ids
-// for any vocabulary of at least 97, indices for small axes); bools alternating. `data` holds
-// `count` elements of `dtype`.
+// A benchmark input of any dtype: floats from FillRandom (rounded for float16 and bfloat16);
+// integers in [0, 97) (valid token ids for any vocabulary of at least 97, indices for small axes);
+// bools alternating. `data` holds `count` elements of `dtype`.
 inline void FillInput(DType dtype, void* data, int64_t count, uint64_t seed) {
   if (dtype == DType::kFloat32) {
     FillRandom(static_cast<float*>(data), count, seed);
+    return;
+  }
+  if (IsHalfFloatDType(dtype)) {  // FillRandom's floats, rounded to the type.
+    std::vector<float> values(static_cast<size_t>(count));
+    FillRandom(values.data(), count, seed);
+    uint16_t* out = static_cast<uint16_t*>(data);
+    for (int64_t i = 0; i < count; ++i) {
+      out[i] = dtype == DType::kFloat16 ? FloatToHalf(values[i]) : FloatToBFloat16(values[i]);
+    }
     return;
   }
   VisitDType(dtype, [&](auto traits) {

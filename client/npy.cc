@@ -26,7 +26,8 @@ namespace {
 constexpr absl::string_view kMagic = "\x93NUMPY";
 constexpr absl::string_view kMagicPrintable = "\\x93NUMPY";
 constexpr absl::string_view kExpectedDescr =
-    "expected <f4 (float32), <i8 (int64), <i4 (int32), |i1 (int8), |u1 (uint8) or |b1 (bool)";
+    "expected <f4 (float32), <f2 (float16), <i8 (int64), <i4 (int32), |i1 (int8), |u1 (uint8) or "
+    "|b1 (bool)";
 // NumPy pads the header so that the data starts at a multiple of 64 bytes,
 // which lets memory-mapped arrays be aligned for any dtype.
 constexpr size_t kHeaderAlign = 64;
@@ -52,6 +53,7 @@ constexpr NpyType kNpyTypes[] = {
     {v1::DATA_TYPE_FLOAT32, "<f4", 4}, {v1::DATA_TYPE_INT64, "<i8", 8},
     {v1::DATA_TYPE_INT32, "<i4", 4},   {v1::DATA_TYPE_INT8, "|i1", 1},
     {v1::DATA_TYPE_UINT8, "|u1", 1},   {v1::DATA_TYPE_BOOL, "|b1", 1},
+    {v1::DATA_TYPE_FLOAT16, "<f2", 2},
 };
 
 const NpyType* NpyTypeOf(v1::DataType dtype) {

@@ -96,6 +96,10 @@ std::string DTypeName(v1::DataType dtype) {
       return "uint8";
     case v1::DATA_TYPE_BOOL:
       return "bool";
+    case v1::DATA_TYPE_FLOAT16:
+      return "float16";
+    case v1::DATA_TYPE_BFLOAT16:
+      return "bfloat16";
     default:
       return absl::StrCat("dtype(", static_cast<int>(dtype), ")");
   }

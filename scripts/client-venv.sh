@@ -12,17 +12,22 @@ venv=".venv-client"
 grpcio_version="1.85.3"  # the version .venv-triton pins; it accepts Debian's protobuf 3.21
 pytest_version="8.3.4"
 tqdm_version="4.67.1"
+# ml_dtypes: numpy's bfloat16, which the client returns bfloat16 outputs as when it is there
+# (tests/client/python cover both: with it, and without it by hiding it).
+ml_dtypes_version="0.5.4"
 
 if [ ! -x "$venv/bin/python" ]; then
   /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
 if ! "$venv/bin/python" -c "
-import grpc, pytest, tqdm, sys
-sys.exit(grpc.__version__ != '$grpcio_version' or pytest.__version__ != '$pytest_version')" \
+import grpc, pytest, tqdm, ml_dtypes, sys
+sys.exit(grpc.__version__ != '$grpcio_version' or pytest.__version__ != '$pytest_version'
+         or ml_dtypes.__version__ != '$ml_dtypes_version')" \
     2>/dev/null; then
   # "numpy<2" keeps the system numpy that Debian's torch was built against.
   "$venv/bin/python" -m pip install --disable-pip-version-check -q \
-    "grpcio==$grpcio_version" "pytest==$pytest_version" "tqdm==$tqdm_version" "numpy<2"
+    "grpcio==$grpcio_version" "pytest==$pytest_version" "tqdm==$tqdm_version" \
+    "ml_dtypes==$ml_dtypes_version" "numpy<2"
 fi
 "$venv/bin/python" -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation \
   --force-reinstall ./client/python

@@ -4,7 +4,8 @@
 # Usage: scripts/sanitize.sh [address|thread]...   (none: both)
 #   address: ASan+UBSan (and LeakSanitizer) in build-asan/
 #   thread:  TSan in build-tsan/ (scripts/sanitizers/tsan.supp says what is suppressed, why)
-# Both run every test, the daemon's e2e and protocol tests included (GPU tests skip).
+# ASan runs every test, the daemon's e2e and protocol tests included (GPU tests skip); the
+# TSan build leaves out the tests labelled no_threads (tests/CMakeLists.txt says why).
 # Needs what scripts/test.sh installs (scripts/install-deps.sh, scripts/triton-venv.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,13 +59,6 @@ for kind in "${kinds[@]}"; do
   # tensors) otherwise lose the other thread's stack ("failed to restore the stack"), and a
   # report without it cannot match the suppressions that explain it.
   export TSAN_OPTIONS="$common:second_deadlock_stack=1:history_size=7:suppressions=$root/scripts/sanitizers/tsan.supp"
-  # Under TSan, gemv_test is left out: on a CPU without AVX-512 the matrix-vector product
-  # takes its scalar loop, whose every load in an OpenMP region TSan instruments and reports
-  # (then suppresses as _omp_fn), one report at a time, past the test's 900 s timeout (seen
-  # on 2026-11-29; with AVX-512 the intrinsics are not instrumented and it runs in a second).
-  # It runs in the plain and ASan builds.
-  skip=()
-  [ "$kind" = thread ] && skip=(-E '^gemv_test$')
   # The parity tests' PyTorch exports are made once, by the plain build's run (scripts/test.sh
   # runs it first; the export script caches them by its own hash): exporting them again into
   # each sanitizer tree cost every run minutes of CI's time and checked nothing new.
@@ -73,7 +67,7 @@ for kind in "${kinds[@]}"; do
     export REPLICAD_PARITY_FIXTURES="$plain_fixtures"
   fi
   failed=0
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" "${skip[@]}") || failed=1
+  (cd "$dir" && ctest --output-on-failure -j "$jobs") || failed=1
   reports=("$logs"/report.*)
   if [ -e "${reports[0]}" ]; then
     failed=1

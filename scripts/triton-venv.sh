@@ -2,7 +2,7 @@
 # Creates .venv-triton: the clients we did not write, to drive replicad with in tests.
 # Debian's /usr/bin/python3 with its system site-packages (python3-torch, numpy from
 # scripts/install-deps.sh) plus, from PyPI, Triton's tritonclient (gRPC and HTTP),
-# grpcio-health-checking and the perf_analyzer load generator.
+# grpcio-health-checking, ONNX Runtime and the perf_analyzer load generator.
 # Idempotent: a .venv-triton that already has every pinned version and the perf_analyzer
 # binary is left alone (a quick check). Needs no stdin; apt-get runs only when libb64-0d
 # is missing (needs root or sudo, as scripts/install-deps.sh does).
@@ -20,6 +20,9 @@ protobuf_version="6.33.6"
 # The newest grpcio-health-checking that accepts protobuf 6.x: 1.82.1 and later want 7.x
 # (1.82.0 allowed 6.x and was yanked for it, grpc/grpc#42906).
 health_version="1.81.1"
+# ONNX Runtime, the peer the protocol tests compare answers with (triton_half_float_test: the
+# float16 and bfloat16 models), the version benchmarks/ measures against (scripts/bench-venv.sh).
+ort_version="1.31.1"
 # perf_analyzer: the perf-analyzer wheels on PyPI need glibc 2.38 (Debian 12 has 2.36), so
 # we take the binary shipped inside tritonclient 2.41.0's manylinux1_x86_64 wheel (glibc
 # 2.34 at most); it needs libb64.so.0d (Debian's libb64-0d) and libcudart.so.12 (from
@@ -64,6 +67,7 @@ pins=(
   "grpcio==$grpcio_version"
   "protobuf==$protobuf_version"
   "grpcio-health-checking==$health_version"
+  "onnxruntime==$ort_version"
 )
 [ "$with_perf_analyzer" -eq 0 ] || pins+=("nvidia-cuda-runtime-cu12==$cudart_version")
 if ! "$py" - "${pins[@]}" <<'EOF' 2>/dev/null; then
@@ -123,10 +127,10 @@ if [ "$changed" -eq 0 ]; then
   exit 0
 fi
 "$py" -c "import tritonclient.grpc, tritonclient.http, grpc, google.protobuf, grpc_health.v1.health_pb2, \
-torch, numpy; from importlib.metadata import version; \
+torch, numpy, onnxruntime; from importlib.metadata import version; \
 print('triton-venv: tritonclient', version('tritonclient'), 'grpcio', grpc.__version__, \
 'protobuf', google.protobuf.__version__, 'grpcio-health-checking', version('grpcio-health-checking'), \
-'torch', torch.__version__, 'numpy', numpy.__version__)"
+'onnxruntime', onnxruntime.__version__, 'torch', torch.__version__, 'numpy', numpy.__version__)"
 if [ "$with_perf_analyzer" -eq 1 ]; then
   pa_help="$("$venv/bin/perf_analyzer" --help 2>&1 || true)"
   if ! grep -q -- "--concurrency-range" <<<"$pa_help"; then

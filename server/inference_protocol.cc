@@ -35,6 +35,10 @@ const char* DatatypeOf(DType dtype) {
       return "INT64";
     case DType::kBool:
       return "BOOL";
+    case DType::kFloat16:
+      return "FP16";
+    case DType::kBFloat16:
+      return "BF16";
   }
   return "INVALID";
 }
@@ -44,9 +48,9 @@ absl::StatusOr<DType> DTypeFromDatatype(const std::string& datatype, const std::
     if (datatype == DatatypeOf(dtype)) return dtype;
   }
   // No model replicad loads holds another type, so another is never the model's.
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, ": expected datatype FP32, INT64, INT32, INT8, UINT8 or BOOL, received '",
-                   ClientText(datatype), "'"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": expected datatype FP32, FP16, BF16, INT64, INT32, INT8, UINT8 or BOOL, received '",
+      ClientText(datatype), "'"));
 }
 
 absl::StatusOr<int64_t> ParseModelVersion(const std::string& version, const std::string& field) {

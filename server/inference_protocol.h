@@ -24,12 +24,12 @@ inline constexpr char kServerVersion[] = "0.2.0";
 // The protocol extensions that work, exactly (ServerMetadata.extensions).
 std::vector<std::string> SupportedExtensions(bool system_shared_memory);
 
-// An Open Inference Protocol datatype ("FP32", "INT64", "INT32", "INT8",
-// "UINT8", "BOOL") to a DType; InvalidArgument naming `field`, the expected
-// and the received datatype for any other (FP16, BYTES, ...: no model
-// replicad loads holds one).
+// An Open Inference Protocol datatype ("FP32", "FP16", "BF16", "INT64",
+// "INT32", "INT8", "UINT8", "BOOL") to a DType; InvalidArgument naming
+// `field`, the expected and the received datatype for any other (FP64,
+// BYTES, ...: no model replicad loads holds one).
 absl::StatusOr<DType> DTypeFromDatatype(const std::string& datatype, const std::string& field);
-const char* DatatypeOf(DType dtype);  // "FP32", "INT64", "INT32", "INT8", "UINT8", "BOOL".
+const char* DatatypeOf(DType dtype);  // "FP32", "FP16", "BF16", "INT64", "INT32", "INT8", ...
 
 // A version string: "" (latest, 0) or a positive integer. InvalidArgument
 // naming `field` otherwise.

@@ -354,6 +354,10 @@ inference::DataType ConfigDataType(DType dtype) {
       return inference::TYPE_INT64;
     case DType::kBool:
       return inference::TYPE_BOOL;
+    case DType::kFloat16:
+      return inference::TYPE_FP16;
+    case DType::kBFloat16:
+      return inference::TYPE_BF16;
   }
   return inference::TYPE_INVALID;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/model/graph_names.h"
 
 namespace replicad {
 namespace {
@@ -55,13 +56,7 @@ void Widen(onnx::AttributeProto* a) {
 
 class Lifter {
  public:
-  Lifter(onnx::GraphProto* graph, int opset) : graph_(graph), opset_(opset) {
-    for (const auto& init : graph->initializer()) names_.insert(init.name());
-    for (const auto& input : graph->input()) names_.insert(input.name());
-    for (const auto& node : graph->node()) {
-      for (const std::string& out : node.output()) names_.insert(out);
-    }
-  }
+  Lifter(onnx::GraphProto* graph, int opset) : graph_(graph), opset_(opset), names_(*graph) {}
 
   // Appends the lifted form of `node` to `out`.
   void Lift(onnx::NodeProto node, google::protobuf::RepeatedPtrField<onnx::NodeProto>* out) {
@@ -81,12 +76,7 @@ class Lifter {
   }
 
  private:
-  std::string FreshName(const std::string& base) {
-    std::string name = base;
-    for (int n = 1; names_.count(name) != 0; ++n) name = absl::StrCat(base, "_", n);
-    names_.insert(name);
-    return name;
-  }
+  std::string FreshName(const std::string& base) { return names_.Make(base); }
 
   // Unsqueeze or Squeeze of `from` along axis 2.
   onnx::NodeProto AxisNode(const std::string& op, const std::string& from, const std::string& to) {
@@ -121,7 +111,7 @@ class Lifter {
 
   onnx::GraphProto* graph_;
   int opset_;
-  std::set<std::string> names_;
+  FreshGraphNames names_;
   std::string axis_name_;
 };
 

@@ -13,6 +13,7 @@
 #include "core/base/status_macros.h"
 #include "core/model/exporter_forms.h"
 #include "core/model/graph_optimizer.h"
+#include "core/model/half_float_widening.h"
 #include "core/model/if_branches.h"
 #include "core/model/one_d_windows.h"
 #include "core/model/onnx_tensor.h"
@@ -633,6 +634,9 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto mode
     return absl::InvalidArgumentError(absl::StrCat(source, ": ONNX rejects the model: ", e.what()));
   }
   if (absl::Status s = FlattenIfBranches(model.mutable_graph()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+  }
+  if (absl::Status s = WidenHalfFloats(model.mutable_graph()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
   }
   NormalizeTrainingForms(model.mutable_graph());

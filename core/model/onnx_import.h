@@ -21,9 +21,11 @@ struct OnnxImportOptions {
 
 // Loads an ONNX model: converts a model older than opset 11 to opset 11 with
 // ONNX's version converter, runs ONNX's checker and shape inference, requires
-// an opset of the default domain between 11 and 17, converts the graph to the
-// engine's IR, optimizes it for inference (unless told not to) and keeps the
-// initializers as host tensors (the template).
+// an opset of the default domain between 11 and 17, widens a float16 or
+// bfloat16 model to compute in float32 inside (half_float_widening.h; its
+// inputs and outputs keep their types), converts the graph to the engine's IR,
+// optimizes it for inference (unless told not to) and keeps the initializers
+// as host tensors (the template).
 // Errors:
 //  - NotFound: the file does not exist or cannot be read.
 //  - InvalidArgument: not an ONNX model, the checker or shape inference

@@ -323,8 +323,10 @@ absl::StatusOr<DType> ParseCastTarget(const KernelSpec& spec) {
   absl::StatusOr<DType> dtype = DTypeFromOnnx(static_cast<int>(to));
   if (!dtype.ok()) {
     return NodeUnimplemented(
-        spec, absl::StrCat("attribute 'to' is ", OnnxDataTypeName(static_cast<int>(to)), " (", to,
-                           "); replicad casts to FLOAT, UINT8, INT8, INT32, INT64 and BOOL"));
+        spec,
+        absl::StrCat(
+            "attribute 'to' is ", OnnxDataTypeName(static_cast<int>(to)), " (", to,
+            "); replicad casts to FLOAT, FLOAT16, BFLOAT16, UINT8, INT8, INT32, INT64 and BOOL"));
   }
   return *dtype;
 }

@@ -11,6 +11,8 @@ bool IsIntegerDType(DType dtype) {
          dtype == DType::kInt64;
 }
 
+bool IsHalfFloatDType(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
+
 size_t DTypeSize(DType dtype) {
   return VisitDType(dtype, [](auto traits) { return sizeof(typename decltype(traits)::Type); });
 }
@@ -29,6 +31,10 @@ absl::string_view DTypeName(DType dtype) {
       return "int64";
     case DType::kBool:
       return "bool";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
   }
   return "invalid";
 }
@@ -63,7 +69,8 @@ absl::StatusOr<DType> DTypeFromOnnx(int onnx_data_type) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unsupported element type ", OnnxDataTypeName(onnx_data_type), " (", onnx_data_type,
-      "); replicad holds FLOAT (float32), UINT8, INT8, INT32, INT64 and BOOL"));
+      "); replicad holds FLOAT (float32), FLOAT16, BFLOAT16, UINT8, INT8, INT32, INT64 and "
+      "BOOL"));
 }
 
 absl::StatusOr<DType> DTypeFromName(absl::string_view name) {

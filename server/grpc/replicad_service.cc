@@ -21,8 +21,9 @@ absl::StatusOr<DType> DecodeDType(int value, const std::string& field) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       field,
-      ".dtype: expected DATA_TYPE_FLOAT32, DATA_TYPE_INT64, DATA_TYPE_INT32, DATA_TYPE_INT8, "
-      "DATA_TYPE_UINT8 or DATA_TYPE_BOOL, received ",
+      ".dtype: expected DATA_TYPE_FLOAT32, DATA_TYPE_FLOAT16, DATA_TYPE_BFLOAT16, "
+      "DATA_TYPE_INT64, DATA_TYPE_INT32, DATA_TYPE_INT8, DATA_TYPE_UINT8 or DATA_TYPE_BOOL, "
+      "received ",
       v1::DataType_IsValid(value) ? v1::DataType_Name(value) : std::string("unknown"), " (", value,
       ")"));
 }

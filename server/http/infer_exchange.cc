@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/client_text.h"
 #include "core/base/status_macros.h"
+#include "core/tensor/half_float.h"
 
 namespace replicad {
 namespace {
@@ -36,15 +37,15 @@ absl::Status Flatten(const json& data, const std::string& field, int depth, cons
     if (data.is_number()) {
       const double value = data.get<double>();
       if (std::abs(value) > std::numeric_limits<float>::max()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(field, "[", out->size(), "]: ", data.dump(), " is outside FP32's range"));
+        return absl::InvalidArgumentError(absl::StrCat(field, "[", out->size(), "]: ", data.dump(),
+                                                       " is outside ", datatype, "'s range"));
       }
       out->push_back(static_cast<float>(value));
       return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, "[", out->size(), "]: expected a number for datatype FP32, received ",
-                     TypeName(data)));
+    return absl::InvalidArgumentError(absl::StrCat(field, "[", out->size(),
+                                                   "]: expected a number for datatype ", datatype,
+                                                   ", received ", TypeName(data)));
   } else if constexpr (std::is_same_v<T, bool>) {
     if (data.is_boolean()) {
       out->push_back(data.get<bool>());
@@ -72,9 +73,30 @@ absl::Status Flatten(const json& data, const std::string& field, int depth, cons
   }
 }
 
+// FP16 and BF16 elements arrive as JSON numbers: each must be finite in the
+// type (Flatten has checked it against FP32's range), then is rounded to it.
+absl::StatusOr<std::vector<char>> JsonHalfFloatBytes(const json& data, DType dtype,
+                                                     const std::string& field) {
+  std::vector<float> values;
+  REPLICAD_RETURN_IF_ERROR(Flatten(data, field, 0, DatatypeOf(dtype), &values));
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    bits[i] = dtype == DType::kFloat16 ? FloatToHalf(values[i]) : FloatToBFloat16(values[i]);
+    const float back = dtype == DType::kFloat16 ? HalfToFloat(bits[i]) : BFloat16ToFloat(bits[i]);
+    if (std::isinf(back) && !std::isinf(values[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, "[", i, "]: ", values[i], " is outside ", DatatypeOf(dtype), "'s range"));
+    }
+  }
+  std::vector<char> bytes(bits.size() * sizeof(uint16_t));
+  std::memcpy(bytes.data(), bits.data(), bytes.size());
+  return bytes;
+}
+
 // `data` as the bytes of `dtype`'s elements.
 absl::StatusOr<std::vector<char>> JsonTensorBytes(const json& data, DType dtype,
                                                   const std::string& field) {
+  if (IsHalfFloatDType(dtype)) return JsonHalfFloatBytes(data, dtype, field);
   return VisitDType(dtype, [&](auto traits) -> absl::StatusOr<std::vector<char>> {
     using T = typename decltype(traits)::Type;
     const char* datatype = DatatypeOf(dtype);
@@ -332,6 +354,10 @@ json InferExchange::DataOf(const Output& o) {
       std::memcpy(&v, o.bytes.data() + k * sizeof(T), sizeof(T));
       if (o.type.dtype == DType::kBool) {
         data.push_back(v != 0);
+      } else if (o.type.dtype == DType::kFloat16) {
+        data.push_back(static_cast<double>(HalfToFloat(static_cast<uint16_t>(v))));
+      } else if (o.type.dtype == DType::kBFloat16) {
+        data.push_back(static_cast<double>(BFloat16ToFloat(static_cast<uint16_t>(v))));
       } else if constexpr (std::is_same_v<T, float>) {
         data.push_back(static_cast<double>(v));
       } else {

@@ -225,7 +225,8 @@ for major in (1, 2, 3):
   EXPECT_EQ(ReadFile("v3.npy")[6], 3);
 }
 
-// The narrow integer and bool arrays a model may take (token ids as int32, masks as bool):
+// The narrow integer, bool and float16 arrays a model may take (token ids as int32, masks as
+// bool, a float16 model's images):
 // numpy's files read with their dtype and bytes, and written back byte for byte.
 TEST_F(NpyTest, ReadsAndWritesNumPysNarrowIntegersAndBools) {
   if (!HaveNumPy()) GTEST_SKIP() << kPython << " with numpy is not available";
@@ -235,6 +236,7 @@ np.save('i32.npy', np.array([[-(2**31), 2**31 - 1], [0, -7]], dtype=np.int32))
 np.save('i8.npy', np.array([-128, 127, 0], dtype=np.int8))
 np.save('u8.npy', np.array([0, 255, 7], dtype=np.uint8))
 np.save('b1.npy', np.array([[True, False, True]]))
+np.save('f2.npy', np.array([1.0, -2.0, 65504.0], dtype=np.float16))
 )");
   struct Case {
     std::string file;
@@ -249,6 +251,8 @@ np.save('b1.npy', np.array([[True, False, True]]))
       {"i8.npy", v1::DATA_TYPE_INT8, {3}, std::string("\x80\x7f\x00", 3)},
       {"u8.npy", v1::DATA_TYPE_UINT8, {3}, std::string("\x00\xff\x07", 3)},
       {"b1.npy", v1::DATA_TYPE_BOOL, {1, 3}, std::string("\x01\x00\x01", 3)},
+      // float16 1.0, -2.0 and 65504 (0x3c00, 0xc000, 0x7bff), little-endian.
+      {"f2.npy", v1::DATA_TYPE_FLOAT16, {3}, std::string("\x00\x3c\x00\xc0\xff\x7b", 6)},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.file);
@@ -321,7 +325,8 @@ TEST_F(NpyTest, RejectsBadFilesNamingExpectedAndReceived) {
   std::string f32x6 = FloatBytes({1, 2, 3, 4, 5, 6});
   std::string ok_header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
   const std::string kExpected =
-      "expected <f4 (float32), <i8 (int64), <i4 (int32), |i1 (int8), |u1 (uint8) or |b1 (bool)";
+      "expected <f4 (float32), <f2 (float16), <i8 (int64), <i4 (int32), |i1 (int8), |u1 (uint8) or "
+      "|b1 (bool)";
   std::vector<Case> cases = {
       {"zip.npy",
        std::string("PK\x03\x04rest of a zip file", 22),

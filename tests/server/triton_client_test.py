@@ -226,14 +226,19 @@ class BadInput(unittest.TestCase):
     def send(self, datatype="FP32", shape=(2, *IMAGE), data=None, model=MODEL, version=""):
         inputs = [grpcclient.InferInput("image", list(shape), datatype)]
         if data is None:
-            data = np.zeros(shape, np.float16 if datatype == "FP16" else np.float32)
+            data = np.zeros(shape, np.float64 if datatype == "FP64" else np.float32)
         inputs[0].set_data_from_numpy(data)
         client.infer(model, inputs, model_version=version)
 
     def test_other_datatypes_name_the_type(self):
         self.expect_error("StatusCode.INVALID_ARGUMENT",
-                          ["inputs[0] 'image'.datatype", "UINT8 or BOOL", "'FP16'"],
-                          lambda: self.send(datatype="FP16"))
+                          ["inputs[0] 'image'.datatype", "UINT8 or BOOL", "'FP64'"],
+                          lambda: self.send(datatype="FP64"))
+        # A type replicad holds, for an input of another: the input, both types.
+        self.expect_error("StatusCode.INVALID_ARGUMENT",
+                          ["inputs[0] 'image'", "expected float32, received float16"],
+                          lambda: self.send(datatype="FP16",
+                                            data=np.zeros((2, *IMAGE), np.float16)))
 
     def test_unknown_model_and_version(self):
         self.expect_error("StatusCode.NOT_FOUND", ["model_name: 'nope' is not served", MODEL],

@@ -385,7 +385,9 @@ class BadInput(unittest.TestCase):
 
     def test_bad_tensors_name_the_field(self):
         path = f"/v2/models/{MODEL}/infer"
-        self.expect(400, ["inputs[0] 'image'.datatype", "UINT8 or BOOL", "'FP16'"], "POST", path,
+        self.expect(400, ["inputs[0] 'image'.datatype", "UINT8 or BOOL", "'FP64'"], "POST", path,
+                    self.infer_body(datatype="FP64"))
+        self.expect(400, ["inputs[0] 'image'", "expected float32, received float16"], "POST", path,
                     self.infer_body(datatype="FP16"))
         self.expect(400, ["dim 2 expected 64, received 32"], "POST", path,
                     self.infer_body(shape=[1, 3, 32, 64]))

@@ -105,20 +105,34 @@ std::string ScalarMeanOnnx() {
   return builder.Serialize();
 }
 
+namespace {
+
+std::unique_ptr<Replica> CpuReplicaOrDie(std::shared_ptr<const Model> model,
+                                         const SlotAssignment& slot) {
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  absl::StatusOr<std::unique_ptr<Replica>> replica =
+      Replica::Create(std::move(model), slot, CreateCpuDevice(cpu, CpuSlotOptions{1}));
+  if (!replica.ok()) {
+    ADD_FAILURE() << replica.status();
+    std::abort();
+  }
+  return *std::move(replica);
+}
+
+}  // namespace
+
+std::unique_ptr<Replica> MakeCpuReplica(std::shared_ptr<const Model> model) {
+  return CpuReplicaOrDie(std::move(model), SlotAssignment{"r0", EnumerateCpuDevices()[0].id, 1});
+}
+
 std::unique_ptr<ReplicaSet> MakeCpuReplicaSet(std::shared_ptr<const Model> model,
                                               const std::vector<double>& weights,
                                               SliceObserver* observer, int wide_threads) {
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   std::vector<std::unique_ptr<Replica>> replicas;
   for (size_t i = 0; i < weights.size(); ++i) {
-    SlotAssignment slot{"r" + std::to_string(i), cpu.id, weights[i]};
-    absl::StatusOr<std::unique_ptr<Replica>> replica =
-        Replica::Create(model, slot, CreateCpuDevice(cpu, CpuSlotOptions{1}));
-    if (!replica.ok()) {
-      ADD_FAILURE() << replica.status();
-      std::abort();
-    }
-    replicas.push_back(*std::move(replica));
+    replicas.push_back(
+        CpuReplicaOrDie(model, SlotAssignment{"r" + std::to_string(i), cpu.id, weights[i]}));
   }
   std::unique_ptr<Replica> wide;
   if (wide_threads > 0) {

@@ -38,6 +38,10 @@ std::string MatMulChainOnnx(int layers, int64_t width);
 // Loads ONNX bytes as a Model named `name`; aborts the test on failure.
 std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std::string& name);
 
+// One replica of `model` on a CPU slot of one thread (cpu:0, named "r0");
+// aborts the test when it cannot be made.
+std::unique_ptr<Replica> MakeCpuReplica(std::shared_ptr<const Model> model);
+
 // A replica set of `weights.size()` CPU slots (all on cpu:0, one thread each);
 // with `wide_threads` > 0, and a wide replica of that many threads
 // (ReplicaSet::Create).

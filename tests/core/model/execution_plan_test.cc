@@ -32,9 +32,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::unique_ptr<Replica> CpuReplica(std::shared_ptr<const Model> model) {
-  const DeviceInfo cpu = EnumerateCpuDevices()[0];
-  return *Replica::Create(std::move(model), SlotAssignment{"r0", cpu.id, 1},
-                          CreateCpuDevice(cpu, CpuSlotOptions{1}));
+  return testing::MakeCpuReplica(std::move(model));
 }
 
 // After the plan for a shape exists, running it again allocates nothing on

@@ -273,12 +273,12 @@ TEST(OnnxImportTest, OpsetsAboveSeventeenAreUnimplemented) {
 }
 
 TEST(OnnxImportTest, UnsupportedInputDtypeIsNamed) {
-  OnnxModelBuilder b("f16");
+  OnnxModelBuilder b("f64");
   b.AddNode("Relu", {"x"}, {"y"});
   onnx::ModelProto model = b.model();
   auto* input = model.mutable_graph()->add_input();
   input->set_name("x");
-  input->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT16);
+  input->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::DOUBLE);
   input->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
   auto* output = model.mutable_graph()->add_output();
   *output = *input;
@@ -286,7 +286,7 @@ TEST(OnnxImportTest, UnsupportedInputDtypeIsNamed) {
   absl::StatusOr<std::shared_ptr<const Model>> loaded =
       LoadOnnxBytes(model.SerializeAsString(), "m", "m");
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(loaded.status().message(), AllOf(HasSubstr("input 'x'"), HasSubstr("FLOAT16 (10)")));
+  EXPECT_THAT(loaded.status().message(), AllOf(HasSubstr("input 'x'"), HasSubstr("DOUBLE (11)")));
 }
 
 TEST(OnnxImportTest, GarbageAndMissingFiles) {

@@ -114,7 +114,6 @@ TEST_F(ReplicaSetWideTest, AOneSliceBatchRunsWideOnceItsPlanIsBuiltAndAnswersAsI
   EXPECT_EQ(wide.slices[0].slot, 0);  // The scheduler's choice stands.
   EXPECT_GT(wide.slices[0].seconds, 0);
   EXPECT_LE(RelativeL2(wide.outputs[0], on_slot.outputs[0]), kTolerance);
-
 }
 
 TEST_F(ReplicaSetWideTest, AnUnmarkedSliceRunsOnItsSlot) {
@@ -123,8 +122,8 @@ TEST_F(ReplicaSetWideTest, AnUnmarkedSliceRunsOnItsSlot) {
   ASSERT_TRUE(alone.status.ok()) << alone.status;
   EXPECT_FALSE(alone.slices[0].widened);
   // Marks on a batch of two slices are taken off: it runs on its slots.
-  PredictOutcome split = RunAndWait(*set_, {RandomTensor({2, 64}, 11)},
-                                    {Widened(0, 0, 1), Widened(1, 1, 2)}, nullptr);
+  PredictOutcome split =
+      RunAndWait(*set_, {RandomTensor({2, 64}, 11)}, {Widened(0, 0, 1), Widened(1, 1, 2)}, nullptr);
   ASSERT_TRUE(split.status.ok()) << split.status;
   EXPECT_FALSE(split.slices[0].widened);
   EXPECT_FALSE(split.slices[1].widened);
@@ -161,9 +160,8 @@ TEST(ReplicaSetWideCreateTest, AWideReplicaBesideOneSlotIsRefused) {
   absl::StatusOr<std::unique_ptr<Replica>> wide = Replica::Create(
       model, SlotAssignment{"wide", cpu.id, 1}, CreateCpuDevice(cpu, CpuSlotOptions{2}));
   ASSERT_TRUE(wide.ok()) << wide.status();
-  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
-      ReplicaSet::Create(model, std::move(replicas), ReplicaSet::Options{cpu.id, nullptr},
-                         nullptr, *std::move(wide));
+  absl::StatusOr<std::unique_ptr<ReplicaSet>> set = ReplicaSet::Create(
+      model, std::move(replicas), ReplicaSet::Options{cpu.id, nullptr}, nullptr, *std::move(wide));
   EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(set.status().message(), ::testing::HasSubstr("two or more slots"));
   EXPECT_THAT(set.status().message(), ::testing::HasSubstr("received 1 slots"));

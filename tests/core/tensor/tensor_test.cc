@@ -76,9 +76,11 @@ TEST(TensorTest, BorrowedBufferKeepsOwnerAlive) {
 TEST(DTypeTest, OnnxTypesOutsideTheEngineAreNamedInTheError) {
   EXPECT_EQ(*DTypeFromOnnx(1), DType::kFloat32);
   EXPECT_EQ(*DTypeFromOnnx(7), DType::kInt64);
-  absl::StatusOr<DType> half = DTypeFromOnnx(10);
-  EXPECT_EQ(half.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(half.status().message(), HasSubstr("FLOAT16 (10)"));
+  EXPECT_EQ(*DTypeFromOnnx(10), DType::kFloat16);
+  EXPECT_EQ(*DTypeFromOnnx(16), DType::kBFloat16);
+  absl::StatusOr<DType> wide = DTypeFromOnnx(11);
+  EXPECT_EQ(wide.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wide.status().message(), HasSubstr("DOUBLE (11)"));
   EXPECT_EQ(DTypeFromName("float64").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(DTypeFromName("float64").status().message(),
               HasSubstr("expected one of float32, uint8, int8, int32, int64, bool"));

@@ -8,6 +8,7 @@
 #include "core/base/status_macros.h"
 #include "core/ops/data_movement_attributes.h"
 #include "core/ops/sequence_attributes.h"
+#include "core/tensor/half_float.h"
 
 namespace replicad {
 namespace {
@@ -27,6 +28,8 @@ class RepeatValueKernel : public Kernel {
       Fill<uint64_t>(outputs[0]);
     } else if (value_.byte_size() == 4) {
       Fill<uint32_t>(outputs[0]);
+    } else if (value_.byte_size() == 2) {
+      Fill<uint16_t>(outputs[0]);
     } else {
       Fill<uint8_t>(outputs[0]);
     }
@@ -90,6 +93,44 @@ class CastKernel : public Kernel {
   int64_t count_;
 };
 
+// A Cast from or to float16 or bfloat16 (held as uint16_t bit patterns): the
+// value goes through float32, exact out of them and rounded to nearest even
+// into them (half_float.h); every other type converts to and from float32 as
+// CastElement does.
+template <typename From, typename To, bool kToBool, bool kFromBool>
+class HalfCastKernel : public Kernel {
+ public:
+  HalfCastKernel(int64_t count, DType from, DType to) : count_(count), from_(from), to_(to) {}
+
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
+    const From* in = static_cast<const From*>(inputs[0]);
+    To* out = static_cast<To*>(outputs[0]);
+    for (int64_t i = 0; i < count_; ++i) out[i] = Write(Read(in[i]));
+    return absl::OkStatus();
+  }
+
+ private:
+  float Read(From x) const {
+    if constexpr (std::is_same_v<From, uint16_t>) {
+      if (from_ == DType::kFloat16) return HalfToFloat(x);
+      if (from_ == DType::kBFloat16) return BFloat16ToFloat(x);
+    }
+    return CastElement<From, float, false, kFromBool>(x);
+  }
+
+  To Write(float x) const {
+    if constexpr (std::is_same_v<To, uint16_t>) {
+      if (to_ == DType::kFloat16) return FloatToHalf(x);
+      if (to_ == DType::kBFloat16) return FloatToBFloat16(x);
+    }
+    return CastElement<float, To, kToBool, false>(x);
+  }
+
+  int64_t count_;
+  DType from_;
+  DType to_;
+};
+
 }  // namespace
 
 KernelOrStatus MakeShapeKernel(const KernelSpec& spec, CpuKernelContext& context) {
@@ -116,6 +157,15 @@ KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context)
     return VisitDType(to, [&](auto to_traits) -> KernelOrStatus {
       using From = typename decltype(from_traits)::Type;
       using To = typename decltype(to_traits)::Type;
+      if (IsHalfFloatDType(from) || IsHalfFloatDType(to)) {
+        if (to == DType::kBool) {
+          return std::make_unique<HalfCastKernel<From, To, true, false>>(count, from, to);
+        }
+        if (from == DType::kBool) {
+          return std::make_unique<HalfCastKernel<From, To, false, true>>(count, from, to);
+        }
+        return std::make_unique<HalfCastKernel<From, To, false, false>>(count, from, to);
+      }
       if (to == DType::kBool) return std::make_unique<CastKernel<From, To, true, false>>(count);
       if (from == DType::kBool) return std::make_unique<CastKernel<From, To, false, true>>(count);
       return std::make_unique<CastKernel<From, To, false, false>>(count);

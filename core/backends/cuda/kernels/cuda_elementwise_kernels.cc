@@ -87,6 +87,31 @@ class CastKernel : public Kernel {
   int64_t n_;
 };
 
+// Cast between float32 and float16 or bfloat16 (the interface of a 16-bit
+// model, which computes in float32 inside: core/model/half_float_widening.h).
+class HalfCastKernel : public Kernel {
+ public:
+  HalfCastKernel(const CudaKernelContext& context, int64_t n, DType from, DType to)
+      : context_(context), n_(n), from_(from), to_(to) {}
+
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
+    if (from_ == DType::kFloat32) {
+      LaunchFloatToHalf(static_cast<const float*>(inputs[0]), static_cast<uint16_t*>(outputs[0]),
+                        n_, to_ == DType::kBFloat16, context_.stream);
+    } else {
+      LaunchHalfToFloat(static_cast<const uint16_t*>(inputs[0]), static_cast<float*>(outputs[0]),
+                        n_, from_ == DType::kBFloat16, context_.stream);
+    }
+    return LastLaunchStatus(context_.device, "HalfCastKernel");
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  int64_t n_;
+  DType from_;
+  DType to_;
+};
+
 // Strides of `shape` (right-aligned into kMaxRank dims) as read for an
 // output of `out` dims: 0 where the input broadcasts.
 void BroadcastStrides(const Shape& shape, const Shape& out, int64_t* strides) {
@@ -183,7 +208,21 @@ KernelOrStatus MakeCudaCastKernel(const KernelSpec& spec, CudaKernelContext& con
   const DType to = spec.outputs[0].dtype;
   const int64_t n = NumElements(spec.outputs[0].shape);
   if (from == to) return MakeCudaCopyKernel(spec, context);
-  if (from == DType::kInt64) return std::make_unique<CastKernel<int64_t, float>>(context, n);
+  if (IsHalfFloatDType(from) || IsHalfFloatDType(to)) {
+    if (from != DType::kFloat32 && to != DType::kFloat32) {
+      return NodeUnimplemented(spec, absl::StrCat("the CUDA backend casts float16 and bfloat16 "
+                                                  "to and from float32 only; received ",
+                                                  DTypeName(from), " to ", DTypeName(to)));
+    }
+    return std::make_unique<HalfCastKernel>(context, n, from, to);
+  }
+  const bool int64_float = from == DType::kInt64 && to == DType::kFloat32;
+  if (!int64_float && !(from == DType::kFloat32 && to == DType::kInt64)) {
+    return NodeUnimplemented(spec, absl::StrCat("the CUDA backend computes float32 and int64; "
+                                                "received a Cast from ",
+                                                DTypeName(from), " to ", DTypeName(to)));
+  }
+  if (int64_float) return std::make_unique<CastKernel<int64_t, float>>(context, n);
   return std::make_unique<CastKernel<float, int64_t>>(context, n);
 }
 

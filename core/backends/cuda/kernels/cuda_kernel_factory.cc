@@ -120,8 +120,9 @@ absl::StatusOr<std::unique_ptr<Kernel>> MakeCudaKernel(const KernelSpec& spec,
   REPLICAD_RETURN_IF_ERROR(CheckKernelSpec(spec, "CUDA"));
   // The CUDA kernels compute float32 and int64; bool and the narrower
   // integers only pass through the copies (Reshape and its kin), which move
-  // bytes whatever they hold.
-  if (entry->build != MakeCudaCopyKernel) {
+  // bytes whatever they hold, and float16 and bfloat16 through the copies and
+  // Cast (which checks its own pair of types).
+  if (entry->build != MakeCudaCopyKernel && spec.op_type != "Cast") {
     std::vector<const TensorType*> types;
     for (const std::optional<TensorType>& input : spec.inputs) {
       if (input.has_value()) types.push_back(&*input);

@@ -1,3 +1,6 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 #include "core/backends/cuda/kernels/elementwise_launch.h"
@@ -131,6 +134,20 @@ __global__ void CastKernel(const From* in, To* out, int64_t n) {
   REPLICAD_GRID_STRIDE_LOOP(i, n) { out[i] = static_cast<To>(in[i]); }
 }
 
+__global__ void HalfToFloatKernel(const uint16_t* in, float* out, int64_t n, bool bfloat16) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) {
+    out[i] = bfloat16 ? __bfloat162float(__ushort_as_bfloat16(in[i]))
+                      : __half2float(__ushort_as_half(in[i]));
+  }
+}
+
+__global__ void FloatToHalfKernel(const float* in, uint16_t* out, int64_t n, bool bfloat16) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) {
+    out[i] = bfloat16 ? __bfloat16_as_ushort(__float2bfloat16_rn(in[i]))
+                      : __half_as_ushort(__float2half_rn(in[i]));
+  }
+}
+
 __global__ void BatchNormInferenceKernel(const float* x, const float* scale, const float* bias,
                                          const float* mean, const float* var, float* y, int64_t n,
                                          int64_t channels, int64_t spatial, float epsilon) {
@@ -198,6 +215,18 @@ void LaunchCast(const int64_t* in, float* out, int64_t n, cudaStream_t stream) {
 void LaunchCast(const float* in, int64_t* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   CastKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(in, out, n);
+}
+
+void LaunchHalfToFloat(const uint16_t* in, float* out, int64_t n, bool bfloat16,
+                       cudaStream_t stream) {
+  if (n == 0) return;
+  HalfToFloatKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(in, out, n, bfloat16);
+}
+
+void LaunchFloatToHalf(const float* in, uint16_t* out, int64_t n, bool bfloat16,
+                       cudaStream_t stream) {
+  if (n == 0) return;
+  FloatToHalfKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(in, out, n, bfloat16);
 }
 
 void LaunchBatchNormInference(const float* x, const float* scale, const float* bias,

@@ -77,6 +77,13 @@ void LaunchBroadcastCopy(const float* a, float* out, int64_t n, const BroadcastI
 // a C cast; the CPU backend does the same).
 void LaunchCast(const int64_t* in, float* out, int64_t n, cudaStream_t stream);
 void LaunchCast(const float* in, int64_t* out, int64_t n, cudaStream_t stream);
+// float16 (bfloat16 when `bfloat16`) bit patterns to float32, exact, and
+// float32 to them rounded to nearest even (CUDA's __float2half_rn and
+// __float2bfloat16_rn, as core/tensor/half_float.h on the host).
+void LaunchHalfToFloat(const uint16_t* in, float* out, int64_t n, bool bfloat16,
+                       cudaStream_t stream);
+void LaunchFloatToHalf(const float* in, uint16_t* out, int64_t n, bool bfloat16,
+                       cudaStream_t stream);
 
 // BatchNormalization in inference form on x viewed as [batch, channels,
 // spatial]: y = (x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c].

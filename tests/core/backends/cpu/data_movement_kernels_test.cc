@@ -6,6 +6,7 @@
 // grouped and dilated transposed convolution, ceil_mode with
 // count_include_pad, and index errors found at run time.
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -346,6 +347,48 @@ TEST_F(DataMovementKernelsTest, CastBetweenBoolAndTheIntegerTypes) {
   EXPECT_THAT(Values<float>(cast(int8s, DType::kFloat32)), ElementsAre(-1.0f, 0.0f, -128.0f, 0.0f));
 }
 
+// Casts to and from float16 and bfloat16 go through float32: rounded to
+// nearest even into them (ties, overflow to infinity, NaN kept, -0 kept,
+// below float16's smallest subnormal to zero), exact out of them, and on to
+// the integers and bool as float32 goes (truncation, non-zero is true).
+TEST_F(DataMovementKernelsTest, CastToAndFromFloat16AndBFloat16) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto cast = [&](const Tensor& x, DType to) {
+    Attributes attributes;
+    attributes.Set("to", static_cast<int64_t>(to));
+    absl::StatusOr<std::vector<Tensor>> y = Run("Cast", {x}, attributes);
+    EXPECT_TRUE(y.ok()) << y.status();
+    EXPECT_EQ((*y)[0].dtype(), to);
+    return (*y)[0];
+  };
+  const float tie = 1.0f + 1.0f / 2048;      // Halfway between float16's 1 and 1 + 2^-10.
+  const float odd_tie = 1.0f + 3.0f / 2048;  // Halfway between 1 + 2^-10 and 1 + 2^-9.
+  const Tensor x = Floats({8}, {tie, odd_tie, 65520.0f, -0.0f, nan, 1e-8f, -2.75f, 3.0e38f});
+  const Tensor half = cast(x, DType::kFloat16);
+  EXPECT_THAT(Values<uint16_t>(half),
+              ElementsAre(0x3c00, 0x3c02, 0x7c00, 0x8000, 0x7e00, 0x0000, 0xc180, 0x7c00));
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> back = Values<float>(cast(half, DType::kFloat32));
+  EXPECT_THAT(std::vector<float>(back.begin(), back.begin() + 4),
+              ElementsAre(1.0f, 1.0f + 2.0f / 1024, inf, -0.0f));
+  EXPECT_TRUE(std::isnan(back[4]));
+  EXPECT_THAT(std::vector<float>(back.begin() + 5, back.end()), ElementsAre(0.0f, -2.75f, inf));
+  EXPECT_THAT(Values<int32_t>(cast(half, DType::kInt32))[6], -2);
+  EXPECT_THAT(Values<uint8_t>(cast(half, DType::kBool)), ElementsAre(1, 1, 1, 0, 1, 0, 1, 1));
+
+  const Tensor brain = cast(x, DType::kBFloat16);
+  // 1 + 2^-11 and 1 + 3 * 2^-11 are within bfloat16's 8 bits of 1; 3e38 keeps its top bits.
+  EXPECT_THAT(Values<uint16_t>(brain),
+              ElementsAre(0x3f80, 0x3f80, 0x4780, 0x8000, 0x7fc0, 0x322c, 0xc030, 0x7f62));
+  EXPECT_THAT(Values<float>(cast(brain, DType::kFloat32))[6], -2.75f);
+  // float16 to bfloat16 and back: through float32.
+  EXPECT_THAT(Values<uint16_t>(cast(cast(half, DType::kBFloat16), DType::kFloat16))[6], 0xc180);
+  Tensor bools = Tensor::Host(DType::kBool, {2});
+  bools.data<uint8_t>()[0] = 0;
+  bools.data<uint8_t>()[1] = 7;
+  EXPECT_THAT(Values<uint16_t>(cast(bools, DType::kFloat16)), ElementsAre(0x0000, 0x3c00));
+}
+
 // Transpose moves 1-byte elements (bool, int8, uint8) as they are.
 TEST_F(DataMovementKernelsTest, TransposeOfBytes) {
   Tensor x = Tensor::Host(DType::kUint8, {2, 3});
@@ -373,11 +416,11 @@ TEST_F(DataMovementKernelsTest, ConstantOfShapeBoolValue) {
 
 TEST_F(DataMovementKernelsTest, CastToOtherTypesIsUnimplementedNamingTheType) {
   Attributes attributes;
-  attributes.Set("to", int64_t{10});
+  attributes.Set("to", int64_t{11});
   absl::StatusOr<std::vector<Tensor>> y = Run("Cast", {Random({2}, 3)}, attributes);
   EXPECT_EQ(y.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(y.status().message()),
-              AllOf(HasSubstr("Cast node 'k1'"), HasSubstr("FLOAT16 (10)")));
+              AllOf(HasSubstr("Cast node 'k1'"), HasSubstr("DOUBLE (11)")));
 }
 
 TEST_F(DataMovementKernelsTest, ShapeWritesDimsAndHonoursStartEndFromOpset15) {
