@@ -72,6 +72,7 @@ struct Options {
   int slots = 1;
   std::string device = "cpu:0";
   bool tf32 = false;
+  std::string precision = "fp32";  // Of the model's products: fp32 or bf16 (as --precision).
   bool winograd = true;
   bool lend_idle_cores = true;
   int transfer_chunks = 4;
@@ -168,8 +169,13 @@ absl::Status PrintProfile(ExecutionPlan& plan, const std::vector<const void*>& i
 }
 
 absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
+  absl::StatusOr<ComputePrecision> precision =
+      ParseComputePrecision(options.precision, "--precision");
+  if (!precision.ok()) return precision.status();
+  OnnxImportOptions import;
+  import.precision = *precision;
   absl::StatusOr<std::shared_ptr<const Model>> model =
-      LoadOnnxFile(options.model_path, options.name);
+      LoadOnnxFile(options.model_path, options.name, import);
   if (!model.ok()) return model.status();
   std::vector<Tensor> inputs;
   std::vector<Shape> shapes;
@@ -368,6 +374,10 @@ int Main(int argc, char** argv) {
   app.add_option("--device", options.device, "Device of every slot (in-process mode), e.g. cuda:0")
       ->capture_default_str();
   app.add_flag("--tf32", options.tf32, "CUDA slots: TF32 tensor cores");
+  app.add_option("--precision", options.precision,
+                 "In-process: what the model's convolutions and weight products compute in "
+                 "(fp32 or bf16, as the daemon's flag)")
+      ->capture_default_str();
   app.add_flag("--winograd,!--no-winograd", options.winograd,
                "CPU slots: Winograd 3x3 convolutions where oneDNN has them (default on)");
   app.add_flag("--lend-idle-cores,!--no-lend-idle-cores", options.lend_idle_cores,

@@ -132,6 +132,8 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
   serving.slot_options.winograd = options.winograd;
   serving.slot_options.lend_idle_cores = options.lend_idle_cores;
   serving.slot_options.tf32 = options.tf32;
+  REPLICAD_ASSIGN_OR_RETURN(serving.precision,
+                            ParseComputePrecision(options.precision, "--precision"));
   absl::StatusOr<std::vector<SlotAssignment>> slots =
       options.device_map.empty() ? ParseDeviceList(options.devices, devices,
                                                    DefaultSlots(devices, options.threads_per_slot))

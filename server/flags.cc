@@ -155,6 +155,13 @@ void AddSlotFlags(CLI::App* serve, ServerOptions& options) {
                    "0 for the least memory")
       ->capture_default_str();
   serve
+      ->add_option("--precision", options.precision,
+                   "What float32 models compute their convolutions and weight products in: "
+                   "fp32, or bf16 (bfloat16 inputs and weights, float32 sums and outputs, "
+                   "the rest in float32; CPU slots with AVX512_BF16 or AMX); a model's "
+                   "config.pbtxt parameter 'precision' overrides it")
+      ->capture_default_str();
+  serve
       ->add_flag("--tf32,!--no-tf32", options.tf32,
                  "CUDA slots: TF32 tensor cores for float32 convolutions and matrix products "
                  "(faster, 10-bit mantissa products; off by default)")

@@ -18,9 +18,12 @@ namespace {
 // memory: kernels read them on every run, and they are a small part of a model.
 constexpr size_t kMinFileWeightBytes = size_t{64} << 10;
 
-absl::StatusOr<std::shared_ptr<const Model>> LoadSource(const ModelSource& source) {
-  if (source.path.empty()) return LoadDefaultModel();
-  return LoadOnnxFile(source.path, source.name);
+absl::StatusOr<std::shared_ptr<const Model>> LoadSource(const ModelSource& source,
+                                                        ComputePrecision precision) {
+  if (source.path.empty()) return LoadDefaultModel(precision);
+  OnnxImportOptions options;
+  options.precision = precision;
+  return LoadOnnxFile(source.path, source.name, options);
 }
 
 // `status` with the model's config.pbtxt named, when it comes from there.
@@ -58,6 +61,14 @@ absl::StatusOr<ModelSettings> SettingsOf(const ModelSource& source,
       SchedulerOptionsOf(settings.config, daemon.scheduling);
   if (!scheduling.ok()) return InFile(source, scheduling.status());
   settings.options.scheduling = *std::move(scheduling);
+  // replicad's own parameter, as sequence_buckets: the model's precision.
+  if (auto it = settings.config.parameters().find("precision");
+      it != settings.config.parameters().end()) {
+    absl::StatusOr<ComputePrecision> precision =
+        ParseComputePrecision(it->second.string_value(), "parameters.precision");
+    if (!precision.ok()) return InFile(source, precision.status());
+    settings.options.precision = *precision;
+  }
   google::protobuf::TextFormat::PrintToString(settings.config, &settings.config_text);
   return settings;
 }
@@ -65,7 +76,8 @@ absl::StatusOr<ModelSettings> SettingsOf(const ModelSource& source,
 absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
     const ModelSource& source, const ModelSettings& settings,
     const LocalModelRepository::Config& config) {
-  absl::StatusOr<std::shared_ptr<const Model>> model = LoadSource(source);
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      LoadSource(source, settings.options.precision);
   if (!model.ok()) return model.status();
   if (!settings.config_text.empty()) {
     model = ApplyTensorConfig(*std::move(model), settings.config);

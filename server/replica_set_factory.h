@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "core/backends/backends.h"
 #include "core/device/device_map.h"
+#include "core/model/compute_precision.h"
 #include "core/serve/replica_set.h"
 #include "core/serve/scheduler_options.h"
 
@@ -27,6 +28,8 @@ struct ServingOptions {
   // Where models keep their large weights in files of their own (see
   // core/model/weight_file.h); empty: in anonymous memory.
   std::string weight_file_dir;
+  // What float32 models compute their products in (core/model/compute_precision.h).
+  ComputePrecision precision = ComputePrecision::kFloat32;
   int64_t max_batch_size = 0;  // 0: no limit.
   // How models without a config.pbtxt are scheduled (--dynamic-batching and
   // the queue flags); a config.pbtxt's model takes only max_queue_bytes and

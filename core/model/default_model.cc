@@ -80,8 +80,10 @@ std::string DefaultModelOnnxBytes() {
   return b.Serialize();
 }
 
-absl::StatusOr<std::shared_ptr<const Model>> LoadDefaultModel() {
-  return LoadOnnxBytes(DefaultModelOnnxBytes(), kDefaultModelName, "<embedded>");
+absl::StatusOr<std::shared_ptr<const Model>> LoadDefaultModel(ComputePrecision precision) {
+  OnnxImportOptions options;
+  options.precision = precision;
+  return LoadOnnxBytes(DefaultModelOnnxBytes(), kDefaultModelName, "<embedded>", options);
 }
 
 }  // namespace replicad

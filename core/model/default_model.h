@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/model/compute_precision.h"
 #include "core/model/model.h"
 
 namespace replicad {
@@ -23,7 +24,8 @@ inline constexpr char kDefaultModelName[] = "default";
 // The serialized ONNX ModelProto.
 std::string DefaultModelOnnxBytes();
 
-absl::StatusOr<std::shared_ptr<const Model>> LoadDefaultModel();
+absl::StatusOr<std::shared_ptr<const Model>> LoadDefaultModel(
+    ComputePrecision precision = ComputePrecision::kFloat32);
 
 }  // namespace replicad
 

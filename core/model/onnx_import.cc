@@ -647,6 +647,7 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto mode
   if (graph.ok() && options.optimize) {
     if (absl::Status s = OptimizeForInference(&*graph); !s.ok()) graph = s;
   }
+  if (graph.ok()) MarkComputePrecision(&*graph, options.precision);
   if (!graph.ok()) {
     return absl::Status(graph.status().code(),
                         absl::StrCat(source, ": ", graph.status().message()));

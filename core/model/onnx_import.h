@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/model/compute_precision.h"
 #include "core/model/model.h"
 #include "core/tensor/tensor.h"
 
@@ -17,6 +18,9 @@ struct OnnxImportOptions {
   std::map<std::string, Tensor> bind_inputs;
   // Rewrite the graph for inference (see graph_optimizer.h).
   bool optimize = true;
+  // The precision of its products (compute_precision.h); marked after the
+  // rewrites, on a float32 model's convolutions and weight products.
+  ComputePrecision precision = ComputePrecision::kFloat32;
 };
 
 // Loads an ONNX model: converts a model older than opset 11 to opset 11 with

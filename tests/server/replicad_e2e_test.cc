@@ -708,6 +708,22 @@ TEST(ReplicadStartupTest, UnsupportedModelFailsNamingOpsAndNodes) {
 namespace replicad {
 namespace {
 
+// The default model's answer to `image` from a daemon started with `flags`
+// (and --devices cpu:0), which then stops cleanly.
+absl::StatusOr<v1::PredictResponse> DefaultModelAnswer(std::vector<std::string> flags,
+                                                       const Tensor& image) {
+  flags.insert(flags.begin(), {"--devices", "cpu:0"});
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(flags);
+  if (!daemon.ok()) return daemon.status();
+  auto client = *client::ReplicadClient::Connect((*daemon)->target(), {});
+  v1::PredictRequest request;
+  request.set_model("default");
+  *request.add_inputs() = ToProto("image", image);
+  absl::StatusOr<v1::PredictResponse> response = client->Predict(request);
+  EXPECT_EQ((*daemon)->StopWith(SIGINT), 0) << (*daemon)->output();
+  return response;
+}
+
 // --no-winograd (direct convolutions on CPU slots) and --cpu-kernel-cache 0
 // (no oneDNN primitives kept beyond the plans') are accepted and serve; a
 // negative cache is refused naming the flag.
@@ -718,17 +734,43 @@ TEST(ReplicadStartupTest, NoWinogradAndNoKernelCacheServe) {
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_THAT(refused.out, HasSubstr("--cpu-kernel-cache: the kernel cache capacity must be 0 or "
                                      "more; received -1"));
-  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
-      DaemonProcess::Start({"--devices", "cpu:0", "--no-winograd", "--cpu-kernel-cache", "0"});
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto client = *client::ReplicadClient::Connect((*daemon)->target(), {});
-  v1::PredictRequest request;
-  request.set_model("default");
-  *request.add_inputs() = ToProto("image", testing::RandomTensor({4, 1, 28, 28}, 3));
-  absl::StatusOr<v1::PredictResponse> response = client->Predict(request);
+  absl::StatusOr<v1::PredictResponse> response = DefaultModelAnswer(
+      {"--no-winograd", "--cpu-kernel-cache", "0"}, testing::RandomTensor({4, 1, 28, 28}, 3));
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->outputs(0).name(), "logits");
-  EXPECT_EQ((*daemon)->StopWith(SIGINT), 0) << (*daemon)->output();
+}
+
+// --precision bf16 serves the default model (its products in bfloat16 where
+// the CPU has them), with logits within bfloat16's rounding of the float32
+// daemon's: 2e-2 relative L2; fp16 (a GPU's tensor cores) is refused as not
+// implemented, and an unknown precision naming the flag.
+TEST(ReplicadStartupTest, PrecisionBFloat16Serves) {
+  testing::CommandResult half =
+      testing::RunCommand({testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
+                           "--devices", "cpu:0", "--precision", "fp16"});
+  EXPECT_EQ(half.exit_code, 1);
+  EXPECT_THAT(half.out, HasSubstr("--precision: fp16 computes on a GPU's tensor cores"));
+  testing::CommandResult unknown =
+      testing::RunCommand({testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
+                           "--devices", "cpu:0", "--precision", "int3"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.out, HasSubstr("--precision: expected fp32 or bf16, received 'int3'"));
+  const Tensor image = testing::RandomTensor({4, 1, 28, 28}, 3);
+  std::vector<std::vector<float>> logits;
+  for (const char* precision : {"fp32", "bf16"}) {
+    absl::StatusOr<v1::PredictResponse> response =
+        DefaultModelAnswer({"--precision", precision}, image);
+    ASSERT_TRUE(response.ok()) << response.status();
+    const std::string& raw = response->outputs(0).raw();
+    logits.emplace_back(raw.size() / sizeof(float));
+    std::memcpy(logits.back().data(), raw.data(), raw.size());
+  }
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < logits[0].size(); ++i) {
+    diff += (logits[1][i] - logits[0][i]) * (logits[1][i] - logits[0][i]);
+    norm += logits[0][i] * logits[0][i];
+  }
+  EXPECT_LT(std::sqrt(diff / norm), 2e-2);
 }
 
 // --listen unix:PATH serves gRPC on a Unix domain socket, for clients on the

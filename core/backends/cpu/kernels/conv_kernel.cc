@@ -14,6 +14,7 @@
 #include "core/backends/cpu/kernels/native_layout.h"
 #include "core/backends/cpu/kernels/non_finite.h"
 #include "core/backends/cpu/kernels/parallel_copy.h"
+#include "core/backends/cpu/kernels/product_precision.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
 #include "core/base/status_macros.h"
 #include "core/ops/conv_attributes.h"
@@ -138,13 +139,6 @@ class BlockedConvKernel : public Kernel {
   std::string native_layout_;
   size_t native_bytes_ = 0;
 };
-
-BoundPrimitive Reorder(CpuKernelContext& context, const memory::desc& from,
-                       const memory::desc& to) {
-  const dnnl::reorder::primitive_desc pd(context.engine, from, context.engine, to,
-                                         UserScratchpadAttr());
-  return BoundPrimitive(context, pd, dnnl::reorder(pd));
-}
 
 // Channels in blocks of the CPU's float vector width (nChw16c with AVX-512,
 // nChw8c with AVX2) where they are a multiple of 8, the last 16-channel
@@ -329,15 +323,20 @@ ConvPd MakeConvPd(CpuKernelContext& context, const ConvDescs& descs,
 }
 
 // X and Y in channel blocks of the vector width where ChannelBlockedLayout
-// says so, else as oneDNN chooses; weights as it chooses.
+// says so, else as oneDNN chooses; weights as it chooses. X and W are read
+// as `product` (f32, or bf16 for a node computed in bfloat16: then every
+// layout is oneDNN's choice, channels-last where it has AMX tiles), Y is f32.
 ConvPd BlockedLayoutPd(CpuKernelContext& context, const ConvDescs& descs, int64_t out_channels,
-                       const dnnl::primitive_attr& attr, dnnl::algorithm algorithm) {
+                       const dnnl::primitive_attr& attr, dnnl::algorithm algorithm,
+                       memory::data_type product = memory::data_type::f32) {
   const memory::data_type f32 = memory::data_type::f32;
-  const memory::desc any_weights(descs.weight_dims, f32, memory::format_tag::any);
+  const memory::desc any_weights(descs.weight_dims, product, memory::format_tag::any);
   const auto pd_for = [&](memory::format_tag src_tag, memory::format_tag dst_tag) {
-    return MakeConvPd(context, descs, attr, algorithm, memory::desc(descs.src_dims, f32, src_tag),
-                      any_weights, descs.bias, memory::desc(descs.dst_dims, f32, dst_tag));
+    return MakeConvPd(context, descs, attr, algorithm,
+                      memory::desc(descs.src_dims, product, src_tag), any_weights, descs.bias,
+                      memory::desc(descs.dst_dims, f32, dst_tag));
   };
+  if (product != f32) return pd_for(memory::format_tag::any, memory::format_tag::any);
   const bool two_d = descs.src_dims.size() == 4;
   const memory::format_tag src_tag =
       two_d ? ChannelBlockedLayout(descs.src_dims[1]) : memory::format_tag::any;
@@ -356,10 +355,36 @@ ConvPd BlockedLayoutPd(CpuKernelContext& context, const ConvDescs& descs, int64_
   return pd_for(memory::format_tag::any, memory::format_tag::any);
 }
 
-// Winograd where it pays and this CPU has it for the form, else direct.
+// Where a node marked bf16 computes in it: where each output sums at least
+// 64 products (input channels per group x kernel area: AMX's bf16 tiles
+// take 32 pairs a row, and a depthwise convolution's 9 leave them empty) and
+// each input element enters at least 64 (output channels per group x kernel
+// area), since the input is converted from float32 on every run, a pass
+// over it as long as reading it. All of mobilenet_v2's convolutions in bf16
+// (batch 8, 2 cores, AMX) took 62.0 ms against 41.1 in float32, its
+// depthwise and narrow high-resolution layers paying more in conversions
+// than their products saved; resnet50's, all past both bounds, 212.5
+// against 350.4 ms.
+memory::data_type ConvProductType(const KernelSpec& spec, int64_t group, const Shape& weights) {
+  const memory::data_type product = ProductDataType(spec);
+  if (product == memory::data_type::f32) return product;
+  constexpr int64_t kMinProducts = 64;
+  const int64_t kernel_area = NumElements(weights) / weights[0] / weights[1];
+  const int64_t per_output = weights[1] * kernel_area;
+  const int64_t per_input = weights[0] / group * kernel_area;
+  return per_output >= kMinProducts && per_input >= kMinProducts ? product : memory::data_type::f32;
+}
+
+// Winograd where it pays and this CPU has it for the form, else direct
+// (always for a bfloat16 product: oneDNN's Winograd is f32 only).
 ConvPd ChooseBlockedPd(const KernelSpec& spec, CpuKernelContext& context,
                        const ConvAttributes& conv, const ConvDescs& descs,
                        const dnnl::primitive_attr& attr) {
+  const memory::data_type product = ConvProductType(spec, conv.group, spec.inputs[1]->shape);
+  if (product != memory::data_type::f32) {
+    return BlockedLayoutPd(context, descs, conv.out_channels, attr,
+                           dnnl::algorithm::convolution_direct, product);
+  }
   if (context.winograd && WinogradPays(conv, spec.inputs[1]->shape)) {
     try {
       return BlockedLayoutPd(context, descs, conv.out_channels, attr,
@@ -545,9 +570,11 @@ KernelOrStatus BuildConvKernel(const KernelSpec& spec, CpuKernelContext& context
                                                  clamp_by_caller));
   attr.set_post_ops(ops);
   if (constant_weights != nullptr) {
-    const ConvPd pd = three_d ? BlockedLayoutPd(context, descs, conv3d->out_channels, attr,
-                                                dnnl::algorithm::convolution_direct)
-                              : ChooseBlockedPd(spec, context, *conv, descs, attr);
+    const ConvPd pd =
+        three_d ? BlockedLayoutPd(context, descs, conv3d->out_channels, attr,
+                                  dnnl::algorithm::convolution_direct,
+                                  ConvProductType(spec, conv3d->group, spec.inputs[1]->shape))
+                : ChooseBlockedPd(spec, context, *conv, descs, attr);
     return BuildBlockedConvKernel(spec, context, pd, descs, attr, *constant_weights, activation);
   }
   if (fused_sum) {
@@ -627,7 +654,8 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
   if (spec.inputs[0]->shape.size() == 4 && context.winograd && HasWinograd() &&
       weights != nullptr) {
     REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(spec));
-    winograd = WinogradPays(conv, spec.inputs[1]->shape);
+    winograd = WinogradPays(conv, spec.inputs[1]->shape) &&
+               ConvProductType(spec, conv.group, spec.inputs[1]->shape) == memory::data_type::f32;
   }
   if ((!clamp && !winograd) || weights == nullptr || (HasInput(spec, 2) && bias == nullptr) ||
       !AllFinite(weights) || !AllFinite(bias)) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
+#include "core/base/status_macros.h"
 
 namespace replicad {
 
@@ -122,6 +123,41 @@ absl::Status PrimitiveKernel::Run(const RunContext&, const void* const* inputs,
 void PrimitiveKernel::SetNativeOutput(const dnnl::memory::desc& layout) {
   native_layout_ = SerializeDesc(layout);
   native_bytes_ = layout.get_size();
+}
+
+BoundPrimitive Reorder(CpuKernelContext& context, const dnnl::memory::desc& from,
+                       const dnnl::memory::desc& to) {
+  const dnnl::reorder::primitive_desc pd(context.engine, from, context.engine, to,
+                                         UserScratchpadAttr());
+  return BoundPrimitive(context, pd, dnnl::reorder(pd));
+}
+
+ConvertedInputKernel::ConvertedInputKernel(std::string node, BoundPrimitive convert,
+                                           dnnl::memory converted, std::unique_ptr<Kernel> product)
+    : node_(std::move(node)),
+      convert_(std::move(convert)),
+      converted_(std::move(converted)),
+      product_(std::move(product)) {}
+
+size_t ConvertedInputKernel::ConvertedBytes() const {
+  constexpr size_t kAlignment = 64;
+  return (converted_.get_desc().get_size() + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+size_t ConvertedInputKernel::workspace_bytes() const {
+  return ConvertedBytes() + product_->workspace_bytes();
+}
+
+void ConvertedInputKernel::SetWorkspace(void* workspace) {
+  converted_.set_data_handle(workspace);
+  product_->SetWorkspace(static_cast<char*>(workspace) + ConvertedBytes());
+}
+
+absl::Status ConvertedInputKernel::Run(const RunContext& context, const void* const* inputs,
+                                       void* const* outputs) {
+  // The stream runs in order: the product, submitted after, reads the finished copy.
+  REPLICAD_RETURN_IF_ERROR(convert_.Execute(inputs, outputs, node_));
+  return product_->Run(context, inputs, outputs);
 }
 
 }  // namespace replicad

@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_BACKENDS_CPU_KERNELS_DNNL_PRIMITIVE_KERNEL_H_
 #define REPLICAD_CORE_BACKENDS_CPU_KERNELS_DNNL_PRIMITIVE_KERNEL_H_
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,6 +108,37 @@ class PrimitiveKernel : public Kernel {
 
 // Waits for the stream; Internal naming `node` when oneDNN reports an error.
 absl::Status WaitStream(CpuKernelContext& context, const std::string& node);
+
+// A reorder from `from` to `to` (layouts, or f32 to bf16), arguments unbound.
+BoundPrimitive Reorder(CpuKernelContext& context, const dnnl::memory::desc& from,
+                       const dnnl::memory::desc& to);
+
+// A product that reads its input 0 as another type (a matmul computed in
+// bf16): `convert` (bound to input 0 and to `converted`) writes the copy
+// into this kernel's workspace, then `product` (bound to `converted`) runs.
+// The workspace, native output and overwritable input are `product`'s, after
+// the copy's.
+class ConvertedInputKernel : public Kernel {
+ public:
+  ConvertedInputKernel(std::string node, BoundPrimitive convert, dnnl::memory converted,
+                       std::unique_ptr<Kernel> product);
+
+  absl::Status Run(const RunContext& context, const void* const* inputs,
+                   void* const* outputs) override;
+  size_t workspace_bytes() const override;
+  void SetWorkspace(void* workspace) override;
+  std::string native_output_layout() const override { return product_->native_output_layout(); }
+  size_t native_output_bytes() const override { return product_->native_output_bytes(); }
+  int overwritable_input() const override { return product_->overwritable_input(); }
+
+ private:
+  size_t ConvertedBytes() const;
+
+  std::string node_;
+  BoundPrimitive convert_;
+  dnnl::memory converted_;
+  std::unique_ptr<Kernel> product_;
+};
 
 }  // namespace replicad
 

@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/functional/function_ref.h"
@@ -6,6 +8,7 @@
 #include "core/backends/cpu/kernels/fused_post_ops.h"
 #include "core/backends/cpu/kernels/gemv.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
+#include "core/backends/cpu/kernels/product_precision.h"
 #include "core/base/status_macros.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/fused_activation.h"
@@ -22,19 +25,56 @@ using dnnl::memory;
 // constant into it once: read in ONNX's layout, oneDNN 2.6's brgemm matmul
 // repacks the whole of B on every call (0.34 ms of mnasnet0_75's 3.1 ms at
 // batch 1, for its 1280 x 1000 classifier).
+// A bf16 product (constant B only) takes B in oneDNN's layout or throws.
 dnnl::matmul::primitive_desc MatMulPrimitive(
     absl::FunctionRef<dnnl::matmul::desc(const memory::desc& weights)> desc_for,
     const memory::desc& b, bool constant_b, const dnnl::primitive_attr& attr,
-    const dnnl::engine& engine) {
+    const dnnl::engine& engine, memory::data_type product = memory::data_type::f32) {
   if (constant_b) {
     try {
-      const memory::desc any(b.dims(), memory::data_type::f32, memory::format_tag::any);
+      const memory::desc any(b.dims(), product, memory::format_tag::any);
       return dnnl::matmul::primitive_desc(desc_for(any), attr, engine);
     } catch (const dnnl::error&) {
       // No implementation chooses B's layout for this form: read it as given.
+      if (product != memory::data_type::f32) throw;
     }
   }
   return dnnl::matmul::primitive_desc(desc_for(b), attr, engine);
+}
+
+// Binds input 0 as A: as given, or (a bf16 product) through a converted copy
+// that `finish` wraps the product kernel with.
+struct SourceBinding {
+  std::optional<BoundPrimitive> convert;
+  dnnl::memory converted;
+};
+
+SourceBinding BindA(BoundPrimitive& primitive, const memory::desc& a, const memory::desc& a_read,
+                    CpuKernelContext& context) {
+  SourceBinding binding;
+  if (a_read == a) {
+    primitive.BindInput(DNNL_ARG_SRC, a, 0);
+    return binding;
+  }
+  binding.converted = dnnl::memory(a_read, context.engine, DNNL_MEMORY_NONE);
+  primitive.BindFixed(DNNL_ARG_SRC, binding.converted);
+  binding.convert.emplace(Reorder(context, a, a_read));
+  binding.convert->BindInput(DNNL_ARG_FROM, a, 0);
+  binding.convert->BindFixed(DNNL_ARG_TO, binding.converted);
+  return binding;
+}
+
+std::unique_ptr<Kernel> WithConvertedA(const KernelSpec& spec, SourceBinding binding,
+                                       std::unique_ptr<Kernel> product) {
+  if (!binding.convert) return product;
+  return std::make_unique<ConvertedInputKernel>(NodeLabel(spec), *std::move(binding.convert),
+                                                std::move(binding.converted), std::move(product));
+}
+
+// The product type of a node whose B is a constant: bf16 where it is marked
+// so and the CPU has it (product_precision.h), else f32.
+memory::data_type ConstantBProduct(const KernelSpec& spec, const Tensor* constant_b) {
+  return constant_b != nullptr ? ProductDataType(spec) : memory::data_type::f32;
 }
 
 // B is input 1: the constant in the primitive's layout, else as given.
@@ -163,9 +203,8 @@ absl::StatusOr<bool> GemvComputes(const KernelSpec& spec, const GemmAttributes& 
   return !activation.has_value() || *relu;
 }
 
-}  // namespace
-
-KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context) {
+KernelOrStatus BuildGemmKernel(const KernelSpec& spec, CpuKernelContext& context,
+                               memory::data_type product) {
   REPLICAD_ASSIGN_OR_RETURN(GemmAttributes gemm, ParseGemmAttributes(spec));
   const memory::data_type f32 = memory::data_type::f32;
   // A transposed operand is the same bytes read with swapped strides.
@@ -198,20 +237,25 @@ KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context)
     return std::make_unique<GemvKernel>(*constant_b, gemm.n, gemm.k, gemm.alpha, gemm.beta, c_cols,
                                         use_c, relu);
   }
+  // Read in bf16, A is a dense row-major copy, transposed or not.
+  const memory::desc a_read =
+      product == f32 ? a : memory::desc({gemm.m, gemm.k}, product, memory::format_tag::ab);
   const dnnl::matmul::primitive_desc pd = MatMulPrimitive(
-      [&](const memory::desc& weights) { return dnnl::matmul::desc(a, weights, y); }, b,
-      constant_b != nullptr, attr, context.engine);
+      [&](const memory::desc& weights) { return dnnl::matmul::desc(a_read, weights, y); }, b,
+      constant_b != nullptr, attr, context.engine, product);
   BoundPrimitive primitive(context, pd, dnnl::matmul(pd));
-  primitive.BindInput(DNNL_ARG_SRC, a, 0);
+  SourceBinding source = BindA(primitive, a, a_read, context);
   BindB(primitive, pd, b, constant_b, context);
   primitive.BindOutput(DNNL_ARG_DST, y, 0);
   return WithActivationPass(
-      std::make_unique<GemmKernel>(context, NodeLabel(spec), std::move(primitive), gemm.m, gemm.n,
-                                   c_rows, c_cols, use_c),
+      WithConvertedA(spec, std::move(source),
+                     std::make_unique<GemmKernel>(context, NodeLabel(spec), std::move(primitive),
+                                                  gemm.m, gemm.n, c_rows, c_cols, use_c)),
       activation, gemm.m * gemm.n);
 }
 
-KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& context) {
+KernelOrStatus BuildMatMulKernel(const KernelSpec& spec, CpuKernelContext& context,
+                                 memory::data_type product) {
   REPLICAD_ASSIGN_OR_RETURN(MatMulLayout layout, ParseMatMulLayout(spec));
   FoldBatchIntoRows(&layout);
   const memory::data_type f32 = memory::data_type::f32;
@@ -230,17 +274,45 @@ KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& contex
   REPLICAD_RETURN_IF_ERROR(AppendFusedActivation(spec, &ops, &activation));
   attr.set_post_ops(ops);
   const Tensor* constant_b = ConstantB(spec);
+  const memory::desc a_read = product == f32 ? a : RowMajorDesc(layout.a, product);
   const dnnl::matmul::primitive_desc pd = MatMulPrimitive(
-      [&](const memory::desc& weights) { return dnnl::matmul::desc(a, weights, bias, y); }, b,
-      constant_b != nullptr, attr, context.engine);
+      [&](const memory::desc& weights) { return dnnl::matmul::desc(a_read, weights, bias, y); }, b,
+      constant_b != nullptr, attr, context.engine, product);
   BoundPrimitive primitive(context, pd, dnnl::matmul(pd));
-  primitive.BindInput(DNNL_ARG_SRC, a, 0);
+  SourceBinding source = BindA(primitive, a, a_read, context);
   BindB(primitive, pd, b, constant_b, context);
   if (layout.has_bias) primitive.BindInput(DNNL_ARG_BIAS, bias, 2);
   primitive.BindOutput(DNNL_ARG_DST, y, 0);
-  return WithActivationPass(
-      std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive)), activation,
-      NumElements(spec.outputs[0].shape));
+  return WithActivationPass(WithConvertedA(spec, std::move(source),
+                                           std::make_unique<PrimitiveKernel>(
+                                               context, NodeLabel(spec), std::move(primitive))),
+                            activation, NumElements(spec.outputs[0].shape));
+}
+
+// A node marked bf16 whose form oneDNN has no bf16 matmul for computes f32.
+KernelOrStatus WithProductFallback(
+    const KernelSpec& spec, CpuKernelContext& context,
+    absl::FunctionRef<KernelOrStatus(const KernelSpec&, CpuKernelContext&, memory::data_type)>
+        build) {
+  const memory::data_type product = ConstantBProduct(spec, ConstantB(spec));
+  if (product != memory::data_type::f32) {
+    try {
+      return build(spec, context, product);
+    } catch (const dnnl::error&) {
+      // No bf16 implementation for this form.
+    }
+  }
+  return build(spec, context, memory::data_type::f32);
+}
+
+}  // namespace
+
+KernelOrStatus MakeGemmKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  return WithProductFallback(spec, context, BuildGemmKernel);
+}
+
+KernelOrStatus MakeMatMulKernel(const KernelSpec& spec, CpuKernelContext& context) {
+  return WithProductFallback(spec, context, BuildMatMulKernel);
 }
 
 }  // namespace replicad

@@ -1,0 +1,36 @@
+#include "core/backends/cpu/kernels/product_precision.h"
+
+#include <atomic>
+#include <string>
+
+#include "core/base/log.h"
+#include "core/model/compute_precision.h"
+
+namespace replicad {
+namespace {
+
+bool HasBFloat16DotProducts() {
+  static const bool has = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  }();
+  return has;
+}
+
+}  // namespace
+
+dnnl::memory::data_type ProductDataType(const KernelSpec& spec) {
+  if (spec.attributes == nullptr) return dnnl::memory::data_type::f32;
+  absl::StatusOr<std::string> precision = spec.attributes->GetString(kPrecisionAttribute, "");
+  if (!precision.ok() || *precision != "bf16") return dnnl::memory::data_type::f32;
+  if (HasBFloat16DotProducts()) return dnnl::memory::data_type::bf16;
+  static std::atomic<bool> logged{false};
+  if (!logged.exchange(true)) {
+    LogWarning(
+        "precision bf16: this CPU has no bfloat16 dot products (AVX512_BF16 or AMX); "
+        "its slots compute float32");
+  }
+  return dnnl::memory::data_type::f32;
+}
+
+}  // namespace replicad

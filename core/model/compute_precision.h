@@ -1,0 +1,40 @@
+#ifndef REPLICAD_CORE_MODEL_COMPUTE_PRECISION_H_
+#define REPLICAD_CORE_MODEL_COMPUTE_PRECISION_H_
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/model/graph.h"
+
+namespace replicad {
+
+// The precision a float32 model's products are computed in (`--precision`, a
+// model's config.pbtxt parameter `precision`). The interface stays float32.
+//  - kFloat32: everything in float32 (the default).
+//  - kBFloat16: the convolutions and the matrix products against weights
+//    (Conv, Gemm, MatMul whose second operand is an initializer) read their
+//    input and weights as bfloat16 and accumulate and write float32, as
+//    ONNX Runtime's and PyTorch's autocast to bfloat16 do; everything else
+//    (softmax, normalisation statistics, reductions, element-wise ops, the
+//    fused attention) stays float32. On CPU slots this is oneDNN's bf16
+//    (AVX512_BF16 dot products, AMX tiles where the CPU has them); a CPU
+//    without AVX-512 computes float32 and says so once in the log.
+enum class ComputePrecision { kFloat32, kBFloat16 };
+
+// "fp32" or "bf16" (also "float32", "bfloat16"); "fp16" and "tf32" are
+// Unimplemented (they need a GPU's tensor cores, which replicad does not use
+// yet); anything else InvalidArgument naming `field`, the expected and the
+// received value.
+absl::StatusOr<ComputePrecision> ParseComputePrecision(absl::string_view text,
+                                                       absl::string_view field);
+absl::string_view ComputePrecisionName(ComputePrecision precision);  // "fp32", "bf16".
+
+// The node attribute that tells a kernel its products' precision ("bf16").
+inline constexpr char kPrecisionAttribute[] = "replicad.precision";
+
+// Marks the nodes of `graph` that compute in `precision` (see above);
+// kFloat32 marks none.
+void MarkComputePrecision(Graph* graph, ComputePrecision precision);
+
+}  // namespace replicad
+
+#endif  // REPLICAD_CORE_MODEL_COMPUTE_PRECISION_H_
