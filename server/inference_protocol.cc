@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/client_text.h"
 #include "core/base/status_macros.h"
+#include "core/model/compute_precision.h"
 #include "google/protobuf/text_format.h"
 #include "server/model_config_file.h"
 
@@ -126,6 +127,9 @@ void FillModelConfig(const LoadedModel& model, inference::ModelConfig* out) {
   };
   complete(model.model().inputs(), out->mutable_input());
   complete(model.model().outputs(), out->mutable_output());
+  // The precision it computes in, as the parameter a config.pbtxt sets it with.
+  (*out->mutable_parameters())["precision"].set_string_value(
+      std::string(ComputePrecisionName(MarkedComputePrecision(model.model().graph()))));
   if (out->instance_group_size() > 0) return;
   std::map<std::string, int> slots_per_device;
   for (const SlotStatus& slot : model.servable->Slots()) ++slots_per_device[slot.device];

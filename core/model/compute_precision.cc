@@ -39,4 +39,11 @@ void MarkComputePrecision(Graph* graph, ComputePrecision precision) {
   }
 }
 
+ComputePrecision MarkedComputePrecision(const Graph& graph) {
+  for (const Node& node : graph.nodes) {
+    if (node.attributes.Has(kPrecisionAttribute)) return ComputePrecision::kBFloat16;
+  }
+  return ComputePrecision::kFloat32;
+}
+
 }  // namespace replicad

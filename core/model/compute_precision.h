@@ -35,6 +35,9 @@ inline constexpr char kPrecisionAttribute[] = "replicad.precision";
 // kFloat32 marks none.
 void MarkComputePrecision(Graph* graph, ComputePrecision precision);
 
+// The precision `graph` was marked with: kFloat32 where no node is marked.
+ComputePrecision MarkedComputePrecision(const Graph& graph);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_MODEL_COMPUTE_PRECISION_H_

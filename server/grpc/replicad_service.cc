@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/model/compute_precision.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/unary_call.h"
 #include "server/grpc/wire_request.h"
@@ -231,6 +232,8 @@ grpc::ServerUnaryReactor* ReplicadService::GetModel(grpc::CallbackServerContext*
   info->set_ready(core_.ModelReady(model.name, model.version).ok());
   info->set_merge_device(model.servable->MergeDevice());
   info->set_max_batch_size(model.max_batch_size);
+  info->set_precision(
+      std::string(ComputePrecisionName(MarkedComputePrecision(model.model().graph()))));
   return call.Finish(absl::OkStatus(), model.name);
 }
 

@@ -116,6 +116,8 @@ class HalfFloatModels(unittest.TestCase):
             config = grpc_client.get_model_config(model).config
             self.assertEqual(config.input[0].data_type, config_type)
             self.assertEqual(config.output[0].data_type, config_type)
+            # Computed in float32 inside: the config's precision parameter says so.
+            self.assertEqual(config.parameters["precision"].string_value, "fp32")
 
     def test_float16_matches_onnx_runtime_and_pytorch(self):
         rng = np.random.default_rng(1)

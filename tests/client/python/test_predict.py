@@ -73,3 +73,48 @@ def test_two_inputs_by_dict_or_list(tmp_path, serve, client_of):
     for name, reference in zip(outputs, expected):
         assert relative_l2(by_dict[name], reference.numpy()) <= PARITY_TOLERANCE
         assert relative_l2(by_list[name], reference.numpy()) <= PARITY_TOLERANCE
+
+
+def test_float16_and_bfloat16_models_take_and_give_their_types(tmp_path, serve, client_of):
+    """A float16 and a bfloat16 model over replicad.v1: float arrays go as the input's type,
+    outputs come back in the model's (float16; ml_dtypes.bfloat16), within 1e-2 (float16) and
+    2e-2 (bfloat16) relative L2 of PyTorch's float32 on the same rounded inputs; an integer
+    array for the float16 input is refused naming the input and both types."""
+    import ml_dtypes
+    import onnx
+    import pytest
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "testing"))
+    from onnx_half import to_half  # pylint: disable=import-outside-toplevel
+
+    torch.manual_seed(39)
+    module = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(),
+                                 torch.nn.Linear(8, 4)).eval()
+    fp32 = str(tmp_path / "mlp.onnx")
+    torch.onnx.export(module, torch.zeros(1, 16), fp32, opset_version=17, input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    paths = {}
+    for name, bfloat16 in (("half", False), ("brain", True)):
+        paths[name] = str(tmp_path / f"{name}.onnx")
+        onnx.save(to_half(onnx.load(fp32), bfloat16=bfloat16), paths[name])
+    client = client_of(serve("--model", f"half={paths['half']}", "--model",
+                             f"brain={paths['brain']}"))
+    assert client.model("half").inputs[0].dtype == "float16"
+    assert client.model("half").precision == "fp32"  # Computed in float32 inside.
+    assert client.model("brain").outputs[0].dtype == "bfloat16"
+    x = np.random.default_rng(39).standard_normal((6, 16)).astype(np.float32)
+    for name, numpy_type, bound in (("half", np.float16, 1e-2),
+                                    ("brain", ml_dtypes.bfloat16, 2e-2)):
+        y = client.predict(name, x)["y"]
+        assert y.dtype == numpy_type and y.shape == (6, 4)
+        rounded = x.astype(numpy_type).astype(np.float32)
+        with torch.no_grad():
+            expected = module(torch.from_numpy(rounded)).numpy()
+        assert relative_l2(y.astype(np.float32), expected) <= bound
+    with pytest.raises(Exception, match=r"'x'.*expected float16, received int64"):
+        client.predict("half", np.ones((2, 16), dtype=np.int64))
+
+
+def test_the_model_says_its_precision(serve, client_of):
+    """GetModel's precision: what --precision marked the model's products with."""
+    assert client_of(serve()).model("default").precision == "fp32"
+    assert client_of(serve("--precision", "bf16")).model("default").precision == "bf16"

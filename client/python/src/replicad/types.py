@@ -38,6 +38,7 @@ class ModelInfo:
     merge_device: str
     max_batch_size: Optional[int]  # None: no limit.
     ready: bool  # At least one slot can serve it.
+    precision: str = "fp32"  # What its products compute in: "fp32" or "bf16" (--precision).
 
     @staticmethod
     def of(info):
@@ -46,7 +47,8 @@ class ModelInfo:
             tuple(TensorSpec.of(s) for s in info.inputs),
             tuple(TensorSpec.of(s) for s in info.outputs),
             tuple(Slot(r.slot, r.device, r.weight, r.healthy, r.fault) for r in info.replicas),
-            info.merge_device, int(info.max_batch_size) or None, info.ready)
+            info.merge_device, int(info.max_batch_size) or None, info.ready,
+            info.precision or "fp32")
 
 
 @dataclass(frozen=True)
