@@ -74,7 +74,7 @@ inline void FillInput(DType dtype, void* data, int64_t count, uint64_t seed) {
     FillRandom(values.data(), count, seed);
     uint16_t* out = static_cast<uint16_t*>(data);
     for (int64_t i = 0; i < count; ++i) {
-      out[i] = dtype == DType::kFloat16 ? FloatToHalf(values[i]) : FloatToBFloat16(values[i]);
+      out[i] = FloatToHalfFloatBits(dtype, values[i]);
     }
     return;
   }

@@ -45,6 +45,7 @@ def npy_seeds():
     f = "npy_reader_fuzzer"
     seed(f, "f4_2x3", npy(np.arange(6, dtype="<f4").reshape(2, 3)))
     seed(f, "i8_4", npy(np.arange(4, dtype="<i8")))
+    seed(f, "f2_2x3", npy(np.arange(6, dtype="<f2").reshape(2, 3)))
     seed(f, "f4_scalar", npy(np.float32(1.5).reshape(())))
     seed(f, "f4_0x3", npy(np.zeros((0, 3), dtype="<f4")))
     seed(f, "f4_v2", npy(np.ones((1, 1, 2, 2), dtype="<f4"), version=(2, 0)))

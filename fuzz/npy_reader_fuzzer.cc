@@ -1,7 +1,7 @@
 // Feeds bytes to the .npy reader, client::DecodeNpy (what `replicactl
 // predict --npy` and ReadNpy decode).
-// Asserts: a decoded tensor has dtype FLOAT32, INT64, INT32, INT8, UINT8 or
-// BOOL, non-negative dims and
+// Asserts: a decoded tensor has dtype FLOAT32, FLOAT16, INT64, INT32,
+// INT8, UINT8 or BOOL, non-negative dims and
 // raw size = product(shape) * element size; EncodeNpy accepts it, and
 // decoding what it wrote gives the same tensor back (a round trip); the
 // encoding's data starts at a multiple of 64 bytes, as NumPy writes it.
@@ -34,6 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case v1::DATA_TYPE_INT64:
       element_size = 8;
+      break;
+    case v1::DATA_TYPE_FLOAT16:
+      element_size = 2;
       break;
     case v1::DATA_TYPE_INT8:
     case v1::DATA_TYPE_UINT8:

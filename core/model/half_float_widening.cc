@@ -44,11 +44,9 @@ absl::Status WidenTensor(onnx::TensorProto* t, const std::string& what) {
         absl::StrCat(what, ": ", onnx::TensorProto::DataType_Name(t->data_type()), " expected ",
                      count, " values in int32_data or raw_data, received ", t->int32_data_size()));
   }
-  const bool half = t->data_type() == onnx::TensorProto::FLOAT16;
+  const DType dtype = static_cast<DType>(t->data_type());  // DType's values are ONNX's.
   std::vector<float> values(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) {
-    values[i] = half ? HalfToFloat(bits[i]) : BFloat16ToFloat(bits[i]);
-  }
+  for (size_t i = 0; i < bits.size(); ++i) values[i] = HalfFloatBitsToFloat(dtype, bits[i]);
   t->clear_int32_data();
   t->set_raw_data(values.data(), values.size() * sizeof(float));
   t->set_data_type(onnx::TensorProto::FLOAT);
@@ -185,43 +183,8 @@ class Widener {
   std::map<std::string, std::string> renamed_;
 };
 
-bool HoldsHalfFloats(const onnx::GraphProto& graph);
-
-bool AttributeHoldsHalfFloats(const onnx::NodeProto& node, const onnx::AttributeProto& a) {
-  if (NamesElementType(node, a) && IsHalfFloat(static_cast<int>(a.i()))) return true;
-  if (a.has_t() && IsHalfFloat(a.t().data_type())) return true;
-  for (const onnx::TensorProto& t : a.tensors()) {
-    if (IsHalfFloat(t.data_type())) return true;
-  }
-  if (a.has_g() && HoldsHalfFloats(a.g())) return true;
-  for (const onnx::GraphProto& g : a.graphs()) {
-    if (HoldsHalfFloats(g)) return true;
-  }
-  return false;
-}
-
-bool HoldsHalfFloats(const onnx::GraphProto& graph) {
-  for (const auto& init : graph.initializer()) {
-    if (IsHalfFloat(init.data_type())) return true;
-  }
-  for (const auto* infos : {&graph.input(), &graph.output(), &graph.value_info()}) {
-    for (const onnx::ValueInfoProto& info : *infos) {
-      if (IsHalfFloat(info)) return true;
-    }
-  }
-  for (const onnx::NodeProto& node : graph.node()) {
-    for (const onnx::AttributeProto& a : node.attribute()) {
-      if (AttributeHoldsHalfFloats(node, a)) return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
-absl::Status WidenHalfFloats(onnx::GraphProto* graph) {
-  if (!HoldsHalfFloats(*graph)) return absl::OkStatus();
-  return Widener(graph).Run();
-}
+absl::Status WidenHalfFloats(onnx::GraphProto* graph) { return Widener(graph).Run(); }
 
 }  // namespace replicad

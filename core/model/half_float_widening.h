@@ -22,8 +22,9 @@ namespace replicad {
 // The answer is float32 arithmetic rounded once at each output: within
 // float16's own rounding of what the model computes in float16, not equal to
 // it bit for bit (a Cast to float16 inside the graph no longer rounds).
-// InvalidArgument (naming the tensor) when a tensor's int32_data does not
-// hold one 16-bit value per element.
+// A model without 16-bit floats is left as it is. InvalidArgument (naming
+// the tensor) when a tensor's int32_data does not hold one 16-bit value per
+// element.
 absl::Status WidenHalfFloats(onnx::GraphProto* graph);
 
 }  // namespace replicad

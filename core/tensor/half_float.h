@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/tensor/dtype.h"
+
 namespace replicad {
 
 // IEEE 754 binary16 (ONNX FLOAT16, Open Inference Protocol FP16, numpy
@@ -74,6 +76,14 @@ inline uint16_t FloatToBFloat16(float value) {
 // bfloat16 -> float32, exact.
 inline float BFloat16ToFloat(uint16_t value) {
   return FloatFromBits(static_cast<uint32_t>(value) << 16);
+}
+
+// The two above by DType: `dtype` is DType::kFloat16 or DType::kBFloat16.
+inline uint16_t FloatToHalfFloatBits(DType dtype, float value) {
+  return dtype == DType::kFloat16 ? FloatToHalf(value) : FloatToBFloat16(value);
+}
+inline float HalfFloatBitsToFloat(DType dtype, uint16_t bits) {
+  return dtype == DType::kFloat16 ? HalfToFloat(bits) : BFloat16ToFloat(bits);
 }
 
 }  // namespace replicad

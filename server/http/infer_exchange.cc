@@ -81,9 +81,8 @@ absl::StatusOr<std::vector<char>> JsonHalfFloatBytes(const json& data, DType dty
   REPLICAD_RETURN_IF_ERROR(Flatten(data, field, 0, DatatypeOf(dtype), &values));
   std::vector<uint16_t> bits(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
-    bits[i] = dtype == DType::kFloat16 ? FloatToHalf(values[i]) : FloatToBFloat16(values[i]);
-    const float back = dtype == DType::kFloat16 ? HalfToFloat(bits[i]) : BFloat16ToFloat(bits[i]);
-    if (std::isinf(back) && !std::isinf(values[i])) {
+    bits[i] = FloatToHalfFloatBits(dtype, values[i]);
+    if (std::isinf(HalfFloatBitsToFloat(dtype, bits[i])) && !std::isinf(values[i])) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, "[", i, "]: ", values[i], " is outside ", DatatypeOf(dtype), "'s range"));
     }
@@ -354,10 +353,9 @@ json InferExchange::DataOf(const Output& o) {
       std::memcpy(&v, o.bytes.data() + k * sizeof(T), sizeof(T));
       if (o.type.dtype == DType::kBool) {
         data.push_back(v != 0);
-      } else if (o.type.dtype == DType::kFloat16) {
-        data.push_back(static_cast<double>(HalfToFloat(static_cast<uint16_t>(v))));
-      } else if (o.type.dtype == DType::kBFloat16) {
-        data.push_back(static_cast<double>(BFloat16ToFloat(static_cast<uint16_t>(v))));
+      } else if (IsHalfFloatDType(o.type.dtype)) {
+        data.push_back(
+            static_cast<double>(HalfFloatBitsToFloat(o.type.dtype, static_cast<uint16_t>(v))));
       } else if constexpr (std::is_same_v<T, float>) {
         data.push_back(static_cast<double>(v));
       } else {

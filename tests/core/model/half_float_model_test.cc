@@ -28,17 +28,15 @@ std::unique_ptr<Replica> CpuReplica(std::shared_ptr<const Model> model) {
   return testing::MakeCpuReplica(std::move(model));
 }
 
-uint16_t ToBits(DType dtype, float value) {
-  return dtype == DType::kFloat16 ? FloatToHalf(value) : FloatToBFloat16(value);
-}
-
-float FromBits(DType dtype, uint16_t bits) {
-  return dtype == DType::kFloat16 ? HalfToFloat(bits) : BFloat16ToFloat(bits);
+// `value` rounded to `dtype`, as float.
+double Rounded(DType dtype, float value) {
+  return HalfFloatBitsToFloat(dtype, FloatToHalfFloatBits(dtype, value));
 }
 
 Tensor HalfTensor(DType dtype, const Shape& shape, const std::vector<float>& values) {
   Tensor t = Tensor::Host(dtype, shape);
-  for (size_t i = 0; i < values.size(); ++i) t.data<uint16_t>()[i] = ToBits(dtype, values[i]);
+  for (size_t i = 0; i < values.size(); ++i)
+    t.data<uint16_t>()[i] = FloatToHalfFloatBits(dtype, values[i]);
   return t;
 }
 
@@ -82,13 +80,12 @@ TEST_P(HalfFloatModelTest, ComputesInFloat32AndAnswersInTheModelsType) {
   ASSERT_TRUE((*plan)->Run(inputs, outputs).ok());
   for (int n = 0; n < 4; ++n) {
     for (int j = 0; j < 2; ++j) {
-      double z = FromBits(dtype, ToBits(dtype, bias[j]));
+      double z = Rounded(dtype, bias[j]);
       for (int k = 0; k < 3; ++k) {
-        z += static_cast<double>(FromBits(dtype, ToBits(dtype, x[n * 3 + k]))) *
-             FromBits(dtype, ToBits(dtype, w[k * 2 + j]));
+        z += Rounded(dtype, x[n * 3 + k]) * Rounded(dtype, w[k * 2 + j]);
       }
       const double expected = std::max(z, 0.0) * 0.5;
-      const float got = FromBits(dtype, output.data<uint16_t>()[n * 2 + j]);
+      const float got = HalfFloatBitsToFloat(dtype, output.data<uint16_t>()[n * 2 + j]);
       // Within float16's (bfloat16's) rounding of the exact value: half a step,
       // plus float32's error in the sum.
       const double step = dtype == DType::kFloat16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);

@@ -118,13 +118,11 @@ std::string Compare(const Tensor& actual, const Tensor& expected) {
     // One step of the 16-bit type: replicad computes a float16 graph in float32 and rounds
     // once at the output, where ONNX's numpy reference rounds at every node (and ONNX 1.12
     // truncates float32 to bfloat16 where replicad rounds to nearest even).
-    const bool half = expected.dtype() == DType::kFloat16;
-    const double rtol = half ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+    const DType dtype = expected.dtype();
+    const double rtol = std::ldexp(1.0, dtype == DType::kFloat16 ? -10 : -7);
     for (int64_t i = 0; i < expected.num_elements(); ++i) {
-      const uint16_t a_bits = actual.data<uint16_t>()[i];
-      const uint16_t e_bits = expected.data<uint16_t>()[i];
-      const double a = half ? HalfToFloat(a_bits) : BFloat16ToFloat(a_bits);
-      const double e = half ? HalfToFloat(e_bits) : BFloat16ToFloat(e_bits);
+      const double a = HalfFloatBitsToFloat(dtype, actual.data<uint16_t>()[i]);
+      const double e = HalfFloatBitsToFloat(dtype, expected.data<uint16_t>()[i]);
       if (std::isnan(e) && std::isnan(a)) continue;
       if (a == e) continue;  // Infinities.
       if (!(std::fabs(a - e) <= kAtol + rtol * std::fabs(e))) {

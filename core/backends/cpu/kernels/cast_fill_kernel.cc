@@ -112,16 +112,14 @@ class HalfCastKernel : public Kernel {
  private:
   float Read(From x) const {
     if constexpr (std::is_same_v<From, uint16_t>) {
-      if (from_ == DType::kFloat16) return HalfToFloat(x);
-      if (from_ == DType::kBFloat16) return BFloat16ToFloat(x);
+      if (IsHalfFloatDType(from_)) return HalfFloatBitsToFloat(from_, x);
     }
     return CastElement<From, float, false, kFromBool>(x);
   }
 
   To Write(float x) const {
     if constexpr (std::is_same_v<To, uint16_t>) {
-      if (to_ == DType::kFloat16) return FloatToHalf(x);
-      if (to_ == DType::kBFloat16) return FloatToBFloat16(x);
+      if (IsHalfFloatDType(to_)) return FloatToHalfFloatBits(to_, x);
     }
     return CastElement<float, To, kToBool, false>(x);
   }

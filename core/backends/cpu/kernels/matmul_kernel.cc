@@ -43,7 +43,7 @@ dnnl::matmul::primitive_desc MatMulPrimitive(
 }
 
 // Binds input 0 as A: as given, or (a bf16 product) through a converted copy
-// that `finish` wraps the product kernel with.
+// that WithConvertedA wraps the product kernel with.
 struct SourceBinding {
   std::optional<BoundPrimitive> convert;
   dnnl::memory converted;
@@ -69,12 +69,6 @@ std::unique_ptr<Kernel> WithConvertedA(const KernelSpec& spec, SourceBinding bin
   if (!binding.convert) return product;
   return std::make_unique<ConvertedInputKernel>(NodeLabel(spec), *std::move(binding.convert),
                                                 std::move(binding.converted), std::move(product));
-}
-
-// The product type of a node whose B is a constant: bf16 where it is marked
-// so and the CPU has it (product_precision.h), else f32.
-memory::data_type ConstantBProduct(const KernelSpec& spec, const Tensor* constant_b) {
-  return constant_b != nullptr ? ProductDataType(spec) : memory::data_type::f32;
 }
 
 // B is input 1: the constant in the primitive's layout, else as given.
@@ -289,12 +283,14 @@ KernelOrStatus BuildMatMulKernel(const KernelSpec& spec, CpuKernelContext& conte
                             activation, NumElements(spec.outputs[0].shape));
 }
 
-// A node marked bf16 whose form oneDNN has no bf16 matmul for computes f32.
+// A node marked bf16 (its B a constant, product_precision.h) computes so;
+// one whose form oneDNN has no bf16 matmul for computes f32.
 KernelOrStatus WithProductFallback(
     const KernelSpec& spec, CpuKernelContext& context,
     absl::FunctionRef<KernelOrStatus(const KernelSpec&, CpuKernelContext&, memory::data_type)>
         build) {
-  const memory::data_type product = ConstantBProduct(spec, ConstantB(spec));
+  const memory::data_type product =
+      ConstantB(spec) != nullptr ? ProductDataType(spec) : memory::data_type::f32;
   if (product != memory::data_type::f32) {
     try {
       return build(spec, context, product);

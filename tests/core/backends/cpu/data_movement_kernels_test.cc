@@ -51,7 +51,19 @@ std::vector<int64_t> Unflatten(const Shape& shape, int64_t flat) {
   return index;
 }
 
-class DataMovementKernelsTest : public CpuKernelTestBase {};
+class DataMovementKernelsTest : public CpuKernelTestBase {
+ protected:
+  // x cast to `to`; the cast must succeed and give that dtype.
+  Tensor CastTo(const Tensor& x, DType to) {
+    Attributes attributes;
+    attributes.Set("to", static_cast<int64_t>(to));
+    absl::StatusOr<std::vector<Tensor>> y = Run("Cast", {x}, attributes);
+    EXPECT_TRUE(y.ok()) << y.status();
+    if (!y.ok()) return Tensor::Host(to, x.shape());
+    EXPECT_EQ((*y)[0].dtype(), to);
+    return (*y)[0];
+  }
+};
 
 // out[i_0, ..., i_{r-1}] = in[j] with j[perm[d]] = i_d.
 template <typename T>
@@ -314,37 +326,30 @@ TEST_F(DataMovementKernelsTest, CastTruncatesTowardsZeroAndBack) {
 // a float out of int32's range becomes INT32_MIN, and int8 takes its low byte.
 TEST_F(DataMovementKernelsTest, CastBetweenBoolAndTheIntegerTypes) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  auto cast = [&](const Tensor& x, DType to) {
-    Attributes attributes;
-    attributes.Set("to", static_cast<int64_t>(to));
-    absl::StatusOr<std::vector<Tensor>> y = Run("Cast", {x}, attributes);
-    EXPECT_TRUE(y.ok()) << y.status();
-    EXPECT_EQ((*y)[0].dtype(), to);
-    return (*y)[0];
-  };
   const Tensor floats = Floats({6}, {0.0f, -0.0f, 2.5f, nan, -300.7f, 3e9f});
-  EXPECT_THAT(Values<uint8_t>(cast(floats, DType::kBool)), ElementsAre(0, 0, 1, 1, 1, 1));
+  EXPECT_THAT(Values<uint8_t>(CastTo(floats, DType::kBool)), ElementsAre(0, 0, 1, 1, 1, 1));
   const int32_t kInt32Min = std::numeric_limits<int32_t>::min();
-  EXPECT_THAT(Values<int32_t>(cast(floats, DType::kInt32)),
+  EXPECT_THAT(Values<int32_t>(CastTo(floats, DType::kInt32)),
               ElementsAre(0, 0, 2, kInt32Min, -300, kInt32Min));
   // -300 is 0xFED4 in two's complement: its low byte 0xD4 is -44 as int8, 212 as uint8.
-  EXPECT_THAT(Values<int8_t>(cast(floats, DType::kInt8)), ElementsAre(0, 0, 2, 0, -44, 0));
-  EXPECT_THAT(Values<uint8_t>(cast(floats, DType::kUint8)), ElementsAre(0, 0, 2, 0, 212, 0));
+  EXPECT_THAT(Values<int8_t>(CastTo(floats, DType::kInt8)), ElementsAre(0, 0, 2, 0, -44, 0));
+  EXPECT_THAT(Values<uint8_t>(CastTo(floats, DType::kUint8)), ElementsAre(0, 0, 2, 0, 212, 0));
 
   Tensor bools = Tensor::Host(DType::kBool, {4});
   const uint8_t bytes[] = {0, 1, 2, 255};
   std::memcpy(bools.raw_data(), bytes, sizeof(bytes));
-  EXPECT_THAT(Values<float>(cast(bools, DType::kFloat32)), ElementsAre(0.0f, 1.0f, 1.0f, 1.0f));
-  EXPECT_THAT(Values<int64_t>(cast(bools, DType::kInt64)), ElementsAre(0, 1, 1, 1));
-  EXPECT_THAT(Values<uint8_t>(cast(bools, DType::kBool)), ElementsAre(0, 1, 1, 1));
+  EXPECT_THAT(Values<float>(CastTo(bools, DType::kFloat32)), ElementsAre(0.0f, 1.0f, 1.0f, 1.0f));
+  EXPECT_THAT(Values<int64_t>(CastTo(bools, DType::kInt64)), ElementsAre(0, 1, 1, 1));
+  EXPECT_THAT(Values<uint8_t>(CastTo(bools, DType::kBool)), ElementsAre(0, 1, 1, 1));
 
   const Tensor int64s = Int64s({4}, {-1, 256, 128, int64_t{1} << 40});
-  EXPECT_THAT(Values<uint8_t>(cast(int64s, DType::kUint8)), ElementsAre(255, 0, 128, 0));
-  EXPECT_THAT(Values<int8_t>(cast(int64s, DType::kInt8)), ElementsAre(-1, 0, -128, 0));
-  EXPECT_THAT(Values<int32_t>(cast(int64s, DType::kInt32)), ElementsAre(-1, 256, 128, 0));
-  EXPECT_THAT(Values<uint8_t>(cast(int64s, DType::kBool)), ElementsAre(1, 1, 1, 1));
-  const Tensor int8s = cast(int64s, DType::kInt8);
-  EXPECT_THAT(Values<float>(cast(int8s, DType::kFloat32)), ElementsAre(-1.0f, 0.0f, -128.0f, 0.0f));
+  EXPECT_THAT(Values<uint8_t>(CastTo(int64s, DType::kUint8)), ElementsAre(255, 0, 128, 0));
+  EXPECT_THAT(Values<int8_t>(CastTo(int64s, DType::kInt8)), ElementsAre(-1, 0, -128, 0));
+  EXPECT_THAT(Values<int32_t>(CastTo(int64s, DType::kInt32)), ElementsAre(-1, 256, 128, 0));
+  EXPECT_THAT(Values<uint8_t>(CastTo(int64s, DType::kBool)), ElementsAre(1, 1, 1, 1));
+  const Tensor int8s = CastTo(int64s, DType::kInt8);
+  EXPECT_THAT(Values<float>(CastTo(int8s, DType::kFloat32)),
+              ElementsAre(-1.0f, 0.0f, -128.0f, 0.0f));
 }
 
 // Casts to and from float16 and bfloat16 go through float32: rounded to
@@ -353,40 +358,32 @@ TEST_F(DataMovementKernelsTest, CastBetweenBoolAndTheIntegerTypes) {
 // the integers and bool as float32 goes (truncation, non-zero is true).
 TEST_F(DataMovementKernelsTest, CastToAndFromFloat16AndBFloat16) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  auto cast = [&](const Tensor& x, DType to) {
-    Attributes attributes;
-    attributes.Set("to", static_cast<int64_t>(to));
-    absl::StatusOr<std::vector<Tensor>> y = Run("Cast", {x}, attributes);
-    EXPECT_TRUE(y.ok()) << y.status();
-    EXPECT_EQ((*y)[0].dtype(), to);
-    return (*y)[0];
-  };
   const float tie = 1.0f + 1.0f / 2048;      // Halfway between float16's 1 and 1 + 2^-10.
   const float odd_tie = 1.0f + 3.0f / 2048;  // Halfway between 1 + 2^-10 and 1 + 2^-9.
   const Tensor x = Floats({8}, {tie, odd_tie, 65520.0f, -0.0f, nan, 1e-8f, -2.75f, 3.0e38f});
-  const Tensor half = cast(x, DType::kFloat16);
+  const Tensor half = CastTo(x, DType::kFloat16);
   EXPECT_THAT(Values<uint16_t>(half),
               ElementsAre(0x3c00, 0x3c02, 0x7c00, 0x8000, 0x7e00, 0x0000, 0xc180, 0x7c00));
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> back = Values<float>(cast(half, DType::kFloat32));
+  const std::vector<float> back = Values<float>(CastTo(half, DType::kFloat32));
   EXPECT_THAT(std::vector<float>(back.begin(), back.begin() + 4),
               ElementsAre(1.0f, 1.0f + 2.0f / 1024, inf, -0.0f));
   EXPECT_TRUE(std::isnan(back[4]));
   EXPECT_THAT(std::vector<float>(back.begin() + 5, back.end()), ElementsAre(0.0f, -2.75f, inf));
-  EXPECT_THAT(Values<int32_t>(cast(half, DType::kInt32))[6], -2);
-  EXPECT_THAT(Values<uint8_t>(cast(half, DType::kBool)), ElementsAre(1, 1, 1, 0, 1, 0, 1, 1));
+  EXPECT_THAT(Values<int32_t>(CastTo(half, DType::kInt32))[6], -2);
+  EXPECT_THAT(Values<uint8_t>(CastTo(half, DType::kBool)), ElementsAre(1, 1, 1, 0, 1, 0, 1, 1));
 
-  const Tensor brain = cast(x, DType::kBFloat16);
+  const Tensor brain = CastTo(x, DType::kBFloat16);
   // 1 + 2^-11 and 1 + 3 * 2^-11 are within bfloat16's 8 bits of 1; 3e38 keeps its top bits.
   EXPECT_THAT(Values<uint16_t>(brain),
               ElementsAre(0x3f80, 0x3f80, 0x4780, 0x8000, 0x7fc0, 0x322c, 0xc030, 0x7f62));
-  EXPECT_THAT(Values<float>(cast(brain, DType::kFloat32))[6], -2.75f);
+  EXPECT_THAT(Values<float>(CastTo(brain, DType::kFloat32))[6], -2.75f);
   // float16 to bfloat16 and back: through float32.
-  EXPECT_THAT(Values<uint16_t>(cast(cast(half, DType::kBFloat16), DType::kFloat16))[6], 0xc180);
+  EXPECT_THAT(Values<uint16_t>(CastTo(CastTo(half, DType::kBFloat16), DType::kFloat16))[6], 0xc180);
   Tensor bools = Tensor::Host(DType::kBool, {2});
   bools.data<uint8_t>()[0] = 0;
   bools.data<uint8_t>()[1] = 7;
-  EXPECT_THAT(Values<uint16_t>(cast(bools, DType::kFloat16)), ElementsAre(0x0000, 0x3c00));
+  EXPECT_THAT(Values<uint16_t>(CastTo(bools, DType::kFloat16)), ElementsAre(0x0000, 0x3c00));
 }
 
 // Transpose moves 1-byte elements (bool, int8, uint8) as they are.
