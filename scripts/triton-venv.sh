@@ -23,6 +23,9 @@ health_version="1.81.1"
 # ONNX Runtime, the peer the protocol tests compare answers with (triton_half_float_test: the
 # float16 and bfloat16 models), the version benchmarks/ measures against (scripts/bench-venv.sh).
 ort_version="1.31.1"
+# onnx: onnxruntime.quantization (tests/parity/quantize_models.py, the int8 tests) imports
+# onnx.reference, which Debian's python3-onnx 1.12 lacks; 1.23.2 needs nothing the venv lacks.
+onnx_version="1.23.2"
 # perf_analyzer: the perf-analyzer wheels on PyPI need glibc 2.38 (Debian 12 has 2.36), so
 # we take the binary shipped inside tritonclient 2.41.0's manylinux1_x86_64 wheel (glibc
 # 2.34 at most); it needs libb64.so.0d (Debian's libb64-0d) and libcudart.so.12 (from
@@ -68,6 +71,7 @@ pins=(
   "protobuf==$protobuf_version"
   "grpcio-health-checking==$health_version"
   "onnxruntime==$ort_version"
+  "onnx==$onnx_version"
 )
 [ "$with_perf_analyzer" -eq 0 ] || pins+=("nvidia-cuda-runtime-cu12==$cudart_version")
 if ! "$py" - "${pins[@]}" <<'EOF' 2>/dev/null; then

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/model/compute_precision.h"
 
 namespace replicad {
 namespace {
@@ -136,7 +137,12 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
       slot_healthy_(registry.AddGauge(
           "replicad_slot_healthy",
           "1 while the slot's device can run work; 0 after a fault that takes it out.",
-          {"model", "slot", "device"})) {}
+          {"model", "slot", "device"})),
+      model_precision_(registry.AddGauge(
+          "replicad_model_precision",
+          "1 for the precision the model's convolutions and weight products compute in "
+          "(--precision, or its config.pbtxt parameter), 0 for the others.",
+          {"model", "precision"})) {}
 
 ServerMetrics::SlotCounters ServerMetrics::CountersFor(const Replica& replica) {
   const std::string model = replica.model().name();
@@ -247,6 +253,12 @@ void ServerMetrics::AddDeviceSlot(const std::string& device) {
 void ServerMetrics::AddModel(const LoadedModel& loaded) {
   const std::string& model = loaded.name;
   SeriesFor(model);
+  // Every precision's series, so that a reload in another one moves the 1.
+  const ComputePrecision precision = MarkedComputePrecision(loaded.model().graph());
+  for (ComputePrecision each : {ComputePrecision::kFloat32, ComputePrecision::kBFloat16}) {
+    model_precision_.WithLabels({model, std::string(ComputePrecisionName(each))})
+        .Set(each == precision ? 1 : 0);
+  }
   if (loaded.training == nullptr) return;
   train_steps_.WithLabels({model});
   train_samples_.WithLabels({model});

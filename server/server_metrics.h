@@ -66,6 +66,8 @@ namespace replicad {
 //                                                 (at most --plan-memory-per-slot)
 //   slot_healthy{model,slot,device}               gauge; 0 once the slot's device failed for
 //                                                 good (it then gets no more slices)
+//   model_precision{model,precision}              gauge; 1 for what the model's products
+//                                                 compute in (fp32, bf16), 0 for the others
 // `model` is the model's name: its versions share the series (pending_requests shows the
 // last version that reported). Series are never removed: an unloaded model's keep their
 // last values. The slot gauges are refreshed after every slice the slot runs.
@@ -136,6 +138,7 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
   metrics::GaugeFamily& slot_memory_;
   metrics::GaugeFamily& slot_plan_memory_;
   metrics::GaugeFamily& slot_healthy_;
+  metrics::GaugeFamily& model_precision_;
   struct SlotCounters {
     metrics::Counter* samples;
     metrics::Counter* busy_seconds;

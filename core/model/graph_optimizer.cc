@@ -12,6 +12,7 @@
 #include "core/base/status_macros.h"
 #include "core/model/attention_fusion.h"
 #include "core/model/graph_rewrite.h"
+#include "core/model/qdq_fusion.h"
 #include "core/ops/constant_value.h"
 #include "core/ops/fused_activation.h"
 
@@ -625,6 +626,7 @@ void DropUnreadInitializers(Graph* graph) {
 absl::Status OptimizeForInference(Graph* graph) {
   ConstantsToInitializers(graph);
   RemovePassThroughs(graph);
+  FuseQuantizedConvs(graph);
   REPLICAD_RETURN_IF_ERROR(FoldBatchNorms(graph));
   BatchNormsToDepthwiseConvs(graph);
   FuseLayerNorms(graph);

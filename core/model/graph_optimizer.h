@@ -11,6 +11,8 @@ namespace replicad {
 //  - Constant nodes become initializers;
 //  - Identity, Dropout (inference) and Pad of all-zero pads are removed,
 //    their consumers rewired;
+//  - an int8 model's DequantizeLinear -> Conv -> QuantizeLinear becomes one
+//    QLinearConv (qdq_fusion.h);
 //  - Conv followed by BatchNormalization (inference) becomes one Conv with
 //    the normalisation folded into its weights and bias (new initializers);
 //  - any other BatchNormalization (inference, constant parameters) of a 4-D

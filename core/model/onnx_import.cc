@@ -17,6 +17,7 @@
 #include "core/model/if_branches.h"
 #include "core/model/one_d_windows.h"
 #include "core/model/onnx_tensor.h"
+#include "core/model/quantized_contrib_ops.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/training_ops.h"
 #include "onnx/checker.h"
@@ -637,6 +638,9 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto mode
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
   }
   if (absl::Status s = WidenHalfFloats(model.mutable_graph()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+  }
+  if (absl::Status s = ExpandQuantizedContribOps(model.mutable_graph()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
   }
   NormalizeTrainingForms(model.mutable_graph());

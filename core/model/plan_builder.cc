@@ -248,8 +248,8 @@ absl::Status ExecutionPlan::Builder::AddNode(const Node& node) {
 }
 
 bool ExecutionPlan::Builder::KeepsNativeLayout(const Node& node) const {
-  static constexpr const char* kProducers[] = {"Conv",   "Add",     "Mul",
-                                               "Concat", "MaxPool", "AveragePool"};
+  static constexpr const char* kProducers[] = {"Conv",    "Add",         "Mul",        "Concat",
+                                               "MaxPool", "AveragePool", "QLinearConv"};
   if (std::find_if(std::begin(kProducers), std::end(kProducers),
                    [&](const char* op) { return node.op_type == op; }) == std::end(kProducers) ||
       node.outputs.size() != 1) {
@@ -270,6 +270,10 @@ bool ExecutionPlan::Builder::TakesNativeLayout(const Node& reader, int v) {
            (reader.inputs[0] == v || (reader.inputs.size() > 3 && reader.inputs[3] == v));
   }
   if (reader.op_type == "Add" || reader.op_type == "Mul") return uses == 1;
+  // An int8 convolution reads its x in any layout (int8 ones, from another
+  // QLinearConv: a chain of them, as a QDQ model fused becomes, passes
+  // channels-last values with no reorder between).
+  if (reader.op_type == "QLinearConv") return uses == 1 && reader.inputs[0] == v;
   // A ReduceMean over the spatial dims reads the layout in place (the CPU
   // backend's global average pooling); others reorder it first.
   if (reader.op_type == "ReduceMean") return reader.inputs[0] == v && uses == 1;

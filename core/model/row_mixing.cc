@@ -104,6 +104,11 @@ class Analysis {
          [](const Analysis& a, const Node& n, int b) {
            return Effect{a.Rows(n, 0) ? "reads the images its batch_indices name" : "", b};
          }},
+        // One scale and zero point for the whole tensor, from every row's values.
+        {"DynamicQuantizeLinear",
+         [](const Analysis& a, const Node& n, int b) {
+           return Effect{a.Rows(n, 0) ? "its scale and zero point come from every row" : "", b};
+         }},
         // One branch for the whole batch, whichever rows decide it.
         {"If",
          [](const Analysis&, const Node&, int b) {

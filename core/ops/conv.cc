@@ -159,9 +159,9 @@ absl::StatusOr<Conv2dInputs> ParseConv2dInputs(const KernelSpec& spec, int max_i
 namespace {
 
 // What every Conv is checked for whatever its spatial rank: group against X's
-// and W's channels, kernel_shape against W's spatial dims, B.
+// and W's (input `w_index`) channels, kernel_shape against W's spatial dims.
 absl::Status CheckConvOperands(const KernelSpec& spec, const TensorType& x, const TensorType& w,
-                               int64_t* group, int64_t* out_channels) {
+                               int w_index, int64_t* group, int64_t* out_channels) {
   REPLICAD_ASSIGN_OR_RETURN(*group, IntAttribute(spec, "group", 1));
   const int64_t channels = x.shape[1];
   *out_channels = w.shape[0];
@@ -171,7 +171,7 @@ absl::Status CheckConvOperands(const KernelSpec& spec, const TensorType& x, cons
                                         " output channels, received ", *group));
   }
   if (w.shape[1] != channels / *group) {
-    return NodeError(spec, absl::StrCat("input 1 'W' must have ", channels / *group,
+    return NodeError(spec, absl::StrCat("input ", w_index, " 'W' must have ", channels / *group,
                                         " input channels (X's ", channels, " / group ", *group,
                                         ") in dim 1, received ", TensorTypeToString(w)));
   }
@@ -183,13 +183,17 @@ absl::Status CheckConvOperands(const KernelSpec& spec, const TensorType& x, cons
                                         absl::StrJoin(kernel, ","), "], received [",
                                         absl::StrJoin(kernel_shape, ","), "]"));
   }
-  if (HasInput(spec, 2)) {
-    const TensorType& b = *spec.inputs[2];
-    REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 2, "B", b, {DType::kFloat32}));
-    if (b.shape != Shape{*out_channels}) {
-      return NodeError(spec, absl::StrCat("input 2 'B' must be float32[", *out_channels,
-                                          "], received ", TensorTypeToString(b)));
-    }
+  return absl::OkStatus();
+}
+
+// Conv's optional B [M], float32.
+absl::Status CheckConvBias(const KernelSpec& spec, int64_t out_channels) {
+  if (!HasInput(spec, 2)) return absl::OkStatus();
+  const TensorType& b = *spec.inputs[2];
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 2, "B", b, {DType::kFloat32}));
+  if (b.shape != Shape{out_channels}) {
+    return NodeError(spec, absl::StrCat("input 2 'B' must be float32[", out_channels,
+                                        "], received ", TensorTypeToString(b)));
   }
   return absl::OkStatus();
 }
@@ -199,16 +203,21 @@ int MaxConvInputs(const KernelSpec& spec) { return HasFusedSum(*spec.attributes)
 
 }  // namespace
 
-absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec) {
-  REPLICAD_ASSIGN_OR_RETURN(Conv2dInputs inputs,
-                            ParseConv2dInputs(spec, MaxConvInputs(spec), "convolution"));
-  const TensorType& x = inputs.x;
-  const TensorType& w = inputs.w;
+absl::StatusOr<ConvAttributes> ResolveConv2d(const KernelSpec& spec, const TensorType& x,
+                                             const TensorType& w, int w_index) {
   ConvAttributes conv;
-  REPLICAD_RETURN_IF_ERROR(CheckConvOperands(spec, x, w, &conv.group, &conv.out_channels));
+  REPLICAD_RETURN_IF_ERROR(CheckConvOperands(spec, x, w, w_index, &conv.group, &conv.out_channels));
   REPLICAD_ASSIGN_OR_RETURN(
       conv.window, ResolveWindow2d(spec, {x.shape[2], x.shape[3]}, {w.shape[2], w.shape[3]},
                                    /*ceil_mode=*/false));
+  return conv;
+}
+
+absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec) {
+  REPLICAD_ASSIGN_OR_RETURN(Conv2dInputs inputs,
+                            ParseConv2dInputs(spec, MaxConvInputs(spec), "convolution"));
+  REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ResolveConv2d(spec, inputs.x, inputs.w, 1));
+  REPLICAD_RETURN_IF_ERROR(CheckConvBias(spec, conv.out_channels));
   return conv;
 }
 
@@ -224,7 +233,8 @@ absl::StatusOr<Conv3dAttributes> ParseConv3dAttributes(const KernelSpec& spec) {
                                         TensorTypeToString(x), " and W ", TensorTypeToString(w)));
   }
   Conv3dAttributes conv;
-  REPLICAD_RETURN_IF_ERROR(CheckConvOperands(spec, x, w, &conv.group, &conv.out_channels));
+  REPLICAD_RETURN_IF_ERROR(CheckConvOperands(spec, x, w, 1, &conv.group, &conv.out_channels));
+  REPLICAD_RETURN_IF_ERROR(CheckConvBias(spec, conv.out_channels));
   REPLICAD_ASSIGN_OR_RETURN(
       conv.window, ResolveWindowNd(spec, {x.shape[2], x.shape[3], x.shape[4]},
                                    {w.shape[2], w.shape[3], w.shape[4]}, /*ceil_mode=*/false));

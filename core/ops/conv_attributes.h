@@ -52,6 +52,13 @@ struct ConvAttributes {
 // and group); Unimplemented for valid forms other than 2-D float32.
 absl::StatusOr<ConvAttributes> ParseConvAttributes(const KernelSpec& spec);
 
+// The geometry of a 2-D convolution of X [N, C, H, W] by W [M, C/group, kH,
+// kW] (input `w_index` of spec) under Conv's attributes and checks, whatever
+// their element types (Conv, ConvInteger, QLinearConv); the bias is the
+// caller's to check.
+absl::StatusOr<ConvAttributes> ResolveConv2d(const KernelSpec& spec, const TensorType& x,
+                                             const TensorType& w, int w_index);
+
 // Conv with X [N, C, D, H, W] and W [M, C/group, kD, kH, kW]: the same
 // checks, messages and defaults as ParseConvAttributes. Only the CPU
 // backend's convolution reads it; every other consumer (pooling, the

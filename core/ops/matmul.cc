@@ -61,13 +61,8 @@ absl::Status InferGemm(KernelSpec* spec) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<MatMulLayout> ParseMatMulLayout(const KernelSpec& spec) {
-  const bool fused_bias = HasFusedBias(*spec.attributes);
-  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, fused_bias ? 3 : 2, fused_bias ? 3 : 2));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType a, RequiredInput(spec, 0, "A"));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType b, RequiredInput(spec, 1, "B"));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "A", a, {DType::kFloat32}, {DType::kInt64}));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 1, "B", b, {DType::kFloat32}, {DType::kInt64}));
+absl::StatusOr<MatMulLayout> MatMulShapes(const KernelSpec& spec, const TensorType& a,
+                                          const TensorType& b, int b_index) {
   if (a.shape.empty() || b.shape.empty()) {
     return NodeError(spec, absl::StrCat("inputs must have rank >= 1, received A ",
                                         TensorTypeToString(a), " and B ", TensorTypeToString(b)));
@@ -77,9 +72,9 @@ absl::StatusOr<MatMulLayout> ParseMatMulLayout(const KernelSpec& spec) {
   const int64_t k = a2.back();
   if (b2[b2.size() - 2] != k) {
     const size_t rows_dim = b.shape.size() == 1 ? 0 : b.shape.size() - 2;
-    return NodeError(spec, absl::StrCat("input 1 'B' must have ", k, " (A's last dim) in dim ",
-                                        rows_dim, ", received A ", TensorTypeToString(a), " and B ",
-                                        TensorTypeToString(b)));
+    return NodeError(spec, absl::StrCat("input ", b_index, " 'B' must have ", k,
+                                        " (A's last dim) in dim ", rows_dim, ", received A ",
+                                        TensorTypeToString(a), " and B ", TensorTypeToString(b)));
   }
   const size_t rank = std::max(a2.size(), b2.size());
   MatMulLayout layout;
@@ -101,7 +96,19 @@ absl::StatusOr<MatMulLayout> ParseMatMulLayout(const KernelSpec& spec) {
   layout.output = *batch;
   if (a.shape.size() > 1) layout.output.push_back(m);
   if (b.shape.size() > 1) layout.output.push_back(n);
+  return layout;
+}
+
+absl::StatusOr<MatMulLayout> ParseMatMulLayout(const KernelSpec& spec) {
+  const bool fused_bias = HasFusedBias(*spec.attributes);
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, fused_bias ? 3 : 2, fused_bias ? 3 : 2));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType a, RequiredInput(spec, 0, "A"));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType b, RequiredInput(spec, 1, "B"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 0, "A", a, {DType::kFloat32}, {DType::kInt64}));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 1, "B", b, {DType::kFloat32}, {DType::kInt64}));
+  REPLICAD_ASSIGN_OR_RETURN(MatMulLayout layout, MatMulShapes(spec, a, b, 1));
   if (fused_bias) {
+    const int64_t n = layout.padded_output.back();
     REPLICAD_ASSIGN_OR_RETURN(TensorType bias, RequiredInput(spec, 2, "bias"));
     REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, 2, "bias", bias, {DType::kFloat32}));
     if (NumElements(bias.shape) != n || (!bias.shape.empty() && bias.shape.back() != n)) {

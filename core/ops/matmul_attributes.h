@@ -41,6 +41,13 @@ struct MatMulLayout {
   bool has_bias = false;  // A fused bias of N values as input 2 (fused_activation.h).
 };
 
+// The shapes of a matrix product of A and B under MatMul's rules, whatever
+// their element types (MatMul, MatMulInteger, QLinearMatMul): InvalidArgument
+// for rank-0 operands, a K mismatch (naming B as input `b_index`) and batch
+// dims that do not broadcast. has_bias stays false.
+absl::StatusOr<MatMulLayout> MatMulShapes(const KernelSpec& spec, const TensorType& a,
+                                          const TensorType& b, int b_index);
+
 // Validates a MatMul node: InvalidArgument for rank-0 operands, K mismatches
 // and batch dims that do not broadcast or a fused bias of other than N
 // values; Unimplemented for int64.

@@ -19,12 +19,12 @@ namespace {
 absl::StatusOr<Window2d> ParsePoolWindow(const KernelSpec& spec, absl::string_view what) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 1, 1));
   REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, 0, "X"));
-  // MaxPool takes int8 and uint8 from opset 12.
+  // MaxPool takes int8 and uint8 from opset 12 (an int8 model's pooling).
   const bool max_pool = spec.op_type == "MaxPool" && spec.opset >= 12;
-  REPLICAD_RETURN_IF_ERROR(
-      CheckInputDType(spec, 0, "X", x, {DType::kFloat32},
-                      max_pool ? std::initializer_list<DType>{DType::kInt8, DType::kUint8}
-                               : std::initializer_list<DType>{}));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(
+      spec, 0, "X", x,
+      max_pool ? std::initializer_list<DType>{DType::kFloat32, DType::kInt8, DType::kUint8}
+               : std::initializer_list<DType>{DType::kFloat32}));
   REPLICAD_RETURN_IF_ERROR(CheckSpatial2d(spec, x, what));
   if (!spec.attributes->Has("kernel_shape")) {
     return NodeError(spec, "attribute 'kernel_shape' is required");
@@ -106,7 +106,8 @@ absl::Status InferMaxPool(KernelSpec* spec) {
   }
   REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(*spec));
   const Shape& x = spec->inputs[0]->shape;
-  spec->outputs = {TensorType{DType::kFloat32, {x[0], x[1], window.output[0], window.output[1]}}};
+  spec->outputs = {
+      TensorType{spec->inputs[0]->dtype, {x[0], x[1], window.output[0], window.output[1]}}};
   return absl::OkStatus();
 }
 

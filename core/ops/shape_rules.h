@@ -45,6 +45,14 @@ absl::Status InferPRelu(KernelSpec* spec);
 // value, when present, in spec.constant_inputs.
 absl::Status InferReduce(KernelSpec* spec);
 absl::Status InferRelu(KernelSpec* spec);
+// Linear quantization (quantize.cc): QuantizeLinear, DequantizeLinear,
+// DynamicQuantizeLinear; MatMulInteger and QLinearMatMul; ConvInteger and
+// QLinearConv.
+absl::Status InferQuantizeLinear(KernelSpec* spec);
+absl::Status InferDequantizeLinear(KernelSpec* spec);
+absl::Status InferDynamicQuantizeLinear(KernelSpec* spec);
+absl::Status InferIntegerMatMul(KernelSpec* spec);
+absl::Status InferIntegerConv(KernelSpec* spec);
 // Needs input 1 ('shape') in spec.constant_inputs; Unimplemented without it.
 absl::Status InferReshape(KernelSpec* spec);
 absl::Status InferShape(KernelSpec* spec);

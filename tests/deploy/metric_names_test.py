@@ -353,7 +353,9 @@ class MetricNamesTest(unittest.TestCase):
         self.assertEqual(sorted(missing), [], "not on a fresh daemon's /metrics")
         for text in ('replicad_train_steps_not_applied_total{model="default",outcome="skipped",'
                      'code="OK"} 0', 'replicad_train_checkpoints_total{model="default",'
-                     'outcome="written"} 0'):
+                     'outcome="written"} 0',
+                     'replicad_model_precision{model="default",precision="fp32"} 1',
+                     'replicad_model_precision{model="default",precision="bf16"} 0'):
             self.assertIn(text, fresh_scrape)
 
     def test_gpu_only_metrics_are_registered_in_gpu_metrics(self):

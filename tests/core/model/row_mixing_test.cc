@@ -58,6 +58,21 @@ TEST(RowMixingTest, ReductionsAndScansAlongTheBatchDimMixRows) {
   EXPECT_EQ(OneNode("Softmax", {}), "");  // axis -1 from opset 13
 }
 
+TEST(RowMixingTest, DynamicQuantizationMixesRowsAndStaticQuantizationDoesNot) {
+  Tensor scale = Tensor::Host(DType::kFloat32, {});
+  scale.data<float>()[0] = 0.1f;
+  EXPECT_EQ(OneNode("QuantizeLinear", {scale}, nullptr, DType::kUint8), "");
+  // DynamicQuantizeLinear's scale and zero point are the whole batch's.
+  OnnxModelBuilder b("m", 13);
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 3, 4});
+  b.AddOutput("y", DType::kUint8, {kAnyDim, 3, 4});
+  b.AddOutput("scale", DType::kFloat32, {});
+  b.AddOutput("zero", DType::kUint8, {});
+  b.AddNode("DynamicQuantizeLinear", {"x"}, {"y", "scale", "zero"});
+  EXPECT_THAT(RowMixingNode(testing::LoadOrDie(b.Serialize(), "m")->graph()),
+              HasSubstr("its scale and zero point come from every row"));
+}
+
 TEST(RowMixingTest, IndexingAndMovingRowsMixThem) {
   EXPECT_THAT(OneNode("GatherND", {Int64s({0})}, nullptr, DType::kFloat32, 2),
               HasSubstr("indexes rows"));

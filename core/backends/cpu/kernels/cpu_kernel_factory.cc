@@ -35,11 +35,14 @@ constexpr BuilderEntry kBuilders[] = {
     {"Constant", MakeConstantKernel},
     {"ConstantOfShape", MakeConstantOfShapeKernel},
     {"Conv", MakeConvKernel},
+    {"ConvInteger", MakeIntegerConvKernel},
     {"ConvTranspose", MakeConvTransposeKernel},
     {"CumSum", MakeCumSumKernel},
     {"DepthToSpace", MakeDepthSpaceKernel},
+    {"DequantizeLinear", MakeDequantizeLinearKernel},
     {"Div", MakeBinaryKernel},
     {"Dropout", MakeCopyKernel},
+    {"DynamicQuantizeLinear", MakeDynamicQuantizeLinearKernel},
     {"Einsum", MakeEinsumKernel},
     {"Elu", MakeEltwiseKernel},
     {"Equal", MakeComparisonKernel},
@@ -70,6 +73,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"Log", MakeEltwiseKernel},
     {"LogSoftmax", MakeLogSoftmaxKernel},
     {"MatMul", MakeMatMulKernel},
+    {"MatMulInteger", MakeIntegerMatMulKernel},
     {"Max", MakeVariadicKernel},
     {"MaxPool", MakeMaxPoolKernel},
     {"Mean", MakeVariadicKernel},
@@ -84,6 +88,9 @@ constexpr BuilderEntry kBuilders[] = {
     {"PRelu", MakeBinaryKernel},
     {"Pad", MakePadKernel},
     {"Pow", MakePowKernel},
+    {"QLinearConv", MakeIntegerConvKernel},
+    {"QLinearMatMul", MakeIntegerMatMulKernel},
+    {"QuantizeLinear", MakeQuantizeLinearKernel},
     {"Range", MakeRangeKernel},
     {"Reciprocal", MakeEltwiseKernel},
     {"ReduceL1", MakeReduceKernel},
@@ -152,7 +159,7 @@ constexpr BuilderEntry kBuilders[] = {
 // native_layout.h); every other one gets them reordered to row-major.
 bool TakesNativeLayouts(absl::string_view op_type) {
   for (absl::string_view op : {"Add", "AveragePool", "Concat", "Conv", "GlobalAveragePool",
-                               "MaxPool", "Mul", "ReduceMean"}) {
+                               "MaxPool", "Mul", "QLinearConv", "ReduceMean"}) {
     if (op == op_type) return true;
   }
   return false;

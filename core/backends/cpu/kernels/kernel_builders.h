@@ -102,6 +102,14 @@ KernelOrStatus MakeCumSumKernel(const KernelSpec& spec, CpuKernelContext& contex
 KernelOrStatus MakeTopKKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Cast between any two dtypes.
 KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context);
+// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear (quantize_kernels.cc).
+KernelOrStatus MakeQuantizeLinearKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeDequantizeLinearKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeDynamicQuantizeLinearKernel(const KernelSpec& spec, CpuKernelContext& context);
+// MatMulInteger and QLinearMatMul (integer_product_kernels.cc); ConvInteger
+// and QLinearConv (int8_conv_kernel.cc).
+KernelOrStatus MakeIntegerMatMulKernel(const KernelSpec& spec, CpuKernelContext& context);
+KernelOrStatus MakeIntegerConvKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Equal, Less, Greater, LessOrEqual and GreaterOrEqual; And, Or and Xor; Not;
 // Where (logical_kernel.cc).
 KernelOrStatus MakeComparisonKernel(const KernelSpec& spec, CpuKernelContext& context);

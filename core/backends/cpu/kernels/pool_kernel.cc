@@ -71,15 +71,19 @@ struct PoolingLayouts {
 PoolingLayouts LayoutsFor(const KernelSpec& spec) {
   const Shape& x = spec.inputs[0]->shape;
   const Shape& y = spec.outputs[0].shape;
-  const memory::desc row_major_src(memory::dims(x.begin(), x.end()), memory::data_type::f32,
+  // float32, or an int8 model's int8 or uint8 (max pooling).
+  const DType dtype = spec.inputs[0]->dtype;
+  const memory::data_type type = dtype == DType::kInt8    ? memory::data_type::s8
+                                 : dtype == DType::kUint8 ? memory::data_type::u8
+                                                          : memory::data_type::f32;
+  const memory::desc row_major_src(memory::dims(x.begin(), x.end()), type,
                                    memory::format_tag::nchw);
-  const memory::desc row_major_dst(memory::dims(y.begin(), y.end()), memory::data_type::f32,
+  const memory::desc row_major_dst(memory::dims(y.begin(), y.end()), type,
                                    memory::format_tag::nchw);
   const memory::desc src = GivenLayout(spec, 0, row_major_src);
   if (src == row_major_src) return PoolingLayouts{src, row_major_dst, row_major_dst};
-  return PoolingLayouts{
-      src, memory::desc(row_major_dst.dims(), memory::data_type::f32, memory::format_tag::any),
-      row_major_dst, !spec.native_output};
+  return PoolingLayouts{src, memory::desc(row_major_dst.dims(), type, memory::format_tag::any),
+                        row_major_dst, !spec.native_output};
 }
 
 // The pooling `pd` reading input 0 in `layouts.src`; see RejectReference
@@ -245,6 +249,9 @@ KernelOrStatus MakeMaxPoolKernel(const KernelSpec& spec, CpuKernelContext& conte
         {window.dilations[0] - 1, window.dilations[1] - 1},
         {window.pads_begin[0], window.pads_begin[1]}, padding_r);
     const dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpadAttr(), context.engine);
+    if (spec.inputs[0]->dtype != DType::kFloat32) {  // Integers hold no NaN to keep.
+      return WithLayoutsOut(spec, context, PoolingKernel(spec, context, pd, layouts), pd, layouts);
+    }
     const bool in_plan = !spec.input_layouts.empty() && !spec.input_layouts[0].empty();
     return WithLayoutsOut(spec, context,
                           std::make_unique<NaNKeepingMaxPoolKernel>(
