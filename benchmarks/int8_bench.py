@@ -63,7 +63,10 @@ def onnxruntime_ms(path, batch, threads):
     rng = np.random.default_rng(0)
     for spec in session.get_inputs():
         shape = [batch] + [int(d) for d in spec.shape[1:]]
-        feeds[spec.name] = rng.standard_normal(shape).astype(np.float32)
+        if spec.type == "tensor(int64)":  # Token ids (below every vocabulary) and a mask.
+            feeds[spec.name] = rng.integers(0, 100, shape, dtype=np.int64)
+        else:
+            feeds[spec.name] = rng.standard_normal(shape).astype(np.float32)
     return time_onnxruntime(path, feeds, threads, 2, 10)["median_ms"]
 
 

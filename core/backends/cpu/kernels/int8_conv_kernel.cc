@@ -94,16 +94,6 @@ class ReorderedConvKernel : public Kernel {
   size_t native_bytes_ = 0;
 };
 
-// Whether every element of the constant `values` (nullptr: absent) is 0.
-bool AllZero(const Tensor* values) {
-  if (values == nullptr) return true;
-  const char* bytes = static_cast<const char*>(values->raw_data());
-  for (size_t i = 0; i < values->byte_size(); ++i) {
-    if (bytes[i] != 0) return false;
-  }
-  return true;
-}
-
 const Tensor* Constant(const KernelSpec& spec, int index) {
   return index >= 0 ? ConstantInput(spec, index) : nullptr;
 }
@@ -116,11 +106,9 @@ std::optional<std::unique_ptr<Kernel>> OneDnnInt8Conv(const KernelSpec& spec,
   const IntegerProductInputs& at = product.inputs;
   const Tensor* weights = Constant(spec, at.b);
   if (product.b != DType::kInt8 || weights == nullptr) return std::nullopt;
-  if (HasInput(spec, at.b_zero_point) && !AllZero(Constant(spec, at.b_zero_point))) {
-    return std::nullopt;
-  }
-  if (HasInput(spec, at.b_zero_point) && Constant(spec, at.b_zero_point) == nullptr) {
-    return std::nullopt;
+  if (HasInput(spec, at.b_zero_point)) {
+    const Tensor* zero_points = Constant(spec, at.b_zero_point);
+    if (zero_points == nullptr || !AllZero(*zero_points)) return std::nullopt;
   }
   std::vector<int> parameters = {at.a_zero_point};
   if (product.requantized) {

@@ -54,6 +54,11 @@ void WriteProductRow(const int32_t* sums, int64_t count, DType output, const Pro
 // arithmetic through im2col: any types and parameters.
 std::unique_ptr<Kernel> MakeExactIntegerConvKernel(const KernelSpec& spec, const IntegerConv& conv);
 
+// MatMulInteger or QLinearMatMul (`matmul`, parsed from `spec`) in exact
+// int32 arithmetic: any types, parameters and batch broadcasting.
+std::unique_ptr<Kernel> MakeExactIntegerMatMulKernel(const KernelSpec& spec,
+                                                     const IntegerMatMul& matmul);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_BACKENDS_CPU_KERNELS_INTEGER_PRODUCT_H_

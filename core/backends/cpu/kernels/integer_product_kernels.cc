@@ -5,7 +5,8 @@
 // requantized. Any combination of uint8 and int8 operands, per-tensor or
 // per-channel parameters, and parameters the graph computes; the int8
 // models of onnxruntime.quantization take oneDNN's int8 convolution instead
-// where its conditions hold (int8_conv_kernel.cc).
+// where its conditions hold (int8_conv_kernel.cc), and MatMulInteger against
+// int8 weights oneDNN's int8 matrix product (int8_matmul_kernel.cc).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -287,8 +288,8 @@ class IntegerConvKernel : public Kernel {
 
 }  // namespace
 
-KernelOrStatus MakeIntegerMatMulKernel(const KernelSpec& spec, CpuKernelContext&) {
-  REPLICAD_ASSIGN_OR_RETURN(IntegerMatMul matmul, ParseIntegerMatMul(spec));
+std::unique_ptr<Kernel> MakeExactIntegerMatMulKernel(const KernelSpec& spec,
+                                                     const IntegerMatMul& matmul) {
   return std::make_unique<IntegerMatMulKernel>(spec, matmul);
 }
 

@@ -106,8 +106,8 @@ KernelOrStatus MakeCastKernel(const KernelSpec& spec, CpuKernelContext& context)
 KernelOrStatus MakeQuantizeLinearKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeDequantizeLinearKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeDynamicQuantizeLinearKernel(const KernelSpec& spec, CpuKernelContext& context);
-// MatMulInteger and QLinearMatMul (integer_product_kernels.cc); ConvInteger
-// and QLinearConv (int8_conv_kernel.cc).
+// MatMulInteger and QLinearMatMul (int8_matmul_kernel.cc); ConvInteger and
+// QLinearConv (int8_conv_kernel.cc).
 KernelOrStatus MakeIntegerMatMulKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeIntegerConvKernel(const KernelSpec& spec, CpuKernelContext& context);
 // Equal, Less, Greater, LessOrEqual and GreaterOrEqual; And, Or and Xor; Not;

@@ -5,7 +5,8 @@
 // sum in its own order, which may move a value sitting on a rounding tie),
 // and the same node with its weights fed at run time (the exact int32
 // kernel) equals it; MatMulInteger with per-column zero points and batch
-// broadcast is exact; QuantizeLinear saturates and sends NaN to the lowest
+// broadcast is exact, and so is one against int8 weights (oneDNN's int8
+// matmul) with A's zero point fed at run time; QuantizeLinear saturates and sends NaN to the lowest
 // value; DynamicQuantizeLinear of zeros gets scale 1; malformed nodes are
 // refused naming the input.
 
@@ -218,6 +219,35 @@ TEST(MatMulIntegerTest, PerColumnZeroPointsAndBroadcastBatchesAreExact) {
           EXPECT_EQ(y.data<int32_t>()[((n * 3 + s) * 5 + i) * 4 + j], sum)
               << n << "," << s << "," << i << "," << j;
         }
+      }
+    }
+  }
+}
+
+// quantize_dynamic's form: int8 weights [K, N] as an initializer (oneDNN's
+// int8 matmul) and A's zero point computed by the graph (here fed).
+TEST(MatMulIntegerTest, WeightsKnownAndZeroPointAtRunTimeAreExact) {
+  const Shape a_shape = {2, 3, 5, 64}, y_shape = {2, 3, 5, 24};
+  const Tensor a = RandomInts<uint8_t>(DType::kUint8, a_shape, 0, 255, 7);
+  const Tensor b = RandomInts<int8_t>(DType::kInt8, {64, 24}, -127, 127, 8);
+  OnnxModelBuilder m("mmi", 13);
+  m.AddInput("a", DType::kUint8, a_shape);
+  m.AddInput("a_zero", DType::kUint8, {});
+  m.AddOutput("y", DType::kInt32, y_shape);
+  m.AddInitializer("b", b);
+  m.AddInitializer("b_zero", Scalar(DType::kInt8, 0));
+  m.AddNode("MatMulInteger", {"a", "b", "a_zero", "b_zero"}, {"y"});
+  for (const int zero : {0, 131}) {
+    const Tensor y =
+        RunModel(m.Serialize(), {a, Scalar(DType::kUint8, zero)}, {{DType::kInt32, y_shape}})[0];
+    for (int64_t row = 0; row < 30; ++row) {
+      for (int64_t j = 0; j < 24; ++j) {
+        int64_t sum = 0;
+        for (int64_t k = 0; k < 64; ++k) {
+          sum += (a.data<uint8_t>()[row * 64 + k] - zero) * b.data<int8_t>()[k * 24 + j];
+        }
+        ASSERT_EQ(y.data<int32_t>()[row * 24 + j], sum)
+            << "zero point " << zero << ", " << row << "," << j;
       }
     }
   }
