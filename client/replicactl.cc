@@ -286,6 +286,7 @@ struct TrainArgs {
   // Periodic numbered checkpoints on the server (with the optimizer).
   int64_t checkpoint_every_steps = 0;
   std::string checkpoint_dir;
+  std::string precision;  // Set: what the forward pass's products compute in (fp32, bf16).
   // A job started with --rank-shards: this client feeds rank `rank` of
   // `world_size` its rows of every step (-1: whole batches).
   int rank = -1;
@@ -321,6 +322,7 @@ absl::StatusOr<v1::ConfigureTrainingRequest> TrainingConfigFor(const TrainArgs& 
   }
   config->set_checkpoint_every_steps(args.checkpoint_every_steps);
   config->set_checkpoint_dir(args.checkpoint_dir);
+  config->set_precision(args.precision);
   return request;
 }
 
@@ -561,6 +563,12 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
                     args.optimizer.empty() ? " and no --optimizer" : "")),
                 kExitUsage);
   }
+  if (!args.precision.empty() && args.optimizer.empty()) {
+    return Fail(absl::InvalidArgumentError(
+                    absl::StrCat("--precision ", args.precision,
+                                 " is sent with the training configuration: give --optimizer too")),
+                kExitUsage);
+  }
   int64_t next_step = 0;  // The job's step the next shard belongs to.
   if (!args.optimizer.empty()) {
     absl::StatusOr<v1::ConfigureTrainingRequest> configure = TrainingConfigFor(args, output);
@@ -568,7 +576,8 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
     absl::StatusOr<v1::ConfigureTrainingResponse> configured = client.ConfigureTraining(*configure);
     if (!configured.ok())
       return Fail(InCall("ConfigureTraining", configured.status()), kExitFailure);
-    std::cout << "optimizer: " << configured->config().optimizer().ShortDebugString() << "\n";
+    std::cout << "optimizer: " << configured->config().optimizer().ShortDebugString()
+              << ", precision " << configured->config().precision() << "\n";
     next_step = configured->step() + 1;
   }
   absl::StatusOr<std::vector<int64_t>> sample_shape = SampleShape(args.model, input, train);
@@ -735,6 +744,10 @@ int Main(int argc, char** argv) {
   train->add_option("--checkpoint-dir", train_args.checkpoint_dir,
                     "Directory under the server's --checkpoint-root for the periodic checkpoints "
                     "(with --checkpoint-every-steps)");
+  train->add_option("--precision", train_args.precision,
+                    "What the forward pass's convolutions and weight products compute in: fp32 "
+                    "or bf16 (bfloat16 inputs and weights, float32 sums, gradients and master "
+                    "weights; with --optimizer)");
   train->add_option("--rank", train_args.rank,
                     "With --world-size: feed rank R of a job started with --rank-shards its part "
                     "of every batch (every rank's client runs the same command but for --rank "

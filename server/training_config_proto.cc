@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/model/compute_precision.h"
 
 namespace replicad {
 namespace {
@@ -71,6 +72,10 @@ absl::StatusOr<TrainingConfig> TrainingConfigFromProto(const v1::TrainingConfig&
   }
   config.checkpoint_every_steps = proto.checkpoint_every_steps();
   config.checkpoint_dir = proto.checkpoint_dir();
+  if (!proto.precision().empty()) {
+    REPLICAD_ASSIGN_OR_RETURN(config.precision,
+                              ParseComputePrecision(proto.precision(), "config.precision"));
+  }
   return config;
 }
 
@@ -104,6 +109,7 @@ v1::TrainingConfig TrainingConfigToProto(const TrainingConfig& config) {
   proto.set_non_finite_steps(config.non_finite_steps == TrainerOptions::NonFiniteSteps::kSkip
                                  ? v1::NON_FINITE_STEPS_SKIP
                                  : v1::NON_FINITE_STEPS_REFUSE);
+  proto.set_precision(std::string(ComputePrecisionName(config.precision)));
   return proto;
 }
 

@@ -25,18 +25,25 @@ absl::string_view ComputePrecisionName(ComputePrecision precision) {
   return precision == ComputePrecision::kBFloat16 ? "bf16" : "fp32";
 }
 
-void MarkComputePrecision(Graph* graph, ComputePrecision precision) {
+void MarkProducts(Graph* graph, ComputePrecision precision, const std::set<int>& weights,
+                  size_t end) {
   if (precision == ComputePrecision::kFloat32) return;
-  for (Node& node : graph->nodes) {
+  for (size_t n = 0; n < end && n < graph->nodes.size(); ++n) {
+    Node& node = graph->nodes[n];
     const bool product =
         node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul";
-    if (!product || node.inputs.size() < 2 || node.inputs[1] < 0) continue;
-    const int weights = node.inputs[1];
-    if (graph->initializers.count(weights) == 0) continue;
-    if (graph->initializers.at(weights).dtype() != DType::kFloat32) continue;
+    if (!product || node.inputs.size() < 2 || weights.count(node.inputs[1]) == 0) continue;
     node.attributes.Set(kPrecisionAttribute,
                         AttributeValue(std::string(ComputePrecisionName(precision))));
   }
+}
+
+void MarkComputePrecision(Graph* graph, ComputePrecision precision) {
+  std::set<int> weights;
+  for (const auto& [value, tensor] : graph->initializers) {
+    if (tensor.dtype() == DType::kFloat32) weights.insert(value);
+  }
+  MarkProducts(graph, precision, weights, graph->nodes.size());
 }
 
 ComputePrecision MarkedComputePrecision(const Graph& graph) {

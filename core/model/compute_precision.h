@@ -1,6 +1,8 @@
 #ifndef REPLICAD_CORE_MODEL_COMPUTE_PRECISION_H_
 #define REPLICAD_CORE_MODEL_COMPUTE_PRECISION_H_
 
+#include <set>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/model/graph.h"
@@ -34,6 +36,12 @@ inline constexpr char kPrecisionAttribute[] = "replicad.precision";
 // Marks the nodes of `graph` that compute in `precision` (see above);
 // kFloat32 marks none.
 void MarkComputePrecision(Graph* graph, ComputePrecision precision);
+
+// Marks the Conv, Gemm and MatMul nodes among graph->nodes[0, end) whose
+// input 1 is one of `weights` (a training graph's parameters, which its
+// forward pass's products read as inputs); kFloat32 marks none.
+void MarkProducts(Graph* graph, ComputePrecision precision, const std::set<int>& weights,
+                  size_t end);
 
 // The precision `graph` was marked with: kFloat32 where no node is marked.
 ComputePrecision MarkedComputePrecision(const Graph& graph);

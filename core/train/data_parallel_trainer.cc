@@ -151,7 +151,7 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer::Impl>> DataParallelTrainer::
   REPLICAD_RETURN_IF_ERROR(CheckGradientReduction(slots, reduction, reduction.ranks != nullptr));
   REPLICAD_RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
   REPLICAD_ASSIGN_OR_RETURN(TrainingGraph training,
-                            BuildTrainingGraph(model->graph(), options.loss));
+                            BuildTrainingGraph(model->graph(), options.loss, options.precision));
   std::unique_ptr<Impl> impl(new Impl(std::move(model), std::move(training), options));
   const Graph& source = impl->model_->graph();
   if (reduction.ranks != nullptr) {

@@ -6,6 +6,7 @@
 
 #include "core/device/device.h"
 #include "core/device/device_map.h"
+#include "core/model/compute_precision.h"
 #include "core/train/optimizer.h"
 #include "core/train/training_graph.h"
 
@@ -30,6 +31,13 @@ struct TrainerOptions {
   // reductions check the loss only.
   enum class NonFiniteSteps { kRefuse, kSkip };
   NonFiniteSteps non_finite_steps = NonFiniteSteps::kRefuse;
+  // bf16: the forward pass's Conv, Gemm and MatMul nodes that read a
+  // parameter compute with their input and weights rounded to bfloat16 (on
+  // every step: the parameters stay float32, as do the sums, the backward
+  // pass, the gradients and the optimizer), as torch.autocast(dtype=bfloat16)
+  // computes a forward pass; on CPU slots without bfloat16 dot products they
+  // compute float32 (product_precision.h).
+  ComputePrecision precision = ComputePrecision::kFloat32;
 };
 
 // One training slot: where it is and the device (stream) it runs on.

@@ -225,6 +225,16 @@ absl::Status ReadField(TextReader& in, const std::string& field, TrainingConfig*
   if (field == "sync_batch_norm") return ReadBool(in, &config->sync_batch_norm);
   if (field == "seed") return ReadInt(in, &config->seed);
   if (field == "checkpoint_every_steps") return ReadInt(in, &config->checkpoint_every_steps);
+  if (field == "precision") {
+    std::string name;
+    REPLICAD_RETURN_IF_ERROR(ReadString(in, &name));
+    if (name.empty()) return absl::OkStatus();
+    absl::StatusOr<ComputePrecision> precision = ParseComputePrecision(name, "precision");
+    // A text that names one this build does not train in is malformed here.
+    if (!precision.ok()) return absl::InvalidArgumentError(precision.status().message());
+    config->precision = *precision;
+    return absl::OkStatus();
+  }
   return SkipValue(in, colon);
 }
 
@@ -297,6 +307,7 @@ TrainerOptions TrainerOptionsOf(const TrainingConfig& config, DType target_dtype
   options.sync_batch_norm = config.sync_batch_norm;
   options.seed = config.seed;
   options.non_finite_steps = config.non_finite_steps;
+  options.precision = config.precision;
   return options;
 }
 
@@ -331,7 +342,8 @@ std::string FormatTrainingConfig(const TrainingConfig& config) {
       "seed: ", config.seed, "\n",                                           //
       "checkpoint_every_steps: ", config.checkpoint_every_steps, "\n",       //
       "checkpoint_dir: ", Quoted(config.checkpoint_dir), "\n",               //
-      "non_finite_steps: ", kNonFiniteNames[static_cast<int>(config.non_finite_steps)], "\n");
+      "non_finite_steps: ", kNonFiniteNames[static_cast<int>(config.non_finite_steps)], "\n",
+      "precision: ", Quoted(std::string(ComputePrecisionName(config.precision))), "\n");
 }
 
 absl::StatusOr<TrainingConfig> ParseTrainingConfig(absl::string_view text) {

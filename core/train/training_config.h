@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/device/device_id.h"
+#include "core/model/compute_precision.h"
 #include "core/model/model.h"
 #include "core/ops/optimizer_step.h"
 #include "core/train/trainer_options.h"
@@ -33,6 +34,9 @@ struct TrainingConfig {
   TrainerOptions::NonFiniteSteps non_finite_steps = TrainerOptions::NonFiniteSteps::kRefuse;
   int64_t checkpoint_every_steps = 0;  // 0: only on request.
   std::string checkpoint_dir;          // Numbered checkpoints go here (under the root).
+  // What the forward pass's convolutions and weight products compute in
+  // (TrainerOptions::precision).
+  ComputePrecision precision = ComputePrecision::kFloat32;
 };
 
 // `config` with the model's first output filled in for an empty `output`,

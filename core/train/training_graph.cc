@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/base/status_macros.h"
+#include "core/model/compute_precision.h"
 #include "core/model/data_dependent_part.h"
 #include "core/model/execution_plan.h"
 #include "core/model/exporter_forms.h"
@@ -340,7 +341,8 @@ std::vector<BufferUpdate> RewriteTrainingForms(Graph* graph) {
 
 }  // namespace
 
-absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossSpec& loss) {
+absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossSpec& loss,
+                                                 ComputePrecision precision) {
   std::optional<ValueTypes> undeclared;
   {
     // Its plan's kernels run on the host folding device, which serving
@@ -386,6 +388,9 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossS
     graph.outputs.push_back(buffer.update);
     training->buffers.push_back(buffer.initializer);
   }
+  MarkProducts(&graph, precision,
+               std::set<int>(training->parameters.begin(), training->parameters.end()),
+               training->first_backward_node);
   return training;
 }
 

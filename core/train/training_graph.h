@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
+#include "core/model/compute_precision.h"
 #include "core/model/graph.h"
 
 namespace replicad {
@@ -57,7 +58,11 @@ using ValueTypes = std::vector<std::optional<TensorType>>;
 // ranks some rules need (MatMul's, LayerNormalization's) and the model does
 // not declare are read from UndeclaredTypes on the CPU backend's host folding
 // device.
-absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossSpec& loss);
+// With `precision` bf16, the forward pass's Conv, Gemm and MatMul nodes
+// that read a parameter are marked to compute so (compute_precision.h).
+absl::StatusOr<TrainingGraph> BuildTrainingGraph(
+    const Graph& model, const LossSpec& loss,
+    ComputePrecision precision = ComputePrecision::kFloat32);
 
 // The types of `model`'s values as a plan at batch 1 (every dim the model
 // leaves open set to 1) computes them on `host`, a device in host memory

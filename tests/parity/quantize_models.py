@@ -16,7 +16,11 @@ quantize_static and quantize_dynamic warn about when it was skipped. Then, for a
 inputs are all float (images), it writes
     OUT_DIR/NAME_qdq/model.onnx      quantize_static(quant_format=QuantFormat.QDQ)
     OUT_DIR/NAME_qop/model.onnx      quantize_static(quant_format=QuantFormat.QOperator)
-both calibrated (CalibrationMethod.MinMax) on CALIBRATION_SAMPLES seeded standard-normal inputs
+    OUT_DIR/NAME_qdq_per_channel/model.onnx
+                                     quantize_static(quant_format=QuantFormat.QDQ,
+                                                     per_channel=True): a scale per output
+                                     channel of each weight, as users often choose
+all calibrated (CalibrationMethod.MinMax) on CALIBRATION_SAMPLES seeded standard-normal inputs
 of batch 1; and for a model with int64 token ids (bert_encoder)
     OUT_DIR/NAME_dynamic/model.onnx  quantize_dynamic, after giving each Gemm its own copy of a
                                      weight that other nodes also read (unshare_gemm_weights:
@@ -94,8 +98,11 @@ def variants_of(name, inputs):
     return [(f"{name}_{suffix}", {"function": "quantize_static", "quant_format": fmt.name,
                                   "calibrate_method": CalibrationMethod.MinMax.name,
                                   "calibration_samples": CALIBRATION_SAMPLES,
+                                  "per_channel": per_channel,
                                   "defaults": defaults_of(quantize_static)})
-            for suffix, fmt in (("qdq", QuantFormat.QDQ), ("qop", QuantFormat.QOperator))]
+            for suffix, fmt, per_channel in (("qdq", QuantFormat.QDQ, False),
+                                             ("qop", QuantFormat.QOperator, False),
+                                             ("qdq_per_channel", QuantFormat.QDQ, True))]
 
 
 def defaults_of(function):
@@ -173,7 +180,8 @@ def quantize(name, inputs, record, src_model, dst_model):
         else:
             quantize_static(pre, out, SeededCalibration(name, inputs),
                             quant_format=QuantFormat[record["quant_format"]],
-                            calibrate_method=CalibrationMethod[record["calibrate_method"]])
+                            calibrate_method=CalibrationMethod[record["calibrate_method"]],
+                            per_channel=record["per_channel"])
         os.replace(out, dst_model)
     return copies
 

@@ -2,7 +2,7 @@
 // defaults, enum numbers the API does not define are refused naming the field and the names it
 // does, the applied configuration is answered with every field set and floats as written, and the
 // core's checkpoint text is protobuf's text format both ways (what older daemons wrote loads, what
-// this one writes parses as the message).
+// this one writes parses as the message); a precision training does not compute in is refused.
 
 #include "server/training_config_proto.h"
 
@@ -37,6 +37,7 @@ v1::TrainingConfig EveryFieldSet() {
   proto.set_checkpoint_every_steps(10);
   proto.set_checkpoint_dir("runs/r\xc3\xa9sum\xc3\xa9 \"x\"");
   proto.set_non_finite_steps(v1::NON_FINITE_STEPS_SKIP);
+  proto.set_precision("bf16");
   return proto;
 }
 
@@ -58,6 +59,7 @@ TEST(TrainingConfigProtoTest, UnsetFieldsTakeTheDocumentedDefaults) {
   EXPECT_EQ(FormatTrainingConfig(*config), FormatTrainingConfig(TrainingConfig()));
   const v1::TrainingConfig applied = TrainingConfigToProto(*config);
   EXPECT_EQ(applied.loss(), v1::LOSS_SOFTMAX_CROSS_ENTROPY);
+  EXPECT_EQ(applied.precision(), "fp32");
   EXPECT_EQ(applied.optimizer().kind(), v1::OPTIMIZER_SGD);
   EXPECT_EQ(applied.optimizer().learning_rate(), 0.01);
   EXPECT_EQ(applied.optimizer().beta2(), 0.999);
@@ -87,6 +89,19 @@ TEST(TrainingConfigProtoTest, UndefinedEnumNumbersAreRefusedNamingTheField) {
   proto.set_non_finite_steps(static_cast<v1::NonFiniteSteps>(3));
   EXPECT_THAT(TrainingConfigFromProto(proto).status().message(),
               HasSubstr("config.non_finite_steps: expected one of"));
+}
+
+TEST(TrainingConfigProtoTest, PrecisionsTrainingDoesNotComputeAreRefusedNamingTheField) {
+  v1::TrainingConfig proto;
+  proto.set_precision("fp16");
+  EXPECT_EQ(TrainingConfigFromProto(proto).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(TrainingConfigFromProto(proto).status().message(), HasSubstr("config.precision"));
+  proto.set_precision("half");
+  EXPECT_EQ(TrainingConfigFromProto(proto).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(TrainingConfigFromProto(proto).status().message(), HasSubstr("'half'"));
+  // In a checkpoint's text, a precision this build does not train in is malformed text.
+  EXPECT_EQ(ParseTrainingConfig("precision: \"fp16\"").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TrainingConfigProtoTest, TheCheckpointTextIsProtobufTextFormatBothWays) {

@@ -5,7 +5,7 @@ onnxruntime.quantization.quantize_static in the QDQ form (int8 activations and w
 biases; replicad fuses each DequantizeLinear -> Conv -> QuantizeLinear into a QLinearConv run as
 oneDNN's int8 convolution) and in the QOperator form (QLinearConv, int8 MaxPool, and
 com.microsoft's QLinearAdd, QLinearGlobalAveragePool and QGemm, which replicad rewrites into
-their QDQ form), and the BERT-style encoder quantized by quantize_dynamic
+their QDQ form), each also with per-channel weights (per_channel=True), and the BERT-style encoder quantized by quantize_dynamic
 (DynamicQuantizeLinear -> MatMulInteger), all made by tests/parity/quantize_models.py from
 tests/parity/export_torch_models.py's exports, with ONNX Runtime 1.31.1's outputs on the same
 files. Served by replicad on two CPU slots and driven by tritonclient.grpc.
@@ -49,7 +49,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "testing"))
 sys.path.insert(0, os.path.join(HERE, "..", "parity"))
 from replicad_daemon import Daemon  # noqa: E402
 
-QDQ_MODELS = ("resnet18_qdq", "mobilenet_v2_qdq", "resnet18_qop", "mobilenet_v2_qop")
+QDQ_MODELS = ("resnet18_qdq", "mobilenet_v2_qdq", "resnet18_qop", "mobilenet_v2_qop",
+              "resnet18_qdq_per_channel", "mobilenet_v2_qdq_per_channel")
 DYNAMIC_MODEL = "bert_encoder_dynamic"
 SOURCES = ("resnet18", "mobilenet_v2", "bert_encoder")
 

@@ -182,3 +182,22 @@ def test_history_callbacks_and_early_stopping(serve, client_of, fashion_mnist):
     assert record.events == ["begin"] + [(e, ["accuracy", "loss", "val_accuracy", "val_loss"])
                                          for e in range(3)] + ["end"]
     assert abs(history.history["val_loss"][0] - history.history["val_loss"][2]) < 1e-3
+
+
+def test_bfloat16_training_configures_and_trains(serve, client_of, fashion_mnist):
+    """configure_training(precision=...): bf16 is applied and trains (the forward pass's products
+    read bfloat16, docs/training.md#mixed-precision); fp16 is UNIMPLEMENTED and an unknown name
+    INVALID_ARGUMENT, each naming config.precision; neither changes the configuration."""
+    x, y, _, _ = fashion_mnist
+    client = client_of(serve())
+    assert client.configure_training("default", **SGD).config.precision == "fp32"
+    applied = client.configure_training("default", precision="bf16", **SGD)
+    assert applied.config.precision == "bf16"
+    history = client.fit("default", x[:256], y[:256], batch_size=BATCH, epochs=2, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    with pytest.raises(replicad.Unimplemented) as raised:
+        client.configure_training("default", precision="fp16", **SGD)
+    assert "config.precision" in raised.value.message
+    with pytest.raises(replicad.InvalidArgument) as raised:
+        client.configure_training("default", precision="half", **SGD)
+    assert "config.precision" in raised.value.message and "half" in raised.value.message

@@ -183,7 +183,7 @@ class Client:
                            epsilon=None, alpha=None, loss="softmax_cross_entropy", output=None,
                            reduction="allreduce", ps_device=None, sync_batch_norm=None, seed=0,
                            checkpoint_every_steps=0, checkpoint_dir=None,
-                           non_finite_steps="refuse"):
+                           non_finite_steps="refuse", precision="fp32"):
         """Sets `model`'s training configuration (replacing the whole previous one).
 
         optimizer: "sgd", "adam" or "rmsprop" with PyTorch's semantics and defaults (lr 0.01).
@@ -191,6 +191,9 @@ class Client:
           "mean_squared_error"; output: the output it applies to (None: the first).
         reduction: "allreduce" or "ps" (through ps_device). non_finite_steps: "refuse" or
           "skip". checkpoint_every_steps/checkpoint_dir: periodic checkpoints on the server.
+        precision: "fp32" or "bf16" (the forward pass's convolutions and weight products read
+          bfloat16 inputs and weights, with float32 sums, gradients and master weights, as
+          torch.autocast(dtype=torch.bfloat16) computes; "fp16" is UNIMPLEMENTED).
         Returns Training(config as applied with defaults filled in, step).
         """
         opt = pb.OptimizerConfig(kind=choice(OPTIMIZERS, optimizer, "optimizer"),
@@ -205,7 +208,8 @@ class Client:
             reduction=choice(REDUCTIONS, reduction, "reduction"), ps_device=ps_device or "",
             seed=int(seed), checkpoint_every_steps=int(checkpoint_every_steps),
             checkpoint_dir=checkpoint_dir or "",
-            non_finite_steps=choice(NON_FINITE, non_finite_steps, "non_finite_steps"))
+            non_finite_steps=choice(NON_FINITE, non_finite_steps, "non_finite_steps"),
+            precision=str(precision))
         if ps_device and reduction == "allreduce":
             config.reduction = pb.GRADIENT_REDUCTION_PS
         if sync_batch_norm is not None:

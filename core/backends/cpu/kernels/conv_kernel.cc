@@ -140,30 +140,6 @@ class BlockedConvKernel : public Kernel {
   size_t native_bytes_ = 0;
 };
 
-// Channels in blocks of the CPU's float vector width (nChw16c with AVX-512,
-// nChw8c with AVX2) where they are a multiple of 8, the last 16-channel
-// block then padded (24, 40, 72 channels); `any` (oneDNN's choice)
-// elsewhere. oneDNN 2.6 picks channels-last for most forms when left to
-// choose, and its blocked kernels are faster on these forms: on a 2-core
-// AVX-512 EPYC, 1x1 convolutions 47 against 71 ms and depthwise ones 17
-// against 29 ms over mobilenet_v2 at batch 16; and the Winograd kernels
-// take only blocks, so a run of convolutions needs no reorders between them.
-// Padding the blocks of mnasnet0_75's 24-, 40- and 72-channel layers rather
-// than leaving them channels-last (with a reorder at either end) took its
-// convolutions and reorders at batch 8 from 30 to 20 ms.
-memory::format_tag ChannelBlockedLayout(int64_t channels) {
-  static const int block = [] {
-    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    if (isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
-        isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx) {
-      return 16;
-    }
-    return isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni ? 8 : 0;
-  }();
-  if (block == 0 || channels % 8 != 0) return memory::format_tag::any;
-  return block == 16 ? memory::format_tag::aBcd16b : memory::format_tag::aBcd8b;
-}
-
 // Winograd F(4x4, 3x3) needs a dense 3x3 stride-1 single-group window. On
 // resnet18's layers (oneDNN 2.6, AVX-512) it takes 40-55% of the direct
 // convolution's time at batch 1 and 32; below 16 channels it can be slower.
@@ -355,26 +331,6 @@ ConvPd BlockedLayoutPd(CpuKernelContext& context, const ConvDescs& descs, int64_
   return pd_for(memory::format_tag::any, memory::format_tag::any);
 }
 
-// Where a node marked bf16 computes in it: where each output sums at least
-// 64 products (input channels per group x kernel area: AMX's bf16 tiles
-// take 32 pairs a row, and a depthwise convolution's 9 leave them empty) and
-// each input element enters at least 64 (output channels per group x kernel
-// area), since the input is converted from float32 on every run, a pass
-// over it as long as reading it. All of mobilenet_v2's convolutions in bf16
-// (batch 8, 2 cores, AMX) took 62.0 ms against 41.1 in float32, its
-// depthwise and narrow high-resolution layers paying more in conversions
-// than their products saved; resnet50's, all past both bounds, 212.5
-// against 350.4 ms.
-memory::data_type ConvProductType(const KernelSpec& spec, int64_t group, const Shape& weights) {
-  const memory::data_type product = ProductDataType(spec);
-  if (product == memory::data_type::f32) return product;
-  constexpr int64_t kMinProducts = 64;
-  const int64_t kernel_area = NumElements(weights) / weights[0] / weights[1];
-  const int64_t per_output = weights[1] * kernel_area;
-  const int64_t per_input = weights[0] / group * kernel_area;
-  return per_output >= kMinProducts && per_input >= kMinProducts ? product : memory::data_type::f32;
-}
-
 // Winograd where it pays and this CPU has it for the form, else direct
 // (always for a bfloat16 product: oneDNN's Winograd is f32 only).
 ConvPd ChooseBlockedPd(const KernelSpec& spec, CpuKernelContext& context,
@@ -525,10 +481,55 @@ KernelOrStatus BuildBlockedConvKernel(const KernelSpec& spec, CpuKernelContext& 
   return kernel;
 }
 
-// Row-major X, W and Y, the weights read from the input on every run.
+// A convolution marked bf16 whose weights arrive on every run (a training
+// step's): X and W converted to bfloat16 on every run into the layouts
+// oneDNN picks, Y float32 row-major; nullopt where oneDNN has only its
+// reference kernel for the form, or none.
+std::optional<std::unique_ptr<Kernel>> ConvertedOperandsConv(const KernelSpec& spec,
+                                                             CpuKernelContext& context,
+                                                             const ConvDescs& descs,
+                                                             const dnnl::primitive_attr& attr,
+                                                             memory::data_type product) {
+  std::optional<ConvPd> pd;
+  try {
+    pd.emplace(MakeConvPd(context, descs, attr, dnnl::algorithm::convolution_direct,
+                          memory::desc(descs.src_dims, product, memory::format_tag::any),
+                          memory::desc(descs.weight_dims, product, memory::format_tag::any),
+                          descs.bias, descs.dst));
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
+  if (IsReference(*pd)) return std::nullopt;
+  BoundPrimitive primitive(context, *pd, dnnl::convolution_forward(*pd));
+  ConvertedOperand src =
+      BindOperand(context, primitive, DNNL_ARG_SRC, descs.src, pd->src_desc(), 0);
+  ConvertedOperand weights =
+      BindOperand(context, primitive, DNNL_ARG_WEIGHTS, descs.weights, pd->weights_desc(), 1);
+  if (descs.has_bias) primitive.BindInput(DNNL_ARG_BIAS, descs.bias, 2);
+  primitive.BindOutput(DNNL_ARG_DST, descs.dst, 0);
+  const std::string node = NodeLabel(spec);
+  return WithConvertedOperand(
+      node, std::move(src),
+      WithConvertedOperand(node, std::move(weights),
+                           std::make_unique<PrimitiveKernel>(context, node, std::move(primitive))));
+}
+
+// Row-major X, W and Y, the weights read from the input on every run (in
+// bfloat16 where the node is marked so and oneDNN has the form).
 KernelOrStatus BuildPlainConvKernel(const KernelSpec& spec, CpuKernelContext& context,
                                     const ConvDescs& descs, const dnnl::primitive_attr& attr,
                                     const ActivationStep& activation) {
+  const bool grouped = descs.weight_dims.size() > descs.src_dims.size();
+  const memory::data_type product =
+      ConvProductType(spec, grouped ? descs.weight_dims[0] : 1, spec.inputs[1]->shape);
+  if (product != memory::data_type::f32) {
+    std::optional<std::unique_ptr<Kernel>> converted =
+        ConvertedOperandsConv(spec, context, descs, attr, product);
+    if (converted.has_value()) {
+      return WithActivationPass(*std::move(converted), activation,
+                                descs.dst.get_size() / sizeof(float));
+    }
+  }
   const ConvPd pd = MakeConvPd(context, descs, attr, dnnl::algorithm::convolution_direct, descs.src,
                                descs.weights, descs.bias, descs.dst);
   BoundPrimitive primitive(context, pd, dnnl::convolution_forward(pd));

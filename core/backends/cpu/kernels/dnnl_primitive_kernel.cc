@@ -153,6 +153,29 @@ void ConvertedInputKernel::SetWorkspace(void* workspace) {
   product_->SetWorkspace(static_cast<char*>(workspace) + ConvertedBytes());
 }
 
+ConvertedOperand BindOperand(CpuKernelContext& context, BoundPrimitive& primitive, int arg,
+                             const dnnl::memory::desc& given, const dnnl::memory::desc& read,
+                             int index) {
+  ConvertedOperand operand;
+  if (read == given) {
+    primitive.BindInput(arg, given, index);
+    return operand;
+  }
+  operand.converted = dnnl::memory(read, context.engine, DNNL_MEMORY_NONE);
+  primitive.BindFixed(arg, operand.converted);
+  operand.convert.emplace(Reorder(context, given, read));
+  operand.convert->BindInput(DNNL_ARG_FROM, given, index);
+  operand.convert->BindFixed(DNNL_ARG_TO, operand.converted);
+  return operand;
+}
+
+std::unique_ptr<Kernel> WithConvertedOperand(const std::string& node, ConvertedOperand operand,
+                                             std::unique_ptr<Kernel> product) {
+  if (!operand.convert) return product;
+  return std::make_unique<ConvertedInputKernel>(node, *std::move(operand.convert),
+                                                std::move(operand.converted), std::move(product));
+}
+
 absl::Status ConvertedInputKernel::Run(const RunContext& context, const void* const* inputs,
                                        void* const* outputs) {
   // The stream runs in order: the product, submitted after, reads the finished copy.

@@ -2,6 +2,7 @@
 #define REPLICAD_CORE_BACKENDS_CPU_KERNELS_DNNL_PRIMITIVE_KERNEL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -139,6 +140,23 @@ class ConvertedInputKernel : public Kernel {
   dnnl::memory converted_;
   std::unique_ptr<Kernel> product_;
 };
+
+// An operand of a product: read as it arrives, or (a bf16 product) through
+// a copy converted on every run.
+struct ConvertedOperand {
+  std::optional<BoundPrimitive> convert;  // Empty: read as given.
+  dnnl::memory converted;
+};
+
+// Binds input `index`, arriving in `given`, as `arg` of `primitive` read as
+// `read`: directly where the two are the same, else through a converted copy.
+ConvertedOperand BindOperand(CpuKernelContext& context, BoundPrimitive& primitive, int arg,
+                             const dnnl::memory::desc& given, const dnnl::memory::desc& read,
+                             int index);
+
+// `product` preceded by the operand's conversion, if it has one.
+std::unique_ptr<Kernel> WithConvertedOperand(const std::string& node, ConvertedOperand operand,
+                                             std::unique_ptr<Kernel> product);
 
 }  // namespace replicad
 

@@ -25,12 +25,12 @@ using dnnl::memory;
 // constant into it once: read in ONNX's layout, oneDNN 2.6's brgemm matmul
 // repacks the whole of B on every call (0.34 ms of mnasnet0_75's 3.1 ms at
 // batch 1, for its 1280 x 1000 classifier).
-// A bf16 product (constant B only) takes B in oneDNN's layout or throws.
+// A bf16 product takes B in oneDNN's layout or throws.
 dnnl::matmul::primitive_desc MatMulPrimitive(
     absl::FunctionRef<dnnl::matmul::desc(const memory::desc& weights)> desc_for,
     const memory::desc& b, bool constant_b, const dnnl::primitive_attr& attr,
     const dnnl::engine& engine, memory::data_type product = memory::data_type::f32) {
-  if (constant_b) {
+  if (constant_b || product != memory::data_type::f32) {
     try {
       const memory::desc any(b.dims(), product, memory::format_tag::any);
       return dnnl::matmul::primitive_desc(desc_for(any), attr, engine);
@@ -42,44 +42,17 @@ dnnl::matmul::primitive_desc MatMulPrimitive(
   return dnnl::matmul::primitive_desc(desc_for(b), attr, engine);
 }
 
-// Binds input 0 as A: as given, or (a bf16 product) through a converted copy
-// that WithConvertedA wraps the product kernel with.
-struct SourceBinding {
-  std::optional<BoundPrimitive> convert;
-  dnnl::memory converted;
-};
-
-SourceBinding BindA(BoundPrimitive& primitive, const memory::desc& a, const memory::desc& a_read,
-                    CpuKernelContext& context) {
-  SourceBinding binding;
-  if (a_read == a) {
-    primitive.BindInput(DNNL_ARG_SRC, a, 0);
-    return binding;
-  }
-  binding.converted = dnnl::memory(a_read, context.engine, DNNL_MEMORY_NONE);
-  primitive.BindFixed(DNNL_ARG_SRC, binding.converted);
-  binding.convert.emplace(Reorder(context, a, a_read));
-  binding.convert->BindInput(DNNL_ARG_FROM, a, 0);
-  binding.convert->BindFixed(DNNL_ARG_TO, binding.converted);
-  return binding;
-}
-
-std::unique_ptr<Kernel> WithConvertedA(const KernelSpec& spec, SourceBinding binding,
-                                       std::unique_ptr<Kernel> product) {
-  if (!binding.convert) return product;
-  return std::make_unique<ConvertedInputKernel>(NodeLabel(spec), *std::move(binding.convert),
-                                                std::move(binding.converted), std::move(product));
-}
-
-// B is input 1: the constant in the primitive's layout, else as given.
-void BindB(BoundPrimitive& primitive, const dnnl::matmul::primitive_desc& pd, const memory::desc& b,
-           const Tensor* constant_b, CpuKernelContext& context) {
+// B is input 1: the constant in the primitive's layout, else as given, or
+// (a bf16 product of a B computed at run time: the weights a training step
+// feeds) converted on every run.
+ConvertedOperand BindB(BoundPrimitive& primitive, const dnnl::matmul::primitive_desc& pd,
+                       const memory::desc& b, const Tensor* constant_b, CpuKernelContext& context) {
   if (constant_b != nullptr && pd.weights_desc() != b) {
     primitive.BindFixed(DNNL_ARG_WEIGHTS,
                         PreparedWeights(context, *constant_b, b, pd.weights_desc()));
-  } else {
-    primitive.BindInput(DNNL_ARG_WEIGHTS, b, 1);
+    return {};
   }
+  return BindOperand(context, primitive, DNNL_ARG_WEIGHTS, b, pd.weights_desc(), 1);
 }
 
 const Tensor* ConstantB(const KernelSpec& spec) {
@@ -238,13 +211,15 @@ KernelOrStatus BuildGemmKernel(const KernelSpec& spec, CpuKernelContext& context
       [&](const memory::desc& weights) { return dnnl::matmul::desc(a_read, weights, y); }, b,
       constant_b != nullptr, attr, context.engine, product);
   BoundPrimitive primitive(context, pd, dnnl::matmul(pd));
-  SourceBinding source = BindA(primitive, a, a_read, context);
-  BindB(primitive, pd, b, constant_b, context);
+  ConvertedOperand source = BindOperand(context, primitive, DNNL_ARG_SRC, a, a_read, 0);
+  ConvertedOperand weights = BindB(primitive, pd, b, constant_b, context);
   primitive.BindOutput(DNNL_ARG_DST, y, 0);
   return WithActivationPass(
-      WithConvertedA(spec, std::move(source),
-                     std::make_unique<GemmKernel>(context, NodeLabel(spec), std::move(primitive),
-                                                  gemm.m, gemm.n, c_rows, c_cols, use_c)),
+      WithConvertedOperand(NodeLabel(spec), std::move(source),
+                           WithConvertedOperand(NodeLabel(spec), std::move(weights),
+                                                std::make_unique<GemmKernel>(
+                                                    context, NodeLabel(spec), std::move(primitive),
+                                                    gemm.m, gemm.n, c_rows, c_cols, use_c))),
       activation, gemm.m * gemm.n);
 }
 
@@ -273,24 +248,27 @@ KernelOrStatus BuildMatMulKernel(const KernelSpec& spec, CpuKernelContext& conte
       [&](const memory::desc& weights) { return dnnl::matmul::desc(a_read, weights, bias, y); }, b,
       constant_b != nullptr, attr, context.engine, product);
   BoundPrimitive primitive(context, pd, dnnl::matmul(pd));
-  SourceBinding source = BindA(primitive, a, a_read, context);
-  BindB(primitive, pd, b, constant_b, context);
+  ConvertedOperand source = BindOperand(context, primitive, DNNL_ARG_SRC, a, a_read, 0);
+  ConvertedOperand weights = BindB(primitive, pd, b, constant_b, context);
   if (layout.has_bias) primitive.BindInput(DNNL_ARG_BIAS, bias, 2);
   primitive.BindOutput(DNNL_ARG_DST, y, 0);
-  return WithActivationPass(WithConvertedA(spec, std::move(source),
-                                           std::make_unique<PrimitiveKernel>(
-                                               context, NodeLabel(spec), std::move(primitive))),
-                            activation, NumElements(spec.outputs[0].shape));
+  return WithActivationPass(
+      WithConvertedOperand(
+          NodeLabel(spec), std::move(source),
+          WithConvertedOperand(
+              NodeLabel(spec), std::move(weights),
+              std::make_unique<PrimitiveKernel>(context, NodeLabel(spec), std::move(primitive)))),
+      activation, NumElements(spec.outputs[0].shape));
 }
 
-// A node marked bf16 (its B a constant, product_precision.h) computes so;
-// one whose form oneDNN has no bf16 matmul for computes f32.
+// A node marked bf16 (product_precision.h: a constant B when serving, the
+// weights a training step feeds when training) computes so; one whose form
+// oneDNN has no bf16 matmul for computes f32.
 KernelOrStatus WithProductFallback(
     const KernelSpec& spec, CpuKernelContext& context,
     absl::FunctionRef<KernelOrStatus(const KernelSpec&, CpuKernelContext&, memory::data_type)>
         build) {
-  const memory::data_type product =
-      ConstantB(spec) != nullptr ? ProductDataType(spec) : memory::data_type::f32;
+  const memory::data_type product = ProductDataType(spec);
   if (product != memory::data_type::f32) {
     try {
       return build(spec, context, product);

@@ -324,4 +324,17 @@ KernelOrStatus WithOutputReordered(const KernelSpec& spec, CpuKernelContext& con
                                                  std::move(reorder), copy, spec.outputs.size());
 }
 
+dnnl::memory::format_tag ChannelBlockedLayout(int64_t channels) {
+  static const int block = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    if (isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+        isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx) {
+      return 16;
+    }
+    return isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni ? 8 : 0;
+  }();
+  if (block == 0 || channels % 8 != 0) return dnnl::memory::format_tag::any;
+  return block == 16 ? dnnl::memory::format_tag::aBcd16b : dnnl::memory::format_tag::aBcd8b;
+}
+
 }  // namespace replicad

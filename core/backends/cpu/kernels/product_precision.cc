@@ -33,4 +33,16 @@ dnnl::memory::data_type ProductDataType(const KernelSpec& spec) {
   return dnnl::memory::data_type::f32;
 }
 
+dnnl::memory::data_type ConvProductType(const KernelSpec& spec, int64_t group,
+                                        const Shape& weights) {
+  const dnnl::memory::data_type product = ProductDataType(spec);
+  if (product == dnnl::memory::data_type::f32) return product;
+  constexpr int64_t kMinProducts = 64;
+  const int64_t kernel_area = NumElements(weights) / weights[0] / weights[1];
+  const int64_t per_output = weights[1] * kernel_area;
+  const int64_t per_input = weights[0] / group * kernel_area;
+  return per_output >= kMinProducts && per_input >= kMinProducts ? product
+                                                                 : dnnl::memory::data_type::f32;
+}
+
 }  // namespace replicad
