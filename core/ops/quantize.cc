@@ -138,6 +138,39 @@ absl::StatusOr<IntegerProduct> ParseProduct(const KernelSpec& spec, IntegerProdu
   return p;
 }
 
+// A and B (or x and w) of an integer product, where the node's form puts
+// them, its input count checked, both uint8 or int8.
+struct Operands {
+  IntegerProductInputs inputs;
+  TensorType a;
+  TensorType b;
+};
+absl::StatusOr<Operands> ParseOperands(const KernelSpec& spec, bool requantized,
+                                       absl::string_view a_name, absl::string_view b_name) {
+  Operands operands;
+  if (requantized) {  // QLinearMatMul, and QLinearConv with its optional B.
+    REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 8, spec.op_type == "QLinearConv" ? 9 : 8));
+    operands.inputs = {.a = 0,
+                       .a_scale = 1,
+                       .a_zero_point = 2,
+                       .b = 3,
+                       .b_scale = 4,
+                       .b_zero_point = 5,
+                       .y_scale = 6,
+                       .y_zero_point = 7,
+                       .bias = spec.op_type == "QLinearConv" ? 8 : -1};
+  } else {
+    REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, 4));
+    operands.inputs = {.a = 0, .a_zero_point = 2, .b = 1, .b_zero_point = 3};
+  }
+  const IntegerProductInputs& at = operands.inputs;
+  REPLICAD_ASSIGN_OR_RETURN(operands.a, RequiredInput(spec, at.a, a_name));
+  REPLICAD_ASSIGN_OR_RETURN(operands.b, RequiredInput(spec, at.b, b_name));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, at.a, a_name, operands.a, kEightBit));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, at.b, b_name, operands.b, kEightBit));
+  return operands;
+}
+
 }  // namespace
 
 absl::StatusOr<LinearQuantization> ParseQuantizeLinear(const KernelSpec& spec) {
@@ -150,54 +183,21 @@ absl::StatusOr<LinearQuantization> ParseDequantizeLinear(const KernelSpec& spec)
 
 absl::StatusOr<IntegerMatMul> ParseIntegerMatMul(const KernelSpec& spec) {
   const bool requantized = spec.op_type == "QLinearMatMul";
-  IntegerProductInputs inputs;
-  if (requantized) {
-    REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 8, 8));
-    inputs = {.a = 0,
-              .a_scale = 1,
-              .a_zero_point = 2,
-              .b = 3,
-              .b_scale = 4,
-              .b_zero_point = 5,
-              .y_scale = 6,
-              .y_zero_point = 7};
-  } else {
-    REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, 4));
-    inputs = {.a = 0, .a_zero_point = 2, .b = 1, .b_zero_point = 3};
-  }
-  REPLICAD_ASSIGN_OR_RETURN(TensorType a, RequiredInput(spec, inputs.a, "A"));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType b, RequiredInput(spec, inputs.b, "B"));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, inputs.a, "A", a, kEightBit));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, inputs.b, "B", b, kEightBit));
+  REPLICAD_ASSIGN_OR_RETURN(Operands operands, ParseOperands(spec, requantized, "A", "B"));
   IntegerMatMul matmul;
-  REPLICAD_ASSIGN_OR_RETURN(matmul.layout, MatMulShapes(spec, a, b, inputs.b));
-  REPLICAD_ASSIGN_OR_RETURN(matmul.product,
-                            ParseProduct(spec, inputs, requantized, matmul.layout.b.back()));
+  REPLICAD_ASSIGN_OR_RETURN(matmul.layout,
+                            MatMulShapes(spec, operands.a, operands.b, operands.inputs.b));
+  REPLICAD_ASSIGN_OR_RETURN(
+      matmul.product, ParseProduct(spec, operands.inputs, requantized, matmul.layout.b.back()));
   return matmul;
 }
 
 absl::StatusOr<IntegerConv> ParseIntegerConv(const KernelSpec& spec) {
   const bool requantized = spec.op_type == "QLinearConv";
-  IntegerProductInputs inputs;
-  if (requantized) {
-    REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 8, 9));
-    inputs = {.a = 0,
-              .a_scale = 1,
-              .a_zero_point = 2,
-              .b = 3,
-              .b_scale = 4,
-              .b_zero_point = 5,
-              .y_scale = 6,
-              .y_zero_point = 7,
-              .bias = 8};
-  } else {
-    REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, 4));
-    inputs = {.a = 0, .a_zero_point = 2, .b = 1, .b_zero_point = 3};
-  }
-  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(spec, inputs.a, "x"));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType w, RequiredInput(spec, inputs.b, "w"));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, inputs.a, "x", x, kEightBit));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(spec, inputs.b, "w", w, kEightBit));
+  REPLICAD_ASSIGN_OR_RETURN(Operands operands, ParseOperands(spec, requantized, "x", "w"));
+  const IntegerProductInputs& inputs = operands.inputs;
+  const TensorType& x = operands.a;
+  const TensorType& w = operands.b;
   REPLICAD_RETURN_IF_ERROR(CheckSpatial2d(spec, x, "integer convolution"));
   if (w.shape.size() != 4) {
     return NodeError(spec,

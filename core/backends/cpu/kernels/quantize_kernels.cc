@@ -94,16 +94,21 @@ inline int64_t ParameterOf(const QuantizationAxis& layout, int64_t c) {
   return layout.channels > 1 ? c : 0;
 }
 
-template <typename Q>
-class QuantizeLinearKernel : public Kernel {
+// QuantizeLinear (float32 to Q) or DequantizeLinear (Q to float32): a row of
+// `inner` values per (outer, channel) index, with that channel's parameters.
+template <typename Q, bool kQuantize>
+class LinearQuantizationKernel : public Kernel {
  public:
-  explicit QuantizeLinearKernel(const QuantizationAxis& layout) : layout_(layout) {}
+  using From = std::conditional_t<kQuantize, float, Q>;
+  using To = std::conditional_t<kQuantize, Q, float>;
+
+  explicit LinearQuantizationKernel(const QuantizationAxis& layout) : layout_(layout) {}
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    const float* x = static_cast<const float*>(inputs[0]);
+    const From* x = static_cast<const From*>(inputs[0]);
     const float* scales = static_cast<const float*>(inputs[1]);
     const void* zero_points = inputs[2];
-    Q* y = static_cast<Q*>(outputs[0]);
+    To* y = static_cast<To*>(outputs[0]);
     const QuantizationAxis layout = layout_;
     const int64_t rows = layout.outer * layout.channels;
 #pragma omp parallel for schedule(static) if (rows * layout.inner >= kParallelElements)
@@ -111,37 +116,13 @@ class QuantizeLinearKernel : public Kernel {
       const int64_t parameter = ParameterOf(layout, row % layout.channels);
       const float scale = scales[parameter];
       const int32_t zero_point = ZeroPointAt<Q>(zero_points, parameter);
-      const float* in = x + row * layout.inner;
-      Q* out = y + row * layout.inner;
-      QuantizeRow(in, layout.inner, scale, zero_point, out);
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  QuantizationAxis layout_;
-};
-
-template <typename Q>
-class DequantizeLinearKernel : public Kernel {
- public:
-  explicit DequantizeLinearKernel(const QuantizationAxis& layout) : layout_(layout) {}
-
-  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    const Q* x = static_cast<const Q*>(inputs[0]);
-    const float* scales = static_cast<const float*>(inputs[1]);
-    const void* zero_points = inputs[2];
-    float* y = static_cast<float*>(outputs[0]);
-    const QuantizationAxis layout = layout_;
-    const int64_t rows = layout.outer * layout.channels;
-#pragma omp parallel for schedule(static) if (rows * layout.inner >= kParallelElements)
-    for (int64_t row = 0; row < rows; ++row) {
-      const int64_t parameter = ParameterOf(layout, row % layout.channels);
-      const float scale = scales[parameter];
-      const int32_t zero_point = ZeroPointAt<Q>(zero_points, parameter);
-      const Q* in = x + row * layout.inner;
-      float* out = y + row * layout.inner;
-      DequantizeRow(in, layout.inner, scale, zero_point, out);
+      if constexpr (kQuantize) {
+        QuantizeRow(x + row * layout.inner, layout.inner, scale, zero_point,
+                    y + row * layout.inner);
+      } else {
+        DequantizeRow(x + row * layout.inner, layout.inner, scale, zero_point,
+                      y + row * layout.inner);
+      }
     }
     return absl::OkStatus();
   }
@@ -226,19 +207,21 @@ class DynamicQuantizeLinearKernel : public Kernel {
 
 KernelOrStatus MakeQuantizeLinearKernel(const KernelSpec& spec, CpuKernelContext&) {
   REPLICAD_ASSIGN_OR_RETURN(LinearQuantization q, ParseQuantizeLinear(spec));
-  if (q.quantized == DType::kInt8) return std::make_unique<QuantizeLinearKernel<int8_t>>(q.layout);
-  return std::make_unique<QuantizeLinearKernel<uint8_t>>(q.layout);
+  if (q.quantized == DType::kInt8) {
+    return std::make_unique<LinearQuantizationKernel<int8_t, true>>(q.layout);
+  }
+  return std::make_unique<LinearQuantizationKernel<uint8_t, true>>(q.layout);
 }
 
 KernelOrStatus MakeDequantizeLinearKernel(const KernelSpec& spec, CpuKernelContext&) {
   REPLICAD_ASSIGN_OR_RETURN(LinearQuantization q, ParseDequantizeLinear(spec));
   switch (q.quantized) {
     case DType::kInt8:
-      return std::make_unique<DequantizeLinearKernel<int8_t>>(q.layout);
+      return std::make_unique<LinearQuantizationKernel<int8_t, false>>(q.layout);
     case DType::kInt32:
-      return std::make_unique<DequantizeLinearKernel<int32_t>>(q.layout);
+      return std::make_unique<LinearQuantizationKernel<int32_t, false>>(q.layout);
     default:
-      return std::make_unique<DequantizeLinearKernel<uint8_t>>(q.layout);
+      return std::make_unique<LinearQuantizationKernel<uint8_t, false>>(q.layout);
   }
 }
 
