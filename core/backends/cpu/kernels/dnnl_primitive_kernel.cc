@@ -24,6 +24,19 @@ dnnl::primitive_attr UserScratchpadAttr() {
   return attr;
 }
 
+dnnl::memory::data_type DnnlDataType(DType dtype) {
+  switch (dtype) {
+    case DType::kInt8:
+      return dnnl::memory::data_type::s8;
+    case DType::kUint8:
+      return dnnl::memory::data_type::u8;
+    case DType::kInt32:
+      return dnnl::memory::data_type::s32;
+    default:
+      return dnnl::memory::data_type::f32;
+  }
+}
+
 std::shared_ptr<const dnnl::memory> PreparedWeights(CpuKernelContext& context, const Tensor& host,
                                                     const dnnl::memory::desc& plain,
                                                     const dnnl::memory::desc& blocked) {

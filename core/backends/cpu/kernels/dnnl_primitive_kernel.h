@@ -19,6 +19,10 @@ namespace replicad {
 // Internal to the CPU kernels: one oneDNN primitive whose argument memories
 // are made once and only re-pointed per call.
 
+// oneDNN's type for float32, int8, uint8 and int32 values (f32 for any
+// other: callers pass only these).
+dnnl::memory::data_type DnnlDataType(DType dtype);
+
 // Plain row-major memory descriptor for `shape` (rank 0 becomes [1], since
 // oneDNN has no scalars).
 dnnl::memory::desc RowMajorDesc(const Shape& shape, dnnl::memory::data_type type);

@@ -27,17 +27,6 @@ namespace {
 
 using dnnl::memory;
 
-memory::data_type DnnlType(DType dtype) {
-  switch (dtype) {
-    case DType::kInt8:
-      return memory::data_type::s8;
-    case DType::kUint8:
-      return memory::data_type::u8;
-    default:
-      return memory::data_type::s32;
-  }
-}
-
 // One primitive between two optional reorders: X into the kernel's buffer
 // in the primitive's layout, Y out of its buffer into row-major. Where the
 // plan lets it (a QLinearConv reading the output), Y stays in the
@@ -94,20 +83,16 @@ class ReorderedConvKernel : public Kernel {
   size_t native_bytes_ = 0;
 };
 
-const Tensor* Constant(const KernelSpec& spec, int index) {
-  return index >= 0 ? ConstantInput(spec, index) : nullptr;
-}
-
 // The oneDNN kernel, or nullopt where the form or the CPU does not allow it.
 std::optional<std::unique_ptr<Kernel>> OneDnnInt8Conv(const KernelSpec& spec,
                                                       CpuKernelContext& context,
                                                       const IntegerConv& conv) {
   const IntegerProduct& product = conv.product;
   const IntegerProductInputs& at = product.inputs;
-  const Tensor* weights = Constant(spec, at.b);
+  const Tensor* weights = ConstantInput(spec, at.b);
   if (product.b != DType::kInt8 || weights == nullptr) return std::nullopt;
   if (HasInput(spec, at.b_zero_point)) {
-    const Tensor* zero_points = Constant(spec, at.b_zero_point);
+    const Tensor* zero_points = ConstantInput(spec, at.b_zero_point);
     if (zero_points == nullptr || !AllZero(*zero_points)) return std::nullopt;
   }
   std::vector<int> parameters = {at.a_zero_point};
@@ -115,7 +100,7 @@ std::optional<std::unique_ptr<Kernel>> OneDnnInt8Conv(const KernelSpec& spec,
     parameters.insert(parameters.end(), {at.a_scale, at.b_scale, at.y_scale, at.y_zero_point});
   }
   for (int index : parameters) {
-    if (HasInput(spec, index) && Constant(spec, index) == nullptr) return std::nullopt;
+    if (HasInput(spec, index) && ConstantInput(spec, index) == nullptr) return std::nullopt;
   }
   // Every parameter is known: read them as a run would.
   std::vector<const void*> inputs(spec.inputs.size(), nullptr);
@@ -139,8 +124,8 @@ std::optional<std::unique_ptr<Kernel>> OneDnnInt8Conv(const KernelSpec& spec,
     weight_dims[0] /= group;
     weight_dims.insert(weight_dims.begin(), group);
   }
-  const memory::desc plain_src(src_dims, DnnlType(product.a), tag::nchw);
-  const memory::desc plain_dst(dst_dims, DnnlType(product.output), tag::nchw);
+  const memory::desc plain_src(src_dims, DnnlDataType(product.a), tag::nchw);
+  const memory::desc plain_dst(dst_dims, DnnlDataType(product.output), tag::nchw);
   const memory::desc plain_weights(weight_dims, memory::data_type::s8,
                                    group == 1 ? tag::oihw : tag::goihw);
   const bool has_bias = HasInput(spec, at.bias);
@@ -168,9 +153,9 @@ std::optional<std::unique_ptr<Kernel>> OneDnnInt8Conv(const KernelSpec& spec,
   try {
     const dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-        memory::desc(src_dims, DnnlType(product.a), tag::any),
+        memory::desc(src_dims, DnnlDataType(product.a), tag::any),
         memory::desc(weight_dims, memory::data_type::s8, tag::any), bias,
-        memory::desc(dst_dims, DnnlType(product.output), tag::any), strides, dilates, padding_l,
+        memory::desc(dst_dims, DnnlDataType(product.output), tag::any), strides, dilates, padding_l,
         padding_r);
     pd.emplace(desc, attr, context.engine);
   } catch (const dnnl::error&) {

@@ -69,9 +69,7 @@ std::optional<std::unique_ptr<Kernel>> OneDnnInt8MatMul(const KernelSpec& spec,
   const int64_t rows = k == 0 ? 0 : NumElements(a) / k;
   if (rows == 0 || n == 0) return std::nullopt;
   using tag = memory::format_tag;
-  const memory::data_type a_type =
-      product.a == DType::kInt8 ? memory::data_type::s8 : memory::data_type::u8;
-  const memory::desc src({rows, k}, a_type, tag::ab);
+  const memory::desc src({rows, k}, DnnlDataType(product.a), tag::ab);
   const memory::desc plain_weights({k, n}, memory::data_type::s8, tag::ab);
   const memory::desc dst({rows, n}, memory::data_type::s32, tag::ab);
   dnnl::primitive_attr attr = UserScratchpadAttr();

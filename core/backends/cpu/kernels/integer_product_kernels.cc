@@ -158,14 +158,16 @@ class IntegerMatMulKernel : public Kernel {
     const char* b_bytes = static_cast<const char*>(inputs[product_.inputs.b]);
     char* y = static_cast<char*>(outputs[0]);
     const size_t out_size = DTypeSize(product_.output);
+    int64_t widened_b = -1;  // The B matrix `b` holds (a broadcast B is widened once).
     for (size_t index = 0; index < operands_.size(); ++index) {
       WidenLessZeroPoint(a_bytes + operands_[index].first * m_ * k_, product_.a, m_ * k_,
                          parameters_.a_zero_point, a);
-      for (int64_t p = 0; p < k_; ++p) {
-        for (int64_t j = 0; j < n_; ++j) {
-          b[p * n_ + j] =
-              EightBitAt(b_bytes + (operands_[index].second * k_ + p) * n_, product_.b, j) -
-              parameters_.b_zero_point[j];
+      if (operands_[index].second != widened_b) {
+        widened_b = operands_[index].second;
+        // Rows less 0, then each column less its own zero point.
+        WidenLessZeroPoint(b_bytes + widened_b * k_ * n_, product_.b, k_ * n_, 0, b);
+        for (int64_t p = 0; p < k_; ++p) {
+          for (int64_t j = 0; j < n_; ++j) b[p * n_ + j] -= parameters_.b_zero_point[j];
         }
       }
       Int32MatrixProduct(m_, n_, k_, a, b, sums);

@@ -72,10 +72,7 @@ PoolingLayouts LayoutsFor(const KernelSpec& spec) {
   const Shape& x = spec.inputs[0]->shape;
   const Shape& y = spec.outputs[0].shape;
   // float32, or an int8 model's int8 or uint8 (max pooling).
-  const DType dtype = spec.inputs[0]->dtype;
-  const memory::data_type type = dtype == DType::kInt8    ? memory::data_type::s8
-                                 : dtype == DType::kUint8 ? memory::data_type::u8
-                                                          : memory::data_type::f32;
+  const memory::data_type type = DnnlDataType(spec.inputs[0]->dtype);
   const memory::desc row_major_src(memory::dims(x.begin(), x.end()), type,
                                    memory::format_tag::nchw);
   const memory::desc row_major_dst(memory::dims(y.begin(), y.end()), type,
