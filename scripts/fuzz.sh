@@ -23,7 +23,7 @@ if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
     -DREPLICAD_WITH_CUDA=OFF -DREPLICAD_BUILD_TESTS=OFF -DREPLICAD_BUILD_BENCHMARKS=OFF \
-    -DREPLICAD_BUILD_FUZZERS=ON >/dev/null
+    -DREPLICAD_BUILD_FUZZERS=ON -DCMAKE_UNITY_BUILD="${REPLICAD_UNITY_BUILD:-ON}" >/dev/null
 fi
 build_start=$SECONDS
 ninja -C "$build_dir" -j "$jobs" fuzzers

@@ -39,7 +39,7 @@ for kind in "${kinds[@]}"; do
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
       -DREPLICAD_WITH_CUDA=OFF -DREPLICAD_WITH_MPI=OFF -DREPLICAD_BUILD_BENCHMARKS=OFF \
-      -DREPLICAD_SANITIZE="$sanitize"
+      -DREPLICAD_SANITIZE="$sanitize" -DCMAKE_UNITY_BUILD="${REPLICAD_UNITY_BUILD:-ON}"
   fi
   ninja -C "$dir" -j "$jobs"
   built=$SECONDS

@@ -14,10 +14,6 @@
 namespace replicad {
 namespace {
 
-std::string Ints(const std::vector<int64_t>& values) {
-  return absl::StrCat("[", absl::StrJoin(values, ","), "]");
-}
-
 // The spatial dims' letters, for messages: "kH, kW" or "kD, kH, kW".
 template <size_t N>
 std::string KernelDims() {
@@ -41,7 +37,7 @@ absl::StatusOr<std::array<int64_t, N>> Values(const KernelSpec& spec, const std:
   if (values.size() != N || (N > 0 && *std::min_element(values.begin(), values.end()) < minimum)) {
     return NodeError(spec,
                      absl::StrCat("attribute '", name, "' must hold ", N, " values >= ", minimum,
-                                  " for a ", N, "-D ConvTranspose, received ", Ints(values)));
+                                  " for a ", N, "-D ConvTranspose, received ", FormatInts(values)));
   }
   std::array<int64_t, N> out{};
   std::copy(values.begin(), values.end(), out.begin());
@@ -69,8 +65,9 @@ absl::Status ParseChannels(const KernelSpec& spec, const TensorType& x, const Te
   REPLICAD_ASSIGN_OR_RETURN(std::vector<int64_t> kernel_shape,
                             IntsAttribute(spec, "kernel_shape", kernel));
   if (kernel_shape != kernel) {
-    return NodeError(spec, absl::StrCat("attribute 'kernel_shape' must match W's spatial dims ",
-                                        Ints(kernel), ", received ", Ints(kernel_shape)));
+    return NodeError(spec,
+                     absl::StrCat("attribute 'kernel_shape' must match W's spatial dims ",
+                                  FormatInts(kernel), ", received ", FormatInts(kernel_shape)));
   }
   if (HasInput(spec, 2)) {
     const TensorType& b = *spec.inputs[2];
@@ -114,7 +111,7 @@ absl::StatusOr<std::array<int64_t, N>> TargetOutput(const KernelSpec& spec, cons
     return NodeError(spec, absl::StrCat("attribute 'output_shape' must hold ", N,
                                         " positive spatial dims (or [N, M, spatial...] matching "
                                         "X and W), received ",
-                                        Ints(output_shape)));
+                                        FormatInts(output_shape)));
   }
   std::copy(output_shape.begin(), output_shape.end(), target.begin());
   return target;
@@ -146,7 +143,7 @@ absl::Status PadExplicitly(const KernelSpec& spec, const std::string& auto_pad,
     if (pads.size() != 2 * N || *std::min_element(pads.begin(), pads.end()) < 0) {
       return NodeError(spec,
                        absl::StrCat("attribute 'pads' must hold ", 2 * N, " non-negative values ",
-                                    PadsLayout(N), ", received ", Ints(pads)));
+                                    PadsLayout(N), ", received ", FormatInts(pads)));
     }
     std::copy(pads.begin(), pads.begin() + N, conv->pads_begin.begin());
     std::copy(pads.begin() + N, pads.end(), conv->pads_end.begin());

@@ -15,10 +15,6 @@
 namespace replicad {
 namespace {
 
-std::string Ints(const std::vector<int64_t>& values) {
-  return absl::StrCat("[", absl::StrJoin(values, ","), "]");
-}
-
 // Squeeze and Unsqueeze take `axes` as an attribute before opset 13 and as
 // input 1 from opset 13. nullopt when absent (allowed for Squeeze only).
 absl::StatusOr<std::optional<std::vector<int64_t>>> ReadAxes(const KernelSpec& spec) {
@@ -50,7 +46,7 @@ absl::StatusOr<std::vector<int64_t>> ParseTransposePerm(const KernelSpec& spec) 
   if (!IsPermutation(perm, rank)) {
     return NodeError(
         spec, absl::StrCat("attribute 'perm' must be a permutation of [0, ", rank, ") for data ",
-                           TensorTypeToString(data), ", received ", Ints(perm)));
+                           TensorTypeToString(data), ", received ", FormatInts(perm)));
   }
   return perm;
 }
@@ -140,9 +136,9 @@ absl::Status InferSqueeze(KernelSpec* spec) {
     for (int64_t axis : normalized) {
       if (data.shape[axis] != 1) {
         return NodeError(
-            *spec,
-            absl::StrCat(AxesName(*spec), " ", Ints(*axes), " must name dims of size 1 of data ",
-                         TensorTypeToString(data), "; dim ", axis, " is ", data.shape[axis]));
+            *spec, absl::StrCat(AxesName(*spec), " ", FormatInts(*axes),
+                                " must name dims of size 1 of data ", TensorTypeToString(data),
+                                "; dim ", axis, " is ", data.shape[axis]));
       }
       drop[axis] = true;
     }
@@ -185,13 +181,14 @@ absl::Status InferExpand(KernelSpec* spec) {
     if (dim < 0) {
       return NodeError(*spec, absl::StrCat("input 1 'shape' must hold non-negative dims, "
                                            "received ",
-                                           Ints(shape)));
+                                           FormatInts(shape)));
     }
   }
   const std::optional<Shape> out = BroadcastShapes(input.shape, shape);
   if (!out.has_value()) {
-    return NodeError(*spec, absl::StrCat("input 0 'input' ", TensorTypeToString(input),
-                                         " does not broadcast with input 1 'shape' ", Ints(shape)));
+    return NodeError(*spec,
+                     absl::StrCat("input 0 'input' ", TensorTypeToString(input),
+                                  " does not broadcast with input 1 'shape' ", FormatInts(shape)));
   }
   spec->outputs = {TensorType{input.dtype, *out}};
   return absl::OkStatus();
@@ -300,7 +297,7 @@ absl::Status InferConstantOfShape(KernelSpec* spec) {
     if (dim < 0) {
       return NodeError(*spec, absl::StrCat("input 0 'input' must hold non-negative dims, "
                                            "received ",
-                                           Ints(shape)));
+                                           FormatInts(shape)));
     }
   }
   REPLICAD_ASSIGN_OR_RETURN(Tensor fill, ConstantOfShapeFill(*spec));

@@ -31,6 +31,10 @@ std::string NodeLabel(const KernelSpec& spec) {
   return absl::StrCat(spec.op_type, " node '", spec.node_name, "'");
 }
 
+std::string FormatInts(const std::vector<int64_t>& values) {
+  return absl::StrCat("[", absl::StrJoin(values, ","), "]");
+}
+
 absl::Status NodeError(const KernelSpec& spec, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(NodeLabel(spec), ": ", message));
 }

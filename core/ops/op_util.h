@@ -21,6 +21,9 @@ namespace replicad {
 // "Conv node 'conv1'", or "Conv node (unnamed)" when the node has no name.
 std::string NodeLabel(const KernelSpec& spec);
 
+// "[1,2,3]": a list of integers as the messages quote attributes and axes.
+std::string FormatInts(const std::vector<int64_t>& values);
+
 // InvalidArgument "<node>: <message>".
 absl::Status NodeError(const KernelSpec& spec, absl::string_view message);
 // Unimplemented "<node>: <message>".

@@ -14,10 +14,6 @@
 namespace replicad {
 namespace {
 
-std::string Ints(const std::vector<int64_t>& values) {
-  return absl::StrCat("[", absl::StrJoin(values, ","), "]");
-}
-
 // The optional axes input at `index`: [0, rank) when absent.
 absl::StatusOr<std::vector<int64_t>> OptionalAxes(const KernelSpec& spec, int index, int64_t rank) {
   if (!HasInput(spec, index)) {
@@ -52,7 +48,7 @@ absl::StatusOr<SliceLayout> ParseSliceLayout(const KernelSpec& spec) {
   if (ends.size() != starts.size()) {
     return NodeError(spec, absl::StrCat("input 2 'ends' must have as many elements as input 1 "
                                         "'starts' (",
-                                        starts.size(), "), received ", Ints(ends)));
+                                        starts.size(), "), received ", FormatInts(ends)));
   }
   std::vector<int64_t> axes;
   if (HasInput(spec, 3)) {
@@ -60,14 +56,14 @@ absl::StatusOr<SliceLayout> ParseSliceLayout(const KernelSpec& spec) {
     if (axes.size() != starts.size()) {
       return NodeError(spec, absl::StrCat("input 3 'axes' must have as many elements as input 1 "
                                           "'starts' (",
-                                          starts.size(), "), received ", Ints(axes)));
+                                          starts.size(), "), received ", FormatInts(axes)));
     }
     REPLICAD_ASSIGN_OR_RETURN(axes, NormalizeAxes(spec, axes, rank, "input 3 'axes'"));
   } else {
     if (static_cast<int64_t>(starts.size()) > rank) {
-      return NodeError(
-          spec, absl::StrCat("input 1 'starts' ", Ints(starts), " has more elements than data ",
-                             TensorTypeToString(data), " has dims"));
+      return NodeError(spec, absl::StrCat("input 1 'starts' ", FormatInts(starts),
+                                          " has more elements than data ", TensorTypeToString(data),
+                                          " has dims"));
     }
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }
@@ -77,11 +73,11 @@ absl::StatusOr<SliceLayout> ParseSliceLayout(const KernelSpec& spec) {
     if (steps.size() != starts.size()) {
       return NodeError(spec, absl::StrCat("input 4 'steps' must have as many elements as input 1 "
                                           "'starts' (",
-                                          starts.size(), "), received ", Ints(steps)));
+                                          starts.size(), "), received ", FormatInts(steps)));
     }
     if (std::find(steps.begin(), steps.end(), 0) != steps.end()) {
-      return NodeError(spec,
-                       absl::StrCat("input 4 'steps' must be non-zero, received ", Ints(steps)));
+      return NodeError(
+          spec, absl::StrCat("input 4 'steps' must be non-zero, received ", FormatInts(steps)));
     }
   }
 
@@ -174,7 +170,7 @@ absl::StatusOr<PadLayout> ParsePadLayout(const KernelSpec& spec) {
   if (pads.size() != 2 * axes.size()) {
     return NodeError(spec, absl::StrCat("input 1 'pads' must hold ", 2 * axes.size(),
                                         " values (begin and end for each of ", axes.size(),
-                                        " axes), received ", Ints(pads)));
+                                        " axes), received ", FormatInts(pads)));
   }
   layout.pads_begin.assign(rank, 0);
   layout.pads_end.assign(rank, 0);
@@ -201,16 +197,16 @@ absl::StatusOr<PadLayout> ParsePadLayout(const KernelSpec& spec) {
     const int64_t dim = data.shape[d];
     const int64_t cropped = dim + std::min<int64_t>(begin, 0) + std::min<int64_t>(end, 0);
     if (cropped < 0) {
-      return NodeError(spec, absl::StrCat("input 1 'pads' ", Ints(pads), " crops ",
+      return NodeError(spec, absl::StrCat("input 1 'pads' ", FormatInts(pads), " crops ",
                                           -std::min<int64_t>(begin, 0) - std::min<int64_t>(end, 0),
                                           " elements from dim ", d, " of data ",
                                           TensorTypeToString(data), ", which has ", dim));
     }
     if (layout.mode != PadMode::kConstant && cropped == 0 && (begin > 0 || end > 0)) {
-      return NodeError(
-          spec, absl::StrCat("mode '", mode, "' cannot extend dim ", d, " of data ",
-                             TensorTypeToString(data),
-                             ", which is empty after cropping by input 1 'pads' ", Ints(pads)));
+      return NodeError(spec, absl::StrCat("mode '", mode, "' cannot extend dim ", d, " of data ",
+                                          TensorTypeToString(data),
+                                          ", which is empty after cropping by input 1 'pads' ",
+                                          FormatInts(pads)));
     }
     layout.output[d] = dim + begin + end;
   }

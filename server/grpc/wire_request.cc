@@ -13,6 +13,7 @@
 #include "core/base/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "server/grpc/wire_varint.h"
 
 namespace replicad {
 namespace {
@@ -26,14 +27,6 @@ constexpr uint32_t Tag(uint32_t field, uint32_t wire_type) { return field << 3 |
 // Deeper unknown groups are refused here; protobuf's own limit (100
 // nested messages and groups in all) then applies to what is left.
 constexpr size_t kMaxGroupDepth = 100;
-
-void AppendVarint(uint64_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>(value | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
 
 // Reads a request's wire bytes in order, field by field, copying the fields
 // it is not asked to take apart verbatim. Its varint rules are protobuf's

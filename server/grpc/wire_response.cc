@@ -5,6 +5,7 @@
 
 #include "google/protobuf/io/coded_stream.h"
 #include "grpcpp/support/slice.h"
+#include "server/grpc/wire_varint.h"
 
 namespace replicad {
 namespace {
@@ -13,12 +14,6 @@ using google::protobuf::io::CodedOutputStream;
 
 // Below this, a tensor's bytes are copied into the slice before them.
 constexpr size_t kBorrowFrom = 4096;
-
-void AppendVarint(uint64_t value, std::string* out) {
-  uint8_t bytes[10];
-  const uint8_t* end = CodedOutputStream::WriteVarint64ToArray(value, bytes);
-  out->append(reinterpret_cast<const char*>(bytes), end - bytes);
-}
 
 // A length-delimited field's tag and length.
 void AppendHeader(uint32_t field, uint64_t length, std::string* out) {

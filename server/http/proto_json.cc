@@ -11,7 +11,7 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-nlohmann::json Value(const Message& message, const FieldDescriptor* field, int index) {
+nlohmann::json FieldValue(const Message& message, const FieldDescriptor* field, int index) {
   const Reflection& r = *message.GetReflection();
   const bool repeated = field->is_repeated();
   switch (field->cpp_type()) {
@@ -59,21 +59,21 @@ nlohmann::json ProtoToJson(const Message& message) {
       const FieldDescriptor* value = field->message_type()->map_value();
       for (int k = 0; k < r.FieldSize(message, field); ++k) {
         const Message& entry = r.GetRepeatedMessage(message, field, k);
-        const nlohmann::json key_json = Value(entry, key, 0);
+        const nlohmann::json key_json = FieldValue(entry, key, 0);
         map[key_json.is_string() ? key_json.get<std::string>() : key_json.dump()] =
-            Value(entry, value, 0);
+            FieldValue(entry, value, 0);
       }
       out[field->name()] = std::move(map);
     } else if (field->is_repeated()) {
       nlohmann::json list = nlohmann::json::array();
       for (int k = 0; k < r.FieldSize(message, field); ++k)
-        list.push_back(Value(message, field, k));
+        list.push_back(FieldValue(message, field, k));
       out[field->name()] = std::move(list);
     } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ||
                field->real_containing_oneof() != nullptr || field->has_presence()) {
-      if (r.HasField(message, field)) out[field->name()] = Value(message, field, 0);
+      if (r.HasField(message, field)) out[field->name()] = FieldValue(message, field, 0);
     } else {
-      out[field->name()] = Value(message, field, 0);
+      out[field->name()] = FieldValue(message, field, 0);
     }
   }
   return out;

@@ -5,10 +5,10 @@
 // weights), built by
 // tests/parity/export_torch_models.py with weights=None and a fixed seed, exported to ONNX
 // (opset 13, dynamic batch), loaded with LoadOnnxFile and served over 1 and 2 CPU slots,
-// match PyTorch's outputs within 1e-4 relative L2 for batches 1, 3 and 16. So do, at opset 17
-// and batches 1 and 3, the transformers and segmentation heads of issue #38: torchvision's
-// vit_b_32, swin_t and maxvit_t, a BERT-style encoder (int64 token ids and mask) and a GPT-2-style
-// causal decoder of the script's own, deeplabv3_mobilenet_v3_large and
+// match PyTorch's outputs within 1e-4 relative L2 for batches 1, 3 and 16 (1 and 3 in the sanitizer
+// builds). So do, at opset 17 and batches 1 and 3, the transformers and segmentation heads of issue
+// #38: torchvision's vit_b_32, swin_t and maxvit_t, a BERT-style encoder (int64 token ids and mask)
+// and a GPT-2-style causal decoder of the script's own, deeplabv3_mobilenet_v3_large and
 // lraspp_mobilenet_v3_large, and the video classifier r3d_18 (3-D convolutions; clips of 8
 // frames of 56 x 56, outside the sanitizer builds, where it would take minutes), and blocks_3d
 // (3-D max and average pooling with padding, strides, ceil_mode and count_include_pad, and a
@@ -62,6 +62,16 @@ using testing::ReadNpyTensor;
 using testing::RunExportScript;
 
 constexpr double kTolerance = 1e-4;
+
+// The largest batch run. The sanitizer builds stop at 3 (still split over two slots): the
+// batch of 16 was four fifths of every model's rows there and checked no code the smaller
+// ones do not (tests/parity/CMakeLists.txt sets it); the plain build runs every batch.
+#ifndef REPLICAD_PARITY_MAX_BATCH
+#define REPLICAD_PARITY_MAX_BATCH 0  // every batch of the manifest
+#endif
+bool RunsBatch(int64_t batch) {
+  return REPLICAD_PARITY_MAX_BATCH == 0 || batch <= REPLICAD_PARITY_MAX_BATCH;
+}
 
 std::string FixturesDir() {
   return FromEnvOr("REPLICAD_PARITY_FIXTURES", REPLICAD_PARITY_FIXTURES_DEFAULT);
@@ -185,6 +195,7 @@ TEST_P(TorchParityTest, MatchesPyTorchOverOneAndTwoSlots) {
         testing::MakeCpuReplicaSet(*model, std::vector<double>(slots, 1.0));
     for (const nlohmann::json& entry : manifest->at("batches")) {
       const int64_t batch = entry.at("batch").get<int64_t>();
+      if (!RunsBatch(batch)) continue;
       std::vector<Tensor> inputs(input_index.size());
       for (size_t i = 0; i < input_index.size(); ++i) {
         absl::StatusOr<Tensor> t =

@@ -21,8 +21,6 @@
 namespace replicad {
 namespace {
 
-Dims4 ToDims4(const Shape& shape) { return {shape[0], shape[1], shape[2], shape[3]}; }
-
 int64_t Elements(const Dims4& dims) { return dims[0] * dims[1] * dims[2] * dims[3]; }
 
 // What both gradients share: the node's X [N, C, H, W], W [M, C/group, kH,

@@ -19,8 +19,6 @@
 namespace replicad {
 namespace {
 
-Dims4 ToDims4(const Shape& shape) { return {shape[0], shape[1], shape[2], shape[3]}; }
-
 // Conv (cuDNN's forward) or ConvTranspose (cuDNN's data gradient, from its
 // y to its x), then the bias, then for Conv the fused residual sum and
 // activation in place on the output.

@@ -174,6 +174,8 @@ absl::StatusOr<ConvAlgorithm> Choose(const KernelSpec& spec, const CudaKernelCon
 
 }  // namespace
 
+Dims4 ToDims4(const Shape& shape) { return {shape[0], shape[1], shape[2], shape[3]}; }
+
 absl::Status SetCudnnTensor(const std::string& device, CudnnTensorDescriptor& desc,
                             const Dims4& dims) {
   REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnCreateTensorDescriptor(desc.receive()));

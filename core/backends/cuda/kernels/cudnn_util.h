@@ -55,6 +55,9 @@ using CudnnPoolingDescriptor =
 // [N, C, H, W], as cuDNN's 4-d descriptors take a tensor's dims.
 using Dims4 = std::array<int64_t, 4>;
 
+// The dims of a rank-4 shape (the caller has checked the rank).
+Dims4 ToDims4(const Shape& shape);
+
 // Creates `desc` (which must not hold a descriptor yet) and sets it to a
 // packed NCHW float32 tensor of `dims`. Fails with the failing cuDNN call's
 // Status (cuda_call.h) naming `device`; a descriptor created before the
