@@ -286,7 +286,7 @@ struct TrainArgs {
   // Periodic numbered checkpoints on the server (with the optimizer).
   int64_t checkpoint_every_steps = 0;
   std::string checkpoint_dir;
-  std::string precision;  // Set: what the forward pass's products compute in (fp32, bf16).
+  std::string precision;  // Set: what the forward pass's products compute in (fp32, bf16, fp16).
   // A job started with --rank-shards: this client feeds rank `rank` of
   // `world_size` its rows of every step (-1: whole batches).
   int rank = -1;
@@ -602,6 +602,7 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
     double accuracy_sum = 0;
     int64_t loss_samples = 0;
     int64_t accuracy_samples = 0;
+    int64_t skipped_steps = 0;
     const absl::Time start = absl::Now();
     for (int64_t begin = 0; begin < train.count; begin += args.batch_size) {
       std::vector<int64_t> indices(order.begin() + begin,
@@ -632,15 +633,19 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
       }
       // The server's count is the truth; an older one may leave it out.
       const int64_t samples = response->samples() > 0 ? response->samples() : rows;
-      loss_sum += response->loss() * static_cast<double>(samples);
-      loss_samples += samples;
-      if (response->has_accuracy()) {
-        accuracy_sum += response->accuracy() * static_cast<double>(samples);
-        accuracy_samples += samples;
+      if (!response->skipped().empty()) {
+        ++skipped_steps;  // Its loss is not finite (an fp16 overflow): not in the figures.
+      } else {
+        loss_sum += response->loss() * static_cast<double>(samples);
+        loss_samples += samples;
+        if (response->has_accuracy()) {
+          accuracy_sum += response->accuracy() * static_cast<double>(samples);
+          accuracy_samples += samples;
+        }
       }
       state.done += rows;
       state.seconds = absl::ToDoubleSeconds(absl::Now() - start);
-      state.mean_loss = loss_sum / static_cast<double>(loss_samples);
+      if (loss_samples > 0) state.mean_loss = loss_sum / static_cast<double>(loss_samples);
       if (accuracy_samples > 0) {
         state.accuracy = accuracy_sum / static_cast<double>(accuracy_samples);
       }
@@ -654,11 +659,14 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
     if (!test_accuracy.ok()) return Fail(test_accuracy.status(), kExitFailure);
     std::cout << absl::StrFormat(
                      "epoch %d: train loss %.4f, train accuracy %s, test accuracy %.4f, "
-                     "%.0f samples/s\n",
+                     "%.0f samples/s%s\n",
                      epoch + 1, state.mean_loss,
                      state.accuracy.has_value() ? absl::StrFormat("%.4f", *state.accuracy)
                                                 : std::string("n/a"),
-                     *test_accuracy, rate)
+                     *test_accuracy, rate,
+                     skipped_steps > 0
+                         ? absl::StrFormat(", %d steps skipped (overflow)", skipped_steps)
+                         : std::string())
               << std::flush;
   }
 
@@ -745,9 +753,10 @@ int Main(int argc, char** argv) {
                     "Directory under the server's --checkpoint-root for the periodic checkpoints "
                     "(with --checkpoint-every-steps)");
   train->add_option("--precision", train_args.precision,
-                    "What the forward pass's convolutions and weight products compute in: fp32 "
-                    "or bf16 (bfloat16 inputs and weights, float32 sums, gradients and master "
-                    "weights; with --optimizer)");
+                    "What the forward pass's convolutions and weight products compute in: fp32, "
+                    "bf16 (bfloat16 inputs and weights, float32 sums, gradients and master "
+                    "weights) or fp16 (float16 products forward and backward, with dynamic loss "
+                    "scaling; overflowing steps are skipped); with --optimizer");
   train->add_option("--rank", train_args.rank,
                     "With --world-size: feed rank R of a job started with --rank-shards its part "
                     "of every batch (every rank's client runs the same command but for --rank "

@@ -104,6 +104,10 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
                                          "Batch rows trained on, by model.", {"model"})),
       train_loss_(registry.AddGauge("replicad_train_loss",
                                     "Mean loss of the last training step, by model.", {"model"})),
+      train_loss_scale_(registry.AddGauge(
+          "replicad_train_loss_scale",
+          "fp16 training: the loss scale the last step's gradients were computed with.",
+          {"model"})),
       train_accuracy_(registry.AddGauge(
           "replicad_train_accuracy",
           "Accuracy of the last training step's batch (classification losses).", {"model"})),
@@ -309,6 +313,7 @@ void ServerMetrics::OnTrainStep(const LoadedModel& loaded,
   } else if (!step.checkpoint_status.ok()) {
     train_checkpoints_.WithLabels({model, "failed"}).Increment();
   }
+  if (step.loss_scale > 0) train_loss_scale_.WithLabels({model}).Set(step.loss_scale);
   if (!step.skipped.empty()) {
     train_not_applied_.WithLabels({model, "skipped", "OK"}).Increment();
     return;

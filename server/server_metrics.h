@@ -50,6 +50,8 @@ namespace replicad {
 //   train_steps_total{model}                      counter
 //   train_samples_total{model}                    counter
 //   train_loss{model}, train_accuracy{model}      gauges (the last step's)
+//   train_loss_scale{model}                       gauge; fp16 training: the loss scale of
+//                                                 the last step (skipped ones included)
 //   train_seconds_total{model,slot,phase}         counter; phase forward and backward per
 //                                                 slot, reduce, optimizer and queue with
 //                                                 slot "all"
@@ -130,6 +132,7 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
   metrics::CounterFamily& train_steps_;
   metrics::CounterFamily& train_samples_;
   metrics::GaugeFamily& train_loss_;
+  metrics::GaugeFamily& train_loss_scale_;
   metrics::GaugeFamily& train_accuracy_;
   metrics::CounterFamily& train_seconds_;
   metrics::CounterFamily& train_reduced_bytes_;

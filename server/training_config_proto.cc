@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/narrow_float.h"
 #include "core/base/status_macros.h"
 #include "core/model/compute_precision.h"
 
@@ -26,7 +27,7 @@ absl::Status CheckEnum(const google::protobuf::EnumDescriptor* descriptor, int v
 double AsWritten(float value) { return std::strtod(ShortestDecimal(value).c_str(), nullptr); }
 
 void SetIfPresent(bool present, double value, float* out) {
-  if (present) *out = static_cast<float>(value);
+  if (present) *out = NarrowToFloat(value);
 }
 
 OptimizerConfig OptimizerFromProto(const v1::OptimizerConfig& o) {
@@ -74,7 +75,12 @@ absl::StatusOr<TrainingConfig> TrainingConfigFromProto(const v1::TrainingConfig&
   config.checkpoint_dir = proto.checkpoint_dir();
   if (!proto.precision().empty()) {
     REPLICAD_ASSIGN_OR_RETURN(config.precision,
-                              ParseComputePrecision(proto.precision(), "config.precision"));
+                              ParseTrainingPrecision(proto.precision(), "config.precision"));
+  }
+  SetIfPresent(proto.has_initial_loss_scale(), proto.initial_loss_scale(),
+               &config.loss_scaling.initial_scale);
+  if (proto.has_loss_scale_growth_interval()) {
+    config.loss_scaling.growth_interval = proto.loss_scale_growth_interval();
   }
   return config;
 }
@@ -110,6 +116,8 @@ v1::TrainingConfig TrainingConfigToProto(const TrainingConfig& config) {
                                  ? v1::NON_FINITE_STEPS_SKIP
                                  : v1::NON_FINITE_STEPS_REFUSE);
   proto.set_precision(std::string(ComputePrecisionName(config.precision)));
+  proto.set_initial_loss_scale(AsWritten(config.loss_scaling.initial_scale));
+  proto.set_loss_scale_growth_interval(config.loss_scaling.growth_interval);
   return proto;
 }
 

@@ -7,34 +7,71 @@
 
 namespace replicad {
 
-absl::StatusOr<ComputePrecision> ParseComputePrecision(absl::string_view text,
-                                                       absl::string_view field) {
+namespace {
+
+constexpr char kServingExpected[] = "fp32 or bf16";
+constexpr char kTrainingExpected[] = "fp32, bf16 or fp16";
+
+absl::StatusOr<ComputePrecision> ParsePrecision(absl::string_view text, absl::string_view field,
+                                                bool training) {
+  const char* expected = training ? kTrainingExpected : kServingExpected;
   if (text == "fp32" || text == "float32") return ComputePrecision::kFloat32;
   if (text == "bf16" || text == "bfloat16") return ComputePrecision::kBFloat16;
+  if (training && (text == "fp16" || text == "float16")) return ComputePrecision::kFloat16;
   if (text == "fp16" || text == "float16" || text == "tf32") {
     return absl::UnimplementedError(
         absl::StrCat(field, ": ", text,
-                     " computes on a GPU's tensor cores, which replicad does not use yet; "
-                     "expected fp32 or bf16"));
+                     " computes on a GPU's tensor cores, which replicad does not use yet "
+                     "(training takes fp16); expected ",
+                     expected));
   }
   return absl::InvalidArgumentError(
-      absl::StrCat(field, ": expected fp32 or bf16, received '", ClientText(text), "'"));
+      absl::StrCat(field, ": expected ", expected, ", received '", ClientText(text), "'"));
+}
+
+}  // namespace
+
+absl::StatusOr<ComputePrecision> ParseComputePrecision(absl::string_view text,
+                                                       absl::string_view field) {
+  return ParsePrecision(text, field, /*training=*/false);
+}
+
+absl::StatusOr<ComputePrecision> ParseTrainingPrecision(absl::string_view text,
+                                                        absl::string_view field) {
+  return ParsePrecision(text, field, /*training=*/true);
 }
 
 absl::string_view ComputePrecisionName(ComputePrecision precision) {
-  return precision == ComputePrecision::kBFloat16 ? "bf16" : "fp32";
+  switch (precision) {
+    case ComputePrecision::kBFloat16:
+      return "bf16";
+    case ComputePrecision::kFloat16:
+      return "fp16";
+    case ComputePrecision::kFloat32:
+      break;
+  }
+  return "fp32";
+}
+
+std::vector<int> WeightProducts(const Graph& graph, const std::set<int>& weights, size_t end) {
+  std::vector<int> products;
+  for (size_t n = 0; n < end && n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    const bool product =
+        node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul";
+    if (product && node.inputs.size() >= 2 && weights.count(node.inputs[1]) > 0) {
+      products.push_back(static_cast<int>(n));
+    }
+  }
+  return products;
 }
 
 void MarkProducts(Graph* graph, ComputePrecision precision, const std::set<int>& weights,
                   size_t end) {
   if (precision == ComputePrecision::kFloat32) return;
-  for (size_t n = 0; n < end && n < graph->nodes.size(); ++n) {
-    Node& node = graph->nodes[n];
-    const bool product =
-        node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul";
-    if (!product || node.inputs.size() < 2 || weights.count(node.inputs[1]) == 0) continue;
-    node.attributes.Set(kPrecisionAttribute,
-                        AttributeValue(std::string(ComputePrecisionName(precision))));
+  for (int n : WeightProducts(*graph, weights, end)) {
+    graph->nodes[n].attributes.Set(kPrecisionAttribute,
+                                   AttributeValue(std::string(ComputePrecisionName(precision))));
   }
 }
 
@@ -48,7 +85,9 @@ void MarkComputePrecision(Graph* graph, ComputePrecision precision) {
 
 ComputePrecision MarkedComputePrecision(const Graph& graph) {
   for (const Node& node : graph.nodes) {
-    if (node.attributes.Has(kPrecisionAttribute)) return ComputePrecision::kBFloat16;
+    absl::StatusOr<std::string> marked = node.attributes.GetString(kPrecisionAttribute, "");
+    if (!marked.ok() || marked->empty()) continue;
+    return *marked == "fp16" ? ComputePrecision::kFloat16 : ComputePrecision::kBFloat16;
   }
   return ComputePrecision::kFloat32;
 }

@@ -2,6 +2,7 @@
 #define REPLICAD_CORE_MODEL_COMPUTE_PRECISION_H_
 
 #include <set>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -20,15 +21,26 @@ namespace replicad {
 //    fused attention) stays float32. On CPU slots this is oneDNN's bf16
 //    (AVX512_BF16 dot products, AMX tiles where the CPU has them); a CPU
 //    without AVX-512 computes float32 and says so once in the log.
-enum class ComputePrecision { kFloat32, kBFloat16 };
+//  - kFloat16: training only (core/train/float16_products.h): the same
+//    products read and write values rounded to float16, with dynamic loss
+//    scaling, as torch.autocast(float16) with GradScaler trains.
+enum class ComputePrecision { kFloat32, kBFloat16, kFloat16 };
 
-// "fp32" or "bf16" (also "float32", "bfloat16"); "fp16" and "tf32" are
-// Unimplemented (they need a GPU's tensor cores, which replicad does not use
-// yet); anything else InvalidArgument naming `field`, the expected and the
-// received value.
+// Every precision, in the enum's order (for metrics that label each).
+inline constexpr ComputePrecision kComputePrecisions[] = {
+    ComputePrecision::kFloat32, ComputePrecision::kBFloat16, ComputePrecision::kFloat16};
+
+// A serving precision: "fp32" or "bf16" (also "float32", "bfloat16"); "fp16"
+// and "tf32" are Unimplemented (they need a GPU's tensor cores, which
+// replicad's serving does not use yet); anything else InvalidArgument naming
+// `field`, the expected and the received value.
 absl::StatusOr<ComputePrecision> ParseComputePrecision(absl::string_view text,
                                                        absl::string_view field);
-absl::string_view ComputePrecisionName(ComputePrecision precision);  // "fp32", "bf16".
+// A training precision: ParseComputePrecision's, and "fp16" ("float16").
+absl::StatusOr<ComputePrecision> ParseTrainingPrecision(absl::string_view text,
+                                                        absl::string_view field);
+// "fp32", "bf16", "fp16".
+absl::string_view ComputePrecisionName(ComputePrecision precision);
 
 // The node attribute that tells a kernel its products' precision ("bf16").
 inline constexpr char kPrecisionAttribute[] = "replicad.precision";
@@ -42,6 +54,10 @@ void MarkComputePrecision(Graph* graph, ComputePrecision precision);
 // forward pass's products read as inputs); kFloat32 marks none.
 void MarkProducts(Graph* graph, ComputePrecision precision, const std::set<int>& weights,
                   size_t end);
+
+// The nodes among graph.nodes[0, end) that MarkProducts marks: Conv, Gemm and
+// MatMul reading one of `weights` as input 1.
+std::vector<int> WeightProducts(const Graph& graph, const std::set<int>& weights, size_t end);
 
 // The precision `graph` was marked with: kFloat32 where no node is marked.
 ComputePrecision MarkedComputePrecision(const Graph& graph);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "core/base/status_macros.h"
 #include "core/model/exporter_forms.h"
 #include "core/model/graph_optimizer.h"
@@ -586,16 +587,19 @@ absl::Status InferShapesForConversion(onnx::ModelProto& model, int opset) {
   return absl::OkStatus();
 }
 
-// The import of a parsed model (consumed: its weights move into the Model).
-absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto model,
-                                                           const std::string& name,
-                                                           const std::string& source,
-                                                           const OnnxImportOptions& options) {
-  for (absl::Status s : {CheckOpsetImports(model), CheckOutputsDefined(model.graph()),
-                         CheckWindowAttributes(model.graph()), CheckTensorData(model.graph()),
-                         CheckConvRanks(model.graph(), {})}) {
-    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
-  }
+// ONNX's checker, shape inference and version converter (libonnx 1.12)
+// share its operator schema registry without a lock: TSan saw two models
+// loading at once race inside check_node and OpSchema::Verify. One import at
+// a time runs them (a small part of a load; the plans are most of it).
+absl::Mutex& OnnxLibraryMutex() {
+  static absl::Mutex* const mu = new absl::Mutex;
+  return *mu;
+}
+
+// ONNX's own checks of `model`, its conversion to kMinOpset where older, and
+// its shape inference.
+absl::Status CheckAndConvert(onnx::ModelProto& model, const std::string& source) {
+  absl::MutexLock lock(&OnnxLibraryMutex());
   const int old_opset = DefaultDomainOpset(model);
   if (old_opset > 0 && old_opset < kMinOpset) {
     // The converter trusts its input; the checker goes first.
@@ -634,6 +638,20 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto mode
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ONNX rejects the model: ", e.what()));
   }
+  return absl::OkStatus();
+}
+
+// The import of a parsed model (consumed: its weights move into the Model).
+absl::StatusOr<std::shared_ptr<const Model>> LoadOnnxProto(onnx::ModelProto model,
+                                                           const std::string& name,
+                                                           const std::string& source,
+                                                           const OnnxImportOptions& options) {
+  for (absl::Status s : {CheckOpsetImports(model), CheckOutputsDefined(model.graph()),
+                         CheckWindowAttributes(model.graph()), CheckTensorData(model.graph()),
+                         CheckConvRanks(model.graph(), {})}) {
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+  }
+  REPLICAD_RETURN_IF_ERROR(CheckAndConvert(model, source));
   if (absl::Status s = FlattenIfBranches(model.mutable_graph()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
   }

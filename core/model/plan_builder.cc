@@ -170,8 +170,8 @@ absl::Status ExecutionPlan::Builder::AddKnownIf(const Node& node) {
       REPLICAD_RETURN_IF_ERROR(AddKnownValue(node.outputs[o], *host_values_[taken]));
       continue;
     }
-    plan_.passed_on_.push_back(
-        Node{absl::StrCat(node.name, "/output_", o), "Identity", {taken}, {node.outputs[o]}});
+    plan_.passed_on_.push_back(Node{
+        absl::StrCat(node.name, "/output_", o), "Identity", {taken}, {node.outputs[o]}, {}, {}});
     REPLICAD_RETURN_IF_ERROR(AddNode(plan_.passed_on_.back()));
   }
   return absl::OkStatus();

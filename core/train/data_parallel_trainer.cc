@@ -16,6 +16,7 @@
 #include "core/device/run_context.h"
 #include "core/train/barrier_collective.h"
 #include "core/train/gradient_reduction.h"
+#include "core/train/loss_scaler.h"
 #include "core/train/rank_coordinator.h"
 #include "core/train/training_batch.h"
 #include "core/train/training_slot.h"
@@ -44,7 +45,8 @@ struct StepState {
   int64_t rows = 0;                  // Of `inputs`.
   int64_t batch = 0;                 // The job's: `rows`, rank 0's, or every rank's shard.
   int64_t first_row = 0;             // The job's index of inputs' row 0.
-  float scale = 0;                   // 1 / batch.
+  float scale = 0;                   // 1 / (batch x loss_scale).
+  float loss_scale = 1;              // fp16: what the loss's gradient is multiplied by.
   std::vector<BatchSlice> slices;    // This rank's, on its own slot indices.
   std::vector<int> ranks_with_rows;  // Ascending.
   bool runs_first_row = false;
@@ -128,6 +130,8 @@ class DataParallelTrainer::Impl {
   // Host copies of the running statistics on their way to every slot.
   std::vector<Tensor> buffer_staging_ ABSL_GUARDED_BY(mu_);
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  // fp16 only: the loss scale between steps.
+  std::optional<LossScaler> loss_scaler_ ABSL_GUARDED_BY(mu_);
 };
 
 DataParallelTrainer::Impl::Impl(std::shared_ptr<const Model> model, TrainingGraph training,
@@ -173,12 +177,27 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer::Impl>> DataParallelTrainer::
     impl->buffer_staging_.push_back(
         Tensor::Host(DType::kFloat32, source.initializers.at(v).shape()));
   }
+  if (options.precision == ComputePrecision::kFloat16) {
+    impl->loss_scaler_.emplace(options.loss_scaling);
+  }
   std::optional<SlotAllReducePeers> peers;
   if (impl->ranks_ != nullptr) peers = impl->ranks_->Peers();
   REPLICAD_ASSIGN_OR_RETURN(
       impl->reduction_,
       CreateGradientReduction(std::move(made), &impl->layout_, impl->training_, source,
                               options.optimizer, reduction, peers ? &*peers : nullptr));
+  if (impl->loss_scaler_.has_value()) {
+    // Device reductions check the loss only (an overflowed gradient would be
+    // applied), and CUDA slots have no float16 Cast for the roundings.
+    for (const auto& slot : impl->slots_) {
+      if (!InHostMemory(*slot->where.device)) {
+        return absl::UnimplementedError(absl::StrCat(
+            "precision fp16 trains on CPU slots only for now (its roundings and its overflow "
+            "check of the summed gradients run there); slot '",
+            slot->where.slot.name, "' is on ", DeviceIdToString(slot->where.slot.device)));
+      }
+    }
+  }
   return impl;
 }
 
@@ -196,6 +215,10 @@ absl::StatusOr<SlotPlan*> DataParallelTrainer::Impl::PlanFor(TrainingSlot& slot,
       REPLICAD_ASSIGN_OR_RETURN(
           std::shared_ptr<Buffer> buffer,
           device.Allocate(std::max<size_t>(ByteSize(plan->input_types()[i]), 1)));
+      entry.inputs.push_back(std::move(buffer));
+    }
+    if (training_.loss_scale_input >= 0) {  // And the loss scale.
+      REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, device.Allocate(sizeof(float)));
       entry.inputs.push_back(std::move(buffer));
     }
   }
@@ -247,18 +270,30 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Impl::StepL
     progress->ready = true;
   }
   REPLICAD_RETURN_IF_ERROR(ready);
-  step.scale = 1.0f / static_cast<float>(step.batch);
+  if (loss_scaler_.has_value()) step.loss_scale = loss_scaler_->scale();
+  // The loss scale is undone with the mean's 1 / batch.
+  step.scale = 1.0f / (static_cast<float>(step.batch) * step.loss_scale);
   REPLICAD_RETURN_IF_ERROR(RunSlices(step));
   const auto reduce_start = std::chrono::steady_clock::now();
   REPLICAD_RETURN_IF_ERROR(GatherGradients(step, &progress->summed));
   // Finite inputs can still overflow float32 inside the model (inputs of
-  // 1e30). Nothing is applied yet: the weights, the optimizer's state, the
-  // running statistics and the step count stay as they were.
+  // 1e30), and float16 far sooner. Nothing is applied yet: the weights, the
+  // optimizer's state, the running statistics and the step count stay as
+  // they were.
   std::string why = ScaleAndCheckFinite(step);
+  const bool overflowed = !why.empty() && loss_scaler_.has_value();
+  if (loss_scaler_.has_value()) {
+    loss_scaler_->Update(why.empty());
+    if (overflowed) {
+      absl::StrAppend(&why, " at loss scale ", step.loss_scale, " (float16 overflowed); the next ",
+                      "step's scale is ", loss_scaler_->scale());
+    }
+  }
   if (why.empty()) why = CheckUpdateStaysFinite();
   if (!why.empty()) {
-    // Skipped or refused, a step that is not applied answers the same reason.
-    if (non_finite_steps_ == TrainerOptions::NonFiniteSteps::kRefuse) {
+    // Skipped or refused, a step that is not applied answers the same
+    // reason; an fp16 overflow is skipped, as GradScaler skips it.
+    if (non_finite_steps_ == TrainerOptions::NonFiniteSteps::kRefuse && !overflowed) {
       return absl::InvalidArgumentError(
           absl::StrCat(why, "; the step was not applied and the weights are unchanged"));
     }
@@ -309,6 +344,7 @@ DataParallelTrainer::StepResult DataParallelTrainer::Impl::ResultOf(const StepSt
   if (training_.classification) result.accuracy = step.correct / static_cast<double>(step.batch);
   result.reduced_bytes = step.reduced_bytes;
   result.rank = ranks_ != nullptr ? ranks_->ranks().rank() : 0;
+  if (loss_scaler_.has_value()) result.loss_scale = step.loss_scale;
   for (size_t i = 0; i < step.slices.size(); ++i) {
     result.slices.push_back({step.slices[i], step.seconds[i], step.forward_seconds[i]});
   }
@@ -381,6 +417,7 @@ absl::Status DataParallelTrainer::Impl::PlanSlices(StepState& step) {
     shapes.push_back(std::move(target_shape));
     for (const Tensor& p : slot.parameters) shapes.push_back(p.shape());
     for (const Tensor& b : slot.buffers) shapes.push_back(b.shape());
+    if (training_.loss_scale_input >= 0) shapes.push_back(Shape{});
     REPLICAD_ASSIGN_OR_RETURN(SlotPlan * plan, PlanFor(slot, shapes));
     step.plans.push_back(plan);
   }
@@ -462,6 +499,16 @@ absl::Status DataParallelTrainer::Impl::RunSlice(StepState& step, int i, Trainin
   }
   for (const Tensor& p : slot.parameters) in.push_back(p.raw_data());
   for (const Tensor& b : slot.buffers) in.push_back(b.raw_data());
+  if (training_.loss_scale_input >= 0 && status.ok()) {
+    if (InHostMemory(device)) {
+      in.push_back(&step.loss_scale);
+    } else {
+      void* staged = step.plans[i]->inputs.back()->data();
+      status = device.CopyOnStream(&step.loss_scale, MemoryLocation{}, staged,
+                                   device.memory_location(), sizeof(float));
+      in.push_back(staged);
+    }
+  }
   std::vector<void*> out{slot.loss_sum.raw_data()};
   if (training_.classification) out.push_back(slot.correct.raw_data());
   for (Tensor& g : slot.gradients) out.push_back(g.raw_data());

@@ -84,6 +84,9 @@ class DataParallelTrainer {
     // skipped step changes nothing (weights, optimizer, running statistics,
     // the step count) and `step` is the count before it.
     std::string skipped;
+    // fp16: the loss scale the step's gradients were computed with (a
+    // skipped step's too); 0 otherwise.
+    float loss_scale = 0;
     // For whoever checkpoints after a step (the trainer does not): the
     // checkpoint written, or why it failed. The step stands either way.
     std::string checkpoint_path;

@@ -7,6 +7,7 @@
 #include "core/device/device.h"
 #include "core/device/device_map.h"
 #include "core/model/compute_precision.h"
+#include "core/train/loss_scaler.h"
 #include "core/train/optimizer.h"
 #include "core/train/training_graph.h"
 
@@ -36,8 +37,13 @@ struct TrainerOptions {
   // every step: the parameters stay float32, as do the sums, the backward
   // pass, the gradients and the optimizer), as torch.autocast(dtype=bfloat16)
   // computes a forward pass; on CPU slots without bfloat16 dot products they
-  // compute float32 (product_precision.h).
+  // compute float32 (product_precision.h). fp16: those products and the
+  // products of their gradients read and write float16 values
+  // (float16_products.h), and the loss is scaled (`loss_scaling`): a step
+  // that overflows is skipped (answered as kSkip answers) whatever
+  // non_finite_steps says, as GradScaler skips it.
   ComputePrecision precision = ComputePrecision::kFloat32;
+  LossScaling loss_scaling;  // fp16 only.
 };
 
 // One training slot: where it is and the device (stream) it runs on.

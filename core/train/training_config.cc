@@ -1,6 +1,7 @@
 #include "core/train/training_config.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/client_text.h"
+#include "core/base/narrow_float.h"
 #include "core/base/status_macros.h"
 #include "core/train/optimizer.h"
 
@@ -126,7 +128,7 @@ absl::Status ReadFloat(TextReader& in, float* out) {
   REPLICAD_ASSIGN_OR_RETURN(std::string word, in.Word());
   double value = 0;
   if (!absl::SimpleAtod(word, &value)) return in.Error("a number");
-  *out = static_cast<float>(value);
+  *out = NarrowToFloat(value);
   return absl::OkStatus();
 }
 
@@ -225,11 +227,15 @@ absl::Status ReadField(TextReader& in, const std::string& field, TrainingConfig*
   if (field == "sync_batch_norm") return ReadBool(in, &config->sync_batch_norm);
   if (field == "seed") return ReadInt(in, &config->seed);
   if (field == "checkpoint_every_steps") return ReadInt(in, &config->checkpoint_every_steps);
+  if (field == "initial_loss_scale") return ReadFloat(in, &config->loss_scaling.initial_scale);
+  if (field == "loss_scale_growth_interval") {
+    return ReadInt(in, &config->loss_scaling.growth_interval);
+  }
   if (field == "precision") {
     std::string name;
     REPLICAD_RETURN_IF_ERROR(ReadString(in, &name));
     if (name.empty()) return absl::OkStatus();
-    absl::StatusOr<ComputePrecision> precision = ParseComputePrecision(name, "precision");
+    absl::StatusOr<ComputePrecision> precision = ParseTrainingPrecision(name, "precision");
     // A text that names one this build does not train in is malformed here.
     if (!precision.ok()) return absl::InvalidArgumentError(precision.status().message());
     config->precision = *precision;
@@ -289,6 +295,15 @@ absl::StatusOr<TrainingConfig> CompleteTrainingConfig(TrainingConfig config, con
     return absl::InvalidArgumentError(
         "config.checkpoint_dir must be set when config.checkpoint_every_steps > 0");
   }
+  const LossScaling& scaling = config.loss_scaling;
+  if (!std::isfinite(scaling.initial_scale) || scaling.initial_scale <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.initial_loss_scale must be a finite number > 0, received ", scaling.initial_scale));
+  }
+  if (scaling.growth_interval < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.loss_scale_growth_interval must be >= 1, received ", scaling.growth_interval));
+  }
   // The optimizer's own messages say "optimizer.x"; the RPC's field is "config.optimizer.x".
   if (absl::Status s = ValidateOptimizerConfig(config.optimizer); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("config.", s.message()));
@@ -308,6 +323,7 @@ TrainerOptions TrainerOptionsOf(const TrainingConfig& config, DType target_dtype
   options.seed = config.seed;
   options.non_finite_steps = config.non_finite_steps;
   options.precision = config.precision;
+  options.loss_scaling = config.loss_scaling;
   return options;
 }
 
@@ -343,7 +359,9 @@ std::string FormatTrainingConfig(const TrainingConfig& config) {
       "checkpoint_every_steps: ", config.checkpoint_every_steps, "\n",       //
       "checkpoint_dir: ", Quoted(config.checkpoint_dir), "\n",               //
       "non_finite_steps: ", kNonFiniteNames[static_cast<int>(config.non_finite_steps)], "\n",
-      "precision: ", Quoted(std::string(ComputePrecisionName(config.precision))), "\n");
+      "precision: ", Quoted(std::string(ComputePrecisionName(config.precision))), "\n",
+      "initial_loss_scale: ", ShortestDecimal(config.loss_scaling.initial_scale), "\n",
+      "loss_scale_growth_interval: ", config.loss_scaling.growth_interval, "\n");
 }
 
 absl::StatusOr<TrainingConfig> ParseTrainingConfig(absl::string_view text) {

@@ -37,11 +37,13 @@ struct TrainingConfig {
   // What the forward pass's convolutions and weight products compute in
   // (TrainerOptions::precision).
   ComputePrecision precision = ComputePrecision::kFloat32;
+  LossScaling loss_scaling;  // fp16's dynamic loss scaling (loss_scaler.h).
 };
 
 // `config` with the model's first output filled in for an empty `output`,
 // or InvalidArgument naming the field as the API spells it ("config.output",
-// "config.ps_device", "config.checkpoint_every_steps", "config.optimizer.*"),
+// "config.ps_device", "config.checkpoint_every_steps", "config.optimizer.*",
+// "config.initial_loss_scale", "config.loss_scale_growth_interval"),
 // the expected and the received value. `devices`: where a parameter server
 // may be. checkpoint_dir is not resolved here (see CheckpointRoot).
 absl::StatusOr<TrainingConfig> CompleteTrainingConfig(TrainingConfig config, const Model& model,

@@ -14,6 +14,7 @@
 #include "core/model/execution_plan.h"
 #include "core/model/exporter_forms.h"
 #include "core/ops/training_ops.h"
+#include "core/train/float16_products.h"
 #include "core/train/gradient_rules.h"
 
 namespace replicad {
@@ -228,19 +229,23 @@ void EmitLoss(const LossSpec& loss, int loss_input, int targets, Backward* backw
     loss_sum = out[0];
     graph.outputs = {out[0], out[1]};
     result->classification = true;
+    result->loss_gradient = out[2];
     backward->AddGradient(loss_input, out[2]);
   } else {
     const std::vector<int> out = backward->Emit(kMeanSquaredError, {loss_input, targets}, 2);
     loss_sum = out[0];
     graph.outputs = {out[0]};
+    result->loss_gradient = out[1];
     backward->AddGradient(loss_input, out[1]);
   }
   graph.values[loss_sum].name = "loss_sum";
 }
 
 // Backward, in reverse order of the forward nodes (all but the loss's).
+// `origins` receives, for each node emitted, the forward node whose rule
+// emitted it.
 absl::Status EmitBackward(const std::vector<bool>& needs_gradient, Backward* backward,
-                          TrainingGraph* result) {
+                          TrainingGraph* result, std::vector<int>* origins) {
   Graph& graph = result->graph;
   const size_t forward_nodes = graph.nodes.size() - 1;
   result->first_backward_node = static_cast<int>(graph.nodes.size());
@@ -256,6 +261,7 @@ absl::Status EmitBackward(const std::vector<bool>& needs_gradient, Backward* bac
     backward->SetNode(&node);
     REPLICAD_RETURN_IF_ERROR(FindGradientRule(node.op_type)(*backward));
     backward->SetNode(nullptr);
+    origins->resize(graph.nodes.size() - result->first_backward_node, static_cast<int>(n));
   }
   return absl::OkStatus();
 }
@@ -264,8 +270,8 @@ absl::Status EmitBackward(const std::vector<bool>& needs_gradient, Backward* bac
 // path as a parameter, except `frozen`; `ungraded` receives the parameters
 // that no gradient reached (Clip's bounds, say), which the caller freezes.
 absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
-                                    const ValueTypes* inferred, const std::set<int>& frozen,
-                                    std::vector<int>* ungraded) {
+                                    ComputePrecision precision, const ValueTypes* inferred,
+                                    const std::set<int>& frozen, std::vector<int>* ungraded) {
   int loss_input = -1;
   REPLICAD_ASSIGN_OR_RETURN(loss_input, LossInput(model, loss));
   const LossPath path = FindLossPath(model, loss_input);
@@ -280,11 +286,15 @@ absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
   const int targets = BuildForward(model, path, loss, &result);
   Backward backward(&result.graph, &needs_gradient, inferred);
   EmitLoss(loss, loss_input, targets, &backward, &result);
-  REPLICAD_RETURN_IF_ERROR(EmitBackward(needs_gradient, &backward, &result));
+  std::vector<int> origins;
+  REPLICAD_RETURN_IF_ERROR(EmitBackward(needs_gradient, &backward, &result, &origins));
   for (int v : result.parameters) {
     int gradient = backward.gradient_of(v);
     if (gradient < 0) ungraded->push_back(v);
     result.graph.outputs.push_back(gradient);
+  }
+  if (precision == ComputePrecision::kFloat16) {
+    RoundProductsToFloat16(&result, Float16Products(result, origins));
   }
   return result;
 }
@@ -363,13 +373,14 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossS
     frozen.insert(buffer.initializer);
   }
   std::vector<int> ungraded;
-  absl::StatusOr<TrainingGraph> training = Build(forward, loss, inferred, frozen, &ungraded);
+  absl::StatusOr<TrainingGraph> training =
+      Build(forward, loss, precision, inferred, frozen, &ungraded);
   if (training.ok() && !ungraded.empty()) {
     // Initializers the loss reads but does not differentiate (bounds, shapes
     // stored as float) stay constants.
     frozen.insert(ungraded.begin(), ungraded.end());
     ungraded.clear();
-    training = Build(forward, loss, inferred, frozen, &ungraded);
+    training = Build(forward, loss, precision, inferred, frozen, &ungraded);
     if (training.ok() && !ungraded.empty()) {
       return absl::InternalError(
           absl::StrCat("no gradient reached parameter '", model.values[ungraded[0]].name, "'"));
@@ -388,9 +399,13 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossS
     graph.outputs.push_back(buffer.update);
     training->buffers.push_back(buffer.initializer);
   }
-  MarkProducts(&graph, precision,
-               std::set<int>(training->parameters.begin(), training->parameters.end()),
-               training->first_backward_node);
+  if (precision == ComputePrecision::kBFloat16) {
+    MarkProducts(&graph, precision,
+                 std::set<int>(training->parameters.begin(), training->parameters.end()),
+                 training->first_backward_node);
+  }
+  // After the buffers: the scale is the graph's last input.
+  if (precision == ComputePrecision::kFloat16) ScaleLossGradient(&*training);
   return training;
 }
 

@@ -46,6 +46,11 @@ struct TrainingGraph {
   // graph.nodes[first_backward_node] starts the backward pass (the forward
   // pass and the loss come before it).
   int first_backward_node = 0;
+  // The loss node's output holding the gradient it seeds (of the loss's input).
+  int loss_gradient = -1;
+  // fp16: the float32 scalar graph input (the last) that gradient is
+  // multiplied by, the loss scale (float16_products.h); -1 otherwise.
+  int loss_scale_input = -1;
 };
 
 // Types of a graph's values by index, where known (ExecutionPlan::value_types).
@@ -59,7 +64,9 @@ using ValueTypes = std::vector<std::optional<TensorType>>;
 // not declare are read from UndeclaredTypes on the CPU backend's host folding
 // device.
 // With `precision` bf16, the forward pass's Conv, Gemm and MatMul nodes
-// that read a parameter are marked to compute so (compute_precision.h).
+// that read a parameter are marked to compute so (compute_precision.h); with
+// fp16 they and the products of their gradients read and write float16 values
+// and the loss's gradient is scaled (float16_products.h).
 absl::StatusOr<TrainingGraph> BuildTrainingGraph(
     const Graph& model, const LossSpec& loss,
     ComputePrecision precision = ComputePrecision::kFloat32);

@@ -120,6 +120,7 @@ void FillTrainStepResponse(const DataParallelTrainer::StepResult& step, const Lo
   response->set_reduce_seconds(step.reduce_seconds);
   response->set_optimizer_seconds(step.optimizer_seconds);
   response->set_skipped(step.skipped);
+  response->set_loss_scale(step.loss_scale);
   response->set_checkpoint_path(step.checkpoint_path);
   response->set_checkpoint_error(std::string(step.checkpoint_status.message()));
   // The trainer's slots are the serving slots, in the same order.

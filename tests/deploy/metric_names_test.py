@@ -229,6 +229,7 @@ APPEAR_WITH_TRAFFIC = {
     "replicad_slot_share": "set when a batch is first split",
     "replicad_train_loss": "the last step's; none before one",
     "replicad_train_accuracy": "the last step's; none before one",
+    "replicad_train_loss_scale": "an fp16 step's; none before one",
     "replicad_train_seconds_total": "{slot, phase} of a step that ran",
 }
 
@@ -262,7 +263,7 @@ def setUpModule():
                     timeout=60) as response:
                 assert response.status == 200
             # Two applied steps (the second writes a periodic checkpoint), one skipped for a
-            # non-finite loss or gradient, one refused for a NaN pixel.
+            # non-finite loss or gradient, one refused for a NaN pixel, one in fp16.
             client.configure_training("default", optimizer="sgd", non_finite_steps="skip",
                                       checkpoint_every_steps=2,
                                       checkpoint_dir=os.path.join(tmp, "checkpoints"))
@@ -277,6 +278,9 @@ def setUpModule():
                 raise AssertionError("a NaN pixel was trained on")
             except errors.InvalidArgument:
                 pass
+            # An fp16 step, for its loss scale.
+            client.configure_training("default", optimizer="sgd", precision="fp16")
+            client.train_step("default", x, y)
             with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
                                         timeout=30) as response:
                 scrape = response.read().decode()

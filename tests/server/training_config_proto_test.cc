@@ -2,7 +2,8 @@
 // defaults, enum numbers the API does not define are refused naming the field and the names it
 // does, the applied configuration is answered with every field set and floats as written, and the
 // core's checkpoint text is protobuf's text format both ways (what older daemons wrote loads, what
-// this one writes parses as the message); a precision training does not compute in is refused.
+// this one writes parses as the message); a precision training does not compute in (tf32) is
+// refused.
 
 #include "server/training_config_proto.h"
 
@@ -37,7 +38,9 @@ v1::TrainingConfig EveryFieldSet() {
   proto.set_checkpoint_every_steps(10);
   proto.set_checkpoint_dir("runs/r\xc3\xa9sum\xc3\xa9 \"x\"");
   proto.set_non_finite_steps(v1::NON_FINITE_STEPS_SKIP);
-  proto.set_precision("bf16");
+  proto.set_precision("fp16");
+  proto.set_initial_loss_scale(1024);
+  proto.set_loss_scale_growth_interval(50);
   return proto;
 }
 
@@ -93,15 +96,16 @@ TEST(TrainingConfigProtoTest, UndefinedEnumNumbersAreRefusedNamingTheField) {
 
 TEST(TrainingConfigProtoTest, PrecisionsTrainingDoesNotComputeAreRefusedNamingTheField) {
   v1::TrainingConfig proto;
-  proto.set_precision("fp16");
+  proto.set_precision("tf32");
   EXPECT_EQ(TrainingConfigFromProto(proto).status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(TrainingConfigFromProto(proto).status().message(), HasSubstr("config.precision"));
   proto.set_precision("half");
   EXPECT_EQ(TrainingConfigFromProto(proto).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(TrainingConfigFromProto(proto).status().message(), HasSubstr("'half'"));
   // In a checkpoint's text, a precision this build does not train in is malformed text.
-  EXPECT_EQ(ParseTrainingConfig("precision: \"fp16\"").status().code(),
+  EXPECT_EQ(ParseTrainingConfig("precision: \"tf32\"").status().code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseTrainingConfig("precision: \"fp16\"")->precision, ComputePrecision::kFloat16);
 }
 
 TEST(TrainingConfigProtoTest, TheCheckpointTextIsProtobufTextFormatBothWays) {

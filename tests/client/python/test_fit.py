@@ -184,9 +184,11 @@ def test_history_callbacks_and_early_stopping(serve, client_of, fashion_mnist):
     assert abs(history.history["val_loss"][0] - history.history["val_loss"][2]) < 1e-3
 
 
-def test_bfloat16_training_configures_and_trains(serve, client_of, fashion_mnist):
-    """configure_training(precision=...): bf16 is applied and trains (the forward pass's products
-    read bfloat16, docs/training.md#mixed-precision); fp16 is UNIMPLEMENTED and an unknown name
+def test_reduced_precision_training_configures_and_trains(serve, client_of, fashion_mnist):
+    """configure_training(precision=...): bf16 and fp16 are applied and train
+    (docs/training.md#mixed-precision); fp16 from a loss scale of 2^40 overflows first: those
+    steps come back skipped with their scale, each next one half of it, until one fits, and fit
+    counts them in history.skipped_steps; tf32 is UNIMPLEMENTED and an unknown name
     INVALID_ARGUMENT, each naming config.precision; neither changes the configuration."""
     x, y, _, _ = fashion_mnist
     client = client_of(serve())
@@ -195,8 +197,26 @@ def test_bfloat16_training_configures_and_trains(serve, client_of, fashion_mnist
     assert applied.config.precision == "bf16"
     history = client.fit("default", x[:256], y[:256], batch_size=BATCH, epochs=2, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
+
+    applied = client.configure_training("default", precision="fp16", initial_loss_scale=2.0**40,
+                                        loss_scale_growth_interval=4, **SGD)
+    assert applied.config.precision == "fp16"
+    assert applied.config.initial_loss_scale == 2.0**40
+    scales = []
+    for step in range(40):
+        result = client.train_step("default", x[:BATCH], y[:BATCH])
+        scales.append(result.loss_scale)
+        if not result.skipped:
+            break
+        assert "float16 overflowed" in result.skipped
+    assert len(scales) > 1 and not result.skipped, scales
+    assert scales == [2.0**40 / 2**k for k in range(len(scales))]
+    history = client.fit("default", x[:256], y[:256], batch_size=BATCH, epochs=2, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert all(count >= 0 for count in history.skipped_steps)
+
     with pytest.raises(replicad.Unimplemented) as raised:
-        client.configure_training("default", precision="fp16", **SGD)
+        client.configure_training("default", precision="tf32", **SGD)
     assert "config.precision" in raised.value.message
     with pytest.raises(replicad.InvalidArgument) as raised:
         client.configure_training("default", precision="half", **SGD)

@@ -1,10 +1,10 @@
-// Training with TrainerOptions::precision bf16 on CPU slots: the forward
-// pass's convolution (8 -> 8 channels, 3 x 3: the 64 products an output and
-// an input that a bf16 convolution needs) and classifier read bfloat16
-// inputs and weights, the sums, gradients, optimizer and master weights stay
-// float32.
+// Training with TrainerOptions::precision bf16 and fp16 on CPU slots: the
+// forward pass's convolution (8 -> 8 channels, 3 x 3: the 64 products an
+// output and an input that a bf16 convolution needs) and classifier read
+// bfloat16 (or float16) inputs and weights, the sums, gradients, optimizer
+// and master weights stay float32.
 //
-// Checked: 1, 2 and 3 slots train alike in bf16 (losses and weights after 5
+// Checked for bf16: 1, 2 and 3 slots train alike (losses and weights after 5
 // steps within 1e-5 relative of one slot's, batches 7 and 64; the bound of
 // float32's split-invariance test, since the rounding to bfloat16 is per
 // element and the sums are float32 in both); the bf16 run's losses differ
@@ -14,9 +14,22 @@
 // weights stay float32 values that bfloat16 cannot hold (master weights).
 // Without bfloat16 dot products (AVX512_BF16 or AMX) the slots compute
 // float32: the bf16 run then equals float32's bit for bit.
+//
+// Checked for fp16 (float16_products.h, loss_scaler.h): the same split
+// invariance within 1e-5 (the roundings are per element, the weight
+// gradients float32 sums); losses differ from float32's by more than 1e-7
+// and less than 2e-3 relative (float16's 11 bits); and loss scaling as
+// GradScaler does it: from a scale of 2^24 the first steps overflow float16
+// and are skipped (answered OK with `skipped` naming the overflow, the
+// weights and the step count unchanged, even with non_finite_steps refuse),
+// each halving the scale, until one fits; two finite steps in a row
+// (growth_interval 2) then double it; every step's loss_scale follows those
+// rules exactly over 40 steps.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +38,7 @@
 #include "core/model/onnx_builder.h"
 #include "core/tensor/half_float.h"
 #include "core/train/data_parallel_trainer.h"
+#include "core/train/loss_scaler.h"
 #include "gtest/gtest.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "tests/core/train/train_test_models.h"
@@ -63,7 +77,8 @@ struct TrainedRun {
   std::vector<Tensor> weights;
 };
 
-TrainedRun Train(int slots, int64_t batch, ComputePrecision precision) {
+std::unique_ptr<DataParallelTrainer> MakeTrainer(int slots, ComputePrecision precision,
+                                                 LossScaling scaling) {
   std::vector<TrainerSlot> trainer_slots;
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   for (int s = 0; s < slots; ++s) {
@@ -74,22 +89,49 @@ TrainedRun Train(int slots, int64_t batch, ComputePrecision precision) {
   options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits", DType::kInt64};
   options.optimizer.learning_rate = 0.1f;
   options.precision = precision;
+  options.loss_scaling = scaling;
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
       DataParallelTrainer::Create(testing::LoadForTraining(NetworkOnnx()), std::move(trainer_slots),
                                   options, TrainerReduction{});
   EXPECT_TRUE(trainer.ok()) << trainer.status();
+  return trainer.ok() ? *std::move(trainer) : nullptr;
+}
+
+absl::StatusOr<DataParallelTrainer::StepResult> StepOn(DataParallelTrainer& trainer, int64_t batch,
+                                                       int step) {
+  return trainer.Step({testing::RandomTensor({batch, kChannels, kSide, kSide}, 100 + step)},
+                      testing::ClassLabels(batch, kClasses, step));
+}
+
+// fp16 starts where no step of these overflows.
+constexpr LossScaling kGentleScale{256.0f, 2000};
+
+TrainedRun Train(int slots, int64_t batch, ComputePrecision precision,
+                 LossScaling scaling = kGentleScale) {
   TrainedRun run;
-  if (!trainer.ok()) return run;
+  std::unique_ptr<DataParallelTrainer> trainer = MakeTrainer(slots, precision, scaling);
+  if (trainer == nullptr) return run;
   for (int step = 0; step < 5; ++step) {
-    absl::StatusOr<DataParallelTrainer::StepResult> result =
-        (*trainer)->Step({testing::RandomTensor({batch, kChannels, kSide, kSide}, 100 + step)},
-                         testing::ClassLabels(batch, kClasses, step));
+    absl::StatusOr<DataParallelTrainer::StepResult> result = StepOn(*trainer, batch, step);
     EXPECT_TRUE(result.ok()) << result.status();
     if (!result.ok()) return run;
+    EXPECT_EQ(result->skipped, "") << "step " << step;
     run.losses.push_back(result->loss);
   }
-  run.weights = (*trainer)->SlotParameters(0).value();
+  run.weights = trainer->SlotParameters(0).value();
   return run;
+}
+
+// `reduced`'s losses within `bound` relative of `fp32`'s at every step, and
+// further than 1e-7 at one at least (it did round).
+void ExpectLossesMovedWithin(const TrainedRun& reduced, const TrainedRun& fp32, double bound) {
+  double largest = 0;
+  for (size_t step = 0; step < fp32.losses.size(); ++step) {
+    const double relative = std::fabs(reduced.losses[step] - fp32.losses[step]) / fp32.losses[step];
+    EXPECT_LE(relative, bound) << "step " << step;
+    largest = std::max(largest, relative);
+  }
+  EXPECT_GT(largest, 1e-7) << "the reduced-precision run computed what float32 does";
 }
 
 bool HasBFloat16Products() {
@@ -97,13 +139,15 @@ bool HasBFloat16Products() {
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
-TEST(MixedPrecisionTrainingTest, BFloat16TrainsAlikeOnAnySplit) {
+class SplitInvarianceTest : public ::testing::TestWithParam<ComputePrecision> {};
+
+TEST_P(SplitInvarianceTest, TrainsAlikeOnAnySplit) {
   for (int64_t batch : {7, 64}) {
-    const TrainedRun one = Train(1, batch, ComputePrecision::kBFloat16);
+    const TrainedRun one = Train(1, batch, GetParam());
     ASSERT_EQ(one.losses.size(), 5u);
     EXPECT_NE(one.losses.front(), one.losses.back()) << "training moved nothing";
     for (int slots : {2, 3}) {
-      const TrainedRun many = Train(slots, batch, ComputePrecision::kBFloat16);
+      const TrainedRun many = Train(slots, batch, GetParam());
       ASSERT_EQ(many.losses.size(), 5u);
       for (int step = 0; step < 5; ++step) {
         EXPECT_NEAR(many.losses[step], one.losses[step], 1e-5 * std::fabs(one.losses[step]))
@@ -117,6 +161,12 @@ TEST(MixedPrecisionTrainingTest, BFloat16TrainsAlikeOnAnySplit) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Precisions, SplitInvarianceTest,
+                         ::testing::Values(ComputePrecision::kBFloat16, ComputePrecision::kFloat16),
+                         [](const ::testing::TestParamInfo<ComputePrecision>& info) {
+                           return std::string(ComputePrecisionName(info.param));
+                         });
+
 TEST(MixedPrecisionTrainingTest, BFloat16MovesTheLossByItsRoundingAndKeepsFloatWeights) {
   const TrainedRun fp32 = Train(2, 64, ComputePrecision::kFloat32);
   const TrainedRun bf16 = Train(2, 64, ComputePrecision::kBFloat16);
@@ -126,13 +176,7 @@ TEST(MixedPrecisionTrainingTest, BFloat16MovesTheLossByItsRoundingAndKeepsFloatW
     for (int step = 0; step < 5; ++step) EXPECT_EQ(bf16.losses[step], fp32.losses[step]);
     GTEST_SKIP() << "no bfloat16 dot products on this CPU: both computed float32";
   }
-  double largest = 0;
-  for (int step = 0; step < 5; ++step) {
-    const double relative = std::fabs(bf16.losses[step] - fp32.losses[step]) / fp32.losses[step];
-    EXPECT_LE(relative, 2e-2) << "step " << step;
-    largest = std::max(largest, relative);
-  }
-  EXPECT_GT(largest, 1e-7) << "the bf16 run computed what float32 does";
+  ExpectLossesMovedWithin(bf16, fp32, 2e-2);
   // Master weights: float32 values, not bfloat16 ones.
   int64_t not_bfloat16 = 0, count = 0;
   for (const Tensor& w : bf16.weights) {
@@ -142,6 +186,53 @@ TEST(MixedPrecisionTrainingTest, BFloat16MovesTheLossByItsRoundingAndKeepsFloatW
     }
   }
   EXPECT_GT(not_bfloat16, count / 2);
+}
+
+TEST(MixedPrecisionTrainingTest, Float16MovesTheLossByItsRounding) {
+  const TrainedRun fp32 = Train(2, 64, ComputePrecision::kFloat32);
+  const TrainedRun fp16 = Train(2, 64, ComputePrecision::kFloat16);
+  ASSERT_EQ(fp32.losses.size(), 5u);
+  ASSERT_EQ(fp16.losses.size(), 5u);
+  ExpectLossesMovedWithin(fp16, fp32, 2e-3);
+}
+
+TEST(MixedPrecisionTrainingTest, Float16OverflowIsSkippedHalvesTheScaleThenItGrowsBack) {
+  constexpr int64_t kGrowthInterval = 2;
+  std::unique_ptr<DataParallelTrainer> trainer = MakeTrainer(
+      2, ComputePrecision::kFloat16, LossScaling{std::ldexp(1.0f, 24), kGrowthInterval});
+  ASSERT_NE(trainer, nullptr);
+  float expected_scale = std::ldexp(1.0f, 24);
+  int64_t finite_in_a_row = 0, applied = 0, skipped = 0, growths = 0;
+  for (int step = 0; step < 40; ++step) {
+    const std::vector<Tensor> before = trainer->SlotParameters(0).value();
+    absl::StatusOr<DataParallelTrainer::StepResult> result = StepOn(*trainer, 16, step);
+    ASSERT_TRUE(result.ok()) << "step " << step << ": " << result.status();
+    EXPECT_EQ(result->loss_scale, expected_scale) << "step " << step;
+    if (!result->skipped.empty()) {
+      ++skipped;
+      EXPECT_NE(result->skipped.find("float16 overflowed"), std::string::npos) << result->skipped;
+      EXPECT_EQ(result->step, applied) << "a skipped step is not counted";
+      const std::vector<Tensor> after = trainer->SlotParameters(0).value();
+      for (size_t p = 0; p < before.size(); ++p) {
+        EXPECT_EQ(testing::RelativeL2(after[p], before[p]), 0.0) << "parameter " << p;
+      }
+      expected_scale /= 2;
+      finite_in_a_row = 0;
+      continue;
+    }
+    ++applied;
+    EXPECT_EQ(result->step, applied);
+    if (++finite_in_a_row == kGrowthInterval) {
+      expected_scale *= 2;
+      finite_in_a_row = 0;
+      ++growths;
+    }
+  }
+  std::cout << "fp16 from 2^24: " << skipped << " steps skipped, " << applied << " applied, "
+            << growths << " growths; scale after: " << expected_scale << std::endl;
+  EXPECT_GE(skipped, 2) << "2^24 should overflow float16 more than once";
+  EXPECT_GE(applied, 10);
+  EXPECT_GE(growths, 2) << "the scale never grew back";
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include "core/train/training_config.h"
 
+#include <limits>
+
 #include "core/model/default_model.h"
 #include "core/model/onnx_import.h"
 #include "gmock/gmock.h"
@@ -37,6 +39,9 @@ TrainingConfig EveryFieldSet() {
   config.non_finite_steps = TrainerOptions::NonFiniteSteps::kSkip;
   config.checkpoint_every_steps = 7;
   config.checkpoint_dir = "runs/\"quoted\" name\n\xff\xfe";
+  config.precision = ComputePrecision::kFloat16;
+  config.loss_scaling.initial_scale = 1024;
+  config.loss_scaling.growth_interval = 100;
   return config;
 }
 
@@ -179,6 +184,16 @@ TEST_F(CompleteTrainingConfigTest, RefusesNamingTheField) {
   EXPECT_THAT(Error(config).message(),
               HasSubstr("config.optimizer.learning_rate must be > 0 and <= 10000; received -1"));
   EXPECT_EQ(Error(config).code(), absl::StatusCode::kInvalidArgument);
+  config = TrainingConfig();
+  config.loss_scaling.initial_scale = 0;
+  EXPECT_THAT(Error(config).message(),
+              HasSubstr("config.initial_loss_scale must be a finite number > 0, received 0"));
+  config.loss_scaling.initial_scale = std::numeric_limits<float>::infinity();
+  EXPECT_THAT(Error(config).message(), HasSubstr("config.initial_loss_scale must be"));
+  config = TrainingConfig();
+  config.loss_scaling.growth_interval = 0;
+  EXPECT_THAT(Error(config).message(),
+              HasSubstr("config.loss_scale_growth_interval must be >= 1, received 0"));
 }
 
 TEST(TrainingFingerprintTest, RanksCompareWhatTheyTrainWithNotWhereTheyWrite) {

@@ -183,7 +183,8 @@ class Client:
                            epsilon=None, alpha=None, loss="softmax_cross_entropy", output=None,
                            reduction="allreduce", ps_device=None, sync_batch_norm=None, seed=0,
                            checkpoint_every_steps=0, checkpoint_dir=None,
-                           non_finite_steps="refuse", precision="fp32"):
+                           non_finite_steps="refuse", precision="fp32",
+                           initial_loss_scale=None, loss_scale_growth_interval=None):
         """Sets `model`'s training configuration (replacing the whole previous one).
 
         optimizer: "sgd", "adam" or "rmsprop" with PyTorch's semantics and defaults (lr 0.01).
@@ -191,9 +192,13 @@ class Client:
           "mean_squared_error"; output: the output it applies to (None: the first).
         reduction: "allreduce" or "ps" (through ps_device). non_finite_steps: "refuse" or
           "skip". checkpoint_every_steps/checkpoint_dir: periodic checkpoints on the server.
-        precision: "fp32" or "bf16" (the forward pass's convolutions and weight products read
+        precision: "fp32", "bf16" (the forward pass's convolutions and weight products read
           bfloat16 inputs and weights, with float32 sums, gradients and master weights, as
-          torch.autocast(dtype=torch.bfloat16) computes; "fp16" is UNIMPLEMENTED).
+          torch.autocast(dtype=torch.bfloat16) computes) or "fp16" (those products and their
+          gradients' read and write float16 values, with dynamic loss scaling as
+          torch.cuda.amp.GradScaler: an overflowing step comes back skipped and halves the
+          scale; initial_loss_scale (65536) and loss_scale_growth_interval (2000 finite steps
+          double it) set it up).
         Returns Training(config as applied with defaults filled in, step).
         """
         opt = pb.OptimizerConfig(kind=choice(OPTIMIZERS, optimizer, "optimizer"),
@@ -214,6 +219,10 @@ class Client:
             config.reduction = pb.GRADIENT_REDUCTION_PS
         if sync_batch_norm is not None:
             config.sync_batch_norm = bool(sync_batch_norm)
+        if initial_loss_scale is not None:
+            config.initial_loss_scale = float(initial_loss_scale)
+        if loss_scale_growth_interval is not None:
+            config.loss_scale_growth_interval = int(loss_scale_growth_interval)
         response = self._call("ConfigureTraining",
                               pb.ConfigureTrainingRequest(model=model, config=config))
         self._training_configs[model] = response.config

@@ -89,6 +89,8 @@ class StepResult:
     checkpoint_path: Optional[str]  # A periodic checkpoint this step wrote.
     checkpoint_error: Optional[str]  # Why writing it failed (the step was applied).
     slices: Tuple[SliceStep, ...]
+    # precision="fp16": the loss scale this step's gradients were computed with; None otherwise.
+    loss_scale: Optional[float] = None
 
     @staticmethod
     def of(r):
@@ -96,7 +98,8 @@ class StepResult:
                           int(r.samples), r.skipped or None, r.checkpoint_path or None,
                           r.checkpoint_error or None,
                           tuple(SliceStep(s.slot, s.device, int(s.begin), int(s.end),
-                                          s.compute_seconds, int(s.rank)) for s in r.replicas))
+                                          s.compute_seconds, int(s.rank)) for s in r.replicas),
+                          r.loss_scale or None)
 
 
 @dataclass(frozen=True)
