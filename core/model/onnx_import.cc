@@ -16,6 +16,7 @@
 #include "core/model/graph_optimizer.h"
 #include "core/model/half_float_widening.h"
 #include "core/model/if_branches.h"
+#include "core/model/old_resize_coordinates.h"
 #include "core/model/one_d_windows.h"
 #include "core/model/onnx_tensor.h"
 #include "core/model/quantized_contrib_ops.h"
@@ -499,44 +500,6 @@ void ReshapeOldPReluSlopes(onnx::GraphProto& g) {
         for (int d = 2; d < x_rank->second; ++d) shape->add_dim()->set_dim_value(1);
       }
     }
-  }
-}
-
-// ONNX's version converter turns Upsample (opsets 7-9) and Resize-10 into
-// Resize-11 without saying how their coordinates map (x_in = x_out / scale,
-// nearest rounding down), so Resize-11's defaults (half_pixel,
-// round_prefer_floor) would compute something else. The outputs of such
-// nodes are noted before the conversion and their Resize-11 told after it.
-std::set<std::string> OldResizeOutputs(const onnx::GraphProto& g) {
-  std::set<std::string> outputs;
-  for (const onnx::NodeProto& node : g.node()) {
-    const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
-    if (default_domain && (node.op_type() == "Upsample" || node.op_type() == "Resize") &&
-        node.output_size() > 0) {
-      outputs.insert(node.output(0));
-    }
-  }
-  return outputs;
-}
-
-void KeepOldResizeCoordinates(onnx::GraphProto* g, const std::set<std::string>& outputs) {
-  for (onnx::NodeProto& node : *g->mutable_node()) {
-    if (node.op_type() != "Resize" || node.output_size() == 0 || !outputs.count(node.output(0))) {
-      continue;
-    }
-    bool has_transform = false, has_nearest = false;
-    for (const onnx::AttributeProto& a : node.attribute()) {
-      has_transform |= a.name() == "coordinate_transformation_mode";
-      has_nearest |= a.name() == "nearest_mode";
-    }
-    auto set = [&](const char* name, const char* value) {
-      onnx::AttributeProto* a = node.add_attribute();
-      a->set_name(name);
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s(value);
-    };
-    if (!has_transform) set("coordinate_transformation_mode", "asymmetric");
-    if (!has_nearest) set("nearest_mode", "floor");
   }
 }
 

@@ -18,6 +18,7 @@
 #include "core/train/gradient_reduction.h"
 #include "core/train/loss_scaler.h"
 #include "core/train/rank_coordinator.h"
+#include "core/train/step_state.h"
 #include "core/train/training_batch.h"
 #include "core/train/training_slot.h"
 
@@ -27,35 +28,6 @@ namespace {
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
-
-// How far a step went across ranks.
-struct StepProgress {
-  bool ready = false;   // Every rank was ready (GatherReadiness): every rank goes on to sum.
-  bool summed = false;  // It summed across ranks (SumStep).
-};
-
-// Everything one step works on, handed from stage to stage.
-struct StepState {
-  StepState(const std::vector<Tensor>& step_inputs, const Tensor& step_targets,
-            const StepMode& step_mode)
-      : inputs(step_inputs), targets(step_targets), mode(step_mode) {}
-  const std::vector<Tensor>& inputs;
-  const Tensor& targets;
-  const StepMode mode;
-  int64_t rows = 0;                  // Of `inputs`.
-  int64_t batch = 0;                 // The job's: `rows`, rank 0's, or every rank's shard.
-  int64_t first_row = 0;             // The job's index of inputs' row 0.
-  float scale = 0;                   // 1 / (batch x loss_scale).
-  float loss_scale = 1;              // fp16: what the loss's gradient is multiplied by.
-  std::vector<BatchSlice> slices;    // This rank's, on its own slot indices.
-  std::vector<int> ranks_with_rows;  // Ascending.
-  bool runs_first_row = false;
-  std::vector<SlotPlan*> plans;  // Per slice.
-  std::vector<double> seconds, forward_seconds;
-  double loss = 0, correct = 0;  // Sums: this rank's, then the job's.
-  int64_t reduced_bytes = 0;
-  std::vector<Tensor> running;  // The running statistics every slot takes.
-};
 
 }  // namespace
 
@@ -153,6 +125,8 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer::Impl>> DataParallelTrainer::
     const TrainerOptions& options, TrainerReduction reduction) {
   if (slots.empty()) return absl::InvalidArgumentError("training needs at least one slot");
   REPLICAD_RETURN_IF_ERROR(CheckGradientReduction(slots, reduction, reduction.ranks != nullptr));
+  if (options.precision == ComputePrecision::kFloat16)
+    REPLICAD_RETURN_IF_ERROR(CheckFloat16Slots(slots));
   REPLICAD_RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
   REPLICAD_ASSIGN_OR_RETURN(TrainingGraph training,
                             BuildTrainingGraph(model->graph(), options.loss, options.precision));
@@ -186,18 +160,6 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer::Impl>> DataParallelTrainer::
       impl->reduction_,
       CreateGradientReduction(std::move(made), &impl->layout_, impl->training_, source,
                               options.optimizer, reduction, peers ? &*peers : nullptr));
-  if (impl->loss_scaler_.has_value()) {
-    // Device reductions check the loss only (an overflowed gradient would be
-    // applied), and CUDA slots have no float16 Cast for the roundings.
-    for (const auto& slot : impl->slots_) {
-      if (!InHostMemory(*slot->where.device)) {
-        return absl::UnimplementedError(absl::StrCat(
-            "precision fp16 trains on CPU slots only for now (its roundings and its overflow "
-            "check of the summed gradients run there); slot '",
-            slot->where.slot.name, "' is on ", DeviceIdToString(slot->where.slot.device)));
-      }
-    }
-  }
   return impl;
 }
 
@@ -215,10 +177,6 @@ absl::StatusOr<SlotPlan*> DataParallelTrainer::Impl::PlanFor(TrainingSlot& slot,
       REPLICAD_ASSIGN_OR_RETURN(
           std::shared_ptr<Buffer> buffer,
           device.Allocate(std::max<size_t>(ByteSize(plan->input_types()[i]), 1)));
-      entry.inputs.push_back(std::move(buffer));
-    }
-    if (training_.loss_scale_input >= 0) {  // And the loss scale.
-      REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, device.Allocate(sizeof(float)));
       entry.inputs.push_back(std::move(buffer));
     }
   }
@@ -499,16 +457,8 @@ absl::Status DataParallelTrainer::Impl::RunSlice(StepState& step, int i, Trainin
   }
   for (const Tensor& p : slot.parameters) in.push_back(p.raw_data());
   for (const Tensor& b : slot.buffers) in.push_back(b.raw_data());
-  if (training_.loss_scale_input >= 0 && status.ok()) {
-    if (InHostMemory(device)) {
-      in.push_back(&step.loss_scale);
-    } else {
-      void* staged = step.plans[i]->inputs.back()->data();
-      status = device.CopyOnStream(&step.loss_scale, MemoryLocation{}, staged,
-                                   device.memory_location(), sizeof(float));
-      in.push_back(staged);
-    }
-  }
+  // fp16 trains on CPU slots only (CheckFloat16Slots): the scale is read in place.
+  if (training_.loss_scale_input >= 0) in.push_back(&step.loss_scale);
   std::vector<void*> out{slot.loss_sum.raw_data()};
   if (training_.classification) out.push_back(slot.correct.raw_data());
   for (Tensor& g : slot.gradients) out.push_back(g.raw_data());

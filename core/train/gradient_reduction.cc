@@ -13,6 +13,17 @@ std::unique_ptr<SlotReducer> GradientReduction::ForSlot(int slot, float scale) {
   return std::make_unique<SlotReducer>();
 }
 
+absl::Status CheckFloat16Slots(const std::vector<TrainerSlot>& slots) {
+  for (const TrainerSlot& slot : slots) {
+    if (InHostMemory(*slot.device)) continue;
+    return absl::UnimplementedError(
+        absl::StrCat("precision fp16 trains on CPU slots only for now (its roundings and its "
+                     "overflow check of the summed gradients run there); slot '",
+                     slot.slot.name, "' is on ", DeviceIdToString(slot.slot.device)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckGradientReduction(const std::vector<TrainerSlot>& slots,
                                     const TrainerReduction& reduction, bool across_ranks) {
   const TrainerSlot* cpu_slot = nullptr;

@@ -78,6 +78,10 @@ class GradientReduction {
 // across ranks (`across_ranks`), before anything is made.
 absl::Status CheckGradientReduction(const std::vector<TrainerSlot>& slots,
                                     const TrainerReduction& reduction, bool across_ranks);
+// fp16 training (float16_products.h) checks every step's summed gradients
+// for overflow where the host sums them, and CUDA slots have no float16 Cast
+// for its roundings: Unimplemented naming the first slot not in host memory.
+absl::Status CheckFloat16Slots(const std::vector<TrainerSlot>& slots);
 // `slots` (all made, in slot order) sum by HostSum (CPU slots), NcclAllReduce
 // (GPU slots; `peers`: the other ranks' take part, null alone) or
 // ParameterServer (reduction.parameter_server, which it takes). The
