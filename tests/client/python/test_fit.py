@@ -213,7 +213,7 @@ def test_reduced_precision_training_configures_and_trains(serve, client_of, fash
     assert scales == [2.0**40 / 2**k for k in range(len(scales))]
     history = client.fit("default", x[:256], y[:256], batch_size=BATCH, epochs=2, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
-    assert all(count >= 0 for count in history.skipped_steps)
+    assert len(history.skipped_steps) == 2  # A count per epoch.
 
     with pytest.raises(replicad.Unimplemented) as raised:
         client.configure_training("default", precision="tf32", **SGD)
