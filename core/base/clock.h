@@ -1,6 +1,8 @@
 #ifndef REPLICAD_CORE_BASE_CLOCK_H_
 #define REPLICAD_CORE_BASE_CLOCK_H_
 
+#include <chrono>
+
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -32,6 +34,12 @@ class Clock {
 
 // absl::Now(), and Abseil's own waits. Never null; lives forever.
 const Clock* RealClock();
+
+// Seconds from `start` until now on the steady clock: a duration measured
+// for metrics and reports (not a schedule, which Clock keeps).
+inline double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace replicad
 

@@ -1,9 +1,13 @@
 #include "core/model/compute_precision.h"
 
+#include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/client_text.h"
+#include "core/ops/fused_activation.h"
 
 namespace replicad {
 
@@ -27,6 +31,42 @@ absl::StatusOr<ComputePrecision> ParsePrecision(absl::string_view text, absl::st
   }
   return absl::InvalidArgumentError(
       absl::StrCat(field, ": expected ", expected, ", received '", ClientText(text), "'"));
+}
+
+bool IsMarkedConv(const Node& node) {
+  return node.op_type == "Conv" && node.attributes.Has(kPrecisionAttribute);
+}
+
+// Marks the marked Convs whose outputs only marked Convs read, as X (input
+// 0) or as a fused residual's addend (input 3), once each. A fused Swish is
+// left out: the kernel applies it in a float32 pass of its own.
+void MarkBFloat16Outputs(Graph* graph) {
+  std::vector<std::vector<std::pair<const Node*, int>>> readers(graph->values.size());
+  for (const Node& node : graph->nodes) {
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i] >= 0) readers[node.inputs[i]].push_back({&node, static_cast<int>(i)});
+    }
+  }
+  std::vector<bool> is_output(graph->values.size(), false);
+  for (int v : graph->outputs) is_output[v] = true;
+  for (Node& node : graph->nodes) {
+    if (!IsMarkedConv(node) || node.outputs.size() != 1 || node.outputs[0] < 0) continue;
+    const int v = node.outputs[0];
+    absl::StatusOr<std::optional<FusedActivation>> activation =
+        ReadFusedActivation(node.attributes);
+    if (!activation.ok() || (activation->has_value() && (*activation)->op_type == "Swish")) {
+      continue;
+    }
+    if (is_output[v] || readers[v].empty()) continue;
+    const bool conv_readers =
+        std::all_of(readers[v].begin(), readers[v].end(), [&](const auto& reader) {
+          const Node& r = *reader.first;
+          return IsMarkedConv(r) && std::count(r.inputs.begin(), r.inputs.end(), v) == 1 &&
+                 (reader.second == 0 || (reader.second == 3 && HasFusedSum(r.attributes)));
+        });
+    if (conv_readers)
+      node.attributes.Set(kOutputPrecisionAttribute, AttributeValue(std::string("bf16")));
+  }
 }
 
 }  // namespace
@@ -81,6 +121,7 @@ void MarkComputePrecision(Graph* graph, ComputePrecision precision) {
     if (tensor.dtype() == DType::kFloat32) weights.insert(value);
   }
   MarkProducts(graph, precision, weights, graph->nodes.size());
+  if (precision == ComputePrecision::kBFloat16) MarkBFloat16Outputs(graph);
 }
 
 ComputePrecision MarkedComputePrecision(const Graph& graph) {

@@ -15,8 +15,9 @@ namespace replicad {
 //  - kFloat32: everything in float32 (the default).
 //  - kBFloat16: the convolutions and the matrix products against weights
 //    (Conv, Gemm, MatMul whose second operand is an initializer) read their
-//    input and weights as bfloat16 and accumulate and write float32, as
-//    ONNX Runtime's and PyTorch's autocast to bfloat16 do; everything else
+//    input and weights as bfloat16 and accumulate in float32, as ONNX
+//    Runtime's and PyTorch's autocast to bfloat16 do, and write float32
+//    (bfloat16 between two convolutions: kOutputPrecisionAttribute below); everything else
 //    (softmax, normalisation statistics, reductions, element-wise ops, the
 //    fused attention) stays float32. On CPU slots this is oneDNN's bf16
 //    (AVX512_BF16 dot products, AMX tiles where the CPU has them); a CPU
@@ -45,8 +46,18 @@ absl::string_view ComputePrecisionName(ComputePrecision precision);
 // The node attribute that tells a kernel its products' precision ("bf16").
 inline constexpr char kPrecisionAttribute[] = "replicad.precision";
 
-// Marks the nodes of `graph` that compute in `precision` (see above);
-// kFloat32 marks none.
+// The attribute ("bf16") of a bf16 Conv whose every reader is another bf16
+// Conv, reading it as its X or as a fused residual's addend: its output may
+// stay bfloat16 between the two (a kernel writes it so where the plan keeps
+// the value in the backend's own layout), so that no conversion runs
+// between them and the chain's first convolution computes in bf16 whatever
+// its size, as under PyTorch's autocast, whose convolutions write bfloat16.
+// The residual additions then sum onto bfloat16 values, as autocast's do.
+inline constexpr char kOutputPrecisionAttribute[] = "replicad.output_precision";
+
+// Marks the nodes of `graph` that compute in `precision` (see above), and
+// with kBFloat16 the convolutions whose outputs may stay bfloat16
+// (kOutputPrecisionAttribute); kFloat32 marks none.
 void MarkComputePrecision(Graph* graph, ComputePrecision precision);
 
 // Marks the Conv, Gemm and MatMul nodes among graph->nodes[0, end) whose

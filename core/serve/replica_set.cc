@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/base/clock.h"
 #include "core/base/status_macros.h"
 
 namespace replicad {
@@ -510,8 +511,7 @@ void ReplicaSet::RunSlice(const std::shared_ptr<ReplicaSetRun>& state, size_t s,
                                        still_wanted != nullptr ? &asked : nullptr)
                            : replica.RunSlice(plan, in.data(), out.data(), merged_in,
                                               still_wanted != nullptr ? &asked : nullptr);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = SecondsSince(start);
   cores.Release();
   // A stopped slice's time says nothing of the slot's speed (the
   // scheduler skips slices of no seconds), and its rows were not served.

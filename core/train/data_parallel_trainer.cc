@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/base/clock.h"
 #include "core/base/log.h"
 #include "core/base/status_macros.h"
 #include "core/device/run_context.h"
@@ -23,13 +24,6 @@
 #include "core/train/training_slot.h"
 
 namespace replicad {
-namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
 
 class DataParallelTrainer::Impl {
  public:
@@ -657,19 +651,27 @@ absl::StatusOr<std::vector<Tensor>> DataParallelTrainer::SlotBuffers(int slot) c
 absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> DataParallelTrainer::OptimizerState()
     const {
   absl::MutexLock lock(&impl_->mu_);
-  return impl_->reduction_->optimizers().front()->State();
+  using State = std::vector<std::pair<std::string, Tensor>>;
+  REPLICAD_ASSIGN_OR_RETURN(State state, impl_->reduction_->optimizers().front()->State());
+  if (impl_->loss_scaler_.has_value()) impl_->loss_scaler_->AppendState(&state);
+  return state;
 }
 
 absl::Status DataParallelTrainer::Resume(int64_t step,
                                          const std::vector<std::pair<std::string, Tensor>>& state) {
   absl::MutexLock lock(&impl_->mu_);
-  if (!state.empty()) {
-    // Restore validates before it changes anything, so a bad state fails on
-    // the first optimizer and leaves every one as it was.
-    for (Optimizer* optimizer : impl_->reduction_->optimizers()) {
-      REPLICAD_RETURN_IF_ERROR(optimizer->Restore(step, state));
+  // fp16's loss scale rides along with the optimizer's own entries.
+  std::optional<LossScaler> restored = impl_->loss_scaler_;
+  if (restored.has_value()) REPLICAD_RETURN_IF_ERROR(restored->Restore(state));
+  const std::vector<std::pair<std::string, Tensor>> optimizer_state = WithoutLossScale(state);
+  // Restore validates before it changes anything, so a bad state fails on
+  // the first optimizer and leaves every one as it was.
+  for (Optimizer* optimizer : impl_->reduction_->optimizers()) {
+    if (!optimizer_state.empty()) {
+      REPLICAD_RETURN_IF_ERROR(optimizer->Restore(step, optimizer_state));
     }
   }
+  impl_->loss_scaler_ = restored;
   impl_->step_ = step;
   return absl::OkStatus();
 }

@@ -144,12 +144,14 @@ class DataParallelTrainer {
   // error, when a copy from a device fails.
   absl::StatusOr<std::vector<Tensor>> SlotParameters(int slot) const;
   absl::StatusOr<std::vector<Tensor>> SlotBuffers(int slot) const;
-  // Slot 0's optimizer state (every slot holds the same), for checkpoints.
-  // Fails when a GPU copy fails.
+  // Slot 0's optimizer state (every slot holds the same), and with fp16 the
+  // loss scale's (LossScaler::State), for checkpoints. Fails when a GPU copy
+  // fails.
   absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> OptimizerState() const;
-  // Resumes from a checkpoint: the step count, and the optimizer state on
-  // every slot (empty `state`: the optimizer starts fresh). Fails as
-  // Optimizer::Restore does, changing nothing.
+  // Resumes from a checkpoint: the step count, the optimizer state on every
+  // slot (empty `state`: the optimizer starts fresh) and with fp16 the loss
+  // scale (where `state` has it; entries of it are ignored without fp16).
+  // Fails as Optimizer::Restore and LossScaler::Restore do, changing nothing.
   absl::Status Resume(int64_t step, const std::vector<std::pair<std::string, Tensor>>& state);
   // The model with the current weights: the training model's graph with its
   // parameters replaced (not optimised for inference). Fails as

@@ -2,6 +2,12 @@
 #define REPLICAD_CORE_TRAIN_LOSS_SCALER_H_
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/tensor/tensor.h"
 
 namespace replicad {
 
@@ -34,12 +40,34 @@ class LossScaler {
   // Steps skipped for overflow so far.
   int64_t overflowed_steps() const { return overflowed_steps_; }
 
+  // What a checkpoint keeps, as GradScaler's state_dict keeps its scale and
+  // growth tracker: two entries for the trainer's optimizer state,
+  // kScaleState (float32 [1]) and kFiniteStepsState (int64 [1], the finite
+  // steps in a row since the scale last changed).
+  static constexpr char kScaleState[] = "replicad.loss_scale";
+  static constexpr char kFiniteStepsState[] = "replicad.loss_scale_finite_steps";
+  std::vector<std::pair<std::string, Tensor>> State() const;
+  void AppendState(std::vector<std::pair<std::string, Tensor>>* state) const;
+
+  // Takes `state`'s two entries (where both are there; others are left) as
+  // the scale and the finite steps in a row. InvalidArgument, naming the
+  // entry, the expected and the received value, for a wrong type or shape,
+  // a scale that is not a finite number > 0 or a negative count; nothing
+  // changes then. Where `state` has neither, nothing changes (a checkpoint
+  // written without fp16).
+  absl::Status Restore(const std::vector<std::pair<std::string, Tensor>>& state);
+
  private:
   float scale_;
   int64_t growth_interval_;
   int64_t finite_in_a_row_ = 0;
   int64_t overflowed_steps_ = 0;
 };
+
+// `state` less LossScaler::State's entries (for the optimizer's Restore; a
+// run without fp16 drops them).
+std::vector<std::pair<std::string, Tensor>> WithoutLossScale(
+    const std::vector<std::pair<std::string, Tensor>>& state);
 
 }  // namespace replicad
 

@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/base/client_text.h"
+#include "core/base/clock.h"
 #include "core/base/status_macros.h"
 #include "server/error_message.h"
 #include "server/grpc/call_context.h"
@@ -280,9 +281,7 @@ class StreamInfer final : public grpc::ServerBidiReactor<inference::ModelInferRe
   // Queues the answer (or the error, as the stream's error_message) for writing.
   void Answer(std::unique_ptr<Exchange> exchange, const absl::Status& status,
               const std::string& model) {
-    metrics_.RecordRequest(
-        model, "ModelStreamInfer", status,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange->start).count());
+    metrics_.RecordRequest(model, "ModelStreamInfer", status, SecondsSince(exchange->start));
     if (!status.ok()) {
       exchange->response.Clear();
       exchange->response.set_error_message(absl::StrCat(absl::StatusCodeToString(status.code()),

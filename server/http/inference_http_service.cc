@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/base/client_text.h"
+#include "core/base/clock.h"
 #include "server/error_message.h"
 #include "server/http/infer_exchange.h"
 #include "server/http/json_body.h"
@@ -85,9 +86,7 @@ class InferenceHttpService::Call {
   // `model` labels the metrics ("" for none and for unknown names, so that
   // clients cannot grow the series).
   void Finish(const absl::Status& status, HttpResponse response, const std::string& model = "") {
-    metrics_->RecordRequest(
-        model, method_, status,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    metrics_->RecordRequest(model, method_, status, SecondsSince(start_));
     std::move(respond_)(std::move(response));
   }
   void Fail(const absl::Status& status, const std::string& model = "") {

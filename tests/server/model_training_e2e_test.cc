@@ -514,6 +514,55 @@ TEST(ModelTrainingE2eTest, RestartingOnACheckpointResumesExactly) {
   }
 }
 
+// fp16 from a scale that overflows: the scale comes down over the steps, and
+// a checkpoint keeps where it stands (as GradScaler's state_dict does): a
+// daemon restarted on it trains its next step at that scale, not at
+// initial_loss_scale again.
+TEST(ModelTrainingE2eTest, Float16LossScaleResumesFromACheckpoint) {
+  const std::string path = TempPath("fp16_resume.onnx");
+  v1::ConfigureTrainingRequest config = SgdConfig();
+  config.mutable_config()->set_precision("fp16");
+  config.mutable_config()->set_initial_loss_scale(std::ldexp(1.0, 30));
+  double next_scale = 0;
+  {
+    absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+        StartWithCheckpoints({"--devices", "cpu:0,cpu:0"});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    auto client = Connect(**daemon);
+    ASSERT_TRUE(client->ConfigureTraining(config).ok());
+    double last_scale = 0;
+    bool last_skipped = false;
+    int applied = 0;
+    for (int step = 1; step <= 40; ++step) {
+      absl::StatusOr<v1::TrainStepResponse> answer = client->TrainStep(StepRequest(6, step));
+      ASSERT_TRUE(answer.ok()) << answer.status();
+      last_scale = answer->loss_scale();
+      last_skipped = !answer->skipped().empty();
+      applied += !last_skipped;
+    }
+    EXPECT_GT(applied, 0);
+    // Growth interval 2000: after an applied step the scale stays; after a
+    // skipped one it halved.
+    next_scale = last_skipped ? last_scale / 2 : last_scale;
+    EXPECT_LT(next_scale, std::ldexp(1.0, 30)) << "2^30 never overflowed";
+    v1::SaveCheckpointRequest save;
+    save.set_model("default");
+    save.set_path(path);
+    absl::StatusOr<v1::SaveCheckpointResponse> saved = client->SaveCheckpoint(save);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+  }
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      StartWithCheckpoints({"--devices", "cpu:0,cpu:0", "--model", "default=" + path});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Connect(**daemon);
+  ASSERT_TRUE(client->ConfigureTraining(config).ok());
+  absl::StatusOr<v1::TrainStepResponse> resumed = client->TrainStep(StepRequest(6, 41));
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->loss_scale(), next_scale);
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+}
+
 // checkpoint_every_steps = 1 while steps run back to back, and SIGKILL at
 // random moments: whatever the daemon was doing, the checkpoint on disk loads.
 TEST(ModelTrainingE2eTest, SigkillWhileCheckpointingLeavesTheLastCheckpointLoadable) {

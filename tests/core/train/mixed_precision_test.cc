@@ -235,5 +235,60 @@ TEST(MixedPrecisionTrainingTest, Float16OverflowIsSkippedHalvesTheScaleThenItGro
   EXPECT_GE(growths, 2) << "the scale never grew back";
 }
 
+// The loss scale rides in the optimizer state a checkpoint keeps: a trainer
+// resumed from it computes its next step with the scale (and the count of
+// finite steps towards the next growth) where the first left off, not with
+// initial_loss_scale; a run without fp16 drops those entries.
+TEST(MixedPrecisionTrainingTest, Float16LossScaleResumesFromTheOptimizerState) {
+  const LossScaling scaling{std::ldexp(1.0f, 24), 3};
+  std::unique_ptr<DataParallelTrainer> first = MakeTrainer(2, ComputePrecision::kFloat16, scaling);
+  ASSERT_NE(first, nullptr);
+  float next_scale = 0;
+  int64_t applied = 0;
+  for (int step = 0; step < 12; ++step) {
+    absl::StatusOr<DataParallelTrainer::StepResult> result = StepOn(*first, 16, step);
+    ASSERT_TRUE(result.ok()) << result.status();
+    applied = result->step;
+  }
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> state = first->OptimizerState();
+  ASSERT_TRUE(state.ok()) << state.status();
+  const Tensor* saved_scale = nullptr;
+  for (const auto& [name, tensor] : *state) {
+    if (name == LossScaler::kScaleState) saved_scale = &tensor;
+  }
+  ASSERT_NE(saved_scale, nullptr);
+  next_scale = saved_scale->data<float>()[0];
+  EXPECT_LT(next_scale, scaling.initial_scale) << "2^24 overflowed and the scale came down";
+  // The first trainer's own next step, and the resumed trainer's first.
+  absl::StatusOr<DataParallelTrainer::StepResult> continued = StepOn(*first, 16, 12);
+  ASSERT_TRUE(continued.ok());
+  EXPECT_EQ(continued->loss_scale, next_scale);
+
+  std::unique_ptr<DataParallelTrainer> resumed =
+      MakeTrainer(2, ComputePrecision::kFloat16, scaling);
+  ASSERT_NE(resumed, nullptr);
+  ASSERT_TRUE(resumed->Resume(applied, *state).ok());
+  absl::StatusOr<DataParallelTrainer::StepResult> after = StepOn(*resumed, 16, 12);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->loss_scale, next_scale);
+
+  std::unique_ptr<DataParallelTrainer> float32 = MakeTrainer(1, ComputePrecision::kFloat32, {});
+  ASSERT_NE(float32, nullptr);
+  EXPECT_TRUE(float32->Resume(applied, *state).ok()) << "fp32 ignores the loss scale";
+  EXPECT_EQ(float32->OptimizerState()->size(), state->size() - 2);
+
+  // A corrupt scale is refused, naming it, and changes nothing.
+  std::vector<std::pair<std::string, Tensor>> corrupt = *state;
+  for (auto& [name, tensor] : corrupt) {
+    if (name == LossScaler::kScaleState) {
+      tensor = Tensor::Host(DType::kFloat32, {1});
+      tensor.data<float>()[0] = -1.0f;
+    }
+  }
+  const absl::Status refused = resumed->Resume(applied, corrupt);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("replicad.loss_scale"), std::string::npos) << refused;
+}
+
 }  // namespace
 }  // namespace replicad

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/backends/cpu/kernels/avx512.h"
+#include "core/tensor/half_float.h"
 
 namespace replicad {
 namespace {
@@ -107,6 +108,19 @@ void RunActivationPass(const ActivationStep& step, const float* in, float* out, 
     const size_t begin = std::min(count, vectors * thread / threads * 16);
     const size_t end = std::min(count, vectors * (thread + 1) / threads * 16);
     if (begin < end) RunShare(step, in + begin, out + begin, end - begin);
+  }
+}
+
+void RunActivationPassBFloat16(const ActivationStep& step, uint16_t* data, size_t count) {
+  if (step.pass == ActivationPass::kNone) return;
+  // Through float32 a chunk at a time: the step in float32, rounded once.
+  constexpr size_t kChunk = 256;
+  float chunk[kChunk];
+  for (size_t begin = 0; begin < count; begin += kChunk) {
+    const size_t n = std::min(kChunk, count - begin);
+    for (size_t i = 0; i < n; ++i) chunk[i] = BFloat16ToFloat(data[begin + i]);
+    RunShare(step, chunk, chunk, n);
+    for (size_t i = 0; i < n; ++i) data[begin + i] = FloatToBFloat16(chunk[i]);
   }
 }
 

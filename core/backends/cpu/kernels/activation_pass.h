@@ -2,6 +2,7 @@
 #define REPLICAD_CORE_BACKENDS_CPU_KERNELS_ACTIVATION_PASS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 
 namespace replicad {
@@ -45,6 +46,12 @@ inline constexpr size_t kParallelActivationFloats = size_t{32} << 10;
 // with libm's exp; NaN stays NaN, +inf stays +inf and -inf becomes NaN, as
 // the formula gives. kClip: exact; NaN stays NaN, infinities clip.
 void RunActivationPass(const ActivationStep& step, const float* in, float* out, size_t count);
+
+// In place over bfloat16 values (a convolution's output in a chain of bf16
+// convolutions): the step computed in float32 and rounded to nearest even;
+// NaN stays NaN. On the calling thread (only a request with a NaN or an
+// infinity runs it: the fast path clamps in oneDNN's post-op).
+void RunActivationPassBFloat16(const ActivationStep& step, uint16_t* data, size_t count);
 
 // In place.
 inline void RunActivationPass(const ActivationStep& step, float* data, size_t count) {

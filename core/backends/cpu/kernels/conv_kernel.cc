@@ -13,6 +13,7 @@
 #include "core/backends/cpu/kernels/kernel_builders.h"
 #include "core/backends/cpu/kernels/native_layout.h"
 #include "core/backends/cpu/kernels/non_finite.h"
+#include "core/backends/cpu/kernels/owned_spec.h"
 #include "core/backends/cpu/kernels/parallel_copy.h"
 #include "core/backends/cpu/kernels/product_precision.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
@@ -49,7 +50,8 @@ class BlockedConvKernel : public Kernel {
                     std::optional<BoundPrimitive> dst_reorder, dnnl::memory blocked_src,
                     dnnl::memory blocked_dst, std::vector<WorkspacePart> workspace_parts,
                     std::optional<BoundPrimitive> addend_reorder, size_t addend_copy_bytes,
-                    const ActivationStep& activation, size_t activation_floats)
+                    const ActivationStep& activation, size_t activation_elements,
+                    bool bfloat16_output)
       : context_(context),
         node_(std::move(node)),
         src_reorder_(std::move(src_reorder)),
@@ -61,7 +63,8 @@ class BlockedConvKernel : public Kernel {
         blocked_dst_(std::move(blocked_dst)),
         workspace_parts_(std::move(workspace_parts)),
         activation_(activation),
-        activation_floats_(activation_floats) {}
+        activation_elements_(activation_elements),
+        bfloat16_output_(bfloat16_output) {}
 
   size_t workspace_bytes() const override { return SrcBytes() + DstBytes(); }
 
@@ -105,7 +108,12 @@ class BlockedConvKernel : public Kernel {
     if (activation_.pass != ActivationPass::kNone) {
       REPLICAD_RETURN_IF_ERROR(WaitStream(context_, node_));
       void* written = blocked_dst_ ? blocked_dst_.get_data_handle() : outputs[0];
-      RunActivationPass(activation_, static_cast<float*>(written), activation_floats_);
+      if (bfloat16_output_) {
+        RunActivationPassBFloat16(activation_, static_cast<uint16_t*>(written),
+                                  activation_elements_);
+      } else {
+        RunActivationPass(activation_, static_cast<float*>(written), activation_elements_);
+      }
     }
     if (dst_reorder_) REPLICAD_RETURN_IF_ERROR(dst_reorder_->Execute(inputs, outputs, node_));
     return WaitStream(context_, node_);
@@ -130,12 +138,13 @@ class BlockedConvKernel : public Kernel {
   dnnl::memory blocked_src_;
   dnnl::memory blocked_dst_;
   std::vector<WorkspacePart> workspace_parts_;
-  // Run over the convolution's whole output, `activation_floats_` padding
+  // Run over the convolution's whole output, `activation_elements_` padding
   // included (SiLU and a clamp whose range holds 0 keep its zeros; a Clip
   // whose range excludes 0 writes its bound there, which later convolutions
-  // multiply by zero weights).
+  // multiply by zero weights), float32 or bfloat16 as it is written.
   ActivationStep activation_;
-  size_t activation_floats_;
+  size_t activation_elements_;
+  bool bfloat16_output_;
   std::string native_layout_;
   size_t native_bytes_ = 0;
 };
@@ -300,20 +309,33 @@ ConvPd MakeConvPd(CpuKernelContext& context, const ConvDescs& descs,
 
 // X and Y in channel blocks of the vector width where ChannelBlockedLayout
 // says so, else as oneDNN chooses; weights as it chooses. X and W are read
-// as `product` (f32, or bf16 for a node computed in bfloat16: then every
-// layout is oneDNN's choice, channels-last where it has AMX tiles), Y is f32.
+// as `product` (f32, or bf16 for a node computed in bfloat16: then X and Y
+// channels-last, AMX's layout, where oneDNN has a kernel for the form, else
+// its choice), Y is written as `dst` (f32, or bf16 in a chain of bf16
+// convolutions, which then pass their values with no reorder between).
 ConvPd BlockedLayoutPd(CpuKernelContext& context, const ConvDescs& descs, int64_t out_channels,
                        const dnnl::primitive_attr& attr, dnnl::algorithm algorithm,
-                       memory::data_type product = memory::data_type::f32) {
+                       memory::data_type product = memory::data_type::f32,
+                       memory::data_type dst = memory::data_type::f32) {
   const memory::data_type f32 = memory::data_type::f32;
   const memory::desc any_weights(descs.weight_dims, product, memory::format_tag::any);
   const auto pd_for = [&](memory::format_tag src_tag, memory::format_tag dst_tag) {
     return MakeConvPd(context, descs, attr, algorithm,
                       memory::desc(descs.src_dims, product, src_tag), any_weights, descs.bias,
-                      memory::desc(descs.dst_dims, f32, dst_tag));
+                      memory::desc(descs.dst_dims, dst, dst_tag));
   };
-  if (product != f32) return pd_for(memory::format_tag::any, memory::format_tag::any);
   const bool two_d = descs.src_dims.size() == 4;
+  if (product != f32) {
+    if (two_d) {
+      try {
+        ConvPd channels_last = pd_for(memory::format_tag::nhwc, memory::format_tag::nhwc);
+        if (!IsReference(channels_last)) return channels_last;
+      } catch (const dnnl::error&) {
+        // No kernel takes channels-last for this form.
+      }
+    }
+    return pd_for(memory::format_tag::any, memory::format_tag::any);
+  }
   const memory::format_tag src_tag =
       two_d ? ChannelBlockedLayout(descs.src_dims[1]) : memory::format_tag::any;
   const memory::format_tag dst_tag =
@@ -338,8 +360,9 @@ ConvPd ChooseBlockedPd(const KernelSpec& spec, CpuKernelContext& context,
                        const dnnl::primitive_attr& attr) {
   const memory::data_type product = ConvProductType(spec, conv.group, spec.inputs[1]->shape);
   if (product != memory::data_type::f32) {
-    return BlockedLayoutPd(context, descs, conv.out_channels, attr,
-                           dnnl::algorithm::convolution_direct, product);
+    return BlockedLayoutPd(
+        context, descs, conv.out_channels, attr, dnnl::algorithm::convolution_direct, product,
+        ConvWritesBFloat16(spec) ? memory::data_type::bf16 : memory::data_type::f32);
   }
   if (context.winograd && WinogradPays(conv, spec.inputs[1]->shape)) {
     try {
@@ -476,7 +499,8 @@ KernelOrStatus BuildBlockedConvKernel(const KernelSpec& spec, CpuKernelContext& 
       context, NodeLabel(spec), std::move(pieces.src_reorder), std::move(pieces.convs),
       std::move(pieces.dst_reorder), std::move(pieces.blocked_src), std::move(pieces.blocked_dst),
       std::move(pieces.workspace_parts), std::move(pieces.addend_reorder), pieces.addend_copy_bytes,
-      activation, pd.dst_desc().get_size() / sizeof(float));
+      activation, pd.dst_desc().get_size() / memory::data_type_size(pd.dst_desc().data_type()),
+      pd.dst_desc().data_type() == memory::data_type::bf16);
   if (native_output) kernel->SetNativeOutput(pd.dst_desc());
   return kernel;
 }
@@ -606,30 +630,6 @@ KernelOrStatus BuildExactConvKernel(const KernelSpec& spec, CpuKernelContext& co
   return exact;
 }
 
-// A copy of a spec that owns what it points to (attributes, constant
-// inputs: a Tensor shares its bytes), for a kernel built after the plan's
-// spec is gone.
-class OwnedSpec {
- public:
-  explicit OwnedSpec(const KernelSpec& spec) : spec_(spec), attributes_(*spec.attributes) {
-    spec_.attributes = &attributes_;
-    constants_.reserve(spec.constant_inputs.size());
-    for (size_t i = 0; i < spec.constant_inputs.size(); ++i) {
-      const Tensor* constant = spec.constant_inputs[i];
-      constants_.push_back(constant != nullptr ? *constant : Tensor());
-      spec_.constant_inputs[i] = constant != nullptr ? &constants_.back() : nullptr;
-    }
-  }
-  OwnedSpec(const OwnedSpec&) = delete;
-  OwnedSpec& operator=(const OwnedSpec&) = delete;
-  const KernelSpec& spec() const { return spec_; }
-
- private:
-  KernelSpec spec_;
-  Attributes attributes_;
-  std::vector<Tensor> constants_;  // Reserved up front: spec_ points into it.
-};
-
 }  // namespace
 
 // With constant weights, two kernels where they differ on non-finite
@@ -674,7 +674,8 @@ KernelOrStatus MakeConvKernel(const KernelSpec& spec, CpuKernelContext& context)
         GivenLayout(spec, index, RowMajorDesc(row_major_shape, memory::data_type::f32));
     const bool in_plan =
         index < static_cast<int>(spec.input_layouts.size()) && !spec.input_layouts[index].empty();
-    return CheckedInput{index, given.get_size() / sizeof(float), in_plan};
+    return CheckedInput{index, given.get_size() / memory::data_type_size(given.data_type()),
+                        in_plan, given.data_type() == memory::data_type::bf16};
   };
   std::vector<CheckedInput> checked{checked_input(0, spec.inputs[0]->shape)};
   if (HasFusedSum(*spec.attributes)) checked.push_back(checked_input(3, spec.outputs[0].shape));

@@ -74,6 +74,34 @@ __attribute__((target("avx2"))) bool AnyNonFiniteAvx2(const float* data, size_t 
   return any;
 }
 
+// A bfloat16 is NaN or infinite where its 8 exponent bits are all set.
+constexpr uint16_t kBFloat16Exponent = 0x7f80;
+
+__attribute__((target("avx512f,avx512bw"))) bool AnyNonFiniteBFloat16Avx512(const uint16_t* data,
+                                                                            size_t count) {
+  const __m512i exponent = _mm512_set1_epi16(static_cast<int16_t>(kBFloat16Exponent));
+  __mmask32 found = 0;
+  size_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    const __m512i x = _mm512_and_si512(_mm512_loadu_si512(data + i), exponent);
+    found |= _mm512_cmpeq_epi16_mask(x, exponent);
+  }
+  if (i < count) {
+    const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (count - i)) - 1);
+    const __m512i x = _mm512_and_si512(_mm512_maskz_loadu_epi16(tail, data + i), exponent);
+    found |= _mm512_cmpeq_epi16_mask(x, exponent);
+  }
+  return found != 0;
+}
+
+bool AnyNonFiniteBFloat16Share(const uint16_t* data, size_t count) {
+  static const bool avx512bw = HasAvx512() && __builtin_cpu_supports("avx512bw");
+  if (avx512bw) return AnyNonFiniteBFloat16Avx512(data, count);
+  bool any = false;
+  for (size_t i = 0; i < count; ++i) any |= (data[i] & kBFloat16Exponent) == kBFloat16Exponent;
+  return any;
+}
+
 bool AnyNonFiniteShare(const float* data, size_t count) {
   if (HasAvx512()) return AnyNonFiniteAvx512(data, count);
   if (HasAvx2()) return AnyNonFiniteAvx2(data, count);
@@ -89,8 +117,8 @@ bool AnyNonFiniteShare(const float* data, size_t count) {
 // milliseconds. Larger inputs are split across the slot's threads.
 constexpr size_t kParallelScanFloats = size_t{4} << 20;
 
-template <bool (*kShare)(const float*, size_t)>
-bool AnyAcrossThreads(const float* data, size_t count) {
+template <typename T, bool (*kShare)(const T*, size_t)>
+bool AnyAcrossThreads(const T* data, size_t count) {
   if (count < kParallelScanFloats) return kShare(data, count);
   bool any = false;
 #pragma omp parallel reduction(|| : any)
@@ -118,9 +146,11 @@ class UnlessNonFiniteKernel : public Kernel {
   absl::Status Run(const RunContext& run, const void* const* inputs,
                    void* const* outputs) override {
     for (const CheckedInput& input : checked_) {
-      const float* data = static_cast<const float*>(inputs[input.index]);
-      if (input.in_plan && finite_->Holds(data, input.floats * sizeof(float))) continue;
-      if (AnyNonFinite(data, input.floats)) {
+      const void* data = inputs[input.index];
+      const size_t bytes = input.elements * (input.bfloat16 ? sizeof(uint16_t) : sizeof(float));
+      if (input.in_plan && finite_->Holds(data, bytes)) continue;
+      if (input.bfloat16 ? AnyNonFiniteBFloat16(static_cast<const uint16_t*>(data), input.elements)
+                         : AnyNonFinite(static_cast<const float*>(data), input.elements)) {
         REPLICAD_RETURN_IF_ERROR(BuildExact());
         return exact_->Run(run, inputs, outputs);
       }
@@ -217,10 +247,16 @@ class NaNRowsKernel : public Kernel {
 
 }  // namespace
 
-bool AnyNaN(const float* data, size_t count) { return AnyAcrossThreads<AnyNaNShare>(data, count); }
+bool AnyNaN(const float* data, size_t count) {
+  return AnyAcrossThreads<float, AnyNaNShare>(data, count);
+}
 
 bool AnyNonFinite(const float* data, size_t count) {
-  return AnyAcrossThreads<AnyNonFiniteShare>(data, count);
+  return AnyAcrossThreads<float, AnyNonFiniteShare>(data, count);
+}
+
+bool AnyNonFiniteBFloat16(const uint16_t* data, size_t count) {
+  return AnyAcrossThreads<uint16_t, AnyNonFiniteBFloat16Share>(data, count);
 }
 
 std::unique_ptr<Kernel> UnlessNonFinite(std::unique_ptr<Kernel> fast, DeferredKernel exact,

@@ -24,6 +24,9 @@ bool AnyNaN(const float* data, size_t count);
 // Whether data[0, count) holds a NaN or an infinity; as AnyNaN.
 bool AnyNonFinite(const float* data, size_t count);
 
+// The same for bfloat16 values (their bits).
+bool AnyNonFiniteBFloat16(const uint16_t* data, size_t count);
+
 // What a slot's kernels know of finiteness, so that a check need not read
 // what the kernel run just before wrote knowing it finite (a convolution's
 // fast form, given finite inputs and weights, writes no NaN or infinity
@@ -76,8 +79,9 @@ struct DeferredKernel {
 // share the workspace, sized for the larger.
 struct CheckedInput {
   int index;
-  size_t floats;
-  bool in_plan;  // Written by a kernel of the same plan (a native layout).
+  size_t elements;
+  bool in_plan;           // Written by a kernel of the same plan (a native layout).
+  bool bfloat16 = false;  // Float32 values, or (written so by a bf16 convolution) bfloat16.
 };
 std::unique_ptr<Kernel> UnlessNonFinite(std::unique_ptr<Kernel> fast, DeferredKernel exact,
                                         std::vector<CheckedInput> checked, FiniteOutputs* finite,

@@ -1,8 +1,10 @@
 #include "core/backends/cpu/kernels/product_precision.h"
 
 #include <atomic>
+#include <optional>
 #include <string>
 
+#include "core/backends/cpu/kernels/weight_cache.h"
 #include "core/base/log.h"
 #include "core/model/compute_precision.h"
 
@@ -41,8 +43,28 @@ dnnl::memory::data_type ConvProductType(const KernelSpec& spec, int64_t group,
   const int64_t kernel_area = NumElements(weights) / weights[0] / weights[1];
   const int64_t per_output = weights[1] * kernel_area;
   const int64_t per_input = weights[0] / group * kernel_area;
-  return per_output >= kMinProducts && per_input >= kMinProducts ? product
-                                                                 : dnnl::memory::data_type::f32;
+  const bool pays = per_output >= kMinProducts && per_input >= kMinProducts;
+  return pays || ConvWritesBFloat16(spec) || ArrivesBFloat16(spec, 0)
+             ? product
+             : dnnl::memory::data_type::f32;
+}
+
+bool ConvWritesBFloat16(const KernelSpec& spec) {
+  if (!spec.native_output || spec.attributes == nullptr || spec.inputs.size() < 2 ||
+      !spec.inputs[0] || spec.inputs[0]->shape.size() != 4 || spec.constant_inputs.size() < 2 ||
+      spec.constant_inputs[1] == nullptr) {
+    return false;
+  }
+  absl::StatusOr<std::string> output = spec.attributes->GetString(kOutputPrecisionAttribute, "");
+  return output.ok() && *output == "bf16" && ProductDataType(spec) == dnnl::memory::data_type::bf16;
+}
+
+bool ArrivesBFloat16(const KernelSpec& spec, int index) {
+  if (index >= static_cast<int>(spec.input_layouts.size()) || spec.input_layouts[index].empty()) {
+    return false;
+  }
+  std::optional<dnnl::memory::desc> given = DeserializeDesc(spec.input_layouts[index]);
+  return given && given->data_type() == dnnl::memory::data_type::bf16;
 }
 
 }  // namespace replicad

@@ -25,9 +25,22 @@ dnnl::memory::data_type ProductDataType(const KernelSpec& spec);
 // depthwise and narrow high-resolution layers paying more in conversions
 // than their products saved; resnet50's, all past both bounds, 212.5
 // against 350.4 ms.
+// Both bounds are waived where no conversion runs or one serves a chain:
+// where X arrives in bfloat16 (written so by the convolution before it), or
+// where this convolution writes bfloat16 (ConvWritesBFloat16).
 // `group` and `weights` (W's shape) are the convolution's.
 dnnl::memory::data_type ConvProductType(const KernelSpec& spec, int64_t group,
                                         const Shape& weights);
+
+// Whether a 2-D convolution with constant weights writes its output in
+// bfloat16: the node is marked so (kOutputPrecisionAttribute), this CPU
+// computes its bf16 products, and the plan keeps the output in the kernel's
+// own layout (KernelSpec::native_output, which carries the data type to
+// its readers).
+bool ConvWritesBFloat16(const KernelSpec& spec);
+
+// Whether input `index` arrives in bfloat16 (in a native layout that says so).
+bool ArrivesBFloat16(const KernelSpec& spec, int index);
 
 }  // namespace replicad
 

@@ -3,7 +3,8 @@
 // multiple of 16), the split across threads, and the special values.
 //
 // SiLU within 4e-7 of the exact value over [-90, 90), tails, specials (NaN, +-inf); the clamp of
-// Relu and Clip exact, NaN kept, in place or not, every tail, 1 and 2 threads.
+// Relu and Clip exact, NaN kept, in place or not, every tail, 1 and 2 threads; the clamp over
+// bfloat16 values rounded once.
 
 #include "core/backends/cpu/kernels/activation_pass.h"
 
@@ -15,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/tensor/half_float.h"
 #include "gtest/gtest.h"
 
 namespace replicad {
@@ -104,6 +106,32 @@ TEST(ActivationPassTest, ClipKeepsNaNAndClipsInfinities) {
     }
   }
   omp_set_num_threads(threads);
+}
+
+// The bfloat16 form (a convolution's output in a chain of bf16 convolutions):
+// each value clamped and rounded to bfloat16, NaN kept, every tail.
+TEST(ActivationPassTest, BFloat16ClipKeepsNaNAndRoundsOnce) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t count : {size_t{1}, size_t{255}, size_t{256}, size_t{257}, size_t{70000}}) {
+    std::vector<uint16_t> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = FloatToBFloat16(-90.0f + 0.37f * i);
+    x[count / 2] = FloatToBFloat16(std::nanf(""));
+    if (count > 2) x[1] = FloatToBFloat16(inf);
+    for (const ActivationStep step : {ActivationStep{ActivationPass::kClip, 0.0f, 6.0f},
+                                      ActivationStep{ActivationPass::kClip, 0.1f, inf}}) {
+      std::vector<uint16_t> out = x;
+      RunActivationPassBFloat16(step, out.data(), count);
+      for (size_t i = 0; i < count; ++i) {
+        const float in = BFloat16ToFloat(x[i]);
+        SCOPED_TRACE(::testing::Message() << "x = " << in << ", count " << count);
+        if (std::isnan(in)) {
+          EXPECT_TRUE(std::isnan(BFloat16ToFloat(out[i])));
+        } else {
+          EXPECT_EQ(out[i], FloatToBFloat16(std::min(std::max(in, step.low), step.high)));
+        }
+      }
+    }
+  }
 }
 
 TEST(ActivationPassTest, NoneAndEmptyLeaveTheData) {

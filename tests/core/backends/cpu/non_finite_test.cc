@@ -10,7 +10,9 @@
 // matrix-vector product, MaxPool (a NaN at each place of a padded, dilated, ceil_mode window),
 // Softmax and LogSoftmax rows, GlobalAveragePool and ReduceMean; one convolution kernel fed finite,
 // NaN and infinite inputs in turn; Winograd against the direct sum's non-finite positions (both
-// runs direct without AVX-512).
+// runs direct without AVX-512); the scan over bfloat16 values.
+#include "core/backends/cpu/kernels/non_finite.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -219,6 +221,25 @@ TEST_F(NonFiniteTest, ConvWithFusedReluChoosesOnEveryRun) {
 
 // What a slot's kernels know of finiteness holds only for the output of the
 // kernel run just before, as it wrote it.
+// Over bfloat16 bits (the values a chain of bf16 convolutions passes): NaN
+// and both infinities found at any position, the vector body's and the
+// tail's; the largest finite values and -0 are not.
+TEST(AnyNonFiniteTest, BFloat16FindsNaNAndInfinitiesAnywhere) {
+  for (size_t count : {size_t{1}, size_t{31}, size_t{32}, size_t{33}, size_t{100}}) {
+    std::vector<uint16_t> x(count, 0x7f7f);  // The largest finite bfloat16.
+    x[0] = 0x8000;                           // -0.
+    if (count > 1) x[1] = 0xff7f;            // The most negative finite one.
+    EXPECT_FALSE(AnyNonFiniteBFloat16(x.data(), count)) << count;
+    for (uint16_t bad : {uint16_t{0x7f80}, uint16_t{0xff80}, uint16_t{0x7fc0}, uint16_t{0xffc1}}) {
+      for (size_t at : {size_t{0}, count / 2, count - 1}) {
+        std::vector<uint16_t> y = x;
+        y[at] = bad;
+        EXPECT_TRUE(AnyNonFiniteBFloat16(y.data(), count)) << count << " at " << at;
+      }
+    }
+  }
+}
+
 TEST(FiniteOutputsTest, HoldsOnlyTheLastKernelsRecordedOutput) {
   FiniteOutputs finite;
   float a[4], b[4];

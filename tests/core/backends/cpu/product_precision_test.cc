@@ -172,6 +172,158 @@ TEST(ProductPrecisionTest, ProductsPerConvolutionDecideIt) {
   }
 }
 
+bool HasBFloat16DotProducts() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+// A chain of bf16 convolutions as mobilenet_v2's blocks make it: a = Relu(Conv
+// 8 -> 16, 3 x 3), b = Clip(depthwise 3 x 3 of a, 0, 6), c = Conv 1 x 1 of b
+// plus a (a residual Add, fused), then a global average pool. a and b are
+// read only by bf16 convolutions: they stay bfloat16 between them.
+constexpr int64_t kWide = 16;
+
+std::string ChainOnnx(const std::vector<Tensor>& weights) {
+  OnnxModelBuilder b("bf16_chain", 17);
+  b.AddInput("x", DType::kFloat32, {kAnyDim, kChannels, kSide, kSide});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, kWide, 1, 1});
+  const char* names[] = {"wa", "ba", "wb", "bb", "wc", "bc"};
+  for (int i = 0; i < 6; ++i) b.AddInitializer(names[i], weights[i]);
+  Tensor low = Tensor::Host(DType::kFloat32, {});
+  low.data<float>()[0] = 0.0f;
+  Tensor high = Tensor::Host(DType::kFloat32, {});
+  high.data<float>()[0] = 6.0f;
+  b.AddInitializer("low", low);
+  b.AddInitializer("high", high);
+  onnx::NodeProto* conv_a = b.AddNode("Conv", {"x", "wa", "ba"}, {"ca"});
+  OnnxModelBuilder::SetInts(conv_a, "pads", {1, 1, 1, 1});
+  b.AddNode("Relu", {"ca"}, {"a"});
+  onnx::NodeProto* conv_b = b.AddNode("Conv", {"a", "wb", "bb"}, {"cb"});
+  OnnxModelBuilder::SetInts(conv_b, "pads", {1, 1, 1, 1});
+  OnnxModelBuilder::SetInt(conv_b, "group", kWide);
+  b.AddNode("Clip", {"cb", "low", "high"}, {"b"});
+  b.AddNode("Conv", {"b", "wc", "bc"}, {"cc"});
+  b.AddNode("Add", {"cc", "a"}, {"d"});
+  b.AddNode("GlobalAveragePool", {"d"}, {"y"});
+  return b.Serialize();
+}
+
+// One convolution in double over [batch, in, side, side] values, pads 1 for
+// a 3 x 3 window.
+std::vector<double> ConvReference(const std::vector<double>& x, int64_t in, const Tensor& w,
+                                  const Tensor& bias, int64_t group) {
+  const int64_t out = w.shape()[0], area = w.shape()[2], pad = area / 2;
+  const int64_t in_per_group = in / group, out_per_group = out / group;
+  std::vector<double> y(kBatch * out * kSide * kSide);
+  for (int64_t n = 0; n < kBatch; ++n) {
+    for (int64_t f = 0; f < out; ++f) {
+      for (int64_t i = 0; i < kSide; ++i) {
+        for (int64_t j = 0; j < kSide; ++j) {
+          double sum = bias.data<float>()[f];
+          for (int64_t c = 0; c < in_per_group; ++c) {
+            const int64_t channel = f / out_per_group * in_per_group + c;
+            for (int64_t u = 0; u < area; ++u) {
+              for (int64_t v = 0; v < area; ++v) {
+                const int64_t ii = i + u - pad, jj = j + v - pad;
+                if (ii < 0 || jj < 0 || ii >= kSide || jj >= kSide) continue;
+                sum += x[((n * in + channel) * kSide + ii) * kSide + jj] *
+                       ToBFloat16(w.data<float>()[((f * in_per_group + c) * area + u) * area + v]);
+              }
+            }
+          }
+          y[((n * out + f) * kSide + i) * kSide + j] = sum;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+// The chain in double: every convolution reads bfloat16-rounded values and
+// weights and sums exactly; a convolution that writes bfloat16 rounds its
+// output (after its clamp), and where `bfloat16_values` is false a and b are
+// float32 (what a chain without bfloat16 values between its convolutions
+// computes: the same except for the residual's addend).
+std::vector<double> ChainReference(const Tensor& x, const std::vector<Tensor>& w,
+                                   bool bfloat16_values) {
+  const auto stored = [&](double v) {
+    return bfloat16_values ? ToBFloat16(static_cast<float>(v)) : static_cast<float>(v);
+  };
+  std::vector<double> input(x.num_elements());
+  for (size_t i = 0; i < input.size(); ++i) input[i] = ToBFloat16(x.data<float>()[i]);
+  std::vector<double> a = ConvReference(input, kChannels, w[0], w[1], 1);
+  for (double& v : a) v = stored(std::max(v, 0.0));
+  std::vector<double> read_a = a;
+  for (double& v : read_a) v = ToBFloat16(static_cast<float>(v));
+  std::vector<double> b = ConvReference(read_a, kWide, w[2], w[3], kWide);
+  for (double& v : b) v = ToBFloat16(static_cast<float>(std::min(std::max(v, 0.0), 6.0)));
+  std::vector<double> c = ConvReference(b, kWide, w[4], w[5], 1);
+  std::vector<double> y(kBatch * kWide, 0.0);
+  for (int64_t n = 0; n < kBatch; ++n) {
+    for (int64_t f = 0; f < kWide; ++f) {
+      for (int64_t p = 0; p < kSide * kSide; ++p) {
+        const int64_t at = (n * kWide + f) * kSide * kSide + p;
+        y[n * kWide + f] += static_cast<float>(c[at] + a[at]);
+      }
+      y[n * kWide + f] /= kSide * kSide;
+    }
+  }
+  return y;
+}
+
+std::vector<Tensor> ChainWeights() {
+  return {testing::RandomTensor({kWide, kChannels, 3, 3}, 11), testing::RandomTensor({kWide}, 12),
+          testing::RandomTensor({kWide, 1, 3, 3}, 13),         testing::RandomTensor({kWide}, 14),
+          testing::RandomTensor({kWide, kWide, 1, 1}, 15),     testing::RandomTensor({kWide}, 16)};
+}
+
+TEST(ProductPrecisionTest, ChainsOfBFloat16ConvolutionsPassBFloat16Values) {
+  const std::vector<Tensor> weights = ChainWeights();
+  const std::string onnx = ChainOnnx(weights);
+  OnnxImportOptions options;
+  options.precision = ComputePrecision::kBFloat16;
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(onnx, "m", "m", options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<std::string> writing;
+  for (const Node& node : (*model)->graph().nodes) {
+    if (node.attributes.Has(kOutputPrecisionAttribute)) writing.push_back(node.name);
+  }
+  // The third convolution (cc) and its sum go to the pool, which reads float32.
+  EXPECT_EQ(writing, (std::vector<std::string>{"ca", "cb"}));
+  if (!HasBFloat16DotProducts()) GTEST_SKIP() << "this CPU has no bfloat16 dot products";
+
+  const Tensor x = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 17);
+  int marked = 0;
+  const Tensor bf16 = RunNetwork(onnx, ComputePrecision::kBFloat16, x, &marked, kWide);
+  EXPECT_EQ(marked, 3);
+  const double chain = RelativeL2(bf16, ChainReference(x, weights, /*bfloat16_values=*/true));
+  const double float_values =
+      RelativeL2(bf16, ChainReference(x, weights, /*bfloat16_values=*/false));
+  // float32 sums against double, with a bfloat16 rounding that may fall the
+  // other way where a sum sits next to a rounding boundary.
+  EXPECT_LT(chain, 1e-4);
+  // The addend's rounding shows (were a float32, this would be under 1e-4).
+  EXPECT_GT(float_values, 5 * chain);
+}
+
+// A NaN in a request reaches the same outputs as in float32 through the
+// chain's bfloat16 values (its check and its clamps read bfloat16); the
+// other sample stays finite.
+TEST(ProductPrecisionTest, NaNCrossesBFloat16Chains) {
+  if (!HasBFloat16DotProducts()) GTEST_SKIP() << "this CPU has no bfloat16 dot products";
+  const std::string onnx = ChainOnnx(ChainWeights());
+  Tensor x = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 18);
+  x.data<float>()[3 * kSide + 4] = std::nanf("");
+  int marked = 0;
+  const Tensor fp32 = RunNetwork(onnx, ComputePrecision::kFloat32, x, &marked, kWide);
+  const Tensor bf16 = RunNetwork(onnx, ComputePrecision::kBFloat16, x, &marked, kWide);
+  for (int64_t i = 0; i < kBatch * kWide; ++i) {
+    EXPECT_EQ(std::isnan(fp32.data<float>()[i]), std::isnan(bf16.data<float>()[i]))
+        << "element " << i;
+    EXPECT_EQ(std::isnan(bf16.data<float>()[i]), i < kWide) << "element " << i;
+  }
+}
+
 TEST(ProductPrecisionTest, NamesAreParsedAndOthersRefused) {
   EXPECT_EQ(*ParseComputePrecision("bf16", "--precision"), ComputePrecision::kBFloat16);
   EXPECT_EQ(*ParseComputePrecision("float32", "--precision"), ComputePrecision::kFloat32);
