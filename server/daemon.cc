@@ -38,6 +38,7 @@
 #include "server/local_model_repository.h"
 #include "server/memory_trimmer.h"
 #include "server/metrics_http_server.h"
+#include "server/model_upload.h"
 #include "server/protobuf_log.h"
 #include "server/ranks/rank_startup.h"
 #include "server/server_metrics.h"
@@ -63,6 +64,7 @@ struct Daemon::Parts {
   ServerMetrics server_metrics;
   CheckpointRoot checkpoints;
   Retirer retirer;  // Before the manager: the versions it retires are freed there.
+  std::unique_ptr<ModelUploads> uploads;  // --model-upload-root; null: none.
   std::unique_ptr<ModelManager> models;
   // A daemon of its own opens its doors first (liveness at once, readiness
   // once loaded); a training job's ranks load their models before they meet.
@@ -139,11 +141,16 @@ absl::Status Daemon::StartModels() {
       p.options.model_load_threads > 0
           ? p.options.model_load_threads
           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!p.options.model_upload_root.empty()) {
+    REPLICAD_ASSIGN_OR_RETURN(
+        p.uploads, ModelUploads::Open(p.options.model_upload_root,
+                                      static_cast<uint64_t>(p.options.max_upload_bytes)));
+  }
   p.models = std::make_unique<ModelManager>(
       std::make_unique<LocalModelRepository>(LocalModelRepository::Config{
-          p.options.model_repository, p.config.models, p.devices, p.config.serving,
-          &p.server_metrics, &p.retirer, p.checkpoints, p.options.keep_checkpoints, p.job,
-          p.options.rank_shards}),
+          p.options.model_repository, p.options.model_upload_root, p.config.models, p.devices,
+          p.config.serving, &p.server_metrics, &p.retirer, p.checkpoints,
+          p.options.keep_checkpoints, p.job, p.options.rank_shards}),
       p.retirer, load_threads);
   p.listen_first = p.job == nullptr;
   if (!p.listen_first) {
@@ -213,8 +220,8 @@ absl::Status Daemon::StartMetricsDoor() {
 
 absl::Status Daemon::StartHttpDoor() {
   Parts& p = *parts_;
-  p.http_door = std::make_unique<InferenceHttpService>(*p.core, p.server_metrics,
-                                                       p.shared_memory.get(), p.tokens.get());
+  p.http_door = std::make_unique<InferenceHttpService>(
+      *p.core, p.server_metrics, p.shared_memory.get(), p.tokens.get(), p.uploads.get());
   if (p.options.http_listen.empty()) return absl::OkStatus();
   HttpServer::Options http_options;
   http_options.name = "HTTP endpoint (--http-listen)";
@@ -238,9 +245,10 @@ absl::Status Daemon::StartHttpDoor() {
 absl::Status Daemon::StartGrpcDoor() {
   Parts& p = *parts_;
   p.service = std::make_unique<ReplicadService>(*p.core, p.devices, p.server_metrics,
-                                                p.tokens.get(), p.tensor_buffers);
-  p.inference = std::make_unique<InferenceService>(*p.core, p.server_metrics, p.shared_memory.get(),
-                                                   p.tokens.get(), p.tensor_buffers);
+                                                p.tokens.get(), p.tensor_buffers, p.uploads.get());
+  p.inference =
+      std::make_unique<InferenceService>(*p.core, p.server_metrics, p.shared_memory.get(),
+                                         p.tokens.get(), p.tensor_buffers, p.uploads.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   const std::string& listen = p.options.listen;

@@ -56,6 +56,14 @@ void AddModelFlags(CLI::App* serve, ServerOptions& options) {
   serve->add_option("--model-repository", options.model_repository,
                     "Serve every DIR/NAME/model.onnx as NAME");
   serve->add_option("--model", options.models, "Serve NAME=PATH.onnx (repeatable)");
+  serve->add_option("--model-upload-root", options.model_upload_root,
+                    "Accept models sent with a load request (Triton's RepositoryModelLoad config "
+                    "and file: parameters, replicad.v1 LoadModel) and keep them under DIR");
+  serve
+      ->add_option("--max-upload-bytes", options.max_upload_bytes,
+                   "Largest model upload (its files and configuration together)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   serve
       ->add_option("--model-control-mode", options.model_control_mode,
                    "none: load every model at start; explicit: load --load-model names, then "

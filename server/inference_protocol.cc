@@ -260,16 +260,31 @@ void AnswerServerMetadata(bool system_shared_memory, inference::ServerMetadataRe
   for (const std::string& e : SupportedExtensions(system_shared_memory)) out->add_extensions(e);
 }
 
-absl::Status CheckLoadParameters(const std::vector<std::string>& names) {
-  for (const std::string& name : names) {
-    if (name == "config" || absl::StartsWith(name, "file:")) {
-      return absl::UnimplementedError(absl::StrCat(
-          "parameters.", name,
-          ": loading with an override configuration or files is not supported; a load loads "
-          "the repository's model"));
+absl::StatusOr<ModelUpload> UploadOfParameters(
+    const std::string& model,
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& parameters) {
+  ModelUpload upload;
+  upload.model = model;
+  for (const auto& [name, value] : parameters) {
+    const std::string field = absl::StrCat("parameters.", name);
+    if (name == "config") {
+      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kStringParam) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": expected a string_param holding the configuration's JSON"));
+      }
+      upload.config_json = value.string_param();
+    } else if (absl::StartsWith(name, "file:")) {
+      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kBytesParam) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": expected a bytes_param holding the file's contents"));
+      }
+      upload.files.push_back({name.substr(5), value.bytes_param(), field});
     }
   }
-  return absl::OkStatus();
+  // The map's order is not the request's: one order for every message.
+  std::sort(upload.files.begin(), upload.files.end(),
+            [](const UploadedFile& a, const UploadedFile& b) { return a.path < b.path; });
+  return upload;
 }
 
 }  // namespace replicad

@@ -10,6 +10,7 @@
 #include "core/serve/serving_core.h"
 #include "inference/grpc_service.pb.h"
 #include "inference/model_config.pb.h"
+#include "server/model_upload.h"
 #include "server/shared_memory_registry.h"
 
 namespace replicad {
@@ -64,11 +65,14 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelStatistics(
     inference::ModelStatisticsResponse* out);
 void AnswerServerMetadata(bool system_shared_memory, inference::ServerMetadataResponse* out);
 
-// A model load's parameters: Unimplemented naming "config" or "file:..."
-// (loading from a configuration or files sent with the request, which
-// replicad does not do: refused rather than load the repository's model in
-// its place); any other (e.g. unload_dependents) is tolerated.
-absl::Status CheckLoadParameters(const std::vector<std::string>& names);
+// A model load's parameters as an upload (model_upload.h): "config" (a
+// string: ModelConfig JSON) and "file:VERSION/NAME" (the file's bytes);
+// InvalidArgument naming the parameter when one has another type. Others
+// (e.g. unload_dependents) are tolerated. No config and no file: the load
+// loads the repository's model.
+absl::StatusOr<ModelUpload> UploadOfParameters(
+    const std::string& model,
+    const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& parameters);
 
 // The registry, or Unimplemented when the server runs without one.
 absl::StatusOr<SharedMemoryRegistry*> SystemSharedMemory(SharedMemoryRegistry* registry);

@@ -1,5 +1,6 @@
 #include "server/local_model_repository.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -143,7 +144,13 @@ absl::StatusOr<std::vector<ModelSource>> LocalModelRepository::Sources() const {
                               ScanModelRepository(config_.directory));
     sources = std::move(found);
   }
-  for (const ModelSource& fixed : config_.fixed) {
+  std::vector<ModelSource> fixed_and_uploaded = config_.fixed;
+  if (!config_.upload_directory.empty()) {
+    REPLICAD_ASSIGN_OR_RETURN(std::vector<ModelSource> uploaded,
+                              ScanModelRepository(config_.upload_directory, "--model-upload-root"));
+    fixed_and_uploaded.insert(fixed_and_uploaded.end(), uploaded.begin(), uploaded.end());
+  }
+  for (const ModelSource& fixed : fixed_and_uploaded) {
     for (const ModelSource& s : sources) {
       if (s.name == fixed.name) {
         return absl::InvalidArgumentError(
@@ -152,7 +159,10 @@ absl::StatusOr<std::vector<ModelSource>> LocalModelRepository::Sources() const {
     }
     sources.push_back(fixed);
   }
-  if (config_.directory.empty() && sources.empty()) {
+  std::sort(sources.begin(), sources.end(), [](const ModelSource& a, const ModelSource& b) {
+    return a.name != b.name ? a.name < b.name : a.version < b.version;
+  });
+  if (config_.directory.empty() && config_.upload_directory.empty() && sources.empty()) {
     sources.push_back(ModelSource{"default", "", 1, ""});
   }
   return sources;

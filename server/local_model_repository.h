@@ -18,7 +18,8 @@ namespace replicad {
 
 // The daemon's models: a --model-repository directory (read anew on every
 // List and Load, so models can be added, changed and removed while serving),
-// the --model flags, and the embedded default when neither names a model.
+// the --model flags, the models uploaded under --model-upload-root, and the
+// embedded default when none of them names a model.
 // Each version loads as the template, its replicas on the configured slots,
 // and its training side. A model with a config.pbtxt (see
 // model_config_file.h) is served as it says: its version policy, instance
@@ -28,7 +29,10 @@ namespace replicad {
 class LocalModelRepository final : public ModelRepository {
  public:
   struct Config {
-    std::string directory;           // Empty: none.
+    std::string directory;  // Empty: none.
+    // --model-upload-root (model_upload.h), listed as a repository beside
+    // `directory`; empty: none. A name in both is an error.
+    std::string upload_directory;
     std::vector<ModelSource> fixed;  // --model flags.
     std::vector<DeviceInfo> devices;
     ServingOptions options;

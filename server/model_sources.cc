@@ -38,17 +38,18 @@ std::vector<ModelSource> VersionedSources(const fs::path& model_dir, const std::
 
 }  // namespace
 
-absl::StatusOr<std::vector<ModelSource>> ScanModelRepository(const std::string& dir) {
+absl::StatusOr<std::vector<ModelSource>> ScanModelRepository(const std::string& dir,
+                                                             absl::string_view flag) {
   std::error_code error;
   if (!fs::is_directory(dir, error)) {
-    return absl::NotFoundError(absl::StrCat("--model-repository '", dir, "' is not a directory"));
+    return absl::NotFoundError(absl::StrCat(flag, " '", dir, "' is not a directory"));
   }
   std::vector<ModelSource> sources;
   // `error` is the listing's own; a model directory that cannot be read is skipped.
   std::error_code ignored;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
-    if (!entry.is_directory(ignored)) continue;
     const std::string name = entry.path().filename().string();
+    if (!entry.is_directory(ignored) || name.empty() || name[0] == '.') continue;
     std::vector<ModelSource> versions = VersionedSources(entry.path(), name);
     const fs::path flat = entry.path() / "model.onnx";
     if (versions.empty() && fs::is_regular_file(flat, ignored)) {
@@ -61,7 +62,7 @@ absl::StatusOr<std::vector<ModelSource>> ScanModelRepository(const std::string& 
     sources.insert(sources.end(), versions.begin(), versions.end());
   }
   if (error) {
-    return absl::NotFoundError(absl::StrCat("--model-repository '", dir, "': ", error.message()));
+    return absl::NotFoundError(absl::StrCat(flag, " '", dir, "': ", error.message()));
   }
   std::sort(sources.begin(), sources.end(), [](const ModelSource& a, const ModelSource& b) {
     return a.name != b.name ? a.name < b.name : a.version < b.version;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace replicad {
 
@@ -26,9 +27,11 @@ absl::StatusOr<ModelSource> ParseModelFlag(const std::string& flag);
 // layout: Triton's DIR/NAME/VERSION/model.onnx (VERSION a positive integer),
 // or replicad's DIR/NAME/model.onnx (version 1). A model directory with
 // version directories uses only those; one with neither is skipped. Every
-// version of a model with a DIR/NAME/config.pbtxt carries its path.
-// NotFound when DIR is not a directory.
-absl::StatusOr<std::vector<ModelSource>> ScanModelRepository(const std::string& dir);
+// version of a model with a DIR/NAME/config.pbtxt carries its path. Hidden
+// directories (".git", an upload being written) are skipped. NotFound,
+// naming `flag` and DIR, when DIR is not a directory.
+absl::StatusOr<std::vector<ModelSource>> ScanModelRepository(
+    const std::string& dir, absl::string_view flag = "--model-repository");
 
 // A string that changes when any of the files behind `sources` (their ONNX
 // files and config.pbtxt) changes: their paths, sizes and times.

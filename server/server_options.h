@@ -20,7 +20,10 @@ struct ServerOptions {
   // read inputs from and write outputs into them (Triton's extension).
   bool system_shared_memory = true;
   std::string model_repository;
-  std::vector<std::string> models;  // NAME=PATH each.
+  // Models sent with a load request are written here (model_upload.h); empty: none.
+  std::string model_upload_root;
+  int64_t max_upload_bytes = 1ll << 30;  // One upload's files and configuration.
+  std::vector<std::string> models;       // NAME=PATH each.
   std::string devices = "all";
   std::string device_map;  // Theano-style; replaces --devices when set.
   // "auto": split by each slot's measured speed; "3,1": fixed, one per slot.

@@ -373,6 +373,17 @@ void ServingCore::SaveCheckpoint(const std::string& model, std::string path, Sav
                               });
 }
 
+void ServingCore::ExportModel(const std::string& model, ExportDone done) {
+  std::optional<InFlight> in_flight = Admit();
+  std::shared_ptr<LoadedModel> found;
+  absl::StatusOr<TrainingSession*> training = TrainingOf(in_flight.has_value(), model, &found);
+  if (!training.ok()) return std::move(done)(training.status(), std::move(found));
+  (*training)->Export([found, done = std::move(done), in_flight = *std::move(in_flight)](
+                          absl::StatusOr<TrainingSession::Exported> exported) mutable {
+    std::move(done)(std::move(exported), std::move(found));
+  });
+}
+
 namespace {
 
 absl::Status NotExplicit(const std::string& name) {

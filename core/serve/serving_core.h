@@ -139,6 +139,10 @@ class ServingCore {
   using SaveDone = absl::AnyInvocable<void(absl::StatusOr<TrainingSession::Saved> saved,
                                            std::shared_ptr<LoadedModel> model) &&>;
   void SaveCheckpoint(const std::string& model, std::string path, SaveDone done);
+  // The model's ONNX file with its current weights (TrainingSession::Export).
+  using ExportDone = absl::AnyInvocable<void(absl::StatusOr<TrainingSession::Exported> exported,
+                                             std::shared_ptr<LoadedModel> model) &&>;
+  void ExportModel(const std::string& model, ExportDone done);
 
   // A ready version of a model, for metadata; NotFound naming `field`.
   absl::StatusOr<std::shared_ptr<LoadedModel>> FindModel(const std::string& name, int64_t version,

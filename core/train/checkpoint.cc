@@ -253,6 +253,22 @@ absl::Status ReplaceParameters(const Checkpoint& checkpoint, const std::string& 
   return absl::OkStatus();
 }
 
+// The checkpoint's ONNX file: `source_model` with the parameters, step, id
+// and run id. Errors name `onnx_path`.
+absl::StatusOr<std::string> CheckpointOnnx(const std::string& source_model,
+                                           const Checkpoint& checkpoint, const std::string& id,
+                                           const std::string& onnx_path) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(source_model)) {
+    return Invalid(onnx_path, "the source model is not an ONNX model (cannot parse)");
+  }
+  REPLICAD_RETURN_IF_ERROR(ReplaceParameters(checkpoint, onnx_path, &model));
+  SetMetadata(&model, kStepKey, absl::StrCat(checkpoint.step));
+  SetMetadata(&model, kIdKey, id);
+  if (!checkpoint.run_id.empty()) SetMetadata(&model, kRunIdKey, checkpoint.run_id);
+  return Serialize(model, onnx_path);
+}
+
 absl::StatusOr<const std::string*> RequiredMetadata(const onnx::ModelProto& model,
                                                     const std::string& path,
                                                     const std::string& key) {
@@ -399,18 +415,10 @@ absl::Status WriteCheckpoint(const std::string& source_model, const CheckpointDi
         CheckHostTensor(tensor, absl::StrCat("optimizer state '", tensor_name, "'"));
     if (!status.ok()) return Invalid(onnx_path, status.message());
   }
-  onnx::ModelProto model;
-  if (!model.ParseFromString(source_model)) {
-    return Invalid(onnx_path, "the source model is not an ONNX model (cannot parse)");
-  }
-  REPLICAD_RETURN_IF_ERROR(ReplaceParameters(checkpoint, onnx_path, &model));
   const std::string id = NewCheckpointId();
-  SetMetadata(&model, kStepKey, absl::StrCat(checkpoint.step));
-  SetMetadata(&model, kIdKey, id);
-  if (!checkpoint.run_id.empty()) SetMetadata(&model, kRunIdKey, checkpoint.run_id);
-
+  REPLICAD_ASSIGN_OR_RETURN(std::string onnx_bytes,
+                            CheckpointOnnx(source_model, checkpoint, id, onnx_path));
   const std::string state_name = CheckpointStateName(name);
-  REPLICAD_ASSIGN_OR_RETURN(std::string onnx_bytes, Serialize(model, onnx_path));
   absl::StatusOr<std::string> state_bytes =
       Serialize(StateModel(checkpoint, id), directory.PathOf(state_name));
   if (!state_bytes.ok()) return state_bytes.status();
@@ -499,6 +507,15 @@ absl::StatusOr<std::string> ReadCheckpointRunId(const CheckpointDirectory& direc
   // ReadTag gives 0 both at the end of the file and on a malformed tag.
   if (parsed && in.ConsumedEntireMessage()) return std::string();
   return Invalid(path, "not an ONNX model (cannot parse)");
+}
+
+absl::StatusOr<std::string> CheckpointOnnxBytes(const std::string& source_model,
+                                                const Checkpoint& checkpoint) {
+  if (checkpoint.step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint.step must be >= 0; received ", checkpoint.step));
+  }
+  return CheckpointOnnx(source_model, checkpoint, NewCheckpointId(), "<in memory>");
 }
 
 absl::StatusOr<LoadedCheckpoint> ReadCheckpoint(const std::string& onnx_path) {

@@ -89,6 +89,13 @@ absl::Status WriteCheckpoint(const std::string& source_model, const CheckpointDi
 absl::Status WriteCheckpoint(const std::string& source_model, const std::string& onnx_path,
                              const Checkpoint& checkpoint);
 
+// The ONNX file WriteCheckpoint would write for `checkpoint` (its parameters,
+// step, a new checkpoint id and its run id in the source model), in memory:
+// what a client downloads. The optimizer state is not in it. Errors as
+// WriteCheckpoint's, naming "<in memory>" for the path.
+absl::StatusOr<std::string> CheckpointOnnxBytes(const std::string& source_model,
+                                                const Checkpoint& checkpoint);
+
 // The "replicad.run_id" of the ONNX file `name` in `directory` ("" when it has none), read
 // from the file's top-level fields without parsing or loading its graph (seeking past it),
 // so that looking at many large checkpoints costs little. A link at `name` is not followed

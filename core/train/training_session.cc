@@ -474,6 +474,23 @@ absl::StatusOr<TrainingSession::Saved> TrainingSession::SaveLocked(const std::st
         absl::StrCat("model '", environment_.model,
                      "' has not taken a training step since it was loaded; nothing to save"));
   }
+  REPLICAD_ASSIGN_OR_RETURN(Checkpoint checkpoint, CheckpointLocked());
+  REPLICAD_RETURN_IF_ERROR(
+      WriteCheckpoint(source_bytes_, target.directory, target.name, checkpoint));
+  if (path.empty()) {
+    // The new one is whole on disk; only now may older ones go.
+    absl::Status pruned = PruneNumberedCheckpoints(target.directory, environment_.model,
+                                                   environment_.keep_checkpoints, run_id_,
+                                                   {target.path, environment_.path});
+    if (!pruned.ok()) {
+      LogWarning(absl::StrCat("model '", environment_.model,
+                              "': removing old checkpoints: ", pruned.message()));
+    }
+  }
+  return Saved{target.path, checkpoint.step};
+}
+
+absl::StatusOr<Checkpoint> TrainingSession::CheckpointLocked() {
   Checkpoint checkpoint;
   checkpoint.step = published_step_;
   checkpoint.optimizer = config_.optimizer;
@@ -496,19 +513,22 @@ absl::StatusOr<TrainingSession::Saved> TrainingSession::SaveLocked(const std::st
   }
   checkpoint.training_config = FormatTrainingConfig(config_);
   checkpoint.run_id = run_id_;
-  REPLICAD_RETURN_IF_ERROR(
-      WriteCheckpoint(source_bytes_, target.directory, target.name, checkpoint));
-  if (path.empty()) {
-    // The new one is whole on disk; only now may older ones go.
-    absl::Status pruned = PruneNumberedCheckpoints(target.directory, environment_.model,
-                                                   environment_.keep_checkpoints, run_id_,
-                                                   {target.path, environment_.path});
-    if (!pruned.ok()) {
-      LogWarning(absl::StrCat("model '", environment_.model,
-                              "': removing old checkpoints: ", pruned.message()));
-    }
-  }
-  return Saved{target.path, checkpoint.step};
+  return checkpoint;
+}
+
+void TrainingSession::Export(ExportDone done) {
+  worker_.Submit([this, done = std::move(done)]() mutable {
+    absl::StatusOr<Exported> exported = [&]() -> absl::StatusOr<Exported> {
+      absl::MutexLock lock(&mu_);
+      REPLICAD_RETURN_IF_ERROR(LoadModel());
+      // Before a step of this daemon's the weights are the file's.
+      if (trained_step_.load() == 0) return Exported{source_bytes_, published_step_, false};
+      REPLICAD_ASSIGN_OR_RETURN(Checkpoint checkpoint, CheckpointLocked());
+      REPLICAD_ASSIGN_OR_RETURN(std::string onnx, CheckpointOnnxBytes(source_bytes_, checkpoint));
+      return Exported{std::move(onnx), checkpoint.step, true};
+    }();
+    std::move(done)(std::move(exported));
+  });
 }
 
 void TrainingSession::RestoreConfig(const std::string& text) {

@@ -100,6 +100,17 @@ class TrainingSession final : public Trainable {
   // still resolves under the root).
   void SaveCheckpoint(std::string path, SaveDone done);
 
+  // The model as a client takes it home: the ONNX file SaveCheckpoint would
+  // write (its weights and running statistics at the last step, and that
+  // step), or, before any step of this daemon, the file it was loaded from.
+  struct Exported {
+    std::string onnx;
+    int64_t step = 0;
+    bool trained = false;  // Weights from steps this daemon took.
+  };
+  using ExportDone = absl::AnyInvocable<void(absl::StatusOr<Exported>) &&>;
+  void Export(ExportDone done);
+
   // Trainable. A step fails as the trainer does, and with
   // FailedPrecondition/Unimplemented (naming the op) when the model cannot be
   // trained; Predict keeps working either way. A step that
@@ -159,6 +170,9 @@ class TrainingSession final : public Trainable {
   absl::StatusOr<std::shared_ptr<const Model>> CurrentModelLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Saved> SaveLocked(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What SaveLocked and Export write: the current weights, step, optimizer
+  // state and configuration.
+  absl::StatusOr<Checkpoint> CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Where a save goes: `path`, or the next numbered checkpoint (never
   // another run's).
   absl::StatusOr<CheckpointRoot::Location> SaveTargetLocked(const std::string& path) const

@@ -28,6 +28,11 @@ constexpr std::pair<const char*, Role> kRequired[] = {
     {"ConfigureTraining", Role::kTrain},
     {"TrainStep", Role::kTrain},
     {"SaveCheckpoint", Role::kTrain},
+    // Untrained weights are what any caller may predict with; trained ones
+    // need train too (checked by the handler once it knows).
+    {"DownloadModel", Role::kInfer},
+    {"LoadModel", Role::kAdmin},
+    {"UnloadModel", Role::kAdmin},
     {"RepositoryModelLoad", Role::kAdmin},
     {"RepositoryModelUnload", Role::kAdmin},
     {"SystemSharedMemoryRegister", Role::kAdmin},

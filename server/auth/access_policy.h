@@ -21,9 +21,10 @@ std::optional<Role> ParseRole(absl::string_view name);
 //   open (nullopt): ServerLive, ServerReady, ModelReady (health probes)
 //   infer:   Predict, ListDevices, ListModels, GetModel, ModelInfer, ModelStreamInfer,
 //            ServerMetadata, ModelMetadata, ModelConfig, ModelStatistics,
-//            RepositoryIndex, SystemSharedMemoryStatus
+//            RepositoryIndex, SystemSharedMemoryStatus, DownloadModel (and
+//            train where the weights are trained: its handler checks)
 //   train:   ConfigureTraining, TrainStep, SaveCheckpoint
-//   admin:   RepositoryModelLoad, RepositoryModelUnload,
+//   admin:   RepositoryModelLoad, RepositoryModelUnload, LoadModel, UnloadModel,
 //            SystemSharedMemoryRegister, SystemSharedMemoryUnregister
 //   metrics: Metrics (the Prometheus endpoint, under --metrics-auth only)
 // Any other name needs admin, so an RPC added later is closed until listed.

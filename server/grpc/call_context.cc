@@ -1,6 +1,9 @@
 #include "server/grpc/call_context.h"
 
 #include <chrono>
+#include <optional>
+
+#include "server/auth/access_policy.h"
 
 namespace replicad {
 
@@ -17,14 +20,30 @@ RequestContext ContextOf(grpc::CallbackServerContext* call, std::string id, uint
   return context;
 }
 
+namespace {
+
+// AccessTokens::CheckRole on the call's "authorization" metadata.
+absl::Status CheckCallRole(grpc::CallbackServerContext* call, const AccessTokens& tokens,
+                           absl::string_view rpc, std::optional<Role> role) {
+  const auto& metadata = call->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return tokens.CheckRole(nullptr, rpc, role);
+  const std::string authorization(it->second.data(), it->second.size());
+  return tokens.CheckRole(&authorization, rpc, role);
+}
+
+}  // namespace
+
 absl::Status CheckAccess(grpc::CallbackServerContext* call, const AccessTokens* tokens,
                          absl::string_view rpc) {
   if (tokens == nullptr) return absl::OkStatus();
-  const auto& metadata = call->client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) return tokens->Check(nullptr, rpc);
-  const std::string authorization(it->second.data(), it->second.size());
-  return tokens->Check(&authorization, rpc);
+  return CheckCallRole(call, *tokens, rpc, RequiredRole(rpc));
+}
+
+absl::Status CheckAccessAs(grpc::CallbackServerContext* call, const AccessTokens* tokens,
+                           absl::string_view rpc, Role role) {
+  if (tokens == nullptr) return absl::OkStatus();
+  return CheckCallRole(call, *tokens, rpc, role);
 }
 
 }  // namespace replicad

@@ -7,6 +7,7 @@
 #include "absl/strings/string_view.h"
 #include "core/serve/request_context.h"
 #include "grpcpp/server_context.h"
+#include "server/auth/access_policy.h"
 #include "server/auth/access_tokens.h"
 
 namespace replicad {
@@ -21,6 +22,10 @@ RequestContext ContextOf(grpc::CallbackServerContext* call, std::string id = "",
 // "authorization" metadata; OK when `tokens` is null (no auth).
 absl::Status CheckAccess(grpc::CallbackServerContext* call, const AccessTokens* tokens,
                          absl::string_view rpc);
+// The same for a role the call turned out to need beyond the RPC's own
+// (DownloadModel of trained weights needs train).
+absl::Status CheckAccessAs(grpc::CallbackServerContext* call, const AccessTokens* tokens,
+                           absl::string_view rpc, Role role);
 
 }  // namespace replicad
 

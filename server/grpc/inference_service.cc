@@ -323,11 +323,12 @@ class StreamInfer final : public grpc::ServerBidiReactor<inference::ModelInferRe
 
 InferenceService::InferenceService(ServingCore& core, ServerMetrics& metrics,
                                    SharedMemoryRegistry* shared_memory, const AccessTokens* tokens,
-                                   std::shared_ptr<HostBufferPool> buffers)
+                                   std::shared_ptr<HostBufferPool> buffers, ModelUploads* uploads)
     : core_(core),
       metrics_(metrics),
       tokens_(tokens),
       shared_memory_(shared_memory),
+      uploads_(uploads),
       buffers_(buffers != nullptr
                    ? std::move(buffers)
                    : std::make_shared<HostBufferPool>(HostBufferPool::kDefaultIdleBytes)) {}
@@ -450,11 +451,11 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryModelLoad(
     inference::RepositoryModelLoadResponse*) {
   UnaryCall call(context, metrics_, "RepositoryModelLoad", tokens_);
   if (!call.access().ok()) return call.Finish(call.access());
-  std::vector<std::string> names;
-  for (const auto& [name, value] : request->parameters()) names.push_back(name);
-  if (absl::Status s = CheckLoadParameters(names); !s.ok()) return call.Finish(s);
-  core_.LoadModel(request->model_name(),
-                  [call](absl::Status status) mutable { call.Finish(status); });
+  absl::StatusOr<ModelUpload> upload =
+      UploadOfParameters(request->model_name(), request->parameters());
+  if (!upload.ok()) return call.Finish(upload.status());
+  LoadModelOrUpload(core_, uploads_, *std::move(upload),
+                    [call](absl::Status status) mutable { call.Finish(status); });
   return call.reactor();
 }
 

@@ -7,6 +7,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/auth/access_tokens.h"
 #include "server/host_buffer_pool.h"
+#include "server/model_upload.h"
 #include "server/server_metrics.h"
 #include "server/shared_memory_registry.h"
 
@@ -48,7 +49,8 @@ class InferenceService final : public inference_service_base::Base {
  public:
   InferenceService(ServingCore& core, ServerMetrics& metrics, SharedMemoryRegistry* shared_memory,
                    const AccessTokens* tokens = nullptr,
-                   std::shared_ptr<HostBufferPool> buffers = nullptr);
+                   std::shared_ptr<HostBufferPool> buffers = nullptr,
+                   ModelUploads* uploads = nullptr);
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const inference::ServerLiveRequest* request,
@@ -113,6 +115,7 @@ class InferenceService final : public inference_service_base::Base {
   ServerMetrics& metrics_;
   const AccessTokens* const tokens_;  // Null: no auth.
   SharedMemoryRegistry* const shared_memory_;
+  ModelUploads* const uploads_;  // Null: no --model-upload-root.
   const std::shared_ptr<HostBufferPool> buffers_;
 };
 

@@ -1,11 +1,14 @@
 #include "server/grpc/replicad_service.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/client_text.h"
 #include "core/base/status_macros.h"
 #include "core/model/compute_precision.h"
 #include "server/grpc/call_context.h"
+#include "server/grpc/model_download.h"
 #include "server/grpc/unary_call.h"
 #include "server/grpc/wire_request.h"
 #include "server/grpc/wire_response.h"
@@ -137,14 +140,15 @@ void FillTrainStepResponse(const DataParallelTrainer::StepResult& step, const Lo
 
 ReplicadService::ReplicadService(ServingCore& core, std::vector<DeviceInfo> devices,
                                  ServerMetrics& metrics, const AccessTokens* tokens,
-                                 std::shared_ptr<HostBufferPool> buffers)
+                                 std::shared_ptr<HostBufferPool> buffers, ModelUploads* uploads)
     : core_(core),
       devices_(std::move(devices)),
       metrics_(metrics),
       tokens_(tokens),
       buffers_(buffers != nullptr
                    ? std::move(buffers)
-                   : std::make_shared<HostBufferPool>(HostBufferPool::kDefaultIdleBytes)) {}
+                   : std::make_shared<HostBufferPool>(HostBufferPool::kDefaultIdleBytes)),
+      uploads_(uploads) {}
 
 grpc::ServerUnaryReactor* ReplicadService::Predict(grpc::CallbackServerContext* context,
                                                    const grpc::ByteBuffer* wire,
@@ -306,6 +310,41 @@ grpc::ServerUnaryReactor* ReplicadService::SaveCheckpoint(grpc::CallbackServerCo
                          call.Finish(saved.status(), model != nullptr ? model->name : "");
                        });
   return call.reactor();
+}
+
+grpc::ServerUnaryReactor* ReplicadService::LoadModel(grpc::CallbackServerContext* context,
+                                                     const v1::LoadModelRequest* request,
+                                                     v1::LoadModelResponse*) {
+  UnaryCall call(context, metrics_, "LoadModel", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
+  ModelUpload upload;
+  upload.model = request->model();
+  upload.config_json = request->config();
+  upload.config_field = "config";
+  for (const auto& [path, bytes] : request->files()) {
+    upload.files.push_back({path, bytes, absl::StrCat("files['", ClientText(path), "']")});
+  }
+  // The map's order is not the request's: one order for every message.
+  std::sort(upload.files.begin(), upload.files.end(),
+            [](const UploadedFile& a, const UploadedFile& b) { return a.path < b.path; });
+  LoadModelOrUpload(core_, uploads_, std::move(upload),
+                    [call](absl::Status status) mutable { call.Finish(status); });
+  return call.reactor();
+}
+
+grpc::ServerUnaryReactor* ReplicadService::UnloadModel(grpc::CallbackServerContext* context,
+                                                       const v1::UnloadModelRequest* request,
+                                                       v1::UnloadModelResponse*) {
+  UnaryCall call(context, metrics_, "UnloadModel", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
+  UnloadModelAndUpload(core_, uploads_, request->model(), request->remove_upload(),
+                       [call](absl::Status status) mutable { call.Finish(status); });
+  return call.reactor();
+}
+
+grpc::ServerWriteReactor<v1::ModelChunk>* ReplicadService::DownloadModel(
+    grpc::CallbackServerContext* context, const v1::DownloadModelRequest* request) {
+  return StartModelDownload(context, core_, metrics_, tokens_, *request);
 }
 
 }  // namespace replicad

@@ -9,6 +9,7 @@
 #include "replicad/v1/replicad.grpc.pb.h"
 #include "server/auth/access_tokens.h"
 #include "server/host_buffer_pool.h"
+#include "server/model_upload.h"
 #include "server/server_metrics.h"
 
 namespace replicad {
@@ -20,7 +21,9 @@ using R = v1::Replicad;
 using Base = R::WithRawCallbackMethod_Predict<
     R::WithCallbackMethod_ListDevices<R::WithCallbackMethod_ListModels<
         R::WithCallbackMethod_GetModel<R::WithCallbackMethod_ConfigureTraining<
-            R::WithCallbackMethod_TrainStep<R::WithCallbackMethod_SaveCheckpoint<R::Service>>>>>>>;
+            R::WithCallbackMethod_TrainStep<R::WithCallbackMethod_SaveCheckpoint<
+                R::WithCallbackMethod_LoadModel<R::WithCallbackMethod_UnloadModel<
+                    R::WithCallbackMethod_DownloadModel<R::Service>>>>>>>>>>;
 }  // namespace replicad_service_base
 
 // replicad.v1.Replicad over gRPC's callback API: each handler decodes its
@@ -33,7 +36,8 @@ class ReplicadService final : public replicad_service_base::Base {
  public:
   ReplicadService(ServingCore& core, std::vector<DeviceInfo> devices, ServerMetrics& metrics,
                   const AccessTokens* tokens = nullptr,
-                  std::shared_ptr<HostBufferPool> buffers = nullptr);
+                  std::shared_ptr<HostBufferPool> buffers = nullptr,
+                  ModelUploads* uploads = nullptr);
 
   // The same message as protobuf's, read from its wire bytes (wire_request.h):
   // each input's raw is copied once, into a pooled buffer; each output is
@@ -60,6 +64,16 @@ class ReplicadService final : public replicad_service_base::Base {
   grpc::ServerUnaryReactor* SaveCheckpoint(grpc::CallbackServerContext* context,
                                            const v1::SaveCheckpointRequest* request,
                                            v1::SaveCheckpointResponse* response) override;
+  // As Triton's RepositoryModelLoad/Unload (model_upload.h).
+  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* context,
+                                      const v1::LoadModelRequest* request,
+                                      v1::LoadModelResponse* response) override;
+  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* context,
+                                        const v1::UnloadModelRequest* request,
+                                        v1::UnloadModelResponse* response) override;
+  // model_download.h.
+  grpc::ServerWriteReactor<v1::ModelChunk>* DownloadModel(
+      grpc::CallbackServerContext* context, const v1::DownloadModelRequest* request) override;
 
  private:
   ServingCore& core_;
@@ -67,6 +81,7 @@ class ReplicadService final : public replicad_service_base::Base {
   ServerMetrics& metrics_;
   const AccessTokens* const tokens_;  // Null: no auth.
   const std::shared_ptr<HostBufferPool> buffers_;
+  ModelUploads* const uploads_;  // Null: no --model-upload-root.
 };
 
 }  // namespace replicad

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "core/base/clock.h"
 #include "grpcpp/server_context.h"
 #include "server/auth/access_tokens.h"
 #include "server/grpc/call_context.h"
@@ -34,9 +35,7 @@ class UnaryCall {
   // Records and sends the answer; `model` labels the metrics ("" for none,
   // and for unknown names, so that clients cannot grow the series).
   grpc::ServerUnaryReactor* Finish(const absl::Status& status, const std::string& model = "") {
-    metrics_->RecordRequest(
-        model, method_, status,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    metrics_->RecordRequest(model, method_, status, SecondsSince(start_));
     reactor_->Finish(ToGrpcStatus(status));
     return reactor_;
   }

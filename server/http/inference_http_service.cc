@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -118,8 +119,12 @@ class InferenceHttpService::Call {
 
 InferenceHttpService::InferenceHttpService(ServingCore& core, ServerMetrics& metrics,
                                            SharedMemoryRegistry* shared_memory,
-                                           const AccessTokens* tokens)
-    : core_(core), metrics_(metrics), shared_memory_(shared_memory), tokens_(tokens) {
+                                           const AccessTokens* tokens, ModelUploads* uploads)
+    : core_(core),
+      metrics_(metrics),
+      shared_memory_(shared_memory),
+      tokens_(tokens),
+      uploads_(uploads) {
   AddRoutes();
 }
 
@@ -274,14 +279,31 @@ void InferenceHttpService::RepositoryModelLoad(Call call, const PathParams& para
                                                HttpRequest request) {
   absl::StatusOr<json> body = JsonObjectBody(request.body, true, "a JSON object");
   if (!body.ok()) return call.Fail(body.status());
-  auto parameters = body->find("parameters");
-  if (parameters != body->end() && parameters->is_object()) {
-    std::vector<std::string> names;
-    for (const auto& [name, value] : parameters->items()) names.push_back(name);
-    if (absl::Status s = CheckLoadParameters(names); !s.ok()) return call.Fail(s);
+  // Triton's HTTP form of the gRPC parameters: "config" a JSON string,
+  // "file:PATH" the file's bytes in base64.
+  google::protobuf::Map<std::string, inference::ModelRepositoryParameter> parameters;
+  auto given = body->find("parameters");
+  if (given != body->end() && given->is_object()) {
+    for (const auto& [name, value] : given->items()) {
+      const bool file = absl::StartsWith(name, "file:");
+      if (name != "config" && !file) continue;
+      if (!value.is_string()) {
+        return call.Fail(absl::InvalidArgumentError(absl::StrCat(
+            "parameters.", name, ": expected a string", file ? " (the file in base64)" : "")));
+      }
+      const std::string& text = value.get_ref<const std::string&>();
+      if (!file) {
+        parameters[name].set_string_param(text);
+      } else if (!absl::Base64Unescape(text, parameters[name].mutable_bytes_param())) {
+        return call.Fail(absl::InvalidArgumentError(
+            absl::StrCat("parameters.", name, ": expected the file's contents in base64")));
+      }
+    }
   }
-  core_.LoadModel(Param(params, "model"),
-                  [call = std::move(call)](absl::Status status) mutable { call.Empty(status); });
+  absl::StatusOr<ModelUpload> upload = UploadOfParameters(Param(params, "model"), parameters);
+  if (!upload.ok()) return call.Fail(upload.status());
+  LoadModelOrUpload(core_, uploads_, *std::move(upload),
+                    [call = std::move(call)](absl::Status status) mutable { call.Empty(status); });
 }
 
 void InferenceHttpService::RepositoryModelUnload(Call call, const PathParams& params,

@@ -8,6 +8,7 @@
 #include "server/auth/access_tokens.h"
 #include "server/http/http_server.h"
 #include "server/http/route_table.h"
+#include "server/model_upload.h"
 #include "server/server_metrics.h"
 #include "server/shared_memory_registry.h"
 
@@ -40,7 +41,8 @@ class InferenceHttpService {
  public:
   // `tokens` null: no auth (see server/auth/access_tokens.h).
   InferenceHttpService(ServingCore& core, ServerMetrics& metrics,
-                       SharedMemoryRegistry* shared_memory, const AccessTokens* tokens = nullptr);
+                       SharedMemoryRegistry* shared_memory, const AccessTokens* tokens = nullptr,
+                       ModelUploads* uploads = nullptr);
 
   void Handle(HttpRequest request, HttpResponder respond);
   // HttpServer::Options::screen: with tokens, a request without a known
@@ -92,6 +94,7 @@ class InferenceHttpService {
   ServerMetrics& metrics_;
   SharedMemoryRegistry* const shared_memory_;
   const AccessTokens* const tokens_;
+  ModelUploads* const uploads_;  // Null: no --model-upload-root.
 };
 
 }  // namespace replicad

@@ -9,10 +9,18 @@ Run with: .venv-triton/bin/python tests/server/model_control_test.py   (ctest ru
 - explicit mode: the model is unloaded while requests for it are queued, then loaded again.
   Each request either completes correctly, gets NOT_FOUND naming the model (unloaded) or
   UNAVAILABLE naming it as loading (loading again, as Triton answers); the daemon serves on.
+- uploads (--model-upload-root): the model's files sent with the load request (Triton's
+  `file:` and `config` parameters, gRPC and HTTP) while clients send requests: every answer
+  is the version that answered, replaced by the next upload; hostile uploads (a path out of
+  the model's directory, bytes that are not ONNX, a configuration with an unknown field or a
+  refused one, more than --max-upload-bytes) are refused by name, leave nothing under the
+  upload root and leave the model serving.
 """
 
+import json
 import os
 import shutil
+import tempfile
 import sys
 import threading
 import time
@@ -163,6 +171,63 @@ class ExplicitMode(ModelControlTest):
             daemon.stop()
         self.assert_only_absent(load, loading=True)
         self.assertEqual(set(load.answered), {2})
+
+
+def model_file(version):
+    with open(os.path.join(repository.path, MODEL, str(version), "model.onnx"), "rb") as f:
+        return f.read()
+
+
+class UploadMode(ModelControlTest):
+    def test_uploads_replace_the_model_while_requests_run(self):
+        root = tempfile.mkdtemp()
+        limit = len(model_file(1)) + 4096
+        daemon = Daemon("--model-upload-root", root, "--model-control-mode", "explicit",
+                        "--devices", "cpu:0,cpu:0", "--max-upload-bytes", str(limit))
+        grpc_client = grpcclient.InferenceServerClient(f"127.0.0.1:{daemon.port}")
+        http_client = httpclient.InferenceServerClient(f"127.0.0.1:{daemon.http_port}")
+        load = None
+        try:
+            grpc_client.load_model(MODEL, files={"file:1/model.onnx": model_file(1)})
+            self.assertTrue(grpc_client.is_model_ready(MODEL))
+            load = Load(daemon, threads=1)
+            self.assertTrue(wait_for(lambda: load.answered.get(1, 0) >= 4))
+            # Version 2 replaces it over HTTP (base64 in the JSON body), with a configuration.
+            http_client.load_model(MODEL, config=json.dumps({"max_batch_size": 8}),
+                                   files={"file:2/model.onnx": model_file(2)})
+            self.assertTrue(wait_for(lambda: load.answered.get(2, 0) >= 4))
+            self.assertEqual(sorted(os.listdir(os.path.join(root, MODEL))), ["2", "config.pbtxt"])
+
+            refusals = [
+                ({"file:../escape/model.onnx": model_file(1)}, None, "INVALID_ARGUMENT",
+                 "parameters.file:../escape/model.onnx: expected VERSION/FILE"),
+                ({"file:3/model.onnx": b"not onnx"}, None, "INVALID_ARGUMENT",
+                 "not an ONNX model"),
+                ({"file:3/model.onnx": model_file(1)}, {"max_batch_size": 8, "unknown": 1},
+                 "INVALID_ARGUMENT", "parameters.config: not a model configuration"),
+                ({"file:3/model.onnx": model_file(1)}, {"backend": "tensorrt"},
+                 "INVALID_ARGUMENT", "backend: expected 'onnxruntime'"),
+                ({"file:3/model.onnx": model_file(1) + bytes(8192)}, None, "RESOURCE_EXHAUSTED",
+                 f"more than --max-upload-bytes {limit}"),
+            ]
+            for files, config, status, message in refusals:
+                with self.assertRaises(InferenceServerException) as refused:
+                    grpc_client.load_model(MODEL, files=files,
+                                           config=json.dumps(config) if config else None)
+                self.assertEqual(refused.exception.status(), f"StatusCode.{status}")
+                self.assertIn(message, refused.exception.message())
+            # Nothing of theirs stayed; version 2 still answers.
+            self.assertEqual(sorted(os.listdir(root)), [MODEL])
+            self.assertEqual(sorted(os.listdir(os.path.join(root, MODEL))), ["2", "config.pbtxt"])
+            count = load.answered.get(2, 0)
+            self.assertTrue(wait_for(lambda: load.answered.get(2, 0) >= count + 4))
+        finally:
+            if load is not None:
+                load.stop()
+            daemon.stop()
+            shutil.rmtree(root)
+        self.assert_only_absent(load, loading=True)
+        self.assertEqual(set(load.answered), {1, 2})
 
 
 if __name__ == "__main__":

@@ -563,6 +563,84 @@ TEST(ModelTrainingE2eTest, Float16LossScaleResumesFromACheckpoint) {
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
 }
 
+// DownloadModel: the model's ONNX file with its weights, in pieces. Before a
+// step, the file the daemon loaded (any caller with infer); after steps, the
+// checkpoint's file, whose weights are SaveCheckpoint's, and a caller with
+// infer alone is refused (what training made is training's to hand out).
+TEST(ModelTrainingE2eTest, DownloadModelGivesTheTrainedWeightsToTrainersOnly) {
+  const std::string tokens = TempPath("download_tokens");
+  std::ofstream(tokens) << "infer-only-0123456789abcdef infer\n"
+                        << "trainer-0123456789abcdef infer,train\n";
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      StartWithCheckpoints({"--devices", "cpu:0,cpu:0", "--auth-tokens", tokens});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto channel = grpc::CreateChannel((*daemon)->target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Replicad::NewStub(channel);
+  struct Download {
+    grpc::Status status;
+    std::string onnx;
+    int64_t step = -1;
+    int pieces = 0;
+  };
+  const auto download = [&](const std::string& token) {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer " + token);
+    v1::DownloadModelRequest request;
+    request.set_model("default");
+    auto reader = stub->DownloadModel(&context, request);
+    Download got;
+    v1::ModelChunk chunk;
+    int64_t total = -1;
+    while (reader->Read(&chunk)) {
+      if (got.pieces++ == 0) {
+        got.step = chunk.step();
+        total = chunk.total_bytes();
+      }
+      got.onnx += chunk.data();
+    }
+    got.status = reader->Finish();
+    if (got.status.ok()) EXPECT_EQ(static_cast<int64_t>(got.onnx.size()), total);
+    return got;
+  };
+  Download untrained = download("infer-only-0123456789abcdef");
+  ASSERT_TRUE(untrained.status.ok()) << untrained.status.error_message();
+  EXPECT_EQ(untrained.step, 0);
+  EXPECT_EQ(untrained.onnx, DefaultModelOnnxBytes());
+
+  client::ClientOptions options;
+  options.token = "trainer-0123456789abcdef";
+  auto client = client::ReplicadClient::Connect((*daemon)->target(), options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->ConfigureTraining(SgdConfig()).ok());
+  for (int step = 1; step <= 2; ++step) {
+    ASSERT_TRUE((*client)->TrainStep(StepRequest(6, step)).ok());
+  }
+  Download refused = download("infer-only-0123456789abcdef");
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << refused.status.error_message();
+  Download trained = download("trainer-0123456789abcdef");
+  ASSERT_TRUE(trained.status.ok()) << trained.status.error_message();
+  EXPECT_EQ(trained.step, 2);
+
+  const std::string saved = TempPath("download_saved.onnx");
+  v1::SaveCheckpointRequest save;
+  save.set_model("default");
+  save.set_path(saved);
+  ASSERT_TRUE((*client)->SaveCheckpoint(save).ok());
+  const std::string downloaded = TempPath("download_got.onnx");
+  std::ofstream(downloaded, std::ios::binary) << trained.onnx;
+  absl::StatusOr<LoadedCheckpoint> a = ReadCheckpoint(saved);
+  absl::StatusOr<LoadedCheckpoint> b = ReadCheckpoint(downloaded);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(b->checkpoint.step, 2);
+  ASSERT_EQ(a->checkpoint.parameters.size(), b->checkpoint.parameters.size());
+  for (const auto& [name, tensor] : a->checkpoint.parameters) {
+    const Tensor& other = b->checkpoint.parameters.at(name);
+    EXPECT_EQ(std::memcmp(tensor.raw_data(), other.raw_data(), tensor.byte_size()), 0) << name;
+  }
+  EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0);
+}
+
 // checkpoint_every_steps = 1 while steps run back to back, and SIGKILL at
 // random moments: whatever the daemon was doing, the checkpoint on disk loads.
 TEST(ModelTrainingE2eTest, SigkillWhileCheckpointingLeavesTheLastCheckpointLoadable) {

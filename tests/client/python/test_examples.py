@@ -1,5 +1,5 @@
-"""README.md's "From Python" example and client/python/examples/fashion_mnist.py run as
-written against a daemon (address swapped for the test's)."""
+"""README.md's "From Python" example and client/python/examples/fashion_mnist.py and
+bring_your_own_model.py run as written against a daemon (address swapped for the test's)."""
 
 import os
 import re
@@ -37,3 +37,19 @@ def test_notebook_example(serve, tmp_path):
                      f"127.0.0.1:{daemon.port}", str(tmp_path), env_address=True)
     assert (tmp_path / "fashion-epoch1.onnx").exists() and (tmp_path / "fashion.onnx").exists()
     assert "predicted:" in out, out
+
+
+def test_bring_your_own_model_example(serve, tmp_path):
+    """The PyTorch CNN trained through replicad.parallel answers in PyTorch with the accuracy
+    the server reported (within 0.5 percentage points, as test_parallel.py holds them)."""
+    daemon = serve("--model-upload-root", str(tmp_path / "uploads"),
+                   "--model-control-mode", "explicit")
+    out = run_python(os.path.join(ROOT, "client", "python", "examples",
+                                  "bring_your_own_model.py"),
+                     f"127.0.0.1:{daemon.port}", str(tmp_path), env_address=True)
+    server = re.search(r"server accuracy: ([0-9.]+)", out)
+    local = re.search(r"PyTorch accuracy: ([0-9.]+)", out)
+    assert server and local, out
+    server, local = float(server.group(1)), float(local.group(1))
+    assert abs(server - local) <= 0.005 and server >= 0.8, out
+    assert (tmp_path / "fashion_cnn.onnx").exists() and (tmp_path / "fashion_cnn.pt").exists()

@@ -311,7 +311,7 @@ TEST_F(AuthTlsE2eTest, EveryGrpcMethodChecksTheToken) {
       }
     }
   }
-  EXPECT_EQ(checked, 27);
+  EXPECT_EQ(checked, 30);
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
 }
 

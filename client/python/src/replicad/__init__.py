@@ -5,6 +5,12 @@
         client.configure_training("default", optimizer="sgd", lr=0.02, momentum=0.9)
         history = client.fit("default", x, y, batch_size=64, epochs=5)
         scores = client.predict("default", x_test)["logits"]
+
+    # A PyTorch module of your own, trained data-parallel on the server's devices:
+    with replicad.parallel(net, devices=["cpu", "cpu"], address="localhost:8500") as pm:
+        pm.compile(optimizer="sgd", lr=0.02, momentum=0.9)
+        pm.fit(x, y, batch_size=64, epochs=1)
+    # net holds the trained weights.
 """
 
 from replicad.callbacks import Callback, EarlyStopping, SaveCheckpoint
@@ -14,6 +20,7 @@ from replicad.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, Deadli
                              FailedPrecondition, Internal, InvalidArgument, NotFound, OutOfRange,
                              PermissionDenied, ReplicadError, ResourceExhausted, Unauthenticated,
                              Unavailable, Unimplemented, Unknown)
+from replicad.parallel import ParallelModel, parallel
 from replicad.training import History
 from replicad.types import (Checkpoint, Device, ModelInfo, ModelSummary, Slot, SliceStep,
                             StepResult, TensorSpec, Training)
@@ -21,7 +28,7 @@ from replicad.types import (Checkpoint, Device, ModelInfo, ModelSummary, Slot, S
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "History", "Callback", "EarlyStopping", "SaveCheckpoint", "epoch_order",
+    "Client", "parallel", "ParallelModel", "History", "Callback", "EarlyStopping", "SaveCheckpoint", "epoch_order",
     "ReplicadError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
     "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",

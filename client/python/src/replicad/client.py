@@ -4,7 +4,7 @@ import inspect
 import os
 import grpc
 
-from replicad import errors, training
+from replicad import errors, model_files, training
 from replicad.names import LOSSES, NON_FINITE, OPTIMIZERS, REDUCTIONS, choice
 from replicad.tensors import as_array, from_tensor, to_tensor
 from replicad.types import Checkpoint, Device, ModelInfo, ModelSummary, StepResult, Training
@@ -126,6 +126,96 @@ class Client:
 
     def _model_info(self, name):
         return self._models.get(name) or self.model(name)
+
+    # ---- Models: load, unload, download -------------------------------------------------
+
+    def load_model(self, name, model=None, example_inputs=None, config=None, instances=None, *,
+                   input_names=None, output_names=None):
+        """Loads `model` on the server as `name`, replacing a model of that name (LoadModel;
+        the server's --model-upload-root holds the file; role admin under --auth-tokens).
+
+        model: a torch.nn.Module, exported here for training (torch.onnx.export in training
+          mode, no constant folding, opset 17, a dynamic batch axis on every input and
+          output; the module is left as it was), with `example_inputs` (a tensor or array,
+          or a tuple of them, one per forward argument, any batch size); input names are
+          forward's parameter names and outputs "output" or "output_0", "output_1", ...
+          unless input_names/output_names say otherwise. Or an onnx.ModelProto, the ONNX
+          file's bytes, or its path. None: the repository's model `name` (explicit model
+          control; one uploaded before and unloaded counts: its files stay on the server).
+        config: Triton model configuration fields (inference.ModelConfig as JSON), e.g.
+          {"max_batch_size": 64, "dynamic_batching": {}}; None: none (the daemon's flags).
+          It goes with the model's file: the server refuses a configuration without one.
+        instances: the model's slots, as config's instance_group: an int n (n slots on each
+          GPU, or n CPU slots on a machine without one), or a list of "cpu", "cuda:N" (one
+          slot each; repeat for more) and instance_group dicts. None: the daemon's slots.
+        InvalidArgument names what the server refused (the file, the configuration field);
+        ResourceExhausted over its --max-upload-bytes; FailedPrecondition when it was started
+        without --model-upload-root.
+        """
+        request = pb.LoadModelRequest(model=name,
+                                      config=model_files.config_json(config, instances))
+        if model is not None:
+            request.files[model_files.UPLOAD_FILE] = model_files.model_bytes(
+                model, example_inputs, input_names=input_names, output_names=output_names)
+        elif example_inputs is not None:
+            raise ValueError("example_inputs: only with a torch.nn.Module as model")
+        self._forget(name)
+        self._call("LoadModel", request)
+
+    def unload_model(self, name, *, remove_upload=False):
+        """Unloads model `name` (UnloadModel; role admin under --auth-tokens). Requests
+        already running finish; new ones get NotFound. An uploaded model's files stay on the
+        server (load_model(name) loads them again) unless `remove_upload`, which removes them
+        from its --model-upload-root (NotFound when it holds none of that name)."""
+        self._forget(name)
+        self._call("UnloadModel", pb.UnloadModelRequest(model=name, remove_upload=remove_upload))
+
+    def _forget(self, name):
+        """Drops what this client keeps of model `name`: a loaded model may be another."""
+        self._models.pop(name, None)
+        self._training_configs.pop(name, None)
+
+    def download_model(self, name):
+        """Model `name`'s ONNX file with its current weights (those of the last whole training
+        step, as save_checkpoint writes them): (bytes, step), step 0 when untrained. Streamed
+        in pieces of at most 1 MiB (DownloadModel), so any size passes max_message_bytes;
+        DataLoss when the pieces do not add up to the size the server announced."""
+        pieces, step, total = [], 0, None
+        try:
+            for chunk in self._stub.DownloadModel(pb.DownloadModelRequest(model=name),
+                                                  timeout=self.timeout, metadata=self._metadata):
+                if total is None:
+                    step, total = int(chunk.step), int(chunk.total_bytes)
+                pieces.append(chunk.data)
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e, "DownloadModel") from None
+        data = b"".join(pieces)
+        if total is None or len(data) != total:
+            raise errors.error_for(
+                grpc.StatusCode.DATA_LOSS,
+                f"DownloadModel of model '{name}': received {len(data)} bytes in "
+                f"{len(pieces)} pieces, the server announced "
+                f"{'none' if total is None else total}", "DownloadModel")
+        return data, step
+
+    def get_model(self, name):
+        """Model `name` as an onnx.ModelProto with its current (trained) weights (needs the
+        onnx package). See download_model."""
+        import onnx  # pylint: disable=import-outside-toplevel
+        return onnx.load_from_string(self.download_model(name)[0])
+
+    def load_weights_into(self, name, module):
+        """Copies model `name`'s current weights into the torch.nn.Module it was made from,
+        in place: every state_dict entry (parameters and buffers, e.g. BatchNorm's running
+        statistics) from the initializer of its name. Checks first: an entry the model lacks,
+        or of another shape or dtype, raises ValueError naming each, and nothing is changed.
+        BatchNorm's num_batches_tracked (no ONNX file holds it) and, for modules load_model
+        exported, entries the export left out (unused parameters) are kept as they are.
+        Returns the training step the weights come from (0: untrained)."""
+        data, step = self.download_model(name)
+        import onnx  # pylint: disable=import-outside-toplevel
+        model_files.load_state_into(onnx.load_from_string(data), module, f"model '{name}'")
+        return step
 
     # ---- Inference -----------------------------------------------------------------------
 

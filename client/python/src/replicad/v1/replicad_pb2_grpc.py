@@ -49,6 +49,21 @@ class ReplicadStub(object):
                 request_serializer=replicad_dot_v1_dot_replicad__pb2.SaveCheckpointRequest.SerializeToString,
                 response_deserializer=replicad_dot_v1_dot_replicad__pb2.SaveCheckpointResponse.FromString,
                 )
+        self.LoadModel = channel.unary_unary(
+                '/replicad.v1.Replicad/LoadModel',
+                request_serializer=replicad_dot_v1_dot_replicad__pb2.LoadModelRequest.SerializeToString,
+                response_deserializer=replicad_dot_v1_dot_replicad__pb2.LoadModelResponse.FromString,
+                )
+        self.UnloadModel = channel.unary_unary(
+                '/replicad.v1.Replicad/UnloadModel',
+                request_serializer=replicad_dot_v1_dot_replicad__pb2.UnloadModelRequest.SerializeToString,
+                response_deserializer=replicad_dot_v1_dot_replicad__pb2.UnloadModelResponse.FromString,
+                )
+        self.DownloadModel = channel.unary_stream(
+                '/replicad.v1.Replicad/DownloadModel',
+                request_serializer=replicad_dot_v1_dot_replicad__pb2.DownloadModelRequest.SerializeToString,
+                response_deserializer=replicad_dot_v1_dot_replicad__pb2.ModelChunk.FromString,
+                )
 
 
 class ReplicadServicer(object):
@@ -100,6 +115,27 @@ class ReplicadServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LoadModel(self, request, context):
+        """Loads (or replaces) a model, from the request's files or the repository.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnloadModel(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadModel(self, request, context):
+        """The model as ONNX, with its trained weights (the bytes SaveCheckpoint
+        writes), in pieces of at most 1 MiB.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicadServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +173,21 @@ def add_ReplicadServicer_to_server(servicer, server):
                     servicer.SaveCheckpoint,
                     request_deserializer=replicad_dot_v1_dot_replicad__pb2.SaveCheckpointRequest.FromString,
                     response_serializer=replicad_dot_v1_dot_replicad__pb2.SaveCheckpointResponse.SerializeToString,
+            ),
+            'LoadModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.LoadModel,
+                    request_deserializer=replicad_dot_v1_dot_replicad__pb2.LoadModelRequest.FromString,
+                    response_serializer=replicad_dot_v1_dot_replicad__pb2.LoadModelResponse.SerializeToString,
+            ),
+            'UnloadModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnloadModel,
+                    request_deserializer=replicad_dot_v1_dot_replicad__pb2.UnloadModelRequest.FromString,
+                    response_serializer=replicad_dot_v1_dot_replicad__pb2.UnloadModelResponse.SerializeToString,
+            ),
+            'DownloadModel': grpc.unary_stream_rpc_method_handler(
+                    servicer.DownloadModel,
+                    request_deserializer=replicad_dot_v1_dot_replicad__pb2.DownloadModelRequest.FromString,
+                    response_serializer=replicad_dot_v1_dot_replicad__pb2.ModelChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,5 +315,56 @@ class Replicad(object):
         return grpc.experimental.unary_unary(request, target, '/replicad.v1.Replicad/SaveCheckpoint',
             replicad_dot_v1_dot_replicad__pb2.SaveCheckpointRequest.SerializeToString,
             replicad_dot_v1_dot_replicad__pb2.SaveCheckpointResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def LoadModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/replicad.v1.Replicad/LoadModel',
+            replicad_dot_v1_dot_replicad__pb2.LoadModelRequest.SerializeToString,
+            replicad_dot_v1_dot_replicad__pb2.LoadModelResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UnloadModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/replicad.v1.Replicad/UnloadModel',
+            replicad_dot_v1_dot_replicad__pb2.UnloadModelRequest.SerializeToString,
+            replicad_dot_v1_dot_replicad__pb2.UnloadModelResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DownloadModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/replicad.v1.Replicad/DownloadModel',
+            replicad_dot_v1_dot_replicad__pb2.DownloadModelRequest.SerializeToString,
+            replicad_dot_v1_dot_replicad__pb2.ModelChunk.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
