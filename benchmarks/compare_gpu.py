@@ -40,6 +40,7 @@ import torch  # noqa: E402
 import torchvision  # noqa: E402
 
 from bench_report import git_commit, publish  # noqa: E402
+import gpu_summary  # noqa: E402
 import export_torch_models as models  # noqa: E402
 
 
@@ -146,6 +147,9 @@ def main(argv):
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     parser.add_argument("--output", help="also write the report (markdown) here")
+    parser.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results",
+                                                        "gpu-latest.json"),
+                        help="the figures as JSON (gpu_summary.py's shape)")
     parser.add_argument("--run-timeout", type=int, default=1200,
                         help="seconds one replicad benchmark run may take before it counts as failed")
     args = parser.parse_args(argv)
@@ -164,6 +168,9 @@ def main(argv):
 
     rows = [("engine", "TF32", "slots", "chunks, merge", "median ms", "images/s",
              "replicad/PyTorch")]
+    # For the JSON: replicad's fastest Predict layout against PyTorch with its input on the
+    # GPU (the bar), and the one-slot training step against PyTorch's SGD step.
+    predict_cases, train_cases = {}, {}
     for tf32 in (False, True):
         log(f"PyTorch inference, tf32={tf32}")
         peer = torch_inference_ms(module, args.batch, tf32, False, args)
@@ -172,6 +179,7 @@ def main(argv):
                      f"{args.batch / peer * 1000:.0f}", ""))
         rows.append(("PyTorch, input on GPU", "on" if tf32 else "off", "—", "—",
                      f"{resident:.1f}", f"{args.batch / resident * 1000:.0f}", ""))
+        best = None  # (ms, description)
         for slots, chunks, merge in ((1, 1, "cpu:0"), (1, 4, "cpu:0"), (2, 1, "cpu:0"),
                                      (2, 4, "cpu:0"), (2, 4, args.device)):
             log(f"replicad inference, tf32={tf32}, slots={slots}, chunks={chunks}, "
@@ -188,6 +196,12 @@ def main(argv):
                 continue
             rows.append(("replicad Predict", "on" if tf32 else "off", str(slots), layout,
                          f"{ms:.1f}", f"{args.batch / ms * 1000:.0f}", f"{ms / peer:.2f}"))
+            if best is None or ms < best[0]:
+                best = (ms, f"batch {args.batch}, host tensors in and out, {slots} slot(s), "
+                            f"{chunks} chunk(s), merge on {merge}")
+        predict_cases[tf32] = gpu_summary.case(
+            resident, best[0] if best else None, replicad_case=best[1] if best else None,
+            pytorch_case=f"batch {args.batch}, input already on the GPU")
     train_path = os.path.join(workdir, "resnet50_train.onnx")
     export_resnet50_training(train_path)
     train_bench = os.path.join(args.build_dir, "benchmarks", "train_step_bench")
@@ -211,6 +225,11 @@ def main(argv):
             train_rows.append(("replicad TrainStep", "on" if tf32 else "off", str(slots),
                                f"{ms:.1f}", f"{args.train_batch / ms * 1000:.0f}",
                                f"{ms / peer:.2f}"))
+            if slots == 1:
+                train_cases[tf32] = gpu_summary.case(
+                    peer, ms, replicad_case=f"batch {args.train_batch}, 1 slot, deterministic",
+                    pytorch_case=f"batch {args.train_batch}, SGD momentum 0.9, cudnn.benchmark")
+        train_cases.setdefault(tf32, None)
 
     def table(rows):
         lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
@@ -224,6 +243,11 @@ def main(argv):
         "", f"Inference, batch {args.batch}:", "", table(rows), "",
         f"Training step, batch {args.train_batch}:", "", table(train_rows), ""])
     publish(report, args.output)
+    document = gpu_summary.summary(datetime.date.today().isoformat(),
+                                   torch.cuda.get_device_name(0), git_commit(), train_cases,
+                                   predict_cases)
+    gpu_summary.write(document, args.json)
+    log(f"compare_gpu: figures in {args.json}")
     return 0
 
 

@@ -3,7 +3,8 @@
 # gpu-labelled tests, then benchmarks/compare_gpu.py (resnet50 against
 # PyTorch). Uses .gpu-bundle/bundle.tar.xz (scripts/gpu-bundle.sh) where the
 # machine cannot build replicad, else the build tree. Logs and the benchmark
-# table go to $OUT (default ./gpu-check-out).
+# table go to $OUT (default ./gpu-check-out), with the figures as JSON
+# (gpu-latest.json, to commit as benchmarks/results/gpu-latest.json).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-$PWD/gpu-check-out}"
@@ -48,5 +49,7 @@ REPLICAD_BENCH_LD_LIBRARY_PATH="$libs" PYTHONUNBUFFERED=1 timeout -k 5 "${REPLIC
   "$python" benchmarks/compare_gpu.py --build-dir "$bench_dir" --output "$out/gpu.md" "$@" \
   >"$logs/compare_gpu.log" 2>&1 || status=1
 tail -60 "$logs/compare_gpu.log"
+# The figures as JSON (benchmarks/gpu_summary.py), to commit as benchmarks/results/gpu-latest.json.
+cp benchmarks/results/gpu-latest.json "$out/" 2>/dev/null || echo "== no gpu-latest.json written"
 tar -C "$out" -czf "$out/gpu-check-logs.tar.gz" logs && rm -rf "$logs"
 exit $status
