@@ -1,6 +1,5 @@
 #include "server/inference_protocol.h"
 
-#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -281,9 +280,6 @@ absl::StatusOr<ModelUpload> UploadOfParameters(
       upload.files.push_back({name.substr(5), value.bytes_param(), field});
     }
   }
-  // The map's order is not the request's: one order for every message.
-  std::sort(upload.files.begin(), upload.files.end(),
-            [](const UploadedFile& a, const UploadedFile& b) { return a.path < b.path; });
   return upload;
 }
 

@@ -69,7 +69,7 @@ void AnswerServerMetadata(bool system_shared_memory, inference::ServerMetadataRe
 // string: ModelConfig JSON) and "file:VERSION/NAME" (the file's bytes);
 // InvalidArgument naming the parameter when one has another type. Others
 // (e.g. unload_dependents) are tolerated. No config and no file: the load
-// loads the repository's model.
+// loads the repository's model. The files view `parameters`' bytes.
 absl::StatusOr<ModelUpload> UploadOfParameters(
     const std::string& model,
     const google::protobuf::Map<std::string, inference::ModelRepositoryParameter>& parameters);

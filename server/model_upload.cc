@@ -47,7 +47,7 @@ std::string RandomSuffix() {
   return absl::StrCat(absl::Hex(generator(), absl::kZeroPad16));
 }
 
-absl::Status WriteFileAt(int dir, const std::string& name, const std::string& bytes,
+absl::Status WriteFileAt(int dir, const std::string& name, absl::string_view bytes,
                          const std::string& path) {
   const int fd =
       ::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -159,7 +159,7 @@ absl::StatusOr<std::unique_ptr<ModelUploads>> ModelUploads::Open(const std::stri
 
 ModelUploads::~ModelUploads() { ::close(fd_); }
 
-absl::Status ModelUploads::Check(const ModelUpload& upload) const {
+absl::StatusOr<std::string> ModelUploads::Check(const ModelUpload& upload) const {
   if (!PlainName(upload.model)) {
     return Invalid("model", "a plain name (no '/', not starting with '.', at most 255 bytes)",
                    upload.model);
@@ -192,7 +192,7 @@ absl::Status ModelUploads::Check(const ModelUpload& upload) const {
         absl::StrCat("model '", upload.model, "': ", bytes,
                      " bytes uploaded, more than --max-upload-bytes ", max_bytes_));
   }
-  if (upload.config_json.empty()) return absl::OkStatus();
+  if (upload.config_json.empty()) return std::string();
   inference::ModelConfig config;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
@@ -209,10 +209,13 @@ absl::Status ModelUploads::Check(const ModelUpload& upload) const {
     return Invalid(absl::StrCat(upload.config_field, ".name"),
                    absl::StrCat("the model's name '", upload.model, "' or none"), config.name());
   }
-  return absl::OkStatus();
+  config.set_name(upload.model);
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(config, &text);
+  return text;
 }
 
-absl::Status ModelUploads::WriteStaging(const ModelUpload& upload,
+absl::Status ModelUploads::WriteStaging(const ModelUpload& upload, const std::string& config_text,
                                         const std::string& staging) const {
   const std::string staging_path = absl::StrCat(directory_, "/", staging);
   if (::mkdirat(fd_, staging.c_str(), 0700) != 0) return SysError("mkdir", staging_path);
@@ -220,14 +223,8 @@ absl::Status ModelUploads::WriteStaging(const ModelUpload& upload,
       ::openat(fd_, staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (model_fd < 0) return SysError("open", staging_path);
   absl::Status status;
-  if (!upload.config_json.empty()) {
-    inference::ModelConfig config;
-    google::protobuf::util::JsonParseOptions options;
-    (void)google::protobuf::util::JsonStringToMessage(upload.config_json, &config, options);
-    config.set_name(upload.model);
-    std::string text;
-    google::protobuf::TextFormat::PrintToString(config, &text);
-    status = WriteFileAt(model_fd, "config.pbtxt", text, staging_path + "/config.pbtxt");
+  if (!config_text.empty()) {
+    status = WriteFileAt(model_fd, "config.pbtxt", config_text, staging_path + "/config.pbtxt");
   }
   for (size_t i = 0; status.ok() && i < upload.files.size(); ++i) {
     const UploadedFile& file = upload.files[i];
@@ -253,7 +250,8 @@ absl::Status ModelUploads::WriteStaging(const ModelUpload& upload,
 }
 
 absl::Status ModelUploads::Stage(const ModelUpload& upload) {
-  if (absl::Status checked = Check(upload); !checked.ok()) return checked;
+  absl::StatusOr<std::string> config_text = Check(upload);
+  if (!config_text.ok()) return config_text.status();
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [model, previous] : pending_) {
@@ -269,7 +267,7 @@ absl::Status ModelUploads::Stage(const ModelUpload& upload) {
     return status;
   };
   const std::string staging = ".upload-" + RandomSuffix();
-  if (absl::Status written = WriteStaging(upload, staging); !written.ok()) {
+  if (absl::Status written = WriteStaging(upload, *config_text, staging); !written.ok()) {
     RemoveTree(fd_, staging, absl::StrCat(directory_, "/", staging));
     return fail(written);
   }
@@ -374,6 +372,9 @@ void LoadModelOrUpload(ServingCore& core, ModelUploads* uploads, ModelUpload upl
     return core.LoadModel(std::move(upload.model), std::move(done));
   }
   if (upload.files.empty()) return std::move(done)(ConfigurationWithoutFiles(upload));
+  // Protocol maps have no order: one order, so that every message names the same file.
+  std::sort(upload.files.begin(), upload.files.end(),
+            [](const UploadedFile& a, const UploadedFile& b) { return a.path < b.path; });
   if (uploads == nullptr) {
     return std::move(done)(absl::FailedPreconditionError(
         absl::StrCat("model '", ClientText(upload.model),

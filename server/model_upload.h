@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/serve/serving_core.h"
 
@@ -24,9 +25,12 @@ namespace replicad {
 // One file of an uploaded model: its path in the model's directory,
 // "VERSION/NAME" (VERSION a positive integer, NAME a plain file name), its
 // bytes, and what the request called it, for messages ("parameters.file:1/model.onnx").
+// The bytes are the request's own, viewed, not copied (an upload may be a
+// GiB): they must outlive ModelUploads::Stage, which writes them before it
+// returns (LoadModelOrUpload stages before it returns too).
 struct UploadedFile {
   std::string path;
-  std::string bytes;
+  absl::string_view bytes;
   std::string field;
 };
 
@@ -90,8 +94,10 @@ class ModelUploads {
  private:
   ModelUploads(std::string directory, int fd, uint64_t max_bytes)
       : directory_(std::move(directory)), fd_(fd), max_bytes_(max_bytes) {}
-  absl::Status Check(const ModelUpload& upload) const;
-  absl::Status WriteStaging(const ModelUpload& upload, const std::string& staging) const;
+  // The upload checked, and its config.pbtxt ("" without a configuration).
+  absl::StatusOr<std::string> Check(const ModelUpload& upload) const;
+  absl::Status WriteStaging(const ModelUpload& upload, const std::string& config_text,
+                            const std::string& staging) const;
   // Ends `model`'s upload: where its previous directory went ("" none), or
   // nullopt when it had none pending.
   std::optional<std::string> EndUpload(const std::string& model);

@@ -664,10 +664,10 @@ absl::Status DataParallelTrainer::Resume(int64_t step,
   std::optional<LossScaler> restored = impl_->loss_scaler_;
   if (restored.has_value()) REPLICAD_RETURN_IF_ERROR(restored->Restore(state));
   const std::vector<std::pair<std::string, Tensor>> optimizer_state = WithoutLossScale(state);
-  // Restore validates before it changes anything, so a bad state fails on
-  // the first optimizer and leaves every one as it was.
-  for (Optimizer* optimizer : impl_->reduction_->optimizers()) {
-    if (!optimizer_state.empty()) {
+  if (!optimizer_state.empty()) {
+    // Restore validates before it changes anything, so a bad state fails on
+    // the first optimizer and leaves every one as it was.
+    for (Optimizer* optimizer : impl_->reduction_->optimizers()) {
       REPLICAD_RETURN_IF_ERROR(optimizer->Restore(step, optimizer_state));
     }
   }

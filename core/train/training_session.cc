@@ -474,7 +474,7 @@ absl::StatusOr<TrainingSession::Saved> TrainingSession::SaveLocked(const std::st
         absl::StrCat("model '", environment_.model,
                      "' has not taken a training step since it was loaded; nothing to save"));
   }
-  REPLICAD_ASSIGN_OR_RETURN(Checkpoint checkpoint, CheckpointLocked());
+  REPLICAD_ASSIGN_OR_RETURN(Checkpoint checkpoint, CheckpointLocked(/*with_optimizer_state=*/true));
   REPLICAD_RETURN_IF_ERROR(
       WriteCheckpoint(source_bytes_, target.directory, target.name, checkpoint));
   if (path.empty()) {
@@ -490,7 +490,7 @@ absl::StatusOr<TrainingSession::Saved> TrainingSession::SaveLocked(const std::st
   return Saved{target.path, checkpoint.step};
 }
 
-absl::StatusOr<Checkpoint> TrainingSession::CheckpointLocked() {
+absl::StatusOr<Checkpoint> TrainingSession::CheckpointLocked(bool with_optimizer_state) {
   Checkpoint checkpoint;
   checkpoint.step = published_step_;
   checkpoint.optimizer = config_.optimizer;
@@ -504,9 +504,11 @@ absl::StatusOr<Checkpoint> TrainingSession::CheckpointLocked() {
     if (tensor.dtype() == DType::kFloat32)
       checkpoint.parameters.emplace(graph.values[v].name, tensor);
   }
-  if (trainer_ != nullptr) {
+  // The optimizer's state goes only into the state file: a download leaves
+  // it, and its copies from the devices, out.
+  if (with_optimizer_state && trainer_ != nullptr) {
     REPLICAD_ASSIGN_OR_RETURN(checkpoint.optimizer_state, trainer_->OptimizerState());
-  } else if (resume_) {
+  } else if (with_optimizer_state && resume_) {
     // Saved after a restart, before a step: the state it resumes with.
     checkpoint.optimizer = resume_->optimizer;
     checkpoint.optimizer_state = resume_->optimizer_state;
@@ -523,7 +525,8 @@ void TrainingSession::Export(ExportDone done) {
       REPLICAD_RETURN_IF_ERROR(LoadModel());
       // Before a step of this daemon's the weights are the file's.
       if (trained_step_.load() == 0) return Exported{source_bytes_, published_step_, false};
-      REPLICAD_ASSIGN_OR_RETURN(Checkpoint checkpoint, CheckpointLocked());
+      REPLICAD_ASSIGN_OR_RETURN(Checkpoint checkpoint,
+                                CheckpointLocked(/*with_optimizer_state=*/false));
       REPLICAD_ASSIGN_OR_RETURN(std::string onnx, CheckpointOnnxBytes(source_bytes_, checkpoint));
       return Exported{std::move(onnx), checkpoint.step, true};
     }();

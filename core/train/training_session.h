@@ -170,9 +170,10 @@ class TrainingSession final : public Trainable {
   absl::StatusOr<std::shared_ptr<const Model>> CurrentModelLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Saved> SaveLocked(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What SaveLocked and Export write: the current weights, step, optimizer
-  // state and configuration.
-  absl::StatusOr<Checkpoint> CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What SaveLocked and Export write: the current weights, step and
+  // configuration, and (SaveLocked's state file) the optimizer's state.
+  absl::StatusOr<Checkpoint> CheckpointLocked(bool with_optimizer_state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Where a save goes: `path`, or the next numbered checkpoint (never
   // another run's).
   absl::StatusOr<CheckpointRoot::Location> SaveTargetLocked(const std::string& path) const

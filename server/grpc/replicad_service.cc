@@ -1,6 +1,5 @@
 #include "server/grpc/replicad_service.h"
 
-#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -324,9 +323,6 @@ grpc::ServerUnaryReactor* ReplicadService::LoadModel(grpc::CallbackServerContext
   for (const auto& [path, bytes] : request->files()) {
     upload.files.push_back({path, bytes, absl::StrCat("files['", ClientText(path), "']")});
   }
-  // The map's order is not the request's: one order for every message.
-  std::sort(upload.files.begin(), upload.files.end(),
-            [](const UploadedFile& a, const UploadedFile& b) { return a.path < b.path; });
   LoadModelOrUpload(core_, uploads_, std::move(upload),
                     [call](absl::Status status) mutable { call.Finish(status); });
   return call.reactor();

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -37,11 +38,13 @@ class ModelUploadTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(root_); }
 
-  static ModelUpload Upload(const std::string& model, std::vector<std::string> paths,
-                            const std::string& bytes = "onnx bytes") {
+  // The files view their bytes, as they view a request's: the fixture keeps them.
+  ModelUpload Upload(const std::string& model, std::vector<std::string> paths,
+                     std::string bytes = "onnx bytes") {
+    const std::string& kept = kept_bytes_.emplace_back(std::move(bytes));
     ModelUpload upload;
     upload.model = model;
-    for (const std::string& path : paths) upload.files.push_back({path, bytes, "file:" + path});
+    for (const std::string& path : paths) upload.files.push_back({path, kept, "file:" + path});
     return upload;
   }
 
@@ -62,6 +65,7 @@ class ModelUploadTest : public ::testing::Test {
   }
 
   static constexpr uint64_t kLimit = 1000;
+  std::deque<std::string> kept_bytes_;  // A deque: its strings never move.
   fs::path root_;
   std::unique_ptr<ModelUploads> uploads_;
 };
