@@ -226,9 +226,22 @@ def main(argv):
                                f"{ms:.1f}", f"{args.train_batch / ms * 1000:.0f}",
                                f"{ms / peer:.2f}"))
             if slots == 1:
+                # Beside the deterministic default: cuDNN's fastest algorithms, as PyTorch's.
+                log(f"replicad training step, tf32={tf32}, 1 slot, --no-cudnn-deterministic")
+                fastest, fastest_error = replicad_ms(
+                    train_bench, "train_step",
+                    ["--model", train_path, "--device", args.device, "--slots", "1",
+                     "--batch", str(args.train_batch), "--no-cudnn-deterministic"] +
+                    (["--tf32"] if tf32 else []), args)
+                train_rows.append(("replicad TrainStep, non-deterministic cuDNN",
+                                   "on" if tf32 else "off", "1",
+                                   f"{fastest:.1f}" if fastest else f"failed: {fastest_error}",
+                                   f"{args.train_batch / fastest * 1000:.0f}" if fastest else "",
+                                   f"{fastest / peer:.2f}" if fastest else ""))
                 train_cases[tf32] = gpu_summary.case(
                     peer, ms, replicad_case=f"batch {args.train_batch}, 1 slot, deterministic",
-                    pytorch_case=f"batch {args.train_batch}, SGD momentum 0.9, cudnn.benchmark")
+                    pytorch_case=f"batch {args.train_batch}, SGD momentum 0.9, cudnn.benchmark",
+                    non_deterministic_replicad_ms=round(fastest, 3) if fastest else None)
         train_cases.setdefault(tf32, None)
 
     def table(rows):

@@ -5,8 +5,10 @@ Run with (after scripts/build.sh and scripts/triton-venv.sh):
     .venv-triton/bin/python benchmarks/precision_bench.py [--models resnet50,mobilenet_v2,bert_encoder]
         [--batch 8] [--threads 2] [--rounds 3] [--samples 1000] [--output FILE.md]
 
-For each model (exported by tests/parity/export_torch_models.py into BUILD/bench_models, weights
-seeded, not trained):
+For each model (exported by benchmarks/calibrated_models.py into BUILD/calibrated_models: weights
+seeded, not trained, BatchNorm statistics recomputed on seeded images as after training, so that
+inputs win different classes; --seeded-statistics exports tests/parity/export_torch_models.py's
+models instead, into BUILD/bench_models):
   - speed: build/benchmarks/model_forward_bench in-process (ReplicaSet::Predict, one slot of
     --threads threads) at --batch, fp32 and bf16 taking turns --rounds times; each keeps its
     fastest round's median (this machine's timings move by up to 2x between runs);
@@ -38,12 +40,13 @@ from bench_daemon import ReplicadDaemon  # noqa: E402
 from bench_report import git_commit, machine_line  # noqa: E402
 
 
-def export(models, models_dir):
+def export(models, models_dir, calibrated):
     missing = [m for m in models if not os.path.exists(os.path.join(models_dir, m, "model.onnx"))]
     if missing:
-        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests", "parity",
-                                                         "export_torch_models.py"),
-                        models_dir, "--models", ",".join(missing)], check=True)
+        script = (os.path.join(ROOT, "benchmarks", "calibrated_models.py") if calibrated else
+                  os.path.join(ROOT, "tests", "parity", "export_torch_models.py"))
+        subprocess.run(["/usr/bin/python3", script, models_dir, "--models", ",".join(missing)],
+                       check=True)
 
 
 def median_ms(bench, model_path, batch, threads, precision):
@@ -120,10 +123,14 @@ def main():
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     parser.add_argument("--output", default=None)
+    parser.add_argument("--seeded-statistics", action="store_true",
+                        help="the parity export's models (seeded BatchNorm statistics: nearly "
+                        "every input wins one class)")
     args = parser.parse_args()
     models = args.models.split(",")
-    models_dir = os.path.join(args.build_dir, "bench_models")
-    export(models, models_dir)
+    models_dir = os.path.join(args.build_dir, "bench_models" if args.seeded_statistics
+                              else "calibrated_models")
+    export(models, models_dir, not args.seeded_statistics)
     bench = os.path.join(args.build_dir, "benchmarks", "model_forward_bench")
     replicad = os.path.join(args.build_dir, "bin", "replicad")
     lines = [f"`{' '.join(sys.argv)}` — {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, "

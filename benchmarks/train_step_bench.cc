@@ -37,6 +37,7 @@ struct Options {
   int slots = 1;
   std::string device = "cpu:0";
   bool tf32 = false;
+  bool cudnn_deterministic = true;
   int threads = 1;
   int iterations = 10;
   int warmup = 2;
@@ -71,8 +72,8 @@ absl::StatusOr<Timing> Run(const Options& options, StepPhases* phases) {
   if (info == nullptr) return absl::NotFoundError(options.device + ": no such device here");
   std::vector<TrainerSlot> slots;
   for (int s = 0; s < options.slots; ++s) {
-    absl::StatusOr<std::unique_ptr<Device>> device =
-        CreateDevice(*info, SlotOptions{options.threads, true, options.tf32});
+    absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(
+        *info, SlotOptions{options.threads, true, options.tf32, true, options.cudnn_deterministic});
     if (!device.ok()) return device.status();
     slots.push_back({SlotAssignment{absl::StrCat("r", s), *id, 1.0}, *std::move(device)});
   }
@@ -136,6 +137,8 @@ int Main(int argc, char** argv) {
   app.add_option("--device", options.device, "Device of every slot, e.g. cuda:0")
       ->capture_default_str();
   app.add_flag("--tf32", options.tf32, "CUDA slots: TF32 tensor cores");
+  app.add_flag("--cudnn-deterministic,!--no-cudnn-deterministic", options.cudnn_deterministic,
+               "CUDA slots: reproducible cuDNN convolution algorithms (default on)");
   app.add_option("--threads", options.threads, "CPU slots: OpenMP threads per slot")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -159,8 +162,9 @@ int Main(int argc, char** argv) {
       "model %s  batch %d  %d slot(s) on %s%s  %d iterations (+%d warm-up)\n"
       "train step: median %.3f ms, mean %.3f ms, min %.3f ms, %.1f images/s\n",
       options.model_path, options.batch, options.slots, options.device,
-      options.tf32 ? " (TF32)" : "", options.iterations, options.warmup, t->median_ms, t->mean_ms,
-      t->min_ms, images_per_s);
+      std::string(options.tf32 ? " (TF32)" : "") +
+          (options.cudnn_deterministic ? "" : " (non-deterministic cuDNN)"),
+      options.iterations, options.warmup, t->median_ms, t->mean_ms, t->min_ms, images_per_s);
   std::cout << absl::StrFormat(
       "phases (medians, slot 0): forward %.3f ms, backward %.3f ms, host reduction %.3f ms, "
       "optimizer %.3f ms; gradients %d bytes per slot\n",

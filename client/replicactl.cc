@@ -286,7 +286,8 @@ struct TrainArgs {
   // Periodic numbered checkpoints on the server (with the optimizer).
   int64_t checkpoint_every_steps = 0;
   std::string checkpoint_dir;
-  std::string precision;  // Set: what the forward pass's products compute in (fp32, bf16, fp16).
+  std::string
+      precision;  // Set: what the forward pass's products compute in (fp32, bf16, fp16, tf32).
   // A job started with --rank-shards: this client feeds rank `rank` of
   // `world_size` its rows of every step (-1: whole batches).
   int rank = -1;
@@ -756,7 +757,8 @@ int Main(int argc, char** argv) {
                     "What the forward pass's convolutions and weight products compute in: fp32, "
                     "bf16 (bfloat16 inputs and weights, float32 sums, gradients and master "
                     "weights) or fp16 (float16 products forward and backward, with dynamic loss "
-                    "scaling; overflowing steps are skipped); with --optimizer");
+                    "scaling; overflowing steps are skipped) or tf32 (TF32 tensor cores on CUDA "
+                    "slots); with --optimizer");
   train->add_option("--rank", train_args.rank,
                     "With --world-size: feed rank R of a job started with --rank-shards its part "
                     "of every batch (every rank's client runs the same command but for --rank "

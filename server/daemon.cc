@@ -191,7 +191,12 @@ absl::Status Daemon::StartCore() {
   WarnIfExposed(p.options, p.tls, p.tokens != nullptr);
   // Freed plans and batches go back to the system (see memory_trimmer.h).
   p.trimmer = std::make_unique<MemoryTrimmer>(absl::Seconds(2), size_t{64} << 20);
-  if (p.options.system_shared_memory) p.shared_memory = std::make_unique<SharedMemoryRegistry>();
+  if (p.options.system_shared_memory) {
+    // CUDA regions too where this build opens GPU memory (one namespace, as Triton's).
+    p.shared_memory = std::make_unique<SharedMemoryRegistry>(
+        SharedMemoryRegistry::kDefaultMaxRegions,
+        CanOpenSharedDeviceMemory() ? SharedDeviceMemoryOpener(OpenSharedDeviceMemory) : nullptr);
+  }
   // One pool for both doors' tensor bytes, so that the cap is the daemon's.
   p.tensor_buffers =
       std::make_shared<HostBufferPool>(static_cast<size_t>(p.options.grpc_buffer_pool_bytes));

@@ -132,6 +132,7 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
   serving.slot_options.winograd = options.winograd;
   serving.slot_options.lend_idle_cores = options.lend_idle_cores;
   serving.slot_options.tf32 = options.tf32;
+  serving.slot_options.cudnn_deterministic = options.cudnn_deterministic;
   REPLICAD_ASSIGN_OR_RETURN(serving.precision,
                             ParseComputePrecision(options.precision, "--precision"));
   absl::StatusOr<std::vector<SlotAssignment>> slots =

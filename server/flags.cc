@@ -165,14 +165,21 @@ void AddSlotFlags(CLI::App* serve, ServerOptions& options) {
   serve
       ->add_option("--precision", options.precision,
                    "What float32 models compute their convolutions and weight products in: "
-                   "fp32, or bf16 (bfloat16 inputs and weights, float32 sums and outputs, "
-                   "the rest in float32; CPU slots with AVX512_BF16 or AMX); a model's "
-                   "config.pbtxt parameter 'precision' overrides it")
+                   "fp32, bf16 (bfloat16 inputs and weights, float32 sums and outputs, "
+                   "the rest in float32; CPU slots with AVX512_BF16 or AMX) or tf32 (TF32 "
+                   "tensor cores on CUDA slots, as --tf32 for this model; CPU slots compute "
+                   "float32); a model's config.pbtxt parameter 'precision' overrides it")
       ->capture_default_str();
   serve
       ->add_flag("--tf32,!--no-tf32", options.tf32,
                  "CUDA slots: TF32 tensor cores for float32 convolutions and matrix products "
                  "(faster, 10-bit mantissa products; off by default)")
+      ->capture_default_str();
+  serve
+      ->add_flag("--cudnn-deterministic,!--no-cudnn-deterministic", options.cudnn_deterministic,
+                 "CUDA slots: cuDNN convolution algorithms that give the same bits on every run "
+                 "(default on); off lets cuDNN pick its fastest, which may sum in a varying order, "
+                 "as PyTorch does by default")
       ->capture_default_str();
 }
 

@@ -14,10 +14,13 @@
 
 namespace replicad {
 
-std::vector<std::string> SupportedExtensions(bool system_shared_memory) {
+std::vector<std::string> SupportedExtensions(const SharedMemoryRegistry* shared_memory) {
   std::vector<std::string> extensions = {"binary_tensor_data", "model_configuration",
                                          "model_repository", "statistics"};
-  if (system_shared_memory) extensions.push_back("system_shared_memory");
+  if (shared_memory != nullptr) extensions.push_back("system_shared_memory");
+  if (shared_memory != nullptr && shared_memory->cuda_enabled()) {
+    extensions.push_back("cuda_shared_memory");
+  }
   return extensions;
 }
 
@@ -208,6 +211,35 @@ absl::Status FillSharedMemoryStatus(const SharedMemoryRegistry& registry, const 
   return absl::OkStatus();
 }
 
+absl::StatusOr<SharedMemoryRegistry*> CudaSharedMemory(SharedMemoryRegistry* registry) {
+  if (registry == nullptr) {
+    return absl::UnimplementedError(
+        "CUDA shared memory is disabled on this server (--system-shared-memory=false turns off "
+        "both shared-memory extensions)");
+  }
+  if (!registry->cuda_enabled()) {
+    return absl::UnimplementedError(
+        "CUDA shared memory: this replicad was built without CUDA (REPLICAD_WITH_CUDA)");
+  }
+  return registry;
+}
+
+absl::Status FillCudaSharedMemoryStatus(const SharedMemoryRegistry& registry,
+                                        const std::string& name,
+                                        inference::CudaSharedMemoryStatusResponse* out) {
+  absl::StatusOr<std::vector<SharedMemoryRegistry::RegionStatus>> regions =
+      registry.Status(name, SharedMemoryKind::kCuda);
+  if (!regions.ok()) return regions.status();
+  for (const SharedMemoryRegistry::RegionStatus& region : *regions) {
+    inference::CudaSharedMemoryStatusResponse::RegionStatus& status =
+        (*out->mutable_regions())[region.name];
+    status.set_name(region.name);
+    status.set_device_id(static_cast<uint64_t>(region.device_id));
+    status.set_byte_size(region.byte_size);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<LoadedModel>> FindModelVersion(const ServingCore& core,
                                                               const std::string& name,
                                                               const std::string& version) {
@@ -253,10 +285,11 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelStatistics(
   return model;
 }
 
-void AnswerServerMetadata(bool system_shared_memory, inference::ServerMetadataResponse* out) {
+void AnswerServerMetadata(const SharedMemoryRegistry* shared_memory,
+                          inference::ServerMetadataResponse* out) {
   out->set_name(kServerName);
   out->set_version(kServerVersion);
-  for (const std::string& e : SupportedExtensions(system_shared_memory)) out->add_extensions(e);
+  for (const std::string& e : SupportedExtensions(shared_memory)) out->add_extensions(e);
 }
 
 absl::StatusOr<ModelUpload> UploadOfParameters(

@@ -22,8 +22,10 @@ namespace replicad {
 // "replicad" and its version, as ServerMetadata reports them.
 inline constexpr char kServerName[] = "replicad";
 inline constexpr char kServerVersion[] = "0.2.0";
-// The protocol extensions that work, exactly (ServerMetadata.extensions).
-std::vector<std::string> SupportedExtensions(bool system_shared_memory);
+// The protocol extensions that work, exactly (ServerMetadata.extensions):
+// system_shared_memory with a registry, cuda_shared_memory with one that
+// opens GPU memory.
+std::vector<std::string> SupportedExtensions(const SharedMemoryRegistry* shared_memory);
 
 // An Open Inference Protocol datatype ("FP32", "FP16", "BF16", "INT64",
 // "INT32", "INT8", "UINT8", "BOOL") to a DType; InvalidArgument naming
@@ -63,7 +65,8 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelConfig(const ServingCore
 absl::StatusOr<std::shared_ptr<LoadedModel>> AnswerModelStatistics(
     ServingCore& core, const std::string& name, const std::string& version,
     inference::ModelStatisticsResponse* out);
-void AnswerServerMetadata(bool system_shared_memory, inference::ServerMetadataResponse* out);
+void AnswerServerMetadata(const SharedMemoryRegistry* shared_memory,
+                          inference::ServerMetadataResponse* out);
 
 // A model load's parameters as an upload (model_upload.h): "config" (a
 // string: ModelConfig JSON) and "file:VERSION/NAME" (the file's bytes);
@@ -79,6 +82,12 @@ absl::StatusOr<SharedMemoryRegistry*> SystemSharedMemory(SharedMemoryRegistry* r
 // One region (NotFound when unknown), or every one when `name` is empty.
 absl::Status FillSharedMemoryStatus(const SharedMemoryRegistry& registry, const std::string& name,
                                     inference::SystemSharedMemoryStatusResponse* out);
+// The registry when it opens GPU memory; Unimplemented otherwise, saying why.
+absl::StatusOr<SharedMemoryRegistry*> CudaSharedMemory(SharedMemoryRegistry* registry);
+// One CUDA region (NotFound when unknown), or every one when `name` is empty.
+absl::Status FillCudaSharedMemoryStatus(const SharedMemoryRegistry& registry,
+                                        const std::string& name,
+                                        inference::CudaSharedMemoryStatusResponse* out);
 void FillRepositoryIndex(const std::vector<ModelIndexEntry>& index, bool ready_only,
                          inference::RepositoryIndexResponse* out);
 

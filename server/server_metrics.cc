@@ -259,7 +259,8 @@ void ServerMetrics::AddModel(const LoadedModel& loaded) {
   SeriesFor(model);
   // Every precision's series, so that a reload in another one moves the 1.
   const ComputePrecision precision = MarkedComputePrecision(loaded.model().graph());
-  for (ComputePrecision each : {ComputePrecision::kFloat32, ComputePrecision::kBFloat16}) {
+  for (ComputePrecision each : {ComputePrecision::kFloat32, ComputePrecision::kBFloat16,
+                                ComputePrecision::kTensorFloat32}) {
     model_precision_.WithLabels({model, std::string(ComputePrecisionName(each))})
         .Set(each == precision ? 1 : 0);
   }

@@ -40,12 +40,14 @@ struct ServerOptions {
   int model_load_threads = 0;            // 0: one per core.
   bool exit_on_error = true;             // A startup model that fails to load stops the daemon.
   int threads_per_slot = 1;
-  bool winograd = true;            // CPU slots: Winograd for 3x3 stride-1 convolutions.
-  bool lend_idle_cores = true;     // CPU slots of one thread: see SlotOptions.
-  int cpu_kernel_cache = 1024;     // CPU slots: compiled kernels cached beyond the plans'.
-  bool tf32 = false;               // CUDA slots: TF32 tensor cores for float32 convs and GEMMs.
-  std::string precision = "fp32";  // Float32 models' products: fp32 or bf16 (compute_precision.h).
-  int64_t max_batch_size = 0;      // 0: no limit.
+  bool winograd = true;             // CPU slots: Winograd for 3x3 stride-1 convolutions.
+  bool lend_idle_cores = true;      // CPU slots of one thread: see SlotOptions.
+  int cpu_kernel_cache = 1024;      // CPU slots: compiled kernels cached beyond the plans'.
+  bool tf32 = false;                // CUDA slots: TF32 tensor cores for float32 convs and GEMMs.
+  bool cudnn_deterministic = true;  // CUDA slots: reproducible cuDNN convolution algorithms.
+  std::string precision =
+      "fp32";                  // Float32 models' products: fp32, bf16, tf32 (compute_precision.h).
+  int64_t max_batch_size = 0;  // 0: no limit.
   // The scheduling of models without a config.pbtxt (SchedulerOptions).
   bool dynamic_batching = true;
   int64_t max_queue_delay_us = 0;

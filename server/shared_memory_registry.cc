@@ -68,23 +68,31 @@ absl::Status CheckKey(const std::string& key) {
   return absl::OkStatus();
 }
 
-absl::Status Prefixed(const std::string& name, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("failed to register shared memory region '", name,
-                                                  "': ", status.message()));
+absl::Status Prefixed(const std::string& name, const absl::Status& status,
+                      SharedMemoryKind kind = SharedMemoryKind::kSystem) {
+  return absl::Status(
+      status.code(),
+      absl::StrCat("failed to register ", kind == SharedMemoryKind::kCuda ? "CUDA " : "",
+                   "shared memory region '", name, "': ", status.message()));
+}
+
+const char* KindName(SharedMemoryKind kind) {
+  return kind == SharedMemoryKind::kCuda ? "CUDA" : "system";
 }
 
 }  // namespace
 
 // The client's object, open and mapped for the registry and every view of
 // it: unmapped and closed when the last of them lets go, so a view taken
-// before Unregister stays valid.
+// before Unregister stays valid. A CUDA region's source holds the opened
+// allocation instead (fd -1, no mapping), closed the same way.
 struct SharedMemoryView::Source {
   Source(int fd, std::string name, std::string key)
       : fd(fd), name(std::move(name)), key(std::move(key)) {}
   ~Source() {
     trap.reset();  // Before the range can be mapped by anyone else.
     if (map != nullptr) munmap(map, map_bytes);
-    close(fd);
+    if (fd >= 0) close(fd);
   }
   Source(const Source&) = delete;
   Source& operator=(const Source&) = delete;
@@ -98,9 +106,11 @@ struct SharedMemoryView::Source {
   size_t map_bytes = 0;
   uint64_t map_offset = 0;  // The object offset of `map`'s first byte.
   std::unique_ptr<MemoryTrap> trap;
+  std::unique_ptr<SharedDeviceMemory> device_memory;  // CUDA regions only.
 };
 
 struct SharedMemoryRegistry::Region {
+  SharedMemoryKind kind = SharedMemoryKind::kSystem;
   uint64_t offset = 0;
   uint64_t byte_size = 0;
   std::shared_ptr<const SharedMemoryView::Source> source;
@@ -121,12 +131,14 @@ absl::Status ShrunkError(int fd, const std::string& name, const std::string& key
 }  // namespace
 
 char* SharedMemoryView::data() const {
-  if (source_ == nullptr) return nullptr;
+  if (source_ == nullptr || source_->device_memory != nullptr) return nullptr;
   return static_cast<char*>(source_->map) + (object_offset_ - source_->map_offset);
 }
 
 absl::Status SharedMemoryView::CheckIntact() const {
-  if (source_ == nullptr) return absl::OkStatus();
+  // A GPU allocation cannot shrink under its handle; a copy's own error
+  // tells of anything else.
+  if (source_ == nullptr || source_->device_memory != nullptr) return absl::OkStatus();
   struct stat object;
   if (fstat(source_->fd, &object) != 0) {
     return absl::ErrnoToStatus(errno,
@@ -144,14 +156,25 @@ bool SharedMemoryView::Overlaps(const SharedMemoryView& other) const {
   if (source_ == nullptr || other.source_ == nullptr || bytes_ == 0 || other.bytes_ == 0) {
     return false;
   }
-  if (source_->device != other.source_->device || source_->inode != other.source_->inode) {
+  const SharedDeviceMemory* mine = source_->device_memory.get();
+  const SharedDeviceMemory* theirs = other.source_->device_memory.get();
+  if ((mine == nullptr) != (theirs == nullptr)) return false;
+  uint64_t begin = object_offset_, other_begin = other.object_offset_;
+  if (mine != nullptr) {
+    // Two handles of one allocation open at one address.
+    if (mine->device() != theirs->device()) return false;
+    begin += mine->address();
+    other_begin += theirs->address();
+  } else if (source_->device != other.source_->device || source_->inode != other.source_->inode) {
     return false;
   }
-  return object_offset_ < other.object_offset_ + other.bytes_ &&
-         other.object_offset_ < object_offset_ + bytes_;
+  return begin < other_begin + other.bytes_ && other_begin < begin + bytes_;
 }
 
 absl::Status SharedMemoryView::Read(void* out) const {
+  if (source_->device_memory != nullptr) {
+    return source_->device_memory->CopyToHost(object_offset_, bytes_, out);
+  }
   char* to = static_cast<char*>(out);
   size_t done = 0;
   while (done < bytes_) {
@@ -175,6 +198,9 @@ absl::Status SharedMemoryView::Write(const void* data, size_t n) const {
     return absl::InternalError(absl::StrCat("a write of ", n, " bytes into a view of ", bytes_,
                                             " bytes of shared memory region '", source_->name,
                                             "'"));
+  }
+  if (source_->device_memory != nullptr) {
+    return source_->device_memory->CopyFromHost(object_offset_, data, n);
   }
   // pwrite past the end would grow the client's object; a shrunk object is
   // the client's mistake to be told about, not to be silently undone.
@@ -201,7 +227,9 @@ absl::Status SharedMemoryView::Write(const void* data, size_t n) const {
   return absl::OkStatus();
 }
 
-SharedMemoryRegistry::SharedMemoryRegistry(size_t max_regions) : max_regions_(max_regions) {}
+SharedMemoryRegistry::SharedMemoryRegistry(size_t max_regions,
+                                           SharedDeviceMemoryOpener open_device_memory)
+    : max_regions_(max_regions), open_device_memory_(std::move(open_device_memory)) {}
 
 absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::string& key,
                                             uint64_t offset, uint64_t byte_size) {
@@ -218,7 +246,7 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   // open and map run without the lock (so Find never waits on them).
   {
     absl::ReaderMutexLock lock(&mu_);
-    REPLICAD_RETURN_IF_ERROR(CheckRoomFor(name));
+    REPLICAD_RETURN_IF_ERROR(CheckRoomFor(name, SharedMemoryKind::kSystem));
   }
 
   FileDescriptor fd(shm_open(key.c_str(), O_RDWR, 0));
@@ -280,58 +308,145 @@ absl::Status SharedMemoryRegistry::Register(const std::string& name, const std::
   region->offset = offset;
   region->byte_size = byte_size;
   region->source = std::move(source);
+  return Insert(name, std::move(region));
+}
 
+absl::Status SharedMemoryRegistry::RegisterCuda(const std::string& name,
+                                                absl::string_view raw_handle, int64_t device_id,
+                                                uint64_t byte_size) {
+  constexpr SharedMemoryKind kCuda = SharedMemoryKind::kCuda;
+  if (open_device_memory_ == nullptr) {
+    return Prefixed(name,
+                    absl::UnimplementedError(
+                        "this server opens no GPU memory (built without CUDA, or CUDA shared "
+                        "memory disabled with --system-shared-memory=false)"),
+                    kCuda);
+  }
+  if (name.empty()) {
+    return Prefixed(
+        name, absl::InvalidArgumentError("invalid args: name is empty, expected the region's name"),
+        kCuda);
+  }
+  if (byte_size == 0) {
+    return Prefixed(
+        name, absl::InvalidArgumentError("invalid args: byte_size is 0, expected at least 1 byte"),
+        kCuda);
+  }
+  if (raw_handle.size() != kIpcHandleBytes) {
+    return Prefixed(
+        name,
+        absl::InvalidArgumentError(absl::StrCat(
+            "invalid args: raw_handle holds ", raw_handle.size(), " bytes, expected the ",
+            kIpcHandleBytes, " of a cudaIpcMemHandle_t (cudaIpcGetMemHandle)")),
+        kCuda);
+  }
+  if (device_id < 0) {
+    return Prefixed(name,
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "invalid args: device_id is ", device_id, ", expected a GPU ordinal >= 0")),
+                    kCuda);
+  }
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    REPLICAD_RETURN_IF_ERROR(CheckRoomFor(name, kCuda));
+  }
+  absl::StatusOr<std::unique_ptr<SharedDeviceMemory>> memory =
+      open_device_memory_(device_id, raw_handle);
+  if (!memory.ok()) {
+    return Prefixed(
+        name,
+        absl::Status(memory.status().code(),
+                     absl::StrCat("failed to open CUDA IPC handle: ", memory.status().message())),
+        kCuda);
+  }
+  const uint64_t allocation = (*memory)->bytes();
+  if (allocation != 0 && byte_size > allocation) {
+    return Prefixed(
+        name,
+        absl::InvalidArgumentError(absl::StrCat("invalid args: byte_size ", byte_size,
+                                                " runs past the end of the GPU "
+                                                "allocation the handle names, which holds ",
+                                                allocation, " bytes")),
+        kCuda);
+  }
+  auto source = std::make_shared<SharedMemoryView::Source>(-1, name, std::string());
+  source->device_memory = *std::move(memory);
+  auto region = std::make_shared<Region>();
+  region->kind = kCuda;
+  region->byte_size = byte_size;
+  region->source = std::move(source);
+  return Insert(name, std::move(region));
+}
+
+absl::Status SharedMemoryRegistry::Insert(const std::string& name,
+                                          std::shared_ptr<const Region> region) {
   absl::MutexLock lock(&mu_);
   // A racing Register that lost drops `region` here, which unmaps and closes
   // the object.
-  REPLICAD_RETURN_IF_ERROR(CheckRoomFor(name));
+  REPLICAD_RETURN_IF_ERROR(CheckRoomFor(name, region->kind));
   regions_.emplace(name, std::move(region));
   return absl::OkStatus();
 }
 
-absl::Status SharedMemoryRegistry::CheckRoomFor(const std::string& name) const {
+absl::Status SharedMemoryRegistry::CheckRoomFor(const std::string& name,
+                                                SharedMemoryKind kind) const {
   if (regions_.count(name) != 0) {
-    return Prefixed(name, absl::AlreadyExistsError(absl::StrCat("shared memory region '", name,
-                                                                "' already in manager")));
+    return Prefixed(name,
+                    absl::AlreadyExistsError(
+                        absl::StrCat("shared memory region '", name, "' already in manager")),
+                    kind);
   }
   if (regions_.size() >= max_regions_) {
-    return Prefixed(
-        name, absl::ResourceExhaustedError(absl::StrCat(regions_.size(),
-                                                        " regions are registered, the most allowed "
-                                                        "(max_regions ",
-                                                        max_regions_, "); unregister one first")));
+    return Prefixed(name,
+                    absl::ResourceExhaustedError(absl::StrCat(
+                        regions_.size(), " regions are registered, the most allowed (max_regions ",
+                        max_regions_, "); unregister one first")),
+                    kind);
   }
   return absl::OkStatus();
 }
 
-absl::Status SharedMemoryRegistry::Unregister(const std::string& name) {
+absl::Status SharedMemoryRegistry::Unregister(const std::string& name, SharedMemoryKind kind) {
   // Released after the lock: closing the objects need not hold up Find.
-  std::map<std::string, std::shared_ptr<const Region>> released;
+  std::vector<std::shared_ptr<const Region>> released;
   absl::MutexLock lock(&mu_);
-  if (name.empty()) {
-    released.swap(regions_);
-  } else if (auto it = regions_.find(name); it != regions_.end()) {
-    released.insert(regions_.extract(it));
+  for (auto it = name.empty() ? regions_.begin() : regions_.find(name); it != regions_.end();) {
+    if (it->second->kind == kind) {
+      released.push_back(std::move(it->second));
+      it = regions_.erase(it);
+    } else {
+      ++it;
+    }
+    if (!name.empty()) break;
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<SharedMemoryRegistry::RegionStatus>> SharedMemoryRegistry::Status(
-    const std::string& name) const {
+    const std::string& name, SharedMemoryKind kind) const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<RegionStatus> statuses;
   auto add = [&statuses](const std::string& region_name, const Region& region) {
-    statuses.push_back({region_name, region.source->key, region.offset, region.byte_size});
+    const SharedDeviceMemory* gpu = region.source->device_memory.get();
+    statuses.push_back({region_name, region.source->key, region.offset, region.byte_size,
+                        gpu != nullptr ? gpu->device() : 0});
   };
   if (name.empty()) {
-    statuses.reserve(regions_.size());
-    for (const auto& [region_name, region] : regions_) add(region_name, *region);
+    for (const auto& [region_name, region] : regions_) {
+      if (region->kind == kind) add(region_name, *region);
+    }
     return statuses;
   }
   auto it = regions_.find(name);
   if (it == regions_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("Unable to find system shared memory region: '", name, "'"));
+    return absl::NotFoundError(absl::StrCat("Unable to find ",
+                                            kind == SharedMemoryKind::kCuda ? "cuda" : "system",
+                                            " shared memory region: '", name, "'"));
+  }
+  if (it->second->kind != kind) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("The region named '", name, "' is registered as ", KindName(it->second->kind),
+                     " shared memory, not ", KindName(kind), " shared memory"));
   }
   add(it->first, *it->second);
   return statuses;

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,13 +12,16 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "core/device/shared_device_memory.h"
 
 namespace replicad {
 
-// Bytes of a registered region that one request reads or writes. The region
-// is mapped once, when it is registered, so a request reads its inputs and
-// writes its outputs in place through data(). A client may shrink its object
+// Bytes of a registered region that one request reads or writes. A system
+// region is mapped once, when it is registered, so a request reads its inputs
+// and writes its outputs in place through data(); a CUDA region's bytes are on
+// a GPU, and Read and Write copy them (data() is null). A client may shrink its object
 // at any time, and an access past the new end raises SIGBUS: the region's
 // MemoryTrap catches it (the daemon lives, the range reads zeros) and
 // CheckIntact tells the request, which fails with the shrink error instead of
@@ -30,7 +34,7 @@ class SharedMemoryView {
   SharedMemoryView() = default;
   size_t bytes() const { return bytes_; }
   // The view's first byte in the daemon's mapping of the region; null for a
-  // default-made view. Check CheckIntact after using it.
+  // default-made view and a CUDA region's. Check CheckIntact after using it.
   char* data() const;
   // InvalidArgument naming the region, the range and the object's size (as
   // Read's) when a fault in the region has been trapped or the object no
@@ -58,8 +62,19 @@ class SharedMemoryView {
   size_t bytes_ = 0;
 };
 
-// The POSIX system shared-memory regions that clients registered, as Triton's
-// system_shared_memory extension has them; protocol neutral. Every message
+// Which extension a region came through.
+enum class SharedMemoryKind { kSystem, kCuda };
+
+// Opens a client's GPU allocation from its CUDA IPC handle's bytes on GPU
+// `device` (OpenSharedDeviceMemory in core/backends/backends.h; tests give
+// host-memory stand-ins).
+using SharedDeviceMemoryOpener = std::function<absl::StatusOr<std::unique_ptr<SharedDeviceMemory>>(
+    int64_t device, absl::string_view raw_handle)>;
+
+// The shared-memory regions that clients registered, as Triton's
+// system_shared_memory extension (POSIX objects) and cuda_shared_memory
+// extension (GPU allocations shared by CUDA IPC handles) have them, in one
+// namespace of names as Triton's; protocol neutral. Every message
 // reads as Triton's does (its clients' tests match on them), plus the values.
 // A region is [offset, offset + byte_size) of the client's object, mapped
 // read-write from registration until its last view lets go (see
@@ -70,16 +85,22 @@ class SharedMemoryRegistry {
  public:
   struct RegionStatus {
     std::string name;
-    std::string key;
-    uint64_t offset = 0;
+    std::string key;      // System regions.
+    uint64_t offset = 0;  // System regions.
     uint64_t byte_size = 0;
+    int64_t device_id = 0;  // CUDA regions.
   };
 
   static constexpr size_t kDefaultMaxRegions = 1024;
 
   // At most `max_regions` registered at once, against clients that never
-  // unregister (each region holds the object open).
-  explicit SharedMemoryRegistry(size_t max_regions = kDefaultMaxRegions);
+  // unregister (each region holds the object open). CUDA regions are opened
+  // with `open_device_memory`; without one, RegisterCuda is Unimplemented.
+  explicit SharedMemoryRegistry(size_t max_regions = kDefaultMaxRegions,
+                                SharedDeviceMemoryOpener open_device_memory = nullptr);
+
+  // Whether CUDA regions can be registered.
+  bool cuda_enabled() const { return open_device_memory_ != nullptr; }
 
   // Maps [offset, offset + byte_size) of the object that shm_open(`key`)
   // opens read-write (the client created it; a leading '/' is customary and
@@ -95,13 +116,30 @@ class SharedMemoryRegistry {
   absl::Status Register(const std::string& name, const std::string& key, uint64_t offset,
                         uint64_t byte_size);
 
-  // Forgets `name`, or every region when `name` is empty. Unknown names are
-  // fine (Triton answers OK). Views already handed out stay valid.
-  absl::Status Unregister(const std::string& name);
+  // Opens the GPU allocation that `raw_handle` (the 64 bytes of a
+  // cudaIpcMemHandle_t) names on GPU `device_id`, as [0, byte_size) of it.
+  // Every error starts "failed to register CUDA shared memory region
+  // '<name>': ". Unimplemented without an opener. InvalidArgument: empty
+  // name, byte_size 0, byte_size past the allocation's size, and the
+  // opener's refusals (a handle of another size, a device this server does
+  // not have, a handle CUDA does not open). AlreadyExists and
+  // ResourceExhausted as Register's (one namespace with system regions).
+  absl::Status RegisterCuda(const std::string& name, absl::string_view raw_handle,
+                            int64_t device_id, uint64_t byte_size);
 
-  // One region, or all when `name` is empty, in ascending order of name.
-  // NotFound "Unable to find system shared memory region: '<name>'".
-  absl::StatusOr<std::vector<RegionStatus>> Status(const std::string& name) const;
+  // Forgets `name` if it is a region of `kind`, or every region of `kind`
+  // when `name` is empty. Unknown names, and a name of the other kind, are
+  // fine (Triton answers OK). Views already handed out stay valid.
+  absl::Status Unregister(const std::string& name,
+                          SharedMemoryKind kind = SharedMemoryKind::kSystem);
+
+  // One region of `kind`, or all of them when `name` is empty, in ascending
+  // order of name. NotFound "Unable to find system shared memory region:
+  // '<name>'" ("cuda" for kCuda); InvalidArgument "The region named '<name>'
+  // is registered as CUDA shared memory, not system shared memory" (or the
+  // other way) for a name of the other kind.
+  absl::StatusOr<std::vector<RegionStatus>> Status(
+      const std::string& name, SharedMemoryKind kind = SharedMemoryKind::kSystem) const;
 
   // [offset, offset + byte_size) of `region`. `tensor` names the asker in
   // messages, e.g. "inputs[0] 'INPUT0'" (…'.parameters.shared_memory_offset').
@@ -115,9 +153,13 @@ class SharedMemoryRegistry {
   struct Region;
 
   // AlreadyExists or ResourceExhausted when `name` cannot be added now.
-  absl::Status CheckRoomFor(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRoomFor(const std::string& name, SharedMemoryKind kind) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Adds `region` as `name` unless CheckRoomFor refuses.
+  absl::Status Insert(const std::string& name, std::shared_ptr<const Region> region);
 
   const size_t max_regions_;
+  const SharedDeviceMemoryOpener open_device_memory_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<const Region>> regions_ ABSL_GUARDED_BY(mu_);
 };

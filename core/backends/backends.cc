@@ -6,6 +6,7 @@
 #include "core/backends/cpu/cpu_backend.h"
 #if REPLICAD_WITH_CUDA
 #include "core/backends/cuda/cuda_backend.h"
+#include "core/backends/cuda/cuda_ipc_memory.h"
 #include "core/base/status_macros.h"
 #endif
 
@@ -49,7 +50,10 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
       return CreateCpuDevice(info, CpuSlotOptions{options.threads_per_slot, options.winograd});
     case DeviceKind::kCuda:
 #if REPLICAD_WITH_CUDA
-      return CreateCudaDevice(info, CudaSlotOptions{options.tf32});
+      CudaSlotOptions cuda;
+      cuda.tf32 = options.tf32;
+      cuda.cudnn_deterministic = options.cudnn_deterministic;
+      return CreateCudaDevice(info, cuda);
 #else
       return absl::UnimplementedError(
           absl::StrCat(DeviceIdToString(info.id),
@@ -73,6 +77,26 @@ absl::StatusOr<std::unique_ptr<SlotAllReduce>> CreateSlotAllReduce(
 #else
   (void)peers;
   return absl::UnimplementedError("this replicad was built without CUDA (REPLICAD_WITH_CUDA)");
+#endif
+}
+
+bool CanOpenSharedDeviceMemory() {
+#if REPLICAD_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+absl::StatusOr<std::unique_ptr<SharedDeviceMemory>> OpenSharedDeviceMemory(
+    int64_t device, absl::string_view raw_handle) {
+#if REPLICAD_WITH_CUDA
+  return OpenCudaIpcMemory(device, raw_handle);
+#else
+  (void)device;
+  (void)raw_handle;
+  return absl::UnimplementedError(
+      "CUDA shared memory: this replicad was built without CUDA (REPLICAD_WITH_CUDA)");
 #endif
 }
 

@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/device/device.h"
+#include "core/device/shared_device_memory.h"
 #include "core/device/slot_all_reduce.h"
 
 namespace replicad {
@@ -27,6 +29,8 @@ struct SlotOptions {
   // CPU slots of one thread: a batch of one slice, while the model's other
   // slots are idle, runs with their cores too (ReplicaSet's wide replica).
   bool lend_idle_cores = true;
+  // CUDA slots: see CudaSlotOptions::cudnn_deterministic.
+  bool cudnn_deterministic = true;
 };
 
 // The CPU backend's cache of compiled kernels beyond those plans hold (see
@@ -45,6 +49,16 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
 // host-memory slots are reduced by the host.
 absl::StatusOr<std::unique_ptr<SlotAllReduce>> CreateSlotAllReduce(
     const std::vector<Device*>& slots, const SlotAllReducePeers* peers = nullptr);
+
+// Whether this build opens other processes' GPU allocations (CUDA IPC
+// handles, for the CUDA shared-memory extension).
+bool CanOpenSharedDeviceMemory();
+
+// Opens the GPU allocation `raw_handle` (a cudaIpcMemHandle_t's bytes)
+// names on GPU `device` (cuda/cuda_ipc_memory.h). Unimplemented in a build
+// without CUDA.
+absl::StatusOr<std::unique_ptr<SharedDeviceMemory>> OpenSharedDeviceMemory(
+    int64_t device, absl::string_view raw_handle);
 
 }  // namespace replicad
 

@@ -8,25 +8,27 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/client_text.h"
 #include "core/ops/fused_activation.h"
+#include "core/ops/training_ops.h"
 
 namespace replicad {
 
 namespace {
 
-constexpr char kServingExpected[] = "fp32 or bf16";
-constexpr char kTrainingExpected[] = "fp32, bf16 or fp16";
+constexpr char kServingExpected[] = "fp32, bf16 or tf32";
+constexpr char kTrainingExpected[] = "fp32, bf16, fp16 or tf32";
 
 absl::StatusOr<ComputePrecision> ParsePrecision(absl::string_view text, absl::string_view field,
                                                 bool training) {
   const char* expected = training ? kTrainingExpected : kServingExpected;
   if (text == "fp32" || text == "float32") return ComputePrecision::kFloat32;
   if (text == "bf16" || text == "bfloat16") return ComputePrecision::kBFloat16;
+  if (text == "tf32" || text == "tensorfloat32") return ComputePrecision::kTensorFloat32;
   if (training && (text == "fp16" || text == "float16")) return ComputePrecision::kFloat16;
-  if (text == "fp16" || text == "float16" || text == "tf32") {
+  if (text == "fp16" || text == "float16") {
     return absl::UnimplementedError(
         absl::StrCat(field, ": ", text,
-                     " computes on a GPU's tensor cores, which replicad does not use yet "
-                     "(training takes fp16); expected ",
+                     " serving is not implemented (training takes fp16; a float16 ONNX file "
+                     "serves in its own types); expected ",
                      expected));
   }
   return absl::InvalidArgumentError(
@@ -87,6 +89,8 @@ absl::string_view ComputePrecisionName(ComputePrecision precision) {
       return "bf16";
     case ComputePrecision::kFloat16:
       return "fp16";
+    case ComputePrecision::kTensorFloat32:
+      return "tf32";
     case ComputePrecision::kFloat32:
       break;
   }
@@ -115,7 +119,20 @@ void MarkProducts(Graph* graph, ComputePrecision precision, const std::set<int>&
   }
 }
 
+void MarkTensorFloat32Products(Graph* graph) {
+  for (Node& node : graph->nodes) {
+    if (node.op_type == "Conv" || node.op_type == kConvGradData ||
+        node.op_type == kConvGradFilter || node.op_type == "Gemm" || node.op_type == "MatMul") {
+      node.attributes.Set(kPrecisionAttribute, AttributeValue(std::string("tf32")));
+    }
+  }
+}
+
 void MarkComputePrecision(Graph* graph, ComputePrecision precision) {
+  if (precision == ComputePrecision::kTensorFloat32) {
+    MarkTensorFloat32Products(graph);
+    return;
+  }
   std::set<int> weights;
   for (const auto& [value, tensor] : graph->initializers) {
     if (tensor.dtype() == DType::kFloat32) weights.insert(value);
@@ -128,7 +145,9 @@ ComputePrecision MarkedComputePrecision(const Graph& graph) {
   for (const Node& node : graph.nodes) {
     absl::StatusOr<std::string> marked = node.attributes.GetString(kPrecisionAttribute, "");
     if (!marked.ok() || marked->empty()) continue;
-    return *marked == "fp16" ? ComputePrecision::kFloat16 : ComputePrecision::kBFloat16;
+    if (*marked == "fp16") return ComputePrecision::kFloat16;
+    if (*marked == "tf32") return ComputePrecision::kTensorFloat32;
+    return ComputePrecision::kBFloat16;
   }
   return ComputePrecision::kFloat32;
 }

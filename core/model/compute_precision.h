@@ -25,25 +25,33 @@ namespace replicad {
 //  - kFloat16: training only (core/train/float16_products.h): the same
 //    products read and write values rounded to float16, with dynamic loss
 //    scaling, as torch.autocast(float16) with GradScaler trains.
-enum class ComputePrecision { kFloat32, kBFloat16, kFloat16 };
+//  - kTensorFloat32: every convolution and matrix product (Conv, its
+//    gradients, Gemm, MatMul, whatever its operands) may use TF32 tensor
+//    cores on CUDA slots (10-bit mantissas in the products, float32 sums),
+//    as PyTorch's allow_tf32 flags and the daemon-wide --tf32 do, for this
+//    model only. CPUs have no TF32: CPU slots compute float32, as PyTorch's
+//    flags leave CPU work unchanged.
+enum class ComputePrecision { kFloat32, kBFloat16, kFloat16, kTensorFloat32 };
 
 // Every precision, in the enum's order (for metrics that label each).
 inline constexpr ComputePrecision kComputePrecisions[] = {
-    ComputePrecision::kFloat32, ComputePrecision::kBFloat16, ComputePrecision::kFloat16};
+    ComputePrecision::kFloat32, ComputePrecision::kBFloat16, ComputePrecision::kFloat16,
+    ComputePrecision::kTensorFloat32};
 
-// A serving precision: "fp32" or "bf16" (also "float32", "bfloat16"); "fp16"
-// and "tf32" are Unimplemented (they need a GPU's tensor cores, which
-// replicad's serving does not use yet); anything else InvalidArgument naming
-// `field`, the expected and the received value.
+// A serving precision: "fp32", "bf16" or "tf32" (also "float32", "bfloat16",
+// "tensorfloat32"); "fp16" is Unimplemented (serving computes no float16
+// products yet); anything else InvalidArgument naming `field`, the expected
+// and the received value.
 absl::StatusOr<ComputePrecision> ParseComputePrecision(absl::string_view text,
                                                        absl::string_view field);
 // A training precision: ParseComputePrecision's, and "fp16" ("float16").
 absl::StatusOr<ComputePrecision> ParseTrainingPrecision(absl::string_view text,
                                                         absl::string_view field);
-// "fp32", "bf16", "fp16".
+// "fp32", "bf16", "fp16", "tf32".
 absl::string_view ComputePrecisionName(ComputePrecision precision);
 
-// The node attribute that tells a kernel its products' precision ("bf16").
+// The node attribute that tells a kernel its products' precision: "bf16",
+// "fp16" (training's marks; the products read float16 Casts), "tf32".
 inline constexpr char kPrecisionAttribute[] = "replicad.precision";
 
 // The attribute ("bf16") of a bf16 Conv whose every reader is another bf16
@@ -57,7 +65,8 @@ inline constexpr char kOutputPrecisionAttribute[] = "replicad.output_precision";
 
 // Marks the nodes of `graph` that compute in `precision` (see above), and
 // with kBFloat16 the convolutions whose outputs may stay bfloat16
-// (kOutputPrecisionAttribute); kFloat32 marks none.
+// (kOutputPrecisionAttribute); kFloat32 marks none. With kTensorFloat32 it
+// marks every product (MarkTensorFloat32Products), for a training graph too.
 void MarkComputePrecision(Graph* graph, ComputePrecision precision);
 
 // Marks the Conv, Gemm and MatMul nodes among graph->nodes[0, end) whose
@@ -65,6 +74,10 @@ void MarkComputePrecision(Graph* graph, ComputePrecision precision);
 // forward pass's products read as inputs); kFloat32 marks none.
 void MarkProducts(Graph* graph, ComputePrecision precision, const std::set<int>& weights,
                   size_t end);
+
+// Marks every Conv, ConvGradData, ConvGradFilter, Gemm and MatMul node of
+// `graph` "tf32".
+void MarkTensorFloat32Products(Graph* graph);
 
 // The nodes among graph.nodes[0, end) that MarkProducts marks: Conv, Gemm and
 // MatMul reading one of `weights` as input 1.

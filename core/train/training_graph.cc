@@ -404,6 +404,7 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, const LossS
                  std::set<int>(training->parameters.begin(), training->parameters.end()),
                  training->first_backward_node);
   }
+  if (precision == ComputePrecision::kTensorFloat32) MarkTensorFloat32Products(&graph);
   // After the buffers: the scale is the graph's last input.
   if (precision == ComputePrecision::kFloat16) ScaleLossGradient(&*training);
   return training;

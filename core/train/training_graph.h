@@ -66,7 +66,8 @@ using ValueTypes = std::vector<std::optional<TensorType>>;
 // With `precision` bf16, the forward pass's Conv, Gemm and MatMul nodes
 // that read a parameter are marked to compute so (compute_precision.h); with
 // fp16 they and the products of their gradients read and write float16 values
-// and the loss's gradient is scaled (float16_products.h).
+// and the loss's gradient is scaled (float16_products.h); with tf32 every
+// product, forward and backward, is marked (TF32 on CUDA slots).
 absl::StatusOr<TrainingGraph> BuildTrainingGraph(
     const Graph& model, const LossSpec& loss,
     ComputePrecision precision = ComputePrecision::kFloat32);

@@ -25,6 +25,7 @@ constexpr std::pair<const char*, Role> kRequired[] = {
     {"ModelStatistics", Role::kInfer},
     {"RepositoryIndex", Role::kInfer},
     {"SystemSharedMemoryStatus", Role::kInfer},
+    {"CudaSharedMemoryStatus", Role::kInfer},
     {"ConfigureTraining", Role::kTrain},
     {"TrainStep", Role::kTrain},
     {"SaveCheckpoint", Role::kTrain},
@@ -37,6 +38,8 @@ constexpr std::pair<const char*, Role> kRequired[] = {
     {"RepositoryModelUnload", Role::kAdmin},
     {"SystemSharedMemoryRegister", Role::kAdmin},
     {"SystemSharedMemoryUnregister", Role::kAdmin},
+    {"CudaSharedMemoryRegister", Role::kAdmin},
+    {"CudaSharedMemoryUnregister", Role::kAdmin},
     {"Metrics", Role::kMetrics},
 };
 

@@ -367,7 +367,7 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
     inference::ServerMetadataResponse* response) {
   UnaryCall call(context, metrics_, "ServerMetadata", tokens_);
   if (!call.access().ok()) return call.Finish(call.access());
-  AnswerServerMetadata(shared_memory_ != nullptr, response);
+  AnswerServerMetadata(shared_memory_, response);
   return call.Finish(absl::OkStatus());
 }
 
@@ -500,6 +500,39 @@ grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
   absl::StatusOr<SharedMemoryRegistry*> registry = SystemSharedMemory(shared_memory_);
   if (!registry.ok()) return call.Finish(registry.status());
   return call.Finish((*registry)->Unregister(request->name()));
+}
+
+grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryStatus(
+    grpc::CallbackServerContext* context, const inference::CudaSharedMemoryStatusRequest* request,
+    inference::CudaSharedMemoryStatusResponse* response) {
+  UnaryCall call(context, metrics_, "CudaSharedMemoryStatus", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
+  absl::StatusOr<SharedMemoryRegistry*> registry = CudaSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Finish(registry.status());
+  return call.Finish(FillCudaSharedMemoryStatus(**registry, request->name(), response));
+}
+
+grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryRegister(
+    grpc::CallbackServerContext* context, const inference::CudaSharedMemoryRegisterRequest* request,
+    inference::CudaSharedMemoryRegisterResponse*) {
+  UnaryCall call(context, metrics_, "CudaSharedMemoryRegister", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
+  absl::StatusOr<SharedMemoryRegistry*> registry = CudaSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Finish(registry.status());
+  // raw_handle holds the handle's own bytes (tritonclient decodes its base64).
+  return call.Finish((*registry)->RegisterCuda(request->name(), request->raw_handle(),
+                                               request->device_id(), request->byte_size()));
+}
+
+grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryUnregister(
+    grpc::CallbackServerContext* context,
+    const inference::CudaSharedMemoryUnregisterRequest* request,
+    inference::CudaSharedMemoryUnregisterResponse*) {
+  UnaryCall call(context, metrics_, "CudaSharedMemoryUnregister", tokens_);
+  if (!call.access().ok()) return call.Finish(call.access());
+  absl::StatusOr<SharedMemoryRegistry*> registry = CudaSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Finish(registry.status());
+  return call.Finish((*registry)->Unregister(request->name(), SharedMemoryKind::kCuda));
 }
 
 }  // namespace replicad

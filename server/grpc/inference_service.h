@@ -39,10 +39,11 @@ using Base = G::WithCallbackMethod_ServerLive<
 // Triton extends it) over gRPC, on the same port as replicad.v1: each
 // handler decodes into the serving core's terms, calls it, and encodes.
 // Health, metadata, config, statistics, inference (unary and streaming), the
-// model repository and system shared memory are served; RPCs not overridden
-// here (CUDA shared memory, trace and log settings) answer UNIMPLEMENTED, as
-// gRPC does for them. Thread-safe; `core`, `metrics` and `shared_memory`
-// must outlive the service; a null `shared_memory` disables the extension.
+// model repository, system and CUDA shared memory are served; RPCs not
+// overridden here (trace and log settings) answer UNIMPLEMENTED, as gRPC does
+// for them. Thread-safe; `core`, `metrics` and `shared_memory` must outlive
+// the service; a null `shared_memory` disables both shared-memory extensions
+// (CUDA's needs a registry that opens GPU memory).
 // `buffers` holds ModelInfer's tensor bytes (null: a pool of the service's
 // own, HostBufferPool::kDefaultIdleBytes).
 class InferenceService final : public inference_service_base::Base {
@@ -109,6 +110,17 @@ class InferenceService final : public inference_service_base::Base {
       grpc::CallbackServerContext* context,
       const inference::SystemSharedMemoryUnregisterRequest* request,
       inference::SystemSharedMemoryUnregisterResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(
+      grpc::CallbackServerContext* context, const inference::CudaSharedMemoryStatusRequest* request,
+      inference::CudaSharedMemoryStatusResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(
+      grpc::CallbackServerContext* context,
+      const inference::CudaSharedMemoryRegisterRequest* request,
+      inference::CudaSharedMemoryRegisterResponse* response) override;
+  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(
+      grpc::CallbackServerContext* context,
+      const inference::CudaSharedMemoryUnregisterRequest* request,
+      inference::CudaSharedMemoryUnregisterResponse* response) override;
 
  private:
   ServingCore& core_;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -177,6 +178,14 @@ void InferenceHttpService::AddRoutes() {
     routes_.Add("POST", absl::StrCat(area, "/unregister"),
                 {"SystemSharedMemoryUnregister", &InferenceHttpService::SharedMemoryUnregister});
   }
+  for (const char* area : {"/v2/cudasharedmemory", "/v2/cudasharedmemory/region/{region}"}) {
+    routes_.Add("GET", absl::StrCat(area, "/status"),
+                {"CudaSharedMemoryStatus", &InferenceHttpService::CudaSharedMemoryStatus});
+    routes_.Add("POST", absl::StrCat(area, "/register"),
+                {"CudaSharedMemoryRegister", &InferenceHttpService::CudaSharedMemoryRegister});
+    routes_.Add("POST", absl::StrCat(area, "/unregister"),
+                {"CudaSharedMemoryUnregister", &InferenceHttpService::CudaSharedMemoryUnregister});
+  }
 }
 
 void InferenceHttpService::Handle(HttpRequest request, HttpResponder respond) {
@@ -200,7 +209,7 @@ void InferenceHttpService::Unrouted(Call call, const HttpRequest& request,
     return call.Finish(absl::InvalidArgumentError("method not allowed"), std::move(refused));
   }
   const std::string area = path.size() >= 2 && path[0] == "v2" ? path[1] : "";
-  if (area == "cudasharedmemory" || area == "trace" || area == "logging") {
+  if (area == "trace" || area == "logging") {
     return call.Fail(absl::UnimplementedError(
         absl::StrCat(request.path, ": the ", area, " extension is not supported by replicad")));
   }
@@ -219,7 +228,7 @@ std::string Param(const PathParams& params, absl::string_view name) {
 
 void InferenceHttpService::ServerMetadata(Call call, const PathParams&, HttpRequest) {
   inference::ServerMetadataResponse metadata;
-  AnswerServerMetadata(shared_memory_ != nullptr, &metadata);
+  AnswerServerMetadata(shared_memory_, &metadata);
   call.Json(absl::OkStatus(), ProtoToJson(metadata));
 }
 
@@ -358,6 +367,73 @@ void InferenceHttpService::SharedMemoryRegister(Call call, const PathParams& par
     numbers[k] = it->get<uint64_t>();
   }
   call.Empty((*registry)->Register(region, *key, numbers[0], numbers[1]));
+}
+
+void InferenceHttpService::CudaSharedMemoryStatus(Call call, const PathParams& params,
+                                                  HttpRequest) {
+  absl::StatusOr<SharedMemoryRegistry*> registry = CudaSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Fail(registry.status());
+  inference::CudaSharedMemoryStatusResponse status;
+  absl::Status s = FillCudaSharedMemoryStatus(**registry, Param(params, "region"), &status);
+  // Numbers, not protobuf JSON's strings for uint64, as Triton's HTTP answers.
+  json list = json::array();
+  for (const auto& [name, r] : status.regions()) {
+    list.push_back(
+        {{"name", r.name()}, {"device_id", r.device_id()}, {"byte_size", r.byte_size()}});
+  }
+  call.Json(s, list);
+}
+
+void InferenceHttpService::CudaSharedMemoryUnregister(Call call, const PathParams& params,
+                                                      HttpRequest) {
+  absl::StatusOr<SharedMemoryRegistry*> registry = CudaSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Fail(registry.status());
+  call.Empty((*registry)->Unregister(Param(params, "region"), SharedMemoryKind::kCuda));
+}
+
+void InferenceHttpService::CudaSharedMemoryRegister(Call call, const PathParams& params,
+                                                    HttpRequest request) {
+  absl::StatusOr<SharedMemoryRegistry*> registry = CudaSharedMemory(shared_memory_);
+  if (!registry.ok()) return call.Fail(registry.status());
+  const std::string region = Param(params, "region");
+  if (region.empty()) {
+    return call.Fail(absl::InvalidArgumentError(
+        "'region name' is necessary to register cuda shared memory region: expected "
+        "/v2/cudasharedmemory/region/NAME/register"));
+  }
+  absl::StatusOr<json> body =
+      JsonObjectBody(request.body, false,
+                     "a JSON object {\"raw_handle\": {\"b64\"}, \"device_id\", \"byte_size\"}");
+  if (!body.ok()) return call.Fail(body.status());
+  auto handle = body->find("raw_handle");
+  const json* b64 = nullptr;
+  if (handle != body->end() && handle->is_object()) {
+    auto it = handle->find("b64");
+    if (it != handle->end() && it->is_string()) b64 = &*it;
+  }
+  std::string raw_handle;
+  if (b64 == nullptr || !absl::Base64Unescape(b64->get_ref<const std::string&>(), &raw_handle)) {
+    return call.Fail(absl::InvalidArgumentError(
+        absl::StrCat("raw_handle: expected {\"b64\": the cudaIpcMemHandle_t in base64}, received ",
+                     handle == body->end() ? "none" : handle->dump().substr(0, 120))));
+  }
+  uint64_t numbers[2] = {0, 0};
+  const char* names[2] = {"device_id", "byte_size"};
+  for (int k = 0; k < 2; ++k) {
+    auto it = body->find(names[k]);
+    if (it == body->end() || !it->is_number_unsigned()) {
+      return call.Fail(absl::InvalidArgumentError(
+          absl::StrCat(names[k], ": expected a non-negative integer, received ",
+                       it == body->end() ? "none" : it->dump().substr(0, 120))));
+    }
+    numbers[k] = it->get<uint64_t>();
+  }
+  if (numbers[0] > static_cast<uint64_t>(INT32_MAX)) {
+    return call.Fail(absl::InvalidArgumentError(absl::StrCat(
+        "device_id: expected a GPU ordinal of at most ", INT32_MAX, ", received ", numbers[0])));
+  }
+  call.Empty(
+      (*registry)->RegisterCuda(region, raw_handle, static_cast<int64_t>(numbers[0]), numbers[1]));
 }
 
 void InferenceHttpService::Infer(Call call, const PathParams& params, HttpRequest request) {

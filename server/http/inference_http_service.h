@@ -88,6 +88,9 @@ class InferenceHttpService {
   void SharedMemoryStatus(Call call, const PathParams& params, HttpRequest request);
   void SharedMemoryRegister(Call call, const PathParams& params, HttpRequest request);
   void SharedMemoryUnregister(Call call, const PathParams& params, HttpRequest request);
+  void CudaSharedMemoryStatus(Call call, const PathParams& params, HttpRequest request);
+  void CudaSharedMemoryRegister(Call call, const PathParams& params, HttpRequest request);
+  void CudaSharedMemoryUnregister(Call call, const PathParams& params, HttpRequest request);
 
   RouteTable<Route> routes_;
   ServingCore& core_;

@@ -359,7 +359,8 @@ class MetricNamesTest(unittest.TestCase):
                      'code="OK"} 0', 'replicad_train_checkpoints_total{model="default",'
                      'outcome="written"} 0',
                      'replicad_model_precision{model="default",precision="fp32"} 1',
-                     'replicad_model_precision{model="default",precision="bf16"} 0'):
+                     'replicad_model_precision{model="default",precision="bf16"} 0',
+                     'replicad_model_precision{model="default",precision="tf32"} 0'):
             self.assertIn(text, fresh_scrape)
 
     def test_gpu_only_metrics_are_registered_in_gpu_metrics(self):

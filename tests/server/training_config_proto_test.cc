@@ -2,8 +2,8 @@
 // defaults, enum numbers the API does not define are refused naming the field and the names it
 // does, the applied configuration is answered with every field set and floats as written, and the
 // core's checkpoint text is protobuf's text format both ways (what older daemons wrote loads, what
-// this one writes parses as the message); a precision training does not compute in (tf32) is
-// refused.
+// this one writes parses as the message); a precision training does not know is refused naming
+// the field, and tf32 crosses both ways.
 
 #include "server/training_config_proto.h"
 
@@ -94,18 +94,22 @@ TEST(TrainingConfigProtoTest, UndefinedEnumNumbersAreRefusedNamingTheField) {
               HasSubstr("config.non_finite_steps: expected one of"));
 }
 
-TEST(TrainingConfigProtoTest, PrecisionsTrainingDoesNotComputeAreRefusedNamingTheField) {
+TEST(TrainingConfigProtoTest, PrecisionsTrainingDoesNotKnowAreRefusedNamingTheField) {
   v1::TrainingConfig proto;
-  proto.set_precision("tf32");
-  EXPECT_EQ(TrainingConfigFromProto(proto).status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(TrainingConfigFromProto(proto).status().message(), HasSubstr("config.precision"));
   proto.set_precision("half");
   EXPECT_EQ(TrainingConfigFromProto(proto).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(TrainingConfigFromProto(proto).status().message(), HasSubstr("'half'"));
+  EXPECT_THAT(TrainingConfigFromProto(proto).status().message(),
+              HasSubstr("config.precision: expected fp32, bf16, fp16 or tf32, received 'half'"));
+  proto.set_precision("tf32");
+  absl::StatusOr<TrainingConfig> tf32 = TrainingConfigFromProto(proto);
+  ASSERT_TRUE(tf32.ok()) << tf32.status();
+  EXPECT_EQ(tf32->precision, ComputePrecision::kTensorFloat32);
   // In a checkpoint's text, a precision this build does not train in is malformed text.
-  EXPECT_EQ(ParseTrainingConfig("precision: \"tf32\"").status().code(),
+  EXPECT_EQ(ParseTrainingConfig("precision: \"half\"").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseTrainingConfig("precision: \"fp16\"")->precision, ComputePrecision::kFloat16);
+  EXPECT_EQ(ParseTrainingConfig("precision: \"tf32\"")->precision,
+            ComputePrecision::kTensorFloat32);
 }
 
 TEST(TrainingConfigProtoTest, TheCheckpointTextIsProtobufTextFormatBothWays) {

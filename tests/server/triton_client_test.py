@@ -70,9 +70,11 @@ class HealthAndMetadata(unittest.TestCase):
     def test_server_metadata_lists_exactly_what_works(self):
         metadata = client.get_server_metadata()
         self.assertEqual(metadata.name, "replicad")
+        # cuda_shared_memory where the daemon was built with CUDA (tests/CMakeLists.txt says).
+        cuda = ["cuda_shared_memory"] if os.environ.get("REPLICAD_WITH_CUDA") == "1" else []
         self.assertEqual(sorted(metadata.extensions),
-                         ["binary_tensor_data", "model_configuration", "model_repository",
-                          "statistics", "system_shared_memory"])
+                         ["binary_tensor_data"] + cuda + ["model_configuration", "model_repository",
+                                                          "statistics", "system_shared_memory"])
 
     def test_model_metadata_has_a_leading_batch_dim(self):
         metadata = client.get_model_metadata(MODEL)

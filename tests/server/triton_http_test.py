@@ -11,7 +11,8 @@ equal PyTorch's within 1e-4 relative L2, whichever way the tensors travel.
 Checked: health, metadata (integer shapes), config (enum names), statistics, index, load and unload;
 inference with JSON tensors, binary tensors, both mixed and nested JSON data; system shared memory
 through tritonclient.utils.shared_memory on both doors (inputs read from and outputs written into
-regions, misaligned and overlapping ranges, status, unregister, and each error); docs/api.md's
+regions, misaligned and overlapping ranges, status, unregister, and each error); CUDA shared
+memory's registration, status, unregister and refusals on both doors (CudaSharedMemory); docs/api.md's
 bad-input table case by case through tritonclient.grpc and tritonclient.http; hostile bodies sent
 raw (malformed JSON, invalid UTF-8, wrong member types, deep nesting, FP32 overflow, duplicate
 outputs, binary sizes that do not add up, a body over the limit: 413), unknown routes and methods,
@@ -19,6 +20,7 @@ outputs, binary sizes that do not add up, a body over the limit: 413), unknown r
 request and the daemon lives on.
 """
 
+import base64
 import http.client
 import json
 import os
@@ -86,9 +88,11 @@ class HealthAndMetadata(unittest.TestCase):
     def test_server_metadata_lists_exactly_what_works(self):
         metadata = client.get_server_metadata()
         self.assertEqual(metadata["name"], "replicad")
+        # cuda_shared_memory where the daemon was built with CUDA (tests/CMakeLists.txt says).
+        cuda = ["cuda_shared_memory"] if os.environ.get("REPLICAD_WITH_CUDA") == "1" else []
         self.assertEqual(sorted(metadata["extensions"]),
-                         ["binary_tensor_data", "model_configuration", "model_repository",
-                          "statistics", "system_shared_memory"])
+                         ["binary_tensor_data"] + cuda + ["model_configuration", "model_repository",
+                                                          "statistics", "system_shared_memory"])
 
     def test_model_metadata_has_integer_shapes_with_a_leading_batch_dim(self):
         metadata = client.get_model_metadata(MODEL)
@@ -292,6 +296,88 @@ class SharedMemory(unittest.TestCase):
         return tensor
 
 
+class CudaSharedMemory(unittest.TestCase):
+    """The cuda_shared_memory extension's doors through tritonclient (gRPC and HTTP) where no
+    client GPU allocation exists here: refusals name the region, the field and the values (a
+    handle of the wrong size; a well-sized handle that CUDA cannot open: no GPU on this machine,
+    or not an exported allocation on one), status and unregister answer as Triton's, and the
+    names are shared with system regions. Reading and writing a real GPU allocation: the gpu test
+    cuda_ipc_memory_test; with stand-ins, shared_memory_registry_test."""
+
+    def setUp(self):
+        if os.environ.get("REPLICAD_WITH_CUDA") != "1":
+            self.skipTest("the daemon was built without CUDA")
+        self.handle = base64.b64encode(bytes(range(64)))  # What get_raw_handle returns.
+
+    def tearDown(self):
+        client.unregister_cuda_shared_memory()
+        client.unregister_system_shared_memory()
+
+    def expect_error(self, status, fragments, fn):
+        with self.assertRaises(InferenceServerException) as caught:
+            fn()
+        self.assertEqual(caught.exception.status(), status)
+        for fragment in fragments:
+            self.assertIn(fragment, caught.exception.message())
+
+    def test_refusals_status_and_unregister_through_both_doors(self):
+        unopened = "failed to register CUDA shared memory region 'gpu': failed to open CUDA IPC"
+        self.expect_error("400", [unopened],
+                          lambda: client.register_cuda_shared_memory("gpu", self.handle, 0, 64))
+        self.expect_error("StatusCode.INVALID_ARGUMENT", [unopened],
+                          lambda: grpc_client.register_cuda_shared_memory("gpu", self.handle, 0,
+                                                                          64))
+        short = base64.b64encode(bytes(10))
+        for door, status in ((client, "400"), (grpc_client, "StatusCode.INVALID_ARGUMENT")):
+            self.expect_error(status, ["raw_handle holds 10 bytes, expected the 64"],
+                              lambda: door.register_cuda_shared_memory("gpu", short, 0, 64))
+            self.expect_error(status, ["byte_size is 0"],
+                              lambda: door.register_cuda_shared_memory("gpu", self.handle, 0, 0))
+        self.expect_error("StatusCode.INVALID_ARGUMENT", ["device_id is -2"],
+                          lambda: grpc_client.register_cuda_shared_memory("gpu", self.handle, -2,
+                                                                          64))
+        self.assertEqual(client.get_cuda_shared_memory_status(), [])
+        self.assertEqual(len(grpc_client.get_cuda_shared_memory_status().regions), 0)
+        self.expect_error("404", ["Unable to find cuda shared memory region: 'nope'"],
+                          lambda: client.get_cuda_shared_memory_status("nope"))
+        client.unregister_cuda_shared_memory("nope")  # Unknown names are fine, as in Triton.
+        grpc_client.unregister_cuda_shared_memory()
+        self.assertTrue(client.is_server_live())
+
+    def test_names_are_shared_with_system_regions(self):
+        region = shm.create_shared_memory_region("sys", "/replicad_test_cuda_names", 64)
+        try:
+            client.register_system_shared_memory("both", "/replicad_test_cuda_names", 64)
+            self.expect_error("400", ["registered as system shared memory, not CUDA"],
+                              lambda: client.get_cuda_shared_memory_status("both"))
+            client.unregister_cuda_shared_memory("both")  # Another kind's name: left alone.
+            self.assertEqual(len(client.get_system_shared_memory_status()), 1)
+        finally:
+            client.unregister_system_shared_memory()
+            shm.destroy_shared_memory_region(region)
+
+    def test_hostile_register_bodies_are_refused_by_field(self):
+        path = "/v2/cudasharedmemory/region/gpu/register"
+        for body, fragments in (
+                ("{}", ["raw_handle: expected {\"b64\""]),
+                ('{"raw_handle": "abc", "device_id": 0, "byte_size": 64}', ["raw_handle"]),
+                ('{"raw_handle": {"b64": "%%%"}, "device_id": 0, "byte_size": 64}',
+                 ["raw_handle"]),
+                ('{"raw_handle": {"b64": "%s"}, "device_id": -1, "byte_size": 64}'
+                 % self.handle.decode(), ["device_id: expected a non-negative integer, "
+                                          "received -1"]),
+                ('{"raw_handle": {"b64": "%s"}, "device_id": 0}' % self.handle.decode(),
+                 ["byte_size: expected a non-negative integer, received none"]),
+                ("[1]", ["expected a JSON object"])):
+            got, _, answer = raw("POST", path, body)
+            self.assertEqual(got, 400, (body, answer))
+            for fragment in fragments:
+                self.assertIn(fragment, answer["error"], body)
+        got, _, answer = raw("POST", "/v2/cudasharedmemory/register", "{}")
+        self.assertEqual(got, 400, answer)
+        self.assertIn("'region name' is necessary", answer["error"])
+
+
 class BadInputTable(unittest.TestCase):
     """docs/api.md's bad-input table, each case through both Open Inference Protocol doors."""
 
@@ -426,8 +512,7 @@ class BadInput(unittest.TestCase):
         self.expect(404, ["no route for"], "GET", "/v1/models")
         got, headers, _ = raw("GET", f"/v2/models/{MODEL}/infer")
         self.assertEqual((got, headers["Allow"]), (405, "POST"))
-        self.expect(501, ["cudasharedmemory", "not supported"], "GET",
-                    "/v2/cudasharedmemory/status")
+        self.expect(501, ["trace", "not supported"], "GET", "/v2/trace/setting")
 
     def test_unsupported_parameters_are_refused_by_name(self):
         body = json.loads(self.infer_body())

@@ -21,6 +21,11 @@ struct CudaSlotOptions {
   // TF32 tensor cores for float32 convolutions and matrix products (faster;
   // products rounded to a 10-bit mantissa). Off: full float32.
   bool tf32 = false;
+  // cuDNN convolution algorithms that give the same bits on every run (the
+  // default; where none fits the workspace limit, the fastest that does).
+  // Off: cuDNN's fastest, which may sum with atomics in a varying order, as
+  // PyTorch's default (torch.backends.cudnn.deterministic = False) picks.
+  bool cudnn_deterministic = true;
   // The most scratch memory one cuDNN convolution may use, in bytes.
   size_t max_workspace_bytes = size_t{256} << 20;
 };

@@ -15,6 +15,7 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/cuda_slot.h"
 #include "core/backends/cuda/kernels/cuda_kernel_factory.h"
+#include "core/backends/cuda/scoped_gpu.h"
 #include "core/base/status_macros.h"
 #include "core/device/caching_allocator.h"
 #include "core/device/host_stream.h"
@@ -36,32 +37,18 @@ class CudaRawAllocator : public RawAllocator {
       : ordinal_(ordinal), device_(std::move(device)) {}
 
   absl::StatusOr<void*> Allocate(size_t bytes) override {
-    CurrentDevice scope(ordinal_);
+    ScopedGpu scope(ordinal_);
     void* pointer = nullptr;
     REPLICAD_CUDA_RETURN_IF_ERROR(device_, cudaMalloc(&pointer, bytes));
     return pointer;
   }
 
   void Free(void* pointer) override {
-    CurrentDevice scope(ordinal_);
+    ScopedGpu scope(ordinal_);
     cudaFree(pointer);
   }
 
  private:
-  class CurrentDevice {
-   public:
-    explicit CurrentDevice(int ordinal) {
-      if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-      if (previous_ != ordinal) cudaSetDevice(ordinal);
-    }
-    ~CurrentDevice() {
-      if (previous_ >= 0) cudaSetDevice(previous_);
-    }
-
-   private:
-    int previous_ = -1;
-  };
-
   int ordinal_;
   std::string device_;
 };
@@ -190,6 +177,7 @@ class CudaDevice : public Device {
         stream_([ordinal = info_.id.ordinal] { cudaSetDevice(ordinal); }) {
     context_.device = name_;
     context_.tf32 = options.tf32;
+    context_.deterministic_convolutions = options.cudnn_deterministic;
     context_.max_workspace_bytes = options.max_workspace_bytes;
     context_.allocate = [this](size_t bytes) { return Allocate(bytes); };
   }

@@ -56,29 +56,13 @@
 #include "core/backends/cuda/cuda_backend.h"
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/cuda_slot.h"
+#include "core/backends/cuda/scoped_gpu.h"
 #include "core/backends/cuda/slot_reduce_launch.h"
 #include "core/base/status_macros.h"
 #include "core/device/poll_backoff.h"
 
 namespace replicad {
 namespace {
-
-// Makes `ordinal` the calling thread's GPU until destroyed, then restores the
-// thread's own (creation and teardown run on the caller's thread; aborts and
-// remaking on a slot's, which must keep its GPU).
-class ScopedGpu {
- public:
-  explicit ScopedGpu(int ordinal) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    cudaSetDevice(ordinal);
-  }
-  ~ScopedGpu() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = -1;
-};
 
 // A GPU's identity across processes (its UUID), for messages.
 std::string UuidText(const std::string& uuid) {

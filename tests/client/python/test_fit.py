@@ -188,8 +188,8 @@ def test_reduced_precision_training_configures_and_trains(serve, client_of, fash
     """configure_training(precision=...): bf16 and fp16 are applied and train
     (docs/training.md#mixed-precision); fp16 from a loss scale of 2^40 overflows first: those
     steps come back skipped with their scale, each next one half of it, until one fits, and fit
-    counts them in history.skipped_steps; tf32 is UNIMPLEMENTED and an unknown name
-    INVALID_ARGUMENT, each naming config.precision; neither changes the configuration."""
+    counts them in history.skipped_steps; tf32 is applied (float32 on CPU slots) and trains; an
+    unknown name is INVALID_ARGUMENT naming config.precision."""
     x, y, _, _ = fashion_mnist
     client = client_of(serve())
     assert client.configure_training("default", **SGD).config.precision == "fp32"
@@ -215,9 +215,10 @@ def test_reduced_precision_training_configures_and_trains(serve, client_of, fash
     assert history.history["loss"][-1] < history.history["loss"][0]
     assert len(history.skipped_steps) == 2  # A count per epoch.
 
-    with pytest.raises(replicad.Unimplemented) as raised:
-        client.configure_training("default", precision="tf32", **SGD)
-    assert "config.precision" in raised.value.message
+    # tf32: TF32 tensor cores on CUDA slots; these CPU slots compute float32.
+    applied = client.configure_training("default", precision="tf32", **SGD)
+    assert applied.config.precision == "tf32"
+    assert client.train_step("default", x[:BATCH], y[:BATCH]).loss > 0
     with pytest.raises(replicad.InvalidArgument) as raised:
         client.configure_training("default", precision="half", **SGD)
     assert "config.precision" in raised.value.message and "half" in raised.value.message

@@ -38,6 +38,9 @@ TEST(AccessPolicyTest, EachRpcNeedsItsRole) {
   EXPECT_EQ(RequiredRole("SaveCheckpoint"), Role::kTrain);
   EXPECT_EQ(RequiredRole("RepositoryModelLoad"), Role::kAdmin);
   EXPECT_EQ(RequiredRole("SystemSharedMemoryRegister"), Role::kAdmin);
+  EXPECT_EQ(RequiredRole("CudaSharedMemoryRegister"), Role::kAdmin);
+  EXPECT_EQ(RequiredRole("CudaSharedMemoryUnregister"), Role::kAdmin);
+  EXPECT_EQ(RequiredRole("CudaSharedMemoryStatus"), Role::kInfer);
   EXPECT_EQ(RequiredRole("Metrics"), Role::kMetrics);
   // Not listed: closed to all but admin.
   EXPECT_EQ(RequiredRole("SomethingNew"), Role::kAdmin);

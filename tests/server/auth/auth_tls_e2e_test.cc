@@ -270,9 +270,7 @@ TEST_F(AuthTlsE2eTest, EveryGrpcMethodChecksTheToken) {
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel((*daemon)->target(), grpc::InsecureChannelCredentials());
   const std::set<std::string> open = {"ServerLive", "ServerReady", "ModelReady"};
-  const std::set<std::string> unimplemented = {"CudaSharedMemoryStatus", "CudaSharedMemoryRegister",
-                                               "CudaSharedMemoryUnregister", "TraceSetting",
-                                               "LogSettings"};
+  const std::set<std::string> unimplemented = {"TraceSetting", "LogSettings"};
   int checked = 0;
   for (const char* service : {"replicad.v1.Replicad", "inference.GRPCInferenceService"}) {
     const google::protobuf::ServiceDescriptor* descriptor =

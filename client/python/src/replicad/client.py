@@ -288,7 +288,8 @@ class Client:
           gradients' read and write float16 values, with dynamic loss scaling as
           torch.cuda.amp.GradScaler: an overflowing step comes back skipped and halves the
           scale; initial_loss_scale (65536) and loss_scale_growth_interval (2000 finite steps
-          double it) set it up).
+          double it) set it up) or "tf32" (every convolution and matrix product may use TF32
+          tensor cores on CUDA slots; CPU slots compute float32).
         Returns Training(config as applied with defaults filled in, step).
         """
         opt = pb.OptimizerConfig(kind=choice(OPTIMIZERS, optimizer, "optimizer"),

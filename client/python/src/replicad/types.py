@@ -38,7 +38,7 @@ class ModelInfo:
     merge_device: str
     max_batch_size: Optional[int]  # None: no limit.
     ready: bool  # At least one slot can serve it.
-    precision: str = "fp32"  # What its products compute in: "fp32" or "bf16" (--precision).
+    precision: str = "fp32"  # What its products compute in: "fp32", "bf16" or "tf32" (--precision).
 
     @staticmethod
     def of(info):

@@ -24,6 +24,12 @@ bool HasBFloat16DotProducts() {
 dnnl::memory::data_type ProductDataType(const KernelSpec& spec) {
   if (spec.attributes == nullptr) return dnnl::memory::data_type::f32;
   absl::StatusOr<std::string> precision = spec.attributes->GetString(kPrecisionAttribute, "");
+  if (precision.ok() && *precision == "tf32") {
+    static std::atomic<bool> logged_tf32{false};
+    if (!logged_tf32.exchange(true)) {
+      LogInfo("precision tf32: CPUs have no TF32; CPU slots compute float32");
+    }
+  }
   if (!precision.ok() || *precision != "bf16") return dnnl::memory::data_type::f32;
   if (HasBFloat16DotProducts()) return dnnl::memory::data_type::bf16;
   static std::atomic<bool> logged{false};

@@ -26,12 +26,12 @@ namespace {
 // kernel's math, and the fused activation applied in place afterwards.
 class CublasRunner {
  public:
-  CublasRunner(const CudaKernelContext& context, CudaUnary activation)
+  CublasRunner(const CudaKernelContext& context, bool tf32, CudaUnary activation)
       : device_(context.device),
         cublas_(context.cublas),
         library_(*context.cublas_library),
         stream_(context.stream),
-        math_(context.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+        math_(tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
         activation_(activation) {}
 
   const std::string& device() const { return device_; }
@@ -75,9 +75,9 @@ class CublasRunner {
 // accumulates onto it with beta.
 class CublasGemmKernel : public Kernel {
  public:
-  CublasGemmKernel(const CudaKernelContext& context, const GemmAttributes& gemm, bool use_c,
-                   const BroadcastIndex& c_index, CudaUnary activation)
-      : cublas_(context, activation),
+  CublasGemmKernel(const CudaKernelContext& context, bool tf32, const GemmAttributes& gemm,
+                   bool use_c, const BroadcastIndex& c_index, CudaUnary activation)
+      : cublas_(context, tf32, activation),
         gemm_(gemm),
         use_c_(use_c),
         beta_(use_c ? gemm.beta : 0.0f),
@@ -223,9 +223,9 @@ MatMulPlan PlanMatMul(const MatMulLayout& layout) {
 // accumulate onto it (beta 1), as Gemm's C.
 class CublasMatMulKernel : public Kernel {
  public:
-  CublasMatMulKernel(const CudaKernelContext& context, MatMulPlan plan, int64_t output_elements,
-                     CudaUnary activation, bool has_bias)
-      : cublas_(context, activation),
+  CublasMatMulKernel(const CudaKernelContext& context, bool tf32, MatMulPlan plan,
+                     int64_t output_elements, CudaUnary activation, bool has_bias)
+      : cublas_(context, tf32, activation),
         plan_(std::move(plan)),
         output_elements_(output_elements),
         has_bias_(has_bias) {
@@ -303,14 +303,16 @@ KernelOrStatus MakeCudaGemmKernel(const KernelSpec& spec, CudaKernelContext& con
     c_index.a_strides[kMaxRank - 2] = c[0] == 1 ? 0 : c[1];
     c_index.a_strides[kMaxRank - 1] = c[1] == 1 ? 0 : 1;
   }
-  return std::make_unique<CublasGemmKernel>(context, gemm, use_c, c_index, activation);
+  return std::make_unique<CublasGemmKernel>(context, UsesTensorFloat32(spec, context), gemm, use_c,
+                                            c_index, activation);
 }
 
 KernelOrStatus MakeCudaMatMulKernel(const KernelSpec& spec, CudaKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(MatMulLayout layout, ParseMatMulLayout(spec));
   REPLICAD_ASSIGN_OR_RETURN(CudaUnary activation, ReadActivation(spec));
   return std::make_unique<CublasMatMulKernel>(
-      context, PlanMatMul(layout), NumElements(spec.outputs[0].shape), activation, layout.has_bias);
+      context, UsesTensorFloat32(spec, context), PlanMatMul(layout),
+      NumElements(spec.outputs[0].shape), activation, layout.has_bias);
 }
 
 }  // namespace replicad

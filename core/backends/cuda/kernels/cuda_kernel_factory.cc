@@ -8,6 +8,7 @@
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/base/status_macros.h"
+#include "core/model/compute_precision.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/op_util.h"
 
@@ -105,6 +106,13 @@ absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& contex
     REPLICAD_CUDA_RETURN_IF_ERROR(context.device, cudaStreamSynchronize(context.stream));
   }
   return buffer;
+}
+
+bool UsesTensorFloat32(const KernelSpec& spec, const CudaKernelContext& context) {
+  if (context.tf32) return true;
+  if (spec.attributes == nullptr) return false;
+  absl::StatusOr<std::string> precision = spec.attributes->GetString(kPrecisionAttribute, "");
+  return precision.ok() && *precision == "tf32";
 }
 
 absl::StatusOr<std::unique_ptr<Kernel>> MakeCudaKernel(const KernelSpec& spec,

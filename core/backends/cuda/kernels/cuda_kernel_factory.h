@@ -30,6 +30,9 @@ struct CudaKernelContext {
   // TF32 tensor cores for float32 convolutions and matrix products: faster,
   // with a 10-bit mantissa for the products (see docs/status.md, "Numerics").
   bool tf32 = false;
+  // Convolution algorithms that give the same bits on every run first
+  // (CudaSlotOptions::cudnn_deterministic); off: cuDNN's fastest.
+  bool deterministic_convolutions = true;
   // The most scratch memory a cuDNN algorithm may ask for (bytes); faster
   // algorithms that need more are passed over.
   size_t max_workspace_bytes = size_t{256} << 20;
@@ -37,6 +40,11 @@ struct CudaKernelContext {
   // keeps (index maps, packed parameters). Fails as Device::Allocate does.
   std::function<absl::StatusOr<std::shared_ptr<Buffer>>(size_t)> allocate;
 };
+
+// Whether spec's products may use TF32 tensor cores: the slot's --tf32, or
+// the node marked "tf32" (a model served or trained with precision tf32,
+// core/model/compute_precision.h).
+bool UsesTensorFloat32(const KernelSpec& spec, const CudaKernelContext& context);
 
 // Builds the CUDA kernel for spec (outputs already inferred by the op's shape
 // rule). Descriptors, algorithm choices and tables are made here; Run only

@@ -119,7 +119,8 @@ std::string CacheKey(absl::string_view direction, const CudaKernelContext& conte
                       absl::StrJoin(d.w_dims, ","), "] y[", absl::StrJoin(d.y_dims, ","), "] pads[",
                       absl::StrJoin(g.pads, ","), "] strides[", absl::StrJoin(g.strides, ","),
                       "] dilations[", absl::StrJoin(g.dilations, ","), "] group ", g.group,
-                      " tf32 ", context.tf32, " max_workspace ", context.max_workspace_bytes);
+                      " tf32 ", d.tf32, " deterministic ", context.deterministic_convolutions,
+                      " max_workspace ", context.max_workspace_bytes);
 }
 
 // The first of `results` (best first) that runs within `max_workspace_bytes`
@@ -157,17 +158,17 @@ absl::StatusOr<ConvAlgorithm> Choose(const KernelSpec& spec, const CudaKernelCon
       CudaCallStatus(Calls::Heuristics(context.cudnn, d, max_count, &returned, results.data()),
                      context.device, Calls::kHeuristicsCall));
   results.resize(returned);
-  std::optional<ConvAlgorithm> choice =
-      FirstFitting<Calls>(context, d, results, /*deterministic_only=*/true);
+  // Heuristics order the results fastest first.
+  std::optional<ConvAlgorithm> choice = FirstFitting<Calls>(
+      context, d, results, /*deterministic_only=*/context.deterministic_convolutions);
   if (!choice.has_value()) {
     choice = FirstFitting<Calls>(context, d, results, /*deterministic_only=*/false);
   }
   if (!choice.has_value()) {
     return NodeUnimplemented(
-        spec,
-        absl::StrCat("cuDNN offers no ", Calls::kName,
-                     " algorithm for this convolution within the workspace limit of ",
-                     context.max_workspace_bytes, " bytes", context.tf32 ? "" : " in FMA math"));
+        spec, absl::StrCat("cuDNN offers no ", Calls::kName,
+                           " algorithm for this convolution within the workspace limit of ",
+                           context.max_workspace_bytes, " bytes", d.tf32 ? "" : " in FMA math"));
   }
   return AlgorithmCache::Get().Insert(key, *choice);
 }
@@ -231,6 +232,7 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
   d->w_dims = w;
   d->y_dims = y;
   d->geometry = geometry;
+  d->tf32 = UsesTensorFloat32(spec, context);
   REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device, d->x, x));
   REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device, d->y, y));
   REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnCreateFilterDescriptor(d->w.receive()));
@@ -252,8 +254,8 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
   // FMA math excludes tensor cores, which cuDNN's default math may use for
   // float32 (TF32).
   REPLICAD_CUDA_RETURN_IF_ERROR(
-      device, cudnnSetConvolutionMathType(d->conv.get(),
-                                          context.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+      device,
+      cudnnSetConvolutionMathType(d->conv.get(), d->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int n = 0, c = 0, h = 0, wd = 0;
   REPLICAD_CUDA_RETURN_IF_ERROR(
       device, cudnnGetConvolution2dForwardOutputDim(d->conv.get(), d->x.get(), d->w.get(), &n, &c,

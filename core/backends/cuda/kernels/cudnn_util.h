@@ -107,10 +107,11 @@ struct ConvDescriptors {
   CudnnTensorDescriptor y;
   CudnnFilterDescriptor w;
   CudnnConvolutionDescriptor conv;
+  bool tf32 = false;  // UsesTensorFloat32: the math type, and the algorithm cache's key.
 };
 
-// Makes the descriptors, in TF32 math when context.tf32 allows it and FMA
-// math (no tensor cores) otherwise. Internal naming the node when cuDNN's
+// Makes the descriptors, in TF32 math where UsesTensorFloat32(spec, context)
+// and FMA math (no tensor cores) otherwise. Internal naming the node when cuDNN's
 // forward convolution does not map x's dims to y's; the failing call's
 // Status otherwise. The dims must pass CheckFitsCudnn.
 absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(

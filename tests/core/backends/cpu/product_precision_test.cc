@@ -327,11 +327,50 @@ TEST(ProductPrecisionTest, NaNCrossesBFloat16Chains) {
 TEST(ProductPrecisionTest, NamesAreParsedAndOthersRefused) {
   EXPECT_EQ(*ParseComputePrecision("bf16", "--precision"), ComputePrecision::kBFloat16);
   EXPECT_EQ(*ParseComputePrecision("float32", "--precision"), ComputePrecision::kFloat32);
+  EXPECT_EQ(*ParseComputePrecision("tf32", "--precision"), ComputePrecision::kTensorFloat32);
   absl::StatusOr<ComputePrecision> half = ParseComputePrecision("fp16", "--precision");
   EXPECT_EQ(half.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(*ParseTrainingPrecision("fp16", "precision"), ComputePrecision::kFloat16);
   absl::StatusOr<ComputePrecision> bad = ParseComputePrecision("int4", "parameters.precision");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad.status().message(), "parameters.precision: expected fp32 or bf16, received 'int4'");
+  EXPECT_EQ(bad.status().message(),
+            "parameters.precision: expected fp32, bf16 or tf32, received 'int4'");
+}
+
+// tf32 marks every product, whatever its operands (a MatMul of two inputs
+// too), and CPU slots, which have no TF32, compute float32: the same bits as
+// the float32 model.
+TEST(ProductPrecisionTest, TensorFloat32MarksEveryProductAndCpuSlotsComputeFloat32) {
+  const Tensor w1 = testing::RandomTensor({kFilters, kChannels, 3, 3}, 1);
+  const Tensor b1 = testing::RandomTensor({kFilters}, 2);
+  const Tensor w2 = testing::RandomTensor({kFeatures, kClasses}, 3);
+  const Tensor x = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 4);
+  const std::string onnx = NetworkOnnx(w1, b1, w2);
+  int marked = 0;
+  const Tensor fp32 = RunNetwork(onnx, ComputePrecision::kFloat32, x, &marked);
+  EXPECT_EQ(marked, 0);
+  const Tensor tf32 = RunNetwork(onnx, ComputePrecision::kTensorFloat32, x, &marked);
+  EXPECT_EQ(marked, 2);  // The Conv and the MatMul.
+  for (int64_t i = 0; i < fp32.num_elements(); ++i) {
+    EXPECT_EQ(fp32.data<float>()[i], tf32.data<float>()[i]) << "element " << i;
+  }
+
+  Graph graph;
+  graph.values.resize(4);
+  Node matmul;
+  matmul.op_type = "MatMul";
+  matmul.inputs = {0, 1};
+  matmul.outputs = {2};
+  graph.nodes.push_back(matmul);
+  Node relu;
+  relu.op_type = "Relu";
+  relu.inputs = {2};
+  relu.outputs = {3};
+  graph.nodes.push_back(relu);
+  MarkComputePrecision(&graph, ComputePrecision::kTensorFloat32);
+  EXPECT_EQ(*graph.nodes[0].attributes.GetString(kPrecisionAttribute, ""), "tf32");
+  EXPECT_FALSE(graph.nodes[1].attributes.Has(kPrecisionAttribute));
+  EXPECT_EQ(MarkedComputePrecision(graph), ComputePrecision::kTensorFloat32);
 }
 
 }  // namespace
