@@ -16,7 +16,13 @@ Training step, batch --train-batch, SGD with momentum 0.9 and cross-entropy: PyT
 forward, loss, backward and step, next to replicad's DataParallelTrainer step
 (build/benchmarks/train_step_bench: split, forward, loss, backward, gradient reduction on the
 GPU, optimizer on the GPU; host tensors in) with 1 and 2 slots on the one GPU, on resnet50
-exported in training mode (BatchNormalization with batch statistics).
+exported in training mode (BatchNormalization with batch statistics); each one-slot step also
+with --no-cudnn-deterministic (cuDNN's fastest algorithms, as PyTorch's default).
+Slots of one GPU: Predict on 1, 2 and 4 slots at batch 1, 8 and 64 (--slot-batches).
+Dynamic batching: benchmarks/perf_analyzer_bench.py against `replicad serve` with resnet50 on
+one GPU slot, batch-1 requests at concurrency 16 over gRPC, batching off and on (the JSON's
+batching_gain: throughput on over off); perf_analyzer is the bundle's bin/perf_analyzer or
+.venv-triton's.
 Every engine runs --warmup untimed and --iterations timed passes; the table gives medians and
 the ratio replicad/PyTorch (below 1.0: replicad faster). resnet50 comes from torchvision with
 weights=None (seed 0), exported at opset 13 with a dynamic batch.
@@ -137,6 +143,55 @@ def torch_train_step_ms(batch, tf32, args):
     return median_ms(torch_train_step(batch, tf32), args.warmup, args.iterations)
 
 
+def slots_per_gpu(bench, path, args):
+    """Predict on 1, 2 and 4 slots of one GPU at each of --slot-batches: the table's rows."""
+    rows = [("slots", "batch", "median ms", "images/s")]
+    for batch in (int(b) for b in args.slot_batches.split(",")):
+        for slots in (1, 2, 4):
+            log(f"replicad inference, {slots} slot(s) of {args.device}, batch {batch}")
+            ms, error = replicad_ms(bench, "predict",
+                                    ["--model", path, "--device", args.device, "--slots",
+                                     str(slots), "--batch", str(batch)], args)
+            rows.append((str(slots), str(batch), f"{ms:.2f}" if ms else f"failed: {error}",
+                         f"{batch / ms * 1000:.0f}" if ms else ""))
+    return rows
+
+
+def batching_gain(path, args, workdir):
+    """(throughput with dynamic batching over without, table rows) from perf_analyzer_bench.py:
+    resnet50 on one GPU slot, batch-1 requests at concurrency 16 over gRPC. (None, rows) where
+    it could not run."""
+    rows = [("batching", "infer/s", "p50 us", "p99 us", "rows per execution")]
+    if args.batching_window_ms <= 0:
+        return None, rows + [("skipped", "", "", "", "")]
+    bundled = os.path.join(args.build_dir, "bin", "perf_analyzer")
+    analyzer = bundled if os.path.exists(bundled) else os.path.join(ROOT, ".venv-triton", "bin",
+                                                                     "perf_analyzer")
+    out = os.path.join(workdir, "batching.json")
+    env = dict(os.environ, REPLICAD_BIN_DIR=os.path.join(args.build_dir, "bin"))
+    log("perf_analyzer: resnet50, concurrency 16, batching off and on")
+    try:
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "benchmarks", "perf_analyzer_bench.py"),
+             "--devices", args.device, "--model", f"resnet50={path}", "--concurrency", "16",
+             "--protocol", "grpc", "--batching", "off,on", "--input-data", "zero",
+             "--window-ms", str(args.batching_window_ms), "--perf-analyzer", analyzer,
+             "--json", out], capture_output=True, text=True, env=env, timeout=args.run_timeout)
+    except subprocess.TimeoutExpired:
+        return None, rows + [(f"timed out after {args.run_timeout} s", "", "", "", "")]
+    log(proc.stdout[-2000:] + proc.stderr[-2000:])
+    if proc.returncode != 0 or not os.path.exists(out):
+        failure = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        return None, rows + [(f"failed: {failure[:200]}", "", "", "", "")]
+    with open(out, encoding="utf-8") as f:
+        result = json.load(f)
+    for row in result["rows"]:
+        rows.append((row["batching"], f"{row['throughput']:.1f}", str(row["p50"]),
+                     str(row["p99"]), f"{row['rows_per_execution']:.2f}"))
+    gain = result["gain"].get("grpc 16")
+    return (round(gain, 3) if gain else None), rows
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -152,6 +207,10 @@ def main(argv):
                         help="the figures as JSON (gpu_summary.py's shape)")
     parser.add_argument("--run-timeout", type=int, default=1200,
                         help="seconds one replicad benchmark run may take before it counts as failed")
+    parser.add_argument("--slot-batches", default="1,8,64",
+                        help="batches of the slots-per-GPU sweep (1, 2 and 4 slots of one GPU)")
+    parser.add_argument("--batching-window-ms", type=int, default=4000,
+                        help="perf_analyzer's window for the batching gain; 0 skips it")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         log("compare_gpu: PyTorch sees no CUDA device; this benchmark needs a GPU")
@@ -255,10 +314,16 @@ def main(argv):
         f"PyTorch {torch.__version__}; {args.iterations} timed passes after {args.warmup}.",
         "", f"Inference, batch {args.batch}:", "", table(rows), "",
         f"Training step, batch {args.train_batch}:", "", table(train_rows), ""])
+    slot_rows = slots_per_gpu(bench, path, args)
+    gain, batching_rows = batching_gain(path, args, workdir)
+    report += "\n".join(["", "Slots of one GPU (TF32 off, host tensors in and out):", "",
+                         table(slot_rows), "",
+                         "Dynamic batching, resnet50 on one GPU slot, batch-1 requests over gRPC "
+                         "(perf_analyzer, concurrency 16):", "", table(batching_rows), ""])
     publish(report, args.output)
     document = gpu_summary.summary(datetime.date.today().isoformat(),
                                    torch.cuda.get_device_name(0), git_commit(), train_cases,
-                                   predict_cases)
+                                   predict_cases, batching_gain=gain)
     gpu_summary.write(document, args.json)
     log(f"compare_gpu: figures in {args.json}")
     return 0

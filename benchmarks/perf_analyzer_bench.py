@@ -5,7 +5,7 @@ Run with:
     .venv-triton/bin/python benchmarks/perf_analyzer_bench.py [--devices cpu:0,cpu:0]
         [--batch 1] [--concurrency 1,4,16,64] [--window-ms 3000] [--protocol grpc,http]
         [--batching off,on] [--model NAME=PATH] [--input-data random|zero] [--floor]
-        [--repeat N]
+        [--repeat N] [--perf-analyzer PATH] [--json FILE]
         [-- extra replicad serve flags]
 
 For each dynamic-batching setting (`--no-dynamic-batching` / `--dynamic-batching`) starts
@@ -21,9 +21,16 @@ With `--floor`, each gRPC run is followed by the same perf_analyzer run against
 what the daemon answered: its p50 is what the transport, the protocol and the load generator
 cost on this machine by themselves, and "own us" (p50 - compute infer - floor p50) what
 replicad adds to a request beside its compute.
+
+`--json FILE` also writes the rows and the on/off throughput ratios as JSON
+(benchmarks/compare_gpu.py reads its batching gain from there). On a GPU machine that runs a
+bundle (scripts/gpu-check.sh), `--perf-analyzer` names the bundled binary and
+REPLICAD_BENCH_LD_LIBRARY_PATH the libraries that it and replicad load (this script's own
+interpreter keeps the machine's).
 """
 
 import argparse
+import json
 import os
 import re
 import socket
@@ -55,9 +62,15 @@ def main():
                         help="runs of each row (with --floor, each followed by the floor's); "
                         "every column is the median of the runs': a 2-core VM's p50 wanders "
                         "by 100 us from one window to the next")
+    parser.add_argument("--perf-analyzer",
+                        default=os.path.join(ROOT, ".venv-triton", "bin", "perf_analyzer"))
+    parser.add_argument("--json", help="also write the rows and ratios here")
     parser.add_argument("serve_flags", nargs="*")
     args = parser.parse_args()
     os.environ.setdefault("REPLICAD_BIN_DIR", os.path.join(ROOT, "build", "bin"))
+    if os.environ.get("REPLICAD_BENCH_LD_LIBRARY_PATH"):
+        # Read by the loader of the processes started from here, not by this one's.
+        os.environ["LD_LIBRARY_PATH"] = os.environ["REPLICAD_BENCH_LD_LIBRARY_PATH"]
     name = args.model.split("=")[0] if args.model else "default"
     model_flags = ["--model", args.model] if args.model else []
     rows = {}
@@ -99,13 +112,21 @@ def main():
         if "floor" in r:
             line += f" {r['floor']:>9} {r['own']:>6}"
         print(line)
+    gains = {}
     if {"on", "off"} <= set(args.batching.split(",")):
         print("throughput, batching on / off:")
         for protocol in args.protocol.split(","):
             for concurrency in args.concurrency.split(","):
                 on = rows[("on", protocol, int(concurrency))]["throughput"]
                 off = rows[("off", protocol, int(concurrency))]["throughput"]
+                gains[f"{protocol} {concurrency}"] = on / off
                 print(f"  {protocol:>5} conc {concurrency:>3}: {on / off:.2f}x")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump({"model": name, "devices": args.devices, "batch": args.batch,
+                       "rows": [{"batching": b, "protocol": p, "concurrency": c, **r}
+                                for (b, p, c), r in rows.items()],
+                       "gain": gains}, out, indent=1)
 
 
 def median_row(runs):
@@ -148,7 +169,7 @@ class FloorServer:
 
 def perf_analyzer(target, model, protocol, concurrency, args, extra=()):
     run = subprocess.run(
-        [os.path.join(ROOT, ".venv-triton", "bin", "perf_analyzer"), "-m", model,
+        [args.perf_analyzer, "-m", model,
          "-u", target, "-i", protocol, "-b", str(args.batch), *extra,
          "--concurrency-range", str(concurrency), "-p", str(args.window_ms),
          # p99 over a 2-core machine shared with the load generator wanders more

@@ -17,11 +17,20 @@ mkdir -p "$stage/bin" "$stage/tests" "$stage/benchmarks" "$stage/lib" "$stage/te
 
 binaries=("$build/bin/replicad" "$build/bin/replicactl" "$build/benchmarks/model_forward_bench"
           "$build/benchmarks/train_step_bench")
+# perf_analyzer from tritonclient 2.41.0's wheel (scripts/triton-venv.sh), for the batching
+# gain; its libcudart comes from the GPU machine's nvidia pip packages (gpu-env.sh).
+if [ -x .venv-triton/bin/perf_analyzer.bin ]; then
+  cp .venv-triton/bin/perf_analyzer.bin "$stage/bin/perf_analyzer"
+  binaries+=(.venv-triton/bin/perf_analyzer.bin)
+else
+  echo "gpu-bundle: no .venv-triton/bin/perf_analyzer.bin (bash scripts/triton-venv.sh): the batching gain will not be measured" >&2
+fi
 for test in $(cd "$build" && ctest -L gpu -N | awk '/Test +#/ {print $3}'); do
   binaries+=("$build/tests/$test")
 done
 for b in "${binaries[@]}"; do
   case "$b" in
+    */perf_analyzer.bin) ;;  # Copied above as bin/perf_analyzer.
     */tests/*) cp "$b" "$stage/tests/" ;;
     */benchmarks/*) cp "$b" "$stage/benchmarks/" ;;
     *) cp "$b" "$stage/bin/" ;;
