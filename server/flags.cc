@@ -175,6 +175,22 @@ void AddSlotFlags(CLI::App* serve, ServerOptions& options) {
                  "CUDA slots: TF32 tensor cores for float32 convolutions and matrix products "
                  "(faster, 10-bit mantissa products; off by default)")
       ->capture_default_str();
+  serve->add_option("--placement", options.placement,
+                    "Model parallelism: place the nodes of models without a config.pbtxt "
+                    "placement over the --device-map contexts, 'PATTERN->CONTEXT; ...' (a node "
+                    "name glob or prefix, e.g. '/layer3/*->dev1'); unplaced nodes run where their "
+                    "inputs do");
+  serve
+      ->add_option("--micro-batches", options.micro_batches,
+                   "Micro-batches a placed model's batch is cut into (0: four per part)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  serve
+      ->add_option("--slot-memory-limit", options.slot_memory_limit,
+                   "Bytes of weights one slot (or one context of a placement) may hold; a model "
+                   "over it fails to load there (0: no bound)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   serve
       ->add_flag("--cudnn-deterministic,!--no-cudnn-deterministic", options.cudnn_deterministic,
                  "CUDA slots: cuDNN convolution algorithms that give the same bits on every run "

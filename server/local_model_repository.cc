@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/log.h"
 #include "core/base/status_macros.h"
@@ -70,6 +71,22 @@ absl::StatusOr<ModelSettings> SettingsOf(const ModelSource& source,
     if (!precision.ok()) return InFile(source, precision.status());
     settings.options.precision = *precision;
   }
+  // And model parallelism: the placement over the slots, and its micro-batches.
+  if (auto it = settings.config.parameters().find("placement");
+      it != settings.config.parameters().end()) {
+    settings.options.placement = it->second.string_value();
+    settings.options.placement_field = "parameters.placement";
+  }
+  if (auto it = settings.config.parameters().find("micro_batches");
+      it != settings.config.parameters().end()) {
+    int micro_batches = 0;
+    if (!absl::SimpleAtoi(it->second.string_value(), &micro_batches) || micro_batches < 1) {
+      return InFile(source, absl::InvalidArgumentError(absl::StrCat(
+                                "parameters.micro_batches: expected an integer >= 1, received '",
+                                it->second.string_value(), "'")));
+    }
+    settings.options.micro_batches = micro_batches;
+  }
   google::protobuf::TextFormat::PrintToString(settings.config, &settings.config_text);
   return settings;
 }
@@ -94,11 +111,12 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
           absl::StrCat(in_file.status().message(), "; its weights stay in anonymous memory"));
     }
   }
-  absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
-      BuildReplicaSet(*model, config.devices, settings.options, config.metrics);
+  absl::StatusOr<std::unique_ptr<Servable>> set =
+      BuildServable(*model, config.devices, settings.options, config.metrics);
   if (!set.ok()) return set.status();
-  if (config.metrics != nullptr) {
-    for (const auto& replica : (*set)->replicas()) config.metrics->AddReplica(*replica);
+  if (const auto* replicas = dynamic_cast<const ReplicaSet*>(set->get());
+      replicas != nullptr && config.metrics != nullptr) {
+    for (const auto& replica : replicas->replicas()) config.metrics->AddReplica(*replica);
   }
   auto loaded = std::make_shared<LoadedModel>();
   loaded->name = source.name;
@@ -116,13 +134,14 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
   loaded->training = std::make_shared<TrainingSession>(
       TrainingSession::Environment{source.name, source.path, config.devices, settings.options.slots,
                                    settings.options.slot_options, config.checkpoints,
-                                   config.keep_checkpoints, config.job, config.rank_shards});
+                                   config.keep_checkpoints, config.job, config.rank_shards,
+                                   !settings.options.placement.empty()});
   // Predict after a step runs on a set like this one around the step's weights.
   loaded->published = std::make_shared<PublishedServable>(
       loaded->servable, loaded->training,
       [devices = config.devices, options = settings.options, observer = config.metrics](
           std::shared_ptr<const Model> trained) -> absl::StatusOr<std::shared_ptr<Servable>> {
-        return BuildReplicaSet(std::move(trained), devices, options, observer);
+        return BuildServable(std::move(trained), devices, options, observer);
       },
       config.retirer);
   if (absl::Status started = StartScheduling(*loaded, config.metrics, /*warm=*/true);

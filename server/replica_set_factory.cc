@@ -1,8 +1,14 @@
 #include "server/replica_set_factory.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/model/placement.h"
+#include "core/serve/pipeline_servable.h"
 
 namespace replicad {
 
@@ -39,6 +45,16 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<cons
                                                             const std::vector<DeviceInfo>& devices,
                                                             const ServingOptions& options,
                                                             SliceObserver* observer) {
+  if (options.slot_memory_limit > 0 && !options.slots.empty()) {
+    size_t bytes = 0;
+    for (const auto& [v, weight] : model->graph().initializers) bytes += weight.byte_size();
+    if (bytes > options.slot_memory_limit) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "slot ", options.slots.front().name, ": the model's weights take ", bytes,
+          " bytes, over its ", options.slot_memory_limit,
+          " bytes (--slot-memory-limit); place the model over several slots (placement)"));
+    }
+  }
   std::vector<std::unique_ptr<Replica>> replicas;
   for (const SlotAssignment& slot : options.slots) {
     const DeviceInfo* info = FindDevice(devices, slot.device);
@@ -91,6 +107,41 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<cons
   set_options.shrink_on_oom = options.shrink_on_oom;
   return ReplicaSet::Create(std::move(model), std::move(replicas), set_options,
                             std::move(merge_stream), std::move(wide));
+}
+
+absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Model> model,
+                                                        const std::vector<DeviceInfo>& devices,
+                                                        const ServingOptions& options,
+                                                        SliceObserver* observer) {
+  if (options.placement.empty())
+    return BuildReplicaSet(std::move(model), devices, options, observer);
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<PlacementRule> rules,
+                            ParsePlacement(options.placement, options.placement_field));
+  std::vector<std::string> contexts;
+  for (const SlotAssignment& slot : options.slots) contexts.push_back(slot.name);
+  absl::StatusOr<PlacedGraph> placed = PlaceGraph(model->graph(), rules, contexts);
+  if (!placed.ok()) {
+    return absl::Status(placed.status().code(),
+                        absl::StrCat(options.placement_field, ": ", placed.status().message()));
+  }
+  const size_t parts = placed->parts.size();
+  REPLICAD_ASSIGN_OR_RETURN(
+      std::unique_ptr<PipelineReplica> pipeline,
+      PipelineReplica::Create(
+          std::move(model), *std::move(placed), options.slots,
+          [&devices,
+           &options](const SlotAssignment& slot) -> absl::StatusOr<std::unique_ptr<Device>> {
+            const DeviceInfo* info = FindDevice(devices, slot.device);
+            if (info == nullptr) {
+              return absl::InvalidArgumentError(
+                  absl::StrCat("slot ", slot.name, ": no device ", DeviceIdToString(slot.device)));
+            }
+            return CreateDevice(*info, options.slot_options);
+          },
+          options.slot_memory_limit));
+  const int micro_batches =
+      options.micro_batches > 0 ? options.micro_batches : static_cast<int>(4 * parts);
+  return std::make_unique<PipelineServable>(std::move(pipeline), micro_batches, options.slots);
 }
 
 }  // namespace replicad

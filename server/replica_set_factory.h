@@ -35,6 +35,16 @@ struct ServingOptions {
   // the queue flags); a config.pbtxt's model takes only max_queue_bytes and
   // measured_weights from here. Its max_batch_size is not read.
   SchedulerOptions scheduling;
+  // Model parallelism (core/model/placement.h): with rules, the model's
+  // nodes are placed over `slots` (by their names, the contexts) and it is
+  // served by one pipeline in `micro_batches` micro-batches (0: four per
+  // part); `placement_field` names where the rules came from, for errors.
+  std::string placement;
+  std::string placement_field = "--placement";
+  int micro_batches = 0;
+  // The most bytes of weights one slot (or one context of a placement) may
+  // hold; 0: no bound. For sharing a device, and for testing placements.
+  size_t slot_memory_limit = 0;
 };
 
 // The plan memory a slot may cache by default: a quarter of its device's
@@ -45,10 +55,21 @@ size_t DefaultPlanMemoryPerSlot(const DeviceInfo& device, const std::vector<Slot
 // the set that splits batches over them (with a GPU merge device, one more
 // stream there). InvalidArgument naming a slot or merge device that is not
 // among `devices`; the device's, the replica's or the set's error otherwise.
+// ResourceExhausted naming the slot and the bytes when the model's weights
+// exceed options.slot_memory_limit.
 absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<const Model> model,
                                                             const std::vector<DeviceInfo>& devices,
                                                             const ServingOptions& options,
                                                             SliceObserver* observer);
+
+// What serves `model`: with options.placement, a PipelineServable of its
+// parts over the slots (errors: the rules', PlaceGraph's and
+// PipelineReplica::Create's, naming options.placement_field); otherwise
+// BuildReplicaSet's.
+absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Model> model,
+                                                        const std::vector<DeviceInfo>& devices,
+                                                        const ServingOptions& options,
+                                                        SliceObserver* observer);
 
 }  // namespace replicad
 

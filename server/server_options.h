@@ -45,6 +45,11 @@ struct ServerOptions {
   int cpu_kernel_cache = 1024;      // CPU slots: compiled kernels cached beyond the plans'.
   bool tf32 = false;                // CUDA slots: TF32 tensor cores for float32 convs and GEMMs.
   bool cudnn_deterministic = true;  // CUDA slots: reproducible cuDNN convolution algorithms.
+  // Model parallelism: nodes placed over the slots (core/model/placement.h),
+  // for models whose config.pbtxt has no placement; "" serves them whole.
+  std::string placement;
+  int micro_batches = 0;          // Of a placed model's batches; 0: four per part.
+  int64_t slot_memory_limit = 0;  // Bytes of weights a slot may hold; 0: no bound.
   std::string precision =
       "fp32";                  // Float32 models' products: fp32, bf16, tf32 (compute_precision.h).
   int64_t max_batch_size = 0;  // 0: no limit.

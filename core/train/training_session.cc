@@ -149,6 +149,12 @@ void TrainingSession::Configure(TrainingConfig config, Origin origin, ConfigDone
 
 absl::StatusOr<TrainingConfig> TrainingSession::ConfigureNow(const TrainingConfig& config,
                                                              Origin origin) {
+  if (environment_.placed) {
+    return absl::UnimplementedError(absl::StrCat(
+        "model '", environment_.model,
+        "' is served placed over several slots (placement); TrainStep through its pipeline is "
+        "not implemented yet: train it unplaced"));
+  }
   absl::MutexLock lock(&mu_);
   RankJob* job = environment_.job.get();
   if (job != nullptr && !job->leads() && origin == Origin::kClient && !environment_.rank_shards) {

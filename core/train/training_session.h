@@ -57,6 +57,11 @@ class TrainingSession final : public Trainable {
     // With a job: every rank takes its own shard of each step from its own
     // clients (--rank-shards), instead of rank 0 taking whole batches.
     bool rank_shards = false;
+    // The model is served placed over the slots (model parallelism,
+    // placement.h): training it through the pipeline is not implemented, and
+    // training it data-parallel would put the whole model on every slot, so
+    // ConfigureTraining is Unimplemented saying so.
+    bool placed = false;
   };
   explicit TrainingSession(Environment environment);
   // Finishes the queued tasks.

@@ -1,15 +1,23 @@
 // BuildReplicaSet's wide replica (ReplicaSet::Create): made beside two or more CPU slots of one
 // thread with --lend-idle-cores (the default) on a machine of two or more cores, on the first
 // slot's device; not with --no-lend-idle-cores, beside slots of two threads, or beside one slot.
+// BuildServable with a placement: the default model's convolutions on dev0 and its classifier on
+// dev1 serve as one "pipeline" slot naming both contexts, and answer what one slot does (both
+// outputs, bit for bit, in one micro-batch); --slot-memory-limit refuses the whole model on one
+// slot and admits it placed over two; a rule naming no slot is refused naming the field.
 
 #include "server/replica_set_factory.h"
 
 #include <memory>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "core/backends/backends.h"
 #include "core/model/default_model.h"
+#include "core/serve/pipeline_servable.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_models.h"
 
 namespace replicad {
 namespace {
@@ -69,6 +77,85 @@ TEST_F(ReplicaSetFactoryTest, NoWideReplicaWhenNotLentOrNothingToLend) {
     EXPECT_EQ(set->wide(), nullptr);
     EXPECT_FALSE(set->LendsIdleCores());
   }
+}
+
+// Host buffers for every output, kept here.
+class HostSink : public OutputSink {
+ public:
+  absl::StatusOr<void*> Allocate(int index, const TensorType& type) override {
+    if (outputs.size() <= static_cast<size_t>(index)) outputs.resize(index + 1);
+    outputs[index] = Tensor::Host(type.dtype, type.shape);
+    return outputs[index].raw_data();
+  }
+  std::vector<Tensor> outputs;
+};
+
+absl::Status RunWhole(Servable& servable, const Tensor& x, HostSink* sink) {
+  absl::Notification done;
+  absl::Status result;
+  servable.Run({x}, {BatchSlice{0, 0, x.shape()[0]}}, sink, nullptr,
+               [&](absl::Status status, std::vector<BatchSlice>) {
+                 result = status;
+                 done.Notify();
+               });
+  done.WaitForNotification();
+  return result;
+}
+
+TEST_F(ReplicaSetFactoryTest, APlacedModelServesAsOnePipelineSlotWithOneSlotsAnswers) {
+  ServingOptions options = Slots(2, 1);
+  options.slots[0].name = "dev0";
+  options.slots[1].name = "dev1";
+  options.placement = "conv*->dev0; fc*->dev1";
+  options.micro_batches = 1;
+  absl::StatusOr<std::unique_ptr<Servable>> placed =
+      BuildServable(model_, cpus_, options, /*observer=*/nullptr);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  std::vector<SlotStatus> slots = (*placed)->Slots();
+  ASSERT_EQ(slots.size(), 1u);
+  EXPECT_EQ(slots[0].slot, "pipeline");
+  EXPECT_EQ(slots[0].device, "dev0=" + DeviceIdToString(cpus_[0].id) +
+                                 "+dev1=" + DeviceIdToString(cpus_[1 % cpus_.size()].id));
+  const Tensor x = testing::RandomTensor({6, 1, 28, 28}, 4);
+  HostSink piped, whole;
+  ASSERT_TRUE(RunWhole(**placed, x, &piped).ok());
+  std::unique_ptr<ReplicaSet> one = Build(Slots(1, 1));
+  ASSERT_TRUE(RunWhole(*one, x, &whole).ok());
+  ASSERT_EQ(piped.outputs.size(), 2u);
+  for (size_t o = 0; o < 2; ++o) {
+    ASSERT_EQ(piped.outputs[o].shape(), whole.outputs[o].shape()) << o;
+    EXPECT_EQ(std::memcmp(piped.outputs[o].raw_data(), whole.outputs[o].raw_data(),
+                          whole.outputs[o].byte_size()),
+              0)
+        << "output " << o;
+  }
+  // A batch is run whole, as one slice.
+  absl::Notification done;
+  (*placed)->Run({x}, {BatchSlice{0, 0, 3}, BatchSlice{0, 3, 6}}, &piped, nullptr,
+                 [&](absl::Status status, std::vector<BatchSlice>) {
+                   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+}
+
+TEST_F(ReplicaSetFactoryTest, TheSlotMemoryLimitAdmitsTheModelOnlyPlaced) {
+  ServingOptions options = Slots(2, 1);
+  options.slots[0].name = "dev0";
+  options.slots[1].name = "dev1";
+  size_t all = 0;
+  for (const auto& [v, weight] : model_->graph().initializers) all += weight.byte_size();
+  options.slot_memory_limit = all - 1;
+  absl::StatusOr<std::unique_ptr<Servable>> whole = BuildServable(model_, cpus_, options, nullptr);
+  EXPECT_EQ(whole.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(whole.status().message()),
+              ::testing::HasSubstr("over its " + std::to_string(all - 1) + " bytes"));
+  options.placement = "conv*->dev0; fc*->dev1";
+  absl::StatusOr<std::unique_ptr<Servable>> placed = BuildServable(model_, cpus_, options, nullptr);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  options.placement = "conv*->dev7";
+  EXPECT_THAT(std::string(BuildServable(model_, cpus_, options, nullptr).status().message()),
+              ::testing::StartsWith("--placement: placement rule 'conv*->dev7' names context"));
 }
 
 }  // namespace

@@ -724,6 +724,57 @@ absl::StatusOr<v1::PredictResponse> DefaultModelAnswer(std::vector<std::string> 
   return response;
 }
 
+// Model parallelism: under --slot-memory-limit (one byte less than the
+// default model's weights) the daemon refuses to load it on one slot and
+// serves it placed over two contexts of --device-map, as one "pipeline"
+// replica naming both, with the answer of an unbounded one-slot daemon, bit
+// for bit (--micro-batches 1: the same shapes as one slot); ConfigureTraining
+// on it is UNIMPLEMENTED.
+TEST(ReplicadStartupTest, AModelOverASlotsLimitServesPlacedOverTwo) {
+  size_t weight_bytes = 0;
+  const std::shared_ptr<const Model> model = *LoadDefaultModel();
+  for (const auto& [v, weight] : model->graph().initializers) {
+    weight_bytes += weight.byte_size();
+  }
+  const std::string limit = std::to_string(weight_bytes - 1);
+  testing::CommandResult refused = testing::RunCommand(
+      {testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0", "--devices", "cpu:0",
+       "--slot-memory-limit", limit});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.out, HasSubstr("(--slot-memory-limit); place the model over several slots"));
+
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(
+      {"--device-map", "dev0->cpu:0;dev1->cpu:0", "--placement", "conv*->dev0; fc*->dev1",
+       "--slot-memory-limit", limit, "--micro-batches", "1"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = *client::ReplicadClient::Connect((*daemon)->target(), {});
+  absl::StatusOr<v1::ModelInfo> info = client->GetModel("default");
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_EQ(info->replicas_size(), 1);
+  EXPECT_EQ(info->replicas(0).slot(), "pipeline");
+  EXPECT_EQ(info->replicas(0).device(), "dev0=cpu:0+dev1=cpu:0");
+  const Tensor image = testing::RandomTensor({5, 1, 28, 28}, 8);
+  v1::PredictRequest request;
+  request.set_model("default");
+  *request.add_inputs() = ToProto("image", image);
+  absl::StatusOr<v1::PredictResponse> placed = client->Predict(request);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  // Training through the pipeline is not implemented: said, not done data-parallel.
+  v1::ConfigureTrainingRequest configure;
+  configure.set_model("default");
+  configure.mutable_config()->mutable_optimizer()->set_kind(v1::OPTIMIZER_SGD);
+  absl::StatusOr<v1::ConfigureTrainingResponse> training = client->ConfigureTraining(configure);
+  EXPECT_EQ(training.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(training.status().message()), HasSubstr("placed over several slots"));
+  EXPECT_EQ((*daemon)->StopWith(SIGINT), 0) << (*daemon)->output();
+  absl::StatusOr<v1::PredictResponse> whole = DefaultModelAnswer({}, image);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(placed->outputs_size(), whole->outputs_size());
+  for (int o = 0; o < whole->outputs_size(); ++o) {
+    EXPECT_EQ(placed->outputs(o).raw(), whole->outputs(o).raw()) << whole->outputs(o).name();
+  }
+}
+
 // --no-winograd (direct convolutions on CPU slots) and --cpu-kernel-cache 0
 // (no oneDNN primitives kept beyond the plans') are accepted and serve; a
 // negative cache is refused naming the flag.

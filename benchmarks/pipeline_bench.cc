@@ -1,0 +1,166 @@
+// Model parallelism (core/serve/pipeline_replica.h) against one stage:
+// PipelineReplica::Run in-process, the model placed by --placement over
+// --contexts contexts (dev0, dev1, ... on --device, --threads threads each),
+// the batch cut into --micro-batches micro-batches, next to the same model
+// placed whole on dev0 and run whole (one stage, one slot of --threads
+// threads). Prints both medians, the throughput ratio (one stage's time over
+// the pipeline's) and, per part of the pipeline, its busy time per pass and
+// the rest of the pass (its bubble: waiting on the parts before it).
+//
+// Run with:
+//   build/benchmarks/pipeline_bench --model resnet50.onnx \
+//       --placement '/conv1/*->dev0; /layer3/layer3.2/*->dev1' --batch 64 --micro-batches 8
+//   build/benchmarks/pipeline_bench --example theano --batch 256
+// --example theano builds Theano's multi-GPU example in-process: x feeds two
+// independent 2048 x 2048 products placed on dev0 and dev1, summed on dev0.
+// The model's first input gets --batch rows and its other dims as declared.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "benchmarks/bench_timing.h"
+#include "core/backends/cpu/cpu_backend.h"
+#include "core/model/onnx_builder.h"
+#include "core/model/onnx_import.h"
+#include "core/serve/pipeline_replica.h"
+
+namespace replicad {
+namespace {
+
+struct Options {
+  std::string model_path;
+  std::string example;
+  std::string placement;
+  int contexts = 2;
+  int threads = 1;
+  int64_t batch = 64;
+  int micro_batches = 8;
+  int iterations = 5;
+  int warmup = 1;
+};
+
+std::string TheanoExampleOnnx() {
+  constexpr int64_t kWidth = 2048;
+  OnnxModelBuilder b("theano_two_products", 13);
+  b.AddInput("x", DType::kFloat32, {kAnyDim, kWidth});
+  for (const char* side : {"left", "right"}) {
+    Tensor w = Tensor::Host(DType::kFloat32, {kWidth, kWidth});
+    FillRandom(w.data<float>(), w.num_elements(), side[0]);
+    b.AddInitializer(absl::StrCat("w_", side), w);
+    b.AddNode("MatMul", {"x", absl::StrCat("w_", side)}, {side});
+  }
+  b.AddNode("Add", {"left", "right"}, {"y"});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, kWidth});
+  return b.Serialize();
+}
+
+absl::StatusOr<std::unique_ptr<PipelineReplica>> Place(std::shared_ptr<const Model> model,
+                                                       const std::string& rules, int contexts,
+                                                       int threads) {
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::vector<SlotAssignment> slots;
+  std::vector<std::string> names;
+  for (int c = 0; c < contexts; ++c) {
+    slots.push_back(SlotAssignment{absl::StrCat("dev", c), cpu.id, 1});
+    names.push_back(slots.back().name);
+  }
+  absl::StatusOr<std::vector<PlacementRule>> parsed = ParsePlacement(rules, "--placement");
+  if (!parsed.ok()) return parsed.status();
+  absl::StatusOr<PlacedGraph> placed = PlaceGraph(model->graph(), *parsed, names);
+  if (!placed.ok()) return placed.status();
+  return PipelineReplica::Create(
+      std::move(model), *std::move(placed), slots,
+      [cpu, threads](const SlotAssignment&) -> absl::StatusOr<std::unique_ptr<Device>> {
+        return CreateCpuDevice(cpu, CpuSlotOptions{threads});
+      });
+}
+
+int Main(const Options& options) {
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      options.example == "theano" ? LoadOnnxBytes(TheanoExampleOnnx(), "theano", "<theano example>")
+                                  : LoadOnnxFile(options.model_path, "model");
+  if (!model.ok()) {
+    std::cerr << "pipeline_bench: " << model.status() << "\n";
+    return 1;
+  }
+  const std::string placement = options.example == "theano" && options.placement.empty()
+                                    ? "left->dev0; right->dev1"
+                                    : options.placement;
+  const TensorSpec& spec = (*model)->inputs()[0];
+  Shape shape = spec.type.shape;
+  shape[0] = options.batch;
+  Tensor x = Tensor::Host(spec.type.dtype, shape);
+  FillRandom(x.data<float>(), x.num_elements(), 7);
+
+  absl::StatusOr<std::unique_ptr<PipelineReplica>> whole =
+      Place(*model, "*->dev0", 1, options.threads);
+  absl::StatusOr<std::unique_ptr<PipelineReplica>> pipeline =
+      Place(*model, placement, options.contexts, options.threads);
+  for (const auto* made : {&whole, &pipeline}) {
+    if (!made->ok()) {
+      std::cerr << "pipeline_bench: " << made->status() << "\n";
+      return 1;
+    }
+  }
+  absl::StatusOr<Timing> one = Measure("one stage", options.warmup, options.iterations,
+                                       [&] { return (*whole)->Run({x}, 1).status(); });
+  const std::vector<PipelineReplica::PartStats> before = (*pipeline)->Stats();
+  absl::StatusOr<Timing> piped = Measure("pipeline", options.warmup, options.iterations, [&] {
+    return (*pipeline)->Run({x}, options.micro_batches).status();
+  });
+  for (const auto* timing : {&one, &piped}) {
+    if (!timing->ok()) {
+      std::cerr << "pipeline_bench: " << timing->status() << "\n";
+      return 1;
+    }
+  }
+  std::cout << absl::StrFormat(
+      "model %s, batch %d, %d context(s) of %d thread(s), %d micro-batch(es), %d passes "
+      "(+%d warm-up)\n",
+      options.example.empty() ? options.model_path : options.example, options.batch,
+      options.contexts, options.threads, options.micro_batches, options.iterations, options.warmup);
+  std::cout << absl::StrFormat("one stage: median %.2f ms\npipeline:  median %.2f ms\n",
+                               one->median_ms, piped->median_ms);
+  std::cout << absl::StrFormat("throughput, pipeline / one stage: %.2fx\n",
+                               one->median_ms / piped->median_ms);
+  const std::vector<PipelineReplica::PartStats> after = (*pipeline)->Stats();
+  const int passes = options.iterations + options.warmup;
+  for (size_t p = 0; p < after.size(); ++p) {
+    const double busy_ms = (after[p].busy_seconds - before[p].busy_seconds) * 1000 / passes;
+    std::cout << absl::StrFormat(
+        "  part %d on %s: busy %.2f ms a pass, the rest %.2f ms; %.1f KiB read from other parts "
+        "a pass\n",
+        p, after[p].context, busy_ms, piped->mean_ms - busy_ms,
+        (after[p].bytes_in - before[p].bytes_in) / 1024.0 / passes);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace replicad
+
+int main(int argc, char** argv) {
+  replicad::Options options;
+  CLI::App app{"Model parallelism: a placed pipeline against one stage"};
+  app.add_option("--model", options.model_path, "ONNX model");
+  app.add_option("--example", options.example, "theano: Theano's two-product example");
+  app.add_option("--placement", options.placement, "PATTERN->CONTEXT rules (placement.h)");
+  app.add_option("--contexts", options.contexts, "Contexts dev0, dev1, ...")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", options.threads, "Threads per context")->check(CLI::PositiveNumber);
+  app.add_option("--batch", options.batch, "Rows")->check(CLI::PositiveNumber);
+  app.add_option("--micro-batches", options.micro_batches, "Micro-batches of the pipeline")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--iterations", options.iterations, "Timed passes")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", options.warmup, "Untimed passes first")->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
+  if (options.model_path.empty() == options.example.empty()) {
+    std::cerr << "pipeline_bench: give --model or --example theano\n";
+    return 2;
+  }
+  return replicad::Main(options);
+}
