@@ -131,11 +131,10 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
                                           : kDefaultFusedBatchRows;
   loaded->config_text = settings.config_text;
   loaded->servable = *std::move(set);
-  loaded->training = std::make_shared<TrainingSession>(
-      TrainingSession::Environment{source.name, source.path, config.devices, settings.options.slots,
-                                   settings.options.slot_options, config.checkpoints,
-                                   config.keep_checkpoints, config.job, config.rank_shards,
-                                   !settings.options.placement.empty()});
+  loaded->training = std::make_shared<TrainingSession>(TrainingSession::Environment{
+      source.name, source.path, config.devices, settings.options.slots,
+      settings.options.slot_options, config.checkpoints, config.keep_checkpoints, config.job,
+      config.rank_shards, !settings.options.placement.empty()});
   // Predict after a step runs on a set like this one around the step's weights.
   loaded->published = std::make_shared<PublishedServable>(
       loaded->servable, loaded->training,

@@ -737,9 +737,9 @@ TEST(ReplicadStartupTest, AModelOverASlotsLimitServesPlacedOverTwo) {
     weight_bytes += weight.byte_size();
   }
   const std::string limit = std::to_string(weight_bytes - 1);
-  testing::CommandResult refused = testing::RunCommand(
-      {testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0", "--devices", "cpu:0",
-       "--slot-memory-limit", limit});
+  testing::CommandResult refused =
+      testing::RunCommand({testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
+                           "--devices", "cpu:0", "--slot-memory-limit", limit});
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_THAT(refused.out, HasSubstr("(--slot-memory-limit); place the model over several slots"));
 
