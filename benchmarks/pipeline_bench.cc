@@ -7,6 +7,8 @@
 // the pipeline's) and, per part of the pipeline, its busy time per pass and
 // the rest of the pass (its bubble: waiting on the parts before it).
 //
+// `--placement auto` cuts as the daemon's does (auto_placement.h).
+//
 // Run with:
 //   build/benchmarks/pipeline_bench --model resnet50.onnx \
 //       --placement '/conv1/*->dev0; /layer3/layer3.2/*->dev1' --batch 64 --micro-batches 8
@@ -26,6 +28,7 @@
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/model/onnx_builder.h"
 #include "core/model/onnx_import.h"
+#include "core/serve/auto_placement.h"
 #include "core/serve/pipeline_replica.h"
 
 namespace replicad {
@@ -68,9 +71,18 @@ absl::StatusOr<std::unique_ptr<PipelineReplica>> Place(std::shared_ptr<const Mod
     slots.push_back(SlotAssignment{absl::StrCat("dev", c), cpu.id, 1});
     names.push_back(slots.back().name);
   }
-  absl::StatusOr<std::vector<PlacementRule>> parsed = ParsePlacement(rules, "--placement");
-  if (!parsed.ok()) return parsed.status();
-  absl::StatusOr<PlacedGraph> placed = PlaceGraph(model->graph(), *parsed, names);
+  absl::StatusOr<PlacedGraph> placed;
+  if (rules == "auto") {
+    // As the daemon's --placement auto: costs measured at 8 rows on a CPU slot.
+    absl::StatusOr<NodeCosts> costs =
+        MeasureNodeCosts(model, CreateCpuDevice(cpu, CpuSlotOptions{threads}), 8);
+    if (!costs.ok()) return costs.status();
+    placed = PlaceNodes(model->graph(), BalancedContexts(model->graph(), *costs, names));
+  } else {
+    absl::StatusOr<std::vector<PlacementRule>> parsed = ParsePlacement(rules, "--placement");
+    if (!parsed.ok()) return parsed.status();
+    placed = PlaceGraph(model->graph(), *parsed, names);
+  }
   if (!placed.ok()) return placed.status();
   return PipelineReplica::Create(
       std::move(model), *std::move(placed), slots,
@@ -148,7 +160,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Model parallelism: a placed pipeline against one stage"};
   app.add_option("--model", options.model_path, "ONNX model");
   app.add_option("--example", options.example, "theano: Theano's two-product example");
-  app.add_option("--placement", options.placement, "PATTERN->CONTEXT rules (placement.h)");
+  app.add_option("--placement", options.placement,
+                 "PATTERN->CONTEXT rules (placement.h), or auto (auto_placement.h)");
   app.add_option("--contexts", options.contexts, "Contexts dev0, dev1, ...")
       ->check(CLI::PositiveNumber);
   app.add_option("--threads", options.threads, "Threads per context")->check(CLI::PositiveNumber);

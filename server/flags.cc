@@ -178,8 +178,8 @@ void AddSlotFlags(CLI::App* serve, ServerOptions& options) {
   serve->add_option("--placement", options.placement,
                     "Model parallelism: place the nodes of models without a config.pbtxt "
                     "placement over the --device-map contexts, 'PATTERN->CONTEXT; ...' (a node "
-                    "name glob or prefix, e.g. '/layer3/*->dev1'); unplaced nodes run where their "
-                    "inputs do");
+                    "name glob or prefix, e.g. '/layer3/*->dev1'; unplaced nodes run where their "
+                    "inputs do), or 'auto' (cut by measured cost)");
   serve
       ->add_option("--micro-batches", options.micro_batches,
                    "Micro-batches a placed model's batch is cut into (0: four per part)")

@@ -6,8 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/base/log.h"
 #include "core/base/status_macros.h"
 #include "core/model/placement.h"
+#include "core/serve/auto_placement.h"
 #include "core/serve/pipeline_servable.h"
 
 namespace replicad {
@@ -109,17 +112,64 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<cons
                             std::move(merge_stream), std::move(wide));
 }
 
+namespace {
+
+// Rows the automatic placement measures a pass at.
+constexpr int64_t kAutoPlacementRows = 8;
+
+// `--placement auto`: the node order cut into one run per context of about
+// equal cost, measured on a CPU slot (a GPU slot's kernels run
+// asynchronously, so the plan's marks would not time them), where the fewest
+// bytes cross; the cut is logged.
+absl::StatusOr<PlacedGraph> AutoPlace(const std::shared_ptr<const Model>& model,
+                                      const std::vector<DeviceInfo>& devices,
+                                      const ServingOptions& options,
+                                      const std::vector<std::string>& contexts) {
+  const DeviceInfo* cpu = nullptr;
+  for (const DeviceInfo& d : devices) {
+    if (cpu == nullptr && d.id.kind == DeviceKind::kCpu) cpu = &d;
+  }
+  if (cpu == nullptr) return absl::FailedPreconditionError("placement auto: no CPU to measure on");
+  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
+                            CreateDevice(*cpu, options.slot_options));
+  REPLICAD_ASSIGN_OR_RETURN(NodeCosts costs,
+                            MeasureNodeCosts(model, std::move(device), kAutoPlacementRows));
+  const Graph& graph = model->graph();
+  const std::vector<std::string> context_of = BalancedContexts(graph, costs, contexts);
+  std::string summary;
+  for (size_t n = 0; n < context_of.size();) {
+    size_t end = n;
+    double seconds = 0;
+    while (end < context_of.size() && context_of[end] == context_of[n])
+      seconds += costs.seconds[end++];
+    absl::StrAppend(&summary, summary.empty() ? "" : "; ", context_of[n], ": nodes ", n, " to ",
+                    end - 1, " ('", graph.nodes[n].name, "' to '", graph.nodes[end - 1].name, "', ",
+                    absl::StrFormat("%.2f", seconds * 1000), " ms at ", kAutoPlacementRows,
+                    " rows)");
+    n = end;
+  }
+  LogInfo(absl::StrCat("placement auto for model '", model->name(), "': ", summary));
+  return PlaceNodes(graph, context_of);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Model> model,
                                                         const std::vector<DeviceInfo>& devices,
                                                         const ServingOptions& options,
                                                         SliceObserver* observer) {
   if (options.placement.empty())
     return BuildReplicaSet(std::move(model), devices, options, observer);
-  REPLICAD_ASSIGN_OR_RETURN(std::vector<PlacementRule> rules,
-                            ParsePlacement(options.placement, options.placement_field));
   std::vector<std::string> contexts;
   for (const SlotAssignment& slot : options.slots) contexts.push_back(slot.name);
-  absl::StatusOr<PlacedGraph> placed = PlaceGraph(model->graph(), rules, contexts);
+  absl::StatusOr<PlacedGraph> placed;
+  if (options.placement == "auto") {
+    placed = AutoPlace(model, devices, options, contexts);
+  } else {
+    REPLICAD_ASSIGN_OR_RETURN(std::vector<PlacementRule> rules,
+                              ParsePlacement(options.placement, options.placement_field));
+    placed = PlaceGraph(model->graph(), rules, contexts);
+  }
   if (!placed.ok()) {
     return absl::Status(placed.status().code(),
                         absl::StrCat(options.placement_field, ": ", placed.status().message()));

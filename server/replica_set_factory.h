@@ -63,7 +63,8 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<cons
                                                             SliceObserver* observer);
 
 // What serves `model`: with options.placement, a PipelineServable of its
-// parts over the slots (errors: the rules', PlaceGraph's and
+// parts over the slots ("auto": cut by measured cost, auto_placement.h;
+// errors: the rules', PlaceGraph's and
 // PipelineReplica::Create's, naming options.placement_field); otherwise
 // BuildReplicaSet's.
 absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Model> model,

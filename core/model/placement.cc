@@ -92,11 +92,6 @@ absl::StatusOr<std::vector<std::string>> ContextsOfNodes(const Graph& graph,
   std::vector<bool> rule_used(rules.size(), false);
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
-    if (!node.guards.empty()) {
-      return absl::UnimplementedError(
-          absl::StrCat("placement: node '", node.name,
-                       "' runs in a branch of an If, which placement does not cut yet"));
-    }
     for (size_t r = 0; r < rules.size() && context_of[n].empty(); ++r) {
       if (Matches(rules[r].pattern, node.name)) {
         context_of[n] = rules[r].context;
@@ -176,6 +171,21 @@ Graph PartGraph(const Graph& graph, const Forming& part, const std::vector<bool>
 
 }  // namespace
 
+namespace {
+
+// Per value, the node computing it (-1 for inputs and weights).
+std::vector<int> Producers(const Graph& graph) {
+  std::vector<int> producer(graph.values.size(), -1);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    for (int v : graph.nodes[n].outputs) {
+      if (v >= 0) producer[v] = static_cast<int>(n);
+    }
+  }
+  return producer;
+}
+
+}  // namespace
+
 absl::StatusOr<PlacedGraph> PlaceGraph(const Graph& graph, const std::vector<PlacementRule>& rules,
                                        const std::vector<std::string>& contexts) {
   if (rules.empty()) return absl::InvalidArgumentError("placement: no rules");
@@ -186,12 +196,18 @@ absl::StatusOr<PlacedGraph> PlaceGraph(const Graph& graph, const std::vector<Pla
                        "', expected one of the device map's: ", absl::StrJoin(contexts, ", ")));
     }
   }
-  std::vector<int> producer(graph.values.size(), -1);
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    for (int v : graph.nodes[n].outputs) {
-      if (v >= 0) producer[v] = static_cast<int>(n);
-    }
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> context_of,
+                            ContextsOfNodes(graph, rules, Producers(graph)));
+  return PlaceNodes(graph, context_of);
+}
+
+absl::StatusOr<PlacedGraph> PlaceNodes(const Graph& graph,
+                                       const std::vector<std::string>& context_of) {
+  if (context_of.size() != graph.nodes.size()) {
+    return absl::InternalError(absl::StrCat("placement: ", context_of.size(), " contexts for ",
+                                            graph.nodes.size(), " nodes"));
   }
+  const std::vector<int> producer = Producers(graph);
   for (int v : graph.outputs) {
     if (producer[v] < 0) {
       return absl::UnimplementedError(
@@ -199,8 +215,13 @@ absl::StatusOr<PlacedGraph> PlaceGraph(const Graph& graph, const std::vector<Pla
                        "' is not computed by any node (an input or a weight returned as it is)"));
     }
   }
-  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> context_of,
-                            ContextsOfNodes(graph, rules, producer));
+  for (const Node& node : graph.nodes) {
+    if (!node.guards.empty()) {
+      return absl::UnimplementedError(
+          absl::StrCat("placement: node '", node.name,
+                       "' runs in a branch of an If, which placement does not cut yet"));
+    }
+  }
   PlacedGraph placed;
   const std::vector<Forming> parts = FormParts(graph, context_of, producer, &placed.part_of_node);
   std::vector<bool> handed_over(graph.values.size(), false);

@@ -63,6 +63,12 @@ struct PlacedGraph {
 absl::StatusOr<PlacedGraph> PlaceGraph(const Graph& graph, const std::vector<PlacementRule>& rules,
                                        const std::vector<std::string>& contexts);
 
+// The parts of `graph` whose node n runs on context_of[n], formed as
+// PlaceGraph forms them (what an automatic placement decides goes here).
+// Unimplemented as PlaceGraph's.
+absl::StatusOr<PlacedGraph> PlaceNodes(const Graph& graph,
+                                       const std::vector<std::string>& context_of);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_MODEL_PLACEMENT_H_

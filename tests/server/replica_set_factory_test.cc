@@ -4,7 +4,8 @@
 // BuildServable with a placement: the default model's convolutions on dev0 and its classifier on
 // dev1 serve as one "pipeline" slot naming both contexts, and answer what one slot does (both
 // outputs, bit for bit, in one micro-batch); --slot-memory-limit refuses the whole model on one
-// slot and admits it placed over two; a rule naming no slot is refused naming the field.
+// slot and admits it placed over two; a rule naming no slot is refused naming the field;
+// `auto` cuts the model over both contexts, with the same answer.
 
 #include "server/replica_set_factory.h"
 
@@ -137,6 +138,29 @@ TEST_F(ReplicaSetFactoryTest, APlacedModelServesAsOnePipelineSlotWithOneSlotsAns
                    done.Notify();
                  });
   done.WaitForNotification();
+}
+
+TEST_F(ReplicaSetFactoryTest, PlacementAutoCutsTheModelOverEveryContext) {
+  ServingOptions options = Slots(2, 1);
+  options.slots[0].name = "dev0";
+  options.slots[1].name = "dev1";
+  options.placement = "auto";
+  options.micro_batches = 1;
+  absl::StatusOr<std::unique_ptr<Servable>> placed = BuildServable(model_, cpus_, options, nullptr);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  const auto* pipeline = dynamic_cast<const PipelineServable*>(placed->get());
+  ASSERT_NE(pipeline, nullptr);
+  ASSERT_GE(pipeline->pipeline().part_count(), 2u);
+  EXPECT_EQ(pipeline->pipeline().part_context(0), "dev0");
+  EXPECT_EQ(pipeline->pipeline().part_context(pipeline->pipeline().part_count() - 1), "dev1");
+  const Tensor x = testing::RandomTensor({3, 1, 28, 28}, 5);
+  HostSink piped, whole;
+  ASSERT_TRUE(RunWhole(**placed, x, &piped).ok());
+  std::unique_ptr<ReplicaSet> one = Build(Slots(1, 1));
+  ASSERT_TRUE(RunWhole(*one, x, &whole).ok());
+  EXPECT_EQ(std::memcmp(piped.outputs[0].raw_data(), whole.outputs[0].raw_data(),
+                        whole.outputs[0].byte_size()),
+            0);
 }
 
 TEST_F(ReplicaSetFactoryTest, TheSlotMemoryLimitAdmitsTheModelOnlyPlaced) {
