@@ -112,7 +112,8 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
     }
   }
   absl::StatusOr<std::unique_ptr<Servable>> set =
-      BuildServable(*model, config.devices, settings.options, config.metrics);
+      BuildServable(*model, config.devices, settings.options, config.metrics,
+                    config.metrics != nullptr ? config.metrics->pipelines() : nullptr);
   if (!set.ok()) return set.status();
   if (const auto* replicas = dynamic_cast<const ReplicaSet*>(set->get());
       replicas != nullptr && config.metrics != nullptr) {
@@ -140,7 +141,8 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
       loaded->servable, loaded->training,
       [devices = config.devices, options = settings.options, observer = config.metrics](
           std::shared_ptr<const Model> trained) -> absl::StatusOr<std::shared_ptr<Servable>> {
-        return BuildServable(std::move(trained), devices, options, observer);
+        return BuildServable(std::move(trained), devices, options, observer,
+                             observer != nullptr ? observer->pipelines() : nullptr);
       },
       config.retirer);
   if (absl::Status started = StartScheduling(*loaded, config.metrics, /*warm=*/true);

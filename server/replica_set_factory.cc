@@ -157,7 +157,8 @@ absl::StatusOr<PlacedGraph> AutoPlace(const std::shared_ptr<const Model>& model,
 absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Model> model,
                                                         const std::vector<DeviceInfo>& devices,
                                                         const ServingOptions& options,
-                                                        SliceObserver* observer) {
+                                                        SliceObserver* observer,
+                                                        PipelineObserver* pipelines) {
   if (options.placement.empty())
     return BuildReplicaSet(std::move(model), devices, options, observer);
   std::vector<std::string> contexts;
@@ -191,7 +192,8 @@ absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Mo
           options.slot_memory_limit));
   const int micro_batches =
       options.micro_batches > 0 ? options.micro_batches : static_cast<int>(4 * parts);
-  return std::make_unique<PipelineServable>(std::move(pipeline), micro_batches, options.slots);
+  return std::make_unique<PipelineServable>(std::move(pipeline), micro_batches, options.slots,
+                                            pipelines);
 }
 
 }  // namespace replicad

@@ -10,6 +10,7 @@
 #include "core/backends/backends.h"
 #include "core/device/device_map.h"
 #include "core/model/compute_precision.h"
+#include "core/serve/pipeline_servable.h"
 #include "core/serve/replica_set.h"
 #include "core/serve/scheduler_options.h"
 
@@ -67,10 +68,12 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> BuildReplicaSet(std::shared_ptr<cons
 // errors: the rules', PlaceGraph's and
 // PipelineReplica::Create's, naming options.placement_field); otherwise
 // BuildReplicaSet's.
+// `pipelines` (optional) hears what a pipeline's parts did (the metrics).
 absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Model> model,
                                                         const std::vector<DeviceInfo>& devices,
                                                         const ServingOptions& options,
-                                                        SliceObserver* observer);
+                                                        SliceObserver* observer,
+                                                        PipelineObserver* pipelines = nullptr);
 
 }  // namespace replicad
 

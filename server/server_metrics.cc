@@ -83,6 +83,7 @@ ServerMetrics::ServerMetrics(metrics::Registry& registry)
       slot_samples_(registry.AddCounter("replicad_slot_samples_total",
                                         "Batch rows run by each replica slot.",
                                         {"model", "slot", "device"})),
+      pipelines_(registry),
       slot_busy_(registry.AddCounter("replicad_slot_busy_seconds_total",
                                      "Seconds each replica slot spent running its slices.",
                                      {"model", "slot", "device"})),

@@ -19,6 +19,7 @@
 #include "core/serve/scheduler.h"
 #include "core/serve/serving_core.h"
 #include "core/train/data_parallel_trainer.h"
+#include "server/pipeline_metrics.h"
 
 namespace replicad {
 
@@ -70,6 +71,8 @@ namespace replicad {
 //                                                 good (it then gets no more slices)
 //   model_precision{model,precision}              gauge; 1 for what the model's products
 //                                                 compute in (fp32, bf16), 0 for the others
+//   pipeline_*                                    placed models' pipelines
+//                                                 (pipeline_metrics.h)
 // `model` is the model's name: its versions share the series (pending_requests shows the
 // last version that reported). Series are never removed: an unloaded model's keep their
 // last values. The slot gauges are refreshed after every slice the slot runs.
@@ -94,6 +97,8 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
 
   void OnSliceRun(const Replica& replica, int64_t rows, double busy_seconds) override;
   void OnPlansBuilt(const Replica& replica, int count, double seconds) override;
+  // What placed models' pipelines report to (pipeline_metrics.h).
+  PipelineObserver* pipelines() { return &pipelines_; }
 
   // ServingObserver: samples and phase times of a successful request, and the
   // training series.
@@ -125,6 +130,7 @@ class ServerMetrics : public SliceObserver, public ServingObserver, public Sched
   metrics::GaugeFamily& slot_rows_per_second_;
   metrics::GaugeFamily& slot_share_;
   metrics::CounterFamily& slot_samples_;
+  PipelineMetrics pipelines_;
   metrics::CounterFamily& slot_busy_;
   metrics::CounterFamily& slot_plans_built_;
   metrics::CounterFamily& slot_plan_build_seconds_;

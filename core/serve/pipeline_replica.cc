@@ -153,7 +153,10 @@ struct PipelineReplica::MicroBatch {
   std::map<int, Tensor> handed;
   std::vector<absl::Status> status;
   std::vector<absl::Notification> done;
-  explicit MicroBatch(size_t parts) : status(parts), done(parts) {}
+  std::vector<double> seconds;     // Per part, once done.
+  std::vector<uint64_t> bytes_in;  // Per part, once done.
+  explicit MicroBatch(size_t parts)
+      : status(parts), done(parts), seconds(parts, 0), bytes_in(parts, 0) {}
 };
 
 absl::Status PipelineReplica::CheckInputs(const std::vector<Tensor>& inputs,
@@ -211,6 +214,8 @@ void PipelineReplica::RunPart(size_t p, MicroBatch* run, const std::vector<Tenso
     const auto start = std::chrono::steady_clock::now();
     run->status[p] = part.replica->RunOnHost(*(*run->plans)[p], in.data(), out.data());
     const double seconds = SecondsSince(start);
+    run->seconds[p] = seconds;
+    run->bytes_in[p] = bytes_in;
     if (!run->status[p].ok()) run->status[p] = InContext(part.context, run->status[p]);
     absl::MutexLock lock(&part.mu);
     ++part.stats.runs;
@@ -221,7 +226,8 @@ void PipelineReplica::RunPart(size_t p, MicroBatch* run, const std::vector<Tenso
 }
 
 absl::StatusOr<std::vector<Tensor>> PipelineReplica::Run(const std::vector<Tensor>& inputs,
-                                                         int micro_batches) {
+                                                         int micro_batches,
+                                                         std::vector<PartStats>* this_run) {
   REPLICAD_RETURN_IF_ERROR(CheckInputs(inputs, micro_batches));
   const Graph& whole = model_->graph();
   const int64_t rows = RowsOf(inputs[0]);
@@ -265,6 +271,18 @@ absl::StatusOr<std::vector<Tensor>> PipelineReplica::Run(const std::vector<Tenso
       run->done[p].WaitForNotification();
       if (failed.ok() && !run->status[p].ok() && !absl::IsCancelled(run->status[p])) {
         failed = run->status[p];
+      }
+    }
+  }
+  if (this_run != nullptr) {
+    this_run->assign(parts_.size(), PartStats());
+    for (size_t p = 0; p < parts_.size(); ++p) {
+      PartStats& part = (*this_run)[p];
+      part.context = parts_[p]->context;
+      for (auto& run : runs) {
+        ++part.runs;
+        part.busy_seconds += run->seconds[p];
+        part.bytes_in += run->bytes_in[p];
       }
     }
   }

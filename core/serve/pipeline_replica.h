@@ -66,17 +66,18 @@ class PipelineReplica {
   // rows) or micro_batches < 1; Unimplemented for a model whose plan is
   // data-dependent or an output that does not keep the rows in dim 0; a
   // part's error names its context and the node. Must not be called on a
-  // slot's stream thread.
-  absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, int micro_batches);
-
-  // What each part did since Create: runs, seconds computing, and bytes of
-  // values it read from other parts.
+  // slot's stream thread. With `this_run`, what each part did for this batch
+  // (PartStats, one per part, in part order).
   struct PartStats {
     std::string context;
-    uint64_t runs = 0;
-    double busy_seconds = 0;
-    uint64_t bytes_in = 0;
+    uint64_t runs = 0;        // Micro-batches run.
+    double busy_seconds = 0;  // Computing them.
+    uint64_t bytes_in = 0;    // Of values read from other parts.
   };
+  absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, int micro_batches,
+                                          std::vector<PartStats>* this_run = nullptr);
+
+  // What each part did since Create.
   std::vector<PartStats> Stats() const;
 
  private:

@@ -30,11 +30,20 @@ std::string PartDevices(const PipelineReplica& pipeline,
 }  // namespace
 
 PipelineServable::PipelineServable(std::unique_ptr<PipelineReplica> pipeline, int micro_batches,
-                                   std::vector<SlotAssignment> contexts)
+                                   std::vector<SlotAssignment> contexts, PipelineObserver* observer)
     : pipeline_(std::move(pipeline)),
       micro_batches_(micro_batches),
       devices_(PartDevices(*pipeline_, contexts)),
-      runs_(std::make_unique<WorkerPool>(2)) {}
+      observer_(observer),
+      runs_(std::make_unique<WorkerPool>(2)) {
+  if (observer_ != nullptr) {
+    std::vector<PipelineReplica::PartStats> none;
+    for (size_t p = 0; p < pipeline_->part_count(); ++p) {
+      none.push_back({pipeline_->part_context(p), 0, 0, 0});
+    }
+    observer_->OnPipelineRun(pipeline_->model().name(), none, 0);
+  }
+}
 
 PipelineServable::~PipelineServable() { runs_.reset(); }
 
@@ -60,8 +69,12 @@ void PipelineServable::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> s
       }
     }
     const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::vector<Tensor>> outputs = pipeline_->Run(inputs, micro_batches_);
+    std::vector<PipelineReplica::PartStats> parts;
+    absl::StatusOr<std::vector<Tensor>> outputs = pipeline_->Run(inputs, micro_batches_, &parts);
     slices[0].seconds = SecondsSince(start);
+    if (observer_ != nullptr && !parts.empty()) {
+      observer_->OnPipelineRun(pipeline_->model().name(), parts, slices[0].seconds);
+    }
     if (!outputs.ok()) return std::move(done)(outputs.status(), std::move(slices));
     for (size_t o = 0; o < outputs->size(); ++o) {
       const Tensor& output = (*outputs)[o];

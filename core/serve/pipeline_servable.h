@@ -11,6 +11,19 @@
 
 namespace replicad {
 
+// Told what the parts of a pipeline did for each batch (the metrics).
+class PipelineObserver {
+ public:
+  virtual ~PipelineObserver() = default;
+  // `parts`: per part, this batch's micro-batches, busy seconds and bytes
+  // read from other parts; `seconds`: the batch's wall time through the
+  // pipeline (what a part is not busy of it, it waits). Called once at 0 when
+  // the pipeline is made, so that its series show before its first batch.
+  virtual void OnPipelineRun(const std::string& model,
+                             const std::vector<PipelineReplica::PartStats>& parts,
+                             double seconds) = 0;
+};
+
 // A model served through one PipelineReplica (model parallelism): to the
 // scheduler it is one slot, named "pipeline", whose device lists the
 // contexts its parts run on ("dev0=cpu:0+dev1=cpu:1"), so every batch goes
@@ -20,8 +33,9 @@ namespace replicad {
 // pipeline's host tensors into the sink.
 class PipelineServable final : public Servable {
  public:
+  // `observer` (optional) must outlive the servable.
   PipelineServable(std::unique_ptr<PipelineReplica> pipeline, int micro_batches,
-                   std::vector<SlotAssignment> contexts);
+                   std::vector<SlotAssignment> contexts, PipelineObserver* observer = nullptr);
   ~PipelineServable() override;
 
   const Model& model() const override { return pipeline_->model(); }
@@ -38,6 +52,7 @@ class PipelineServable final : public Servable {
   std::unique_ptr<PipelineReplica> pipeline_;
   const int micro_batches_;
   const std::string devices_;
+  PipelineObserver* const observer_;
   std::unique_ptr<WorkerPool> runs_;  // Last: joined before the pipeline goes.
 };
 

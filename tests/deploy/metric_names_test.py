@@ -13,7 +13,8 @@ family (as the C++ registers them), or target labels Prometheus adds.
 The replicad_gpu_* gauges exist only where NVML (libnvidia-ml.so.1) loads. They are not
 skipped: GPU_ONLY names them, each must be registered in the C++ source, and the families
 the source registers must equal those scraped plus GPU_ONLY (all of them when NVML loads), so
-a new metric, a renamed one or a stale entry here fails the test.
+a new metric, a renamed one or a stale entry here fails the test. PLACED_ONLY likewise names
+the pipeline metrics of placed models, which this daemon does not serve.
 
 Before the first request, the daemon's /metrics is scraped too: every series those files
 select (a family with the values of its plain equality matchers) must be there already, at 0
@@ -51,6 +52,16 @@ GPU_ONLY = {
     "replicad_gpu_temperature_celsius",
 }
 GPU_SOURCE = os.path.join("server", "gpu_metrics.cc")
+
+# Exported only for models served placed over several slots (model parallelism,
+# server/pipeline_metrics.cc): the daemon here serves the default model whole, so they have
+# no series; pipeline_replica_test and server_metrics_test drive them.
+PLACED_ONLY = {
+    "replicad_pipeline_seconds_total",
+    "replicad_pipeline_part_busy_seconds_total",
+    "replicad_pipeline_part_received_bytes_total",
+}
+PLACED_SOURCE = os.path.join("server", "pipeline_metrics.cc")
 
 # Labels Prometheus (static, Kubernetes or operator discovery) puts on every scraped series.
 TARGET_LABELS = {"job", "instance", "namespace", "pod", "container", "service", "endpoint",
@@ -318,7 +329,8 @@ class MetricNamesTest(unittest.TestCase):
         """Every family the source registers is scraped with series and the same labels
         (histograms add le), except the GPU gauges where NVML did not load."""
         expected = set(self.families) if self.nvml else set(self.families) - GPU_ONLY
-        self.assertEqual(set(self.scraped), expected)
+        expected -= PLACED_ONLY
+        self.assertEqual(set(self.scraped) - PLACED_ONLY, expected)
         for family in sorted(expected):
             labels = self.family_labels[family] | (
                 {"le"} if self.families[family] == "histogram" else set())
@@ -346,7 +358,7 @@ class MetricNamesTest(unittest.TestCase):
                                == "histogram"), name)
                 if family not in self.families or family in APPEAR_WITH_TRAFFIC:
                     continue
-                if family in GPU_ONLY and not self.nvml:
+                if (family in GPU_ONLY and not self.nvml) or family in PLACED_ONLY:
                     continue
                 names = {family} if self.families[family] != "histogram" else {
                     family + s for s in HISTOGRAM_SUFFIXES}
@@ -371,6 +383,13 @@ class MetricNamesTest(unittest.TestCase):
         # Every family registered where the GPU gauges are is listed (a new one is noticed).
         in_gpu_source = {f for f, (_, _, where) in source.items() if where == GPU_SOURCE}
         self.assertEqual(in_gpu_source, GPU_ONLY)
+
+    def test_placed_only_metrics_are_registered_in_pipeline_metrics(self):
+        for family in sorted(PLACED_ONLY):
+            self.assertIn(family, source, f"{family} is registered nowhere in core/ or server/")
+            self.assertEqual(source[family][2], PLACED_SOURCE, family)
+        in_source = {f for f, (_, _, where) in source.items() if where == PLACED_SOURCE}
+        self.assertEqual(in_source, PLACED_ONLY)
 
     def test_dashboard_queries_use_exported_metrics(self):
         queries = queries_of_dashboard(self.dashboard)

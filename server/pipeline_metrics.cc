@@ -1,0 +1,31 @@
+#include "server/pipeline_metrics.h"
+
+namespace replicad {
+
+PipelineMetrics::PipelineMetrics(metrics::Registry& registry)
+    : seconds_(registry.AddCounter(
+          "replicad_pipeline_seconds_total",
+          "Wall time of a placed model's batches through its pipeline (model parallelism).",
+          {"model"})),
+      part_busy_(registry.AddCounter(
+          "replicad_pipeline_part_busy_seconds_total",
+          "Seconds each part of a placed model's pipeline computed; the pipeline's seconds less "
+          "these are its bubble.",
+          {"model", "part", "context"})),
+      part_bytes_(
+          registry.AddCounter("replicad_pipeline_part_received_bytes_total",
+                              "Bytes of values each part of a placed model read from other parts.",
+                              {"model", "part", "context"})) {}
+
+void PipelineMetrics::OnPipelineRun(const std::string& model,
+                                    const std::vector<PipelineReplica::PartStats>& parts,
+                                    double seconds) {
+  seconds_.WithLabels({model}).Increment(seconds);
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const std::vector<std::string> labels = {model, std::to_string(p), parts[p].context};
+    part_busy_.WithLabels(labels).Increment(parts[p].busy_seconds);
+    part_bytes_.WithLabels(labels).Increment(static_cast<double>(parts[p].bytes_in));
+  }
+}
+
+}  // namespace replicad
