@@ -189,7 +189,7 @@ absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Mo
             }
             return CreateDevice(*info, options.slot_options);
           },
-          options.slot_memory_limit));
+          PipelineReplica::Options{options.slot_memory_limit}));
   const int micro_batches =
       options.micro_batches > 0 ? options.micro_batches : static_cast<int>(4 * parts);
   return std::make_unique<PipelineServable>(std::move(pipeline), micro_batches, options.slots,

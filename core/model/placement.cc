@@ -138,6 +138,26 @@ std::vector<Forming> FormParts(const Graph& graph, const std::vector<std::string
     (*part_of)[n] = part;
     parts[part].nodes.push_back(static_cast<int>(n));
   }
+  // A Shape (or Size) read by another part is copied into it: its value
+  // follows from its input's type, which a plan knows, so the reader's plan
+  // folds it; handed over, it would be a value the reader's plan cannot know
+  // (its Reshape would wait on the request's values).
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    Forming& reader = parts[(*part_of)[n]];
+    for (int v : graph.nodes[n].inputs) {
+      const int q = v >= 0 ? producer[v] : -1;
+      if (q < 0 || (*part_of)[q] == (*part_of)[n]) continue;
+      const std::string& op = graph.nodes[q].op_type;
+      if (op != "Shape" && op != "Size") continue;
+      if (std::find(reader.nodes.begin(), reader.nodes.end(), q) != reader.nodes.end()) continue;
+      reader.nodes.push_back(q);
+      const int in = graph.nodes[q].inputs.empty() ? -1 : graph.nodes[q].inputs[0];
+      if (in >= 0 && producer[in] >= 0 && (*part_of)[producer[in]] != (*part_of)[n]) {
+        reader.after.insert((*part_of)[producer[in]]);
+      }
+    }
+  }
+  for (Forming& part : parts) std::sort(part.nodes.begin(), part.nodes.end());
   return parts;
 }
 
@@ -188,6 +208,14 @@ std::vector<int> Producers(const Graph& graph) {
 
 absl::StatusOr<PlacedGraph> PlaceGraph(const Graph& graph, const std::vector<PlacementRule>& rules,
                                        const std::vector<std::string>& contexts) {
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> context_of,
+                            NodeContexts(graph, rules, contexts));
+  return PlaceNodes(graph, context_of);
+}
+
+absl::StatusOr<std::vector<std::string>> NodeContexts(const Graph& graph,
+                                                      const std::vector<PlacementRule>& rules,
+                                                      const std::vector<std::string>& contexts) {
   if (rules.empty()) return absl::InvalidArgumentError("placement: no rules");
   for (const PlacementRule& rule : rules) {
     if (std::find(contexts.begin(), contexts.end(), rule.context) == contexts.end()) {
@@ -196,9 +224,7 @@ absl::StatusOr<PlacedGraph> PlaceGraph(const Graph& graph, const std::vector<Pla
                        "', expected one of the device map's: ", absl::StrJoin(contexts, ", ")));
     }
   }
-  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> context_of,
-                            ContextsOfNodes(graph, rules, Producers(graph)));
-  return PlaceNodes(graph, context_of);
+  return ContextsOfNodes(graph, rules, Producers(graph));
 }
 
 absl::StatusOr<PlacedGraph> PlaceNodes(const Graph& graph,
@@ -224,14 +250,16 @@ absl::StatusOr<PlacedGraph> PlaceNodes(const Graph& graph,
   }
   PlacedGraph placed;
   const std::vector<Forming> parts = FormParts(graph, context_of, producer, &placed.part_of_node);
+  // What a part reads that another computes (a copied Shape's input too).
   std::vector<bool> handed_over(graph.values.size(), false);
   for (int v : graph.outputs) handed_over[v] = true;
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    for (int v : graph.nodes[n].inputs) {
-      if (v >= 0 && producer[v] >= 0 &&
-          placed.part_of_node[producer[v]] != placed.part_of_node[n]) {
-        handed_over[v] = true;
+  for (const Forming& part : parts) {
+    std::set<int> produced;
+    for (int n : part.nodes) {
+      for (int v : graph.nodes[n].inputs) {
+        if (v >= 0 && producer[v] >= 0 && produced.count(v) == 0) handed_over[v] = true;
       }
+      produced.insert(graph.nodes[n].outputs.begin(), graph.nodes[n].outputs.end());
     }
   }
   for (const Forming& part : parts) {

@@ -63,6 +63,11 @@ struct PlacedGraph {
 absl::StatusOr<PlacedGraph> PlaceGraph(const Graph& graph, const std::vector<PlacementRule>& rules,
                                        const std::vector<std::string>& contexts);
 
+// The context PlaceGraph gives each node (its rules' part), with its errors.
+absl::StatusOr<std::vector<std::string>> NodeContexts(const Graph& graph,
+                                                      const std::vector<PlacementRule>& rules,
+                                                      const std::vector<std::string>& contexts);
+
 // The parts of `graph` whose node n runs on context_of[n], formed as
 // PlaceGraph forms them (what an automatic placement decides goes here).
 // Unimplemented as PlaceGraph's.

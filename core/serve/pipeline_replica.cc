@@ -33,8 +33,25 @@ int64_t RowsOf(const Tensor& tensor) { return tensor.shape().empty() ? -1 : tens
 
 }  // namespace
 
-PipelineReplica::PipelineReplica(std::shared_ptr<const Model> model, PlacedGraph placed)
-    : model_(std::move(model)), placed_(std::move(placed)) {}
+PipelineReplica::PipelineReplica(std::shared_ptr<const Model> model, PlacedGraph placed,
+                                 Options options)
+    : model_(std::move(model)), placed_(std::move(placed)), options_(std::move(options)) {}
+
+int64_t PipelineReplica::BatchRows(const std::vector<Tensor>& inputs) const {
+  const std::vector<int>& graph_inputs = model_->graph().inputs;
+  for (size_t i = 0; i < inputs.size() && i < graph_inputs.size(); ++i) {
+    if (!Whole(graph_inputs[i])) return RowsOf(inputs[i]);
+  }
+  return -1;
+}
+
+bool PipelineReplica::Whole(int value) const {
+  const std::vector<int>& inputs = model_->graph().inputs;
+  for (size_t i = 0; i < inputs.size() && i < options_.whole_inputs.size(); ++i) {
+    if (inputs[i] == value) return options_.whole_inputs[i];
+  }
+  return false;
+}
 
 PipelineReplica::~PipelineReplica() {
   for (auto& part : parts_) (void)part->replica->device().Synchronize();
@@ -46,10 +63,10 @@ const std::string& PipelineReplica::part_context(size_t part) const {
 
 absl::StatusOr<std::unique_ptr<PipelineReplica>> PipelineReplica::Create(
     std::shared_ptr<const Model> model, PlacedGraph placed,
-    const std::vector<SlotAssignment>& contexts, const DeviceMaker& make_device,
-    size_t slot_memory_limit) {
+    const std::vector<SlotAssignment>& contexts, const DeviceMaker& make_device, Options options) {
+  const size_t slot_memory_limit = options.slot_memory_limit;
   std::unique_ptr<PipelineReplica> pipeline(
-      new PipelineReplica(std::move(model), std::move(placed)));
+      new PipelineReplica(std::move(model), std::move(placed), std::move(options)));
   const Graph& whole = pipeline->model_->graph();
   // Weights per context, before any device holds them.
   for (const GraphPart& part : pipeline->placed_.parts) {
@@ -85,7 +102,7 @@ absl::StatusOr<std::unique_ptr<PipelineReplica>> PipelineReplica::Create(
       placed.graph.values[v].type = *known[v];
       Shape shape = known[v]->shape;
       for (int64_t& d : shape) d = d < 0 ? 1 : d;
-      if (!shape.empty()) shape[0] = 1;
+      if (!shape.empty() && !pipeline->Whole(v)) shape[0] = 1;
       one_row.push_back(std::move(shape));
     }
     auto part = std::make_unique<Part>();
@@ -123,7 +140,7 @@ absl::StatusOr<std::vector<std::shared_ptr<ExecutionPlan>>> PipelineReplica::Pla
   std::vector<std::optional<Shape>> shapes(whole.values.size());
   for (size_t i = 0; i < whole.inputs.size(); ++i) {
     Shape shape = inputs[i].shape();
-    shape[0] = rows;
+    if (!Whole(whole.inputs[i])) shape[0] = rows;
     shapes[whole.inputs[i]] = std::move(shape);
   }
   std::vector<std::shared_ptr<ExecutionPlan>> plans;
@@ -170,10 +187,11 @@ absl::Status PipelineReplica::CheckInputs(const std::vector<Tensor>& inputs,
     return absl::InvalidArgumentError(
         absl::StrCat("micro_batches: expected at least 1, received ", micro_batches));
   }
-  const int64_t rows = inputs.empty() ? -1 : RowsOf(inputs[0]);
+  const int64_t rows = BatchRows(inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorSpec& spec = model_->inputs()[i];
-    if (inputs[i].dtype() != spec.type.dtype || RowsOf(inputs[i]) != rows || rows < 1) {
+    const bool cut = !Whole(whole.inputs[i]);
+    if (inputs[i].dtype() != spec.type.dtype || (cut && (RowsOf(inputs[i]) != rows || rows < 1))) {
       return absl::InvalidArgumentError(absl::StrCat(
           "input ", i, " '", spec.name, "': expected ", DTypeName(spec.type.dtype), " with ",
           rows < 1 ? "at least one row" : absl::StrCat(rows, " rows in dim 0"), ", received ",
@@ -201,6 +219,10 @@ void PipelineReplica::RunPart(size_t p, MicroBatch* run, const std::vector<Tenso
       auto at = std::find(whole.inputs.begin(), whole.inputs.end(), v);
       if (at != whole.inputs.end()) {
         const Tensor& input = inputs[at - whole.inputs.begin()];
+        if (Whole(v)) {
+          in.push_back(input.raw_data());
+          continue;
+        }
         const size_t row_bytes = input.byte_size() / RowsOf(input);
         in.push_back(static_cast<const char*>(input.raw_data()) + run->begin * row_bytes);
       } else {
@@ -230,7 +252,7 @@ absl::StatusOr<std::vector<Tensor>> PipelineReplica::Run(const std::vector<Tenso
                                                          std::vector<PartStats>* this_run) {
   REPLICAD_RETURN_IF_ERROR(CheckInputs(inputs, micro_batches));
   const Graph& whole = model_->graph();
-  const int64_t rows = RowsOf(inputs[0]);
+  const int64_t rows = BatchRows(inputs);
   const int64_t most = std::min<int64_t>(micro_batches, rows);
   const int64_t chunk = (rows + most - 1) / most;
   const int64_t count = (rows + chunk - 1) / chunk;
@@ -287,7 +309,15 @@ absl::StatusOr<std::vector<Tensor>> PipelineReplica::Run(const std::vector<Tenso
     }
   }
   if (!failed.ok()) return failed;
-  for (size_t o = 0; o < whole.outputs.size(); ++o) {
+  for (size_t o = 0; o < whole.outputs.size() && options_.sum_outputs; ++o) {
+    float* sum = outputs[o].data<float>();
+    std::fill(sum, sum + outputs[o].num_elements(), 0.0f);
+    for (auto& run : runs) {  // In micro-batch order: the same sums on every run.
+      const float* part = run->handed.at(whole.outputs[o]).data<float>();
+      for (int64_t e = 0; e < outputs[o].num_elements(); ++e) sum[e] += part[e];
+    }
+  }
+  for (size_t o = 0; o < whole.outputs.size() && !options_.sum_outputs; ++o) {
     const size_t row_bytes = outputs[o].byte_size() / rows;
     for (auto& run : runs) {
       const Tensor& value = run->handed.at(whole.outputs[o]);
@@ -307,6 +337,15 @@ absl::StatusOr<std::vector<Tensor>> PipelineReplica::WholeOutputs(
     for (size_t p = 0; p < parts_.size() && !type.has_value(); ++p) {
       const std::vector<int>& outs = placed_.parts[p].graph.outputs;
       if (std::find(outs.begin(), outs.end(), v) != outs.end()) type = plans[p]->value_types()[v];
+    }
+    if (options_.sum_outputs) {
+      if (!type.has_value() || type->dtype != DType::kFloat32) {
+        return absl::UnimplementedError(
+            absl::StrCat("output '", whole.values[v].name,
+                         "' is not float32, which summing micro-batches needs"));
+      }
+      outputs.push_back(Tensor::Host(type->dtype, type->shape));
+      continue;
     }
     if (!type.has_value() || type->shape.empty() || type->shape[0] != chunk) {
       return absl::UnimplementedError(absl::StrCat(

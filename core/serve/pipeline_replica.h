@@ -18,6 +18,19 @@
 
 namespace replicad {
 
+// How a PipelineReplica treats its inputs and outputs, and its memory bound.
+struct PipelineReplicaOptions {
+  // > 0: the weights placed on one context may take at most that many
+  // bytes (ResourceExhausted naming the context, its bytes and the limit).
+  size_t slot_memory_limit = 0;
+  // By model input: passed whole to every micro-batch instead of cut by
+  // rows (a training graph's parameters). Empty: every input is cut.
+  std::vector<bool> whole_inputs;
+  // Outputs summed over the micro-batches (float32) instead of stacked by
+  // rows: a training graph's loss and gradient sums.
+  bool sum_outputs = false;
+};
+
 // One copy of a model spread over several slots (model parallelism,
 // placement.h): each part of the placed graph is a Replica of its own on a
 // slot of its context, holding only the weights its nodes read. A batch runs
@@ -40,16 +53,16 @@ class PipelineReplica {
   using DeviceMaker =
       std::function<absl::StatusOr<std::unique_ptr<Device>>(const SlotAssignment& context)>;
 
+  using Options = PipelineReplicaOptions;
+
   // `contexts`: the device map's slots by name; every part's context must be
-  // one (InvalidArgument naming it otherwise). With `slot_memory_limit` > 0,
-  // the weights placed on one context may take at most that many bytes:
-  // ResourceExhausted naming the context, its bytes and the limit. Plans
-  // each part once at one row, so that every value handed over has its
-  // element type (errors name the node, as ExecutionPlan's).
+  // one (InvalidArgument naming it otherwise). Plans each part once at one
+  // row, so that every value handed over has its element type (errors name
+  // the node, as ExecutionPlan's).
   static absl::StatusOr<std::unique_ptr<PipelineReplica>> Create(
       std::shared_ptr<const Model> model, PlacedGraph placed,
       const std::vector<SlotAssignment>& contexts, const DeviceMaker& make_device,
-      size_t slot_memory_limit = 0);
+      Options options = {});
 
   ~PipelineReplica();
 
@@ -59,12 +72,14 @@ class PipelineReplica {
   // Bytes of weights held on each context, by context name.
   const std::map<std::string, size_t>& weight_bytes() const { return weight_bytes_; }
 
-  // Runs `inputs` (host tensors in the model's input order, rows in dim 0)
-  // in `micro_batches` micro-batches of equal rows (the last may have
-  // fewer; at most one per row) and returns the outputs (host tensors).
-  // InvalidArgument for inputs that do not match the model's (count, dtype,
-  // rows) or micro_batches < 1; Unimplemented for a model whose plan is
-  // data-dependent or an output that does not keep the rows in dim 0; a
+  // Runs `inputs` (host tensors in the model's input order, rows in dim 0
+  // but for Options::whole_inputs) in `micro_batches` micro-batches of equal
+  // rows (the last may have fewer; at most one per row) and returns the
+  // outputs (host tensors; summed over the micro-batches with
+  // Options::sum_outputs). InvalidArgument for inputs that do not match the
+  // model's (count, dtype, rows) or micro_batches < 1; Unimplemented for a
+  // model whose plan is data-dependent, an output that does not keep the
+  // rows in dim 0 (or, summed, is not float32); a
   // part's error names its context and the node. Must not be called on a
   // slot's stream thread. With `this_run`, what each part did for this batch
   // (PartStats, one per part, in part order).
@@ -84,7 +99,10 @@ class PipelineReplica {
   struct Part;
   struct MicroBatch;
 
-  PipelineReplica(std::shared_ptr<const Model> model, PlacedGraph placed);
+  PipelineReplica(std::shared_ptr<const Model> model, PlacedGraph placed, Options options);
+  bool Whole(int value) const;  // Whether `value` is a model input passed whole.
+  // The rows of the first input cut by rows; -1 without one.
+  int64_t BatchRows(const std::vector<Tensor>& inputs) const;
   // Plans every part for micro-batches of `rows` rows.
   absl::StatusOr<std::vector<std::shared_ptr<ExecutionPlan>>> PlansFor(
       const std::vector<Tensor>& inputs, int64_t rows) const;
@@ -99,6 +117,7 @@ class PipelineReplica {
 
   std::shared_ptr<const Model> model_;
   PlacedGraph placed_;
+  Options options_;
   std::vector<std::unique_ptr<Part>> parts_;
   std::map<std::string, size_t> weight_bytes_;
 };

@@ -46,7 +46,8 @@ absl::StatusOr<std::unique_ptr<PipelineReplica>> Pipeline(std::shared_ptr<const 
   for (const SlotAssignment& s : Contexts()) names.push_back(s.name);
   absl::StatusOr<PlacedGraph> placed = PlaceGraph(model->graph(), *parsed, names);
   if (!placed.ok()) return placed.status();
-  return PipelineReplica::Create(std::move(model), *std::move(placed), Contexts(), CpuSlot, limit);
+  return PipelineReplica::Create(std::move(model), *std::move(placed), Contexts(), CpuSlot,
+                                 PipelineReplica::Options{limit});
 }
 
 // One slot's answer for rows [begin, begin + rows) of x.
