@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "core/base/client_text.h"
 #include "core/base/status_macros.h"
+#include "core/model/graph_rewrite.h"
 
 namespace replicad {
 namespace {
@@ -187,21 +188,6 @@ Graph PartGraph(const Graph& graph, const Forming& part, const std::vector<bool>
     }
   }
   return g;
-}
-
-}  // namespace
-
-namespace {
-
-// Per value, the node computing it (-1 for inputs and weights).
-std::vector<int> Producers(const Graph& graph) {
-  std::vector<int> producer(graph.values.size(), -1);
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    for (int v : graph.nodes[n].outputs) {
-      if (v >= 0) producer[v] = static_cast<int>(n);
-    }
-  }
-  return producer;
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/region_outputs.h"
 
 namespace replicad {
 namespace {
@@ -52,27 +53,6 @@ class ShmObject {
   char* at_;
 };
 
-// Answers with a buffer of its own for outputs outside shared memory.
-class TestOutputs : public InferOutputs {
- public:
-  using InferOutputs::InferOutputs;
-
- private:
-  absl::StatusOr<void*> Place(const TensorSpec&, const TensorType& type,
-                              const TensorRegion* region) override {
-    if (region != nullptr) return nullptr;
-    return static_cast<void*>(own_.emplace_back(ByteSize(type)).data());
-  }
-  std::vector<std::vector<char>> own_;
-};
-
-void SetRegion(google::protobuf::Map<std::string, inference::InferParameter>* parameters,
-               const std::string& region, uint64_t offset, uint64_t bytes) {
-  (*parameters)["shared_memory_region"].set_string_param(region);
-  (*parameters)["shared_memory_offset"].set_int64_param(static_cast<int64_t>(offset));
-  (*parameters)["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(bytes));
-}
-
 // A request for float32[4] "x" at `in_offset` of `in_region` and, with an
 // `out_region`, output "y" float32[4] at `out_offset` there.
 inference::ModelInferRequest Request(const std::string& in_region, uint64_t in_offset,
@@ -83,11 +63,11 @@ inference::ModelInferRequest Request(const std::string& in_region, uint64_t in_o
   input->set_name("x");
   input->set_datatype("FP32");
   input->add_shape(4);
-  SetRegion(input->mutable_parameters(), in_region, in_offset, 16);
+  testing::SetRegion(input->mutable_parameters(), in_region, in_offset, 16);
   if (!out_region.empty()) {
     auto* output = request.add_outputs();
     output->set_name("y");
-    SetRegion(output->mutable_parameters(), out_region, out_offset, 16);
+    testing::SetRegion(output->mutable_parameters(), out_region, out_offset, 16);
   }
   return request;
 }
@@ -118,7 +98,7 @@ TEST(InferenceRequestTest, AnAlignedInputIsReadAndAnAlignedOutputWrittenInPlace)
   in.bytes()[64 + 4] = 0x7f;
   EXPECT_EQ(static_cast<const char*>(input.data)[4], 0x7f);
 
-  TestOutputs outputs(std::move(decoded->output_regions));
+  testing::RegionOutputs outputs(std::move(decoded->output_regions));
   outputs.HoldInputs(std::move(decoded->inputs));
   absl::StatusOr<void*> y = outputs.AddOutput(kY, kY.type);
   ASSERT_TRUE(y.ok()) << y.status();
@@ -140,7 +120,7 @@ TEST(InferenceRequestTest, MisalignedRangesAreCopiedWithTheSameBytes) {
   ASSERT_EQ(decoded->inputs.copies.size(), 1u);
   EXPECT_EQ(std::memcmp(decoded->request.inputs[0].data, x, sizeof(x)), 0);
 
-  TestOutputs outputs(std::move(decoded->output_regions));
+  testing::RegionOutputs outputs(std::move(decoded->output_regions));
   absl::StatusOr<void*> y = outputs.AddOutput(kY, kY.type);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_NE(*y, object.bytes() + 102);
@@ -162,7 +142,7 @@ TEST(InferenceRequestTest, AnInputThatAnOutputOverlapsIsCopiedFirst) {
   EXPECT_TRUE(decoded->inputs.in_place.empty());
   ASSERT_EQ(decoded->inputs.copies.size(), 1u);
   const void* input = decoded->request.inputs[0].data;
-  TestOutputs outputs(std::move(decoded->output_regions));
+  testing::RegionOutputs outputs(std::move(decoded->output_regions));
   outputs.HoldInputs(std::move(decoded->inputs));
   absl::StatusOr<void*> y = outputs.AddOutput(kY, kY.type);
   ASSERT_TRUE(y.ok()) << y.status();
@@ -187,7 +167,7 @@ TEST(InferenceRequestTest, ARegionShrunkDuringTheRunFailsTheRequestNotTheDaemon)
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ASSERT_EQ(decoded->inputs.in_place.size(), 1u);
   const volatile char* input = static_cast<const char*>(decoded->request.inputs[0].data);
-  TestOutputs outputs(std::move(decoded->output_regions));
+  testing::RegionOutputs outputs(std::move(decoded->output_regions));
   outputs.HoldInputs(std::move(decoded->inputs));
   absl::StatusOr<void*> y = outputs.AddOutput(kY, kY.type);
   ASSERT_TRUE(y.ok()) << y.status();
@@ -197,8 +177,9 @@ TEST(InferenceRequestTest, ARegionShrunkDuringTheRunFailsTheRequestNotTheDaemon)
   std::memset(*y, 1, 16);  // The output's writes land on zeros too.
   absl::Status finished = outputs.FinishRegions();
   EXPECT_EQ(finished.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(finished.message()), testing::AllOf(HasSubstr("shared memory region 'r'"),
-                                                              HasSubstr("now holds 10 bytes")));
+  EXPECT_THAT(
+      std::string(finished.message()),
+      ::testing::AllOf(HasSubstr("shared memory region 'r'"), HasSubstr("now holds 10 bytes")));
 }
 
 }  // namespace

@@ -775,6 +775,47 @@ TEST(ReplicadStartupTest, AModelOverASlotsLimitServesPlacedOverTwo) {
   }
 }
 
+// A config.pbtxt's parameters place its model (placement over the slots
+// --devices names r0 and r1, micro_batches): it serves as one "pipeline"
+// replica; a micro_batches that is not a positive integer fails the load
+// naming the parameter and the file.
+TEST(ReplicadStartupTest, AConfigPbtxtPlacesItsModel) {
+  const std::filesystem::path repository = ::testing::TempDir() + "/placed_repo";
+  std::filesystem::create_directories(repository / "cnn" / "1");
+  std::ofstream(repository / "cnn" / "1" / "model.onnx", std::ios::binary)
+      << DefaultModelOnnxBytes();
+  const auto configure = [&](const std::string& micro_batches) {
+    std::ofstream(repository / "cnn" / "config.pbtxt")
+        << "name: \"cnn\"\nplatform: \"onnxruntime_onnx\"\nmax_batch_size: 64\n"
+        << "parameters { key: \"placement\" value { string_value: \"conv*->r0; fc*->r1\" } }\n"
+        << "parameters { key: \"micro_batches\" value { string_value: \"" << micro_batches
+        << "\" } }\n";
+  };
+  configure("0");
+  testing::CommandResult refused =
+      testing::RunCommand({testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
+                           "--devices", "cpu:0,cpu:0", "--model-repository", repository.string()});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.out, AllOf(HasSubstr("cnn/config.pbtxt"),
+                                 HasSubstr("parameters.micro_batches: expected an integer >= 1, "
+                                           "received '0'")));
+  configure("2");
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon =
+      DaemonProcess::Start({"--devices", "cpu:0,cpu:0", "--model-repository", repository.string()});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = *client::ReplicadClient::Connect((*daemon)->target(), {});
+  absl::StatusOr<v1::ModelInfo> info = client->GetModel("cnn");
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_EQ(info->replicas_size(), 1);
+  EXPECT_EQ(info->replicas(0).device(), "r0=cpu:0+r1=cpu:0");
+  v1::PredictRequest request;
+  request.set_model("cnn");
+  *request.add_inputs() = ToProto("image", testing::RandomTensor({5, 1, 28, 28}, 2));
+  absl::StatusOr<v1::PredictResponse> answer = client->Predict(request);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ((*daemon)->StopWith(SIGINT), 0) << (*daemon)->output();
+}
+
 // --no-winograd (direct convolutions on CPU slots) and --cpu-kernel-cache 0
 // (no oneDNN primitives kept beyond the plans') are accepted and serve; a
 // negative cache is refused naming the flag.

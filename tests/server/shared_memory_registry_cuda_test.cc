@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "server/inference_request.h"
 #include "server/shared_memory_registry.h"
+#include "tests/testing/region_outputs.h"
 #include "tests/testing/shared_device_memory_stand_in.h"
 
 namespace replicad {
@@ -120,27 +121,6 @@ TEST(SharedMemoryRegistryCudaTest, RefusalsNameTheRegionTheFieldAndTheValues) {
   EXPECT_EQ(without_cuda.RegisterCuda("r", handle, 0, 16).code(), absl::StatusCode::kUnimplemented);
 }
 
-// Answers with a buffer of its own for outputs outside shared memory.
-class TestOutputs : public InferOutputs {
- public:
-  using InferOutputs::InferOutputs;
-
- private:
-  absl::StatusOr<void*> Place(const TensorSpec&, const TensorType& type,
-                              const TensorRegion* region) override {
-    if (region != nullptr) return nullptr;
-    return static_cast<void*>(own_.emplace_back(ByteSize(type)).data());
-  }
-  std::vector<std::vector<char>> own_;
-};
-
-void SetRegion(google::protobuf::Map<std::string, inference::InferParameter>* parameters,
-               const std::string& region, uint64_t offset, uint64_t bytes) {
-  (*parameters)["shared_memory_region"].set_string_param(region);
-  (*parameters)["shared_memory_offset"].set_int64_param(static_cast<int64_t>(offset));
-  (*parameters)["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(bytes));
-}
-
 TEST(SharedMemoryRegistryCudaTest, AnInferenceReadsItsInputFromAndWritesItsOutputToGpuRegions) {
   testing::SharedDeviceMemoryStandIn gpus;
   const std::string in = gpus.Export(64), out = gpus.Export(64);
@@ -156,10 +136,10 @@ TEST(SharedMemoryRegistryCudaTest, AnInferenceReadsItsInputFromAndWritesItsOutpu
   input->set_name("x");
   input->set_datatype("FP32");
   input->add_shape(4);
-  SetRegion(input->mutable_parameters(), "in", 16, 16);
+  testing::SetRegion(input->mutable_parameters(), "in", 16, 16);
   auto* output = request.add_outputs();
   output->set_name("y");
-  SetRegion(output->mutable_parameters(), "out", 32, 16);
+  testing::SetRegion(output->mutable_parameters(), "out", 32, 16);
   RequestContext context;
   std::vector<WireBytes> none(1);
   absl::StatusOr<DecodedInfer> decoded = DecodeInferRequest(request, none, &registry, &context);
@@ -170,7 +150,7 @@ TEST(SharedMemoryRegistryCudaTest, AnInferenceReadsItsInputFromAndWritesItsOutpu
   ASSERT_EQ(got.bytes, 16u);
   EXPECT_EQ(std::memcmp(got.data, x, sizeof(x)), 0);
 
-  TestOutputs outputs(std::move(decoded->output_regions));
+  testing::RegionOutputs outputs(std::move(decoded->output_regions));
   outputs.HoldInputs(std::move(decoded->inputs));
   const TensorSpec y{"y", {DType::kFloat32, {4}}};
   absl::StatusOr<void*> place = outputs.AddOutput(y, y.type);

@@ -313,12 +313,7 @@ class CudaSharedMemory(unittest.TestCase):
         client.unregister_cuda_shared_memory()
         client.unregister_system_shared_memory()
 
-    def expect_error(self, status, fragments, fn):
-        with self.assertRaises(InferenceServerException) as caught:
-            fn()
-        self.assertEqual(caught.exception.status(), status)
-        for fragment in fragments:
-            self.assertIn(fragment, caught.exception.message())
+    expect_error = SharedMemory.expect_error
 
     def test_refusals_status_and_unregister_through_both_doors(self):
         unopened = "failed to register CUDA shared memory region 'gpu': failed to open CUDA IPC"

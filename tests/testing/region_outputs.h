@@ -1,0 +1,36 @@
+#ifndef REPLICAD_TESTS_TESTING_REGION_OUTPUTS_H_
+#define REPLICAD_TESTS_TESTING_REGION_OUTPUTS_H_
+
+#include <string>
+#include <vector>
+
+#include "server/inference_request.h"
+
+namespace replicad::testing {
+
+// The shared-memory request tests' writer: outputs placed in a region go
+// there (InferOutputs), the others into buffers of its own.
+class RegionOutputs : public InferOutputs {
+ public:
+  using InferOutputs::InferOutputs;
+
+ private:
+  absl::StatusOr<void*> Place(const TensorSpec&, const TensorType& type,
+                              const TensorRegion* region) override {
+    if (region != nullptr) return nullptr;
+    return static_cast<void*>(own_.emplace_back(ByteSize(type)).data());
+  }
+  std::vector<std::vector<char>> own_;
+};
+
+// A tensor's parameters naming [offset, offset + bytes) of `region`.
+inline void SetRegion(google::protobuf::Map<std::string, inference::InferParameter>* parameters,
+                      const std::string& region, uint64_t offset, uint64_t bytes) {
+  (*parameters)["shared_memory_region"].set_string_param(region);
+  (*parameters)["shared_memory_offset"].set_int64_param(static_cast<int64_t>(offset));
+  (*parameters)["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(bytes));
+}
+
+}  // namespace replicad::testing
+
+#endif  // REPLICAD_TESTS_TESTING_REGION_OUTPUTS_H_
