@@ -38,7 +38,7 @@ struct Trained {
   std::map<std::string, Tensor> weights;
 };
 
-Trained OneSlot(const OptimizerConfig& optimizer) {
+Trained OneSlotTraining(const OptimizerConfig& optimizer) {
   std::shared_ptr<const Model> model = testing::LoadForTraining(testing::ConvNetOnnx(7));
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   std::vector<TrainerSlot> slots;
@@ -99,7 +99,7 @@ Trained Pipelined(const OptimizerConfig& optimizer, int micro_batches) {
 TEST(PipelineTrainerTest, TrainsLikeOneSlot) {
   const std::vector<OptimizerConfig> optimizers = testing::TrainingOptimizers();
   for (const OptimizerConfig& optimizer : {optimizers[0], optimizers[1]}) {
-    const Trained one = OneSlot(optimizer);
+    const Trained one = OneSlotTraining(optimizer);
     ASSERT_EQ(one.losses.size(), static_cast<size_t>(kSteps));
     EXPECT_NE(one.losses.front(), one.losses.back()) << "training moved nothing";
     for (int micro_batches : {1, 4}) {
