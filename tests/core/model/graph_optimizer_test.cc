@@ -324,6 +324,36 @@ TEST(GraphOptimizerTest, MatMulAbsorbsItsBiasAndAnExactGelu) {
   }
 }
 
+// The exact GELU after a node no product precedes (here an Add of two
+// inputs) becomes one Gelu node: the Add and the Gelu are left, and the
+// answer is GELU's within oneDNN's polynomial erf.
+TEST(GraphOptimizerTest, AnExactGeluAfterAnAddIsOneGeluNode) {
+  OnnxModelBuilder builder("add_gelu");
+  builder.AddInitializer("sqrt2", Scalar(1.4142135381698608f));
+  builder.AddInitializer("one", Scalar(1.0f));
+  builder.AddInitializer("half", Scalar(0.5f));
+  builder.AddNode("Add", {"x", "z"}, {"h"});
+  builder.AddNode("Div", {"h", "sqrt2"}, {"t"});
+  builder.AddNode("Erf", {"t"}, {"e"});
+  builder.AddNode("Add", {"e", "one"}, {"a"});
+  builder.AddNode("Mul", {"h", "a"}, {"g"});
+  builder.AddNode("Mul", {"g", "half"}, {"y"});
+  builder.AddInput("x", DType::kFloat32, {kAnyDim, 5});
+  builder.AddInput("z", DType::kFloat32, {kAnyDim, 5});
+  builder.AddOutput("y", DType::kFloat32, {kAnyDim, 5});
+  std::shared_ptr<const Model> model = testing::LoadOrDie(builder.Serialize(), "m");
+  ASSERT_EQ(model->graph().nodes.size(), 2u);
+  EXPECT_EQ(model->graph().nodes[0].op_type, "Add");
+  EXPECT_EQ(model->graph().nodes[1].op_type, "Gelu");
+  const Tensor x = RandomTensor({4, 5}, 75), z = RandomTensor({4, 5}, 76);
+  std::vector<Tensor> y = RunOnce(model, {x, z});
+  ASSERT_EQ(y.size(), 1u);
+  for (int i = 0; i < 20; ++i) {
+    const double h = static_cast<double>(x.data<float>()[i] + z.data<float>()[i]);
+    EXPECT_NEAR(y[0].data<float>()[i], 0.5 * h * (1 + std::erf(h / std::sqrt(2.0))), 1e-5) << i;
+  }
+}
+
 }  // namespace
 }  // namespace replicad
 

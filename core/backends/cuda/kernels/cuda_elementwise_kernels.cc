@@ -179,6 +179,15 @@ KernelOrStatus MakeCudaActivationKernel(const KernelSpec& spec, CudaKernelContex
   if (op == "HardSwish") f.op = CudaUnaryOp::kHardSwish;
   if (op == "Sqrt") f.op = CudaUnaryOp::kSqrt;
   if (op == "Erf") f.op = CudaUnaryOp::kErf;
+  if (op == "Gelu") {
+    absl::StatusOr<std::string> approximate =
+        spec.attributes != nullptr ? spec.attributes->GetString("approximate", "none")
+                                   : absl::StatusOr<std::string>("none");
+    if (!approximate.ok() || *approximate != "none") {
+      return NodeUnimplemented(spec, "the CUDA backend computes Gelu with approximate 'none' only");
+    }
+    f.op = CudaUnaryOp::kGelu;
+  }
   if (op == "Clip") {
     // Bounds that are data (not known when the plan is made) are rare; the
     // CPU backend reads them per run, this one needs them now.

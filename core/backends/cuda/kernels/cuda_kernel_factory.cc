@@ -39,6 +39,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"Expand", MakeCudaIndexMapKernel},
     {"Flatten", MakeCudaCopyKernel},
     {"Gather", MakeCudaGatherKernel},
+    {"Gelu", MakeCudaActivationKernel},
     {"Gemm", MakeCudaGemmKernel},
     {"GlobalAveragePool", MakeCudaPoolKernel},
     {"HardSigmoid", MakeCudaActivationKernel},

@@ -27,7 +27,7 @@ enum class CudaUnaryOp {
   kHardSigmoid,
   kHardSwish,
   kSwish,  // x * sigmoid(alpha * x); only as a Conv's or Gemm's fused activation.
-  kGelu,   // x / 2 * (1 + erf(x / sqrt(2))); only as a fused activation.
+  kGelu,   // x / 2 * (1 + erf(x / sqrt(2))): Gelu (approximate none), fused or not.
   kSqrt,
   kErf,
 };
