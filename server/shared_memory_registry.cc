@@ -360,7 +360,16 @@ absl::Status SharedMemoryRegistry::RegisterCuda(const std::string& name,
         kCuda);
   }
   const uint64_t allocation = (*memory)->bytes();
-  if (allocation != 0 && byte_size > allocation) {
+  if (allocation == 0) {
+    // Unbounded, a client's byte_size could send copies past its allocation:
+    // on a GPU that is an illegal address, which ends every slot of the GPU.
+    return Prefixed(name,
+                    absl::FailedPreconditionError(
+                        "the CUDA driver did not report the allocation's size "
+                        "(cuMemGetAddressRange), so the region's bounds cannot be checked"),
+                    kCuda);
+  }
+  if (byte_size > allocation) {
     return Prefixed(
         name,
         absl::InvalidArgumentError(absl::StrCat("invalid args: byte_size ", byte_size,

@@ -21,8 +21,8 @@ class SharedDeviceMemory {
   virtual ~SharedDeviceMemory() = default;
 
   // The allocation's size as the driver reports it, from the opened address
-  // on; 0 where the driver cannot tell (then only the client's word bounds
-  // a region).
+  // on; 0 where the driver cannot tell (then no copy is made: a region is
+  // refused rather than bounded by the client's word).
   virtual uint64_t bytes() const = 0;
   // Which GPU holds it (CUDA's device ordinal).
   virtual int device() const = 0;

@@ -104,6 +104,11 @@ TEST(SharedMemoryRegistryCudaTest, RefusalsNameTheRegionTheFieldAndTheValues) {
   EXPECT_EQ(Text(refused("r", handle, 0, 257)),
             "failed to register CUDA shared memory region 'r': invalid args: byte_size 257 runs "
             "past the end of the GPU allocation the handle names, which holds 256 bytes");
+  // Without the allocation's size from the driver, a region is not bounded
+  // by the client's word alone: refused.
+  s = refused("r", gpus.Export(256, 0, /*size_reported=*/false), 0, 64);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Text(s), HasSubstr("did not report the allocation's size"));
   EXPECT_EQ(gpus.open(), 0);  // Every refused open closed again.
 
   // One namespace with system regions, as Triton's.

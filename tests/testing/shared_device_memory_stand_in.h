@@ -17,18 +17,20 @@ namespace replicad::testing {
 
 // Clients' "GPU allocations" in host memory, for the CUDA shared-memory
 // paths on machines without a GPU: Export makes an allocation of `bytes`
-// zeros on GPU `device` and returns its 64-byte handle; Opener() opens such
+// zeros on GPU `device` and returns its 64-byte handle (with
+// `size_reported` false, its bytes() is 0, as where the driver cannot tell
+// an allocation's size); Opener() opens such
 // handles as SharedDeviceMemory (unknown handles, and a device other than
 // the allocation's, fail as CUDA refuses them: InvalidArgument), and
 // bytes(handle) is the client's own view of the allocation. Thread-safe.
 class SharedDeviceMemoryStandIn {
  public:
-  std::string Export(size_t bytes, int device = 0) {
+  std::string Export(size_t bytes, int device = 0, bool size_reported = true) {
     absl::MutexLock lock(&mu_);
     std::string handle(kIpcHandleBytes, '\0');
     const std::string tag = absl::StrCat("stand-in allocation ", allocations_.size());
     std::memcpy(handle.data(), tag.data(), tag.size());
-    allocations_[handle] = {device, std::make_shared<std::vector<char>>(bytes, 0)};
+    allocations_[handle] = {device, std::make_shared<std::vector<char>>(bytes, 0), size_reported};
     return handle;
   }
 
@@ -50,7 +52,7 @@ class SharedDeviceMemoryStandIn {
         return absl::InvalidArgumentError("cudaIpcOpenMemHandle: invalid argument (stand-in)");
       }
       return std::unique_ptr<SharedDeviceMemory>(
-          new Opened(it->second.device, it->second.memory, open_));
+          new Opened(it->second.device, it->second.memory, it->second.size_reported, open_));
     };
   }
 
@@ -58,16 +60,21 @@ class SharedDeviceMemoryStandIn {
   struct Allocation {
     int device = 0;
     std::shared_ptr<std::vector<char>> memory;
+    bool size_reported = true;
   };
 
   class Opened final : public SharedDeviceMemory {
    public:
-    Opened(int device, std::shared_ptr<std::vector<char>> memory, std::shared_ptr<int> open)
-        : device_(device), memory_(std::move(memory)), open_(std::move(open)) {
+    Opened(int device, std::shared_ptr<std::vector<char>> memory, bool size_reported,
+           std::shared_ptr<int> open)
+        : device_(device),
+          memory_(std::move(memory)),
+          size_reported_(size_reported),
+          open_(std::move(open)) {
       ++*open_;
     }
     ~Opened() override { --*open_; }
-    uint64_t bytes() const override { return memory_->size(); }
+    uint64_t bytes() const override { return size_reported_ ? memory_->size() : 0; }
     int device() const override { return device_; }
     uintptr_t address() const override { return reinterpret_cast<uintptr_t>(memory_->data()); }
     absl::Status CopyToHost(uint64_t offset, size_t n, void* out) const override {
@@ -84,6 +91,7 @@ class SharedDeviceMemoryStandIn {
    private:
     int device_;
     std::shared_ptr<std::vector<char>> memory_;
+    bool size_reported_;
     std::shared_ptr<int> open_;
   };
 

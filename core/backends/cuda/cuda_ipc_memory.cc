@@ -69,7 +69,7 @@ class CudaIpcMemory final : public SharedDeviceMemory {
 
  private:
   absl::Status CheckRange(uint64_t offset, size_t n) const {
-    if (bytes_ != 0 && (offset > bytes_ || n > bytes_ - offset)) {
+    if (offset > bytes_ || n > bytes_ - offset) {
       return absl::InternalError(absl::StrCat("a copy of bytes ", offset, " to ", offset + n,
                                               " of a shared allocation of ", bytes_, " bytes on ",
                                               name_));
