@@ -38,6 +38,7 @@ struct Options {
   std::string device = "cpu:0";
   bool tf32 = false;
   bool cudnn_deterministic = true;
+  std::string precision = "fp32";
   int threads = 1;
   int iterations = 10;
   int warmup = 2;
@@ -83,6 +84,10 @@ absl::StatusOr<Timing> Run(const Options& options, StepPhases* phases) {
                           graph.values[graph.outputs[0]].name};
   trainer_options.optimizer.learning_rate = 0.01f;
   trainer_options.optimizer.momentum = 0.9f;
+  absl::StatusOr<ComputePrecision> precision =
+      ParseTrainingPrecision(options.precision, "--precision");
+  if (!precision.ok()) return precision.status();
+  trainer_options.precision = *precision;
   TrainerReduction reduction;
   reduction.slot_all_reduce = &CreateSlotAllReduce;
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
@@ -137,6 +142,7 @@ int Main(int argc, char** argv) {
   app.add_option("--device", options.device, "Device of every slot, e.g. cuda:0")
       ->capture_default_str();
   app.add_flag("--tf32", options.tf32, "CUDA slots: TF32 tensor cores");
+  app.add_option("--precision", options.precision, "Training precision: fp32, bf16, fp16, tf32");
   app.add_flag("--cudnn-deterministic,!--no-cudnn-deterministic", options.cudnn_deterministic,
                "CUDA slots: reproducible cuDNN convolution algorithms (default on)");
   app.add_option("--threads", options.threads, "CPU slots: OpenMP threads per slot")

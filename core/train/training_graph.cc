@@ -296,6 +296,18 @@ absl::StatusOr<TrainingGraph> Build(const Graph& model, const LossSpec& loss,
   if (precision == ComputePrecision::kFloat16) {
     RoundProductsToFloat16(&result, Float16Products(result, origins));
   }
+  if (precision == ComputePrecision::kBFloat16) {
+    // The backward pass's weight products as autocast's: the MatMul and
+    // Gemm nodes the gradient rules of the forward pass's products emitted
+    // read bfloat16 operands and sum float32 (the CPU kernels read the mark;
+    // ConvGradData and ConvGradFilter compute float32).
+    for (int n : Float16Products(result, origins)) {
+      Node& node = result.graph.nodes[n];
+      if (n >= result.first_backward_node && (node.op_type == "MatMul" || node.op_type == "Gemm")) {
+        node.attributes.Set(kPrecisionAttribute, AttributeValue(std::string("bf16")));
+      }
+    }
+  }
   return result;
 }
 

@@ -64,7 +64,8 @@ using ValueTypes = std::vector<std::optional<TensorType>>;
 // not declare are read from UndeclaredTypes on the CPU backend's host folding
 // device.
 // With `precision` bf16, the forward pass's Conv, Gemm and MatMul nodes
-// that read a parameter are marked to compute so (compute_precision.h); with
+// that read a parameter are marked to compute so (compute_precision.h), and
+// the MatMul and Gemm nodes their gradient rules emit too; with
 // fp16 they and the products of their gradients read and write float16 values
 // and the loss's gradient is scaled (float16_products.h); with tf32 every
 // product, forward and backward, is marked (TF32 on CUDA slots).

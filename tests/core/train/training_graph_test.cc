@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/npy.h"
 #include "core/backends/cpu/cpu_backend.h"
+#include "core/model/compute_precision.h"
 #include "core/model/execution_plan.h"
 #include "core/model/onnx_builder.h"
 #include "core/model/onnx_import.h"
@@ -182,6 +183,30 @@ TEST(TrainingGraphTest, ConvNetGradientsMatchFiniteDifferences) {
   for (int i = 0; i < 5; ++i) labels.data<int64_t>()[i] = (i * 3) % 4;
   TrainingRun run(*training, *model, {testing::RandomTensor({5, 2, 6, 6}, 9)}, labels);
   ExpectGradientsMatchFiniteDifferences(run);
+}
+
+// bf16: the forward pass's weight products and, in the backward pass, the
+// MatMul and Gemm nodes their gradient rules emit are marked bf16 (as
+// autocast's backward reads bfloat16); the convolution's gradients are not
+// (the CPU's ConvGradData and ConvGradFilter compute float32).
+TEST(TrainingGraphTest, BFloat16MarksTheWeightProductsAndTheirMatrixGradients) {
+  std::shared_ptr<const Model> model = testing::LoadForTraining(testing::ConvNetOnnx(1));
+  absl::StatusOr<TrainingGraph> training =
+      BuildTrainingGraph(model->graph(), LossSpec{LossSpec::Kind::kSoftmaxCrossEntropy, "logits"},
+                         ComputePrecision::kBFloat16);
+  ASSERT_TRUE(training.ok()) << training.status();
+  std::vector<std::string> forward, backward;
+  for (size_t n = 0; n < training->graph.nodes.size(); ++n) {
+    const Node& node = training->graph.nodes[n];
+    if (!node.attributes.Has(kPrecisionAttribute)) continue;
+    (static_cast<int>(n) < training->first_backward_node ? forward : backward)
+        .push_back(node.op_type);
+  }
+  EXPECT_THAT(forward, ::testing::UnorderedElementsAre("Conv", "Gemm"));
+  ASSERT_FALSE(backward.empty());
+  for (const std::string& op : backward) {
+    EXPECT_TRUE(op == "MatMul" || op == "Gemm") << op;
+  }
 }
 
 TEST(TrainingGraphTest, ProbabilityTargetsGiveTheSameGradientAsOneHotLabels) {
