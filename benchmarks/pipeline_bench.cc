@@ -77,7 +77,10 @@ absl::StatusOr<std::unique_ptr<PipelineReplica>> Place(std::shared_ptr<const Mod
     absl::StatusOr<NodeCosts> costs =
         MeasureNodeCosts(model, CreateCpuDevice(cpu, CpuSlotOptions{threads}), 8);
     if (!costs.ok()) return costs.status();
-    placed = PlaceNodes(model->graph(), BalancedContexts(model->graph(), *costs, names));
+    absl::StatusOr<std::vector<std::string>> context_of =
+        BalancedContexts(model->graph(), *costs, names);
+    if (!context_of.ok()) return context_of.status();
+    placed = PlaceNodes(model->graph(), *context_of);
   } else {
     absl::StatusOr<std::vector<PlacementRule>> parsed = ParsePlacement(rules, "--placement");
     if (!parsed.ok()) return parsed.status();

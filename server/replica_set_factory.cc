@@ -135,7 +135,8 @@ absl::StatusOr<PlacedGraph> AutoPlace(const std::shared_ptr<const Model>& model,
   REPLICAD_ASSIGN_OR_RETURN(NodeCosts costs,
                             MeasureNodeCosts(model, std::move(device), kAutoPlacementRows));
   const Graph& graph = model->graph();
-  const std::vector<std::string> context_of = BalancedContexts(graph, costs, contexts);
+  REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::string> context_of,
+                            BalancedContexts(graph, costs, contexts, options.slot_memory_limit));
   std::string summary;
   for (size_t n = 0; n < context_of.size();) {
     size_t end = n;

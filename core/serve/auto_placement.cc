@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -85,8 +86,38 @@ absl::StatusOr<NodeCosts> MeasureNodeCosts(std::shared_ptr<const Model> model,
   return costs;
 }
 
-std::vector<std::string> BalancedContexts(const Graph& graph, const NodeCosts& costs,
-                                          const std::vector<std::string>& contexts) {
+namespace {
+
+// weights[c]: bytes of the initializers nodes [first, c) read, each once,
+// for c in (first, nodes]; 0 up to first.
+std::vector<size_t> RunWeights(const Graph& graph, int64_t first) {
+  std::vector<size_t> weights(graph.nodes.size() + 1, 0);
+  std::set<int> seen;
+  size_t bytes = 0;
+  for (size_t n = static_cast<size_t>(first); n < graph.nodes.size(); ++n) {
+    for (int v : graph.nodes[n].inputs) {
+      auto weight = graph.initializers.find(v);
+      if (weight != graph.initializers.end() && seen.insert(v).second) {
+        bytes += weight->second.byte_size();
+      }
+    }
+    weights[n + 1] = bytes;
+  }
+  return weights;
+}
+
+absl::Status DoesNotFit(const std::string& context, size_t bytes, size_t limit) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "placement auto: context '", context, "' would hold ", bytes, " bytes of weights, over its ",
+      limit, " bytes (--slot-memory-limit), wherever the cut before it falls"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> BalancedContexts(const Graph& graph,
+                                                          const NodeCosts& costs,
+                                                          const std::vector<std::string>& contexts,
+                                                          size_t memory_limit) {
   const int64_t nodes = static_cast<int64_t>(graph.nodes.size());
   const int64_t k_contexts = static_cast<int64_t>(contexts.size());
   std::vector<double> prefix(nodes + 1, 0);
@@ -115,7 +146,14 @@ std::vector<std::string> BalancedContexts(const Graph& graph, const NodeCosts& c
   for (int64_t k = 1; k < k_contexts; ++k) {
     const double target = total * static_cast<double>(k) / static_cast<double>(k_contexts);
     const int64_t first = std::min(cuts.back() + 1, nodes);
-    const int64_t last = std::max(first, nodes - (k_contexts - k));
+    int64_t last = std::max(first, nodes - (k_contexts - k));
+    if (memory_limit > 0) {
+      const std::vector<size_t> weights = RunWeights(graph, cuts.back());
+      if (weights[first] > memory_limit) {
+        return DoesNotFit(contexts[k - 1], weights[first], memory_limit);
+      }
+      while (last > first && weights[last] > memory_limit) --last;
+    }
     int64_t best = first;
     for (int64_t c = first; c <= last; ++c) {
       const double off = std::fabs(prefix[c] - target), best_off = std::fabs(prefix[best] - target);
@@ -127,6 +165,9 @@ std::vector<std::string> BalancedContexts(const Graph& graph, const NodeCosts& c
       }
     }
     cuts.push_back(best);
+  }
+  if (memory_limit > 0 && RunWeights(graph, cuts.back())[nodes] > memory_limit) {
+    return DoesNotFit(contexts.back(), RunWeights(graph, cuts.back())[nodes], memory_limit);
   }
   cuts.push_back(nodes);
   std::vector<std::string> context_of(nodes);

@@ -39,8 +39,13 @@ absl::StatusOr<NodeCosts> MeasureNodeCosts(std::shared_ptr<const Model> model,
 // k / contexts.size() of the total (the closest cut when none does), and among
 // those is the one the fewest bytes cross (values computed before it and read
 // after). Every context gets at least one node when there are as many nodes.
-std::vector<std::string> BalancedContexts(const Graph& graph, const NodeCosts& costs,
-                                          const std::vector<std::string>& contexts);
+// With `memory_limit` > 0, each run's weights (the initializers its nodes
+// read) must fit in it: a cut is taken no later than the last that fits, and
+// ResourceExhausted names the context and its bytes when none does.
+absl::StatusOr<std::vector<std::string>> BalancedContexts(const Graph& graph,
+                                                          const NodeCosts& costs,
+                                                          const std::vector<std::string>& contexts,
+                                                          size_t memory_limit = 0);
 
 }  // namespace replicad
 
