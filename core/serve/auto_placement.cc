@@ -106,6 +106,24 @@ std::vector<size_t> RunWeights(const Graph& graph, int64_t first) {
   return weights;
 }
 
+// Among cuts [first, last]: those within `window` of `target` cost before
+// them, the one the fewest bytes cross (the closer to the target on a tie);
+// with none within, the closest.
+int64_t BestCut(const std::vector<double>& prefix, const std::vector<double>& crossing,
+                int64_t first, int64_t last, double target, double window) {
+  int64_t best = first;
+  for (int64_t c = first; c <= last; ++c) {
+    const double off = std::fabs(prefix[c] - target), best_off = std::fabs(prefix[best] - target);
+    const bool in = off <= window, best_in = best_off <= window;
+    if ((in && !best_in) || (!in && !best_in && off < best_off) ||
+        (in && best_in &&
+         (crossing[c] < crossing[best] || (crossing[c] == crossing[best] && off < best_off)))) {
+      best = c;
+    }
+  }
+  return best;
+}
+
 absl::Status DoesNotFit(const std::string& context, size_t bytes, size_t limit) {
   return absl::ResourceExhaustedError(absl::StrCat(
       "placement auto: context '", context, "' would hold ", bytes, " bytes of weights, over its ",
@@ -154,17 +172,7 @@ absl::StatusOr<std::vector<std::string>> BalancedContexts(const Graph& graph,
       }
       while (last > first && weights[last] > memory_limit) --last;
     }
-    int64_t best = first;
-    for (int64_t c = first; c <= last; ++c) {
-      const double off = std::fabs(prefix[c] - target), best_off = std::fabs(prefix[best] - target);
-      const bool in = off <= window, best_in = best_off <= window;
-      if ((in && !best_in) || (!in && !best_in && off < best_off) ||
-          (in && best_in &&
-           (crossing[c] < crossing[best] || (crossing[c] == crossing[best] && off < best_off)))) {
-        best = c;
-      }
-    }
-    cuts.push_back(best);
+    cuts.push_back(BestCut(prefix, crossing, first, last, target, window));
   }
   if (memory_limit > 0 && RunWeights(graph, cuts.back())[nodes] > memory_limit) {
     return DoesNotFit(contexts.back(), RunWeights(graph, cuts.back())[nodes], memory_limit);
