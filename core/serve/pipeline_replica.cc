@@ -170,10 +170,11 @@ struct PipelineReplica::MicroBatch {
   std::map<int, Tensor> handed;
   std::vector<absl::Status> status;
   std::vector<absl::Notification> done;
+  std::vector<bool> ran;           // Per part: it ran (not stopped, not cancelled).
   std::vector<double> seconds;     // Per part, once done.
   std::vector<uint64_t> bytes_in;  // Per part, once done.
   explicit MicroBatch(size_t parts)
-      : status(parts), done(parts), seconds(parts, 0), bytes_in(parts, 0) {}
+      : status(parts), done(parts), ran(parts, false), seconds(parts, 0), bytes_in(parts, 0) {}
 };
 
 absl::Status PipelineReplica::CheckInputs(const std::vector<Tensor>& inputs,
@@ -201,7 +202,8 @@ absl::Status PipelineReplica::CheckInputs(const std::vector<Tensor>& inputs,
   return absl::OkStatus();
 }
 
-void PipelineReplica::RunPart(size_t p, MicroBatch* run, const std::vector<Tensor>& inputs) {
+void PipelineReplica::RunPart(size_t p, MicroBatch* run, const std::vector<Tensor>& inputs,
+                              const std::function<absl::Status()>* still_wanted) {
   Part& part = *parts_[p];
   for (int a : part.after) {
     run->done[a].WaitForNotification();
@@ -210,6 +212,7 @@ void PipelineReplica::RunPart(size_t p, MicroBatch* run, const std::vector<Tenso
           absl::StrCat("not run: the part on context '", parts_[a]->context, "' failed"));
     }
   }
+  if (run->status[p].ok() && still_wanted != nullptr) run->status[p] = (*still_wanted)();
   if (run->status[p].ok()) {
     const Graph& whole = model_->graph();
     const Graph& graph = placed_.parts[p].graph;
@@ -236,6 +239,7 @@ void PipelineReplica::RunPart(size_t p, MicroBatch* run, const std::vector<Tenso
     const auto start = std::chrono::steady_clock::now();
     run->status[p] = part.replica->RunOnHost(*(*run->plans)[p], in.data(), out.data());
     const double seconds = SecondsSince(start);
+    run->ran[p] = true;
     run->seconds[p] = seconds;
     run->bytes_in[p] = bytes_in;
     if (!run->status[p].ok()) run->status[p] = InContext(part.context, run->status[p]);
@@ -247,9 +251,9 @@ void PipelineReplica::RunPart(size_t p, MicroBatch* run, const std::vector<Tenso
   run->done[p].Notify();
 }
 
-absl::StatusOr<std::vector<Tensor>> PipelineReplica::Run(const std::vector<Tensor>& inputs,
-                                                         int micro_batches,
-                                                         std::vector<PartStats>* this_run) {
+absl::StatusOr<std::vector<Tensor>> PipelineReplica::Run(
+    const std::vector<Tensor>& inputs, int micro_batches, std::vector<PartStats>* this_run,
+    const std::function<absl::Status()>* still_wanted) {
   REPLICAD_RETURN_IF_ERROR(CheckInputs(inputs, micro_batches));
   const Graph& whole = model_->graph();
   const int64_t rows = BatchRows(inputs);
@@ -283,8 +287,9 @@ absl::StatusOr<std::vector<Tensor>> PipelineReplica::Run(const std::vector<Tenso
   // so no slot waits on work queued behind its own.
   for (size_t p = 0; p < parts_.size(); ++p) {
     for (auto& run : runs) {
-      parts_[p]->replica->device().Enqueue(
-          [this, p, run = run.get(), &inputs] { RunPart(p, run, inputs); });
+      parts_[p]->replica->device().Enqueue([this, p, run = run.get(), &inputs, still_wanted] {
+        RunPart(p, run, inputs, still_wanted);
+      });
     }
   }
   absl::Status failed;
@@ -302,7 +307,7 @@ absl::StatusOr<std::vector<Tensor>> PipelineReplica::Run(const std::vector<Tenso
       PartStats& part = (*this_run)[p];
       part.context = parts_[p]->context;
       for (auto& run : runs) {
-        ++part.runs;
+        part.runs += run->ran[p] ? 1 : 0;
         part.busy_seconds += run->seconds[p];
         part.bytes_in += run->bytes_in[p];
       }

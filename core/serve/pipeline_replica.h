@@ -89,8 +89,14 @@ class PipelineReplica {
     double busy_seconds = 0;  // Computing them.
     uint64_t bytes_in = 0;    // Of values read from other parts.
   };
-  absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, int micro_batches,
-                                          std::vector<PartStats>* this_run = nullptr);
+  // With `still_wanted`, each part asks it before each micro-batch (on its
+  // slot's thread; thread-safe and cheap): an error stops the batch there,
+  // the parts after it do not run, and Run returns that error (a deadline's,
+  // a cancellation's).
+  absl::StatusOr<std::vector<Tensor>> Run(
+      const std::vector<Tensor>& inputs, int micro_batches,
+      std::vector<PartStats>* this_run = nullptr,
+      const std::function<absl::Status()>* still_wanted = nullptr);
 
   // What each part did since Create.
   std::vector<PartStats> Stats() const;
@@ -113,7 +119,8 @@ class PipelineReplica {
       const std::vector<std::shared_ptr<ExecutionPlan>>& plans, int64_t chunk, int64_t rows) const;
   // Part `p` on micro-batch `run`, on its slot's stream thread: waits for the
   // parts it reads from, runs, and says it is done (also when it failed).
-  void RunPart(size_t p, MicroBatch* run, const std::vector<Tensor>& inputs);
+  void RunPart(size_t p, MicroBatch* run, const std::vector<Tensor>& inputs,
+               const std::function<absl::Status()>* still_wanted);
 
   std::shared_ptr<const Model> model_;
   PlacedGraph placed_;

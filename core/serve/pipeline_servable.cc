@@ -70,7 +70,9 @@ void PipelineServable::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> s
     }
     const auto start = std::chrono::steady_clock::now();
     std::vector<PipelineReplica::PartStats> parts;
-    absl::StatusOr<std::vector<Tensor>> outputs = pipeline_->Run(inputs, micro_batches_, &parts);
+    const std::function<absl::Status()>* wanted = still_wanted ? &still_wanted : nullptr;
+    absl::StatusOr<std::vector<Tensor>> outputs =
+        pipeline_->Run(inputs, micro_batches_, &parts, wanted);
     slices[0].seconds = SecondsSince(start);
     if (observer_ != nullptr && !parts.empty()) {
       observer_->OnPipelineRun(pipeline_->model().name(), parts, slices[0].seconds);

@@ -10,7 +10,9 @@
 
 #include "core/serve/pipeline_replica.h"
 
+#include <atomic>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -143,6 +145,29 @@ TEST(PipelineReplicaTest, TheSlotMemoryLimitRefusesWhatOnlyTwoContextsHold) {
   const Tensor x = testing::RandomTensor({4, kWidth}, 3);
   absl::StatusOr<std::vector<Tensor>> y = (*two)->Run({x}, 2);
   ASSERT_TRUE(y.ok()) << y.status();
+}
+
+// A batch no longer wanted (its deadline passed) stops where a part asks:
+// Run answers that error, and no part runs a micro-batch after it.
+TEST(PipelineReplicaTest, ABatchNoLongerWantedStopsBetweenMicroBatches) {
+  std::shared_ptr<const Model> model =
+      testing::LoadOrDie(testing::MatMulChainOnnx(kLayers, kWidth), "chain");
+  absl::StatusOr<std::unique_ptr<PipelineReplica>> pipeline =
+      Pipeline(model, "layer0*->dev0; layer4*->dev1");
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  std::atomic<int> asked{0};
+  const std::function<absl::Status()> wanted = [&asked]() -> absl::Status {
+    return ++asked > 3 ? absl::DeadlineExceededError("deadline passed") : absl::OkStatus();
+  };
+  std::vector<PipelineReplica::PartStats> parts;
+  absl::StatusOr<std::vector<Tensor>> y =
+      (*pipeline)->Run({testing::RandomTensor({8, kWidth}, 2)}, 8, &parts, &wanted);
+  EXPECT_EQ(y.status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].runs + parts[1].runs, 3u);  // This batch's: what ran.
+  uint64_t ran = 0;
+  for (const PipelineReplica::PartStats& stats : (*pipeline)->Stats()) ran += stats.runs;
+  EXPECT_EQ(ran, 3u);  // Exactly the three asks answered OK ran.
 }
 
 TEST(PipelineReplicaTest, BadInputsAreRefusedNamingTheInput) {
