@@ -170,11 +170,13 @@ struct PipelineReplica::MicroBatch {
   std::map<int, Tensor> handed;
   std::vector<absl::Status> status;
   std::vector<absl::Notification> done;
-  std::vector<bool> ran;           // Per part: it ran (not stopped, not cancelled).
+  // Per part: it ran (not stopped, not cancelled). Not vector<bool>: parts
+  // set their own element from their own threads, and its bits share words.
+  std::vector<char> ran;
   std::vector<double> seconds;     // Per part, once done.
   std::vector<uint64_t> bytes_in;  // Per part, once done.
   explicit MicroBatch(size_t parts)
-      : status(parts), done(parts), ran(parts, false), seconds(parts, 0), bytes_in(parts, 0) {}
+      : status(parts), done(parts), ran(parts, 0), seconds(parts, 0), bytes_in(parts, 0) {}
 };
 
 absl::Status PipelineReplica::CheckInputs(const std::vector<Tensor>& inputs,
@@ -239,7 +241,7 @@ void PipelineReplica::RunPart(size_t p, MicroBatch* run, const std::vector<Tenso
     const auto start = std::chrono::steady_clock::now();
     run->status[p] = part.replica->RunOnHost(*(*run->plans)[p], in.data(), out.data());
     const double seconds = SecondsSince(start);
-    run->ran[p] = true;
+    run->ran[p] = 1;
     run->seconds[p] = seconds;
     run->bytes_in[p] = bytes_in;
     if (!run->status[p].ok()) run->status[p] = InContext(part.context, run->status[p]);
@@ -307,7 +309,7 @@ absl::StatusOr<std::vector<Tensor>> PipelineReplica::Run(
       PartStats& part = (*this_run)[p];
       part.context = parts_[p]->context;
       for (auto& run : runs) {
-        part.runs += run->ran[p] ? 1 : 0;
+        part.runs += run->ran[p] != 0 ? 1 : 0;
         part.busy_seconds += run->seconds[p];
         part.bytes_in += run->bytes_in[p];
       }
