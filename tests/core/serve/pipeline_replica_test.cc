@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/backends/cpu/cpu_backend.h"
@@ -145,6 +146,39 @@ TEST(PipelineReplicaTest, TheSlotMemoryLimitRefusesWhatOnlyTwoContextsHold) {
   const Tensor x = testing::RandomTensor({4, kWidth}, 3);
   absl::StatusOr<std::vector<Tensor>> y = (*two)->Run({x}, 2);
   ASSERT_TRUE(y.ok()) << y.status();
+}
+
+// Batches from several threads at once (a servable runs two at a time)
+// interleave on the parts' slots and each gets its own answer.
+TEST(PipelineReplicaTest, ConcurrentBatchesEachGetTheirOwnAnswer) {
+  std::shared_ptr<const Model> model =
+      testing::LoadOrDie(testing::MatMulChainOnnx(kLayers, kWidth), "chain");
+  absl::StatusOr<std::unique_ptr<PipelineReplica>> pipeline =
+      Pipeline(model, "layer0*->dev0; layer4*->dev1");
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  constexpr int kThreads = 3;
+  std::vector<Tensor> xs, ys(kThreads);
+  for (int t = 0; t < kThreads; ++t) xs.push_back(testing::RandomTensor({4, kWidth}, 30 + t));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int repeat = 0; repeat < 5; ++repeat) {
+        absl::StatusOr<std::vector<Tensor>> y = (*pipeline)->Run({xs[t]}, 4);
+        ASSERT_TRUE(y.ok()) << y.status();
+        ys[t] = (*y)[0];
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) {
+    for (int64_t row = 0; row < 4; ++row) {
+      const Tensor expected = OneSlot(model, xs[t], row, 1);
+      EXPECT_EQ(std::memcmp(ys[t].data<float>() + row * kWidth, expected.raw_data(),
+                            expected.byte_size()),
+                0)
+          << "thread " << t << " row " << row;
+    }
+  }
 }
 
 // A batch no longer wanted (its deadline passed) stops where a part asks:
