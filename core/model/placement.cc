@@ -162,9 +162,9 @@ std::vector<Forming> FormParts(const Graph& graph, const std::vector<std::string
   return parts;
 }
 
-// The part's own graph (see GraphPart): `handed_over` marks the values the
-// graph returns or another part reads.
-Graph PartGraph(const Graph& graph, const Forming& part, const std::vector<bool>& handed_over) {
+// The part's own graph (see GraphPart) but its outputs, which depend on what
+// the other parts read (PlaceNodes sets them).
+Graph PartGraph(const Graph& graph, const Forming& part) {
   Graph g;
   g.values = graph.values;
   g.opset = graph.opset;
@@ -181,11 +181,7 @@ Graph PartGraph(const Graph& graph, const Forming& part, const std::vector<bool>
         g.inputs.push_back(v);
       }
     }
-    for (int v : node.outputs) {
-      if (v < 0) continue;
-      produced.insert(v);
-      if (handed_over[v]) g.outputs.push_back(v);
-    }
+    produced.insert(node.outputs.begin(), node.outputs.end());
   }
   return g;
 }
@@ -236,21 +232,23 @@ absl::StatusOr<PlacedGraph> PlaceNodes(const Graph& graph,
   }
   PlacedGraph placed;
   const std::vector<Forming> parts = FormParts(graph, context_of, producer, &placed.part_of_node);
-  // What a part reads that another computes (a copied Shape's input too).
+  for (const Forming& part : parts) {
+    placed.parts.push_back(GraphPart{part.context, PartGraph(graph, part),
+                                     std::vector<int>(part.after.begin(), part.after.end())});
+  }
+  // A part hands over what the graph returns and what another part reads
+  // that a node computes (a copied Shape's input too): its outputs.
   std::vector<bool> handed_over(graph.values.size(), false);
   for (int v : graph.outputs) handed_over[v] = true;
-  for (const Forming& part : parts) {
-    std::set<int> produced;
-    for (int n : part.nodes) {
-      for (int v : graph.nodes[n].inputs) {
-        if (v >= 0 && producer[v] >= 0 && produced.count(v) == 0) handed_over[v] = true;
-      }
-      produced.insert(graph.nodes[n].outputs.begin(), graph.nodes[n].outputs.end());
-    }
+  for (const GraphPart& part : placed.parts) {
+    for (int v : part.graph.inputs) handed_over[v] = handed_over[v] || producer[v] >= 0;
   }
-  for (const Forming& part : parts) {
-    placed.parts.push_back(GraphPart{part.context, PartGraph(graph, part, handed_over),
-                                     std::vector<int>(part.after.begin(), part.after.end())});
+  for (GraphPart& part : placed.parts) {
+    for (const Node& node : part.graph.nodes) {
+      for (int v : node.outputs) {
+        if (v >= 0 && handed_over[v]) part.graph.outputs.push_back(v);
+      }
+    }
   }
   return placed;
 }

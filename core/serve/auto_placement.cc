@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "core/base/status_macros.h"
+#include "core/model/graph_rewrite.h"
 #include "core/serve/replica.h"
 
 namespace replicad {
@@ -141,11 +142,9 @@ absl::StatusOr<std::vector<std::string>> BalancedContexts(const Graph& graph,
   std::vector<double> prefix(nodes + 1, 0);
   for (int64_t n = 0; n < nodes; ++n) prefix[n + 1] = prefix[n] + costs.seconds[n];
   // Bytes crossing the cut before node c: values computed before c, read at or after it.
-  std::vector<int64_t> producer(graph.values.size(), -1), last_reader(graph.values.size(), -1);
+  const std::vector<int> producer = Producers(graph);
+  std::vector<int64_t> last_reader(graph.values.size(), -1);
   for (int64_t n = 0; n < nodes; ++n) {
-    for (int v : graph.nodes[n].outputs) {
-      if (v >= 0) producer[v] = n;
-    }
     for (int v : graph.nodes[n].inputs) {
       if (v >= 0) last_reader[v] = n;
     }
@@ -174,8 +173,9 @@ absl::StatusOr<std::vector<std::string>> BalancedContexts(const Graph& graph,
     }
     cuts.push_back(BestCut(prefix, crossing, first, last, target, window));
   }
-  if (memory_limit > 0 && RunWeights(graph, cuts.back())[nodes] > memory_limit) {
-    return DoesNotFit(contexts.back(), RunWeights(graph, cuts.back())[nodes], memory_limit);
+  if (memory_limit > 0) {
+    const size_t last_run = RunWeights(graph, cuts.back())[nodes];
+    if (last_run > memory_limit) return DoesNotFit(contexts.back(), last_run, memory_limit);
   }
   cuts.push_back(nodes);
   std::vector<std::string> context_of(nodes);

@@ -53,25 +53,6 @@ class ShmObject {
   char* at_;
 };
 
-// A request for float32[4] "x" at `in_offset` of `in_region` and, with an
-// `out_region`, output "y" float32[4] at `out_offset` there.
-inference::ModelInferRequest Request(const std::string& in_region, uint64_t in_offset,
-                                     const std::string& out_region = "", uint64_t out_offset = 0) {
-  inference::ModelInferRequest request;
-  request.set_model_name("m");
-  auto* input = request.add_inputs();
-  input->set_name("x");
-  input->set_datatype("FP32");
-  input->add_shape(4);
-  testing::SetRegion(input->mutable_parameters(), in_region, in_offset, 16);
-  if (!out_region.empty()) {
-    auto* output = request.add_outputs();
-    output->set_name("y");
-    testing::SetRegion(output->mutable_parameters(), out_region, out_offset, 16);
-  }
-  return request;
-}
-
 const TensorSpec kY{"y", {DType::kFloat32, {4}}};
 
 absl::StatusOr<DecodedInfer> Decode(const inference::ModelInferRequest& request,
@@ -88,7 +69,8 @@ TEST(InferenceRequestTest, AnAlignedInputIsReadAndAnAlignedOutputWrittenInPlace)
   ASSERT_TRUE(registry.Register("out", out.key(), 0, 4096).ok());
   const float x[4] = {1, 2, 3, 4};
   std::memcpy(in.bytes() + 64, x, sizeof(x));
-  absl::StatusOr<DecodedInfer> decoded = Decode(Request("in", 64, "out", 32), registry);
+  absl::StatusOr<DecodedInfer> decoded =
+      Decode(testing::RegionRequest("in", 64, "out", 32), registry);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->inputs.in_place.size(), 1u);
   EXPECT_TRUE(decoded->inputs.copies.empty());
@@ -114,7 +96,7 @@ TEST(InferenceRequestTest, MisalignedRangesAreCopiedWithTheSameBytes) {
   ASSERT_TRUE(registry.Register("r", object.key(), 2, 4000).ok());  // Every view is off by 2.
   const float x[4] = {1.5f, -2, 3, 4};
   std::memcpy(object.bytes() + 2 + 8, x, sizeof(x));
-  absl::StatusOr<DecodedInfer> decoded = Decode(Request("r", 8, "r", 100), registry);
+  absl::StatusOr<DecodedInfer> decoded = Decode(testing::RegionRequest("r", 8, "r", 100), registry);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_TRUE(decoded->inputs.in_place.empty());
   ASSERT_EQ(decoded->inputs.copies.size(), 1u);
@@ -137,7 +119,8 @@ TEST(InferenceRequestTest, AnInputThatAnOutputOverlapsIsCopiedFirst) {
   const float x[4] = {1, 2, 3, 4};
   std::memcpy(object.bytes() + 64, x, sizeof(x));
   // y = [72, 88) overlaps x = [64, 80) through another region's name.
-  absl::StatusOr<DecodedInfer> decoded = Decode(Request("in", 64, "out", 72), registry);
+  absl::StatusOr<DecodedInfer> decoded =
+      Decode(testing::RegionRequest("in", 64, "out", 72), registry);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_TRUE(decoded->inputs.in_place.empty());
   ASSERT_EQ(decoded->inputs.copies.size(), 1u);
@@ -153,7 +136,8 @@ TEST(InferenceRequestTest, AnInputThatAnOutputOverlapsIsCopiedFirst) {
   EXPECT_EQ(std::memcmp(object.bytes() + 72, answer, sizeof(answer)), 0);
 
   // Ranges that do not overlap stay in place.
-  absl::StatusOr<DecodedInfer> apart = Decode(Request("in", 64, "out", 80), registry);
+  absl::StatusOr<DecodedInfer> apart =
+      Decode(testing::RegionRequest("in", 64, "out", 80), registry);
   ASSERT_TRUE(apart.ok()) << apart.status();
   EXPECT_EQ(apart->inputs.in_place.size(), 1u);
 }
@@ -163,7 +147,8 @@ TEST(InferenceRequestTest, ARegionShrunkDuringTheRunFailsTheRequestNotTheDaemon)
   ShmObject object("shrunk", 2 * page);
   SharedMemoryRegistry registry;
   ASSERT_TRUE(registry.Register("r", object.key(), 0, 2 * page).ok());
-  absl::StatusOr<DecodedInfer> decoded = Decode(Request("r", page, "r", page + 64), registry);
+  absl::StatusOr<DecodedInfer> decoded =
+      Decode(testing::RegionRequest("r", page, "r", page + 64), registry);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ASSERT_EQ(decoded->inputs.in_place.size(), 1u);
   const volatile char* input = static_cast<const char*>(decoded->request.inputs[0].data);

@@ -46,6 +46,13 @@ class ReplicaSetFactoryTest : public ::testing::Test {
     }
     return options;
   }
+  // Two CPU slots named as a device map's contexts, dev0 and dev1.
+  ServingOptions Contexts() const {
+    ServingOptions options = Slots(2, 1);
+    options.slots[0].name = "dev0";
+    options.slots[1].name = "dev1";
+    return options;
+  }
   std::unique_ptr<ReplicaSet> Build(const ServingOptions& options) const {
     absl::StatusOr<std::unique_ptr<ReplicaSet>> set =
         BuildReplicaSet(model_, cpus_, options, /*observer=*/nullptr);
@@ -104,9 +111,7 @@ absl::Status RunWhole(Servable& servable, const Tensor& x, HostSink* sink) {
 }
 
 TEST_F(ReplicaSetFactoryTest, APlacedModelServesAsOnePipelineSlotWithOneSlotsAnswers) {
-  ServingOptions options = Slots(2, 1);
-  options.slots[0].name = "dev0";
-  options.slots[1].name = "dev1";
+  ServingOptions options = Contexts();
   options.placement = "conv*->dev0; fc*->dev1";
   options.micro_batches = 1;
   absl::StatusOr<std::unique_ptr<Servable>> placed =
@@ -141,9 +146,7 @@ TEST_F(ReplicaSetFactoryTest, APlacedModelServesAsOnePipelineSlotWithOneSlotsAns
 }
 
 TEST_F(ReplicaSetFactoryTest, PlacementAutoCutsTheModelOverEveryContext) {
-  ServingOptions options = Slots(2, 1);
-  options.slots[0].name = "dev0";
-  options.slots[1].name = "dev1";
+  ServingOptions options = Contexts();
   options.placement = "auto";
   options.micro_batches = 1;
   absl::StatusOr<std::unique_ptr<Servable>> placed = BuildServable(model_, cpus_, options, nullptr);
@@ -164,9 +167,7 @@ TEST_F(ReplicaSetFactoryTest, PlacementAutoCutsTheModelOverEveryContext) {
 }
 
 TEST_F(ReplicaSetFactoryTest, TheSlotMemoryLimitAdmitsTheModelOnlyPlaced) {
-  ServingOptions options = Slots(2, 1);
-  options.slots[0].name = "dev0";
-  options.slots[1].name = "dev1";
+  ServingOptions options = Contexts();
   size_t all = 0;
   for (const auto& [v, weight] : model_->graph().initializers) all += weight.byte_size();
   options.slot_memory_limit = all - 1;

@@ -135,16 +135,7 @@ TEST(SharedMemoryRegistryCudaTest, AnInferenceReadsItsInputFromAndWritesItsOutpu
   const float x[4] = {1, 2, 3, 4};
   std::memcpy(gpus.bytes(in) + 16, x, sizeof(x));
 
-  inference::ModelInferRequest request;
-  request.set_model_name("m");
-  auto* input = request.add_inputs();
-  input->set_name("x");
-  input->set_datatype("FP32");
-  input->add_shape(4);
-  testing::SetRegion(input->mutable_parameters(), "in", 16, 16);
-  auto* output = request.add_outputs();
-  output->set_name("y");
-  testing::SetRegion(output->mutable_parameters(), "out", 32, 16);
+  const inference::ModelInferRequest request = testing::RegionRequest("in", 16, "out", 32);
   RequestContext context;
   std::vector<WireBytes> none(1);
   absl::StatusOr<DecodedInfer> decoded = DecodeInferRequest(request, none, &registry, &context);

@@ -31,6 +31,26 @@ inline void SetRegion(google::protobuf::Map<std::string, inference::InferParamet
   (*parameters)["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(bytes));
 }
 
+// A request for float32[4] "x" at `in_offset` of `in_region` and, with an
+// `out_region`, output "y" float32[4] at `out_offset` there.
+inline inference::ModelInferRequest RegionRequest(const std::string& in_region, uint64_t in_offset,
+                                                  const std::string& out_region = "",
+                                                  uint64_t out_offset = 0) {
+  inference::ModelInferRequest request;
+  request.set_model_name("m");
+  auto* input = request.add_inputs();
+  input->set_name("x");
+  input->set_datatype("FP32");
+  input->add_shape(4);
+  SetRegion(input->mutable_parameters(), in_region, in_offset, 16);
+  if (!out_region.empty()) {
+    auto* output = request.add_outputs();
+    output->set_name("y");
+    SetRegion(output->mutable_parameters(), out_region, out_offset, 16);
+  }
+  return request;
+}
+
 }  // namespace replicad::testing
 
 #endif  // REPLICAD_TESTS_TESTING_REGION_OUTPUTS_H_

@@ -48,26 +48,25 @@ class CudaIpcMemory final : public SharedDeviceMemory {
   uintptr_t address() const override { return reinterpret_cast<uintptr_t>(address_); }
 
   absl::Status CopyToHost(uint64_t offset, size_t n, void* out) const override {
-    REPLICAD_RETURN_IF_ERROR(CheckRange(offset, n));
-    ScopedGpu gpu(device_);
-    REPLICAD_CUDA_RETURN_IF_ERROR(
-        name_, cudaMemcpyAsync(out, static_cast<const char*>(address_) + offset, n,
-                               cudaMemcpyDeviceToHost, cudaStreamPerThread));
-    REPLICAD_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(cudaStreamPerThread));
-    return absl::OkStatus();
+    return Copy(offset, n, out, static_cast<const char*>(address_) + offset,
+                cudaMemcpyDeviceToHost);
   }
 
   absl::Status CopyFromHost(uint64_t offset, const void* data, size_t n) const override {
+    return Copy(offset, n, static_cast<char*>(address_) + offset, data, cudaMemcpyHostToDevice);
+  }
+
+ private:
+  // n bytes at `offset` of the allocation, one way or the other, waited for.
+  absl::Status Copy(uint64_t offset, size_t n, void* to, const void* from,
+                    cudaMemcpyKind kind) const {
     REPLICAD_RETURN_IF_ERROR(CheckRange(offset, n));
     ScopedGpu gpu(device_);
-    REPLICAD_CUDA_RETURN_IF_ERROR(name_,
-                                  cudaMemcpyAsync(static_cast<char*>(address_) + offset, data, n,
-                                                  cudaMemcpyHostToDevice, cudaStreamPerThread));
+    REPLICAD_CUDA_RETURN_IF_ERROR(name_, cudaMemcpyAsync(to, from, n, kind, cudaStreamPerThread));
     REPLICAD_CUDA_RETURN_IF_ERROR(name_, cudaStreamSynchronize(cudaStreamPerThread));
     return absl::OkStatus();
   }
 
- private:
   absl::Status CheckRange(uint64_t offset, size_t n) const {
     if (offset > bytes_ || n > bytes_ - offset) {
       return absl::InternalError(absl::StrCat("a copy of bytes ", offset, " to ", offset + n,
