@@ -135,7 +135,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> LoadVersion(
   loaded->training = std::make_shared<TrainingSession>(TrainingSession::Environment{
       source.name, source.path, config.devices, settings.options.slots,
       settings.options.slot_options, config.checkpoints, config.keep_checkpoints, config.job,
-      config.rank_shards, !settings.options.placement.empty()});
+      config.rank_shards, PlacedModelTrainer(config.devices, settings.options)});
   // Predict after a step runs on a set like this one around the step's weights.
   loaded->published = std::make_shared<PublishedServable>(
       loaded->servable, loaded->training,

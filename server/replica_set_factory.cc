@@ -12,6 +12,7 @@
 #include "core/model/placement.h"
 #include "core/serve/auto_placement.h"
 #include "core/serve/pipeline_servable.h"
+#include "core/serve/pipeline_trainer.h"
 
 namespace replicad {
 
@@ -121,10 +122,10 @@ constexpr int64_t kAutoPlacementRows = 8;
 // equal cost, measured on a CPU slot (a GPU slot's kernels run
 // asynchronously, so the plan's marks would not time them), where the fewest
 // bytes cross; the cut is logged.
-absl::StatusOr<PlacedGraph> AutoPlace(const std::shared_ptr<const Model>& model,
-                                      const std::vector<DeviceInfo>& devices,
-                                      const ServingOptions& options,
-                                      const std::vector<std::string>& contexts) {
+absl::StatusOr<std::vector<std::string>> AutoContexts(const std::shared_ptr<const Model>& model,
+                                                      const std::vector<DeviceInfo>& devices,
+                                                      const ServingOptions& options,
+                                                      const std::vector<std::string>& contexts) {
   const DeviceInfo* cpu = nullptr;
   for (const DeviceInfo& d : devices) {
     if (cpu == nullptr && d.id.kind == DeviceKind::kCpu) cpu = &d;
@@ -135,7 +136,7 @@ absl::StatusOr<PlacedGraph> AutoPlace(const std::shared_ptr<const Model>& model,
   REPLICAD_ASSIGN_OR_RETURN(NodeCosts costs,
                             MeasureNodeCosts(model, std::move(device), kAutoPlacementRows));
   const Graph& graph = model->graph();
-  REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::string> context_of,
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> context_of,
                             BalancedContexts(graph, costs, contexts, options.slot_memory_limit));
   std::string summary;
   for (size_t n = 0; n < context_of.size();) {
@@ -150,7 +151,43 @@ absl::StatusOr<PlacedGraph> AutoPlace(const std::shared_ptr<const Model>& model,
     n = end;
   }
   LogInfo(absl::StrCat("placement auto for model '", model->name(), "': ", summary));
-  return PlaceNodes(graph, context_of);
+  return context_of;
+}
+
+// The context of each node of `model` under options.placement (rules, or
+// "auto"), errors naming options.placement_field.
+absl::StatusOr<std::vector<std::string>> PlacedContexts(const std::shared_ptr<const Model>& model,
+                                                        const std::vector<DeviceInfo>& devices,
+                                                        const ServingOptions& options) {
+  std::vector<std::string> contexts;
+  for (const SlotAssignment& slot : options.slots) contexts.push_back(slot.name);
+  absl::StatusOr<std::vector<std::string>> context_of;
+  if (options.placement == "auto") {
+    context_of = AutoContexts(model, devices, options, contexts);
+  } else {
+    REPLICAD_ASSIGN_OR_RETURN(std::vector<PlacementRule> rules,
+                              ParsePlacement(options.placement, options.placement_field));
+    context_of = NodeContexts(model->graph(), rules, contexts);
+  }
+  if (!context_of.ok()) {
+    return absl::Status(context_of.status().code(),
+                        absl::StrCat(options.placement_field, ": ", context_of.status().message()));
+  }
+  return context_of;
+}
+
+// Each part's slot, on its context's device.
+PipelineReplica::DeviceMaker SlotDevices(const std::vector<DeviceInfo>& devices,
+                                         const SlotOptions& slot_options) {
+  return [devices,
+          slot_options](const SlotAssignment& slot) -> absl::StatusOr<std::unique_ptr<Device>> {
+    const DeviceInfo* info = FindDevice(devices, slot.device);
+    if (info == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot ", slot.name, ": no device ", DeviceIdToString(slot.device)));
+    }
+    return CreateDevice(*info, slot_options);
+  };
 }
 
 }  // namespace
@@ -162,16 +199,9 @@ absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Mo
                                                         PipelineObserver* pipelines) {
   if (options.placement.empty())
     return BuildReplicaSet(std::move(model), devices, options, observer);
-  std::vector<std::string> contexts;
-  for (const SlotAssignment& slot : options.slots) contexts.push_back(slot.name);
-  absl::StatusOr<PlacedGraph> placed;
-  if (options.placement == "auto") {
-    placed = AutoPlace(model, devices, options, contexts);
-  } else {
-    REPLICAD_ASSIGN_OR_RETURN(std::vector<PlacementRule> rules,
-                              ParsePlacement(options.placement, options.placement_field));
-    placed = PlaceGraph(model->graph(), rules, contexts);
-  }
+  REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::string> context_of,
+                            PlacedContexts(model, devices, options));
+  absl::StatusOr<PlacedGraph> placed = PlaceNodes(model->graph(), context_of);
   if (!placed.ok()) {
     return absl::Status(placed.status().code(),
                         absl::StrCat(options.placement_field, ": ", placed.status().message()));
@@ -179,22 +209,29 @@ absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Mo
   const size_t parts = placed->parts.size();
   REPLICAD_ASSIGN_OR_RETURN(
       std::unique_ptr<PipelineReplica> pipeline,
-      PipelineReplica::Create(
-          std::move(model), *std::move(placed), options.slots,
-          [&devices,
-           &options](const SlotAssignment& slot) -> absl::StatusOr<std::unique_ptr<Device>> {
-            const DeviceInfo* info = FindDevice(devices, slot.device);
-            if (info == nullptr) {
-              return absl::InvalidArgumentError(
-                  absl::StrCat("slot ", slot.name, ": no device ", DeviceIdToString(slot.device)));
-            }
-            return CreateDevice(*info, options.slot_options);
-          },
-          PipelineReplica::Options{options.slot_memory_limit}));
+      PipelineReplica::Create(std::move(model), *std::move(placed), options.slots,
+                              SlotDevices(devices, options.slot_options),
+                              PipelineReplica::Options{options.slot_memory_limit}));
   const int micro_batches =
       options.micro_batches > 0 ? options.micro_batches : static_cast<int>(4 * parts);
   return std::make_unique<PipelineServable>(std::move(pipeline), micro_batches, options.slots,
                                             pipelines);
+}
+
+ModelTrainerMaker PlacedModelTrainer(const std::vector<DeviceInfo>& devices,
+                                     const ServingOptions& options) {
+  if (options.placement.empty()) return nullptr;
+  return [devices, options](
+             std::shared_ptr<const Model> model,
+             const TrainerOptions& trainer) -> absl::StatusOr<std::unique_ptr<ModelTrainer>> {
+    REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::string> context_of,
+                              PlacedContexts(model, devices, options));
+    REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<PipelineTrainer> made,
+                              PipelineTrainer::Create(std::move(model), context_of, options.slots,
+                                                      SlotDevices(devices, options.slot_options),
+                                                      trainer, options.micro_batches));
+    return made;
+  };
 }
 
 }  // namespace replicad

@@ -13,6 +13,7 @@
 #include "core/serve/pipeline_servable.h"
 #include "core/serve/replica_set.h"
 #include "core/serve/scheduler_options.h"
+#include "core/train/model_trainer.h"
 
 namespace replicad {
 
@@ -74,6 +75,13 @@ absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Mo
                                                         const ServingOptions& options,
                                                         SliceObserver* observer,
                                                         PipelineObserver* pipelines = nullptr);
+
+// The trainer of a placed model (options.placement set): a PipelineTrainer
+// over the same contexts, its training graph placed by the same rules (or,
+// "auto", a cut of the training model measured as BuildServable measures);
+// null without a placement (the model trains data-parallel).
+ModelTrainerMaker PlacedModelTrainer(const std::vector<DeviceInfo>& devices,
+                                     const ServingOptions& options);
 
 }  // namespace replicad
 

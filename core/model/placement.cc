@@ -87,8 +87,7 @@ namespace {
 // computed input's, else the first rule's. InvalidArgument for a rule that
 // matches nothing; Unimplemented for a guarded node.
 absl::StatusOr<std::vector<std::string>> ContextsOfNodes(const Graph& graph,
-                                                         const std::vector<PlacementRule>& rules,
-                                                         const std::vector<int>& producer) {
+                                                         const std::vector<PlacementRule>& rules) {
   std::vector<std::string> context_of(graph.nodes.size());
   std::vector<bool> rule_used(rules.size(), false);
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
@@ -99,12 +98,8 @@ absl::StatusOr<std::vector<std::string>> ContextsOfNodes(const Graph& graph,
         rule_used[r] = true;
       }
     }
-    for (size_t i = 0; i < node.inputs.size() && context_of[n].empty(); ++i) {
-      const int v = node.inputs[i];
-      if (v >= 0 && producer[v] >= 0) context_of[n] = context_of[producer[v]];
-    }
-    if (context_of[n].empty()) context_of[n] = rules[0].context;
   }
+  FollowInputs(graph, rules[0].context, &context_of);
   for (size_t r = 0; r < rules.size(); ++r) {
     if (!rule_used[r]) {
       return absl::InvalidArgumentError(
@@ -206,7 +201,21 @@ absl::StatusOr<std::vector<std::string>> NodeContexts(const Graph& graph,
                        "', expected one of the device map's: ", absl::StrJoin(contexts, ", ")));
     }
   }
-  return ContextsOfNodes(graph, rules, Producers(graph));
+  return ContextsOfNodes(graph, rules);
+}
+
+void FollowInputs(const Graph& graph, const std::string& fallback,
+                  std::vector<std::string>* context_of) {
+  const std::vector<int> producer = Producers(graph);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    std::string& context = (*context_of)[n];
+    const Node& node = graph.nodes[n];
+    for (size_t i = 0; i < node.inputs.size() && context.empty(); ++i) {
+      const int v = node.inputs[i];
+      if (v >= 0 && producer[v] >= 0) context = (*context_of)[producer[v]];
+    }
+    if (context.empty()) context = fallback;
+  }
 }
 
 absl::StatusOr<PlacedGraph> PlaceNodes(const Graph& graph,

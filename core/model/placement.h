@@ -68,6 +68,14 @@ absl::StatusOr<std::vector<std::string>> NodeContexts(const Graph& graph,
                                                       const std::vector<PlacementRule>& rules,
                                                       const std::vector<std::string>& contexts);
 
+// Gives each node of `graph` whose (*context_of)[n] is empty the context
+// of the node computing its first computed input (already decided: nodes
+// come in order), or `fallback` when it reads only graph inputs and
+// initializers: Theano's rule, which NodeContexts applies to the nodes no
+// rule matches. `*context_of` has one entry per node.
+void FollowInputs(const Graph& graph, const std::string& fallback,
+                  std::vector<std::string>* context_of);
+
 // The parts of `graph` whose node n runs on context_of[n], formed as
 // PlaceGraph forms them (what an automatic placement decides goes here).
 // Unimplemented as PlaceGraph's.

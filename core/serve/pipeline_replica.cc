@@ -82,10 +82,19 @@ absl::StatusOr<std::unique_ptr<PipelineReplica>> PipelineReplica::Create(
       }
     }
   }
-  // The element type of every value handed over, from the plans at one row
-  // of the parts before (a model need not declare intermediate types).
+  // The element type and rank of every value handed over, and its shape at
+  // one row, from the plans at one row of the parts before (a model need
+  // not declare intermediate types). Which of a handed value's dims are
+  // rows is not known (a transposed input has them in dim 1): it is
+  // declared with every dim open, and each plan gets the actual shapes.
   std::vector<std::optional<TensorType>> known(whole.values.size());
-  for (int v : whole.inputs) known[v] = whole.values[v].type;
+  std::vector<Shape> one_row_shape(whole.values.size());
+  for (int v : whole.inputs) {
+    known[v] = whole.values[v].type;
+    Shape& shape = one_row_shape[v] = known[v]->shape;
+    for (int64_t& d : shape) d = d < 0 ? 1 : d;
+    if (!shape.empty() && !pipeline->Whole(v)) shape[0] = 1;
+  }
   for (GraphPart& placed : pipeline->placed_.parts) {
     auto found = std::find_if(contexts.begin(), contexts.end(),
                               [&](const SlotAssignment& s) { return s.name == placed.context; });
@@ -100,10 +109,7 @@ absl::StatusOr<std::unique_ptr<PipelineReplica>> PipelineReplica::Create(
                                                 whole.values[v].name, "' before it is read"));
       }
       placed.graph.values[v].type = *known[v];
-      Shape shape = known[v]->shape;
-      for (int64_t& d : shape) d = d < 0 ? 1 : d;
-      if (!shape.empty() && !pipeline->Whole(v)) shape[0] = 1;
-      one_row.push_back(std::move(shape));
+      one_row.push_back(one_row_shape[v]);
     }
     auto part = std::make_unique<Part>();
     part->context = placed.context;
@@ -124,9 +130,9 @@ absl::StatusOr<std::unique_ptr<PipelineReplica>> PipelineReplica::Create(
     for (int v : placed.graph.outputs) {
       const std::optional<TensorType>& type = (*plan)->value_types()[v];
       if (!type.has_value()) continue;
-      // Its dims at one row; dim 0 the rows.
       known[v] = *type;
-      if (!known[v]->shape.empty()) known[v]->shape[0] = kAnyDim;
+      one_row_shape[v] = type->shape;
+      for (int64_t& d : known[v]->shape) d = kAnyDim;
     }
     part->replica = *std::move(replica);
     pipeline->parts_.push_back(std::move(part));

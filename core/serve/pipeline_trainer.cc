@@ -1,58 +1,87 @@
 #include "core/serve/pipeline_trainer.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/clock.h"
 #include "core/base/status_macros.h"
-#include "core/train/training_graph.h"
+#include "core/ops/training_ops.h"
+#include "core/train/training_batch.h"
 
 namespace replicad {
 namespace {
 
-// Each node's context: the rules' for the forward pass and the loss; a
-// backward node ("FORWARD/Op_k", training_graph.cc) its forward node's.
-absl::StatusOr<std::vector<std::string>> TrainingContexts(
-    const TrainingGraph& training, const std::vector<PlacementRule>& rules,
-    const std::vector<std::string>& contexts) {
+// Each training node's context: a forward node the model's node of its name's;
+// a backward node ("FORWARD/Op_k", training_graph.cc) its forward node's;
+// the loss, and anything else, its first computed input's.
+std::vector<std::string> TrainingContexts(const TrainingGraph& training, const Graph& model,
+                                          const std::vector<std::string>& model_context_of,
+                                          const std::string& fallback) {
+  std::map<std::string, std::string> by_name;
+  for (size_t n = 0; n < model.nodes.size(); ++n) {
+    by_name.emplace(model.nodes[n].name, model_context_of[n]);
+  }
   const Graph& graph = training.graph;
-  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> context_of,
-                            NodeContexts(graph, rules, contexts));
-  std::map<std::string, std::string> forward;
-  for (int n = 0; n < training.first_backward_node; ++n) {
-    forward.emplace(graph.nodes[n].name, context_of[n]);
+  std::vector<std::string> context_of(graph.nodes.size());
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    std::string name = graph.nodes[n].name;
+    if (static_cast<int>(n) >= training.first_backward_node) {
+      const size_t slash = name.rfind('/');
+      if (slash == std::string::npos) continue;
+      name.resize(slash);
+    }
+    auto it = by_name.find(name);
+    if (it != by_name.end()) context_of[n] = it->second;
   }
-  for (size_t n = training.first_backward_node; n < graph.nodes.size(); ++n) {
-    const std::string& name = graph.nodes[n].name;
-    const size_t slash = name.rfind('/');
-    if (slash == std::string::npos) continue;
-    auto it = forward.find(name.substr(0, slash));
-    if (it != forward.end()) context_of[n] = it->second;
-  }
+  FollowInputs(graph, fallback, &context_of);
   return context_of;
+}
+
+// What a pipeline cannot train yet, named.
+absl::Status TrainableThroughPipeline(const Model& model, const TrainingGraph& training,
+                                      const TrainerOptions& options) {
+  if (options.precision != ComputePrecision::kFloat32) {
+    return absl::UnimplementedError(
+        absl::StrCat("precision: training through a pipeline computes fp32 only, received '",
+                     ComputePrecisionName(options.precision), "'"));
+  }
+  if (!training.buffers.empty()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "model '", model.name(), "' keeps running statistics ('",
+        model.graph().values[training.buffers[0]].name,
+        "', BatchNormalization in training form); training it through a pipeline, whose "
+        "micro-batches would each normalise by their own rows, is not implemented"));
+  }
+  for (const Node& node : training.graph.nodes) {
+    if (node.op_type == kDropoutTrain) {
+      return absl::UnimplementedError(absl::StrCat(
+          "model '", model.name(), "': node '", node.name,
+          "' is Dropout in training form, whose masks are keyed by the batch's rows; training "
+          "it through a pipeline is not implemented"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PipelineTrainer>> PipelineTrainer::Create(
-    std::shared_ptr<const Model> model, const std::vector<PlacementRule>& rules,
+    std::shared_ptr<const Model> model, const std::vector<std::string>& context_of,
     const std::vector<SlotAssignment>& contexts, const PipelineReplica::DeviceMaker& make_device,
     const TrainerOptions& options, int micro_batches) {
-  if (options.precision != ComputePrecision::kFloat32) {
-    return absl::UnimplementedError(
-        absl::StrCat("training through a pipeline computes fp32 only, not ",
-                     ComputePrecisionName(options.precision)));
+  if (context_of.size() != model->graph().nodes.size() || contexts.empty()) {
+    return absl::InternalError(absl::StrCat("pipeline trainer: ", context_of.size(),
+                                            " node contexts for ", model->graph().nodes.size(),
+                                            " nodes, over ", contexts.size(), " contexts"));
   }
   REPLICAD_RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
   REPLICAD_ASSIGN_OR_RETURN(TrainingGraph training,
                             BuildTrainingGraph(model->graph(), options.loss, options.precision));
-  if (!training.buffers.empty()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "model '", model->name(), "' keeps running statistics ('",
-        model->graph().values[training.buffers[0]].name,
-        "', BatchNormalization in training form); training it through a pipeline, whose "
-        "micro-batches would each normalise by their own rows, is not implemented"));
-  }
+  REPLICAD_RETURN_IF_ERROR(TrainableThroughPipeline(*model, training, options));
   // The targets' rank, which the graph leaves open: the pipeline plans each
   // part once at one row. Class labels [N]; otherwise the loss's output's.
   Value& targets = training.graph.values[training.graph.inputs[training.num_model_inputs]];
@@ -62,17 +91,17 @@ absl::StatusOr<std::unique_ptr<PipelineTrainer>> PipelineTrainer::Create(
                              ? Shape{kAnyDim}
                              : model->outputs()[output].type.shape;
   }
-  std::vector<std::string> names;
-  for (const SlotAssignment& slot : contexts) names.push_back(slot.name);
-  REPLICAD_ASSIGN_OR_RETURN(std::vector<std::string> context_of,
-                            TrainingContexts(training, rules, names));
-  REPLICAD_ASSIGN_OR_RETURN(PlacedGraph placed, PlaceNodes(training.graph, context_of));
+  REPLICAD_ASSIGN_OR_RETURN(
+      PlacedGraph placed,
+      PlaceNodes(training.graph,
+                 TrainingContexts(training, model->graph(), context_of, contexts[0].name)));
 
   std::unique_ptr<PipelineTrainer> trainer(new PipelineTrainer());
-  trainer->micro_batches_ = micro_batches;
+  trainer->micro_batches_ =
+      micro_batches > 0 ? micro_batches : static_cast<int>(4 * placed.parts.size());
+  trainer->non_finite_steps_ = options.non_finite_steps;
   std::vector<int64_t> sizes;
   for (int v : training.parameters) {
-    trainer->names_.push_back(model->graph().values[v].name);
     const Tensor& initial = model->graph().initializers.at(v);
     Tensor copy = Tensor::Host(DType::kFloat32, initial.shape());
     std::memcpy(copy.raw_data(), initial.raw_data(), initial.byte_size());
@@ -93,33 +122,114 @@ absl::StatusOr<std::unique_ptr<PipelineTrainer>> PipelineTrainer::Create(
   REPLICAD_ASSIGN_OR_RETURN(trainer->pipeline_,
                             PipelineReplica::Create(std::move(graph_model), std::move(placed),
                                                     contexts, make_device, pipeline_options));
+  trainer->model_ = std::move(model);
+  trainer->training_ = std::move(training);
   return trainer;
 }
 
-absl::StatusOr<PipelineTrainer::StepResult> PipelineTrainer::Step(const std::vector<Tensor>& inputs,
-                                                                  const Tensor& targets) {
+absl::Status PipelineTrainer::Validate(const std::vector<Tensor>& inputs,
+                                       const Tensor& targets) const {
+  int64_t rows = 0;
+  return ValidateTrainingBatch(training_, inputs, targets, &rows);
+}
+
+std::string PipelineTrainer::NonFiniteReason(const std::vector<Tensor>& outputs) const {
+  std::vector<float*> parameters;
+  std::vector<const float*> gradients;
+  for (size_t p = 0; p < parameters_.size(); ++p) {
+    const Tensor& gradient = outputs[gradient_outputs_begin_ + p];
+    const float* g = gradient.data<float>();
+    if (!std::all_of(g, g + gradient.num_elements(), [](float v) { return std::isfinite(v); })) {
+      return absl::StrCat("the gradient of parameter '",
+                          training_.graph.values[training_.parameters[p]].name, "' is not finite");
+    }
+    parameters.push_back(parameters_[p].data<float>());
+    gradients.push_back(g);
+  }
+  const std::optional<Optimizer::NonFiniteUpdate> bad =
+      optimizer_->FirstNonFiniteUpdate(parameters, gradients);
+  if (!bad) return "";
+  return absl::StrCat("the update would make element ", bad->element, " of parameter '",
+                      training_.graph.values[training_.parameters[bad->parameter]].name, "' ",
+                      bad->after, " (from ", bad->before, ", gradient ", bad->gradient,
+                      ", learning_rate ", optimizer_->config().learning_rate, ")");
+}
+
+absl::StatusOr<TrainerStepResult> PipelineTrainer::Step(const std::vector<Tensor>& inputs,
+                                                        const Tensor& targets) {
+  int64_t rows = 0;
+  REPLICAD_RETURN_IF_ERROR(ValidateTrainingBatch(training_, inputs, targets, &rows));
   std::vector<Tensor> all = inputs;
   all.push_back(targets);
   all.insert(all.end(), parameters_.begin(), parameters_.end());
   REPLICAD_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, pipeline_->Run(all, micro_batches_));
-  const int64_t rows = targets.shape().empty() ? 1 : targets.shape()[0];
+  TrainerStepResult result;
+  result.samples = rows;
+  result.loss = static_cast<double>(*outputs[0].data<float>()) / static_cast<double>(rows);
+  if (training_.classification) {
+    result.accuracy = static_cast<double>(*outputs[1].data<float>()) / static_cast<double>(rows);
+  }
+  // The mean over the batch, as DataParallelTrainer takes it.
   const float scale = 1.0f / static_cast<float>(rows);
-  std::vector<float*> parameters;
-  std::vector<const float*> gradients;
   for (size_t p = 0; p < parameters_.size(); ++p) {
     Tensor& gradient = outputs[gradient_outputs_begin_ + p];
     for (int64_t e = 0; e < gradient.num_elements(); ++e) gradient.data<float>()[e] *= scale;
-    parameters.push_back(parameters_[p].data<float>());
-    gradients.push_back(gradient.data<float>());
   }
+  std::string why =
+      std::isfinite(result.loss)
+          ? NonFiniteReason(outputs)
+          : absl::StrCat("the step's loss is ", result.loss,
+                         " (not finite): its inputs overflow the model's float32 arithmetic");
+  if (!why.empty()) {
+    if (non_finite_steps_ == TrainerOptions::NonFiniteSteps::kRefuse) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(why, "; the step was not applied and the weights are unchanged"));
+    }
+    result.step = step_;
+    result.skipped = std::move(why);
+    return result;
+  }
+  std::vector<float*> parameters;
+  std::vector<const float*> gradients;
+  for (size_t p = 0; p < parameters_.size(); ++p) {
+    parameters.push_back(parameters_[p].data<float>());
+    gradients.push_back(outputs[gradient_outputs_begin_ + p].data<float>());
+  }
+  const auto optimizer_start = std::chrono::steady_clock::now();
   REPLICAD_RETURN_IF_ERROR(optimizer_->Step(parameters, gradients));
-  return StepResult{static_cast<double>(*outputs[0].data<float>()) / static_cast<double>(rows),
-                    optimizer_->step()};
+  result.optimizer_seconds = SecondsSince(optimizer_start);
+  result.step = ++step_;
+  return result;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> PipelineTrainer::OptimizerState()
+    const {
+  return optimizer_->State();
+}
+
+absl::Status PipelineTrainer::Resume(int64_t step,
+                                     const std::vector<std::pair<std::string, Tensor>>& state) {
+  if (!state.empty()) REPLICAD_RETURN_IF_ERROR(optimizer_->Restore(step, state));
+  step_ = step;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> PipelineTrainer::CurrentModel() const {
+  Graph graph = model_->graph();
+  for (size_t p = 0; p < parameters_.size(); ++p) {
+    // A copy: the next step updates the master weights in place.
+    Tensor copy = Tensor::Host(DType::kFloat32, parameters_[p].shape());
+    std::memcpy(copy.raw_data(), parameters_[p].raw_data(), parameters_[p].byte_size());
+    graph.initializers.insert_or_assign(training_.parameters[p], std::move(copy));
+  }
+  return std::make_shared<const Model>(model_->name(), model_->source(), std::move(graph));
 }
 
 std::map<std::string, Tensor> PipelineTrainer::Parameters() const {
   std::map<std::string, Tensor> named;
-  for (size_t p = 0; p < parameters_.size(); ++p) named.emplace(names_[p], parameters_[p]);
+  for (size_t p = 0; p < parameters_.size(); ++p) {
+    named.emplace(training_.graph.values[training_.parameters[p]].name, parameters_[p]);
+  }
   return named;
 }
 

@@ -5,61 +5,83 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/model/placement.h"
 #include "core/serve/pipeline_replica.h"
+#include "core/train/model_trainer.h"
 #include "core/train/optimizer.h"
 #include "core/train/trainer_options.h"
+#include "core/train/training_graph.h"
 
 namespace replicad {
 
 // Training through a pipeline (model parallelism): the model's training
 // graph (forward pass, loss, backward pass; training_graph.h) placed over
-// the contexts, the forward nodes by the rules, each backward node where the
-// forward node whose gradient it computes runs (so each part's parameters
-// get their gradients on their own context), the loss where its input is
-// computed. It runs as one PipelineReplica: a step's batch flows through
-// the parts in micro-batches (GPipe's schedule: every micro-batch forward
-// and backward, then one update), the parameters go whole to every
-// micro-batch, and the micro-batches' loss and gradient sums add up in
-// micro-batch order. The optimizer then updates float32 master weights on
-// the host, as DataParallelTrainer's host mode does with the same rule, so a
-// step equals one slot's up to float32 summation order (the sums of
-// micro-batches against one sum of the batch).
+// the contexts, each forward node where the model's node of its name is
+// placed, each backward node where the forward node whose gradient it
+// computes runs (so each part's parameters get their gradients on their
+// own context), the loss, and any other node, where its first computed
+// input is computed. It runs as one PipelineReplica: a step's batch flows
+// through the parts in micro-batches on GPipe's schedule (every
+// micro-batch forward and backward, then one update; not 1F1B), the
+// parameters go whole to every micro-batch, and the micro-batches' loss,
+// correct-count and gradient sums add up in micro-batch order. The
+// optimizer then updates float32 master weights on the host with the same
+// rule as DataParallelTrainer's host mode, so a step equals one slot's up
+// to float32 summation order (the sums of micro-batches against one sum of
+// the batch), and bit for bit in one micro-batch. A step whose loss,
+// gradients or update are not finite is refused or skipped as
+// TrainerOptions::non_finite_steps says, changing nothing.
 //
-// Not thread-safe: one Step at a time.
-class PipelineTrainer {
+// Not thread-safe: one Step at a time (TrainingSession's).
+class PipelineTrainer final : public ModelTrainer {
  public:
-  // Unimplemented for a model with running statistics (BatchNormalization
-  // in training form: each micro-batch would normalise by its own rows) and
-  // for a precision other than fp32; the training graph's, the placement's
-  // and PipelineReplica::Create's errors otherwise.
+  // `context_of`: per node of model->graph(), the context it is placed on
+  // (NodeContexts' or an automatic placement's); `micro_batches` 0: four
+  // per part. Unimplemented for a model with running statistics
+  // (BatchNormalization in training form: each micro-batch would normalise
+  // by its own rows), with Dropout in training form (its masks are keyed
+  // by the batch's rows, which a micro-batch does not carry yet), and for a
+  // precision other than fp32; the training graph's, the placement's and
+  // PipelineReplica::Create's errors otherwise.
   static absl::StatusOr<std::unique_ptr<PipelineTrainer>> Create(
-      std::shared_ptr<const Model> model, const std::vector<PlacementRule>& rules,
+      std::shared_ptr<const Model> model, const std::vector<std::string>& context_of,
       const std::vector<SlotAssignment>& contexts, const PipelineReplica::DeviceMaker& make_device,
       const TrainerOptions& options, int micro_batches);
 
-  struct StepResult {
-    double loss = 0;   // The batch's mean.
-    int64_t step = 0;  // Steps applied, this one included.
-  };
-  // One step on `inputs` (the model's inputs, rows in dim 0) and `targets`
-  // (the loss's, as DataParallelTrainer takes them). Run's errors.
-  absl::StatusOr<StepResult> Step(const std::vector<Tensor>& inputs, const Tensor& targets);
+  // ModelTrainer. A step's `slices` stay empty: the batch is not split
+  // over slots, and a part mixes forward and backward nodes (one that reads
+  // only forward values runs with them), so the passes are not timed apart.
+  absl::StatusOr<TrainerStepResult> Step(const std::vector<Tensor>& inputs,
+                                         const Tensor& targets) override;
+  absl::Status Validate(const std::vector<Tensor>& inputs, const Tensor& targets) const override;
+  int64_t step() const override { return step_; }
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> OptimizerState() const override;
+  absl::Status Resume(int64_t step,
+                      const std::vector<std::pair<std::string, Tensor>>& state) override;
+  absl::StatusOr<std::shared_ptr<const Model>> CurrentModel() const override;
 
   // The trained parameters (host copies) by the model's initializer names.
   std::map<std::string, Tensor> Parameters() const;
   const PipelineReplica& pipeline() const { return *pipeline_; }
+  int micro_batches() const { return micro_batches_; }
 
  private:
   PipelineTrainer() = default;
+  // Why the summed, scaled gradients (or the update they make) are not
+  // finite; empty when they are.
+  std::string NonFiniteReason(const std::vector<Tensor>& outputs) const;
 
-  std::vector<std::string> names_;     // Per parameter.
+  std::shared_ptr<const Model> model_;  // As written; CurrentModel replaces its parameters.
+  TrainingGraph training_;
+  TrainerOptions::NonFiniteSteps non_finite_steps_ = TrainerOptions::NonFiniteSteps::kRefuse;
   std::vector<Tensor> parameters_;     // Host master weights, parameter order.
   size_t gradient_outputs_begin_ = 0;  // Index of the first gradient among the outputs.
   int micro_batches_ = 1;
+  int64_t step_ = 0;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<PipelineReplica> pipeline_;
 };

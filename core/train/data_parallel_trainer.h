@@ -12,6 +12,7 @@
 #include "core/device/device.h"
 #include "core/device/device_map.h"
 #include "core/model/model.h"
+#include "core/train/model_trainer.h"
 #include "core/train/optimizer.h"
 #include "core/train/trainer_options.h"
 #include "core/train/trainer_reduction.h"
@@ -38,7 +39,7 @@ namespace replicad {
 // every slot copies its weights). What a job of several ranks adds is
 // RankCoordinator's (rank_coordinator.h).
 // Thread-safe: steps run one at a time.
-class DataParallelTrainer {
+class DataParallelTrainer final : public ModelTrainer {
  public:
   // `model` must be imported without inference optimisations (training needs
   // the graph as written). Fails as BuildTrainingGraph does, or with the
@@ -52,46 +53,15 @@ class DataParallelTrainer {
   static absl::StatusOr<std::unique_ptr<DataParallelTrainer>> Create(
       std::shared_ptr<const Model> model, std::vector<TrainerSlot> slots,
       const TrainerOptions& options, TrainerReduction reduction = {});
-  ~DataParallelTrainer();
+  ~DataParallelTrainer() override;
 
-  struct SliceResult {
-    BatchSlice slice;
-    double compute_seconds = 0;  // Forward and backward.
-    double forward_seconds = 0;  // Of which the forward pass and the loss.
-  };
-  struct StepResult {
-    double loss = 0;                 // Mean over the batch.
-    std::optional<double> accuracy;  // Classification losses only.
-    int64_t step = 0;                // Steps applied, this one included.
-    int64_t samples = 0;
-    std::vector<SliceResult> slices;  // Row order.
-    // This process's rank in its job (0 when it trains alone), and in a job
-    // of whole batches that rank 0 splits, the slices every other rank ran,
-    // in rank order (`slices` are this rank's own). Not for shards: each
-    // rank answers its own client about its own rows.
-    int rank = 0;
-    std::vector<RankSlice> other_ranks;
-    // The host's sums, or the parameter server's (its copies from CPU slots
-    // included; GPU slots send theirs, and NCCL reduces, within
-    // compute_seconds).
-    double reduce_seconds = 0;
-    double optimizer_seconds = 0;
-    // Gradient bytes the reduction took in: whole arenas copied to the
-    // parameter server, the gradients themselves where read in place, whole
-    // buckets for NCCL.
-    int64_t reduced_bytes = 0;
-    // Non-empty when the step was skipped (NonFiniteSteps::kSkip): why. A
-    // skipped step changes nothing (weights, optimizer, running statistics,
-    // the step count) and `step` is the count before it.
-    std::string skipped;
-    // fp16: the loss scale the step's gradients were computed with (a
-    // skipped step's too); 0 otherwise.
-    float loss_scale = 0;
-    // For whoever checkpoints after a step (the trainer does not): the
-    // checkpoint written, or why it failed. The step stands either way.
-    std::string checkpoint_path;
-    absl::Status checkpoint_status;
-  };
+  using SliceResult = TrainerSliceResult;
+  // `reduce_seconds`: the host's sums, or the parameter server's (its
+  // copies from CPU slots included; GPU slots send theirs, and NCCL
+  // reduces, within compute_seconds). `reduced_bytes`: whole arenas copied
+  // to the parameter server, the gradients themselves where read in place,
+  // whole buckets for NCCL.
+  using StepResult = TrainerStepResult;
 
   // One step. `inputs` are host tensors in model input order, validated
   // against the model and with the same dim 0 > 0 (see BindInputs);
@@ -101,11 +71,12 @@ class DataParallelTrainer {
   // StepRows) and runs its own slots' rows; `slices` are then this rank's
   // (slot indices its own, rows the batch's), and a step that fails on one
   // rank fails on all.
-  absl::StatusOr<StepResult> Step(const std::vector<Tensor>& inputs, const Tensor& targets);
+  absl::StatusOr<StepResult> Step(const std::vector<Tensor>& inputs,
+                                  const Tensor& targets) override;
 
   // Step's checks of a batch, without stepping: rank 0 checks the whole
   // batch before it hands the other ranks their rows.
-  absl::Status Validate(const std::vector<Tensor>& inputs, const Tensor& targets) const;
+  absl::Status Validate(const std::vector<Tensor>& inputs, const Tensor& targets) const override;
 
   // With ranks: the rows [first, end) of a batch of `batch` rows that the
   // job's split gives `rank`'s slots (first == end: none).
@@ -136,7 +107,7 @@ class DataParallelTrainer {
   absl::StatusOr<StepResult> StepShard(int64_t step, uint64_t configuration,
                                        const std::vector<Tensor>& inputs, const Tensor& targets);
 
-  int64_t step() const;
+  int64_t step() const override;
   const TrainingGraph& training_graph() const;
   const Model& model() const;
   // The current weights of `slot` (host copies), in parameter order, and its
@@ -147,16 +118,17 @@ class DataParallelTrainer {
   // Slot 0's optimizer state (every slot holds the same), and with fp16 the
   // loss scale's (LossScaler::State), for checkpoints. Fails when a GPU copy
   // fails.
-  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> OptimizerState() const;
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> OptimizerState() const override;
   // Resumes from a checkpoint: the step count, the optimizer state on every
   // slot (empty `state`: the optimizer starts fresh) and with fp16 the loss
   // scale (where `state` has it; entries of it are ignored without fp16).
   // Fails as Optimizer::Restore and LossScaler::Restore do, changing nothing.
-  absl::Status Resume(int64_t step, const std::vector<std::pair<std::string, Tensor>>& state);
+  absl::Status Resume(int64_t step,
+                      const std::vector<std::pair<std::string, Tensor>>& state) override;
   // The model with the current weights: the training model's graph with its
   // parameters replaced (not optimised for inference). Fails as
   // SlotParameters does: a failed copy is never taken for the weights.
-  absl::StatusOr<std::shared_ptr<const Model>> CurrentModel() const;
+  absl::StatusOr<std::shared_ptr<const Model>> CurrentModel() const override;
 
  private:
   // The slots, the reduction, the ranks and the step count

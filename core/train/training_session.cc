@@ -86,12 +86,8 @@ absl::StatusOr<std::vector<TrainerSlot>> TrainingSession::TrainerSlots() const {
   return slots;
 }
 
-absl::Status TrainingSession::EnsureTrainer(DType target_dtype) {
-  if (trainer_ != nullptr) return absl::OkStatus();
-  REPLICAD_RETURN_IF_ERROR(LoadModel());
-  REPLICAD_ASSIGN_OR_RETURN(config_,
-                            CompleteTrainingConfig(config_, *model_, environment_.devices));
-  const TrainerOptions options = TrainerOptionsOf(config_, target_dtype);
+absl::StatusOr<std::unique_ptr<DataParallelTrainer>> TrainingSession::MakeDataParallelTrainer(
+    const TrainerOptions& options) const {
   REPLICAD_ASSIGN_OR_RETURN(std::vector<TrainerSlot> slots, TrainerSlots());
   TrainerReduction reduction;
   if (config_.reduction == TrainingConfig::Reduction::kParameterServer) {
@@ -103,8 +99,42 @@ absl::Status TrainingSession::EnsureTrainer(DType target_dtype) {
   }
   reduction.slot_all_reduce = &CreateSlotAllReduce;
   if (environment_.job != nullptr) reduction.ranks = environment_.job->training_ranks();
-  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer =
-      DataParallelTrainer::Create(model_, std::move(slots), options, std::move(reduction));
+  return DataParallelTrainer::Create(model_, std::move(slots), options, std::move(reduction));
+}
+
+void TrainingSession::DropTrainerLocked() {
+  data_parallel_ = nullptr;
+  trainer_.reset();
+}
+
+absl::Status TrainingSession::TrainsInThisJob() const {
+  if (!environment_.make_trainer || environment_.job == nullptr) return absl::OkStatus();
+  return absl::UnimplementedError(
+      absl::StrCat("model '", environment_.model,
+                   "' trains through its own trainer (a placed model's pipeline), in one "
+                   "process; a job of several ranks trains data-parallel only: train it "
+                   "unplaced, or without ranks"));
+}
+
+absl::Status TrainingSession::EnsureTrainer(DType target_dtype) {
+  if (trainer_ != nullptr) return absl::OkStatus();
+  REPLICAD_RETURN_IF_ERROR(TrainsInThisJob());
+  REPLICAD_RETURN_IF_ERROR(LoadModel());
+  REPLICAD_ASSIGN_OR_RETURN(config_,
+                            CompleteTrainingConfig(config_, *model_, environment_.devices));
+  const TrainerOptions options = TrainerOptionsOf(config_, target_dtype);
+  absl::StatusOr<std::unique_ptr<ModelTrainer>> trainer;
+  DataParallelTrainer* data_parallel = nullptr;
+  if (environment_.make_trainer) {
+    trainer = environment_.make_trainer(model_, options);
+  } else if (absl::StatusOr<std::unique_ptr<DataParallelTrainer>> made =
+                 MakeDataParallelTrainer(options);
+             made.ok()) {
+    data_parallel = made->get();
+    trainer = *std::move(made);
+  } else {
+    trainer = made.status();
+  }
   if (!trainer.ok()) {
     // The optimizer's own messages say "optimizer.x"; the RPC's field is "config.optimizer.x".
     return absl::Status(trainer.status().code(),
@@ -122,6 +152,7 @@ absl::Status TrainingSession::EnsureTrainer(DType target_dtype) {
     REPLICAD_RETURN_IF_ERROR((*trainer)->Resume(published_step_, {}));
   }
   trainer_ = *std::move(trainer);
+  data_parallel_ = data_parallel;
   trainer_target_dtype_ = target_dtype;
   return absl::OkStatus();
 }
@@ -149,12 +180,7 @@ void TrainingSession::Configure(TrainingConfig config, Origin origin, ConfigDone
 
 absl::StatusOr<TrainingConfig> TrainingSession::ConfigureNow(const TrainingConfig& config,
                                                              Origin origin) {
-  if (environment_.placed) {
-    return absl::UnimplementedError(absl::StrCat(
-        "model '", environment_.model,
-        "' is served placed over several slots (placement); TrainStep through its pipeline is "
-        "not implemented yet: train it unplaced"));
-  }
+  REPLICAD_RETURN_IF_ERROR(TrainsInThisJob());
   absl::MutexLock lock(&mu_);
   RankJob* job = environment_.job.get();
   if (job != nullptr && !job->leads() && origin == Origin::kClient && !environment_.rank_shards) {
@@ -183,7 +209,7 @@ absl::StatusOr<TrainingConfig> TrainingSession::ConfigureNow(const TrainingConfi
     // Keep the weights and the step; the optimizer starts over.
     REPLICAD_ASSIGN_OR_RETURN(model_, trainer_->CurrentModel());
     published_step_ = trainer_->step();
-    trainer_.reset();
+    DropTrainerLocked();
     resume_.reset();
   }
   config_ = WritesCheckpoints() ? completed : WithoutCheckpoints(completed);
@@ -223,14 +249,14 @@ namespace {
 
 // A step that fails before its trainer takes it still reaches the other
 // ranks, which wait for this one's part: with this status.
-absl::Status FailedBeforeEntering(const absl::StatusOr<DataParallelTrainer::StepResult>& result) {
+absl::Status FailedBeforeEntering(const absl::StatusOr<TrainerStepResult>& result) {
   return result.ok() ? absl::InternalError("the step ended before its trainer took it")
                      : result.status();
 }
 
 }  // namespace
 
-absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::StepNow(
+absl::StatusOr<TrainerStepResult> TrainingSession::StepNow(
     const std::vector<Tensor>& inputs, const Tensor& targets,
     const std::optional<TrainShard>& shard, const std::optional<Rank0Step>& from_rank0) {
   absl::MutexLock lock(&mu_);
@@ -260,8 +286,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::StepNow(
   }
   if (shard) {
     bool entered = false;
-    absl::StatusOr<DataParallelTrainer::StepResult> result =
-        ShardStepLocked(*shard, inputs, targets, &entered);
+    absl::StatusOr<TrainerStepResult> result = ShardStepLocked(*shard, inputs, targets, &entered);
     if (!entered) {
       (void)job->training_ranks()->ExchangeShardRows(shard->step, 0, FailedBeforeEntering(result),
                                                      TrainingFingerprint(config_));
@@ -279,11 +304,11 @@ absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::StepNow(
   return LeadStepLocked(inputs, targets);
 }
 
-absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::Rank0StepLocked(
+absl::StatusOr<TrainerStepResult> TrainingSession::Rank0StepLocked(
     const Rank0Step& from_rank0, const std::vector<Tensor>& inputs, const Tensor& targets) {
   bool entered = false;
-  absl::StatusOr<DataParallelTrainer::StepResult> result =
-      StepLocked(targets.dtype(), [&]() -> absl::StatusOr<DataParallelTrainer::StepResult> {
+  absl::StatusOr<TrainerStepResult> result =
+      StepLocked(targets.dtype(), [&]() -> absl::StatusOr<TrainerStepResult> {
         // A rank that missed rank 0's configuration would train its copy with
         // another optimizer, and the copies would drift apart unnoticed.
         // (Compared once EnsureTrainer has completed a default configuration.)
@@ -296,7 +321,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::Rank0StepLocked
                                               configured_from_rank0_.message())));
         }
         entered = true;
-        return trainer_->StepRows(from_rank0.first_row, from_rank0.batch, inputs, targets);
+        return data_parallel_->StepRows(from_rank0.first_row, from_rank0.batch, inputs, targets);
       });
   if (!entered) {
     (void)GatherReadiness(*environment_.job->training_ranks(), FailedBeforeEntering(result), "");
@@ -304,16 +329,16 @@ absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::Rank0StepLocked
   return result;
 }
 
-absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::LeadStepLocked(
-    const std::vector<Tensor>& inputs, const Tensor& targets) {
+absl::StatusOr<TrainerStepResult> TrainingSession::LeadStepLocked(const std::vector<Tensor>& inputs,
+                                                                  const Tensor& targets) {
   RankJob& job = *environment_.job;
-  return StepLocked(targets.dtype(), [&]() -> absl::StatusOr<DataParallelTrainer::StepResult> {
+  return StepLocked(targets.dtype(), [&]() -> absl::StatusOr<TrainerStepResult> {
     // A batch that fails the checks fails here alone: no rank sees it.
     REPLICAD_RETURN_IF_ERROR(trainer_->Validate(inputs, targets));
     // Each other rank is sent only its own rows (rank 0's are the first).
     const int64_t batch = inputs[0].shape()[0];
     for (int r = 1; r < job.training_ranks()->size(); ++r) {
-      const DataParallelTrainer::RowRange rows = trainer_->RowsOfRank(batch, r);
+      const DataParallelTrainer::RowRange rows = data_parallel_->RowsOfRank(batch, r);
       RankCommand command;
       command.kind = RankCommand::Kind::kStep;
       command.model = environment_.model;
@@ -333,7 +358,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::LeadStepLocked(
   });
 }
 
-absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::ShardStepLocked(
+absl::StatusOr<TrainerStepResult> TrainingSession::ShardStepLocked(
     const TrainShard& shard, const std::vector<Tensor>& inputs, const Tensor& targets,
     bool* entered) {
   const TrainingRanks& ranks = *environment_.job->training_ranks();
@@ -352,12 +377,12 @@ absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::ShardStepLocked
   const uint64_t configuration = TrainingFingerprint(config_);
   return StepLocked(targets.dtype(), [&] {
     *entered = true;
-    return trainer_->StepShard(shard.step, configuration, inputs, targets);
+    return data_parallel_->StepShard(shard.step, configuration, inputs, targets);
   });
 }
 
-absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::StepLocked(
-    DType target_dtype, absl::FunctionRef<absl::StatusOr<DataParallelTrainer::StepResult>()> step) {
+absl::StatusOr<TrainerStepResult> TrainingSession::StepLocked(
+    DType target_dtype, absl::FunctionRef<absl::StatusOr<TrainerStepResult>()> step) {
   // The targets' dtype picks the loss's form (class labels or
   // probabilities), and a client may change it between steps: the trainer
   // is then made again for the new form, from the current weights, the
@@ -370,18 +395,18 @@ absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::StepLocked(
     resume_->step = published_step_;
     resume_->optimizer = config_.optimizer;
     resume_->optimizer_state = std::move(state);
-    trainer_.reset();
+    DropTrainerLocked();
   }
   const bool new_trainer = trainer_ == nullptr;
   const std::optional<Checkpoint> resume = resume_;  // Tensors are shared, not copied.
   REPLICAD_RETURN_IF_ERROR(EnsureTrainer(target_dtype));
-  absl::StatusOr<DataParallelTrainer::StepResult> result = step();
+  absl::StatusOr<TrainerStepResult> result = step();
   if (!result.ok()) {
     // A trainer made for this request's targets that could not take a step
     // is not kept: the next request, with other targets, gets one of its
     // own, resuming what this one was given.
     if (new_trainer) {
-      trainer_.reset();
+      DropTrainerLocked();
       resume_ = resume;
     }
     return result;
@@ -393,7 +418,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> TrainingSession::StepLocked(
   return result;
 }
 
-void TrainingSession::CheckpointStepLocked(DataParallelTrainer::StepResult& result) {
+void TrainingSession::CheckpointStepLocked(TrainerStepResult& result) {
   if (config_.checkpoint_every_steps <= 0 || result.step % config_.checkpoint_every_steps != 0) {
     return;
   }

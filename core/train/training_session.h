@@ -19,6 +19,7 @@
 #include "core/train/checkpoint.h"
 #include "core/train/checkpoint_root.h"
 #include "core/train/data_parallel_trainer.h"
+#include "core/train/model_trainer.h"
 #include "core/train/rank_job.h"
 #include "core/train/trainable.h"
 #include "core/train/training_config.h"
@@ -57,11 +58,11 @@ class TrainingSession final : public Trainable {
     // With a job: every rank takes its own shard of each step from its own
     // clients (--rank-shards), instead of rank 0 taking whole batches.
     bool rank_shards = false;
-    // The model is served placed over the slots (model parallelism,
-    // placement.h): training it through the pipeline is not implemented, and
-    // training it data-parallel would put the whole model on every slot, so
-    // ConfigureTraining is Unimplemented saying so.
-    bool placed = false;
+    // Makes the trainer for models not trained data-parallel over `slots`
+    // (a placed model's pipeline, core/serve/pipeline_trainer.h); null: a
+    // DataParallelTrainer. Such a trainer runs in this process alone: with a
+    // job, ConfigureTraining is Unimplemented saying so.
+    ModelTrainerMaker make_trainer;
   };
   explicit TrainingSession(Environment environment);
   // Finishes the queued tasks.
@@ -135,6 +136,13 @@ class TrainingSession final : public Trainable {
   // Loads the model as written (and a checkpoint's step and optimizer state).
   absl::Status LoadModel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EnsureTrainer(DType target_dtype) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The data-parallel trainer of the current configuration over this
+  // session's slots (and a job's ranks, or a parameter server).
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeDataParallelTrainer(
+      const TrainerOptions& options) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void DropTrainerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unimplemented for Environment::make_trainer's models in a job of ranks.
+  absl::Status TrainsInThisJob() const;
   absl::StatusOr<std::vector<TrainerSlot>> TrainerSlots() const;
   // Where a configuration or a step comes from.
   enum class Origin { kClient, kRank0 };
@@ -142,34 +150,33 @@ class TrainingSession final : public Trainable {
   void Step(std::vector<Tensor> inputs, Tensor targets, std::optional<TrainShard> shard,
             std::optional<Rank0Step> from_rank0, StepDone done);
   absl::StatusOr<TrainingConfig> ConfigureNow(const TrainingConfig& config, Origin origin);
-  absl::StatusOr<DataParallelTrainer::StepResult> StepNow(
-      const std::vector<Tensor>& inputs, const Tensor& targets,
-      const std::optional<TrainShard>& shard, const std::optional<Rank0Step>& from_rank0);
+  absl::StatusOr<TrainerStepResult> StepNow(const std::vector<Tensor>& inputs,
+                                            const Tensor& targets,
+                                            const std::optional<TrainShard>& shard,
+                                            const std::optional<Rank0Step>& from_rank0);
   // A job's step of rank 0's rows on this rank.
-  absl::StatusOr<DataParallelTrainer::StepResult> Rank0StepLocked(const Rank0Step& from_rank0,
-                                                                  const std::vector<Tensor>& inputs,
-                                                                  const Tensor& targets)
+  absl::StatusOr<TrainerStepResult> Rank0StepLocked(const Rank0Step& from_rank0,
+                                                    const std::vector<Tensor>& inputs,
+                                                    const Tensor& targets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rank 0 of a job of whole batches: checks the batch (a bad one reaches
   // no other rank), hands every other rank its rows, and steps.
-  absl::StatusOr<DataParallelTrainer::StepResult> LeadStepLocked(const std::vector<Tensor>& inputs,
-                                                                 const Tensor& targets)
+  absl::StatusOr<TrainerStepResult> LeadStepLocked(const std::vector<Tensor>& inputs,
+                                                   const Tensor& targets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `*entered`: the trainer took the shard (before, its failure is this
   // rank's alone, and the caller tells the other ranks).
-  absl::StatusOr<DataParallelTrainer::StepResult> ShardStepLocked(const TrainShard& shard,
-                                                                  const std::vector<Tensor>& inputs,
-                                                                  const Tensor& targets,
-                                                                  bool* entered)
+  absl::StatusOr<TrainerStepResult> ShardStepLocked(const TrainShard& shard,
+                                                    const std::vector<Tensor>& inputs,
+                                                    const Tensor& targets, bool* entered)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `step` on the trainer (made for `target_dtype` if need be), then
   // checkpoints as configured.
-  absl::StatusOr<DataParallelTrainer::StepResult> StepLocked(
-      DType target_dtype, absl::FunctionRef<absl::StatusOr<DataParallelTrainer::StepResult>()> step)
+  absl::StatusOr<TrainerStepResult> StepLocked(
+      DType target_dtype, absl::FunctionRef<absl::StatusOr<TrainerStepResult>()> step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The periodic checkpoint of a step just applied, when one is due.
-  void CheckpointStepLocked(DataParallelTrainer::StepResult& result)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckpointStepLocked(TrainerStepResult& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Weights> WeightsNow();
   // The model with the latest weights (the trainer's copy while it has one).
   absl::StatusOr<std::shared_ptr<const Model>> CurrentModelLocked() const
@@ -196,7 +203,10 @@ class TrainingSession final : public Trainable {
   // The model as written (no inference optimisations), with the latest weights.
   std::shared_ptr<const Model> model_ ABSL_GUARDED_BY(mu_);
   std::string source_bytes_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<DataParallelTrainer> trainer_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<ModelTrainer> trainer_ ABSL_GUARDED_BY(mu_);
+  // trainer_ when it is a DataParallelTrainer (always, in a job of several
+  // ranks): what a job's steps need of it (rows and shards of ranks).
+  DataParallelTrainer* data_parallel_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The targets' dtype trainer_ was made for (its loss's form).
   DType trainer_target_dtype_ ABSL_GUARDED_BY(mu_) = DType::kInt64;
   std::optional<Checkpoint> resume_ ABSL_GUARDED_BY(mu_);  // Until the trainer takes it.

@@ -728,8 +728,8 @@ absl::StatusOr<v1::PredictResponse> DefaultModelAnswer(std::vector<std::string> 
 // default model's weights) the daemon refuses to load it on one slot and
 // serves it placed over two contexts of --device-map, as one "pipeline"
 // replica naming both, with the answer of an unbounded one-slot daemon, bit
-// for bit (--micro-batches 1: the same shapes as one slot); ConfigureTraining
-// on it is UNIMPLEMENTED.
+// for bit (--micro-batches 1: the same shapes as one slot). (Its training:
+// model_training_e2e_test's APlacedModelTrainsThroughItsPipelineLikeOneSlot.)
 TEST(ReplicadStartupTest, AModelOverASlotsLimitServesPlacedOverTwo) {
   size_t weight_bytes = 0;
   const std::shared_ptr<const Model> model = *LoadDefaultModel();
@@ -759,13 +759,6 @@ TEST(ReplicadStartupTest, AModelOverASlotsLimitServesPlacedOverTwo) {
   *request.add_inputs() = ToProto("image", image);
   absl::StatusOr<v1::PredictResponse> placed = client->Predict(request);
   ASSERT_TRUE(placed.ok()) << placed.status();
-  // Training through the pipeline is not implemented: said, not done data-parallel.
-  v1::ConfigureTrainingRequest configure;
-  configure.set_model("default");
-  configure.mutable_config()->mutable_optimizer()->set_kind(v1::OPTIMIZER_SGD);
-  absl::StatusOr<v1::ConfigureTrainingResponse> training = client->ConfigureTraining(configure);
-  EXPECT_EQ(training.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(training.status().message()), HasSubstr("placed over several slots"));
   EXPECT_EQ((*daemon)->StopWith(SIGINT), 0) << (*daemon)->output();
   absl::StatusOr<v1::PredictResponse> whole = DefaultModelAnswer({}, image);
   ASSERT_TRUE(whole.ok()) << whole.status();

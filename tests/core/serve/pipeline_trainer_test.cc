@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/backends/cpu/cpu_backend.h"
+#include "core/model/onnx_builder.h"
 #include "core/train/data_parallel_trainer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,6 +23,8 @@
 
 namespace replicad {
 namespace {
+
+using ::testing::HasSubstr;
 
 constexpr int kSteps = 5;
 constexpr int64_t kBatch = 8;
@@ -61,17 +64,27 @@ Trained OneSlotTraining(const OptimizerConfig& optimizer) {
   return run;
 }
 
-absl::StatusOr<std::unique_ptr<PipelineTrainer>> Placed(const OptimizerConfig& optimizer,
-                                                        int micro_batches) {
+// `model`'s nodes named c* on dev0, logits* on dev1, two CPU slots.
+absl::StatusOr<std::unique_ptr<PipelineTrainer>> PlacedConvNet(std::shared_ptr<const Model> model,
+                                                               const TrainerOptions& options,
+                                                               int micro_batches) {
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  absl::StatusOr<std::vector<std::string>> context_of =
+      NodeContexts(model->graph(), *ParsePlacement("c->dev0; logits->dev1", "p"), {"dev0", "dev1"});
+  if (!context_of.ok()) return context_of.status();
   return PipelineTrainer::Create(
-      testing::LoadForTraining(testing::ConvNetOnnx(7)),
-      *ParsePlacement("c->dev0; logits->dev1", "p"),
+      std::move(model), *context_of,
       {SlotAssignment{"dev0", cpu.id, 1}, SlotAssignment{"dev1", cpu.id, 1}},
       [cpu](const SlotAssignment&) -> absl::StatusOr<std::unique_ptr<Device>> {
         return CreateCpuDevice(cpu, CpuSlotOptions{1});
       },
-      Options(optimizer), micro_batches);
+      options, micro_batches);
+}
+
+absl::StatusOr<std::unique_ptr<PipelineTrainer>> Placed(const OptimizerConfig& optimizer,
+                                                        int micro_batches) {
+  return PlacedConvNet(testing::LoadForTraining(testing::ConvNetOnnx(7)), Options(optimizer),
+                       micro_batches);
 }
 
 Trained Pipelined(const OptimizerConfig& optimizer, int micro_batches) {
@@ -84,7 +97,7 @@ Trained Pipelined(const OptimizerConfig& optimizer, int micro_batches) {
   EXPECT_EQ(pipeline.part_context(0), "dev0");
   EXPECT_EQ(pipeline.part_context(pipeline.part_count() - 1), "dev0");  // The conv's gradient.
   for (int step = 0; step < kSteps; ++step) {
-    absl::StatusOr<PipelineTrainer::StepResult> result =
+    absl::StatusOr<TrainerStepResult> result =
         (*trainer)->Step({testing::RandomTensor({kBatch, 2, 6, 6}, 100 + step)},
                          testing::ClassLabels(kBatch, 4, step));
     EXPECT_TRUE(result.ok()) << result.status();
@@ -126,6 +139,162 @@ TEST(PipelineTrainerTest, TrainsLikeOneSlot) {
         }
       }
     }
+  }
+}
+
+// A step the trainer cannot apply changes nothing: labels out of range are
+// refused naming them; a loss that overflows is refused (kRefuse) or
+// answered as skipped (kSkip), the weights and the step count as they were.
+// A good step reports its accuracy.
+TEST(PipelineTrainerTest, AStepItCannotApplyChangesNothing) {
+  for (auto policy :
+       {TrainerOptions::NonFiniteSteps::kRefuse, TrainerOptions::NonFiniteSteps::kSkip}) {
+    TrainerOptions options = Options(testing::TrainingOptimizers()[0]);
+    options.non_finite_steps = policy;
+    absl::StatusOr<std::unique_ptr<PipelineTrainer>> trainer =
+        PlacedConvNet(testing::LoadForTraining(testing::ConvNetOnnx(7)), options, 2);
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    const std::map<std::string, Tensor> before = (*trainer)->Parameters();
+    std::map<std::string, std::vector<char>> bytes;
+    for (const auto& [name, t] : before) {
+      const char* raw = static_cast<const char*>(t.raw_data());
+      bytes[name].assign(raw, raw + t.byte_size());
+    }
+    const Tensor images = testing::RandomTensor({4, 2, 6, 6}, 1);
+    Tensor labels = testing::ClassLabels(4, 4, 0);
+    labels.data<int64_t>()[3] = 9;
+    absl::StatusOr<TrainerStepResult> result = (*trainer)->Step({images}, labels);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(result.status().message()),
+                HasSubstr("must be a class in [0, 4), received 9"));
+    EXPECT_EQ((*trainer)->Validate({images}, testing::ClassLabels(3, 4, 0)).code(),
+              absl::StatusCode::kInvalidArgument);
+
+    Tensor huge = testing::RandomTensor({4, 2, 6, 6}, 2);
+    for (int64_t e = 0; e < huge.num_elements(); ++e) huge.data<float>()[e] *= 3e37f;
+    result = (*trainer)->Step({huge}, testing::ClassLabels(4, 4, 0));
+    if (policy == TrainerOptions::NonFiniteSteps::kRefuse) {
+      EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(std::string(result.status().message()),
+                  HasSubstr("the step was not applied and the weights are unchanged"));
+    } else {
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_THAT(result->skipped, HasSubstr("not finite"));
+      EXPECT_EQ(result->step, 0);
+    }
+    EXPECT_EQ((*trainer)->step(), 0);
+    for (const auto& [name, t] : (*trainer)->Parameters()) {
+      EXPECT_EQ(std::memcmp(t.raw_data(), bytes[name].data(), t.byte_size()), 0) << name;
+    }
+    result = (*trainer)->Step({images}, testing::ClassLabels(4, 4, 0));
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->step, 1);
+    EXPECT_EQ(result->samples, 4);
+    ASSERT_TRUE(result->accuracy.has_value());
+    EXPECT_GE(*result->accuracy, 0.0);
+    EXPECT_LE(*result->accuracy, 1.0);
+  }
+}
+
+// What a checkpoint holds (CurrentModel's weights, OptimizerState at the
+// step) resumes a new pipeline trainer where the first stopped: Adam's next
+// step is the same, bit for bit.
+TEST(PipelineTrainerTest, ResumesFromItsModelAndOptimizerState) {
+  const TrainerOptions options = Options(testing::TrainingOptimizers()[1]);
+  absl::StatusOr<std::unique_ptr<PipelineTrainer>> first =
+      PlacedConvNet(testing::LoadForTraining(testing::ConvNetOnnx(7)), options, 2);
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_TRUE((*first)
+                    ->Step({testing::RandomTensor({kBatch, 2, 6, 6}, 10 + step)},
+                           testing::ClassLabels(kBatch, 4, step))
+                    .ok());
+  }
+  absl::StatusOr<std::shared_ptr<const Model>> model = (*first)->CurrentModel();
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> state = (*first)->OptimizerState();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_FALSE(state->empty());
+  absl::StatusOr<std::unique_ptr<PipelineTrainer>> second = PlacedConvNet(*model, options, 2);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE((*second)->Resume(2, *state).ok());
+  EXPECT_EQ((*second)->step(), 2);
+  const Tensor images = testing::RandomTensor({kBatch, 2, 6, 6}, 12);
+  absl::StatusOr<TrainerStepResult> a =
+      (*first)->Step({images}, testing::ClassLabels(kBatch, 4, 2));
+  absl::StatusOr<TrainerStepResult> b =
+      (*second)->Step({images}, testing::ClassLabels(kBatch, 4, 2));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->loss, b->loss);
+  EXPECT_EQ(b->step, 3);
+  const std::map<std::string, Tensor> want = (*first)->Parameters();
+  for (const auto& [name, t] : (*second)->Parameters()) {
+    EXPECT_EQ(std::memcmp(t.raw_data(), want.at(name).raw_data(), t.byte_size()), 0) << name;
+  }
+}
+
+// Dropout in training form is refused naming the node, as are running
+// statistics and any precision but fp32.
+TEST(PipelineTrainerTest, RefusesWhatItCannotTrainExactly) {
+  OnnxModelBuilder b("dropout", 13);
+  b.AddInitializer("w", testing::RandomTensor({3, 4}, 1));
+  b.AddInitializer("w2", testing::RandomTensor({4, 2}, 2));
+  b.AddNode("MatMul", {"x", "w"}, {"c"});
+  Tensor ratio = Tensor::Host(DType::kFloat32, {});
+  *ratio.data<float>() = 0.5f;
+  b.AddInitializer("ratio", ratio);
+  onnx::NodeProto* flag = b.AddNode("Constant", {}, {"training"});
+  onnx::AttributeProto* value = flag->add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
+  value->mutable_t()->add_int32_data(1);
+  b.AddNode("Dropout", {"c", "ratio", "training"}, {"d"});
+  b.AddNode("MatMul", {"d", "w2"}, {"logits"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 3});
+  b.AddOutput("logits", DType::kFloat32, {kAnyDim, 2});
+  TrainerOptions options = Options(testing::TrainingOptimizers()[0]);
+  absl::StatusOr<std::unique_ptr<PipelineTrainer>> dropout =
+      PlacedConvNet(testing::LoadForTraining(b.Serialize()), options, 2);
+  EXPECT_EQ(dropout.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(dropout.status().message()), HasSubstr("node 'd' is Dropout"));
+  options.precision = ComputePrecision::kBFloat16;
+  absl::StatusOr<std::unique_ptr<PipelineTrainer>> bf16 =
+      PlacedConvNet(testing::LoadForTraining(testing::ConvNetOnnx(7)), options, 2);
+  EXPECT_EQ(bf16.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(bf16.status().message()), HasSubstr("precision: "));
+}
+
+// x -> MatMul(w) 'c' on dev0 -> MatMul(w2) 'logits' on dev1: the gradient
+// of w on dev0 reads x transposed, a value whose rows are in dim 1, handed
+// over from the forward part; it plans and trains as one slot does, at 1
+// and 5 rows.
+TEST(PipelineTrainerTest, HandsOverValuesWhoseRowsAreNotInDimZero) {
+  OnnxModelBuilder b("mlp", 13);
+  b.AddInitializer("w", testing::RandomTensor({3, 4}, 1));
+  b.AddInitializer("w2", testing::RandomTensor({4, 2}, 2));
+  b.AddNode("MatMul", {"x", "w"}, {"c"});
+  b.AddNode("MatMul", {"c", "w2"}, {"logits"});
+  b.AddInput("x", DType::kFloat32, {kAnyDim, 3});
+  b.AddOutput("logits", DType::kFloat32, {kAnyDim, 2});
+  const std::string onnx = b.Serialize();
+  const TrainerOptions options = Options(testing::TrainingOptimizers()[1]);
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::vector<TrainerSlot> slots;
+  slots.push_back({SlotAssignment{"r0", cpu.id, 1.0}, CreateCpuDevice(cpu, {1})});
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> one =
+      DataParallelTrainer::Create(testing::LoadForTraining(onnx), std::move(slots), options, {});
+  ASSERT_TRUE(one.ok()) << one.status();
+  absl::StatusOr<std::unique_ptr<PipelineTrainer>> placed =
+      PlacedConvNet(testing::LoadForTraining(onnx), options, 2);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  for (int64_t rows : {1, 5, 5}) {
+    const Tensor x = testing::RandomTensor({rows, 3}, 3 + rows);
+    absl::StatusOr<TrainerStepResult> want = (*one)->Step({x}, testing::ClassLabels(rows, 2, 0));
+    absl::StatusOr<TrainerStepResult> got = (*placed)->Step({x}, testing::ClassLabels(rows, 2, 0));
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_NEAR(got->loss, want->loss, 1e-6 * std::fabs(want->loss)) << rows << " rows";
   }
 }
 
