@@ -1,6 +1,7 @@
 #include "server/replica_set_factory.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -154,13 +155,41 @@ absl::StatusOr<std::vector<std::string>> AutoContexts(const std::shared_ptr<cons
   return context_of;
 }
 
+// A placement's pipelines: per copy of the device map's contexts
+// ("dev0->cpu:0,cpu:1": two), its slots named by their context. Every
+// context needs as many devices as the others (InvalidArgument naming it).
+absl::StatusOr<std::vector<std::vector<SlotAssignment>>> PipelineCopies(
+    const std::vector<SlotAssignment>& slots) {
+  std::vector<std::vector<SlotAssignment>> copies;
+  std::map<std::string, int> devices_of;
+  for (const SlotAssignment& slot : slots) {
+    if (copies.size() <= static_cast<size_t>(slot.copy)) copies.resize(slot.copy + 1);
+    SlotAssignment context = slot;
+    context.name = ContextName(slot);
+    ++devices_of[context.name];
+    copies[slot.copy].push_back(std::move(context));
+  }
+  for (const auto& [context, count] : devices_of) {
+    if (count != static_cast<int>(copies.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--device-map: context '", context, "' has ", count, " device(s), another ",
+                       copies.size(),
+                       "; a placed model runs one pipeline per device of each context, so "
+                       "every context needs as many"));
+    }
+  }
+  return copies;
+}
+
 // The context of each node of `model` under options.placement (rules, or
 // "auto"), errors naming options.placement_field.
 absl::StatusOr<std::vector<std::string>> PlacedContexts(const std::shared_ptr<const Model>& model,
                                                         const std::vector<DeviceInfo>& devices,
                                                         const ServingOptions& options) {
+  REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::vector<SlotAssignment>> copies,
+                            PipelineCopies(options.slots));
   std::vector<std::string> contexts;
-  for (const SlotAssignment& slot : options.slots) contexts.push_back(slot.name);
+  for (const SlotAssignment& slot : copies[0]) contexts.push_back(slot.name);
   absl::StatusOr<std::vector<std::string>> context_of;
   if (options.placement == "auto") {
     context_of = AutoContexts(model, devices, options, contexts);
@@ -207,15 +236,20 @@ absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Mo
                         absl::StrCat(options.placement_field, ": ", placed.status().message()));
   }
   const size_t parts = placed->parts.size();
-  REPLICAD_ASSIGN_OR_RETURN(
-      std::unique_ptr<PipelineReplica> pipeline,
-      PipelineReplica::Create(std::move(model), *std::move(placed), options.slots,
-                              SlotDevices(devices, options.slot_options),
-                              PipelineReplica::Options{options.slot_memory_limit}));
+  REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::vector<SlotAssignment>> copies,
+                            PipelineCopies(options.slots));
+  std::vector<std::unique_ptr<PipelineReplica>> replicas;  // One pipeline per copy.
+  for (const std::vector<SlotAssignment>& contexts : copies) {
+    REPLICAD_ASSIGN_OR_RETURN(
+        std::unique_ptr<PipelineReplica> pipeline,
+        PipelineReplica::Create(model, *placed, contexts,
+                                SlotDevices(devices, options.slot_options),
+                                PipelineReplica::Options{options.slot_memory_limit}));
+    replicas.push_back(std::move(pipeline));
+  }
   const int micro_batches =
       options.micro_batches > 0 ? options.micro_batches : static_cast<int>(4 * parts);
-  return std::make_unique<PipelineServable>(std::move(pipeline), micro_batches, options.slots,
-                                            pipelines);
+  return std::make_unique<PipelineServable>(std::move(replicas), micro_batches, copies, pipelines);
 }
 
 ModelTrainerMaker PlacedModelTrainer(const std::vector<DeviceInfo>& devices,
@@ -226,8 +260,10 @@ ModelTrainerMaker PlacedModelTrainer(const std::vector<DeviceInfo>& devices,
              const TrainerOptions& trainer) -> absl::StatusOr<std::unique_ptr<ModelTrainer>> {
     REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::string> context_of,
                               PlacedContexts(model, devices, options));
+    REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::vector<SlotAssignment>> copies,
+                              PipelineCopies(options.slots));
     REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<PipelineTrainer> made,
-                              PipelineTrainer::Create(std::move(model), context_of, options.slots,
+                              PipelineTrainer::Create(std::move(model), context_of, copies,
                                                       SlotDevices(devices, options.slot_options),
                                                       trainer, options.micro_batches));
     return made;

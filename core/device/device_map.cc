@@ -55,6 +55,11 @@ absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceList(
   return slots;
 }
 
+std::string ContextName(const SlotAssignment& slot) {
+  if (slot.copy == 0) return slot.name;
+  return slot.name.substr(0, slot.name.rfind('.'));
+}
+
 absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceMap(
     absl::string_view text, const std::vector<DeviceInfo>& available) {
   std::vector<SlotAssignment> slots;
@@ -70,13 +75,17 @@ absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceMap(
       return absl::InvalidArgumentError(
           absl::StrCat("--device-map entry '", mapping, "' has an empty context name"));
     }
-    if (!names.insert(name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--device-map names context '", name, "' twice"));
+    std::vector<absl::string_view> devices = absl::StrSplit(parts[1], ',');
+    for (size_t copy = 0; copy < devices.size(); ++copy) {
+      std::string slot = copy == 0 ? name : absl::StrCat(name, ".", copy);
+      if (!names.insert(slot).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--device-map names context '", slot, "' twice"));
+      }
+      REPLICAD_ASSIGN_OR_RETURN(
+          DeviceId id, ParseAvailableDevice(absl::StripAsciiWhitespace(devices[copy]), available));
+      slots.push_back({std::move(slot), id, 1.0, static_cast<int>(copy)});
     }
-    REPLICAD_ASSIGN_OR_RETURN(
-        DeviceId id, ParseAvailableDevice(absl::StripAsciiWhitespace(parts[1]), available));
-    slots.push_back({std::move(name), id, 1.0});
   }
   if (slots.empty()) {
     return absl::InvalidArgumentError("--device-map is empty; expected e.g. 'r0->cpu0;r1->cpu0'");

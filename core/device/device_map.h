@@ -16,7 +16,14 @@ struct SlotAssignment {
   std::string name;  // "r0", or the context name of a device map.
   DeviceId device;
   double weight = 1.0;
+  // A device map's context with several devices ("dev0->cuda:0,cuda:2"),
+  // one per copy of a placed model's pipeline: which device of its context
+  // this slot is. Copy 0 is named by the context, copy k > 0 "CONTEXT.k".
+  int copy = 0;
 };
+
+// The context a device-map slot is a copy of ("dev0" for "dev0.1").
+std::string ContextName(const SlotAssignment& slot);
 
 // Parses one device id ("cuda:0", "cpu0") that must be in `available`:
 // InvalidArgument listing the devices that are, otherwise.
@@ -33,7 +40,10 @@ absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceList(
 
 // Parses a Theano-style context map, "r0->cpu0;r1->cpu0": one slot per
 // mapping, named by its context. Context names are unique, non-empty, and may
-// not contain "->" or ";". Unknown devices as in ParseDeviceList.
+// not contain "->", ";" or ",". A context may list several devices,
+// "dev0->cuda:0,cuda:2": one slot per device, copy k named "dev0.k" (a
+// placed model runs one pipeline per copy; other models see every slot).
+// Unknown devices as in ParseDeviceList.
 absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceMap(
     absl::string_view text, const std::vector<DeviceInfo>& available);
 

@@ -74,6 +74,12 @@ absl::Status ExecutionPlan::Run(const void* const* inputs, void* const* outputs,
   return RunSteps(RunContext{}, inputs, outputs, steps_.size(), nullptr, nullptr, &proceed);
 }
 
+absl::Status ExecutionPlan::Run(const RunContext& context, const void* const* inputs,
+                                void* const* outputs, const Proceed* proceed) {
+  if (part_ != nullptr) return NotForDataDependent();
+  return RunSteps(context, inputs, outputs, steps_.size(), nullptr, nullptr, proceed);
+}
+
 absl::Status ExecutionPlan::RunSplit(const RunContext& context, const void* const* inputs,
                                      void* const* outputs, const Node* boundary,
                                      double* seconds_before) {

@@ -101,6 +101,11 @@ class ExecutionPlan {
   using Proceed = absl::FunctionRef<absl::Status()>;
   // Run, asking `proceed` between kernels.
   absl::Status Run(const void* const* inputs, void* const* outputs, Proceed proceed);
+  // Run with `context` for every kernel (a training step's, as a pipeline's
+  // part runs its rows of one; it must outlive the call), asking `proceed`
+  // (optional) between kernels.
+  absl::Status Run(const RunContext& context, const void* const* inputs, void* const* outputs,
+                   const Proceed* proceed = nullptr);
   // Runs a data-dependent plan: `inputs` as Run's; `outputs` gets the
   // graph's outputs as host tensors of their own (the plan keeps none).
   // `proceed` (optional) is asked before every kernel and every node of the

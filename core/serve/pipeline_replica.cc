@@ -172,6 +172,7 @@ absl::StatusOr<std::vector<std::shared_ptr<ExecutionPlan>>> PipelineReplica::Pla
 // per part whether it is done and how it went.
 struct PipelineReplica::MicroBatch {
   int64_t begin = 0;
+  std::optional<RunContext> step;  // A training step's, first_row this micro-batch's.
   const std::vector<std::shared_ptr<ExecutionPlan>>* plans = nullptr;
   std::map<int, Tensor> handed;
   std::vector<absl::Status> status;
@@ -245,7 +246,8 @@ void PipelineReplica::RunPart(size_t p, MicroBatch* run, const std::vector<Tenso
     std::vector<void*> out;
     for (int v : graph.outputs) out.push_back(run->handed.at(v).raw_data());
     const auto start = std::chrono::steady_clock::now();
-    run->status[p] = part.replica->RunOnHost(*(*run->plans)[p], in.data(), out.data());
+    run->status[p] = part.replica->RunOnHost(*(*run->plans)[p], in.data(), out.data(),
+                                             run->step.has_value() ? &*run->step : nullptr);
     const double seconds = SecondsSince(start);
     run->ran[p] = 1;
     run->seconds[p] = seconds;
@@ -261,7 +263,7 @@ void PipelineReplica::RunPart(size_t p, MicroBatch* run, const std::vector<Tenso
 
 absl::StatusOr<std::vector<Tensor>> PipelineReplica::Run(
     const std::vector<Tensor>& inputs, int micro_batches, std::vector<PartStats>* this_run,
-    const std::function<absl::Status()>* still_wanted) {
+    const std::function<absl::Status()>* still_wanted, const RunContext* step) {
   REPLICAD_RETURN_IF_ERROR(CheckInputs(inputs, micro_batches));
   const Graph& whole = model_->graph();
   const int64_t rows = BatchRows(inputs);
@@ -282,6 +284,10 @@ absl::StatusOr<std::vector<Tensor>> PipelineReplica::Run(
     auto run = std::make_unique<MicroBatch>(parts_.size());
     run->begin = i * chunk;
     run->plans = i + 1 == count ? &last_plans : &plans;
+    if (step != nullptr) {
+      run->step = *step;
+      run->step->first_row += run->begin;
+    }
     for (size_t p = 0; p < parts_.size(); ++p) {
       for (int v : placed_.parts[p].graph.outputs) {
         const TensorType& type = *(*run->plans)[p]->value_types()[v];
@@ -370,6 +376,15 @@ absl::StatusOr<std::vector<Tensor>> PipelineReplica::WholeOutputs(
     outputs.push_back(Tensor::Host(type->dtype, shape));
   }
   return outputs;
+}
+
+absl::Status PipelineReplica::health() const {
+  for (const auto& part : parts_) {
+    if (absl::Status health = part->replica->device().health(); !health.ok()) {
+      return InContext(part->context, health);
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::vector<PipelineReplica::PartStats> PipelineReplica::Stats() const {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
 #include "core/device/device_map.h"
+#include "core/device/run_context.h"
 #include "core/model/model.h"
 #include "core/model/placement.h"
 #include "core/serve/replica.h"
@@ -93,13 +94,22 @@ class PipelineReplica {
   // slot's thread; thread-safe and cheap): an error stops the batch there,
   // the parts after it do not run, and Run returns that error (a deadline's,
   // a cancellation's).
+  // With `step`, every kernel runs in that training step's context (a
+  // training graph's Dropout masks are keyed by it), each micro-batch's
+  // first_row offset by its first row.
   absl::StatusOr<std::vector<Tensor>> Run(
       const std::vector<Tensor>& inputs, int micro_batches,
       std::vector<PartStats>* this_run = nullptr,
-      const std::function<absl::Status()>* still_wanted = nullptr);
+      const std::function<absl::Status()>* still_wanted = nullptr,
+      const RunContext* step = nullptr);
 
   // What each part did since Create.
   std::vector<PartStats> Stats() const;
+
+  // OK while every part's slot can run work; otherwise the first failed
+  // one's Device::health, naming its context. A pipeline missing a part
+  // cannot run at all.
+  absl::Status health() const;
 
  private:
   struct Part;

@@ -1,5 +1,6 @@
 #include "core/serve/pipeline_servable.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -29,63 +30,123 @@ std::string PartDevices(const PipelineReplica& pipeline,
 
 }  // namespace
 
-PipelineServable::PipelineServable(std::unique_ptr<PipelineReplica> pipeline, int micro_batches,
-                                   std::vector<SlotAssignment> contexts, PipelineObserver* observer)
-    : pipeline_(std::move(pipeline)),
+// One batch in flight: its slices' outputs until the last one ends.
+struct PipelineServable::BatchRun {
+  std::vector<Tensor> inputs;
+  std::vector<BatchSlice> slices;
+  OutputSink* sink = nullptr;
+  StillWanted still_wanted;
+  Done done;
+  std::vector<absl::StatusOr<std::vector<Tensor>>> outputs;  // Per slice.
+  std::atomic<size_t> running{0};
+};
+
+PipelineServable::PipelineServable(std::vector<std::unique_ptr<PipelineReplica>> pipelines,
+                                   int micro_batches,
+                                   const std::vector<std::vector<SlotAssignment>>& contexts,
+                                   PipelineObserver* observer)
+    : pipelines_(std::move(pipelines)),
       micro_batches_(micro_batches),
-      devices_(PartDevices(*pipeline_, contexts)),
       observer_(observer),
-      runs_(std::make_unique<WorkerPool>(2)) {
-  if (observer_ != nullptr) {
+      runs_(std::make_unique<WorkerPool>(static_cast<int>(2 * pipelines_.size()))) {
+  for (size_t k = 0; k < pipelines_.size(); ++k) {
+    devices_.push_back(PartDevices(*pipelines_[k], contexts[k]));
+    if (observer_ == nullptr) continue;
     std::vector<PipelineReplica::PartStats> none;
-    for (size_t p = 0; p < pipeline_->part_count(); ++p) {
-      none.push_back({pipeline_->part_context(p), 0, 0, 0});
+    for (size_t p = 0; p < pipelines_[k]->part_count(); ++p) {
+      none.push_back({pipelines_[k]->part_context(p), 0, 0, 0});
     }
-    observer_->OnPipelineRun(pipeline_->model().name(), none, 0);
+    observer_->OnPipelineRun(model().name(), static_cast<int>(k), none, 0);
   }
 }
 
 PipelineServable::~PipelineServable() { runs_.reset(); }
 
 std::vector<SlotStatus> PipelineServable::Slots() const {
-  return {SlotStatus{"pipeline", devices_, 1.0, absl::OkStatus()}};
+  std::vector<SlotStatus> slots;
+  for (size_t k = 0; k < pipelines_.size(); ++k) {
+    slots.push_back(SlotStatus{pipelines_.size() == 1 ? "pipeline" : absl::StrCat("pipeline", k),
+                               devices_[k], 1.0, pipelines_[k]->health()});
+  }
+  return slots;
 }
 
 void PipelineServable::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
                            OutputSink* sink, StillWanted still_wanted, Done done) {
   const int64_t rows = inputs.empty() || inputs[0].shape().empty() ? 0 : inputs[0].shape()[0];
-  if (slices.size() != 1 || slices[0].slot != 0 || slices[0].begin != 0 || slices[0].end != rows) {
-    std::move(done)(
-        absl::InvalidArgumentError(absl::StrCat(
-            "a pipeline runs a batch whole, as one slice of slot 0 over its ", rows, " rows")),
-        std::move(slices));
-    return;
+  if (absl::Status s = CheckSliceCover(slices, rows, pipelines_.size()); !s.ok()) {
+    return std::move(done)(s, std::move(slices));
   }
-  runs_->Submit([this, inputs = std::move(inputs), slices = std::move(slices), sink,
-                 still_wanted = std::move(still_wanted), done = std::move(done)]() mutable {
-    if (still_wanted) {
-      if (absl::Status wanted = still_wanted(); !wanted.ok()) {
-        return std::move(done)(wanted, std::move(slices));
-      }
+  for (const BatchSlice& slice : slices) {
+    if (absl::Status health = pipelines_[slice.slot]->health(); !health.ok()) {
+      // The slices go back: the scheduler runs them on the other pipelines.
+      return std::move(done)(
+          absl::UnavailableError(
+              absl::StrCat(Slots()[slice.slot].slot, " cannot run the model: ", health.message())),
+          std::move(slices));
+    }
+  }
+  auto run = std::make_shared<BatchRun>();
+  run->inputs = std::move(inputs);
+  run->slices = std::move(slices);
+  run->sink = sink;
+  run->still_wanted = std::move(still_wanted);
+  run->done = std::move(done);
+  run->outputs.resize(run->slices.size(), absl::UnknownError("not run"));
+  run->running = run->slices.size();
+  for (size_t i = 0; i < run->slices.size(); ++i) {
+    runs_->Submit([this, run, i] { RunSlice(run, i); });
+  }
+}
+
+void PipelineServable::RunSlice(const std::shared_ptr<BatchRun>& run, size_t i) {
+  BatchSlice& slice = run->slices[i];
+  absl::Status wanted = run->still_wanted ? run->still_wanted() : absl::OkStatus();
+  if (!wanted.ok()) {
+    run->outputs[i] = wanted;
+  } else {
+    std::vector<Tensor> rows;
+    absl::Status cut;
+    for (const Tensor& input : run->inputs) {
+      absl::StatusOr<Tensor> part = run->slices.size() == 1
+                                        ? absl::StatusOr<Tensor>(input)
+                                        : input.SliceRows(slice.begin, slice.end);
+      if (!part.ok()) cut = part.status();
+      if (part.ok()) rows.push_back(*std::move(part));
     }
     const auto start = std::chrono::steady_clock::now();
     std::vector<PipelineReplica::PartStats> parts;
-    const std::function<absl::Status()>* wanted = still_wanted ? &still_wanted : nullptr;
-    absl::StatusOr<std::vector<Tensor>> outputs =
-        pipeline_->Run(inputs, micro_batches_, &parts, wanted);
-    slices[0].seconds = SecondsSince(start);
+    const std::function<absl::Status()>* asked = run->still_wanted ? &run->still_wanted : nullptr;
+    run->outputs[i] = cut.ok() ? pipelines_[slice.slot]->Run(rows, micro_batches_, &parts, asked)
+                               : absl::StatusOr<std::vector<Tensor>>(cut);
+    slice.seconds = SecondsSince(start);
     if (observer_ != nullptr && !parts.empty()) {
-      observer_->OnPipelineRun(pipeline_->model().name(), parts, slices[0].seconds);
+      observer_->OnPipelineRun(model().name(), slice.slot, parts, slice.seconds);
     }
-    if (!outputs.ok()) return std::move(done)(outputs.status(), std::move(slices));
-    for (size_t o = 0; o < outputs->size(); ++o) {
-      const Tensor& output = (*outputs)[o];
-      absl::StatusOr<void*> place = sink->Allocate(static_cast<int>(o), output.type());
-      if (!place.ok()) return std::move(done)(place.status(), std::move(slices));
-      std::memcpy(*place, output.raw_data(), output.byte_size());
+  }
+  if (run->running.fetch_sub(1) == 1) Finish(*run);
+}
+
+void PipelineServable::Finish(BatchRun& run) {
+  for (const auto& outputs : run.outputs) {
+    if (!outputs.ok()) return std::move(run.done)(outputs.status(), std::move(run.slices));
+  }
+  const int64_t rows = run.slices.back().end;
+  const std::vector<Tensor>& first = *run.outputs[0];
+  for (size_t o = 0; o < first.size(); ++o) {
+    // Every output keeps its rows in dim 0 (PipelineReplica::Run's contract).
+    TensorType type = first[o].type();
+    type.shape[0] = rows;
+    absl::StatusOr<void*> place = run.sink->Allocate(static_cast<int>(o), type);
+    if (!place.ok()) return std::move(run.done)(place.status(), std::move(run.slices));
+    char* at = static_cast<char*>(*place);
+    for (size_t i = 0; i < run.slices.size(); ++i) {
+      const Tensor& part = (*run.outputs[i])[o];
+      std::memcpy(at, part.raw_data(), part.byte_size());
+      at += part.byte_size();
     }
-    std::move(done)(absl::OkStatus(), std::move(slices));
-  });
+  }
+  std::move(run.done)(absl::OkStatus(), std::move(run.slices));
 }
 
 }  // namespace replicad

@@ -15,45 +15,60 @@ namespace replicad {
 class PipelineObserver {
  public:
   virtual ~PipelineObserver() = default;
-  // `parts`: per part, this batch's micro-batches, busy seconds and bytes
-  // read from other parts; `seconds`: the batch's wall time through the
-  // pipeline (what a part is not busy of it, it waits). Called once at 0 when
-  // the pipeline is made, so that its series show before its first batch.
-  virtual void OnPipelineRun(const std::string& model,
+  // `pipeline`: which of the model's pipelines ran (0 for the first);
+  // `parts`: per part, this slice's micro-batches, busy seconds and bytes
+  // read from other parts; `seconds`: the slice's wall time through the
+  // pipeline (what a part is not busy of it, it waits). Called once at 0 per
+  // pipeline when it is made, so that its series show before its first batch.
+  virtual void OnPipelineRun(const std::string& model, int pipeline,
                              const std::vector<PipelineReplica::PartStats>& parts,
                              double seconds) = 0;
 };
 
-// A model served through one PipelineReplica (model parallelism): to the
-// scheduler it is one slot, named "pipeline", whose device lists the
-// contexts its parts run on ("dev0=cpu:0+dev1=cpu:1"), so every batch goes
-// to it whole and runs there in `micro_batches` micro-batches (at most one a
-// row). Batches run on threads of its own, two at a time, so one batch's
-// first parts overlap another's last. Outputs are copied from the
-// pipeline's host tensors into the sink.
+// A model served through PipelineReplicas (model parallelism), one per
+// copy of the contexts (a device map listing several devices per context):
+// to the scheduler each pipeline is one slot, named "pipeline" (one copy)
+// or "pipeline0", "pipeline1", ..., whose device lists the contexts its
+// parts run on ("dev0=cpu:0+dev1=cpu:1"). The scheduler splits a batch over
+// the pipelines as over any replicas (data parallelism over pipelines), and
+// each slice runs through its pipeline in `micro_batches` micro-batches (at
+// most one a row). Slices run on threads of the servable's own, two per
+// pipeline, so one batch's first parts overlap another's last. Outputs are
+// copied from the pipelines' host tensors into the sink at their rows. A pipeline is
+// healthy while every part's slot is (PipelineReplica::health); an unhealthy
+// one gets no slices.
 class PipelineServable final : public Servable {
  public:
-  // `observer` (optional) must outlive the servable.
-  PipelineServable(std::unique_ptr<PipelineReplica> pipeline, int micro_batches,
-                   std::vector<SlotAssignment> contexts, PipelineObserver* observer = nullptr);
+  // `contexts[k]`: the slots of pipeline k by context name (the device
+  // strings). `observer` (optional) must outlive the servable.
+  PipelineServable(std::vector<std::unique_ptr<PipelineReplica>> pipelines, int micro_batches,
+                   const std::vector<std::vector<SlotAssignment>>& contexts,
+                   PipelineObserver* observer = nullptr);
   ~PipelineServable() override;
 
-  const Model& model() const override { return pipeline_->model(); }
+  const Model& model() const override { return pipelines_[0]->model(); }
   std::vector<SlotStatus> Slots() const override;
   std::string MergeDevice() const override { return "cpu:0"; }
-  // InvalidArgument unless `slices` is one slice of slot 0 covering the batch.
+  // CheckSliceCover's errors; Unavailable for a slice of an unhealthy pipeline.
   void Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
            StillWanted still_wanted, Done done) override;
 
-  const PipelineReplica& pipeline() const { return *pipeline_; }
+  size_t pipeline_count() const { return pipelines_.size(); }
+  const PipelineReplica& pipeline(size_t k = 0) const { return *pipelines_[k]; }
   int micro_batches() const { return micro_batches_; }
 
  private:
-  std::unique_ptr<PipelineReplica> pipeline_;
+  struct BatchRun;
+  // Slice `i` of `run` through its pipeline, on a thread of runs_; the last
+  // slice to end writes the outputs and calls done.
+  void RunSlice(const std::shared_ptr<BatchRun>& run, size_t i);
+  void Finish(BatchRun& run);
+
+  std::vector<std::unique_ptr<PipelineReplica>> pipelines_;
   const int micro_batches_;
-  const std::string devices_;
+  std::vector<std::string> devices_;  // Per pipeline.
   PipelineObserver* const observer_;
-  std::unique_ptr<WorkerPool> runs_;  // Last: joined before the pipeline goes.
+  std::unique_ptr<WorkerPool> runs_;  // Last: joined before the pipelines go.
 };
 
 }  // namespace replicad

@@ -4,12 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/clock.h"
 #include "core/base/status_macros.h"
-#include "core/ops/training_ops.h"
 #include "core/train/training_batch.h"
 
 namespace replicad {
@@ -56,14 +56,6 @@ absl::Status TrainableThroughPipeline(const Model& model, const TrainingGraph& t
         "', BatchNormalization in training form); training it through a pipeline, whose "
         "micro-batches would each normalise by their own rows, is not implemented"));
   }
-  for (const Node& node : training.graph.nodes) {
-    if (node.op_type == kDropoutTrain) {
-      return absl::UnimplementedError(absl::StrCat(
-          "model '", model.name(), "': node '", node.name,
-          "' is Dropout in training form, whose masks are keyed by the batch's rows; training "
-          "it through a pipeline is not implemented"));
-    }
-  }
   return absl::OkStatus();
 }
 
@@ -71,12 +63,13 @@ absl::Status TrainableThroughPipeline(const Model& model, const TrainingGraph& t
 
 absl::StatusOr<std::unique_ptr<PipelineTrainer>> PipelineTrainer::Create(
     std::shared_ptr<const Model> model, const std::vector<std::string>& context_of,
-    const std::vector<SlotAssignment>& contexts, const PipelineReplica::DeviceMaker& make_device,
-    const TrainerOptions& options, int micro_batches) {
-  if (context_of.size() != model->graph().nodes.size() || contexts.empty()) {
+    const std::vector<std::vector<SlotAssignment>>& copies,
+    const PipelineReplica::DeviceMaker& make_device, const TrainerOptions& options,
+    int micro_batches) {
+  if (context_of.size() != model->graph().nodes.size() || copies.empty() || copies[0].empty()) {
     return absl::InternalError(absl::StrCat("pipeline trainer: ", context_of.size(),
                                             " node contexts for ", model->graph().nodes.size(),
-                                            " nodes, over ", contexts.size(), " contexts"));
+                                            " nodes, over ", copies.size(), " copies"));
   }
   REPLICAD_RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
   REPLICAD_ASSIGN_OR_RETURN(TrainingGraph training,
@@ -94,12 +87,13 @@ absl::StatusOr<std::unique_ptr<PipelineTrainer>> PipelineTrainer::Create(
   REPLICAD_ASSIGN_OR_RETURN(
       PlacedGraph placed,
       PlaceNodes(training.graph,
-                 TrainingContexts(training, model->graph(), context_of, contexts[0].name)));
+                 TrainingContexts(training, model->graph(), context_of, copies[0][0].name)));
 
   std::unique_ptr<PipelineTrainer> trainer(new PipelineTrainer());
   trainer->micro_batches_ =
       micro_batches > 0 ? micro_batches : static_cast<int>(4 * placed.parts.size());
   trainer->non_finite_steps_ = options.non_finite_steps;
+  trainer->seed_ = options.seed;
   std::vector<int64_t> sizes;
   for (int v : training.parameters) {
     const Tensor& initial = model->graph().initializers.at(v);
@@ -119,12 +113,53 @@ absl::StatusOr<std::unique_ptr<PipelineTrainer>> PipelineTrainer::Create(
   pipeline_options.sum_outputs = true;
   auto graph_model = std::make_shared<const Model>(absl::StrCat(model->name(), ".training"),
                                                    model->source(), training.graph);
-  REPLICAD_ASSIGN_OR_RETURN(trainer->pipeline_,
-                            PipelineReplica::Create(std::move(graph_model), std::move(placed),
-                                                    contexts, make_device, pipeline_options));
+  for (const std::vector<SlotAssignment>& contexts : copies) {
+    REPLICAD_ASSIGN_OR_RETURN(
+        std::unique_ptr<PipelineReplica> pipeline,
+        PipelineReplica::Create(graph_model, placed, contexts, make_device, pipeline_options));
+    trainer->pipelines_.push_back(std::move(pipeline));
+  }
   trainer->model_ = std::move(model);
   trainer->training_ = std::move(training);
   return trainer;
+}
+
+absl::StatusOr<std::vector<Tensor>> PipelineTrainer::SumOverPipelines(
+    const std::vector<Tensor>& inputs, const Tensor& targets, int64_t rows) {
+  const std::vector<BatchSlice> slices =
+      SplitBatch(rows, std::vector<double>(pipelines_.size(), 1.0));
+  std::vector<absl::StatusOr<std::vector<Tensor>>> sums(slices.size(),
+                                                        absl::UnknownError("not run"));
+  const auto run = [&](size_t i) {
+    const BatchSlice& slice = slices[i];
+    std::vector<Tensor> all;
+    for (const Tensor& t : inputs) {
+      absl::StatusOr<Tensor> own = t.SliceRows(slice.begin, slice.end);
+      if (!own.ok()) return void(sums[i] = own.status());
+      all.push_back(*std::move(own));
+    }
+    absl::StatusOr<Tensor> own_targets = targets.SliceRows(slice.begin, slice.end);
+    if (!own_targets.ok()) return void(sums[i] = own_targets.status());
+    all.push_back(*std::move(own_targets));
+    all.insert(all.end(), parameters_.begin(), parameters_.end());
+    // The step's context: Dropout's masks by the batch's row, as one slot's.
+    const RunContext step{step_ + 1, seed_, slice.begin, rows, 0, nullptr};
+    sums[i] = pipelines_[slice.slot]->Run(all, micro_batches_, nullptr, nullptr, &step);
+  };
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < slices.size(); ++i) others.emplace_back(run, i);
+  run(0);
+  for (std::thread& t : others) t.join();
+  for (auto& sum : sums) REPLICAD_RETURN_IF_ERROR(sum.status());
+  std::vector<Tensor> total = *std::move(sums[0]);
+  for (size_t i = 1; i < sums.size(); ++i) {
+    for (size_t o = 0; o < total.size(); ++o) {
+      float* into = total[o].data<float>();
+      const float* add = (*sums[i])[o].data<float>();
+      for (int64_t e = 0; e < total[o].num_elements(); ++e) into[e] += add[e];
+    }
+  }
+  return total;
 }
 
 absl::Status PipelineTrainer::Validate(const std::vector<Tensor>& inputs,
@@ -159,10 +194,7 @@ absl::StatusOr<TrainerStepResult> PipelineTrainer::Step(const std::vector<Tensor
                                                         const Tensor& targets) {
   int64_t rows = 0;
   REPLICAD_RETURN_IF_ERROR(ValidateTrainingBatch(training_, inputs, targets, &rows));
-  std::vector<Tensor> all = inputs;
-  all.push_back(targets);
-  all.insert(all.end(), parameters_.begin(), parameters_.end());
-  REPLICAD_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, pipeline_->Run(all, micro_batches_));
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, SumOverPipelines(inputs, targets, rows));
   TrainerStepResult result;
   result.samples = rows;
   result.loss = static_cast<double>(*outputs[0].data<float>()) / static_cast<double>(rows);

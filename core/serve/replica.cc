@@ -37,14 +37,16 @@ class ChunkPipeline {
 
   ChunkPipeline(Device& device, std::vector<Chunk> chunks, int64_t slice_rows,
                 const void* const* host_inputs, void* const* outputs,
-                MemoryLocation outputs_location, const ExecutionPlan::Proceed* proceed)
+                MemoryLocation outputs_location, const ExecutionPlan::Proceed* proceed,
+                const RunContext* step)
       : device_(device),
         chunks_(std::move(chunks)),
         slice_rows_(slice_rows),
         host_inputs_(host_inputs),
         outputs_(outputs),
         outputs_location_(outputs_location),
-        proceed_(proceed) {
+        proceed_(proceed),
+        step_(step) {
     if (chunks_.size() > 1) {
       scalars_.assign(chunks_.size(),
                       std::vector<float>(chunks_[0].plan->output_types().size(), 0.0f));
@@ -87,9 +89,15 @@ class ChunkPipeline {
     const Chunk& c = chunks_[k];
     REPLICAD_RETURN_IF_ERROR(device_.WaitForMark(Lane::kCompute, uploaded_.get()));
     REPLICAD_RETURN_IF_ERROR(device_.WaitForMark(Lane::kCompute, downloaded_[c.set].get()));
-    REPLICAD_RETURN_IF_ERROR(proceed_ != nullptr
-                                 ? c.plan->Run(c.device_inputs, c.device_outputs, *proceed_)
-                                 : c.plan->Run(c.device_inputs, c.device_outputs));
+    if (step_ != nullptr) {
+      RunContext chunk = *step_;
+      chunk.first_row += c.first_row;
+      REPLICAD_RETURN_IF_ERROR(c.plan->Run(chunk, c.device_inputs, c.device_outputs, proceed_));
+    } else {
+      REPLICAD_RETURN_IF_ERROR(proceed_ != nullptr
+                                   ? c.plan->Run(c.device_inputs, c.device_outputs, *proceed_)
+                                   : c.plan->Run(c.device_inputs, c.device_outputs));
+    }
     REPLICAD_ASSIGN_OR_RETURN(computed_[c.set], device_.MarkLane(Lane::kCompute));
     return absl::OkStatus();
   }
@@ -137,6 +145,7 @@ class ChunkPipeline {
   void* const* outputs_;
   const MemoryLocation outputs_location_;
   const ExecutionPlan::Proceed* proceed_;    // Optional.
+  const RunContext* step_;                   // Optional: a training step's.
   std::vector<std::vector<float>> scalars_;  // [chunk][output], with several chunks.
   std::shared_ptr<Device::LaneMark> uploaded_;
   std::shared_ptr<Device::LaneMark> computed_[3];
@@ -384,13 +393,14 @@ absl::StatusOr<Replica::SlicePlan> Replica::PlanChunks(const std::vector<Shape>&
 
 absl::Status Replica::RunSlice(const SlicePlan& plan, const void* const* host_inputs,
                                void* const* outputs, MemoryLocation outputs_location,
-                               const ExecutionPlan::Proceed* proceed) {
+                               const ExecutionPlan::Proceed* proceed, const RunContext* step) {
   if (device_->memory_location().kind == MemoryKind::kHost) {
     if (outputs_location.kind != MemoryKind::kHost) {
       return absl::FailedPreconditionError(
           absl::StrCat("slot ", slot_.name, " on ", DeviceIdToString(slot_.device),
                        " writes host memory only; merge on the CPU (--merge-device cpu)"));
     }
+    if (step != nullptr) return plan.chunk->Run(*step, host_inputs, outputs, proceed);
     return proceed != nullptr ? plan.chunk->Run(host_inputs, outputs, *proceed)
                               : plan.chunk->Run(host_inputs, outputs);
   }
@@ -407,7 +417,7 @@ absl::Status Replica::RunSlice(const SlicePlan& plan, const void* const* host_in
                       last ? plan.rows - first : plan.chunk_rows});
   }
   ChunkPipeline pipeline(*device_, std::move(chunks), plan.rows, host_inputs, outputs,
-                         outputs_location, proceed);
+                         outputs_location, proceed, step);
   absl::Status status = pipeline.Run();
   // Whatever failed, nothing may still be reading or writing the buffers.
   absl::Status done = device_->AwaitStream();
@@ -435,11 +445,11 @@ absl::Status Replica::RunSliceToHost(const SlicePlan& plan, const void* const* h
 }
 
 absl::Status Replica::RunOnHost(ExecutionPlan& plan, const void* const* host_inputs,
-                                void* const* host_outputs) {
+                                void* const* host_outputs, const RunContext* step) {
   SlicePlan whole;
   // Not owning: the caller holds the plan for the call.
   whole.chunk = whole.last = std::shared_ptr<ExecutionPlan>(std::shared_ptr<void>(), &plan);
-  return RunSlice(whole, host_inputs, host_outputs, MemoryLocation{});
+  return RunSlice(whole, host_inputs, host_outputs, MemoryLocation{}, nullptr, step);
 }
 
 size_t Replica::max_plans() const {

@@ -83,8 +83,10 @@ class Replica {
   // inputs into the plan's device buffers, runs, copies the outputs back and
   // waits. Call on the slot's stream thread, from work that slot runs
   // (Device::Enqueue).
+  // `step` (optional): a training step's context for the kernels, its
+  // first_row that of the plan's first row.
   absl::Status RunOnHost(ExecutionPlan& plan, const void* const* host_inputs,
-                         void* const* host_outputs);
+                         void* const* host_outputs, const RunContext* step = nullptr);
 
   // How a slice of a batch runs here: whole, or on a slot whose memory the
   // host does not read, in chunks of rows whose upload, compute and download
@@ -130,9 +132,11 @@ class Replica {
   // (optional) is asked before every kernel (ExecutionPlan::Proceed); its
   // error stops the slice there, outputs partly written, and the slot runs
   // its next slice as ever (a GPU slot first waits for what it enqueued).
+  // `step` (optional) as RunOnHost's (each chunk's first_row offset by its rows).
   absl::Status RunSlice(const SlicePlan& plan, const void* const* host_inputs, void* const* outputs,
                         MemoryLocation outputs_location,
-                        const ExecutionPlan::Proceed* proceed = nullptr);
+                        const ExecutionPlan::Proceed* proceed = nullptr,
+                        const RunContext* step = nullptr);
   // RunSlice for a data-dependent plan (ExecutionPlan::data_dependent; one
   // chunk): the outputs come back as host tensors of the shapes the request
   // gave them. A GPU slot uploads the inputs into the plan's buffers first.

@@ -214,31 +214,6 @@ std::vector<SlotStatus> ReplicaSet::Slots() const {
 
 std::string ReplicaSet::MergeDevice() const { return DeviceIdToString(options_.merge_device); }
 
-namespace {
-
-// OK when `slices` cover [0, batch) in order, each on an existing slot.
-absl::Status CheckSlices(const std::vector<BatchSlice>& slices, int64_t batch, size_t slots) {
-  if (batch <= 0) return absl::InvalidArgumentError("the batch is empty");
-  int64_t next = 0;
-  for (size_t i = 0; i < slices.size(); ++i) {
-    const BatchSlice& slice = slices[i];
-    if (slice.slot < 0 || static_cast<size_t>(slice.slot) >= slots || slice.begin != next ||
-        slice.end <= slice.begin) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "slice ", i, ": expected rows from ", next, " on one of ", slots,
-          " slots, received rows [", slice.begin, ", ", slice.end, ") on slot ", slice.slot));
-    }
-    next = slice.end;
-  }
-  if (next != batch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the slices cover ", next, " of the batch's ", batch, " rows"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices, OutputSink* sink,
                      StillWanted still_wanted, Done done) {
   auto state = std::make_shared<ReplicaSetRun>();
@@ -247,7 +222,7 @@ void ReplicaSet::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
   state->done = std::move(done);
   const int64_t batch =
       state->inputs.empty() || state->inputs[0].shape().empty() ? 0 : state->inputs[0].shape()[0];
-  if (absl::Status s = CheckSlices(state->slices, batch, replicas_.size()); !s.ok()) {
+  if (absl::Status s = CheckSliceCover(state->slices, batch, replicas_.size()); !s.ok()) {
     std::move(state->done)(s, {});
     return;
   }

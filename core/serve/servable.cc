@@ -4,6 +4,26 @@
 
 namespace replicad {
 
+absl::Status CheckSliceCover(const std::vector<BatchSlice>& slices, int64_t batch, size_t slots) {
+  if (batch <= 0) return absl::InvalidArgumentError("the batch is empty");
+  int64_t next = 0;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const BatchSlice& slice = slices[i];
+    if (slice.slot < 0 || static_cast<size_t>(slice.slot) >= slots || slice.begin != next ||
+        slice.end <= slice.begin) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slice ", i, ": expected rows from ", next, " on one of ", slots,
+          " slots, received rows [", slice.begin, ", ", slice.end, ") on slot ", slice.slot));
+    }
+    next = slice.end;
+  }
+  if (next != batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the slices cover ", next, " of the batch's ", batch, " rows"));
+  }
+  return absl::OkStatus();
+}
+
 void Servable::Predict(std::vector<Tensor> inputs, OutputSink* sink, Done done) {
   const std::vector<SlotStatus> slots = Slots();
   std::vector<int> healthy;

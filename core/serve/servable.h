@@ -22,6 +22,10 @@ class OutputSink {
   virtual absl::StatusOr<void*> Allocate(int index, const TensorType& type) = 0;
 };
 
+// OK when `slices` cover [0, batch) in order, each on one of `slots` slots
+// (Servable::Run's contract); InvalidArgument naming the first that does not.
+absl::Status CheckSliceCover(const std::vector<BatchSlice>& slices, int64_t batch, size_t slots);
+
 // One slot of a servable as the serving core reports it.
 struct SlotStatus {
   std::string slot;    // Its name, e.g. "r0".

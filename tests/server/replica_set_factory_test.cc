@@ -16,12 +16,16 @@
 #include "core/backends/backends.h"
 #include "core/model/default_model.h"
 #include "core/serve/pipeline_servable.h"
+#include "core/serve/pipeline_trainer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/core/train/train_test_models.h"
 #include "tests/testing/test_models.h"
 
 namespace replicad {
 namespace {
+
+using ::testing::HasSubstr;
 
 class ReplicaSetFactoryTest : public ::testing::Test {
  protected:
@@ -87,27 +91,9 @@ TEST_F(ReplicaSetFactoryTest, NoWideReplicaWhenNotLentOrNothingToLend) {
   }
 }
 
-// Host buffers for every output, kept here.
-class HostSink : public OutputSink {
- public:
-  absl::StatusOr<void*> Allocate(int index, const TensorType& type) override {
-    if (outputs.size() <= static_cast<size_t>(index)) outputs.resize(index + 1);
-    outputs[index] = Tensor::Host(type.dtype, type.shape);
-    return outputs[index].raw_data();
-  }
-  std::vector<Tensor> outputs;
-};
-
-absl::Status RunWhole(Servable& servable, const Tensor& x, HostSink* sink) {
-  absl::Notification done;
-  absl::Status result;
-  servable.Run({x}, {BatchSlice{0, 0, x.shape()[0]}}, sink, nullptr,
-               [&](absl::Status status, std::vector<BatchSlice>) {
-                 result = status;
-                 done.Notify();
-               });
-  done.WaitForNotification();
-  return result;
+// `x` run whole, as one slice of slot 0.
+testing::PredictOutcome RunWhole(Servable& servable, const Tensor& x) {
+  return testing::RunAndWait(servable, {x}, {BatchSlice{0, 0, x.shape()[0]}});
 }
 
 TEST_F(ReplicaSetFactoryTest, APlacedModelServesAsOnePipelineSlotWithOneSlotsAnswers) {
@@ -123,10 +109,11 @@ TEST_F(ReplicaSetFactoryTest, APlacedModelServesAsOnePipelineSlotWithOneSlotsAns
   EXPECT_EQ(slots[0].device, "dev0=" + DeviceIdToString(cpus_[0].id) +
                                  "+dev1=" + DeviceIdToString(cpus_[1 % cpus_.size()].id));
   const Tensor x = testing::RandomTensor({6, 1, 28, 28}, 4);
-  HostSink piped, whole;
-  ASSERT_TRUE(RunWhole(**placed, x, &piped).ok());
+  const testing::PredictOutcome piped = RunWhole(**placed, x);
+  ASSERT_TRUE(piped.status.ok()) << piped.status;
   std::unique_ptr<ReplicaSet> one = Build(Slots(1, 1));
-  ASSERT_TRUE(RunWhole(*one, x, &whole).ok());
+  const testing::PredictOutcome whole = RunWhole(*one, x);
+  ASSERT_TRUE(whole.status.ok()) << whole.status;
   ASSERT_EQ(piped.outputs.size(), 2u);
   for (size_t o = 0; o < 2; ++o) {
     ASSERT_EQ(piped.outputs[o].shape(), whole.outputs[o].shape()) << o;
@@ -135,14 +122,42 @@ TEST_F(ReplicaSetFactoryTest, APlacedModelServesAsOnePipelineSlotWithOneSlotsAns
               0)
         << "output " << o;
   }
-  // A batch is run whole, as one slice.
-  absl::Notification done;
-  (*placed)->Run({x}, {BatchSlice{0, 0, 3}, BatchSlice{0, 3, 6}}, &piped, nullptr,
-                 [&](absl::Status status, std::vector<BatchSlice>) {
-                   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-                   done.Notify();
-                 });
-  done.WaitForNotification();
+  // One pipeline: slot 1 is none.
+  EXPECT_EQ(
+      testing::RunAndWait(**placed, {x}, {BatchSlice{0, 0, 3}, BatchSlice{1, 3, 6}}).status.code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+// A device map listing two devices per context ("dev0->A,B; dev1->C,D")
+// serves a placed model as two pipelines, two slots, and trains it through
+// both; a context with fewer devices than another is refused naming it.
+TEST_F(ReplicaSetFactoryTest, TwoDevicesPerContextMakeTwoPipelines) {
+  ServingOptions options = Contexts();
+  options.slots.push_back(options.slots[0]);
+  options.slots.back().name = "dev0.1";
+  options.slots.back().copy = 1;
+  options.placement = "conv*->dev0; fc*->dev1";
+  absl::StatusOr<std::unique_ptr<Servable>> uneven = BuildServable(model_, cpus_, options, nullptr);
+  EXPECT_EQ(uneven.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(uneven.status().message()),
+              HasSubstr("context 'dev1' has 1 device(s), another 2"));
+  options.slots.push_back(options.slots[1]);
+  options.slots.back().name = "dev1.1";
+  options.slots.back().copy = 1;
+  absl::StatusOr<std::unique_ptr<Servable>> placed = BuildServable(model_, cpus_, options, nullptr);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  const std::vector<SlotStatus> slots = (*placed)->Slots();
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_EQ(slots[1].slot, "pipeline1");
+  EXPECT_EQ(slots[1].device, "dev0=" + DeviceIdToString(cpus_[0].id) +
+                                 "+dev1=" + DeviceIdToString(cpus_[1 % cpus_.size()].id));
+  TrainerOptions training;
+  training.loss.output = "logits";
+  absl::StatusOr<std::unique_ptr<ModelTrainer>> trainer = PlacedModelTrainer(cpus_, options)(
+      testing::LoadForTraining(DefaultModelOnnxBytes()), training);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  EXPECT_EQ(dynamic_cast<PipelineTrainer&>(**trainer).pipeline_count(), 2u);
+  EXPECT_EQ(PlacedModelTrainer(cpus_, Contexts()), nullptr);  // Unplaced: data-parallel.
 }
 
 TEST_F(ReplicaSetFactoryTest, PlacementAutoCutsTheModelOverEveryContext) {
@@ -157,10 +172,11 @@ TEST_F(ReplicaSetFactoryTest, PlacementAutoCutsTheModelOverEveryContext) {
   EXPECT_EQ(pipeline->pipeline().part_context(0), "dev0");
   EXPECT_EQ(pipeline->pipeline().part_context(pipeline->pipeline().part_count() - 1), "dev1");
   const Tensor x = testing::RandomTensor({3, 1, 28, 28}, 5);
-  HostSink piped, whole;
-  ASSERT_TRUE(RunWhole(**placed, x, &piped).ok());
+  const testing::PredictOutcome piped = RunWhole(**placed, x);
+  ASSERT_TRUE(piped.status.ok()) << piped.status;
   std::unique_ptr<ReplicaSet> one = Build(Slots(1, 1));
-  ASSERT_TRUE(RunWhole(*one, x, &whole).ok());
+  const testing::PredictOutcome whole = RunWhole(*one, x);
+  ASSERT_TRUE(whole.status.ok()) << whole.status;
   EXPECT_EQ(std::memcmp(piped.outputs[0].raw_data(), whole.outputs[0].raw_data(),
                         whole.outputs[0].byte_size()),
             0);

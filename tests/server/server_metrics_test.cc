@@ -47,24 +47,29 @@ RequestTimes Times(double queue, double input, double infer, double output) {
   return times;
 }
 
-// A placed model's pipeline reports per batch (PipelineServable): the wall
-// time, and per part its busy seconds and the bytes it read, summed.
+// A placed model's pipelines report per slice (PipelineServable): the wall
+// time, and per part its busy seconds and the bytes it read, summed per
+// pipeline.
 TEST(ServerMetricsTest, PipelineRunsAddUpPerPart) {
   metrics::Registry registry;
   ServerMetrics metrics(registry);
   PipelineObserver* pipelines = metrics.pipelines();
-  pipelines->OnPipelineRun("resnet", {{"dev0", 0, 0, 0}, {"dev1", 0, 0, 0}}, 0);
+  pipelines->OnPipelineRun("resnet", 0, {{"dev0", 0, 0, 0}, {"dev1", 0, 0, 0}}, 0);
+  pipelines->OnPipelineRun("resnet", 1, {{"dev0", 0, 0, 0}, {"dev1", 0, 0, 0}}, 0);
   EXPECT_THAT(registry.Render(),
-              HasLine(R"(replicad_pipeline_part_busy_seconds_total{model="resnet",part="1",)"
-                      R"(context="dev1"} 0)"));
-  pipelines->OnPipelineRun("resnet", {{"dev0", 8, 1.25, 0}, {"dev1", 8, 1.0, 4096}}, 1.5);
-  pipelines->OnPipelineRun("resnet", {{"dev0", 8, 1.25, 0}, {"dev1", 8, 1.0, 4096}}, 1.5);
+              HasLine(R"(replicad_pipeline_part_busy_seconds_total{model="resnet",pipeline="1",)"
+                      R"(part="1",context="dev1"} 0)"));
+  pipelines->OnPipelineRun("resnet", 0, {{"dev0", 8, 1.25, 0}, {"dev1", 8, 1.0, 4096}}, 1.5);
+  pipelines->OnPipelineRun("resnet", 0, {{"dev0", 8, 1.25, 0}, {"dev1", 8, 1.0, 4096}}, 1.5);
+  pipelines->OnPipelineRun("resnet", 1, {{"dev0", 8, 0.5, 0}, {"dev1", 8, 0.5, 4096}}, 0.75);
   const std::string text = registry.Render();
-  EXPECT_THAT(text, HasLine(R"(replicad_pipeline_seconds_total{model="resnet"} 3)"));
-  EXPECT_THAT(text, HasLine(R"(replicad_pipeline_part_busy_seconds_total{model="resnet",part="0",)"
-                            R"(context="dev0"} 2.5)"));
+  EXPECT_THAT(text, HasLine(R"(replicad_pipeline_seconds_total{model="resnet",pipeline="0"} 3)"));
+  EXPECT_THAT(text,
+              HasLine(R"(replicad_pipeline_seconds_total{model="resnet",pipeline="1"} 0.75)"));
+  EXPECT_THAT(text, HasLine(R"(replicad_pipeline_part_busy_seconds_total{model="resnet",)"
+                            R"(pipeline="0",part="0",context="dev0"} 2.5)"));
   EXPECT_THAT(text, HasLine(R"(replicad_pipeline_part_received_bytes_total{model="resnet",)"
-                            R"(part="1",context="dev1"} 8192)"));
+                            R"(pipeline="0",part="1",context="dev1"} 8192)"));
 }
 
 TEST(ServerMetricsTest, OnInferredObservesEachPhase) {

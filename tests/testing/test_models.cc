@@ -175,8 +175,8 @@ PredictOutcome PredictAndWait(ReplicaSet& set, std::vector<Tensor> inputs) {
   return outcome;
 }
 
-PredictOutcome RunAndWait(ReplicaSet& set, std::vector<Tensor> inputs,
-                          std::vector<BatchSlice> slices, Servable::StillWanted still_wanted) {
+PredictOutcome RunAndWait(Servable& set, std::vector<Tensor> inputs, std::vector<BatchSlice> slices,
+                          Servable::StillWanted still_wanted) {
   PredictOutcome outcome;
   TensorSink sink;
   absl::Notification done;

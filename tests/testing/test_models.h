@@ -65,8 +65,9 @@ struct PredictOutcome {
 };
 PredictOutcome PredictAndWait(ReplicaSet& set, std::vector<Tensor> inputs);
 // Runs `slices` asking `still_wanted` (Servable::Run) and waits.
-PredictOutcome RunAndWait(ReplicaSet& set, std::vector<Tensor> inputs,
-                          std::vector<BatchSlice> slices, Servable::StillWanted still_wanted);
+PredictOutcome RunAndWait(Servable& servable, std::vector<Tensor> inputs,
+                          std::vector<BatchSlice> slices,
+                          Servable::StillWanted still_wanted = nullptr);
 
 // ||a - b||_2 / ||b||_2 (0 when both are zero).
 double RelativeL2(const Tensor& a, const Tensor& b);

@@ -61,6 +61,23 @@ TEST(DeviceMapTest, TheanoContextMap) {
   EXPECT_EQ((*slots)[2].device, (DeviceId{DeviceKind::kCpu, 1}));
 }
 
+// A context with several devices: one slot per device, copy k named
+// "CONTEXT.k", each knowing its context and copy.
+TEST(DeviceMapTest, AContextMayListOneDevicePerPipeline) {
+  absl::StatusOr<std::vector<SlotAssignment>> slots =
+      ParseDeviceMap("dev0->cpu0,cpu1; dev1->cpu1, cpu0", TwoCpus());
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  ASSERT_EQ(slots->size(), 4u);
+  EXPECT_EQ((*slots)[1].name, "dev0.1");
+  EXPECT_EQ((*slots)[1].copy, 1);
+  EXPECT_EQ((*slots)[1].device, (DeviceId{DeviceKind::kCpu, 1}));
+  EXPECT_EQ(ContextName((*slots)[1]), "dev0");
+  EXPECT_EQ(ContextName((*slots)[2]), "dev1");
+  EXPECT_EQ((*slots)[3].device, (DeviceId{DeviceKind::kCpu, 0}));
+  EXPECT_THAT(ParseDeviceMap("a.1->cpu0;a->cpu0,cpu1", TwoCpus()).status().message(),
+              HasSubstr("names context 'a.1' twice"));
+}
+
 TEST(DeviceMapTest, RejectsMalformedMaps) {
   EXPECT_THAT(ParseDeviceMap("dev0=cpu0", TwoCpus()).status().message(),
               HasSubstr("must be NAME->DEVICE"));

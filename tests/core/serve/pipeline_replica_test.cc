@@ -19,8 +19,10 @@
 
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/model/onnx_builder.h"
+#include "core/serve/pipeline_servable.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/device_memory_stand_in.h"
 #include "tests/testing/test_models.h"
 
 namespace replicad {
@@ -220,6 +222,57 @@ TEST(PipelineReplicaTest, BadInputsAreRefusedNamingTheInput) {
   // More micro-batches than rows: one row each.
   absl::StatusOr<std::vector<Tensor>> y = (*pipeline)->Run({x}, 64);
   ASSERT_TRUE(y.ok()) << y.status();
+}
+
+// Two pipelines of one model (data parallelism over pipelines) are two
+// slots, pipeline0 and pipeline1: a batch split over both answers each row
+// as one slot does. A pipeline whose part's slot failed for good (a GPU's
+// sticky error, by a stand-in) reports that part's error as its health and
+// refuses slices, Unavailable; the other still serves.
+TEST(PipelineServableTest, PipelinesAreSlotsAndAFailedPartTakesItsPipelineOut) {
+  std::shared_ptr<const Model> model =
+      testing::LoadOrDie(testing::MatMulChainOnnx(kLayers, kWidth), "chain");
+  std::vector<std::string> names = {"dev0", "dev1"};
+  absl::StatusOr<PlacedGraph> placed =
+      PlaceGraph(model->graph(), *ParsePlacement("layer0*->dev0; layer4*->dev1", "p"), names);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  auto fault = std::make_shared<testing::InjectedFault>();
+  std::vector<std::unique_ptr<PipelineReplica>> pipelines;
+  for (int copy = 0; copy < 2; ++copy) {
+    absl::StatusOr<std::unique_ptr<PipelineReplica>> pipeline = PipelineReplica::Create(
+        model, *placed, Contexts(),
+        [&](const SlotAssignment& slot) -> absl::StatusOr<std::unique_ptr<Device>> {
+          absl::StatusOr<std::unique_ptr<Device>> cpu = CpuSlot(slot);
+          if (!cpu.ok() || copy == 0 || slot.name != "dev1") return cpu;
+          return testing::MakeDeviceMemoryStandIn(*std::move(cpu), 1, 0, fault);
+        });
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    pipelines.push_back(*std::move(pipeline));
+  }
+  PipelineServable servable(std::move(pipelines), 2, {Contexts(), Contexts()});
+  std::vector<SlotStatus> slots = servable.Slots();
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_EQ(slots[0].slot, "pipeline0");
+  EXPECT_EQ(slots[1].slot, "pipeline1");
+  EXPECT_TRUE(slots[1].health.ok());
+
+  const Tensor x = testing::RandomTensor({7, kWidth}, 5);
+  testing::PredictOutcome split =
+      testing::RunAndWait(servable, {x}, {BatchSlice{0, 0, 3}, BatchSlice{1, 3, 7}});
+  ASSERT_TRUE(split.status.ok()) << split.status;
+  ASSERT_EQ(split.outputs[0].shape(), (Shape{7, kWidth}));
+  const Tensor whole = OneSlot(model, x, 0, 7);
+  EXPECT_EQ(std::memcmp(split.outputs[0].raw_data(), whole.raw_data(), whole.byte_size()), 0);
+
+  fault->copies_before_failure = 0;  // pipeline1's dev1 fails on its next copy, for good.
+  EXPECT_FALSE(testing::RunAndWait(servable, {x}, {BatchSlice{1, 0, 7}}).status.ok());
+  slots = servable.Slots();
+  EXPECT_TRUE(slots[0].health.ok());
+  EXPECT_THAT(std::string(slots[1].health.message()), HasSubstr("part on context 'dev1'"));
+  absl::Status refused = testing::RunAndWait(servable, {x}, {BatchSlice{1, 0, 7}}).status;
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("pipeline1 cannot run the model"));
+  EXPECT_TRUE(testing::RunAndWait(servable, {x}, {BatchSlice{0, 0, 7}}).status.ok());
 }
 
 }  // namespace

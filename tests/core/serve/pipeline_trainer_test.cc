@@ -4,7 +4,8 @@
 // decay) and Adam like one DataParallelTrainer slot: in one micro-batch bit
 // for bit (the same kernels on the same shapes, the same update), in four
 // within 1e-6 relative (losses, and every parameter's L2: the micro-batches'
-// sums add in another order). The backward pass of the convolution runs on
+// sums add in another order), and so with two pipelines of two micro-batches
+// each (data parallelism over pipelines). The backward pass of the convolution runs on
 // dev0 again, after the classifier's on dev1 (three parts).
 
 #include "core/serve/pipeline_trainer.h"
@@ -64,17 +65,19 @@ Trained OneSlotTraining(const OptimizerConfig& optimizer) {
   return run;
 }
 
-// `model`'s nodes named c* on dev0, logits* on dev1, two CPU slots.
+// `model`'s nodes named c* on dev0, logits* on dev1, two CPU slots per
+// pipeline, `copies` pipelines.
 absl::StatusOr<std::unique_ptr<PipelineTrainer>> PlacedConvNet(std::shared_ptr<const Model> model,
                                                                const TrainerOptions& options,
-                                                               int micro_batches) {
+                                                               int micro_batches, int copies = 1) {
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   absl::StatusOr<std::vector<std::string>> context_of =
       NodeContexts(model->graph(), *ParsePlacement("c->dev0; logits->dev1", "p"), {"dev0", "dev1"});
   if (!context_of.ok()) return context_of.status();
+  const std::vector<SlotAssignment> contexts = {SlotAssignment{"dev0", cpu.id, 1},
+                                                SlotAssignment{"dev1", cpu.id, 1}};
   return PipelineTrainer::Create(
-      std::move(model), *context_of,
-      {SlotAssignment{"dev0", cpu.id, 1}, SlotAssignment{"dev1", cpu.id, 1}},
+      std::move(model), *context_of, std::vector<std::vector<SlotAssignment>>(copies, contexts),
       [cpu](const SlotAssignment&) -> absl::StatusOr<std::unique_ptr<Device>> {
         return CreateCpuDevice(cpu, CpuSlotOptions{1});
       },
@@ -82,13 +85,14 @@ absl::StatusOr<std::unique_ptr<PipelineTrainer>> PlacedConvNet(std::shared_ptr<c
 }
 
 absl::StatusOr<std::unique_ptr<PipelineTrainer>> Placed(const OptimizerConfig& optimizer,
-                                                        int micro_batches) {
+                                                        int micro_batches, int copies) {
   return PlacedConvNet(testing::LoadForTraining(testing::ConvNetOnnx(7)), Options(optimizer),
-                       micro_batches);
+                       micro_batches, copies);
 }
 
-Trained Pipelined(const OptimizerConfig& optimizer, int micro_batches) {
-  absl::StatusOr<std::unique_ptr<PipelineTrainer>> trainer = Placed(optimizer, micro_batches);
+Trained Pipelined(const OptimizerConfig& optimizer, int micro_batches, int copies = 1) {
+  absl::StatusOr<std::unique_ptr<PipelineTrainer>> trainer =
+      Placed(optimizer, micro_batches, copies);
   EXPECT_TRUE(trainer.ok()) << trainer.status();
   Trained run;
   if (!trainer.ok()) return run;
@@ -115,10 +119,11 @@ TEST(PipelineTrainerTest, TrainsLikeOneSlot) {
     const Trained one = OneSlotTraining(optimizer);
     ASSERT_EQ(one.losses.size(), static_cast<size_t>(kSteps));
     EXPECT_NE(one.losses.front(), one.losses.back()) << "training moved nothing";
-    for (int micro_batches : {1, 4}) {
-      SCOPED_TRACE(absl::StrCat(micro_batches, " micro-batch(es), optimizer ",
-                                static_cast<int>(optimizer.kind)));
-      const Trained placed = Pipelined(optimizer, micro_batches);
+    // {micro-batches, pipelines}: two pipelines take 4 rows each.
+    for (auto [micro_batches, copies] : {std::pair{1, 1}, std::pair{4, 1}, std::pair{2, 2}}) {
+      SCOPED_TRACE(absl::StrCat(micro_batches, " micro-batch(es), ", copies,
+                                " pipeline(s), optimizer ", static_cast<int>(optimizer.kind)));
+      const Trained placed = Pipelined(optimizer, micro_batches, copies);
       ASSERT_EQ(placed.losses.size(), static_cast<size_t>(kSteps));
       ASSERT_EQ(placed.weights.size(), 4u);
       for (int step = 0; step < kSteps; ++step) {
@@ -233,31 +238,61 @@ TEST(PipelineTrainerTest, ResumesFromItsModelAndOptimizerState) {
   }
 }
 
-// Dropout in training form is refused naming the node, as are running
-// statistics and any precision but fp32.
-TEST(PipelineTrainerTest, RefusesWhatItCannotTrainExactly) {
+// x -> MatMul 'c' -> Dropout 'd' (training form) -> MatMul 'logits'.
+std::string DropoutMlpOnnx() {
   OnnxModelBuilder b("dropout", 13);
-  b.AddInitializer("w", testing::RandomTensor({3, 4}, 1));
-  b.AddInitializer("w2", testing::RandomTensor({4, 2}, 2));
+  b.AddInitializer("w", testing::RandomTensor({3, 8}, 1));
+  b.AddInitializer("w2", testing::RandomTensor({8, 2}, 2));
   b.AddNode("MatMul", {"x", "w"}, {"c"});
-  Tensor ratio = Tensor::Host(DType::kFloat32, {});
-  *ratio.data<float>() = 0.5f;
-  b.AddInitializer("ratio", ratio);
-  onnx::NodeProto* flag = b.AddNode("Constant", {}, {"training"});
-  onnx::AttributeProto* value = flag->add_attribute();
-  value->set_name("value");
-  value->set_type(onnx::AttributeProto::TENSOR);
-  value->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
-  value->mutable_t()->add_int32_data(1);
-  b.AddNode("Dropout", {"c", "ratio", "training"}, {"d"});
+  testing::AddTrainingDropout(b, "c", "d", 0.5f);
   b.AddNode("MatMul", {"d", "w2"}, {"logits"});
   b.AddInput("x", DType::kFloat32, {kAnyDim, 3});
   b.AddOutput("logits", DType::kFloat32, {kAnyDim, 2});
+  return b.Serialize();
+}
+
+// Dropout's masks are keyed by the step, the seed and the row's index in
+// the batch: through a pipeline of 3 micro-batches, and over two pipelines,
+// the steps are one slot's (within 1e-6 relative), and another seed's
+// differ (the masks are drawn, not skipped).
+TEST(PipelineTrainerTest, DropoutMasksFollowTheBatchsRows) {
   TrainerOptions options = Options(testing::TrainingOptimizers()[0]);
-  absl::StatusOr<std::unique_ptr<PipelineTrainer>> dropout =
-      PlacedConvNet(testing::LoadForTraining(b.Serialize()), options, 2);
-  EXPECT_EQ(dropout.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(dropout.status().message()), HasSubstr("node 'd' is Dropout"));
+  options.seed = 11;
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::vector<TrainerSlot> slots;
+  slots.push_back({SlotAssignment{"r0", cpu.id, 1.0}, CreateCpuDevice(cpu, {1})});
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> one = DataParallelTrainer::Create(
+      testing::LoadForTraining(DropoutMlpOnnx()), std::move(slots), options, {});
+  ASSERT_TRUE(one.ok()) << one.status();
+  absl::StatusOr<std::unique_ptr<PipelineTrainer>> piped =
+      PlacedConvNet(testing::LoadForTraining(DropoutMlpOnnx()), options, 3);
+  absl::StatusOr<std::unique_ptr<PipelineTrainer>> two =
+      PlacedConvNet(testing::LoadForTraining(DropoutMlpOnnx()), options, 2, 2);
+  options.seed = 12;
+  absl::StatusOr<std::unique_ptr<PipelineTrainer>> other =
+      PlacedConvNet(testing::LoadForTraining(DropoutMlpOnnx()), options, 3);
+  ASSERT_TRUE(piped.ok() && two.ok() && other.ok()) << piped.status();
+  bool differs = false;
+  for (int step = 0; step < 3; ++step) {
+    const Tensor x = testing::RandomTensor({9, 3}, 20 + step);
+    const Tensor labels = testing::ClassLabels(9, 2, step);
+    absl::StatusOr<TrainerStepResult> want = (*one)->Step({x}, labels);
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (auto* trainer : {piped->get(), two->get()}) {
+      absl::StatusOr<TrainerStepResult> got = trainer->Step({x}, labels);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_NEAR(got->loss, want->loss, 1e-6 * std::fabs(want->loss)) << "step " << step;
+    }
+    absl::StatusOr<TrainerStepResult> reseeded = (*other)->Step({x}, labels);
+    ASSERT_TRUE(reseeded.ok()) << reseeded.status();
+    differs = differs || std::fabs(reseeded->loss - want->loss) > 1e-4 * std::fabs(want->loss);
+  }
+  EXPECT_TRUE(differs) << "another seed drew the same masks";
+}
+
+// Running statistics and any precision but fp32 are refused, named.
+TEST(PipelineTrainerTest, RefusesWhatItCannotTrainExactly) {
+  TrainerOptions options = Options(testing::TrainingOptimizers()[0]);
   options.precision = ComputePrecision::kBFloat16;
   absl::StatusOr<std::unique_ptr<PipelineTrainer>> bf16 =
       PlacedConvNet(testing::LoadForTraining(testing::ConvNetOnnx(7)), options, 2);

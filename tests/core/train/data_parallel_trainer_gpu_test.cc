@@ -48,9 +48,6 @@ std::string BatchNormNetOnnx() {
   Tensor variance = testing::RandomTensor({4}, 15);
   for (int64_t i = 0; i < 4; ++i) variance.data<float>()[i] = 1.0f + 0.25f * i;
   b.AddInitializer("bn.var", variance);
-  Tensor ratio = Tensor::Host(DType::kFloat32, {});
-  *ratio.data<float>() = 0.25f;
-  b.AddInitializer("ratio", ratio);
   b.AddInitializer("fc.w", testing::RandomTensor({3, 36}, 16));
   b.AddInitializer("fc.b", testing::RandomTensor({3}, 17));
   OnnxModelBuilder::SetInts(b.AddNode("Conv", {"image", "conv.w"}, {"c"}), "pads", {1, 1, 1, 1});
@@ -60,13 +57,7 @@ std::string BatchNormNetOnnx() {
       b.AddNode("BatchNormalization", {"c", "bn.scale", "bn.bias", "bn.mean", "bn.var"}, {"n"}),
       "training_mode", 1);
   b.AddNode("Relu", {"n"}, {"r"});
-  onnx::NodeProto* training = b.AddNode("Constant", {}, {"training"});
-  onnx::AttributeProto* value = training->add_attribute();
-  value->set_name("value");
-  value->set_type(onnx::AttributeProto::TENSOR);
-  value->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
-  value->mutable_t()->add_int32_data(1);
-  b.AddNode("Dropout", {"r", "ratio", "training"}, {"d"});
+  testing::AddTrainingDropout(b, "r", "d", 0.25f);
   onnx::NodeProto* pool = b.AddNode("AveragePool", {"d"}, {"p"});
   OnnxModelBuilder::SetInts(pool, "kernel_shape", {2, 2});
   OnnxModelBuilder::SetInts(pool, "strides", {2, 2});

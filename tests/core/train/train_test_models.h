@@ -60,6 +60,23 @@ inline std::string UntrainableOnnx() {
   return b.Serialize();
 }
 
+// Dropout(`ratio`) of `input` into `output` in training form, as
+// torch.onnx.export writes it in training mode: its ratio an initializer
+// named "<output>.ratio", training_mode a Constant true.
+inline void AddTrainingDropout(OnnxModelBuilder& b, const std::string& input,
+                               const std::string& output, float ratio) {
+  Tensor value = Tensor::Host(DType::kFloat32, {});
+  *value.data<float>() = ratio;
+  b.AddInitializer(output + ".ratio", value);
+  onnx::NodeProto* flag = b.AddNode("Constant", {}, {output + ".training"});
+  onnx::AttributeProto* attribute = flag->add_attribute();
+  attribute->set_name("value");
+  attribute->set_type(onnx::AttributeProto::TENSOR);
+  attribute->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
+  attribute->mutable_t()->add_int32_data(1);
+  b.AddNode("Dropout", {input, output + ".ratio", output + ".training"}, {output});
+}
+
 // int64 class labels [batch] in [0, classes), deterministic in `seed`.
 inline Tensor ClassLabels(int64_t batch, int classes, uint64_t seed) {
   Tensor labels = Tensor::Host(DType::kInt64, {batch});

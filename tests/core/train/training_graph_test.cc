@@ -339,9 +339,6 @@ TEST(TrainingGraphTest, TrainingFormsAndPoolingGradientsMatchFiniteDifferences) 
   const int64_t pad_values[] = {0, 0, 1, 0, 0, 0, 1, 2};
   std::copy(std::begin(pad_values), std::end(pad_values), pads.data<int64_t>());
   b.AddInitializer("pads", pads);
-  Tensor ratio = Tensor::Host(DType::kFloat32, {});
-  *ratio.data<float>() = 0.3f;
-  b.AddInitializer("ratio", ratio);
   b.AddInitializer("fc.w", testing::RandomTensor({3, 6}, 64));
   b.AddNode("Conv", {"image", "conv.w"}, {"c"});
   b.AddNode("BatchNormalization", {"c", "bn.scale", "bn.bias", "bn.mean", "bn.var"},
@@ -361,13 +358,7 @@ TEST(TrainingGraphTest, TrainingFormsAndPoolingGradientsMatchFiniteDifferences) 
   b.AddNode("GlobalAveragePool", {"e"}, {"ge"});
   OnnxModelBuilder::SetInt(b.AddNode("Concat", {"ga", "ge"}, {"cat"}), "axis", 1);
   b.AddNode("Flatten", {"cat"}, {"f"});
-  onnx::NodeProto* flag = b.AddNode("Constant", {}, {"training"});
-  onnx::AttributeProto* value = flag->add_attribute();
-  value->set_name("value");
-  value->set_type(onnx::AttributeProto::TENSOR);
-  value->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
-  value->mutable_t()->add_int32_data(1);
-  b.AddNode("Dropout", {"f", "ratio", "training"}, {"d"});
+  testing::AddTrainingDropout(b, "f", "d", 0.3f);
   OnnxModelBuilder::SetInt(b.AddNode("Gemm", {"d", "fc.w"}, {"logits"}), "transB", 1);
   b.AddInput("image", DType::kFloat32, {kAnyDim, 2, 6, 6});
   b.AddOutput("logits", DType::kFloat32, {kAnyDim, 3});
