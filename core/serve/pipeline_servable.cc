@@ -92,11 +92,12 @@ void PipelineServable::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> s
   run->sink = sink;
   run->still_wanted = std::move(still_wanted);
   run->done = std::move(done);
-  run->outputs.resize(run->slices.size(), absl::UnknownError("not run"));
-  run->running = run->slices.size();
-  for (size_t i = 0; i < run->slices.size(); ++i) {
-    runs_->Submit([this, run, i] { RunSlice(run, i); });
-  }
+  // Counted before the first is submitted: the last slice to end moves
+  // run->slices into done, maybe while this loop still submits.
+  const size_t count = run->slices.size();
+  run->outputs.resize(count, absl::UnknownError("not run"));
+  run->running = count;
+  for (size_t i = 0; i < count; ++i) runs_->Submit([this, run, i] { RunSlice(run, i); });
 }
 
 void PipelineServable::RunSlice(const std::shared_ptr<BatchRun>& run, size_t i) {

@@ -44,10 +44,12 @@ std::vector<std::string> TrainingContexts(const TrainingGraph& training, const G
 // What a pipeline cannot train yet, named.
 absl::Status TrainableThroughPipeline(const Model& model, const TrainingGraph& training,
                                       const TrainerOptions& options) {
-  if (options.precision != ComputePrecision::kFloat32) {
+  if (options.precision == ComputePrecision::kFloat16) {
+    // fp16 scales the loss (a graph input each step) and skips the steps
+    // that overflow, which the pipeline does not carry yet.
     return absl::UnimplementedError(
-        absl::StrCat("precision: training through a pipeline computes fp32 only, received '",
-                     ComputePrecisionName(options.precision), "'"));
+        "precision: training through a pipeline computes fp32, tf32 or bf16, not fp16 (its "
+        "loss scaling is not carried through a pipeline)");
   }
   if (!training.buffers.empty()) {
     return absl::UnimplementedError(absl::StrCat(

@@ -48,8 +48,9 @@ class PipelineTrainer final : public ModelTrainer {
   // (NodeContexts' or an automatic placement's); `copies[k]`: pipeline k's
   // slots, named by their contexts; `micro_batches` 0: four per part. Unimplemented for a model
   // with running statistics (BatchNormalization in training form: each micro-batch would normalise
-  // by its own rows) and for a precision other than fp32; the training graph's, the placement's and
-  // PipelineReplica::Create's errors otherwise.
+  // by its own rows) and for fp16 (its loss scaling; bf16 and tf32 mark the
+  // training graph's products as data-parallel training does); the training graph's, the
+  // placement's and PipelineReplica::Create's errors otherwise.
   static absl::StatusOr<std::unique_ptr<PipelineTrainer>> Create(
       std::shared_ptr<const Model> model, const std::vector<std::string>& context_of,
       const std::vector<std::vector<SlotAssignment>>& copies,

@@ -290,14 +290,36 @@ TEST(PipelineTrainerTest, DropoutMasksFollowTheBatchsRows) {
   EXPECT_TRUE(differs) << "another seed drew the same masks";
 }
 
-// Running statistics and any precision but fp32 are refused, named.
-TEST(PipelineTrainerTest, RefusesWhatItCannotTrainExactly) {
+// bf16 marks the training graph's products as data-parallel training
+// does: in one micro-batch (the same kernels on the same rows) a step is one
+// bf16 slot's, bit for bit. fp16, whose loss scaling the pipeline does not
+// carry, is refused naming the precision.
+TEST(PipelineTrainerTest, TrainsInBFloat16AndRefusesFloat16) {
   TrainerOptions options = Options(testing::TrainingOptimizers()[0]);
   options.precision = ComputePrecision::kBFloat16;
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::vector<TrainerSlot> slots;
+  slots.push_back({SlotAssignment{"r0", cpu.id, 1.0}, CreateCpuDevice(cpu, {1})});
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> one = DataParallelTrainer::Create(
+      testing::LoadForTraining(testing::ConvNetOnnx(7)), std::move(slots), options, {});
+  ASSERT_TRUE(one.ok()) << one.status();
   absl::StatusOr<std::unique_ptr<PipelineTrainer>> bf16 =
+      PlacedConvNet(testing::LoadForTraining(testing::ConvNetOnnx(7)), options, 1);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  for (int step = 0; step < 3; ++step) {
+    const Tensor images = testing::RandomTensor({kBatch, 2, 6, 6}, 30 + step);
+    absl::StatusOr<TrainerStepResult> want =
+        (*one)->Step({images}, testing::ClassLabels(kBatch, 4, step));
+    absl::StatusOr<TrainerStepResult> got =
+        (*bf16)->Step({images}, testing::ClassLabels(kBatch, 4, step));
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+    EXPECT_EQ(got->loss, want->loss) << "step " << step;
+  }
+  options.precision = ComputePrecision::kFloat16;
+  absl::StatusOr<std::unique_ptr<PipelineTrainer>> fp16 =
       PlacedConvNet(testing::LoadForTraining(testing::ConvNetOnnx(7)), options, 2);
-  EXPECT_EQ(bf16.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(bf16.status().message()), HasSubstr("precision: "));
+  EXPECT_EQ(fp16.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(fp16.status().message()), HasSubstr("precision: "));
 }
 
 // x -> MatMul(w) 'c' on dev0 -> MatMul(w2) 'logits' on dev1: the gradient
