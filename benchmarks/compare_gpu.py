@@ -19,6 +19,9 @@ GPU, optimizer on the GPU; host tensors in) with 1 and 2 slots on the one GPU, o
 exported in training mode (BatchNormalization with batch statistics); each one-slot step also
 with --no-cudnn-deterministic (cuDNN's fastest algorithms, as PyTorch's default).
 Slots of one GPU: Predict on 1, 2 and 4 slots at batch 1, 8 and 64 (--slot-batches).
+Batch 1, TF32 off: replicad on one slot with and without --cuda-graphs, next to PyTorch with
+host tensors in and out and with its input on the GPU (the JSON's predict.batch1_graphs:
+replicad with graphs against PyTorch with host tensors, as replicad's are).
 Dynamic batching: benchmarks/perf_analyzer_bench.py against `replicad serve` with resnet50 on
 one GPU slot, batch-1 requests at concurrency 16 over gRPC, batching off and on (the JSON's
 batching_gain: throughput on over off); perf_analyzer is the bundle's bin/perf_analyzer or
@@ -155,6 +158,30 @@ def slots_per_gpu(bench, path, args):
             rows.append((str(slots), str(batch), f"{ms:.2f}" if ms else f"failed: {error}",
                          f"{batch / ms * 1000:.0f}" if ms else ""))
     return rows
+
+
+def batch1_graphs(bench, path, module, args):
+    """Batch-1 latency, TF32 off: PyTorch (host tensors in and out, and its input on the GPU)
+    against replicad on one slot with and without --cuda-graphs. The table's rows and the
+    JSON case (replicad with graphs against PyTorch with host tensors, as replicad's are)."""
+    log("PyTorch inference, batch 1")
+    host = torch_inference_ms(module, 1, False, False, args)
+    resident = torch_inference_ms(module, 1, False, True, args)
+    rows = [("engine", "median ms"), ("PyTorch, host in/out", f"{host:.2f}"),
+            ("PyTorch, input on GPU", f"{resident:.2f}")]
+    graphs_ms = None
+    for graphs in (False, True):
+        log(f"replicad inference, batch 1, cuda graphs {graphs}")
+        ms, error = replicad_ms(bench, "predict",
+                                ["--model", path, "--device", args.device, "--slots", "1",
+                                 "--batch", "1"] + (["--cuda-graphs"] if graphs else []), args)
+        rows.append((f"replicad Predict{', --cuda-graphs' if graphs else ''}",
+                     f"{ms:.2f}" if ms else f"failed: {error}"))
+        if graphs:
+            graphs_ms = ms
+    return rows, gpu_summary.case(host, graphs_ms, replicad_case="batch 1, 1 slot, --cuda-graphs",
+                                  pytorch_case="batch 1, host tensors in and out",
+                                  pytorch_resident_ms=round(resident, 3))
 
 
 def batching_gain(path, args, workdir):
@@ -315,15 +342,18 @@ def main(argv):
         "", f"Inference, batch {args.batch}:", "", table(rows), "",
         f"Training step, batch {args.train_batch}:", "", table(train_rows), ""])
     slot_rows = slots_per_gpu(bench, path, args)
+    graph_rows, graphs_case = batch1_graphs(bench, path, module, args)
     gain, batching_rows = batching_gain(path, args, workdir)
     report += "\n".join(["", "Slots of one GPU (TF32 off, host tensors in and out):", "",
                          table(slot_rows), "",
+                         "Batch 1, one slot, TF32 off (CUDA graphs):", "", table(graph_rows), "",
                          "Dynamic batching, resnet50 on one GPU slot, batch-1 requests over gRPC "
                          "(perf_analyzer, concurrency 16):", "", table(batching_rows), ""])
     publish(report, args.output)
     document = gpu_summary.summary(datetime.date.today().isoformat(),
                                    torch.cuda.get_device_name(0), git_commit(), train_cases,
-                                   predict_cases, batching_gain=gain)
+                                   predict_cases, batch1_graphs=graphs_case,
+                                   batching_gain=gain)
     gpu_summary.write(document, args.json)
     log(f"compare_gpu: figures in {args.json}")
     return 0

@@ -72,6 +72,7 @@ struct Options {
   int slots = 1;
   std::string device = "cpu:0";
   bool tf32 = false;
+  bool cuda_graphs = false;
   std::string precision = "fp32";  // Of the model's products: fp32 or bf16 (as --precision).
   bool winograd = true;
   bool lend_idle_cores = true;
@@ -199,6 +200,7 @@ absl::StatusOr<std::vector<Timing>> RunInProcess(const Options& options) {
   ServingOptions serving;
   serving.slot_options.threads_per_slot = options.threads;
   serving.slot_options.tf32 = options.tf32;
+  serving.slot_options.cuda_graphs = options.cuda_graphs;
   serving.slot_options.winograd = options.winograd;
   serving.slot_options.lend_idle_cores = options.lend_idle_cores;
   for (int i = 0; i < options.slots; ++i) {
@@ -374,6 +376,8 @@ int Main(int argc, char** argv) {
   app.add_option("--device", options.device, "Device of every slot (in-process mode), e.g. cuda:0")
       ->capture_default_str();
   app.add_flag("--tf32", options.tf32, "CUDA slots: TF32 tensor cores");
+  app.add_flag("--cuda-graphs", options.cuda_graphs,
+               "CUDA slots: plans' runs recorded as CUDA graphs (as the daemon's flag)");
   app.add_option("--precision", options.precision,
                  "In-process: what the model's convolutions and weight products compute in "
                  "(fp32 or bf16, as the daemon's flag)")

@@ -133,6 +133,7 @@ absl::StatusOr<ServingOptions> MakeServingOptions(const ServerOptions& options,
   serving.slot_options.lend_idle_cores = options.lend_idle_cores;
   serving.slot_options.tf32 = options.tf32;
   serving.slot_options.cudnn_deterministic = options.cudnn_deterministic;
+  serving.slot_options.cuda_graphs = options.cuda_graphs;
   serving.placement = options.placement;
   serving.micro_batches = options.micro_batches;
   serving.slot_memory_limit = static_cast<size_t>(options.slot_memory_limit);

@@ -197,6 +197,12 @@ void AddSlotFlags(CLI::App* serve, ServerOptions& options) {
                  "(default on); off lets cuDNN pick its fastest, which may sum in a varying order, "
                  "as PyTorch does by default")
       ->capture_default_str();
+  serve
+      ->add_flag("--cuda-graphs", options.cuda_graphs,
+                 "CUDA slots: record a plan's run as a CUDA graph on its second run and replay it "
+                 "after, one launch instead of one per kernel (small batches); a plan that cannot "
+                 "be recorded runs as ever")
+      ->capture_default_str();
 }
 
 // How requests queue and batch.

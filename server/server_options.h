@@ -45,6 +45,7 @@ struct ServerOptions {
   int cpu_kernel_cache = 1024;      // CPU slots: compiled kernels cached beyond the plans'.
   bool tf32 = false;                // CUDA slots: TF32 tensor cores for float32 convs and GEMMs.
   bool cudnn_deterministic = true;  // CUDA slots: reproducible cuDNN convolution algorithms.
+  bool cuda_graphs = false;         // CUDA slots: plans' runs recorded as CUDA graphs.
   // Model parallelism: nodes placed over the slots (core/model/placement.h),
   // for models whose config.pbtxt has no placement; "" serves them whole.
   std::string placement;

@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const DeviceInfo& info,
       CudaSlotOptions cuda;
       cuda.tf32 = options.tf32;
       cuda.cudnn_deterministic = options.cudnn_deterministic;
+      cuda.graphs = options.cuda_graphs;
       return CreateCudaDevice(info, cuda);
 #else
       return absl::UnimplementedError(

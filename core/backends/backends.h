@@ -31,6 +31,8 @@ struct SlotOptions {
   bool lend_idle_cores = true;
   // CUDA slots: see CudaSlotOptions::cudnn_deterministic.
   bool cudnn_deterministic = true;
+  // CUDA slots: see CudaSlotOptions::graphs.
+  bool cuda_graphs = false;
 };
 
 // The CPU backend's cache of compiled kernels beyond those plans hold (see

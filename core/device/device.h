@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/functional/any_invocable.h"
@@ -93,6 +94,29 @@ class Device {
   // freed but kept for reuse (a caching allocator). Host slots report 0.
   virtual size_t memory_in_use_bytes() const { return 0; }
   virtual size_t memory_cached_bytes() const { return 0; }
+
+  // Work recorded once and launched again as one unit (a CUDA graph): the
+  // same kernels on the same pointers, without the host issuing each.
+  class RecordedWork {
+   public:
+    virtual ~RecordedWork() = default;
+    // Enqueues the recorded work on the slot's stream (compute lane). Call
+    // on the stream thread.
+    virtual absl::Status Replay() = 0;
+  };
+  // Whether Record may be asked (CUDA slots with graphs on, --cuda-graphs).
+  virtual bool records_work() const { return false; }
+  // Records what `issue` enqueues on the slot's stream (the compute lane)
+  // without running it: `issue` runs once, on this thread (a stand-in may
+  // keep it). FailedPrecondition when the work cannot be recorded (a kernel
+  // waits for the device, allocates, or copies from pageable host memory):
+  // nothing was enqueued, and the caller runs the work as ever; Unimplemented
+  // where records_work() is false. Call on the stream thread, with nothing
+  // of this thread's queued on other streams that the work must wait for.
+  virtual absl::StatusOr<std::unique_ptr<RecordedWork>> Record(
+      std::function<absl::Status()> issue) {
+    return absl::UnimplementedError("this device does not record work");
+  }
 
   // Builds the kernel for one node with concrete types (KernelSpec.outputs
   // filled). Unimplemented naming the op when this backend lacks it. Not to

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/base/log.h"
 #include "core/base/status_macros.h"
 #include "core/device/device_copy.h"
 
@@ -33,6 +34,7 @@ class ChunkPipeline {
     int set;                      // Which of the (at most three) sets: the marks' index.
     int64_t first_row;
     int64_t rows;
+    RecordedPlanRun* recorded;  // The plan's run on these buffers, recorded.
   };
 
   ChunkPipeline(Device& device, std::vector<Chunk> chunks, int64_t slice_rows,
@@ -93,6 +95,8 @@ class ChunkPipeline {
       RunContext chunk = *step_;
       chunk.first_row += c.first_row;
       REPLICAD_RETURN_IF_ERROR(c.plan->Run(chunk, c.device_inputs, c.device_outputs, proceed_));
+    } else if (Replayed(c)) {
+      REPLICAD_RETURN_IF_ERROR(replay_status_);
     } else {
       REPLICAD_RETURN_IF_ERROR(proceed_ != nullptr
                                    ? c.plan->Run(c.device_inputs, c.device_outputs, *proceed_)
@@ -100,6 +104,32 @@ class ChunkPipeline {
     }
     REPLICAD_ASSIGN_OR_RETURN(computed_[c.set], device_.MarkLane(Lane::kCompute));
     return absl::OkStatus();
+  }
+
+  // Runs chunk `c` as its set's recorded run where the device records work
+  // (recording it on the set's second run); false where it must be run as
+  // ever (nothing recorded, or recording failed: `c.recorded` remembers).
+  // `proceed_` is asked once before a replay, which cannot stop between
+  // its kernels.
+  bool Replayed(const Chunk& c) {
+    RecordedPlanRun& run = *c.recorded;
+    if (!device_.records_work() || run.unrecordable) return false;
+    if (run.work == nullptr) {
+      if (++run.runs < 2) return false;
+      absl::StatusOr<std::unique_ptr<Device::RecordedWork>> recorded =
+          device_.Record([plan = c.plan, in = c.device_inputs, out = c.device_outputs] {
+            return plan->Run(in, out);
+          });
+      if (!recorded.ok()) {
+        run.unrecordable = true;
+        LogInfo(absl::StrCat("a plan runs without a CUDA graph: ", recorded.status().message()));
+        return false;
+      }
+      run.work = *std::move(recorded);
+    }
+    replay_status_ = proceed_ != nullptr ? (*proceed_)() : absl::OkStatus();
+    if (replay_status_.ok()) replay_status_ = run.work->Replay();
+    return true;
   }
 
   absl::Status Download(int k) {
@@ -146,6 +176,7 @@ class ChunkPipeline {
   const MemoryLocation outputs_location_;
   const ExecutionPlan::Proceed* proceed_;    // Optional.
   const RunContext* step_;                   // Optional: a training step's.
+  absl::Status replay_status_;               // The last Replayed's.
   std::vector<std::vector<float>> scalars_;  // [chunk][output], with several chunks.
   std::shared_ptr<Device::LaneMark> uploaded_;
   std::shared_ptr<Device::LaneMark> computed_[3];
@@ -414,7 +445,7 @@ absl::Status Replica::RunSlice(const SlicePlan& plan, const void* const* host_in
     REPLICAD_ASSIGN_OR_RETURN(const IoSet* io, IoSetOf(*chunk_plan, set == 2 ? 0 : set));
     const int64_t first = k * plan.chunk_rows;
     chunks.push_back({chunk_plan, io->input_ptrs.data(), io->output_ptrs.data(), set, first,
-                      last ? plan.rows - first : plan.chunk_rows});
+                      last ? plan.rows - first : plan.chunk_rows, &io->recorded});
   }
   ChunkPipeline pipeline(*device_, std::move(chunks), plan.rows, host_inputs, outputs,
                          outputs_location, proceed, step);

@@ -21,6 +21,16 @@
 
 namespace replicad {
 
+// A plan's run on one set of device buffers recorded as one unit (CUDA
+// graphs, Device::Record): recorded on the set's second run (the first has
+// chosen the kernels' algorithms), replayed on every run after; never again
+// once recording failed. Touched on the slot's stream thread only.
+struct RecordedPlanRun {
+  std::unique_ptr<Device::RecordedWork> work;
+  int runs = 0;
+  bool unrecordable = false;
+};
+
 // One copy of a model on one device slot: the slot's Device, the model's
 // weights in that device's memory, and a cache of execution plans, one per
 // set of input shapes (in practice: per slice size), each with its device
@@ -164,6 +174,8 @@ class Replica {
     std::vector<std::shared_ptr<Buffer>> outputs;
     std::vector<void*> input_ptrs;  // Written by uploads, read by the plan.
     std::vector<void*> output_ptrs;
+    // The plan's run on these buffers recorded (Device::records_work).
+    mutable RecordedPlanRun recorded;
   };
   // What a plan's holders share (they point at `plan`). Freeing it needs
   // nothing of the Replica, so a slice's last holder may let go after the

@@ -22,12 +22,14 @@ class StandInMark : public Device::LaneMark {
 class DeviceMemoryStandIn : public Device {
  public:
   DeviceMemoryStandIn(std::unique_ptr<Device> cpu, int ordinal, size_t limit,
-                      std::shared_ptr<InjectedFault> fault)
+                      std::shared_ptr<InjectedFault> fault,
+                      std::shared_ptr<RecordingStandIn> recording)
       : cpu_(std::move(cpu)),
         location_{MemoryKind::kCuda, ordinal},
         info_(cpu_->info()),
         limit_(limit),
-        fault_(std::move(fault)) {
+        fault_(std::move(fault)),
+        recording_(std::move(recording)) {
     info_.id = DeviceId{DeviceKind::kCuda, ordinal};
     info_.name = "device-memory stand-in on " + info_.name;
   }
@@ -140,7 +142,34 @@ class DeviceMemoryStandIn : public Device {
     return cpu_->MakeKernel(spec);
   }
 
+  bool records_work() const override { return recording_ != nullptr; }
+  absl::StatusOr<std::unique_ptr<RecordedWork>> Record(
+      std::function<absl::Status()> issue) override {
+    if (recording_ == nullptr) return Device::Record(std::move(issue));
+    if (recording_->refuse.load()) {
+      ++recording_->refused;
+      return absl::FailedPreconditionError("stand-in: recording refused");
+    }
+    ++recording_->recorded;
+    return std::make_unique<KeptWork>(std::move(issue), recording_);
+  }
+
  private:
+  // Recorded work as the stand-in keeps it: the issuing itself, run again.
+  class KeptWork final : public RecordedWork {
+   public:
+    KeptWork(std::function<absl::Status()> issue, std::shared_ptr<RecordingStandIn> counts)
+        : issue_(std::move(issue)), counts_(std::move(counts)) {}
+    absl::Status Replay() override {
+      ++counts_->replayed;
+      return issue_();
+    }
+
+   private:
+    std::function<absl::Status()> issue_;
+    std::shared_ptr<RecordingStandIn> counts_;
+  };
+
   absl::Status FaultError() const {
     return absl::InternalError(
         absl::StrCat(DeviceIdToString(info_.id), ": injected fault: the device is lost"));
@@ -161,6 +190,7 @@ class DeviceMemoryStandIn : public Device {
   DeviceInfo info_;
   const size_t limit_;
   const std::shared_ptr<InjectedFault> fault_;
+  const std::shared_ptr<RecordingStandIn> recording_;  // Null: records nothing.
   std::shared_ptr<std::atomic<size_t>> in_use_ = std::make_shared<std::atomic<size_t>>(0);
   HostStream upload_{[] {}};
   HostStream download_{[] {}};
@@ -170,9 +200,10 @@ class DeviceMemoryStandIn : public Device {
 
 std::unique_ptr<Device> MakeDeviceMemoryStandIn(std::unique_ptr<Device> cpu_slot, int ordinal,
                                                 size_t memory_limit_bytes,
-                                                std::shared_ptr<InjectedFault> fault) {
+                                                std::shared_ptr<InjectedFault> fault,
+                                                std::shared_ptr<RecordingStandIn> recording) {
   return std::make_unique<DeviceMemoryStandIn>(std::move(cpu_slot), ordinal, memory_limit_bytes,
-                                               std::move(fault));
+                                               std::move(fault), std::move(recording));
 }
 
 }  // namespace replicad::testing

@@ -27,9 +27,20 @@ struct InjectedFault {
   std::atomic<int64_t> copies_before_failure{-1};
   std::atomic<bool> failed{false};  // Set once the first copy failed.
 };
-std::unique_ptr<Device> MakeDeviceMemoryStandIn(std::unique_ptr<Device> cpu_slot, int ordinal,
-                                                size_t memory_limit_bytes = 0,
-                                                std::shared_ptr<InjectedFault> fault = nullptr);
+// With `recording`, it records work as a CUDA slot with graphs does
+// (Device::Record): Record keeps the issued work, which each Replay runs
+// again; with `refuse`, Record fails FailedPrecondition, as a capture that
+// meets a host wait does. Both are counted.
+struct RecordingStandIn {
+  std::atomic<bool> refuse{false};
+  std::atomic<int> recorded{0};
+  std::atomic<int> refused{0};
+  std::atomic<int> replayed{0};
+};
+std::unique_ptr<Device> MakeDeviceMemoryStandIn(
+    std::unique_ptr<Device> cpu_slot, int ordinal, size_t memory_limit_bytes = 0,
+    std::shared_ptr<InjectedFault> fault = nullptr,
+    std::shared_ptr<RecordingStandIn> recording = nullptr);
 
 }  // namespace replicad::testing
 

@@ -28,6 +28,10 @@ struct CudaSlotOptions {
   bool cudnn_deterministic = true;
   // The most scratch memory one cuDNN convolution may use, in bytes.
   size_t max_workspace_bytes = size_t{256} << 20;
+  // CUDA graphs: a plan's run on one set of buffers is recorded once
+  // (Device::Record) and replayed as one launch, saving the host's per-kernel
+  // launch work (small batches). Off: every kernel launched each run.
+  bool graphs = false;
 };
 
 // A new slot (its own CUDA stream, handles and memory pool) on the GPU that

@@ -13,6 +13,7 @@
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/backends/cuda/cuda_backend.h"
 #include "core/backends/cuda/cuda_call.h"
+#include "core/backends/cuda/cuda_graph.h"
 #include "core/backends/cuda/cuda_slot.h"
 #include "core/backends/cuda/kernels/cuda_kernel_factory.h"
 #include "core/backends/cuda/scoped_gpu.h"
@@ -179,6 +180,7 @@ class CudaDevice : public Device {
     context_.tf32 = options.tf32;
     context_.deterministic_convolutions = options.cudnn_deterministic;
     context_.max_workspace_bytes = options.max_workspace_bytes;
+    records_work_ = options.graphs;
     context_.allocate = [this](size_t bytes) { return Allocate(bytes); };
   }
 
@@ -281,6 +283,22 @@ class CudaDevice : public Device {
   absl::Status health() const override {
     absl::MutexLock lock(&mu_);
     return health_;
+  }
+
+  bool records_work() const override { return records_work_; }
+  absl::StatusOr<std::unique_ptr<RecordedWork>> Record(
+      std::function<absl::Status()> issue) override {
+    if (!records_work_) return Device::Record(std::move(issue));
+    // A block taken from the caching allocator during the capture would be
+    // returned to it after, and the graph would write it on every replay.
+    const uint64_t allocations = allocation_count();
+    absl::StatusOr<std::unique_ptr<RecordedWork>> recorded =
+        RecordCudaGraph(cuda_stream_, name_, issue);
+    if (recorded.ok() && allocation_count() != allocations) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name_, ": the work could not be recorded as a CUDA graph: it allocates memory"));
+    }
+    return recorded;
   }
   size_t memory_in_use_bytes() const override { return memory_->cache.bytes_in_use(); }
   size_t memory_cached_bytes() const override { return memory_->cache.bytes_cached(); }
@@ -461,6 +479,7 @@ class CudaDevice : public Device {
   const std::string name_;
   std::shared_ptr<SlotMemory> memory_;
   std::atomic<uint64_t> allocations_{0};
+  bool records_work_ = false;  // CudaSlotOptions::graphs; fixed.
   mutable absl::Mutex mu_;
   absl::Status health_ ABSL_GUARDED_BY(mu_);
   absl::Status stream_error_ ABSL_GUARDED_BY(mu_);  // From EnqueueCopy, until Synchronize.

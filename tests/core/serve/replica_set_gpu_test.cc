@@ -46,10 +46,11 @@ class ReplicaSetGpuTest : public ::testing::Test {
 
   // `slots` slots on the first GPU, equal weights, merged on the CPU unless
   // `options` say otherwise.
-  std::unique_ptr<ReplicaSet> GpuSet(int slots, ReplicaSet::Options options = {}) {
+  std::unique_ptr<ReplicaSet> GpuSet(int slots, ReplicaSet::Options options = {},
+                                     SlotOptions slot_options = {}) {
     std::vector<std::unique_ptr<Replica>> replicas;
     for (int i = 0; i < slots; ++i) {
-      absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*gpu_, SlotOptions{});
+      absl::StatusOr<std::unique_ptr<Device>> device = CreateDevice(*gpu_, slot_options);
       EXPECT_TRUE(device.ok()) << device.status();
       if (!device.ok()) return nullptr;
       absl::StatusOr<std::unique_ptr<Replica>> replica = Replica::Create(
@@ -94,6 +95,44 @@ TEST_F(ReplicaSetGpuTest, SplitOverTwoSlotsOfOneGpuMatchesTheCpu) {
     ASSERT_EQ(actual.outputs.size(), expected.outputs.size());
     for (size_t o = 0; o < expected.outputs.size(); ++o) {
       EXPECT_LE(testing::RelativeL2(actual.outputs[o], expected.outputs[o]), kMaxRelativeL2);
+    }
+  }
+}
+
+// --cuda-graphs: a plan's run recorded on its second run and replayed after
+// gives what the same slot gives without graphs, bit for bit, for every
+// request (batches 1 and 3, six requests each, in 4 chunks too: two buffer
+// sets per plan), and one CPU slot's within the tolerance.
+TEST_F(ReplicaSetGpuTest, CudaGraphsAnswerAsPlainRuns) {
+  std::unique_ptr<ReplicaSet> cpu = testing::MakeCpuReplicaSet(model_, {1});
+  for (int chunks : {1, 4}) {
+    ReplicaSet::Options options;
+    options.transfer_chunks = chunks;
+    options.min_chunk_bytes = 1;
+    SlotOptions graphs;
+    graphs.cuda_graphs = true;
+    std::unique_ptr<ReplicaSet> plain = GpuSet(1, options);
+    std::unique_ptr<ReplicaSet> recorded = GpuSet(1, options, graphs);
+    ASSERT_NE(plain, nullptr);
+    ASSERT_NE(recorded, nullptr);
+    for (int64_t batch : {1, 3}) {
+      for (int request = 0; request < 6; ++request) {
+        SCOPED_TRACE(::testing::Message()
+                     << chunks << " chunks, batch " << batch << ", request " << request);
+        const std::vector<Tensor> images = {
+            testing::RandomTensor({batch, 1, 28, 28}, 100 + request)};
+        testing::PredictOutcome want = testing::PredictAndWait(*plain, images);
+        testing::PredictOutcome got = testing::PredictAndWait(*recorded, images);
+        testing::PredictOutcome host = testing::PredictAndWait(*cpu, images);
+        ASSERT_TRUE(want.status.ok() && got.status.ok() && host.status.ok()) << got.status;
+        for (size_t o = 0; o < want.outputs.size(); ++o) {
+          EXPECT_EQ(std::memcmp(got.outputs[o].raw_data(), want.outputs[o].raw_data(),
+                                want.outputs[o].byte_size()),
+                    0)
+              << "output " << o;
+          EXPECT_LE(testing::RelativeL2(got.outputs[o], host.outputs[o]), kMaxRelativeL2);
+        }
+      }
     }
   }
 }

@@ -154,6 +154,50 @@ TEST_F(ReplicaChunkTest, SlicePlanCutsRowsIntoChunksOfAtLeastTheMinimumBytes) {
   EXPECT_EQ(plan->output_types[0].shape, (Shape{10, 2}));
 }
 
+// CUDA graphs, on a stand-in that records work as a CUDA slot with
+// --cuda-graphs does (Device::Record): a plan's first run on its buffers
+// runs as ever, the second is recorded and replayed, later ones replay, and
+// every answer is a plain CPU slot's as new requests fill the same buffers
+// (a replay of stale inputs would answer the last request's rows). A
+// refused recording is not asked again: the plan runs as ever. A replay
+// asks the request's proceed once, before it: a cancelled request fails with
+// its reason and replays nothing.
+TEST_F(ReplicaChunkTest, RecordedRunsReplayWithEachRequestsInputs) {
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  for (bool refuse : {false, true}) {
+    SCOPED_TRACE(refuse ? "recording refused" : "recorded");
+    auto recording = std::make_shared<testing::RecordingStandIn>();
+    recording->refuse = refuse;
+    std::unique_ptr<Device> device = testing::MakeDeviceMemoryStandIn(
+        CreateCpuDevice(cpu, CpuSlotOptions{1}), 0, 0, nullptr, recording);
+    const DeviceId id = device->info().id;
+    absl::StatusOr<std::unique_ptr<Replica>> replica =
+        Replica::Create(model_, SlotAssignment{"g0", id, 1.0}, std::move(device));
+    ASSERT_TRUE(replica.ok()) << replica.status();
+    absl::StatusOr<std::unique_ptr<ReplicaSet>> set = OneSlotSet(model_, *std::move(replica));
+    ASSERT_TRUE(set.ok()) << set.status();
+    for (int64_t request = 0; request < 5; ++request) {
+      SCOPED_TRACE(request);
+      const std::vector<Tensor> inputs = {RandomTensor({4, 3, 6, 6}, 50 + request),
+                                          RandomTensor({4, 5}, 60 + request)};
+      PredictOutcome expected = PredictAndWait(*cpu_, inputs);
+      PredictOutcome actual = PredictAndWait(**set, inputs);
+      ASSERT_TRUE(actual.status.ok()) << actual.status;
+      for (size_t j = 0; j < expected.outputs.size(); ++j) {
+        EXPECT_LE(RelativeL2(actual.outputs[j], expected.outputs[j]), kMaxRelativeL2) << j;
+      }
+    }
+    EXPECT_EQ(recording->recorded.load(), refuse ? 0 : 1);
+    EXPECT_EQ(recording->refused.load(), refuse ? 1 : 0);
+    EXPECT_EQ(recording->replayed.load(), refuse ? 0 : 4);
+    PredictOutcome cancelled = testing::RunAndWait(
+        **set, {RandomTensor({4, 3, 6, 6}, 1), RandomTensor({4, 5}, 2)}, {BatchSlice{0, 0, 4}},
+        [] { return absl::CancelledError("the client went away"); });
+    EXPECT_EQ(cancelled.status.code(), absl::StatusCode::kCancelled);
+    EXPECT_EQ(recording->replayed.load(), refuse ? 0 : 4);
+  }
+}
+
 TEST_F(ReplicaChunkTest, ChunkedSlicesMatchOneCpuSlot) {
   for (int slots : {1, 2}) {
     for (int chunks : {1, 2, 4, 7}) {

@@ -21,8 +21,6 @@
 namespace replicad {
 namespace {
 
-int64_t Elements(const Dims4& dims) { return dims[0] * dims[1] * dims[2] * dims[3]; }
-
 // What both gradients share: the node's X [N, C, H, W], W [M, C/group, kH,
 // kW] and dY [N, M, OH, OW] (inputs 0, 1, 2, as the forward Conv's X, W and
 // output), checked for cuDNN and resolved to its symmetric geometry.

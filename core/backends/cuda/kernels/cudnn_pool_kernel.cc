@@ -18,8 +18,6 @@
 namespace replicad {
 namespace {
 
-int64_t Elements(const Dims4& dims) { return dims[0] * dims[1] * dims[2] * dims[3]; }
-
 // A pooling as cuDNN computes it: over `x` with one pad per spatial dim
 // (cuDNN pads both sides alike) into `computed`. When `computed` is not the
 // output, the output is its window from row lead[0] and column lead[1] on.

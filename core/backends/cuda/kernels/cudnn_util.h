@@ -57,6 +57,8 @@ using Dims4 = std::array<int64_t, 4>;
 
 // The dims of a rank-4 shape (the caller has checked the rank).
 Dims4 ToDims4(const Shape& shape);
+// The elements of a tensor of `dims`.
+inline int64_t Elements(const Dims4& dims) { return dims[0] * dims[1] * dims[2] * dims[3]; }
 
 // Creates `desc` (which must not hold a descriptor yet) and sets it to a
 // packed NCHW float32 tensor of `dims`. Fails with the failing cuDNN call's
