@@ -19,6 +19,9 @@ GPU, optimizer on the GPU; host tensors in) with 1 and 2 slots on the one GPU, o
 exported in training mode (BatchNormalization with batch statistics); each one-slot step also
 with --no-cudnn-deterministic (cuDNN's fastest algorithms, as PyTorch's default).
 Slots of one GPU: Predict on 1, 2 and 4 slots at batch 1, 8 and 64 (--slot-batches).
+Reduced precision: replicad --precision fp16 and bf16 (one slot, host tensors in and out)
+next to PyTorch under torch.autocast with its input on the GPU (the JSON's predict.fp16 and
+predict.bf16).
 Batch 1, TF32 off: replicad on one slot with and without --cuda-graphs, next to PyTorch with
 host tensors in and out and with its input on the GPU (the JSON's predict.batch1_graphs:
 replicad with graphs against PyTorch with host tensors, as replicad's are).
@@ -158,6 +161,38 @@ def slots_per_gpu(bench, path, args):
             rows.append((str(slots), str(batch), f"{ms:.2f}" if ms else f"failed: {error}",
                          f"{batch / ms * 1000:.0f}" if ms else ""))
     return rows
+
+
+def torch_autocast_ms(module, batch, dtype, args):
+    """PyTorch under torch.autocast(dtype) with its input on the GPU (the issue's bar)."""
+    resident = torch.randn(batch, 3, 224, 224).cuda()
+
+    def run():
+        with torch.inference_mode(), torch.autocast("cuda", dtype=dtype):
+            module(resident)
+            torch.cuda.synchronize()
+    return median_ms(run, args.warmup, args.iterations)
+
+
+def reduced_precision(bench, path, module, args):
+    """--precision fp16 and bf16 Predict (host tensors in and out, one slot) next to PyTorch's
+    autocast with its input on the GPU, batch --batch: the table's rows and the JSON cases."""
+    rows = [("precision", "PyTorch autocast ms (input on GPU)", "replicad ms (host in/out)",
+             "replicad/PyTorch")]
+    cases = {}
+    for name, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        log(f"PyTorch autocast {name}, batch {args.batch}")
+        peer = torch_autocast_ms(module, args.batch, dtype, args)
+        log(f"replicad --precision {name}, batch {args.batch}")
+        ms, error = replicad_ms(bench, "predict",
+                                ["--model", path, "--device", args.device, "--slots", "1",
+                                 "--batch", str(args.batch), "--precision", name], args)
+        rows.append((name, f"{peer:.1f}", f"{ms:.1f}" if ms else f"failed: {error}",
+                     f"{ms / peer:.2f}" if ms else ""))
+        cases[name] = gpu_summary.case(peer, ms, replicad_case=f"batch {args.batch}, 1 slot, "
+                                       f"--precision {name}, host tensors in and out",
+                                       pytorch_case=f"torch.autocast({name}), input on the GPU")
+    return rows, cases
 
 
 def batch1_graphs(bench, path, module, args):
@@ -343,17 +378,20 @@ def main(argv):
         f"Training step, batch {args.train_batch}:", "", table(train_rows), ""])
     slot_rows = slots_per_gpu(bench, path, args)
     graph_rows, graphs_case = batch1_graphs(bench, path, module, args)
+    precision_rows, precision_cases = reduced_precision(bench, path, module, args)
     gain, batching_rows = batching_gain(path, args, workdir)
     report += "\n".join(["", "Slots of one GPU (TF32 off, host tensors in and out):", "",
                          table(slot_rows), "",
                          "Batch 1, one slot, TF32 off (CUDA graphs):", "", table(graph_rows), "",
+                         f"Reduced precision, batch {args.batch}, one slot:", "",
+                         table(precision_rows), "",
                          "Dynamic batching, resnet50 on one GPU slot, batch-1 requests over gRPC "
                          "(perf_analyzer, concurrency 16):", "", table(batching_rows), ""])
     publish(report, args.output)
     document = gpu_summary.summary(datetime.date.today().isoformat(),
                                    torch.cuda.get_device_name(0), git_commit(), train_cases,
                                    predict_cases, batch1_graphs=graphs_case,
-                                   batching_gain=gain)
+                                   batching_gain=gain, reduced_precision=precision_cases)
     gpu_summary.write(document, args.json)
     log(f"compare_gpu: figures in {args.json}")
     return 0

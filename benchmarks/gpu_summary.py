@@ -30,8 +30,11 @@ def case(pytorch_ms, replicad_ms, **described):
     return entry
 
 
-def summary(date, gpu, commit, train_step, predict, batch1_graphs=None, batching_gain=None):
-    """`train_step` and `predict`: {True: case or None, False: ...} by TF32 on/off."""
+def summary(date, gpu, commit, train_step, predict, batch1_graphs=None, batching_gain=None,
+            reduced_precision=None):
+    """`train_step` and `predict`: {True: case or None, False: ...} by TF32 on/off;
+    `reduced_precision`: {"fp16": case or None, "bf16": ...} (issue #39's --precision)."""
+    reduced_precision = reduced_precision or {}
     for name, cases in (("train_step", train_step), ("predict", predict)):
         if set(cases) != {True, False}:
             raise ValueError(f"{name}: expected cases for TF32 on and off, received {sorted(cases)}")
@@ -41,7 +44,8 @@ def summary(date, gpu, commit, train_step, predict, batch1_graphs=None, batching
         "commit": commit,
         "train_step": {"tf32_on": train_step[True], "tf32_off": train_step[False]},
         "predict": {"tf32_on": predict[True], "tf32_off": predict[False],
-                    "batch1_graphs": batch1_graphs},
+                    "batch1_graphs": batch1_graphs, "fp16": reduced_precision.get("fp16"),
+                    "bf16": reduced_precision.get("bf16")},
         "batching_gain": batching_gain,
     }
 

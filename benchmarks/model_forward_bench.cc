@@ -73,7 +73,7 @@ struct Options {
   std::string device = "cpu:0";
   bool tf32 = false;
   bool cuda_graphs = false;
-  std::string precision = "fp32";  // Of the model's products: fp32 or bf16 (as --precision).
+  std::string precision = "fp32";  // Of the model's products, as the daemon's --precision.
   bool winograd = true;
   bool lend_idle_cores = true;
   int transfer_chunks = 4;
@@ -380,7 +380,7 @@ int Main(int argc, char** argv) {
                "CUDA slots: plans' runs recorded as CUDA graphs (as the daemon's flag)");
   app.add_option("--precision", options.precision,
                  "In-process: what the model's convolutions and weight products compute in "
-                 "(fp32 or bf16, as the daemon's flag)")
+                 "(fp32, bf16, fp16 or tf32, as the daemon's flag)")
       ->capture_default_str();
   app.add_flag("--winograd,!--no-winograd", options.winograd,
                "CPU slots: Winograd 3x3 convolutions where oneDNN has them (default on)");

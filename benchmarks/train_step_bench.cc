@@ -85,7 +85,7 @@ absl::StatusOr<Timing> Run(const Options& options, StepPhases* phases) {
   trainer_options.optimizer.learning_rate = 0.01f;
   trainer_options.optimizer.momentum = 0.9f;
   absl::StatusOr<ComputePrecision> precision =
-      ParseTrainingPrecision(options.precision, "--precision");
+      ParseComputePrecision(options.precision, "--precision");
   if (!precision.ok()) return precision.status();
   trainer_options.precision = *precision;
   TrainerReduction reduction;

@@ -166,7 +166,8 @@ void AddSlotFlags(CLI::App* serve, ServerOptions& options) {
       ->add_option("--precision", options.precision,
                    "What float32 models compute their convolutions and weight products in: "
                    "fp32, bf16 (bfloat16 inputs and weights, float32 sums and outputs, "
-                   "the rest in float32; CPU slots with AVX512_BF16 or AMX) or tf32 (TF32 "
+                   "the rest in float32; CPU slots with AVX512_BF16 or AMX), fp16 (float16 "
+                   "tensor cores on CUDA slots; CPU slots compute float32) or tf32 (TF32 "
                    "tensor cores on CUDA slots, as --tf32 for this model; CPU slots compute "
                    "float32); a model's config.pbtxt parameter 'precision' overrides it")
       ->capture_default_str();

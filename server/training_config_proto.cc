@@ -75,7 +75,7 @@ absl::StatusOr<TrainingConfig> TrainingConfigFromProto(const v1::TrainingConfig&
   config.checkpoint_dir = proto.checkpoint_dir();
   if (!proto.precision().empty()) {
     REPLICAD_ASSIGN_OR_RETURN(config.precision,
-                              ParseTrainingPrecision(proto.precision(), "config.precision"));
+                              ParseComputePrecision(proto.precision(), "config.precision"));
   }
   SetIfPresent(proto.has_initial_loss_scale(), proto.initial_loss_scale(),
                &config.loss_scaling.initial_scale);

@@ -12,28 +12,17 @@
 
 namespace replicad {
 
-namespace {
-
-constexpr char kServingExpected[] = "fp32, bf16 or tf32";
-constexpr char kTrainingExpected[] = "fp32, bf16, fp16 or tf32";
-
-absl::StatusOr<ComputePrecision> ParsePrecision(absl::string_view text, absl::string_view field,
-                                                bool training) {
-  const char* expected = training ? kTrainingExpected : kServingExpected;
+absl::StatusOr<ComputePrecision> ParseComputePrecision(absl::string_view text,
+                                                       absl::string_view field) {
   if (text == "fp32" || text == "float32") return ComputePrecision::kFloat32;
   if (text == "bf16" || text == "bfloat16") return ComputePrecision::kBFloat16;
+  if (text == "fp16" || text == "float16") return ComputePrecision::kFloat16;
   if (text == "tf32" || text == "tensorfloat32") return ComputePrecision::kTensorFloat32;
-  if (training && (text == "fp16" || text == "float16")) return ComputePrecision::kFloat16;
-  if (text == "fp16" || text == "float16") {
-    return absl::UnimplementedError(
-        absl::StrCat(field, ": ", text,
-                     " serving is not implemented (training takes fp16; a float16 ONNX file "
-                     "serves in its own types); expected ",
-                     expected));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, ": expected ", expected, ", received '", ClientText(text), "'"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": expected fp32, bf16, fp16 or tf32, received '", ClientText(text), "'"));
 }
+
+namespace {
 
 bool IsMarkedConv(const Node& node) {
   return node.op_type == "Conv" && node.attributes.Has(kPrecisionAttribute);
@@ -72,16 +61,6 @@ void MarkBFloat16Outputs(Graph* graph) {
 }
 
 }  // namespace
-
-absl::StatusOr<ComputePrecision> ParseComputePrecision(absl::string_view text,
-                                                       absl::string_view field) {
-  return ParsePrecision(text, field, /*training=*/false);
-}
-
-absl::StatusOr<ComputePrecision> ParseTrainingPrecision(absl::string_view text,
-                                                        absl::string_view field) {
-  return ParsePrecision(text, field, /*training=*/true);
-}
 
 absl::string_view ComputePrecisionName(ComputePrecision precision) {
   switch (precision) {

@@ -22,9 +22,14 @@ namespace replicad {
 //    fused attention) stays float32. On CPU slots this is oneDNN's bf16
 //    (AVX512_BF16 dot products, AMX tiles where the CPU has them); a CPU
 //    without AVX-512 computes float32 and says so once in the log.
-//  - kFloat16: training only (core/train/float16_products.h): the same
-//    products read and write values rounded to float16, with dynamic loss
-//    scaling, as torch.autocast(float16) with GradScaler trains.
+//  - kFloat16: serving marks the products kBFloat16 marks; CUDA slots
+//    compute them on tensor cores from operands rounded to float16, float32
+//    sums (cuBLAS's FAST_16F, cuDNN's conversion to float16), as ONNX Runtime's
+//    and TensorRT's fp16 modes do; CPU slots compute float32 (their oneDNN
+//    has no float16 products) and say so once in the log. Training
+//    (core/train/float16_products.h): the same products read and write
+//    values rounded to float16, with dynamic loss scaling, as
+//    torch.autocast(float16) with GradScaler trains.
 //  - kTensorFloat32: every convolution and matrix product (Conv, its
 //    gradients, Gemm, MatMul, whatever its operands) may use TF32 tensor
 //    cores on CUDA slots (10-bit mantissas in the products, float32 sums),
@@ -38,15 +43,11 @@ inline constexpr ComputePrecision kComputePrecisions[] = {
     ComputePrecision::kFloat32, ComputePrecision::kBFloat16, ComputePrecision::kFloat16,
     ComputePrecision::kTensorFloat32};
 
-// A serving precision: "fp32", "bf16" or "tf32" (also "float32", "bfloat16",
-// "tensorfloat32"); "fp16" is Unimplemented (serving computes no float16
-// products yet); anything else InvalidArgument naming `field`, the expected
-// and the received value.
+// A precision, of serving or training: "fp32", "bf16", "fp16" or "tf32"
+// (also "float32", "bfloat16", "float16", "tensorfloat32"); anything else
+// InvalidArgument naming `field`, the expected and the received value.
 absl::StatusOr<ComputePrecision> ParseComputePrecision(absl::string_view text,
                                                        absl::string_view field);
-// A training precision: ParseComputePrecision's, and "fp16" ("float16").
-absl::StatusOr<ComputePrecision> ParseTrainingPrecision(absl::string_view text,
-                                                        absl::string_view field);
 // "fp32", "bf16", "fp16", "tf32".
 absl::string_view ComputePrecisionName(ComputePrecision precision);
 

@@ -235,7 +235,7 @@ absl::Status ReadField(TextReader& in, const std::string& field, TrainingConfig*
     std::string name;
     REPLICAD_RETURN_IF_ERROR(ReadString(in, &name));
     if (name.empty()) return absl::OkStatus();
-    absl::StatusOr<ComputePrecision> precision = ParseTrainingPrecision(name, "precision");
+    absl::StatusOr<ComputePrecision> precision = ParseComputePrecision(name, "precision");
     // A text that names one this build does not train in is malformed here.
     if (!precision.ok()) return absl::InvalidArgumentError(precision.status().message());
     config->precision = *precision;

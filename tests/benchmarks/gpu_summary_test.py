@@ -20,11 +20,13 @@ class GpuSummaryTest(unittest.TestCase):
         train = {True: gpu_summary.case(100.0, 150.0, replicad_case="1 slot"),
                  False: gpu_summary.case(200.0, None)}
         predict = {True: gpu_summary.case(40.0, 30.0), False: gpu_summary.case(80.0, 88.0)}
-        document = gpu_summary.summary("2026-12-03", "NVIDIA H200", "abc1234", train, predict)
+        document = gpu_summary.summary("2026-12-03", "NVIDIA H200", "abc1234", train, predict,
+                                       reduced_precision={"fp16": gpu_summary.case(50.0, 45.0)})
         self.assertEqual(set(document), {"date", "gpu", "commit", "train_step", "predict",
                                          "batching_gain"})
         self.assertEqual(set(document["train_step"]), {"tf32_on", "tf32_off"})
-        self.assertEqual(set(document["predict"]), {"tf32_on", "tf32_off", "batch1_graphs"})
+        self.assertEqual(set(document["predict"]),
+                         {"tf32_on", "tf32_off", "batch1_graphs", "fp16", "bf16"})
         self.assertEqual(document["train_step"]["tf32_on"],
                          {"pytorch_ms": 100.0, "replicad_ms": 150.0, "ratio": 1.5,
                           "replicad_case": "1 slot"})
@@ -32,6 +34,8 @@ class GpuSummaryTest(unittest.TestCase):
         self.assertEqual(document["predict"]["tf32_on"]["ratio"], 0.75)
         self.assertEqual(document["predict"]["tf32_off"]["ratio"], 1.1)
         self.assertIsNone(document["predict"]["batch1_graphs"])
+        self.assertEqual(document["predict"]["fp16"]["ratio"], 0.9)
+        self.assertIsNone(document["predict"]["bf16"])  # Not measured.
         self.assertIsNone(document["batching_gain"])
 
     def test_what_is_not_a_time_or_a_whole_pair_is_refused(self):

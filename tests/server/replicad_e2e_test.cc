@@ -827,23 +827,19 @@ TEST(ReplicadStartupTest, NoWinogradAndNoKernelCacheServe) {
 
 // --precision bf16 serves the default model (its products in bfloat16 where
 // the CPU has them), with logits within bfloat16's rounding of the float32
-// daemon's: 2e-2 relative L2; tf32 on a CPU slot answers float32's bits;
-// fp16 serving is refused as not implemented, and an unknown precision
-// naming the flag.
+// daemon's: 2e-2 relative L2; tf32 and fp16 on a CPU slot (no TF32 or
+// float16 products there) answer float32's bits; an unknown precision is
+// refused naming the flag.
 TEST(ReplicadStartupTest, PrecisionBFloat16Serves) {
-  testing::CommandResult half =
-      testing::RunCommand({testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
-                           "--devices", "cpu:0", "--precision", "fp16"});
-  EXPECT_EQ(half.exit_code, 1);
-  EXPECT_THAT(half.out, HasSubstr("--precision: fp16 serving is not implemented"));
   testing::CommandResult unknown =
       testing::RunCommand({testing::BinDir() + "/replicad", "serve", "--listen", "127.0.0.1:0",
                            "--devices", "cpu:0", "--precision", "int3"});
   EXPECT_EQ(unknown.exit_code, 1);
-  EXPECT_THAT(unknown.out, HasSubstr("--precision: expected fp32, bf16 or tf32, received 'int3'"));
+  EXPECT_THAT(unknown.out,
+              HasSubstr("--precision: expected fp32, bf16, fp16 or tf32, received 'int3'"));
   const Tensor image = testing::RandomTensor({4, 1, 28, 28}, 3);
   std::vector<std::vector<float>> logits;
-  for (const char* precision : {"fp32", "bf16", "tf32"}) {
+  for (const char* precision : {"fp32", "bf16", "tf32", "fp16"}) {
     absl::StatusOr<v1::PredictResponse> response =
         DefaultModelAnswer({"--precision", precision}, image);
     ASSERT_TRUE(response.ok()) << response.status();
@@ -857,8 +853,9 @@ TEST(ReplicadStartupTest, PrecisionBFloat16Serves) {
     norm += logits[0][i] * logits[0][i];
   }
   EXPECT_LT(std::sqrt(diff / norm), 2e-2);
-  // tf32 on a CPU slot (no TF32 there) is float32, bit for bit.
+  // tf32 and fp16 on a CPU slot are float32, bit for bit.
   EXPECT_EQ(logits[2], logits[0]);
+  EXPECT_EQ(logits[3], logits[0]);
 }
 
 // --listen unix:PATH serves gRPC on a Unix domain socket, for clients on the

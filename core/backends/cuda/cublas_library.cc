@@ -36,6 +36,8 @@ absl::StatusOr<CublasLibrary> Open() {
   resolve(library.Sscal_64, "cublasSscal_v2_64");
   resolve(library.Sgemm_64, "cublasSgemm_v2_64");
   resolve(library.SgemmStridedBatched_64, "cublasSgemmStridedBatched_64");
+  resolve(library.GemmEx_64, "cublasGemmEx_64");
+  resolve(library.GemmStridedBatchedEx_64, "cublasGemmStridedBatchedEx_64");
   resolve(library.GetStatusName, "cublasGetStatusName");
   resolve(library.GetStatusString, "cublasGetStatusString");
   if (!missing.ok()) {

@@ -22,6 +22,8 @@ struct CublasLibrary {
   decltype(&cublasSscal_v2_64) Sscal_64;
   decltype(&cublasSgemm_v2_64) Sgemm_64;
   decltype(&cublasSgemmStridedBatched_64) SgemmStridedBatched_64;
+  decltype(&cublasGemmEx_64) GemmEx_64;
+  decltype(&cublasGemmStridedBatchedEx_64) GemmStridedBatchedEx_64;
   decltype(&cublasGetStatusName) GetStatusName;
   decltype(&cublasGetStatusString) GetStatusString;
 };

@@ -30,6 +30,12 @@ dnnl::memory::data_type ProductDataType(const KernelSpec& spec) {
       LogInfo("precision tf32: CPUs have no TF32; CPU slots compute float32");
     }
   }
+  if (precision.ok() && *precision == "fp16") {
+    static std::atomic<bool> logged_fp16{false};
+    if (!logged_fp16.exchange(true)) {
+      LogInfo("precision fp16: CPU slots have no float16 products; they compute float32");
+    }
+  }
   if (!precision.ok() || *precision != "bf16") return dnnl::memory::data_type::f32;
   if (HasBFloat16DotProducts()) return dnnl::memory::data_type::bf16;
   static std::atomic<bool> logged{false};

@@ -26,12 +26,14 @@ namespace {
 // kernel's math, and the fused activation applied in place afterwards.
 class CublasRunner {
  public:
-  CublasRunner(const CudaKernelContext& context, bool tf32, CudaUnary activation)
+  CublasRunner(const CudaKernelContext& context, ProductMath math, CudaUnary activation)
       : device_(context.device),
         cublas_(context.cublas),
         library_(*context.cublas_library),
         stream_(context.stream),
-        math_(tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+        math_(math == ProductMath::kTensorFloat32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                  : CUBLAS_DEFAULT_MATH),
+        compute_(ReducedCompute(math)),
         activation_(activation) {}
 
   const std::string& device() const { return device_; }
@@ -56,6 +58,45 @@ class CublasRunner {
     return absl::OkStatus();
   }
 
+  // Column-major C = alpha * op(A) op(B) + beta * C on float32 matrices:
+  // Sgemm, or with an fp16 or bf16 ProductMath GemmEx computing on tensor
+  // cores from operands rounded so (CUBLAS_COMPUTE_32F_FAST_16F/16BF).
+  absl::Status Gemm(cublasOperation_t trans_a, cublasOperation_t trans_b, int64_t m, int64_t n,
+                    int64_t k, const float* alpha, const float* a, int64_t lda, const float* b,
+                    int64_t ldb, const float* beta, float* c, int64_t ldc) {
+    if (!compute_.has_value()) {
+      REPLICAD_CUDA_RETURN_IF_ERROR(
+          device_, library_.Sgemm_64(cublas_, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                                     beta, c, ldc));
+      return absl::OkStatus();
+    }
+    REPLICAD_CUDA_RETURN_IF_ERROR(
+        device_, library_.GemmEx_64(cublas_, trans_a, trans_b, m, n, k, alpha, a, CUDA_R_32F, lda,
+                                    b, CUDA_R_32F, ldb, beta, c, CUDA_R_32F, ldc, *compute_,
+                                    CUBLAS_GEMM_DEFAULT));
+    return absl::OkStatus();
+  }
+  // Gemm over `batch` matrices `stride_*` elements apart.
+  absl::Status GemmStridedBatched(cublasOperation_t trans_a, cublasOperation_t trans_b, int64_t m,
+                                  int64_t n, int64_t k, const float* alpha, const float* a,
+                                  int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                                  int64_t stride_b, const float* beta, float* c, int64_t ldc,
+                                  int64_t stride_c, int64_t batch) {
+    if (!compute_.has_value()) {
+      REPLICAD_CUDA_RETURN_IF_ERROR(
+          device_, library_.SgemmStridedBatched_64(cublas_, trans_a, trans_b, m, n, k, alpha, a,
+                                                   lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                                                   stride_c, batch));
+      return absl::OkStatus();
+    }
+    REPLICAD_CUDA_RETURN_IF_ERROR(
+        device_, library_.GemmStridedBatchedEx_64(cublas_, trans_a, trans_b, m, n, k, alpha, a,
+                                                  CUDA_R_32F, lda, stride_a, b, CUDA_R_32F, ldb,
+                                                  stride_b, beta, c, CUDA_R_32F, ldc, stride_c,
+                                                  batch, *compute_, CUBLAS_GEMM_DEFAULT));
+    return absl::OkStatus();
+  }
+
   absl::Status Activate(float* y, int64_t elements) {
     if (activation_.op == CudaUnaryOp::kIdentity) return absl::OkStatus();
     LaunchUnary(y, y, elements, activation_, stream_);
@@ -67,7 +108,16 @@ class CublasRunner {
   cublasHandle_t cublas_;
   const CublasLibrary& library_;
   cudaStream_t stream_;
+  // The compute type of a product rounded to float16 or bfloat16; none
+  // (Sgemm, in math_) otherwise.
+  static std::optional<cublasComputeType_t> ReducedCompute(ProductMath math) {
+    if (math == ProductMath::kFloat16) return CUBLAS_COMPUTE_32F_FAST_16F;
+    if (math == ProductMath::kBFloat16) return CUBLAS_COMPUTE_32F_FAST_16BF;
+    return std::nullopt;
+  }
+
   cublasMath_t math_;
+  std::optional<cublasComputeType_t> compute_;
   CudaUnary activation_;
 };
 
@@ -75,9 +125,9 @@ class CublasRunner {
 // accumulates onto it with beta.
 class CublasGemmKernel : public Kernel {
  public:
-  CublasGemmKernel(const CudaKernelContext& context, bool tf32, const GemmAttributes& gemm,
+  CublasGemmKernel(const CudaKernelContext& context, ProductMath math, const GemmAttributes& gemm,
                    bool use_c, const BroadcastIndex& c_index, CudaUnary activation)
-      : cublas_(context, tf32, activation),
+      : cublas_(context, math, activation),
         gemm_(gemm),
         use_c_(use_c),
         beta_(use_c ? gemm.beta : 0.0f),
@@ -106,12 +156,10 @@ class CublasGemmKernel : public Kernel {
     REPLICAD_RETURN_IF_ERROR(cublas_.PrepareHandle());
     // B'^T as column-major [N, K]: B [K, N] as it lies, or B [N, K] transposed.
     // A'^T as column-major [K, M]: A [M, K] as it lies, or A [K, M] transposed.
-    REPLICAD_CUDA_RETURN_IF_ERROR(
-        cublas_.device(),
-        cublas_.library().Sgemm_64(cublas_.cublas(), gemm_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   gemm_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, gemm_.n, gemm_.m,
-                                   gemm_.k, &gemm_.alpha, b, gemm_.trans_b ? gemm_.k : gemm_.n, a,
-                                   gemm_.trans_a ? gemm_.m : gemm_.k, &beta_, y, gemm_.n));
+    REPLICAD_RETURN_IF_ERROR(cublas_.Gemm(
+        gemm_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, gemm_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+        gemm_.n, gemm_.m, gemm_.k, &gemm_.alpha, b, gemm_.trans_b ? gemm_.k : gemm_.n, a,
+        gemm_.trans_a ? gemm_.m : gemm_.k, &beta_, y, gemm_.n));
     return cublas_.Activate(y, elements);
   }
 
@@ -223,9 +271,9 @@ MatMulPlan PlanMatMul(const MatMulLayout& layout) {
 // accumulate onto it (beta 1), as Gemm's C.
 class CublasMatMulKernel : public Kernel {
  public:
-  CublasMatMulKernel(const CudaKernelContext& context, bool tf32, MatMulPlan plan,
+  CublasMatMulKernel(const CudaKernelContext& context, ProductMath math, MatMulPlan plan,
                      int64_t output_elements, CudaUnary activation, bool has_bias)
-      : cublas_(context, tf32, activation),
+      : cublas_(context, math, activation),
         plan_(std::move(plan)),
         output_elements_(output_elements),
         has_bias_(has_bias) {
@@ -255,18 +303,14 @@ class CublasMatMulKernel : public Kernel {
     const int64_t n = plan_.n;
     for (const GemmCall& call : plan_.calls) {
       if (plan_.batch == 1) {
-        REPLICAD_CUDA_RETURN_IF_ERROR(
-            cublas_.device(),
-            cublas_.library().Sgemm_64(cublas_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k, &one,
-                                       b + call.b_offset, n, a + call.a_offset, k, &beta,
-                                       y + call.y_offset, n));
+        REPLICAD_RETURN_IF_ERROR(cublas_.Gemm(CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k, &one,
+                                              b + call.b_offset, n, a + call.a_offset, k, &beta,
+                                              y + call.y_offset, n));
       } else {
-        REPLICAD_CUDA_RETURN_IF_ERROR(
-            cublas_.device(),
-            cublas_.library().SgemmStridedBatched_64(
-                cublas_.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k, &one, b + call.b_offset, n,
-                plan_.stride_b, a + call.a_offset, k, plan_.stride_a, &beta, y + call.y_offset, n,
-                rows * n, plan_.batch));
+        REPLICAD_RETURN_IF_ERROR(cublas_.GemmStridedBatched(
+            CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k, &one, b + call.b_offset, n, plan_.stride_b,
+            a + call.a_offset, k, plan_.stride_a, &beta, y + call.y_offset, n, rows * n,
+            plan_.batch));
       }
     }
     return cublas_.Activate(y, output_elements_);
@@ -303,7 +347,7 @@ KernelOrStatus MakeCudaGemmKernel(const KernelSpec& spec, CudaKernelContext& con
     c_index.a_strides[kMaxRank - 2] = c[0] == 1 ? 0 : c[1];
     c_index.a_strides[kMaxRank - 1] = c[1] == 1 ? 0 : 1;
   }
-  return std::make_unique<CublasGemmKernel>(context, UsesTensorFloat32(spec, context), gemm, use_c,
+  return std::make_unique<CublasGemmKernel>(context, ProductMathOf(spec, context), gemm, use_c,
                                             c_index, activation);
 }
 
@@ -311,8 +355,8 @@ KernelOrStatus MakeCudaMatMulKernel(const KernelSpec& spec, CudaKernelContext& c
   REPLICAD_ASSIGN_OR_RETURN(MatMulLayout layout, ParseMatMulLayout(spec));
   REPLICAD_ASSIGN_OR_RETURN(CudaUnary activation, ReadActivation(spec));
   return std::make_unique<CublasMatMulKernel>(
-      context, UsesTensorFloat32(spec, context), PlanMatMul(layout),
-      NumElements(spec.outputs[0].shape), activation, layout.has_bias);
+      context, ProductMathOf(spec, context), PlanMatMul(layout), NumElements(spec.outputs[0].shape),
+      activation, layout.has_bias);
 }
 
 }  // namespace replicad

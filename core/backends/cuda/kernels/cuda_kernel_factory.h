@@ -41,10 +41,21 @@ struct CudaKernelContext {
   std::function<absl::StatusOr<std::shared_ptr<Buffer>>(size_t)> allocate;
 };
 
-// Whether spec's products may use TF32 tensor cores: the slot's --tf32, or
-// the node marked "tf32" (a model served or trained with precision tf32,
-// core/model/compute_precision.h).
-bool UsesTensorFloat32(const KernelSpec& spec, const CudaKernelContext& context);
+// What a product kernel (convolution, Gemm, MatMul) may round its float32
+// operands to inside, on tensor cores with float32 sums; its tensors stay
+// float32 either way (core/model/compute_precision.h):
+//  - kFloat16: the node marked "fp16" (a model served with --precision fp16):
+//    cuBLAS's CUBLAS_COMPUTE_32F_FAST_16F, cuDNN's
+//    CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+//  - kBFloat16: marked "bf16": cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF; cuDNN
+//    converts float32 to float16 only, so a bf16 convolution computes in
+//    TF32 (more mantissa than bfloat16's, float32's range);
+//  - kTensorFloat32: marked "tf32", or the slot's --tf32;
+//  - kFloat32: none of these (no tensor cores).
+enum class ProductMath { kFloat32, kTensorFloat32, kFloat16, kBFloat16 };
+ProductMath ProductMathOf(const KernelSpec& spec, const CudaKernelContext& context);
+// "fp32", "tf32", "fp16", "bf16".
+const char* ProductMathName(ProductMath math);
 
 // Builds the CUDA kernel for spec (outputs already inferred by the op's shape
 // rule). Descriptors, algorithm choices and tables are made here; Run only

@@ -119,8 +119,9 @@ std::string CacheKey(absl::string_view direction, const CudaKernelContext& conte
                       absl::StrJoin(d.w_dims, ","), "] y[", absl::StrJoin(d.y_dims, ","), "] pads[",
                       absl::StrJoin(g.pads, ","), "] strides[", absl::StrJoin(g.strides, ","),
                       "] dilations[", absl::StrJoin(g.dilations, ","), "] group ", g.group,
-                      " tf32 ", d.tf32, " deterministic ", context.deterministic_convolutions,
-                      " max_workspace ", context.max_workspace_bytes);
+                      " math ", ProductMathName(d.math), " deterministic ",
+                      context.deterministic_convolutions, " max_workspace ",
+                      context.max_workspace_bytes);
 }
 
 // The first of `results` (best first) that runs within `max_workspace_bytes`
@@ -168,7 +169,8 @@ absl::StatusOr<ConvAlgorithm> Choose(const KernelSpec& spec, const CudaKernelCon
     return NodeUnimplemented(
         spec, absl::StrCat("cuDNN offers no ", Calls::kName,
                            " algorithm for this convolution within the workspace limit of ",
-                           context.max_workspace_bytes, " bytes", d.tf32 ? "" : " in FMA math"));
+                           context.max_workspace_bytes, " bytes",
+                           d.math == ProductMath::kFloat32 ? " in FMA math" : ""));
   }
   return AlgorithmCache::Get().Insert(key, *choice);
 }
@@ -232,7 +234,7 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
   d->w_dims = w;
   d->y_dims = y;
   d->geometry = geometry;
-  d->tf32 = UsesTensorFloat32(spec, context);
+  d->math = ProductMathOf(spec, context);
   REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device, d->x, x));
   REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device, d->y, y));
   REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnCreateFilterDescriptor(d->w.receive()));
@@ -252,10 +254,11 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
   REPLICAD_CUDA_RETURN_IF_ERROR(
       device, cudnnSetConvolutionGroupCount(d->conv.get(), static_cast<int>(geometry.group)));
   // FMA math excludes tensor cores, which cuDNN's default math may use for
-  // float32 (TF32).
-  REPLICAD_CUDA_RETURN_IF_ERROR(
-      device,
-      cudnnSetConvolutionMathType(d->conv.get(), d->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  // float32 (TF32); fp16 lets cuDNN convert float32 operands to float16.
+  cudnnMathType_t math_type = CUDNN_DEFAULT_MATH;
+  if (d->math == ProductMath::kFloat32) math_type = CUDNN_FMA_MATH;
+  if (d->math == ProductMath::kFloat16) math_type = CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+  REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnSetConvolutionMathType(d->conv.get(), math_type));
   int n = 0, c = 0, h = 0, wd = 0;
   REPLICAD_CUDA_RETURN_IF_ERROR(
       device, cudnnGetConvolution2dForwardOutputDim(d->conv.get(), d->x.get(), d->w.get(), &n, &c,

@@ -109,13 +109,15 @@ struct ConvDescriptors {
   CudnnTensorDescriptor y;
   CudnnFilterDescriptor w;
   CudnnConvolutionDescriptor conv;
-  bool tf32 = false;  // UsesTensorFloat32: the math type, and the algorithm cache's key.
+  // ProductMathOf: the math type, and the algorithm cache's key.
+  ProductMath math = ProductMath::kFloat32;
 };
 
-// Makes the descriptors, in TF32 math where UsesTensorFloat32(spec, context)
-// and FMA math (no tensor cores) otherwise. Internal naming the node when cuDNN's
-// forward convolution does not map x's dims to y's; the failing call's
-// Status otherwise. The dims must pass CheckFitsCudnn.
+// Makes the descriptors in ProductMathOf(spec, context)'s math: FMA (no
+// tensor cores) for fp32, cuDNN's default (TF32 on float32) for tf32 and
+// bf16, tensor-op math allowing float32 down to float16 for fp16. Internal naming the node when
+// cuDNN's forward convolution does not map x's dims to y's; the failing call's Status otherwise.
+// The dims must pass CheckFitsCudnn.
 absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
     const KernelSpec& spec, const CudaKernelContext& context, const Dims4& x, const Dims4& w,
     const Dims4& y, const ConvGeometry& geometry);

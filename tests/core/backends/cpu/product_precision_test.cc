@@ -328,13 +328,30 @@ TEST(ProductPrecisionTest, NamesAreParsedAndOthersRefused) {
   EXPECT_EQ(*ParseComputePrecision("bf16", "--precision"), ComputePrecision::kBFloat16);
   EXPECT_EQ(*ParseComputePrecision("float32", "--precision"), ComputePrecision::kFloat32);
   EXPECT_EQ(*ParseComputePrecision("tf32", "--precision"), ComputePrecision::kTensorFloat32);
-  absl::StatusOr<ComputePrecision> half = ParseComputePrecision("fp16", "--precision");
-  EXPECT_EQ(half.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(*ParseTrainingPrecision("fp16", "precision"), ComputePrecision::kFloat16);
+  EXPECT_EQ(*ParseComputePrecision("fp16", "precision"), ComputePrecision::kFloat16);
+  EXPECT_EQ(*ParseComputePrecision("float16", "precision"), ComputePrecision::kFloat16);
   absl::StatusOr<ComputePrecision> bad = ParseComputePrecision("int4", "parameters.precision");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
-            "parameters.precision: expected fp32, bf16 or tf32, received 'int4'");
+            "parameters.precision: expected fp32, bf16, fp16 or tf32, received 'int4'");
+}
+
+// fp16 serving marks the products bf16 marks (the Conv and the MatMul of a
+// weight), for CUDA slots' float16 tensor cores; CPU slots, without float16
+// products, compute float32: the same bits as the float32 model.
+TEST(ProductPrecisionTest, Float16MarksTheWeightProductsAndCpuSlotsComputeFloat32) {
+  const Tensor w1 = testing::RandomTensor({kFilters, kChannels, 3, 3}, 1);
+  const Tensor b1 = testing::RandomTensor({kFilters}, 2);
+  const Tensor w2 = testing::RandomTensor({kFeatures, kClasses}, 3);
+  const Tensor x = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 4);
+  const std::string onnx = NetworkOnnx(w1, b1, w2);
+  int marked = 0;
+  const Tensor fp32 = RunNetwork(onnx, ComputePrecision::kFloat32, x, &marked);
+  const Tensor fp16 = RunNetwork(onnx, ComputePrecision::kFloat16, x, &marked);
+  EXPECT_EQ(marked, 2);
+  for (int64_t i = 0; i < fp32.num_elements(); ++i) {
+    EXPECT_EQ(fp32.data<float>()[i], fp16.data<float>()[i]) << "element " << i;
+  }
 }
 
 // tf32 marks every product, whatever its operands (a MatMul of two inputs
