@@ -82,9 +82,13 @@ absl::StatusOr<std::vector<SlotAssignment>> ParseDeviceMap(
         return absl::InvalidArgumentError(
             absl::StrCat("--device-map names context '", slot, "' twice"));
       }
-      REPLICAD_ASSIGN_OR_RETURN(
-          DeviceId id, ParseAvailableDevice(absl::StripAsciiWhitespace(devices[copy]), available));
-      slots.push_back({std::move(slot), id, 1.0, static_cast<int>(copy)});
+      absl::StatusOr<DeviceId> id =
+          ParseAvailableDevice(absl::StripAsciiWhitespace(devices[copy]), available);
+      if (!id.ok()) {
+        return absl::Status(id.status().code(), absl::StrCat("--device-map entry '", mapping,
+                                                             "': ", id.status().message()));
+      }
+      slots.push_back({std::move(slot), *id, 1.0, static_cast<int>(copy)});
     }
   }
   if (slots.empty()) {

@@ -76,6 +76,8 @@ TEST(DeviceMapTest, AContextMayListOneDevicePerPipeline) {
   EXPECT_EQ((*slots)[3].device, (DeviceId{DeviceKind::kCpu, 0}));
   EXPECT_THAT(ParseDeviceMap("a.1->cpu0;a->cpu0,cpu1", TwoCpus()).status().message(),
               HasSubstr("names context 'a.1' twice"));
+  EXPECT_THAT(ParseDeviceMap("a->cpu0,", TwoCpus()).status().message(),
+              HasSubstr("--device-map entry 'a->cpu0,': device ''"));
 }
 
 TEST(DeviceMapTest, RejectsMalformedMaps) {
