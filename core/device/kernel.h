@@ -66,6 +66,12 @@ class Kernel {
   virtual size_t workspace_bytes() const { return 0; }
   virtual void SetWorkspace(void* workspace) {}
 
+  // Whether the work one Run issues may be recorded and replayed as it was
+  // (Device::Record): false for a kernel whose launches carry values of its
+  // RunContext (a training step's seed or update number), which a replay
+  // would repeat.
+  virtual bool replayable() const { return true; }
+
   // With KernelSpec::native_output: the layout output 0 is written in
   // (empty: row-major after all) and the bytes it needs, which may exceed
   // the row-major size (blocked layouts pad channels).

@@ -62,20 +62,6 @@ void MarkBFloat16Outputs(Graph* graph) {
 
 }  // namespace
 
-absl::string_view ComputePrecisionName(ComputePrecision precision) {
-  switch (precision) {
-    case ComputePrecision::kBFloat16:
-      return "bf16";
-    case ComputePrecision::kFloat16:
-      return "fp16";
-    case ComputePrecision::kTensorFloat32:
-      return "tf32";
-    case ComputePrecision::kFloat32:
-      break;
-  }
-  return "fp32";
-}
-
 std::vector<int> WeightProducts(const Graph& graph, const std::set<int>& weights, size_t end) {
   std::vector<int> products;
   for (size_t n = 0; n < end && n < graph.nodes.size(); ++n) {

@@ -48,8 +48,21 @@ inline constexpr ComputePrecision kComputePrecisions[] = {
 // InvalidArgument naming `field`, the expected and the received value.
 absl::StatusOr<ComputePrecision> ParseComputePrecision(absl::string_view text,
                                                        absl::string_view field);
-// "fp32", "bf16", "fp16", "tf32".
-absl::string_view ComputePrecisionName(ComputePrecision precision);
+// "fp32", "bf16", "fp16", "tf32". (Inline: the CUDA backend, which links no
+// model library, names its products' math by it.)
+inline absl::string_view ComputePrecisionName(ComputePrecision precision) {
+  switch (precision) {
+    case ComputePrecision::kBFloat16:
+      return "bf16";
+    case ComputePrecision::kFloat16:
+      return "fp16";
+    case ComputePrecision::kTensorFloat32:
+      return "tf32";
+    case ComputePrecision::kFloat32:
+      break;
+  }
+  return "fp32";
+}
 
 // The node attribute that tells a kernel its products' precision: "bf16",
 // "fp16" (training's marks; the products read float16 Casts), "tf32".

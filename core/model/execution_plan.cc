@@ -64,6 +64,14 @@ absl::Status NotForDataDependent() {
 
 }  // namespace
 
+bool ExecutionPlan::replayable() const {
+  if (part_ != nullptr) return false;
+  for (const Step& step : steps_) {
+    if (!step.kernel->replayable()) return false;
+  }
+  return true;
+}
+
 absl::Status ExecutionPlan::Run(const void* const* inputs, void* const* outputs) {
   if (part_ != nullptr) return NotForDataDependent();
   return RunSteps(RunContext{}, inputs, outputs, steps_.size(), nullptr, nullptr);

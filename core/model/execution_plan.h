@@ -82,6 +82,9 @@ class ExecutionPlan {
   // Steps that write their output over an input no later step reads
   // (Kernel::overwritable_input), skipping the copy of its bytes.
   size_t overwriting_steps() const { return overwriting_steps_; }
+  // Whether every kernel's work may be recorded and replayed
+  // (Kernel::replayable): a CUDA graph of the plan's run.
+  bool replayable() const;
 
   // Runs the graph: `inputs` and `outputs` are device pointers in graph
   // order, with input_types() and output_types(). Not reentrant: call it

@@ -113,7 +113,7 @@ class ChunkPipeline {
   // its kernels.
   bool Replayed(const Chunk& c) {
     RecordedPlanRun& run = *c.recorded;
-    if (!device_.records_work() || run.unrecordable) return false;
+    if (!device_.records_work() || run.unrecordable || !c.plan->replayable()) return false;
     if (run.work == nullptr) {
       if (++run.runs < 2) return false;
       absl::StatusOr<std::unique_ptr<Device::RecordedWork>> recorded =

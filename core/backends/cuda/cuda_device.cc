@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/call_once.h"
@@ -205,6 +206,14 @@ class CudaDevice : public Device {
   }
 
   absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) override {
+    // Within a recording on this thread (Record): a block of the cache would
+    // go back to it after, and the graph write it on every replay; a
+    // cudaMalloc would be refused by the capture, and the allocator's retry
+    // drop its cache. The recording fails instead; other threads allocate.
+    if (recording_thread_.load() == std::this_thread::get_id()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name_, ": a kernel allocates memory while its run is recorded"));
+    }
     allocations_.fetch_add(1, std::memory_order_relaxed);
     absl::StatusOr<void*> block = memory_->cache.Allocate(bytes);
     if (!block.ok()) return block.status();
@@ -289,15 +298,10 @@ class CudaDevice : public Device {
   absl::StatusOr<std::unique_ptr<RecordedWork>> Record(
       std::function<absl::Status()> issue) override {
     if (!records_work_) return Device::Record(std::move(issue));
-    // A block taken from the caching allocator during the capture would be
-    // returned to it after, and the graph would write it on every replay.
-    const uint64_t allocations = allocation_count();
+    recording_thread_ = std::this_thread::get_id();
     absl::StatusOr<std::unique_ptr<RecordedWork>> recorded =
         RecordCudaGraph(cuda_stream_, name_, issue);
-    if (recorded.ok() && allocation_count() != allocations) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          name_, ": the work could not be recorded as a CUDA graph: it allocates memory"));
-    }
+    recording_thread_ = std::thread::id();
     return recorded;
   }
   size_t memory_in_use_bytes() const override { return memory_->cache.bytes_in_use(); }
@@ -480,6 +484,8 @@ class CudaDevice : public Device {
   std::shared_ptr<SlotMemory> memory_;
   std::atomic<uint64_t> allocations_{0};
   bool records_work_ = false;  // CudaSlotOptions::graphs; fixed.
+  // The thread recording this slot's work (Record), while it does.
+  std::atomic<std::thread::id> recording_thread_{};
   mutable absl::Mutex mu_;
   absl::Status health_ ABSL_GUARDED_BY(mu_);
   absl::Status stream_error_ ABSL_GUARDED_BY(mu_);  // From EnqueueCopy, until Synchronize.

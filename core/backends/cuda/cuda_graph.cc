@@ -1,5 +1,6 @@
 #include "core/backends/cuda/cuda_graph.h"
 
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -38,7 +39,16 @@ absl::StatusOr<std::unique_ptr<Device::RecordedWork>> RecordCudaGraph(
     cudaStream_t stream, absl::string_view device, const std::function<absl::Status()>& issue) {
   REPLICAD_CUDA_RETURN_IF_ERROR(device,
                                 cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const absl::Status issued = issue();
+  absl::Status issued;
+  // The capture must end whatever happens in `issue`, or the slot's stream
+  // would go on recording instead of running.
+  try {
+    issued = issue();
+  } catch (const std::exception& e) {
+    issued = absl::InternalError(absl::StrCat("an exception: ", e.what()));
+  } catch (...) {
+    issued = absl::InternalError("an exception");
+  }
   cudaGraph_t graph = nullptr;
   // Ends the capture whatever happened inside it (an invalidated capture
   // ends with an error and no graph); nothing recorded has run.

@@ -26,13 +26,13 @@ namespace {
 // kernel's math, and the fused activation applied in place afterwards.
 class CublasRunner {
  public:
-  CublasRunner(const CudaKernelContext& context, ProductMath math, CudaUnary activation)
+  CublasRunner(const CudaKernelContext& context, ComputePrecision math, CudaUnary activation)
       : device_(context.device),
         cublas_(context.cublas),
         library_(*context.cublas_library),
         stream_(context.stream),
-        math_(math == ProductMath::kTensorFloat32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                  : CUBLAS_DEFAULT_MATH),
+        math_(math == ComputePrecision::kTensorFloat32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                       : CUBLAS_DEFAULT_MATH),
         compute_(ReducedCompute(math)),
         activation_(activation) {}
 
@@ -59,7 +59,7 @@ class CublasRunner {
   }
 
   // Column-major C = alpha * op(A) op(B) + beta * C on float32 matrices:
-  // Sgemm, or with an fp16 or bf16 ProductMath GemmEx computing on tensor
+  // Sgemm, or with an fp16 or bf16 ProductMathOf GemmEx computing on tensor
   // cores from operands rounded so (CUBLAS_COMPUTE_32F_FAST_16F/16BF).
   absl::Status Gemm(cublasOperation_t trans_a, cublasOperation_t trans_b, int64_t m, int64_t n,
                     int64_t k, const float* alpha, const float* a, int64_t lda, const float* b,
@@ -110,9 +110,9 @@ class CublasRunner {
   cudaStream_t stream_;
   // The compute type of a product rounded to float16 or bfloat16; none
   // (Sgemm, in math_) otherwise.
-  static std::optional<cublasComputeType_t> ReducedCompute(ProductMath math) {
-    if (math == ProductMath::kFloat16) return CUBLAS_COMPUTE_32F_FAST_16F;
-    if (math == ProductMath::kBFloat16) return CUBLAS_COMPUTE_32F_FAST_16BF;
+  static std::optional<cublasComputeType_t> ReducedCompute(ComputePrecision math) {
+    if (math == ComputePrecision::kFloat16) return CUBLAS_COMPUTE_32F_FAST_16F;
+    if (math == ComputePrecision::kBFloat16) return CUBLAS_COMPUTE_32F_FAST_16BF;
     return std::nullopt;
   }
 
@@ -125,8 +125,9 @@ class CublasRunner {
 // accumulates onto it with beta.
 class CublasGemmKernel : public Kernel {
  public:
-  CublasGemmKernel(const CudaKernelContext& context, ProductMath math, const GemmAttributes& gemm,
-                   bool use_c, const BroadcastIndex& c_index, CudaUnary activation)
+  CublasGemmKernel(const CudaKernelContext& context, ComputePrecision math,
+                   const GemmAttributes& gemm, bool use_c, const BroadcastIndex& c_index,
+                   CudaUnary activation)
       : cublas_(context, math, activation),
         gemm_(gemm),
         use_c_(use_c),
@@ -271,7 +272,7 @@ MatMulPlan PlanMatMul(const MatMulLayout& layout) {
 // accumulate onto it (beta 1), as Gemm's C.
 class CublasMatMulKernel : public Kernel {
  public:
-  CublasMatMulKernel(const CudaKernelContext& context, ProductMath math, MatMulPlan plan,
+  CublasMatMulKernel(const CudaKernelContext& context, ComputePrecision math, MatMulPlan plan,
                      int64_t output_elements, CudaUnary activation, bool has_bias)
       : cublas_(context, math, activation),
         plan_(std::move(plan)),

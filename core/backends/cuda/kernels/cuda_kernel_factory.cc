@@ -109,30 +109,16 @@ absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& contex
   return buffer;
 }
 
-ProductMath ProductMathOf(const KernelSpec& spec, const CudaKernelContext& context) {
+ComputePrecision ProductMathOf(const KernelSpec& spec, const CudaKernelContext& context) {
   std::string marked;
   if (spec.attributes != nullptr) {
     absl::StatusOr<std::string> precision = spec.attributes->GetString(kPrecisionAttribute, "");
     if (precision.ok()) marked = *precision;
   }
-  if (marked == "fp16") return ProductMath::kFloat16;
-  if (marked == "bf16") return ProductMath::kBFloat16;
-  if (marked == "tf32" || context.tf32) return ProductMath::kTensorFloat32;
-  return ProductMath::kFloat32;
-}
-
-const char* ProductMathName(ProductMath math) {
-  switch (math) {
-    case ProductMath::kTensorFloat32:
-      return "tf32";
-    case ProductMath::kFloat16:
-      return "fp16";
-    case ProductMath::kBFloat16:
-      return "bf16";
-    case ProductMath::kFloat32:
-      break;
-  }
-  return "fp32";
+  if (marked == "fp16") return ComputePrecision::kFloat16;
+  if (marked == "bf16") return ComputePrecision::kBFloat16;
+  if (marked == "tf32" || context.tf32) return ComputePrecision::kTensorFloat32;
+  return ComputePrecision::kFloat32;
 }
 
 absl::StatusOr<std::unique_ptr<Kernel>> MakeCudaKernel(const KernelSpec& spec,

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/backends/cuda/cublas_library.h"
 #include "core/device/kernel.h"
+#include "core/model/compute_precision.h"
 #include "core/tensor/buffer.h"
 
 namespace replicad {
@@ -44,6 +45,7 @@ struct CudaKernelContext {
 // What a product kernel (convolution, Gemm, MatMul) may round its float32
 // operands to inside, on tensor cores with float32 sums; its tensors stay
 // float32 either way (core/model/compute_precision.h):
+// One of ComputePrecision's:
 //  - kFloat16: the node marked "fp16" (a model served with --precision fp16):
 //    cuBLAS's CUBLAS_COMPUTE_32F_FAST_16F, cuDNN's
 //    CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
@@ -52,10 +54,7 @@ struct CudaKernelContext {
 //    TF32 (more mantissa than bfloat16's, float32's range);
 //  - kTensorFloat32: marked "tf32", or the slot's --tf32;
 //  - kFloat32: none of these (no tensor cores).
-enum class ProductMath { kFloat32, kTensorFloat32, kFloat16, kBFloat16 };
-ProductMath ProductMathOf(const KernelSpec& spec, const CudaKernelContext& context);
-// "fp32", "tf32", "fp16", "bf16".
-const char* ProductMathName(ProductMath math);
+ComputePrecision ProductMathOf(const KernelSpec& spec, const CudaKernelContext& context);
 
 // Builds the CUDA kernel for spec (outputs already inferred by the op's shape
 // rule). Descriptors, algorithm choices and tables are made here; Run only

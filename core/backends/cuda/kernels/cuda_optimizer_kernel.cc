@@ -19,6 +19,8 @@ namespace {
 
 class OptimizerStepKernel : public Kernel {
  public:
+  // Its launches carry the step (a replay would repeat the last one's).
+  bool replayable() const override { return false; }
   OptimizerStepKernel(const CudaKernelContext& context, std::string label,
                       const OptimizerConfig& config, int64_t n)
       : context_(context),

@@ -66,6 +66,8 @@ class ClipGradKernel : public Kernel {
 // valid, and handed to the device by value.
 class DropoutTrainKernel : public Kernel {
  public:
+  // Its launches carry the step (a replay would repeat the last one's).
+  bool replayable() const override { return false; }
   DropoutTrainKernel(const CudaKernelContext& context, int64_t rows, int64_t row_size, float ratio,
                      uint64_t node_seed)
       : context_(context), rows_(rows), row_size_(row_size), ratio_(ratio), node_seed_(node_seed) {}

@@ -119,7 +119,7 @@ std::string CacheKey(absl::string_view direction, const CudaKernelContext& conte
                       absl::StrJoin(d.w_dims, ","), "] y[", absl::StrJoin(d.y_dims, ","), "] pads[",
                       absl::StrJoin(g.pads, ","), "] strides[", absl::StrJoin(g.strides, ","),
                       "] dilations[", absl::StrJoin(g.dilations, ","), "] group ", g.group,
-                      " math ", ProductMathName(d.math), " deterministic ",
+                      " math ", ComputePrecisionName(d.math), " deterministic ",
                       context.deterministic_convolutions, " max_workspace ",
                       context.max_workspace_bytes);
 }
@@ -170,7 +170,7 @@ absl::StatusOr<ConvAlgorithm> Choose(const KernelSpec& spec, const CudaKernelCon
         spec, absl::StrCat("cuDNN offers no ", Calls::kName,
                            " algorithm for this convolution within the workspace limit of ",
                            context.max_workspace_bytes, " bytes",
-                           d.math == ProductMath::kFloat32 ? " in FMA math" : ""));
+                           d.math == ComputePrecision::kFloat32 ? " in FMA math" : ""));
   }
   return AlgorithmCache::Get().Insert(key, *choice);
 }
@@ -256,8 +256,8 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
   // FMA math excludes tensor cores, which cuDNN's default math may use for
   // float32 (TF32); fp16 lets cuDNN convert float32 operands to float16.
   cudnnMathType_t math_type = CUDNN_DEFAULT_MATH;
-  if (d->math == ProductMath::kFloat32) math_type = CUDNN_FMA_MATH;
-  if (d->math == ProductMath::kFloat16) math_type = CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+  if (d->math == ComputePrecision::kFloat32) math_type = CUDNN_FMA_MATH;
+  if (d->math == ComputePrecision::kFloat16) math_type = CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
   REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnSetConvolutionMathType(d->conv.get(), math_type));
   int n = 0, c = 0, h = 0, wd = 0;
   REPLICAD_CUDA_RETURN_IF_ERROR(

@@ -110,7 +110,7 @@ struct ConvDescriptors {
   CudnnFilterDescriptor w;
   CudnnConvolutionDescriptor conv;
   // ProductMathOf: the math type, and the algorithm cache's key.
-  ProductMath math = ProductMath::kFloat32;
+  ComputePrecision math = ComputePrecision::kFloat32;
 };
 
 // Makes the descriptors in ProductMathOf(spec, context)'s math: FMA (no

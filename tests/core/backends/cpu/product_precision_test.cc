@@ -336,41 +336,36 @@ TEST(ProductPrecisionTest, NamesAreParsedAndOthersRefused) {
             "parameters.precision: expected fp32, bf16, fp16 or tf32, received 'int4'");
 }
 
-// fp16 serving marks the products bf16 marks (the Conv and the MatMul of a
-// weight), for CUDA slots' float16 tensor cores; CPU slots, without float16
-// products, compute float32: the same bits as the float32 model.
-TEST(ProductPrecisionTest, Float16MarksTheWeightProductsAndCpuSlotsComputeFloat32) {
+// The network computed in `precision` on a CPU slot gives the float32
+// network's bits, with `marked` nodes marked.
+void ExpectFloat32Bits(ComputePrecision precision, int marked) {
   const Tensor w1 = testing::RandomTensor({kFilters, kChannels, 3, 3}, 1);
   const Tensor b1 = testing::RandomTensor({kFilters}, 2);
   const Tensor w2 = testing::RandomTensor({kFeatures, kClasses}, 3);
   const Tensor x = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 4);
   const std::string onnx = NetworkOnnx(w1, b1, w2);
-  int marked = 0;
-  const Tensor fp32 = RunNetwork(onnx, ComputePrecision::kFloat32, x, &marked);
-  const Tensor fp16 = RunNetwork(onnx, ComputePrecision::kFloat16, x, &marked);
-  EXPECT_EQ(marked, 2);
+  int fp32_marked = 0, reduced_marked = 0;
+  const Tensor fp32 = RunNetwork(onnx, ComputePrecision::kFloat32, x, &fp32_marked);
+  EXPECT_EQ(fp32_marked, 0);
+  const Tensor reduced = RunNetwork(onnx, precision, x, &reduced_marked);
+  EXPECT_EQ(reduced_marked, marked);
   for (int64_t i = 0; i < fp32.num_elements(); ++i) {
-    EXPECT_EQ(fp32.data<float>()[i], fp16.data<float>()[i]) << "element " << i;
+    EXPECT_EQ(fp32.data<float>()[i], reduced.data<float>()[i]) << "element " << i;
   }
+}
+
+// fp16 serving marks the products bf16 marks (the Conv and the MatMul of a
+// weight), for CUDA slots' float16 tensor cores; CPU slots, without float16
+// products, compute float32: the same bits as the float32 model.
+TEST(ProductPrecisionTest, Float16MarksTheWeightProductsAndCpuSlotsComputeFloat32) {
+  ExpectFloat32Bits(ComputePrecision::kFloat16, 2);
 }
 
 // tf32 marks every product, whatever its operands (a MatMul of two inputs
 // too), and CPU slots, which have no TF32, compute float32: the same bits as
 // the float32 model.
 TEST(ProductPrecisionTest, TensorFloat32MarksEveryProductAndCpuSlotsComputeFloat32) {
-  const Tensor w1 = testing::RandomTensor({kFilters, kChannels, 3, 3}, 1);
-  const Tensor b1 = testing::RandomTensor({kFilters}, 2);
-  const Tensor w2 = testing::RandomTensor({kFeatures, kClasses}, 3);
-  const Tensor x = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 4);
-  const std::string onnx = NetworkOnnx(w1, b1, w2);
-  int marked = 0;
-  const Tensor fp32 = RunNetwork(onnx, ComputePrecision::kFloat32, x, &marked);
-  EXPECT_EQ(marked, 0);
-  const Tensor tf32 = RunNetwork(onnx, ComputePrecision::kTensorFloat32, x, &marked);
-  EXPECT_EQ(marked, 2);  // The Conv and the MatMul.
-  for (int64_t i = 0; i < fp32.num_elements(); ++i) {
-    EXPECT_EQ(fp32.data<float>()[i], tf32.data<float>()[i]) << "element " << i;
-  }
+  ExpectFloat32Bits(ComputePrecision::kTensorFloat32, 2);  // The Conv and the MatMul.
 
   Graph graph;
   graph.values.resize(4);

@@ -38,21 +38,20 @@ TEST(CudaKernelFactoryTest, TheNodesMarkOrTheSlotsFlagPicksTheMath) {
   const Attributes tf32 = marked("tf32"), fp16 = marked("fp16"), bf16 = marked("bf16"), none;
   KernelSpec spec;
   CudaKernelContext context;
-  EXPECT_EQ(ProductMathOf(spec, context), ProductMath::kFloat32);  // No attributes at all.
+  EXPECT_EQ(ProductMathOf(spec, context), ComputePrecision::kFloat32);  // No attributes at all.
   spec.attributes = &none;
-  EXPECT_EQ(ProductMathOf(spec, context), ProductMath::kFloat32);
+  EXPECT_EQ(ProductMathOf(spec, context), ComputePrecision::kFloat32);
   spec.attributes = &bf16;
-  EXPECT_EQ(ProductMathOf(spec, context), ProductMath::kBFloat16);
+  EXPECT_EQ(ProductMathOf(spec, context), ComputePrecision::kBFloat16);
   spec.attributes = &fp16;
-  EXPECT_EQ(ProductMathOf(spec, context), ProductMath::kFloat16);
+  EXPECT_EQ(ProductMathOf(spec, context), ComputePrecision::kFloat16);
   spec.attributes = &tf32;
-  EXPECT_EQ(ProductMathOf(spec, context), ProductMath::kTensorFloat32);
+  EXPECT_EQ(ProductMathOf(spec, context), ComputePrecision::kTensorFloat32);
   context.tf32 = true;
   spec.attributes = &none;
-  EXPECT_EQ(ProductMathOf(spec, context), ProductMath::kTensorFloat32);
+  EXPECT_EQ(ProductMathOf(spec, context), ComputePrecision::kTensorFloat32);
   spec.attributes = &fp16;  // The model's precision wins over the slot's.
-  EXPECT_EQ(ProductMathOf(spec, context), ProductMath::kFloat16);
-  EXPECT_STREQ(ProductMathName(ProductMath::kBFloat16), "bf16");
+  EXPECT_EQ(ProductMathOf(spec, context), ComputePrecision::kFloat16);
 }
 
 // The largest |gpu - cpu| / (1 + |cpu|) over the elements.
