@@ -179,6 +179,22 @@ KernelOrStatus MakeCudaActivationKernel(const KernelSpec& spec, CudaKernelContex
   if (op == "HardSwish") f.op = CudaUnaryOp::kHardSwish;
   if (op == "Sqrt") f.op = CudaUnaryOp::kSqrt;
   if (op == "Erf") f.op = CudaUnaryOp::kErf;
+  static constexpr std::pair<const char*, CudaUnaryOp> kMath[] = {
+      {"Abs", CudaUnaryOp::kAbs},
+      {"Neg", CudaUnaryOp::kNeg},
+      {"Exp", CudaUnaryOp::kExp},
+      {"Log", CudaUnaryOp::kLog},
+      {"Reciprocal", CudaUnaryOp::kReciprocal},
+      {"Floor", CudaUnaryOp::kFloor},
+      {"Ceil", CudaUnaryOp::kCeil},
+      {"Round", CudaUnaryOp::kRound},
+      {"Softplus", CudaUnaryOp::kSoftplus},
+      {"Mish", CudaUnaryOp::kMish},
+      {"Elu", CudaUnaryOp::kElu},
+      {"Selu", CudaUnaryOp::kSelu}};
+  for (const auto& [name, math] : kMath) {
+    if (op == name) f.op = math;
+  }
   if (op == "Gelu") {
     absl::StatusOr<std::string> approximate =
         spec.attributes != nullptr ? spec.attributes->GetString("approximate", "none")

@@ -9,6 +9,9 @@
 namespace replicad {
 namespace {
 
+// log(1 + e^x) without overflow: x itself where e^x dwarfs the 1.
+__device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
 __device__ float Apply(float x, CudaUnaryOp op, float alpha, float beta) {
   switch (op) {
     case CudaUnaryOp::kIdentity:
@@ -35,6 +38,30 @@ __device__ float Apply(float x, CudaUnaryOp op, float alpha, float beta) {
       return sqrtf(x);
     case CudaUnaryOp::kErf:
       return erff(x);
+    case CudaUnaryOp::kAbs:
+      return fabsf(x);
+    case CudaUnaryOp::kNeg:
+      return -x;
+    case CudaUnaryOp::kExp:
+      return expf(x);
+    case CudaUnaryOp::kLog:
+      return logf(x);
+    case CudaUnaryOp::kReciprocal:
+      return 1.0f / x;
+    case CudaUnaryOp::kFloor:
+      return floorf(x);
+    case CudaUnaryOp::kCeil:
+      return ceilf(x);
+    case CudaUnaryOp::kRound:
+      return rintf(x);  // Ties to even, as ONNX's Round.
+    case CudaUnaryOp::kSoftplus:
+      return Softplus(x);
+    case CudaUnaryOp::kMish:
+      return x * tanhf(Softplus(x));
+    case CudaUnaryOp::kElu:
+      return x >= 0.0f ? x : alpha * expm1f(x);
+    case CudaUnaryOp::kSelu:
+      return beta * (x > 0.0f ? x : alpha * expm1f(x));
   }
   return x;
 }

@@ -30,12 +30,26 @@ enum class CudaUnaryOp {
   kGelu,   // x / 2 * (1 + erf(x / sqrt(2))): Gelu (approximate none), fused or not.
   kSqrt,
   kErf,
+  // Element-wise math of float32 tensors (the CPU's semantics: Round to
+  // nearest, ties to even; Elu's alpha; Selu's alpha and gamma in beta).
+  kAbs,
+  kNeg,
+  kExp,
+  kLog,
+  kReciprocal,
+  kFloor,
+  kCeil,
+  kRound,
+  kSoftplus,
+  kMish,
+  kElu,
+  kSelu,
 };
 
 struct CudaUnary {
   CudaUnaryOp op = CudaUnaryOp::kIdentity;
   float alpha = 0;  // LeakyRelu's slope, Clip's lower bound, HardSigmoid's and Swish's alpha.
-  float beta = 0;   // Clip's upper bound, HardSigmoid's beta.
+  float beta = 0;   // Clip's upper bound, HardSigmoid's beta, Selu's gamma.
 };
 
 // A Conv's or Gemm's fused activation as a CudaUnary (kIdentity for none);
