@@ -1,6 +1,11 @@
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/backends/cuda/cuda_call.h"
@@ -33,6 +38,46 @@ class BinaryKernel : public Kernel {
   CudaBinaryOp op_;
   BroadcastIndex index_;
   int64_t n_;
+};
+
+// Sum, Mean, Max and Min of any number of inputs, broadcast: the first two
+// combined into the output, each further one folded into it in place (an
+// element reads and writes only itself); Mean then scales by 1 / inputs.
+template <typename T>
+class VariadicKernel : public Kernel {
+ public:
+  VariadicKernel(const CudaKernelContext& context, CudaBinaryOp op,
+                 std::vector<BroadcastIndex> indexes, int64_t n, float scale)
+      : context_(context), op_(op), indexes_(std::move(indexes)), n_(n), scale_(scale) {}
+
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
+    T* out = static_cast<T*>(outputs[0]);
+    if (indexes_.empty()) {  // One input, of the output's shape.
+      REPLICAD_CUDA_RETURN_IF_ERROR(
+          context_.device, cudaMemcpyAsync(out, inputs[0], static_cast<size_t>(n_) * sizeof(T),
+                                           cudaMemcpyDeviceToDevice, context_.stream));
+    }
+    for (size_t i = 0; i < indexes_.size(); ++i) {
+      const T* a = i == 0 ? static_cast<const T*>(inputs[0]) : out;
+      LaunchBinary(a, static_cast<const T*>(inputs[i + 1]), out, n_, op_, indexes_[i],
+                   context_.stream);
+      REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(context_.device, "VariadicKernel"));
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (scale_ != 1.0f) {
+        LaunchUnary(out, out, n_, CudaUnary{CudaUnaryOp::kScale, scale_, 0.0f}, context_.stream);
+        return LastLaunchStatus(context_.device, "VariadicKernel scale");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  CudaBinaryOp op_;
+  std::vector<BroadcastIndex> indexes_;  // Per fold: step i combines input i + 1.
+  int64_t n_;
+  float scale_;
 };
 
 class UnaryKernel : public Kernel {
@@ -153,6 +198,7 @@ KernelOrStatus MakeCudaBinaryKernel(const KernelSpec& spec, CudaKernelContext& c
   if (spec.op_type == "Mul") op = CudaBinaryOp::kMul;
   if (spec.op_type == "Div") op = CudaBinaryOp::kDiv;
   if (spec.op_type == "Pow") op = CudaBinaryOp::kPow;
+  if (spec.op_type == "PRelu") op = CudaBinaryOp::kPRelu;
   REPLICAD_ASSIGN_OR_RETURN(BroadcastIndex index,
                             MakeBroadcastIndex(spec, a.shape, b.shape, out.shape));
   const int64_t n = NumElements(out.shape);
@@ -160,6 +206,39 @@ KernelOrStatus MakeCudaBinaryKernel(const KernelSpec& spec, CudaKernelContext& c
     return std::make_unique<BinaryKernel<int64_t>>(context, op, index, n);
   }
   return std::make_unique<BinaryKernel<float>>(context, op, index, n);
+}
+
+KernelOrStatus MakeCudaVariadicKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  const TensorType& out = spec.outputs[0];
+  for (const std::optional<TensorType>& input : spec.inputs) {
+    if (!input.has_value() || input->dtype != out.dtype) {
+      return NodeUnimplemented(spec, absl::StrCat("the CUDA backend computes ", spec.op_type,
+                                                  " of present inputs of one dtype only"));
+    }
+  }
+  if (spec.inputs.size() == 1 && spec.inputs[0]->shape != out.shape) {
+    return NodeUnimplemented(spec, "the CUDA backend broadcasts a lone input only with others");
+  }
+  CudaBinaryOp op = CudaBinaryOp::kAdd;  // Sum and Mean.
+  if (spec.op_type == "Max") op = CudaBinaryOp::kMax;
+  if (spec.op_type == "Min") op = CudaBinaryOp::kMin;
+  std::vector<BroadcastIndex> indexes;
+  for (size_t i = 1; i < spec.inputs.size(); ++i) {
+    // The first fold reads input 0 broadcast; later ones the output itself.
+    const Shape& a = i == 1 ? spec.inputs[0]->shape : out.shape;
+    REPLICAD_ASSIGN_OR_RETURN(BroadcastIndex index,
+                              MakeBroadcastIndex(spec, a, spec.inputs[i]->shape, out.shape));
+    indexes.push_back(index);
+  }
+  const int64_t n = NumElements(out.shape);
+  if (out.dtype == DType::kInt64) {
+    if (spec.op_type == "Mean") {
+      return NodeUnimplemented(spec, "the CUDA backend computes Mean of float32 only");
+    }
+    return std::make_unique<VariadicKernel<int64_t>>(context, op, std::move(indexes), n, 1.0f);
+  }
+  const float scale = spec.op_type == "Mean" ? 1.0f / static_cast<float>(spec.inputs.size()) : 1.0f;
+  return std::make_unique<VariadicKernel<float>>(context, op, std::move(indexes), n, scale);
 }
 
 KernelOrStatus MakeCudaActivationKernel(const KernelSpec& spec, CudaKernelContext& context) {

@@ -62,6 +62,8 @@ __device__ float Apply(float x, CudaUnaryOp op, float alpha, float beta) {
       return x >= 0.0f ? x : alpha * expm1f(x);
     case CudaUnaryOp::kSelu:
       return beta * (x > 0.0f ? x : alpha * expm1f(x));
+    case CudaUnaryOp::kScale:
+      return alpha * x;
   }
   return x;
 }
@@ -100,9 +102,20 @@ __device__ int64_t Quotient(int64_t a, int64_t b) {
   return a / b;
 }
 
+__device__ bool IsNaN(float x) { return isnan(x); }
+__device__ bool IsNaN(int64_t) { return false; }
+
 template <typename T>
 __device__ T Combine(T a, T b, CudaBinaryOp op) {
   switch (op) {
+    case CudaBinaryOp::kMax:
+      if (IsNaN(a) || IsNaN(b)) return IsNaN(a) ? a : b;
+      return a < b ? b : a;
+    case CudaBinaryOp::kMin:
+      if (IsNaN(a) || IsNaN(b)) return IsNaN(a) ? a : b;
+      return b < a ? b : a;
+    case CudaBinaryOp::kPRelu:
+      return a < 0 ? static_cast<T>(b * a) : a;
     case CudaBinaryOp::kAdd:
       return a + b;
     case CudaBinaryOp::kSub:

@@ -44,6 +44,7 @@ enum class CudaUnaryOp {
   kMish,
   kElu,
   kSelu,
+  kScale,  // alpha * x (Mean's 1 / inputs).
 };
 
 struct CudaUnary {
@@ -74,7 +75,9 @@ struct BroadcastIndex {
   int64_t b_strides[kMaxRank] = {};
 };
 
-enum class CudaBinaryOp { kAdd, kSub, kMul, kDiv, kPow };
+// kMax and kMin give NaN where either side is NaN (as the CPU, numpy and
+// ONNX Runtime); kPRelu is a where a >= 0 (or NaN), b * a below.
+enum class CudaBinaryOp { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu };
 
 // out = a op b with broadcasting, float32.
 void LaunchBinary(const float* a, const float* b, float* out, int64_t n, CudaBinaryOp op,

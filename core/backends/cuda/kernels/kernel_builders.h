@@ -43,6 +43,8 @@ KernelOrStatus MakeCudaAttentionKernel(const KernelSpec& spec, CudaKernelContext
 // Our own kernels (*.cu):
 // Add, Sub, Mul, Div and Pow with broadcasting, float32 and int64.
 KernelOrStatus MakeCudaBinaryKernel(const KernelSpec& spec, CudaKernelContext& context);
+// Sum, Mean, Max, Min of any number of broadcast inputs.
+KernelOrStatus MakeCudaVariadicKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Clip.
 KernelOrStatus MakeCudaActivationKernel(const KernelSpec& spec, CudaKernelContext& context);
 // BatchNormalization in inference form (per-channel scale and shift).

@@ -222,6 +222,17 @@ TEST_F(CudaKernelsTest, ElementwiseWithBroadcasting) {
   const Input ints{"x", {3, 5}, DType::kInt64};
   const Input int_row{"y", {5}, DType::kInt64};
   ExpectSameOnGpu(OneNodeModel("Mul", {ints, int_row}, {}, nullptr), {ints, int_row});
+  // PRelu's per-channel slope; the variadic ops over one, two and three
+  // broadcast inputs (int64 Max too).
+  ExpectSameOnGpu(OneNodeModel("PRelu", {x, per_channel}, {}, nullptr), {x, per_channel});
+  const Input row{"z", {8}};
+  for (const char* op : {"Sum", "Mean", "Max", "Min"}) {
+    SCOPED_TRACE(op);
+    ExpectSameOnGpu(OneNodeModel(op, {x}, {}, nullptr), {x});
+    ExpectSameOnGpu(OneNodeModel(op, {x, per_channel}, {}, nullptr), {x, per_channel});
+    ExpectSameOnGpu(OneNodeModel(op, {per_channel, x, row}, {}, nullptr), {per_channel, x, row});
+  }
+  ExpectSameOnGpu(OneNodeModel("Max", {ints, int_row}, {}, nullptr), {ints, int_row});
   for (const char* op :
        {"Relu", "Sigmoid", "Tanh", "HardSwish", "Erf", "LeakyRelu", "Abs", "Neg", "Exp", "Log",
         "Reciprocal", "Floor", "Ceil", "Round", "Softplus", "Mish", "Elu", "Selu"}) {
