@@ -1,6 +1,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -165,21 +166,22 @@ template <typename T>
 class ReduceKernel : public Kernel {
  public:
   ReduceKernel(const CudaKernelContext& context, std::shared_ptr<Buffer> tables, int64_t n_out,
-               int64_t n_reduced, float scale)
+               int64_t n_reduced, TableReduction kind, float scale)
       : context_(context),
         tables_(std::move(tables)),
         n_out_(n_out),
         n_reduced_(n_reduced),
+        kind_(kind),
         scale_(scale) {}
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const int64_t* bases = static_cast<const int64_t*>(tables_->data());
     if constexpr (std::is_same_v<T, float>) {
       LaunchTableReduce(static_cast<const float*>(inputs[0]), static_cast<float*>(outputs[0]),
-                        n_out_, bases, bases + n_out_, n_reduced_, scale_, context_.stream);
+                        n_out_, bases, bases + n_out_, n_reduced_, kind_, scale_, context_.stream);
     } else {
       LaunchTableReduce(static_cast<const int64_t*>(inputs[0]), static_cast<int64_t*>(outputs[0]),
-                        n_out_, bases, bases + n_out_, n_reduced_, context_.stream);
+                        n_out_, bases, bases + n_out_, n_reduced_, kind_, context_.stream);
     }
     return LastLaunchStatus(context_.device, "TableReduceKernel");
   }
@@ -189,8 +191,35 @@ class ReduceKernel : public Kernel {
   std::shared_ptr<Buffer> tables_;  // n_out bases, then n_reduced offsets.
   int64_t n_out_;
   int64_t n_reduced_;
+  TableReduction kind_;
   float scale_;
 };
+
+// The table reduction of a ReduceKind; nullopt for LogSumExp (two passes).
+std::optional<TableReduction> TableReductionOf(ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::kSum:
+    case ReduceKind::kMean:
+      return TableReduction::kSum;
+    case ReduceKind::kMax:
+      return TableReduction::kMax;
+    case ReduceKind::kMin:
+      return TableReduction::kMin;
+    case ReduceKind::kProd:
+      return TableReduction::kProd;
+    case ReduceKind::kL1:
+      return TableReduction::kL1;
+    case ReduceKind::kL2:
+      return TableReduction::kL2;
+    case ReduceKind::kSumSquare:
+      return TableReduction::kSumSquare;
+    case ReduceKind::kLogSum:
+      return TableReduction::kLogSum;
+    case ReduceKind::kLogSumExp:
+      break;
+  }
+  return std::nullopt;
+}
 
 KernelOrStatus MakeFromIndexMap(const KernelSpec& spec, CudaKernelContext& context,
                                 absl::StatusOr<IndexMap> map) {
@@ -318,13 +347,21 @@ KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& c
   REPLICAD_ASSIGN_OR_RETURN(
       std::shared_ptr<Buffer> buffer,
       UploadToDevice(context, tables.data(), tables.size() * sizeof(int64_t)));
-  const bool mean = spec.op_type == "ReduceMean";
+  // noop_with_empty_axes: the input as it is, whatever the kind (an L2's
+  // sqrt(x^2) would drop the sign).
+  const std::optional<TableReduction> kind =
+      layout.noop ? TableReduction::kSum : TableReductionOf(layout.kind);
+  if (!kind.has_value()) {
+    return NodeUnimplemented(spec, "the CUDA backend has no ReduceLogSumExp yet");
+  }
+  const bool mean = layout.kind == ReduceKind::kMean && !layout.noop;
   if (spec.outputs[0].dtype == DType::kInt64) {
-    if (mean) {
-      return NodeUnimplemented(spec, "the CUDA backend computes ReduceMean on float32 only");
+    if (mean || *kind == TableReduction::kL2 || *kind == TableReduction::kLogSum) {
+      return NodeUnimplemented(
+          spec, absl::StrCat("the CUDA backend computes ", spec.op_type, " on float32 only"));
     }
     return std::make_unique<ReduceKernel<int64_t>>(context, std::move(buffer), n_out, n_reduced,
-                                                   1.0f);
+                                                   *kind, 1.0f);
   }
   // The mean of nothing is 0 / 0 = NaN, as numpy's (and the CPU backend's).
   float scale = 1.0f;
@@ -332,7 +369,8 @@ KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& c
     scale = n_reduced > 0 ? 1.0f / static_cast<float>(n_reduced)
                           : std::numeric_limits<float>::quiet_NaN();
   }
-  return std::make_unique<ReduceKernel<float>>(context, std::move(buffer), n_out, n_reduced, scale);
+  return std::make_unique<ReduceKernel<float>>(context, std::move(buffer), n_out, n_reduced, *kind,
+                                               scale);
 }
 
 }  // namespace replicad

@@ -1,4 +1,8 @@
+#include <math_constants.h>
+
+#include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/backends/cuda/kernels/index_map_launch.h"
 #include "core/backends/cuda/kernels/launch_config.cuh"
@@ -41,25 +45,91 @@ __global__ void GatherKernel(const T* data, const int64_t* indices, T* out, int6
   }
 }
 
+// A reduction's identity, how an element enters it, how two partials
+// combine and what is written: the CPU's reduce_kernel.cc semantics (the max
+// and min keep a NaN; L2 is sqrt of the sum of squares, LogSum log of the sum).
+// The max's and the min's identities: -inf and +inf, or an integer type's
+// extremes.
+__device__ float Lowest(float) { return -CUDART_INF_F; }
+__device__ float Highest(float) { return CUDART_INF_F; }
+__device__ int64_t Lowest(int64_t) { return INT64_MIN; }
+__device__ int64_t Highest(int64_t) { return INT64_MAX; }
+
+template <typename T>
+__device__ T Identity(TableReduction kind) {
+  switch (kind) {
+    case TableReduction::kMax:
+      return Lowest(T{});
+    case TableReduction::kMin:
+      return Highest(T{});
+    case TableReduction::kProd:
+      return T{1};
+    default:
+      return T{0};
+  }
+}
+
+template <typename T>
+__device__ T Element(TableReduction kind, T x) {
+  switch (kind) {
+    case TableReduction::kL1:
+      return x < 0 ? static_cast<T>(-x) : x;
+    case TableReduction::kL2:
+    case TableReduction::kSumSquare:
+      return static_cast<T>(x * x);
+    default:
+      return x;
+  }
+}
+
+template <typename T>
+__device__ T Merge(TableReduction kind, T acc, T x) {
+  switch (kind) {
+    case TableReduction::kMax:
+      return x > acc || x != x ? x : acc;
+    case TableReduction::kMin:
+      return x < acc || x != x ? x : acc;
+    case TableReduction::kProd:
+      return static_cast<T>(acc * x);
+    default:
+      return static_cast<T>(acc + x);
+  }
+}
+
+template <typename T>
+__device__ T Finish(TableReduction kind, T acc, float scale) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (kind == TableReduction::kL2) return sqrtf(acc);
+    if (kind == TableReduction::kLogSum) return logf(acc);
+    if (kind == TableReduction::kSum) return acc * scale;
+  }
+  return acc;
+}
+
 // One block per output element (grid-stride over outputs): the block's
-// threads stride over the reduced elements, then a shared-memory tree adds
-// their partial sums, so a reduction of a million elements into one output
-// is not left to a single thread.
-template <typename T, typename Acc>
+// threads stride over the reduced elements, then a shared-memory tree merges
+// their partials, so a reduction of a million elements into one output is
+// not left to a single thread.
+template <typename T>
 __global__ void TableReduceKernel(const T* in, T* out, int64_t n_out, const int64_t* bases,
-                                  const int64_t* offsets, int64_t n_reduced, Acc scale) {
-  __shared__ Acc partial[kThreadsPerBlock];
+                                  const int64_t* offsets, int64_t n_reduced, TableReduction kind,
+                                  float scale) {
+  __shared__ T partial[kThreadsPerBlock];
   for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) {
-    Acc sum = 0;
+    T acc = Identity<T>(kind);
     const T* base = in + bases[o];
-    for (int64_t r = threadIdx.x; r < n_reduced; r += blockDim.x) sum += base[offsets[r]];
-    partial[threadIdx.x] = sum;
+    for (int64_t r = threadIdx.x; r < n_reduced; r += blockDim.x) {
+      acc = Merge(kind, acc, Element(kind, base[offsets[r]]));
+    }
+    partial[threadIdx.x] = acc;
     __syncthreads();
     for (int width = kThreadsPerBlock / 2; width > 0; width /= 2) {
-      if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+      if (threadIdx.x < width) {
+        partial[threadIdx.x] = Merge(kind, partial[threadIdx.x], partial[threadIdx.x + width]);
+      }
       __syncthreads();
     }
-    if (threadIdx.x == 0) out[o] = static_cast<T>(partial[0] * scale);
+    if (threadIdx.x == 0) out[o] = Finish(kind, partial[0], scale);
     __syncthreads();
   }
 }
@@ -97,18 +167,19 @@ void LaunchGather(const void* data, const int64_t* indices, void* out, int64_t o
 }
 
 void LaunchTableReduce(const float* in, float* out, int64_t n_out, const int64_t* bases,
-                       const int64_t* offsets, int64_t n_reduced, float scale,
+                       const int64_t* offsets, int64_t n_reduced, TableReduction kind, float scale,
                        cudaStream_t stream) {
   if (n_out == 0) return;
-  TableReduceKernel<float, float><<<ReduceBlocks(n_out), kThreadsPerBlock, 0, stream>>>(
-      in, out, n_out, bases, offsets, n_reduced, scale);
+  TableReduceKernel<float><<<ReduceBlocks(n_out), kThreadsPerBlock, 0, stream>>>(
+      in, out, n_out, bases, offsets, n_reduced, kind, scale);
 }
 
 void LaunchTableReduce(const int64_t* in, int64_t* out, int64_t n_out, const int64_t* bases,
-                       const int64_t* offsets, int64_t n_reduced, cudaStream_t stream) {
+                       const int64_t* offsets, int64_t n_reduced, TableReduction kind,
+                       cudaStream_t stream) {
   if (n_out == 0) return;
-  TableReduceKernel<int64_t, int64_t><<<ReduceBlocks(n_out), kThreadsPerBlock, 0, stream>>>(
-      in, out, n_out, bases, offsets, n_reduced, int64_t{1});
+  TableReduceKernel<int64_t><<<ReduceBlocks(n_out), kThreadsPerBlock, 0, stream>>>(
+      in, out, n_out, bases, offsets, n_reduced, kind, 1.0f);
 }
 
 }  // namespace replicad

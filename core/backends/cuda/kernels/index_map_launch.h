@@ -36,13 +36,21 @@ void LaunchGather(const void* data, const int64_t* indices, void* out, int64_t o
                   int64_t axis_dim, int64_t inner, int64_t num_indices, size_t element_size,
                   cudaStream_t stream);
 
-// out[o] = scale * sum over r of in[bases[o] + offsets[r]], o < n_out,
-// r < n_reduced; tables in device memory. float32 accumulates in float32
-// within a block's tree (as cuDNN's reductions do); int64 exactly.
+// What a table reduction computes over its elements (ReduceKind's kinds
+// but the mean, a kSum with scale 1 / n, and LogSumExp).
+enum class TableReduction { kSum, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum };
+
+// out[o] = the `kind` reduction of in[bases[o] + offsets[r]] over r <
+// n_reduced, o < n_out (tables in device memory); a float kSum is scaled by
+// `scale`. Over no elements each gives its identity (0, -inf, +inf, 1; the
+// logarithm's -inf). The max and min keep a NaN. float32 accumulates in
+// float32 within a block's tree (as cuDNN's reductions do); int64 exactly.
 void LaunchTableReduce(const float* in, float* out, int64_t n_out, const int64_t* bases,
-                       const int64_t* offsets, int64_t n_reduced, float scale, cudaStream_t stream);
+                       const int64_t* offsets, int64_t n_reduced, TableReduction kind, float scale,
+                       cudaStream_t stream);
 void LaunchTableReduce(const int64_t* in, int64_t* out, int64_t n_out, const int64_t* bases,
-                       const int64_t* offsets, int64_t n_reduced, cudaStream_t stream);
+                       const int64_t* offsets, int64_t n_reduced, TableReduction kind,
+                       cudaStream_t stream);
 
 }  // namespace replicad
 

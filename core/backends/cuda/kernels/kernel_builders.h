@@ -51,7 +51,7 @@ KernelOrStatus MakeCudaActivationKernel(const KernelSpec& spec, CudaKernelContex
 KernelOrStatus MakeCudaBatchNormalizationKernel(const KernelSpec& spec, CudaKernelContext& context);
 // LayerNormalization, one block per row.
 KernelOrStatus MakeCudaLayerNormalizationKernel(const KernelSpec& spec, CudaKernelContext& context);
-// ReduceSum and ReduceMean.
+// The Reduce* ops but ReduceLogSumExp.
 KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Identity, Flatten, Reshape, Squeeze, Unsqueeze and inference Dropout:
 // a device copy.

@@ -253,6 +253,21 @@ TEST_F(CudaKernelsTest, ReductionsAndDataMovement) {
                                }),
                   {x});
   ExpectSameOnGpu(OneNodeModel("ReduceSum", {x}, {{"axes", Int64s({0, 2})}}, nullptr), {x});
+  // The other kinds, axes as an attribute (opset 13), over 2 and over 1200
+  // elements per output (the block's tree). ReduceLogSum of the negative
+  // sums is NaN on both.
+  for (const char* op : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                         "ReduceSumSquare", "ReduceLogSum"}) {
+    SCOPED_TRACE(op);
+    for (const std::vector<int64_t>& axes :
+         {std::vector<int64_t>{1}, std::vector<int64_t>{1, 2, 3}}) {
+      if (std::string(op) == "ReduceProd" && axes.size() > 1) continue;  // Underflows to 0.
+      ExpectSameOnGpu(
+          OneNodeModel(op, {x}, {},
+                       [axes](onnx::NodeProto* n) { OnnxModelBuilder::SetInts(n, "axes", axes); }),
+          {x});
+    }
+  }
   ExpectSameOnGpu(OneNodeModel("Transpose", {x}, {},
                                [](onnx::NodeProto* n) {
                                  OnnxModelBuilder::SetInts(n, "perm", {0, 2, 3, 1});
