@@ -312,6 +312,7 @@ KernelOrStatus MakeCudaCastKernel(const KernelSpec& spec, CudaKernelContext& con
   const DType to = spec.outputs[0].dtype;
   const int64_t n = NumElements(spec.outputs[0].shape);
   if (from == to) return MakeCudaCopyKernel(spec, context);
+  if (from == DType::kBool || to == DType::kBool) return MakeCudaBoolCastKernel(spec, context);
   if (IsHalfFloatDType(from) || IsHalfFloatDType(to)) {
     if (from != DType::kFloat32 && to != DType::kFloat32) {
       return NodeUnimplemented(spec, absl::StrCat("the CUDA backend casts float16 and bfloat16 "

@@ -25,6 +25,7 @@ struct BuilderEntry {
 constexpr BuilderEntry kBuilders[] = {
     {"Abs", MakeCudaActivationKernel},
     {"Add", MakeCudaBinaryKernel},
+    {"And", MakeCudaLogicKernel},
     {"AveragePool", MakeCudaPoolKernel},
     {"BatchNormalization", MakeCudaBatchNormalizationKernel},
     {"Cast", MakeCudaCastKernel},
@@ -38,6 +39,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"Div", MakeCudaBinaryKernel},
     {"Dropout", MakeCudaCopyKernel},
     {"Elu", MakeCudaActivationKernel},
+    {"Equal", MakeCudaCompareKernel},
     {"Erf", MakeCudaActivationKernel},
     {"Exp", MakeCudaActivationKernel},
     {"Expand", MakeCudaIndexMapKernel},
@@ -47,11 +49,15 @@ constexpr BuilderEntry kBuilders[] = {
     {"Gelu", MakeCudaActivationKernel},
     {"Gemm", MakeCudaGemmKernel},
     {"GlobalAveragePool", MakeCudaPoolKernel},
+    {"Greater", MakeCudaCompareKernel},
+    {"GreaterOrEqual", MakeCudaCompareKernel},
     {"HardSigmoid", MakeCudaActivationKernel},
     {"HardSwish", MakeCudaActivationKernel},
     {"Identity", MakeCudaCopyKernel},
     {"LayerNormalization", MakeCudaLayerNormalizationKernel},
     {"LeakyRelu", MakeCudaActivationKernel},
+    {"Less", MakeCudaCompareKernel},
+    {"LessOrEqual", MakeCudaCompareKernel},
     {"Log", MakeCudaActivationKernel},
     {"LogSoftmax", MakeCudaSoftmaxKernel},
     {"MatMul", MakeCudaMatMulKernel},
@@ -62,6 +68,8 @@ constexpr BuilderEntry kBuilders[] = {
     {"Mish", MakeCudaActivationKernel},
     {"Mul", MakeCudaBinaryKernel},
     {"Neg", MakeCudaActivationKernel},
+    {"Not", MakeCudaLogicKernel},
+    {"Or", MakeCudaLogicKernel},
     {"PRelu", MakeCudaBinaryKernel},
     {"Pad", MakeCudaIndexMapKernel},
     {"Pow", MakeCudaBinaryKernel},
@@ -91,6 +99,8 @@ constexpr BuilderEntry kBuilders[] = {
     {"Tanh", MakeCudaActivationKernel},
     {"Transpose", MakeCudaIndexMapKernel},
     {"Unsqueeze", MakeCudaCopyKernel},
+    {"Where", MakeCudaWhereKernel},
+    {"Xor", MakeCudaLogicKernel},
     // Fused by the load-time optimizer (core/ops/attention_attributes.h).
     {"replicad.Attention", MakeCudaAttentionKernel},
     // Training-only operators (core/ops/training_ops.h).
@@ -159,8 +169,13 @@ absl::StatusOr<std::unique_ptr<Kernel>> MakeCudaKernel(const KernelSpec& spec,
   // The CUDA kernels compute float32 and int64; bool and the narrower
   // integers only pass through the copies (Reshape and its kin), which move
   // bytes whatever they hold, and float16 and bfloat16 through the copies and
-  // Cast (which checks its own pair of types).
-  if (entry->build != MakeCudaCopyKernel && spec.op_type != "Cast") {
+  // Cast; bool also through the comparisons, the logic and Where. Those check
+  // their own types.
+  const bool checks_own_types = entry->build == MakeCudaCopyKernel || spec.op_type == "Cast" ||
+                                entry->build == MakeCudaCompareKernel ||
+                                entry->build == MakeCudaLogicKernel ||
+                                entry->build == MakeCudaWhereKernel;
+  if (!checks_own_types) {
     std::vector<const TensorType*> types;
     for (const std::optional<TensorType>& input : spec.inputs) {
       if (input.has_value()) types.push_back(&*input);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "core/backends/cuda/kernels/broadcast_offsets.cuh"
 #include "core/backends/cuda/kernels/elementwise_launch.h"
 #include "core/backends/cuda/kernels/launch_config.cuh"
 
@@ -128,21 +129,6 @@ __device__ T Combine(T a, T b, CudaBinaryOp op) {
       return Power(a, b);
   }
   return a;
-}
-
-// The input offsets of output element i, walking the dims from the innermost.
-__device__ void BroadcastOffsets(int64_t i, const BroadcastIndex& index, int64_t* a, int64_t* b) {
-  int64_t a_offset = 0;
-  int64_t b_offset = 0;
-  for (int d = kMaxRank - 1; d >= 0; --d) {
-    const int64_t dim = index.out_dims[d];
-    const int64_t coordinate = i % dim;
-    i /= dim;
-    a_offset += coordinate * index.a_strides[d];
-    b_offset += coordinate * index.b_strides[d];
-  }
-  *a = a_offset;
-  *b = b_offset;
 }
 
 template <typename T>

@@ -43,6 +43,13 @@ KernelOrStatus MakeCudaAttentionKernel(const KernelSpec& spec, CudaKernelContext
 // Our own kernels (*.cu):
 // Add, Sub, Mul, Div and Pow with broadcasting, float32 and int64.
 KernelOrStatus MakeCudaBinaryKernel(const KernelSpec& spec, CudaKernelContext& context);
+// Equal, Less, LessOrEqual, Greater, GreaterOrEqual; And, Or, Xor, Not;
+// Where; Cast to or from bool (cuda_logic_kernels.cc). They check their own
+// dtypes (bool among them).
+KernelOrStatus MakeCudaCompareKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaLogicKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaWhereKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaBoolCastKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Sum, Mean, Max, Min of any number of broadcast inputs.
 KernelOrStatus MakeCudaVariadicKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Clip.

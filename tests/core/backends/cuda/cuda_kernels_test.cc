@@ -74,6 +74,13 @@ onnx::ModelProto OneNodeModel(const std::string& op, const std::vector<Input>& i
 Tensor Random(const Input& input, uint64_t seed) {
   Tensor t = testing::RandomTensor(input.shape, seed);
   if (input.dtype == DType::kFloat32) return t;
+  if (input.dtype == DType::kBool) {
+    Tensor bools = Tensor::Host(DType::kBool, input.shape);
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      static_cast<uint8_t*>(bools.raw_data())[i] = t.data<float>()[i] > 0 ? 1 : 0;
+    }
+    return bools;
+  }
   Tensor ints = Tensor::Host(DType::kInt64, input.shape);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     ints.data<int64_t>()[i] = static_cast<int64_t>(std::lround(t.data<float>()[i] * 50));
@@ -93,6 +100,15 @@ void ExpectSameOnGpu(const onnx::ModelProto& model, const std::vector<Tensor>& v
     ASSERT_EQ(TensorTypeToString(g.type()), TensorTypeToString(c.type()));
     int reported = 0;
     for (int64_t i = 0; i < c.num_elements() && reported < 5; ++i) {
+      if (c.dtype() == DType::kBool) {
+        const uint8_t got = static_cast<const uint8_t*>(g.raw_data())[i];
+        const uint8_t want = static_cast<const uint8_t*>(c.raw_data())[i];
+        if (got != want) {
+          ADD_FAILURE() << "element " << i << ": " << int{got} << " vs cpu " << int{want};
+          ++reported;
+        }
+        continue;
+      }
       if (c.dtype() == DType::kInt64) {
         if (g.data<int64_t>()[i] != c.data<int64_t>()[i]) {
           ADD_FAILURE() << "element " << i << ": " << g.data<int64_t>()[i] << " vs cpu "
@@ -242,6 +258,42 @@ TEST_F(CudaKernelsTest, ElementwiseWithBroadcasting) {
     const std::string name = op;
     const int opset = name == "HardSwish" ? 14 : (name == "Mish" ? 18 : 13);
     ExpectSameOnGpu(OneNodeModel(op, {x}, {}, nullptr, opset), {x});
+  }
+}
+
+// The masks of transformers: comparisons (float32, int64, bool Equal) to
+// bool, the logic of bools, Where of float32 and int64 under a broadcast
+// bool condition, and casts to and from bool.
+TEST_F(CudaKernelsTest, ComparisonsLogicAndWhere) {
+  const Input x{"x", {4, 16, 8, 8}};
+  const Input per_channel{"y", {16, 1, 1}};
+  const Input ints{"x", {3, 5}, DType::kInt64};
+  const Input int_row{"y", {5}, DType::kInt64};
+  for (const char* op : {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"}) {
+    SCOPED_TRACE(op);
+    ExpectSameOnGpu(OneNodeModel(op, {x, per_channel}, {}, nullptr, 16), {x, per_channel});
+    ExpectSameOnGpu(OneNodeModel(op, {ints, int_row}, {}, nullptr, 16), {ints, int_row});
+  }
+  const Input mask{"m", {4, 1, 8, 8}, DType::kBool};
+  const Input row_mask{"n", {8}, DType::kBool};
+  ExpectSameOnGpu(OneNodeModel("Equal", {mask, row_mask}, {}, nullptr, 16), {mask, row_mask});
+  for (const char* op : {"And", "Or", "Xor"}) {
+    SCOPED_TRACE(op);
+    ExpectSameOnGpu(OneNodeModel(op, {mask, row_mask}, {}, nullptr), {mask, row_mask});
+  }
+  ExpectSameOnGpu(OneNodeModel("Not", {mask}, {}, nullptr), {mask});
+  const Input z{"z", {8}};
+  ExpectSameOnGpu(OneNodeModel("Where", {mask, x, z}, {}, nullptr, 16), {mask, x, z});
+  const Input int_mask{"m", {3, 1}, DType::kBool};
+  ExpectSameOnGpu(OneNodeModel("Where", {int_mask, ints, int_row}, {}, nullptr, 16),
+                  {int_mask, ints, int_row});
+  for (const auto& [input, to] :
+       {std::pair{x, onnx::TensorProto::BOOL}, std::pair{ints, onnx::TensorProto::BOOL},
+        std::pair{mask, onnx::TensorProto::FLOAT}, std::pair{mask, onnx::TensorProto::INT64}}) {
+    ExpectSameOnGpu(
+        OneNodeModel("Cast", {input}, {},
+                     [to = to](onnx::NodeProto* n) { OnnxModelBuilder::SetInt(n, "to", to); }),
+        {input});
   }
 }
 
