@@ -155,20 +155,30 @@ KernelOrStatus MakeCudaAttentionKernel(const KernelSpec& spec, CudaKernelContext
   kernel->AddPart(std::move(product));
   int current = 0;
   for (const AttentionStep& step : layout.steps) {
-    const char* op = step.kind == AttentionStep::Kind::kMul   ? "Mul"
-                     : step.kind == AttentionStep::Kind::kDiv ? "Div"
-                     : step.kind == AttentionStep::Kind::kAdd ? "Add"
-                                                              : nullptr;
-    if (op == nullptr) {
-      return NodeUnimplemented(spec,
-                               "the CUDA backend has no kernel for Where, so none for an "
-                               "attention masked by Where (masked_fill); an additive mask "
-                               "(Add) runs");
+    const bool fill = step.kind == AttentionStep::Kind::kFillWhere ||
+                      step.kind == AttentionStep::Kind::kFillUnless;
+    const TensorType operand = *spec.inputs[step.operand];
+    CudaAttentionKernel::Part part;
+    if (fill) {
+      // A boolean mask's fill (masked_fill): Where(condition, operand, S)
+      // or Where(condition, S, operand).
+      const TensorType condition = *spec.inputs[step.condition];
+      const bool where = step.kind == AttentionStep::Kind::kFillWhere;
+      REPLICAD_ASSIGN_OR_RETURN(
+          part, MakePart(spec, "Where",
+                         where ? std::vector<TensorType>{condition, operand, scores}
+                               : std::vector<TensorType>{condition, scores, operand},
+                         {}, MakeCudaWhereKernel, context, &scores));
+      part.reads = where ? std::vector<int>{step.condition, step.operand, buffers[current]}
+                         : std::vector<int>{step.condition, buffers[current], step.operand};
+    } else {
+      const char* op = step.kind == AttentionStep::Kind::kMul   ? "Mul"
+                       : step.kind == AttentionStep::Kind::kDiv ? "Div"
+                                                                : "Add";
+      REPLICAD_ASSIGN_OR_RETURN(
+          part, MakePart(spec, op, {scores, operand}, {}, MakeCudaBinaryKernel, context, &scores));
+      part.reads = {buffers[current], step.operand};
     }
-    REPLICAD_ASSIGN_OR_RETURN(CudaAttentionKernel::Part part,
-                              MakePart(spec, op, {scores, *spec.inputs[step.operand]}, {},
-                                       MakeCudaBinaryKernel, context, &scores));
-    part.reads = {buffers[current], step.operand};
     part.writes = buffers[1 - current];
     current = 1 - current;
     kernel->AddPart(std::move(part));

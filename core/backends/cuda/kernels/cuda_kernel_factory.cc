@@ -169,12 +169,13 @@ absl::StatusOr<std::unique_ptr<Kernel>> MakeCudaKernel(const KernelSpec& spec,
   // The CUDA kernels compute float32 and int64; bool and the narrower
   // integers only pass through the copies (Reshape and its kin), which move
   // bytes whatever they hold, and float16 and bfloat16 through the copies and
-  // Cast; bool also through the comparisons, the logic and Where. Those check
-  // their own types.
-  const bool checks_own_types = entry->build == MakeCudaCopyKernel || spec.op_type == "Cast" ||
-                                entry->build == MakeCudaCompareKernel ||
-                                entry->build == MakeCudaLogicKernel ||
-                                entry->build == MakeCudaWhereKernel;
+  // Cast; bool also through the comparisons, the logic, Where and a fused
+  // attention's mask. Those check their own types (the attention through its
+  // parts').
+  const bool checks_own_types =
+      entry->build == MakeCudaCopyKernel || spec.op_type == "Cast" ||
+      entry->build == MakeCudaCompareKernel || entry->build == MakeCudaLogicKernel ||
+      entry->build == MakeCudaWhereKernel || entry->build == MakeCudaAttentionKernel;
   if (!checks_own_types) {
     std::vector<const TensorType*> types;
     for (const std::optional<TensorType>& input : spec.inputs) {

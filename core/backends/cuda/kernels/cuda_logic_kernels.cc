@@ -21,8 +21,7 @@ namespace {
 template <typename T>
 class CompareKernel : public Kernel {
  public:
-  CompareKernel(const CudaKernelContext& context, CudaCompareOp op, BroadcastIndex index,
-                int64_t n)
+  CompareKernel(const CudaKernelContext& context, CudaCompareOp op, BroadcastIndex index, int64_t n)
       : context_(context), op_(op), index_(index), n_(n) {}
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
@@ -49,8 +48,7 @@ class LogicKernel : public Kernel {
     const uint8_t* a = static_cast<const uint8_t*>(inputs[0]);
     uint8_t* out = static_cast<uint8_t*>(outputs[0]);
     if (binary_) {
-      LaunchLogic(a, static_cast<const uint8_t*>(inputs[1]), out, n_, op_, index_,
-                  context_.stream);
+      LaunchLogic(a, static_cast<const uint8_t*>(inputs[1]), out, n_, op_, index_, context_.stream);
     } else {
       LaunchNot(a, out, n_, context_.stream);
     }
@@ -74,8 +72,8 @@ class WhereKernel : public Kernel {
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     LaunchWhere(static_cast<const uint8_t*>(inputs[0]), static_cast<const T*>(inputs[1]),
-                static_cast<const T*>(inputs[2]), static_cast<T*>(outputs[0]), n_, condition_x_,
-                y_, context_.stream);
+                static_cast<const T*>(inputs[2]), static_cast<T*>(outputs[0]), n_, condition_x_, y_,
+                context_.stream);
     return LastLaunchStatus(context_.device, "WhereKernel");
   }
 
@@ -141,8 +139,7 @@ KernelOrStatus MakeCudaLogicKernel(const KernelSpec& spec, CudaKernelContext& co
   for (const std::optional<TensorType>& input : spec.inputs) {
     if (input.has_value() && input->dtype != DType::kBool) {
       return NodeUnimplemented(spec, absl::StrCat("the CUDA backend computes ", spec.op_type,
-                                                  " of bool; received ",
-                                                  DTypeName(input->dtype)));
+                                                  " of bool; received ", DTypeName(input->dtype)));
     }
   }
   const Shape& out = spec.outputs[0].shape;
@@ -153,9 +150,8 @@ KernelOrStatus MakeCudaLogicKernel(const KernelSpec& spec, CudaKernelContext& co
   CudaLogicOp op = CudaLogicOp::kXor;
   if (spec.op_type == "And") op = CudaLogicOp::kAnd;
   if (spec.op_type == "Or") op = CudaLogicOp::kOr;
-  REPLICAD_ASSIGN_OR_RETURN(
-      BroadcastIndex index,
-      MakeBroadcastIndex(spec, spec.inputs[0]->shape, spec.inputs[1]->shape, out));
+  REPLICAD_ASSIGN_OR_RETURN(BroadcastIndex index, MakeBroadcastIndex(spec, spec.inputs[0]->shape,
+                                                                     spec.inputs[1]->shape, out));
   return std::make_unique<LogicKernel>(context, true, op, index, n);
 }
 

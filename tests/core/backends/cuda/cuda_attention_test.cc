@@ -4,8 +4,8 @@
 // optimizer makes of exported models: plain, scaled with an additive mask,
 // and GPT-2's layout read and written through perms. Float sums differ in
 // order and the GPU's softmax in its exp: |cuda - cpu| <= 1e-4 * (1 + |cpu|)
-// per element (TF32 off). A Where-masked attention is refused with
-// UNIMPLEMENTED, as Where is on CUDA. Skips without a GPU (CTest label gpu).
+// per element (TF32 off). Where masks (masked_fill) too. Skips without a GPU
+// (CTest label gpu).
 
 #include <cmath>
 #include <memory>
@@ -84,16 +84,23 @@ TEST_F(CudaAttentionTest, PermsMatchTheCpu) {
   ExpectSameOnGpu(call, "GPT-2 layout");
 }
 
-TEST_F(CudaAttentionTest, AWhereMaskIsUnimplemented) {
+// A boolean mask's fill (masked_fill, a causal mask): Where(mask, -inf, S)
+// and Where(mask, S, -inf), the mask broadcast over the batch.
+TEST_F(CudaAttentionTest, WhereMasksMatchTheCpu) {
   Tensor mask = Tensor::Host(DType::kBool, {6, 6});
-  for (int64_t i = 0; i < 36; ++i) mask.data<uint8_t>()[i] = i % 7 == 0;
+  for (int64_t i = 0; i < 36; ++i) mask.data<uint8_t>()[i] = i % 7 == 0;  // The diagonal.
+  Tensor unmasked = Tensor::Host(DType::kBool, {6, 6});
+  for (int64_t i = 0; i < 36; ++i) unmasked.data<uint8_t>()[i] = i % 7 != 0;
   Tensor fill = Tensor::Host(DType::kFloat32, {});
   fill.data<float>()[0] = -INFINITY;
-  absl::StatusOr<std::vector<Tensor>> gpu = RunKernel(
-      *gpu_, Call({Random({1, 6, 4}, 11), Random({1, 4, 6}, 12), Random({1, 6, 4}, 13), fill, mask},
-                  {{Kind::kFillWhere, 3, 4}}));
-  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(gpu.status().message(), ::testing::HasSubstr("no kernel for Where"));
+  ExpectSameOnGpu(
+      Call({Random({2, 6, 4}, 11), Random({2, 4, 6}, 12), Random({2, 6, 4}, 13), fill, mask},
+           {{Kind::kFillWhere, 3, 4}}),
+      "Where(mask, -inf, S)");
+  ExpectSameOnGpu(
+      Call({Random({2, 6, 4}, 14), Random({2, 4, 6}, 15), Random({2, 6, 4}, 16), fill, unmasked},
+           {{Kind::kFillUnless, 3, 4}}),
+      "Where(mask, S, -inf)");
 }
 
 }  // namespace
