@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/backends/cuda/kernels/launch_kernel.h"
 #include "core/backends/cuda/kernels/logic_launch.h"
 #include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
@@ -18,92 +19,50 @@
 namespace replicad {
 namespace {
 
+// In and out as the launchers read and write them.
 template <typename T>
-class CompareKernel : public Kernel {
- public:
-  CompareKernel(const CudaKernelContext& context, CudaCompareOp op, BroadcastIndex index, int64_t n)
-      : context_(context), op_(op), index_(index), n_(n) {}
-
-  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    LaunchCompare(static_cast<const T*>(inputs[0]), static_cast<const T*>(inputs[1]),
-                  static_cast<uint8_t*>(outputs[0]), n_, op_, index_, context_.stream);
-    return LastLaunchStatus(context_.device, "CompareKernel");
-  }
-
- private:
-  const CudaKernelContext& context_;
-  CudaCompareOp op_;
-  BroadcastIndex index_;
-  int64_t n_;
-};
-
-class LogicKernel : public Kernel {
- public:
-  // `binary` false: Not.
-  LogicKernel(const CudaKernelContext& context, bool binary, CudaLogicOp op, BroadcastIndex index,
-              int64_t n)
-      : context_(context), binary_(binary), op_(op), index_(index), n_(n) {}
-
-  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    const uint8_t* a = static_cast<const uint8_t*>(inputs[0]);
-    uint8_t* out = static_cast<uint8_t*>(outputs[0]);
-    if (binary_) {
-      LaunchLogic(a, static_cast<const uint8_t*>(inputs[1]), out, n_, op_, index_, context_.stream);
-    } else {
-      LaunchNot(a, out, n_, context_.stream);
-    }
-    return LastLaunchStatus(context_.device, "LogicKernel");
-  }
-
- private:
-  const CudaKernelContext& context_;
-  bool binary_;
-  CudaLogicOp op_;
-  BroadcastIndex index_;
-  int64_t n_;
-};
+const T* In(const void* const* inputs, int i) {
+  return static_cast<const T*>(inputs[i]);
+}
+template <typename T>
+T* Out(void* const* outputs) {
+  return static_cast<T*>(outputs[0]);
+}
 
 template <typename T>
-class WhereKernel : public Kernel {
- public:
-  WhereKernel(const CudaKernelContext& context, BroadcastIndex condition_x, BroadcastIndex y,
-              int64_t n)
-      : context_(context), condition_x_(condition_x), y_(y), n_(n) {}
+std::unique_ptr<Kernel> Comparison(const CudaKernelContext& context, CudaCompareOp op,
+                                   BroadcastIndex index, int64_t n) {
+  return std::make_unique<LaunchKernel>(
+      context, "CompareKernel",
+      [op, index, n](const void* const* in, void* const* out, cudaStream_t stream) {
+        LaunchCompare(In<T>(in, 0), In<T>(in, 1), Out<uint8_t>(out), n, op, index, stream);
+      });
+}
 
-  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    LaunchWhere(static_cast<const uint8_t*>(inputs[0]), static_cast<const T*>(inputs[1]),
-                static_cast<const T*>(inputs[2]), static_cast<T*>(outputs[0]), n_, condition_x_, y_,
-                context_.stream);
-    return LastLaunchStatus(context_.device, "WhereKernel");
-  }
-
- private:
-  const CudaKernelContext& context_;
-  BroadcastIndex condition_x_, y_;
-  int64_t n_;
-};
+template <typename T>
+std::unique_ptr<Kernel> WhereOf(const CudaKernelContext& context, BroadcastIndex condition_x,
+                                BroadcastIndex y, int64_t n) {
+  return std::make_unique<LaunchKernel>(
+      context, "WhereKernel",
+      [condition_x, y, n](const void* const* in, void* const* out, cudaStream_t stream) {
+        LaunchWhere(In<uint8_t>(in, 0), In<T>(in, 1), In<T>(in, 2), Out<T>(out), n, condition_x, y,
+                    stream);
+      });
+}
 
 // From or to bool, the other side float32 or int64.
-template <typename Number, bool kToBool>
-class BoolCastKernel : public Kernel {
- public:
-  BoolCastKernel(const CudaKernelContext& context, int64_t n) : context_(context), n_(n) {}
-
-  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    if constexpr (kToBool) {
-      LaunchToBool(static_cast<const Number*>(inputs[0]), static_cast<uint8_t*>(outputs[0]), n_,
-                   context_.stream);
-    } else {
-      LaunchFromBool(static_cast<const uint8_t*>(inputs[0]), static_cast<Number*>(outputs[0]), n_,
-                     context_.stream);
-    }
-    return LastLaunchStatus(context_.device, "BoolCastKernel");
-  }
-
- private:
-  const CudaKernelContext& context_;
-  int64_t n_;
-};
+template <typename Number>
+std::unique_ptr<Kernel> BoolCast(const CudaKernelContext& context, bool to_bool, int64_t n) {
+  return std::make_unique<LaunchKernel>(
+      context, "BoolCastKernel",
+      [to_bool, n](const void* const* in, void* const* out, cudaStream_t stream) {
+        if (to_bool) {
+          LaunchToBool(In<Number>(in, 0), Out<uint8_t>(out), n, stream);
+        } else {
+          LaunchFromBool(In<uint8_t>(in, 0), Out<Number>(out), n, stream);
+        }
+      });
+}
 
 bool IsNumber(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kInt64; }
 
@@ -126,13 +85,9 @@ KernelOrStatus MakeCudaCompareKernel(const KernelSpec& spec, CudaKernelContext& 
   const Shape& out = spec.outputs[0].shape;
   REPLICAD_ASSIGN_OR_RETURN(BroadcastIndex index, MakeBroadcastIndex(spec, a.shape, b.shape, out));
   const int64_t n = NumElements(out);
-  if (a.dtype == DType::kFloat32) {
-    return std::make_unique<CompareKernel<float>>(context, op, index, n);
-  }
-  if (a.dtype == DType::kInt64) {
-    return std::make_unique<CompareKernel<int64_t>>(context, op, index, n);
-  }
-  return std::make_unique<CompareKernel<uint8_t>>(context, op, index, n);
+  if (a.dtype == DType::kFloat32) return Comparison<float>(context, op, index, n);
+  if (a.dtype == DType::kInt64) return Comparison<int64_t>(context, op, index, n);
+  return Comparison<uint8_t>(context, op, index, n);
 }
 
 KernelOrStatus MakeCudaLogicKernel(const KernelSpec& spec, CudaKernelContext& context) {
@@ -145,14 +100,22 @@ KernelOrStatus MakeCudaLogicKernel(const KernelSpec& spec, CudaKernelContext& co
   const Shape& out = spec.outputs[0].shape;
   const int64_t n = NumElements(out);
   if (spec.op_type == "Not") {
-    return std::make_unique<LogicKernel>(context, false, CudaLogicOp::kAnd, BroadcastIndex{}, n);
+    return std::make_unique<LaunchKernel>(
+        context, "NotKernel", [n](const void* const* in, void* const* out, cudaStream_t stream) {
+          LaunchNot(In<uint8_t>(in, 0), Out<uint8_t>(out), n, stream);
+        });
   }
   CudaLogicOp op = CudaLogicOp::kXor;
   if (spec.op_type == "And") op = CudaLogicOp::kAnd;
   if (spec.op_type == "Or") op = CudaLogicOp::kOr;
   REPLICAD_ASSIGN_OR_RETURN(BroadcastIndex index, MakeBroadcastIndex(spec, spec.inputs[0]->shape,
                                                                      spec.inputs[1]->shape, out));
-  return std::make_unique<LogicKernel>(context, true, op, index, n);
+  return std::make_unique<LaunchKernel>(
+      context, "LogicKernel",
+      [op, index, n](const void* const* in, void* const* out, cudaStream_t stream) {
+        LaunchLogic(In<uint8_t>(in, 0), In<uint8_t>(in, 1), Out<uint8_t>(out), n, op, index,
+                    stream);
+      });
 }
 
 KernelOrStatus MakeCudaWhereKernel(const KernelSpec& spec, CudaKernelContext& context) {
@@ -171,28 +134,17 @@ KernelOrStatus MakeCudaWhereKernel(const KernelSpec& spec, CudaKernelContext& co
   REPLICAD_ASSIGN_OR_RETURN(BroadcastIndex y_index,
                             MakeBroadcastIndex(spec, condition.shape, y.shape, out));
   const int64_t n = NumElements(out);
-  if (x.dtype == DType::kFloat32) {
-    return std::make_unique<WhereKernel<float>>(context, condition_x, y_index, n);
-  }
-  return std::make_unique<WhereKernel<int64_t>>(context, condition_x, y_index, n);
+  if (x.dtype == DType::kFloat32) return WhereOf<float>(context, condition_x, y_index, n);
+  return WhereOf<int64_t>(context, condition_x, y_index, n);
 }
 
 KernelOrStatus MakeCudaBoolCastKernel(const KernelSpec& spec, CudaKernelContext& context) {
   const DType from = spec.inputs[0]->dtype;
   const DType to = spec.outputs[0].dtype;
   const int64_t n = NumElements(spec.outputs[0].shape);
-  if (to == DType::kBool && from == DType::kFloat32) {
-    return std::make_unique<BoolCastKernel<float, true>>(context, n);
-  }
-  if (to == DType::kBool && from == DType::kInt64) {
-    return std::make_unique<BoolCastKernel<int64_t, true>>(context, n);
-  }
-  if (from == DType::kBool && to == DType::kFloat32) {
-    return std::make_unique<BoolCastKernel<float, false>>(context, n);
-  }
-  if (from == DType::kBool && to == DType::kInt64) {
-    return std::make_unique<BoolCastKernel<int64_t, false>>(context, n);
-  }
+  const DType number = to == DType::kBool ? from : to;
+  if (number == DType::kFloat32) return BoolCast<float>(context, to == DType::kBool, n);
+  if (number == DType::kInt64) return BoolCast<int64_t>(context, to == DType::kBool, n);
   return NodeUnimplemented(spec, absl::StrCat("the CUDA backend casts bool to and from float32 "
                                               "and int64 only; received ",
                                               DTypeName(from), " to ", DTypeName(to)));

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "core/backends/cuda/kernels/broadcast_offsets.cuh"
+#include "core/backends/cuda/kernels/broadcast_map.cuh"
 #include "core/backends/cuda/kernels/elementwise_launch.h"
 #include "core/backends/cuda/kernels/launch_config.cuh"
 
@@ -131,15 +131,12 @@ __device__ T Combine(T a, T b, CudaBinaryOp op) {
   return a;
 }
 
+// Combine as a functor for BroadcastMapKernel.
 template <typename T>
-__global__ void BinaryKernel(const T* a, const T* b, T* out, int64_t n, CudaBinaryOp op,
-                             BroadcastIndex index) {
-  REPLICAD_GRID_STRIDE_LOOP(i, n) {
-    int64_t ai, bi;
-    BroadcastOffsets(i, index, &ai, &bi);
-    out[i] = Combine(a[ai], b[bi], op);
-  }
-}
+struct Combined {
+  CudaBinaryOp op;
+  __device__ T operator()(T a, T b) const { return Combine(a, b, op); }
+};
 
 // Equal shapes (the common residual Add) need no index arithmetic.
 template <typename T>
@@ -199,7 +196,7 @@ void LaunchBinaryOf(const T* a, const T* b, T* out, int64_t n, CudaBinaryOp op,
   if (IsRowMajor(index.a_strides, index.out_dims) && IsRowMajor(index.b_strides, index.out_dims)) {
     SameShapeBinaryKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(a, b, out, n, op);
   } else {
-    BinaryKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(a, b, out, n, op, index);
+    LaunchBroadcastMap(a, b, out, n, index, Combined<T>{op}, stream);
   }
 }
 

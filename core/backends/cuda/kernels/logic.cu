@@ -1,6 +1,6 @@
 #include <cstdint>
 
-#include "core/backends/cuda/kernels/broadcast_offsets.cuh"
+#include "core/backends/cuda/kernels/broadcast_map.cuh"
 #include "core/backends/cuda/kernels/launch_config.cuh"
 #include "core/backends/cuda/kernels/logic_launch.h"
 
@@ -25,27 +25,20 @@ __device__ bool Compare(T a, T b, CudaCompareOp op) {
 }
 
 template <typename T>
-__global__ void CompareKernel(const T* a, const T* b, uint8_t* out, int64_t n, CudaCompareOp op,
-                              BroadcastIndex index) {
-  REPLICAD_GRID_STRIDE_LOOP(i, n) {
-    int64_t ai, bi;
-    BroadcastOffsets(i, index, &ai, &bi);
-    out[i] = Compare(a[ai], b[bi], op) ? 1 : 0;
-  }
-}
+struct Compared {
+  CudaCompareOp op;
+  __device__ uint8_t operator()(T a, T b) const { return Compare(a, b, op) ? 1 : 0; }
+};
 
-__global__ void LogicKernel(const uint8_t* a, const uint8_t* b, uint8_t* out, int64_t n,
-                            CudaLogicOp op, BroadcastIndex index) {
-  REPLICAD_GRID_STRIDE_LOOP(i, n) {
-    int64_t ai, bi;
-    BroadcastOffsets(i, index, &ai, &bi);
-    const bool x = a[ai] != 0, y = b[bi] != 0;
-    bool r = x != y;
-    if (op == CudaLogicOp::kAnd) r = x && y;
-    if (op == CudaLogicOp::kOr) r = x || y;
-    out[i] = r ? 1 : 0;
+struct Logic {
+  CudaLogicOp op;
+  __device__ uint8_t operator()(uint8_t a, uint8_t b) const {
+    const bool x = a != 0, y = b != 0;
+    if (op == CudaLogicOp::kAnd) return x && y ? 1 : 0;
+    if (op == CudaLogicOp::kOr) return x || y ? 1 : 0;
+    return x != y ? 1 : 0;
   }
-}
+};
 
 __global__ void NotKernel(const uint8_t* in, uint8_t* out, int64_t n) {
   REPLICAD_GRID_STRIDE_LOOP(i, n) { out[i] = in[i] != 0 ? 0 : 1; }
@@ -73,13 +66,6 @@ __global__ void FromBoolKernel(const uint8_t* in, T* out, int64_t n) {
 }
 
 template <typename T>
-void CompareOn(const T* a, const T* b, uint8_t* out, int64_t n, CudaCompareOp op,
-               const BroadcastIndex& index, cudaStream_t stream) {
-  if (n == 0) return;
-  CompareKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(a, b, out, n, op, index);
-}
-
-template <typename T>
 void WhereOn(const uint8_t* condition, const T* x, const T* y, T* out, int64_t n,
              const BroadcastIndex& condition_x, const BroadcastIndex& y_index,
              cudaStream_t stream) {
@@ -92,21 +78,20 @@ void WhereOn(const uint8_t* condition, const T* x, const T* y, T* out, int64_t n
 
 void LaunchCompare(const float* a, const float* b, uint8_t* out, int64_t n, CudaCompareOp op,
                    const BroadcastIndex& index, cudaStream_t stream) {
-  CompareOn(a, b, out, n, op, index, stream);
+  LaunchBroadcastMap(a, b, out, n, index, Compared<float>{op}, stream);
 }
 void LaunchCompare(const int64_t* a, const int64_t* b, uint8_t* out, int64_t n, CudaCompareOp op,
                    const BroadcastIndex& index, cudaStream_t stream) {
-  CompareOn(a, b, out, n, op, index, stream);
+  LaunchBroadcastMap(a, b, out, n, index, Compared<int64_t>{op}, stream);
 }
 void LaunchCompare(const uint8_t* a, const uint8_t* b, uint8_t* out, int64_t n, CudaCompareOp op,
                    const BroadcastIndex& index, cudaStream_t stream) {
-  CompareOn(a, b, out, n, op, index, stream);
+  LaunchBroadcastMap(a, b, out, n, index, Compared<uint8_t>{op}, stream);
 }
 
 void LaunchLogic(const uint8_t* a, const uint8_t* b, uint8_t* out, int64_t n, CudaLogicOp op,
                  const BroadcastIndex& index, cudaStream_t stream) {
-  if (n == 0) return;
-  LogicKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(a, b, out, n, op, index);
+  LaunchBroadcastMap(a, b, out, n, index, Logic{op}, stream);
 }
 
 void LaunchNot(const uint8_t* in, uint8_t* out, int64_t n, cudaStream_t stream) {
