@@ -283,6 +283,10 @@ KernelOrStatus MakeCudaIndexMapKernel(const KernelSpec& spec, CudaKernelContext&
   if (spec.op_type == "Transpose") return MakeFromIndexMap(spec, context, TransposeIndexMap(spec));
   if (spec.op_type == "Slice") return MakeFromIndexMap(spec, context, SliceIndexMap(spec));
   if (spec.op_type == "Pad") return MakeFromIndexMap(spec, context, PadIndexMap(spec));
+  if (spec.op_type == "Tile") return MakeFromIndexMap(spec, context, TileIndexMap(spec));
+  if (spec.op_type == "DepthToSpace" || spec.op_type == "SpaceToDepth") {
+    return MakeFromIndexMap(spec, context, DepthSpaceIndexMap(spec));
+  }
   return MakeFromIndexMap(spec, context, ExpandIndexMap(spec));
 }
 

@@ -93,12 +93,12 @@ absl::StatusOr<PoolForm> WindowPoolForm(const KernelSpec& spec, const Window2d& 
   return form;
 }
 
-// GlobalAveragePool: one window over all spatial dims, which for ranks
-// other than 4 are flattened into one.
-PoolForm GlobalPoolForm(const KernelSpec& spec) {
+// GlobalAveragePool and GlobalMaxPool: one window over all spatial dims,
+// which for ranks other than 4 are flattened into one.
+PoolForm GlobalPoolForm(const KernelSpec& spec, cudnnPoolingMode_t mode) {
   const Shape& x = spec.inputs[0]->shape;
   PoolForm form;
-  form.mode = CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  form.mode = mode;
   int64_t spatial = 1;
   for (size_t i = 2; i < x.size(); ++i) spatial *= x[i];
   form.x = x.size() == 4 ? Dims4{x[0], x[1], x[2], x[3]} : Dims4{x[0], x[1], spatial, 1};
@@ -206,7 +206,9 @@ KernelOrStatus MakeCudaPoolKernel(const KernelSpec& spec, CudaKernelContext& con
                                                     : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
                              pool.count_include_pad));
   } else if (spec.op_type == "GlobalAveragePool") {
-    form = GlobalPoolForm(spec);
+    form = GlobalPoolForm(spec, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING);
+  } else if (spec.op_type == "GlobalMaxPool") {
+    form = GlobalPoolForm(spec, CUDNN_POOLING_MAX);
   } else {
     return NodeUnimplemented(spec, "the cuDNN pooling kernel has no such op");
   }

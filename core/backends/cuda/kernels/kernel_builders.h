@@ -29,7 +29,7 @@ absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& contex
 // cuDNN: Conv (bias, groups, dilations, fused activation and sum), ConvTranspose.
 KernelOrStatus MakeCudaConvKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaConvTransposeKernel(const KernelSpec& spec, CudaKernelContext& context);
-// cuDNN: MaxPool, AveragePool, GlobalAveragePool.
+// cuDNN: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
 KernelOrStatus MakeCudaPoolKernel(const KernelSpec& spec, CudaKernelContext& context);
 // cuDNN: Softmax and LogSoftmax.
 KernelOrStatus MakeCudaSoftmaxKernel(const KernelSpec& spec, CudaKernelContext& context);

@@ -325,6 +325,25 @@ TEST_F(CudaKernelsTest, ReductionsAndDataMovement) {
                                  OnnxModelBuilder::SetInts(n, "perm", {0, 2, 3, 1});
                                }),
                   {x});
+  // Tile, DepthToSpace (both modes) and SpaceToDepth from their index tables.
+  ExpectSameOnGpu(OneNodeModel("Tile", {x}, {{"repeats", Int64s({1, 2, 1, 3})}}, nullptr), {x});
+  for (const char* mode : {"DCR", "CRD"}) {
+    SCOPED_TRACE(mode);
+    ExpectSameOnGpu(OneNodeModel("DepthToSpace", {x}, {},
+                                 [mode](onnx::NodeProto* n) {
+                                   OnnxModelBuilder::SetInt(n, "blocksize", 2);
+                                   onnx::AttributeProto* attribute = n->add_attribute();
+                                   attribute->set_name("mode");
+                                   attribute->set_type(onnx::AttributeProto::STRING);
+                                   attribute->set_s(mode);
+                                 }),
+                    {x});
+  }
+  ExpectSameOnGpu(
+      OneNodeModel("SpaceToDepth", {x}, {},
+                   [](onnx::NodeProto* n) { OnnxModelBuilder::SetInt(n, "blocksize", 2); }),
+      {x});
+  ExpectSameOnGpu(OneNodeModel("GlobalMaxPool", {x}, {}, nullptr), {x});
   ExpectSameOnGpu(OneNodeModel("Slice", {x},
                                {{"starts", Int64s({1, -8})},
                                 {"ends", Int64s({5, 100})},
