@@ -58,6 +58,8 @@ KernelOrStatus MakeCudaActivationKernel(const KernelSpec& spec, CudaKernelContex
 KernelOrStatus MakeCudaBatchNormalizationKernel(const KernelSpec& spec, CudaKernelContext& context);
 // LayerNormalization, one block per row.
 KernelOrStatus MakeCudaLayerNormalizationKernel(const KernelSpec& spec, CudaKernelContext& context);
+// InstanceNormalization and GroupNormalization.
+KernelOrStatus MakeCudaGroupNormalizationKernel(const KernelSpec& spec, CudaKernelContext& context);
 // The Reduce* ops but ReduceLogSumExp.
 KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Identity, Flatten, Reshape, Squeeze, Unsqueeze and inference Dropout:

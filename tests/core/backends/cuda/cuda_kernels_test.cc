@@ -223,6 +223,16 @@ TEST_F(CudaKernelsTest, PoolingAndNormalization) {
                                 {"var", variance}},
                                nullptr),
                   {x});
+  // InstanceNormalization and GroupNormalization (4 groups of 2 channels,
+  // its affine per group as through opset 20).
+  ExpectSameOnGpu(OneNodeModel("InstanceNormalization", {x},
+                               {{"scale", Weights({8}, 14)}, {"bias", Weights({8}, 15)}}, nullptr),
+                  {x});
+  ExpectSameOnGpu(
+      OneNodeModel(
+          "GroupNormalization", {x}, {{"scale", Weights({4}, 16)}, {"bias", Weights({4}, 17)}},
+          [](onnx::NodeProto* n) { OnnxModelBuilder::SetInt(n, "num_groups", 4); }, 18),
+      {x});
   const Input logits{"x", {8, 1000}};
   ExpectSameOnGpu(OneNodeModel("Softmax", {logits}, {}, nullptr), {logits});
   ExpectSameOnGpu(OneNodeModel("LogSoftmax", {logits}, {}, nullptr), {logits});
