@@ -199,6 +199,10 @@ KernelOrStatus MakeCudaBinaryKernel(const KernelSpec& spec, CudaKernelContext& c
   if (spec.op_type == "Div") op = CudaBinaryOp::kDiv;
   if (spec.op_type == "Pow") op = CudaBinaryOp::kPow;
   if (spec.op_type == "PRelu") op = CudaBinaryOp::kPRelu;
+  if (spec.op_type == "Mod") {
+    REPLICAD_ASSIGN_OR_RETURN(int64_t fmod, IntAttribute(spec, "fmod", 0));
+    op = fmod != 0 ? CudaBinaryOp::kFmod : CudaBinaryOp::kMod;
+  }
   REPLICAD_ASSIGN_OR_RETURN(BroadcastIndex index,
                             MakeBroadcastIndex(spec, a.shape, b.shape, out.shape));
   const int64_t n = NumElements(out.shape);

@@ -70,6 +70,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"Mean", MakeCudaVariadicKernel},
     {"Min", MakeCudaVariadicKernel},
     {"Mish", MakeCudaActivationKernel},
+    {"Mod", MakeCudaBinaryKernel},
     {"Mul", MakeCudaBinaryKernel},
     {"Neg", MakeCudaActivationKernel},
     {"Not", MakeCudaLogicKernel},

@@ -103,6 +103,15 @@ __device__ int64_t Quotient(int64_t a, int64_t b) {
   return a / b;
 }
 
+// The CPU's Remainder (binary_kernel.cc).
+__device__ float Remainder(float a, float b, bool) { return fmodf(a, b); }
+__device__ int64_t Remainder(int64_t a, int64_t b, bool fmod) {
+  if (b == 0 || b == -1) return 0;
+  const int64_t r = a % b;
+  if (!fmod && r != 0 && ((r < 0) != (b < 0))) return r + b;
+  return r;
+}
+
 __device__ bool IsNaN(float x) { return isnan(x); }
 __device__ bool IsNaN(int64_t) { return false; }
 
@@ -117,6 +126,10 @@ __device__ T Combine(T a, T b, CudaBinaryOp op) {
       return b < a ? b : a;
     case CudaBinaryOp::kPRelu:
       return a < 0 ? static_cast<T>(b * a) : a;
+    case CudaBinaryOp::kMod:
+      return Remainder(a, b, false);
+    case CudaBinaryOp::kFmod:
+      return Remainder(a, b, true);
     case CudaBinaryOp::kAdd:
       return a + b;
     case CudaBinaryOp::kSub:

@@ -76,8 +76,11 @@ struct BroadcastIndex {
 };
 
 // kMax and kMin give NaN where either side is NaN (as the CPU, numpy and
-// ONNX Runtime); kPRelu is a where a >= 0 (or NaN), b * a below.
-enum class CudaBinaryOp { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu };
+// ONNX Runtime); kPRelu is a where a >= 0 (or NaN), b * a below. kMod and
+// kFmod are the CPU's Mod: floats C's fmod either way; integers take the
+// divisor's sign (Python's %) or, kFmod, the dividend's, and a zero divisor
+// or INT64_MIN % -1 gives 0.
+enum class CudaBinaryOp { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu, kMod, kFmod };
 
 // out = a op b with broadcasting, float32.
 void LaunchBinary(const float* a, const float* b, float* out, int64_t n, CudaBinaryOp op,

@@ -259,6 +259,14 @@ TEST_F(CudaKernelsTest, ElementwiseWithBroadcasting) {
     ExpectSameOnGpu(OneNodeModel(op, {per_channel, x, row}, {}, nullptr), {per_channel, x, row});
   }
   ExpectSameOnGpu(OneNodeModel("Max", {ints, int_row}, {}, nullptr), {ints, int_row});
+  // Mod: integers Python's way and C's (fmod), floats C's fmod.
+  ExpectSameOnGpu(OneNodeModel("Mod", {ints, int_row}, {}, nullptr), {ints, int_row});
+  ExpectSameOnGpu(OneNodeModel("Mod", {ints, int_row}, {},
+                               [](onnx::NodeProto* n) { OnnxModelBuilder::SetInt(n, "fmod", 1); }),
+                  {ints, int_row});
+  ExpectSameOnGpu(OneNodeModel("Mod", {x, per_channel}, {},
+                               [](onnx::NodeProto* n) { OnnxModelBuilder::SetInt(n, "fmod", 1); }),
+                  {x, per_channel});
   for (const char* op :
        {"Relu", "Sigmoid", "Tanh", "HardSwish", "Erf", "LeakyRelu", "Abs", "Neg", "Exp", "Log",
         "Reciprocal", "Floor", "Ceil", "Round", "Softplus", "Mish", "Elu", "Selu"}) {
