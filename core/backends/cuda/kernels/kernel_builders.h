@@ -50,6 +50,9 @@ KernelOrStatus MakeCudaCompareKernel(const KernelSpec& spec, CudaKernelContext& 
 KernelOrStatus MakeCudaLogicKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaWhereKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaBoolCastKernel(const KernelSpec& spec, CudaKernelContext& context);
+// ArgMax, ArgMin, Hardmax, CumSum and Trilu (cuda_axis_kernels.cc; float32
+// and int64 data, Hardmax float32).
+KernelOrStatus MakeCudaAxisKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Sum, Mean, Max, Min of any number of broadcast inputs.
 KernelOrStatus MakeCudaVariadicKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Clip.

@@ -343,6 +343,38 @@ TEST_F(CudaKernelsTest, ReductionsAndDataMovement) {
                                  OnnxModelBuilder::SetInts(n, "perm", {0, 2, 3, 1});
                                }),
                   {x});
+  // The ops along an axis, and Trilu.
+  for (const char* op : {"ArgMax", "ArgMin"}) {
+    SCOPED_TRACE(op);
+    ExpectSameOnGpu(
+        OneNodeModel(op, {x}, {},
+                     [](onnx::NodeProto* n) { OnnxModelBuilder::SetInt(n, "axis", 1); }),
+        {x});
+    ExpectSameOnGpu(OneNodeModel(op, {x}, {},
+                                 [](onnx::NodeProto* n) {
+                                   OnnxModelBuilder::SetInt(n, "axis", 3);
+                                   OnnxModelBuilder::SetInt(n, "keepdims", 0);
+                                   OnnxModelBuilder::SetInt(n, "select_last_index", 1);
+                                 }),
+                    {x});
+  }
+  ExpectSameOnGpu(OneNodeModel("Hardmax", {x}, {}, nullptr), {x});
+  Tensor axis = Tensor::Host(DType::kInt64, {});
+  axis.data<int64_t>()[0] = 2;
+  ExpectSameOnGpu(OneNodeModel("CumSum", {x}, {{"axis", axis}}, nullptr), {x});
+  ExpectSameOnGpu(OneNodeModel("CumSum", {x}, {{"axis", axis}},
+                               [](onnx::NodeProto* n) {
+                                 OnnxModelBuilder::SetInt(n, "exclusive", 1);
+                                 OnnxModelBuilder::SetInt(n, "reverse", 1);
+                               }),
+                  {x});
+  Tensor k = Tensor::Host(DType::kInt64, {});
+  k.data<int64_t>()[0] = -2;
+  ExpectSameOnGpu(OneNodeModel("Trilu", {x}, {{"k", k}}, nullptr, 14), {x});
+  ExpectSameOnGpu(OneNodeModel(
+                      "Trilu", {x}, {{"k", k}},
+                      [](onnx::NodeProto* n) { OnnxModelBuilder::SetInt(n, "upper", 0); }, 14),
+                  {x});
   // Tile, DepthToSpace (both modes) and SpaceToDepth from their index tables.
   ExpectSameOnGpu(OneNodeModel("Tile", {x}, {{"repeats", Int64s({1, 2, 1, 3})}}, nullptr), {x});
   for (const char* mode : {"DCR", "CRD"}) {
