@@ -30,8 +30,8 @@ __device__ int64_t BestIndex(const T* line, int64_t n, int64_t stride, bool max,
 }
 
 template <typename T>
-__global__ void ArgReduceKernel(const T* in, int64_t* out, int64_t lines, int64_t n,
-                                int64_t inner, bool max, bool last) {
+__global__ void ArgReduceKernel(const T* in, int64_t* out, int64_t lines, int64_t n, int64_t inner,
+                                bool max, bool last) {
   REPLICAD_GRID_STRIDE_LOOP(l, lines) {
     out[l] = BestIndex(in + (l / inner) * n * inner + l % inner, n, inner, max, last);
   }
@@ -78,12 +78,12 @@ __global__ void TriluKernel(const T* in, T* out, int64_t n, int64_t rows, int64_
 
 }  // namespace
 
-void LaunchArgReduce(const float* in, int64_t* out, int64_t outer, int64_t axis_dim,
-                     int64_t inner, bool max, bool last, cudaStream_t stream) {
+void LaunchArgReduce(const float* in, int64_t* out, int64_t outer, int64_t axis_dim, int64_t inner,
+                     bool max, bool last, cudaStream_t stream) {
   const int64_t lines = outer * inner;
   if (lines == 0) return;
   ArgReduceKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim,
-                                                                      inner, max, last);
+                                                                     inner, max, last);
 }
 
 void LaunchArgReduce(const int64_t* in, int64_t* out, int64_t outer, int64_t axis_dim,
@@ -91,35 +91,34 @@ void LaunchArgReduce(const int64_t* in, int64_t* out, int64_t outer, int64_t axi
   const int64_t lines = outer * inner;
   if (lines == 0) return;
   ArgReduceKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim,
-                                                                      inner, max, last);
+                                                                     inner, max, last);
 }
 
 void LaunchHardmax(const float* in, float* out, int64_t outer, int64_t axis_dim, int64_t inner,
                    cudaStream_t stream) {
   const int64_t lines = outer * inner;
   if (lines == 0 || axis_dim == 0) return;
-  HardmaxKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim,
-                                                                    inner);
+  HardmaxKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim, inner);
 }
 
 void LaunchCumSum(const float* in, float* out, int64_t outer, int64_t axis_dim, int64_t inner,
                   bool exclusive, bool reverse, cudaStream_t stream) {
   const int64_t lines = outer * inner;
   if (lines == 0) return;
-  CumSumKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim,
-                                                                   inner, exclusive, reverse);
+  CumSumKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim, inner,
+                                                                  exclusive, reverse);
 }
 
-void LaunchCumSum(const int64_t* in, int64_t* out, int64_t outer, int64_t axis_dim,
-                  int64_t inner, bool exclusive, bool reverse, cudaStream_t stream) {
+void LaunchCumSum(const int64_t* in, int64_t* out, int64_t outer, int64_t axis_dim, int64_t inner,
+                  bool exclusive, bool reverse, cudaStream_t stream) {
   const int64_t lines = outer * inner;
   if (lines == 0) return;
-  CumSumKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim,
-                                                                   inner, exclusive, reverse);
+  CumSumKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim, inner,
+                                                                  exclusive, reverse);
 }
 
-void LaunchTrilu(const void* in, void* out, int64_t matrices, int64_t rows, int64_t cols,
-                 int64_t k, bool upper, size_t element_size, cudaStream_t stream) {
+void LaunchTrilu(const void* in, void* out, int64_t matrices, int64_t rows, int64_t cols, int64_t k,
+                 bool upper, size_t element_size, cudaStream_t stream) {
   const int64_t n = matrices * rows * cols;
   if (n == 0) return;
   if (element_size == 8) {

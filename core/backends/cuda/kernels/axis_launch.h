@@ -15,8 +15,8 @@ namespace replicad {
 
 // ArgMax (`max`) or ArgMin: the index of the first (`last`: last) best
 // element of each line; NaN beats every number.
-void LaunchArgReduce(const float* in, int64_t* out, int64_t outer, int64_t axis_dim,
-                     int64_t inner, bool max, bool last, cudaStream_t stream);
+void LaunchArgReduce(const float* in, int64_t* out, int64_t outer, int64_t axis_dim, int64_t inner,
+                     bool max, bool last, cudaStream_t stream);
 void LaunchArgReduce(const int64_t* in, int64_t* out, int64_t outer, int64_t axis_dim,
                      int64_t inner, bool max, bool last, cudaStream_t stream);
 
@@ -28,14 +28,14 @@ void LaunchHardmax(const float* in, float* out, int64_t outer, int64_t axis_dim,
 // left out of its own (`exclusive`).
 void LaunchCumSum(const float* in, float* out, int64_t outer, int64_t axis_dim, int64_t inner,
                   bool exclusive, bool reverse, cudaStream_t stream);
-void LaunchCumSum(const int64_t* in, int64_t* out, int64_t outer, int64_t axis_dim,
-                  int64_t inner, bool exclusive, bool reverse, cudaStream_t stream);
+void LaunchCumSum(const int64_t* in, int64_t* out, int64_t outer, int64_t axis_dim, int64_t inner,
+                  bool exclusive, bool reverse, cudaStream_t stream);
 
 // Trilu of `matrices` matrices [rows, cols] of `element_size`-byte elements
 // (4 or 8): upper keeps column >= row + k, lower column <= row + k, zeros
 // elsewhere.
-void LaunchTrilu(const void* in, void* out, int64_t matrices, int64_t rows, int64_t cols,
-                 int64_t k, bool upper, size_t element_size, cudaStream_t stream);
+void LaunchTrilu(const void* in, void* out, int64_t matrices, int64_t rows, int64_t cols, int64_t k,
+                 bool upper, size_t element_size, cudaStream_t stream);
 
 }  // namespace replicad
 

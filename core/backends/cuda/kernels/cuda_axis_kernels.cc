@@ -28,15 +28,16 @@ KernelOrStatus MakeCudaAxisKernel(const KernelSpec& spec, CudaKernelContext& con
             LaunchArgReduce(static_cast<const int64_t*>(in[0]), indices, l.outer, l.axis_dim,
                             l.inner, max, last, stream);
           } else {
-            LaunchArgReduce(static_cast<const float*>(in[0]), indices, l.outer, l.axis_dim,
-                            l.inner, max, last, stream);
+            LaunchArgReduce(static_cast<const float*>(in[0]), indices, l.outer, l.axis_dim, l.inner,
+                            max, last, stream);
           }
         });
   }
   if (spec.op_type == "Hardmax") {
     REPLICAD_ASSIGN_OR_RETURN(AxisLines l, ParseHardmax(spec));
     return std::make_unique<LaunchKernel>(
-        context, "HardmaxKernel", [l](const void* const* in, void* const* out, cudaStream_t stream) {
+        context, "HardmaxKernel",
+        [l](const void* const* in, void* const* out, cudaStream_t stream) {
           LaunchHardmax(static_cast<const float*>(in[0]), static_cast<float*>(out[0]), l.outer,
                         l.axis_dim, l.inner, stream);
         });
@@ -50,8 +51,8 @@ KernelOrStatus MakeCudaAxisKernel(const KernelSpec& spec, CudaKernelContext& con
         [l, exclusive, reverse, dtype](const void* const* in, void* const* out,
                                        cudaStream_t stream) {
           if (dtype == DType::kInt64) {
-            LaunchCumSum(static_cast<const int64_t*>(in[0]), static_cast<int64_t*>(out[0]),
-                         l.outer, l.axis_dim, l.inner, exclusive, reverse, stream);
+            LaunchCumSum(static_cast<const int64_t*>(in[0]), static_cast<int64_t*>(out[0]), l.outer,
+                         l.axis_dim, l.inner, exclusive, reverse, stream);
           } else {
             LaunchCumSum(static_cast<const float*>(in[0]), static_cast<float*>(out[0]), l.outer,
                          l.axis_dim, l.inner, exclusive, reverse, stream);

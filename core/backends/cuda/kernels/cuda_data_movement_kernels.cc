@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "core/ops/index_map.h"
 #include "core/ops/op_util.h"
 #include "core/ops/reduce_attributes.h"
+#include "core/ops/sequence_attributes.h"
 
 namespace replicad {
 namespace {
@@ -42,6 +44,41 @@ class CopyKernel : public Kernel {
   const CudaKernelContext& context_;
   size_t bytes_;
   size_t num_inputs_;
+};
+
+// Split: output i is the input's [outer, sizes[i] * inner] block starting at
+// column offset_i * inner of each row of axis_dim * inner elements, one
+// strided copy per output.
+class SplitKernel : public Kernel {
+ public:
+  SplitKernel(const CudaKernelContext& context, SplitLayout layout, size_t element_size)
+      : context_(context), layout_(std::move(layout)), element_size_(element_size) {}
+
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
+    int64_t axis_dim = 0;
+    for (int64_t size : layout_.sizes) axis_dim += size;
+    const size_t row_bytes = static_cast<size_t>(axis_dim * layout_.inner) * element_size_;
+    const char* in = static_cast<const char*>(inputs[0]);
+    int64_t offset = 0;
+    for (size_t i = 0; i < layout_.sizes.size(); ++i) {
+      const size_t width = static_cast<size_t>(layout_.sizes[i] * layout_.inner) * element_size_;
+      if (width > 0 && layout_.outer > 0) {
+        REPLICAD_CUDA_RETURN_IF_ERROR(
+            context_.device,
+            cudaMemcpy2DAsync(outputs[i], width,
+                              in + static_cast<size_t>(offset * layout_.inner) * element_size_,
+                              row_bytes, width, static_cast<size_t>(layout_.outer),
+                              cudaMemcpyDeviceToDevice, context_.stream));
+      }
+      offset += layout_.sizes[i];
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  SplitLayout layout_;
+  size_t element_size_;
 };
 
 // Writes a value known when the kernel is built, kept in device memory.
@@ -195,7 +232,7 @@ class ReduceKernel : public Kernel {
   float scale_;
 };
 
-// The table reduction of a ReduceKind; nullopt for LogSumExp (two passes).
+// The table reduction of a ReduceKind.
 std::optional<TableReduction> TableReductionOf(ReduceKind kind) {
   switch (kind) {
     case ReduceKind::kSum:
@@ -216,7 +253,7 @@ std::optional<TableReduction> TableReductionOf(ReduceKind kind) {
     case ReduceKind::kLogSum:
       return TableReduction::kLogSum;
     case ReduceKind::kLogSumExp:
-      break;
+      return TableReduction::kLogSumExp;
   }
   return std::nullopt;
 }
@@ -290,6 +327,12 @@ KernelOrStatus MakeCudaIndexMapKernel(const KernelSpec& spec, CudaKernelContext&
   return MakeFromIndexMap(spec, context, ExpandIndexMap(spec));
 }
 
+KernelOrStatus MakeCudaSplitKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(SplitLayout layout, ParseSplit(spec));
+  return std::make_unique<SplitKernel>(context, std::move(layout),
+                                       DTypeSize(spec.inputs[0]->dtype));
+}
+
 KernelOrStatus MakeCudaConcatKernel(const KernelSpec& spec, CudaKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(ConcatLayout layout, ParseConcatLayout(spec));
   return std::make_unique<ConcatKernel>(context, layout.outer, std::move(layout.block_bytes));
@@ -356,11 +399,12 @@ KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& c
   const std::optional<TableReduction> kind =
       layout.noop ? TableReduction::kSum : TableReductionOf(layout.kind);
   if (!kind.has_value()) {
-    return NodeUnimplemented(spec, "the CUDA backend has no ReduceLogSumExp yet");
+    return NodeUnimplemented(spec, "the CUDA backend has no such reduction");
   }
   const bool mean = layout.kind == ReduceKind::kMean && !layout.noop;
   if (spec.outputs[0].dtype == DType::kInt64) {
-    if (mean || *kind == TableReduction::kL2 || *kind == TableReduction::kLogSum) {
+    if (mean || *kind == TableReduction::kL2 || *kind == TableReduction::kLogSum ||
+        *kind == TableReduction::kLogSumExp) {
       return NodeUnimplemented(
           spec, absl::StrCat("the CUDA backend computes ", spec.op_type, " on float32 only"));
     }

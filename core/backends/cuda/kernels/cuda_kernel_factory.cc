@@ -102,6 +102,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"Softmax", MakeCudaSoftmaxKernel},
     {"Softplus", MakeCudaActivationKernel},
     {"SpaceToDepth", MakeCudaIndexMapKernel},
+    {"Split", MakeCudaSplitKernel},
     {"Sqrt", MakeCudaActivationKernel},
     {"Squeeze", MakeCudaCopyKernel},
     {"Sub", MakeCudaBinaryKernel},

@@ -115,11 +115,13 @@ __global__ void TableReduceKernel(const T* in, T* out, int64_t n_out, const int6
                                   const int64_t* offsets, int64_t n_reduced, TableReduction kind,
                                   float scale) {
   __shared__ T partial[kThreadsPerBlock];
-  for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) {
+  // The block's `kind` reduction of f(x) over output o's elements, to
+  // every thread.
+  const auto reduce = [&](int64_t o, TableReduction kind, auto f) {
     T acc = Identity<T>(kind);
     const T* base = in + bases[o];
     for (int64_t r = threadIdx.x; r < n_reduced; r += blockDim.x) {
-      acc = Merge(kind, acc, Element(kind, base[offsets[r]]));
+      acc = Merge(kind, acc, f(base[offsets[r]]));
     }
     partial[threadIdx.x] = acc;
     __syncthreads();
@@ -129,8 +131,25 @@ __global__ void TableReduceKernel(const T* in, T* out, int64_t n_out, const int6
       }
       __syncthreads();
     }
-    if (threadIdx.x == 0) out[o] = Finish(kind, partial[0], scale);
-    __syncthreads();
+    const T result = partial[0];
+    __syncthreads();  // partial[] is reused by the next reduction.
+    return result;
+  };
+  for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (kind == TableReduction::kLogSumExp) {
+        // The CPU's two passes: the max first, so exp does not overflow;
+        // an infinite max (all -inf, or a +inf) gives itself.
+        T max = reduce(o, TableReduction::kMax, [](T x) { return x; });
+        if (isinf(max) && max < 0) max = 0;
+        const T sum =
+            reduce(o, TableReduction::kSum, [max](T x) { return static_cast<T>(expf(x - max)); });
+        if (threadIdx.x == 0) out[o] = isinf(max) ? max : logf(sum) + max;
+        continue;
+      }
+    }
+    const T result = reduce(o, kind, [kind](T x) { return Element(kind, x); });
+    if (threadIdx.x == 0) out[o] = Finish(kind, result, scale);
   }
 }
 

@@ -37,8 +37,9 @@ void LaunchGather(const void* data, const int64_t* indices, void* out, int64_t o
                   cudaStream_t stream);
 
 // What a table reduction computes over its elements (ReduceKind's kinds
-// but the mean, a kSum with scale 1 / n, and LogSumExp).
-enum class TableReduction { kSum, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum };
+// but the mean, a kSum with scale 1 / n; kLogSumExp float32 only, in the
+// CPU's two passes: the max, then the sum of exp(x - max)).
+enum class TableReduction { kSum, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
 
 // out[o] = the `kind` reduction of in[bases[o] + offsets[r]] over r <
 // n_reduced, o < n_out (tables in device memory); a float kSum is scaled by

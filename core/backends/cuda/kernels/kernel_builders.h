@@ -71,6 +71,7 @@ KernelOrStatus MakeCudaCopyKernel(const KernelSpec& spec, CudaKernelContext& con
 // Transpose, Slice, Pad, Expand (index maps), Concat, Gather.
 KernelOrStatus MakeCudaIndexMapKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaConcatKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaSplitKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaGatherKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Constant, ConstantOfShape (values known at build time) and Cast.
 KernelOrStatus MakeCudaConstantKernel(const KernelSpec& spec, CudaKernelContext& context);

@@ -41,36 +41,18 @@ class CudaAttentionTest : public testing::CpuAndGpuTest {
     for (Tensor& t : inputs) call.inputs.push_back(std::move(t));
     return call;
   }
-
-  void ExpectSameOnGpu(const KernelCall& call, const std::string& what) {
-    absl::StatusOr<std::vector<Tensor>> cpu = RunKernel(*cpu_, call);
-    ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status();
-    absl::StatusOr<std::vector<Tensor>> gpu = RunKernel(*gpu_, call);
-    ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
-    const Tensor& a = (*gpu)[0];
-    const Tensor& e = (*cpu)[0];
-    ASSERT_EQ(TensorTypeToString(a.type()), TensorTypeToString(e.type())) << what;
-    int reported = 0;
-    for (int64_t i = 0; i < e.num_elements() && reported < 5; ++i) {
-      const double x = a.data<float>()[i], y = e.data<float>()[i];
-      if (std::fabs(x - y) > 1e-4 * (1 + std::fabs(y))) {
-        ADD_FAILURE() << what << ", element " << i << ": " << x << " vs cpu " << y;
-        ++reported;
-      }
-    }
-  }
 };
 
 TEST_F(CudaAttentionTest, PlainAndMaskedAttentionMatchTheCpu) {
-  ExpectSameOnGpu(
+  ExpectKernelMatchesCpu(
       Call({Random({2, 4, 33, 16}, 1), Random({2, 4, 16, 33}, 2), Random({2, 4, 33, 8}, 3)}, {}),
       "plain");
   Tensor scale = Tensor::Host(DType::kFloat32, {});
   scale.data<float>()[0] = 0.25f;
-  ExpectSameOnGpu(Call({Random({2, 4, 20, 16}, 4), Random({2, 4, 16, 20}, 5),
-                        Random({2, 4, 20, 8}, 6), scale, Random({2, 1, 1, 20}, 7)},
-                       {{Kind::kMul, 3, -1}, {Kind::kAdd, 4, -1}}),
-                  "scaled, additive mask");
+  ExpectKernelMatchesCpu(Call({Random({2, 4, 20, 16}, 4), Random({2, 4, 16, 20}, 5),
+                               Random({2, 4, 20, 8}, 6), scale, Random({2, 1, 1, 20}, 7)},
+                              {{Kind::kMul, 3, -1}, {Kind::kAdd, 4, -1}}),
+                         "scaled, additive mask");
 }
 
 TEST_F(CudaAttentionTest, PermsMatchTheCpu) {
@@ -81,7 +63,7 @@ TEST_F(CudaAttentionTest, PermsMatchTheCpu) {
   call.attributes.Set(kAttentionPerms[1], std::vector<int64_t>{0, 2, 3, 1});
   call.attributes.Set(kAttentionPerms[2], heads_first);
   call.attributes.Set(kAttentionPerms[3], heads_first);
-  ExpectSameOnGpu(call, "GPT-2 layout");
+  ExpectKernelMatchesCpu(call, "GPT-2 layout");
 }
 
 // A boolean mask's fill (masked_fill, a causal mask): Where(mask, -inf, S)
@@ -93,11 +75,11 @@ TEST_F(CudaAttentionTest, WhereMasksMatchTheCpu) {
   for (int64_t i = 0; i < 36; ++i) unmasked.data<uint8_t>()[i] = i % 7 != 0;
   Tensor fill = Tensor::Host(DType::kFloat32, {});
   fill.data<float>()[0] = -INFINITY;
-  ExpectSameOnGpu(
+  ExpectKernelMatchesCpu(
       Call({Random({2, 6, 4}, 11), Random({2, 4, 6}, 12), Random({2, 6, 4}, 13), fill, mask},
            {{Kind::kFillWhere, 3, 4}}),
       "Where(mask, -inf, S)");
-  ExpectSameOnGpu(
+  ExpectKernelMatchesCpu(
       Call({Random({2, 6, 4}, 14), Random({2, 4, 6}, 15), Random({2, 6, 4}, 16), fill, unmasked},
            {{Kind::kFillUnless, 3, 4}}),
       "Where(mask, S, -inf)");
