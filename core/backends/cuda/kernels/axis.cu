@@ -55,10 +55,11 @@ __global__ void CumSumKernel(const T* in, T* out, int64_t lines, int64_t n, int6
     for (int64_t step = 0; step < n; ++step) {
       const int64_t i = start + (reverse ? n - 1 - step : step) * inner;
       if (exclusive) {
-        out[i] = sum;
+        out[i] = sum;  // The CPU's 0, then 0 + x_0, ...
         sum = static_cast<T>(sum + in[i]);
       } else {
-        sum = static_cast<T>(sum + in[i]);
+        // The first element as it is (0 + -0 would be +0), as the CPU's.
+        sum = step == 0 ? in[i] : static_cast<T>(sum + in[i]);
         out[i] = sum;
       }
     }

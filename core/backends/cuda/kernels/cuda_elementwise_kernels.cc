@@ -315,8 +315,9 @@ KernelOrStatus MakeCudaCastKernel(const KernelSpec& spec, CudaKernelContext& con
   const DType from = spec.inputs[0]->dtype;
   const DType to = spec.outputs[0].dtype;
   const int64_t n = NumElements(spec.outputs[0].shape);
-  if (from == to) return MakeCudaCopyKernel(spec, context);
+  // Bool to bool normalises the bytes to 0 and 1, as the CPU's Cast does.
   if (from == DType::kBool || to == DType::kBool) return MakeCudaBoolCastKernel(spec, context);
+  if (from == to) return MakeCudaCopyKernel(spec, context);
   if (IsHalfFloatDType(from) || IsHalfFloatDType(to)) {
     if (from != DType::kFloat32 && to != DType::kFloat32) {
       return NodeUnimplemented(spec, absl::StrCat("the CUDA backend casts float16 and bfloat16 "

@@ -86,6 +86,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"ReduceL1", MakeCudaReduceKernel},
     {"ReduceL2", MakeCudaReduceKernel},
     {"ReduceLogSum", MakeCudaReduceKernel},
+    {"ReduceLogSumExp", MakeCudaReduceKernel},
     {"ReduceMax", MakeCudaReduceKernel},
     {"ReduceMean", MakeCudaReduceKernel},
     {"ReduceMin", MakeCudaReduceKernel},

@@ -142,6 +142,12 @@ KernelOrStatus MakeCudaBoolCastKernel(const KernelSpec& spec, CudaKernelContext&
   const DType from = spec.inputs[0]->dtype;
   const DType to = spec.outputs[0].dtype;
   const int64_t n = NumElements(spec.outputs[0].shape);
+  if (from == DType::kBool && to == DType::kBool) {
+    return std::make_unique<LaunchKernel>(
+        context, "BoolCastKernel", [n](const void* const* in, void* const* out, cudaStream_t s) {
+          LaunchToBool(In<uint8_t>(in, 0), Out<uint8_t>(out), n, s);
+        });
+  }
   const DType number = to == DType::kBool ? from : to;
   if (number == DType::kFloat32) return BoolCast<float>(context, to == DType::kBool, n);
   if (number == DType::kInt64) return BoolCast<int64_t>(context, to == DType::kBool, n);

@@ -63,7 +63,7 @@ KernelOrStatus MakeCudaBatchNormalizationKernel(const KernelSpec& spec, CudaKern
 KernelOrStatus MakeCudaLayerNormalizationKernel(const KernelSpec& spec, CudaKernelContext& context);
 // InstanceNormalization and GroupNormalization.
 KernelOrStatus MakeCudaGroupNormalizationKernel(const KernelSpec& spec, CudaKernelContext& context);
-// The Reduce* ops but ReduceLogSumExp.
+// The Reduce* ops.
 KernelOrStatus MakeCudaReduceKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Identity, Flatten, Reshape, Squeeze, Unsqueeze and inference Dropout:
 // a device copy.

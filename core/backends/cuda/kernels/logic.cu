@@ -29,6 +29,14 @@ struct Compared {
   CudaCompareOp op;
   __device__ uint8_t operator()(T a, T b) const { return Compare(a, b, op) ? 1 : 0; }
 };
+// Bools compare as truth values: any byte but 0 is true, as on the CPU.
+template <>
+struct Compared<uint8_t> {
+  CudaCompareOp op;
+  __device__ uint8_t operator()(uint8_t a, uint8_t b) const {
+    return Compare<uint8_t>(a != 0, b != 0, op) ? 1 : 0;
+  }
+};
 
 struct Logic {
   CudaLogicOp op;
@@ -114,6 +122,9 @@ void LaunchToBool(const float* in, uint8_t* out, int64_t n, cudaStream_t stream)
   if (n > 0) ToBoolKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(in, out, n);
 }
 void LaunchToBool(const int64_t* in, uint8_t* out, int64_t n, cudaStream_t stream) {
+  if (n > 0) ToBoolKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(in, out, n);
+}
+void LaunchToBool(const uint8_t* in, uint8_t* out, int64_t n, cudaStream_t stream) {
   if (n > 0) ToBoolKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(in, out, n);
 }
 void LaunchFromBool(const uint8_t* in, float* out, int64_t n, cudaStream_t stream) {

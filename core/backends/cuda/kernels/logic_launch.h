@@ -40,6 +40,8 @@ void LaunchWhere(const uint8_t* condition, const int64_t* x, const int64_t* y, i
 // numpy's), a bool is 0 or 1.
 void LaunchToBool(const float* in, uint8_t* out, int64_t n, cudaStream_t stream);
 void LaunchToBool(const int64_t* in, uint8_t* out, int64_t n, cudaStream_t stream);
+// Bool to bool: any byte but 0 becomes 1 (a request's bools may hold others).
+void LaunchToBool(const uint8_t* in, uint8_t* out, int64_t n, cudaStream_t stream);
 void LaunchFromBool(const uint8_t* in, float* out, int64_t n, cudaStream_t stream);
 void LaunchFromBool(const uint8_t* in, int64_t* out, int64_t n, cudaStream_t stream);
 
