@@ -9,6 +9,12 @@
 //
 // `--placement auto` cuts as the daemon's does (auto_placement.h).
 //
+// --train times a training step instead (core/serve/pipeline_trainer.h, SGD
+// with momentum): the pipeline trainer over the contexts against one
+// DataParallelTrainer slot of --threads threads, on the same batches. The
+// loss is cross-entropy over the first output's classes (int64 labels)
+// where it is [N, C], mean squared error otherwise.
+//
 // Run with:
 //   build/benchmarks/pipeline_bench --model resnet50.onnx \
 //       --placement '/conv1/*->dev0; /layer3/layer3.2/*->dev1' --batch 64 --micro-batches 8
@@ -30,6 +36,8 @@
 #include "core/model/onnx_import.h"
 #include "core/serve/auto_placement.h"
 #include "core/serve/pipeline_replica.h"
+#include "core/serve/pipeline_trainer.h"
+#include "core/train/data_parallel_trainer.h"
 
 namespace replicad {
 namespace {
@@ -44,6 +52,7 @@ struct Options {
   int micro_batches = 8;
   int iterations = 5;
   int warmup = 1;
+  bool train = false;
 };
 
 std::string TheanoExampleOnnx() {
@@ -94,6 +103,94 @@ absl::StatusOr<std::unique_ptr<PipelineReplica>> Place(std::shared_ptr<const Mod
       });
 }
 
+// One SGD step's loss and targets for `model`: cross-entropy over the first
+// output's classes, or mean squared error against random targets.
+TrainerOptions TrainingOf(const Model& model, int64_t batch, Tensor* targets) {
+  TrainerOptions options;
+  options.optimizer.learning_rate = 0.01f;
+  options.optimizer.momentum = 0.9f;
+  const TensorSpec& output = model.outputs()[0];
+  options.loss.output = output.name;
+  if (output.type.shape.size() == 2 && output.type.shape[1] > 0) {
+    *targets = Tensor::Host(DType::kInt64, {batch});
+    for (int64_t i = 0; i < batch; ++i) targets->data<int64_t>()[i] = i % output.type.shape[1];
+    return options;
+  }
+  options.loss.kind = LossSpec::Kind::kMeanSquaredError;
+  options.loss.target_dtype = DType::kFloat32;
+  Shape shape = output.type.shape;
+  for (int64_t& d : shape) d = d < 0 ? batch : d;
+  *targets = Tensor::Host(DType::kFloat32, shape);
+  FillRandom(targets->data<float>(), targets->num_elements(), 9);
+  return options;
+}
+
+// --train: the pipeline trainer against one slot's step.
+int MainTrain(const Options& options, const std::string& placement, const Tensor& x) {
+  OnnxImportOptions import;
+  import.optimize = false;  // Training reads the graph as written.
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      options.example == "theano"
+          ? LoadOnnxBytes(TheanoExampleOnnx(), "theano", "<theano example>", import)
+          : LoadOnnxFile(options.model_path, "model", import);
+  if (!model.ok()) {
+    std::cerr << "pipeline_bench: " << model.status() << "\n";
+    return 1;
+  }
+  Tensor targets;
+  const TrainerOptions training = TrainingOf(**model, options.batch, &targets);
+  const DeviceInfo cpu = EnumerateCpuDevices()[0];
+  std::vector<TrainerSlot> slot;
+  slot.push_back(
+      {SlotAssignment{"r0", cpu.id, 1}, CreateCpuDevice(cpu, CpuSlotOptions{options.threads})});
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> one =
+      DataParallelTrainer::Create(*model, std::move(slot), training, {});
+  std::vector<SlotAssignment> contexts;
+  std::vector<std::string> names;
+  for (int c = 0; c < options.contexts; ++c) {
+    contexts.push_back(SlotAssignment{absl::StrCat("dev", c), cpu.id, 1});
+    names.push_back(contexts.back().name);
+  }
+  absl::StatusOr<std::vector<PlacementRule>> rules = ParsePlacement(placement, "--placement");
+  absl::StatusOr<std::vector<std::string>> context_of =
+      rules.ok() ? NodeContexts((*model)->graph(), *rules, names)
+                 : absl::StatusOr<std::vector<std::string>>(rules.status());
+  absl::StatusOr<std::unique_ptr<PipelineTrainer>> piped =
+      context_of.ok() ? PipelineTrainer::Create(
+                            *model, *context_of, {contexts},
+                            [cpu, threads = options.threads](
+                                const SlotAssignment&) -> absl::StatusOr<std::unique_ptr<Device>> {
+                              return CreateCpuDevice(cpu, CpuSlotOptions{threads});
+                            },
+                            training, options.micro_batches)
+                      : absl::StatusOr<std::unique_ptr<PipelineTrainer>>(context_of.status());
+  if (!one.ok() || !piped.ok()) {
+    std::cerr << "pipeline_bench: " << (one.ok() ? piped.status() : one.status()) << "\n";
+    return 1;
+  }
+  absl::StatusOr<Timing> one_step = Measure("one slot", options.warmup, options.iterations,
+                                            [&] { return (*one)->Step({x}, targets).status(); });
+  absl::StatusOr<Timing> piped_step = Measure("pipeline", options.warmup, options.iterations, [&] {
+    return (*piped)->Step({x}, targets).status();
+  });
+  if (!one_step.ok() || !piped_step.ok()) {
+    std::cerr << "pipeline_bench: " << (one_step.ok() ? piped_step.status() : one_step.status())
+              << "\n";
+    return 1;
+  }
+  std::cout << absl::StrFormat(
+      "training step, model %s, batch %d, %d context(s) of %d thread(s), %d micro-batch(es), "
+      "%d steps (+%d warm-up)\n",
+      options.example.empty() ? options.model_path : options.example, options.batch,
+      options.contexts, options.threads, (*piped)->micro_batches(), options.iterations,
+      options.warmup);
+  std::cout << absl::StrFormat("one slot: median %.2f ms\npipeline: median %.2f ms\n",
+                               one_step->median_ms, piped_step->median_ms);
+  std::cout << absl::StrFormat("throughput, pipeline / one slot: %.2fx\n",
+                               one_step->median_ms / piped_step->median_ms);
+  return 0;
+}
+
 int Main(const Options& options) {
   absl::StatusOr<std::shared_ptr<const Model>> model =
       options.example == "theano" ? LoadOnnxBytes(TheanoExampleOnnx(), "theano", "<theano example>")
@@ -110,6 +207,7 @@ int Main(const Options& options) {
   shape[0] = options.batch;
   Tensor x = Tensor::Host(spec.type.dtype, shape);
   FillRandom(x.data<float>(), x.num_elements(), 7);
+  if (options.train) return MainTrain(options, placement, x);
 
   absl::StatusOr<std::unique_ptr<PipelineReplica>> whole =
       Place(*model, "*->dev0", 1, options.threads);
@@ -173,6 +271,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--iterations", options.iterations, "Timed passes")->check(CLI::PositiveNumber);
   app.add_option("--warmup", options.warmup, "Untimed passes first")->check(CLI::NonNegativeNumber);
+  app.add_flag("--train", options.train,
+               "Time a training step (SGD) through the pipeline against one slot's");
   CLI11_PARSE(app, argc, argv);
   if (options.model_path.empty() == options.example.empty()) {
     std::cerr << "pipeline_bench: give --model or --example theano\n";

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/backends/cpu/flush_denormals.h"
 #include "core/backends/cpu/kernels/cpu_kernel_factory.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
 #include "core/backends/cpu/openmp_team_park.h"
@@ -54,8 +55,13 @@ class CpuDevice : public Device {
   CpuDevice(DeviceInfo info, const CpuSlotOptions& options)
       : info_(std::move(info)),
         team_park_(options.threads),
-        stream_([threads = options.threads] { omp_set_num_threads(threads); },
-                ParkTeamWhileIdle(options.threads, &team_park_)),
+        // Before the slot's OpenMP team exists: its threads inherit the mode.
+        stream_(
+            [threads = options.threads] {
+              FlushDenormalsOnThisThread();
+              omp_set_num_threads(threads);
+            },
+            ParkTeamWhileIdle(options.threads, &team_park_)),
         kernel_context_{HostEngine(),     dnnl::stream(HostEngine()), HostWeightCache(),
                         options.winograd, SlotScratchpad{},           FiniteOutputs{}} {}
 

@@ -1,8 +1,11 @@
 #include "core/backends/cpu/cpu_backend.h"
 
+#include <omp.h>
+
 #include <memory>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "core/backends/cpu/kernels/weight_cache.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_models.h"
@@ -42,6 +45,30 @@ TEST(CpuBackendTest, TheSlotsOfAModelShareItsReorderedWeights) {
   ASSERT_EQ(a_row_each.slices.size(), 2u);
   EXPECT_EQ(a_row_each.slices[0].end - a_row_each.slices[0].begin, 1);
   EXPECT_EQ(cache->size() - before, one_slot);
+}
+
+// A slot's thread and its OpenMP team flush denormals to zero (FTZ/DAZ:
+// 1e-20 squared is 1e-40, a denormal, computed as 0 there), so a step whose
+// values underflow does not run at microcode-assist speed; other threads
+// keep IEEE's denormals.
+TEST(CpuBackendTest, SlotThreadsFlushDenormalsToZero) {
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    std::unique_ptr<Device> slot =
+        CreateCpuDevice(EnumerateCpuDevices()[0], CpuSlotOptions{threads});
+    std::vector<float> products(threads, -1.0f);
+    absl::Notification done;
+    slot->Enqueue([&] {
+      volatile float tiny = 1e-20f;
+#pragma omp parallel num_threads(threads)
+      products[omp_get_thread_num()] = tiny * tiny;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    for (float product : products) EXPECT_EQ(product, 0.0f);
+  }
+  volatile float tiny = 1e-20f;
+  EXPECT_GT(tiny * tiny, 0.0f) << "the test's own thread flushes too";
 }
 
 }  // namespace
