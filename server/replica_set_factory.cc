@@ -182,14 +182,14 @@ absl::StatusOr<std::vector<std::vector<SlotAssignment>>> PipelineCopies(
 }
 
 // The context of each node of `model` under options.placement (rules, or
-// "auto"), errors naming options.placement_field.
+// "auto") over the contexts of one pipeline copy, errors naming
+// options.placement_field.
 absl::StatusOr<std::vector<std::string>> PlacedContexts(const std::shared_ptr<const Model>& model,
                                                         const std::vector<DeviceInfo>& devices,
-                                                        const ServingOptions& options) {
-  REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::vector<SlotAssignment>> copies,
-                            PipelineCopies(options.slots));
+                                                        const ServingOptions& options,
+                                                        const std::vector<SlotAssignment>& copy) {
   std::vector<std::string> contexts;
-  for (const SlotAssignment& slot : copies[0]) contexts.push_back(slot.name);
+  for (const SlotAssignment& slot : copy) contexts.push_back(slot.name);
   absl::StatusOr<std::vector<std::string>> context_of;
   if (options.placement == "auto") {
     context_of = AutoContexts(model, devices, options, contexts);
@@ -228,16 +228,16 @@ absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Mo
                                                         PipelineObserver* pipelines) {
   if (options.placement.empty())
     return BuildReplicaSet(std::move(model), devices, options, observer);
+  REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::vector<SlotAssignment>> copies,
+                            PipelineCopies(options.slots));
   REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::string> context_of,
-                            PlacedContexts(model, devices, options));
+                            PlacedContexts(model, devices, options, copies[0]));
   absl::StatusOr<PlacedGraph> placed = PlaceNodes(model->graph(), context_of);
   if (!placed.ok()) {
     return absl::Status(placed.status().code(),
                         absl::StrCat(options.placement_field, ": ", placed.status().message()));
   }
   const size_t parts = placed->parts.size();
-  REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::vector<SlotAssignment>> copies,
-                            PipelineCopies(options.slots));
   std::vector<std::unique_ptr<PipelineReplica>> replicas;  // One pipeline per copy.
   for (const std::vector<SlotAssignment>& contexts : copies) {
     REPLICAD_ASSIGN_OR_RETURN(
@@ -258,10 +258,10 @@ ModelTrainerMaker PlacedModelTrainer(const std::vector<DeviceInfo>& devices,
   return [devices, options](
              std::shared_ptr<const Model> model,
              const TrainerOptions& trainer) -> absl::StatusOr<std::unique_ptr<ModelTrainer>> {
-    REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::string> context_of,
-                              PlacedContexts(model, devices, options));
     REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::vector<SlotAssignment>> copies,
                               PipelineCopies(options.slots));
+    REPLICAD_ASSIGN_OR_RETURN(const std::vector<std::string> context_of,
+                              PlacedContexts(model, devices, options, copies[0]));
     REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<PipelineTrainer> made,
                               PipelineTrainer::Create(std::move(model), context_of, copies,
                                                       SlotDevices(devices, options.slot_options),

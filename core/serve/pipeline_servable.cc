@@ -62,11 +62,14 @@ PipelineServable::PipelineServable(std::vector<std::unique_ptr<PipelineReplica>>
 
 PipelineServable::~PipelineServable() { runs_.reset(); }
 
+std::string PipelineServable::SlotName(size_t k) const {
+  return pipelines_.size() == 1 ? "pipeline" : absl::StrCat("pipeline", k);
+}
+
 std::vector<SlotStatus> PipelineServable::Slots() const {
   std::vector<SlotStatus> slots;
   for (size_t k = 0; k < pipelines_.size(); ++k) {
-    slots.push_back(SlotStatus{pipelines_.size() == 1 ? "pipeline" : absl::StrCat("pipeline", k),
-                               devices_[k], 1.0, pipelines_[k]->health()});
+    slots.push_back(SlotStatus{SlotName(k), devices_[k], 1.0, pipelines_[k]->health()});
   }
   return slots;
 }
@@ -82,7 +85,7 @@ void PipelineServable::Run(std::vector<Tensor> inputs, std::vector<BatchSlice> s
       // The slices go back: the scheduler runs them on the other pipelines.
       return std::move(done)(
           absl::UnavailableError(
-              absl::StrCat(Slots()[slice.slot].slot, " cannot run the model: ", health.message())),
+              absl::StrCat(SlotName(slice.slot), " cannot run the model: ", health.message())),
           std::move(slices));
     }
   }

@@ -59,6 +59,8 @@ class PipelineServable final : public Servable {
 
  private:
   struct BatchRun;
+  // "pipeline" for one, "pipeline<k>" among several.
+  std::string SlotName(size_t k) const;
   // Slice `i` of `run` through its pipeline, on a thread of runs_; the last
   // slice to end writes the outputs and calls done.
   void RunSlice(const std::shared_ptr<BatchRun>& run, size_t i);

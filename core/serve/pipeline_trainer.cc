@@ -10,10 +10,18 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/clock.h"
 #include "core/base/status_macros.h"
+#include "core/train/finite_values.h"
 #include "core/train/training_batch.h"
 
 namespace replicad {
 namespace {
+
+// A host float32 tensor of `t`'s bytes, sharing nothing with it.
+Tensor OwnCopy(const Tensor& t) {
+  Tensor copy = Tensor::Host(DType::kFloat32, t.shape());
+  std::memcpy(copy.raw_data(), t.raw_data(), t.byte_size());
+  return copy;
+}
 
 // Each training node's context: a forward node the model's node of its name's;
 // a backward node ("FORWARD/Op_k", training_graph.cc) its forward node's;
@@ -99,9 +107,7 @@ absl::StatusOr<std::unique_ptr<PipelineTrainer>> PipelineTrainer::Create(
   std::vector<int64_t> sizes;
   for (int v : training.parameters) {
     const Tensor& initial = model->graph().initializers.at(v);
-    Tensor copy = Tensor::Host(DType::kFloat32, initial.shape());
-    std::memcpy(copy.raw_data(), initial.raw_data(), initial.byte_size());
-    trainer->parameters_.push_back(std::move(copy));
+    trainer->parameters_.push_back(OwnCopy(initial));
     sizes.push_back(initial.num_elements());
   }
   trainer->gradient_outputs_begin_ = training.classification ? 2 : 1;
@@ -170,26 +176,18 @@ absl::Status PipelineTrainer::Validate(const std::vector<Tensor>& inputs,
   return ValidateTrainingBatch(training_, inputs, targets, &rows);
 }
 
-std::string PipelineTrainer::NonFiniteReason(const std::vector<Tensor>& outputs) const {
-  std::vector<float*> parameters;
-  std::vector<const float*> gradients;
-  for (size_t p = 0; p < parameters_.size(); ++p) {
-    const Tensor& gradient = outputs[gradient_outputs_begin_ + p];
-    const float* g = gradient.data<float>();
-    if (!std::all_of(g, g + gradient.num_elements(), [](float v) { return std::isfinite(v); })) {
-      return absl::StrCat("the gradient of parameter '",
-                          training_.graph.values[training_.parameters[p]].name, "' is not finite");
+std::string PipelineTrainer::NonFiniteReason(const std::vector<float*>& parameters,
+                                             const std::vector<const float*>& gradients) const {
+  for (size_t p = 0; p < gradients.size(); ++p) {
+    const float* g = gradients[p];
+    if (!std::all_of(g, g + parameters_[p].num_elements(),
+                     [](float v) { return std::isfinite(v); })) {
+      return NonFiniteGradientReason(training_, p);
     }
-    parameters.push_back(parameters_[p].data<float>());
-    gradients.push_back(g);
   }
   const std::optional<Optimizer::NonFiniteUpdate> bad =
       optimizer_->FirstNonFiniteUpdate(parameters, gradients);
-  if (!bad) return "";
-  return absl::StrCat("the update would make element ", bad->element, " of parameter '",
-                      training_.graph.values[training_.parameters[bad->parameter]].name, "' ",
-                      bad->after, " (from ", bad->before, ", gradient ", bad->gradient,
-                      ", learning_rate ", optimizer_->config().learning_rate, ")");
+  return bad ? NonFiniteUpdateReason(training_, *optimizer_, *bad) : "";
 }
 
 absl::StatusOr<TrainerStepResult> PipelineTrainer::Step(const std::vector<Tensor>& inputs,
@@ -205,29 +203,21 @@ absl::StatusOr<TrainerStepResult> PipelineTrainer::Step(const std::vector<Tensor
   }
   // The mean over the batch, as DataParallelTrainer takes it.
   const float scale = 1.0f / static_cast<float>(rows);
-  for (size_t p = 0; p < parameters_.size(); ++p) {
-    Tensor& gradient = outputs[gradient_outputs_begin_ + p];
-    for (int64_t e = 0; e < gradient.num_elements(); ++e) gradient.data<float>()[e] *= scale;
-  }
-  std::string why =
-      std::isfinite(result.loss)
-          ? NonFiniteReason(outputs)
-          : absl::StrCat("the step's loss is ", result.loss,
-                         " (not finite): its inputs overflow the model's float32 arithmetic");
-  if (!why.empty()) {
-    if (non_finite_steps_ == TrainerOptions::NonFiniteSteps::kRefuse) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(why, "; the step was not applied and the weights are unchanged"));
-    }
-    result.step = step_;
-    result.skipped = std::move(why);
-    return result;
-  }
   std::vector<float*> parameters;
   std::vector<const float*> gradients;
   for (size_t p = 0; p < parameters_.size(); ++p) {
+    Tensor& gradient = outputs[gradient_outputs_begin_ + p];
+    for (int64_t e = 0; e < gradient.num_elements(); ++e) gradient.data<float>()[e] *= scale;
     parameters.push_back(parameters_[p].data<float>());
-    gradients.push_back(outputs[gradient_outputs_begin_ + p].data<float>());
+    gradients.push_back(gradient.data<float>());
+  }
+  std::string why = std::isfinite(result.loss) ? NonFiniteReason(parameters, gradients)
+                                               : NonFiniteLossReason(result.loss);
+  if (!why.empty()) {
+    if (non_finite_steps_ == TrainerOptions::NonFiniteSteps::kRefuse) return StepNotApplied(why);
+    result.step = step_;
+    result.skipped = std::move(why);
+    return result;
   }
   const auto optimizer_start = std::chrono::steady_clock::now();
   REPLICAD_RETURN_IF_ERROR(optimizer_->Step(parameters, gradients));
@@ -252,9 +242,7 @@ absl::StatusOr<std::shared_ptr<const Model>> PipelineTrainer::CurrentModel() con
   Graph graph = model_->graph();
   for (size_t p = 0; p < parameters_.size(); ++p) {
     // A copy: the next step updates the master weights in place.
-    Tensor copy = Tensor::Host(DType::kFloat32, parameters_[p].shape());
-    std::memcpy(copy.raw_data(), parameters_[p].raw_data(), parameters_[p].byte_size());
-    graph.initializers.insert_or_assign(training_.parameters[p], std::move(copy));
+    graph.initializers.insert_or_assign(training_.parameters[p], OwnCopy(parameters_[p]));
   }
   return std::make_shared<const Model>(model_->name(), model_->source(), std::move(graph));
 }

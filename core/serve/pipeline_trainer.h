@@ -81,9 +81,10 @@ class PipelineTrainer final : public ModelTrainer {
   // copy's rows through its pipeline (at once), added in copy order.
   absl::StatusOr<std::vector<Tensor>> SumOverPipelines(const std::vector<Tensor>& inputs,
                                                        const Tensor& targets, int64_t rows);
-  // Why the summed, scaled gradients (or the update they make) are not
-  // finite; empty when they are.
-  std::string NonFiniteReason(const std::vector<Tensor>& outputs) const;
+  // Why the mean `gradients` (per parameter, parameters_' sizes), or the
+  // update they make to `parameters`, are not finite; empty when they are.
+  std::string NonFiniteReason(const std::vector<float*>& parameters,
+                              const std::vector<const float*>& gradients) const;
 
   std::shared_ptr<const Model> model_;  // As written; CurrentModel replaces its parameters.
   TrainingGraph training_;

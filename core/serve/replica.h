@@ -18,18 +18,9 @@
 #include "core/model/model.h"
 #include "core/model/shared_plan_arena.h"
 #include "core/serve/plan_cache.h"
+#include "core/serve/recorded_plan_run.h"
 
 namespace replicad {
-
-// A plan's run on one set of device buffers recorded as one unit (CUDA
-// graphs, Device::Record): recorded on the set's second run (the first has
-// chosen the kernels' algorithms), replayed on every run after; never again
-// once recording failed. Touched on the slot's stream thread only.
-struct RecordedPlanRun {
-  std::unique_ptr<Device::RecordedWork> work;
-  int runs = 0;
-  bool unrecordable = false;
-};
 
 // One copy of a model on one device slot: the slot's Device, the model's
 // weights in that device's memory, and a cache of execution plans, one per

@@ -16,6 +16,7 @@
 #include "core/base/status_macros.h"
 #include "core/device/run_context.h"
 #include "core/train/barrier_collective.h"
+#include "core/train/finite_values.h"
 #include "core/train/gradient_reduction.h"
 #include "core/train/loss_scaler.h"
 #include "core/train/rank_coordinator.h"
@@ -246,8 +247,7 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Impl::StepL
     // Skipped or refused, a step that is not applied answers the same
     // reason; an fp16 overflow is skipped, as GradScaler skips it.
     if (non_finite_steps_ == TrainerOptions::NonFiniteSteps::kRefuse && !overflowed) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(why, "; the step was not applied and the weights are unchanged"));
+      return StepNotApplied(why);
     }
     StepResult skipped = ResultOf(step);
     skipped.step = step_;
@@ -502,8 +502,7 @@ absl::Status DataParallelTrainer::Impl::GatherGradients(StepState& step, bool* s
 
 std::string DataParallelTrainer::Impl::ScaleAndCheckFinite(StepState& step) {
   if (!std::isfinite(step.loss)) {
-    return absl::StrCat("the step's loss is ", step.loss,
-                        " (not finite): its inputs overflow the model's float32 arithmetic");
+    return NonFiniteLossReason(step.loss);
   }
   // The host's sums over the global batch (GPU slots under allreduce
   // reduced on the devices, overlapped with the backward pass; a GPU
@@ -516,9 +515,7 @@ std::string DataParallelTrainer::Impl::ScaleAndCheckFinite(StepState& step) {
     // Where the host sums the gradients it can also check them (on GPU
     // reductions only the loss is checked).
     if (!std::all_of(sum.begin(), sum.end(), [](float v) { return std::isfinite(v); })) {
-      const int value = training_.parameters[p];
-      return absl::StrCat("the gradient of parameter '", training_.graph.values[value].name,
-                          "' is not finite");
+      return NonFiniteGradientReason(training_, p);
     }
   }
   return "";
@@ -536,12 +533,7 @@ std::string DataParallelTrainer::Impl::CheckUpdateStaysFinite() {
   for (const std::vector<float>& r : *host_sums) sums.push_back(r.data());
   const std::optional<Optimizer::NonFiniteUpdate> bad =
       applying->optimizer->FirstNonFiniteUpdate(parameters, sums);
-  if (!bad) return "";
-  const OptimizerConfig& config = applying->optimizer->config();
-  return absl::StrCat("the update would make element ", bad->element, " of parameter '",
-                      training_.graph.values[training_.parameters[bad->parameter]].name, "' ",
-                      bad->after, " (from ", bad->before, ", gradient ", bad->gradient,
-                      ", learning_rate ", config.learning_rate, ")");
+  return bad ? NonFiniteUpdateReason(training_, *applying->optimizer, *bad) : "";
 }
 
 absl::Status DataParallelTrainer::Impl::ShareRunningStatistics(StepState& step) {

@@ -54,4 +54,28 @@ absl::Status CheckProbabilityRows(const Tensor& targets, const std::string& fiel
   return absl::OkStatus();
 }
 
+std::string NonFiniteLossReason(double loss) {
+  return absl::StrCat("the step's loss is ", loss,
+                      " (not finite): its inputs overflow the model's float32 arithmetic");
+}
+
+std::string NonFiniteGradientReason(const TrainingGraph& training, size_t parameter) {
+  return absl::StrCat("the gradient of parameter '",
+                      training.graph.values[training.parameters[parameter]].name,
+                      "' is not finite");
+}
+
+std::string NonFiniteUpdateReason(const TrainingGraph& training, const Optimizer& optimizer,
+                                  const Optimizer::NonFiniteUpdate& bad) {
+  return absl::StrCat("the update would make element ", bad.element, " of parameter '",
+                      training.graph.values[training.parameters[bad.parameter]].name, "' ",
+                      bad.after, " (from ", bad.before, ", gradient ", bad.gradient,
+                      ", learning_rate ", optimizer.config().learning_rate, ")");
+}
+
+absl::Status StepNotApplied(const std::string& why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(why, "; the step was not applied and the weights are unchanged"));
+}
+
 }  // namespace replicad

@@ -5,6 +5,8 @@
 
 #include "absl/status/status.h"
 #include "core/tensor/tensor.h"
+#include "core/train/optimizer.h"
+#include "core/train/training_graph.h"
 
 namespace replicad {
 
@@ -22,6 +24,18 @@ absl::Status CheckFiniteValues(const Tensor& tensor, const std::string& field);
 // to 1 within `tolerance` (absolute).
 absl::Status CheckProbabilityRows(const Tensor& targets, const std::string& field,
                                   double tolerance = 1e-3);
+
+// Why a step that ran is not applied, in the words every trainer answers
+// with: its loss is not finite; the mean gradient of parameter `parameter`
+// (index into training.parameters) is not; the update would make an element
+// not finite (Optimizer::FirstNonFiniteUpdate's `bad`).
+std::string NonFiniteLossReason(double loss);
+std::string NonFiniteGradientReason(const TrainingGraph& training, size_t parameter);
+std::string NonFiniteUpdateReason(const TrainingGraph& training, const Optimizer& optimizer,
+                                  const Optimizer::NonFiniteUpdate& bad);
+// A step refused for `why` (NonFiniteSteps::kRefuse): InvalidArgument
+// saying that nothing changed.
+absl::Status StepNotApplied(const std::string& why);
 
 }  // namespace replicad
 

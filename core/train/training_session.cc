@@ -86,7 +86,7 @@ absl::StatusOr<std::vector<TrainerSlot>> TrainingSession::TrainerSlots() const {
   return slots;
 }
 
-absl::StatusOr<std::unique_ptr<DataParallelTrainer>> TrainingSession::MakeDataParallelTrainer(
+absl::StatusOr<std::unique_ptr<ModelTrainer>> TrainingSession::MakeDataParallelTrainer(
     const TrainerOptions& options) const {
   REPLICAD_ASSIGN_OR_RETURN(std::vector<TrainerSlot> slots, TrainerSlots());
   TrainerReduction reduction;
@@ -99,12 +99,15 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> TrainingSession::MakeDataPa
   }
   reduction.slot_all_reduce = &CreateSlotAllReduce;
   if (environment_.job != nullptr) reduction.ranks = environment_.job->training_ranks();
-  return DataParallelTrainer::Create(model_, std::move(slots), options, std::move(reduction));
+  REPLICAD_ASSIGN_OR_RETURN(
+      std::unique_ptr<DataParallelTrainer> trainer,
+      DataParallelTrainer::Create(model_, std::move(slots), options, std::move(reduction)));
+  return trainer;
 }
 
-void TrainingSession::DropTrainerLocked() {
-  data_parallel_ = nullptr;
-  trainer_.reset();
+DataParallelTrainer& TrainingSession::RanksTrainerLocked() {
+  // A job trains data-parallel only (TrainsInThisJob): its trainer is one.
+  return static_cast<DataParallelTrainer&>(*trainer_);
 }
 
 absl::Status TrainingSession::TrainsInThisJob() const {
@@ -123,18 +126,9 @@ absl::Status TrainingSession::EnsureTrainer(DType target_dtype) {
   REPLICAD_ASSIGN_OR_RETURN(config_,
                             CompleteTrainingConfig(config_, *model_, environment_.devices));
   const TrainerOptions options = TrainerOptionsOf(config_, target_dtype);
-  absl::StatusOr<std::unique_ptr<ModelTrainer>> trainer;
-  DataParallelTrainer* data_parallel = nullptr;
-  if (environment_.make_trainer) {
-    trainer = environment_.make_trainer(model_, options);
-  } else if (absl::StatusOr<std::unique_ptr<DataParallelTrainer>> made =
-                 MakeDataParallelTrainer(options);
-             made.ok()) {
-    data_parallel = made->get();
-    trainer = *std::move(made);
-  } else {
-    trainer = made.status();
-  }
+  absl::StatusOr<std::unique_ptr<ModelTrainer>> trainer =
+      environment_.make_trainer ? environment_.make_trainer(model_, options)
+                                : MakeDataParallelTrainer(options);
   if (!trainer.ok()) {
     // The optimizer's own messages say "optimizer.x"; the RPC's field is "config.optimizer.x".
     return absl::Status(trainer.status().code(),
@@ -152,7 +146,6 @@ absl::Status TrainingSession::EnsureTrainer(DType target_dtype) {
     REPLICAD_RETURN_IF_ERROR((*trainer)->Resume(published_step_, {}));
   }
   trainer_ = *std::move(trainer);
-  data_parallel_ = data_parallel;
   trainer_target_dtype_ = target_dtype;
   return absl::OkStatus();
 }
@@ -209,7 +202,7 @@ absl::StatusOr<TrainingConfig> TrainingSession::ConfigureNow(const TrainingConfi
     // Keep the weights and the step; the optimizer starts over.
     REPLICAD_ASSIGN_OR_RETURN(model_, trainer_->CurrentModel());
     published_step_ = trainer_->step();
-    DropTrainerLocked();
+    trainer_.reset();
     resume_.reset();
   }
   config_ = WritesCheckpoints() ? completed : WithoutCheckpoints(completed);
@@ -321,7 +314,8 @@ absl::StatusOr<TrainerStepResult> TrainingSession::Rank0StepLocked(
                                               configured_from_rank0_.message())));
         }
         entered = true;
-        return data_parallel_->StepRows(from_rank0.first_row, from_rank0.batch, inputs, targets);
+        return RanksTrainerLocked().StepRows(from_rank0.first_row, from_rank0.batch, inputs,
+                                             targets);
       });
   if (!entered) {
     (void)GatherReadiness(*environment_.job->training_ranks(), FailedBeforeEntering(result), "");
@@ -338,7 +332,7 @@ absl::StatusOr<TrainerStepResult> TrainingSession::LeadStepLocked(const std::vec
     // Each other rank is sent only its own rows (rank 0's are the first).
     const int64_t batch = inputs[0].shape()[0];
     for (int r = 1; r < job.training_ranks()->size(); ++r) {
-      const DataParallelTrainer::RowRange rows = data_parallel_->RowsOfRank(batch, r);
+      const DataParallelTrainer::RowRange rows = RanksTrainerLocked().RowsOfRank(batch, r);
       RankCommand command;
       command.kind = RankCommand::Kind::kStep;
       command.model = environment_.model;
@@ -377,7 +371,7 @@ absl::StatusOr<TrainerStepResult> TrainingSession::ShardStepLocked(
   const uint64_t configuration = TrainingFingerprint(config_);
   return StepLocked(targets.dtype(), [&] {
     *entered = true;
-    return data_parallel_->StepShard(shard.step, configuration, inputs, targets);
+    return RanksTrainerLocked().StepShard(shard.step, configuration, inputs, targets);
   });
 }
 
@@ -395,7 +389,7 @@ absl::StatusOr<TrainerStepResult> TrainingSession::StepLocked(
     resume_->step = published_step_;
     resume_->optimizer = config_.optimizer;
     resume_->optimizer_state = std::move(state);
-    DropTrainerLocked();
+    trainer_.reset();
   }
   const bool new_trainer = trainer_ == nullptr;
   const std::optional<Checkpoint> resume = resume_;  // Tensors are shared, not copied.
@@ -406,7 +400,7 @@ absl::StatusOr<TrainerStepResult> TrainingSession::StepLocked(
     // is not kept: the next request, with other targets, gets one of its
     // own, resuming what this one was given.
     if (new_trainer) {
-      DropTrainerLocked();
+      trainer_.reset();
       resume_ = resume;
     }
     return result;

@@ -138,9 +138,11 @@ class TrainingSession final : public Trainable {
   absl::Status EnsureTrainer(DType target_dtype) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The data-parallel trainer of the current configuration over this
   // session's slots (and a job's ranks, or a parameter server).
-  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeDataParallelTrainer(
+  absl::StatusOr<std::unique_ptr<ModelTrainer>> MakeDataParallelTrainer(
       const TrainerOptions& options) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void DropTrainerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // trainer_ as the data-parallel trainer a job's steps (rows and shards of
+  // ranks) need; with a job, it always is one.
+  DataParallelTrainer& RanksTrainerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unimplemented for Environment::make_trainer's models in a job of ranks.
   absl::Status TrainsInThisJob() const;
   absl::StatusOr<std::vector<TrainerSlot>> TrainerSlots() const;
@@ -204,9 +206,6 @@ class TrainingSession final : public Trainable {
   std::shared_ptr<const Model> model_ ABSL_GUARDED_BY(mu_);
   std::string source_bytes_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ModelTrainer> trainer_ ABSL_GUARDED_BY(mu_);
-  // trainer_ when it is a DataParallelTrainer (always, in a job of several
-  // ranks): what a job's steps need of it (rows and shards of ranks).
-  DataParallelTrainer* data_parallel_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The targets' dtype trainer_ was made for (its loss's form).
   DType trainer_target_dtype_ ABSL_GUARDED_BY(mu_) = DType::kInt64;
   std::optional<Checkpoint> resume_ ABSL_GUARDED_BY(mu_);  // Until the trainer takes it.

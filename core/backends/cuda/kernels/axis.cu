@@ -77,22 +77,34 @@ __global__ void TriluKernel(const T* in, T* out, int64_t n, int64_t rows, int64_
   }
 }
 
-}  // namespace
-
-void LaunchArgReduce(const float* in, int64_t* out, int64_t outer, int64_t axis_dim, int64_t inner,
-                     bool max, bool last, cudaStream_t stream) {
+template <typename T>
+void ArgReduceOn(const T* in, int64_t* out, int64_t outer, int64_t axis_dim, int64_t inner,
+                 bool max, bool last, cudaStream_t stream) {
   const int64_t lines = outer * inner;
   if (lines == 0) return;
   ArgReduceKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim,
                                                                      inner, max, last);
 }
 
-void LaunchArgReduce(const int64_t* in, int64_t* out, int64_t outer, int64_t axis_dim,
-                     int64_t inner, bool max, bool last, cudaStream_t stream) {
+template <typename T>
+void CumSumOn(const T* in, T* out, int64_t outer, int64_t axis_dim, int64_t inner, bool exclusive,
+              bool reverse, cudaStream_t stream) {
   const int64_t lines = outer * inner;
   if (lines == 0) return;
-  ArgReduceKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim,
-                                                                     inner, max, last);
+  CumSumKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim, inner,
+                                                                  exclusive, reverse);
+}
+
+}  // namespace
+
+void LaunchArgReduce(const float* in, int64_t* out, int64_t outer, int64_t axis_dim, int64_t inner,
+                     bool max, bool last, cudaStream_t stream) {
+  ArgReduceOn(in, out, outer, axis_dim, inner, max, last, stream);
+}
+
+void LaunchArgReduce(const int64_t* in, int64_t* out, int64_t outer, int64_t axis_dim,
+                     int64_t inner, bool max, bool last, cudaStream_t stream) {
+  ArgReduceOn(in, out, outer, axis_dim, inner, max, last, stream);
 }
 
 void LaunchHardmax(const float* in, float* out, int64_t outer, int64_t axis_dim, int64_t inner,
@@ -104,18 +116,12 @@ void LaunchHardmax(const float* in, float* out, int64_t outer, int64_t axis_dim,
 
 void LaunchCumSum(const float* in, float* out, int64_t outer, int64_t axis_dim, int64_t inner,
                   bool exclusive, bool reverse, cudaStream_t stream) {
-  const int64_t lines = outer * inner;
-  if (lines == 0) return;
-  CumSumKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim, inner,
-                                                                  exclusive, reverse);
+  CumSumOn(in, out, outer, axis_dim, inner, exclusive, reverse, stream);
 }
 
 void LaunchCumSum(const int64_t* in, int64_t* out, int64_t outer, int64_t axis_dim, int64_t inner,
                   bool exclusive, bool reverse, cudaStream_t stream) {
-  const int64_t lines = outer * inner;
-  if (lines == 0) return;
-  CumSumKernel<<<BlocksFor(lines), kThreadsPerBlock, 0, stream>>>(in, out, lines, axis_dim, inner,
-                                                                  exclusive, reverse);
+  CumSumOn(in, out, outer, axis_dim, inner, exclusive, reverse, stream);
 }
 
 void LaunchTrilu(const void* in, void* out, int64_t matrices, int64_t rows, int64_t cols, int64_t k,
