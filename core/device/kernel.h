@@ -69,7 +69,8 @@ class Kernel {
   // Whether the work one Run issues may be recorded and replayed as it was
   // (Device::Record): false for a kernel whose launches carry values of its
   // RunContext (a training step's seed or update number), which a replay
-  // would repeat.
+  // would repeat, and for one that checks a request's values on the host
+  // before it launches (indices that are data), which a replay would skip.
   virtual bool replayable() const { return true; }
 
   // With KernelSpec::native_output: the layout output 0 is written in

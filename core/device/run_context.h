@@ -46,6 +46,10 @@ struct RunContext {
   int64_t global_rows = 0;  // Rows of the step's whole batch; 0 outside training.
   int participant = 0;      // This slot's index among the step's participants.
   StepCollective* collective = nullptr;  // Null: this slot's statistics are the batch's.
+  // The step's class labels were checked on the host (CheckClassLabels), so
+  // a loss kernel need not check them itself: on a GPU that check reads a
+  // flag back and waits for the stream in the middle of the step.
+  bool targets_checked = false;
 };
 
 }  // namespace replicad

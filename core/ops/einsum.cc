@@ -1,8 +1,9 @@
 // Einsum (einsum_attributes.h). maxvit_t exports its attention's batched
-// matrix products as Einsum; the CPU backend runs those on oneDNN's matmul
-// and any other equation as a loop.
+// matrix products as Einsum; the backends run those as strided batched
+// products (oneDNN's matmul, cuBLAS) and any other equation as a loop.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -70,6 +71,34 @@ absl::StatusOr<std::string> ExplicitOutput(const std::string& rhs, int ellipsis_
     }
   }
   return labels;
+}
+
+// A group of labels (batch, rows, columns or contracted) as one dim of a
+// tensor whose labels are `term` (row-major dims `shape`): its size and
+// stride, when the group lies contiguous there in `group`'s order.
+struct CollapsedGroup {
+  int64_t size = 1;
+  int64_t stride = 0;
+};
+std::optional<CollapsedGroup> CollapseGroup(const std::string& group, const std::string& term,
+                                            const Shape& shape) {
+  if (group.empty()) return CollapsedGroup{};
+  const size_t at = term.find(group);
+  if (at == std::string::npos) return std::nullopt;
+  CollapsedGroup collapsed;
+  collapsed.stride = 1;
+  for (size_t d = shape.size(); d-- > at + group.size();) collapsed.stride *= shape[d];
+  for (size_t d = at; d < at + group.size(); ++d) collapsed.size *= shape[d];
+  return collapsed;
+}
+
+// The labels of `term` that are in `group`, in term's order.
+std::string InTermOrder(const std::string& term, const std::string& group) {
+  std::string ordered;
+  for (char label : term) {
+    if (group.find(label) != std::string::npos) ordered += label;
+  }
+  return ordered;
 }
 
 }  // namespace
@@ -156,6 +185,82 @@ absl::Status InferEinsum(KernelSpec* spec) {
   Shape shape(layout.sizes.begin(), layout.sizes.begin() + layout.output.size());
   spec->outputs = {TensorType{spec->inputs[0]->dtype, shape}};
   return absl::OkStatus();
+}
+
+std::vector<std::vector<int64_t>> EinsumLabelStrides(const EinsumLayout& layout,
+                                                     const std::vector<Shape>& input_shapes) {
+  std::vector<std::vector<int64_t>> all;
+  for (size_t t = 0; t < layout.terms.size(); ++t) {
+    const std::string& term = layout.terms[t];
+    std::vector<int64_t> strides(layout.labels.size(), 0);
+    int64_t stride = 1;
+    for (int d = static_cast<int>(term.size()) - 1; d >= 0; --d) {
+      const int64_t size = input_shapes[t][d];
+      if (size != 1) strides[layout.labels.find(term[d])] += stride;
+      stride *= size;
+    }
+    all.push_back(std::move(strides));
+  }
+  return all;
+}
+
+std::optional<EinsumBatchedProduct> EinsumAsBatchedProduct(const EinsumLayout& layout,
+                                                           const Shape& a_shape,
+                                                           const Shape& b_shape) {
+  if (layout.terms.size() != 2) return std::nullopt;
+  const Shape* shapes[] = {&a_shape, &b_shape};
+  for (size_t t = 0; t < 2; ++t) {
+    const std::string& term = layout.terms[t];
+    for (size_t d = 0; d < term.size(); ++d) {
+      if (term.find(term[d]) != d || (*shapes[t])[d] != layout.sizes[layout.labels.find(term[d])]) {
+        return std::nullopt;
+      }
+    }
+  }
+  const std::string& a = layout.terms[0];
+  const std::string& b = layout.terms[1];
+  const std::string& y = layout.output;
+  std::string batch, rows, columns, contracted;
+  for (char label : layout.labels) {
+    const bool in_a = a.find(label) != std::string::npos;
+    const bool in_b = b.find(label) != std::string::npos;
+    const bool in_y = y.find(label) != std::string::npos;
+    if (in_a && in_b && in_y) {
+      batch += label;
+    } else if (in_a && in_y) {
+      rows += label;
+    } else if (in_b && in_y) {
+      columns += label;
+    } else if (in_a && in_b) {
+      contracted += label;
+    } else {
+      return std::nullopt;  // A label summed within one input.
+    }
+  }
+  batch = InTermOrder(y, batch);
+  rows = InTermOrder(y, rows);
+  columns = InTermOrder(y, columns);
+  contracted = InTermOrder(a, contracted);
+  if (y != batch + rows + columns || contracted.empty()) return std::nullopt;
+  const std::optional<CollapsedGroup> a_batch = CollapseGroup(batch, a, a_shape),
+                                      a_rows = CollapseGroup(rows, a, a_shape),
+                                      a_depth = CollapseGroup(contracted, a, a_shape),
+                                      b_batch = CollapseGroup(batch, b, b_shape),
+                                      b_depth = CollapseGroup(contracted, b, b_shape),
+                                      b_columns = CollapseGroup(columns, b, b_shape);
+  if (!a_batch || !a_rows || !a_depth || !b_batch || !b_depth || !b_columns) return std::nullopt;
+  EinsumBatchedProduct product;
+  product.batch = a_batch->size;
+  product.rows = a_rows->size;
+  product.columns = b_columns->size;
+  product.depth = a_depth->size;
+  product.a_batch_stride = a_batch->stride;
+  product.a_row_stride = a_rows->stride;
+  product.a_depth_stride = a_depth->stride;
+  product.b_batch_stride = b_batch->stride;
+  product.b_depth_stride = b_depth->stride;
+  product.b_column_stride = b_columns->stride;
+  return product;
 }
 
 }  // namespace replicad

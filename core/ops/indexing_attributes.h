@@ -42,6 +42,15 @@ struct ScatterElementsLayout {
 };
 absl::StatusOr<ScatterElementsLayout> ParseScatterElements(const KernelSpec& spec);
 
+// GatherElements' and ScatterElements' check of their indices, one function
+// for every backend: OK when each of the `count` indices lies in
+// [-axis_dim, axis_dim); else InvalidArgument as CheckIndexTuples' (tuples
+// of one index) for the first that does not.
+absl::Status CheckElementIndices(absl::string_view node, const int32_t* indices, int64_t count,
+                                 int64_t axis_dim);
+absl::Status CheckElementIndices(absl::string_view node, const int64_t* indices, int64_t count,
+                                 int64_t axis_dim);
+
 // GatherND: data [d_0..d_{r-1}], indices [i_0..i_{q-2}, k] (int64) with the
 // first batch_dims dims shared and k <= r - batch_dims. Each of the `count`
 // index tuples picks the slice data[batch][t_0..t_{k-1}] of `slice` elements;

@@ -27,6 +27,34 @@ absl::Status CheckIndexTuples(absl::string_view node, const int64_t* indices, in
   return absl::OkStatus();
 }
 
+namespace {
+
+template <typename Index>
+absl::Status CheckIndicesAlongAxis(absl::string_view node, const Index* indices, int64_t count,
+                                   int64_t axis_dim) {
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t index = static_cast<int64_t>(indices[i]);
+    if (index < -axis_dim || index >= axis_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(node, ": input 1 'indices' holds ", index,
+                                                     " at position ", i, "; expected an index in [",
+                                                     -axis_dim, ", ", axis_dim - 1, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckElementIndices(absl::string_view node, const int32_t* indices, int64_t count,
+                                 int64_t axis_dim) {
+  return CheckIndicesAlongAxis(node, indices, count, axis_dim);
+}
+
+absl::Status CheckElementIndices(absl::string_view node, const int64_t* indices, int64_t count,
+                                 int64_t axis_dim) {
+  return CheckIndicesAlongAxis(node, indices, count, axis_dim);
+}
+
 absl::StatusOr<GatherElementsLayout> ParseGatherElements(const KernelSpec& spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, 2));
   REPLICAD_ASSIGN_OR_RETURN(TensorType data, RequiredInput(spec, 0, "data"));

@@ -216,6 +216,12 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Impl::StepL
   std::optional<absl::MutexLock> one_device_step;
   if (absl::Mutex* mu = reduction_->step_mutex(); mu != nullptr) one_device_step.emplace(mu);
   if (ready.ok()) ready = PlanSlices(step);
+  // Once here rather than in every slot's loss kernel, which on a GPU would
+  // wait for its stream between the forward and the backward pass.
+  if (ready.ok() && !step.plans.empty()) {
+    ready = CheckClassLabelsOnHost(training_, step.plans[0]->plan->value_types(), step.targets,
+                                   step.first_row, &step.targets_checked);
+  }
   if (ranks_ != nullptr) {
     // Every rank ready and alike, or the step ends here on every rank:
     // past this point the ranks wait for each other (statistics, NCCL, sums).
@@ -404,8 +410,9 @@ absl::Status DataParallelTrainer::Impl::RunSlices(StepState& step) {
     // A device reduction needs every slot, with or without rows.
     if (i < 0 && !reduction_->every_slot_runs()) continue;
     if (i >= 0) {
-      contexts[i] =
-          RunContext{step_ + 1, seed_, step.first_row + slices[i].begin, step.batch, i, meeting};
+      contexts[i] = RunContext{step_ + 1,           seed_, step.first_row + slices[i].begin,
+                               step.batch,          i,     meeting,
+                               step.targets_checked};
     }
     reducers[s] = reduction_->ForSlot(static_cast<int>(s), step.scale);
     TrainingSlot& slot = *slots_[s];

@@ -36,6 +36,7 @@ struct StepState {
   std::vector<BatchSlice> slices;    // This rank's, on its own slot indices.
   std::vector<int> ranks_with_rows;  // Ascending.
   bool runs_first_row = false;
+  bool targets_checked = false;  // The class labels, on the host (RunContext::targets_checked).
   std::vector<SlotPlan*> plans;  // Per slice.
   std::vector<double> seconds, forward_seconds;
   double loss = 0, correct = 0;  // Sums: this rank's, then the job's.

@@ -1,5 +1,6 @@
 #include "core/train/training_batch.h"
 
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,31 @@ absl::Status ValidateTrainingBatch(const TrainingGraph& training, const std::vec
   }
   REPLICAD_RETURN_IF_ERROR(CheckFiniteValues(targets, "targets"));
   if (training.classification) REPLICAD_RETURN_IF_ERROR(CheckProbabilityRows(targets, "targets"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckClassLabels(const Tensor& targets, int64_t classes, int64_t first_row) {
+  const int64_t* labels = targets.data<int64_t>();
+  for (int64_t row = 0; row < targets.num_elements(); ++row) {
+    if (labels[row] < 0 || labels[row] >= classes) {
+      return absl::InvalidArgumentError(absl::StrCat("targets[", first_row + row,
+                                                     "] must be a class in [0, ", classes,
+                                                     "), received ", labels[row]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckClassLabelsOnHost(const TrainingGraph& training, const ValueTypes& value_types,
+                                    const Tensor& targets, int64_t first_row, bool* checked) {
+  *checked = false;
+  if (!training.classification || targets.dtype() != DType::kInt64 || training.loss_input < 0) {
+    return absl::OkStatus();
+  }
+  const std::optional<TensorType>& logits = value_types[training.loss_input];
+  if (!logits.has_value() || logits->shape.empty()) return absl::OkStatus();
+  REPLICAD_RETURN_IF_ERROR(CheckClassLabels(targets, logits->shape.back(), first_row));
+  *checked = true;
   return absl::OkStatus();
 }
 

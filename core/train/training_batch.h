@@ -22,6 +22,20 @@ absl::Status ValidateTrainingBatch(const TrainingGraph& training, const std::vec
                                    const Tensor& targets, int64_t* rows,
                                    bool rows_may_be_none = false);
 
+// OK when every int64 label of `targets` is a class in [0, classes);
+// otherwise InvalidArgument naming the first that is not by its row in the
+// step's whole batch (`first_row` + its index), as the loss kernels do:
+// "targets[3] must be a class in [0, 10), received 12".
+absl::Status CheckClassLabels(const Tensor& targets, int64_t classes, int64_t first_row);
+
+// CheckClassLabels of a classification step's int64 labels against the
+// logits' classes as a plan of `training` knows them (`value_types`,
+// ExecutionPlan::value_types), setting *checked when they pass. Float
+// targets, another loss, or classes the plan does not know: OK with
+// *checked false (the loss kernels then check the labels).
+absl::Status CheckClassLabelsOnHost(const TrainingGraph& training, const ValueTypes& value_types,
+                                    const Tensor& targets, int64_t first_row, bool* checked);
+
 // Bytes of a row of a host tensor whose dim 0 is the batch.
 size_t RowBytes(const Tensor& t);
 // Row `row` of a host tensor whose dim 0 is the batch.

@@ -223,6 +223,7 @@ int BuildForward(const Graph& model, const LossPath& path, const LossSpec& loss,
 void EmitLoss(const LossSpec& loss, int loss_input, int targets, Backward* backward,
               TrainingGraph* result) {
   Graph& graph = result->graph;
+  result->loss_input = loss_input;
   int loss_sum = -1;
   if (loss.kind == LossSpec::Kind::kSoftmaxCrossEntropy) {
     const std::vector<int> out = backward->Emit(kSoftmaxCrossEntropy, {loss_input, targets}, 3);

@@ -48,6 +48,9 @@ struct TrainingGraph {
   int first_backward_node = 0;
   // The loss node's output holding the gradient it seeds (of the loss's input).
   int loss_gradient = -1;
+  // The loss node's first input: the logits (softmax cross-entropy, its
+  // last dim the classes) or the predictions (mean squared error).
+  int loss_input = -1;
   // fp16: the float32 scalar graph input (the last) that gradient is
   // multiplied by, the loss scale (float16_products.h); -1 otherwise.
   int loss_scale_input = -1;

@@ -38,15 +38,11 @@ class CpuAndGpuTest : public ::testing::Test {
   // others exactly; `what` names the case in failures.
   void ExpectKernelMatchesCpu(const KernelCall& call, const std::string& what,
                               double tolerance = 1e-4) {
-    absl::StatusOr<std::vector<Tensor>> cpu = RunKernel(*cpu_, call);
-    ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status();
-    absl::StatusOr<std::vector<Tensor>> gpu = RunKernel(*gpu_, call);
-    ASSERT_TRUE(gpu.ok()) << what << ": " << gpu.status();
-    ASSERT_EQ(gpu->size(), cpu->size()) << what;
-    for (size_t o = 0; o < cpu->size(); ++o) {
-      const Tensor& a = (*gpu)[o];
-      const Tensor& e = (*cpu)[o];
-      ASSERT_EQ(TensorTypeToString(a.type()), TensorTypeToString(e.type())) << what;
+    std::vector<Tensor> cpu, gpu;
+    if (!RunOnBoth(call, what, &cpu, &gpu)) return;
+    for (size_t o = 0; o < cpu.size(); ++o) {
+      const Tensor& a = gpu[o];
+      const Tensor& e = cpu[o];
       if (e.dtype() != DType::kFloat32) {
         EXPECT_EQ(std::memcmp(a.raw_data(), e.raw_data(), e.byte_size()), 0) << what;
         continue;
@@ -64,7 +60,54 @@ class CpuAndGpuTest : public ::testing::Test {
     }
   }
 
+  // Runs `call` on both slots: every output element on the GPU holds the
+  // CPU's bytes (NaN payloads and the sign of zero included).
+  void ExpectKernelBytesMatchCpu(const KernelCall& call, const std::string& what) {
+    std::vector<Tensor> cpu, gpu;
+    if (!RunOnBoth(call, what, &cpu, &gpu)) return;
+    for (size_t o = 0; o < cpu.size(); ++o) {
+      const size_t element = DTypeSize(cpu[o].dtype());
+      const char* got = static_cast<const char*>(gpu[o].raw_data());
+      const char* want = static_cast<const char*>(cpu[o].raw_data());
+      int reported = 0;
+      for (int64_t i = 0; i < cpu[o].num_elements() && reported < 5; ++i) {
+        if (std::memcmp(got + i * element, want + i * element, element) != 0) {
+          ADD_FAILURE() << what << ", output " << o << ": element " << i << " differs";
+          ++reported;
+        }
+      }
+    }
+  }
+
   std::unique_ptr<Device> cpu_, gpu_;
+
+ private:
+  // `call` on both slots into `cpu` and `gpu`; false, with a failure, when a
+  // run fails or the two give different numbers or types of outputs.
+  bool RunOnBoth(const KernelCall& call, const std::string& what, std::vector<Tensor>* cpu,
+                 std::vector<Tensor>* gpu) {
+    absl::StatusOr<std::vector<Tensor>> on_cpu = RunKernel(*cpu_, call);
+    absl::StatusOr<std::vector<Tensor>> on_gpu = RunKernel(*gpu_, call);
+    if (!on_cpu.ok() || !on_gpu.ok()) {
+      ADD_FAILURE() << what << ": cpu " << on_cpu.status() << ", gpu " << on_gpu.status();
+      return false;
+    }
+    if (on_gpu->size() != on_cpu->size()) {
+      ADD_FAILURE() << what << ": " << on_gpu->size() << " outputs vs cpu " << on_cpu->size();
+      return false;
+    }
+    for (size_t o = 0; o < on_cpu->size(); ++o) {
+      const std::string got = TensorTypeToString((*on_gpu)[o].type());
+      const std::string want = TensorTypeToString((*on_cpu)[o].type());
+      if (got != want) {
+        ADD_FAILURE() << what << ", output " << o << ": " << got << " vs cpu " << want;
+        return false;
+      }
+    }
+    *cpu = *std::move(on_cpu);
+    *gpu = *std::move(on_gpu);
+    return true;
+  }
 };
 
 }  // namespace replicad::testing

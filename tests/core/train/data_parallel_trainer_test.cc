@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/npy.h"
 #include "core/backends/cpu/cpu_backend.h"
+#include "core/train/training_batch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/train/torch_reference.h"
@@ -150,6 +151,19 @@ TEST(DataParallelTrainerTest, ParameterServerTrainsLikeAllreduce) {
   EXPECT_EQ(ps->OptimizerState()->size(), allreduce->OptimizerState()->size());
 }
 
+TEST(CheckClassLabelsTest, NamesTheFirstLabelOutsideTheClassesByItsRowInTheBatch) {
+  Tensor labels = testing::ClassLabels(5, 10, 0);
+  EXPECT_TRUE(CheckClassLabels(labels, 10, 0).ok());
+  labels.data<int64_t>()[2] = -1;
+  labels.data<int64_t>()[4] = 10;
+  const absl::Status status = CheckClassLabels(labels, 10, 64);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "targets[66] must be a class in [0, 10), received -1");
+  labels.data<int64_t>()[2] = 9;
+  EXPECT_EQ(CheckClassLabels(labels, 10, 0).message(),
+            "targets[4] must be a class in [0, 10), received 10");
+}
+
 TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {
   OptimizerConfig sgd;
   std::unique_ptr<DataParallelTrainer> trainer = MakeTrainer(2, sgd);
@@ -160,8 +174,10 @@ TEST(DataParallelTrainerTest, BadTargetsChangeNothing) {
   out_of_range.data<int64_t>()[3] = 9;
   absl::StatusOr<DataParallelTrainer::StepResult> result = trainer->Step({images}, out_of_range);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  // Checked on the host before any slot runs, named by its row in the batch
+  // (slot 1's second row).
   EXPECT_THAT(std::string(result.status().message()),
-              HasSubstr("must be a class in [0, 4), received 9"));
+              HasSubstr("targets[3] must be a class in [0, 4), received 9"));
 
   result = trainer->Step({images}, testing::ClassLabels(3, 4, 0));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);

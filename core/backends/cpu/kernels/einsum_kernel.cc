@@ -22,25 +22,15 @@ namespace {
 using dnnl::memory;
 
 // Every output element is the sum, over the labels not in the output, of
-// the product of the inputs' elements there. Strides of a label an input
-// lacks, or broadcasts (size 1), are 0.
+// the product of the inputs' elements there (EinsumLabelStrides).
 template <typename T>
 class EinsumLoopKernel : public Kernel {
  public:
   EinsumLoopKernel(const EinsumLayout& layout, const std::vector<Shape>& input_shapes)
-      : sizes_(layout.sizes), output_labels_(layout.output.size()), index_(layout.sizes.size()) {
-    for (size_t t = 0; t < layout.terms.size(); ++t) {
-      const std::string& term = layout.terms[t];
-      std::vector<int64_t> strides(layout.labels.size(), 0);
-      int64_t stride = 1;
-      for (int d = static_cast<int>(term.size()) - 1; d >= 0; --d) {
-        // A dim of size 1 where the label is larger broadcasts: stride 0.
-        const int64_t size = input_shapes[t][d];
-        if (size != 1) strides[layout.labels.find(term[d])] += stride;
-        stride *= size;
-      }
-      strides_.push_back(std::move(strides));
-    }
+      : sizes_(layout.sizes),
+        output_labels_(layout.output.size()),
+        strides_(EinsumLabelStrides(layout, input_shapes)),
+        index_(layout.sizes.size()) {
     for (size_t i = 0; i < output_labels_; ++i) outer_ *= sizes_[i];
     for (size_t i = output_labels_; i < sizes_.size(); ++i) inner_ *= sizes_[i];
   }
@@ -83,89 +73,21 @@ class EinsumLoopKernel : public Kernel {
   int64_t inner_ = 1;
 };
 
-// A group of labels (batch, rows, columns or contracted) as one dim of a
-// tensor whose labels are `term` (row-major dims `shape`): its size and
-// stride, when the group lies contiguous there in `group`'s order.
-struct Collapsed {
-  int64_t size = 1;
-  int64_t stride = 1;
-};
-std::optional<Collapsed> Collapse(const std::string& group, const std::string& term,
-                                  const Shape& shape) {
-  if (group.empty()) return Collapsed{1, 0};
-  const size_t at = term.find(group);
-  if (at == std::string::npos) return std::nullopt;
-  Collapsed c;
-  int64_t stride = 1;
-  for (size_t d = shape.size(); d-- > at + group.size();) stride *= shape[d];
-  c.stride = stride;
-  for (size_t d = at; d < at + group.size(); ++d) c.size *= shape[d];
-  return c;
-}
-
-// The matmul of a batched matrix product, or nullopt for another equation.
+// The matmul of a batched matrix product (EinsumAsBatchedProduct), or
+// nullopt for another equation.
 std::optional<BoundPrimitive> BatchedMatMul(const KernelSpec& spec, const EinsumLayout& layout,
                                             CpuKernelContext& context) {
-  if (layout.terms.size() != 2 || spec.inputs[0]->dtype != DType::kFloat32) return std::nullopt;
-  // Each operand's dims must be its labels' full sizes, each label once: a
-  // broadcast (1 against n) or a diagonal ("ii") is the loop's.
-  for (size_t t = 0; t < 2; ++t) {
-    const std::string& term = layout.terms[t];
-    for (size_t d = 0; d < term.size(); ++d) {
-      if (term.find(term[d]) != d ||
-          spec.inputs[t]->shape[d] != layout.sizes[layout.labels.find(term[d])]) {
-        return std::nullopt;
-      }
-    }
-  }
-  const std::string& a = layout.terms[0];
-  const std::string& b = layout.terms[1];
-  const std::string& y = layout.output;
-  std::string batch, rows, columns, contracted;
-  for (char label : layout.labels) {
-    const bool in_a = a.find(label) != std::string::npos;
-    const bool in_b = b.find(label) != std::string::npos;
-    const bool in_y = y.find(label) != std::string::npos;
-    if (in_a && in_b && in_y) {
-      batch += label;
-    } else if (in_a && in_y) {
-      rows += label;
-    } else if (in_b && in_y) {
-      columns += label;
-    } else if (in_a && in_b) {
-      contracted += label;
-    } else {
-      return std::nullopt;  // A label summed within one input.
-    }
-  }
-  // Groups in the output's order, and the output as batch, rows, columns.
-  const auto in_order = [](const std::string& term, std::string group) {
-    std::string ordered;
-    for (char label : term) {
-      if (group.find(label) != std::string::npos) ordered += label;
-    }
-    return ordered;
-  };
-  batch = in_order(y, batch);
-  rows = in_order(y, rows);
-  columns = in_order(y, columns);
-  contracted = in_order(a, contracted);
-  if (y != batch + rows + columns || contracted.empty()) return std::nullopt;
-  const Shape& sa = spec.inputs[0]->shape;
-  const Shape& sb = spec.inputs[1]->shape;
-  const std::optional<Collapsed> a_batch = Collapse(batch, a, sa), a_rows = Collapse(rows, a, sa),
-                                 a_k = Collapse(contracted, a, sa),
-                                 b_batch = Collapse(batch, b, sb),
-                                 b_k = Collapse(contracted, b, sb),
-                                 b_columns = Collapse(columns, b, sb);
-  if (!a_batch || !a_rows || !a_k || !b_batch || !b_k || !b_columns) {
-    return std::nullopt;
-  }
-  const int64_t rows_n = a_rows->size, columns_n = b_columns->size, batch_n = a_batch->size;
-  const memory::desc src({batch_n, rows_n, a_k->size}, memory::data_type::f32,
-                         memory::dims{a_batch->stride, a_rows->stride, a_k->stride});
-  const memory::desc weights({batch_n, b_k->size, columns_n}, memory::data_type::f32,
-                             memory::dims{b_batch->stride, b_k->stride, b_columns->stride});
+  if (spec.inputs[0]->dtype != DType::kFloat32) return std::nullopt;
+  const std::optional<EinsumBatchedProduct> product =
+      EinsumAsBatchedProduct(layout, spec.inputs[0]->shape, spec.inputs[1]->shape);
+  if (!product.has_value()) return std::nullopt;
+  const int64_t rows_n = product->rows, columns_n = product->columns, batch_n = product->batch;
+  const memory::desc src(
+      {batch_n, rows_n, product->depth}, memory::data_type::f32,
+      memory::dims{product->a_batch_stride, product->a_row_stride, product->a_depth_stride});
+  const memory::desc weights(
+      {batch_n, product->depth, columns_n}, memory::data_type::f32,
+      memory::dims{product->b_batch_stride, product->b_depth_stride, product->b_column_stride});
   const memory::desc dst({batch_n, rows_n, columns_n}, memory::data_type::f32,
                          memory::dims{rows_n * columns_n, columns_n, 1});
   const dnnl::matmul::desc desc(src, weights, dst);

@@ -34,14 +34,7 @@ class ElementIndexWalk {
   template <typename Visit>
   absl::Status Walk(const Index* indices, Visit visit) {
     const int64_t total = NumElements(indices_);
-    for (int64_t i = 0; i < total; ++i) {
-      const int64_t index = static_cast<int64_t>(indices[i]);
-      if (index < -axis_dim_ || index >= axis_dim_) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(node_, ": input 1 'indices' holds ", index, " at position ", i,
-                         "; expected an index in [", -axis_dim_, ", ", axis_dim_ - 1, "]"));
-      }
-    }
+    REPLICAD_RETURN_IF_ERROR(CheckElementIndices(node_, indices, total, axis_dim_));
     const int rank = static_cast<int>(indices_.size());
     std::fill(index_.begin(), index_.end(), 0);
     for (int64_t i = 0; i < total; ++i) {

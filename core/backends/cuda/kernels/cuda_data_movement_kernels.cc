@@ -139,6 +139,9 @@ class GatherKernel : public Kernel {
         constant_indices_(std::move(constant_indices)),
         host_indices_(constant_indices_ ? 0 : layout.num_indices) {}
 
+  // Indices that are data are checked on the host at every Run.
+  bool replayable() const override { return constant_indices_ != nullptr; }
+
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const int64_t* indices = static_cast<const int64_t*>(inputs[1]);
     if (constant_indices_ != nullptr) {
@@ -361,6 +364,10 @@ KernelOrStatus MakeCudaGatherKernel(const KernelSpec& spec, CudaKernelContext& c
 KernelOrStatus MakeCudaConstantKernel(const KernelSpec& spec, CudaKernelContext& context) {
   if (spec.op_type == "Shape") {
     REPLICAD_ASSIGN_OR_RETURN(Tensor value, ShapeValue(spec));
+    return MakeConstantFrom(spec, context, value);
+  }
+  if (spec.op_type == "Range") {
+    REPLICAD_ASSIGN_OR_RETURN(Tensor value, RangeValue(spec));
     return MakeConstantFrom(spec, context, value);
   }
   if (spec.op_type == "ConstantOfShape") {

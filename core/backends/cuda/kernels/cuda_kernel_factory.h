@@ -60,7 +60,8 @@ ComputePrecision ProductMathOf(const KernelSpec& spec, const CudaKernelContext& 
 // rule). Descriptors, algorithm choices and tables are made here; Run only
 // enqueues work on context.stream and returns without waiting, so outputs are
 // complete in stream order, not when Run returns (except where a kernel must
-// bring values to the host: Gather's indices that are data and the loss's
+// bring values to the host: the indices that are data of Gather,
+// GatherElements, GatherND, ScatterElements and ScatterND, and the loss's
 // labels, to check them; batch statistics summed across slots). Run never
 // allocates.
 //

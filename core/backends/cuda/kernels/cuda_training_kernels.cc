@@ -210,7 +210,10 @@ class SoftmaxCrossEntropyKernel : public Kernel {
     uint64_t* row_correct = reinterpret_cast<uint64_t*>(row_loss + rows_);
     const int64_t* labels = labels_ ? static_cast<const int64_t*>(inputs[1]) : nullptr;
     const float* probabilities = labels_ ? nullptr : static_cast<const float*>(inputs[1]);
-    if (labels_) {
+    // Labels the trainer checked on the host need no check here, and the
+    // step no wait for the stream in its middle.
+    const bool check_labels = labels_ && !run.targets_checked;
+    if (check_labels) {
       // All bits set: UINT64_MAX, above every row.
       REPLICAD_CUDA_RETURN_IF_ERROR(
           context_.device, cudaMemsetAsync(bad_row, 0xFF, sizeof(uint64_t), context_.stream));
@@ -220,7 +223,7 @@ class SoftmaxCrossEntropyKernel : public Kernel {
                               row_correct, bad_row, static_cast<float*>(outputs[0]),
                               static_cast<float*>(outputs[1]), context_.stream);
     REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(context_.device, "SoftmaxCrossEntropyKernel"));
-    if (!labels_) return absl::OkStatus();
+    if (!check_labels) return absl::OkStatus();
     REPLICAD_CUDA_RETURN_IF_ERROR(context_.device,
                                   cudaMemcpyAsync(&host_bad_row_, bad_row, sizeof(uint64_t),
                                                   cudaMemcpyDeviceToHost, context_.stream));

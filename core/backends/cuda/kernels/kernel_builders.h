@@ -36,6 +36,9 @@ KernelOrStatus MakeCudaSoftmaxKernel(const KernelSpec& spec, CudaKernelContext& 
 // cuBLAS: Gemm and MatMul (with fused activation).
 KernelOrStatus MakeCudaGemmKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaMatMulKernel(const KernelSpec& spec, CudaKernelContext& context);
+// Einsum: a batched matrix product through cuBLAS, any other equation as a
+// loop (cuda_einsum_kernel.cc, einsum.cu).
+KernelOrStatus MakeCudaEinsumKernel(const KernelSpec& spec, CudaKernelContext& context);
 // replicad.Attention as the kernels above, one after another
 // (cuda_attention_kernel.cc); Unimplemented for a Where mask.
 KernelOrStatus MakeCudaAttentionKernel(const KernelSpec& spec, CudaKernelContext& context);
@@ -50,8 +53,9 @@ KernelOrStatus MakeCudaCompareKernel(const KernelSpec& spec, CudaKernelContext& 
 KernelOrStatus MakeCudaLogicKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaWhereKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaBoolCastKernel(const KernelSpec& spec, CudaKernelContext& context);
-// ArgMax, ArgMin, Hardmax, CumSum and Trilu (cuda_axis_kernels.cc; float32
-// and int64 data, Hardmax float32).
+// ArgMax, ArgMin, Hardmax, CumSum, TopK and Trilu (cuda_axis_kernels.cc;
+// float32 and int64 data, Hardmax float32). TopK sorts each line with CUB
+// (topk.cu) in the plan's workspace.
 KernelOrStatus MakeCudaAxisKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Sum, Mean, Max, Min of any number of broadcast inputs.
 KernelOrStatus MakeCudaVariadicKernel(const KernelSpec& spec, CudaKernelContext& context);
@@ -73,7 +77,15 @@ KernelOrStatus MakeCudaIndexMapKernel(const KernelSpec& spec, CudaKernelContext&
 KernelOrStatus MakeCudaConcatKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaSplitKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaGatherKernel(const KernelSpec& spec, CudaKernelContext& context);
-// Constant, ConstantOfShape (values known at build time) and Cast.
+// Resize and Upsample, nearest (float32, int64) and linear (float32), from
+// tables uploaded when built (cuda_resize_kernel.cc, resize.cu).
+KernelOrStatus MakeCudaResizeKernel(const KernelSpec& spec, CudaKernelContext& context);
+// GatherElements, ScatterElements, GatherND, ScatterND and OneHot
+// (cuda_indexing_kernels.cc, indexing.cu); indices that are data are read
+// back and checked before the launch, as Gather's.
+KernelOrStatus MakeCudaIndexingKernel(const KernelSpec& spec, CudaKernelContext& context);
+// Constant, ConstantOfShape, Shape and Range (values known at build time)
+// and Cast.
 KernelOrStatus MakeCudaConstantKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaCastKernel(const KernelSpec& spec, CudaKernelContext& context);
 

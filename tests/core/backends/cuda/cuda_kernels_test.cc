@@ -424,6 +424,56 @@ TEST_F(CudaKernelsTest, ReductionsAndDataMovement) {
                   {row});
 }
 
+// Einsum: the batched matrix products cuBLAS reads in place (maxvit_t's two
+// attention products, a plain product, one with a transposed operand)
+// against the CPU's oneDNN matmul; the equations that are no such product (a
+// diagonal, a sum, an outer product, three inputs, a broadcast ellipsis,
+// int64) through the loop, written to give the CPU loop's bits. Every case
+// within kTolerance (ExpectSameOnGpu), int64 exactly.
+TEST_F(CudaKernelsTest, EinsumAsBatchedProductsAndAsLoops) {
+  struct Case {
+    std::string equation;
+    std::vector<Input> inputs;
+  };
+  const std::vector<Case> cases = {
+      {"bghid,bghjd->bghij", {{"a", {2, 3, 4, 49, 32}}, {"b", {2, 3, 4, 49, 32}}}},
+      {"bghij,bghjd->bghid", {{"a", {2, 3, 4, 49, 49}}, {"b", {2, 3, 4, 49, 32}}}},
+      {"ik,kj->ij", {{"a", {33, 17}}, {"b", {17, 29}}}},
+      {"bki,bkj->bij", {{"a", {5, 17, 33}}, {"b", {5, 17, 29}}}},
+      {"ii->i", {{"a", {19, 19}}}},
+      {"ij->", {{"a", {23, 31}}}},
+      {"i,j->ij", {{"a", {13}}, {"b", {7}}}},
+      {"ij,jk,kl->il", {{"a", {6, 7}}, {"b", {7, 8}}, {"c", {8, 9}}}},
+      {"...ij,...jk->...ik", {{"a", {3, 1, 5, 6}}, {"b", {4, 6, 7}}}},
+      {"ij,jk->ik", {{"a", {6, 7}, DType::kInt64}, {"b", {7, 8}, DType::kInt64}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.equation);
+    ExpectSameOnGpu(OneNodeModel("Einsum", c.inputs, {},
+                                 [&](onnx::NodeProto* n) {
+                                   onnx::AttributeProto* equation = n->add_attribute();
+                                   equation->set_name("equation");
+                                   equation->set_type(onnx::AttributeProto::STRING);
+                                   equation->set_s(c.equation);
+                                 }),
+                    c.inputs);
+  }
+}
+
+// Range, whose three scalars are known when the plan is made: the CUDA
+// kernel uploads the host's values once (the plan then folds it).
+TEST_F(CudaKernelsTest, RangeOfKnownScalars) {
+  Tensor start = Tensor::Host(DType::kFloat32, {});
+  Tensor limit = Tensor::Host(DType::kFloat32, {});
+  Tensor delta = Tensor::Host(DType::kFloat32, {});
+  start.data<float>()[0] = -1.5f;
+  limit.data<float>()[0] = 7.0f;
+  delta.data<float>()[0] = 0.25f;
+  ExpectSameOnGpu(
+      OneNodeModel("Range", {}, {{"start", start}, {"limit", limit}, {"delta", delta}}, nullptr),
+      std::vector<Tensor>{});
+}
+
 // Indices that are data (token ids): gathered on the GPU after the host has
 // checked them; an index out of range fails the run with the CPU backend's
 // message and leaves the next run unaffected.
