@@ -46,5 +46,7 @@ ldd "${binaries[@]}" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | s
 strip --strip-debug "$stage"/bin/* "$stage"/tests/* "$stage"/benchmarks/* "$stage"/lib/*
 cp -r /usr/share/libonnx-testdata/data "$stage/testdata/"
 mkdir -p .gpu-bundle
-tar -C "$stage" -cJf .gpu-bundle/bundle.tar.xz .
+# xz -9: its 64 MiB dictionary spans several test binaries, which share most
+# of their code (each links the libraries statically): the carry is 64 MiB.
+XZ_OPT="-9" tar -C "$stage" -cJf .gpu-bundle/bundle.tar.xz .
 echo "wrote .gpu-bundle/bundle.tar.xz ($(du -h .gpu-bundle/bundle.tar.xz | cut -f1)); carry .gpu-bundle"

@@ -13,12 +13,14 @@ nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
 # Sets python, libs, tests and bench_dir.
 source scripts/gpu-env.sh
 # Each test runs under a time limit (a hang must not eat a lent machine's
-# few minutes), REPLICAD_GPU_JOBS at a time on the one GPU; full logs go to
+# few minutes), REPLICAD_GPU_JOBS at a time on the one GPU (3 by default: 18
+# test binaries one after another would take most of a lent machine's 10
+# minutes a call; REPLICAD_GPU_JOBS=1 reruns them alone); full logs go to
 # $out/gpu-check-logs.tar.gz (the device tool returns few files), the
 # summary and the failing tests' tails to stdout. Arguments are passed on to
 # compare_gpu.py.
 test_timeout="${REPLICAD_GPU_TEST_TIMEOUT:-300}"
-jobs="${REPLICAD_GPU_JOBS:-1}"
+jobs="${REPLICAD_GPU_JOBS:-3}"
 logs="$out/logs"
 mkdir -p "$logs"
 export libs logs test_timeout
