@@ -26,15 +26,17 @@ __device__ void ReduceBlock(double* first, double* second) {
   }
 }
 
-// Walks the elements of channel `c` in a [batch, channels, spatial] tensor a
-// block at a time: the thread's element j of the channel (j = n * spatial +
-// s) advances by kThreadsPerBlock without dividing per element.
+// Walks elements [first, end) of channel `c` in a [batch, channels,
+// spatial] tensor a block at a time: the thread's element j of the channel
+// (j = n * spatial + s) advances by kThreadsPerBlock without dividing per
+// element.
 struct ChannelWalk {
-  int64_t n, s, n_step, s_step, channels, spatial, c;
+  int64_t j, n, s, n_step, s_step, channels, spatial, c;
 
-  __device__ ChannelWalk(int64_t channels_in, int64_t spatial_in, int64_t c_in)
-      : n(threadIdx.x / spatial_in),
-        s(threadIdx.x % spatial_in),
+  __device__ ChannelWalk(int64_t channels_in, int64_t spatial_in, int64_t c_in, int64_t first)
+      : j(first),
+        n(first / spatial_in),
+        s(first % spatial_in),
         n_step(kThreadsPerBlock / spatial_in),
         s_step(kThreadsPerBlock % spatial_in),
         channels(channels_in),
@@ -43,6 +45,7 @@ struct ChannelWalk {
 
   __device__ int64_t index() const { return (n * channels + c) * spatial + s; }
   __device__ void Next() {
+    j += kThreadsPerBlock;
     n += n_step;
     s += s_step;
     if (s >= spatial) {  // s_step < spatial, so once is enough.
@@ -52,14 +55,31 @@ struct ChannelWalk {
   }
 };
 
-// One block per channel (blockIdx.x).
-__global__ void SumsKernel(const float* x, int64_t batch, int64_t channels, int64_t spatial,
-                           double* sums) {
+// The part of a channel's `per_channel` elements that block (c, part) sums:
+// part blockIdx.y of gridDim.y, each `part_size` elements; the thread starts
+// at its own offset within it.
+struct ChannelPart {
+  int64_t first, end;
+  __device__ ChannelPart(int64_t per_channel, int64_t part_size)
+      : first(blockIdx.y * part_size + threadIdx.x),
+        end(per_channel < static_cast<int64_t>(blockIdx.y + 1) * part_size
+                ? per_channel
+                : static_cast<int64_t>(blockIdx.y + 1) * part_size) {}
+};
+
+// A block per (channel blockIdx.x, part blockIdx.y): a channel's elements
+// are split over several blocks, so the few channels of a large early layer
+// (64 channels of 1.6 M elements in resnet50 at batch 128) still fill the
+// GPU. Each block's two sums go to partials[(2 part) C + c] and
+// partials[(2 part + 1) C + c]; FinishSumsKernel adds the parts in order.
+__global__ void SumsKernel(const float* x, int64_t per_channel, int64_t channels, int64_t spatial,
+                           int64_t part_size, double* partials) {
   __shared__ double sum[kThreadsPerBlock];
   __shared__ double sum_sq[kThreadsPerBlock];
   const int64_t c = blockIdx.x;
+  const ChannelPart part(per_channel, part_size);
   double a = 0.0, b = 0.0;
-  for (ChannelWalk w(channels, spatial, c); w.n < batch; w.Next()) {
+  for (ChannelWalk w(channels, spatial, c, part.first); w.j < part.end; w.Next()) {
     const double v = x[w.index()];
     a += v;
     b += __dmul_rn(v, v);
@@ -69,20 +89,21 @@ __global__ void SumsKernel(const float* x, int64_t batch, int64_t channels, int6
   __syncthreads();
   ReduceBlock(sum, sum_sq);
   if (threadIdx.x == 0) {
-    sums[c] = sum[0];
-    sums[channels + c] = sum_sq[0];
+    partials[2 * blockIdx.y * channels + c] = sum[0];
+    partials[(2 * blockIdx.y + 1) * channels + c] = sum_sq[0];
   }
 }
 
 __global__ void GradSumsKernel(const float* x, const float* dy, const float* mean,
-                               const float* invstd, int64_t batch, int64_t channels,
-                               int64_t spatial, double* sums, float* dscale, float* dbias) {
+                               const float* invstd, int64_t per_channel, int64_t channels,
+                               int64_t spatial, int64_t part_size, double* partials) {
   __shared__ double sum_dy[kThreadsPerBlock];
   __shared__ double sum_dy_xhat[kThreadsPerBlock];
   const int64_t c = blockIdx.x;
+  const ChannelPart part(per_channel, part_size);
   const double m = mean[c], k = invstd[c];
   double a = 0.0, b = 0.0;
-  for (ChannelWalk w(channels, spatial, c); w.n < batch; w.Next()) {
+  for (ChannelWalk w(channels, spatial, c, part.first); w.j < part.end; w.Next()) {
     const int64_t i = w.index();
     const double g = dy[i];
     a += g;
@@ -93,10 +114,28 @@ __global__ void GradSumsKernel(const float* x, const float* dy, const float* mea
   __syncthreads();
   ReduceBlock(sum_dy, sum_dy_xhat);
   if (threadIdx.x == 0) {
-    sums[c] = sum_dy[0];
-    sums[channels + c] = sum_dy_xhat[0];
-    dbias[c] = static_cast<float>(sum_dy[0]);
-    dscale[c] = static_cast<float>(sum_dy_xhat[0]);
+    partials[2 * blockIdx.y * channels + c] = sum_dy[0];
+    partials[(2 * blockIdx.y + 1) * channels + c] = sum_dy_xhat[0];
+  }
+}
+
+// sums[c] and sums[C + c]: the parts' partial sums added in part order (so
+// a shape always adds alike); with `as_floats`, also rounded to float into
+// first_float[c] and second_float[c] (BatchNormGrad's dbias and dscale).
+__global__ void FinishSumsKernel(const double* partials, int64_t parts, int64_t channels,
+                                 double* sums, float* first_float, float* second_float) {
+  REPLICAD_GRID_STRIDE_LOOP(c, channels) {
+    double a = 0.0, b = 0.0;
+    for (int64_t p = 0; p < parts; ++p) {
+      a += partials[2 * p * channels + c];
+      b += partials[(2 * p + 1) * channels + c];
+    }
+    sums[c] = a;
+    sums[channels + c] = b;
+    if (first_float != nullptr) {
+      first_float[c] = static_cast<float>(a);
+      second_float[c] = static_cast<float>(b);
+    }
   }
 }
 
@@ -178,13 +217,38 @@ bool Narrow(int64_t n) { return n <= static_cast<int64_t>(UINT32_MAX); }
 int64_t RowsToSum(int64_t batch, int64_t spatial) { return spatial == 0 ? 0 : batch; }
 int64_t SpatialToWalk(int64_t spatial) { return spatial == 0 ? 1 : spatial; }
 
+// How many blocks sum one channel: enough for about kSumBlocks blocks in
+// all (a few per SM of an H100's 132), each part at least kMinPartElements
+// elements (16 per thread), at most kMaxParts.
+constexpr int64_t kSumBlocks = 4096;
+constexpr int64_t kMinPartElements = 16 * kThreadsPerBlock;
+constexpr int64_t kMaxParts = 64;
+
+int64_t SumParts(int64_t channels, int64_t per_channel) {
+  const int64_t for_blocks = (kSumBlocks + channels - 1) / channels;
+  const int64_t for_elements = (per_channel + kMinPartElements - 1) / kMinPartElements;
+  const int64_t parts = for_blocks < for_elements ? for_blocks : for_elements;
+  return parts < 1 ? 1 : (parts > kMaxParts ? kMaxParts : parts);
+}
+
+int64_t PartSize(int64_t per_channel, int64_t parts) { return (per_channel + parts - 1) / parts; }
+
 }  // namespace
 
+int64_t BatchNormSumsScratch(int64_t batch, int64_t channels, int64_t spatial) {
+  return 2 * channels * SumParts(channels, RowsToSum(batch, spatial) * SpatialToWalk(spatial));
+}
+
 void LaunchBatchNormSums(const float* x, int64_t batch, int64_t channels, int64_t spatial,
-                         double* sums, cudaStream_t stream) {
+                         double* sums, double* scratch, cudaStream_t stream) {
   if (channels == 0) return;
-  SumsKernel<<<static_cast<unsigned>(channels), kThreadsPerBlock, 0, stream>>>(
-      x, RowsToSum(batch, spatial), channels, SpatialToWalk(spatial), sums);
+  const int64_t per_channel = RowsToSum(batch, spatial) * SpatialToWalk(spatial);
+  const int64_t parts = SumParts(channels, per_channel);
+  SumsKernel<<<dim3(static_cast<unsigned>(channels), static_cast<unsigned>(parts)),
+               kThreadsPerBlock, 0, stream>>>(x, per_channel, channels, SpatialToWalk(spatial),
+                                              PartSize(per_channel, parts), scratch);
+  FinishSumsKernel<<<BlocksFor(channels), kThreadsPerBlock, 0, stream>>>(scratch, parts, channels,
+                                                                         sums, nullptr, nullptr);
 }
 
 void LaunchBatchNormTrainStatistics(double* sums, int64_t channels, double count, double epsilon,
@@ -213,11 +277,17 @@ void LaunchBatchNormApply(const float* x, const double* affine, float* y, int64_
 
 void LaunchBatchNormGradSums(const float* x, const float* dy, const float* mean,
                              const float* invstd, int64_t batch, int64_t channels, int64_t spatial,
-                             double* sums, float* dscale, float* dbias, cudaStream_t stream) {
+                             double* sums, double* scratch, float* dscale, float* dbias,
+                             cudaStream_t stream) {
   if (channels == 0) return;
-  GradSumsKernel<<<static_cast<unsigned>(channels), kThreadsPerBlock, 0, stream>>>(
-      x, dy, mean, invstd, RowsToSum(batch, spatial), channels, SpatialToWalk(spatial), sums,
-      dscale, dbias);
+  const int64_t per_channel = RowsToSum(batch, spatial) * SpatialToWalk(spatial);
+  const int64_t parts = SumParts(channels, per_channel);
+  GradSumsKernel<<<dim3(static_cast<unsigned>(channels), static_cast<unsigned>(parts)),
+                   kThreadsPerBlock, 0, stream>>>(x, dy, mean, invstd, per_channel, channels,
+                                                  SpatialToWalk(spatial),
+                                                  PartSize(per_channel, parts), scratch);
+  FinishSumsKernel<<<BlocksFor(channels), kThreadsPerBlock, 0, stream>>>(scratch, parts, channels,
+                                                                         sums, dbias, dscale);
 }
 
 void LaunchBatchNormGradCoefficients(double* sums, int64_t channels, double count,

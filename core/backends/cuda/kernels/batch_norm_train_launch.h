@@ -13,12 +13,18 @@ namespace replicad {
 // `sums` is device memory of doubles. Each launcher enqueues on `stream` and
 // returns at once (nothing with no elements to visit); errors are read with
 // LastLaunchStatus. The arithmetic is the CPU kernel's, in double; per-channel
-// sums are deterministic (one block per channel, a fixed-shape tree, no
-// atomics) but added in another order than the CPU's loop.
+// sums are deterministic (a channel's elements split into parts fixed by the
+// shape, a fixed-shape tree per part, the parts added in order, no atomics)
+// but added in another order than the CPU's loop.
 
-// sums[c] = sum of x over channel c, sums[channels + c] = sum of x^2.
+// Doubles of device scratch the sums launchers need for these dims (the
+// parts' partial sums).
+int64_t BatchNormSumsScratch(int64_t batch, int64_t channels, int64_t spatial);
+
+// sums[c] = sum of x over channel c, sums[channels + c] = sum of x^2;
+// `scratch` holds BatchNormSumsScratch doubles.
 void LaunchBatchNormSums(const float* x, int64_t batch, int64_t channels, int64_t spatial,
-                         double* sums, cudaStream_t stream);
+                         double* sums, double* scratch, cudaStream_t stream);
 
 // From the step's sums (sums[0, 2 channels), as above) and element count per
 // channel: saved_mean, saved_invstd, new running statistics (momentum * old +
@@ -36,10 +42,11 @@ void LaunchBatchNormApply(const float* x, const double* affine, float* y, int64_
 
 // sums[c] = sum of dy, sums[channels + c] = sum of dy * xhat over channel c,
 // xhat = (x - mean[c]) * invstd[c]; the same sums, rounded to float, to
-// dbias[c] and dscale[c] (this slot's rows only).
+// dbias[c] and dscale[c] (this slot's rows only); `scratch` as above.
 void LaunchBatchNormGradSums(const float* x, const float* dy, const float* mean,
                              const float* invstd, int64_t batch, int64_t channels, int64_t spatial,
-                             double* sums, float* dscale, float* dbias, cudaStream_t stream);
+                             double* sums, double* scratch, float* dscale, float* dbias,
+                             cudaStream_t stream);
 
 // `sums` holds 3 * channels doubles, the first 2 * channels being the step's
 // sums as above: turns them into mean(dy), mean(dy * xhat) (divided by

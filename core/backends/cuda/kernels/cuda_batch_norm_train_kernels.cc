@@ -49,9 +49,14 @@ class StepSums {
   StepSums(const StepSums&) = delete;
   StepSums& operator=(const StepSums&) = delete;
 
-  // `device_doubles` >= 2 * channels: what the kernels keep on the device.
-  absl::Status Init(CudaKernelContext& context, size_t device_doubles) {
-    REPLICAD_ASSIGN_OR_RETURN(device_, context.allocate(device_doubles * sizeof(double)));
+  // `device_doubles` >= 2 * channels: what the kernels keep on the device;
+  // then the sums launchers' scratch for `planes` (BatchNormSumsScratch).
+  absl::Status Init(CudaKernelContext& context, size_t device_doubles, const Planes& planes) {
+    scratch_offset_ = device_doubles;
+    const size_t scratch =
+        static_cast<size_t>(BatchNormSumsScratch(planes.batch, planes.channels, planes.spatial));
+    REPLICAD_ASSIGN_OR_RETURN(device_,
+                              context.allocate((device_doubles + scratch) * sizeof(double)));
     void* host = nullptr;
     REPLICAD_CUDA_RETURN_IF_ERROR(context.device,
                                   cudaMallocHost(&host, HostCount() * sizeof(double)));
@@ -60,6 +65,7 @@ class StepSums {
   }
 
   double* device() const { return static_cast<double*>(device_->data()); }
+  double* scratch() const { return device() + scratch_offset_; }
 
   // Once the sums kernel has been enqueued, when the step has a collective:
   // brings device()[0, 2 channels) to the host (waiting for it), appends
@@ -95,7 +101,8 @@ class StepSums {
   const CudaKernelContext& context_;
   int64_t channels_;
   std::shared_ptr<Buffer> device_;
-  double* host_ = nullptr;  // Pinned: [sums..., count], 2 * channels + 1 doubles.
+  size_t scratch_offset_ = 0;  // Doubles before the sums launchers' scratch.
+  double* host_ = nullptr;     // Pinned: [sums..., count], 2 * channels + 1 doubles.
 };
 
 class BatchNormTrainKernel : public Kernel {
@@ -110,13 +117,14 @@ class BatchNormTrainKernel : public Kernel {
 
   // sums[c] and sums[C + c] (later the affine map's a and b).
   absl::Status Init(CudaKernelContext& context) {
-    return sums_.Init(context, static_cast<size_t>(2 * p_.channels));
+    return sums_.Init(context, static_cast<size_t>(2 * p_.channels), p_);
   }
 
   absl::Status Run(const RunContext& run, const void* const* inputs,
                    void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
-    LaunchBatchNormSums(x, p_.batch, p_.channels, p_.spatial, sums_.device(), context_.stream);
+    LaunchBatchNormSums(x, p_.batch, p_.channels, p_.spatial, sums_.device(), sums_.scratch(),
+                        context_.stream);
     REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(context_.device, "BatchNormSums"));
     REPLICAD_ASSIGN_OR_RETURN(double count,
                               sums_.SumOverStep(run, static_cast<double>(p_.batch * p_.spatial)));
@@ -148,7 +156,7 @@ class BatchNormGradKernel : public Kernel {
 
   // sums[c], sums[C + c], then scale * invstd in sums[2C + c].
   absl::Status Init(CudaKernelContext& context) {
-    return sums_.Init(context, static_cast<size_t>(3 * p_.channels));
+    return sums_.Init(context, static_cast<size_t>(3 * p_.channels), p_);
   }
 
   absl::Status Run(const RunContext& run, const void* const* inputs,
@@ -159,8 +167,8 @@ class BatchNormGradKernel : public Kernel {
     const float* invstd = static_cast<const float*>(inputs[3]);
     const float* dy = static_cast<const float*>(inputs[4]);
     LaunchBatchNormGradSums(x, dy, mean, invstd, p_.batch, p_.channels, p_.spatial, sums_.device(),
-                            static_cast<float*>(outputs[1]), static_cast<float*>(outputs[2]),
-                            context_.stream);
+                            sums_.scratch(), static_cast<float*>(outputs[1]),
+                            static_cast<float*>(outputs[2]), context_.stream);
     REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(context_.device, "BatchNormGradSums"));
     REPLICAD_ASSIGN_OR_RETURN(double count,
                               sums_.SumOverStep(run, static_cast<double>(p_.batch * p_.spatial)));

@@ -146,8 +146,11 @@ class CudaBatchNormTrainTest : public testing::CpuAndGpuTest {
 };
 
 const std::vector<Shape>& TestShapes() {
-  static const std::vector<Shape> shapes = {{64, 32},        {1, 7},       {33},          {4, 3, 5},
-                                            {8, 16, 12, 12}, {2, 6, 7, 7}, {4, 8, 96, 96}};
+  // The last two split each channel's sums over several blocks (9 and 8
+  // parts; the second's parts start within a row and end unevenly).
+  static const std::vector<Shape> shapes = {{64, 32},       {1, 7},          {33},
+                                            {4, 3, 5},      {8, 16, 12, 12}, {2, 6, 7, 7},
+                                            {4, 8, 96, 96}, {3, 2, 111, 97}};
   return shapes;
 }
 
