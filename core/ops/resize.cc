@@ -224,6 +224,13 @@ absl::StatusOr<ResizeLayout> ParseResize(const KernelSpec& spec) {
   std::vector<double> scales;
   std::vector<int64_t> sizes;
   REPLICAD_RETURN_IF_ERROR(ParseResizeTargets(spec, x, &scales, &sizes));
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (x.shape[d] == 0 && sizes[d] != 0) {
+      return NodeError(
+          spec, absl::StrCat("input 0 'X' has no elements along dim ", d, ", so output dim ", d,
+                             " must be 0; received ", sizes[d]));
+    }
+  }
   return Interpolate(x, modes, scales, sizes);
 }
 

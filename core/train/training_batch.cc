@@ -67,7 +67,8 @@ absl::Status CheckClassLabels(const Tensor& targets, int64_t classes, int64_t fi
 absl::Status CheckClassLabelsOnHost(const TrainingGraph& training, const ValueTypes& value_types,
                                     const Tensor& targets, int64_t first_row, bool* checked) {
   *checked = false;
-  if (!training.classification || targets.dtype() != DType::kInt64 || training.loss_input < 0) {
+  if (!training.classification || targets.dtype() != DType::kInt64 || training.loss_input < 0 ||
+      targets.location().kind != MemoryKind::kHost) {
     return absl::OkStatus();
   }
   const std::optional<TensorType>& logits = value_types[training.loss_input];

@@ -31,8 +31,9 @@ absl::Status CheckClassLabels(const Tensor& targets, int64_t classes, int64_t fi
 // CheckClassLabels of a classification step's int64 labels against the
 // logits' classes as a plan of `training` knows them (`value_types`,
 // ExecutionPlan::value_types), setting *checked when they pass. Float
-// targets, another loss, or classes the plan does not know: OK with
-// *checked false (the loss kernels then check the labels).
+// targets, another loss, targets outside host memory, or classes the plan
+// does not know: OK with *checked false (the loss kernels then check the
+// labels).
 absl::Status CheckClassLabelsOnHost(const TrainingGraph& training, const ValueTypes& value_types,
                                     const Tensor& targets, int64_t first_row, bool* checked);
 

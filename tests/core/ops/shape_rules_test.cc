@@ -416,3 +416,22 @@ TEST(ReduceShapeTest, BadAxesAreNamed) {
 
 }  // namespace
 }  // namespace replicad
+
+namespace replicad {
+namespace {
+
+// An input dim of 0 has nothing to read for a non-empty output dim: the
+// node is refused (both backends' kernels would otherwise read past X).
+TEST(ResizeShapeTest, EmptyInputDimWithNonEmptyOutputIsRefused) {
+  OpTestNode refused("Resize", {F32({1, 0, 4}), std::nullopt, std::nullopt, std::nullopt});
+  refused.Constant(3, {1, 2, 8});
+  EXPECT_THAT(refused.Error(),
+              HasSubstr("input 0 'X' has no elements along dim 1, so output dim 1 must be 0; "
+                        "received 2"));
+  OpTestNode empty("Resize", {F32({1, 0, 4}), std::nullopt, std::nullopt, std::nullopt});
+  empty.Constant(3, {1, 0, 8});
+  EXPECT_EQ(empty.OutputShape(), (Shape{1, 0, 8}));
+}
+
+}  // namespace
+}  // namespace replicad

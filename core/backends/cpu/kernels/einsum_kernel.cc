@@ -77,7 +77,7 @@ class EinsumLoopKernel : public Kernel {
 // nullopt for another equation.
 std::optional<BoundPrimitive> BatchedMatMul(const KernelSpec& spec, const EinsumLayout& layout,
                                             CpuKernelContext& context) {
-  if (spec.inputs[0]->dtype != DType::kFloat32) return std::nullopt;
+  if (spec.inputs.size() != 2 || spec.inputs[0]->dtype != DType::kFloat32) return std::nullopt;
   const std::optional<EinsumBatchedProduct> product =
       EinsumAsBatchedProduct(layout, spec.inputs[0]->shape, spec.inputs[1]->shape);
   if (!product.has_value()) return std::nullopt;

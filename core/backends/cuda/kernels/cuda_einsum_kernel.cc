@@ -100,7 +100,7 @@ class EinsumLoopKernel : public Kernel {
 // no batched matrix product cuBLAS can read in place.
 std::unique_ptr<Kernel> MakeProductKernel(const KernelSpec& spec, const EinsumLayout& layout,
                                           CudaKernelContext& context) {
-  if (spec.inputs[0]->dtype != DType::kFloat32) return nullptr;
+  if (spec.inputs.size() != 2 || spec.inputs[0]->dtype != DType::kFloat32) return nullptr;
   const std::optional<EinsumBatchedProduct> product =
       EinsumAsBatchedProduct(layout, spec.inputs[0]->shape, spec.inputs[1]->shape);
   if (!product.has_value()) return nullptr;

@@ -38,10 +38,6 @@ KernelOrStatus MakeCudaResizeKernel(const KernelSpec& spec, CudaKernelContext& c
   int64_t stride = 1;
   for (int d = rank - 1; d >= 0; --d) {
     const ResizeAxis& axis = layout.axes[d];
-    if (axis.input == 0) {
-      return NodeError(spec, absl::StrCat("input 0 'X' has no elements along dim ", d,
-                                          ", so the output's cannot be read from it"));
-    }
     resize.out_dims[d] = axis.output;
     resize.in_strides[d] = stride;
     stride *= axis.input;
