@@ -121,7 +121,7 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer::Impl>> DataParallelTrainer::
   if (slots.empty()) return absl::InvalidArgumentError("training needs at least one slot");
   REPLICAD_RETURN_IF_ERROR(CheckGradientReduction(slots, reduction, reduction.ranks != nullptr));
   if (options.precision == ComputePrecision::kFloat16)
-    REPLICAD_RETURN_IF_ERROR(CheckFloat16Slots(slots));
+    REPLICAD_RETURN_IF_ERROR(CheckFloat16Slots(slots, reduction));
   REPLICAD_RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
   REPLICAD_ASSIGN_OR_RETURN(TrainingGraph training,
                             BuildTrainingGraph(model->graph(), options.loss, options.precision));
@@ -173,6 +173,9 @@ absl::StatusOr<SlotPlan*> DataParallelTrainer::Impl::PlanFor(TrainingSlot& slot,
           std::shared_ptr<Buffer> buffer,
           device.Allocate(std::max<size_t>(ByteSize(plan->input_types()[i]), 1)));
       entry.inputs.push_back(std::move(buffer));
+    }
+    if (training_.loss_scale_input >= 0) {
+      REPLICAD_ASSIGN_OR_RETURN(entry.loss_scale, device.Allocate(sizeof(float)));
     }
   }
   entry.plan = std::move(plan);
@@ -458,8 +461,19 @@ absl::Status DataParallelTrainer::Impl::RunSlice(StepState& step, int i, Trainin
   }
   for (const Tensor& p : slot.parameters) in.push_back(p.raw_data());
   for (const Tensor& b : slot.buffers) in.push_back(b.raw_data());
-  // fp16 trains on CPU slots only (CheckFloat16Slots): the scale is read in place.
-  if (training_.loss_scale_input >= 0) in.push_back(&step.loss_scale);
+  if (training_.loss_scale_input >= 0) {
+    // A CPU slot reads the step's scale in place; another gets its copy.
+    const std::shared_ptr<Buffer>& staged = step.plans[i]->loss_scale;
+    if (staged == nullptr) {
+      in.push_back(&step.loss_scale);
+    } else {
+      if (status.ok()) {
+        status = device.CopyOnStream(&step.loss_scale, MemoryLocation{}, staged->data(),
+                                     device.memory_location(), sizeof(float));
+      }
+      in.push_back(staged->data());
+    }
+  }
   std::vector<void*> out{slot.loss_sum.raw_data()};
   if (training_.classification) out.push_back(slot.correct.raw_data());
   for (Tensor& g : slot.gradients) out.push_back(g.raw_data());

@@ -13,13 +13,21 @@ std::unique_ptr<SlotReducer> GradientReduction::ForSlot(int slot, float scale) {
   return std::make_unique<SlotReducer>();
 }
 
-absl::Status CheckFloat16Slots(const std::vector<TrainerSlot>& slots) {
+absl::Status CheckFloat16Slots(const std::vector<TrainerSlot>& slots,
+                               const TrainerReduction& reduction) {
+  const bool host_server = reduction.parameter_server.has_value() &&
+                           reduction.parameter_server->device != nullptr &&
+                           InHostMemory(*reduction.parameter_server->device);
+  if (host_server) return absl::OkStatus();
   for (const TrainerSlot& slot : slots) {
     if (InHostMemory(*slot.device)) continue;
-    return absl::UnimplementedError(
-        absl::StrCat("precision fp16 trains on CPU slots only for now (its roundings and its "
-                     "overflow check of the summed gradients run there); slot '",
-                     slot.slot.name, "' is on ", DeviceIdToString(slot.slot.device)));
+    return absl::UnimplementedError(absl::StrCat(
+        "precision fp16 checks every step's summed gradients for float16 overflow where the "
+        "host sums them: GPU slots train it with reduction 'ps' on a CPU parameter server "
+        "(ps_device cpu:0) for now; slot '",
+        slot.slot.name, "' is on ", DeviceIdToString(slot.slot.device),
+        reduction.parameter_server.has_value() ? " and the server is not in host memory"
+                                               : " under allreduce"));
   }
   return absl::OkStatus();
 }

@@ -79,9 +79,12 @@ class GradientReduction {
 absl::Status CheckGradientReduction(const std::vector<TrainerSlot>& slots,
                                     const TrainerReduction& reduction, bool across_ranks);
 // fp16 training (float16_products.h) checks every step's summed gradients
-// for overflow where the host sums them, and CUDA slots have no float16 Cast
-// for its roundings: Unimplemented naming the first slot not in host memory.
-absl::Status CheckFloat16Slots(const std::vector<TrainerSlot>& slots);
+// for float16 overflow where the host sums them: CPU slots under allreduce,
+// or any slots with a parameter server in host memory (`ps`, ps_device
+// cpu:0). Unimplemented naming the first slot not in host memory otherwise
+// (GPU slots under allreduce, or a server on a GPU, sum on the devices).
+absl::Status CheckFloat16Slots(const std::vector<TrainerSlot>& slots,
+                               const TrainerReduction& reduction);
 // `slots` (all made, in slot order) sum by HostSum (CPU slots), NcclAllReduce
 // (GPU slots; `peers`: the other ranks' take part, null alone) or
 // ParameterServer (reduction.parameter_server, which it takes). The

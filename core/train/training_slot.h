@@ -53,10 +53,12 @@ struct GradientLayout {
 };
 
 // One plan of a slot and, on a device whose memory the host does not read,
-// that memory's copies of the slice's inputs and targets.
+// that memory's copies of the slice's inputs and targets, and of the fp16
+// loss scale (TrainingGraph::loss_scale_input) where the graph has one.
 struct SlotPlan {
   std::unique_ptr<ExecutionPlan> plan;
   std::vector<std::shared_ptr<Buffer>> inputs;
+  std::shared_ptr<Buffer> loss_scale;
 };
 
 // A slot's copy of the weights and everything its steps write, all in the

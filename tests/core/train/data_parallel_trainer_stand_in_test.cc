@@ -33,10 +33,13 @@ using ::testing::HasSubstr;
 // GPU slot on cuda:0. With `parameter_server`, `ps` reduction through cpu:0,
 // or through a stand-in for cuda:1 with `server_on_stand_in`.
 // `devices`, if given, receives the slots' devices and then the server's.
-// `fault`, if given, is injected into slot 0's stand-in.
+// `fault`, if given, is injected into slot 0's stand-in. fp16 `precision`
+// starts from a loss scale of 2^20 (the first steps overflow) and doubles
+// it after 2 finite steps.
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
     const std::string& layout, bool parameter_server, std::vector<Device*>* devices = nullptr,
-    std::shared_ptr<testing::InjectedFault> fault = nullptr, bool server_on_stand_in = false) {
+    std::shared_ptr<testing::InjectedFault> fault = nullptr, bool server_on_stand_in = false,
+    ComputePrecision precision = ComputePrecision::kFloat32) {
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   std::vector<TrainerSlot> slots;
   for (size_t s = 0; s < layout.size(); ++s) {
@@ -54,6 +57,8 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
   options.optimizer.kind = OptimizerConfig::Kind::kAdam;
   options.optimizer.learning_rate = 0.01f;
   options.seed = 5;
+  options.precision = precision;
+  options.loss_scaling = {1048576.0f, 2};
   std::optional<ParameterServerDevice> server;
   if (parameter_server) {
     server = ParameterServerDevice{cpu.id, CreateCpuDevice(cpu, {1})};
@@ -113,6 +118,51 @@ TEST(DataParallelTrainerStandInTest, DeviceMemorySlotsThroughAServerTrainLikeCpu
       ExpectTrainsLikeCpuSlots(**ps, **cpu, static_cast<int>(layout.size()), batch, what);
     }
   }
+}
+
+// fp16 on device-memory slots through a server in host memory: the loss
+// scale is copied to each slot, and the host checks the summed gradients
+// for overflow, so every step (skipped ones first, from 2^20) and the
+// weights are those of CPU slots under allreduce, bit for bit. Where the
+// sums stay on devices (allreduce, a server on a stand-in) fp16 is refused.
+TEST(DataParallelTrainerStandInTest, Float16ThroughAHostServerTrainsLikeCpuSlots) {
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> cpu =
+      MakeTrainer("cc", false, nullptr, nullptr, false, ComputePrecision::kFloat16);
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> ps =
+      MakeTrainer("dd", true, nullptr, nullptr, false, ComputePrecision::kFloat16);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  int skipped = 0, applied = 0;
+  for (int step = 0; step < 8; ++step) {
+    const Tensor images = testing::RandomTensor({7, 2, 6, 6}, 80 + step);
+    absl::StatusOr<DataParallelTrainer::StepResult> a =
+        (*cpu)->Step({images}, testing::ClassLabels(7, 4, step));
+    absl::StatusOr<DataParallelTrainer::StepResult> b =
+        (*ps)->Step({images}, testing::ClassLabels(7, 4, step));
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(a->loss, b->loss) << "step " << step;
+    EXPECT_EQ(a->loss_scale, b->loss_scale) << "step " << step;
+    EXPECT_EQ(a->skipped, b->skipped) << "step " << step;
+    (a->skipped.empty() ? applied : skipped)++;
+  }
+  EXPECT_GT(skipped, 0);
+  EXPECT_GT(applied, 0);
+  for (int s = 0; s < 2; ++s) {
+    ExpectSameBits((*ps)->SlotParameters(s).value(), (*cpu)->SlotParameters(s).value(),
+                   absl::StrCat("fp16, slot ", s));
+  }
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> allreduce =
+      MakeTrainer("dd", false, nullptr, nullptr, false, ComputePrecision::kFloat16);
+  EXPECT_EQ(allreduce.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(allreduce.status().message()),
+              AllOf(HasSubstr("reduction 'ps' on a CPU parameter server"), HasSubstr("slot 'r0'"),
+                    HasSubstr("under allreduce")));
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> device_server =
+      MakeTrainer("dd", true, nullptr, nullptr, true, ComputePrecision::kFloat16);
+  EXPECT_EQ(device_server.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(device_server.status().message()),
+              HasSubstr("the server is not in host memory"));
 }
 
 TEST(DataParallelTrainerStandInTest, AServerOnAStandInTrainsLikeCpuSlots) {
