@@ -132,6 +132,8 @@ constexpr OpDefinition kOps[] = {
     {"Where", InferWhere},
     {"Xor", InferLogicalBinary},
     // The engine's own operators: "replicad." sorts after every ONNX type.
+    // Training-only; before replicad.Attention in the order FindOp searches.
+    {kAllFinite, InferAllFinite},
     // Fused by the load-time optimizer (attention_attributes.h):
     {kAttention, InferAttention},
     // Training-only operators:

@@ -145,6 +145,7 @@ absl::Status InferConvGradFilter(KernelSpec* spec);
 absl::Status InferSumToShape(KernelSpec* spec);
 absl::Status InferSoftmaxCrossEntropy(KernelSpec* spec);
 absl::Status InferMeanSquaredError(KernelSpec* spec);
+absl::Status InferAllFinite(KernelSpec* spec);
 
 }  // namespace replicad
 

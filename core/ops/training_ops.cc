@@ -215,6 +215,14 @@ absl::Status InferMeanSquaredError(KernelSpec* spec) {
   return absl::OkStatus();
 }
 
+absl::Status InferAllFinite(KernelSpec* spec) {
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 1));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType x, RequiredInput(*spec, 0, "X"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "X", x, {DType::kFloat32}));
+  spec->outputs = {TensorType{DType::kFloat32, {}}};
+  return absl::OkStatus();
+}
+
 absl::Status InferOptimizerStep(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 1));
   REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(*spec, 0, "G"));

@@ -74,6 +74,11 @@ inline constexpr std::string_view kSoftmaxCrossEntropy = "replicad.SoftmaxCrossE
 // replicad.MeanSquaredError(Y [N, ...], T like Y) -> loss_sum [], dY, where
 // each row's loss is the mean of its squared differences.
 inline constexpr std::string_view kMeanSquaredError = "replicad.MeanSquaredError";
+// replicad.AllFinite(X float32, any shape) -> float32 []: 1 when every
+// element of X is finite (none NaN or infinite), else 0. Not part of a
+// graph either: a trainer runs it on the gradient sums that stay on a
+// device (NCCL's), to refuse or skip a step as it does where the host sums.
+inline constexpr std::string_view kAllFinite = "replicad.AllFinite";
 // replicad.OptimizerStep(G), attributes kind ("sgd" | "adam" | "rmsprop"),
 // learning_rate, momentum, weight_decay, beta1, beta2, epsilon, alpha
 // (floats), nesterov (int 0/1) -> P, then the kind's state tensors in

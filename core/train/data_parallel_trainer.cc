@@ -20,6 +20,7 @@
 #include "core/train/gradient_reduction.h"
 #include "core/train/loss_scaler.h"
 #include "core/train/rank_coordinator.h"
+#include "core/train/slice_inputs.h"
 #include "core/train/step_state.h"
 #include "core/train/training_batch.h"
 #include "core/train/training_slot.h"
@@ -121,7 +122,7 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer::Impl>> DataParallelTrainer::
   if (slots.empty()) return absl::InvalidArgumentError("training needs at least one slot");
   REPLICAD_RETURN_IF_ERROR(CheckGradientReduction(slots, reduction, reduction.ranks != nullptr));
   if (options.precision == ComputePrecision::kFloat16)
-    REPLICAD_RETURN_IF_ERROR(CheckFloat16Slots(slots, reduction));
+    REPLICAD_RETURN_IF_ERROR(CheckFloat16Slots(reduction));
   REPLICAD_RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
   REPLICAD_ASSIGN_OR_RETURN(TrainingGraph training,
                             BuildTrainingGraph(model->graph(), options.loss, options.precision));
@@ -243,6 +244,11 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Impl::StepL
   // optimizer's state, the running statistics and the step count stay as
   // they were.
   std::string why = ScaleAndCheckFinite(step);
+  if (why.empty()) {
+    REPLICAD_ASSIGN_OR_RETURN(const std::optional<size_t> bad,
+                              reduction_->FirstNonFiniteDeviceSum());
+    if (bad.has_value()) why = NonFiniteGradientReason(training_, *bad);
+  }
   const bool overflowed = !why.empty() && loss_scaler_.has_value();
   if (loss_scaler_.has_value()) {
     loss_scaler_->Update(why.empty());
@@ -442,38 +448,9 @@ absl::Status DataParallelTrainer::Impl::RunSlice(StepState& step, int i, Trainin
                                                  const RunContext& context,
                                                  BarrierCollective& collective,
                                                  SlotReducer& reducer) {
-  const BatchSlice& slice = step.slices[i];
   Device& device = *slot.where.device;
-  absl::Status status;
   std::vector<const void*> in;
-  if (InHostMemory(device)) {
-    for (const Tensor& t : step.inputs) in.push_back(RowPointer(t, slice.begin));
-    in.push_back(RowPointer(step.targets, slice.begin));
-  } else {
-    const std::vector<std::shared_ptr<Buffer>>& staged = step.plans[i]->inputs;
-    for (size_t k = 0; k <= step.inputs.size() && status.ok(); ++k) {
-      const Tensor& t = k < step.inputs.size() ? step.inputs[k] : step.targets;
-      status = device.CopyOnStream(RowPointer(t, slice.begin), t.location(), staged[k]->data(),
-                                   device.memory_location(),
-                                   RowBytes(t) * static_cast<size_t>(slice.rows()));
-      in.push_back(staged[k]->data());
-    }
-  }
-  for (const Tensor& p : slot.parameters) in.push_back(p.raw_data());
-  for (const Tensor& b : slot.buffers) in.push_back(b.raw_data());
-  if (training_.loss_scale_input >= 0) {
-    // A CPU slot reads the step's scale in place; another gets its copy.
-    const std::shared_ptr<Buffer>& staged = step.plans[i]->loss_scale;
-    if (staged == nullptr) {
-      in.push_back(&step.loss_scale);
-    } else {
-      if (status.ok()) {
-        status = device.CopyOnStream(&step.loss_scale, MemoryLocation{}, staged->data(),
-                                     device.memory_location(), sizeof(float));
-      }
-      in.push_back(staged->data());
-    }
-  }
+  absl::Status status = SliceInputs(training_, step, i, slot, &in);
   std::vector<void*> out{slot.loss_sum.raw_data()};
   if (training_.classification) out.push_back(slot.correct.raw_data());
   for (Tensor& g : slot.gradients) out.push_back(g.raw_data());
@@ -533,8 +510,8 @@ std::string DataParallelTrainer::Impl::ScaleAndCheckFinite(StepState& step) {
   for (size_t p = 0; p < sums->size(); ++p) {
     std::vector<float>& sum = (*sums)[p];
     for (float& v : sum) v *= step.scale;
-    // Where the host sums the gradients it can also check them (on GPU
-    // reductions only the loss is checked).
+    // Where the host sums the gradients it also checks them (GPU slots
+    // under allreduce check theirs on a device: FirstNonFiniteDeviceSum).
     if (!std::all_of(sum.begin(), sum.end(), [](float v) { return std::isfinite(v); })) {
       return NonFiniteGradientReason(training_, p);
     }

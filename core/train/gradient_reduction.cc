@@ -13,23 +13,16 @@ std::unique_ptr<SlotReducer> GradientReduction::ForSlot(int slot, float scale) {
   return std::make_unique<SlotReducer>();
 }
 
-absl::Status CheckFloat16Slots(const std::vector<TrainerSlot>& slots,
-                               const TrainerReduction& reduction) {
-  const bool host_server = reduction.parameter_server.has_value() &&
-                           reduction.parameter_server->device != nullptr &&
-                           InHostMemory(*reduction.parameter_server->device);
-  if (host_server) return absl::OkStatus();
-  for (const TrainerSlot& slot : slots) {
-    if (InHostMemory(*slot.device)) continue;
-    return absl::UnimplementedError(absl::StrCat(
-        "precision fp16 checks every step's summed gradients for float16 overflow where the "
-        "host sums them: GPU slots train it with reduction 'ps' on a CPU parameter server "
-        "(ps_device cpu:0) for now; slot '",
-        slot.slot.name, "' is on ", DeviceIdToString(slot.slot.device),
-        reduction.parameter_server.has_value() ? " and the server is not in host memory"
-                                               : " under allreduce"));
+absl::Status CheckFloat16Slots(const TrainerReduction& reduction) {
+  if (!reduction.parameter_server.has_value() || reduction.parameter_server->device == nullptr ||
+      InHostMemory(*reduction.parameter_server->device)) {
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      "precision fp16 checks every step's summed gradients for float16 overflow: on the host, "
+      "or on the GPUs where GPU slots reduce with allreduce; a parameter server on ",
+      DeviceIdToString(reduction.parameter_server->device_id),
+      " sums after that check, so fp16 trains with allreduce or a server on cpu:0"));
 }
 
 absl::Status CheckGradientReduction(const std::vector<TrainerSlot>& slots,

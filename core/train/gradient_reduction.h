@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -62,6 +63,14 @@ class GradientReduction {
   // The copy of the weights that applies the host's sums first (for the
   // trainer's check that the update stays finite), or null.
   virtual TrainingSlot* host_applier() { return nullptr; }
+  // Where the step's sums stay on the devices (GPU slots under allreduce,
+  // every slot holding the same sums after Gather): the first parameter
+  // (index into the training's parameters) whose summed gradient holds a
+  // NaN or an infinity, as the trainer's host check names it; nullopt when
+  // all are finite, and where there is nothing more to check: the host sums
+  // (the trainer checks those) or a server on a GPU sums later
+  // (SumOnDevices; its sums are not checked).
+  virtual absl::StatusOr<std::optional<size_t>> FirstNonFiniteDeviceSum() { return std::nullopt; }
   // Device sums that wait for the trainer's checks (a GPU server's).
   virtual absl::Status SumOnDevices(const std::vector<BatchSlice>& slices, float scale) {
     return absl::OkStatus();
@@ -79,12 +88,11 @@ class GradientReduction {
 absl::Status CheckGradientReduction(const std::vector<TrainerSlot>& slots,
                                     const TrainerReduction& reduction, bool across_ranks);
 // fp16 training (float16_products.h) checks every step's summed gradients
-// for float16 overflow where the host sums them: CPU slots under allreduce,
-// or any slots with a parameter server in host memory (`ps`, ps_device
-// cpu:0). Unimplemented naming the first slot not in host memory otherwise
-// (GPU slots under allreduce, or a server on a GPU, sum on the devices).
-absl::Status CheckFloat16Slots(const std::vector<TrainerSlot>& slots,
-                               const TrainerReduction& reduction);
+// for float16 overflow: on the host where it sums them (CPU slots, a
+// parameter server in host memory), on a GPU where GPU slots reduce with
+// allreduce (GradientReduction::FirstNonFiniteDeviceSum). A parameter server on a
+// GPU sums after the trainer's checks: Unimplemented naming it.
+absl::Status CheckFloat16Slots(const TrainerReduction& reduction);
 // `slots` (all made, in slot order) sum by HostSum (CPU slots), NcclAllReduce
 // (GPU slots; `peers`: the other ranks' take part, null alone) or
 // ParameterServer (reduction.parameter_server, which it takes). The

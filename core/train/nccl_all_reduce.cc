@@ -1,8 +1,16 @@
 #include "core/train/nccl_all_reduce.h"
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/ops/op_registry.h"
+#include "core/ops/training_ops.h"
 
 namespace replicad {
 namespace {
@@ -99,6 +107,51 @@ absl::Status NcclAllReduce::ApplyUpdate() {
   return StepEveryOptimizer(slots_, [this](TrainingSlot& slot) {
     return layout_->Gradients(slot.gradient_arena->data());
   });
+}
+
+absl::StatusOr<std::optional<size_t>> NcclAllReduce::FirstNonFiniteDeviceSum() {
+  TrainingSlot& slot = *slots_.front();
+  Device& device = *slot.where.device;
+  if (all_finite_ == nullptr) {
+    KernelSpec spec;
+    Attributes none;
+    spec.op_type = std::string(kAllFinite);
+    spec.node_name = "the summed gradients' check";
+    spec.attributes = &none;
+    spec.inputs = {
+        TensorType{DType::kFloat32, {static_cast<int64_t>(layout_->arena_bytes / sizeof(float))}}};
+    spec.constant_inputs = {nullptr};
+    const OpDefinition* op = FindOp(spec.op_type);
+    if (op == nullptr) return absl::InternalError("replicad.AllFinite is not registered");
+    REPLICAD_RETURN_IF_ERROR(op->infer(&spec));
+    REPLICAD_ASSIGN_OR_RETURN(all_finite_flag_, device.Allocate(sizeof(float)));
+    REPLICAD_ASSIGN_OR_RETURN(all_finite_, device.MakeKernel(spec));
+  }
+  float finite = 0.0f;
+  absl::Status status;
+  device.Enqueue([&] {
+    const void* in[] = {slot.gradient_arena->data()};
+    void* out[] = {all_finite_flag_->data()};
+    status = all_finite_->Run(RunContext{}, in, out);
+    if (status.ok()) {
+      status = device.CopyOnStream(all_finite_flag_->data(), device.memory_location(), &finite,
+                                   MemoryLocation{}, sizeof(float));
+    }
+  });
+  REPLICAD_RETURN_IF_ERROR(device.Synchronize());
+  REPLICAD_RETURN_IF_ERROR(status);
+  if (finite == 1.0f) return std::nullopt;
+  // Rare (a step about to be skipped or refused): the sums to the host.
+  REPLICAD_ASSIGN_OR_RETURN(std::vector<Tensor> sums, HostCopies(device, slot.gradients));
+  for (size_t p = 0; p < sums.size(); ++p) {
+    const float* v = sums[p].data<float>();
+    if (!std::all_of(v, v + sums[p].num_elements(), [](float x) { return std::isfinite(x); })) {
+      return p;
+    }
+  }
+  return absl::InternalError(
+      "replicad.AllFinite found a summed gradient that is not finite, but the host copy of "
+      "every gradient is finite");
 }
 
 std::vector<Optimizer*> NcclAllReduce::optimizers() {

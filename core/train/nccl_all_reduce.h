@@ -38,6 +38,11 @@ class NcclAllReduce : public GradientReduction {
   void Gather(const std::vector<BatchSlice>& slices, int64_t* reduced_bytes) override;
   absl::Status ApplyUpdate() override;
   std::vector<Optimizer*> optimizers() override;
+  // The first slot's summed gradient arena through replicad.AllFinite on
+  // its device (its padding is zeros: CreateTrainingSlot), one wait for it;
+  // only when that finds one are the sums copied to the host to name the
+  // parameter.
+  absl::StatusOr<std::optional<size_t>> FirstNonFiniteDeviceSum() override;
 
  private:
   NcclAllReduce(std::vector<TrainingSlot*> slots, const GradientLayout* layout,
@@ -46,6 +51,10 @@ class NcclAllReduce : public GradientReduction {
   const std::vector<TrainingSlot*> slots_;
   const GradientLayout* const layout_;
   const std::unique_ptr<SlotAllReduce> all_reduce_;
+  // FirstNonFiniteDeviceSum's kernel and its output on the first slot's device,
+  // made by its first call.
+  std::unique_ptr<Kernel> all_finite_;
+  std::shared_ptr<Buffer> all_finite_flag_;
 };
 
 }  // namespace replicad

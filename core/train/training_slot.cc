@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
@@ -93,6 +94,37 @@ std::vector<const float*> GradientLayout::Gradients(const void* arena) const {
   return gradients;
 }
 
+namespace {
+
+// The arena's bytes outside every gradient (alignment, the end): never
+// written by a step, but summed by an all-reduce and read whole by
+// replicad.AllFinite, so zeros from the start.
+absl::Status ZeroPadding(Device& device, Buffer& arena, const GradientLayout& layout) {
+  std::vector<std::pair<size_t, size_t>> gradients;  // Byte ranges, by offset.
+  for (size_t p = 0; p < layout.sizes.size(); ++p) {
+    gradients.push_back({layout.offsets[p], layout.offsets[p] + layout.sizes[p] * sizeof(float)});
+  }
+  std::sort(gradients.begin(), gradients.end());
+  std::vector<std::pair<size_t, size_t>> gaps;
+  size_t at = 0;
+  for (const auto& [begin, end] : gradients) {
+    if (begin > at) gaps.push_back({at, begin});
+    at = std::max(at, end);
+  }
+  if (layout.arena_bytes > at) gaps.push_back({at, layout.arena_bytes});
+  size_t widest = 0;
+  for (const auto& [begin, end] : gaps) widest = std::max(widest, end - begin);
+  const std::vector<char> zeros(widest, 0);
+  char* base = static_cast<char*>(arena.data());
+  for (const auto& [begin, end] : gaps) {
+    device.EnqueueCopy(zeros.data(), MemoryLocation{}, base + begin, device.memory_location(),
+                       end - begin);
+  }
+  return device.Synchronize();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TrainingSlot>> CreateTrainingSlot(TrainerSlot where,
                                                                  const TrainingGraph& training,
                                                                  const Graph& source,
@@ -111,6 +143,7 @@ absl::StatusOr<std::unique_ptr<TrainingSlot>> CreateTrainingSlot(TrainerSlot whe
   }
   REPLICAD_ASSIGN_OR_RETURN(slot->gradient_arena,
                             device.Allocate(std::max<size_t>(layout.arena_bytes, 1)));
+  REPLICAD_RETURN_IF_ERROR(ZeroPadding(device, *slot->gradient_arena, layout));
   for (size_t p = 0; p < layout.sizes.size(); ++p) {
     REPLICAD_ASSIGN_OR_RETURN(Tensor gradient,
                               Tensor::Create(DType::kFloat32, slot->parameters[p].shape(),

@@ -229,18 +229,25 @@ TEST_F(DataParallelTrainerGpuTest, ParameterServerTrainsLikeOneCpuSlot) {
   }
 }
 
-// fp16 on GPU slots through a parameter server on cpu:0 (their roundings by
-// the CUDA Cast kernels, the loss scale copied to each slot, the summed
-// gradients checked on the host): the steps the CPU slot skips for float16
-// overflow (from 2^20) are skipped alike, at the same scales, and the
-// applied ones train like it within the tolerances. GPU slots under
-// allreduce refuse fp16 (their sums stay on the devices).
-TEST_F(DataParallelTrainerGpuTest, Float16ThroughACpuServerTrainsLikeACpuSlot) {
+// fp16 on two GPU slots, their roundings by the CUDA Cast kernels and the
+// loss scale copied to each slot, the summed gradients checked for float16
+// overflow on the host (a parameter server on cpu:0) or on the GPU
+// (allreduce: replicad.AllFinite over the summed arena): the steps one CPU
+// slot skips (from 2^20) are skipped alike, at the same scales, and the
+// applied ones train like it within the tolerances. A server on the GPU
+// refuses fp16.
+class Float16GpuTest : public DataParallelTrainerGpuTest,
+                       public ::testing::WithParamInterface<bool> {};
+
+TEST_P(Float16GpuTest, SkipsAndTrainsLikeACpuSlot) {
+  const bool parameter_server = GetParam();
   const OptimizerConfig sgd;
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> cpu =
       MakeTrainer({Cpu()}, sgd, testing::ConvNetOnnx(7), std::nullopt, ComputePrecision::kFloat16);
-  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> gpu = MakeTrainer(
-      {gpus_[0], gpus_[0]}, sgd, testing::ConvNetOnnx(7), Cpu(), ComputePrecision::kFloat16);
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> gpu =
+      MakeTrainer({gpus_[0], gpus_[0]}, sgd, testing::ConvNetOnnx(7),
+                  parameter_server ? std::optional<DeviceInfo>(Cpu()) : std::nullopt,
+                  ComputePrecision::kFloat16);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   int skipped = 0;
@@ -264,10 +271,12 @@ TEST_F(DataParallelTrainerGpuTest, Float16ThroughACpuServerTrainsLikeACpuSlot) {
   for (size_t w = 0; w < want.size(); ++w) {
     EXPECT_LE(testing::RelativeL2(got[w], want[w]), kWeightTolerance) << "tensor " << w;
   }
-  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> allreduce = MakeTrainer(
-      {gpus_[0]}, sgd, testing::ConvNetOnnx(7), std::nullopt, ComputePrecision::kFloat16);
-  EXPECT_EQ(allreduce.status().code(), absl::StatusCode::kUnimplemented);
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> gpu_server =
+      MakeTrainer({gpus_[0]}, sgd, testing::ConvNetOnnx(7), gpus_[0], ComputePrecision::kFloat16);
+  EXPECT_EQ(gpu_server.status().code(), absl::StatusCode::kUnimplemented);
 }
+
+INSTANTIATE_TEST_SUITE_P(AllreduceAndCpuServer, Float16GpuTest, ::testing::Bool());
 
 // More slots than rows: the slot without rows still takes part in the
 // reduction (adding zeros), and the step is the one-slot step.

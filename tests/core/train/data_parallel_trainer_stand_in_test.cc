@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "tests/core/train/train_test_models.h"
 #include "tests/testing/device_memory_stand_in.h"
+#include "tests/testing/host_sum_slot_all_reduce.h"
 #include "tests/testing/test_models.h"
 
 namespace replicad {
@@ -35,7 +36,8 @@ using ::testing::HasSubstr;
 // `devices`, if given, receives the slots' devices and then the server's.
 // `fault`, if given, is injected into slot 0's stand-in. fp16 `precision`
 // starts from a loss scale of 2^20 (the first steps overflow) and doubles
-// it after 2 finite steps.
+// it after 2 finite steps. Stand-ins under allreduce sum through
+// host_sum_slot_all_reduce.h (NCCL's part in the trainer's GPU path).
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
     const std::string& layout, bool parameter_server, std::vector<Device*>* devices = nullptr,
     std::shared_ptr<testing::InjectedFault> fault = nullptr, bool server_on_stand_in = false,
@@ -70,7 +72,11 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
   }
   TrainerReduction reduction;
   reduction.parameter_server = std::move(server);
-  reduction.slot_all_reduce = &CreateSlotAllReduce;
+  reduction.slot_all_reduce = [](const std::vector<Device*>& slots,
+                                 const SlotAllReducePeers* peers) {
+    return absl::StatusOr<std::unique_ptr<SlotAllReduce>>(
+        testing::MakeHostSumSlotAllReduce(static_cast<int>(slots.size()), peers));
+  };
   return DataParallelTrainer::Create(testing::LoadForTraining(testing::ConvNetOnnx(7)),
                                      std::move(slots), options, std::move(reduction));
 }
@@ -120,16 +126,21 @@ TEST(DataParallelTrainerStandInTest, DeviceMemorySlotsThroughAServerTrainLikeCpu
   }
 }
 
-// fp16 on device-memory slots through a server in host memory: the loss
-// scale is copied to each slot, and the host checks the summed gradients
-// for overflow, so every step (skipped ones first, from 2^20) and the
-// weights are those of CPU slots under allreduce, bit for bit. Where the
-// sums stay on devices (allreduce, a server on a stand-in) fp16 is refused.
-TEST(DataParallelTrainerStandInTest, Float16ThroughAHostServerTrainsLikeCpuSlots) {
+// fp16 on device-memory slots: the loss scale is copied to each slot, and
+// the summed gradients are checked for overflow on the host (a server in
+// host memory) or, under allreduce, on the first slot's device
+// (replicad.AllFinite over its summed arena), so every step (skipped ones
+// first, from 2^20) and the weights are those of CPU slots under allreduce,
+// bit for bit. A server on a device sums after the trainer's checks: fp16
+// is refused there.
+class Float16StandInTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Float16StandInTest, TrainsLikeCpuSlots) {
+  const bool parameter_server = GetParam();
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> cpu =
       MakeTrainer("cc", false, nullptr, nullptr, false, ComputePrecision::kFloat16);
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> ps =
-      MakeTrainer("dd", true, nullptr, nullptr, false, ComputePrecision::kFloat16);
+      MakeTrainer("dd", parameter_server, nullptr, nullptr, false, ComputePrecision::kFloat16);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   ASSERT_TRUE(ps.ok()) << ps.status();
   int skipped = 0, applied = 0;
@@ -152,18 +163,15 @@ TEST(DataParallelTrainerStandInTest, Float16ThroughAHostServerTrainsLikeCpuSlots
     ExpectSameBits((*ps)->SlotParameters(s).value(), (*cpu)->SlotParameters(s).value(),
                    absl::StrCat("fp16, slot ", s));
   }
-  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> allreduce =
-      MakeTrainer("dd", false, nullptr, nullptr, false, ComputePrecision::kFloat16);
-  EXPECT_EQ(allreduce.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(allreduce.status().message()),
-              AllOf(HasSubstr("reduction 'ps' on a CPU parameter server"), HasSubstr("slot 'r0'"),
-                    HasSubstr("under allreduce")));
   absl::StatusOr<std::unique_ptr<DataParallelTrainer>> device_server =
       MakeTrainer("dd", true, nullptr, nullptr, true, ComputePrecision::kFloat16);
   EXPECT_EQ(device_server.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(device_server.status().message()),
-              HasSubstr("the server is not in host memory"));
+              AllOf(HasSubstr("a parameter server on cuda:1 sums after that check"),
+                    HasSubstr("fp16 trains with allreduce or a server on cpu:0")));
 }
+
+INSTANTIATE_TEST_SUITE_P(HostServerAndAllreduce, Float16StandInTest, ::testing::Bool());
 
 TEST(DataParallelTrainerStandInTest, AServerOnAStandInTrainsLikeCpuSlots) {
   for (const std::string layout : {"dd", "cd"}) {

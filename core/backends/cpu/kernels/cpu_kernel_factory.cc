@@ -131,6 +131,9 @@ constexpr BuilderEntry kBuilders[] = {
     {"Upsample", MakeResizeKernel},
     {"Where", MakeWhereKernel},
     {"Xor", MakeLogicalKernel},
+    // Training-only (core/ops/training_ops.h), before the fused attention in
+    // name order.
+    {"replicad.AllFinite", MakeAllFiniteKernel},
     // Fused by the load-time optimizer (core/ops/attention_attributes.h).
     {"replicad.Attention", MakeAttentionKernel},
     // Training-only operators (core/ops/training_ops.h).

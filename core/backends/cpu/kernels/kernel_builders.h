@@ -133,6 +133,8 @@ KernelOrStatus MakeConvGradDataKernel(const KernelSpec& spec, CpuKernelContext& 
 KernelOrStatus MakeConvGradFilterKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMaxPoolGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeMeanSquaredErrorKernel(const KernelSpec& spec, CpuKernelContext& context);
+// replicad.AllFinite (all_finite_kernel.cc).
+KernelOrStatus MakeAllFiniteKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeReluGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 // The in-place optimizer update (optimizer_step_kernel.cc says who runs it).
 KernelOrStatus MakeOptimizerStepKernel(const KernelSpec& spec, CpuKernelContext& context);

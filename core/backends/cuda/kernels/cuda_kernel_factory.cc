@@ -125,6 +125,9 @@ constexpr BuilderEntry kBuilders[] = {
     {"Upsample", MakeCudaResizeKernel},
     {"Where", MakeCudaWhereKernel},
     {"Xor", MakeCudaLogicKernel},
+    // Training-only (core/ops/training_ops.h), before the fused attention in
+    // name order.
+    {"replicad.AllFinite", MakeCudaAllFiniteKernel},
     // Fused by the load-time optimizer (core/ops/attention_attributes.h).
     {"replicad.Attention", MakeCudaAttentionKernel},
     // Training-only operators (core/ops/training_ops.h).

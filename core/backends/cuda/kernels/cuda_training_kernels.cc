@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/backends/cuda/kernels/launch_kernel.h"
 #include "core/backends/cuda/kernels/training_launch.h"
 #include "core/base/status_macros.h"
 #include "core/ops/data_movement_attributes.h"
@@ -409,6 +410,15 @@ KernelOrStatus MakeCudaPadGradKernel(const KernelSpec& spec, CudaKernelContext& 
                             UploadToDevice(context, table.data(), table.size() * sizeof(int64_t)));
   tables.table = static_cast<const int64_t*>(buffer->data());
   return std::make_unique<PadGradKernel>(context, NumElements(x), tables, std::move(buffer));
+}
+
+KernelOrStatus MakeCudaAllFiniteKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  const int64_t n = NumElements(spec.inputs[0]->shape);
+  return std::make_unique<LaunchKernel>(
+      context, "AllFiniteKernel",
+      [n](const void* const* in, void* const* out, cudaStream_t stream) {
+        LaunchAllFinite(static_cast<const float*>(in[0]), n, static_cast<float*>(out[0]), stream);
+      });
 }
 
 KernelOrStatus MakeCudaLossKernel(const KernelSpec& spec, CudaKernelContext& context) {

@@ -106,6 +106,8 @@ KernelOrStatus MakeCudaSumToShapeKernel(const KernelSpec& spec, CudaKernelContex
 KernelOrStatus MakeCudaConcatGradKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaPadGradKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaLossKernel(const KernelSpec& spec, CudaKernelContext& context);
+// replicad.AllFinite (training.cu).
+KernelOrStatus MakeCudaAllFiniteKernel(const KernelSpec& spec, CudaKernelContext& context);
 // BatchNormTrain (statistics summed across the step's slots through its
 // collective) and BatchNormGrad (batch_norm_train.cu).
 KernelOrStatus MakeCudaBatchNormTrainKernel(const KernelSpec& spec, CudaKernelContext& context);

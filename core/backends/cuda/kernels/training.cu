@@ -297,7 +297,21 @@ __global__ void PadGradKernel(const float* dy, float* dx, int64_t n, PadGradTabl
 
 int GridFor(int64_t blocks) { return static_cast<int>(blocks < 65535 ? blocks : 65535); }
 
+__global__ void AllFiniteResetKernel(float* out) { *out = 1.0f; }
+
+__global__ void AllFiniteScanKernel(const float* x, int64_t n, float* out) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) {
+    if (!isfinite(x[i])) *out = 0.0f;
+  }
+}
+
 }  // namespace
+
+void LaunchAllFinite(const float* x, int64_t n, float* out, cudaStream_t stream) {
+  AllFiniteResetKernel<<<1, 1, 0, stream>>>(out);
+  if (n == 0) return;
+  AllFiniteScanKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(x, n, out);
+}
 
 void LaunchReluGrad(const float* y, const float* dy, float* dx, int64_t n, float alpha,
                     cudaStream_t stream) {

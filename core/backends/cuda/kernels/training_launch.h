@@ -89,6 +89,11 @@ int64_t MeanSquaredErrorPartials(int64_t n);
 void LaunchMeanSquaredError(const float* y, const float* t, float* dy, int64_t n, double scale,
                             double* partial, float* loss_sum, cudaStream_t stream);
 
+// replicad.AllFinite: *out = 1 when none of x's n elements is NaN or
+// infinite, else 0: *out is set to 1, then one pass whose threads write 0
+// where they find such an element (every such write is the same value).
+void LaunchAllFinite(const float* x, int64_t n, float* out, cudaStream_t stream);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_BACKENDS_CUDA_KERNELS_TRAINING_LAUNCH_H_
