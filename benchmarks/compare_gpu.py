@@ -19,6 +19,8 @@ GPU, optimizer on the GPU; host tensors in) with 1 and 2 slots on the one GPU, o
 exported in training mode (BatchNormalization with batch statistics); each one-slot step also
 with --no-cudnn-deterministic (cuDNN's fastest algorithms, as PyTorch's default).
 Slots of one GPU: Predict on 1, 2 and 4 slots at batch 1, 8 and 64 (--slot-batches).
+fp16 training: replicad's TrainStep with precision fp16 (one slot) next to PyTorch's AMP step
+(autocast float16 and GradScaler), the JSON's train_step.fp16.
 Reduced precision: replicad --precision fp16 and bf16 (one slot, host tensors in and out)
 next to PyTorch under torch.autocast with its input on the GPU (the JSON's predict.fp16 and
 predict.bf16).
@@ -147,6 +149,49 @@ def torch_train_step(batch, tf32):
 
 def torch_train_step_ms(batch, tf32, args):
     return median_ms(torch_train_step(batch, tf32), args.warmup, args.iterations)
+
+
+def torch_amp_train_step(batch):
+    """PyTorch's mixed-precision SGD step (torch.autocast float16 and GradScaler, as the AMP
+    recipe writes it), TF32 off, synchronised."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    module = torchvision.models.resnet50(weights=None).cuda().train()
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.cuda.amp.GradScaler()
+    x = torch.randn(batch, 3, 224, 224).cuda()
+    y = torch.randint(0, 1000, (batch,)).cuda()
+
+    def run():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(module(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        torch.cuda.synchronize()
+    return run
+
+
+def fp16_train_step(train_bench, train_path, args):
+    """replicad's fp16 TrainStep (one slot, precision fp16: products from float16-rounded
+    operands, dynamic loss scaling) next to PyTorch's AMP step: the table's rows and the JSON
+    case (train_step.fp16)."""
+    log(f"PyTorch AMP training step, batch {args.train_batch}")
+    peer = median_ms(torch_amp_train_step(args.train_batch), args.warmup, args.iterations)
+    log(f"replicad training step, precision fp16, batch {args.train_batch}")
+    ms, error = replicad_ms(train_bench, "train_step",
+                            ["--model", train_path, "--device", args.device, "--slots", "1",
+                             "--batch", str(args.train_batch), "--precision", "fp16"], args)
+    rows = [("engine", "median ms per step", "images/s", "replicad/PyTorch"),
+            ("PyTorch AMP (autocast float16, GradScaler)", f"{peer:.1f}",
+             f"{args.train_batch / peer * 1000:.0f}", ""),
+            ("replicad TrainStep, precision fp16, 1 slot",
+             f"{ms:.1f}" if ms else f"failed: {error}",
+             f"{args.train_batch / ms * 1000:.0f}" if ms else "", f"{ms / peer:.2f}" if ms else "")]
+    return rows, gpu_summary.case(peer, ms, replicad_case="precision fp16, 1 slot, TF32 off",
+                                  pytorch_case="torch.autocast(float16) + GradScaler")
 
 
 def slots_per_gpu(bench, path, args):
@@ -379,19 +424,23 @@ def main(argv):
     slot_rows = slots_per_gpu(bench, path, args)
     graph_rows, graphs_case = batch1_graphs(bench, path, module, args)
     precision_rows, precision_cases = reduced_precision(bench, path, module, args)
+    fp16_train_rows, fp16_train_case = fp16_train_step(train_bench, train_path, args)
     gain, batching_rows = batching_gain(path, args, workdir)
     report += "\n".join(["", "Slots of one GPU (TF32 off, host tensors in and out):", "",
                          table(slot_rows), "",
                          "Batch 1, one slot, TF32 off (CUDA graphs):", "", table(graph_rows), "",
                          f"Reduced precision, batch {args.batch}, one slot:", "",
                          table(precision_rows), "",
+                         f"fp16 training step, batch {args.train_batch}, TF32 off:", "",
+                         table(fp16_train_rows), "",
                          "Dynamic batching, resnet50 on one GPU slot, batch-1 requests over gRPC "
                          "(perf_analyzer, concurrency 16):", "", table(batching_rows), ""])
     publish(report, args.output)
     document = gpu_summary.summary(datetime.date.today().isoformat(),
                                    torch.cuda.get_device_name(0), git_commit(), train_cases,
                                    predict_cases, batch1_graphs=graphs_case,
-                                   batching_gain=gain, reduced_precision=precision_cases)
+                                   batching_gain=gain, reduced_precision=precision_cases,
+                                   train_fp16=fp16_train_case)
     gpu_summary.write(document, args.json)
     log(f"compare_gpu: figures in {args.json}")
     return 0

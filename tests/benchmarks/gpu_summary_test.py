@@ -21,10 +21,12 @@ class GpuSummaryTest(unittest.TestCase):
                  False: gpu_summary.case(200.0, None)}
         predict = {True: gpu_summary.case(40.0, 30.0), False: gpu_summary.case(80.0, 88.0)}
         document = gpu_summary.summary("2026-12-03", "NVIDIA H200", "abc1234", train, predict,
-                                       reduced_precision={"fp16": gpu_summary.case(50.0, 45.0)})
+                                       reduced_precision={"fp16": gpu_summary.case(50.0, 45.0)},
+                                       train_fp16=gpu_summary.case(60.0, 66.0))
         self.assertEqual(set(document), {"date", "gpu", "commit", "train_step", "predict",
                                          "batching_gain"})
-        self.assertEqual(set(document["train_step"]), {"tf32_on", "tf32_off"})
+        self.assertEqual(set(document["train_step"]), {"tf32_on", "tf32_off", "fp16"})
+        self.assertEqual(document["train_step"]["fp16"]["ratio"], 1.1)
         self.assertEqual(set(document["predict"]),
                          {"tf32_on", "tf32_off", "batch1_graphs", "fp16", "bf16"})
         self.assertEqual(document["train_step"]["tf32_on"],
