@@ -149,6 +149,7 @@ constexpr OpDefinition kOps[] = {
     {kLogSoftmaxGrad, InferSoftmaxFamilyGrad},
     {kMaxPoolGrad, InferMaxPoolGrad},
     {kMeanSquaredError, InferMeanSquaredError},
+    {kOptimizerDryRun, InferOptimizerDryRun},
     {kOptimizerStep, InferOptimizerStep},
     {kPadGrad, InferPadGrad, (1u << 2) | (1u << 3) | (1u << 4)},
     {kReluGrad, InferReluGrad},

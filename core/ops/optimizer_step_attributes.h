@@ -53,6 +53,9 @@ absl::StatusOr<int64_t> OptimizerUpdateNumber(const RunContext& run, absl::strin
 // The op's shape rule (training_ops.cc): G float32 of any shape -> P and the kind's state
 // tensors (OptimizerStateNames), each of G's type.
 absl::Status InferOptimizerStep(KernelSpec* spec);
+// replicad.OptimizerDryRun's: G, P and the kind's state tensors, all float32
+// of G's shape -> float32 [].
+absl::Status InferOptimizerDryRun(KernelSpec* spec);
 
 }  // namespace replicad
 

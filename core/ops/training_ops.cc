@@ -223,6 +223,23 @@ absl::Status InferAllFinite(KernelSpec* spec) {
   return absl::OkStatus();
 }
 
+absl::Status InferOptimizerDryRun(KernelSpec* spec) {
+  REPLICAD_ASSIGN_OR_RETURN(OptimizerConfig config, ParseOptimizerStep(*spec));
+  const int state = static_cast<int>(OptimizerStateNames(config.kind, config.momentum).size());
+  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2 + state, 2 + state));
+  REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(*spec, 0, "G"));
+  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "G", gradient, {DType::kFloat32}));
+  for (int i = 1; i < 2 + state; ++i) {
+    REPLICAD_ASSIGN_OR_RETURN(TensorType input, RequiredInput(*spec, i, "P or a state tensor"));
+    if (!(input == gradient)) {
+      return NodeError(*spec, absl::StrCat("input ", i, " must be ", TensorTypeToString(gradient),
+                                           " like G, received ", TensorTypeToString(input)));
+    }
+  }
+  spec->outputs = {TensorType{DType::kFloat32, {}}};
+  return absl::OkStatus();
+}
+
 absl::Status InferOptimizerStep(KernelSpec* spec) {
   REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 1));
   REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(*spec, 0, "G"));

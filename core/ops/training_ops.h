@@ -96,6 +96,14 @@ inline constexpr std::string_view kAllFinite = "replicad.AllFinite";
 // in PyTorch. CUDA and the CPU backend have kernels; the host optimizer
 // updates CPU slots without one.
 inline constexpr std::string_view kOptimizerStep = "replicad.OptimizerStep";
+// replicad.OptimizerDryRun(G, P, then the kind's state tensors in
+// OptimizerStateNames' order), replicad.OptimizerStep's attributes ->
+// float32 []: 1 when the update OptimizerStep would make (update number t
+// from the RunContext, as there) leaves every element of P finite, else 0.
+// Nothing is written but the flag. An optimizer on a device runs it before
+// the update, as the host runs FirstNonFiniteUpdateOnHost, so a learning
+// rate that overflows finite gradients is refused before any weight changes.
+inline constexpr std::string_view kOptimizerDryRun = "replicad.OptimizerDryRun";
 
 }  // namespace replicad
 

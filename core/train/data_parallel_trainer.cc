@@ -258,6 +258,11 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Impl::StepL
     }
   }
   if (why.empty()) why = CheckUpdateStaysFinite();
+  if (why.empty()) {
+    REPLICAD_ASSIGN_OR_RETURN(const std::optional<Optimizer::NonFiniteUpdate> bad,
+                              reduction_->FirstNonFiniteDeviceUpdate());
+    if (bad.has_value()) why = NonFiniteUpdateReason(training_, *reduction_->optimizers()[0], *bad);
+  }
   if (!why.empty()) {
     // Skipped or refused, a step that is not applied answers the same
     // reason; an fp16 overflow is skipped, as GradScaler skips it.

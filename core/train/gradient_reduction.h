@@ -71,6 +71,15 @@ class GradientReduction {
   // (the trainer checks those) or a server on a GPU sums later
   // (SumOnDevices; its sums are not checked).
   virtual absl::StatusOr<std::optional<size_t>> FirstNonFiniteDeviceSum() { return std::nullopt; }
+  // Where the devices hold the sums and apply them (GPU slots under
+  // allreduce): whether the update would make a weight not finite, by the
+  // first slot's optimizer's dry run on its device (Optimizer::
+  // FindNonFiniteUpdate); nullopt when it would not, and where the host
+  // applies the sums first (the trainer's own check) or a GPU server does
+  // (not checked).
+  virtual absl::StatusOr<std::optional<Optimizer::NonFiniteUpdate>> FirstNonFiniteDeviceUpdate() {
+    return std::nullopt;
+  }
   // Device sums that wait for the trainer's checks (a GPU server's).
   virtual absl::Status SumOnDevices(const std::vector<BatchSlice>& slices, float scale) {
     return absl::OkStatus();

@@ -154,6 +154,15 @@ absl::StatusOr<std::optional<size_t>> NcclAllReduce::FirstNonFiniteDeviceSum() {
       "every gradient is finite");
 }
 
+absl::StatusOr<std::optional<Optimizer::NonFiniteUpdate>>
+NcclAllReduce::FirstNonFiniteDeviceUpdate() {
+  TrainingSlot& slot = *slots_.front();
+  std::vector<float*> parameters;
+  for (Tensor& p : slot.parameters) parameters.push_back(p.data<float>());
+  return slot.optimizer->FindNonFiniteUpdate(parameters,
+                                             layout_->Gradients(slot.gradient_arena->data()));
+}
+
 std::vector<Optimizer*> NcclAllReduce::optimizers() {
   std::vector<Optimizer*> optimizers;
   for (TrainingSlot* slot : slots_) optimizers.push_back(slot->optimizer.get());

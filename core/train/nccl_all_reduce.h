@@ -43,6 +43,7 @@ class NcclAllReduce : public GradientReduction {
   // only when that finds one are the sums copied to the host to name the
   // parameter.
   absl::StatusOr<std::optional<size_t>> FirstNonFiniteDeviceSum() override;
+  absl::StatusOr<std::optional<Optimizer::NonFiniteUpdate>> FirstNonFiniteDeviceUpdate() override;
 
  private:
   NcclAllReduce(std::vector<TrainingSlot*> slots, const GradientLayout* layout,

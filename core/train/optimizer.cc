@@ -1,5 +1,6 @@
 #include "core/train/optimizer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -120,6 +121,83 @@ std::optional<Optimizer::NonFiniteUpdate> Optimizer::FirstNonFiniteUpdate(
     if (bad >= 0) return NonFiniteUpdate{i, bad, parameters[i][bad], gradients[i][bad], after};
   }
   return std::nullopt;
+}
+
+absl::Status Optimizer::BuildDryRuns() {
+  const Attributes attributes = OptimizerStepAttributes(config_);
+  REPLICAD_ASSIGN_OR_RETURN(dry_run_flags_,
+                            device_->Allocate(std::max<size_t>(sizes_.size(), 1) * sizeof(float)));
+  for (size_t i = 0; i < sizes_.size(); ++i) {
+    if (sizes_[i] == 0) continue;
+    KernelSpec spec;
+    spec.op_type = std::string(kOptimizerDryRun);
+    spec.node_name = absl::StrCat("optimizer dry run param", i);
+    spec.attributes = &attributes;
+    spec.inputs.assign(2 + names_.size(), TensorType{DType::kFloat32, {sizes_[i]}});
+    spec.constant_inputs.assign(spec.inputs.size(), nullptr);
+    REPLICAD_RETURN_IF_ERROR(InferOptimizerDryRun(&spec));
+    REPLICAD_ASSIGN_OR_RETURN(params_[i].dry_run, device_->MakeKernel(spec));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<Optimizer::NonFiniteUpdate>> Optimizer::FindNonFiniteUpdate(
+    const std::vector<float*>& parameters, const std::vector<const float*>& gradients) {
+  if (device_ == nullptr) return FirstNonFiniteUpdate(parameters, gradients);
+  if (dry_run_flags_ == nullptr) REPLICAD_RETURN_IF_ERROR(BuildDryRuns());
+  RunContext context;
+  context.step = step_ + 1;
+  std::vector<float> flags(sizes_.size(), 1.0f);
+  float* device_flags = static_cast<float*>(dry_run_flags_->data());
+  absl::Status status;
+  device_->Enqueue([&] {
+    for (size_t i = 0; i < sizes_.size() && status.ok(); ++i) {
+      if (params_[i].dry_run == nullptr) continue;  // An empty parameter.
+      std::vector<const void*> inputs = {gradients[i], parameters[i]};
+      for (const std::shared_ptr<Buffer>& state : params_[i].device)
+        inputs.push_back(state->data());
+      void* outputs[] = {device_flags + i};
+      status = params_[i].dry_run->Run(context, inputs.data(), outputs);
+    }
+    if (status.ok() && !flags.empty()) {
+      status = device_->CopyOnStream(device_flags, device_->memory_location(), flags.data(),
+                                     MemoryLocation{}, flags.size() * sizeof(float));
+    }
+  });
+  REPLICAD_RETURN_IF_ERROR(device_->Synchronize());
+  REPLICAD_RETURN_IF_ERROR(status);
+  for (size_t i = 0; i < sizes_.size(); ++i) {
+    if (sizes_[i] != 0 && flags[i] != 1.0f) return FindOnHostCopies(i, parameters[i], gradients[i]);
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::optional<Optimizer::NonFiniteUpdate>> Optimizer::FindOnHostCopies(
+    size_t i, const float* p, const float* g) {
+  const size_t n = static_cast<size_t>(sizes_[i]);
+  std::vector<float> host_p(n), host_g(n);
+  // Before the first step the state is not read (zeros, as on the host).
+  std::vector<std::vector<float>> host_state(names_.size(), std::vector<float>(n, 0.0f));
+  const MemoryLocation where = device_->memory_location();
+  device_->EnqueueCopy(p, where, host_p.data(), MemoryLocation{}, n * sizeof(float));
+  device_->EnqueueCopy(g, where, host_g.data(), MemoryLocation{}, n * sizeof(float));
+  for (size_t k = 0; k < names_.size() && step_ > 0; ++k) {
+    device_->EnqueueCopy(params_[i].device[k]->data(), where, host_state[k].data(),
+                         MemoryLocation{}, n * sizeof(float));
+  }
+  REPLICAD_RETURN_IF_ERROR(device_->Synchronize());
+  std::vector<const float*> state;
+  for (const std::vector<float>& s : host_state) state.push_back(s.data());
+  float after = 0;
+  const int64_t bad =
+      FirstNonFiniteUpdateOnHost(index_, MakeOptimizerStepScalars(config_, step_ + 1),
+                                 host_p.data(), host_g.data(), state.data(), sizes_[i], &after);
+  if (bad < 0) {
+    return absl::InternalError(absl::StrCat(
+        "the device's dry run of parameter ", i,
+        " found an update that is not finite, but the host's run of the same rule did not"));
+  }
+  return NonFiniteUpdate{i, bad, host_p[bad], host_g[bad], after};
 }
 
 absl::Status Optimizer::Step(const std::vector<float*>& parameters,

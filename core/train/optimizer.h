@@ -81,6 +81,13 @@ class Optimizer {
   };
   std::optional<NonFiniteUpdate> FirstNonFiniteUpdate(
       const std::vector<float*>& parameters, const std::vector<const float*>& gradients) const;
+  // The same answer in either mode. Device mode: replicad.OptimizerDryRun per
+  // parameter on the device (built by the first call), one wait for their
+  // flags, and only a parameter whose flag says so copied to the host to find
+  // its first element. Not on the device's stream thread; the device's
+  // errors pass through.
+  absl::StatusOr<std::optional<NonFiniteUpdate>> FindNonFiniteUpdate(
+      const std::vector<float*>& parameters, const std::vector<const float*>& gradients);
 
   // Steps taken (or restored). Adam's bias corrections use it.
   int64_t step() const { return step_; }
@@ -111,12 +118,18 @@ class Optimizer {
     std::vector<std::vector<float>> host;         // Host mode; empty until the first step.
     std::vector<std::shared_ptr<Buffer>> device;  // Device mode; allocated by Create.
     std::unique_ptr<Kernel> kernel;               // Device mode; null for an empty parameter.
+    std::unique_ptr<Kernel> dry_run;              // Device mode, once FindNonFiniteUpdate ran.
     std::shared_ptr<Buffer> workspace;            // The kernel's scratch, if it asks for any.
   };
 
   Optimizer(const OptimizerConfig& config, std::vector<int64_t> sizes, Device* device);
 
   absl::Status BuildDeviceState();
+  absl::Status BuildDryRuns();
+  // Parameter i's first element whose update would not be finite, from host
+  // copies of it, its gradient and its state (device mode).
+  absl::StatusOr<std::optional<NonFiniteUpdate>> FindOnHostCopies(size_t i, const float* p,
+                                                                  const float* g);
   void HostStep(size_t i, float* p, const float* g, const OptimizerStepScalars& scalars);
   absl::Status DeviceStep(const std::vector<float*>& parameters,
                           const std::vector<const float*>& gradients);
@@ -128,6 +141,7 @@ class Optimizer {
   OptimizerStateIndex index_;       // Where each role sits in names_.
   std::vector<Parameter> params_;
   std::vector<void*> outputs_;  // Device mode: one kernel's outputs, reused by every Step.
+  std::shared_ptr<Buffer> dry_run_flags_;  // Device mode: one float per parameter.
   int64_t step_ = 0;
 };
 

@@ -38,10 +38,12 @@ using ::testing::HasSubstr;
 // starts from a loss scale of 2^20 (the first steps overflow) and doubles
 // it after 2 finite steps. Stand-ins under allreduce sum through
 // host_sum_slot_all_reduce.h (NCCL's part in the trainer's GPU path).
+// `optimizer`, if given, replaces Adam at 0.01.
 absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
     const std::string& layout, bool parameter_server, std::vector<Device*>* devices = nullptr,
     std::shared_ptr<testing::InjectedFault> fault = nullptr, bool server_on_stand_in = false,
-    ComputePrecision precision = ComputePrecision::kFloat32) {
+    ComputePrecision precision = ComputePrecision::kFloat32,
+    const OptimizerConfig* optimizer = nullptr) {
   const DeviceInfo cpu = EnumerateCpuDevices()[0];
   std::vector<TrainerSlot> slots;
   for (size_t s = 0; s < layout.size(); ++s) {
@@ -58,6 +60,7 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> MakeTrainer(
   options.loss = {LossSpec::Kind::kSoftmaxCrossEntropy, "logits"};
   options.optimizer.kind = OptimizerConfig::Kind::kAdam;
   options.optimizer.learning_rate = 0.01f;
+  if (optimizer != nullptr) options.optimizer = *optimizer;
   options.seed = 5;
   options.precision = precision;
   options.loss_scaling = {1048576.0f, 2};
@@ -172,6 +175,38 @@ TEST_P(Float16StandInTest, TrainsLikeCpuSlots) {
 }
 
 INSTANTIATE_TEST_SUITE_P(HostServerAndAllreduce, Float16StandInTest, ::testing::Bool());
+
+// An update that would overflow finite gradients (SGD at 1e4 on inputs of
+// 3e35): device-memory slots under allreduce find it by the optimizer's dry
+// run on the device (replicad.OptimizerDryRun) and refuse the step as CPU
+// slots do, with the same reason, leaving every weight as it was; the next
+// good step trains.
+TEST(DataParallelTrainerStandInTest, AnUpdateThatWouldOverflowIsRefusedOnTheDevice) {
+  OptimizerConfig sgd;
+  sgd.learning_rate = 1e4f;
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> cpu =
+      MakeTrainer("cc", false, nullptr, nullptr, false, ComputePrecision::kFloat32, &sgd);
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> device =
+      MakeTrainer("dd", false, nullptr, nullptr, false, ComputePrecision::kFloat32, &sgd);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_TRUE(device.ok()) << device.status();
+  const std::vector<Tensor> before = (*device)->SlotParameters(1).value();
+  Tensor large = Tensor::Host(DType::kFloat32, {7, 2, 6, 6});
+  for (int64_t i = 0; i < large.num_elements(); ++i) large.data<float>()[i] = 3e35f;
+  absl::StatusOr<DataParallelTrainer::StepResult> a =
+      (*cpu)->Step({large}, testing::ClassLabels(7, 4, 0));
+  absl::StatusOr<DataParallelTrainer::StepResult> b =
+      (*device)->Step({large}, testing::ClassLabels(7, 4, 0));
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.status(), a.status());
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("the update would make element"));
+  EXPECT_EQ((*device)->step(), 0);
+  for (int slot : {0, 1}) {
+    ExpectSameBits((*device)->SlotParameters(slot).value(), before,
+                   absl::StrCat("refused, slot ", slot));
+  }
+  ExpectTrainsLikeCpuSlots(**device, **cpu, 2, 7, "after the refused step");
+}
 
 TEST(DataParallelTrainerStandInTest, AServerOnAStandInTrainsLikeCpuSlots) {
   for (const std::string layout : {"dd", "cd"}) {

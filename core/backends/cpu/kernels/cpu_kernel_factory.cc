@@ -149,6 +149,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"replicad.LogSoftmaxGrad", MakeSoftmaxGradKernel},
     {"replicad.MaxPoolGrad", MakeMaxPoolGradKernel},
     {"replicad.MeanSquaredError", MakeMeanSquaredErrorKernel},
+    {"replicad.OptimizerDryRun", MakeOptimizerDryRunKernel},
     {"replicad.OptimizerStep", MakeOptimizerStepKernel},
     {"replicad.PadGrad", MakePadGradKernel},
     {"replicad.ReluGrad", MakeReluGradKernel},

@@ -135,6 +135,8 @@ KernelOrStatus MakeMaxPoolGradKernel(const KernelSpec& spec, CpuKernelContext& c
 KernelOrStatus MakeMeanSquaredErrorKernel(const KernelSpec& spec, CpuKernelContext& context);
 // replicad.AllFinite (all_finite_kernel.cc).
 KernelOrStatus MakeAllFiniteKernel(const KernelSpec& spec, CpuKernelContext& context);
+// replicad.OptimizerDryRun (optimizer_step_kernel.cc).
+KernelOrStatus MakeOptimizerDryRunKernel(const KernelSpec& spec, CpuKernelContext& context);
 KernelOrStatus MakeReluGradKernel(const KernelSpec& spec, CpuKernelContext& context);
 // The in-place optimizer update (optimizer_step_kernel.cc says who runs it).
 KernelOrStatus MakeOptimizerStepKernel(const KernelSpec& spec, CpuKernelContext& context);

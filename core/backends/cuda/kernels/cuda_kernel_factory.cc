@@ -143,6 +143,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"replicad.LogSoftmaxGrad", MakeCudaSoftmaxGradKernel},
     {"replicad.MaxPoolGrad", MakeCudaPoolGradKernel},
     {"replicad.MeanSquaredError", MakeCudaLossKernel},
+    {"replicad.OptimizerDryRun", MakeCudaOptimizerDryRunKernel},
     {"replicad.OptimizerStep", MakeCudaOptimizerStepKernel},
     {"replicad.PadGrad", MakeCudaPadGradKernel},
     {"replicad.ReluGrad", MakeCudaActivationGradKernel},

@@ -64,7 +64,54 @@ class OptimizerStepKernel : public Kernel {
   int64_t n_;
 };
 
+// Inputs G, P, then the state tensors in OptimizerStateNames' order; one
+// flag out.
+class OptimizerDryRunKernel : public Kernel {
+ public:
+  // Its launches carry the step, as the update's do.
+  bool replayable() const override { return false; }
+  OptimizerDryRunKernel(const CudaKernelContext& context, std::string label,
+                        const OptimizerConfig& config, int64_t n)
+      : context_(context),
+        label_(std::move(label)),
+        config_(config),
+        index_(OptimizerStateIndexOf(config.kind, config.momentum)),
+        n_(n) {}
+
+  absl::Status Run(const RunContext& run, const void* const* inputs,
+                   void* const* outputs) override {
+    const absl::StatusOr<int64_t> t = OptimizerUpdateNumber(run, label_);
+    if (!t.ok()) return t.status();
+    auto state = [inputs](int index) {
+      return index < 0 ? nullptr : static_cast<const float*>(inputs[2 + index]);
+    };
+    OptimizerDryRunState roles;
+    roles.momentum_buffer = state(index_.momentum_buffer);
+    roles.exp_avg = state(index_.exp_avg);
+    roles.exp_avg_sq = state(index_.exp_avg_sq);
+    roles.square_avg = state(index_.square_avg);
+    LaunchOptimizerDryRun(MakeOptimizerStepScalars(config_, *t),
+                          static_cast<const float*>(inputs[1]),
+                          static_cast<const float*>(inputs[0]), roles, n_,
+                          static_cast<float*>(outputs[0]), context_.stream);
+    return LastLaunchStatus(context_.device, "OptimizerDryRunKernel");
+  }
+
+ private:
+  const CudaKernelContext& context_;
+  std::string label_;
+  OptimizerConfig config_;
+  OptimizerStateIndex index_;
+  int64_t n_;
+};
+
 }  // namespace
+
+KernelOrStatus MakeCudaOptimizerDryRunKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(OptimizerConfig config, ParseOptimizerStep(spec));
+  return std::make_unique<OptimizerDryRunKernel>(context, NodeLabel(spec), config,
+                                                 NumElements(spec.inputs[0]->shape));
+}
 
 KernelOrStatus MakeCudaOptimizerStepKernel(const KernelSpec& spec, CudaKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(OptimizerConfig config, ParseOptimizerStep(spec));

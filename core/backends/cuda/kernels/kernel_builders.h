@@ -114,6 +114,8 @@ KernelOrStatus MakeCudaBatchNormTrainKernel(const KernelSpec& spec, CudaKernelCo
 KernelOrStatus MakeCudaBatchNormGradKernel(const KernelSpec& spec, CudaKernelContext& context);
 // replicad.OptimizerStep: SGD, Adam, RMSprop updates in place (optimizer.cu).
 KernelOrStatus MakeCudaOptimizerStepKernel(const KernelSpec& spec, CudaKernelContext& context);
+// replicad.OptimizerDryRun: the same rules on register copies (optimizer.cu).
+KernelOrStatus MakeCudaOptimizerDryRunKernel(const KernelSpec& spec, CudaKernelContext& context);
 
 }  // namespace replicad
 

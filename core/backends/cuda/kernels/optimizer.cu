@@ -28,7 +28,45 @@ __global__ void RmspropStepKernel(OptimizerStepScalars s, float* __restrict__ p,
   }
 }
 
+__global__ void DryRunResetKernel(float* ok) { *ok = 1.0f; }
+
+// The step kernels' rules on register copies of the element and its state;
+// every write to `ok` is the same 0.
+__global__ void OptimizerDryRunKernel(OptimizerStepScalars s, const float* __restrict__ p,
+                                      const float* __restrict__ g, OptimizerDryRunState state,
+                                      int64_t n, float* ok) {
+  REPLICAD_GRID_STRIDE_LOOP(i, n) {
+    float after = p[i];
+    float buf = state.momentum_buffer != nullptr ? state.momentum_buffer[i] : 0.0f;
+    float* const buf_or_null = state.momentum_buffer != nullptr ? &buf : nullptr;
+    switch (s.kind) {
+      case OptimizerConfig::Kind::kSgd:
+        SgdUpdate(after, g[i], buf_or_null, s);
+        break;
+      case OptimizerConfig::Kind::kAdam: {
+        float m = state.exp_avg[i], v = state.exp_avg_sq[i];
+        AdamUpdate(after, g[i], m, v, s);
+        break;
+      }
+      case OptimizerConfig::Kind::kRmsprop: {
+        float v = state.square_avg[i];
+        RmspropUpdate(after, g[i], v, buf_or_null, s);
+        break;
+      }
+    }
+    if (!isfinite(after)) *ok = 0.0f;
+  }
+}
+
 }  // namespace
+
+void LaunchOptimizerDryRun(const OptimizerStepScalars& scalars, const float* p, const float* g,
+                           const OptimizerDryRunState& state, int64_t n, float* ok,
+                           cudaStream_t stream) {
+  DryRunResetKernel<<<1, 1, 0, stream>>>(ok);
+  if (n == 0) return;
+  OptimizerDryRunKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(scalars, p, g, state, n, ok);
+}
 
 void LaunchSgdStep(const OptimizerStepScalars& scalars, float* p, const float* g,
                    float* momentum_buffer, int64_t n, cudaStream_t stream) {

@@ -25,6 +25,20 @@ void LaunchAdamStep(const OptimizerStepScalars& scalars, float* p, const float* 
 void LaunchRmspropStep(const OptimizerStepScalars& scalars, float* p, const float* g,
                        float* square_avg, float* momentum_buffer, int64_t n, cudaStream_t stream);
 
+// replicad.OptimizerDryRun: *ok = 1, then 0 where an element's update by
+// the same rule, run on copies in registers, would not be finite; nothing
+// else is written. The state tensors by role as for the steps (null where
+// the kind does not use one).
+struct OptimizerDryRunState {
+  const float* momentum_buffer = nullptr;
+  const float* exp_avg = nullptr;
+  const float* exp_avg_sq = nullptr;
+  const float* square_avg = nullptr;
+};
+void LaunchOptimizerDryRun(const OptimizerStepScalars& scalars, const float* p, const float* g,
+                           const OptimizerDryRunState& state, int64_t n, float* ok,
+                           cudaStream_t stream);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_BACKENDS_CUDA_KERNELS_OPTIMIZER_LAUNCH_H_
