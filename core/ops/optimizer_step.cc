@@ -182,6 +182,20 @@ absl::StatusOr<OptimizerConfig> ParseOptimizerStep(const KernelSpec& spec) {
   return config;
 }
 
+absl::StatusOr<OptimizerRule> OptimizerRule::Parse(const KernelSpec& spec) {
+  OptimizerRule rule;
+  REPLICAD_ASSIGN_OR_RETURN(rule.config_, ParseOptimizerStep(spec));
+  rule.label_ = NodeLabel(spec);
+  rule.index_ = OptimizerStateIndexOf(rule.config_.kind, rule.config_.momentum);
+  rule.elements_ = NumElements(spec.inputs[0]->shape);
+  return rule;
+}
+
+absl::StatusOr<OptimizerStepScalars> OptimizerRule::ScalarsFor(const RunContext& run) const {
+  REPLICAD_ASSIGN_OR_RETURN(const int64_t t, OptimizerUpdateNumber(run, label_));
+  return MakeOptimizerStepScalars(config_, t);
+}
+
 absl::StatusOr<int64_t> OptimizerUpdateNumber(const RunContext& run, absl::string_view label) {
   const int64_t t = run.step;
   if (t < 1) {

@@ -1,6 +1,9 @@
 #ifndef REPLICAD_CORE_OPS_OPTIMIZER_STEP_ATTRIBUTES_H_
 #define REPLICAD_CORE_OPS_OPTIMIZER_STEP_ATTRIBUTES_H_
 
+#include <cstdint>
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -49,6 +52,27 @@ absl::StatusOr<OptimizerConfig> ParseOptimizerStep(const KernelSpec& spec);
 // the optimizer sets it). InvalidArgument naming `label` (the node) when it is < 1, as in
 // a default RunContext.
 absl::StatusOr<int64_t> OptimizerUpdateNumber(const RunContext& run, absl::string_view label);
+
+// What the backends' replicad.OptimizerStep and replicad.OptimizerDryRun
+// kernels hold: the node's rule (ParseOptimizerStep), its state roles, the
+// element count (of G, input 0) and its label for errors.
+class OptimizerRule {
+ public:
+  static absl::StatusOr<OptimizerRule> Parse(const KernelSpec& spec);
+
+  // The update's scalars for a Run (OptimizerUpdateNumber's error for a
+  // context without an update number).
+  absl::StatusOr<OptimizerStepScalars> ScalarsFor(const RunContext& run) const;
+  const OptimizerConfig& config() const { return config_; }
+  const OptimizerStateIndex& index() const { return index_; }
+  int64_t elements() const { return elements_; }
+
+ private:
+  std::string label_;
+  OptimizerConfig config_;
+  OptimizerStateIndex index_;
+  int64_t elements_ = 0;
+};
 
 // The op's shape rule (training_ops.cc): G float32 of any shape -> P and the kind's state
 // tensors (OptimizerStateNames), each of G's type.
