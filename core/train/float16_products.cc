@@ -112,6 +112,7 @@ void RoundProductsToFloat16(TrainingGraph* training, const std::vector<int>& nod
     for (int& input : node.inputs) {
       if (IsFloat32(graph, input)) input = rounds.Rounded(input, node.guards, &rewritten);
     }
+    node.attributes.Set(kPrecisionAttribute, AttributeValue(std::string("fp16")));
     // A forward node writes a copy of each output; the rounding writes the output.
     std::vector<std::pair<int, int>> outputs;
     const bool forward = static_cast<int>(n) < training->first_backward_node;

@@ -27,7 +27,10 @@ namespace replicad {
 // them too, each output rounded likewise. A value several of them read is
 // rounded once, one a rounding wrote not again. The Casts join the graph
 // just before and after their node (first_backward_node moves with the
-// forward pass's); guards are the node's.
+// forward pass's); guards are the node's. Each node is marked fp16
+// (kPrecisionAttribute): a CUDA slot then computes it on tensor cores from
+// those float16 values, summing float32; CPU slots compute float32, as
+// without the mark.
 void RoundProductsToFloat16(TrainingGraph* training, const std::vector<int>& nodes);
 
 // The nodes RoundProductsToFloat16 rounds for fp16 training: the forward

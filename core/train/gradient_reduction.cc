@@ -14,8 +14,9 @@ std::unique_ptr<SlotReducer> GradientReduction::ForSlot(int slot, float scale) {
 }
 
 absl::Status CheckFloat16Slots(const TrainerReduction& reduction) {
-  if (!reduction.parameter_server.has_value() || reduction.parameter_server->device == nullptr ||
-      InHostMemory(*reduction.parameter_server->device)) {
+  if (!reduction.parameter_server.has_value() ||
+      (reduction.parameter_server->device != nullptr &&
+       InHostMemory(*reduction.parameter_server->device))) {
     return absl::OkStatus();
   }
   return absl::UnimplementedError(absl::StrCat(

@@ -124,9 +124,9 @@ std::optional<Optimizer::NonFiniteUpdate> Optimizer::FirstNonFiniteUpdate(
 }
 
 absl::Status Optimizer::BuildDryRuns() {
+  // Built whole or not at all: the flags come last, and they say "built".
   const Attributes attributes = OptimizerStepAttributes(config_);
-  REPLICAD_ASSIGN_OR_RETURN(dry_run_flags_,
-                            device_->Allocate(std::max<size_t>(sizes_.size(), 1) * sizeof(float)));
+  std::vector<std::unique_ptr<Kernel>> kernels(sizes_.size());
   for (size_t i = 0; i < sizes_.size(); ++i) {
     if (sizes_[i] == 0) continue;
     KernelSpec spec;
@@ -136,8 +136,14 @@ absl::Status Optimizer::BuildDryRuns() {
     spec.inputs.assign(2 + names_.size(), TensorType{DType::kFloat32, {sizes_[i]}});
     spec.constant_inputs.assign(spec.inputs.size(), nullptr);
     REPLICAD_RETURN_IF_ERROR(InferOptimizerDryRun(&spec));
-    REPLICAD_ASSIGN_OR_RETURN(params_[i].dry_run, device_->MakeKernel(spec));
+    REPLICAD_ASSIGN_OR_RETURN(kernels[i], device_->MakeKernel(spec));
   }
+  REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> flags,
+                            device_->Allocate(std::max<size_t>(sizes_.size(), 1) * sizeof(float)));
+  for (size_t i = 0; i < sizes_.size(); ++i) params_[i].dry_run = std::move(kernels[i]);
+  dry_run_inputs_.resize(2 + names_.size());
+  dry_run_flags_host_.resize(sizes_.size());
+  dry_run_flags_ = std::move(flags);
   return absl::OkStatus();
 }
 
@@ -147,17 +153,19 @@ absl::StatusOr<std::optional<Optimizer::NonFiniteUpdate>> Optimizer::FindNonFini
   if (dry_run_flags_ == nullptr) REPLICAD_RETURN_IF_ERROR(BuildDryRuns());
   RunContext context;
   context.step = step_ + 1;
-  std::vector<float> flags(sizes_.size(), 1.0f);
+  std::vector<float>& flags = dry_run_flags_host_;
   float* device_flags = static_cast<float*>(dry_run_flags_->data());
   absl::Status status;
   device_->Enqueue([&] {
     for (size_t i = 0; i < sizes_.size() && status.ok(); ++i) {
-      if (params_[i].dry_run == nullptr) continue;  // An empty parameter.
-      std::vector<const void*> inputs = {gradients[i], parameters[i]};
-      for (const std::shared_ptr<Buffer>& state : params_[i].device)
-        inputs.push_back(state->data());
+      if (sizes_[i] == 0) continue;
+      dry_run_inputs_[0] = gradients[i];
+      dry_run_inputs_[1] = parameters[i];
+      for (size_t k = 0; k < params_[i].device.size(); ++k) {
+        dry_run_inputs_[2 + k] = params_[i].device[k]->data();
+      }
       void* outputs[] = {device_flags + i};
-      status = params_[i].dry_run->Run(context, inputs.data(), outputs);
+      status = params_[i].dry_run->Run(context, dry_run_inputs_.data(), outputs);
     }
     if (status.ok() && !flags.empty()) {
       status = device_->CopyOnStream(device_flags, device_->memory_location(), flags.data(),

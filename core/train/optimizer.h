@@ -141,7 +141,11 @@ class Optimizer {
   OptimizerStateIndex index_;       // Where each role sits in names_.
   std::vector<Parameter> params_;
   std::vector<void*> outputs_;  // Device mode: one kernel's outputs, reused by every Step.
-  std::shared_ptr<Buffer> dry_run_flags_;  // Device mode: one float per parameter.
+  // Device mode, made by BuildDryRuns: one flag per parameter on the device
+  // and its host copy, and one dry run's inputs (reused by every call).
+  std::shared_ptr<Buffer> dry_run_flags_;
+  std::vector<float> dry_run_flags_host_;
+  std::vector<const void*> dry_run_inputs_;
   int64_t step_ = 0;
 };
 

@@ -236,6 +236,7 @@ int64_t PartSize(int64_t per_channel, int64_t parts) { return (per_channel + par
 }  // namespace
 
 int64_t BatchNormSumsScratch(int64_t batch, int64_t channels, int64_t spatial) {
+  if (channels == 0) return 0;
   return 2 * channels * SumParts(channels, RowsToSum(batch, spatial) * SpatialToWalk(spatial));
 }
 
