@@ -190,13 +190,14 @@ def fp16_train_step(train_bench, train_path, args):
             ("replicad TrainStep, precision fp16, 1 slot",
              f"{ms:.1f}" if ms else f"failed: {error}",
              f"{args.train_batch / ms * 1000:.0f}" if ms else "", f"{ms / peer:.2f}" if ms else "")]
-    # Not like for like: AMP's products run on float16 tensor cores, replicad's (as of
-    # this writing) compute float32 from float16-rounded operands; a step skipped for
-    # overflow is shorter on both sides (no update).
+    # Close to like for like: both run the products on float16 tensor cores; replicad's
+    # activations between them stay float32 (more memory traffic), and its operands are
+    # rounded by Cast kernels of their own. A step skipped for overflow is shorter on both
+    # sides (no update).
     return rows, gpu_summary.case(
-        peer, ms, replicad_case="precision fp16, 1 slot, TF32 off: float32 products of "
-        "float16-rounded operands, float32 activations",
-        pytorch_case="torch.autocast(float16) + GradScaler: float16 tensor-core products")
+        peer, ms, replicad_case="precision fp16, 1 slot, TF32 off: float16 tensor-core "
+        "products of rounded operands, float32 activations",
+        pytorch_case="torch.autocast(float16) + GradScaler")
 
 
 def slots_per_gpu(bench, path, args):
