@@ -14,6 +14,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -300,6 +301,66 @@ TEST_P(CudaOptimizerTest, StateAndRestoreRoundTripOnTheDevice) {
   // Back to step 0: nothing to copy, and the next step does not read the old state.
   ASSERT_TRUE(restored->Restore(0, {}).ok());
   EXPECT_TRUE(StateOf(*restored).empty());
+}
+
+// The update's dry run on the device (replicad.OptimizerDryRun, then host
+// copies of the parameter that fails) finds what the host optimizer's dry
+// run finds, before any state (t == 1) and after a step: nothing for finite
+// updates, and the first element in parameter order whose update would not
+// be finite, with its value before, its gradient and the value after.
+TEST_P(CudaOptimizerTest, DeviceDryRunFindsWhatTheHostFinds) {
+  std::unique_ptr<Optimizer> host = *Optimizer::Create(GetParam().config, kSizes);
+  std::unique_ptr<Optimizer> gpu = MakeGpuOptimizer();
+  ASSERT_NE(gpu, nullptr);
+  std::vector<Floats> host_params = RandomSet(3, 1.0f);
+  DeviceSet gpu_params(*gpu_, host_params);
+  for (int step = 1; step <= 2; ++step) {
+    SCOPED_TRACE(absl::StrCat("update ", step));
+    std::vector<Floats> gradients = RandomSet(30 + step, 0.5f);
+    auto pointers = [](std::vector<Floats>& set) {
+      std::vector<float*> p;
+      for (Floats& values : set) p.push_back(values.empty() ? nullptr : values.data());
+      return p;
+    };
+    auto const_pointers = [](const std::vector<Floats>& set) {
+      std::vector<const float*> p;
+      for (const Floats& values : set) p.push_back(values.empty() ? nullptr : values.data());
+      return p;
+    };
+    {
+      DeviceSet gpu_gradients(*gpu_, gradients);
+      absl::StatusOr<std::optional<Optimizer::NonFiniteUpdate>> found =
+          gpu->FindNonFiniteUpdate(gpu_params.pointers(), gpu_gradients.const_pointers());
+      ASSERT_TRUE(found.ok()) << found.status();
+      EXPECT_FALSE(found->has_value());
+      EXPECT_FALSE(
+          host->FirstNonFiniteUpdate(pointers(host_params), const_pointers(gradients)).has_value());
+    }
+    std::vector<Floats> bad = gradients;
+    bad[3][100] = INFINITY;
+    bad[4][7] = NAN;
+    DeviceSet gpu_bad(*gpu_, bad);
+    absl::StatusOr<std::optional<Optimizer::NonFiniteUpdate>> found =
+        gpu->FindNonFiniteUpdate(gpu_params.pointers(), gpu_bad.const_pointers());
+    ASSERT_TRUE(found.ok()) << found.status();
+    const std::optional<Optimizer::NonFiniteUpdate> want =
+        host->FirstNonFiniteUpdate(pointers(host_params), const_pointers(bad));
+    ASSERT_TRUE(want.has_value());
+    ASSERT_TRUE(found->has_value());
+    EXPECT_EQ((*found)->parameter, want->parameter);
+    EXPECT_EQ((*found)->element, want->element);
+    EXPECT_EQ((*found)->before, want->before);
+    EXPECT_EQ(std::isnan((*found)->gradient), std::isnan(want->gradient));
+    EXPECT_EQ(std::isnan((*found)->after), std::isnan(want->after));
+    if (!std::isnan(want->after)) {
+      EXPECT_EQ((*found)->after, want->after);
+    }
+    // Then a finite update on both, so the next round reads a state.
+    ASSERT_TRUE(StepOnHost(*host, host_params, gradients).ok());
+    DeviceSet gpu_gradients(*gpu_, gradients);
+    ASSERT_TRUE(StepOnStream(*gpu_, *gpu, gpu_params, gpu_gradients).ok());
+    host_params = gpu_params.Download();  // Both continue from the GPU's values.
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, CudaOptimizerTest, ::testing::ValuesIn(Cases()),

@@ -84,6 +84,25 @@ class CudaTrainingKernelsTest : public testing::CpuAndGpuTest {
   }
 };
 
+// replicad.AllFinite: 1 for finite values (the largest floats and the
+// smallest denormals among them), 0 with a NaN or an infinity anywhere,
+// the CPU's answer on the GPU.
+TEST_F(CudaTrainingKernelsTest, AllFinite) {
+  for (const float odd : {3.4e38f, -1e-45f, NAN, INFINITY, -INFINITY}) {
+    for (const int64_t at : {int64_t{0}, int64_t{123456}, int64_t{299999}}) {
+      Tensor x = testing::RandomTensor({300000}, 5);
+      x.data<float>()[at] = odd;
+      testing::KernelCall call;
+      call.op_type = std::string(kAllFinite);
+      call.inputs = {x};
+      ExpectKernelMatchesCpu(call, absl::StrCat("AllFinite with ", odd, " at ", at), 0.0);
+      absl::StatusOr<std::vector<Tensor>> gpu = testing::RunKernel(*gpu_, call);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      EXPECT_EQ((*gpu)[0].data<float>()[0], std::isfinite(odd) ? 1.0f : 0.0f);
+    }
+  }
+}
+
 TEST_F(CudaTrainingKernelsTest, ReluGrad) {
   for (float alpha : {0.0f, 0.01f, 0.2f}) {
     for (const Shape& shape : {Shape{4, 37, 19}, Shape{1}, Shape{3, 1000}}) {
