@@ -424,9 +424,14 @@ absl::Status DataParallelTrainer::Impl::RunSlices(StepState& step) {
     // A device reduction needs every slot, with or without rows.
     if (i < 0 && !reduction_->every_slot_runs()) continue;
     if (i >= 0) {
-      contexts[i] = RunContext{step_ + 1,           seed_, step.first_row + slices[i].begin,
-                               step.batch,          i,     meeting,
-                               step.targets_checked};
+      RunContext& context = contexts[i];
+      context.step = step_ + 1;
+      context.seed = seed_;
+      context.first_row = step.first_row + slices[i].begin;
+      context.global_rows = step.batch;
+      context.participant = i;
+      context.collective = meeting;
+      context.targets_checked = step.targets_checked;
     }
     reducers[s] = reduction_->ForSlot(static_cast<int>(s), step.scale);
     TrainingSlot& slot = *slots_[s];
