@@ -37,10 +37,13 @@ class CudnnConvKernel : public Kernel {
         activation_(activation),
         output_elements_(output_elements) {}
 
-  // A bias of `channels` values added to the output.
-  absl::Status InitBias(int64_t channels) {
+  // A bias of `channels` values added to an output of `rank` dims (4 or 5).
+  absl::Status InitBias(int64_t channels, size_t rank) {
     has_bias_ = true;
-    return SetCudnnTensor(device_, bias_, {1, channels, 1, 1});
+    if (rank == 4) return SetCudnnTensor(device_, bias_, {1, channels, 1, 1});
+    Shape bias(rank, 1);
+    bias[1] = channels;
+    return SetCudnnTensorNd(device_, bias_, bias);
   }
 
   size_t workspace_bytes() const override { return choice_.workspace_bytes; }
@@ -91,13 +94,32 @@ class CudnnConvKernel : public Kernel {
   CudaUnary activation_;
   int64_t output_elements_;
   bool has_bias_ = false;
-  CudnnTensorDescriptor bias_;  // [1, channels, 1, 1], created only with a bias.
+  CudnnTensorDescriptor bias_;  // [1, channels, 1, ...], created only with a bias.
   void* workspace_ = nullptr;
 };
+
+// A 3-D Conv (X [N, C, D, H, W]: video models such as r3d_18) through
+// cuDNN's Nd descriptors, with the same bias, fused sum and activation.
+KernelOrStatus MakeCudaConv3dKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(Conv3dAttributes conv, ParseConv3dAttributes(spec));
+  REPLICAD_ASSIGN_OR_RETURN(std::optional<FusedActivation> fused,
+                            ReadFusedActivation(*spec.attributes));
+  REPLICAD_ASSIGN_OR_RETURN(CudaUnary activation, FusedUnary(fused));
+  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<ConvDescriptors> d,
+                            MakeConv3dDescriptors(spec, context, conv));
+  REPLICAD_ASSIGN_OR_RETURN(ConvAlgorithm choice,
+                            ChooseConvAlgorithm(spec, context, *d, ConvDirection::kForward));
+  auto kernel = std::make_unique<CudnnConvKernel>(context, std::move(d), /*transposed=*/false,
+                                                  choice, HasFusedSum(*spec.attributes), activation,
+                                                  NumElements(spec.outputs[0].shape));
+  if (HasInput(spec, 2)) REPLICAD_RETURN_IF_ERROR(kernel->InitBias(conv.out_channels, 5));
+  return kernel;
+}
 
 }  // namespace
 
 KernelOrStatus MakeCudaConvKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  if (spec.inputs[0]->shape.size() == 5) return MakeCudaConv3dKernel(spec, context);
   REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(spec));
   const Dims4 x = ToDims4(spec.inputs[0]->shape);
   const Dims4 w = ToDims4(spec.inputs[1]->shape);
@@ -117,7 +139,7 @@ KernelOrStatus MakeCudaConvKernel(const KernelSpec& spec, CudaKernelContext& con
   auto kernel =
       std::make_unique<CudnnConvKernel>(context, std::move(d), /*transposed=*/false, choice,
                                         fused_sum, activation, NumElements(spec.outputs[0].shape));
-  if (HasInput(spec, 2)) REPLICAD_RETURN_IF_ERROR(kernel->InitBias(y[1]));
+  if (HasInput(spec, 2)) REPLICAD_RETURN_IF_ERROR(kernel->InitBias(y[1], 4));
   return kernel;
 }
 
@@ -163,7 +185,7 @@ KernelOrStatus MakeCudaConvTransposeKernel(const KernelSpec& spec, CudaKernelCon
   auto kernel = std::make_unique<CudnnConvKernel>(context, std::move(d), /*transposed=*/true,
                                                   choice, /*fused_sum=*/false, CudaUnary{},
                                                   NumElements(spec.outputs[0].shape));
-  if (HasInput(spec, 2)) REPLICAD_RETURN_IF_ERROR(kernel->InitBias(y[1]));
+  if (HasInput(spec, 2)) REPLICAD_RETURN_IF_ERROR(kernel->InitBias(y[1], 4));
   return kernel;
 }
 

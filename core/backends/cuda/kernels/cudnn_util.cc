@@ -115,11 +115,15 @@ struct BackwardFilterCalls {
 std::string CacheKey(absl::string_view direction, const CudaKernelContext& context,
                      const ConvDescriptors& d) {
   const ConvGeometry& g = d.geometry;
-  return absl::StrCat(direction, " ", context.device, " x[", absl::StrJoin(d.x_dims, ","), "] w[",
-                      absl::StrJoin(d.w_dims, ","), "] y[", absl::StrJoin(d.y_dims, ","), "] pads[",
-                      absl::StrJoin(g.pads, ","), "] strides[", absl::StrJoin(g.strides, ","),
-                      "] dilations[", absl::StrJoin(g.dilations, ","), "] group ", g.group,
-                      " math ", ComputePrecisionName(d.math), " deterministic ",
+  const std::string shapes =
+      !d.nd_key.empty()
+          ? d.nd_key
+          : absl::StrCat("x[", absl::StrJoin(d.x_dims, ","), "] w[", absl::StrJoin(d.w_dims, ","),
+                         "] y[", absl::StrJoin(d.y_dims, ","), "] pads[",
+                         absl::StrJoin(g.pads, ","), "] strides[", absl::StrJoin(g.strides, ","),
+                         "] dilations[", absl::StrJoin(g.dilations, ","), "] group ", g.group);
+  return absl::StrCat(direction, " ", context.device, " ", shapes, " math ",
+                      ComputePrecisionName(d.math), " deterministic ",
                       context.deterministic_convolutions, " max_workspace ",
                       context.max_workspace_bytes);
 }
@@ -173,6 +177,33 @@ absl::StatusOr<ConvAlgorithm> Choose(const KernelSpec& spec, const CudaKernelCon
                            d.math == ComputePrecision::kFloat32 ? " in FMA math" : ""));
   }
   return AlgorithmCache::Get().Insert(key, *choice);
+}
+
+// FMA math excludes tensor cores, which cuDNN's default math may use for
+// float32 (TF32); fp16 lets cuDNN convert float32 operands to float16.
+cudnnMathType_t ConvMathType(ComputePrecision math) {
+  if (math == ComputePrecision::kFloat32) return CUDNN_FMA_MATH;
+  if (math == ComputePrecision::kFloat16) return CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+  return CUDNN_DEFAULT_MATH;
+}
+
+// The int dims and packed strides of `shape` (rank <= 8), for cuDNN's Nd
+// descriptors.
+struct NdDims {
+  int rank = 0;
+  int dims[8] = {};
+  int strides[8] = {};
+};
+NdDims ToNdDims(const Shape& shape) {
+  NdDims nd;
+  nd.rank = static_cast<int>(shape.size());
+  int64_t stride = 1;
+  for (int d = nd.rank - 1; d >= 0; --d) {
+    nd.dims[d] = static_cast<int>(shape[d]);
+    nd.strides[d] = static_cast<int>(stride);
+    stride *= shape[d];
+  }
+  return nd;
 }
 
 }  // namespace
@@ -253,12 +284,8 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   REPLICAD_CUDA_RETURN_IF_ERROR(
       device, cudnnSetConvolutionGroupCount(d->conv.get(), static_cast<int>(geometry.group)));
-  // FMA math excludes tensor cores, which cuDNN's default math may use for
-  // float32 (TF32); fp16 lets cuDNN convert float32 operands to float16.
-  cudnnMathType_t math_type = CUDNN_DEFAULT_MATH;
-  if (d->math == ComputePrecision::kFloat32) math_type = CUDNN_FMA_MATH;
-  if (d->math == ComputePrecision::kFloat16) math_type = CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-  REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnSetConvolutionMathType(d->conv.get(), math_type));
+  REPLICAD_CUDA_RETURN_IF_ERROR(device,
+                                cudnnSetConvolutionMathType(d->conv.get(), ConvMathType(d->math)));
   int n = 0, c = 0, h = 0, wd = 0;
   REPLICAD_CUDA_RETURN_IF_ERROR(
       device, cudnnGetConvolution2dForwardOutputDim(d->conv.get(), d->x.get(), d->w.get(), &n, &c,
@@ -284,6 +311,77 @@ absl::StatusOr<ConvAlgorithm> ChooseConvAlgorithm(const KernelSpec& spec,
       return Choose<BackwardFilterCalls>(spec, context, d);
   }
   return absl::InternalError("unknown convolution direction");
+}
+
+absl::Status SetCudnnTensorNd(const std::string& device, CudnnTensorDescriptor& desc,
+                              const Shape& dims) {
+  const NdDims nd = ToNdDims(dims);
+  REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnCreateTensorDescriptor(desc.receive()));
+  REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnSetTensorNdDescriptor(desc.get(), CUDNN_DATA_FLOAT,
+                                                                   nd.rank, nd.dims, nd.strides));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConv3dDescriptors(
+    const KernelSpec& spec, const CudaKernelContext& context, const Conv3dAttributes& conv) {
+  const Shape& x = spec.inputs[0]->shape;
+  const Shape& w = spec.inputs[1]->shape;
+  const Shape& y = spec.outputs[0].shape;
+  for (const Shape* shape : {&x, &w, &y}) {
+    if (NumElements(*shape) > INT_MAX) {
+      return NodeUnimplemented(
+          spec, absl::StrCat("cuDNN convolutions take tensors of at most ", INT_MAX, " elements"));
+    }
+  }
+  const WindowNd& window = conv.window;
+  int pads[3], strides[3], dilations[3];
+  for (int i = 0; i < 3; ++i) {
+    const int64_t dilated = (window.kernel[i] - 1) * window.dilations[i] + 1;
+    const int64_t span = x[2 + i] + 2 * window.pads_begin[i] - dilated;
+    if (span < 0 || span / window.strides[i] + 1 != window.output[i]) {
+      return NodeUnimplemented(
+          spec, absl::StrCat("cuDNN pads both sides of a spatial dim alike; pads begin [",
+                             absl::StrJoin(window.pads_begin, ","), "] end [",
+                             absl::StrJoin(window.pads_end, ","), "] give different windows"));
+    }
+    pads[i] = static_cast<int>(window.pads_begin[i]);
+    strides[i] = static_cast<int>(window.strides[i]);
+    dilations[i] = static_cast<int>(window.dilations[i]);
+  }
+  const std::string& device = context.device;
+  auto d = std::make_unique<ConvDescriptors>();
+  d->math = ProductMathOf(spec, context);
+  d->nd_key = absl::StrCat("x[", absl::StrJoin(x, ","), "] w[", absl::StrJoin(w, ","), "] y[",
+                           absl::StrJoin(y, ","), "] pads[", absl::StrJoin(pads, ","), "] strides[",
+                           absl::StrJoin(strides, ","), "] dilations[",
+                           absl::StrJoin(dilations, ","), "] group ", conv.group);
+  REPLICAD_RETURN_IF_ERROR(SetCudnnTensorNd(device, d->x, x));
+  REPLICAD_RETURN_IF_ERROR(SetCudnnTensorNd(device, d->y, y));
+  const NdDims filter = ToNdDims(w);
+  REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnCreateFilterDescriptor(d->w.receive()));
+  REPLICAD_CUDA_RETURN_IF_ERROR(
+      device, cudnnSetFilterNdDescriptor(d->w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                         filter.rank, filter.dims));
+  REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnCreateConvolutionDescriptor(d->conv.receive()));
+  // ONNX's Conv is a cross-correlation; its dilations count like cuDNN's.
+  REPLICAD_CUDA_RETURN_IF_ERROR(
+      device, cudnnSetConvolutionNdDescriptor(d->conv.get(), 3, pads, strides, dilations,
+                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  REPLICAD_CUDA_RETURN_IF_ERROR(
+      device, cudnnSetConvolutionGroupCount(d->conv.get(), static_cast<int>(conv.group)));
+  REPLICAD_CUDA_RETURN_IF_ERROR(device,
+                                cudnnSetConvolutionMathType(d->conv.get(), ConvMathType(d->math)));
+  int out[5] = {};
+  REPLICAD_CUDA_RETURN_IF_ERROR(
+      device, cudnnGetConvolutionNdForwardOutputDim(d->conv.get(), d->x.get(), d->w.get(), 5, out));
+  for (int i = 0; i < 5; ++i) {
+    if (out[i] != y[i]) {
+      return absl::InternalError(absl::StrCat(
+          NodeLabel(spec), ": cuDNN's convolution maps [", absl::StrJoin(x, ","), "] to [",
+          absl::StrJoin(out, ","), "], the node needs [", absl::StrJoin(y, ","), "]"));
+    }
+  }
+  return d;
 }
 
 }  // namespace replicad

@@ -105,6 +105,9 @@ struct ConvDescriptors {
   Dims4 w_dims{};
   Dims4 y_dims{};
   ConvGeometry geometry;
+  // A 3-D convolution's (MakeConv3dDescriptors) dims and geometry for the
+  // cache's key, in place of the four fields above; empty for 2-D.
+  std::string nd_key;
   CudnnTensorDescriptor x;
   CudnnTensorDescriptor y;
   CudnnFilterDescriptor w;
@@ -121,6 +124,20 @@ struct ConvDescriptors {
 absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
     const KernelSpec& spec, const CudaKernelContext& context, const Dims4& x, const Dims4& w,
     const Dims4& y, const ConvGeometry& geometry);
+
+// A 3-D convolution of X [N, C, D, H, W] by W [M, C/group, kD, kH, kW] to
+// Y as cuDNN's Nd descriptors take it (forward only): one pad per spatial
+// dim on both sides, which must give the node's output (Unimplemented
+// naming the node and its pads otherwise, as SymmetricConvGeometry), the
+// math as MakeConvDescriptors', and the dims in nd_key. Each tensor must
+// have at most INT_MAX elements (Unimplemented otherwise).
+absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConv3dDescriptors(
+    const KernelSpec& spec, const CudaKernelContext& context, const Conv3dAttributes& conv);
+
+// Creates `desc` (as SetCudnnTensor) for a packed float32 tensor of any
+// rank from 3 to 8 (cuDNN's Nd descriptors), e.g. a 3-D bias [1, C, 1, 1, 1].
+absl::Status SetCudnnTensorNd(const std::string& device, CudnnTensorDescriptor& desc,
+                              const Shape& dims);
 
 // Forward: y from x and w. Backward data: dx (x's dims) from dy and w.
 // Backward filter: dw (w's dims) from x and dy.

@@ -199,6 +199,29 @@ TEST_F(CudaKernelsTest, MatrixProducts) {
   ExpectSameOnGpu(OneNodeModel("MatMul", {left, right}, {}, nullptr), {left, right});
 }
 
+// 3-D convolutions (video models: r3d_18's stem and blocks) through cuDNN's
+// Nd descriptors: padded, strided in H and W, dilated, grouped, with and
+// without a bias, and a 5-D GlobalAveragePool after them.
+TEST_F(CudaKernelsTest, ThreeDimensionalConvolutions) {
+  const Input clip{"x", {2, 3, 8, 20, 20}};
+  ExpectSameOnGpu(
+      OneNodeModel("Conv", {clip}, {{"w", Weights({16, 3, 3, 7, 7}, 1)}, {"b", Weights({16}, 2)}},
+                   [](onnx::NodeProto* n) {
+                     OnnxModelBuilder::SetInts(n, "pads", {1, 3, 3, 1, 3, 3});
+                     OnnxModelBuilder::SetInts(n, "strides", {1, 2, 2});
+                   }),
+      {clip});
+  const Input features{"x", {2, 8, 6, 9, 9}};
+  ExpectSameOnGpu(OneNodeModel("Conv", {features}, {{"w", Weights({8, 4, 3, 3, 3}, 3)}},
+                               [](onnx::NodeProto* n) {
+                                 OnnxModelBuilder::SetInts(n, "pads", {2, 2, 2, 2, 2, 2});
+                                 OnnxModelBuilder::SetInts(n, "dilations", {2, 2, 2});
+                                 OnnxModelBuilder::SetInt(n, "group", 2);
+                               }),
+                  {features});
+  ExpectSameOnGpu(OneNodeModel("GlobalAveragePool", {features}, {}, nullptr), {features});
+}
+
 TEST_F(CudaKernelsTest, PoolingAndNormalization) {
   const Input x{"x", {4, 8, 17, 17}};
   ExpectSameOnGpu(OneNodeModel("MaxPool", {x}, {},
