@@ -179,9 +179,7 @@ absl::Status PipelineTrainer::Validate(const std::vector<Tensor>& inputs,
 std::string PipelineTrainer::NonFiniteReason(const std::vector<float*>& parameters,
                                              const std::vector<const float*>& gradients) const {
   for (size_t p = 0; p < gradients.size(); ++p) {
-    const float* g = gradients[p];
-    if (!std::all_of(g, g + parameters_[p].num_elements(),
-                     [](float v) { return std::isfinite(v); })) {
+    if (!AllFinite(gradients[p], parameters_[p].num_elements())) {
       return NonFiniteGradientReason(training_, p);
     }
   }

@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer::Impl>> DataParallelTrainer::
   if (slots.empty()) return absl::InvalidArgumentError("training needs at least one slot");
   REPLICAD_RETURN_IF_ERROR(CheckGradientReduction(slots, reduction, reduction.ranks != nullptr));
   if (options.precision == ComputePrecision::kFloat16)
-    REPLICAD_RETURN_IF_ERROR(CheckFloat16Slots(reduction));
+    REPLICAD_RETURN_IF_ERROR(CheckFloat16Reduction(reduction));
   REPLICAD_RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
   REPLICAD_ASSIGN_OR_RETURN(TrainingGraph training,
                             BuildTrainingGraph(model->graph(), options.loss, options.precision));
@@ -522,7 +522,7 @@ std::string DataParallelTrainer::Impl::ScaleAndCheckFinite(StepState& step) {
     for (float& v : sum) v *= step.scale;
     // Where the host sums the gradients it also checks them (GPU slots
     // under allreduce check theirs on a device: FirstNonFiniteDeviceSum).
-    if (!std::all_of(sum.begin(), sum.end(), [](float v) { return std::isfinite(v); })) {
+    if (!AllFinite(sum.data(), static_cast<int64_t>(sum.size()))) {
       return NonFiniteGradientReason(training_, p);
     }
   }

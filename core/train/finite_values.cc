@@ -1,5 +1,6 @@
 #include "core/train/finite_values.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -27,6 +28,10 @@ absl::Status CheckFiniteValues(const Tensor& tensor, const std::string& field) {
     }
   }
   return absl::OkStatus();
+}
+
+bool AllFinite(const float* values, int64_t count) {
+  return std::all_of(values, values + count, [](float v) { return std::isfinite(v); });
 }
 
 absl::Status CheckProbabilityRows(const Tensor& targets, const std::string& field,

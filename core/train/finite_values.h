@@ -20,6 +20,10 @@ namespace replicad {
 // Every element of a float32 `tensor` is finite.
 absl::Status CheckFiniteValues(const Tensor& tensor, const std::string& field);
 
+// Whether every one of the `count` floats at `values` is finite: the
+// trainers' check of a summed gradient (on the host, or copied from a device).
+bool AllFinite(const float* values, int64_t count);
+
 // Every element of a float32 [N, C] `targets` is in [0, 1] and each row sums
 // to 1 within `tolerance` (absolute).
 absl::Status CheckProbabilityRows(const Tensor& targets, const std::string& field,

@@ -13,7 +13,7 @@ std::unique_ptr<SlotReducer> GradientReduction::ForSlot(int slot, float scale) {
   return std::make_unique<SlotReducer>();
 }
 
-absl::Status CheckFloat16Slots(const TrainerReduction& reduction) {
+absl::Status CheckFloat16Reduction(const TrainerReduction& reduction) {
   if (!reduction.parameter_server.has_value() ||
       (reduction.parameter_server->device != nullptr &&
        InHostMemory(*reduction.parameter_server->device))) {

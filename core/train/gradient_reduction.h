@@ -101,7 +101,7 @@ absl::Status CheckGradientReduction(const std::vector<TrainerSlot>& slots,
 // parameter server in host memory), on a GPU where GPU slots reduce with
 // allreduce (GradientReduction::FirstNonFiniteDeviceSum). A parameter server on a
 // GPU sums after the trainer's checks: Unimplemented naming it.
-absl::Status CheckFloat16Slots(const TrainerReduction& reduction);
+absl::Status CheckFloat16Reduction(const TrainerReduction& reduction);
 // `slots` (all made, in slot order) sum by HostSum (CPU slots), NcclAllReduce
 // (GPU slots; `peers`: the other ranks' take part, null alone) or
 // ParameterServer (reduction.parameter_server, which it takes). The

@@ -1,7 +1,5 @@
 #include "core/train/nccl_all_reduce.h"
 
-#include <algorithm>
-#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -11,6 +9,7 @@
 #include "core/base/status_macros.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/training_ops.h"
+#include "core/train/finite_values.h"
 
 namespace replicad {
 namespace {
@@ -144,10 +143,7 @@ absl::StatusOr<std::optional<size_t>> NcclAllReduce::FirstNonFiniteDeviceSum() {
   // Rare (a step about to be skipped or refused): the sums to the host.
   REPLICAD_ASSIGN_OR_RETURN(std::vector<Tensor> sums, HostCopies(device, slot.gradients));
   for (size_t p = 0; p < sums.size(); ++p) {
-    const float* v = sums[p].data<float>();
-    if (!std::all_of(v, v + sums[p].num_elements(), [](float x) { return std::isfinite(x); })) {
-      return p;
-    }
+    if (!AllFinite(sums[p].data<float>(), sums[p].num_elements())) return p;
   }
   return absl::InternalError(
       "replicad.AllFinite found a summed gradient that is not finite, but the host copy of "

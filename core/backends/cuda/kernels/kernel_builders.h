@@ -26,7 +26,8 @@ absl::StatusOr<BroadcastIndex> MakeBroadcastIndex(const KernelSpec& spec, const 
 absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& context, const void* host,
                                                        size_t bytes);
 
-// cuDNN: Conv (bias, groups, dilations, fused activation and sum), ConvTranspose.
+// cuDNN: Conv, 2-D and 3-D (bias, groups, dilations, fused activation and
+// sum), ConvTranspose (2-D).
 KernelOrStatus MakeCudaConvKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaConvTransposeKernel(const KernelSpec& spec, CudaKernelContext& context);
 // cuDNN: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
