@@ -29,9 +29,10 @@ bool IsMarkedConv(const Node& node) {
 }
 
 // Marks the marked Convs whose outputs only marked Convs read, as X (input
-// 0) or as a fused residual's addend (input 3), once each. A fused Swish is
-// left out: the kernel applies it in a float32 pass of its own.
-void MarkBFloat16Outputs(Graph* graph) {
+// 0) or as a fused residual's addend (input 3), once each, with `precision`'s
+// name ("bf16" or "fp16"). A fused Swish is left out: the CPU kernel applies
+// it in a float32 pass of its own.
+void MarkSixteenBitOutputs(Graph* graph, ComputePrecision precision) {
   std::vector<std::vector<std::pair<const Node*, int>>> readers(graph->values.size());
   for (const Node& node : graph->nodes) {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -55,8 +56,10 @@ void MarkBFloat16Outputs(Graph* graph) {
           return IsMarkedConv(r) && std::count(r.inputs.begin(), r.inputs.end(), v) == 1 &&
                  (reader.second == 0 || (reader.second == 3 && HasFusedSum(r.attributes)));
         });
-    if (conv_readers)
-      node.attributes.Set(kOutputPrecisionAttribute, AttributeValue(std::string("bf16")));
+    if (conv_readers) {
+      node.attributes.Set(kOutputPrecisionAttribute,
+                          AttributeValue(std::string(ComputePrecisionName(precision))));
+    }
   }
 }
 
@@ -103,7 +106,9 @@ void MarkComputePrecision(Graph* graph, ComputePrecision precision) {
     if (tensor.dtype() == DType::kFloat32) weights.insert(value);
   }
   MarkProducts(graph, precision, weights, graph->nodes.size());
-  if (precision == ComputePrecision::kBFloat16) MarkBFloat16Outputs(graph);
+  if (precision == ComputePrecision::kBFloat16 || precision == ComputePrecision::kFloat16) {
+    MarkSixteenBitOutputs(graph, precision);
+  }
 }
 
 ComputePrecision MarkedComputePrecision(const Graph& graph) {

@@ -25,8 +25,9 @@ namespace replicad {
 //  - kFloat16: serving marks the products kBFloat16 marks; CUDA slots
 //    compute them on tensor cores from operands rounded to float16, float32
 //    sums (cuBLAS's FAST_16F, cuDNN's conversion to float16), as ONNX Runtime's
-//    and TensorRT's fp16 modes do; CPU slots compute float32 (their oneDNN
-//    has no float16 products) and say so once in the log. Training
+//    and TensorRT's fp16 modes do, and a chain of convolutions hands its
+//    values over in float16 (kOutputPrecisionAttribute); CPU slots compute
+//    float32 (their oneDNN has no float16 products) and say so once in the log. Training
 //    (core/train/float16_products.h): the same products read and write
 //    values rounded to float16, with dynamic loss scaling, as
 //    torch.autocast(float16) with GradScaler trains.
@@ -68,17 +69,18 @@ inline absl::string_view ComputePrecisionName(ComputePrecision precision) {
 // "fp16" (training's marks; the products read float16 Casts), "tf32".
 inline constexpr char kPrecisionAttribute[] = "replicad.precision";
 
-// The attribute ("bf16") of a bf16 Conv whose every reader is another bf16
-// Conv, reading it as its X or as a fused residual's addend: its output may
-// stay bfloat16 between the two (a kernel writes it so where the plan keeps
-// the value in the backend's own layout), so that no conversion runs
-// between them and the chain's first convolution computes in bf16 whatever
-// its size, as under PyTorch's autocast, whose convolutions write bfloat16.
-// The residual additions then sum onto bfloat16 values, as autocast's do.
+// The attribute ("bf16", "fp16") of a bf16 (fp16) Conv whose every reader
+// is another such Conv, reading it as its X or as a fused residual's addend:
+// its output may stay 16-bit between the two (a kernel writes it so where
+// the plan keeps the value in the backend's own layout: the CPU backend for
+// bf16, CUDA for both), so that no conversion runs between them and the
+// chain's first convolution computes in 16 bits whatever its size, as under
+// PyTorch's autocast, whose convolutions write 16-bit values. The residual
+// additions then sum onto 16-bit values, as autocast's do.
 inline constexpr char kOutputPrecisionAttribute[] = "replicad.output_precision";
 
 // Marks the nodes of `graph` that compute in `precision` (see above), and
-// with kBFloat16 the convolutions whose outputs may stay bfloat16
+// with kBFloat16 and kFloat16 the convolutions whose outputs may stay 16-bit
 // (kOutputPrecisionAttribute); kFloat32 marks none. With kTensorFloat32 it
 // marks every product (MarkTensorFloat32Products), for a training graph too.
 void MarkComputePrecision(Graph* graph, ComputePrecision precision);

@@ -60,10 +60,9 @@ absl::StatusOr<ConvAttributes> ResolveConv2d(const KernelSpec& spec, const Tenso
                                              const TensorType& w, int w_index);
 
 // Conv with X [N, C, D, H, W] and W [M, C/group, kD, kH, kW]: the same
-// checks, messages and defaults as ParseConvAttributes. Only the CPU
-// backend's convolution reads it; every other consumer (pooling, the
-// gradients, the CUDA kernels) keeps to ParseConvAttributes, which refuses
-// rank 5 as Unimplemented.
+// checks, messages and defaults as ParseConvAttributes. The backends' 3-D
+// convolutions read it; every other consumer (pooling, the gradients) keeps
+// to ParseConvAttributes, which refuses rank 5 as Unimplemented.
 struct Conv3dAttributes {
   WindowNd window;
   int64_t group = 1;
@@ -94,8 +93,9 @@ absl::StatusOr<AveragePoolAttributes> ParseAveragePoolAttributes(const KernelSpe
 // required, strides, dilations, pads, auto_pad and ceil_mode as the 2-D
 // parsers read them, count_include_pad (AveragePool; the divisor as
 // ParseAveragePoolAttributes says) and storage_order (MaxPool, checked only).
-// Float32 (int8 MaxPool is Unimplemented). Only the CPU backend's 3-D pooling
-// reads it; the 2-D parsers refuse rank 5 as Unimplemented for the others.
+// Float32 (int8 MaxPool is Unimplemented). The backends' 3-D pooling reads
+// it (through core/ops/pool3d_window.h); the 2-D parsers refuse rank 5 as
+// Unimplemented for the others.
 struct Pool3dAttributes {
   WindowNd window;
   bool max = true;

@@ -42,9 +42,9 @@ using ConvTranspose3dAttributes = ConvTransposeGeometry<3>;
 absl::StatusOr<ConvTransposeAttributes> ParseConvTransposeAttributes(const KernelSpec& spec);
 
 // The same for X [N, C, D, H, W] and W of rank 5, with the same checks and
-// messages. Only the CPU backend's transposed convolution reads it; every
-// other consumer (the CUDA kernels, the gradients) keeps to
-// ParseConvTransposeAttributes, which refuses rank 5 as Unimplemented.
+// messages. The backends' 3-D transposed convolutions read it; every other
+// consumer (the gradients) keeps to ParseConvTransposeAttributes, which
+// refuses rank 5 as Unimplemented.
 absl::StatusOr<ConvTranspose3dAttributes> ParseConvTranspose3dAttributes(const KernelSpec& spec);
 
 }  // namespace replicad

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "core/ops/host_device.h"
+
 // The counter-based generator behind replicad.DropoutTrain's masks
 // (core/ops/training_ops.h), shared by every backend so that their masks are
 // bit-identical by construction: the CPU kernel calls it on the host, the
@@ -12,16 +14,6 @@
 // The mask of global row r, element e (row-major within the row) keeps the
 // element when DropoutUniform(DropoutRowKey(DropoutStepKey(seed, step,
 // node_seed), r), e) >= ratio. Pure functions; thread-safe.
-
-// One definition shared with other host-and-device headers
-// (core/ops/optimizer_step.h), whichever is included first.
-#ifndef REPLICAD_HOST_DEVICE
-#if defined(__CUDACC__)
-#define REPLICAD_HOST_DEVICE __host__ __device__
-#else
-#define REPLICAD_HOST_DEVICE
-#endif
-#endif
 
 namespace replicad {
 

@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
 #include "core/ops/optimizer_step_attributes.h"
+#include "core/ops/training_ops.h"
 
 namespace replicad {
 namespace {
@@ -187,7 +189,13 @@ absl::StatusOr<OptimizerRule> OptimizerRule::Parse(const KernelSpec& spec) {
   REPLICAD_ASSIGN_OR_RETURN(rule.config_, ParseOptimizerStep(spec));
   rule.label_ = NodeLabel(spec);
   rule.index_ = OptimizerStateIndexOf(rule.config_.kind, rule.config_.momentum);
-  rule.elements_ = NumElements(spec.inputs[0]->shape);
+  rule.state_count_ =
+      static_cast<int>(OptimizerStateNames(rule.config_.kind, rule.config_.momentum).size());
+  // The step takes each parameter's G alone; the dry run G, P and the state.
+  const size_t per_parameter = spec.op_type == kOptimizerDryRun ? 2 + rule.state_count_ : 1;
+  for (size_t first = 0; first < spec.inputs.size(); first += per_parameter) {
+    rule.elements_.push_back(NumElements(spec.inputs[first]->shape));
+  }
   return rule;
 }
 

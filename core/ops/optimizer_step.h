@@ -9,19 +9,13 @@
 #include <string_view>
 #include <vector>
 
+#include "core/ops/exact_float.h"
+#include "core/ops/host_device.h"
+
 // The update rules of replicad.OptimizerStep (training_ops.h), one element at a
 // time, shared by the host Optimizer (core/train/optimizer.h) and the CUDA
 // kernel, so CPU and GPU slots compute the same bits. Free of absl: .cu files
 // include it. The attributes and the shape rule: optimizer_step_attributes.h.
-
-// Host and device code: one definition (core/ops/dropout_mask.h may hold the same).
-#ifndef REPLICAD_HOST_DEVICE
-#if defined(__CUDACC__)
-#define REPLICAD_HOST_DEVICE __host__ __device__
-#else
-#define REPLICAD_HOST_DEVICE
-#endif
-#endif
 
 namespace replicad {
 
@@ -95,40 +89,13 @@ OptimizerStepScalars MakeOptimizerStepScalars(const OptimizerConfig& config, int
 //   t.addcdiv_(u, w, value=c)     t + (c * u) / w
 // PyTorch's vectorized kernels may fuse a multiply-add where ours round twice; the
 // difference is an ulp, and it does not affect the bitwise agreement between replicas.
-// Device code spells each operation with a round-to-nearest intrinsic, which nvcc never
-// fuses (its default --fmad=true would), so a GPU slot computes what a CPU slot does
-// (host builds must not contract either: no -ffp-contract=fast with FMA targets).
+// Each operation rounds on its own on both sides (core/ops/exact_float.h), so a GPU slot
+// computes what a CPU slot does.
 namespace optimizer_math {
-
-REPLICAD_HOST_DEVICE inline float Mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-REPLICAD_HOST_DEVICE inline float Add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-REPLICAD_HOST_DEVICE inline float Div(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-REPLICAD_HOST_DEVICE inline float Sqrt(float a) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-
+using exact_float::Add;
+using exact_float::Div;
+using exact_float::Mul;
+using exact_float::Sqrt;
 // The gradient plus L2 weight decay: d = g + weight_decay * p.
 REPLICAD_HOST_DEVICE inline float Direction(float p, float g, const OptimizerStepScalars& s) {
   return s.weight_decay != 0.0f ? Add(g, Mul(s.weight_decay, p)) : g;

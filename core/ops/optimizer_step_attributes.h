@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -55,9 +56,11 @@ absl::StatusOr<int64_t> OptimizerUpdateNumber(const RunContext& run, absl::strin
 
 // What the backends' replicad.OptimizerStep and replicad.OptimizerDryRun
 // kernels hold: the node's rule (ParseOptimizerStep), its state roles, the
-// element count (of G, input 0) and its label for errors.
+// parameters it updates (each one's element count, from its G) and its label
+// for errors.
 class OptimizerRule {
  public:
+  // `spec` is either op, already through its shape rule.
   static absl::StatusOr<OptimizerRule> Parse(const KernelSpec& spec);
 
   // The update's scalars for a Run (OptimizerUpdateNumber's error for a
@@ -65,20 +68,25 @@ class OptimizerRule {
   absl::StatusOr<OptimizerStepScalars> ScalarsFor(const RunContext& run) const;
   const OptimizerConfig& config() const { return config_; }
   const OptimizerStateIndex& index() const { return index_; }
-  int64_t elements() const { return elements_; }
+  // The kind's state tensors per parameter (OptimizerStateNames' size).
+  int state_count() const { return state_count_; }
+  // The parameters (k) and parameter j's elements.
+  size_t parameters() const { return elements_.size(); }
+  int64_t elements(size_t j) const { return elements_[j]; }
 
  private:
   std::string label_;
   OptimizerConfig config_;
   OptimizerStateIndex index_;
-  int64_t elements_ = 0;
+  int state_count_ = 0;
+  std::vector<int64_t> elements_;
 };
 
-// The op's shape rule (training_ops.cc): G float32 of any shape -> P and the kind's state
-// tensors (OptimizerStateNames), each of G's type.
+// The op's shape rule (training_ops.cc): G_0..G_{k-1} float32 of any shape -> for
+// each, P_j and the kind's state tensors (OptimizerStateNames), each of G_j's type.
 absl::Status InferOptimizerStep(KernelSpec* spec);
-// replicad.OptimizerDryRun's: G, P and the kind's state tensors, all float32
-// of G's shape -> float32 [].
+// replicad.OptimizerDryRun's: per parameter G_j, P_j and the kind's state
+// tensors, all float32 of G_j's shape -> one float32 [] flag per parameter.
 absl::Status InferOptimizerDryRun(KernelSpec* spec);
 
 }  // namespace replicad

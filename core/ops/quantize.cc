@@ -163,6 +163,12 @@ absl::StatusOr<Operands> ParseOperands(const KernelSpec& spec, bool requantized,
     REPLICAD_RETURN_IF_ERROR(CheckInputCount(spec, 2, 4));
     operands.inputs = {.a = 0, .a_zero_point = 2, .b = 1, .b_zero_point = 3};
   }
+  // An optional input the node leaves out (or lists fewer inputs than) is
+  // -1, so that kernels never read past the inputs they are given.
+  IntegerProductInputs& optional = operands.inputs;
+  for (int* index : {&optional.a_zero_point, &optional.b_zero_point, &optional.bias}) {
+    if (!HasInput(spec, *index)) *index = -1;
+  }
   const IntegerProductInputs& at = operands.inputs;
   REPLICAD_ASSIGN_OR_RETURN(operands.a, RequiredInput(spec, at.a, a_name));
   REPLICAD_ASSIGN_OR_RETURN(operands.b, RequiredInput(spec, at.b, b_name));

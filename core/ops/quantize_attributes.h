@@ -43,7 +43,8 @@ absl::StatusOr<LinearQuantization> ParseQuantizeLinear(const KernelSpec& spec);
 absl::StatusOr<LinearQuantization> ParseDequantizeLinear(const KernelSpec& spec);
 
 // Where the operands of an integer product sit among a node's inputs (-1:
-// the node has no such input): MatMulInteger (A, B, a_zero_point,
+// the node has no such input, or leaves that optional one out, so a kernel
+// reads only the inputs it is handed): MatMulInteger (A, B, a_zero_point,
 // b_zero_point), QLinearMatMul (a, a_scale, a_zero_point, b, b_scale,
 // b_zero_point, y_scale, y_zero_point), ConvInteger (x, w, x_zero_point,
 // w_zero_point) and QLinearConv (x, x_scale, x_zero_point, w, w_scale,

@@ -65,6 +65,18 @@ absl::StatusOr<RoiAlignAttributes> ParseRoiAlign(const KernelSpec& spec) {
   return a;
 }
 
+absl::Status CheckRoiBatchIndices(const std::string& node, const int64_t* batch_indices,
+                                  int64_t rois, int64_t images) {
+  for (int64_t r = 0; r < rois; ++r) {
+    if (batch_indices[r] < 0 || batch_indices[r] >= images) {
+      return absl::InvalidArgumentError(absl::StrCat(node, ": input 2 'batch_indices' holds ",
+                                                     batch_indices[r], " at position ", r,
+                                                     "; expected an image of X's ", images));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status InferRoiAlign(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(RoiAlignAttributes a, ParseRoiAlign(*spec));
   spec->outputs = {

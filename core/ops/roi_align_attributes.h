@@ -2,7 +2,9 @@
 #define REPLICAD_CORE_OPS_ROI_ALIGN_ATTRIBUTES_H_
 
 #include <cstdint>
+#include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/device/kernel.h"
 
@@ -17,7 +19,8 @@ namespace replicad {
 // x sampling_ratio bilinear samples (0: ceil(roi size / output size) per
 // roi). coordinate_transformation_mode "half_pixel" (opset 16's default)
 // shifts the rois by half a pixel; "output_half_pixel" (opset 10's only
-// form) does not, and makes rois at least 1 x 1.
+// form) does not, and makes rois at least 1 x 1. The arithmetic, shared by
+// every backend: roi_align_samples.h.
 struct RoiAlignAttributes {
   int64_t channels = 0, height = 0, width = 0;
   int64_t rois = 0;
@@ -30,6 +33,13 @@ struct RoiAlignAttributes {
 
 // InvalidArgument naming the node and the input or attribute otherwise.
 absl::StatusOr<RoiAlignAttributes> ParseRoiAlign(const KernelSpec& spec);
+
+// The check every backend makes of a request's batch_indices (`rois` of
+// them) before it reads X: InvalidArgument "<node>: input 2 'batch_indices'
+// holds <value> at position <r>; expected an image of X's <images>" for the
+// first outside [0, images), OK otherwise. `node` is NodeLabel's.
+absl::Status CheckRoiBatchIndices(const std::string& node, const int64_t* batch_indices,
+                                  int64_t rois, int64_t images);
 
 }  // namespace replicad
 

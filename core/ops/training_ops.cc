@@ -3,6 +3,8 @@
 #include "core/ops/training_ops.h"
 
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
@@ -225,27 +227,46 @@ absl::Status InferAllFinite(KernelSpec* spec) {
 
 absl::Status InferOptimizerDryRun(KernelSpec* spec) {
   REPLICAD_ASSIGN_OR_RETURN(OptimizerConfig config, ParseOptimizerStep(*spec));
-  const int state = static_cast<int>(OptimizerStateNames(config.kind, config.momentum).size());
-  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 2 + state, 2 + state));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(*spec, 0, "G"));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "G", gradient, {DType::kFloat32}));
-  for (int i = 1; i < 2 + state; ++i) {
-    REPLICAD_ASSIGN_OR_RETURN(TensorType input, RequiredInput(*spec, i, "P or a state tensor"));
-    if (!(input == gradient)) {
-      return NodeError(*spec, absl::StrCat("input ", i, " must be ", TensorTypeToString(gradient),
-                                           " like G, received ", TensorTypeToString(input)));
+  const size_t per_parameter = 2 + OptimizerStateNames(config.kind, config.momentum).size();
+  if (spec->inputs.empty() || spec->inputs.size() % per_parameter != 0) {
+    return NodeError(
+        *spec,
+        absl::StrCat("takes ", per_parameter, " inputs per parameter (G, P and the state of ",
+                     OptimizerKindName(config.kind), "), received ", spec->inputs.size()));
+  }
+  const size_t parameters = spec->inputs.size() / per_parameter;
+  for (size_t j = 0; j < parameters; ++j) {
+    const int first = static_cast<int>(j * per_parameter);
+    REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(*spec, first, "G"));
+    REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, first, "G", gradient, {DType::kFloat32}));
+    for (int i = first + 1; i < first + static_cast<int>(per_parameter); ++i) {
+      REPLICAD_ASSIGN_OR_RETURN(TensorType input, RequiredInput(*spec, i, "P or a state tensor"));
+      if (!(input == gradient)) {
+        return NodeError(*spec, absl::StrCat("input ", i, " must be ", TensorTypeToString(gradient),
+                                             " like its G (input ", first, "), received ",
+                                             TensorTypeToString(input)));
+      }
     }
   }
-  spec->outputs = {TensorType{DType::kFloat32, {}}};
+  spec->outputs.assign(parameters, TensorType{DType::kFloat32, {}});
   return absl::OkStatus();
 }
 
 absl::Status InferOptimizerStep(KernelSpec* spec) {
-  REPLICAD_RETURN_IF_ERROR(CheckInputCount(*spec, 1, 1));
-  REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(*spec, 0, "G"));
-  REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, 0, "G", gradient, {DType::kFloat32}));
+  if (spec->inputs.empty()) {
+    return NodeError(*spec, "takes at least 1 input (one gradient per parameter), received 0");
+  }
   REPLICAD_ASSIGN_OR_RETURN(OptimizerConfig config, ParseOptimizerStep(*spec));
-  spec->outputs.assign(1 + OptimizerStateNames(config.kind, config.momentum).size(), gradient);
+  const size_t per_parameter = 1 + OptimizerStateNames(config.kind, config.momentum).size();
+  std::vector<TensorType> outputs;
+  outputs.reserve(spec->inputs.size() * per_parameter);
+  for (size_t j = 0; j < spec->inputs.size(); ++j) {
+    const int input = static_cast<int>(j);
+    REPLICAD_ASSIGN_OR_RETURN(TensorType gradient, RequiredInput(*spec, input, "G"));
+    REPLICAD_RETURN_IF_ERROR(CheckInputDType(*spec, input, "G", gradient, {DType::kFloat32}));
+    outputs.insert(outputs.end(), per_parameter, gradient);
+  }
+  spec->outputs = std::move(outputs);
   return absl::OkStatus();
 }
 

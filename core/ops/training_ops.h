@@ -79,30 +79,34 @@ inline constexpr std::string_view kMeanSquaredError = "replicad.MeanSquaredError
 // graph either: a trainer runs it on the gradient sums that stay on a
 // device (NCCL's), to refuse or skip a step as it does where the host sums.
 inline constexpr std::string_view kAllFinite = "replicad.AllFinite";
-// replicad.OptimizerStep(G), attributes kind ("sgd" | "adam" | "rmsprop"),
-// learning_rate, momentum, weight_decay, beta1, beta2, epsilon, alpha
-// (floats), nesterov (int 0/1) -> P, then the kind's state tensors in
-// OptimizerStateNames' order (SGD: momentum_buffer if momentum != 0; Adam:
-// exp_avg, exp_avg_sq; RMSprop: momentum_buffer if momentum > 0, then
-// square_avg), each of G's type: one torch.optim update of the parameter P by
-// the reduced mean gradient G (core/ops/optimizer_step.h has the rules and
-// the attribute conversion). Unlike every other op its outputs are read and
-// updated IN PLACE, so it is never part of a graph: the optimizer
-// (core/train/optimizer.h) builds and runs it directly, with the outputs
-// holding the parameter and its state. The update number t (1-based, for
-// Adam's bias corrections) is the RunContext's step (Run fails for t < 1,
-// as with a default context). At t == 1 the state outputs are not read:
-// they start as zeros, SGD's momentum buffer as a copy of the direction, as
-// in PyTorch. CUDA and the CPU backend have kernels; the host optimizer
-// updates CPU slots without one.
+// replicad.OptimizerStep(G_0, ..., G_{k-1}) (k >= 1), attributes kind ("sgd"
+// | "adam" | "rmsprop"), learning_rate, momentum, weight_decay, beta1, beta2,
+// epsilon, alpha (floats), nesterov (int 0/1) -> for each j in order: P_j,
+// then its state tensors in OptimizerStateNames' order (SGD: momentum_buffer
+// if momentum != 0; Adam: exp_avg, exp_avg_sq; RMSprop: momentum_buffer if
+// momentum > 0, then square_avg), each of G_j's type: one torch.optim update
+// of each parameter P_j by its reduced mean gradient G_j
+// (core/ops/optimizer_step.h has the rules and the attribute conversion).
+// Several parameters in one node is torch.optim's multi-tensor (`foreach`)
+// form: one kernel over all of them instead of a launch each, each element
+// updated by the same rule, so the bits do not depend on the grouping.
+// Unlike every other op its outputs are read and updated IN PLACE, so it is
+// never part of a graph: the optimizer (core/train/optimizer.h) builds and
+// runs it directly, with the outputs holding the parameters and their state.
+// The update number t (1-based, for Adam's bias corrections) is the
+// RunContext's step (Run fails for t < 1, as with a default context). At
+// t == 1 the state outputs are not read: they start as zeros, SGD's momentum
+// buffer as a copy of the direction, as in PyTorch. CUDA and the CPU backend
+// have kernels; the host optimizer updates CPU slots without one.
 inline constexpr std::string_view kOptimizerStep = "replicad.OptimizerStep";
-// replicad.OptimizerDryRun(G, P, then the kind's state tensors in
-// OptimizerStateNames' order), replicad.OptimizerStep's attributes ->
-// float32 []: 1 when the update OptimizerStep would make (update number t
-// from the RunContext, as there) leaves every element of P finite, else 0.
-// Nothing is written but the flag. An optimizer on a device runs it before
-// the update, as the host runs FirstNonFiniteUpdateOnHost, so a learning
-// rate that overflows finite gradients is refused before any weight changes.
+// replicad.OptimizerDryRun(for each of k >= 1 parameters in order: G_j, P_j,
+// then the kind's state tensors in OptimizerStateNames' order),
+// replicad.OptimizerStep's attributes -> k float32 [] flags: flag j is 1 when
+// the update OptimizerStep would make (update number t from the RunContext,
+// as there) leaves every element of P_j finite, else 0. Nothing is written
+// but the flags. An optimizer on a device runs it before the update, as the
+// host runs FirstNonFiniteUpdateOnHost, so a learning rate that overflows
+// finite gradients is refused before any weight changes.
 inline constexpr std::string_view kOptimizerDryRun = "replicad.OptimizerDryRun";
 
 }  // namespace replicad

@@ -63,41 +63,49 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::vector<int64_t> sizes, 
       device_(device),
       names_(OptimizerStateNames(config.kind, config.momentum)),
       index_(OptimizerStateIndexOf(config.kind, config.momentum)),
-      params_(sizes_.size()),
-      outputs_(1 + names_.size(), nullptr) {}
+      params_(sizes_.size()) {}
 
 Optimizer::~Optimizer() = default;
 
 absl::Status Optimizer::BuildDeviceState() {
-  // Only the kernels' build reads the node; they keep what they need.
-  const Attributes attributes = OptimizerStepAttributes(config_);
+  // Not zeroed: the first update (t == 1) does not read the state.
   for (size_t i = 0; i < sizes_.size(); ++i) {
     if (sizes_[i] == 0) continue;
-    Parameter& param = params_[i];
-    // Not zeroed: the first update (t == 1) does not read the state.
+    updated_.push_back(i);
     for (size_t k = 0; k < names_.size(); ++k) {
-      absl::StatusOr<std::shared_ptr<Buffer>> buffer =
-          device_->Allocate(static_cast<size_t>(sizes_[i]) * sizeof(float));
-      if (!buffer.ok()) return buffer.status();
-      param.device.push_back(*std::move(buffer));
-    }
-    KernelSpec spec;
-    spec.op_type = std::string(kOptimizerStep);
-    spec.node_name = absl::StrCat("optimizer param", i);
-    spec.attributes = &attributes;
-    spec.inputs = {TensorType{DType::kFloat32, {sizes_[i]}}};
-    spec.constant_inputs = {nullptr};
-    REPLICAD_RETURN_IF_ERROR(InferOptimizerStep(&spec));
-    absl::StatusOr<std::unique_ptr<Kernel>> kernel = device_->MakeKernel(spec);
-    if (!kernel.ok()) return kernel.status();
-    param.kernel = *std::move(kernel);
-    if (const size_t bytes = param.kernel->workspace_bytes(); bytes != 0) {
-      absl::StatusOr<std::shared_ptr<Buffer>> workspace = device_->Allocate(bytes);
-      if (!workspace.ok()) return workspace.status();
-      param.workspace = *std::move(workspace);
-      param.kernel->SetWorkspace(param.workspace->data());
+      REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
+                                device_->Allocate(static_cast<size_t>(sizes_[i]) * sizeof(float)));
+      params_[i].device.push_back(std::move(buffer));
     }
   }
+  return BuildDeviceKernel(kOptimizerStep, 1, "optimizer", step_kernel_);
+}
+
+absl::Status Optimizer::BuildDeviceKernel(std::string_view op_type, size_t inputs_per_parameter,
+                                          std::string_view node_name, DeviceKernel& built) {
+  if (updated_.empty()) return absl::OkStatus();
+  // Only the kernel's build reads the node; it keeps what it needs.
+  const Attributes attributes = OptimizerStepAttributes(config_);
+  KernelSpec spec;
+  spec.op_type = std::string(op_type);
+  spec.node_name = std::string(node_name);
+  spec.attributes = &attributes;
+  for (size_t i : updated_) {
+    spec.inputs.insert(spec.inputs.end(), inputs_per_parameter,
+                       TensorType{DType::kFloat32, {sizes_[i]}});
+  }
+  spec.constant_inputs.assign(spec.inputs.size(), nullptr);
+  REPLICAD_RETURN_IF_ERROR(op_type == kOptimizerStep ? InferOptimizerStep(&spec)
+                                                     : InferOptimizerDryRun(&spec));
+  DeviceKernel kernel;
+  REPLICAD_ASSIGN_OR_RETURN(kernel.kernel, device_->MakeKernel(spec));
+  if (const size_t bytes = kernel.kernel->workspace_bytes(); bytes != 0) {
+    REPLICAD_ASSIGN_OR_RETURN(kernel.workspace, device_->Allocate(bytes));
+    kernel.kernel->SetWorkspace(kernel.workspace->data());
+  }
+  kernel.inputs.resize(spec.inputs.size());
+  kernel.outputs.resize(spec.outputs.size());
+  built = std::move(kernel);
   return absl::OkStatus();
 }
 
@@ -125,24 +133,14 @@ std::optional<Optimizer::NonFiniteUpdate> Optimizer::FirstNonFiniteUpdate(
 
 absl::Status Optimizer::BuildDryRuns() {
   // Built whole or not at all: the flags come last, and they say "built".
-  const Attributes attributes = OptimizerStepAttributes(config_);
-  std::vector<std::unique_ptr<Kernel>> kernels(sizes_.size());
-  for (size_t i = 0; i < sizes_.size(); ++i) {
-    if (sizes_[i] == 0) continue;
-    KernelSpec spec;
-    spec.op_type = std::string(kOptimizerDryRun);
-    spec.node_name = absl::StrCat("optimizer dry run param", i);
-    spec.attributes = &attributes;
-    spec.inputs.assign(2 + names_.size(), TensorType{DType::kFloat32, {sizes_[i]}});
-    spec.constant_inputs.assign(spec.inputs.size(), nullptr);
-    REPLICAD_RETURN_IF_ERROR(InferOptimizerDryRun(&spec));
-    REPLICAD_ASSIGN_OR_RETURN(kernels[i], device_->MakeKernel(spec));
-  }
-  REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> flags,
-                            device_->Allocate(std::max<size_t>(sizes_.size(), 1) * sizeof(float)));
-  for (size_t i = 0; i < sizes_.size(); ++i) params_[i].dry_run = std::move(kernels[i]);
-  dry_run_inputs_.resize(2 + names_.size());
-  dry_run_flags_host_.resize(sizes_.size());
+  DeviceKernel dry_run;
+  REPLICAD_RETURN_IF_ERROR(
+      BuildDeviceKernel(kOptimizerDryRun, 2 + names_.size(), "optimizer dry run", dry_run));
+  REPLICAD_ASSIGN_OR_RETURN(
+      std::shared_ptr<Buffer> flags,
+      device_->Allocate(std::max<size_t>(updated_.size(), 1) * sizeof(float)));
+  dry_run_ = std::move(dry_run);
+  dry_run_flags_host_.resize(updated_.size());
   dry_run_flags_ = std::move(flags);
   return absl::OkStatus();
 }
@@ -151,31 +149,33 @@ absl::StatusOr<std::optional<Optimizer::NonFiniteUpdate>> Optimizer::FindNonFini
     const std::vector<float*>& parameters, const std::vector<const float*>& gradients) {
   if (device_ == nullptr) return FirstNonFiniteUpdate(parameters, gradients);
   if (dry_run_flags_ == nullptr) REPLICAD_RETURN_IF_ERROR(BuildDryRuns());
+  if (updated_.empty()) return std::nullopt;
   RunContext context;
   context.step = step_ + 1;
   std::vector<float>& flags = dry_run_flags_host_;
   float* device_flags = static_cast<float*>(dry_run_flags_->data());
+  const size_t per_parameter = 2 + names_.size();
+  for (size_t u = 0; u < updated_.size(); ++u) {
+    const size_t i = updated_[u];
+    const void** inputs = dry_run_.inputs.data() + u * per_parameter;
+    inputs[0] = gradients[i];
+    inputs[1] = parameters[i];
+    for (size_t k = 0; k < names_.size(); ++k) inputs[2 + k] = params_[i].device[k]->data();
+    dry_run_.outputs[u] = device_flags + u;
+  }
   absl::Status status;
   device_->Enqueue([&] {
-    for (size_t i = 0; i < sizes_.size() && status.ok(); ++i) {
-      if (sizes_[i] == 0) continue;
-      dry_run_inputs_[0] = gradients[i];
-      dry_run_inputs_[1] = parameters[i];
-      for (size_t k = 0; k < params_[i].device.size(); ++k) {
-        dry_run_inputs_[2 + k] = params_[i].device[k]->data();
-      }
-      void* outputs[] = {device_flags + i};
-      status = params_[i].dry_run->Run(context, dry_run_inputs_.data(), outputs);
-    }
-    if (status.ok() && !flags.empty()) {
+    status = dry_run_.kernel->Run(context, dry_run_.inputs.data(), dry_run_.outputs.data());
+    if (status.ok()) {
       status = device_->CopyOnStream(device_flags, device_->memory_location(), flags.data(),
                                      MemoryLocation{}, flags.size() * sizeof(float));
     }
   });
   REPLICAD_RETURN_IF_ERROR(device_->Synchronize());
   REPLICAD_RETURN_IF_ERROR(status);
-  for (size_t i = 0; i < sizes_.size(); ++i) {
-    if (sizes_[i] != 0 && flags[i] != 1.0f) return FindOnHostCopies(i, parameters[i], gradients[i]);
+  for (size_t u = 0; u < updated_.size(); ++u) {
+    const size_t i = updated_[u];
+    if (flags[u] != 1.0f) return FindOnHostCopies(i, parameters[i], gradients[i]);
   }
   return std::nullopt;
 }
@@ -245,16 +245,20 @@ void Optimizer::HostStep(size_t i, float* p, const float* g, const OptimizerStep
 
 absl::Status Optimizer::DeviceStep(const std::vector<float*>& parameters,
                                    const std::vector<const float*>& gradients) {
-  // The kernels read the update number, and nothing else, from the context.
+  // The kernel reads the update number, and nothing else, from the context.
   RunContext context;
   context.step = step_ + 1;
-  for (size_t i = 0; i < sizes_.size(); ++i) {
-    Parameter& param = params_[i];
-    if (param.kernel == nullptr) continue;  // An empty parameter.
-    const void* inputs[] = {gradients[i]};
-    outputs_[0] = parameters[i];
-    for (size_t k = 0; k < param.device.size(); ++k) outputs_[1 + k] = param.device[k]->data();
-    REPLICAD_RETURN_IF_ERROR(param.kernel->Run(context, inputs, outputs_.data()));
+  if (!updated_.empty()) {
+    const size_t per_parameter = 1 + names_.size();
+    for (size_t u = 0; u < updated_.size(); ++u) {
+      const size_t i = updated_[u];
+      step_kernel_.inputs[u] = gradients[i];
+      void** outputs = step_kernel_.outputs.data() + u * per_parameter;
+      outputs[0] = parameters[i];
+      for (size_t k = 0; k < names_.size(); ++k) outputs[1 + k] = params_[i].device[k]->data();
+    }
+    REPLICAD_RETURN_IF_ERROR(
+        step_kernel_.kernel->Run(context, step_kernel_.inputs.data(), step_kernel_.outputs.data()));
   }
   ++step_;
   return absl::OkStatus();

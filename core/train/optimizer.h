@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -37,9 +38,10 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
 //
 // Host mode: parameters, gradients and state in host memory; Step computes on the calling
 // thread. Device mode (a device whose memory is not host memory): the state lives in that
-// device's memory, and Step enqueues one replicad.OptimizerStep kernel per parameter on
-// its stream. The device must outlive the optimizer, which is destroyed only when no Step
-// is in flight on that stream.
+// device's memory, and Step enqueues one replicad.OptimizerStep kernel over all parameters
+// on its stream (a launch per 32 of them on CUDA, as torch.optim's foreach does). The
+// device must outlive the optimizer, which is destroyed only when no Step is in flight on
+// that stream.
 // Not thread-safe: one thread at a time per instance. In device mode Create, State and
 // Restore wait for the device's stream: never call them on its thread.
 class Optimizer {
@@ -62,9 +64,9 @@ class Optimizer {
   // The caller keeps ownership; a gradient must not alias its parameter; pointers of empty
   // parameters may be null. Aborts on a count mismatch or a null pointer (programmer errors).
   // Host mode: host pointers; always OK. Device mode: device pointers, called on the
-  // device's stream thread; the kernels are enqueued (complete in stream order) with a
-  // RunContext whose step is step() + 1, the update number they read. A kernel's
-  // launch error is returned; then step() is unchanged and the update is partial.
+  // device's stream thread; one multi-tensor kernel over every parameter is enqueued (complete in
+  // stream order) with a RunContext whose step is step() + 1, the update number they read. A
+  // kernel's launch error is returned; then step() is unchanged and the update is partial.
   absl::Status Step(const std::vector<float*>& parameters,
                     const std::vector<const float*>& gradients);
 
@@ -81,9 +83,9 @@ class Optimizer {
   };
   std::optional<NonFiniteUpdate> FirstNonFiniteUpdate(
       const std::vector<float*>& parameters, const std::vector<const float*>& gradients) const;
-  // The same answer in either mode. Device mode: replicad.OptimizerDryRun per
-  // parameter on the device (built by the first call), one wait for their
-  // flags, and only a parameter whose flag says so copied to the host to find
+  // The same answer in either mode. Device mode: one replicad.OptimizerDryRun
+  // over every parameter on the device (built by the first call), one wait for
+  // its flags, and only a parameter whose flag says so copied to the host to find
   // its first element. Not on the device's stream thread; the device's
   // errors pass through.
   absl::StatusOr<std::optional<NonFiniteUpdate>> FindNonFiniteUpdate(
@@ -117,14 +119,25 @@ class Optimizer {
   struct Parameter {
     std::vector<std::vector<float>> host;         // Host mode; empty until the first step.
     std::vector<std::shared_ptr<Buffer>> device;  // Device mode; allocated by Create.
-    std::unique_ptr<Kernel> kernel;               // Device mode; null for an empty parameter.
-    std::unique_ptr<Kernel> dry_run;              // Device mode, once FindNonFiniteUpdate ran.
-    std::shared_ptr<Buffer> workspace;            // The kernel's scratch, if it asks for any.
+  };
+  // Device mode: one replicad.OptimizerStep or replicad.OptimizerDryRun node
+  // over every non-empty parameter (the multi-tensor form), with its scratch
+  // and its pointer lists (reused by every call).
+  struct DeviceKernel {
+    std::unique_ptr<Kernel> kernel;
+    std::shared_ptr<Buffer> workspace;
+    std::vector<const void*> inputs;
+    std::vector<void*> outputs;
   };
 
   Optimizer(const OptimizerConfig& config, std::vector<int64_t> sizes, Device* device);
 
   absl::Status BuildDeviceState();
+  // Builds `op_type` (replicad.OptimizerStep or replicad.OptimizerDryRun, whose
+  // inputs per parameter are `inputs_per_parameter`) over updated_ into `built`;
+  // leaves it empty when no parameter is updated.
+  absl::Status BuildDeviceKernel(std::string_view op_type, size_t inputs_per_parameter,
+                                 std::string_view node_name, DeviceKernel& built);
   absl::Status BuildDryRuns();
   // Parameter i's first element whose update would not be finite, from host
   // copies of it, its gradient and its state (device mode).
@@ -140,12 +153,14 @@ class Optimizer {
   std::vector<std::string> names_;  // OptimizerStateNames(config_).
   OptimizerStateIndex index_;       // Where each role sits in names_.
   std::vector<Parameter> params_;
-  std::vector<void*> outputs_;  // Device mode: one kernel's outputs, reused by every Step.
-  // Device mode, made by BuildDryRuns: one flag per parameter on the device
-  // and its host copy, and one dry run's inputs (reused by every call).
+  // Device mode: the parameters the kernels update (the non-empty ones), in order.
+  std::vector<size_t> updated_;
+  DeviceKernel step_kernel_;
+  // Device mode, made by BuildDryRuns: its node, one flag per updated
+  // parameter on the device and their host copy.
+  DeviceKernel dry_run_;
   std::shared_ptr<Buffer> dry_run_flags_;
   std::vector<float> dry_run_flags_host_;
-  std::vector<const void*> dry_run_inputs_;
   int64_t step_ = 0;
 };
 

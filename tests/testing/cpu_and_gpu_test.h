@@ -60,6 +60,21 @@ class CpuAndGpuTest : public ::testing::Test {
     }
   }
 
+  // `bad` fails on both slots with InvalidArgument and one message holding
+  // `expected`; `good` (the same op) still gives the CPU's bytes afterwards.
+  void ExpectRefusedAlike(const KernelCall& bad, const KernelCall& good,
+                          const std::string& expected) {
+    absl::StatusOr<std::vector<Tensor>> cpu = RunKernel(*cpu_, bad);
+    absl::StatusOr<std::vector<Tensor>> gpu = RunKernel(*gpu_, bad);
+    ASSERT_FALSE(cpu.ok());
+    ASSERT_FALSE(gpu.ok());
+    EXPECT_EQ(cpu.status().code(), absl::StatusCode::kInvalidArgument) << cpu.status();
+    EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument) << gpu.status();
+    EXPECT_EQ(gpu.status().message(), cpu.status().message());
+    EXPECT_NE(gpu.status().message().find(expected), std::string::npos) << gpu.status();
+    ExpectKernelBytesMatchCpu(good, bad.op_type + " after a refused run");
+  }
+
   // Runs `call` on both slots: every output element on the GPU holds the
   // CPU's bytes (NaN payloads and the sign of zero included).
   void ExpectKernelBytesMatchCpu(const KernelCall& call, const std::string& what) {

@@ -1,5 +1,6 @@
 #include "tests/testing/test_models.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/synchronization/notification.h"
@@ -21,6 +22,18 @@ Tensor RandomTensor(Shape shape, uint64_t seed) {
     z ^= z >> 31;
     data[i] = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
   }
+  return t;
+}
+
+Tensor Floats(Shape shape, const std::vector<float>& values) {
+  Tensor t = Tensor::Host(DType::kFloat32, std::move(shape));
+  std::copy(values.begin(), values.end(), t.data<float>());
+  return t;
+}
+
+Tensor Int64s(Shape shape, const std::vector<int64_t>& values) {
+  Tensor t = Tensor::Host(DType::kInt64, std::move(shape));
+  std::copy(values.begin(), values.end(), t.data<int64_t>());
   return t;
 }
 
@@ -65,6 +78,32 @@ std::string MatMulChainOnnx(int layers, int64_t width) {
   }
   b.AddInput("x", DType::kFloat32, {kAnyDim, width});
   b.AddOutput("y", DType::kFloat32, {kAnyDim, width});
+  return b.Serialize();
+}
+
+std::string ConvChainOnnx(const std::vector<Tensor>& weights, int64_t channels, int64_t wide,
+                          int64_t side) {
+  OnnxModelBuilder b("conv_chain", 17);
+  b.AddInput("x", DType::kFloat32, {kAnyDim, channels, side, side});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, wide, 1, 1});
+  const char* names[] = {"wa", "ba", "wb", "bb", "wc", "bc"};
+  for (int i = 0; i < 6; ++i) b.AddInitializer(names[i], weights[i]);
+  Tensor low = Tensor::Host(DType::kFloat32, {});
+  low.data<float>()[0] = 0.0f;
+  Tensor high = Tensor::Host(DType::kFloat32, {});
+  high.data<float>()[0] = 6.0f;
+  b.AddInitializer("low", low);
+  b.AddInitializer("high", high);
+  onnx::NodeProto* conv_a = b.AddNode("Conv", {"x", "wa", "ba"}, {"ca"});
+  OnnxModelBuilder::SetInts(conv_a, "pads", {1, 1, 1, 1});
+  b.AddNode("Relu", {"ca"}, {"a"});
+  onnx::NodeProto* conv_b = b.AddNode("Conv", {"a", "wb", "bb"}, {"cb"});
+  OnnxModelBuilder::SetInts(conv_b, "pads", {1, 1, 1, 1});
+  OnnxModelBuilder::SetInt(conv_b, "group", wide);
+  b.AddNode("Clip", {"cb", "low", "high"}, {"b"});
+  b.AddNode("Conv", {"b", "wc", "bc"}, {"cc"});
+  b.AddNode("Add", {"cc", "a"}, {"d"});
+  b.AddNode("GlobalAveragePool", {"d"}, {"y"});
   return b.Serialize();
 }
 

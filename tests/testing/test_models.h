@@ -13,6 +13,11 @@ namespace replicad::testing {
 // Deterministic pseudo-random floats in [-1, 1) (SplitMix64 of `seed`).
 Tensor RandomTensor(Shape shape, uint64_t seed);
 
+// Host tensors of `shape` holding `values` in row-major order (as many as
+// the shape has elements).
+Tensor Floats(Shape shape, const std::vector<float>& values);
+Tensor Int64s(Shape shape, const std::vector<int64_t>& values);
+
 // Two inputs, two outputs, shared batch dim:
 //   image float32[N,3,6,6] -> Conv 2x3x3 pad 1 -> Relu -> GlobalAveragePool -> Flatten [N,2]
 //   features float32[N,5]  -> Gemm (5x2, bias)                               [N,2]
@@ -34,6 +39,15 @@ std::string SequenceSumOnnx();
 // a row a layer and little memory. Many kernels of equal cost, for runs
 // long enough to be stopped between two of them.
 std::string MatMulChainOnnx(int layers, int64_t width);
+
+// A chain of convolutions, as --precision bf16/fp16 hands 16-bit values
+// along: x float32[N, channels, side, side] -> Conv 3x3 pads 1 (weights[0],
+// bias weights[1]) -> Relu = a -> depthwise Conv 3x3 pads 1 (weights[2],
+// [3]) -> Clip [0, 6] -> Conv 1x1 (weights[4], [5]) -> Add a ->
+// GlobalAveragePool -> y float32[N, wide, 1, 1]; weights[0] is [wide,
+// channels, 3, 3], [2] [wide, 1, 3, 3], [4] [wide, wide, 1, 1], biases [wide].
+std::string ConvChainOnnx(const std::vector<Tensor>& weights, int64_t channels, int64_t wide,
+                          int64_t side);
 
 // Loads ONNX bytes as a Model named `name`; aborts the test on failure.
 std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std::string& name);

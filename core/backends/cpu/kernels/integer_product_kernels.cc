@@ -15,9 +15,9 @@
 
 #include "core/backends/cpu/kernels/integer_product.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
-#include "core/backends/cpu/kernels/quantization_math.h"
 #include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
+#include "core/ops/quantization_math.h"
 #include "core/ops/quantize_attributes.h"
 #include "core/tensor/shape.h"
 
@@ -75,7 +75,7 @@ void ProductParameters::Read(const IntegerProduct& product, const void* const* i
   const float* b_scales = static_cast<const float*>(inputs[at.b_scale]);
   const float y_scale = *static_cast<const float*>(inputs[at.y_scale]);
   for (int64_t c = 0; c < channels; ++c) {
-    multiplier[c] = a_scale * b_scales[b_scale_per_channel ? c : 0] / y_scale;
+    multiplier[c] = RequantizeMultiplier(a_scale, b_scales[b_scale_per_channel ? c : 0], y_scale);
   }
   y_zero_point = EightBitAt(inputs[at.y_zero_point], product.output, 0);
 }

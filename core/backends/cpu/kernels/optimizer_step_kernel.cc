@@ -1,5 +1,5 @@
 // replicad.OptimizerStep and replicad.OptimizerDryRun on the CPU backend
-// (training_ops.h): the update of one parameter and its state, in place, by
+// (training_ops.h): the update of each parameter and its state, in place, by
 // the loop the host Optimizer runs (UpdateParameterOnHost), and its dry run
 // (FirstNonFiniteUpdateOnHost). The host Optimizer does not need them for
 // CPU slots; they are what an optimizer on a device whose memory is not the
@@ -27,10 +27,14 @@ class OptimizerStepKernel : public Kernel {
   absl::Status Run(const RunContext& run, const void* const* inputs,
                    void* const* outputs) override {
     REPLICAD_ASSIGN_OR_RETURN(const OptimizerStepScalars scalars, rule_.ScalarsFor(run));
-    // The state outputs follow P in OptimizerStateNames' order.
-    UpdateParameterOnHost(rule_.index(), scalars, static_cast<float*>(outputs[0]),
-                          static_cast<const float*>(inputs[0]),
-                          reinterpret_cast<float* const*>(outputs + 1), rule_.elements());
+    // Parameter j's outputs: P_j, then its state in OptimizerStateNames' order.
+    const size_t per_parameter = 1 + rule_.state_count();
+    for (size_t j = 0; j < rule_.parameters(); ++j) {
+      void* const* own = outputs + j * per_parameter;
+      UpdateParameterOnHost(rule_.index(), scalars, static_cast<float*>(own[0]),
+                            static_cast<const float*>(inputs[j]),
+                            reinterpret_cast<float* const*>(own + 1), rule_.elements(j));
+    }
     return absl::OkStatus();
   }
 
@@ -47,12 +51,17 @@ class OptimizerDryRunKernel : public Kernel {
   absl::Status Run(const RunContext& run, const void* const* inputs,
                    void* const* outputs) override {
     REPLICAD_ASSIGN_OR_RETURN(const OptimizerStepScalars scalars, rule_.ScalarsFor(run));
-    float after = 0;
-    const int64_t bad = FirstNonFiniteUpdateOnHost(
-        rule_.index(), scalars, static_cast<const float*>(inputs[1]),
-        static_cast<const float*>(inputs[0]), reinterpret_cast<const float* const*>(inputs + 2),
-        rule_.elements(), &after);
-    *static_cast<float*>(outputs[0]) = bad < 0 ? 1.0f : 0.0f;
+    // Parameter j's inputs: G_j, P_j, then its state.
+    const size_t per_parameter = 2 + rule_.state_count();
+    for (size_t j = 0; j < rule_.parameters(); ++j) {
+      const void* const* own = inputs + j * per_parameter;
+      float after = 0;
+      const int64_t bad = FirstNonFiniteUpdateOnHost(
+          rule_.index(), scalars, static_cast<const float*>(own[1]),
+          static_cast<const float*>(own[0]), reinterpret_cast<const float* const*>(own + 2),
+          rule_.elements(j), &after);
+      *static_cast<float*>(outputs[j]) = bad < 0 ? 1.0f : 0.0f;
+    }
     return absl::OkStatus();
   }
 

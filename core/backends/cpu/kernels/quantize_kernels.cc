@@ -13,8 +13,8 @@
 
 #include "core/backends/cpu/kernels/avx512.h"
 #include "core/backends/cpu/kernels/kernel_builders.h"
-#include "core/backends/cpu/kernels/quantization_math.h"
 #include "core/base/status_macros.h"
+#include "core/ops/quantization_math.h"
 #include "core/ops/quantize_attributes.h"
 #include "core/tensor/shape.h"
 
@@ -84,9 +84,7 @@ void DequantizeRow(const Q* in, int64_t count, float scale, int32_t zero_point, 
   if constexpr (sizeof(Q) == 1) {
     if (HasAvx512()) i = DequantizeRowAvx512(in, count, scale, zero_point, out);
   }
-  for (; i < count; ++i) {
-    out[i] = static_cast<float>(static_cast<int32_t>(in[i]) - zero_point) * scale;
-  }
+  for (; i < count; ++i) out[i] = DequantizeValue(static_cast<int32_t>(in[i]), scale, zero_point);
 }
 
 // The parameter index of channel c: every channel's own, or the one for all.
@@ -102,12 +100,14 @@ class LinearQuantizationKernel : public Kernel {
   using From = std::conditional_t<kQuantize, float, Q>;
   using To = std::conditional_t<kQuantize, Q, float>;
 
-  explicit LinearQuantizationKernel(const QuantizationAxis& layout) : layout_(layout) {}
+  LinearQuantizationKernel(const QuantizationAxis& layout, bool has_zero_point)
+      : layout_(layout), has_zero_point_(has_zero_point) {}
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const From* x = static_cast<const From*>(inputs[0]);
     const float* scales = static_cast<const float*>(inputs[1]);
-    const void* zero_points = inputs[2];
+    // A node of two inputs is handed two pointers.
+    const void* zero_points = has_zero_point_ ? inputs[2] : nullptr;
     To* y = static_cast<To*>(outputs[0]);
     const QuantizationAxis layout = layout_;
     const int64_t rows = layout.outer * layout.channels;
@@ -129,6 +129,7 @@ class LinearQuantizationKernel : public Kernel {
 
  private:
   QuantizationAxis layout_;
+  bool has_zero_point_;
 };
 
 // The smallest and largest of `count` values, NaN left out (an all-NaN run
@@ -186,8 +187,8 @@ class DynamicQuantizeLinearKernel : public Kernel {
       low = std::min(low, range.first);
       high = std::max(high, range.second);
     }
-    const float scale = high == low ? 1.0f : (high - low) / 255.0f;
-    const uint8_t zero_point = SaturateQuantized<uint8_t>(std::nearbyint(0.0f - low / scale));
+    const float scale = DynamicQuantizationScale(low, high);
+    const uint8_t zero_point = DynamicQuantizationZeroPoint(low, scale);
     uint8_t* y = static_cast<uint8_t*>(outputs[0]);
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
@@ -208,20 +209,20 @@ class DynamicQuantizeLinearKernel : public Kernel {
 KernelOrStatus MakeQuantizeLinearKernel(const KernelSpec& spec, CpuKernelContext&) {
   REPLICAD_ASSIGN_OR_RETURN(LinearQuantization q, ParseQuantizeLinear(spec));
   if (q.quantized == DType::kInt8) {
-    return std::make_unique<LinearQuantizationKernel<int8_t, true>>(q.layout);
+    return std::make_unique<LinearQuantizationKernel<int8_t, true>>(q.layout, q.has_zero_point);
   }
-  return std::make_unique<LinearQuantizationKernel<uint8_t, true>>(q.layout);
+  return std::make_unique<LinearQuantizationKernel<uint8_t, true>>(q.layout, q.has_zero_point);
 }
 
 KernelOrStatus MakeDequantizeLinearKernel(const KernelSpec& spec, CpuKernelContext&) {
   REPLICAD_ASSIGN_OR_RETURN(LinearQuantization q, ParseDequantizeLinear(spec));
   switch (q.quantized) {
     case DType::kInt8:
-      return std::make_unique<LinearQuantizationKernel<int8_t, false>>(q.layout);
+      return std::make_unique<LinearQuantizationKernel<int8_t, false>>(q.layout, q.has_zero_point);
     case DType::kInt32:
-      return std::make_unique<LinearQuantizationKernel<int32_t, false>>(q.layout);
+      return std::make_unique<LinearQuantizationKernel<int32_t, false>>(q.layout, q.has_zero_point);
     default:
-      return std::make_unique<LinearQuantizationKernel<uint8_t, false>>(q.layout);
+      return std::make_unique<LinearQuantizationKernel<uint8_t, false>>(q.layout, q.has_zero_point);
   }
 }
 

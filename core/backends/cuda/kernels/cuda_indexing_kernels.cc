@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/backends/cuda/cuda_call.h"
+#include "core/backends/cuda/kernels/checked_indices.h"
 #include "core/backends/cuda/kernels/indexing_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/backends/cuda/kernels/launch_kernel.h"
@@ -22,53 +23,6 @@
 
 namespace replicad {
 namespace {
-
-// Input 1 of a gather or scatter, `count` int64 indices, as Run finds them
-// checked. Indices known when the plan is made are checked once, when the
-// kernel is built, and kept in device memory. Indices that are data (token
-// ids, positions) are read back and checked on every Run before anything is
-// enqueued, so a bad one fails the request with the CPU backend's message
-// and nothing is written; that read waits for the stream, as Gather's does.
-class CheckedIndices {
- public:
-  using Check = std::function<absl::Status(const int64_t* indices)>;
-
-  static absl::StatusOr<CheckedIndices> Make(const KernelSpec& spec, CudaKernelContext& context,
-                                             int64_t count, Check check) {
-    const Tensor* constant = ConstantInput(spec, 1);
-    if (constant == nullptr) return CheckedIndices(std::move(check), nullptr, count);
-    REPLICAD_RETURN_IF_ERROR(check(constant->data<int64_t>()));
-    REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
-                              UploadToDevice(context, constant->data<int64_t>(),
-                                             static_cast<size_t>(count) * sizeof(int64_t)));
-    return CheckedIndices(std::move(check), std::move(buffer), 0);
-  }
-
-  // The device indices of this Run, `input` being its input 1.
-  absl::StatusOr<const int64_t*> Get(const CudaKernelContext& context, const void* input) {
-    if (constant_ != nullptr) return static_cast<const int64_t*>(constant_->data());
-    if (!host_.empty()) {
-      REPLICAD_CUDA_RETURN_IF_ERROR(
-          context.device, cudaMemcpyAsync(host_.data(), input, host_.size() * sizeof(int64_t),
-                                          cudaMemcpyDeviceToHost, context.stream));
-      REPLICAD_CUDA_RETURN_IF_ERROR(context.device, cudaStreamSynchronize(context.stream));
-      REPLICAD_RETURN_IF_ERROR(check_(host_.data()));
-    }
-    return static_cast<const int64_t*>(input);
-  }
-
-  bool known_when_planned() const { return constant_ != nullptr; }
-
- private:
-  CheckedIndices(Check check, std::shared_ptr<Buffer> constant, int64_t data_count)
-      : check_(std::move(check)),
-        constant_(std::move(constant)),
-        host_(static_cast<size_t>(data_count)) {}
-
-  Check check_;
-  std::shared_ptr<Buffer> constant_;
-  std::vector<int64_t> host_;  // Sized when built, so that Run does not allocate.
-};
 
 // A gather's or scatter's Run: its indices checked; a scatter's output
 // (`copy_bytes` != 0) first a copy of data, after the check, so a refused
@@ -148,7 +102,7 @@ absl::StatusOr<CheckedIndices> ElementIndicesOf(const KernelSpec& spec, CudaKern
                                                 const GatherElementsLayout& layout) {
   const int64_t count = NumElements(layout.indices);
   return CheckedIndices::Make(
-      spec, context, count,
+      spec, context, /*input=*/1, count,
       [node = NodeLabel(spec), count, axis_dim = layout.data[layout.axis]](const int64_t* indices) {
         return CheckElementIndices(node, indices, count, axis_dim);
       });
@@ -157,7 +111,8 @@ absl::StatusOr<CheckedIndices> ElementIndicesOf(const KernelSpec& spec, CudaKern
 // GatherND's and ScatterND's `tuples` index tuples into `dims`.
 absl::StatusOr<CheckedIndices> IndexTuplesOf(const KernelSpec& spec, CudaKernelContext& context,
                                              int64_t tuples, const std::vector<int64_t>& dims) {
-  return CheckedIndices::Make(spec, context, tuples * static_cast<int64_t>(dims.size()),
+  return CheckedIndices::Make(spec, context, /*input=*/1,
+                              tuples * static_cast<int64_t>(dims.size()),
                               [node = NodeLabel(spec), tuples, dims](const int64_t* indices) {
                                 return CheckIndexTuples(node, indices, tuples, dims);
                               });

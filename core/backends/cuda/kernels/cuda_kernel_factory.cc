@@ -37,11 +37,14 @@ constexpr BuilderEntry kBuilders[] = {
     {"Constant", MakeCudaConstantKernel},
     {"ConstantOfShape", MakeCudaConstantKernel},
     {"Conv", MakeCudaConvKernel},
+    {"ConvInteger", MakeCudaIntegerProductKernel},
     {"ConvTranspose", MakeCudaConvTransposeKernel},
     {"CumSum", MakeCudaAxisKernel},
     {"DepthToSpace", MakeCudaIndexMapKernel},
+    {"DequantizeLinear", MakeCudaQuantizeKernel},
     {"Div", MakeCudaBinaryKernel},
     {"Dropout", MakeCudaCopyKernel},
+    {"DynamicQuantizeLinear", MakeCudaQuantizeKernel},
     {"Einsum", MakeCudaEinsumKernel},
     {"Elu", MakeCudaActivationKernel},
     {"Equal", MakeCudaCompareKernel},
@@ -72,6 +75,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"Log", MakeCudaActivationKernel},
     {"LogSoftmax", MakeCudaSoftmaxKernel},
     {"MatMul", MakeCudaMatMulKernel},
+    {"MatMulInteger", MakeCudaIntegerProductKernel},
     {"Max", MakeCudaVariadicKernel},
     {"MaxPool", MakeCudaPoolKernel},
     {"Mean", MakeCudaVariadicKernel},
@@ -86,6 +90,9 @@ constexpr BuilderEntry kBuilders[] = {
     {"PRelu", MakeCudaBinaryKernel},
     {"Pad", MakeCudaIndexMapKernel},
     {"Pow", MakeCudaBinaryKernel},
+    {"QLinearConv", MakeCudaIntegerProductKernel},
+    {"QLinearMatMul", MakeCudaIntegerProductKernel},
+    {"QuantizeLinear", MakeCudaQuantizeKernel},
     {"Range", MakeCudaConstantKernel},
     {"Reciprocal", MakeCudaActivationKernel},
     {"ReduceL1", MakeCudaReduceKernel},
@@ -101,6 +108,7 @@ constexpr BuilderEntry kBuilders[] = {
     {"Relu", MakeCudaActivationKernel},
     {"Reshape", MakeCudaCopyKernel},
     {"Resize", MakeCudaResizeKernel},
+    {"RoiAlign", MakeCudaRoiAlignKernel},
     {"Round", MakeCudaActivationKernel},
     {"ScatterElements", MakeCudaIndexingKernel},
     {"ScatterND", MakeCudaIndexingKernel},
@@ -198,12 +206,13 @@ absl::StatusOr<std::unique_ptr<Kernel>> MakeCudaKernel(const KernelSpec& spec,
   // integers only pass through the copies (Reshape and its kin), which move
   // bytes whatever they hold, and float16 and bfloat16 through the copies and
   // Cast; bool also through the comparisons, the logic, Where and a fused
-  // attention's mask. Those check their own types (the attention through its
-  // parts').
+  // attention's mask; the int8 operators take uint8, int8 and int32. Those
+  // check their own types (the attention through its parts').
   const bool checks_own_types =
       entry->build == MakeCudaCopyKernel || spec.op_type == "Cast" ||
       entry->build == MakeCudaCompareKernel || entry->build == MakeCudaLogicKernel ||
-      entry->build == MakeCudaWhereKernel || entry->build == MakeCudaAttentionKernel;
+      entry->build == MakeCudaWhereKernel || entry->build == MakeCudaAttentionKernel ||
+      entry->build == MakeCudaQuantizeKernel || entry->build == MakeCudaIntegerProductKernel;
   if (!checks_own_types) {
     std::vector<const TensorType*> types;
     for (const std::optional<TensorType>& input : spec.inputs) {

@@ -61,9 +61,9 @@ ComputePrecision ProductMathOf(const KernelSpec& spec, const CudaKernelContext& 
 // enqueues work on context.stream and returns without waiting, so outputs are
 // complete in stream order, not when Run returns (except where a kernel must
 // bring values to the host: the indices that are data of Gather,
-// GatherElements, GatherND, ScatterElements and ScatterND, and the loss's
-// labels, to check them; batch statistics summed across slots). Run never
-// allocates.
+// GatherElements, GatherND, ScatterElements and ScatterND, RoiAlign's
+// batch_indices and the loss's labels, to check them; batch statistics
+// summed across slots). Run never allocates.
 //
 // Fails with Unimplemented naming the op and the node when this backend lacks
 // the op or the form; InvalidArgument (from the op's shape rule) when spec is

@@ -1,6 +1,7 @@
 // replicad.OptimizerStep and replicad.OptimizerDryRun on CUDA (training_ops.h):
-// the update of one parameter and its state, in place, by the element rules
-// the host Optimizer runs, and the same rules on copies for the dry run.
+// the update of each parameter and its state, in place, by the element rules
+// the host Optimizer runs, and the same rules on copies for the dry run,
+// as multi-tensor launches (optimizer_launch.h).
 
 #include <cstdint>
 #include <memory>
@@ -18,14 +19,24 @@
 namespace replicad {
 namespace {
 
-// A kernel's state tensors by role, from the pointers after P (the step's
-// outputs) or after G and P (the dry run's inputs), in OptimizerStateNames'
-// order.
-template <typename Pointer>
-Pointer StateRole(Pointer const* state, int index) {
-  return index < 0 ? nullptr : state[index];
+// Parameter j's tensors by role into slot `slot` of a launch's list: P from
+// `p`, the state from the pointers at `state` in OptimizerStateNames' order.
+template <typename Value, typename Pointer>
+void AddParameter(const OptimizerStateIndex& index, Value* p, const void* g, Pointer const* state,
+                  int64_t elements, OptimizerTensors<Value>& list) {
+  const int slot = list.count++;
+  auto role = [state](int i) { return i < 0 ? nullptr : static_cast<Value*>(state[i]); };
+  list.elements[slot] = elements;
+  list.p[slot] = p;
+  list.g[slot] = static_cast<const float*>(g);
+  list.momentum_buffer[slot] = role(index.momentum_buffer);
+  list.exp_avg[slot] = role(index.exp_avg);
+  list.exp_avg_sq[slot] = role(index.exp_avg_sq);
+  list.square_avg[slot] = role(index.square_avg);
 }
 
+// Inputs G_0..G_{k-1}; outputs P_j and its state for each j. One launch per
+// OptimizerTensors::kCapacity parameters.
 class OptimizerStepKernel : public Kernel {
  public:
   // Its launches carry the step (a replay would repeat the last one's).
@@ -36,23 +47,16 @@ class OptimizerStepKernel : public Kernel {
   absl::Status Run(const RunContext& run, const void* const* inputs,
                    void* const* outputs) override {
     REPLICAD_ASSIGN_OR_RETURN(const OptimizerStepScalars scalars, rule_.ScalarsFor(run));
-    const float* g = static_cast<const float*>(inputs[0]);
-    float* p = static_cast<float*>(outputs[0]);
-    float* const* state = reinterpret_cast<float* const*>(outputs + 1);
-    const OptimizerStateIndex& index = rule_.index();
-    const int64_t n = rule_.elements();
-    switch (rule_.config().kind) {
-      case OptimizerConfig::Kind::kSgd:
-        LaunchSgdStep(scalars, p, g, StateRole(state, index.momentum_buffer), n, context_.stream);
-        break;
-      case OptimizerConfig::Kind::kAdam:
-        LaunchAdamStep(scalars, p, g, StateRole(state, index.exp_avg),
-                       StateRole(state, index.exp_avg_sq), n, context_.stream);
-        break;
-      case OptimizerConfig::Kind::kRmsprop:
-        LaunchRmspropStep(scalars, p, g, StateRole(state, index.square_avg),
-                          StateRole(state, index.momentum_buffer), n, context_.stream);
-        break;
+    const size_t per_parameter = 1 + rule_.state_count();
+    OptimizerUpdateTensors list;
+    for (size_t j = 0; j < rule_.parameters(); ++j) {
+      void* const* own = outputs + j * per_parameter;
+      AddParameter(rule_.index(), static_cast<float*>(own[0]), inputs[j], own + 1,
+                   rule_.elements(j), list);
+      if (list.count == OptimizerUpdateTensors::kCapacity || j + 1 == rule_.parameters()) {
+        LaunchOptimizerStep(scalars, list, context_.stream);
+        list.count = 0;
+      }
     }
     return LastLaunchStatus(context_.device, "OptimizerStepKernel");
   }
@@ -62,7 +66,7 @@ class OptimizerStepKernel : public Kernel {
   OptimizerRule rule_;
 };
 
-// Inputs G, P, then the state tensors; one flag out.
+// Inputs G_j, P_j and its state for each j; one flag out per parameter.
 class OptimizerDryRunKernel : public Kernel {
  public:
   // Its launches carry the step, as the update's do.
@@ -73,16 +77,19 @@ class OptimizerDryRunKernel : public Kernel {
   absl::Status Run(const RunContext& run, const void* const* inputs,
                    void* const* outputs) override {
     REPLICAD_ASSIGN_OR_RETURN(const OptimizerStepScalars scalars, rule_.ScalarsFor(run));
-    const float* const* state = reinterpret_cast<const float* const*>(inputs + 2);
-    const OptimizerStateIndex& index = rule_.index();
-    OptimizerDryRunState roles;
-    roles.momentum_buffer = StateRole(state, index.momentum_buffer);
-    roles.exp_avg = StateRole(state, index.exp_avg);
-    roles.exp_avg_sq = StateRole(state, index.exp_avg_sq);
-    roles.square_avg = StateRole(state, index.square_avg);
-    LaunchOptimizerDryRun(scalars, static_cast<const float*>(inputs[1]),
-                          static_cast<const float*>(inputs[0]), roles, rule_.elements(),
-                          static_cast<float*>(outputs[0]), context_.stream);
+    const size_t per_parameter = 2 + rule_.state_count();
+    OptimizerDryRunTensors list;
+    OptimizerDryRunFlags flags;
+    for (size_t j = 0; j < rule_.parameters(); ++j) {
+      const void* const* own = inputs + j * per_parameter;
+      flags.flag[list.count] = static_cast<float*>(outputs[j]);
+      AddParameter(rule_.index(), static_cast<const float*>(own[1]), own[0], own + 2,
+                   rule_.elements(j), list);
+      if (list.count == OptimizerDryRunTensors::kCapacity || j + 1 == rule_.parameters()) {
+        LaunchOptimizerDryRun(scalars, list, flags, context_.stream);
+        list.count = 0;
+      }
+    }
     return LastLaunchStatus(context_.device, "OptimizerDryRunKernel");
   }
 

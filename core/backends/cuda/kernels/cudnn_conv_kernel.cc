@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/backends/cuda/cuda_call.h"
 #include "core/backends/cuda/kernels/cudnn_util.h"
 #include "core/backends/cuda/kernels/elementwise_launch.h"
@@ -105,8 +106,11 @@ KernelOrStatus MakeCudaConv3dKernel(const KernelSpec& spec, CudaKernelContext& c
   REPLICAD_ASSIGN_OR_RETURN(std::optional<FusedActivation> fused,
                             ReadFusedActivation(*spec.attributes));
   REPLICAD_ASSIGN_OR_RETURN(CudaUnary activation, FusedUnary(fused));
-  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<ConvDescriptors> d,
-                            MakeConv3dDescriptors(spec, context, conv));
+  REPLICAD_ASSIGN_OR_RETURN(ConvGeometry3d geometry, SymmetricConv3dGeometry(spec, conv));
+  REPLICAD_ASSIGN_OR_RETURN(
+      std::unique_ptr<ConvDescriptors> d,
+      MakeConv3dDescriptors(spec, context, spec.inputs[0]->shape, spec.inputs[1]->shape,
+                            spec.outputs[0].shape, geometry));
   REPLICAD_ASSIGN_OR_RETURN(ConvAlgorithm choice,
                             ChooseConvAlgorithm(spec, context, *d, ConvDirection::kForward));
   auto kernel = std::make_unique<CudnnConvKernel>(context, std::move(d), /*transposed=*/false,
@@ -116,9 +120,62 @@ KernelOrStatus MakeCudaConv3dKernel(const KernelSpec& spec, CudaKernelContext& c
   return kernel;
 }
 
+// ConvTranspose is the data gradient of the convolution from its output Y
+// to its input X. With padding pads_begin on both sides, Y's row o receives
+// X's row i through kernel row k where o = i * stride + k * dilation -
+// pads_begin, as ONNX's ConvTranspose. cuDNN accepts the output size when
+// the forward convolution of Y gives back X's size, which covers
+// output_padding and pads_end within a stride of pads_begin; negative pads
+// do not fit. Unimplemented naming the node, its pads and output_padding
+// otherwise.
+template <size_t N>
+absl::Status CheckTransposedPads(const KernelSpec& spec, const ConvTransposeGeometry<N>& conv) {
+  const Shape& x = spec.inputs[0]->shape;
+  const Shape& y = spec.outputs[0].shape;
+  for (size_t i = 0; i < N; ++i) {
+    const int64_t dilated = (conv.kernel[i] - 1) * conv.dilations[i] + 1;
+    const int64_t span = y[2 + i] + 2 * conv.pads_begin[i] - dilated;
+    if (conv.pads_begin[i] < 0 || span < 0 || span / conv.strides[i] + 1 != x[2 + i]) {
+      return NodeUnimplemented(
+          spec, absl::StrCat("cuDNN pads both sides of a spatial dim alike and not negatively; "
+                             "pads [",
+                             absl::StrJoin(conv.pads_begin, ","), ",",
+                             absl::StrJoin(conv.pads_end, ","), "] (", PadsLayout(N),
+                             ") with output_padding [", absl::StrJoin(conv.output_padding, ","),
+                             "] give an output it cannot produce"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A 3-D ConvTranspose through cuDNN's Nd descriptors, as the 2-D one:
+// cuDNN's dy is X [N, C, D, H, W], its dx is Y, and ONNX's W [C, M/group,
+// kD, kH, kW] is that convolution's filter as it stands.
+KernelOrStatus MakeCudaConvTranspose3dKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(ConvTranspose3dAttributes conv, ParseConvTranspose3dAttributes(spec));
+  REPLICAD_RETURN_IF_ERROR(CheckTransposedPads(spec, conv));
+  ConvGeometry3d geometry;
+  geometry.pads = conv.pads_begin;
+  geometry.strides = conv.strides;
+  geometry.dilations = conv.dilations;
+  geometry.group = conv.group;
+  REPLICAD_ASSIGN_OR_RETURN(
+      std::unique_ptr<ConvDescriptors> d,
+      MakeConv3dDescriptors(spec, context, spec.outputs[0].shape, spec.inputs[1]->shape,
+                            spec.inputs[0]->shape, geometry));
+  REPLICAD_ASSIGN_OR_RETURN(ConvAlgorithm choice,
+                            ChooseConvAlgorithm(spec, context, *d, ConvDirection::kBackwardData));
+  auto kernel = std::make_unique<CudnnConvKernel>(context, std::move(d), /*transposed=*/true,
+                                                  choice, /*fused_sum=*/false, CudaUnary{},
+                                                  NumElements(spec.outputs[0].shape));
+  if (HasInput(spec, 2)) REPLICAD_RETURN_IF_ERROR(kernel->InitBias(conv.out_channels, 5));
+  return kernel;
+}
+
 }  // namespace
 
 KernelOrStatus MakeCudaConvKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  if (TakesSixteenBitConv(spec, context)) return MakeCudaConv16Kernel(spec, context);
   if (spec.inputs[0]->shape.size() == 5) return MakeCudaConv3dKernel(spec, context);
   REPLICAD_ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(spec));
   const Dims4 x = ToDims4(spec.inputs[0]->shape);
@@ -143,34 +200,17 @@ KernelOrStatus MakeCudaConvKernel(const KernelSpec& spec, CudaKernelContext& con
   return kernel;
 }
 
-// ConvTranspose is the data gradient of the convolution from its output Y
-// to its input X: cuDNN's dy is X, its dx is Y, and ONNX's W [C, M/group,
-// kH, kW] is that convolution's filter as it stands.
+// The 2-D ConvTranspose (CheckTransposedPads says how), 3-D ones through
+// MakeCudaConvTranspose3dKernel: cuDNN's dy is X, its dx is Y, and ONNX's W
+// [C, M/group, kH, kW] is that convolution's filter as it stands.
 KernelOrStatus MakeCudaConvTransposeKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  if (spec.inputs[0]->shape.size() == 5) return MakeCudaConvTranspose3dKernel(spec, context);
   REPLICAD_ASSIGN_OR_RETURN(ConvTransposeAttributes conv, ParseConvTransposeAttributes(spec));
   const Dims4 x = ToDims4(spec.inputs[0]->shape);
   const Dims4 w = ToDims4(spec.inputs[1]->shape);
   const Dims4 y = ToDims4(spec.outputs[0].shape);
   REPLICAD_RETURN_IF_ERROR(CheckFitsCudnn(spec, "cuDNN convolutions take", {x, w, y}));
-
-  // With padding pads_begin on both sides, Y's row o receives X's row i
-  // through kernel row k where o = i * stride + k * dilation - pads_begin,
-  // as ONNX's ConvTranspose. cuDNN accepts the output size when the forward
-  // convolution of Y gives back X's size, which covers output_padding and
-  // pads_end within a stride of pads_begin; negative pads do not fit.
-  for (int i = 0; i < 2; ++i) {
-    const int64_t dilated = (conv.kernel[i] - 1) * conv.dilations[i] + 1;
-    const int64_t span = y[2 + i] + 2 * conv.pads_begin[i] - dilated;
-    if (conv.pads_begin[i] < 0 || span < 0 || span / conv.strides[i] + 1 != x[2 + i]) {
-      return NodeUnimplemented(
-          spec,
-          absl::StrCat("cuDNN pads both sides of a spatial dim alike and not negatively; pads [",
-                       conv.pads_begin[0], ",", conv.pads_begin[1], ",", conv.pads_end[0], ",",
-                       conv.pads_end[1], "] (begin h, w, end h, w) with output_padding [",
-                       conv.output_padding[0], ",", conv.output_padding[1],
-                       "] give an output it cannot produce"));
-    }
-  }
+  REPLICAD_RETURN_IF_ERROR(CheckTransposedPads(spec, conv));
   ConvGeometry geometry;
   geometry.pads = conv.pads_begin;
   geometry.strides = conv.strides;

@@ -190,6 +190,11 @@ class CudnnPoolKernel : public Kernel {
 }  // namespace
 
 KernelOrStatus MakeCudaPoolKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  // cuDNN's pooling serves 2-D windows; 3-D ones get the CPU's bytes from our own kernel.
+  if ((spec.op_type == "MaxPool" || spec.op_type == "AveragePool") &&
+      spec.inputs[0]->shape.size() == 5) {
+    return MakeCudaPool3dKernel(spec, context);
+  }
   PoolForm form;
   if (spec.op_type == "MaxPool") {
     if (spec.outputs.size() > 1) {

@@ -123,8 +123,8 @@ std::string CacheKey(absl::string_view direction, const CudaKernelContext& conte
                          absl::StrJoin(g.pads, ","), "] strides[", absl::StrJoin(g.strides, ","),
                          "] dilations[", absl::StrJoin(g.dilations, ","), "] group ", g.group);
   return absl::StrCat(direction, " ", context.device, " ", shapes, " math ",
-                      ComputePrecisionName(d.math), " deterministic ",
-                      context.deterministic_convolutions, " max_workspace ",
+                      ComputePrecisionName(d.math), " io ", static_cast<int>(d.io_type),
+                      " deterministic ", context.deterministic_convolutions, " max_workspace ",
                       context.max_workspace_bytes);
 }
 
@@ -211,10 +211,10 @@ NdDims ToNdDims(const Shape& shape) {
 Dims4 ToDims4(const Shape& shape) { return {shape[0], shape[1], shape[2], shape[3]}; }
 
 absl::Status SetCudnnTensor(const std::string& device, CudnnTensorDescriptor& desc,
-                            const Dims4& dims) {
+                            const Dims4& dims, cudnnDataType_t type) {
   REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnCreateTensorDescriptor(desc.receive()));
   REPLICAD_CUDA_RETURN_IF_ERROR(
-      device, cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+      device, cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, type,
                                          static_cast<int>(dims[0]), static_cast<int>(dims[1]),
                                          static_cast<int>(dims[2]), static_cast<int>(dims[3])));
   return absl::OkStatus();
@@ -258,7 +258,7 @@ absl::StatusOr<ConvGeometry> SymmetricConvGeometry(const KernelSpec& spec,
 
 absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
     const KernelSpec& spec, const CudaKernelContext& context, const Dims4& x, const Dims4& w,
-    const Dims4& y, const ConvGeometry& geometry) {
+    const Dims4& y, const ConvGeometry& geometry, cudnnDataType_t io_type) {
   const std::string& device = context.device;
   auto d = std::make_unique<ConvDescriptors>();
   d->x_dims = x;
@@ -266,11 +266,12 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
   d->y_dims = y;
   d->geometry = geometry;
   d->math = ProductMathOf(spec, context);
-  REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device, d->x, x));
-  REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device, d->y, y));
+  d->io_type = io_type;
+  REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device, d->x, x, io_type));
+  REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device, d->y, y, io_type));
   REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnCreateFilterDescriptor(d->w.receive()));
   REPLICAD_CUDA_RETURN_IF_ERROR(
-      device, cudnnSetFilter4dDescriptor(d->w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+      device, cudnnSetFilter4dDescriptor(d->w.get(), io_type, CUDNN_TENSOR_NCHW,
                                          static_cast<int>(w[0]), static_cast<int>(w[1]),
                                          static_cast<int>(w[2]), static_cast<int>(w[3])));
   REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnCreateConvolutionDescriptor(d->conv.receive()));
@@ -284,8 +285,10 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   REPLICAD_CUDA_RETURN_IF_ERROR(
       device, cudnnSetConvolutionGroupCount(d->conv.get(), static_cast<int>(geometry.group)));
-  REPLICAD_CUDA_RETURN_IF_ERROR(device,
-                                cudnnSetConvolutionMathType(d->conv.get(), ConvMathType(d->math)));
+  // 16-bit tensors are what tensor cores read: nothing to allow or convert.
+  const cudnnMathType_t math =
+      io_type == CUDNN_DATA_FLOAT ? ConvMathType(d->math) : CUDNN_TENSOR_OP_MATH;
+  REPLICAD_CUDA_RETURN_IF_ERROR(device, cudnnSetConvolutionMathType(d->conv.get(), math));
   int n = 0, c = 0, h = 0, wd = 0;
   REPLICAD_CUDA_RETURN_IF_ERROR(
       device, cudnnGetConvolution2dForwardOutputDim(d->conv.get(), d->x.get(), d->w.get(), &n, &c,
@@ -322,19 +325,11 @@ absl::Status SetCudnnTensorNd(const std::string& device, CudnnTensorDescriptor& 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConv3dDescriptors(
-    const KernelSpec& spec, const CudaKernelContext& context, const Conv3dAttributes& conv) {
+absl::StatusOr<ConvGeometry3d> SymmetricConv3dGeometry(const KernelSpec& spec,
+                                                       const Conv3dAttributes& conv) {
   const Shape& x = spec.inputs[0]->shape;
-  const Shape& w = spec.inputs[1]->shape;
-  const Shape& y = spec.outputs[0].shape;
-  for (const Shape* shape : {&x, &w, &y}) {
-    if (NumElements(*shape) > INT_MAX) {
-      return NodeUnimplemented(
-          spec, absl::StrCat("cuDNN convolutions take tensors of at most ", INT_MAX, " elements"));
-    }
-  }
   const WindowNd& window = conv.window;
-  int pads[3], strides[3], dilations[3];
+  ConvGeometry3d geometry;
   for (int i = 0; i < 3; ++i) {
     const int64_t dilated = (window.kernel[i] - 1) * window.dilations[i] + 1;
     const int64_t span = x[2 + i] + 2 * window.pads_begin[i] - dilated;
@@ -344,9 +339,28 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConv3dDescriptors(
                              absl::StrJoin(window.pads_begin, ","), "] end [",
                              absl::StrJoin(window.pads_end, ","), "] give different windows"));
     }
-    pads[i] = static_cast<int>(window.pads_begin[i]);
-    strides[i] = static_cast<int>(window.strides[i]);
-    dilations[i] = static_cast<int>(window.dilations[i]);
+    geometry.pads[i] = window.pads_begin[i];
+    geometry.strides[i] = window.strides[i];
+    geometry.dilations[i] = window.dilations[i];
+  }
+  geometry.group = conv.group;
+  return geometry;
+}
+
+absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConv3dDescriptors(
+    const KernelSpec& spec, const CudaKernelContext& context, const Shape& x, const Shape& w,
+    const Shape& y, const ConvGeometry3d& geometry) {
+  for (const Shape* shape : {&x, &w, &y}) {
+    if (NumElements(*shape) > INT_MAX) {
+      return NodeUnimplemented(
+          spec, absl::StrCat("cuDNN convolutions take tensors of at most ", INT_MAX, " elements"));
+    }
+  }
+  int pads[3], strides[3], dilations[3];
+  for (int i = 0; i < 3; ++i) {
+    pads[i] = static_cast<int>(geometry.pads[i]);
+    strides[i] = static_cast<int>(geometry.strides[i]);
+    dilations[i] = static_cast<int>(geometry.dilations[i]);
   }
   const std::string& device = context.device;
   auto d = std::make_unique<ConvDescriptors>();
@@ -354,7 +368,7 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConv3dDescriptors(
   d->nd_key = absl::StrCat("x[", absl::StrJoin(x, ","), "] w[", absl::StrJoin(w, ","), "] y[",
                            absl::StrJoin(y, ","), "] pads[", absl::StrJoin(pads, ","), "] strides[",
                            absl::StrJoin(strides, ","), "] dilations[",
-                           absl::StrJoin(dilations, ","), "] group ", conv.group);
+                           absl::StrJoin(dilations, ","), "] group ", geometry.group);
   REPLICAD_RETURN_IF_ERROR(SetCudnnTensorNd(device, d->x, x));
   REPLICAD_RETURN_IF_ERROR(SetCudnnTensorNd(device, d->y, y));
   const NdDims filter = ToNdDims(w);
@@ -368,7 +382,7 @@ absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConv3dDescriptors(
       device, cudnnSetConvolutionNdDescriptor(d->conv.get(), 3, pads, strides, dilations,
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   REPLICAD_CUDA_RETURN_IF_ERROR(
-      device, cudnnSetConvolutionGroupCount(d->conv.get(), static_cast<int>(conv.group)));
+      device, cudnnSetConvolutionGroupCount(d->conv.get(), static_cast<int>(geometry.group)));
   REPLICAD_CUDA_RETURN_IF_ERROR(device,
                                 cudnnSetConvolutionMathType(d->conv.get(), ConvMathType(d->math)));
   int out[5] = {};

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/backends/cuda/kernels/cuda_kernel_factory.h"
+#include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/device/kernel.h"
 #include "core/ops/conv_attributes.h"
 
@@ -61,11 +62,12 @@ Dims4 ToDims4(const Shape& shape);
 inline int64_t Elements(const Dims4& dims) { return dims[0] * dims[1] * dims[2] * dims[3]; }
 
 // Creates `desc` (which must not hold a descriptor yet) and sets it to a
-// packed NCHW float32 tensor of `dims`. Fails with the failing cuDNN call's
-// Status (cuda_call.h) naming `device`; a descriptor created before the
-// failure stays in `desc`, which destroys it. `dims` must pass CheckFitsCudnn.
+// packed NCHW tensor of `dims` and `type` (float32 unless said). Fails with
+// the failing cuDNN call's Status (cuda_call.h) naming `device`; a
+// descriptor created before the failure stays in `desc`, which destroys it.
+// `dims` must pass CheckFitsCudnn.
 absl::Status SetCudnnTensor(const std::string& device, CudnnTensorDescriptor& desc,
-                            const Dims4& dims);
+                            const Dims4& dims, cudnnDataType_t type = CUDNN_DATA_FLOAT);
 
 // OK when each of `tensors` has at most INT_MAX elements: cuDNN's legacy
 // descriptors take int dims and strides, and its kernels index with them
@@ -99,7 +101,9 @@ absl::StatusOr<ConvGeometry> SymmetricConvGeometry(const KernelSpec& spec,
 
 // The descriptors of one convolution from x through the filter w to y, in
 // cuDNN's orientation (ConvTranspose's output is this x, its input this y),
-// packed NCHW float32. The dims are kept for the algorithm cache's key.
+// packed NCHW of `io_type` (float32, or 16 bits for a chain of 16-bit
+// convolutions: cudnn_conv16_kernel.cc). The dims and the type are kept for
+// the algorithm cache's key.
 struct ConvDescriptors {
   Dims4 x_dims{};
   Dims4 w_dims{};
@@ -114,30 +118,73 @@ struct ConvDescriptors {
   CudnnConvolutionDescriptor conv;
   // ProductMathOf: the math type, and the algorithm cache's key.
   ComputePrecision math = ComputePrecision::kFloat32;
+  // The tensors' and the filter's type; the sums are float32 whatever it is.
+  cudnnDataType_t io_type = CUDNN_DATA_FLOAT;
 };
 
 // Makes the descriptors in ProductMathOf(spec, context)'s math: FMA (no
 // tensor cores) for fp32, cuDNN's default (TF32 on float32) for tf32 and
-// bf16, tensor-op math allowing float32 down to float16 for fp16. Internal naming the node when
+// bf16, tensor-op math allowing float32 down to float16 for fp16; with a 16-bit `io_type`
+// (CUDNN_DATA_HALF or CUDNN_DATA_BFLOAT16) tensor-op math on those, summing in float32
+// (cuDNN's PSEUDO_HALF and PSEUDO_BFLOAT16 configurations). Internal naming the node when
 // cuDNN's forward convolution does not map x's dims to y's; the failing call's Status otherwise.
 // The dims must pass CheckFitsCudnn.
 absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
     const KernelSpec& spec, const CudaKernelContext& context, const Dims4& x, const Dims4& w,
-    const Dims4& y, const ConvGeometry& geometry);
+    const Dims4& y, const ConvGeometry& geometry, cudnnDataType_t io_type = CUDNN_DATA_FLOAT);
 
-// A 3-D convolution of X [N, C, D, H, W] by W [M, C/group, kD, kH, kW] to
-// Y as cuDNN's Nd descriptors take it (forward only): one pad per spatial
-// dim on both sides, which must give the node's output (Unimplemented
-// naming the node and its pads otherwise, as SymmetricConvGeometry), the
-// math as MakeConvDescriptors', and the dims in nd_key. Each tensor must
-// have at most INT_MAX elements (Unimplemented otherwise).
+// A 3-D cross-correlation as cuDNN's Nd descriptors take it: one pad per
+// spatial dim (D, H, W), the same on both sides; dilations as ONNX's.
+struct ConvGeometry3d {
+  std::array<int64_t, 3> pads{};
+  std::array<int64_t, 3> strides{};
+  std::array<int64_t, 3> dilations{};
+  int64_t group = 1;
+};
+
+// A 3-D Conv's geometry (X [N, C, D, H, W], W [M, C/group, kD, kH, kW]):
+// padding pads_begin on both sides must give the node's output, as
+// SymmetricConvGeometry's; Unimplemented naming the node and its pads
+// otherwise.
+absl::StatusOr<ConvGeometry3d> SymmetricConv3dGeometry(const KernelSpec& spec,
+                                                       const Conv3dAttributes& conv);
+
+// MakeConvDescriptors for a 3-D convolution from x [N, C, D, H, W] through
+// the filter w [K, C/group, kD, kH, kW] to y, in cuDNN's orientation (a 3-D
+// ConvTranspose's output is this x, its input this y), through cuDNN's Nd
+// descriptors, with the dims and geometry in nd_key. Unimplemented naming
+// the node when a tensor has more than INT_MAX elements; Internal when
+// cuDNN's forward convolution does not map x's dims to y's.
 absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConv3dDescriptors(
-    const KernelSpec& spec, const CudaKernelContext& context, const Conv3dAttributes& conv);
+    const KernelSpec& spec, const CudaKernelContext& context, const Shape& x, const Shape& w,
+    const Shape& y, const ConvGeometry3d& geometry);
 
 // Creates `desc` (as SetCudnnTensor) for a packed float32 tensor of any
 // rank from 3 to 8 (cuDNN's Nd descriptors), e.g. a 3-D bias [1, C, 1, 1, 1].
 absl::Status SetCudnnTensorNd(const std::string& device, CudnnTensorDescriptor& desc,
                               const Shape& dims);
+
+// 16-bit convolutions (cudnn_conv16_kernel.cc). A 2-D Conv of a model
+// served in fp16 or bf16 whose output only other such convolutions read (the
+// node marked kOutputPrecisionAttribute, the plan keeping it native) hands
+// it over as packed NCHW 16-bit values, in the layout of that name
+// (Kernel::native_output_layout); its readers find it in
+// KernelSpec::input_layouts and read it as it is.
+inline constexpr char kCudaFloat16Layout[] = "cuda:nchw:float16";
+inline constexpr char kCudaBFloat16Layout[] = "cuda:nchw:bfloat16";
+
+// Whether `spec` (a Conv) is for MakeCudaConv16Kernel: an input arrives in a
+// 16-bit layout, or it computes in fp16 or bf16 and writes its output so.
+bool TakesSixteenBitConv(const KernelSpec& spec, const CudaKernelContext& context);
+
+// The Conv in 16 bits: X (converted per run where it arrives in float32) and
+// W (converted once where it is an initializer) read by cuDNN in float16 or
+// bfloat16 with float32 sums; the bias, fused residual (either type) and
+// activation in one float32 pass that writes the output in 16 bits where
+// the plan keeps it so, else float32. Internal naming the node when an input
+// arrives in 16 bits but the node is not a 2-D fp16 or bf16 convolution;
+// MakeConvDescriptors' and ChooseConvAlgorithm's errors otherwise.
+KernelOrStatus MakeCudaConv16Kernel(const KernelSpec& spec, CudaKernelContext& context);
 
 // Forward: y from x and w. Backward data: dx (x's dims) from dy and w.
 // Backward filter: dw (w's dims) from x and dy.

@@ -170,17 +170,40 @@ __global__ void CastKernel(const From* in, To* out, int64_t n) {
   REPLICAD_GRID_STRIDE_LOOP(i, n) { out[i] = static_cast<To>(in[i]); }
 }
 
+__device__ float SixteenBitToFloat(uint16_t bits, bool bfloat16) {
+  return bfloat16 ? __bfloat162float(__ushort_as_bfloat16(bits))
+                  : __half2float(__ushort_as_half(bits));
+}
+
+__device__ uint16_t FloatToSixteenBit(float value, bool bfloat16) {
+  return bfloat16 ? __bfloat16_as_ushort(__float2bfloat16_rn(value))
+                  : __half_as_ushort(__float2half_rn(value));
+}
+
 __global__ void HalfToFloatKernel(const uint16_t* in, float* out, int64_t n, bool bfloat16) {
-  REPLICAD_GRID_STRIDE_LOOP(i, n) {
-    out[i] = bfloat16 ? __bfloat162float(__ushort_as_bfloat16(in[i]))
-                      : __half2float(__ushort_as_half(in[i]));
-  }
+  REPLICAD_GRID_STRIDE_LOOP(i, n) { out[i] = SixteenBitToFloat(in[i], bfloat16); }
 }
 
 __global__ void FloatToHalfKernel(const float* in, uint16_t* out, int64_t n, bool bfloat16) {
-  REPLICAD_GRID_STRIDE_LOOP(i, n) {
-    out[i] = bfloat16 ? __bfloat16_as_ushort(__float2bfloat16_rn(in[i]))
-                      : __half_as_ushort(__float2half_rn(in[i]));
+  REPLICAD_GRID_STRIDE_LOOP(i, n) { out[i] = FloatToSixteenBit(in[i], bfloat16); }
+}
+
+// One thread reads and writes element i alone, so out may be y.
+__global__ void ConvEpilogue16Kernel(ConvEpilogue16 e) {
+  REPLICAD_GRID_STRIDE_LOOP(i, e.n) {
+    float sum = SixteenBitToFloat(e.y[i], e.bfloat16);
+    if (e.bias != nullptr) sum += e.bias[(i / e.spatial) % e.channels];
+    if (e.addend != nullptr) {
+      sum += e.addend_16bit
+                 ? SixteenBitToFloat(static_cast<const uint16_t*>(e.addend)[i], e.bfloat16)
+                 : static_cast<const float*>(e.addend)[i];
+    }
+    const float value = Apply(sum, e.f.op, e.f.alpha, e.f.beta);
+    if (e.out_16bit) {
+      static_cast<uint16_t*>(e.out)[i] = FloatToSixteenBit(value, e.bfloat16);
+    } else {
+      static_cast<float*>(e.out)[i] = value;
+    }
   }
 }
 
@@ -225,6 +248,11 @@ void LaunchAddUnary(float* out, const float* addend, int64_t n, const CudaUnary&
   if (n == 0) return;
   AddUnaryKernel<<<BlocksFor(n), kThreadsPerBlock, 0, stream>>>(out, addend, n, f.op, f.alpha,
                                                                 f.beta);
+}
+
+void LaunchConvEpilogue16(const ConvEpilogue16& epilogue, cudaStream_t stream) {
+  if (epilogue.n == 0) return;
+  ConvEpilogue16Kernel<<<BlocksFor(epilogue.n), kThreadsPerBlock, 0, stream>>>(epilogue);
 }
 
 void LaunchBinary(const float* a, const float* b, float* out, int64_t n, CudaBinaryOp op,

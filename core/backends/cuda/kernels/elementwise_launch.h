@@ -105,6 +105,26 @@ void LaunchHalfToFloat(const uint16_t* in, float* out, int64_t n, bool bfloat16,
 void LaunchFloatToHalf(const float* in, uint16_t* out, int64_t n, bool bfloat16,
                        cudaStream_t stream);
 
+// The float32 pass after a 16-bit convolution (cudnn_conv16_kernel.cc):
+// out[i] = f(y[i] + bias[c] + addend[i]) over NCHW values, c = (i / spatial)
+// % channels, each term read in its own type and the sum rounded once into
+// out's. 16-bit values are float16 bits (bfloat16 where `bfloat16`); `out`
+// may be `y` (both 16-bit).
+struct ConvEpilogue16 {
+  const uint16_t* y = nullptr;   // cuDNN's output, 16-bit.
+  const float* bias = nullptr;   // [channels]; null for none.
+  const void* addend = nullptr;  // The fused residual; null for none.
+  bool addend_16bit = false;
+  void* out = nullptr;
+  bool out_16bit = false;
+  bool bfloat16 = false;
+  int64_t n = 0;
+  int64_t channels = 1;
+  int64_t spatial = 1;
+  CudaUnary f;
+};
+void LaunchConvEpilogue16(const ConvEpilogue16& epilogue, cudaStream_t stream);
+
 // BatchNormalization in inference form on x viewed as [batch, channels,
 // spatial]: y = (x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c].
 void LaunchBatchNormInference(const float* x, const float* scale, const float* bias,

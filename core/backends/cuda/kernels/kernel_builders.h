@@ -27,11 +27,14 @@ absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& contex
                                                        size_t bytes);
 
 // cuDNN: Conv, 2-D and 3-D (bias, groups, dilations, fused activation and
-// sum), ConvTranspose (2-D).
+// sum), ConvTranspose, 2-D and 3-D.
 KernelOrStatus MakeCudaConvKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaConvTransposeKernel(const KernelSpec& spec, CudaKernelContext& context);
-// cuDNN: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+// cuDNN: MaxPool, AveragePool (2-D windows), GlobalAveragePool, GlobalMaxPool.
+// 3-D windows go to MakeCudaPool3dKernel, our own kernel with the CPU's bytes
+// (cuda_pool3d_kernel.cc, pool3d.cu).
 KernelOrStatus MakeCudaPoolKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaPool3dKernel(const KernelSpec& spec, CudaKernelContext& context);
 // cuDNN: Softmax and LogSoftmax.
 KernelOrStatus MakeCudaSoftmaxKernel(const KernelSpec& spec, CudaKernelContext& context);
 // cuBLAS: Gemm and MatMul (with fused activation).
@@ -85,6 +88,17 @@ KernelOrStatus MakeCudaResizeKernel(const KernelSpec& spec, CudaKernelContext& c
 // (cuda_indexing_kernels.cc, indexing.cu); indices that are data are read
 // back and checked before the launch, as Gather's.
 KernelOrStatus MakeCudaIndexingKernel(const KernelSpec& spec, CudaKernelContext& context);
+// QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear
+// (cuda_quantize_kernels.cc, quantize.cu); MatMulInteger, QLinearMatMul,
+// ConvInteger and QLinearConv as an exact integer product of our own
+// (cuda_integer_product_kernels.cc, integer_product.cu). The CPU's bytes,
+// scales and zero points read on the device; they check their own dtypes
+// (uint8, int8, int32) through core/ops/quantize_attributes.h.
+KernelOrStatus MakeCudaQuantizeKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaIntegerProductKernel(const KernelSpec& spec, CudaKernelContext& context);
+// RoiAlign, the CPU kernel's bytes (cuda_roi_align_kernel.cc, roi_align.cu);
+// batch_indices that are data are read back and checked as the indices above.
+KernelOrStatus MakeCudaRoiAlignKernel(const KernelSpec& spec, CudaKernelContext& context);
 // Constant, ConstantOfShape, Shape and Range (values known at build time)
 // and Cast.
 KernelOrStatus MakeCudaConstantKernel(const KernelSpec& spec, CudaKernelContext& context);

@@ -10,33 +10,49 @@
 namespace replicad {
 
 // Internal to the CUDA kernels: launchers of replicad.OptimizerStep's update
-// (optimizer.cu), one thread per element applying the shared per-element rule
-// of core/ops/optimizer_step.h with `scalars` (MakeOptimizerStepScalars). Same
-// conventions as elementwise_launch.h: device pointers of n floats, enqueued
-// on `stream`, nothing launched for n == 0, errors read with LastLaunchStatus.
-// p and the state are updated in place; g must not alias any of them.
+// and of replicad.OptimizerDryRun (optimizer.cu) over several parameters at
+// once, as torch.optim's multi-tensor (`foreach`) kernels do: one launch for
+// up to kCapacity parameters, each element applying the shared rule of
+// core/ops/optimizer_step.h with `scalars` (MakeOptimizerStepScalars), so the
+// bits do not depend on how parameters are grouped. Same conventions as
+// elementwise_launch.h: device pointers, enqueued on `stream`, nothing
+// launched when every parameter is empty, errors read with LastLaunchStatus.
 
-// `momentum_buffer` may be null only when scalars.momentum == 0.
-void LaunchSgdStep(const OptimizerStepScalars& scalars, float* p, const float* g,
-                   float* momentum_buffer, int64_t n, cudaStream_t stream);
-void LaunchAdamStep(const OptimizerStepScalars& scalars, float* p, const float* g, float* exp_avg,
-                    float* exp_avg_sq, int64_t n, cudaStream_t stream);
-// `momentum_buffer` may be null only when scalars.momentum == 0.
-void LaunchRmspropStep(const OptimizerStepScalars& scalars, float* p, const float* g,
-                       float* square_avg, float* momentum_buffer, int64_t n, cudaStream_t stream);
-
-// replicad.OptimizerDryRun: *ok = 1, then 0 where an element's update by
-// the same rule, run on copies in registers, would not be finite; nothing
-// else is written. The state tensors by role as for the steps (null where
-// the kind does not use one).
-struct OptimizerDryRunState {
-  const float* momentum_buffer = nullptr;
-  const float* exp_avg = nullptr;
-  const float* exp_avg_sq = nullptr;
-  const float* square_avg = nullptr;
+// The parameters of one launch, passed by value in the kernel's parameter
+// space (kept under the 4 KB every architecture takes). Value is float for
+// the update (P and the state are written in place) and const float for the
+// dry run (nothing is). The state pointers are by role, null where the kind
+// does not use one (SGD's momentum buffer is null when momentum == 0); G must
+// not alias P or the state.
+template <typename Value>
+struct OptimizerTensors {
+  static constexpr int kCapacity = 32;
+  int count = 0;
+  int64_t elements[kCapacity] = {};
+  Value* p[kCapacity] = {};
+  const float* g[kCapacity] = {};
+  Value* momentum_buffer[kCapacity] = {};
+  Value* exp_avg[kCapacity] = {};
+  Value* exp_avg_sq[kCapacity] = {};
+  Value* square_avg[kCapacity] = {};
 };
-void LaunchOptimizerDryRun(const OptimizerStepScalars& scalars, const float* p, const float* g,
-                           const OptimizerDryRunState& state, int64_t n, float* ok,
+using OptimizerUpdateTensors = OptimizerTensors<float>;
+using OptimizerDryRunTensors = OptimizerTensors<const float>;
+
+// One update of every parameter in `tensors`, in place.
+void LaunchOptimizerStep(const OptimizerStepScalars& scalars, const OptimizerUpdateTensors& tensors,
+                         cudaStream_t stream);
+
+// Where the dry run writes parameter j's flag: a device float each.
+struct OptimizerDryRunFlags {
+  float* flag[OptimizerDryRunTensors::kCapacity] = {};
+};
+
+// *flags.flag[j] = 1, then 0 where an element of parameter j's update by the
+// same rule, run on copies in registers, would not be finite; nothing else is
+// written.
+void LaunchOptimizerDryRun(const OptimizerStepScalars& scalars,
+                           const OptimizerDryRunTensors& tensors, const OptimizerDryRunFlags& flags,
                            cudaStream_t stream);
 
 }  // namespace replicad

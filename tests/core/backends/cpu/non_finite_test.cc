@@ -30,16 +30,12 @@
 namespace replicad {
 namespace {
 
+using testing::Floats;
+
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 class NonFiniteTest : public CpuKernelTestBase {};
-
-Tensor Floats(Shape shape, const std::vector<float>& values) {
-  Tensor t = Tensor::Host(DType::kFloat32, std::move(shape));
-  std::copy(values.begin(), values.end(), t.data<float>());
-  return t;
-}
 
 // Random values with NaN, +inf and -inf written at `nan`, `inf` and
 // `minus_inf` (row-major offsets; -1 for none).

@@ -184,28 +184,7 @@ bool HasBFloat16DotProducts() {
 constexpr int64_t kWide = 16;
 
 std::string ChainOnnx(const std::vector<Tensor>& weights) {
-  OnnxModelBuilder b("bf16_chain", 17);
-  b.AddInput("x", DType::kFloat32, {kAnyDim, kChannels, kSide, kSide});
-  b.AddOutput("y", DType::kFloat32, {kAnyDim, kWide, 1, 1});
-  const char* names[] = {"wa", "ba", "wb", "bb", "wc", "bc"};
-  for (int i = 0; i < 6; ++i) b.AddInitializer(names[i], weights[i]);
-  Tensor low = Tensor::Host(DType::kFloat32, {});
-  low.data<float>()[0] = 0.0f;
-  Tensor high = Tensor::Host(DType::kFloat32, {});
-  high.data<float>()[0] = 6.0f;
-  b.AddInitializer("low", low);
-  b.AddInitializer("high", high);
-  onnx::NodeProto* conv_a = b.AddNode("Conv", {"x", "wa", "ba"}, {"ca"});
-  OnnxModelBuilder::SetInts(conv_a, "pads", {1, 1, 1, 1});
-  b.AddNode("Relu", {"ca"}, {"a"});
-  onnx::NodeProto* conv_b = b.AddNode("Conv", {"a", "wb", "bb"}, {"cb"});
-  OnnxModelBuilder::SetInts(conv_b, "pads", {1, 1, 1, 1});
-  OnnxModelBuilder::SetInt(conv_b, "group", kWide);
-  b.AddNode("Clip", {"cb", "low", "high"}, {"b"});
-  b.AddNode("Conv", {"b", "wc", "bc"}, {"cc"});
-  b.AddNode("Add", {"cc", "a"}, {"d"});
-  b.AddNode("GlobalAveragePool", {"d"}, {"y"});
-  return b.Serialize();
+  return testing::ConvChainOnnx(weights, kChannels, kWide, kSide);
 }
 
 // One convolution in double over [batch, in, side, side] values, pads 1 for
@@ -304,6 +283,35 @@ TEST(ProductPrecisionTest, ChainsOfBFloat16ConvolutionsPassBFloat16Values) {
   EXPECT_LT(chain, 1e-4);
   // The addend's rounding shows (were a float32, this would be under 1e-4).
   EXPECT_GT(float_values, 5 * chain);
+}
+
+// fp16 marks the same chain's convolutions "fp16" (CUDA slots hand their
+// values over in float16: cudnn_conv16_kernel.cc); a CPU slot, which computes
+// fp16 models in float32, gives the float32 model's bits through it.
+TEST(ProductPrecisionTest, Float16MarksTheChainAndCpuSlotsComputeFloat32) {
+  const std::string onnx = ChainOnnx(ChainWeights());
+  OnnxImportOptions options;
+  options.precision = ComputePrecision::kFloat16;
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(onnx, "m", "m", options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<std::string> writing;
+  for (const Node& node : (*model)->graph().nodes) {
+    absl::StatusOr<std::string> output = node.attributes.GetString(kOutputPrecisionAttribute, "");
+    if (output.ok() && !output->empty()) {
+      EXPECT_EQ(*output, "fp16") << node.name;
+      writing.push_back(node.name);
+    }
+  }
+  EXPECT_EQ(writing, (std::vector<std::string>{"ca", "cb"}));
+
+  const Tensor x = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 19);
+  int fp32_marked = 0, fp16_marked = 0;
+  const Tensor fp32 = RunNetwork(onnx, ComputePrecision::kFloat32, x, &fp32_marked, kWide);
+  const Tensor fp16 = RunNetwork(onnx, ComputePrecision::kFloat16, x, &fp16_marked, kWide);
+  EXPECT_EQ(fp16_marked, 3);
+  for (int64_t i = 0; i < fp32.num_elements(); ++i) {
+    EXPECT_EQ(fp32.data<float>()[i], fp16.data<float>()[i]) << "element " << i;
+  }
 }
 
 // A NaN in a request reaches the same outputs as in float32 through the

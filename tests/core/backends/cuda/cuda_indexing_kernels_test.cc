@@ -24,22 +24,12 @@
 namespace replicad {
 namespace {
 
+using testing::Floats;
+using testing::Int64s;
 using testing::KernelCall;
 using testing::RunKernel;
 
 constexpr double kExact = 0.0;
-
-Tensor Floats(Shape shape, const std::vector<float>& values) {
-  Tensor t = Tensor::Host(DType::kFloat32, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) t.data<float>()[i] = values[i];
-  return t;
-}
-
-Tensor Int64s(Shape shape, const std::vector<int64_t>& values) {
-  Tensor t = Tensor::Host(DType::kInt64, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) t.data<int64_t>()[i] = values[i];
-  return t;
-}
 
 // Indices in [-dim, dim), negative ones among them.
 Tensor RandomIndices(Shape shape, int64_t dim, uint64_t seed) {
@@ -96,23 +86,7 @@ KernelCall WithConstantIndices(KernelCall call) {
   return call;
 }
 
-class CudaIndexingKernelsTest : public testing::CpuAndGpuTest {
- protected:
-  // `bad` fails on both slots with InvalidArgument and one message holding
-  // `expected`; `good` (the same op) still matches afterwards.
-  void ExpectRefusedAlike(const KernelCall& bad, const KernelCall& good,
-                          const std::string& expected) {
-    absl::StatusOr<std::vector<Tensor>> cpu = RunKernel(*cpu_, bad);
-    absl::StatusOr<std::vector<Tensor>> gpu = RunKernel(*gpu_, bad);
-    ASSERT_FALSE(cpu.ok());
-    ASSERT_FALSE(gpu.ok());
-    EXPECT_EQ(cpu.status().code(), absl::StatusCode::kInvalidArgument) << cpu.status();
-    EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument) << gpu.status();
-    EXPECT_EQ(gpu.status().message(), cpu.status().message());
-    EXPECT_NE(gpu.status().message().find(expected), std::string::npos) << gpu.status();
-    ExpectKernelMatchesCpu(good, bad.op_type + " after a refused run", kExact);
-  }
-};
+using CudaIndexingKernelsTest = testing::CpuAndGpuTest;
 
 TEST_F(CudaIndexingKernelsTest, GatherElementsMatchesTheCpu) {
   ExpectKernelMatchesCpu(Call("GatherElements", {Random({5, 7}, 1), RandomIndices({9, 7}, 5, 2)}),

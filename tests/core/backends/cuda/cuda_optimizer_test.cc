@@ -366,6 +366,53 @@ TEST_P(CudaOptimizerTest, DeviceDryRunFindsWhatTheHostFinds) {
 INSTANTIATE_TEST_SUITE_P(Kinds, CudaOptimizerTest, ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.name; });
 
+// More parameters than one multi-tensor launch takes (32), of sizes that
+// span several blocks (4096 elements each) or none: every parameter updated
+// as the host updates it, and the dry run's flag of a parameter in the third
+// launch found.
+TEST(CudaOptimizerMultiTensorTest, SeventyFiveParametersOverSeveralLaunches) {
+  std::unique_ptr<Device> gpu = MakeDevice(kGpu);
+  if (gpu == nullptr) GTEST_SKIP() << "no CUDA device";
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < 75; ++i) sizes.push_back(i % 10 == 3 ? 0 : (i * 977) % 9000 + 1);
+  OptimizerConfig config;
+  config.kind = OptimizerConfig::Kind::kAdam;
+  config.learning_rate = 0.003f;
+  config.weight_decay = 0.01f;
+  std::unique_ptr<Optimizer> host = *Optimizer::Create(config, sizes);
+  absl::StatusOr<std::unique_ptr<Optimizer>> on_gpu = Optimizer::Create(config, sizes, gpu.get());
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+  auto random_set = [&sizes](uint64_t seed) {
+    std::vector<Floats> set;
+    for (size_t i = 0; i < sizes.size(); ++i) set.push_back(Random(sizes[i], seed + i, 1.0f));
+    return set;
+  };
+  std::vector<Floats> host_params = random_set(1000);
+  DeviceSet gpu_params(*gpu, host_params);
+  for (int step = 1; step <= 2; ++step) {
+    const std::vector<Floats> gradients = random_set(2000 * step);
+    ASSERT_TRUE(StepOnHost(*host, host_params, gradients).ok());
+    DeviceSet gpu_gradients(*gpu, gradients);
+    ASSERT_TRUE(StepOnStream(*gpu, **on_gpu, gpu_params, gpu_gradients).ok());
+  }
+  const std::vector<Floats> got = gpu_params.Download();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    ExpectClose(got[i].data(), host_params[i].data(), host_params[i].size(),
+                absl::StrCat("param", i));
+  }
+  ExpectSameState(StateOf(**on_gpu), StateOf(*host), "multi-tensor");
+
+  std::vector<Floats> bad = random_set(5000);
+  bad[70][sizes[70] - 1] = NAN;
+  DeviceSet gpu_bad(*gpu, bad);
+  absl::StatusOr<std::optional<Optimizer::NonFiniteUpdate>> found =
+      (*on_gpu)->FindNonFiniteUpdate(gpu_params.pointers(), gpu_bad.const_pointers());
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->parameter, 70u);
+  EXPECT_EQ((*found)->element, sizes[70] - 1);
+}
+
 TEST(CudaOptimizerHostModeTest, AHostMemoryDeviceGivesAHostOptimizer) {
   std::unique_ptr<Device> cpu = MakeDevice(kCpu);
   ASSERT_NE(cpu, nullptr);

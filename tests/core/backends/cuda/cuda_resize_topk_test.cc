@@ -28,6 +28,9 @@
 namespace replicad {
 namespace {
 
+using testing::Floats;
+using testing::Int64s;
+
 using ::testing::HasSubstr;
 using testing::KernelCall;
 using testing::RunKernel;
@@ -35,18 +38,6 @@ using testing::RunKernel;
 constexpr double kLinearTolerance = 1e-6;
 
 Tensor Random(Shape shape, uint64_t seed) { return testing::RandomTensor(std::move(shape), seed); }
-
-Tensor Floats(Shape shape, const std::vector<float>& values) {
-  Tensor t = Tensor::Host(DType::kFloat32, std::move(shape));
-  std::memcpy(t.data<float>(), values.data(), values.size() * sizeof(float));
-  return t;
-}
-
-Tensor Int64s(Shape shape, const std::vector<int64_t>& values) {
-  Tensor t = Tensor::Host(DType::kInt64, std::move(shape));
-  std::memcpy(t.data<int64_t>(), values.data(), values.size() * sizeof(int64_t));
-  return t;
-}
 
 // Integers in [-range, range) from a fixed sequence, so that lines hold ties.
 Tensor RandomInt64s(Shape shape, uint64_t seed, int64_t range) {

@@ -1,0 +1,57 @@
+// RoiAlign on a CUDA slot (roi_align_launch.h): the CPU kernel's bytes, its
+// batch_indices checked by the CPU kernel's own check (CheckedIndices).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "core/backends/cuda/cuda_call.h"
+#include "core/backends/cuda/kernels/checked_indices.h"
+#include "core/backends/cuda/kernels/kernel_builders.h"
+#include "core/backends/cuda/kernels/roi_align_launch.h"
+#include "core/base/status_macros.h"
+#include "core/ops/op_util.h"
+#include "core/ops/roi_align_attributes.h"
+
+namespace replicad {
+namespace {
+
+class CudaRoiAlignKernel final : public Kernel {
+ public:
+  CudaRoiAlignKernel(const CudaKernelContext& context, const RoiAlignAttributes& a, int64_t images,
+                     CheckedIndices batch_indices)
+      : context_(context), a_(a), images_(images), batch_indices_(std::move(batch_indices)) {}
+
+  absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
+    REPLICAD_ASSIGN_OR_RETURN(const int64_t* batch_indices,
+                              batch_indices_.Get(context_, inputs[2]));
+    LaunchRoiAlign(static_cast<const float*>(inputs[0]), static_cast<const float*>(inputs[1]),
+                   batch_indices, static_cast<float*>(outputs[0]), a_, images_, context_.stream);
+    return LastLaunchStatus(context_.device, "RoiAlignKernel");
+  }
+
+  bool replayable() const override { return batch_indices_.known_when_planned(); }
+
+ private:
+  const CudaKernelContext& context_;
+  RoiAlignAttributes a_;
+  int64_t images_;  // X's dim 0.
+  CheckedIndices batch_indices_;
+};
+
+}  // namespace
+
+KernelOrStatus MakeCudaRoiAlignKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(RoiAlignAttributes a, ParseRoiAlign(spec));
+  const int64_t images = spec.inputs[0]->shape[0];
+  REPLICAD_ASSIGN_OR_RETURN(
+      CheckedIndices batch_indices,
+      CheckedIndices::Make(spec, context, /*input=*/2, a.rois,
+                           [node = NodeLabel(spec), rois = a.rois, images](const int64_t* indices) {
+                             return CheckRoiBatchIndices(node, indices, rois, images);
+                           }));
+  return std::make_unique<CudaRoiAlignKernel>(context, a, images, std::move(batch_indices));
+}
+
+}  // namespace replicad
