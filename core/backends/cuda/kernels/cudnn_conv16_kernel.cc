@@ -67,7 +67,8 @@ class CudnnConv16Kernel : public Kernel {
         choice_(choice),
         form_(form),
         constant_weights_(std::move(constant_weights)) {
-    // The workspace: cuDNN's, then X, W and Y in 16 bits where they need a place.
+    // The workspace: cuDNN's (within the slot's limit), then X, W and Y in
+    // 16 bits where they need a place (activation-sized, as a plan's buffers).
     size_t offset = Aligned(choice_.workspace_bytes);
     x_offset_ = offset;
     if (!form_.x_16bit) offset += Aligned(form_.x_elements * sizeof(uint16_t));
@@ -96,6 +97,7 @@ class CudnnConv16Kernel : public Kernel {
       uint16_t* converted = reinterpret_cast<uint16_t*>(workspace_ + x_offset_);
       LaunchFloatToHalf(static_cast<const float*>(inputs[0]), converted, form_.x_elements,
                         form_.bfloat16, stream_);
+      REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(device_, "LaunchFloatToHalf(X)"));
       x = converted;
     }
     const void* w = constant_weights_ != nullptr ? constant_weights_->data() : nullptr;
@@ -103,9 +105,9 @@ class CudnnConv16Kernel : public Kernel {
       uint16_t* converted = reinterpret_cast<uint16_t*>(workspace_ + w_offset_);
       LaunchFloatToHalf(static_cast<const float*>(inputs[1]), converted, form_.w_elements,
                         form_.bfloat16, stream_);
+      REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(device_, "LaunchFloatToHalf(W)"));
       w = converted;
     }
-    REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(device_, "LaunchFloatToHalf"));
     uint16_t* y = form_.out_16bit ? static_cast<uint16_t*>(outputs[0])
                                   : reinterpret_cast<uint16_t*>(workspace_ + y_offset_);
     // Float32 scaling factors: the sums are float32 (cuDNN's pseudo-16-bit configurations).

@@ -136,24 +136,42 @@ std::optional<ConvAlgorithm> FirstFitting(const CudaKernelContext& context,
                                           const ConvDescriptors& d,
                                           const std::vector<typename Calls::Perf>& results,
                                           bool deterministic_only) {
+  const bool sets_math_type = d.io_type != CUDNN_DATA_FLOAT;
   for (const typename Calls::Perf& perf : results) {
     if (perf.status != CUDNN_STATUS_SUCCESS || perf.memory > context.max_workspace_bytes) continue;
     if (deterministic_only && perf.determinism != CUDNN_DETERMINISTIC) continue;
+    // The workspace under the math type the algorithm will run in.
+    if (sets_math_type &&
+        cudnnSetConvolutionMathType(d.conv.get(), perf.mathType) != CUDNN_STATUS_SUCCESS) {
+      continue;
+    }
     size_t bytes = 0;
     if (Calls::Workspace(context.cudnn, d, perf.algo, &bytes) != CUDNN_STATUS_SUCCESS ||
         bytes > context.max_workspace_bytes) {
       continue;
     }
-    return ConvAlgorithm{static_cast<int>(perf.algo), bytes};
+    return ConvAlgorithm{static_cast<int>(perf.algo), bytes, sets_math_type, perf.mathType};
   }
   return std::nullopt;
+}
+
+// Sets the chosen algorithm's math type on the descriptor where it carries one.
+absl::StatusOr<ConvAlgorithm> ApplyMathType(const CudaKernelContext& context,
+                                            const ConvDescriptors& d, ConvAlgorithm choice) {
+  if (choice.sets_math_type) {
+    REPLICAD_CUDA_RETURN_IF_ERROR(context.device,
+                                  cudnnSetConvolutionMathType(d.conv.get(), choice.math_type));
+  }
+  return choice;
 }
 
 template <typename Calls>
 absl::StatusOr<ConvAlgorithm> Choose(const KernelSpec& spec, const CudaKernelContext& context,
                                      const ConvDescriptors& d) {
   const std::string key = CacheKey(Calls::kName, context, d);
-  if (std::optional<ConvAlgorithm> cached = AlgorithmCache::Get().Find(key)) return *cached;
+  if (std::optional<ConvAlgorithm> cached = AlgorithmCache::Get().Find(key)) {
+    return ApplyMathType(context, d, *cached);
+  }
   int max_count = 0;
   REPLICAD_RETURN_IF_ERROR(CudaCallStatus(Calls::MaxCount(context.cudnn, &max_count),
                                           context.device, Calls::kMaxCountCall));
@@ -176,7 +194,7 @@ absl::StatusOr<ConvAlgorithm> Choose(const KernelSpec& spec, const CudaKernelCon
                            context.max_workspace_bytes, " bytes",
                            d.math == ComputePrecision::kFloat32 ? " in FMA math" : ""));
   }
-  return AlgorithmCache::Get().Insert(key, *choice);
+  return ApplyMathType(context, d, AlgorithmCache::Get().Insert(key, *choice));
 }
 
 // FMA math excludes tensor cores, which cuDNN's default math may use for

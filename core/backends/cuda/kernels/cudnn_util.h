@@ -196,14 +196,20 @@ enum class ConvDirection { kForward, kBackwardData, kBackwardFilter };
 struct ConvAlgorithm {
   int algorithm = 0;
   size_t workspace_bytes = 0;
+  // For 16-bit tensors, the math type cuDNN's heuristics gave the algorithm,
+  // which ChooseConvAlgorithm sets on the descriptor (cuDNN picks tensor-core
+  // kernels by both, as PyTorch sets them); float32 keeps the descriptor's.
+  bool sets_math_type = false;
+  cudnnMathType_t math_type = CUDNN_DEFAULT_MATH;
 };
 
 // Picks the algorithm for `direction` among cuDNN's heuristic candidates
 // (the *_v7 queries, best first) that run within context.max_workspace_bytes:
 // the first deterministic one (bitwise repeatable: the backward directions'
 // atomics-based algorithms are not) or, when none of those fits, the first.
-// Chosen once per device, direction, shapes, geometry, math and limit for
-// the whole process (plans are made per slot and batch size). Unimplemented
+// Chosen once per device, direction, shapes, geometry, math, tensor type and
+// limit for the whole process (plans are made per slot and batch size). With
+// 16-bit tensors it also sets the choice's math type on d.conv. Unimplemented
 // naming the node when no candidate fits; the failing call's Status
 // otherwise.
 absl::StatusOr<ConvAlgorithm> ChooseConvAlgorithm(const KernelSpec& spec,
