@@ -1,11 +1,14 @@
-// A 2-D Conv of a chain served in 16 bits (--precision fp16 or bf16): cuDNN
-// reads X and W and writes Y in float16 (bfloat16), NCHW, summing in float32
-// on tensor cores, as a PyTorch autocast convolution does; then one float32
-// pass adds the bias and the fused residual, applies the fused activation
-// and writes the output in 16 bits, for the next convolution, or in float32.
-// Without it each convolution of --precision fp16 reads and writes float32
-// and cuDNN converts both on every run (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION),
-// passes over the activations as long as the convolution's own reads.
+// A 2-D Conv computed in 16 bits (--precision fp16 or bf16, or a training
+// precision's marks): cuDNN reads X and W and writes Y in float16 (bfloat16),
+// NCHW, summing in float32 on tensor cores, as a PyTorch autocast
+// convolution does; then one float32 pass adds the bias and the fused
+// residual, applies the fused activation and writes the output in 16 bits
+// for the next convolution of a chain, or in float32. Within a chain no
+// conversion runs between two convolutions (with float32 tensors cuDNN
+// would convert both sides on every run, passes as long as the
+// convolution's own reads), and bf16 runs on bf16 tensor cores (cuDNN has
+// no conversion of float32 to bfloat16: a float32 bf16 convolution would
+// run in TF32).
 
 #include <cstddef>
 #include <cstdint>
@@ -170,10 +173,8 @@ bool TakesSixteenBitConv(const KernelSpec& spec, const CudaKernelContext& contex
     if (!layout.empty()) return true;
   }
   const ComputePrecision math = ProductMathOf(spec, context);
-  if (math != ComputePrecision::kFloat16 && math != ComputePrecision::kBFloat16) return false;
-  absl::StatusOr<std::string> output = spec.attributes->GetString(kOutputPrecisionAttribute, "");
-  return spec.inputs[0]->shape.size() == 4 && spec.native_output && output.ok() &&
-         *output == ComputePrecisionName(math);
+  return (math == ComputePrecision::kFloat16 || math == ComputePrecision::kBFloat16) &&
+         spec.inputs[0]->shape.size() == 4;
 }
 
 KernelOrStatus MakeCudaConv16Kernel(const KernelSpec& spec, CudaKernelContext& context) {
