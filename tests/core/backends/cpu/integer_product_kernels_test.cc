@@ -10,6 +10,7 @@
 // value; DynamicQuantizeLinear of zeros gets scale 1; malformed nodes are
 // refused naming the input.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -268,6 +269,40 @@ TEST(QuantizeLinearTest, RoundsHalfToEvenSaturatesAndSendsNanToTheLowest) {
   m.AddNode("QuantizeLinear", {"x", "scale", "zero"}, {"y"});
   const Tensor y = RunModel(m.Serialize(), {x}, {{DType::kInt8, {8}}})[0];
   for (int i = 0; i < 8; ++i) EXPECT_EQ(y.data<int8_t>()[i], expected[i]) << "value " << values[i];
+}
+
+// A node without its zero point (two inputs) quantizes to uint8 with zero
+// point 0 and dequantizes with 0, run after run: the kernel reads no third
+// input (in a plan the slot after the last input points at another buffer,
+// here the previous run's outputs).
+TEST(QuantizeLinearTest, WithoutAZeroPointTheZeroPointIsZero) {
+  const std::vector<float> values = {100.0f, 0.0f, 0.26f, 1.0f, 2.5f, 12.74f, 30.0f, -3.0f};
+  Tensor x = Tensor::Host(DType::kFloat32, {8});
+  for (int i = 0; i < 8; ++i) x.data<float>()[i] = values[i];
+  OnnxModelBuilder m("q2", 13);
+  m.AddInput("x", DType::kFloat32, {8});
+  m.AddOutput("q", DType::kUint8, {8});
+  m.AddOutput("y", DType::kFloat32, {8});
+  m.AddInitializer("scale", Scalar(DType::kFloat32, 0.5));
+  m.AddNode("QuantizeLinear", {"x", "scale"}, {"q"});
+  m.AddNode("DequantizeLinear", {"q", "scale"}, {"y"});
+  std::unique_ptr<Replica> replica =
+      testing::MakeCpuReplica(testing::LoadOrDie(m.Serialize(), "q2"));
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({x.shape()});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  Tensor q = Tensor::Host(DType::kUint8, {8});
+  Tensor y = Tensor::Host(DType::kFloat32, {8});
+  const void* inputs[] = {x.raw_data()};
+  void* outputs[] = {q.raw_data(), y.raw_data()};
+  for (int run = 0; run < 3; ++run) {
+    ASSERT_TRUE((*plan)->Run(inputs, outputs).ok());
+    for (int i = 0; i < 8; ++i) {
+      const float quantized = std::min(std::max(std::nearbyint(values[i] / 0.5f), 0.0f), 255.0f);
+      EXPECT_EQ(q.data<uint8_t>()[i], static_cast<uint8_t>(quantized))
+          << "run " << run << ", " << values[i];
+      EXPECT_EQ(y.data<float>()[i], quantized * 0.5f) << "run " << run << ", " << values[i];
+    }
+  }
 }
 
 TEST(DynamicQuantizeLinearTest, ZerosGetScaleOneAndZeroPointZero) {
