@@ -305,6 +305,35 @@ TEST(QuantizeLinearTest, WithoutAZeroPointTheZeroPointIsZero) {
   }
 }
 
+// MatMulInteger of two inputs: zero points 0, run after run (as above).
+TEST(MatMulIntegerTest, WithoutZeroPointsTheZeroPointsAreZero) {
+  const Tensor a = RandomInts<uint8_t>(DType::kUint8, {3, 5}, 0, 255, 1);
+  const Tensor b = RandomInts<uint8_t>(DType::kUint8, {5, 4}, 0, 255, 2);
+  OnnxModelBuilder m("mm2", 13);
+  m.AddInput("a", DType::kUint8, {3, 5});
+  m.AddOutput("y", DType::kInt32, {3, 4});
+  m.AddInitializer("b", b);
+  m.AddNode("MatMulInteger", {"a", "b"}, {"y"});
+  std::unique_ptr<Replica> replica =
+      testing::MakeCpuReplica(testing::LoadOrDie(m.Serialize(), "mm2"));
+  absl::StatusOr<std::shared_ptr<ExecutionPlan>> plan = replica->PlanFor({a.shape()});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  Tensor y = Tensor::Host(DType::kInt32, {3, 4});
+  const void* inputs[] = {a.raw_data()};
+  void* outputs[] = {y.raw_data()};
+  for (int run = 0; run < 3; ++run) {
+    ASSERT_TRUE((*plan)->Run(inputs, outputs).ok());
+    for (int64_t i = 0; i < 3; ++i) {
+      for (int64_t j = 0; j < 4; ++j) {
+        int32_t sum = 0;
+        for (int64_t k = 0; k < 5; ++k)
+          sum += a.data<uint8_t>()[i * 5 + k] * b.data<uint8_t>()[k * 4 + j];
+        EXPECT_EQ(y.data<int32_t>()[i * 4 + j], sum) << "run " << run << ", " << i << "," << j;
+      }
+    }
+  }
+}
+
 TEST(DynamicQuantizeLinearTest, ZerosGetScaleOneAndZeroPointZero) {
   Tensor x = Tensor::Host(DType::kFloat32, {4});
   for (int i = 0; i < 4; ++i) x.data<float>()[i] = 0.0f;
