@@ -168,10 +168,15 @@ absl::StatusOr<bool> ArrivesSixteenBit(const KernelSpec& spec, int index,
 
 }  // namespace
 
-bool TakesSixteenBitConv(const KernelSpec& spec, const CudaKernelContext& context) {
+bool ArrivesInSixteenBits(const KernelSpec& spec) {
   for (const std::string& layout : spec.input_layouts) {
     if (!layout.empty()) return true;
   }
+  return false;
+}
+
+bool TakesSixteenBitConv(const KernelSpec& spec, const CudaKernelContext& context) {
+  if (ArrivesInSixteenBits(spec)) return true;
   const ComputePrecision math = ProductMathOf(spec, context);
   return (math == ComputePrecision::kFloat16 || math == ComputePrecision::kBFloat16) &&
          spec.inputs[0]->shape.size() == 4;

@@ -174,8 +174,10 @@ inline constexpr char kCudaFloat16Layout[] = "cuda:nchw:float16";
 inline constexpr char kCudaBFloat16Layout[] = "cuda:nchw:bfloat16";
 
 // Whether `spec` (a Conv) is for MakeCudaConv16Kernel: an input arrives in a
-// 16-bit layout, or it is a 2-D convolution computing in fp16 or bf16.
+// 16-bit layout (ArrivesInSixteenBits), or it is a 2-D convolution
+// computing in fp16 or bf16.
 bool TakesSixteenBitConv(const KernelSpec& spec, const CudaKernelContext& context);
+bool ArrivesInSixteenBits(const KernelSpec& spec);
 
 // The Conv in 16 bits: X (converted per run where it arrives in float32) and
 // W (converted once where it is an initializer) read by cuDNN in float16 or
