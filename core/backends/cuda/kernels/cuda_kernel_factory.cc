@@ -206,13 +206,15 @@ absl::StatusOr<std::unique_ptr<Kernel>> MakeCudaKernel(const KernelSpec& spec,
   // integers only pass through the copies (Reshape and its kin), which move
   // bytes whatever they hold, and float16 and bfloat16 through the copies and
   // Cast; bool also through the comparisons, the logic, Where and a fused
-  // attention's mask; the int8 operators take uint8, int8 and int32. Those
-  // check their own types (the attention through its parts').
+  // attention's mask; the int8 operators take uint8, int8 and int32, and
+  // MaxPool an int8 model's int8 or uint8. Those check their own types (the
+  // attention through its parts').
   const bool checks_own_types =
       entry->build == MakeCudaCopyKernel || spec.op_type == "Cast" ||
       entry->build == MakeCudaCompareKernel || entry->build == MakeCudaLogicKernel ||
       entry->build == MakeCudaWhereKernel || entry->build == MakeCudaAttentionKernel ||
-      entry->build == MakeCudaQuantizeKernel || entry->build == MakeCudaIntegerProductKernel;
+      entry->build == MakeCudaQuantizeKernel || entry->build == MakeCudaIntegerProductKernel ||
+      entry->build == MakeCudaPoolKernel;
   if (!checks_own_types) {
     std::vector<const TensorType*> types;
     for (const std::optional<TensorType>& input : spec.inputs) {

@@ -1,7 +1,7 @@
-// 3-D MaxPool and AveragePool on a CUDA slot (pool3d_launch.h): our own
-// kernel rather than cuDNN's, whose pooling has no dilations, pads both
-// sides alike and counts a ceil_mode window's divisor its own way; this one
-// gives the CPU kernel's bytes.
+// 3-D MaxPool and AveragePool, and an int8 model's 2-D MaxPool, on a CUDA
+// slot (pool3d_launch.h): our own kernels rather than cuDNN's, whose pooling
+// has no dilations, pads both sides alike, counts a ceil_mode window's
+// divisor its own way and takes no uint8; these give the CPU kernel's bytes.
 
 #include <cstdint>
 #include <memory>
@@ -29,6 +29,22 @@ KernelOrStatus MakeCudaPool3dKernel(const KernelSpec& spec, CudaKernelContext& c
       [window, planes](const void* const* in, void* const* out, cudaStream_t stream) {
         LaunchPool3d(static_cast<const float*>(in[0]), static_cast<float*>(out[0]), planes, window,
                      stream);
+      });
+}
+
+KernelOrStatus MakeCudaIntegerMaxPoolKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  if (spec.outputs.size() > 1) {
+    return NodeUnimplemented(spec, "MaxPool's Indices output is not implemented on CUDA slots");
+  }
+  REPLICAD_ASSIGN_OR_RETURN(Window2d window, ParseMaxPoolAttributes(spec));
+  const Shape& x = spec.inputs[0]->shape;
+  const Pool3dWindow pool = Pool3dWindowOf2d(window, x);
+  const int64_t planes = x[0] * x[1];
+  const bool is_signed = spec.inputs[0]->dtype == DType::kInt8;
+  return std::make_unique<LaunchKernel>(
+      context, "IntegerMaxPoolKernel",
+      [pool, planes, is_signed](const void* const* in, void* const* out, cudaStream_t stream) {
+        LaunchIntegerMaxPool(in[0], out[0], is_signed, planes, pool, stream);
       });
 }
 

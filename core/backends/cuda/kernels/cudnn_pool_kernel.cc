@@ -190,6 +190,16 @@ class CudnnPoolKernel : public Kernel {
 }  // namespace
 
 KernelOrStatus MakeCudaPoolKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  const DType x = spec.inputs[0]->dtype;
+  if (spec.op_type == "MaxPool" && (x == DType::kInt8 || x == DType::kUint8) &&
+      spec.inputs[0]->shape.size() == 4) {
+    return MakeCudaIntegerMaxPoolKernel(spec, context);
+  }
+  if (x != DType::kFloat32) {
+    return NodeUnimplemented(spec, absl::StrCat("the CUDA backend pools float32, and int8 or "
+                                                "uint8 in a 2-D MaxPool; received ",
+                                                TensorTypeToString(*spec.inputs[0])));
+  }
   // cuDNN's pooling serves 2-D windows; 3-D ones get the CPU's bytes from our own kernel.
   if ((spec.op_type == "MaxPool" || spec.op_type == "AveragePool") &&
       spec.inputs[0]->shape.size() == 5) {

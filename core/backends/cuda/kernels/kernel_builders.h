@@ -31,10 +31,13 @@ absl::StatusOr<std::shared_ptr<Buffer>> UploadToDevice(CudaKernelContext& contex
 KernelOrStatus MakeCudaConvKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaConvTransposeKernel(const KernelSpec& spec, CudaKernelContext& context);
 // cuDNN: MaxPool, AveragePool (2-D windows), GlobalAveragePool, GlobalMaxPool.
-// 3-D windows go to MakeCudaPool3dKernel, our own kernel with the CPU's bytes
-// (cuda_pool3d_kernel.cc, pool3d.cu).
+// 3-D windows go to MakeCudaPool3dKernel and an int8 model's (int8 or uint8)
+// 2-D MaxPool to MakeCudaIntegerMaxPoolKernel, our own kernels with the
+// CPU's bytes (cuda_pool3d_kernel.cc, pool3d.cu). MakeCudaPoolKernel checks
+// its types: float32, int8 and uint8 for MaxPool.
 KernelOrStatus MakeCudaPoolKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaPool3dKernel(const KernelSpec& spec, CudaKernelContext& context);
+KernelOrStatus MakeCudaIntegerMaxPoolKernel(const KernelSpec& spec, CudaKernelContext& context);
 // cuDNN: Softmax and LogSoftmax.
 KernelOrStatus MakeCudaSoftmaxKernel(const KernelSpec& spec, CudaKernelContext& context);
 // cuBLAS: Gemm and MatMul (with fused activation).

@@ -23,6 +23,11 @@ namespace replicad {
 void LaunchPool3d(const float* x, float* y, int64_t planes, const Pool3dWindow& window,
                   cudaStream_t stream);
 
+// An int8 model's MaxPool (Pool3dIntegerMax; 2-D windows as Pool3dWindowOf2d
+// gives them): x and y int8 where `is_signed`, else uint8, as above.
+void LaunchIntegerMaxPool(const void* x, void* y, bool is_signed, int64_t planes,
+                          const Pool3dWindow& window, cudaStream_t stream);
+
 }  // namespace replicad
 
 #endif  // REPLICAD_CORE_BACKENDS_CUDA_KERNELS_POOL3D_LAUNCH_H_

@@ -1,5 +1,6 @@
 // RoiAlign (cuda_roi_align_kernel.cc, roi_align.cu), 3-D MaxPool and
-// AveragePool (cuda_pool3d_kernel.cc, pool3d.cu) and 3-D ConvTranspose
+// AveragePool and an int8 model's 2-D MaxPool (cuda_pool3d_kernel.cc,
+// pool3d.cu) and 3-D ConvTranspose
 // (cuDNN's Nd descriptors, cudnn_conv_kernel.cc) on CUDA against the CPU
 // kernels. RoiAlign and the pools compute with the CPU kernels' own
 // functions (core/ops/roi_align_samples.h, core/ops/pool3d_window.h), every
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -202,6 +204,26 @@ TEST_F(CudaRoiAlignPool3dTest, MaxPool3dGivesTheCpuBytes) {
   ExpectKernelBytesMatchCpu(
       PoolCall("MaxPool", x, {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, 1),
       "NaN, infinities and -0");
+}
+
+// An int8 model's 2-D MaxPool (the QOperator form's, int8 or uint8) gives
+// the CPU's bytes: a stem's pooling, padded with ceil_mode, and dilated.
+TEST_F(CudaRoiAlignPool3dTest, Int8MaxPoolGivesTheCpuBytes) {
+  for (DType type : {DType::kInt8, DType::kUint8}) {
+    Tensor x = Tensor::Host(type, {2, 3, 11, 12});
+    std::mt19937 rng(21);
+    std::uniform_int_distribution<int> pick(0, 255);
+    for (int64_t i = 0; i < x.num_elements(); ++i) {
+      static_cast<uint8_t*>(x.raw_data())[i] = static_cast<uint8_t>(pick(rng));
+    }
+    const std::string what = type == DType::kInt8 ? "int8" : "uint8";
+    KernelCall stem = PoolCall("MaxPool", x, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0);
+    ExpectKernelBytesMatchCpu(stem, what + ", a stem's pooling");
+    ExpectKernelBytesMatchCpu(PoolCall("MaxPool", x, {2, 3}, {2, 2}, {0, 1, 1, 0}, {1, 1}, 1),
+                              what + ", uneven pads, ceil_mode");
+    ExpectKernelBytesMatchCpu(PoolCall("MaxPool", x, {3, 2}, {1, 2}, {0, 0, 0, 0}, {2, 3}, 0),
+                              what + ", dilated");
+  }
 }
 
 TEST_F(CudaRoiAlignPool3dTest, AveragePool3dGivesTheCpuBytes) {
