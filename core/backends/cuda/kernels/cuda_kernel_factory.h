@@ -47,13 +47,13 @@ struct CudaKernelContext {
 // float32 either way (core/model/compute_precision.h):
 // One of ComputePrecision's:
 //  - kFloat16: the node marked "fp16" (a model served with --precision fp16):
-//    cuBLAS's CUBLAS_COMPUTE_32F_FAST_16F; a 2-D convolution reads and
-//    writes float16 (cudnn_conv16_kernel.cc), a 3-D one float32 under
-//    CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-//  - kBFloat16: marked "bf16": cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF; a 2-D
-//    convolution reads and writes bfloat16; cuDNN converts float32 to
-//    float16 only, so a 3-D one computes in TF32 (more mantissa than
-//    bfloat16's, float32's range);
+//    cuBLAS's CUBLAS_COMPUTE_32F_FAST_16F, cuDNN's
+//    CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION; a chain's 2-D convolutions read
+//    and write float16 (cudnn_conv16_kernel.cc);
+//  - kBFloat16: marked "bf16": cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF; a
+//    chain's 2-D convolutions read and write bfloat16; cuDNN converts
+//    float32 to float16 only, so another bf16 convolution computes in TF32
+//    (more mantissa than bfloat16's, float32's range);
 //  - kTensorFloat32: marked "tf32", or the slot's --tf32;
 //  - kFloat32: none of these (no tensor cores).
 ComputePrecision ProductMathOf(const KernelSpec& spec, const CudaKernelContext& context);

@@ -1,14 +1,13 @@
-// A 2-D Conv computed in 16 bits (--precision fp16 or bf16, or a training
-// precision's marks): cuDNN reads X and W and writes Y in float16 (bfloat16),
-// NCHW, summing in float32 on tensor cores, as a PyTorch autocast
-// convolution does; then one float32 pass adds the bias and the fused
-// residual, applies the fused activation and writes the output in 16 bits
-// for the next convolution of a chain, or in float32. Within a chain no
-// conversion runs between two convolutions (with float32 tensors cuDNN
-// would convert both sides on every run, passes as long as the
-// convolution's own reads), and bf16 runs on bf16 tensor cores (cuDNN has
-// no conversion of float32 to bfloat16: a float32 bf16 convolution would
-// run in TF32).
+// A 2-D Conv of a chain served in 16 bits (--precision fp16 or bf16): cuDNN
+// reads X and W and writes Y in float16 (bfloat16), NCHW, summing in float32
+// on tensor cores, as a PyTorch autocast convolution does; then one float32
+// pass adds the bias and the fused residual, applies the fused activation
+// and writes the output in 16 bits for the next convolution, or in float32
+// after the chain's last. Within a chain no conversion runs between two
+// convolutions (with float32 tensors cuDNN converts both sides on every run,
+// passes as long as the convolution's own reads), and bf16 runs on bf16
+// tensor cores (cuDNN has no conversion of float32 to bfloat16: a float32
+// bf16 convolution runs in TF32).
 
 #include <cstddef>
 #include <cstdint>
@@ -177,9 +176,14 @@ bool ArrivesInSixteenBits(const KernelSpec& spec) {
 
 bool TakesSixteenBitConv(const KernelSpec& spec, const CudaKernelContext& context) {
   if (ArrivesInSixteenBits(spec)) return true;
+  // Only a chain's convolutions: one that reads and writes float32 keeps the
+  // float32 path, whose output is its float32 sums (a training step's
+  // products must agree with a CPU slot's, which round them once, if at all).
   const ComputePrecision math = ProductMathOf(spec, context);
-  return (math == ComputePrecision::kFloat16 || math == ComputePrecision::kBFloat16) &&
-         spec.inputs[0]->shape.size() == 4;
+  if (math != ComputePrecision::kFloat16 && math != ComputePrecision::kBFloat16) return false;
+  absl::StatusOr<std::string> output = spec.attributes->GetString(kOutputPrecisionAttribute, "");
+  return spec.inputs[0]->shape.size() == 4 && spec.native_output && output.ok() &&
+         *output == ComputePrecisionName(math);
 }
 
 KernelOrStatus MakeCudaConv16Kernel(const KernelSpec& spec, CudaKernelContext& context) {

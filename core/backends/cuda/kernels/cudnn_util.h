@@ -175,7 +175,7 @@ inline constexpr char kCudaBFloat16Layout[] = "cuda:nchw:bfloat16";
 
 // Whether `spec` (a Conv) is for MakeCudaConv16Kernel: an input arrives in a
 // 16-bit layout (ArrivesInSixteenBits), or it is a 2-D convolution
-// computing in fp16 or bf16.
+// computing in fp16 or bf16 that writes its output so (a chain's).
 bool TakesSixteenBitConv(const KernelSpec& spec, const CudaKernelContext& context);
 bool ArrivesInSixteenBits(const KernelSpec& spec);
 

@@ -4,8 +4,8 @@
 // the slot's TF32. On a GPU, a 256 x 256 x 256 MatMul (cuBLAS) and a
 // 16-channel 3x3 convolution (cuDNN) marked tf32 or fp16 answer within
 // their 10-bit mantissas' error of the CPU's float32 (|gpu - cpu| <= 1e-2 *
-// (1 + |cpu|)), bf16 within its 7-bit mantissa's (1e-1; the convolution reads
-// and writes bfloat16, cudnn_conv16_kernel.cc), and each differs from float32 by more
+// (1 + |cpu|)), bf16 within its 7-bit mantissa's (1e-1: cuDNN computes a bf16
+// convolution in TF32, within 1e-2), and each differs from float32 by more
 // than 1e-4 somewhere (so tensor cores ran: float32 math differs by about
 // 1e-6), while the unmarked product stays within 1e-4 (float32 summation
 // order). Skips the GPU part without a GPU (CTest label gpu).
