@@ -5,6 +5,7 @@
 #include "core/base/status_macros.h"
 #include "core/ops/op_util.h"
 #include "core/ops/roi_align_attributes.h"
+#include "core/ops/roi_align_samples.h"
 #include "core/ops/shape_rules.h"
 
 namespace replicad {
@@ -60,9 +61,41 @@ absl::StatusOr<RoiAlignAttributes> ParseRoiAlign(const KernelSpec& spec) {
                                         "received ",
                                         a.spatial_scale));
   }
+  if (a.sampling_ratio > 0 && a.sampling_ratio * a.sampling_ratio > kMaxRoiAlignSamplesPerBin) {
+    return NodeError(spec, absl::StrCat("attribute 'sampling_ratio' must be at most 256 (",
+                                        kMaxRoiAlignSamplesPerBin,
+                                        " samples per output bin), received ", a.sampling_ratio));
+  }
+  if ((a.height == 0 || a.width == 0) && a.rois > 0 && a.channels > 0) {
+    return NodeError(spec, absl::StrCat("input 0 'X' must have rows and columns to sample (H and "
+                                        "W at least 1) for its ",
+                                        a.rois, " rois; received ", TensorTypeToString(x)));
+  }
   a.max = mode == "max";
   a.half_pixel = transformation == "half_pixel";
   return a;
+}
+
+absl::Status CheckRoiSamples(const std::string& node, const float* rois,
+                             const RoiAlignAttributes& a) {
+  if (a.sampling_ratio > 0) return absl::OkStatus();  // Bounded by ParseRoiAlign.
+  for (int64_t r = 0; r < a.rois; ++r) {
+    const RoiAlignBins bins = RoiAlignBinsOf(a, rois + r * 4);
+    // Each factor first: their product could pass int64's range.
+    const bool too_many = bins.grid_h > kMaxRoiAlignSamplesPerBin ||
+                          bins.grid_w > kMaxRoiAlignSamplesPerBin ||
+                          bins.per_bin() > kMaxRoiAlignSamplesPerBin;
+    if (too_many) {
+      const float* roi = rois + r * 4;
+      return absl::InvalidArgumentError(
+          absl::StrCat(node, ": input 1 'rois' row ", r, " ([", roi[0], ",", roi[1], ",", roi[2],
+                       ",", roi[3], "]) takes ", bins.grid_h, " x ", bins.grid_w,
+                       " samples per output bin; at most ", kMaxRoiAlignSamplesPerBin,
+                       " (sampling_ratio 0 samples ceil(roi size / output size) "
+                       "along each side)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckRoiBatchIndices(const std::string& node, const int64_t* batch_indices,

@@ -31,8 +31,25 @@ struct RoiAlignAttributes {
   bool half_pixel = true;
 };
 
-// InvalidArgument naming the node and the input or attribute otherwise.
+// InvalidArgument naming the node and the input or attribute otherwise,
+// among them an X without rows or columns (H or W 0) for a non-empty Y, and
+// a sampling_ratio whose samples per bin pass kMaxRoiAlignSamplesPerBin.
 absl::StatusOr<RoiAlignAttributes> ParseRoiAlign(const KernelSpec& spec);
+
+// The most bilinear samples one output bin takes (a 256 x 256 grid): a
+// detection head's rois, on feature maps, take tens to hundreds. One thread
+// computes a bin on a GPU slot, so a request's roi of 1e12 pixels under
+// sampling_ratio 0 would otherwise occupy it for hours (and a CPU slot's
+// table of samples would not fit in memory).
+inline constexpr int64_t kMaxRoiAlignSamplesPerBin = int64_t{1} << 16;
+
+// The check every backend makes of a request's rois (`a.rois` of them, 4
+// floats each) before it samples X: InvalidArgument "<node>: input 1 'rois'
+// row <r> ([x1,y1,x2,y2]) takes <n> samples per output bin; at most 65536"
+// for the first roi whose adaptive grid (sampling_ratio 0) passes
+// kMaxRoiAlignSamplesPerBin; OK otherwise (a NaN or infinite roi takes none).
+absl::Status CheckRoiSamples(const std::string& node, const float* rois,
+                             const RoiAlignAttributes& a);
 
 // The check every backend makes of a request's batch_indices (`rois` of
 // them) before it reads X: InvalidArgument "<node>: input 2 'batch_indices'

@@ -28,6 +28,7 @@ class RoiAlignKernel : public Kernel {
     const int64_t* batch = static_cast<const int64_t*>(inputs[2]);
     float* y = static_cast<float*>(outputs[0]);
     REPLICAD_RETURN_IF_ERROR(CheckRoiBatchIndices(node_, batch, a_.rois, images_));
+    REPLICAD_RETURN_IF_ERROR(CheckRoiSamples(node_, rois, a_));
     const int64_t plane = a_.height * a_.width;
     const int64_t bins_per_roi = a_.output_height * a_.output_width;
     for (int64_t r = 0; r < a_.rois; ++r) {

@@ -55,5 +55,36 @@ TEST_F(RoiAlignKernelTest, BatchIndicesOutsideXAndMalformedInputsAreRefused) {
   EXPECT_THAT(y.status().message(), HasSubstr("input 1 'rois' must be float32 [num_rois, 4]"));
 }
 
+// A hostile request's work is bounded: a roi whose adaptive grid
+// (sampling_ratio 0) passes 65536 samples per bin is refused naming its row
+// (one bin of it would have taken 1e12 samples), as is a sampling_ratio
+// past 256 and an X without rows to sample; a roi that is merely large
+// still runs.
+TEST_F(RoiAlignKernelTest, WorkPerBinIsBoundedAndAnEmptyPlaneRefused) {
+  const Tensor x = Of<float>(DType::kFloat32, {1, 1, 2, 2}, {1, 2, 3, 4});
+  const Tensor batch = Of<int64_t>(DType::kInt64, {2}, {0, 0});
+  const Tensor huge = Of<float>(DType::kFloat32, {2, 4}, {0, 0, 2, 2, 0, 0, 1e12f, 1e12f});
+  absl::StatusOr<std::vector<Tensor>> y = Run("RoiAlign", {x, huge, batch}, Attributes(), 16);
+  ASSERT_FALSE(y.ok());
+  EXPECT_EQ(y.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(y.status().message(), HasSubstr("input 1 'rois' row 1"));
+  EXPECT_THAT(y.status().message(), HasSubstr("at most 65536"));
+  const Tensor large = Of<float>(DType::kFloat32, {2, 4}, {0, 0, 2, 2, 0, 0, 200, 200});
+  y = Run("RoiAlign", {x, large, batch}, Attributes(), 16);
+  EXPECT_TRUE(y.ok()) << y.status();  // 200 x 200 samples in its one bin.
+
+  Attributes ratio;
+  ratio.Set("sampling_ratio", int64_t{257});
+  y = Run("RoiAlign", {x, large, batch}, ratio, 16);
+  ASSERT_FALSE(y.ok());
+  EXPECT_THAT(y.status().message(), HasSubstr("'sampling_ratio' must be at most 256"));
+
+  y = Run("RoiAlign", {Tensor::Host(DType::kFloat32, {1, 1, 0, 2}), large, batch}, Attributes(),
+          16);
+  ASSERT_FALSE(y.ok());
+  EXPECT_EQ(y.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(y.status().message(), HasSubstr("input 0 'X' must have rows and columns"));
+}
+
 }  // namespace
 }  // namespace replicad

@@ -185,6 +185,20 @@ TEST_F(CudaRoiAlignPool3dTest, RoiAlignBatchIndexOutOfRangeIsRefusedAsOnTheCpu) 
   ExpectRefusedAlike(bad, good, "holds 3 at position 1; expected an image of X's 3");
 }
 
+// A roi whose adaptive grid passes 65536 samples per bin is refused before
+// anything is launched (one thread a bin would run for hours), with the
+// CPU's message; a fixed sampling_ratio reads no roi back.
+TEST_F(CudaRoiAlignPool3dTest, RoiAlignOfAHugeRoiIsRefusedAsOnTheCpu) {
+  const Tensor huge = Floats({2, 4}, {0, 0, 8, 8, 0, 0, 1e12f, 1e12f});
+  KernelCall bad = RoiAlignCall(Random(kImages, 7), huge, Int64s({2}, {0, 1}), "avg", "", 0);
+  KernelCall good = bad;
+  good.inputs[1] = Floats({2, 4}, {0, 0, 8, 8, 1, 1, 300, 300});
+  ExpectRefusedAlike(bad, good, "input 1 'rois' row 1");
+  ExpectKernelBytesMatchCpu(
+      RoiAlignCall(Random(kImages, 7), huge, Int64s({2}, {0, 1}), "avg", "", 2),
+      "the huge roi at a fixed sampling_ratio");
+}
+
 TEST_F(CudaRoiAlignPool3dTest, MaxPool3dGivesTheCpuBytes) {
   const Shape clip = {2, 3, 7, 9, 8};
   ExpectKernelBytesMatchCpu(
