@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <cstring>
 #include <optional>
 #include <tuple>
 #include <variant>
@@ -16,6 +14,7 @@
 #include "core/base/status_macros.h"
 #include "core/device/run_context.h"
 #include "core/train/barrier_collective.h"
+#include "core/train/data_parallel_trainer_impl.h"
 #include "core/train/finite_values.h"
 #include "core/train/gradient_reduction.h"
 #include "core/train/loss_scaler.h"
@@ -26,81 +25,6 @@
 #include "core/train/training_slot.h"
 
 namespace replicad {
-
-class DataParallelTrainer::Impl {
- public:
-  static absl::StatusOr<std::unique_ptr<Impl>> Create(std::shared_ptr<const Model> model,
-                                                      std::vector<TrainerSlot> slots,
-                                                      const TrainerOptions& options,
-                                                      TrainerReduction reduction);
-  ~Impl();
-
-  // Step, StepRows and StepShard: one step, which every rank sums once,
-  // failed or not.
-  absl::StatusOr<StepResult> StepGiven(const std::vector<Tensor>& inputs, const Tensor& targets,
-                                       const StepMode& mode) ABSL_LOCKS_EXCLUDED(mu_);
-
- private:
-  // The contract's calls other than the steps read the state directly.
-  friend class DataParallelTrainer;
-
-  Impl(std::shared_ptr<const Model> model, TrainingGraph training, const TrainerOptions& options);
-
-  // Step's body, in stages; `*progress` tells how far it went across ranks.
-  absl::StatusOr<StepResult> StepLocked(const std::vector<Tensor>& inputs, const Tensor& targets,
-                                        const StepMode& mode, StepProgress* progress)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The split (the job's, this rank's part; or this rank's shard over its
-  // slots) and each slice's plan.
-  absl::Status PlanSlices(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status SplitRows(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<SlotPlan*> PlanFor(TrainingSlot& slot, const std::vector<Shape>& shapes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Forward and backward of every slice, concurrently on the slots (with
-  // the reduction's part of each slot: GPU slots all-reduce their buckets
-  // meanwhile, or send their gradients to a parameter server).
-  absl::Status RunSlices(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Slice `i` on `slot`'s stream thread.
-  absl::Status RunSlice(StepState& step, int i, TrainingSlot& slot, const RunContext& context,
-                        BarrierCollective& collective, SlotReducer& reducer);
-  // The losses, and the gradients where the host reads them: summed over
-  // this rank's slots, then across ranks.
-  absl::Status GatherGradients(StepState& step, bool* summed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Scales the host's sums by 1 / batch; why the step must not be applied
-  // (a loss or a gradient that is not finite), or "".
-  std::string ScaleAndCheckFinite(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Why the update of the host's sums would make a weight not finite (a
-  // learning rate of 1e38 on finite gradients), checked on the copy that
-  // applies it before any copy does, or "". Device sums (NCCL, a GPU
-  // server) are not checked here.
-  std::string CheckUpdateStaysFinite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The first row's running statistics onto every slot.
-  absl::Status ShareRunningStatistics(StepState& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  StepResult ResultOf(const StepState& step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A job of whole batches: every rank's slices to every rank (one gather),
-  // into result->other_ranks. A failure loses only the report.
-  void ShareSliceReports(const StepState& step, StepResult* result)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  const std::shared_ptr<const Model> model_;
-  const TrainingGraph training_;
-  const bool sync_batch_norm_;
-  const uint64_t seed_;
-  const TrainerOptions::NonFiniteSteps non_finite_steps_;
-  const GradientLayout layout_;
-  // A job of several ranks; null when this process trains alone.
-  std::unique_ptr<RankCoordinator> ranks_;
-  std::vector<double> weights_;  // Of this process's slots.
-  mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<TrainingSlot>> slots_ ABSL_GUARDED_BY(mu_);
-  // After slots_: it goes first.
-  std::unique_ptr<GradientReduction> reduction_ ABSL_GUARDED_BY(mu_);
-  // Host copies of the running statistics on their way to every slot.
-  std::vector<Tensor> buffer_staging_ ABSL_GUARDED_BY(mu_);
-  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
-  // fp16 only: the loss scale between steps.
-  std::optional<LossScaler> loss_scaler_ ABSL_GUARDED_BY(mu_);
-};
 
 DataParallelTrainer::Impl::Impl(std::shared_ptr<const Model> model, TrainingGraph training,
                                 const TrainerOptions& options)
@@ -506,81 +430,6 @@ absl::Status DataParallelTrainer::Impl::GatherGradients(StepState& step, bool* s
   *summed = true;
   return ranks_->SumStep(step_ + 1, &step.loss, &step.correct, reduction_->host_sums(), &running,
                          layout_.sizes);
-}
-
-std::string DataParallelTrainer::Impl::ScaleAndCheckFinite(StepState& step) {
-  if (!std::isfinite(step.loss)) {
-    return NonFiniteLossReason(step.loss);
-  }
-  // The host's sums over the global batch (GPU slots under allreduce
-  // reduced on the devices, overlapped with the backward pass; a GPU
-  // server scales with its kernels).
-  HostGradients* sums = reduction_->host_sums();
-  if (sums == nullptr) return "";
-  for (size_t p = 0; p < sums->size(); ++p) {
-    std::vector<float>& sum = (*sums)[p];
-    for (float& v : sum) v *= step.scale;
-    // Where the host sums the gradients it also checks them (GPU slots
-    // under allreduce check theirs on a device: FirstNonFiniteDeviceSum).
-    if (!AllFinite(sum.data(), static_cast<int64_t>(sum.size()))) {
-      return NonFiniteGradientReason(training_, p);
-    }
-  }
-  return "";
-}
-
-std::string DataParallelTrainer::Impl::CheckUpdateStaysFinite() {
-  TrainingSlot* applying = reduction_->host_applier();
-  HostGradients* host_sums = reduction_->host_sums();
-  if (applying == nullptr || host_sums == nullptr || !InHostMemory(*applying->where.device)) {
-    return "";
-  }
-  std::vector<float*> parameters;
-  for (Tensor& p : applying->parameters) parameters.push_back(p.data<float>());
-  std::vector<const float*> sums;
-  for (const std::vector<float>& r : *host_sums) sums.push_back(r.data());
-  const std::optional<Optimizer::NonFiniteUpdate> bad =
-      applying->optimizer->FirstNonFiniteUpdate(parameters, sums);
-  return bad ? NonFiniteUpdateReason(training_, *applying->optimizer, *bad) : "";
-}
-
-absl::Status DataParallelTrainer::Impl::ShareRunningStatistics(StepState& step) {
-  // Running statistics: the first participant's (with SyncBatchNorm every
-  // participant computed the same), on every slot, through the host.
-  absl::Status copied;
-  const std::vector<Tensor>& running = step.running;
-  if (step.runs_first_row && ranks_ == nullptr) {
-    Device& first = *slots_[step.slices[0].slot]->where.device;
-    for (size_t b = 0; b < buffer_staging_.size(); ++b) {
-      first.EnqueueCopy(running[b].raw_data(), running[b].location(), buffer_staging_[b].raw_data(),
-                        buffer_staging_[b].location(), buffer_staging_[b].byte_size());
-    }
-    copied = first.Synchronize();
-  } else {
-    // Across ranks they came in host memory, the first row's rank's.
-    for (size_t b = 0; b < buffer_staging_.size() && b < running.size(); ++b) {
-      std::memcpy(buffer_staging_[b].raw_data(), running[b].raw_data(),
-                  std::min(buffer_staging_[b].byte_size(), running[b].byte_size()));
-    }
-  }
-  for (auto& slot : slots_) {
-    for (size_t b = 0; b < slot->buffers.size(); ++b) {
-      slot->where.device->EnqueueCopy(buffer_staging_[b].raw_data(), buffer_staging_[b].location(),
-                                      slot->buffers[b].raw_data(), slot->buffers[b].location(),
-                                      slot->buffers[b].byte_size());
-    }
-  }
-  for (auto& slot : slots_) {
-    absl::Status synced = slot->where.device->Synchronize();
-    if (copied.ok()) copied = synced;
-  }
-  if (!copied.ok()) {
-    return absl::Status(copied.code(), absl::StrCat("the running statistics could not be copied "
-                                                    "to every slot, so the replicas may no "
-                                                    "longer agree: ",
-                                                    copied.message()));
-  }
-  return absl::OkStatus();
 }
 
 // The contract's side: each call is the Impl's.
