@@ -170,9 +170,7 @@ std::pair<float, float> RangeOf(const float* x, int64_t count) {
 // of the range and quantize to 0.
 class DynamicQuantizeLinearKernel : public Kernel {
  public:
-  // `outputs`: how many of y, y_scale and y_zero_point the node names (the
-  // plan hands Run that many).
-  DynamicQuantizeLinearKernel(int64_t count, size_t outputs) : count_(count), outputs_(outputs) {}
+  explicit DynamicQuantizeLinearKernel(int64_t count) : count_(count) {}
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float* x = static_cast<const float*>(inputs[0]);
@@ -197,14 +195,13 @@ class DynamicQuantizeLinearKernel : public Kernel {
       const int64_t begin = chunk * kChunk;
       QuantizeRow(x + begin, std::min(kChunk, count - begin), scale, zero_point, y + begin);
     }
-    if (outputs_ > 1) *static_cast<float*>(outputs[1]) = scale;
-    if (outputs_ > 2) *static_cast<uint8_t*>(outputs[2]) = zero_point;
+    *static_cast<float*>(outputs[1]) = scale;
+    *static_cast<uint8_t*>(outputs[2]) = zero_point;
     return absl::OkStatus();
   }
 
  private:
   int64_t count_;
-  size_t outputs_;
 };
 
 }  // namespace
@@ -230,8 +227,7 @@ KernelOrStatus MakeDequantizeLinearKernel(const KernelSpec& spec, CpuKernelConte
 }
 
 KernelOrStatus MakeDynamicQuantizeLinearKernel(const KernelSpec& spec, CpuKernelContext&) {
-  return std::make_unique<DynamicQuantizeLinearKernel>(NumElements(spec.inputs[0]->shape),
-                                                       spec.outputs.size());
+  return std::make_unique<DynamicQuantizeLinearKernel>(NumElements(spec.inputs[0]->shape));
 }
 
 }  // namespace replicad

@@ -31,34 +31,28 @@ QuantizedType QuantizedTypeOf(DType dtype) {
   }
 }
 
-// Three launches sharing the plan's workspace for the partial ranges. A
-// node may name y alone (the plan then asks for fewer outputs); the scale
-// and zero point that quantize y are then kept after the partials.
+// Three launches sharing the plan's workspace for the partial ranges. The
+// node names y, y_scale and y_zero_point (ONNX's checker refuses fewer when
+// the model loads), so the plan hands Run all three.
 class DynamicQuantizeOnDevice final : public Kernel {
  public:
-  DynamicQuantizeOnDevice(const CudaKernelContext& context, int64_t count, size_t outputs)
-      : context_(context), count_(count), outputs_(outputs) {}
+  DynamicQuantizeOnDevice(const CudaKernelContext& context, int64_t count)
+      : context_(context), count_(count) {}
 
-  size_t workspace_bytes() const override {
-    return DynamicQuantizeLinearWorkspaceBytes() + 2 * sizeof(float);
-  }
-  void SetWorkspace(void* workspace) override { workspace_ = static_cast<char*>(workspace); }
+  size_t workspace_bytes() const override { return DynamicQuantizeLinearWorkspaceBytes(); }
+  void SetWorkspace(void* workspace) override { workspace_ = workspace; }
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    char* kept = workspace_ + DynamicQuantizeLinearWorkspaceBytes();
-    float* scale = static_cast<float*>(outputs_ > 1 ? outputs[1] : kept);
-    uint8_t* zero_point = static_cast<uint8_t*>(outputs_ > 2 ? outputs[2] : kept + sizeof(float));
     LaunchDynamicQuantizeLinear(static_cast<const float*>(inputs[0]), count_, workspace_,
-                                static_cast<uint8_t*>(outputs[0]), scale, zero_point,
-                                context_.stream);
+                                static_cast<uint8_t*>(outputs[0]), static_cast<float*>(outputs[1]),
+                                static_cast<uint8_t*>(outputs[2]), context_.stream);
     return LastLaunchStatus(context_.device, "DynamicQuantizeLinearKernel");
   }
 
  private:
   const CudaKernelContext& context_;
   int64_t count_;
-  size_t outputs_;
-  char* workspace_ = nullptr;
+  void* workspace_ = nullptr;
 };
 
 }  // namespace
@@ -66,7 +60,7 @@ class DynamicQuantizeOnDevice final : public Kernel {
 KernelOrStatus MakeCudaQuantizeKernel(const KernelSpec& spec, CudaKernelContext& context) {
   const int64_t n = NumElements(spec.inputs[0]->shape);
   if (spec.op_type == "DynamicQuantizeLinear") {
-    return std::make_unique<DynamicQuantizeOnDevice>(context, n, spec.outputs.size());
+    return std::make_unique<DynamicQuantizeOnDevice>(context, n);
   }
   const bool quantize = spec.op_type == "QuantizeLinear";
   REPLICAD_ASSIGN_OR_RETURN(LinearQuantization q,

@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/backends/cuda/cuda_call.h"
-#include "core/backends/cuda/kernels/cudnn_util.h"
+#include "core/backends/cuda/kernels/cudnn_convolution.h"
 #include "core/backends/cuda/kernels/elementwise_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/base/status_macros.h"

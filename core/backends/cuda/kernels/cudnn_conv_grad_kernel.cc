@@ -1,7 +1,7 @@
 // Convolution backward on cuDNN: the data gradient (replicad.ConvGradData)
 // and the filter and bias gradients (replicad.ConvGradFilter) of Conv, with
 // the forward kernel's descriptors, geometry and algorithm chooser
-// (cudnn_util.h), so both directions accept exactly the forms Conv does.
+// (cudnn_convolution.h), so both directions accept exactly the forms Conv does.
 
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/backends/cuda/cuda_call.h"
-#include "core/backends/cuda/kernels/cudnn_util.h"
+#include "core/backends/cuda/kernels/cudnn_convolution.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/base/status_macros.h"
 #include "core/ops/conv_attributes.h"

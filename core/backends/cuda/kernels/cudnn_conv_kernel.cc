@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/backends/cuda/cuda_call.h"
-#include "core/backends/cuda/kernels/cudnn_util.h"
+#include "core/backends/cuda/kernels/cudnn_convolution.h"
 #include "core/backends/cuda/kernels/elementwise_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/base/status_macros.h"

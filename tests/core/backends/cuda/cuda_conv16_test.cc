@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/backends/backends.h"
-#include "core/backends/cuda/kernels/cudnn_util.h"
+#include "core/backends/cuda/kernels/cudnn_convolution.h"
 #include "core/model/compute_precision.h"
 #include "core/model/onnx_import.h"
 #include "core/ops/op_registry.h"
