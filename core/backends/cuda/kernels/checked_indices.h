@@ -54,14 +54,26 @@ class CheckedInput {
   // The device values of this Run, `data` being the input's device pointer;
   // `check`'s error, or the failing copy's, when they are data.
   absl::StatusOr<const T*> Get(const CudaKernelContext& context, const void* data) {
-    if (constant_ != nullptr) return static_cast<const T*>(constant_->data());
+    REPLICAD_RETURN_IF_ERROR(Fetch(context, data));
     if (!host_.empty()) {
-      REPLICAD_CUDA_RETURN_IF_ERROR(context.device,
-                                    cudaMemcpyAsync(host_.data(), data, host_.size() * sizeof(T),
-                                                    cudaMemcpyDeviceToHost, context.stream));
       REPLICAD_CUDA_RETURN_IF_ERROR(context.device, cudaStreamSynchronize(context.stream));
-      REPLICAD_RETURN_IF_ERROR(check_(host_.data()));
     }
+    return Checked(data);
+  }
+
+  // Get in two halves, for a kernel with several checked inputs that waits
+  // for the stream once: Fetch enqueues the copy of data values to the host;
+  // after the stream has been synchronized, Checked checks them.
+  absl::Status Fetch(const CudaKernelContext& context, const void* data) {
+    if (constant_ != nullptr || host_.empty()) return absl::OkStatus();
+    REPLICAD_CUDA_RETURN_IF_ERROR(context.device,
+                                  cudaMemcpyAsync(host_.data(), data, host_.size() * sizeof(T),
+                                                  cudaMemcpyDeviceToHost, context.stream));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<const T*> Checked(const void* data) {
+    if (constant_ != nullptr) return static_cast<const T*>(constant_->data());
+    if (!host_.empty()) REPLICAD_RETURN_IF_ERROR(check_(host_.data()));
     return static_cast<const T*>(data);
   }
 

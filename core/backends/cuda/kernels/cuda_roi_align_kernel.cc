@@ -30,11 +30,16 @@ class CudaRoiAlignKernel final : public Kernel {
         rois_(std::move(rois)) {}
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
-    REPLICAD_ASSIGN_OR_RETURN(const int64_t* batch_indices,
-                              batch_indices_.Get(context_, inputs[2]));
+    REPLICAD_RETURN_IF_ERROR(batch_indices_.Fetch(context_, inputs[2]));
+    if (rois_.has_value()) REPLICAD_RETURN_IF_ERROR(rois_->Fetch(context_, inputs[1]));
+    // One wait for whatever was read back.
+    if (!replayable()) {
+      REPLICAD_CUDA_RETURN_IF_ERROR(context_.device, cudaStreamSynchronize(context_.stream));
+    }
+    REPLICAD_ASSIGN_OR_RETURN(const int64_t* batch_indices, batch_indices_.Checked(inputs[2]));
     const float* rois = static_cast<const float*>(inputs[1]);
     if (rois_.has_value()) {
-      REPLICAD_ASSIGN_OR_RETURN(rois, rois_->Get(context_, inputs[1]));
+      REPLICAD_ASSIGN_OR_RETURN(rois, rois_->Checked(inputs[1]));
     }
     LaunchRoiAlign(static_cast<const float*>(inputs[0]), rois, batch_indices,
                    static_cast<float*>(outputs[0]), a_, images_, context_.stream);
