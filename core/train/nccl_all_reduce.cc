@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "core/ops/op_registry.h"
 #include "core/ops/training_ops.h"
 #include "core/train/finite_values.h"
+#include "core/train/standalone_kernel.h"
 
 namespace replicad {
 namespace {
@@ -111,27 +111,19 @@ absl::Status NcclAllReduce::ApplyUpdate() {
 absl::StatusOr<std::optional<size_t>> NcclAllReduce::FirstNonFiniteDeviceSum() {
   TrainingSlot& slot = *slots_.front();
   Device& device = *slot.where.device;
-  if (all_finite_ == nullptr) {
-    KernelSpec spec;
-    Attributes none;
-    spec.op_type = std::string(kAllFinite);
-    spec.node_name = "the summed gradients' check";
-    spec.attributes = &none;
-    spec.inputs = {
-        TensorType{DType::kFloat32, {static_cast<int64_t>(layout_->arena_bytes / sizeof(float))}}};
-    spec.constant_inputs = {nullptr};
-    const OpDefinition* op = FindOp(spec.op_type);
-    if (op == nullptr) return absl::InternalError("replicad.AllFinite is not registered");
-    REPLICAD_RETURN_IF_ERROR(op->infer(&spec));
+  if (all_finite_.kernel == nullptr) {
+    const Shape arena{static_cast<int64_t>(layout_->arena_bytes / sizeof(float))};
     REPLICAD_ASSIGN_OR_RETURN(all_finite_flag_, device.Allocate(sizeof(float)));
-    REPLICAD_ASSIGN_OR_RETURN(all_finite_, device.MakeKernel(spec));
+    REPLICAD_ASSIGN_OR_RETURN(
+        all_finite_, MakeStandaloneKernel(device, kAllFinite, "the summed gradients' check",
+                                          Attributes(), {arena}));
   }
   float finite = 0.0f;
   absl::Status status;
   device.Enqueue([&] {
     const void* in[] = {slot.gradient_arena->data()};
     void* out[] = {all_finite_flag_->data()};
-    status = all_finite_->Run(RunContext{}, in, out);
+    status = all_finite_.kernel->Run(RunContext{}, in, out);
     if (status.ok()) {
       status = device.CopyOnStream(all_finite_flag_->data(), device.memory_location(), &finite,
                                    MemoryLocation{}, sizeof(float));

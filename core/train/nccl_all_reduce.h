@@ -6,6 +6,7 @@
 
 #include "core/device/slot_all_reduce.h"
 #include "core/train/gradient_reduction.h"
+#include "core/train/standalone_kernel.h"
 
 namespace replicad {
 
@@ -54,7 +55,7 @@ class NcclAllReduce : public GradientReduction {
   const std::unique_ptr<SlotAllReduce> all_reduce_;
   // FirstNonFiniteDeviceSum's kernel and its output on the first slot's device,
   // made by its first call.
-  std::unique_ptr<Kernel> all_finite_;
+  StandaloneKernel all_finite_;
   std::shared_ptr<Buffer> all_finite_flag_;
 };
 

@@ -13,6 +13,7 @@
 #include "core/device/run_context.h"
 #include "core/ops/optimizer_step_attributes.h"
 #include "core/ops/training_ops.h"
+#include "core/train/standalone_kernel.h"
 
 // The arithmetic, and why it matches PyTorch, is in core/ops/optimizer_step.h: the host
 // loops here and the CUDA kernel call the same per-element functions.
@@ -86,25 +87,16 @@ absl::Status Optimizer::BuildDeviceKernel(std::string_view op_type, size_t input
   if (updated_.empty()) return absl::OkStatus();
   // Only the kernel's build reads the node; it keeps what it needs.
   const Attributes attributes = OptimizerStepAttributes(config_);
-  KernelSpec spec;
-  spec.op_type = std::string(op_type);
-  spec.node_name = std::string(node_name);
-  spec.attributes = &attributes;
-  for (size_t i : updated_) {
-    spec.inputs.insert(spec.inputs.end(), inputs_per_parameter,
-                       TensorType{DType::kFloat32, {sizes_[i]}});
-  }
-  spec.constant_inputs.assign(spec.inputs.size(), nullptr);
-  REPLICAD_RETURN_IF_ERROR(op_type == kOptimizerStep ? InferOptimizerStep(&spec)
-                                                     : InferOptimizerDryRun(&spec));
+  std::vector<Shape> shapes;
+  for (size_t i : updated_) shapes.insert(shapes.end(), inputs_per_parameter, Shape{sizes_[i]});
+  REPLICAD_ASSIGN_OR_RETURN(
+      StandaloneKernel made,
+      MakeStandaloneKernel(*device_, op_type, std::string(node_name), attributes, shapes));
   DeviceKernel kernel;
-  REPLICAD_ASSIGN_OR_RETURN(kernel.kernel, device_->MakeKernel(spec));
-  if (const size_t bytes = kernel.kernel->workspace_bytes(); bytes != 0) {
-    REPLICAD_ASSIGN_OR_RETURN(kernel.workspace, device_->Allocate(bytes));
-    kernel.kernel->SetWorkspace(kernel.workspace->data());
-  }
-  kernel.inputs.resize(spec.inputs.size());
-  kernel.outputs.resize(spec.outputs.size());
+  kernel.kernel = std::move(made.kernel);
+  kernel.workspace = std::move(made.workspace);
+  kernel.inputs.resize(shapes.size());
+  kernel.outputs.resize(made.outputs);
   built = std::move(kernel);
   return absl::OkStatus();
 }

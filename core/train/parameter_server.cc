@@ -8,6 +8,7 @@
 #include "core/device/run_context.h"
 #include "core/ops/op_registry.h"
 #include "core/train/host_sum.h"
+#include "core/train/standalone_kernel.h"
 
 namespace replicad {
 namespace {
@@ -24,22 +25,12 @@ Device& CopyingDevice(Device& slot, Device& server) {
 absl::StatusOr<std::unique_ptr<Kernel>> MakeReductionKernel(
     Device& device, const char* op_type, const Attributes& attributes,
     const std::vector<Shape>& shapes, std::vector<std::shared_ptr<Buffer>>* workspaces) {
-  KernelSpec spec;
-  spec.op_type = op_type;
-  spec.node_name = absl::StrCat("ps gradient ", op_type);
-  spec.attributes = &attributes;
-  for (const Shape& shape : shapes) {
-    spec.inputs.push_back(TensorType{DType::kFloat32, shape});
-    spec.constant_inputs.push_back(nullptr);
-  }
-  REPLICAD_RETURN_IF_ERROR(FindOp(op_type)->infer(&spec));
-  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, device.MakeKernel(spec));
-  if (const size_t bytes = kernel->workspace_bytes(); bytes != 0) {
-    REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> workspace, device.Allocate(bytes));
-    kernel->SetWorkspace(workspace->data());
-    workspaces->push_back(std::move(workspace));
-  }
-  return kernel;
+  REPLICAD_ASSIGN_OR_RETURN(
+      StandaloneKernel made,
+      MakeStandaloneKernel(device, op_type, absl::StrCat("ps gradient ", op_type), attributes,
+                           shapes));
+  if (made.workspace != nullptr) workspaces->push_back(std::move(made.workspace));
+  return std::move(made.kernel);
 }
 
 // A GPU slot's arena goes to the server's copy as soon as its backward pass
