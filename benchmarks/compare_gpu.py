@@ -15,9 +15,11 @@ Inference, batch --batch, for TF32 off and on:
 Training step, batch --train-batch, SGD with momentum 0.9 and cross-entropy: PyTorch's
 forward, loss, backward and step, next to replicad's DataParallelTrainer step
 (build/benchmarks/train_step_bench: split, forward, loss, backward, gradient reduction on the
-GPU, optimizer on the GPU; host tensors in) with 1 and 2 slots on the one GPU, on resnet50
+GPU, optimizer on the GPU; host tensors in, two batches in turn, the next one uploaded while a
+step computes as for a TrainSteps client) with 1 and 2 slots on the one GPU, on resnet50
 exported in training mode (BatchNormalization with batch statistics); each one-slot step also
-with --no-cudnn-deterministic (cuDNN's fastest algorithms, as PyTorch's default).
+with --no-cudnn-deterministic (cuDNN's fastest algorithms, as PyTorch's default) and with
+--no-prefetch (each step uploading its own input first).
 Slots of one GPU: Predict on 1, 2 and 4 slots at batch 1, 8 and 64 (--slot-batches).
 fp16 training: replicad's TrainStep with precision fp16 (one slot) next to PyTorch's AMP step
 (autocast float16 and GradScaler), the JSON's train_step.fp16.
@@ -410,10 +412,26 @@ def main(argv):
                                    f"{fastest:.1f}" if fastest else f"failed: {fastest_error}",
                                    f"{args.train_batch / fastest * 1000:.0f}" if fastest else "",
                                    f"{fastest / peer:.2f}" if fastest else ""))
+                # The default posts the next batch, uploaded while a step computes (as
+                # TrainSteps does for a streaming client); beside it, each step's own upload.
+                log(f"replicad training step, tf32={tf32}, 1 slot, --no-prefetch")
+                unhidden, unhidden_error = replicad_ms(
+                    train_bench, "train_step",
+                    ["--model", train_path, "--device", args.device, "--slots", "1",
+                     "--batch", str(args.train_batch), "--no-prefetch"] +
+                    (["--tf32"] if tf32 else []), args)
+                train_rows.append(("replicad TrainStep, input uploaded in the step",
+                                   "on" if tf32 else "off", "1",
+                                   f"{unhidden:.1f}" if unhidden else f"failed: {unhidden_error}",
+                                   f"{args.train_batch / unhidden * 1000:.0f}" if unhidden else "",
+                                   f"{unhidden / peer:.2f}" if unhidden else ""))
                 train_cases[tf32] = gpu_summary.case(
-                    peer, ms, replicad_case=f"batch {args.train_batch}, 1 slot, deterministic",
+                    peer, ms,
+                    replicad_case=f"batch {args.train_batch}, 1 slot, deterministic, next batch "
+                                  "uploaded during the step",
                     pytorch_case=f"batch {args.train_batch}, SGD momentum 0.9, cudnn.benchmark",
-                    non_deterministic_replicad_ms=round(fastest, 3) if fastest else None)
+                    non_deterministic_replicad_ms=round(fastest, 3) if fastest else None,
+                    upload_in_step_replicad_ms=round(unhidden, 3) if unhidden else None)
         train_cases.setdefault(tf32, None)
 
     def table(rows):

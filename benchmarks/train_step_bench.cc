@@ -9,7 +9,10 @@
 //   build/benchmarks/train_step_bench --model m.onnx --device cpu:0 --slots 2 --batch 32
 // The model must hold its BatchNormalization and Dropout nodes in training form (as
 // torch.onnx.export writes them with training=TrainingMode.TRAINING). Inputs are
-// deterministic pseudo-random floats and labels; --warmup untimed steps run first (the
+// deterministic pseudo-random floats and labels, two batches taken in turn as a data
+// loader hands out batches; with --prefetch (the default) the next one is posted
+// (ModelTrainer::ExpectBatchesFrom) so GPU slots upload it while a step computes, as
+// TrainSteps does for a streaming client. --warmup untimed steps run first (the
 // first also builds the plans), then --iterations timed ones. Prints median, mean and min
 // milliseconds per step and images per second, the medians of the trainer's phases
 // (forward, backward, host reduction, optimizer) and the gradient bytes a slot sends to the
@@ -27,6 +30,7 @@
 #include "core/backends/backends.h"
 #include "core/model/onnx_import.h"
 #include "core/train/data_parallel_trainer.h"
+#include "core/train/upcoming_batch.h"
 
 namespace replicad {
 namespace {
@@ -43,6 +47,7 @@ struct Options {
   int iterations = 10;
   int warmup = 2;
   bool json = false;
+  bool prefetch = true;
 };
 
 // What the trainer reports of its steps (the timed ones): medians of its
@@ -50,6 +55,7 @@ struct Options {
 struct StepPhases {
   std::vector<double> forward_ms, backward_ms, reduce_ms, optimizer_ms;
   int64_t gradient_bytes_per_slot = 0;
+  int prefetched_steps = 0;  // Timed steps whose slot 0 read rows uploaded ahead.
 };
 
 double Median(std::vector<double> values) {
@@ -94,27 +100,41 @@ absl::StatusOr<Timing> Run(const Options& options, StepPhases* phases) {
       DataParallelTrainer::Create(*model, std::move(slots), trainer_options, std::move(reduction));
   if (!trainer.ok()) return trainer.status();
 
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < graph.inputs.size(); ++i) {
-    Shape shape = graph.values[graph.inputs[i]].type.shape;
-    if (shape.empty()) return absl::InvalidArgumentError("a rank-0 input has no batch dim");
-    shape[0] = options.batch;
-    for (int64_t d : shape) {
-      if (d == kAnyDim) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("input ", i, ": dims other than 0 must be fixed: ", ShapeToString(shape)));
-      }
-    }
-    Tensor t = Tensor::Host(DType::kFloat32, shape);
-    FillRandom(t.data<float>(), t.num_elements(), 7 + i);
-    inputs.push_back(std::move(t));
-  }
+  // Two batches, as a data loader's are: the step on one uploads the other.
+  std::vector<std::shared_ptr<UpcomingBatch>> batches;
   const Shape& logits = graph.values[graph.outputs[0]].type.shape;
   const int64_t classes = logits.size() == 2 && logits[1] > 0 ? logits[1] : 1;
-  Tensor labels = Tensor::Host(DType::kInt64, {options.batch});
-  for (int64_t r = 0; r < options.batch; ++r) labels.data<int64_t>()[r] = (r * 7) % classes;
+  for (int b = 0; b < 2; ++b) {
+    auto batch = std::make_shared<UpcomingBatch>();
+    for (size_t i = 0; i < graph.inputs.size(); ++i) {
+      Shape shape = graph.values[graph.inputs[i]].type.shape;
+      if (shape.empty()) return absl::InvalidArgumentError("a rank-0 input has no batch dim");
+      shape[0] = options.batch;
+      for (int64_t d : shape) {
+        if (d == kAnyDim) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "input ", i, ": dims other than 0 must be fixed: ", ShapeToString(shape)));
+        }
+      }
+      Tensor t = Tensor::Host(DType::kFloat32, shape);
+      FillRandom(t.data<float>(), t.num_elements(), 7 + i + 100 * b);
+      batch->inputs.push_back(std::move(t));
+    }
+    batch->targets = Tensor::Host(DType::kInt64, {options.batch});
+    for (int64_t r = 0; r < options.batch; ++r) {
+      batch->targets.data<int64_t>()[r] = (r * 7 + b) % classes;
+    }
+    batches.push_back(std::move(batch));
+  }
+  auto upcoming = std::make_shared<UpcomingBatches>();
+  if (options.prefetch) (*trainer)->ExpectBatchesFrom(upcoming);
+  int next = 0;
   return Measure("train_step", options.warmup, options.iterations, [&]() -> absl::Status {
-    absl::StatusOr<DataParallelTrainer::StepResult> step = (*trainer)->Step(inputs, labels);
+    const UpcomingBatch& batch = *batches[next];
+    next = 1 - next;
+    upcoming->Expect(batches[next]);
+    absl::StatusOr<DataParallelTrainer::StepResult> step =
+        (*trainer)->Step(batch.inputs, batch.targets);
     if (!step.ok()) return step.status();
     // Slot 0's slice stands for all (they run concurrently on equal slices).
     const DataParallelTrainer::SliceResult& first = step->slices.front();
@@ -122,6 +142,7 @@ absl::StatusOr<Timing> Run(const Options& options, StepPhases* phases) {
     phases->backward_ms.push_back((first.compute_seconds - first.forward_seconds) * 1e3);
     phases->reduce_ms.push_back(step->reduce_seconds * 1e3);
     phases->optimizer_ms.push_back(step->optimizer_seconds * 1e3);
+    if (first.input_prefetched) ++phases->prefetched_steps;
     phases->gradient_bytes_per_slot =
         step->reduced_bytes / static_cast<int64_t>(step->slices.size());
     return absl::OkStatus();
@@ -154,6 +175,8 @@ int Main(int argc, char** argv) {
   app.add_option("--warmup", options.warmup, "Untimed steps first")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--prefetch,!--no-prefetch", options.prefetch,
+               "Post the next batch so GPU slots upload it during a step (default on)");
   app.add_flag("--json", options.json, "Print a last line 'json: {...}' for scripts");
   CLI11_PARSE(app, argc, argv);
 
@@ -173,17 +196,20 @@ int Main(int argc, char** argv) {
       options.iterations, options.warmup, t->median_ms, t->mean_ms, t->min_ms, images_per_s);
   std::cout << absl::StrFormat(
       "phases (medians, slot 0): forward %.3f ms, backward %.3f ms, host reduction %.3f ms, "
-      "optimizer %.3f ms; gradients %d bytes per slot\n",
+      "optimizer %.3f ms; gradients %d bytes per slot; inputs uploaded ahead in %d of %d "
+      "steps\n",
       Median(phases.forward_ms), Median(phases.backward_ms), Median(phases.reduce_ms),
-      Median(phases.optimizer_ms), phases.gradient_bytes_per_slot);
+      Median(phases.optimizer_ms), phases.gradient_bytes_per_slot, phases.prefetched_steps,
+      static_cast<int>(phases.forward_ms.size()));
   if (options.json) {
     std::cout << absl::StrFormat(
         "json: {\"train_step\": {\"median_ms\": %.6f, \"mean_ms\": %.6f, \"min_ms\": %.6f, "
         "\"images_per_s\": %.3f, \"forward_ms\": %.6f, \"backward_ms\": %.6f, "
-        "\"reduce_ms\": %.6f, \"optimizer_ms\": %.6f, \"gradient_bytes_per_slot\": %d}}\n",
+        "\"reduce_ms\": %.6f, \"optimizer_ms\": %.6f, \"gradient_bytes_per_slot\": %d, "
+        "\"prefetched_steps\": %d}}\n",
         t->median_ms, t->mean_ms, t->min_ms, images_per_s, Median(phases.forward_ms),
         Median(phases.backward_ms), Median(phases.reduce_ms), Median(phases.optimizer_ms),
-        phases.gradient_bytes_per_slot);
+        phases.gradient_bytes_per_slot, phases.prefetched_steps);
   }
   return 0;
 }

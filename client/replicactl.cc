@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -605,7 +606,37 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
     int64_t accuracy_samples = 0;
     int64_t skipped_steps = 0;
     const absl::Time start = absl::Now();
-    for (int64_t begin = 0; begin < train.count; begin += args.batch_size) {
+    // One TrainSteps stream per epoch: the next batch is written before the
+    // answer to the one before is read, so the server always holds it (and
+    // uploads it to its GPUs while a step runs).
+    std::unique_ptr<client::ReplicadClient::StepStream> stream = client.TrainSteps();
+    std::deque<int64_t> unanswered;  // Rows of each step written and not yet answered.
+    auto answered = [&](const v1::TrainStepResponse& response) {
+      const int64_t rows = unanswered.front();
+      unanswered.pop_front();
+      // The server's count is the truth; an older one may leave it out.
+      const int64_t samples = response.samples() > 0 ? response.samples() : rows;
+      if (!response.skipped().empty()) {
+        ++skipped_steps;  // Its loss is not finite (an fp16 overflow): not in the figures.
+      } else {
+        loss_sum += response.loss() * static_cast<double>(samples);
+        loss_samples += samples;
+        if (response.has_accuracy()) {
+          accuracy_sum += response.accuracy() * static_cast<double>(samples);
+          accuracy_samples += samples;
+        }
+      }
+      state.done += rows;
+      state.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      if (loss_samples > 0) state.mean_loss = loss_sum / static_cast<double>(loss_samples);
+      if (accuracy_samples > 0) {
+        state.accuracy = accuracy_sum / static_cast<double>(accuracy_samples);
+      }
+      progress.Update(state);
+    };
+    v1::TrainStepResponse response;
+    bool open = true;  // The stream takes steps (none has failed).
+    for (int64_t begin = 0; open && begin < train.count; begin += args.batch_size) {
       std::vector<int64_t> indices(order.begin() + begin,
                                    order.begin() + std::min(train.count, begin + args.batch_size));
       const int64_t rows = static_cast<int64_t>(indices.size());
@@ -627,30 +658,19 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
       }
       *request.add_inputs() = ImageBatch(train, indices, input.name(), *sample_shape);
       *request.mutable_targets() = LabelBatch(train, indices);
-      absl::StatusOr<v1::TrainStepResponse> response = client.TrainStep(request);
-      if (!response.ok()) {
-        progress.Clear();
-        return Fail(InCall("TrainStep", response.status()), kExitFailure);
+      open = stream->Write(request);
+      if (open) unanswered.push_back(rows);
+      if (open && unanswered.size() > 1) {
+        open = stream->Read(&response);
+        if (open) answered(response);
       }
-      // The server's count is the truth; an older one may leave it out.
-      const int64_t samples = response->samples() > 0 ? response->samples() : rows;
-      if (!response->skipped().empty()) {
-        ++skipped_steps;  // Its loss is not finite (an fp16 overflow): not in the figures.
-      } else {
-        loss_sum += response->loss() * static_cast<double>(samples);
-        loss_samples += samples;
-        if (response->has_accuracy()) {
-          accuracy_sum += response->accuracy() * static_cast<double>(samples);
-          accuracy_samples += samples;
-        }
-      }
-      state.done += rows;
-      state.seconds = absl::ToDoubleSeconds(absl::Now() - start);
-      if (loss_samples > 0) state.mean_loss = loss_sum / static_cast<double>(loss_samples);
-      if (accuracy_samples > 0) {
-        state.accuracy = accuracy_sum / static_cast<double>(accuracy_samples);
-      }
-      progress.Update(state);
+    }
+    stream->Close();
+    while (!unanswered.empty() && stream->Read(&response)) answered(response);
+    if (absl::Status status = stream->Finish(); !status.ok() || !unanswered.empty()) {
+      progress.Clear();
+      if (status.ok()) status = absl::InternalError("TrainSteps ended with steps unanswered");
+      return Fail(InCall("TrainSteps", status), kExitFailure);
     }
     progress.Clear();
     const double rate = state.seconds > 0 ? static_cast<double>(state.done) / state.seconds : 0;

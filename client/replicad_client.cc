@@ -238,6 +238,40 @@ absl::StatusOr<v1::TrainStepResponse> ReplicadClient::TrainStep(
   return response;
 }
 
+ReplicadClient::StepStream::StepStream(const ReplicadClient& client) {
+  if (!client.token_.empty()) context_.AddMetadata("authorization", "Bearer " + client.token_);
+  call_ = client.stub_->TrainSteps(&context_);
+}
+
+ReplicadClient::StepStream::~StepStream() {
+  if (finished_.has_value()) return;
+  context_.TryCancel();
+  (void)call_->Finish();
+}
+
+bool ReplicadClient::StepStream::Write(const v1::TrainStepRequest& request) {
+  return !closed_ && call_->Write(request);
+}
+
+void ReplicadClient::StepStream::Close() {
+  if (closed_) return;
+  closed_ = true;
+  (void)call_->WritesDone();
+}
+
+bool ReplicadClient::StepStream::Read(v1::TrainStepResponse* response) {
+  return !finished_.has_value() && call_->Read(response);
+}
+
+absl::Status ReplicadClient::StepStream::Finish() {
+  if (!finished_.has_value()) finished_ = FromGrpcStatus(call_->Finish());
+  return *finished_;
+}
+
+std::unique_ptr<ReplicadClient::StepStream> ReplicadClient::TrainSteps() const {
+  return std::make_unique<StepStream>(*this);
+}
+
 absl::StatusOr<v1::SaveCheckpointResponse> ReplicadClient::SaveCheckpoint(
     const v1::SaveCheckpointRequest& request) {
   grpc::ClientContext context;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -73,6 +74,34 @@ class ReplicadClient {
   absl::StatusOr<v1::TrainStepResponse> TrainStep(const v1::TrainStepRequest& request);
   absl::StatusOr<v1::SaveCheckpointResponse> SaveCheckpoint(
       const v1::SaveCheckpointRequest& request);
+
+  // TrainSteps: steps written in order and answered in order, the server
+  // uploading the next one to its GPUs while one runs. Without the
+  // client's deadline (an epoch's stream may take hours); the token
+  // applies. Write the next step before reading the answer to the one
+  // before, so the server always holds it; more than one ahead only waits
+  // in gRPC's buffers. Not thread-safe: one writer and reader.
+  class StepStream {
+   public:
+    explicit StepStream(const ReplicadClient& client);
+    ~StepStream();  // Cancels a stream not yet finished.
+    // False once the call has ended (a step failed: Finish says why).
+    bool Write(const v1::TrainStepRequest& request);
+    // No more steps (half-close); their answers still come through Read.
+    void Close();
+    // The next step's answer; false once none is left.
+    bool Read(v1::TrainStepResponse* response);
+    // After Read said false: the call's status, OK once every step written
+    // was answered after Close; the first failed step's error otherwise.
+    absl::Status Finish();
+
+   private:
+    grpc::ClientContext context_;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::TrainStepRequest, v1::TrainStepResponse>> call_;
+    bool closed_ = false;
+    std::optional<absl::Status> finished_;
+  };
+  std::unique_ptr<StepStream> TrainSteps() const;
 
  private:
   ReplicadClient(std::shared_ptr<grpc::Channel> channel, absl::Duration deadline,

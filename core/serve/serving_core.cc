@@ -273,43 +273,65 @@ void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWr
 }
 
 void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainDone done) {
+  std::shared_ptr<LoadedModel> model;
+  absl::StatusOr<BoundTrainStep> step = BindTrainStep(request, nullptr, &model);
+  if (!step.ok()) return std::move(done)(step.status(), std::move(model));
+  TrainBound(*std::move(step), std::move(context), std::move(done));
+}
+
+absl::StatusOr<BoundTrainStep> ServingCore::BindTrainStep(const TrainRequest& request,
+                                                          std::shared_ptr<const void> keep_alive,
+                                                          std::shared_ptr<LoadedModel>* found) {
+  if (!Admit()) {
+    return absl::UnavailableError("replicad is shutting down; send the request elsewhere");
+  }
+  REPLICAD_ASSIGN_OR_RETURN(*found, FindModel(request.model, request.version, request.model_field));
+  const LoadedModel& model = **found;
+  auto fail = [&](const absl::Status& status) {
+    if (options_.observer != nullptr) options_.observer->OnTrainStepRefused(model, status);
+    return status;
+  };
+  if (model.training == nullptr) {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("model '", model.name, "' cannot be trained by this server")));
+  }
+  if (model.scheduler == nullptr) {
+    return fail(absl::InternalError(
+        absl::StrCat("model '", model.name, "' was loaded without a scheduler")));
+  }
+  BoundTrainStep step;
+  step.model = *found;
+  absl::StatusOr<std::vector<Tensor>> inputs =
+      BindInputs(model.model(), request.inputs, model.max_batch_size, keep_alive);
+  if (!inputs.ok()) return fail(inputs.status());
+  step.inputs = *std::move(inputs);
+  if (!request.targets) return fail(absl::InvalidArgumentError("targets: missing"));
+  absl::StatusOr<Tensor> targets =
+      BindTargets(*request.targets, step.inputs[0].shape()[0], std::move(keep_alive));
+  if (!targets.ok()) return fail(targets.status());
+  step.targets = *std::move(targets);
+  step.shard = request.shard;
+  return step;
+}
+
+void ServingCore::ExpectTrainStep(const BoundTrainStep& step) {
+  step.model->training->ExpectStep(step.inputs, step.targets);
+}
+
+void ServingCore::TrainBound(BoundTrainStep bound, RequestContext context, TrainDone done) {
   std::optional<InFlight> in_flight = Admit();
   if (!in_flight) {
     std::move(done)(absl::UnavailableError("replicad is shutting down; send the request elsewhere"),
-                    nullptr);
+                    std::move(bound.model));
     return;
   }
-  absl::StatusOr<std::shared_ptr<LoadedModel>> found =
-      FindModel(request.model, request.version, request.model_field);
-  if (!found.ok()) {
-    std::move(done)(found.status(), nullptr);
-    return;
-  }
-  std::shared_ptr<LoadedModel> model = *std::move(found);
-  auto fail = [&](const absl::Status& status) {
-    if (options_.observer != nullptr) options_.observer->OnTrainStepRefused(*model, status);
-    std::move(done)(status, model);
-  };
-  if (model->training == nullptr) {
-    return fail(absl::FailedPreconditionError(
-        absl::StrCat("model '", model->name, "' cannot be trained by this server")));
-  }
-  absl::StatusOr<std::vector<Tensor>> inputs =
-      BindInputs(model->model(), request.inputs, model->max_batch_size, nullptr);
-  if (!inputs.ok()) return fail(inputs.status());
-  if (!request.targets) return fail(absl::InvalidArgumentError("targets: missing"));
-  absl::StatusOr<Tensor> targets = BindTargets(*request.targets, (*inputs)[0].shape()[0], nullptr);
-  if (!targets.ok()) return fail(targets.status());
-  if (model->scheduler == nullptr) {
-    return fail(absl::InternalError(
-        absl::StrCat("model '", model->name, "' was loaded without a scheduler")));
-  }
+  std::shared_ptr<LoadedModel> model = std::move(bound.model);
   // The step queues with the model's predictions: it runs once the batches
   // before it have finished, and those behind it wait for it.
   auto step = std::make_unique<ScheduledRequest>();
-  step->inputs = *std::move(inputs);
-  step->targets = *std::move(targets);
-  step->shard = request.shard;
+  step->inputs = std::move(bound.inputs);
+  step->targets = std::move(bound.targets);
+  step->shard = bound.shard;
   step->context = std::move(context);
   // A queued step is dropped once the server stops; one running finishes its
   // step (a step is never stopped half applied).

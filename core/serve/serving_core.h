@@ -41,6 +41,15 @@ struct TrainRequest {
   std::string model_field = "model";
 };
 
+// A TrainRequest found, checked and bound to its model (BindTrainStep),
+// ready to queue (TrainBound).
+struct BoundTrainStep {
+  std::shared_ptr<LoadedModel> model;
+  std::vector<Tensor> inputs;  // Model order.
+  Tensor targets;
+  std::optional<TrainShard> shard;
+};
+
 // Where a protocol wants an inference's outputs: memory in its own response.
 class ResponseWriter {
  public:
@@ -126,6 +135,22 @@ class ServingCore {
   // for targets (BindTargets) and FailedPrecondition for a model that cannot
   // be trained here.
   void TrainStep(TrainRequest request, RequestContext context, TrainDone done);
+
+  // TrainStep in two halves, for steps a client streams (TrainStepStream):
+  // BindTrainStep finds the model and binds the request as TrainStep does,
+  // failing with its errors (`*found`: the model, when one was found; its
+  // refusals are counted); the tensors view the request's bytes, which
+  // `keep_alive` keeps valid (null: the caller keeps them until the step is
+  // done). TrainBound queues the bound step as TrainStep queues its own.
+  absl::StatusOr<BoundTrainStep> BindTrainStep(const TrainRequest& request,
+                                               std::shared_ptr<const void> keep_alive,
+                                               std::shared_ptr<LoadedModel>* found);
+  void TrainBound(BoundTrainStep step, RequestContext context, TrainDone done);
+  // Tells `step`'s model that it will most likely be queued next, so that
+  // its trainer may upload it while the step before computes
+  // (Trainable::ExpectStep). `step`'s tensors must own their bytes
+  // (BindTrainStep with `keep_alive`).
+  void ExpectTrainStep(const BoundTrainStep& step);
 
   // TrainingSession's Configure and SaveCheckpoint for `model`'s latest
   // version, with their errors, and Unavailable while draining, NotFound

@@ -129,6 +129,8 @@ absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Impl::StepL
     const std::vector<Tensor>& inputs, const Tensor& targets, const StepMode& mode,
     StepProgress* progress) {
   StepState step(inputs, targets, mode);
+  // A trainer alone uploads its caller's next batch while this one computes.
+  if (ranks_ == nullptr && std::holds_alternative<WholeBatch>(mode)) step.upcoming = upcoming_;
   absl::Status ready =
       ValidateTrainingBatch(training_, inputs, targets, &step.rows,
                             /*rows_may_be_none=*/std::holds_alternative<RankPart>(mode));
@@ -242,7 +244,8 @@ DataParallelTrainer::StepResult DataParallelTrainer::Impl::ResultOf(const StepSt
   result.rank = ranks_ != nullptr ? ranks_->ranks().rank() : 0;
   if (loss_scaler_.has_value()) result.loss_scale = step.loss_scale;
   for (size_t i = 0; i < step.slices.size(); ++i) {
-    result.slices.push_back({step.slices[i], step.seconds[i], step.forward_seconds[i]});
+    result.slices.push_back(
+        {step.slices[i], step.seconds[i], step.forward_seconds[i], step.prefetched[i] != 0});
   }
   return result;
 }
@@ -341,12 +344,20 @@ absl::Status DataParallelTrainer::Impl::RunSlices(StepState& step) {
   std::vector<std::unique_ptr<SlotReducer>> reducers(slots_.size());
   step.seconds.assign(slices.size(), 0.0);
   step.forward_seconds.assign(slices.size(), 0.0);
+  step.prefetched.assign(slices.size(), 0);
   std::vector<int> slice_of_slot(slots_.size(), -1);
   for (size_t i = 0; i < slices.size(); ++i) slice_of_slot[slices[i].slot] = static_cast<int>(i);
   for (size_t s = 0; s < slots_.size(); ++s) {
     const int i = slice_of_slot[s];
-    // A device reduction needs every slot, with or without rows.
-    if (i < 0 && !reduction_->every_slot_runs()) continue;
+    TrainingSlot& slot = *slots_[s];
+    // A device reduction needs every slot, with or without rows; a slot
+    // without either uploads the next rows meanwhile.
+    if (i < 0 && !reduction_->every_slot_runs()) {
+      if (step.upcoming != nullptr) {
+        slot.where.device->Enqueue([&, s] { UploadUpcoming(step, static_cast<int>(s), slot); });
+      }
+      continue;
+    }
     if (i >= 0) {
       RunContext& context = contexts[i];
       context.step = step_ + 1;
@@ -358,11 +369,14 @@ absl::Status DataParallelTrainer::Impl::RunSlices(StepState& step) {
       context.targets_checked = step.targets_checked;
     }
     reducers[s] = reduction_->ForSlot(static_cast<int>(s), step.scale);
-    TrainingSlot& slot = *slots_[s];
     slot.where.device->Enqueue([&, s, i] {
       const auto start = std::chrono::steady_clock::now();
       absl::Status status;
-      if (i >= 0) status = RunSlice(step, i, slot, contexts[i], collective, *reducers[s]);
+      if (i >= 0) {
+        status = RunSlice(step, i, slot, contexts[i], collective, *reducers[s]);
+      } else {
+        UploadUpcoming(step, static_cast<int>(s), slot);  // Idle: the next rows meanwhile.
+      }
       // Whatever happened, the other slots' reductions need this one's.
       absl::Status finished = reducers[s]->Finish();
       if (status.ok()) status = finished;
@@ -384,7 +398,9 @@ absl::Status DataParallelTrainer::Impl::RunSlice(StepState& step, int i, Trainin
                                                  SlotReducer& reducer) {
   Device& device = *slot.where.device;
   std::vector<const void*> in;
-  absl::Status status = SliceInputs(training_, step, i, slot, &in);
+  bool prefetched = false;
+  absl::Status status = SliceInputs(training_, step, i, slot, &in, &prefetched);
+  step.prefetched[i] = prefetched ? 1 : 0;
   std::vector<void*> out{slot.loss_sum.raw_data()};
   if (training_.classification) out.push_back(slot.correct.raw_data());
   for (Tensor& g : slot.gradients) out.push_back(g.raw_data());
@@ -396,6 +412,8 @@ absl::Status DataParallelTrainer::Impl::RunSlice(StepState& step, int i, Trainin
         context, in.data(), out.data(), backward, &step.forward_seconds[i],
         [&](int output) { return reducer.GradientWritten(output - first_gradient); });
   }
+  // Issued, not finished: the next batch's copies run beside it.
+  if (status.ok()) UploadUpcoming(step, step.slices[i].slot, slot);
   // The other slots may be waiting for this one in the collective.
   if (!status.ok()) collective.Abort();
   const MemoryLocation host{};
@@ -409,6 +427,39 @@ absl::Status DataParallelTrainer::Impl::RunSlice(StepState& step, int i, Trainin
   }
   if (status.ok()) status = reducer.SliceDone();
   return status;
+}
+
+namespace {
+
+// Rows of an upcoming batch whose tensors agree on them (Step checks the
+// rest once it is stepped); 0 when they do not.
+int64_t RowsOfUpcoming(const UpcomingBatch& batch) {
+  if (batch.inputs.empty() || batch.targets.shape().empty()) return 0;
+  const int64_t rows = batch.targets.shape()[0];
+  for (const Tensor& t : batch.inputs) {
+    if (t.shape().empty() || t.shape()[0] != rows || t.location().kind != MemoryKind::kHost) {
+      return 0;
+    }
+  }
+  return batch.targets.location().kind == MemoryKind::kHost ? rows : 0;
+}
+
+}  // namespace
+
+void DataParallelTrainer::Impl::UploadUpcoming(const StepState& step, int slot_index,
+                                               TrainingSlot& slot) {
+  if (step.upcoming == nullptr || InHostMemory(*slot.where.device)) return;
+  std::shared_ptr<const UpcomingBatch> next = step.upcoming->Next();
+  if (next == nullptr || next->Is(step.inputs, step.targets)) return;
+  const int64_t rows = RowsOfUpcoming(*next);
+  if (rows <= 0 || next->inputs.size() != static_cast<size_t>(training_.num_model_inputs)) return;
+  for (const BatchSlice& slice : SplitBatch(rows, weights_)) {
+    if (slice.slot != slot_index || slice.rows() == 0) continue;
+    // A copy that cannot be issued leaves the next step to copy as ever,
+    // and to meet the device's error itself.
+    (void)slot.prefetch.Upload(*slot.where.device, std::move(next), slice);
+    return;
+  }
 }
 
 absl::Status DataParallelTrainer::Impl::GatherGradients(StepState& step, bool* summed) {
@@ -445,6 +496,11 @@ absl::StatusOr<std::unique_ptr<DataParallelTrainer>> DataParallelTrainer::Create
       std::unique_ptr<Impl> impl,
       Impl::Create(std::move(model), std::move(slots), options, std::move(reduction)));
   return std::unique_ptr<DataParallelTrainer>(new DataParallelTrainer(std::move(impl)));
+}
+
+void DataParallelTrainer::ExpectBatchesFrom(std::shared_ptr<const UpcomingBatches> upcoming) {
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->upcoming_ = std::move(upcoming);
 }
 
 absl::StatusOr<DataParallelTrainer::StepResult> DataParallelTrainer::Step(

@@ -74,6 +74,13 @@ class DataParallelTrainer final : public ModelTrainer {
   absl::StatusOr<StepResult> Step(const std::vector<Tensor>& inputs,
                                   const Tensor& targets) override;
 
+  // Alone (no ranks), each step's slots on devices other than the host
+  // upload the upcoming batch's rows (as this trainer will split it) while
+  // their own slice computes, into a second set of buffers per slot (a
+  // slot without room for them copies as ever); a job of ranks uploads
+  // nothing ahead.
+  void ExpectBatchesFrom(std::shared_ptr<const UpcomingBatches> upcoming) override;
+
   // Step's checks of a batch, without stepping: rank 0 checks the whole
   // batch before it hands the other ranks their rows.
   absl::Status Validate(const std::vector<Tensor>& inputs, const Tensor& targets) const override;

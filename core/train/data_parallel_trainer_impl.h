@@ -62,6 +62,11 @@ class DataParallelTrainer::Impl {
   // Slice `i` on `slot`'s stream thread.
   absl::Status RunSlice(StepState& step, int i, TrainingSlot& slot, const RunContext& context,
                         BarrierCollective& collective, SlotReducer& reducer);
+  // After slice work on `slot` was issued: the caller's upcoming batch's
+  // rows for that slot, uploaded meanwhile (input_prefetch.h), when the
+  // step has an upcoming batch (StepState::upcoming) and the slot's memory
+  // is not the host's.
+  void UploadUpcoming(const StepState& step, int slot_index, TrainingSlot& slot);
   // The losses, and the gradients where the host reads them: summed over
   // this rank's slots, then across ranks.
   absl::Status GatherGradients(StepState& step, bool* summed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -97,6 +102,8 @@ class DataParallelTrainer::Impl {
   // Host copies of the running statistics on their way to every slot.
   std::vector<Tensor> buffer_staging_ ABSL_GUARDED_BY(mu_);
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  // Where the caller posts its next batch (ExpectBatchesFrom); may be null.
+  std::shared_ptr<const UpcomingBatches> upcoming_ ABSL_GUARDED_BY(mu_);
   // fp16 only: the loss scale between steps.
   std::optional<LossScaler> loss_scaler_ ABSL_GUARDED_BY(mu_);
 };

@@ -16,6 +16,7 @@
 #include "core/tensor/tensor.h"
 #include "core/train/trainer_options.h"
 #include "core/train/training_ranks.h"
+#include "core/train/upcoming_batch.h"
 
 namespace replicad {
 
@@ -24,6 +25,8 @@ struct TrainerSliceResult {
   BatchSlice slice;
   double compute_seconds = 0;  // Forward and backward.
   double forward_seconds = 0;  // Of which the forward pass and the loss.
+  // Its rows were uploaded to the slot's device during the step before.
+  bool input_prefetched = false;
 };
 
 // What one training step did.
@@ -74,6 +77,13 @@ class ModelTrainer {
   // TrainerOptions::non_finite_steps refuses it; nothing is updated then.
   virtual absl::StatusOr<TrainerStepResult> Step(const std::vector<Tensor>& inputs,
                                                  const Tensor& targets) = 0;
+  // Where the caller will post the batch it expects to step on next, so
+  // that a trainer whose slots' memory the host does not read (GPUs) can
+  // upload it while the current step computes; a step on that very batch
+  // then starts at once (TrainerSliceResult::input_prefetched). A trainer
+  // that uploads nothing ahead ignores it (the default). Steps are the
+  // same either way.
+  virtual void ExpectBatchesFrom(std::shared_ptr<const UpcomingBatches> upcoming) {}
   // Step's checks of a batch, without stepping.
   virtual absl::Status Validate(const std::vector<Tensor>& inputs, const Tensor& targets) const = 0;
 

@@ -14,12 +14,14 @@ namespace replicad {
 // of `step` for its plan on `slot`, in the training graph's order: the
 // model's inputs and the targets (the slice's rows of the step's host
 // tensors, read in place by a slot in host memory, else copied on the
-// slot's stream into the plan's buffers), the slot's parameters and
+// slot's stream into the plan's buffers, or taken from the slot's
+// InputPrefetch when it uploaded them ahead: then `*prefetched`), the
+// slot's parameters and
 // buffers, then the fp16 loss scale where `training` has one (read in place,
 // or copied likewise). Call on the slot's stream thread; `step` must outlive
 // the slot's work. The first failed copy's error (`in` may then be short).
 absl::Status SliceInputs(const TrainingGraph& training, const StepState& step, int i,
-                         const TrainingSlot& slot, std::vector<const void*>* in);
+                         TrainingSlot& slot, std::vector<const void*>* in, bool* prefetched);
 
 }  // namespace replicad
 

@@ -8,6 +8,7 @@
 #include "core/tensor/tensor.h"
 #include "core/train/rank_coordinator.h"
 #include "core/train/training_slot.h"
+#include "core/train/upcoming_batch.h"
 
 namespace replicad {
 
@@ -39,6 +40,10 @@ struct StepState {
   bool targets_checked = false;  // The class labels, on the host (RunContext::targets_checked).
   std::vector<SlotPlan*> plans;  // Per slice.
   std::vector<double> seconds, forward_seconds;
+  std::vector<char> prefetched;  // Per slice: its inputs were uploaded ahead.
+  // Where the caller posts its next batch, for the slots to upload it while
+  // this step computes; null: nothing is uploaded ahead (ranks, shards).
+  std::shared_ptr<const UpcomingBatches> upcoming;
   double loss = 0, correct = 0;  // Sums: this rank's, then the job's.
   int64_t reduced_bytes = 0;
   std::vector<Tensor> running;  // The running statistics every slot takes.

@@ -39,6 +39,13 @@ class Trainable {
   virtual void Step(std::vector<Tensor> inputs, Tensor targets, std::optional<TrainShard> shard,
                     StepDone done) = 0;
 
+  // Tells the training side that a step on `inputs` and `targets` (host
+  // tensors that own their bytes, bound and checked as Step's) will most
+  // likely be queued next, by a client streaming its steps: it may be
+  // uploaded to the slots' devices while the step before computes. A hint:
+  // nothing changes if it never comes. The default ignores it.
+  virtual void ExpectStep(std::vector<Tensor> inputs, Tensor targets) {}
+
   // Steps that changed the weights so far (a checkpoint's included). Cheap:
   // readable while a step runs.
   virtual int64_t trained_step() const = 0;

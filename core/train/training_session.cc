@@ -146,6 +146,7 @@ absl::Status TrainingSession::EnsureTrainer(DType target_dtype) {
     REPLICAD_RETURN_IF_ERROR((*trainer)->Resume(published_step_, {}));
   }
   trainer_ = *std::move(trainer);
+  trainer_->ExpectBatchesFrom(upcoming_);
   trainer_target_dtype_ = target_dtype;
   return absl::OkStatus();
 }
@@ -234,8 +235,17 @@ void TrainingSession::Step(std::vector<Tensor> inputs, Tensor targets,
                            StepDone done) {
   worker_.Submit([this, inputs = std::move(inputs), targets = std::move(targets), shard, from_rank0,
                   done = std::move(done)]() mutable {
+    // Expected or not, it is no longer upcoming.
+    upcoming_->Started(inputs, targets);
     std::move(done)(StepNow(inputs, targets, shard, from_rank0));
   });
+}
+
+void TrainingSession::ExpectStep(std::vector<Tensor> inputs, Tensor targets) {
+  auto batch = std::make_shared<UpcomingBatch>();
+  batch->inputs = std::move(inputs);
+  batch->targets = std::move(targets);
+  upcoming_->Expect(std::move(batch));
 }
 
 namespace {

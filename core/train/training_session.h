@@ -23,6 +23,7 @@
 #include "core/train/rank_job.h"
 #include "core/train/trainable.h"
 #include "core/train/training_config.h"
+#include "core/train/upcoming_batch.h"
 
 namespace replicad {
 
@@ -129,6 +130,9 @@ class TrainingSession final : public Trainable {
   // shard is FailedPrecondition.
   void Step(std::vector<Tensor> inputs, Tensor targets, std::optional<TrainShard> shard,
             StepDone done) override;
+  // The trainer (a DataParallelTrainer on GPU slots) uploads the expected
+  // batch while the step before it computes (ModelTrainer::ExpectBatchesFrom).
+  void ExpectStep(std::vector<Tensor> inputs, Tensor targets) override;
   int64_t trained_step() const override { return trained_step_.load(); }
   void TrainedWeights(WeightsDone then) override;
 
@@ -216,6 +220,8 @@ class TrainingSession final : public Trainable {
   // published_step_ once a step has applied, readable without waiting for
   // a step that holds mu_.
   std::atomic<int64_t> trained_step_{0};
+  // The batch a client will step on next, for the trainer to upload ahead.
+  const std::shared_ptr<UpcomingBatches> upcoming_ = std::make_shared<UpcomingBatches>();
 
   WorkerPool worker_{1};  // Last: its tasks use everything above.
 };

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/device/device.h"
 #include "core/model/execution_plan.h"
+#include "core/train/input_prefetch.h"
 #include "core/train/optimizer.h"
 #include "core/train/trainer_options.h"
 #include "core/train/training_graph.h"
@@ -81,6 +82,8 @@ struct TrainingSlot {
   float correct_host = 0;
   std::unique_ptr<Optimizer> optimizer;  // Null where a parameter server updates.
   std::map<std::vector<Shape>, SlotPlan> plans;
+  // The next step's rows, uploaded ahead (not for slots in host memory).
+  InputPrefetch prefetch;
 };
 
 // A slot starting from `source`'s weights (the initial sync), all copies

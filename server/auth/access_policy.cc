@@ -28,6 +28,7 @@ constexpr std::pair<const char*, Role> kRequired[] = {
     {"CudaSharedMemoryStatus", Role::kInfer},
     {"ConfigureTraining", Role::kTrain},
     {"TrainStep", Role::kTrain},
+    {"TrainSteps", Role::kTrain},
     {"SaveCheckpoint", Role::kTrain},
     // Untrained weights are what any caller may predict with; trained ones
     // need train too (checked by the handler once it knows).

@@ -23,7 +23,7 @@ std::optional<Role> ParseRole(absl::string_view name);
 //            ServerMetadata, ModelMetadata, ModelConfig, ModelStatistics,
 //            RepositoryIndex, SystemSharedMemoryStatus, DownloadModel (and
 //            train where the weights are trained: its handler checks)
-//   train:   ConfigureTraining, TrainStep, SaveCheckpoint
+//   train:   ConfigureTraining, TrainStep, TrainSteps, SaveCheckpoint
 //   admin:   RepositoryModelLoad, RepositoryModelUnload, LoadModel, UnloadModel,
 //            SystemSharedMemoryRegister, SystemSharedMemoryUnregister
 //   metrics: Metrics (the Prometheus endpoint, under --metrics-auth only)

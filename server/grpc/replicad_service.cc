@@ -8,54 +8,15 @@
 #include "core/model/compute_precision.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/model_download.h"
+#include "server/grpc/train_steps_call.h"
 #include "server/grpc/unary_call.h"
+#include "server/grpc/v1_messages.h"
 #include "server/grpc/wire_request.h"
 #include "server/grpc/wire_response.h"
 #include "server/training_config_proto.h"
 
 namespace replicad {
 namespace {
-
-// v1::DataType's values are ONNX's, as DType's are.
-absl::StatusOr<DType> DecodeDType(int value, const std::string& field) {
-  absl::StatusOr<DType> dtype = DTypeFromOnnx(value);
-  if (value != v1::DATA_TYPE_UNSPECIFIED && v1::DataType_IsValid(value) && dtype.ok()) {
-    return *dtype;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      field,
-      ".dtype: expected DATA_TYPE_FLOAT32, DATA_TYPE_FLOAT16, DATA_TYPE_BFLOAT16, "
-      "DATA_TYPE_INT64, DATA_TYPE_INT32, DATA_TYPE_INT8, DATA_TYPE_UINT8 or DATA_TYPE_BOOL, "
-      "received ",
-      v1::DataType_IsValid(value) ? v1::DataType_Name(value) : std::string("unknown"), " (", value,
-      ")"));
-}
-
-// A request tensor's dtype, shape and bytes `raw` (not yet checked against
-// anything).
-absl::StatusOr<RequestInput> DecodeTensor(const v1::Tensor& t, absl::string_view raw,
-                                          const std::string& field) {
-  REPLICAD_ASSIGN_OR_RETURN(DType dtype, DecodeDType(t.dtype(), field));
-  return RequestInput{t.name(), dtype, Shape(t.shape().begin(), t.shape().end()), raw.data(),
-                      raw.size()};
-}
-
-// `raw[i]` holds tensors[i]'s bytes where the wire walk took them out of
-// the message (Predict); empty, they are in the tensors (TrainStep).
-absl::StatusOr<std::vector<RequestInput>> DecodeInputs(
-    const google::protobuf::RepeatedPtrField<v1::Tensor>& tensors,
-    absl::Span<const std::shared_ptr<HostBuffer>> raw = {}) {
-  std::vector<RequestInput> inputs;
-  inputs.reserve(tensors.size());
-  for (int i = 0; i < tensors.size(); ++i) {
-    REPLICAD_ASSIGN_OR_RETURN(
-        RequestInput input,
-        DecodeTensor(tensors[i], raw.empty() ? tensors[i].raw() : BytesOf(raw[i]),
-                     absl::StrCat("inputs[", i, "] '", tensors[i].name(), "'")));
-    inputs.push_back(std::move(input));
-  }
-  return inputs;
-}
 
 v1::DataType EncodeDType(DType dtype) { return static_cast<v1::DataType>(dtype); }
 
@@ -100,40 +61,6 @@ class PooledTensors : public ResponseWriter {
   v1::PredictResponse head_;  // Without the outputs' bytes: raw_[i] holds outputs(i)'s.
   std::vector<std::shared_ptr<HostBuffer>> raw_;
 };
-
-void AddReplica(v1::TrainStepResponse* response, const RankSlice& slice) {
-  v1::ReplicaStep* out = response->add_replicas();
-  out->set_slot(slice.slot);
-  out->set_device(slice.device);
-  out->set_begin(slice.begin);
-  out->set_end(slice.end);
-  out->set_compute_seconds(slice.compute_seconds);
-  out->set_rank(slice.rank);
-}
-
-void FillTrainStepResponse(const DataParallelTrainer::StepResult& step, const LoadedModel& model,
-                           v1::TrainStepResponse* response) {
-  response->set_model(model.name);
-  response->set_loss(step.loss);
-  response->set_has_accuracy(step.accuracy.has_value());
-  if (step.accuracy) response->set_accuracy(*step.accuracy);
-  response->set_step(step.step);
-  response->set_samples(step.samples);
-  response->set_reduce_seconds(step.reduce_seconds);
-  response->set_optimizer_seconds(step.optimizer_seconds);
-  response->set_skipped(step.skipped);
-  response->set_loss_scale(step.loss_scale);
-  response->set_checkpoint_path(step.checkpoint_path);
-  response->set_checkpoint_error(std::string(step.checkpoint_status.message()));
-  // The trainer's slots are the serving slots, in the same order.
-  const std::vector<SlotStatus> slots = model.servable->Slots();
-  for (const DataParallelTrainer::SliceResult& slice : step.slices) {
-    const SlotStatus& slot = slots[slice.slice.slot];
-    AddReplica(response, RankSlice{step.rank, slot.slot, slot.device, slice.slice.begin,
-                                   slice.slice.end, slice.compute_seconds});
-  }
-  for (const RankSlice& slice : step.other_ranks) AddReplica(response, slice);
-}
 
 }  // namespace
 
@@ -265,22 +192,9 @@ grpc::ServerUnaryReactor* ReplicadService::TrainStep(grpc::CallbackServerContext
                                                      v1::TrainStepResponse* response) {
   UnaryCall call(context, metrics_, "TrainStep", tokens_);
   if (!call.access().ok()) return call.Finish(call.access());
-  absl::StatusOr<std::vector<RequestInput>> inputs = DecodeInputs(request->inputs());
-  if (!inputs.ok()) return call.Finish(inputs.status());
-  TrainRequest train;
-  train.model = request->model();
-  train.inputs = *std::move(inputs);
-  if (request->has_targets()) {
-    absl::StatusOr<RequestInput> targets =
-        DecodeTensor(request->targets(), request->targets().raw(), "targets");
-    if (!targets.ok()) return call.Finish(targets.status());
-    train.targets = *std::move(targets);
-  }
-  if (request->has_shard()) {
-    train.shard =
-        TrainShard{request->shard().step(), request->shard().rank(), request->shard().world_size()};
-  }
-  core_.TrainStep(std::move(train), ContextOf(context),
+  absl::StatusOr<TrainRequest> train = TrainRequestOf(*request);
+  if (!train.ok()) return call.Finish(train.status());
+  core_.TrainStep(*std::move(train), ContextOf(context),
                   [call, response](absl::StatusOr<DataParallelTrainer::StepResult> step,
                                    std::shared_ptr<LoadedModel> model) mutable {
                     const std::string name = model != nullptr ? model->name : "";
@@ -336,6 +250,11 @@ grpc::ServerUnaryReactor* ReplicadService::UnloadModel(grpc::CallbackServerConte
   UnloadModelAndUpload(core_, uploads_, request->model(), request->remove_upload(),
                        [call](absl::Status status) mutable { call.Finish(status); });
   return call.reactor();
+}
+
+grpc::ServerBidiReactor<v1::TrainStepRequest, v1::TrainStepResponse>* ReplicadService::TrainSteps(
+    grpc::CallbackServerContext* context) {
+  return StartTrainSteps(context, core_, metrics_, tokens_);
 }
 
 grpc::ServerWriteReactor<v1::ModelChunk>* ReplicadService::DownloadModel(

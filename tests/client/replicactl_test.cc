@@ -126,6 +126,21 @@ class FakeTrainer final : public v1::Replicad::Service {
     return grpc::Status::OK;
   }
 
+  // replicactl train streams its steps: each answered as TrainStep does, the
+  // first failure ending the stream.
+  grpc::Status TrainSteps(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::TrainStepResponse, v1::TrainStepRequest>* stream) override {
+    v1::TrainStepRequest request;
+    while (stream->Read(&request)) {
+      v1::TrainStepResponse response;
+      grpc::Status status = TrainStep(context, &request, &response);
+      if (!status.ok()) return status;
+      stream->Write(response);
+    }
+    return grpc::Status::OK;
+  }
+
   grpc::Status TrainStep(grpc::ServerContext*, const v1::TrainStepRequest* request,
                          v1::TrainStepResponse* response) override {
     if (request->model() == "untrained") {
@@ -276,7 +291,7 @@ TEST_F(ReplicactlTrainTest, ServerErrorsArePrintedWithTheirCode) {
       Train({"--model", "untrained", "--data", data_, "--epochs", "1", "--batch-size", "8"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err,
-              HasSubstr("replicactl: UNIMPLEMENTED: TrainStep: training is not implemented"));
+              HasSubstr("replicactl: UNIMPLEMENTED: TrainSteps: training is not implemented"));
   r = Train({"--model", "nope", "--data", data_, "--epochs", "1", "--batch-size", "8"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("replicactl: NOT_FOUND: GetModel: no model 'nope'"));

@@ -1,7 +1,9 @@
 """fit against a real daemon: one epoch of Fashion-MNIST from numpy arrays and from a PyTorch
 DataLoader reaches replicactl train's test accuracy with the same sample order and optimizer;
 resuming with initial_step continues the same schedule; a server that goes away names the
-step."""
+step. Over TrainSteps (fit(stream=True), train_steps): the same steps as one TrainStep each, in
+order; a bad batch ends the stream with nothing after it run; a stop counts the batch sent
+ahead."""
 
 import os
 import re
@@ -222,3 +224,113 @@ def test_reduced_precision_training_configures_and_trains(serve, client_of, fash
     with pytest.raises(replicad.InvalidArgument) as raised:
         client.configure_training("default", precision="half", **SGD)
     assert "config.precision" in raised.value.message and "half" in raised.value.message
+
+
+# ---- TrainSteps: fit(stream=True) and Client.train_steps -------------------------------------
+
+# The same requests in the same order on the same slots (fixed weights): the streamed steps
+# compute exactly what one TrainStep per batch computes, so their losses and weights are
+# bit-equal (tolerance 0).
+STREAM_TOLERANCE = 0.0
+FIXED_SLOTS = ("--slot-weights", "1,1")
+
+
+def server_step(client):
+    """The server's step count of the default model (a new configuration keeps it)."""
+    return client.configure_training("default", **SGD).step
+
+
+def test_fit_over_one_stream_per_epoch_trains_the_same_steps(serve, client_of, fashion_mnist):
+    x, y, x_test, _ = fashion_mnist
+    x, y = x[:640], y[:640]  # 10 batches an epoch, 2 epochs
+    results = {}
+    for stream in (False, True):
+        client = client_of(serve(*FIXED_SLOTS))
+        client.configure_training("default", **SGD)
+        history = client.fit("default", x, y, batch_size=BATCH, epochs=2, verbose=0,
+                             stream=stream)
+        assert history.step == 20 and server_step(client) == 20
+        assert history.skipped_steps == [0, 0]
+        results[stream] = history, client.predict("default", x_test[:100])["logits"]
+    (unary, unary_logits), (streamed, streamed_logits) = results[False], results[True]
+    assert sorted(streamed.history) == ["accuracy", "loss"]
+    for key in ("loss", "accuracy"):
+        np.testing.assert_allclose(streamed.history[key], unary.history[key], rtol=0,
+                                   atol=STREAM_TOLERANCE)
+    np.testing.assert_allclose(streamed_logits, unary_logits, rtol=0, atol=STREAM_TOLERANCE)
+
+
+def test_train_steps_answers_each_batch_in_order(serve, client_of, fashion_mnist):
+    x, y = fashion_mnist[0][:320], fashion_mnist[1][:320]
+    client = client_of(serve())
+    client.configure_training("default", **SGD)
+    first = client.train_step("default", x[:BATCH], y[:BATCH]).step
+    batches = [(x[b:b + BATCH], y[b:b + BATCH]) for b in range(0, 320, BATCH)]
+    results = list(client.train_steps("default", batches))
+    assert [r.step for r in results] == [first + 1 + k for k in range(len(batches))]
+    assert all(r.samples == BATCH and r.skipped is None and r.loss > 0 for r in results)
+    # CPU slots read a batch's rows in place: nothing is uploaded ahead.
+    assert all(s.device.startswith("cpu") and s.input_prefetched is False
+               for r in results for s in r.slices), results[0].slices
+    assert server_step(client) == first + len(batches)
+
+
+def test_a_bad_batch_ends_the_stream_and_nothing_after_it_runs(serve, client_of, fashion_mnist):
+    x, y = fashion_mnist[0][:640], fashion_mnist[1][:640].copy()
+    y[3 * BATCH + 5] = 10  # Batch 3 holds a label outside [0, 10).
+    client = client_of(serve())
+    client.configure_training("default", **SGD)
+    with pytest.raises(replicad.InvalidArgument) as raised:
+        client.fit("default", x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0,
+                   stream=True)
+    error = raised.value
+    assert error.step == 3 and error.call == "TrainSteps"
+    assert "fit step 4 (epoch 1/1, batch 4/10)" in str(error), str(error)
+    assert "initial_step=3" in str(error) and "targets" in str(error), str(error)
+    assert server_step(client) == 3
+
+    batches = [(x[b:b + BATCH], y[b:b + BATCH]) for b in range(0, 640, BATCH)]
+    answered = []
+    with pytest.raises(replicad.InvalidArgument) as raised:
+        for result in client.train_steps("default", batches):
+            answered.append(result.step)
+    assert answered == [4, 5, 6] and raised.value.call == "TrainSteps"
+    assert "targets" in raised.value.message, raised.value.message
+    assert server_step(client) == 6
+
+
+class Counting(replicad.Callback):
+    """Stops after batch `stop_at` of the first epoch; counts the batches answered."""
+
+    def __init__(self, stop_at):
+        self.stop_at, self.began, self.ended, self.fit_step = stop_at, [], [], None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.began.append(batch)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.ended.append(batch)
+        if batch == self.stop_at:
+            self.fit.stop_training = True
+
+    def on_train_end(self, logs=None):
+        self.fit_step = self.fit.fit_step
+
+
+def test_stop_training_over_a_stream_counts_the_batch_sent_ahead(serve, client_of,
+                                                                  fashion_mnist):
+    x, y = fashion_mnist[0][:640], fashion_mnist[1][:640]
+    client = client_of(serve())
+    client.configure_training("default", **SGD)
+    k = 3
+    counting = Counting(stop_at=k)
+    history = client.fit("default", x, y, batch_size=BATCH, epochs=2, verbose=0, stream=True,
+                         callbacks=[counting])
+    ran = server_step(client)
+    assert ran in (k + 1, k + 2), ran  # Batch k + 1 may have been sent ahead: it ran.
+    assert history.step == ran and counting.fit_step == ran and history.epoch == [0]
+    assert counting.ended == list(range(ran)) and counting.began == list(range(ran))
+    # Resuming from the count continues the same schedule to its end.
+    rest = client.fit("default", x, y, batch_size=BATCH, epochs=2, verbose=0, stream=True,
+                      initial_step=ran)
+    assert rest.step == 20 and rest.epoch == [0, 1]

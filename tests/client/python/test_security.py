@@ -49,10 +49,14 @@ def test_tls_and_tokens(pki, serve, client_of, monkeypatch):
     with pytest.raises(replicad.PermissionDenied) as raised:
         reader.train_step("default", x, [1, 2])
     assert "train" in str(raised.value)
+    with pytest.raises(replicad.PermissionDenied) as raised:  # TrainSteps: the same role
+        list(reader.train_steps("default", [(x, [1, 2])]))
+    assert "train" in str(raised.value) and raised.value.call == "TrainSteps"
     monkeypatch.setenv("REPLICAD_TOKEN", TRAIN_TOKEN)  # the default token
     trainer = client_of(daemon, tls_ca=ca)
     trainer.configure_training("default", optimizer="sgd")
     assert trainer.train_step("default", x, [1, 2]).step == 1
+    assert [r.step for r in trainer.train_steps("default", [(x, [1, 2])] * 2)] == [2, 3]
     # Plain text to a TLS port fails as the channel does: UNAVAILABLE.
     with pytest.raises(replicad.Unavailable):
         client_of(daemon, token=INFER_TOKEN, timeout=10).models()

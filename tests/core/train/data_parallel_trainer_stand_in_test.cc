@@ -17,6 +17,7 @@
 #include "core/backends/backends.h"
 #include "core/backends/cpu/cpu_backend.h"
 #include "core/train/data_parallel_trainer.h"
+#include "core/train/upcoming_batch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/train/train_test_models.h"
@@ -298,6 +299,130 @@ TEST(DataParallelTrainerStandInTest, AFailingCopyFailsTheStepAndChangesNothing) 
   EXPECT_THAT(lost.status().message(),
               AllOf(HasSubstr("copying the weights"), HasSubstr("injected fault")));
   EXPECT_FALSE((*trainer)->CurrentModel().ok());
+}
+
+// A batch of `rows` rows: the images and labels of seed `seed`.
+std::shared_ptr<UpcomingBatch> Batch(int64_t rows, uint64_t seed) {
+  auto batch = std::make_shared<UpcomingBatch>();
+  batch->inputs = {testing::RandomTensor({rows, 2, 6, 6}, 300 + seed)};
+  batch->targets = testing::ClassLabels(rows, 4, seed);
+  return batch;
+}
+
+// Input prefetch (input_prefetch.h): with the next batch posted before each
+// step, the slots in device memory upload it while the step computes, and
+// the next step reads those copies, training bit for bit as without them
+// (the stand-ins' upload lane is a thread of its own: a compute lane that
+// did not wait for the upload would read rows half copied). CPU slots read
+// in place and never prefetch. The row counts change from step to step (7
+// splits unevenly, 1 leaves a slot without rows).
+TEST(DataParallelTrainerStandInTest, UpcomingBatchesAreUploadedAheadAndTrainTheSame) {
+  for (const std::string layout : {"d", "dd", "cd"}) {
+    // Allreduce trains slots of one kind; a mix goes through a server.
+    const bool server = layout == "cd";
+    absl::StatusOr<std::unique_ptr<DataParallelTrainer>> ahead = MakeTrainer(layout, server);
+    absl::StatusOr<std::unique_ptr<DataParallelTrainer>> plain = MakeTrainer(layout, server);
+    ASSERT_TRUE(ahead.ok()) << ahead.status();
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    auto upcoming = std::make_shared<UpcomingBatches>();
+    (*ahead)->ExpectBatchesFrom(upcoming);
+    const std::vector<int64_t> rows = {7, 7, 5, 1, 8, 8};
+    std::vector<std::shared_ptr<UpcomingBatch>> batches;
+    for (size_t k = 0; k < rows.size(); ++k) batches.push_back(Batch(rows[k], k));
+    for (size_t k = 0; k < batches.size(); ++k) {
+      const std::string what = absl::StrCat(layout, ", step ", k);
+      upcoming->Expect(k + 1 < batches.size() ? batches[k + 1] : nullptr);
+      absl::StatusOr<DataParallelTrainer::StepResult> a =
+          (*ahead)->Step(batches[k]->inputs, batches[k]->targets);
+      absl::StatusOr<DataParallelTrainer::StepResult> b =
+          (*plain)->Step(batches[k]->inputs, batches[k]->targets);
+      ASSERT_TRUE(a.ok()) << what << ": " << a.status();
+      ASSERT_TRUE(b.ok()) << what << ": " << b.status();
+      EXPECT_EQ(a->loss, b->loss) << what;
+      for (const DataParallelTrainer::SliceResult& slice : a->slices) {
+        const bool device_memory = layout[slice.slice.slot] == 'd';
+        EXPECT_EQ(slice.input_prefetched, device_memory && k > 0)
+            << what << ", slot " << slice.slice.slot;
+      }
+      for (const DataParallelTrainer::SliceResult& slice : b->slices) {
+        EXPECT_FALSE(slice.input_prefetched) << what;
+      }
+    }
+    for (size_t s = 0; s < layout.size(); ++s) {
+      ExpectSameBits((*ahead)->SlotParameters(s).value(), (*plain)->SlotParameters(s).value(),
+                     absl::StrCat(layout, ", slot ", s));
+    }
+  }
+}
+
+// Only the very tensors posted are taken from the copies: a step on other
+// tensors (even with the same values), or on the posted batch after
+// another step came between, copies its own rows. A posted batch whose
+// tensors disagree on their rows is not uploaded; its step fails as ever.
+TEST(DataParallelTrainerStandInTest, OnlyThePostedTensorsAreTakenFromTheCopies) {
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> ahead = MakeTrainer("dd", false);
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> plain = MakeTrainer("dd", false);
+  ASSERT_TRUE(ahead.ok()) << ahead.status();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto upcoming = std::make_shared<UpcomingBatches>();
+  (*ahead)->ExpectBatchesFrom(upcoming);
+  auto step = [&](const UpcomingBatch& batch, bool prefetched, const std::string& what) {
+    absl::StatusOr<DataParallelTrainer::StepResult> a = (*ahead)->Step(batch.inputs, batch.targets);
+    absl::StatusOr<DataParallelTrainer::StepResult> b = (*plain)->Step(batch.inputs, batch.targets);
+    ASSERT_TRUE(a.ok()) << what << ": " << a.status();
+    ASSERT_TRUE(b.ok()) << what << ": " << b.status();
+    EXPECT_EQ(a->loss, b->loss) << what;
+    for (const DataParallelTrainer::SliceResult& slice : a->slices) {
+      EXPECT_EQ(slice.input_prefetched, prefetched) << what << ", slot " << slice.slice.slot;
+    }
+  };
+  const std::shared_ptr<UpcomingBatch> first = Batch(6, 1), posted = Batch(6, 2);
+  upcoming->Expect(posted);
+  step(*first, false, "the first step");
+  upcoming->Expect(nullptr);
+  // The same values in tensors of their own.
+  step(*Batch(6, 2), false, "a copy of the posted batch");
+  // Uploaded during the step before the one before: gone.
+  step(*posted, false, "the posted batch, a step late");
+  upcoming->Expect(posted);
+  step(*Batch(6, 3), false, "another batch");
+  step(*posted, true, "the posted batch, next");
+
+  auto ragged = std::make_shared<UpcomingBatch>();
+  ragged->inputs = {testing::RandomTensor({6, 2, 6, 6}, 9)};
+  ragged->targets = testing::ClassLabels(5, 4, 9);
+  upcoming->Expect(ragged);
+  step(*Batch(6, 4), false, "before a ragged batch");
+  absl::StatusOr<DataParallelTrainer::StepResult> refused =
+      (*ahead)->Step(ragged->inputs, ragged->targets);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  for (int s = 0; s < 2; ++s) {
+    ExpectSameBits((*ahead)->SlotParameters(s).value(), (*plain)->SlotParameters(s).value(),
+                   absl::StrCat("slot ", s));
+  }
+}
+
+// The two sets of copies are allocated once: steps with batches posted
+// ahead allocate nothing more once both exist.
+TEST(DataParallelTrainerStandInTest, PrefetchingStepsAllocateNothingOnceWarm) {
+  std::vector<Device*> devices;
+  absl::StatusOr<std::unique_ptr<DataParallelTrainer>> trainer = MakeTrainer("dd", false, &devices);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  auto upcoming = std::make_shared<UpcomingBatches>();
+  (*trainer)->ExpectBatchesFrom(upcoming);
+  std::vector<std::shared_ptr<UpcomingBatch>> batches;
+  for (int k = 0; k < 8; ++k) batches.push_back(Batch(7, k));
+  std::vector<uint64_t> allocations;
+  for (int k = 0; k + 1 < 8; ++k) {
+    if (k == 3) {
+      for (Device* device : devices) allocations.push_back(device->allocation_count());
+    }
+    upcoming->Expect(batches[k + 1]);
+    ASSERT_TRUE((*trainer)->Step(batches[k]->inputs, batches[k]->targets).ok());
+  }
+  for (size_t d = 0; d < devices.size(); ++d) {
+    EXPECT_EQ(devices[d]->allocation_count(), allocations[d]) << "device " << d;
+  }
 }
 
 }  // namespace

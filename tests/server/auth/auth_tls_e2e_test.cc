@@ -280,12 +280,20 @@ TEST_F(AuthTlsE2eTest, EveryGrpcMethodChecksTheToken) {
       const std::string name = descriptor->method(m)->name();
       grpc::Status status;
       if (descriptor->method(m)->client_streaming()) {
-        auto stub = inference::GRPCInferenceService::NewStub(channel);
+        // The two streams, each through its own stub.
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-        auto stream = stub->ModelStreamInfer(&context);
-        stream->WritesDone();
-        status = stream->Finish();
+        if (name == "TrainSteps") {
+          auto stream = v1::Replicad::NewStub(channel)->TrainSteps(&context);
+          stream->WritesDone();
+          status = stream->Finish();
+        } else {
+          ASSERT_EQ(name, "ModelStreamInfer");
+          auto stream =
+              inference::GRPCInferenceService::NewStub(channel)->ModelStreamInfer(&context);
+          stream->WritesDone();
+          status = stream->Finish();
+        }
       } else {
         grpc::GenericStub stub(channel);
         grpc::ClientContext context;
@@ -309,7 +317,7 @@ TEST_F(AuthTlsE2eTest, EveryGrpcMethodChecksTheToken) {
       }
     }
   }
-  EXPECT_EQ(checked, 30);
+  EXPECT_EQ(checked, 31);
   EXPECT_EQ((*daemon)->StopWith(SIGTERM), 0) << (*daemon)->output();
 }
 

@@ -38,7 +38,9 @@ class Client:
     tls_ca: PEM file of the CA that signed the server's certificate: connect with TLS
       (tls_cert and tls_key: this client's certificate and key, for mutual TLS).
     token: bearer token for a server run with --auth-tokens (default: $REPLICAD_TOKEN).
-    timeout: seconds each call may take (None: no limit); DeadlineExceeded after it.
+    timeout: seconds each call may take (None: no limit); DeadlineExceeded after it. A
+      TrainSteps stream (train_steps, fit(stream=True)) has no deadline: an epoch may take
+      hours; KeyboardInterrupt or closing it cancels it.
     max_message_bytes: largest request or response (the server's --max-message-bytes too).
 
     Thread-safe: calls may be made from several threads at once. Use as a context manager,
@@ -69,6 +71,9 @@ class Client:
         self._train_step_serialized = self._channel.unary_unary(
             "/replicad.v1.Replicad/TrainStep",
             response_deserializer=pb.TrainStepResponse.FromString, **_REGISTERED)
+        self._train_steps_serialized = self._channel.stream_stream(
+            "/replicad.v1.Replicad/TrainSteps",
+            response_deserializer=pb.TrainStepResponse.FromString, **_REGISTERED)
         token = token if token is not None else os.environ.get("REPLICAD_TOKEN")
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         self.address = address
@@ -95,6 +100,13 @@ class Client:
         """TrainStep of a serialized TrainStepRequest; raises grpc.RpcError."""
         return self._train_step_serialized(serialized, timeout=self.timeout,
                                            metadata=self._metadata)
+
+    def _train_steps(self, serialized_requests):
+        """A TrainSteps call fed from an iterator of serialized TrainStepRequests (gRPC reads it
+        on a thread of its own): an iterator of TrainStepResponse that raises grpc.RpcError,
+        with cancel(). No deadline: the stream lasts as long as its steps (self.timeout is
+        per call, and an epoch's stream may take hours)."""
+        return self._train_steps_serialized(iter(serialized_requests), metadata=self._metadata)
 
     def _call(self, name, request):
         try:
@@ -327,6 +339,33 @@ class Client:
         its shard of the same step, so the call returns once all of them have been)."""
         return StepResult.of(self._call("TrainStep", self.train_request(model, x, y, shard=shard)))
 
+    def train_steps(self, model, batches):
+        """A train_step of each (x, y) of `batches` (any iterable, read on a thread of its own
+        and converted there while steps run), over one TrainSteps stream; yields a StepResult
+        per batch, in order, each step applied once the one before it was. The server holds
+        the step running and the next one sent (a GPU slot uploads its rows meanwhile:
+        SliceStep.input_prefetched), so at most one batch is sent ahead of the answer awaited.
+        The first step that fails raises its error (InvalidArgument, ...; `call` "TrainSteps")
+        after the steps before it were yielded: no batch after it ran. An exception of
+        `batches` is raised after the steps sent before it were answered and yielded. The
+        client's timeout does not apply (no deadline). Leaving the loop early (break, close())
+        cancels the stream: the one batch sent ahead may or may not have been applied (the
+        next step's `step` tells)."""
+        def requests():
+            for x, y in batches:
+                yield self.train_request(model, x, y).SerializeToString(), None
+
+        items = training.Prefetch(requests())
+        steps = training.stream_steps(self, items)
+        try:
+            for response, _ in steps:
+                yield StepResult.of(response)
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e, "TrainSteps") from None
+        finally:
+            steps.close()
+            items.close()
+
     def train_request(self, model, x, y, *, shard=None):
         """The TrainStep request for (x, y), converted as train_step and fit send it."""
         named = training.named_inputs(self._model_info(model), x)
@@ -348,13 +387,13 @@ class Client:
 
     def fit(self, model, x, y=None, *, batch_size=None, epochs=1, validation_data=None,
             shuffle=True, seed=0, callbacks=None, verbose=1, initial_epoch=0, initial_step=0,
-            validation_batch_size=None):
+            validation_batch_size=None, stream=None):
         """Trains `model` as Keras' Model.fit does; returns a History. See training.fit."""
         return training.fit(self, model, x, y, batch_size=batch_size, epochs=epochs,
                             validation_data=validation_data, shuffle=shuffle, seed=seed,
                             callbacks=callbacks, verbose=verbose, initial_epoch=initial_epoch,
                             initial_step=initial_step,
-                            validation_batch_size=validation_batch_size)
+                            validation_batch_size=validation_batch_size, stream=stream)
 
     def evaluate(self, model, x, y=None, *, batch_size=None, loss=None, output=None, verbose=0):
         """{"loss": ..., "accuracy": ...} of `model` on (x, y), through Predict. See

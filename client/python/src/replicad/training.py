@@ -1,6 +1,7 @@
-"""Keras-style fit and evaluate over replicad's TrainStep and Predict, and the batch plumbing
-they share with Client.predict."""
+"""Keras-style fit and evaluate over replicad's TrainStep (or TrainSteps) and Predict, and the
+batch plumbing they share with Client.predict and Client.train_steps."""
 
+import collections
 import math
 import queue
 import threading
@@ -357,23 +358,117 @@ class Prefetch:
         self._thread.join()
 
 
+class _Feed:
+    """The request iterator of a TrainSteps call, which gRPC reads on a thread of its own:
+    the items put(), then the end of the stream (half-close) once end() is called."""
+
+    _END = object()
+
+    def __init__(self):
+        self._queue = queue.Queue()
+        self._ended = False
+
+    def put(self, item):
+        self._queue.put(item)
+
+    def end(self):
+        if not self._ended:
+            self._ended = True
+            self._queue.put(self._END)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        item = self._queue.get()
+        if item is self._END:
+            self._queue.put(self._END)  # A later next() ends too.
+            raise StopIteration
+        return item
+
+
+# TrainSteps: steps sent and not yet answered. The server holds one running and the next (whose
+# rows it uploads to the GPUs meanwhile), so more would only wait in gRPC's buffers, and would
+# lengthen the lag of a stop.
+STEPS_AHEAD = 2
+
+
+def stream_steps(client, items, on_send=None, more=None):
+    """Runs the serialized TrainStepRequests of `items` (an iterator of pairs (request, tag))
+    over one TrainSteps call, STEPS_AHEAD of them sent and unanswered at most, and yields
+    (response, tag) in their order. on_send(tag) is called on this thread as each is handed to
+    the stream. After each answer, once more() is false, nothing more is sent: the stream is
+    half-closed, and the steps already sent (one) still run and are yielded. An exception of
+    `items` ends the stream the same way and is raised after them. A step that fails raises
+    its grpc.RpcError (nothing sent after it ran). Closing the generator early, or an exception
+    while it waits (KeyboardInterrupt), cancels the call. No deadline (see
+    Client._train_steps)."""
+    feed = _Feed()
+    call = client._train_steps(feed)
+    tags = collections.deque()
+    sending, error = True, None
+    try:
+        while True:
+            while sending and len(tags) < STEPS_AHEAD:
+                try:
+                    request, tag = next(items)
+                except StopIteration:
+                    sending = False
+                except Exception as e:  # noqa: BLE001 - raised once the steps sent are answered
+                    sending, error = False, e
+                else:
+                    if on_send is not None:
+                        on_send(tag)
+                    feed.put(request)
+                    tags.append(tag)
+            if not sending:
+                feed.end()
+            if not tags:
+                break
+            try:
+                response = next(call)
+            except StopIteration:
+                raise errors.error_for(
+                    grpc.StatusCode.INTERNAL, f"TrainSteps ended OK with {len(tags)} step(s) "
+                    "sent and not answered", call="TrainSteps") from None
+            yield response, tags.popleft()
+            sending = sending and (more is None or more())
+        for _ in call:  # Its end: OK, or the error that came after the last answer.
+            raise errors.error_for(grpc.StatusCode.INTERNAL, "TrainSteps answered more steps "
+                                   "than were sent", call="TrainSteps")
+        if error is not None:
+            raise error
+    finally:
+        call.cancel()  # Nothing, once it ended.
+        feed.end()  # Lets gRPC's thread, waiting for a request, finish.
+
+
+def _one_step_each(client, items, on_send, more):
+    """As stream_steps, one TrainStep call per step (the client's timeout each)."""
+    for request, tag in items:
+        on_send(tag)
+        yield client._train_step(request), tag
+        if not more():
+            return
+
+
 # ---- fit ------------------------------------------------------------------------------------
 
 
-def _fit_error(error, run, epoch, epochs, batch, steps):
+def _fit_error(error, run, epoch, epochs, batch, steps, call):
     where = f"epoch {epoch + 1}/{epochs}, batch {batch + 1}/{steps if steps else '?'}"
-    message = (f"TrainStep of fit step {run.fit_step + 1} ({where}) failed: "
+    message = (f"{call} of fit step {run.fit_step + 1} ({where}) failed: "
                f"{error.details() or error.code().name}. {run.fit_step} batches of this fit are done"
                + (f" (the server's count after the last: {run.step})" if run.step else "") +
                f"; fit(..., initial_step={run.fit_step}) resumes after them with the same data, "
                "batch size and seed (if the server restarted from a checkpoint, from the step "
                "that checkpoint holds)")
-    return errors.error_for(error.code(), message, call="TrainStep", step=run.fit_step)
+    return errors.error_for(error.code(), message, call=call, step=run.fit_step)
 
 
 def fit(client, model, x, y=None, *, batch_size=None, epochs=1, validation_data=None,
         shuffle=True, seed=0, callbacks=None, verbose=1, initial_epoch=0, initial_step=0,
-        validation_batch_size=None):
+        validation_batch_size=None, stream=None):
     """Trains `model` on the server, one TrainStep per batch, as Keras' Model.fit.
 
     x, y: arrays (numpy, PyTorch; x a dict or list for several inputs) cut into batches of
@@ -387,6 +482,17 @@ def fit(client, model, x, y=None, *, batch_size=None, epochs=1, validation_data=
     initial_epoch: epochs (from 0) to skip; initial_step: batches of this fit's schedule
       already done (as the error of a failed fit reports), to resume after them.
     The next batch is converted while the current step runs on the server. Returns a History.
+    stream: None (the default) streams when the server has a GPU (ListDevices), where uploading
+      the next batch ahead pays, and sends one TrainStep per batch otherwise; True or False
+      chooses. Streamed, each epoch's batches go over one TrainSteps call instead of one each
+      (no per-call round trip between steps, and GPU slots upload a step's rows while the step
+      before runs; the client's timeout does not apply: no deadline). The batch after the one
+      being answered is sent ahead, so on_train_batch_begin(k + 1) comes before
+      on_train_batch_end(k), and, as with Keras' steps_per_execution, stop_training set after
+      batch k takes effect after batch k + 1, already sent: it runs and is counted (History,
+      its callbacks, initial_step to resume). A failing step raises as without stream (its
+      error's `call` is "TrainSteps"): the batches before it are done, none after it ran.
+      Needs a server with TrainSteps (older ones: Unimplemented).
     """
     if epochs < 1 or initial_epoch < 0 or initial_step < 0:
         raise ValueError(f"epochs {epochs}, initial_epoch {initial_epoch}, initial_step "
@@ -394,6 +500,8 @@ def fit(client, model, x, y=None, *, batch_size=None, epochs=1, validation_data=
     if verbose not in (0, 1, 2):
         raise ValueError(f"verbose: expected 0, 1 or 2, received {verbose}")
     source = _batches(client, model, x, y, batch_size, shuffle, seed, "fit")
+    if stream is None:
+        stream = any(device.kind == "cuda" for device in client.devices())
     start_epoch, skip = initial_epoch, 0
     if initial_step:
         if not source.steps:
@@ -429,7 +537,7 @@ def fit(client, model, x, y=None, *, batch_size=None, epochs=1, validation_data=
         for cb in callbacks:
             cb.on_epoch_begin(epoch, {})
         logs, progress, skipped = _fit_epoch(client, model, source, run, epoch, epochs, skip,
-                                             verbose, callbacks)
+                                             verbose, callbacks, stream)
         skip = 0
         rate = progress.rate()
         if validate is not None:
@@ -447,53 +555,73 @@ def fit(client, model, x, y=None, *, batch_size=None, epochs=1, validation_data=
 
 
 def _train_requests(model, source, epoch, skip):
-    for inputs, targets in source.epoch(epoch, skip):
+    for batch, (inputs, targets) in enumerate(source.epoch(epoch, skip), skip):
         request = pb.TrainStepRequest(
             model=model, inputs=[to_tensor(n, a) for n, a in inputs.items()],
             targets=to_tensor("targets", targets))
-        yield request.SerializeToString(), len(targets)
+        yield request.SerializeToString(), (batch, len(targets))
 
 
-def _fit_epoch(client, model, source, run, epoch, epochs, skip, verbose, callbacks):
-    """One epoch's steps; returns (its logs, its progress display, still open, and the number of
-    steps the server skipped as non-finite)."""
+class _EpochSteps:
+    """One epoch's answered steps: its figures, progress display and callbacks."""
+
+    def __init__(self, run, progress, callbacks):
+        self.run, self.progress, self.callbacks = run, progress, callbacks
+        self.loss_sum = self.accuracy_sum = 0.0
+        self.loss_samples = self.accuracy_samples = self.skipped = 0
+        self.logs = {}
+
+    def sent(self, tag):
+        for cb in self.callbacks:
+            cb.on_train_batch_begin(tag[0], self.logs)
+
+    def answered(self, response, tag):
+        batch, samples = tag
+        self.run.step = int(response.step)
+        self.run.fit_step += 1
+        served = int(response.samples) or samples
+        if response.skipped:
+            self.skipped += 1  # Its loss is not finite: it stays out of the epoch's figures.
+        else:
+            self.loss_sum += response.loss * served
+            self.loss_samples += served
+            if response.has_accuracy:
+                self.accuracy_sum += response.accuracy * served
+                self.accuracy_samples += served
+        self.logs = {"loss": self.loss_sum / self.loss_samples if self.loss_samples
+                     else float("nan")}
+        if self.accuracy_samples:
+            self.logs["accuracy"] = self.accuracy_sum / self.accuracy_samples
+        self.progress.update(samples, self.logs)
+        for cb in self.callbacks:
+            cb.on_train_batch_end(batch, self.logs)
+
+
+def _fit_epoch(client, model, source, run, epoch, epochs, skip, verbose, callbacks, stream):
+    """One epoch's steps, one TrainStep each or over one TrainSteps stream; returns (its logs,
+    its progress display, still open, and the number of steps the server skipped as
+    non-finite)."""
     total = source.samples
     if total is not None and skip:
         total = max(0, total - skip * getattr(source, "batch_size", 0)) or None
     progress = EpochProgress(epoch + 1, epochs, total, verbose)
-    loss_sum = accuracy_sum = 0.0
-    loss_samples = accuracy_samples = skipped = 0
-    logs = {}
+    state = _EpochSteps(run, progress, callbacks)
     batches = Prefetch(_train_requests(model, source, epoch, skip))
-    batch = skip
+    steps = (stream_steps if stream else _one_step_each)(
+        client, batches, state.sent, lambda: not run.stop_training)
+    batch = skip  # The next batch to be answered.
     try:
-        for request, samples in batches:
-            for cb in callbacks:
-                cb.on_train_batch_begin(batch, logs)
+        while True:
             try:
-                response = client._train_step(request)
-            except grpc.RpcError as e:
-                raise _fit_error(e, run, epoch, epochs, batch, source.steps) from None
-            run.step = int(response.step)
-            run.fit_step += 1
-            served = int(response.samples) or samples
-            if response.skipped:
-                skipped += 1  # Its loss is not finite: it stays out of the epoch's figures.
-            else:
-                loss_sum += response.loss * served
-                loss_samples += served
-                if response.has_accuracy:
-                    accuracy_sum += response.accuracy * served
-                    accuracy_samples += served
-            logs = {"loss": loss_sum / loss_samples if loss_samples else float("nan")}
-            if accuracy_samples:
-                logs["accuracy"] = accuracy_sum / accuracy_samples
-            progress.update(samples, logs)
-            for cb in callbacks:
-                cb.on_train_batch_end(batch, logs)
-            batch += 1
-            if run.stop_training:
+                response, tag = next(steps)
+            except StopIteration:
                 break
+            except grpc.RpcError as e:
+                raise _fit_error(e, run, epoch, epochs, batch, source.steps,
+                                 "TrainSteps" if stream else "TrainStep") from None
+            state.answered(response, tag)
+            batch += 1
     finally:
+        steps.close()
         batches.close()
-    return dict(logs), progress, skipped
+    return dict(state.logs), progress, state.skipped

@@ -77,6 +77,9 @@ class SliceStep:
     end: int  # One past its last.
     compute_seconds: float
     rank: int = 0  # The training job's rank whose slot this is (0 when the daemon trains alone).
+    # Its rows were uploaded to the slot's GPU while the step before computed (a TrainSteps
+    # stream's next step: train_steps, fit(stream=True)); CPU slots read in place: False.
+    input_prefetched: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,8 @@ class StepResult:
                           int(r.samples), r.skipped or None, r.checkpoint_path or None,
                           r.checkpoint_error or None,
                           tuple(SliceStep(s.slot, s.device, int(s.begin), int(s.end),
-                                          s.compute_seconds, int(s.rank)) for s in r.replicas),
+                                          s.compute_seconds, int(s.rank), bool(s.input_prefetched))
+                                for s in r.replicas),
                           r.loss_scale or None)
 
 

@@ -44,6 +44,11 @@ class ReplicadStub(object):
                 request_serializer=replicad_dot_v1_dot_replicad__pb2.TrainStepRequest.SerializeToString,
                 response_deserializer=replicad_dot_v1_dot_replicad__pb2.TrainStepResponse.FromString,
                 )
+        self.TrainSteps = channel.stream_stream(
+                '/replicad.v1.Replicad/TrainSteps',
+                request_serializer=replicad_dot_v1_dot_replicad__pb2.TrainStepRequest.SerializeToString,
+                response_deserializer=replicad_dot_v1_dot_replicad__pb2.TrainStepResponse.FromString,
+                )
         self.SaveCheckpoint = channel.unary_unary(
                 '/replicad.v1.Replicad/SaveCheckpoint',
                 request_serializer=replicad_dot_v1_dot_replicad__pb2.SaveCheckpointRequest.SerializeToString,
@@ -108,6 +113,19 @@ class ReplicadServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TrainSteps(self, request_iterator, context):
+        """Training steps streamed by one client (a data loader's batches), each
+        as TrainStep, run in the order sent, each once the one before it was
+        applied; one answer per step, in order. The next step, received while
+        one runs, is uploaded to the GPUs meanwhile (ReplicaStep's
+        input_prefetched). The first step that fails ends the stream with its
+        error: nothing sent after it runs. Half-closing ends it with OK once
+        every step sent was answered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SaveCheckpoint(self, request, context):
         """Writes the trained model (ONNX) with its optimizer state and step beside it.
         """
@@ -166,6 +184,11 @@ def add_ReplicadServicer_to_server(servicer, server):
             ),
             'TrainStep': grpc.unary_unary_rpc_method_handler(
                     servicer.TrainStep,
+                    request_deserializer=replicad_dot_v1_dot_replicad__pb2.TrainStepRequest.FromString,
+                    response_serializer=replicad_dot_v1_dot_replicad__pb2.TrainStepResponse.SerializeToString,
+            ),
+            'TrainSteps': grpc.stream_stream_rpc_method_handler(
+                    servicer.TrainSteps,
                     request_deserializer=replicad_dot_v1_dot_replicad__pb2.TrainStepRequest.FromString,
                     response_serializer=replicad_dot_v1_dot_replicad__pb2.TrainStepResponse.SerializeToString,
             ),
@@ -296,6 +319,23 @@ class Replicad(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/replicad.v1.Replicad/TrainStep',
+            replicad_dot_v1_dot_replicad__pb2.TrainStepRequest.SerializeToString,
+            replicad_dot_v1_dot_replicad__pb2.TrainStepResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def TrainSteps(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/replicad.v1.Replicad/TrainSteps',
             replicad_dot_v1_dot_replicad__pb2.TrainStepRequest.SerializeToString,
             replicad_dot_v1_dot_replicad__pb2.TrainStepResponse.FromString,
             options, channel_credentials,
