@@ -264,6 +264,7 @@ bool ReplicadClient::StepStream::Read(v1::TrainStepResponse* response) {
 }
 
 absl::Status ReplicadClient::StepStream::Finish() {
+  Close();  // The server ends the call only once the client said it has no more.
   if (!finished_.has_value()) finished_ = FromGrpcStatus(call_->Finish());
   return *finished_;
 }

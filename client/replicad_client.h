@@ -89,10 +89,10 @@ class ReplicadClient {
     bool Write(const v1::TrainStepRequest& request);
     // No more steps (half-close); their answers still come through Read.
     void Close();
-    // The next step's answer; false once none is left.
+    // The next step's answer; false once none is left (and after).
     bool Read(v1::TrainStepResponse* response);
     // After Read said false: the call's status, OK once every step written
-    // was answered after Close; the first failed step's error otherwise.
+    // was answered; the first failed step's error otherwise. Closes first.
     absl::Status Finish();
 
    private:

@@ -273,6 +273,13 @@ void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWr
 }
 
 void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainDone done) {
+  // Counted in flight from here, so a drain waits for the binding too.
+  std::optional<InFlight> in_flight = Admit();
+  if (!in_flight) {
+    std::move(done)(absl::UnavailableError("replicad is shutting down; send the request elsewhere"),
+                    nullptr);
+    return;
+  }
   std::shared_ptr<LoadedModel> model;
   absl::StatusOr<BoundTrainStep> step = BindTrainStep(request, nullptr, &model);
   if (!step.ok()) return std::move(done)(step.status(), std::move(model));
@@ -282,9 +289,6 @@ void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainD
 absl::StatusOr<BoundTrainStep> ServingCore::BindTrainStep(const TrainRequest& request,
                                                           std::shared_ptr<const void> keep_alive,
                                                           std::shared_ptr<LoadedModel>* found) {
-  if (!Admit()) {
-    return absl::UnavailableError("replicad is shutting down; send the request elsewhere");
-  }
   REPLICAD_ASSIGN_OR_RETURN(*found, FindModel(request.model, request.version, request.model_field));
   const LoadedModel& model = **found;
   auto fail = [&](const absl::Status& status) {
@@ -294,10 +298,6 @@ absl::StatusOr<BoundTrainStep> ServingCore::BindTrainStep(const TrainRequest& re
   if (model.training == nullptr) {
     return fail(absl::FailedPreconditionError(
         absl::StrCat("model '", model.name, "' cannot be trained by this server")));
-  }
-  if (model.scheduler == nullptr) {
-    return fail(absl::InternalError(
-        absl::StrCat("model '", model.name, "' was loaded without a scheduler")));
   }
   BoundTrainStep step;
   step.model = *found;
@@ -310,12 +310,20 @@ absl::StatusOr<BoundTrainStep> ServingCore::BindTrainStep(const TrainRequest& re
       BindTargets(*request.targets, step.inputs[0].shape()[0], std::move(keep_alive));
   if (!targets.ok()) return fail(targets.status());
   step.targets = *std::move(targets);
+  if (model.scheduler == nullptr) {
+    return fail(absl::InternalError(
+        absl::StrCat("model '", model.name, "' was loaded without a scheduler")));
+  }
   step.shard = request.shard;
   return step;
 }
 
 void ServingCore::ExpectTrainStep(const BoundTrainStep& step) {
   step.model->training->ExpectStep(step.inputs, step.targets);
+}
+
+void ServingCore::WithdrawTrainStep(const BoundTrainStep& step) {
+  step.model->training->WithdrawExpectedStep(step.inputs, step.targets);
 }
 
 void ServingCore::TrainBound(BoundTrainStep bound, RequestContext context, TrainDone done) {

@@ -138,8 +138,9 @@ class ServingCore {
 
   // TrainStep in two halves, for steps a client streams (TrainStepStream):
   // BindTrainStep finds the model and binds the request as TrainStep does,
-  // failing with its errors (`*found`: the model, when one was found; its
-  // refusals are counted); the tensors view the request's bytes, which
+  // failing with its errors but for admission, which TrainBound checks
+  // (`*found`: the model, when one was found; its refusals are counted);
+  // the tensors view the request's bytes, which
   // `keep_alive` keeps valid (null: the caller keeps them until the step is
   // done). TrainBound queues the bound step as TrainStep queues its own.
   absl::StatusOr<BoundTrainStep> BindTrainStep(const TrainRequest& request,
@@ -151,6 +152,9 @@ class ServingCore {
   // (Trainable::ExpectStep). `step`'s tensors must own their bytes
   // (BindTrainStep with `keep_alive`).
   void ExpectTrainStep(const BoundTrainStep& step);
+  // It will not come after all (its stream failed before it ran): the
+  // trainer stops uploading it (Trainable::WithdrawExpectedStep).
+  void WithdrawTrainStep(const BoundTrainStep& step);
 
   // TrainingSession's Configure and SaveCheckpoint for `model`'s latest
   // version, with their errors, and Unavailable while draining, NotFound

@@ -9,7 +9,6 @@ TrainStepStream::TrainStepStream(ServingCore& core, RequestContext context, Answ
 
 bool TrainStepStream::Add(absl::StatusOr<TrainRequest> request,
                           std::shared_ptr<const void> keep_alive) {
-  if (failed()) return false;
   std::shared_ptr<LoadedModel> model;
   absl::StatusOr<BoundTrainStep> step =
       request.ok() ? core_.BindTrainStep(*request, std::move(keep_alive), &model)
@@ -21,29 +20,22 @@ bool TrainStepStream::Add(absl::StatusOr<TrainRequest> request,
     if (running_) {
       // Its turn comes once the running step is answered; meanwhile its
       // trainer may upload it.
-      if (entry.step.ok()) core_.ExpectTrainStep(*entry.step);
+      if (entry.step.ok()) {
+        core_.ExpectTrainStep(*entry.step);
+        expected_ = *entry.step;
+      }
       waiting_ = std::move(entry);
-      return false;
+      return true;
     }
     running_ = true;
   }
   Run(std::move(entry));
-  return HasRoom();
+  return true;
 }
 
 bool TrainStepStream::HasRoom() const {
   absl::MutexLock lock(&mu_);
   return !failed_ && !waiting_.has_value();
-}
-
-int TrainStepStream::pending() const {
-  absl::MutexLock lock(&mu_);
-  return (running_ ? 1 : 0) + (waiting_.has_value() ? 1 : 0);
-}
-
-bool TrainStepStream::failed() const {
-  absl::MutexLock lock(&mu_);
-  return failed_;
 }
 
 void TrainStepStream::Run(Entry entry) {
@@ -56,23 +48,41 @@ void TrainStepStream::Run(Entry entry) {
 }
 
 void TrainStepStream::Finished(absl::StatusOr<Result> result, std::shared_ptr<LoadedModel> model) {
-  std::optional<Entry> next;
+  std::optional<Entry> next, dropped;
+  std::optional<BoundTrainStep> withdrawn;
   {
     absl::MutexLock lock(&mu_);
     if (!result.ok()) {
       failed_ = true;
-      waiting_.reset();  // Never runs.
-      running_ = false;
-    } else if (waiting_.has_value()) {
-      next = std::move(waiting_);
-      waiting_.reset();  // running_ stays: the next one runs now.
+      dropped = std::move(waiting_);
+      // The step this stream last said would come (the one dropped, or the
+      // one that just failed before its trainer took it) never will.
+      withdrawn = std::move(expected_);
+      expected_.reset();
     } else {
-      running_ = false;
+      next = std::move(waiting_);
     }
+    waiting_.reset();  // Room for the client's next step while this answer goes out.
   }
   // This answer first, so that the answers keep the steps' order even when
-  // the next one fails at once.
+  // the next one fails at once; running_ stays set meanwhile, so a step
+  // added now waits behind `next`.
   answer_(std::move(result), std::move(model));
+  if (withdrawn.has_value()) core_.WithdrawTrainStep(*withdrawn);
+  if (dropped.has_value()) {
+    answer_(absl::AbortedError("not run: a step sent before it failed"), std::move(dropped->model));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!next.has_value() && !failed_ && waiting_.has_value()) {
+      next = std::move(waiting_);  // Added while the answer went out.
+      waiting_.reset();
+    }
+    if (!next.has_value()) {
+      running_ = false;
+      expected_.reset();  // Taken by its step, or withdrawn: nothing of ours is upcoming.
+    }
+  }
   if (next.has_value()) Run(std::move(*next));
 }
 

@@ -15,19 +15,22 @@ namespace replicad {
 
 // The training steps one client streams (replicad.v1 TrainSteps), in the
 // order it sends them. Each is bound as it arrives and queued as a
-// TrainStep once the one before it was applied; the one received meanwhile
-// waits, bound, and its model's trainer uploads it while the step before
-// computes (ServingCore::ExpectTrainStep). The first step that fails (its
-// request, its binding or its run) ends the stream: nothing received after
-// it runs. At most one step runs and one waits, so a protocol reads the
-// next message only while there is room (Add's answer, HasRoom).
+// TrainStep once the one before it was applied and answered; the one
+// received meanwhile waits, bound, and its model's trainer uploads it while
+// the step before computes (ServingCore::ExpectTrainStep). The first step
+// that fails (its request, its binding or its run) ends the stream: the one
+// waiting then is answered Aborted without running (and its upload hint
+// withdrawn), and no step is taken after. Every step taken gets exactly one
+// answer, in the order taken. At most one step runs and one waits, so a
+// protocol reads the next message only while HasRoom().
 // Thread-safe; make it with std::make_shared (its steps' completions hold it).
 class TrainStepStream : public std::enable_shared_from_this<TrainStepStream> {
  public:
   using Result = DataParallelTrainer::StepResult;
-  // A step's answer, in order: its result, or the error that ends the
-  // stream, with its model when one was found (for the metrics). Runs on
-  // the training side's thread, or on Add's when the step fails at once.
+  // A step's answer: its result, or its error (the first error ends the
+  // stream), with its model when one was found (for the metrics). Runs on
+  // the training side's thread, or on Add's when the step fails at once;
+  // never two at a time.
   using Answer =
       std::function<void(absl::StatusOr<Result> result, std::shared_ptr<LoadedModel> model)>;
 
@@ -35,16 +38,11 @@ class TrainStepStream : public std::enable_shared_from_this<TrainStepStream> {
   TrainStepStream(ServingCore& core, RequestContext context, Answer answer);
 
   // The client's next step (`request`: its decoding's error, if that
-  // failed), its bytes kept valid by `keep_alive`. Whether another may be
-  // added now; false: wait for an answer (then HasRoom), or the stream has
-  // ended.
+  // failed), its bytes kept valid by `keep_alive`. Whether the stream took
+  // it (and will answer it): false once a step has failed.
   bool Add(absl::StatusOr<TrainRequest> request, std::shared_ptr<const void> keep_alive);
-  // No step waits and none has failed.
+  // No step waits and none has failed: a protocol may read the next one.
   bool HasRoom() const;
-  // Steps added and not yet answered (the waiting one included); 0 once a
-  // step failed and was answered.
-  int pending() const;
-  bool failed() const;
 
  private:
   // A step as received: bound, or why it could not be.
@@ -59,9 +57,14 @@ class TrainStepStream : public std::enable_shared_from_this<TrainStepStream> {
   const RequestContext context_;
   const Answer answer_;
   mutable absl::Mutex mu_;
+  // A step is running, or its answer is on its way (so a step added
+  // meanwhile waits its turn).
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<Entry> waiting_ ABSL_GUARDED_BY(mu_);
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  // The step last posted to its model as upcoming, withdrawn if the stream
+  // fails before it runs.
+  std::optional<BoundTrainStep> expected_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace replicad

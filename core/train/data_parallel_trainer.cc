@@ -372,14 +372,12 @@ absl::Status DataParallelTrainer::Impl::RunSlices(StepState& step) {
     slot.where.device->Enqueue([&, s, i] {
       const auto start = std::chrono::steady_clock::now();
       absl::Status status;
-      if (i >= 0) {
-        status = RunSlice(step, i, slot, contexts[i], collective, *reducers[s]);
-      } else {
-        UploadUpcoming(step, static_cast<int>(s), slot);  // Idle: the next rows meanwhile.
-      }
+      if (i >= 0) status = RunSlice(step, i, slot, contexts[i], collective, *reducers[s]);
       // Whatever happened, the other slots' reductions need this one's.
       absl::Status finished = reducers[s]->Finish();
       if (status.ok()) status = finished;
+      // Without rows, its reduction issued: the next rows meanwhile.
+      if (i < 0) UploadUpcoming(step, static_cast<int>(s), slot);
       absl::Status done = slot.where.device->AwaitStream();
       statuses[s] = status.ok() ? done : status;
       if (i >= 0) step.seconds[i] = SecondsSince(start);

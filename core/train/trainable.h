@@ -45,6 +45,9 @@ class Trainable {
   // uploaded to the slots' devices while the step before computes. A hint:
   // nothing changes if it never comes. The default ignores it.
   virtual void ExpectStep(std::vector<Tensor> inputs, Tensor targets) {}
+  // The expected step will not come after all (nothing, when another was
+  // expected since).
+  virtual void WithdrawExpectedStep(const std::vector<Tensor>& inputs, const Tensor& targets) {}
 
   // Steps that changed the weights so far (a checkpoint's included). Cheap:
   // readable while a step runs.

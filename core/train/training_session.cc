@@ -236,7 +236,7 @@ void TrainingSession::Step(std::vector<Tensor> inputs, Tensor targets,
   worker_.Submit([this, inputs = std::move(inputs), targets = std::move(targets), shard, from_rank0,
                   done = std::move(done)]() mutable {
     // Expected or not, it is no longer upcoming.
-    upcoming_->Started(inputs, targets);
+    upcoming_->Forget(inputs, targets);
     std::move(done)(StepNow(inputs, targets, shard, from_rank0));
   });
 }
@@ -246,6 +246,11 @@ void TrainingSession::ExpectStep(std::vector<Tensor> inputs, Tensor targets) {
   batch->inputs = std::move(inputs);
   batch->targets = std::move(targets);
   upcoming_->Expect(std::move(batch));
+}
+
+void TrainingSession::WithdrawExpectedStep(const std::vector<Tensor>& inputs,
+                                           const Tensor& targets) {
+  upcoming_->Forget(inputs, targets);
 }
 
 namespace {

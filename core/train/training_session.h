@@ -133,6 +133,7 @@ class TrainingSession final : public Trainable {
   // The trainer (a DataParallelTrainer on GPU slots) uploads the expected
   // batch while the step before it computes (ModelTrainer::ExpectBatchesFrom).
   void ExpectStep(std::vector<Tensor> inputs, Tensor targets) override;
+  void WithdrawExpectedStep(const std::vector<Tensor>& inputs, const Tensor& targets) override;
   int64_t trained_step() const override { return trained_step_.load(); }
   void TrainedWeights(WeightsDone then) override;
 

@@ -5,9 +5,11 @@
 namespace replicad {
 namespace {
 
+// The same bytes of the same buffer, seen as the same type.
 bool SameTensor(const Tensor& a, const Tensor& b) {
-  return a.raw_data() == b.raw_data() && a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         a.location() == b.location();
+  if (a.buffer() != b.buffer()) return false;
+  return a.buffer() == nullptr ||
+         (a.raw_data() == b.raw_data() && a.dtype() == b.dtype() && a.shape() == b.shape());
 }
 
 }  // namespace
@@ -25,7 +27,7 @@ void UpcomingBatches::Expect(std::shared_ptr<const UpcomingBatch> batch) {
   next_ = std::move(batch);
 }
 
-void UpcomingBatches::Started(const std::vector<Tensor>& inputs, const Tensor& targets) {
+void UpcomingBatches::Forget(const std::vector<Tensor>& inputs, const Tensor& targets) {
   absl::MutexLock lock(&mu_);
   if (next_ != nullptr && next_->Is(inputs, targets)) next_ = nullptr;
 }

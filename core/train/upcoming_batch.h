@@ -29,8 +29,9 @@ struct UpcomingBatch {
 class UpcomingBatches {
  public:
   void Expect(std::shared_ptr<const UpcomingBatch> batch) ABSL_LOCKS_EXCLUDED(mu_);
-  // Forgets the upcoming batch when it is the one given (now being stepped).
-  void Started(const std::vector<Tensor>& inputs, const Tensor& targets) ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets the upcoming batch when it is the one given (now being
+  // stepped, or never to be); another stays.
+  void Forget(const std::vector<Tensor>& inputs, const Tensor& targets) ABSL_LOCKS_EXCLUDED(mu_);
   // The latest posted, or null.
   std::shared_ptr<const UpcomingBatch> Next() const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -18,12 +19,18 @@ namespace replicad {
 namespace {
 
 constexpr char kMethod[] = "TrainSteps";
+// Answers not yet written to a client that does not read them: past this
+// many, no message is read (it waits, held back by flow control).
+constexpr size_t kMaxAnswersBehind = 8;
 
 // gRPC's operations (StartRead, StartWrite, Finish) are started after the
-// lock is let go: their reactions may run at once, on another thread, and
-// after Finish the reactor may be gone. An operation decided under the lock
-// counts in starting_ until it is started, so that no thread finishes the
-// call in between.
+// lock is let go: their reactions may run at once, on another thread. An
+// operation decided under the lock counts in starting_ until it is
+// started, so that no thread finishes the call in between. Whether to
+// finish is decided in the same critical section as the change that allows
+// it: after Finish the reactor may be deleted (OnDone) as soon as no
+// reaction runs, and the training thread's answers are no reaction, so the
+// thread that finishes is the last to touch the call.
 class TrainStepsCall final
     : public grpc::ServerBidiReactor<v1::TrainStepRequest, v1::TrainStepResponse> {
  public:
@@ -34,156 +41,148 @@ class TrainStepsCall final
     if (absl::Status access = CheckAccess(context_, tokens, kMethod); !access.ok()) {
       {
         absl::MutexLock lock(&mu_);
-        failure_ = access;
         finished_ = true;
       }
-      return End(access, "");
+      return End(Ending{access, ""});
     }
-    // The stream outlives nothing of this call: Finish waits until it has
-    // no step left, and its answers are this call's last use of it.
     stream_ = std::make_shared<TrainStepStream>(
         core, ContextOf(context_),
         [this](absl::StatusOr<TrainStepStream::Result> result, std::shared_ptr<LoadedModel> model) {
           Answered(std::move(result), model);
         });
-    v1::TrainStepRequest* next = nullptr;
+    v1::TrainStepRequest* read = nullptr;
     {
       absl::MutexLock lock(&mu_);
-      next = ReadLocked();
+      read = ReadLocked();
     }
-    StartRead(next);
-    Started();
+    StartRead(read);
+    Started(1);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {
-      {
-        absl::MutexLock lock(&mu_);
-        reading_ = false;
-        client_done_ = true;
-      }
-      return MaybeFinish();
-    }
     std::shared_ptr<v1::TrainStepRequest> request;
     {
       absl::MutexLock lock(&mu_);
-      request = std::move(read_);
-    }
-    // Its tensors view the message, which the stream keeps with them.
-    stream_->Add(TrainRequestOf(*request), request);
-    v1::TrainStepRequest* next = nullptr;
-    {
-      absl::MutexLock lock(&mu_);
       reading_ = false;
-      // An answer that came meanwhile found no read paused: look again here.
-      if (stream_->HasRoom() && !finished_) {
-        next = ReadLocked();
-      } else {
-        paused_ = true;
+      if (!ok) client_done_ = true;
+      // A client gone, or a step failed: nothing more is taken.
+      if (ok && failure_.ok()) {
+        request = std::move(read_);
+        ++unanswered_;  // Before Add, which may answer it at once.
       }
     }
-    if (next != nullptr) {
-      StartRead(next);
-      return Started();
+    if (request != nullptr) {
+      // Its tensors view the message, which the stream keeps with them.
+      const bool taken = stream_->Add(TrainRequestOf(*request), request);
+      absl::MutexLock lock(&mu_);
+      if (!taken) --unanswered_;
     }
-    MaybeFinish();
+    Continue(nullptr);
   }
 
   void OnWriteDone(bool ok) override {
-    const v1::TrainStepResponse* next = nullptr;
     {
       absl::MutexLock lock(&mu_);
       to_write_.pop_front();
       writing_ = false;
       if (!ok) {
-        // The client went away: nothing more is written, and the steps it
-        // queued are dropped (their context is cancelled).
+        // The client went away: nothing more is written or taken, and the
+        // steps it queued are dropped (their context is cancelled).
         to_write_.clear();
         if (failure_.ok())
           failure_ = absl::CancelledError("the client went away during TrainSteps");
-      } else if (!to_write_.empty()) {
-        writing_ = true;
-        ++starting_;
-        next = &to_write_.front();
       }
     }
-    if (next != nullptr) {
-      StartWrite(next);
-      return Started();
-    }
-    MaybeFinish();
+    Continue(nullptr);
   }
 
   void OnDone() override { delete this; }
 
  private:
-  // A read of the next message, to start once the lock is let go.
-  v1::TrainStepRequest* ReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    read_ = std::make_shared<v1::TrainStepRequest>();
-    reading_ = true;
-    paused_ = false;
-    ++starting_;
-    return read_.get();
-  }
-
-  // `count` operations decided under the lock were started; then
-  // MaybeFinish, so this is a caller's last use of the call.
-  void Started(int count = 1) {
-    {
-      absl::MutexLock lock(&mu_);
-      starting_ -= count;
-    }
-    MaybeFinish();
-  }
+  struct Ending {
+    absl::Status status;
+    std::string model;
+  };
 
   void Answered(absl::StatusOr<TrainStepStream::Result> result,
                 const std::shared_ptr<LoadedModel>& model) {
-    const v1::TrainStepResponse* write = nullptr;
-    v1::TrainStepRequest* read = nullptr;
-    {
-      absl::MutexLock lock(&mu_);
+    v1::TrainStepResponse response;
+    if (result.ok()) FillTrainStepResponse(*result, *model, &response);
+    Continue([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      --unanswered_;
       if (model != nullptr) model_ = model->name;
       if (!result.ok()) {
         if (failure_.ok()) failure_ = result.status();
       } else if (failure_.ok()) {
-        to_write_.emplace_back();
-        FillTrainStepResponse(*result, *model, &to_write_.back());
-        if (!writing_) {
-          writing_ = true;
-          ++starting_;
-          write = &to_write_.front();
-        }
+        to_write_.push_back(std::move(response));
       }
-      if (paused_ && !client_done_ && !finished_ && stream_->HasRoom()) read = ReadLocked();
+    });
+  }
+
+  // Applies `change` (if any) under the lock, then starts what it allows:
+  // the next write, the next read, or the call's end.
+  void Continue(const std::function<void()>& change) {
+    const v1::TrainStepResponse* write = nullptr;
+    v1::TrainStepRequest* read = nullptr;
+    std::optional<Ending> ending;
+    {
+      absl::MutexLock lock(&mu_);
+      if (change) change();
+      if (!finished_ && !writing_ && !to_write_.empty()) {
+        writing_ = true;
+        ++starting_;
+        write = &to_write_.front();
+      }
+      if (!finished_ && !reading_ && !client_done_ && failure_.ok() && stream_->HasRoom() &&
+          to_write_.size() < kMaxAnswersBehind) {
+        read = ReadLocked();
+      }
+      if (write == nullptr && read == nullptr) ending = EndingLocked();
     }
     if (write != nullptr) StartWrite(write);
     if (read != nullptr) StartRead(read);
-    // The last use of this call: it may be finished and gone after.
-    Started((write != nullptr ? 1 : 0) + (read != nullptr ? 1 : 0));
+    if (write != nullptr || read != nullptr) {
+      // The last use of this call on this path.
+      return Started((write != nullptr ? 1 : 0) + (read != nullptr ? 1 : 0));
+    }
+    if (ending.has_value()) End(*ending);
   }
 
-  // Ends the call once nothing is left to do: no step pending, nothing to
-  // write, and the client done or a step failed (a read may still be out:
-  // it then fails, as the call is over).
-  void MaybeFinish() {
-    absl::Status status;
-    std::string model;
+  // A read of the next message, to start once the lock is let go.
+  v1::TrainStepRequest* ReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    read_ = std::make_shared<v1::TrainStepRequest>();
+    reading_ = true;
+    ++starting_;
+    return read_.get();
+  }
+
+  // `count` operations decided under the lock were started.
+  void Started(int count) {
+    std::optional<Ending> ending;
     {
       absl::MutexLock lock(&mu_);
-      if (finished_ || starting_ > 0 || writing_ || !to_write_.empty() || stream_->pending() > 0) {
-        return;
-      }
-      if (failure_.ok() && (!client_done_ || reading_)) return;
-      finished_ = true;
-      status = failure_;
-      model = model_;
+      starting_ -= count;
+      ending = EndingLocked();
     }
-    End(status, model);
+    if (ending.has_value()) End(*ending);
   }
 
-  void End(const absl::Status& status, const std::string& model) {
-    metrics_.RecordRequest(model, kMethod, status, SecondsSince(start_));
-    Finish(ToGrpcStatus(status));
+  // The call's end when nothing is left to do: no step unanswered, nothing
+  // to write, no operation being started, and the client done (half-closed,
+  // cancelled or gone) or a step failed (a read may still be out: it then
+  // fails, as the call is over). Marks the call finished.
+  std::optional<Ending> EndingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || starting_ > 0 || writing_ || !to_write_.empty() || unanswered_ > 0) {
+      return std::nullopt;
+    }
+    if (failure_.ok() && (!client_done_ || reading_)) return std::nullopt;
+    finished_ = true;
+    return Ending{failure_, model_};
+  }
+
+  void End(const Ending& ending) {
+    metrics_.RecordRequest(ending.model, kMethod, ending.status, SecondsSince(start_));
+    Finish(ToGrpcStatus(ending.status));
   }
 
   grpc::CallbackServerContext* const context_;
@@ -193,8 +192,8 @@ class TrainStepsCall final
   absl::Mutex mu_;
   std::shared_ptr<v1::TrainStepRequest> read_ ABSL_GUARDED_BY(mu_);  // The message being read.
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
-  bool paused_ ABSL_GUARDED_BY(mu_) = false;       // No read until the stream has room.
   bool client_done_ ABSL_GUARDED_BY(mu_) = false;  // Half-closed, cancelled or gone.
+  int unanswered_ ABSL_GUARDED_BY(mu_) = 0;        // Steps the stream took and has not answered.
   std::deque<v1::TrainStepResponse> to_write_ ABSL_GUARDED_BY(mu_);  // Front: being written.
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);  // The first failed step's, which ends the call.

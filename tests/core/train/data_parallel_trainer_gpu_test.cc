@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/backends/backends.h"
 #include "core/train/data_parallel_trainer.h"
+#include "core/train/upcoming_batch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/core/train/train_test_models.h"
@@ -277,6 +278,59 @@ TEST_P(Float16GpuTest, SkipsAndTrainsLikeACpuSlot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllreduceAndCpuServer, Float16GpuTest, ::testing::Bool());
+
+// Input prefetch on CUDA slots (input_prefetch.h): with the next batch
+// posted before each step, every step after the first reads rows its slots
+// uploaded on their upload streams while the step before computed, and the
+// trainer trains bit for bit as one given no batch ahead (the same slots,
+// the same kernels: only where the rows come from differs), under
+// allreduce and through a server on cuda:0, with row counts that change
+// (1 leaves a slot without rows, which uploads meanwhile).
+TEST_F(DataParallelTrainerGpuTest, UpcomingBatchesAreUploadedAheadAndTrainTheSame) {
+  const std::vector<std::optional<DeviceInfo>> servers = {std::nullopt, gpus_[0]};
+  for (const std::optional<DeviceInfo>& ps : servers) {
+    SCOPED_TRACE(ps ? "ps cuda:0" : "allreduce");
+    const OptimizerConfig sgd;
+    absl::StatusOr<std::unique_ptr<DataParallelTrainer>> ahead =
+        MakeTrainer({gpus_[0], gpus_[0]}, sgd, BatchNormNetOnnx(), ps);
+    absl::StatusOr<std::unique_ptr<DataParallelTrainer>> plain =
+        MakeTrainer({gpus_[0], gpus_[0]}, sgd, BatchNormNetOnnx(), ps);
+    ASSERT_TRUE(ahead.ok()) << ahead.status();
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    auto upcoming = std::make_shared<UpcomingBatches>();
+    (*ahead)->ExpectBatchesFrom(upcoming);
+    const std::vector<int64_t> rows = {64, 64, 7, 1, 64, 33};
+    std::vector<std::shared_ptr<UpcomingBatch>> batches;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      auto batch = std::make_shared<UpcomingBatch>();
+      batch->inputs = {testing::RandomTensor({rows[k], 2, 6, 6}, 500 + k)};
+      batch->targets = testing::ClassLabels(rows[k], 3, k);
+      batches.push_back(std::move(batch));
+    }
+    for (size_t k = 0; k < batches.size(); ++k) {
+      upcoming->Expect(k + 1 < batches.size() ? batches[k + 1] : nullptr);
+      absl::StatusOr<DataParallelTrainer::StepResult> a =
+          (*ahead)->Step(batches[k]->inputs, batches[k]->targets);
+      absl::StatusOr<DataParallelTrainer::StepResult> b =
+          (*plain)->Step(batches[k]->inputs, batches[k]->targets);
+      ASSERT_TRUE(a.ok()) << "step " << k << ": " << a.status();
+      ASSERT_TRUE(b.ok()) << "step " << k << ": " << b.status();
+      EXPECT_EQ(a->loss, b->loss) << "step " << k;
+      for (const DataParallelTrainer::SliceResult& slice : a->slices) {
+        EXPECT_EQ(slice.input_prefetched, k > 0) << "step " << k << ", slot " << slice.slice.slot;
+      }
+    }
+    for (int s = 0; s < 2; ++s) {
+      const std::vector<Tensor> got = (*ahead)->SlotParameters(s).value();
+      const std::vector<Tensor> want = (*plain)->SlotParameters(s).value();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t w = 0; w < want.size(); ++w) {
+        EXPECT_EQ(std::memcmp(got[w].raw_data(), want[w].raw_data(), want[w].byte_size()), 0)
+            << "slot " << s << ", tensor " << w;
+      }
+    }
+  }
+}
 
 // More slots than rows: the slot without rows still takes part in the
 // reduction (adding zeros), and the step is the one-slot step.
