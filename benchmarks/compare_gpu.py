@@ -400,31 +400,27 @@ def main(argv):
                                f"{ms:.1f}", f"{args.train_batch / ms * 1000:.0f}",
                                f"{ms / peer:.2f}"))
             if slots == 1:
-                # Beside the deterministic default: cuDNN's fastest algorithms, as PyTorch's.
-                log(f"replicad training step, tf32={tf32}, 1 slot, --no-cudnn-deterministic")
-                fastest, fastest_error = replicad_ms(
-                    train_bench, "train_step",
-                    ["--model", train_path, "--device", args.device, "--slots", "1",
-                     "--batch", str(args.train_batch), "--no-cudnn-deterministic"] +
-                    (["--tf32"] if tf32 else []), args)
-                train_rows.append(("replicad TrainStep, non-deterministic cuDNN",
-                                   "on" if tf32 else "off", "1",
-                                   f"{fastest:.1f}" if fastest else f"failed: {fastest_error}",
-                                   f"{args.train_batch / fastest * 1000:.0f}" if fastest else "",
-                                   f"{fastest / peer:.2f}" if fastest else ""))
-                # The default posts the next batch, uploaded while a step computes (as
-                # TrainSteps does for a streaming client); beside it, each step's own upload.
-                log(f"replicad training step, tf32={tf32}, 1 slot, --no-prefetch")
-                unhidden, unhidden_error = replicad_ms(
-                    train_bench, "train_step",
-                    ["--model", train_path, "--device", args.device, "--slots", "1",
-                     "--batch", str(args.train_batch), "--no-prefetch"] +
-                    (["--tf32"] if tf32 else []), args)
-                train_rows.append(("replicad TrainStep, input uploaded in the step",
-                                   "on" if tf32 else "off", "1",
-                                   f"{unhidden:.1f}" if unhidden else f"failed: {unhidden_error}",
-                                   f"{args.train_batch / unhidden * 1000:.0f}" if unhidden else "",
-                                   f"{unhidden / peer:.2f}" if unhidden else ""))
+                # Beside the default: cuDNN's fastest algorithms, as PyTorch's; and each
+                # step uploading its own input (the default posts the next batch, uploaded
+                # while a step computes, as TrainSteps does for a streaming client).
+                variant_ms = {}
+                for flag, label in (("--no-cudnn-deterministic",
+                                     "replicad TrainStep, non-deterministic cuDNN"),
+                                    ("--no-prefetch",
+                                     "replicad TrainStep, input uploaded in the step")):
+                    log(f"replicad training step, tf32={tf32}, 1 slot, {flag}")
+                    variant, error = replicad_ms(
+                        train_bench, "train_step",
+                        ["--model", train_path, "--device", args.device, "--slots", "1",
+                         "--batch", str(args.train_batch), flag] +
+                        (["--tf32"] if tf32 else []), args)
+                    variant_ms[flag] = variant
+                    train_rows.append((label, "on" if tf32 else "off", "1",
+                                       f"{variant:.1f}" if variant else f"failed: {error}",
+                                       f"{args.train_batch / variant * 1000:.0f}" if variant else "",
+                                       f"{variant / peer:.2f}" if variant else ""))
+                fastest = variant_ms["--no-cudnn-deterministic"]
+                unhidden = variant_ms["--no-prefetch"]
                 train_cases[tf32] = gpu_summary.case(
                     peer, ms,
                     replicad_case=f"batch {args.train_batch}, 1 slot, deterministic, next batch "

@@ -17,6 +17,7 @@
 #include "core/serve/model_manager.h"
 #include "core/serve/request_context.h"
 #include "core/serve/request_validation.h"
+#include "core/serve/train_step_queue.h"
 
 namespace replicad {
 
@@ -29,25 +30,6 @@ struct InferRequest {
   // The protocol's names for these fields, used in error messages.
   std::string model_field = "model";
   std::string outputs_field = "output_names";
-};
-
-// A training step's request: `inputs` as for InferRequest, plus targets.
-struct TrainRequest {
-  std::string model;
-  int64_t version = 0;
-  std::vector<RequestInput> inputs;
-  std::optional<RequestInput> targets;
-  std::optional<TrainShard> shard;  // One rank's shard of a step (trainable.h).
-  std::string model_field = "model";
-};
-
-// A TrainRequest found, checked and bound to its model (BindTrainStep),
-// ready to queue (TrainBound).
-struct BoundTrainStep {
-  std::shared_ptr<LoadedModel> model;
-  std::vector<Tensor> inputs;  // Model order.
-  Tensor targets;
-  std::optional<TrainShard> shard;
 };
 
 // Where a protocol wants an inference's outputs: memory in its own response.
@@ -90,7 +72,7 @@ class ServingObserver {
 // pool or the training side's thread, and the done callbacks run there or
 // on slot threads, never before the call returns unless the request failed
 // its checks or was refused by the queue.
-class ServingCore {
+class ServingCore final : public TrainStepQueue {
  public:
   struct Options {
     ServingObserver* observer = nullptr;  // Optional; must outlive the core.
@@ -125,8 +107,7 @@ class ServingCore {
   // while queued); the servable's error otherwise. `done` runs exactly once.
   void Infer(InferRequest request, RequestContext context, ResponseWriter* writer, InferDone done);
 
-  using TrainDone = absl::AnyInvocable<void(absl::StatusOr<DataParallelTrainer::StepResult>,
-                                            std::shared_ptr<LoadedModel> model) &&>;
+  using TrainDone = TrainStepQueue::TrainDone;
   // One training step, queued in the model's Scheduler like an inference
   // (its priority, deadline, queue policy and bounds apply) and run on the
   // training side's thread once the batches ahead of it in the queue (its
@@ -136,25 +117,16 @@ class ServingCore {
   // be trained here.
   void TrainStep(TrainRequest request, RequestContext context, TrainDone done);
 
-  // TrainStep in two halves, for steps a client streams (TrainStepStream):
-  // BindTrainStep finds the model and binds the request as TrainStep does,
-  // failing with its errors but for admission, which TrainBound checks
-  // (`*found`: the model, when one was found; its refusals are counted);
-  // the tensors view the request's bytes, which
-  // `keep_alive` keeps valid (null: the caller keeps them until the step is
-  // done). TrainBound queues the bound step as TrainStep queues its own.
+  // TrainStepQueue: TrainStep in two halves, for steps a client streams
+  // (TrainStepStream). BindTrainStep fails as TrainStep does but for
+  // admission, which TrainBound checks; TrainBound queues the bound step as
+  // TrainStep queues its own.
   absl::StatusOr<BoundTrainStep> BindTrainStep(const TrainRequest& request,
                                                std::shared_ptr<const void> keep_alive,
-                                               std::shared_ptr<LoadedModel>* found);
-  void TrainBound(BoundTrainStep step, RequestContext context, TrainDone done);
-  // Tells `step`'s model that it will most likely be queued next, so that
-  // its trainer may upload it while the step before computes
-  // (Trainable::ExpectStep). `step`'s tensors must own their bytes
-  // (BindTrainStep with `keep_alive`).
-  void ExpectTrainStep(const BoundTrainStep& step);
-  // It will not come after all (its stream failed before it ran): the
-  // trainer stops uploading it (Trainable::WithdrawExpectedStep).
-  void WithdrawTrainStep(const BoundTrainStep& step);
+                                               std::shared_ptr<LoadedModel>* found) override;
+  void TrainBound(BoundTrainStep step, RequestContext context, TrainDone done) override;
+  void ExpectTrainStep(const BoundTrainStep& step) override;
+  void WithdrawTrainStep(const BoundTrainStep& step) override;
 
   // TrainingSession's Configure and SaveCheckpoint for `model`'s latest
   // version, with their errors, and Unavailable while draining, NotFound

@@ -1,6 +1,7 @@
 #ifndef REPLICAD_CORE_SERVE_TRAIN_STEP_STREAM_H_
 #define REPLICAD_CORE_SERVE_TRAIN_STEP_STREAM_H_
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -9,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/serve/request_context.h"
-#include "core/serve/serving_core.h"
+#include "core/serve/train_step_queue.h"
 
 namespace replicad {
 
@@ -17,9 +18,9 @@ namespace replicad {
 // order it sends them. Each is bound as it arrives and queued as a
 // TrainStep once the one before it was applied and answered; the one
 // received meanwhile waits, bound, and its model's trainer uploads it while
-// the step before computes (ServingCore::ExpectTrainStep). The first step
-// that fails (its request, its binding or its run) ends the stream: the one
-// waiting then is answered Aborted without running (and its upload hint
+// the step before computes (TrainStepQueue::ExpectTrainStep). The first step
+// that fails (its request, its binding or its run) ends the stream: those
+// waiting then are answered Aborted without running (and the upload hint
 // withdrawn), and no step is taken after. Every step taken gets exactly one
 // answer, in the order taken. At most one step runs and one waits, so a
 // protocol reads the next message only while HasRoom().
@@ -34,8 +35,9 @@ class TrainStepStream : public std::enable_shared_from_this<TrainStepStream> {
   using Answer =
       std::function<void(absl::StatusOr<Result> result, std::shared_ptr<LoadedModel> model)>;
 
-  // `core` must outlive the stream; `context` applies to every step.
-  TrainStepStream(ServingCore& core, RequestContext context, Answer answer);
+  // `queue` (the ServingCore) must outlive the stream; `context` applies to
+  // every step.
+  TrainStepStream(TrainStepQueue& queue, RequestContext context, Answer answer);
 
   // The client's next step (`request`: its decoding's error, if that
   // failed), its bytes kept valid by `keep_alive`. Whether the stream took
@@ -53,14 +55,16 @@ class TrainStepStream : public std::enable_shared_from_this<TrainStepStream> {
   void Run(Entry entry);
   void Finished(absl::StatusOr<Result> result, std::shared_ptr<LoadedModel> model);
 
-  ServingCore& core_;
+  TrainStepQueue& queue_;
   const RequestContext context_;
   const Answer answer_;
   mutable absl::Mutex mu_;
   // A step is running, or its answer is on its way (so a step added
   // meanwhile waits its turn).
   bool running_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<Entry> waiting_ ABSL_GUARDED_BY(mu_);
+  // Received, to run in order once the running one is answered: one, when
+  // the protocol reads only while HasRoom(); more are kept, never dropped.
+  std::deque<Entry> waiting_ ABSL_GUARDED_BY(mu_);
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   // The step last posted to its model as upcoming, withdrawn if the stream
   // fails before it runs.

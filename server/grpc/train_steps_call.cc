@@ -69,6 +69,7 @@ class TrainStepsCall final
       if (ok && failure_.ok()) {
         request = std::move(read_);
         ++unanswered_;  // Before Add, which may answer it at once.
+        adding_ = true;
       }
     }
     if (request != nullptr) {
@@ -76,6 +77,7 @@ class TrainStepsCall final
       const bool taken = stream_->Add(TrainRequestOf(*request), request);
       absl::MutexLock lock(&mu_);
       if (!taken) --unanswered_;
+      adding_ = false;
     }
     Continue(nullptr);
   }
@@ -133,8 +135,10 @@ class TrainStepsCall final
         ++starting_;
         write = &to_write_.front();
       }
-      if (!finished_ && !reading_ && !client_done_ && failure_.ok() && stream_->HasRoom() &&
-          to_write_.size() < kMaxAnswersBehind) {
+      // Not while a message read is on its way into the stream: the room it
+      // will take is not yet gone from HasRoom.
+      if (!finished_ && !reading_ && !adding_ && !client_done_ && failure_.ok() &&
+          stream_->HasRoom() && to_write_.size() < kMaxAnswersBehind) {
         read = ReadLocked();
       }
       if (write == nullptr && read == nullptr) ending = EndingLocked();
@@ -192,6 +196,7 @@ class TrainStepsCall final
   absl::Mutex mu_;
   std::shared_ptr<v1::TrainStepRequest> read_ ABSL_GUARDED_BY(mu_);  // The message being read.
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool adding_ ABSL_GUARDED_BY(mu_) = false;       // A message read is being added to the stream.
   bool client_done_ ABSL_GUARDED_BY(mu_) = false;  // Half-closed, cancelled or gone.
   int unanswered_ ABSL_GUARDED_BY(mu_) = 0;        // Steps the stream took and has not answered.
   std::deque<v1::TrainStepResponse> to_write_ ABSL_GUARDED_BY(mu_);  // Front: being written.

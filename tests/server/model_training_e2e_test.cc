@@ -32,6 +32,7 @@
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/proto_tensors.h"
 #include "tests/testing/test_models.h"
+#include "tests/testing/training_requests.h"
 
 namespace replicad {
 namespace {
@@ -46,29 +47,13 @@ std::unique_ptr<client::ReplicadClient> Connect(const DaemonProcess& daemon) {
   return *client::ReplicadClient::Connect(daemon.target(), {});
 }
 
-Tensor Labels(int64_t batch, int64_t first) {
-  Tensor labels = Tensor::Host(DType::kInt64, {batch});
-  for (int64_t i = 0; i < batch; ++i) labels.data<int64_t>()[i] = (first + 3 * i) % 10;
-  return labels;
-}
+using testing::SgdConfig;
+
+Tensor Labels(int64_t batch, int64_t first) { return testing::DefaultModelLabels(batch, first); }
 
 v1::TrainStepRequest StepRequest(int64_t batch, uint64_t seed,
                                  const std::string& model = "default") {
-  v1::TrainStepRequest request;
-  request.set_model(model);
-  *request.add_inputs() = ToProto("image", testing::RandomTensor({batch, 1, 28, 28}, seed));
-  *request.mutable_targets() = ToProto("targets", Labels(batch, static_cast<int64_t>(seed)));
-  return request;
-}
-
-v1::ConfigureTrainingRequest SgdConfig(const std::string& model = "default") {
-  v1::ConfigureTrainingRequest request;
-  request.set_model(model);
-  v1::OptimizerConfig* optimizer = request.mutable_config()->mutable_optimizer();
-  optimizer->set_kind(v1::OPTIMIZER_SGD);
-  optimizer->set_learning_rate(0.05);
-  optimizer->set_momentum(0.9);
-  return request;
+  return testing::DefaultModelStep(batch, seed, model);
 }
 
 // SgdConfig with a checkpoint into `dir` after every step.

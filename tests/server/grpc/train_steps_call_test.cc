@@ -4,6 +4,7 @@
 // the call with its error and nothing sent after it runs; an empty stream,
 // a flood of steps written without reading, a client that cancels, and a
 // caller without the train role are all answered and lose nothing.
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -16,8 +17,7 @@
 #include "gtest/gtest.h"
 #include "replicad/v1/replicad.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
-#include "tests/testing/proto_tensors.h"
-#include "tests/testing/test_models.h"
+#include "tests/testing/training_requests.h"
 
 namespace replicad {
 namespace {
@@ -25,16 +25,14 @@ namespace {
 using ::testing::AllOf;
 using testing::DaemonProcess;
 using ::testing::HasSubstr;
-using testing::ToProto;
 
+// A step on the default model; with `bad_label`, its last row has that class.
 v1::TrainStepRequest StepRequest(int64_t batch, uint64_t seed, int64_t bad_label = -1) {
-  v1::TrainStepRequest request;
-  request.set_model("default");
-  *request.add_inputs() = ToProto("image", testing::RandomTensor({batch, 1, 28, 28}, seed));
-  Tensor labels = Tensor::Host(DType::kInt64, {batch});
-  for (int64_t i = 0; i < batch; ++i) labels.data<int64_t>()[i] = (seed + 3 * i) % 10;
-  if (bad_label >= 0) labels.data<int64_t>()[batch - 1] = bad_label;
-  *request.mutable_targets() = ToProto("targets", labels);
+  v1::TrainStepRequest request = testing::DefaultModelStep(batch, seed);
+  if (bad_label >= 0) {
+    std::string& raw = *request.mutable_targets()->mutable_raw();
+    std::memcpy(raw.data() + raw.size() - sizeof(int64_t), &bad_label, sizeof(int64_t));
+  }
   return request;
 }
 
@@ -48,15 +46,10 @@ class TrainStepsTest : public ::testing::Test {
     daemon_ = *std::move(daemon);
     stub_ = v1::Replicad::NewStub(
         grpc::CreateChannel(daemon_->target(), grpc::InsecureChannelCredentials()));
-    v1::ConfigureTrainingRequest configure;
-    configure.set_model("default");
-    configure.mutable_config()->mutable_optimizer()->set_kind(v1::OPTIMIZER_SGD);
-    configure.mutable_config()->mutable_optimizer()->set_learning_rate(0.05);
-    configure.mutable_config()->mutable_optimizer()->set_momentum(0.9);
     grpc::ClientContext context;
     Authorize(&context);
     v1::ConfigureTrainingResponse configured;
-    grpc::Status status = stub_->ConfigureTraining(&context, configure, &configured);
+    grpc::Status status = stub_->ConfigureTraining(&context, testing::SgdConfig(), &configured);
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 
@@ -175,12 +168,14 @@ TEST_F(TrainStepsTest, AnEmptyStreamEndsOk) {
   EXPECT_TRUE(streamed.answers.empty());
 }
 
-// 40 steps written before any answer is read: the daemon reads a message
-// only while it has room (one step running, one waiting), so the client
-// is held back by flow control, and every step is answered in order.
+// 150 small steps written before any answer is read: the daemon reads a
+// message only while it has room (one step running, one waiting), so the
+// client is held back by flow control, and every step is answered in
+// order. (Many quick steps: a read racing an answer once overwrote the
+// step waiting, and the call never ended.)
 TEST_F(TrainStepsTest, AFloodOfStepsIsAnsweredInOrder) {
   std::vector<v1::TrainStepRequest> requests;
-  for (int k = 0; k < 40; ++k) requests.push_back(StepRequest(3, 100 + k));
+  for (int k = 0; k < 150; ++k) requests.push_back(StepRequest(2, 100 + k));
   Streamed streamed = Stream(requests);
   ASSERT_TRUE(streamed.status.ok()) << streamed.status.error_message();
   ASSERT_EQ(streamed.answers.size(), requests.size());

@@ -16,36 +16,19 @@
 #include "replicad/v1/replicad.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/local_gpus.h"
-#include "tests/testing/proto_tensors.h"
-#include "tests/testing/test_models.h"
+#include "tests/testing/training_requests.h"
 
 namespace replicad {
 namespace {
 
 using testing::DaemonProcess;
-using testing::ToProto;
-
-v1::TrainStepRequest StepRequest(int64_t batch, uint64_t seed) {
-  v1::TrainStepRequest request;
-  request.set_model("default");
-  *request.add_inputs() = ToProto("image", testing::RandomTensor({batch, 1, 28, 28}, seed));
-  Tensor labels = Tensor::Host(DType::kInt64, {batch});
-  for (int64_t i = 0; i < batch; ++i) labels.data<int64_t>()[i] = (seed + 3 * i) % 10;
-  *request.mutable_targets() = ToProto("targets", labels);
-  return request;
-}
 
 std::unique_ptr<v1::Replicad::Stub> Configured(const DaemonProcess& daemon) {
   auto stub = v1::Replicad::NewStub(
       grpc::CreateChannel(daemon.target(), grpc::InsecureChannelCredentials()));
-  v1::ConfigureTrainingRequest configure;
-  configure.set_model("default");
-  configure.mutable_config()->mutable_optimizer()->set_kind(v1::OPTIMIZER_SGD);
-  configure.mutable_config()->mutable_optimizer()->set_learning_rate(0.05);
-  configure.mutable_config()->mutable_optimizer()->set_momentum(0.9);
   grpc::ClientContext context;
   v1::ConfigureTrainingResponse configured;
-  EXPECT_TRUE(stub->ConfigureTraining(&context, configure, &configured).ok());
+  EXPECT_TRUE(stub->ConfigureTraining(&context, testing::SgdConfig(), &configured).ok());
   return stub;
 }
 
@@ -59,7 +42,8 @@ TEST(TrainStepsGpuTest, StreamedStepsReadRowsUploadedAheadAndTrainAsOneCallEach)
   auto streamed_stub = Configured(**streamed);
   auto unary_stub = Configured(**unary);
   std::vector<v1::TrainStepRequest> requests;
-  for (int k = 0; k < 6; ++k) requests.push_back(StepRequest(k == 3 ? 7 : 64, 40 + k));
+  for (int k = 0; k < 6; ++k)
+    requests.push_back(testing::DefaultModelStep(k == 3 ? 7 : 64, 40 + k));
 
   grpc::ClientContext context;
   auto call = streamed_stub->TrainSteps(&context);
