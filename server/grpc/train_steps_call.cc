@@ -98,7 +98,13 @@ class TrainStepsCall final
     Continue(nullptr);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // gRPC calls this after Finish, through its own queues, which TSan does
+    // not see: taking the lock orders every write made under it (an answer's,
+    // on the training thread) before the destruction.
+    { absl::MutexLock lock(&mu_); }
+    delete this;
+  }
 
  private:
   struct Ending {
