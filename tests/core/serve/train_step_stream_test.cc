@@ -88,10 +88,16 @@ struct Answers {
   }
 };
 
-TEST(TrainStepStreamTest, StepsRunOneAtATimeInOrderAndTheWaitingOneIsExpected) {
+// A stream over a stand-in queue, answering into `answers`.
+class TrainStepStreamTest : public ::testing::Test {
+ protected:
   StandInQueue queue;
   Answers answers;
-  auto stream = std::make_shared<TrainStepStream>(queue, RequestContext{}, answers.Callback());
+  std::shared_ptr<TrainStepStream> stream =
+      std::make_shared<TrainStepStream>(queue, RequestContext{}, answers.Callback());
+};
+
+TEST_F(TrainStepStreamTest, StepsRunOneAtATimeInOrderAndTheWaitingOneIsExpected) {
   EXPECT_TRUE(stream->Add(Request(1), nullptr));
   EXPECT_TRUE(stream->HasRoom());  // 1 runs; room for the next.
   EXPECT_TRUE(stream->Add(Request(2), nullptr));
@@ -113,10 +119,7 @@ TEST(TrainStepStreamTest, StepsRunOneAtATimeInOrderAndTheWaitingOneIsExpected) {
 
 // A protocol that reads while an answer goes out adds a step then: with a
 // step already taken to run next, or with none waiting, it waits its turn.
-TEST(TrainStepStreamTest, AStepAddedWhileAnAnswerGoesOutWaitsItsTurn) {
-  StandInQueue queue;
-  Answers answers;
-  auto stream = std::make_shared<TrainStepStream>(queue, RequestContext{}, answers.Callback());
+TEST_F(TrainStepStreamTest, AStepAddedWhileAnAnswerGoesOutWaitsItsTurn) {
   ASSERT_TRUE(stream->Add(Request(1), nullptr));
   ASSERT_TRUE(stream->Add(Request(2), nullptr));
   answers.during = [&] { EXPECT_TRUE(stream->Add(Request(3), nullptr)); };
@@ -134,10 +137,7 @@ TEST(TrainStepStreamTest, AStepAddedWhileAnAnswerGoesOutWaitsItsTurn) {
 }
 
 // Steps past the room a protocol should leave are kept, never dropped.
-TEST(TrainStepStreamTest, StepsPastTheRoomAreKept) {
-  StandInQueue queue;
-  Answers answers;
-  auto stream = std::make_shared<TrainStepStream>(queue, RequestContext{}, answers.Callback());
+TEST_F(TrainStepStreamTest, StepsPastTheRoomAreKept) {
   for (int64_t id = 1; id <= 4; ++id) EXPECT_TRUE(stream->Add(Request(id), nullptr));
   for (int64_t id = 1; id <= 4; ++id) queue.Complete(id);
   EXPECT_THAT(queue.queued, ElementsAre(1, 2, 3, 4));
@@ -146,10 +146,7 @@ TEST(TrainStepStreamTest, StepsPastTheRoomAreKept) {
 
 // The first failure answers the steps waiting Aborted without running
 // them, withdraws the hint of the last one expected, and takes no more.
-TEST(TrainStepStreamTest, TheFirstFailureEndsTheStream) {
-  StandInQueue queue;
-  Answers answers;
-  auto stream = std::make_shared<TrainStepStream>(queue, RequestContext{}, answers.Callback());
+TEST_F(TrainStepStreamTest, TheFirstFailureEndsTheStream) {
   ASSERT_TRUE(stream->Add(Request(1), nullptr));
   ASSERT_TRUE(stream->Add(Request(2), nullptr));
   ASSERT_TRUE(stream->Add(Request(3), nullptr));
@@ -165,10 +162,7 @@ TEST(TrainStepStreamTest, TheFirstFailureEndsTheStream) {
 // A request that cannot be decoded or bound is answered in its turn, after
 // the step before it; a step that fails before its trainer took it (the
 // queue refused it) withdraws its hint.
-TEST(TrainStepStreamTest, BadRequestsAndRefusedStepsAnswerInTheirTurn) {
-  StandInQueue queue;
-  Answers answers;
-  auto stream = std::make_shared<TrainStepStream>(queue, RequestContext{}, answers.Callback());
+TEST_F(TrainStepStreamTest, BadRequestsAndRefusedStepsAnswerInTheirTurn) {
   ASSERT_TRUE(stream->Add(Request(1), nullptr));
   ASSERT_TRUE(stream->Add(Request(2, "unknown"), nullptr));
   queue.Complete(1);
