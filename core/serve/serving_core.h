@@ -17,6 +17,7 @@
 #include "core/serve/model_manager.h"
 #include "core/serve/request_context.h"
 #include "core/serve/request_validation.h"
+#include "core/serve/serving_observer.h"
 #include "core/serve/train_step_queue.h"
 
 namespace replicad {
@@ -46,20 +47,6 @@ class ResponseWriter {
 struct SliceReport {
   std::string slot, device;
   int64_t begin = 0, end = 0;
-};
-
-// Told about every finished request (for metrics). Called on core threads.
-class ServingObserver {
- public:
-  virtual ~ServingObserver() = default;
-  virtual void OnInferred(const LoadedModel& model, int64_t rows, const RequestTimes& times) = 0;
-  // A step that ran, applied or skipped (step.skipped). `queued`: its time
-  // in the model's queue, before it ran.
-  virtual void OnTrainStep(const LoadedModel& model, const DataParallelTrainer::StepResult& step,
-                           absl::Duration queued) = 0;
-  // A TrainStep for a model that exists, answered with `status` (not OK):
-  // refused before it ran, or failed without being applied.
-  virtual void OnTrainStepRefused(const LoadedModel& model, const absl::Status& status) = 0;
 };
 
 // The one request path every protocol calls: admission and draining, model
@@ -107,7 +94,6 @@ class ServingCore final : public TrainStepQueue {
   // while queued); the servable's error otherwise. `done` runs exactly once.
   void Infer(InferRequest request, RequestContext context, ResponseWriter* writer, InferDone done);
 
-  using TrainDone = TrainStepQueue::TrainDone;
   // One training step, queued in the model's Scheduler like an inference
   // (its priority, deadline, queue policy and bounds apply) and run on the
   // training side's thread once the batches ahead of it in the queue (its
@@ -117,10 +103,8 @@ class ServingCore final : public TrainStepQueue {
   // be trained here.
   void TrainStep(TrainRequest request, RequestContext context, TrainDone done);
 
-  // TrainStepQueue: TrainStep in two halves, for steps a client streams
-  // (TrainStepStream). BindTrainStep fails as TrainStep does but for
-  // admission, which TrainBound checks; TrainBound queues the bound step as
-  // TrainStep queues its own.
+  // TrainStepQueue: TrainStep in two halves (TrainStepStream's); admission
+  // is TrainBound's.
   absl::StatusOr<BoundTrainStep> BindTrainStep(const TrainRequest& request,
                                                std::shared_ptr<const void> keep_alive,
                                                std::shared_ptr<LoadedModel>* found) override;

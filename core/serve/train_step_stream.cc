@@ -9,6 +9,10 @@ TrainStepStream::TrainStepStream(TrainStepQueue& queue, RequestContext context, 
 
 bool TrainStepStream::Add(absl::StatusOr<TrainRequest> request,
                           std::shared_ptr<const void> keep_alive) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (failed_) return false;  // Ended: nothing to bind for.
+  }
   std::shared_ptr<LoadedModel> model;
   absl::StatusOr<BoundTrainStep> step =
       request.ok() ? queue_.BindTrainStep(*request, std::move(keep_alive), &model)

@@ -130,8 +130,7 @@ class TrainingSession final : public Trainable {
   // shard is FailedPrecondition.
   void Step(std::vector<Tensor> inputs, Tensor targets, std::optional<TrainShard> shard,
             StepDone done) override;
-  // The trainer (a DataParallelTrainer on GPU slots) uploads the expected
-  // batch while the step before it computes (ModelTrainer::ExpectBatchesFrom).
+  // To the trainer's ModelTrainer::ExpectBatchesFrom.
   void ExpectStep(std::vector<Tensor> inputs, Tensor targets) override;
   void WithdrawExpectedStep(const std::vector<Tensor>& inputs, const Tensor& targets) override;
   int64_t trained_step() const override { return trained_step_.load(); }

@@ -24,14 +24,18 @@ namespace replicad {
 // (cudnn_conv_grad_kernel.cc). All of it runs at build time, on the slot's
 // host thread.
 
-// A 2-D cross-correlation as cuDNN takes it: one pad per spatial dim (H, W),
-// the same on both sides; dilations count as ONNX's (1 = dense).
-struct ConvGeometry {
-  std::array<int64_t, 2> pads{};
-  std::array<int64_t, 2> strides{};
-  std::array<int64_t, 2> dilations{};
+// A cross-correlation over `kSpatialDims` dims as cuDNN takes it (2-D, or
+// 3-D through its Nd descriptors): one pad per spatial dim, the same on both
+// sides; dilations count as ONNX's (1 = dense).
+template <size_t kSpatialDims>
+struct ConvGeometryOf {
+  std::array<int64_t, kSpatialDims> pads{};
+  std::array<int64_t, kSpatialDims> strides{};
+  std::array<int64_t, kSpatialDims> dilations{};
   int64_t group = 1;
 };
+using ConvGeometry = ConvGeometryOf<2>;
+using ConvGeometry3d = ConvGeometryOf<3>;
 
 // Conv's geometry (for its forward and both gradients) over X of spatial
 // size `input` (H, W). Padding pads_begin on both sides gives the node's
@@ -75,15 +79,6 @@ struct ConvDescriptors {
 absl::StatusOr<std::unique_ptr<ConvDescriptors>> MakeConvDescriptors(
     const KernelSpec& spec, const CudaKernelContext& context, const Dims4& x, const Dims4& w,
     const Dims4& y, const ConvGeometry& geometry, cudnnDataType_t io_type = CUDNN_DATA_FLOAT);
-
-// A 3-D cross-correlation as cuDNN's Nd descriptors take it: one pad per
-// spatial dim (D, H, W), the same on both sides; dilations as ONNX's.
-struct ConvGeometry3d {
-  std::array<int64_t, 3> pads{};
-  std::array<int64_t, 3> strides{};
-  std::array<int64_t, 3> dilations{};
-  int64_t group = 1;
-};
 
 // A 3-D Conv's geometry (X [N, C, D, H, W], W [M, C/group, kD, kH, kW]):
 // padding pads_begin on both sides must give the node's output, as
