@@ -26,6 +26,10 @@ fp16 training: replicad's TrainStep with precision fp16 (one slot) next to PyTor
 Reduced precision: replicad --precision fp16 and bf16 (one slot, host tensors in and out)
 next to PyTorch under torch.autocast with its input on the GPU (the JSON's predict.fp16 and
 predict.bf16).
+int8: resnet18 as quantize_static writes it (QDQ; gpu-bundle.sh carries the file, since the GPU
+machine has no onnxruntime), its convolutions on int8 tensor cores, next to replicad's float32
+resnet18 and PyTorch's float32 (input on the GPU) at batch --int8-batch, one slot (the JSON's
+predict.int8: replicad int8 against PyTorch float32).
 Batch 1, TF32 off: replicad on one slot with and without --cuda-graphs, next to PyTorch with
 host tensors in and out and with its input on the GPU (the JSON's predict.batch1_graphs:
 replicad with graphs against PyTorch with host tensors, as replicad's are).
@@ -248,6 +252,51 @@ def reduced_precision(bench, path, module, args):
     return rows, cases
 
 
+def int8_model(args):
+    """resnet18 quantized by quantize_static (QDQ): the bundle's, or int8_bench.py's in the build
+    tree; None where neither is there."""
+    for path in (os.path.join(args.build_dir, "models", "resnet18_qdq.onnx"),
+                 os.path.join(args.build_dir, "bench_models", "resnet18_qdq", "model.onnx")):
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def int8_inference(bench, workdir, args):
+    """resnet18 int8 (QDQ) on one slot next to replicad's and PyTorch's float32 resnet18, batch
+    --int8-batch, TF32 off: the table's rows and the JSON case."""
+    rows = [("engine", "median ms", "images/s", "vs PyTorch float32")]
+    qdq = int8_model(args)
+    if qdq is None:
+        rows.append(("replicad int8", "skipped: no resnet18_qdq (scripts/gpu-bundle.sh with "
+                     ".venv-triton, or benchmarks/int8_bench.py)", "", ""))
+        return rows, None
+    float_path = os.path.join(workdir, "resnet18.onnx")
+    torch.manual_seed(0)
+    module = torchvision.models.resnet18(weights=None).eval()
+    models.export_onnx(module, [("input", (3, 224, 224))], ["logits"], float_path)
+    module = module.cuda()
+    log(f"PyTorch resnet18 float32, batch {args.int8_batch}")
+    peer = torch_inference_ms(module, args.int8_batch, False, True, args)
+    rows.append(("PyTorch float32, input on GPU", f"{peer:.2f}",
+                 f"{args.int8_batch / peer * 1000:.0f}", ""))
+    int8_ms = None
+    for label, path in (("replicad float32", float_path), ("replicad int8 (QDQ)", qdq)):
+        log(f"{label}, batch {args.int8_batch}")
+        ms, error = replicad_ms(bench, "predict",
+                                ["--model", path, "--device", args.device, "--slots", "1",
+                                 "--batch", str(args.int8_batch)], args)
+        rows.append((label, f"{ms:.2f}" if ms else f"failed: {error}",
+                     f"{args.int8_batch / ms * 1000:.0f}" if ms else "",
+                     f"{ms / peer:.2f}" if ms else ""))
+        if path == qdq:
+            int8_ms = ms
+    return rows, gpu_summary.case(peer, int8_ms,
+                                  replicad_case=f"resnet18 quantize_static QDQ, batch "
+                                                f"{args.int8_batch}, 1 slot, host tensors in and out",
+                                  pytorch_case="resnet18 float32, input on the GPU")
+
+
 def batch1_graphs(bench, path, module, args):
     """Batch-1 latency, TF32 off: PyTorch (host tensors in and out, and its input on the GPU)
     against replicad on one slot with and without --cuda-graphs. The table's rows and the
@@ -324,6 +373,8 @@ def main(argv):
                         help="seconds one replicad benchmark run may take before it counts as failed")
     parser.add_argument("--slot-batches", default="1,8,64",
                         help="batches of the slots-per-GPU sweep (1, 2 and 4 slots of one GPU)")
+    parser.add_argument("--int8-batch", type=int, default=64,
+                        help="batch of the int8 resnet18 comparison")
     parser.add_argument("--batching-window-ms", type=int, default=4000,
                         help="perf_analyzer's window for the batching gain; 0 skips it")
     args = parser.parse_args(argv)
@@ -444,6 +495,7 @@ def main(argv):
     slot_rows = slots_per_gpu(bench, path, args)
     graph_rows, graphs_case = batch1_graphs(bench, path, module, args)
     precision_rows, precision_cases = reduced_precision(bench, path, module, args)
+    int8_rows, int8_case = int8_inference(bench, workdir, args)
     fp16_train_rows, fp16_train_case = fp16_train_step(train_bench, train_path, args)
     gain, batching_rows = batching_gain(path, args, workdir)
     report += "\n".join(["", "Slots of one GPU (TF32 off, host tensors in and out):", "",
@@ -451,6 +503,8 @@ def main(argv):
                          "Batch 1, one slot, TF32 off (CUDA graphs):", "", table(graph_rows), "",
                          f"Reduced precision, batch {args.batch}, one slot:", "",
                          table(precision_rows), "",
+                         f"int8, resnet18, batch {args.int8_batch}, one slot, TF32 off:", "",
+                         table(int8_rows), "",
                          f"fp16 training step, batch {args.train_batch}, TF32 off:", "",
                          table(fp16_train_rows), "",
                          "Dynamic batching, resnet50 on one GPU slot, batch-1 requests over gRPC "
@@ -460,7 +514,7 @@ def main(argv):
                                    torch.cuda.get_device_name(0), git_commit(), train_cases,
                                    predict_cases, batch1_graphs=graphs_case,
                                    batching_gain=gain, reduced_precision=precision_cases,
-                                   train_fp16=fp16_train_case)
+                                   train_fp16=fp16_train_case, int8=int8_case)
     gpu_summary.write(document, args.json)
     log(f"compare_gpu: figures in {args.json}")
     return 0

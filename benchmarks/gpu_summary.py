@@ -6,7 +6,8 @@ that a lent GPU machine's run comes back with it. The shape, one entry per measu
     {"date": "YYYY-MM-DD", "gpu": "NVIDIA H200", "commit": "...",
      "train_step": {"tf32_on": {"pytorch_ms": .., "replicad_ms": .., "ratio": ..},
                     "tf32_off": {...}, "fp16": {...}},
-     "predict": {"tf32_on": {...}, "tf32_off": {...}, "batch1_graphs": {...}},
+     "predict": {"tf32_on": {...}, "tf32_off": {...}, "batch1_graphs": {...},
+                 "fp16": {...}, "bf16": {...}, "int8": {...}},
      "batching_gain": ..}
 
 A case not measured (or whose replicad run failed) is null, never a made-up number; "ratio"
@@ -31,10 +32,11 @@ def case(pytorch_ms, replicad_ms, **described):
 
 
 def summary(date, gpu, commit, train_step, predict, batch1_graphs=None, batching_gain=None,
-            reduced_precision=None, train_fp16=None):
+            reduced_precision=None, train_fp16=None, int8=None):
     """`train_step` and `predict`: {True: case or None, False: ...} by TF32 on/off;
     `reduced_precision`: {"fp16": case or None, "bf16": ...} (issue #39's --precision);
-    `train_fp16`: an fp16 training step against PyTorch's AMP (issue #39), or None."""
+    `train_fp16`: an fp16 training step against PyTorch's AMP (issue #39), or None;
+    `int8`: an int8 model's Predict against PyTorch's float32 (issue #39), or None."""
     reduced_precision = reduced_precision or {}
     for name, cases in (("train_step", train_step), ("predict", predict)):
         if set(cases) != {True, False}:
@@ -47,7 +49,7 @@ def summary(date, gpu, commit, train_step, predict, batch1_graphs=None, batching
                        "fp16": train_fp16},
         "predict": {"tf32_on": predict[True], "tf32_off": predict[False],
                     "batch1_graphs": batch1_graphs, "fp16": reduced_precision.get("fp16"),
-                    "bf16": reduced_precision.get("bf16")},
+                    "bf16": reduced_precision.get("bf16"), "int8": int8},
         "batching_gain": batching_gain,
     }
 

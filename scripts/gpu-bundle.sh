@@ -3,8 +3,8 @@
 # replicad (the lent device machines have CUDA, PyTorch and cuDNN/cuBLAS/NCCL
 # through pip, but none of replicad's other dependencies and no network):
 # the gpu-labelled test binaries, replicad, replicactl, model_forward_bench and train_step_bench,
-# the shared libraries they load that are not CUDA's, and the ONNX backend
-# test data, into .gpu-bundle/bundle.tar.xz (git-ignored). On the GPU machine,
+# the shared libraries they load that are not CUDA's, the ONNX backend
+# test data and an int8 resnet18, into .gpu-bundle/bundle.tar.xz (git-ignored). On the GPU machine,
 # from the repository root:
 #   bash scripts/gpu-check.sh          # unpacks, runs ctest -L gpu, compare_gpu.py
 # Build first (bash scripts/build.sh); CUDA must be enabled (nvcc found).
@@ -45,6 +45,19 @@ ldd "${binaries[@]}" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | s
 # Debug information is most of a RelWithDebInfo binary; the carry is limited.
 strip --strip-debug "$stage"/bin/* "$stage"/tests/* "$stage"/benchmarks/* "$stage"/lib/*
 cp -r /usr/share/libonnx-testdata/data "$stage/testdata/"
+# resnet18 as onnxruntime's quantize_static writes it (QDQ), for compare_gpu.py's int8 row: the
+# GPU machine has no onnxruntime to quantize with. int8_bench.py's files, made here if missing.
+if [ -x .venv-triton/bin/python ]; then
+  models="$build/bench_models"
+  if [ ! -f "$models/resnet18_qdq/model.onnx" ]; then
+    /usr/bin/python3 tests/parity/export_torch_models.py "$models" --models resnet18
+    .venv-triton/bin/python tests/parity/quantize_models.py "$models" "$models" --models resnet18
+  fi
+  mkdir -p "$stage/models"
+  cp "$models/resnet18_qdq/model.onnx" "$stage/models/resnet18_qdq.onnx"
+else
+  echo "gpu-bundle: no .venv-triton (bash scripts/triton-venv.sh): the int8 row will be skipped" >&2
+fi
 mkdir -p .gpu-bundle
 # xz -9: its 64 MiB dictionary spans several test binaries, which share most
 # of their code (each links the libraries statically): the carry is 64 MiB.

@@ -22,13 +22,14 @@ class GpuSummaryTest(unittest.TestCase):
         predict = {True: gpu_summary.case(40.0, 30.0), False: gpu_summary.case(80.0, 88.0)}
         document = gpu_summary.summary("2026-12-03", "NVIDIA H200", "abc1234", train, predict,
                                        reduced_precision={"fp16": gpu_summary.case(50.0, 45.0)},
-                                       train_fp16=gpu_summary.case(60.0, 66.0))
+                                       train_fp16=gpu_summary.case(60.0, 66.0),
+                                       int8=gpu_summary.case(20.0, 10.0))
         self.assertEqual(set(document), {"date", "gpu", "commit", "train_step", "predict",
                                          "batching_gain"})
         self.assertEqual(set(document["train_step"]), {"tf32_on", "tf32_off", "fp16"})
         self.assertEqual(document["train_step"]["fp16"]["ratio"], 1.1)
         self.assertEqual(set(document["predict"]),
-                         {"tf32_on", "tf32_off", "batch1_graphs", "fp16", "bf16"})
+                         {"tf32_on", "tf32_off", "batch1_graphs", "fp16", "bf16", "int8"})
         self.assertEqual(document["train_step"]["tf32_on"],
                          {"pytorch_ms": 100.0, "replicad_ms": 150.0, "ratio": 1.5,
                           "replicad_case": "1 slot"})
@@ -38,6 +39,7 @@ class GpuSummaryTest(unittest.TestCase):
         self.assertIsNone(document["predict"]["batch1_graphs"])
         self.assertEqual(document["predict"]["fp16"]["ratio"], 0.9)
         self.assertIsNone(document["predict"]["bf16"])  # Not measured.
+        self.assertEqual(document["predict"]["int8"]["ratio"], 0.5)
         self.assertIsNone(document["batching_gain"])
 
     def test_what_is_not_a_time_or_a_whole_pair_is_refused(self):

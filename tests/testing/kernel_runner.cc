@@ -7,8 +7,8 @@
 namespace replicad::testing {
 namespace {
 
-absl::StatusOr<std::vector<Tensor>> Run(Device& device, const KernelCall& call,
-                                        const std::vector<Tensor>* initial_outputs) {
+// The spec of `call` with its outputs inferred; it points into `call`.
+absl::StatusOr<KernelSpec> SpecOf(const KernelCall& call) {
   const OpDefinition* op = FindOp(call.op_type);
   if (op == nullptr) return absl::NotFoundError(absl::StrCat("no op ", call.op_type));
   KernelSpec spec;
@@ -22,7 +22,14 @@ absl::StatusOr<std::vector<Tensor>> Run(Device& device, const KernelCall& call,
   }
   for (int i : call.constant_inputs) spec.constant_inputs.at(i) = &*call.inputs.at(i);
   if (absl::Status s = op->infer(&spec); !s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<Kernel>> kernel = device.MakeKernel(spec);
+  return spec;
+}
+
+absl::StatusOr<std::vector<Tensor>> Run(Device& device, const KernelCall& call,
+                                        const std::vector<Tensor>* initial_outputs) {
+  absl::StatusOr<KernelSpec> spec = SpecOf(call);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<std::unique_ptr<Kernel>> kernel = device.MakeKernel(*spec);
   if (!kernel.ok()) return kernel.status();
 
   std::vector<Tensor> inputs, outputs;
@@ -38,8 +45,8 @@ absl::StatusOr<std::vector<Tensor>> Run(Device& device, const KernelCall& call,
     inputs.push_back(*std::move(copy));
   }
   std::vector<void*> output_ptrs;
-  for (size_t o = 0; o < spec.outputs.size(); ++o) {
-    const TensorType& type = spec.outputs[o];
+  for (size_t o = 0; o < spec->outputs.size(); ++o) {
+    const TensorType& type = spec->outputs[o];
     Tensor output;
     if (initial_outputs != nullptr) {
       if (o >= initial_outputs->size() || !((*initial_outputs)[o].type() == type)) {
@@ -87,6 +94,12 @@ absl::StatusOr<std::vector<Tensor>> Run(Device& device, const KernelCall& call,
 }
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<Kernel>> BuildKernel(Device& device, const KernelCall& call) {
+  absl::StatusOr<KernelSpec> spec = SpecOf(call);
+  if (!spec.ok()) return spec.status();
+  return device.MakeKernel(*spec);
+}
 
 absl::StatusOr<std::vector<Tensor>> RunKernel(Device& device, const KernelCall& call) {
   return Run(device, call, nullptr);

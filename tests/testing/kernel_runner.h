@@ -1,6 +1,7 @@
 #ifndef REPLICAD_TESTS_TESTING_KERNEL_RUNNER_H_
 #define REPLICAD_TESTS_TESTING_KERNEL_RUNNER_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,11 @@ struct KernelCall {
   // OptimizerStep's update number); the default is outside training.
   RunContext context;
 };
+
+// Infers the outputs with the op's shape rule and builds the kernel on
+// `device` (which form a builder chose shows in what the kernel reports, e.g.
+// its workspace_bytes). Fails with the shape rule's or the builder's error.
+absl::StatusOr<std::unique_ptr<Kernel>> BuildKernel(Device& device, const KernelCall& call);
 
 // Infers the outputs with the op's shape rule, builds the kernel on `device`,
 // copies the inputs to it, runs the kernel once and returns host copies of

@@ -1,7 +1,9 @@
 // MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv on a CUDA slot
-// (integer_product_launch.h): exact int32 sums in an integer matrix product
-// of our own, since cuBLAS's int8 products take no zero points; the bytes
-// are the CPU's exact kernel's (integer_product_kernels.cc). Zero points,
+// (integer_product_launch.h): on int8 tensor cores where the weights are
+// known when planned (cuda_integer_tensor_core_kernel.cc), else as exact
+// int32 sums in an integer matrix product of our own, since cuBLAS's int8
+// products take no zero points a run computes; either way the bytes are the
+// CPU's exact kernel's (integer_product_kernels.cc). Zero points,
 // scales and the bias are read on the device where the graph left them, so
 // Run only enqueues.
 
@@ -9,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/backends/cuda/kernels/integer_product_form.h"
 #include "core/backends/cuda/kernels/integer_product_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/backends/cuda/kernels/launch_kernel.h"
@@ -19,38 +22,6 @@
 
 namespace replicad {
 namespace {
-
-// The types and per-channel flags of `product` (`channels`: MatMul's N or
-// Conv's M), decided as the CPU's ProductParameters decides them; Run adds
-// the pointers (WithParameters).
-DeviceProduct ProductForm(const KernelSpec& spec, const IntegerProduct& product, int64_t channels) {
-  const IntegerProductInputs& at = product.inputs;
-  DeviceProduct p;
-  p.a_signed = product.a == DType::kInt8;
-  p.b_signed = product.b == DType::kInt8;
-  if (product.requantized) {
-    p.output = product.output == DType::kInt8 ? ProductOutput::kInt8 : ProductOutput::kUint8;
-    p.b_scale_per_channel = channels > 1 && NumElements(spec.inputs[at.b_scale]->shape) == channels;
-  }
-  p.b_zero_point_per_channel = at.b_zero_point >= 0 && channels > 1 &&
-                               NumElements(spec.inputs[at.b_zero_point]->shape) == channels;
-  return p;
-}
-
-// `form` with this run's parameters, where the node's inputs put them (-1:
-// left out, read as 0).
-DeviceProduct WithParameters(DeviceProduct p, const IntegerProductInputs& at,
-                             const void* const* in) {
-  auto input = [in](int index) { return index >= 0 ? in[index] : nullptr; };
-  p.a_zero_point = input(at.a_zero_point);
-  p.b_zero_point = input(at.b_zero_point);
-  p.a_scale = static_cast<const float*>(input(at.a_scale));
-  p.b_scale = static_cast<const float*>(input(at.b_scale));
-  p.y_scale = static_cast<const float*>(input(at.y_scale));
-  p.y_zero_point = input(at.y_zero_point);
-  p.bias = static_cast<const int32_t*>(input(at.bias));
-  return p;
-}
 
 // A's and B's matrix for each output matrix, batch dims broadcast, in the
 // CPU kernel's order: [2 * batches] values, uploaded once.
@@ -89,18 +60,60 @@ KernelOrStatus BuildIntegerMatMul(const KernelSpec& spec, CudaKernelContext& con
   shape.batches = static_cast<int64_t>(table.size() / 2);
   shape.operands = static_cast<const int64_t*>(operands->data());
   const IntegerProductInputs at = matmul.product.inputs;
-  const DeviceProduct form = ProductForm(spec, matmul.product, shape.n);
+  const DeviceProduct form = IntegerProductForm(spec, matmul.product, shape.n);
   // The lambda holds `operands`, which the shape points into.
   return std::make_unique<LaunchKernel>(
       context, "IntegerMatMulKernel",
       [shape, form, at, operands](const void* const* in, void* const* out, cudaStream_t stream) {
-        LaunchIntegerMatMul(in[at.a], in[at.b], out[0], shape, WithParameters(form, at, in),
+        LaunchIntegerMatMul(in[at.a], in[at.b], out[0], shape, WithProductParameters(form, at, in),
                             stream);
       });
 }
 
 KernelOrStatus BuildIntegerConv(const KernelSpec& spec, CudaKernelContext& context) {
   REPLICAD_ASSIGN_OR_RETURN(IntegerConv conv, ParseIntegerConv(spec));
+  const IntegerConvShape shape = IntegerConvShapeOf(spec, conv);
+  const IntegerProductInputs at = conv.product.inputs;
+  const DeviceProduct form = IntegerProductForm(spec, conv.product, shape.out_channels);
+  return std::make_unique<LaunchKernel>(
+      context, "IntegerConvKernel",
+      [shape, form, at](const void* const* in, void* const* out, cudaStream_t stream) {
+        LaunchIntegerConv(in[at.a], in[at.b], out[0], shape, WithProductParameters(form, at, in),
+                          stream);
+      });
+}
+
+}  // namespace
+
+DeviceProduct IntegerProductForm(const KernelSpec& spec, const IntegerProduct& product,
+                                 int64_t channels) {
+  const IntegerProductInputs& at = product.inputs;
+  DeviceProduct p;
+  p.a_signed = product.a == DType::kInt8;
+  p.b_signed = product.b == DType::kInt8;
+  if (product.requantized) {
+    p.output = product.output == DType::kInt8 ? ProductOutput::kInt8 : ProductOutput::kUint8;
+    p.b_scale_per_channel = channels > 1 && NumElements(spec.inputs[at.b_scale]->shape) == channels;
+  }
+  p.b_zero_point_per_channel = at.b_zero_point >= 0 && channels > 1 &&
+                               NumElements(spec.inputs[at.b_zero_point]->shape) == channels;
+  return p;
+}
+
+DeviceProduct WithProductParameters(DeviceProduct p, const IntegerProductInputs& at,
+                                    const void* const* in) {
+  auto input = [in](int index) { return index >= 0 ? in[index] : nullptr; };
+  p.a_zero_point = input(at.a_zero_point);
+  p.b_zero_point = input(at.b_zero_point);
+  p.a_scale = static_cast<const float*>(input(at.a_scale));
+  p.b_scale = static_cast<const float*>(input(at.b_scale));
+  p.y_scale = static_cast<const float*>(input(at.y_scale));
+  p.y_zero_point = input(at.y_zero_point);
+  p.bias = static_cast<const int32_t*>(input(at.bias));
+  return p;
+}
+
+IntegerConvShape IntegerConvShapeOf(const KernelSpec& spec, const IntegerConv& conv) {
   const Shape& x = spec.inputs[conv.product.inputs.a]->shape;
   const Window2d& window = conv.conv.window;
   IntegerConvShape shape;
@@ -120,18 +133,13 @@ KernelOrStatus BuildIntegerConv(const KernelSpec& spec, CudaKernelContext& conte
   shape.pad_left = window.pads_begin[1];
   shape.out_h = window.output[0];
   shape.out_w = window.output[1];
-  const IntegerProductInputs at = conv.product.inputs;
-  const DeviceProduct form = ProductForm(spec, conv.product, shape.out_channels);
-  return std::make_unique<LaunchKernel>(
-      context, "IntegerConvKernel",
-      [shape, form, at](const void* const* in, void* const* out, cudaStream_t stream) {
-        LaunchIntegerConv(in[at.a], in[at.b], out[0], shape, WithParameters(form, at, in), stream);
-      });
+  return shape;
 }
 
-}  // namespace
-
 KernelOrStatus MakeCudaIntegerProductKernel(const KernelSpec& spec, CudaKernelContext& context) {
+  REPLICAD_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> tensor_cores,
+                            MakeCudaIntegerTensorCoreKernel(spec, context));
+  if (tensor_cores != nullptr) return tensor_cores;
   if (spec.op_type == "ConvInteger" || spec.op_type == "QLinearConv") {
     return BuildIntegerConv(spec, context);
   }

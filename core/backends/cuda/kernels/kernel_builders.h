@@ -99,6 +99,13 @@ KernelOrStatus MakeCudaIndexingKernel(const KernelSpec& spec, CudaKernelContext&
 // (uint8, int8, int32) through core/ops/quantize_attributes.h.
 KernelOrStatus MakeCudaQuantizeKernel(const KernelSpec& spec, CudaKernelContext& context);
 KernelOrStatus MakeCudaIntegerProductKernel(const KernelSpec& spec, CudaKernelContext& context);
+// The integer products whose weights, with their zero points, and bias are
+// known when the plan is made (MatMul's B without batch dims, a 2-D convolution of
+// group 1) on int8 tensor cores through cuBLAS, with the exact kernel's
+// bytes (cuda_integer_tensor_core_kernel.cc, integer_gemm.cu); nullptr for
+// any other form (K of 2^17 or more, an image whose im2col rows pass 256
+// MiB), or where this slot's cuBLAS has no int8 product.
+KernelOrStatus MakeCudaIntegerTensorCoreKernel(const KernelSpec& spec, CudaKernelContext& context);
 // RoiAlign, the CPU kernel's bytes (cuda_roi_align_kernel.cc, roi_align.cu);
 // batch_indices that are data are read back and checked as the indices above.
 KernelOrStatus MakeCudaRoiAlignKernel(const KernelSpec& spec, CudaKernelContext& context);

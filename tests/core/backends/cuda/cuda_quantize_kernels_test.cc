@@ -9,17 +9,25 @@
 // strides, pads, dilations and a bias. Weights arrive as request data, so
 // the CPU runs its exact int32 kernel (a QLinearConv whose weights are
 // initializers takes oneDNN's, which may differ by 1 on a rounding tie).
-// Skips without a GPU (CTest label gpu).
+// The same products with the weights known when planned run on int8 tensor
+// cores (cuda_integer_tensor_core_kernel.cc: the only integer product with
+// scratch, which is how the test tells it ran), against the CPU's exact
+// kernel: every type mix, zero points per channel, padding, a bias, a 1-D
+// B, and enough rows for several chunks; grouped convolutions, weights that
+// are data, B with batch dims and K of 2^17 keep the exact kernel. Skips without a GPU (CTest label
+// gpu).
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/device/kernel.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cpu_and_gpu_test.h"
 #include "tests/testing/kernel_runner.h"
@@ -376,6 +384,131 @@ TEST_F(CudaQuantizeKernelsTest, QLinearConvMatchesTheCpu) {
       IntegerConvCall(true, DType::kUint8, DType::kInt8, DType::kUint8, 3, 4, 1, 1,
                       Geometry({1, 1}, {0, 0, 0, 0}, {1, 1}), true, true, 620),
       "1x1");
+}
+
+// The inputs a tensor-core product needs known when planned: the weights,
+// their zero points and the bias (A's zero point and the scales stay
+// request data, as dynamic quantization computes them).
+KernelCall WithKnownWeights(KernelCall call) {
+  std::vector<int> known;
+  if (call.op_type == "QLinearMatMul" || call.op_type == "QLinearConv") {
+    known = {3, 5, 8};
+  } else {
+    known = {1, 3};
+  }
+  for (int i : known) {
+    if (i < static_cast<int>(call.inputs.size()) && call.inputs[i].has_value()) {
+      call.constant_inputs.push_back(i);
+    }
+  }
+  return call;
+}
+
+class CudaIntegerTensorCoresTest : public CudaQuantizeKernelsTest {
+ protected:
+  // The scratch the GPU's kernel for `call` asks for: some for the
+  // tensor-core form, none for the exact kernel.
+  size_t GpuScratch(const KernelCall& call) {
+    absl::StatusOr<std::unique_ptr<Kernel>> kernel = testing::BuildKernel(*gpu_, call);
+    EXPECT_TRUE(kernel.ok()) << kernel.status();
+    return kernel.ok() ? (*kernel)->workspace_bytes() : 0;
+  }
+
+  // `call` with its weights known runs on tensor cores and gives the bytes
+  // of the CPU's exact kernel (the CPU reads the weights as data).
+  void ExpectTensorCoresMatchCpu(const KernelCall& call, const std::string& what) {
+    const KernelCall known = WithKnownWeights(call);
+    EXPECT_GT(GpuScratch(known), 0u) << what << ": not on tensor cores";
+    ExpectKernelBytesMatchCpu(known, call, what);
+  }
+};
+
+TEST_F(CudaIntegerTensorCoresTest, MatMulsMatchTheCpu) {
+  uint32_t seed = 700;
+  for (DType a : kEightBitTypes) {
+    for (DType b : kEightBitTypes) {
+      const std::string types = Name(a) + " x " + Name(b);
+      ExpectTensorCoresMatchCpu(MatMulIntegerCall(a, b, {7, 300}, {300, 13}, true, seed += 4),
+                                types + ", M 7, K 300, N 13, per-column zero points");
+      ExpectTensorCoresMatchCpu(MatMulIntegerCall(a, b, {2, 3, 5, 40}, {40, 70}, false, seed += 4),
+                                types + ", A's batch dims, per-tensor zero points");
+      for (DType y : kEightBitTypes) {
+        ExpectTensorCoresMatchCpu(QLinearMatMulCall(a, b, y, {9, 130}, {130, 33}, true, seed += 5),
+                                  types + " -> " + Name(y) + ", per-column scales and zero points");
+      }
+    }
+  }
+  ExpectTensorCoresMatchCpu(Call("MatMulInteger", {RandomEightBit(DType::kUint8, {5, 33}, 750),
+                                                   RandomEightBit(DType::kUint8, {33, 20}, 751)}),
+                            "uint8 weights without a zero point (every row needs its sum)");
+  ExpectTensorCoresMatchCpu(
+      Call("MatMulInteger",
+           {RandomEightBit(DType::kInt8, {5, 33}, 752), RandomEightBit(DType::kUint8, {33}, 753),
+            ZeroPoints(DType::kInt8, 0, 754), ZeroPoints(DType::kUint8, 0, 755)}),
+      "1-D B: one column");
+  KernelCall saturating =
+      QLinearMatMulCall(DType::kUint8, DType::kInt8, DType::kInt8, {9, 40}, {40, 11}, true, 760);
+  saturating.inputs[6] = Scale(0.0005f);
+  ExpectTensorCoresMatchCpu(saturating, "saturating");
+  // 64 MiB of scratch holds about 800,000 rows of K 16 and N 16: three chunks.
+  ExpectTensorCoresMatchCpu(QLinearMatMulCall(DType::kUint8, DType::kInt8, DType::kUint8,
+                                              {1700003, 16}, {16, 16}, true, 770),
+                            "1,700,003 rows, three chunks");
+}
+
+TEST_F(CudaIntegerTensorCoresTest, ConvolutionsMatchTheCpu) {
+  const Attributes odd = Geometry({2, 1}, {1, 0, 2, 1}, {1, 2});
+  const Attributes same = Geometry({1, 1}, {1, 1, 1, 1}, {1, 1});
+  uint32_t seed = 800;
+  for (DType x : kEightBitTypes) {
+    for (DType w : kEightBitTypes) {
+      const std::string types = Name(x) + " * " + Name(w);
+      ExpectTensorCoresMatchCpu(
+          IntegerConvCall(false, x, w, DType::kInt32, 4, 6, 3, 1, odd, true, false, seed += 6),
+          types + ", strides, asymmetric pads, dilations, per-channel zero points");
+      for (DType y : kEightBitTypes) {
+        ExpectTensorCoresMatchCpu(
+            IntegerConvCall(true, x, w, y, 5, 7, 3, 1, same, true, true, seed += 6),
+            types + " -> " + Name(y) + ", same padding, per-channel w, bias");
+      }
+    }
+  }
+  ExpectTensorCoresMatchCpu(IntegerConvCall(true, DType::kInt8, DType::kInt8, DType::kInt8, 70, 9,
+                                            3, 1, same, true, true, 900),
+                            "K 630, bias");
+  ExpectTensorCoresMatchCpu(
+      IntegerConvCall(true, DType::kUint8, DType::kInt8, DType::kUint8, 3, 4, 1, 1,
+                      Geometry({1, 1}, {0, 0, 0, 0}, {1, 1}), true, true, 910),
+      "1x1");
+  // 4,096 channels of 256 positions: 15 images a chunk, 40 images.
+  KernelCall wide = Call(
+      "QLinearConv",
+      {RandomEightBit(DType::kUint8, {40, 1, 16, 16}, 920), Scale(0.05f),
+       ZeroPoints(DType::kUint8, 0, 921), RandomEightBit(DType::kInt8, {4096, 1, 1, 1}, 922),
+       Scales(0.004f, 4096), ZeroPoints(DType::kInt8, 4096, 923), Scale(0.4f),
+       ZeroPoints(DType::kUint8, 0, 924), RandomInts(DType::kInt32, {4096}, -2000, 2000, 925)});
+  wide.attributes = Geometry({1, 1}, {0, 0, 0, 0}, {1, 1});
+  ExpectTensorCoresMatchCpu(wide, "4,096 channels, three chunks of images");
+}
+
+TEST_F(CudaIntegerTensorCoresTest, OtherFormsKeepTheExactKernel) {
+  const Attributes odd = Geometry({2, 1}, {1, 0, 2, 1}, {1, 2});
+  const KernelCall grouped_data = IntegerConvCall(true, DType::kUint8, DType::kInt8, DType::kUint8,
+                                                  4, 6, 3, 2, odd, true, true, 1000);
+  const KernelCall grouped = WithKnownWeights(grouped_data);
+  EXPECT_EQ(GpuScratch(grouped), 0u) << "group 2";
+  const KernelCall data_weights =
+      MatMulIntegerCall(DType::kUint8, DType::kInt8, {7, 30}, {30, 13}, false, 1010);
+  EXPECT_EQ(GpuScratch(data_weights), 0u) << "weights that are request data";
+  const KernelCall batched_weights = WithKnownWeights(
+      MatMulIntegerCall(DType::kUint8, DType::kInt8, {2, 7, 30}, {2, 30, 13}, false, 1020));
+  EXPECT_EQ(GpuScratch(batched_weights), 0u) << "B with batch dims";
+  // K of 2^17: its raw sums could pass int32's range, where cuBLAS may
+  // saturate and the exact kernel wraps.
+  const KernelCall deep = WithKnownWeights(
+      MatMulIntegerCall(DType::kInt8, DType::kInt8, {1, 131072}, {131072, 4}, false, 1030));
+  EXPECT_EQ(GpuScratch(deep), 0u) << "K 2^17";
+  ExpectKernelBytesMatchCpu(grouped, grouped_data, "group 2 with known weights");
 }
 
 }  // namespace
