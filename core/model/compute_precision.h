@@ -76,7 +76,12 @@ inline constexpr char kPrecisionAttribute[] = "replicad.precision";
 // bf16, CUDA for both), so that no conversion runs between them and the
 // chain's first convolution computes in 16 bits whatever its size, as under
 // PyTorch's autocast, whose convolutions write 16-bit values. The residual
-// additions then sum onto 16-bit values, as autocast's do.
+// additions then sum onto 16-bit values, as autocast's do. A 2-D MaxPool
+// between such Convs (resnet's after its first convolution: floor rounding,
+// pads alike on both sides, no dilation) passes the values on: it is marked
+// too, its input is marked where the pool's output stays 16-bit, and the
+// backends pool in the type the input arrives in (a MaxPool picks one of
+// its inputs, so 16 bits lose nothing there).
 inline constexpr char kOutputPrecisionAttribute[] = "replicad.output_precision";
 
 // Marks the nodes of `graph` that compute in `precision` (see above), and

@@ -252,7 +252,7 @@ grpc::ServerUnaryReactor* ReplicadService::UnloadModel(grpc::CallbackServerConte
   return call.reactor();
 }
 
-grpc::ServerBidiReactor<v1::TrainStepRequest, v1::TrainStepResponse>* ReplicadService::TrainSteps(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ReplicadService::TrainSteps(
     grpc::CallbackServerContext* context) {
   return StartTrainSteps(context, core_, metrics_, tokens_);
 }

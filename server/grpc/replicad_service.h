@@ -16,12 +16,13 @@ namespace replicad {
 
 namespace replicad_service_base {
 using R = v1::Replicad;
-// Every method with the callback API, Predict's raw: its request and
-// response as gRPC's byte buffers (see ReplicadService::Predict).
+// Every method with the callback API, Predict's and TrainSteps' raw: their
+// messages as gRPC's byte buffers (see ReplicadService::Predict and
+// train_steps_call.h).
 using Base = R::WithRawCallbackMethod_Predict<R::WithCallbackMethod_ListDevices<
     R::WithCallbackMethod_ListModels<R::WithCallbackMethod_GetModel<
         R::WithCallbackMethod_ConfigureTraining<R::WithCallbackMethod_TrainStep<
-            R::WithCallbackMethod_TrainSteps<R::WithCallbackMethod_SaveCheckpoint<
+            R::WithRawCallbackMethod_TrainSteps<R::WithCallbackMethod_SaveCheckpoint<
                 R::WithCallbackMethod_LoadModel<R::WithCallbackMethod_UnloadModel<
                     R::WithCallbackMethod_DownloadModel<R::Service>>>>>>>>>>>;
 }  // namespace replicad_service_base
@@ -73,7 +74,7 @@ class ReplicadService final : public replicad_service_base::Base {
                                         v1::UnloadModelResponse* response) override;
   // model_download.h.
   // The steps a client streams (train_steps_call.h).
-  grpc::ServerBidiReactor<v1::TrainStepRequest, v1::TrainStepResponse>* TrainSteps(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* TrainSteps(
       grpc::CallbackServerContext* context) override;
   grpc::ServerWriteReactor<v1::ModelChunk>* DownloadModel(
       grpc::CallbackServerContext* context, const v1::DownloadModelRequest* request) override;

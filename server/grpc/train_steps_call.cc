@@ -8,9 +8,11 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/base/clock.h"
 #include "core/serve/train_step_stream.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/v1_messages.h"
@@ -31,8 +33,7 @@ constexpr size_t kMaxAnswersBehind = 8;
 // it: after Finish the reactor may be deleted (OnDone) as soon as no
 // reaction runs, and the training thread's answers are no reaction, so the
 // thread that finishes is the last to touch the call.
-class TrainStepsCall final
-    : public grpc::ServerBidiReactor<v1::TrainStepRequest, v1::TrainStepResponse> {
+class TrainStepsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   TrainStepsCall(grpc::CallbackServerContext* context, ServerMetrics& metrics)
       : context_(context), metrics_(metrics), start_(std::chrono::steady_clock::now()) {}
@@ -50,7 +51,7 @@ class TrainStepsCall final
         [this](absl::StatusOr<TrainStepStream::Result> result, std::shared_ptr<LoadedModel> model) {
           Answered(std::move(result), model);
         });
-    v1::TrainStepRequest* read = nullptr;
+    grpc::ByteBuffer* read = nullptr;
     {
       absl::MutexLock lock(&mu_);
       read = ReadLocked();
@@ -60,24 +61,41 @@ class TrainStepsCall final
   }
 
   void OnReadDone(bool ok) override {
-    std::shared_ptr<v1::TrainStepRequest> request;
+    int64_t message = 0;  // Its number, where it is to be taken.
     {
       absl::MutexLock lock(&mu_);
       reading_ = false;
       if (!ok) client_done_ = true;
       // A client gone, or a step failed: nothing more is taken.
       if (ok && failure_.ok()) {
-        request = std::move(read_);
-        ++unanswered_;  // Before Add, which may answer it at once.
-        adding_ = true;
+        message = ++messages_;
+        adding_ = true;  // No read starts (and reuses read_) until it is taken.
       }
     }
-    if (request != nullptr) {
-      // Its tensors view the message, which the stream keeps with them.
-      const bool taken = stream_->Add(TrainRequestOf(*request), request);
-      absl::MutexLock lock(&mu_);
-      if (!taken) --unanswered_;
-      adding_ = false;
+    if (message > 0) {
+      // Decoded outside the lock: a large step takes a while, and the
+      // training thread's answers need the lock.
+      auto request = std::make_shared<v1::TrainStepRequest>();
+      grpc::ProtoBufferReader reader(&read_);
+      const bool decoded = request->ParseFromZeroCopyStream(&reader);
+      if (decoded) {
+        {
+          absl::MutexLock lock(&mu_);
+          ++unanswered_;  // Before Add, which may answer it at once.
+        }
+        // Its tensors view the message, which the stream keeps with them.
+        const bool taken = stream_->Add(TrainRequestOf(*request), request);
+        absl::MutexLock lock(&mu_);
+        if (!taken) --unanswered_;
+        adding_ = false;
+      } else {
+        absl::MutexLock lock(&mu_);
+        // The call's end once the steps before it are answered.
+        undecodable_ = absl::InvalidArgumentError(absl::StrCat(
+            "TrainSteps: message ", message, " (", read_.Length(),
+            " bytes) is not a replicad.v1.TrainStepRequest: protobuf cannot parse it"));
+        adding_ = false;
+      }
     }
     Continue(nullptr);
   }
@@ -103,6 +121,14 @@ class TrainStepsCall final
     // not see: taking the lock orders every write made under it (an answer's,
     // on the training thread) before the destruction.
     { absl::MutexLock lock(&mu_); }
+    // Counted here, where the context knows whether the client cancelled:
+    // a cancelled call's OK never reached it (the reads fail as at a
+    // half-close, before or after gRPC learns of the cancel).
+    absl::Status status = ended_.status;
+    if (status.ok() && context_->IsCancelled()) {
+      status = absl::CancelledError("the client cancelled TrainSteps");
+    }
+    metrics_.RecordRequest(ended_.model, kMethod, status, ended_seconds_);
     delete this;
   }
 
@@ -114,15 +140,22 @@ class TrainStepsCall final
 
   void Answered(absl::StatusOr<TrainStepStream::Result> result,
                 const std::shared_ptr<LoadedModel>& model) {
-    v1::TrainStepResponse response;
-    if (result.ok()) FillTrainStepResponse(*result, *model, &response);
+    grpc::ByteBuffer answer;
+    if (result.ok()) {
+      v1::TrainStepResponse response;
+      FillTrainStepResponse(*result, *model, &response);
+      bool own = false;
+      const grpc::Status encoded =
+          grpc::SerializationTraits<v1::TrainStepResponse>::Serialize(response, &answer, &own);
+      if (!encoded.ok()) result = absl::InternalError("TrainSteps: cannot encode an answer");
+    }
     Continue([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       --unanswered_;
       if (model != nullptr) model_ = model->name;
       if (!result.ok()) {
         if (failure_.ok()) failure_ = result.status();
       } else if (failure_.ok()) {
-        to_write_.push_back(std::move(response));
+        to_write_.push_back(std::move(answer));
       }
     });
   }
@@ -130,8 +163,8 @@ class TrainStepsCall final
   // Applies `change` (if any) under the lock, then starts what it allows:
   // the next write, the next read, or the call's end.
   void Continue(const std::function<void()>& change) {
-    const v1::TrainStepResponse* write = nullptr;
-    v1::TrainStepRequest* read = nullptr;
+    const grpc::ByteBuffer* write = nullptr;
+    grpc::ByteBuffer* read = nullptr;
     std::optional<Ending> ending;
     {
       absl::MutexLock lock(&mu_);
@@ -144,7 +177,7 @@ class TrainStepsCall final
       // Not while a message read is on its way into the stream: the room it
       // will take is not yet gone from HasRoom.
       if (!finished_ && !reading_ && !adding_ && !client_done_ && failure_.ok() &&
-          stream_->HasRoom() && to_write_.size() < kMaxAnswersBehind) {
+          undecodable_.ok() && stream_->HasRoom() && to_write_.size() < kMaxAnswersBehind) {
         read = ReadLocked();
       }
       if (write == nullptr && read == nullptr) ending = EndingLocked();
@@ -159,11 +192,11 @@ class TrainStepsCall final
   }
 
   // A read of the next message, to start once the lock is let go.
-  v1::TrainStepRequest* ReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    read_ = std::make_shared<v1::TrainStepRequest>();
+  grpc::ByteBuffer* ReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    read_.Clear();
     reading_ = true;
     ++starting_;
-    return read_.get();
+    return &read_;
   }
 
   // `count` operations decided under the lock were started.
@@ -177,21 +210,26 @@ class TrainStepsCall final
     if (ending.has_value()) End(*ending);
   }
 
-  // The call's end when nothing is left to do: no step unanswered, nothing
-  // to write, no operation being started, and the client done (half-closed,
-  // cancelled or gone) or a step failed (a read may still be out: it then
-  // fails, as the call is over). Marks the call finished.
+  // The call's end when nothing is left to do: no step unanswered, none
+  // being taken, nothing to write, no operation being started, and the client done (half-closed,
+  // cancelled or gone), a step failed or a message could not be decoded (a
+  // read may still be out: it then fails, as the call is over). Marks the
+  // call finished.
   std::optional<Ending> EndingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || starting_ > 0 || writing_ || !to_write_.empty() || unanswered_ > 0) {
+    if (finished_ || starting_ > 0 || adding_ || writing_ || !to_write_.empty() ||
+        unanswered_ > 0) {
       return std::nullopt;
     }
-    if (failure_.ok() && (!client_done_ || reading_)) return std::nullopt;
+    const absl::Status status = !failure_.ok() ? failure_ : undecodable_;
+    if (status.ok() && (!client_done_ || reading_)) return std::nullopt;
     finished_ = true;
-    return Ending{failure_, model_};
+    return Ending{status, model_};
   }
 
+  // Once: OnDone counts it after Finish.
   void End(const Ending& ending) {
-    metrics_.RecordRequest(ending.model, kMethod, ending.status, SecondsSince(start_));
+    ended_ = ending;
+    ended_seconds_ = SecondsSince(start_);
     Finish(ToGrpcStatus(ending.status));
   }
 
@@ -200,22 +238,31 @@ class TrainStepsCall final
   const std::chrono::steady_clock::time_point start_;
   std::shared_ptr<TrainStepStream> stream_;
   absl::Mutex mu_;
-  std::shared_ptr<v1::TrainStepRequest> read_ ABSL_GUARDED_BY(mu_);  // The message being read.
+  // The message being read: the read's while one is out, then OnReadDone's
+  // until adding_ is cleared (no read starts meanwhile).
+  grpc::ByteBuffer read_;
+  int64_t messages_ ABSL_GUARDED_BY(mu_) = 0;  // Read so far, for messages.
+  // A message that could not be decoded: the call's end once the steps
+  // before it are answered.
+  absl::Status undecodable_ ABSL_GUARDED_BY(mu_);
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool adding_ ABSL_GUARDED_BY(mu_) = false;       // A message read is being added to the stream.
   bool client_done_ ABSL_GUARDED_BY(mu_) = false;  // Half-closed, cancelled or gone.
   int unanswered_ ABSL_GUARDED_BY(mu_) = 0;        // Steps the stream took and has not answered.
-  std::deque<v1::TrainStepResponse> to_write_ ABSL_GUARDED_BY(mu_);  // Front: being written.
+  std::deque<grpc::ByteBuffer> to_write_ ABSL_GUARDED_BY(mu_);  // Front: being written.
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);  // The first failed step's, which ends the call.
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   int starting_ ABSL_GUARDED_BY(mu_) = 0;
   std::string model_ ABSL_GUARDED_BY(mu_);  // For the metrics, once a step named one.
+  // Set by End, before Finish; read by OnDone, after it.
+  Ending ended_;
+  double ended_seconds_ = 0;
 };
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::TrainStepRequest, v1::TrainStepResponse>* StartTrainSteps(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StartTrainSteps(
     grpc::CallbackServerContext* context, ServingCore& core, ServerMetrics& metrics,
     const AccessTokens* tokens) {
   auto* call = new TrainStepsCall(context, metrics);

@@ -107,6 +107,29 @@ std::string ConvChainOnnx(const std::vector<Tensor>& weights, int64_t channels, 
   return b.Serialize();
 }
 
+std::string ConvPoolChainOnnx(const std::vector<Tensor>& weights, int64_t channels, int64_t wide,
+                              int64_t side) {
+  OnnxModelBuilder b("conv_pool_chain", 17);
+  b.AddInput("x", DType::kFloat32, {kAnyDim, channels, side, side});
+  b.AddOutput("y", DType::kFloat32, {kAnyDim, wide, 1, 1});
+  const char* names[] = {"wa", "ba", "wb", "bb", "wc", "bc"};
+  for (int i = 0; i < 6; ++i) b.AddInitializer(names[i], weights[i]);
+  onnx::NodeProto* conv_a = b.AddNode("Conv", {"x", "wa", "ba"}, {"ca"});
+  OnnxModelBuilder::SetInts(conv_a, "pads", {1, 1, 1, 1});
+  b.AddNode("Relu", {"ca"}, {"a"});
+  onnx::NodeProto* pool = b.AddNode("MaxPool", {"a"}, {"p"});
+  OnnxModelBuilder::SetInts(pool, "kernel_shape", {3, 3});
+  OnnxModelBuilder::SetInts(pool, "strides", {2, 2});
+  OnnxModelBuilder::SetInts(pool, "pads", {1, 1, 1, 1});
+  onnx::NodeProto* conv_b = b.AddNode("Conv", {"p", "wb", "bb"}, {"cb"});
+  OnnxModelBuilder::SetInts(conv_b, "pads", {1, 1, 1, 1});
+  b.AddNode("Relu", {"cb"}, {"e"});
+  b.AddNode("Conv", {"e", "wc", "bc"}, {"cc"});
+  b.AddNode("Add", {"cc", "p"}, {"d"});
+  b.AddNode("GlobalAveragePool", {"d"}, {"y"});
+  return b.Serialize();
+}
+
 std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std::string& name) {
   absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(onnx_bytes, name, name);
   if (!model.ok()) {

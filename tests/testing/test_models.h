@@ -49,6 +49,15 @@ std::string MatMulChainOnnx(int layers, int64_t width);
 std::string ConvChainOnnx(const std::vector<Tensor>& weights, int64_t channels, int64_t wide,
                           int64_t side);
 
+// resnet's stem in small, between convolutions that compute in 16 bits:
+// a = Relu(Conv 3 x 3, pads 1, of x [N, channels, side, side] into wide
+// channels), p = MaxPool(a; 3 x 3, strides 2, pads 1), e = Relu(Conv 3 x 3,
+// pads 1, of p), y = GlobalAveragePool(Conv 1 x 1 of e, plus p) [N, wide, 1,
+// 1]. `weights`: wa [wide, channels, 3, 3], ba [wide], wb [wide, wide, 3, 3],
+// bb [wide], wc [wide, wide, 1, 1], bc [wide]. side is even.
+std::string ConvPoolChainOnnx(const std::vector<Tensor>& weights, int64_t channels, int64_t wide,
+                              int64_t side);
+
 // Loads ONNX bytes as a Model named `name`; aborts the test on failure.
 std::shared_ptr<const Model> LoadOrDie(const std::string& onnx_bytes, const std::string& name);
 

@@ -1,9 +1,10 @@
 // TrainSteps against the real daemon: steps streamed by one client train
 // exactly as the same steps sent one TrainStep at a time, answered in
 // order; the first failing step (its decoding, its binding or its run) ends
-// the call with its error and nothing sent after it runs; an empty stream,
-// a flood of steps written without reading, a client that cancels, and a
-// caller without the train role are all answered and lose nothing.
+// the call with its error and nothing sent after it runs, a message that is
+// no TrainStepRequest at all too; an empty stream, a flood of steps written
+// without reading, a client that cancels (counted CANCELLED), and a caller
+// without the train role are all answered and lose nothing.
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/replicad_client.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -44,8 +46,8 @@ class TrainStepsTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(args);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
-    stub_ = v1::Replicad::NewStub(
-        grpc::CreateChannel(daemon_->target(), grpc::InsecureChannelCredentials()));
+    channel_ = grpc::CreateChannel(daemon_->target(), grpc::InsecureChannelCredentials());
+    stub_ = v1::Replicad::NewStub(channel_);
     grpc::ClientContext context;
     Authorize(&context);
     v1::ConfigureTrainingResponse configured;
@@ -87,10 +89,30 @@ class TrainStepsTest : public ::testing::Test {
     return response;
   }
 
+  // TrainSteps with the messages as bytes, as a client of another
+  // language (or a broken one) may send them.
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> RawStream(
+      grpc::ClientContext* context) {
+    const grpc::internal::RpcMethod method("/replicad.v1.Replicad/TrainSteps",
+                                           grpc::internal::RpcMethod::BIDI_STREAMING, channel_);
+    return std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>>(
+        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+            channel_.get(), method, context));
+  }
+
   std::unique_ptr<DaemonProcess> daemon_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Replicad::Stub> stub_;
   std::string token_;
 };
+
+grpc::ByteBuffer Bytes(const v1::TrainStepRequest& request) {
+  grpc::ByteBuffer buffer;
+  bool own = false;
+  EXPECT_TRUE(
+      grpc::SerializationTraits<v1::TrainStepRequest>::Serialize(request, &buffer, &own).ok());
+  return buffer;
+}
 
 // Two daemons from the same weights: one streamed, one stepped one call at
 // a time, on the same batches (7 splits unevenly over the two slots). The
@@ -161,6 +183,37 @@ TEST_F(TrainStepsTest, BadMessagesEndTheCallNamingTheField) {
   }
 }
 
+// Bytes protobuf cannot parse as the third message: the two steps before
+// it are answered, the call ends with INVALID_ARGUMENT naming the message,
+// and the step after it never ran. (gRPC's own decoding ends such a read as
+// a half-close does: the call would end OK, the steps silently dropped.)
+TEST_F(TrainStepsTest, BytesThatAreNoStepEndTheCallNamingTheMessage) {
+  grpc::ClientContext context;
+  auto call = RawStream(&context);
+  ASSERT_TRUE(call->Write(Bytes(StepRequest(2, 21))));
+  ASSERT_TRUE(call->Write(Bytes(StepRequest(2, 22))));
+  grpc::Slice garbage(std::string("\xff\xff\xff\xff"));
+  call->Write(grpc::ByteBuffer(&garbage, 1));
+  call->Write(Bytes(StepRequest(2, 23)));
+  call->WritesDone();
+  std::vector<int64_t> steps;
+  grpc::ByteBuffer answer;
+  while (call->Read(&answer)) {
+    v1::TrainStepResponse response;
+    ASSERT_TRUE(
+        grpc::SerializationTraits<v1::TrainStepResponse>::Deserialize(&answer, &response).ok());
+    steps.push_back(response.step());
+  }
+  const grpc::Status status = call->Finish();
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), AllOf(HasSubstr("message 3"), HasSubstr("4 bytes"),
+                                            HasSubstr("not a replicad.v1.TrainStepRequest")));
+  absl::StatusOr<v1::TrainStepResponse> next = Unary(StepRequest(2, 24));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->step(), 3);
+}
+
 // No steps: answered OK at once, with nothing.
 TEST_F(TrainStepsTest, AnEmptyStreamEndsOk) {
   Streamed streamed = Stream({});
@@ -202,6 +255,31 @@ TEST_F(TrainStepsTest, ACancelledStreamLosesNothingElse) {
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_GE(next->step(), 2);
   EXPECT_LE(next->step(), 7);
+}
+
+// A client that cancels once every step it sent was answered (the call
+// idle): the metrics count the call CANCELLED, as the client saw it.
+TEST_F(TrainStepsTest, AnIdleStreamCancelledCountsAsCancelled) {
+  {
+    grpc::ClientContext context;
+    auto call = stub_->TrainSteps(&context);
+    ASSERT_TRUE(call->Write(StepRequest(2, 400)));
+    v1::TrainStepResponse first;
+    ASSERT_TRUE(call->Read(&first));
+    context.TryCancel();
+    EXPECT_EQ(call->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // The call's count is recorded as it ends, which may follow the client's Finish.
+  std::string metrics;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    absl::StatusOr<std::string> scraped = testing::HttpGet(daemon_->metrics_port(), "/metrics");
+    ASSERT_TRUE(scraped.ok()) << scraped.status();
+    metrics = *scraped;
+    if (metrics.find("method=\"TrainSteps\"") != std::string::npos) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(metrics, HasSubstr("method=\"TrainSteps\",code=\"CANCELLED\""));
+  EXPECT_THAT(metrics, ::testing::Not(HasSubstr("method=\"TrainSteps\",code=\"OK\"")));
 }
 
 // TrainSteps needs the train role, as TrainStep does.

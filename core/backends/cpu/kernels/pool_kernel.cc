@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -79,8 +80,12 @@ PoolingLayouts LayoutsFor(const KernelSpec& spec) {
                                    memory::format_tag::nchw);
   const memory::desc src = GivenLayout(spec, 0, row_major_src);
   if (src == row_major_src) return PoolingLayouts{src, row_major_dst, row_major_dst};
-  return PoolingLayouts{src, memory::desc(row_major_dst.dims(), type, memory::format_tag::any),
-                        row_major_dst, !spec.native_output};
+  // Y in X's type: bfloat16 where a bf16 chain's convolution wrote X so
+  // (compute_precision.h: a MaxPool between two of them passes their values
+  // on), reordered to float32 after where Y's readers need row-major.
+  return PoolingLayouts{
+      src, memory::desc(row_major_dst.dims(), src.data_type(), memory::format_tag::any),
+      row_major_dst, !spec.native_output};
 }
 
 // The pooling `pd` reading input 0 in `layouts.src`; see RejectReference
@@ -118,7 +123,8 @@ KernelOrStatus WithLayoutsOut(const KernelSpec& spec, CpuKernelContext& context,
 // oneDNN's pooling it looks for a NaN or an infinity in X (one vectorized
 // read, skipped where the kernel before wrote X knowing it finite, see
 // FiniteOutputs); only where it finds a NaN does it write NaN to each output
-// whose window reads it.
+// whose window reads it. X and Y are float32, or both bfloat16 (a bf16
+// chain's values, between two of its convolutions).
 class NaNKeepingMaxPoolKernel : public Kernel {
  public:
   NaNKeepingMaxPoolKernel(std::unique_ptr<Kernel> pooling, const memory::desc& src,
@@ -131,6 +137,7 @@ class NaNKeepingMaxPoolKernel : public Kernel {
         in_plan_(in_plan),
         finite_(finite),
         strided_(SpatialDimsUnblocked(src.data) && SpatialDimsUnblocked(dst.data)),
+        bfloat16_(src.data_type() == memory::data_type::bf16),
         index_(4),
         out_index_(4) {
     rows_.reserve(window.output[0]);
@@ -140,12 +147,18 @@ class NaNKeepingMaxPoolKernel : public Kernel {
   absl::Status Run(const RunContext& run, const void* const* inputs,
                    void* const* outputs) override {
     REPLICAD_RETURN_IF_ERROR(pooling_->Run(run, inputs, outputs));
-    const float* x = static_cast<const float*>(inputs[0]);
     const size_t x_bytes = src_.get_size();
-    if ((in_plan_ && finite_->Holds(x, x_bytes)) || !AnyNonFinite(x, x_bytes / sizeof(float))) {
+    const bool finite =
+        (in_plan_ && finite_->Holds(inputs[0], x_bytes)) ||
+        (bfloat16_ ? !AnyNonFiniteBFloat16(static_cast<const uint16_t*>(inputs[0]),
+                                           x_bytes / sizeof(uint16_t))
+                   : !AnyNonFinite(static_cast<const float*>(inputs[0]), x_bytes / sizeof(float)));
+    if (finite) {
       finite_->Record(outputs[0], dst_.get_size());
+    } else if (bfloat16_) {
+      MarkNaNWindows(static_cast<const uint16_t*>(inputs[0]), static_cast<uint16_t*>(outputs[0]));
     } else {
-      MarkNaNWindows(x, static_cast<float*>(outputs[0]));
+      MarkNaNWindows(static_cast<const float*>(inputs[0]), static_cast<float*>(outputs[0]));
     }
     return absl::OkStatus();
   }
@@ -177,9 +190,11 @@ class NaNKeepingMaxPoolKernel : public Kernel {
   // a loop over the layout's blocks, runs once per image and channel instead
   // of per element (perf_analyzer's random bytes hold NaNs in most requests:
   // per element, it took a fifth of the daemon's time on the default model).
-  void MarkNaNWindows(const float* x, float* y) {
+  // T: float, or uint16_t for bfloat16 bits (X and Y alike).
+  template <typename T>
+  void MarkNaNWindows(const T* x, T* y) {
     const memory::dims& dims = src_.dims();
-    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const T nan = NaNOf<T>();
     const dnnl_dims_t& x_strides = src_.data.format_desc.blocking.strides;
     const dnnl_dims_t& y_strides = dst_.data.format_desc.blocking.strides;
     std::vector<int64_t>& i = index_;
@@ -195,7 +210,7 @@ class NaNKeepingMaxPoolKernel : public Kernel {
           for (i[3] = 0; i[3] < dims[3]; ++i[3]) {
             const int64_t at = strided_ ? plane + i[2] * x_strides[2] + i[3] * x_strides[3]
                                         : ElementOffset(src_.data, i);
-            if (!std::isnan(x[at])) continue;
+            if (!IsNaN(x[at])) continue;
             OutputsReading(0, i[2], &rows_);
             OutputsReading(1, i[3], &cols_);
             for (int64_t oh : rows_) {
@@ -210,6 +225,19 @@ class NaNKeepingMaxPoolKernel : public Kernel {
       }
   }
 
+  template <typename T>
+  static T NaNOf() {
+    if constexpr (std::is_same_v<T, float>) {
+      return std::numeric_limits<float>::quiet_NaN();
+    } else {
+      return kBFloat16QuietNaN;
+    }
+  }
+  static bool IsNaN(float v) { return std::isnan(v); }
+  // A bfloat16 is NaN where its exponent bits are all set and its mantissa is not 0.
+  static bool IsNaN(uint16_t bits) { return (bits & 0x7fff) > 0x7f80; }
+  static constexpr uint16_t kBFloat16QuietNaN = 0x7fc0;
+
   static bool SpatialDimsUnblocked(const dnnl_memory_desc_t& md) {
     const dnnl_blocking_desc_t& blocking = md.format_desc.blocking;
     for (int k = 0; k < blocking.inner_nblks; ++k) {
@@ -223,7 +251,8 @@ class NaNKeepingMaxPoolKernel : public Kernel {
   Window2d window_;
   bool in_plan_;  // X comes in a native layout: a kernel of the plan wrote it.
   FiniteOutputs* finite_;
-  const bool strided_;  // Rows and columns outside both layouts' inner blocks.
+  const bool strided_;   // Rows and columns outside both layouts' inner blocks.
+  const bool bfloat16_;  // X and Y hold bfloat16 (a bf16 chain's values), else float32.
   // Sized here so that Run does not allocate.
   std::vector<int64_t> index_, out_index_, rows_, cols_;
 };

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/backends/cuda/cuda_call.h"
+#include "core/backends/cuda/kernels/cudnn_convolution.h"
 #include "core/backends/cuda/kernels/cudnn_util.h"
 #include "core/backends/cuda/kernels/elementwise_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
@@ -109,15 +110,27 @@ PoolForm GlobalPoolForm(const KernelSpec& spec, cudnnPoolingMode_t mode) {
   return form;
 }
 
+// How a pooling's X arrives and its Y leaves: float32, or (a MaxPool
+// between two convolutions of a 16-bit chain, compute_precision.h) float16
+// or bfloat16 NCHW, in the layout of that name, Y written so where the plan
+// keeps it native, else widened to float32 after.
+struct PoolTypes {
+  bool sixteen_bit = false;
+  bool bfloat16 = false;
+  bool out_sixteen_bit = false;
+};
+
 // cuDNN's pooling into the output, or into the workspace and from there the
-// output's window (PoolForm) by a strided copy.
+// output's window (PoolForm) by a strided copy; 16-bit values are pooled as
+// they are (never staged: their MaxPool pads both sides alike and floors).
 class CudnnPoolKernel : public Kernel {
  public:
-  CudnnPoolKernel(const CudaKernelContext& context, const PoolForm& form)
+  CudnnPoolKernel(const CudaKernelContext& context, const PoolForm& form, const PoolTypes& types)
       : device_(context.device),
         cudnn_(context.cudnn),
         stream_(context.stream),
-        staged_(form.computed != form.y),
+        types_(types),
+        staged_(form.computed != form.y || (types.sixteen_bit && !types.out_sixteen_bit)),
         computed_elements_(Elements(form.computed)),
         output_elements_(Elements(form.y)),
         lead_offset_(form.lead[0] * form.computed[3] + form.lead[1]) {
@@ -134,8 +147,17 @@ class CudnnPoolKernel : public Kernel {
 
   // `node` (NodeLabel) names the node in messages.
   absl::Status Init(const PoolForm& form, const std::string& node) {
-    REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device_, x_, form.x));
-    REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device_, computed_, form.computed));
+    const cudnnDataType_t type = !types_.sixteen_bit ? CUDNN_DATA_FLOAT
+                                 : types_.bfloat16   ? CUDNN_DATA_BFLOAT16
+                                                     : CUDNN_DATA_HALF;
+    if (types_.sixteen_bit && form.computed != form.y) {
+      return absl::InternalError(absl::StrCat(
+          node, ": a 16-bit pooling computes [", absl::StrJoin(form.computed, ","),
+          "] for an output of [", absl::StrJoin(form.y, ","),
+          "]; only windows cuDNN pools as they are take 16-bit values"));
+    }
+    REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device_, x_, form.x, type));
+    REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device_, computed_, form.computed, type));
     REPLICAD_CUDA_RETURN_IF_ERROR(device_, cudnnCreatePoolingDescriptor(pool_.receive()));
     // NaN propagates through max pooling as through ONNX's reference max.
     REPLICAD_CUDA_RETURN_IF_ERROR(
@@ -156,19 +178,34 @@ class CudnnPoolKernel : public Kernel {
   }
 
   size_t workspace_bytes() const override {
-    return staged_ ? static_cast<size_t>(computed_elements_) * sizeof(float) : 0;
+    const size_t element = types_.sixteen_bit ? sizeof(uint16_t) : sizeof(float);
+    return staged_ ? static_cast<size_t>(computed_elements_) * element : 0;
   }
-  void SetWorkspace(void* workspace) override { workspace_ = static_cast<float*>(workspace); }
+  void SetWorkspace(void* workspace) override { workspace_ = workspace; }
+
+  std::string native_output_layout() const override {
+    if (!types_.out_sixteen_bit) return {};
+    return types_.bfloat16 ? kCudaBFloat16Layout : kCudaFloat16Layout;
+  }
+  size_t native_output_bytes() const override {
+    return types_.out_sixteen_bit ? static_cast<size_t>(output_elements_) * sizeof(uint16_t) : 0;
+  }
 
   absl::Status Run(const RunContext&, const void* const* inputs, void* const* outputs) override {
     const float one = 1.0f;
     const float zero = 0.0f;
-    float* y = static_cast<float*>(outputs[0]);
     REPLICAD_CUDA_RETURN_IF_ERROR(
         device_, cudnnPoolingForward(cudnn_, pool_.get(), &one, x_.get(), inputs[0], &zero,
-                                     computed_.get(), staged_ ? workspace_ : y));
+                                     computed_.get(), staged_ ? workspace_ : outputs[0]));
     if (!staged_) return absl::OkStatus();
-    LaunchBroadcastCopy(workspace_ + lead_offset_, y, output_elements_, copy_index_, stream_);
+    float* y = static_cast<float*>(outputs[0]);
+    if (types_.sixteen_bit) {  // Not kept native: widened, exactly.
+      LaunchHalfToFloat(static_cast<const uint16_t*>(workspace_), y, output_elements_,
+                        types_.bfloat16, stream_);
+      return LastLaunchStatus(device_, "LaunchHalfToFloat");
+    }
+    LaunchBroadcastCopy(static_cast<const float*>(workspace_) + lead_offset_, y, output_elements_,
+                        copy_index_, stream_);
     return LastLaunchStatus(device_, "LaunchBroadcastCopy");
   }
 
@@ -176,6 +213,7 @@ class CudnnPoolKernel : public Kernel {
   std::string device_;
   cudnnHandle_t cudnn_;
   cudaStream_t stream_;
+  PoolTypes types_;
   bool staged_;
   int64_t computed_elements_;
   int64_t output_elements_;
@@ -184,8 +222,26 @@ class CudnnPoolKernel : public Kernel {
   CudnnTensorDescriptor x_;
   CudnnTensorDescriptor computed_;
   CudnnPoolingDescriptor pool_;
-  float* workspace_ = nullptr;
+  void* workspace_ = nullptr;
 };
+
+// X's layout: float32 (none), or a 16-bit chain's, which only a MaxPool
+// takes (Internal naming the node otherwise: the plan's marks allow no other).
+absl::StatusOr<PoolTypes> PoolTypesOf(const KernelSpec& spec) {
+  PoolTypes types;
+  if (spec.input_layouts.empty() || spec.input_layouts[0].empty()) return types;
+  const std::string& layout = spec.input_layouts[0];
+  if (spec.op_type != "MaxPool" ||
+      (layout != kCudaFloat16Layout && layout != kCudaBFloat16Layout)) {
+    return absl::InternalError(absl::StrCat(NodeLabel(spec), ": X arrives in layout '", layout,
+                                            "'; only a 2-D MaxPool reads '", kCudaFloat16Layout,
+                                            "' or '", kCudaBFloat16Layout, "'"));
+  }
+  types.sixteen_bit = true;
+  types.bfloat16 = layout == kCudaBFloat16Layout;
+  types.out_sixteen_bit = spec.native_output;
+  return types;
+}
 
 }  // namespace
 
@@ -228,7 +284,8 @@ KernelOrStatus MakeCudaPoolKernel(const KernelSpec& spec, CudaKernelContext& con
     return NodeUnimplemented(spec, "the cuDNN pooling kernel has no such op");
   }
   REPLICAD_RETURN_IF_ERROR(CheckFitsCudnn(spec, "cuDNN pooling takes", {form.x, form.computed}));
-  auto kernel = std::make_unique<CudnnPoolKernel>(context, form);
+  REPLICAD_ASSIGN_OR_RETURN(PoolTypes types, PoolTypesOf(spec));
+  auto kernel = std::make_unique<CudnnPoolKernel>(context, form, types);
   REPLICAD_RETURN_IF_ERROR(kernel->Init(form, NodeLabel(spec)));
   return kernel;
 }

@@ -190,7 +190,8 @@ std::string ChainOnnx(const std::vector<Tensor>& weights) {
 // One convolution in double over [batch, in, side, side] values, pads 1 for
 // a 3 x 3 window.
 std::vector<double> ConvReference(const std::vector<double>& x, int64_t in, const Tensor& w,
-                                  const Tensor& bias, int64_t group) {
+                                  const Tensor& bias, int64_t group, int64_t side = kSide) {
+  const int64_t kSide = side;  // The chains' side unless given.
   const int64_t out = w.shape()[0], area = w.shape()[2], pad = area / 2;
   const int64_t in_per_group = in / group, out_per_group = out / group;
   std::vector<double> y(kBatch * out * kSide * kSide);
@@ -283,6 +284,98 @@ TEST(ProductPrecisionTest, ChainsOfBFloat16ConvolutionsPassBFloat16Values) {
   EXPECT_LT(chain, 1e-4);
   // The addend's rounding shows (were a float32, this would be under 1e-4).
   EXPECT_GT(float_values, 5 * chain);
+}
+
+// resnet's stem in small (testing::ConvPoolChainOnnx): a MaxPool between
+// two bf16 convolutions passes their bfloat16 values on, and its output,
+// also the residual's addend, is added as bfloat16.
+std::vector<Tensor> PoolChainWeights() {
+  return {testing::RandomTensor({kWide, kChannels, 3, 3}, 21), testing::RandomTensor({kWide}, 22),
+          testing::RandomTensor({kWide, kWide, 3, 3}, 23),     testing::RandomTensor({kWide}, 24),
+          testing::RandomTensor({kWide, kWide, 1, 1}, 25),     testing::RandomTensor({kWide}, 26)};
+}
+
+// The stem in double, as ChainReference: where `bfloat16_values` is false,
+// a and the pooled p are float32 (the residual's addend shows it).
+std::vector<double> PoolChainReference(const Tensor& x, const std::vector<Tensor>& w,
+                                       bool bfloat16_values) {
+  const int64_t half = kSide / 2;
+  std::vector<double> input(x.num_elements());
+  for (size_t i = 0; i < input.size(); ++i) input[i] = ToBFloat16(x.data<float>()[i]);
+  std::vector<double> a = ConvReference(input, kChannels, w[0], w[1], 1);
+  for (double& v : a) {
+    v = std::max(v, 0.0);
+    if (bfloat16_values) v = ToBFloat16(static_cast<float>(v));
+  }
+  std::vector<double> p(kBatch * kWide * half * half, -INFINITY);
+  for (int64_t nc = 0; nc < kBatch * kWide; ++nc) {
+    for (int64_t i = 0; i < half; ++i) {
+      for (int64_t j = 0; j < half; ++j) {
+        double& out = p[(nc * half + i) * half + j];
+        for (int64_t u = 2 * i - 1; u <= 2 * i + 1; ++u) {
+          for (int64_t v = 2 * j - 1; v <= 2 * j + 1; ++v) {
+            if (u < 0 || v < 0 || u >= kSide || v >= kSide) continue;
+            out = std::max(out, a[(nc * kSide + u) * kSide + v]);
+          }
+        }
+      }
+    }
+  }
+  std::vector<double> read_p = p;
+  for (double& v : read_p) v = ToBFloat16(static_cast<float>(v));
+  std::vector<double> e = ConvReference(read_p, kWide, w[2], w[3], 1, half);
+  for (double& v : e) v = ToBFloat16(static_cast<float>(std::max(v, 0.0)));
+  std::vector<double> c = ConvReference(e, kWide, w[4], w[5], 1, half);
+  std::vector<double> y(kBatch * kWide, 0.0);
+  for (int64_t nc = 0; nc < kBatch * kWide; ++nc) {
+    for (int64_t q = 0; q < half * half; ++q) {
+      const int64_t at = nc * half * half + q;
+      y[nc] += static_cast<float>(c[at] + p[at]);
+    }
+    y[nc] /= half * half;
+  }
+  return y;
+}
+
+TEST(ProductPrecisionTest, BFloat16ValuesCrossAMaxPoolBetweenConvolutions) {
+  const std::vector<Tensor> weights = PoolChainWeights();
+  const std::string onnx = testing::ConvPoolChainOnnx(weights, kChannels, kWide, kSide);
+  OnnxImportOptions options;
+  options.precision = ComputePrecision::kBFloat16;
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(onnx, "m", "m", options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<std::string> writing;
+  for (const Node& node : (*model)->graph().nodes) {
+    if (node.attributes.Has(kOutputPrecisionAttribute)) writing.push_back(node.name);
+  }
+  // The last convolution and its sum go to the global pool, which reads float32.
+  EXPECT_EQ(writing, (std::vector<std::string>{"ca", "p", "cb"}));
+  if (!HasBFloat16DotProducts()) GTEST_SKIP() << "this CPU has no bfloat16 dot products";
+
+  const Tensor x = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 27);
+  int marked = 0;
+  const Tensor bf16 = RunNetwork(onnx, ComputePrecision::kBFloat16, x, &marked, kWide);
+  EXPECT_EQ(marked, 3);
+  const double stem = RelativeL2(bf16, PoolChainReference(x, weights, /*bfloat16_values=*/true));
+  const double float_values =
+      RelativeL2(bf16, PoolChainReference(x, weights, /*bfloat16_values=*/false));
+  EXPECT_LT(stem, 1e-4);
+  EXPECT_GT(float_values, 5 * stem);  // The pooled addend was bfloat16.
+
+  // A NaN reaches the outputs float32's reaches, through the bfloat16 pool.
+  Tensor with_nan = x;
+  with_nan = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 27);
+  with_nan.data<float>()[2 * kSide + 5] = std::nanf("");
+  const Tensor fp32 = RunNetwork(onnx, ComputePrecision::kFloat32, with_nan, &marked, kWide);
+  const Tensor bf16_nan = RunNetwork(onnx, ComputePrecision::kBFloat16, with_nan, &marked, kWide);
+  int nan_outputs = 0;
+  for (int64_t i = 0; i < kBatch * kWide; ++i) {
+    EXPECT_EQ(std::isnan(fp32.data<float>()[i]), std::isnan(bf16_nan.data<float>()[i]))
+        << "element " << i;
+    nan_outputs += std::isnan(bf16_nan.data<float>()[i]);
+  }
+  EXPECT_GT(nan_outputs, 0);
+  EXPECT_LT(nan_outputs, kBatch * kWide);  // The other sample stays finite.
 }
 
 // fp16 marks the same chain's convolutions "fp16" (CUDA slots hand their

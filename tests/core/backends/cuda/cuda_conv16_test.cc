@@ -1,13 +1,15 @@
 // Chains of 16-bit convolutions on CUDA slots (cudnn_conv16_kernel.cc): a
 // model served with --precision fp16 or bf16 whose convolutions feed one
-// another hands the values over in 16 bits. The chain (conv, ReLU, grouped
+// another (through a MaxPool too, as resnet's stem) hands the values over
+// in 16 bits. The chain (conv, ReLU, grouped
 // conv, clamp, 1x1 conv with the first's output as a fused residual, global
 // average pool) on one GPU slot against the same float32 model on a CPU
 // slot: relative L2 <= 5e-3 for fp16 (10-bit mantissas, float32 sums) and
 // <= 3e-2 for bf16 (7-bit), and above 1e-6 (16-bit values ran: float32
 // differs in summation order only). A marked convolution made with a
-// native output reports the 16-bit layout and its bytes; a float32
-// convolution handed a 16-bit input is refused naming the node. Skips
+// native output reports the 16-bit layout and its bytes, and so does a
+// MaxPool handed 16-bit values; a float32 convolution or an AveragePool
+// handed a 16-bit input is refused naming the node. Skips
 // without a GPU (CTest label gpu).
 
 #include <memory>
@@ -38,11 +40,20 @@ std::string ChainOnnx() {
       kChannels, kWide, kSide);
 }
 
-std::shared_ptr<const Model> Load(ComputePrecision precision) {
+// resnet's stem in small: a MaxPool between two convolutions of the chain.
+std::string PoolChainOnnx() {
+  return testing::ConvPoolChainOnnx(
+      {testing::RandomTensor({kWide, kChannels, 3, 3}, 31), testing::RandomTensor({kWide}, 32),
+       testing::RandomTensor({kWide, kWide, 3, 3}, 33), testing::RandomTensor({kWide}, 34),
+       testing::RandomTensor({kWide, kWide, 1, 1}, 35), testing::RandomTensor({kWide}, 36)},
+      kChannels, kWide, kSide);
+}
+
+std::shared_ptr<const Model> Load(ComputePrecision precision, const std::string& onnx = "") {
   OnnxImportOptions options;
   options.precision = precision;
   absl::StatusOr<std::shared_ptr<const Model>> model =
-      LoadOnnxBytes(ChainOnnx(), "chain", "chain", options);
+      LoadOnnxBytes(onnx.empty() ? ChainOnnx() : onnx, "chain", "chain", options);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *std::move(model) : nullptr;
 }
@@ -64,11 +75,13 @@ std::unique_ptr<ReplicaSet> GpuSet(const DeviceInfo& gpu, std::shared_ptr<const 
   return set.ok() ? *std::move(set) : nullptr;
 }
 
-TEST(CudaConv16Test, ChainsInSixteenBitsMatchFloat32WithinTheirMantissas) {
+// The chain (and, with `onnx`, another network) on a GPU slot in fp16 and
+// bf16 against float32 on a CPU slot.
+void ExpectSixteenBitsMatchFloat32(const std::string& onnx) {
   const std::vector<DeviceInfo> gpus = testing::LocalGpus();
   if (gpus.empty()) GTEST_SKIP() << "no CUDA device";
   std::unique_ptr<ReplicaSet> cpu =
-      testing::MakeCpuReplicaSet(Load(ComputePrecision::kFloat32), {1});
+      testing::MakeCpuReplicaSet(Load(ComputePrecision::kFloat32, onnx), {1});
   for (int64_t batch : {1, 5}) {
     const std::vector<Tensor> x = {testing::RandomTensor({batch, kChannels, kSide, kSide}, 17)};
     testing::PredictOutcome expected = testing::PredictAndWait(*cpu, x);
@@ -76,7 +89,7 @@ TEST(CudaConv16Test, ChainsInSixteenBitsMatchFloat32WithinTheirMantissas) {
     for (ComputePrecision precision : {ComputePrecision::kFloat16, ComputePrecision::kBFloat16}) {
       SCOPED_TRACE(std::string(ComputePrecisionName(precision)) + ", batch " +
                    std::to_string(batch));
-      std::unique_ptr<ReplicaSet> gpu = GpuSet(gpus[0], Load(precision));
+      std::unique_ptr<ReplicaSet> gpu = GpuSet(gpus[0], Load(precision, onnx));
       ASSERT_NE(gpu, nullptr);
       testing::PredictOutcome actual = testing::PredictAndWait(*gpu, x);
       ASSERT_TRUE(actual.status.ok()) << actual.status;
@@ -85,6 +98,16 @@ TEST(CudaConv16Test, ChainsInSixteenBitsMatchFloat32WithinTheirMantissas) {
       EXPECT_GT(difference, 1e-6) << "the chain computed float32";
     }
   }
+}
+
+TEST(CudaConv16Test, ChainsInSixteenBitsMatchFloat32WithinTheirMantissas) {
+  ExpectSixteenBitsMatchFloat32("");
+}
+
+// A MaxPool between two of the chain's convolutions pools their 16-bit
+// values as they are (cudnn_pool_kernel.cc) and hands them on in 16 bits.
+TEST(CudaConv16Test, AMaxPoolInTheChainPoolsSixteenBitValues) {
+  ExpectSixteenBitsMatchFloat32(PoolChainOnnx());
 }
 
 // A Conv spec of [2, 8, 12, 12] by [16, 8, 3, 3] (pads 1) with constant
@@ -127,6 +150,32 @@ TEST(CudaConv16Test, MarkedConvolutionsReportTheirLayoutAndOthersRefuseIt) {
     kernel = (*gpu)->MakeKernel(plain.spec);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     EXPECT_EQ((*kernel)->native_output_layout(), "");
+  }
+  // A MaxPool handed 16-bit values writes them so where the plan keeps its
+  // output native; an AveragePool is not handed them (Internal, naming it).
+  Attributes window;
+  window.Set("kernel_shape", AttributeValue(std::vector<int64_t>{3, 3}));
+  window.Set("strides", AttributeValue(std::vector<int64_t>{2, 2}));
+  window.Set("pads", AttributeValue(std::vector<int64_t>{1, 1, 1, 1}));
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    KernelSpec pool;
+    pool.op_type = op;
+    pool.node_name = "pooled";
+    pool.attributes = &window;
+    pool.inputs = {TensorType{DType::kFloat32, {2, kWide, kSide, kSide}}};
+    pool.constant_inputs = {nullptr};
+    pool.input_layouts = {kCudaBFloat16Layout};
+    pool.native_output = true;
+    ASSERT_TRUE(FindOp(op)->infer(&pool).ok());
+    absl::StatusOr<std::unique_ptr<Kernel>> kernel = (*gpu)->MakeKernel(pool);
+    if (std::string(op) == "MaxPool") {
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      EXPECT_EQ((*kernel)->native_output_layout(), kCudaBFloat16Layout);
+      EXPECT_EQ((*kernel)->native_output_bytes(), 2 * kWide * (kSide / 2) * (kSide / 2) * 2);
+    } else {
+      EXPECT_EQ(kernel.status().code(), absl::StatusCode::kInternal) << kernel.status();
+      EXPECT_NE(kernel.status().message().find("pooled"), std::string::npos);
+    }
   }
   ConvSpec float32("", /*writes=*/false);
   float32.spec.input_layouts = {kCudaFloat16Layout, "", ""};
