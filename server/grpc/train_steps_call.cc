@@ -119,16 +119,21 @@ class TrainStepsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   void OnDone() override {
     // gRPC calls this after Finish, through its own queues, which TSan does
     // not see: taking the lock orders every write made under it (an answer's,
-    // on the training thread) before the destruction.
-    { absl::MutexLock lock(&mu_); }
+    // on the training thread; End's) before what follows.
+    Ending ended;
+    double seconds = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      ended = ended_;
+      seconds = ended_seconds_;
+    }
     // Counted here, where the context knows whether the client cancelled:
     // a cancelled call's OK never reached it (the reads fail as at a
     // half-close, before or after gRPC learns of the cancel).
-    absl::Status status = ended_.status;
-    if (status.ok() && context_->IsCancelled()) {
-      status = absl::CancelledError("the client cancelled TrainSteps");
+    if (ended.status.ok() && context_->IsCancelled()) {
+      ended.status = absl::CancelledError("the client cancelled TrainSteps");
     }
-    metrics_.RecordRequest(ended_.model, kMethod, status, ended_seconds_);
+    metrics_.RecordRequest(ended.model, kMethod, ended.status, seconds);
     delete this;
   }
 
@@ -228,8 +233,11 @@ class TrainStepsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
 
   // Once: OnDone counts it after Finish.
   void End(const Ending& ending) {
-    ended_ = ending;
-    ended_seconds_ = SecondsSince(start_);
+    {
+      absl::MutexLock lock(&mu_);
+      ended_ = ending;
+      ended_seconds_ = SecondsSince(start_);
+    }
     Finish(ToGrpcStatus(ending.status));
   }
 
@@ -256,8 +264,8 @@ class TrainStepsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   int starting_ ABSL_GUARDED_BY(mu_) = 0;
   std::string model_ ABSL_GUARDED_BY(mu_);  // For the metrics, once a step named one.
   // Set by End, before Finish; read by OnDone, after it.
-  Ending ended_;
-  double ended_seconds_ = 0;
+  Ending ended_ ABSL_GUARDED_BY(mu_);
+  double ended_seconds_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace
