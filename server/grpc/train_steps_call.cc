@@ -78,21 +78,26 @@ class TrainStepsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
       auto request = std::make_shared<v1::TrainStepRequest>();
       grpc::ProtoBufferReader reader(&read_);
       const bool decoded = request->ParseFromZeroCopyStream(&reader);
+      const size_t bytes = read_.Length();
+      read_.Clear();  // The step holds its own copy: the wire's bytes go now.
       if (decoded) {
+        bool take = false;
         {
           absl::MutexLock lock(&mu_);
-          ++unanswered_;  // Before Add, which may answer it at once.
+          // The client may have gone (a write failed) while it was decoded.
+          take = failure_.ok();
+          if (take) ++unanswered_;  // Before Add, which may answer it at once.
         }
         // Its tensors view the message, which the stream keeps with them.
-        const bool taken = stream_->Add(TrainRequestOf(*request), request);
+        const bool taken = take && stream_->Add(TrainRequestOf(*request), request);
         absl::MutexLock lock(&mu_);
-        if (!taken) --unanswered_;
+        if (take && !taken) --unanswered_;
         adding_ = false;
       } else {
         absl::MutexLock lock(&mu_);
         // The call's end once the steps before it are answered.
         undecodable_ = absl::InvalidArgumentError(absl::StrCat(
-            "TrainSteps: message ", message, " (", read_.Length(),
+            "TrainSteps: message ", message, " (", bytes,
             " bytes) is not a replicad.v1.TrainStepRequest: protobuf cannot parse it"));
         adding_ = false;
       }

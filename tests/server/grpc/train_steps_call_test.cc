@@ -271,7 +271,7 @@ TEST_F(TrainStepsTest, AnIdleStreamCancelledCountsAsCancelled) {
   }
   // The call's count is recorded as it ends, which may follow the client's Finish.
   std::string metrics;
-  for (int attempt = 0; attempt < 100; ++attempt) {
+  for (int attempt = 0; attempt < 500; ++attempt) {  // 10 s, for slow (sanitizer) builds.
     absl::StatusOr<std::string> scraped = testing::HttpGet(daemon_->metrics_port(), "/metrics");
     ASSERT_TRUE(scraped.ok()) << scraped.status();
     metrics = *scraped;

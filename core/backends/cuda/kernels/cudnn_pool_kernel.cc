@@ -13,6 +13,7 @@
 #include "core/backends/cuda/kernels/elementwise_launch.h"
 #include "core/backends/cuda/kernels/kernel_builders.h"
 #include "core/base/status_macros.h"
+#include "core/model/compute_precision.h"
 #include "core/ops/conv_attributes.h"
 #include "core/ops/op_util.h"
 
@@ -151,10 +152,10 @@ class CudnnPoolKernel : public Kernel {
                                  : types_.bfloat16   ? CUDNN_DATA_BFLOAT16
                                                      : CUDNN_DATA_HALF;
     if (types_.sixteen_bit && form.computed != form.y) {
-      return absl::InternalError(absl::StrCat(
-          node, ": a 16-bit pooling computes [", absl::StrJoin(form.computed, ","),
-          "] for an output of [", absl::StrJoin(form.y, ","),
-          "]; only windows cuDNN pools as they are take 16-bit values"));
+      return absl::InternalError(
+          absl::StrCat(node, ": a 16-bit pooling computes [", absl::StrJoin(form.computed, ","),
+                       "] for an output of [", absl::StrJoin(form.y, ","),
+                       "]; only windows cuDNN pools as they are take 16-bit values"));
     }
     REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device_, x_, form.x, type));
     REPLICAD_RETURN_IF_ERROR(SetCudnnTensor(device_, computed_, form.computed, type));
@@ -239,7 +240,11 @@ absl::StatusOr<PoolTypes> PoolTypesOf(const KernelSpec& spec) {
   }
   types.sixteen_bit = true;
   types.bfloat16 = layout == kCudaBFloat16Layout;
-  types.out_sixteen_bit = spec.native_output;
+  // Out in 16 bits only where the node's mark says its readers take them
+  // (else widened: a reader that is no 16-bit convolution gets float32).
+  absl::StatusOr<std::string> mark = spec.attributes->GetString(kOutputPrecisionAttribute, "");
+  types.out_sixteen_bit =
+      spec.native_output && mark.ok() && *mark == (types.bfloat16 ? "bf16" : "fp16");
   return types;
 }
 

@@ -8,8 +8,9 @@
 // 16-channel blocks (20 channels, which pad a block, and 32), with and without a native output,
 // equal the row-major kernels' results; a fused SiLU applied after the fused sum; a batch-1
 // depthwise convolution of 72 channels run as two primitives (oneDNN's verbose lines show both)
-// equals the whole one; SameBytes on unit spatial dims; JoinedOffsets only where every source is
-// one contiguous block of the output.
+// equals the whole one; a MaxPool of bfloat16 values (a bf16 chain's) keeps them, and their
+// NaNs; SameBytes on unit spatial dims; JoinedOffsets only where every source is one contiguous
+// block of the output.
 
 #include "core/backends/cpu/kernels/native_layout.h"
 
@@ -166,6 +167,84 @@ TEST_P(NativeLayoutTest, PoolingsReadAndKeepTheLayout) {
     for (bool native_output : {false, true}) {
       ExpectNear(RunNative(op, {x}, {0}, native_output, window), RunRowMajor(op, {x}, window));
     }
+  }
+}
+
+// A bf16 chain's values (compute_precision.h: a MaxPool between two bf16
+// convolutions): X arrives in bfloat16, the pool keeps bfloat16 where its
+// output stays native (float32 row-major otherwise), and a window holding a
+// NaN gives NaN, as the float32 kernel gives on the same values widened.
+TEST_P(NativeLayoutTest, MaxPoolOfBFloat16ValuesKeepsThemAndTheirNaNs) {
+  Tensor x = Random({2, 20, 7, 6}, 12);
+  x.data<float>()[8] = std::nanf("");
+  x.data<float>()[7 * 6 * 20 + 13] = std::nanf("");
+  const memory::dims dims = {2, 20, 7, 6};
+  const memory::desc row_major(dims, memory::data_type::f32, memory::format_tag::abcd);
+  const memory::desc bf16(dims, memory::data_type::bf16, GetParam());
+  dnnl::stream stream(engine_);
+  std::vector<char> bf16_bytes(bf16.get_size());
+  {
+    memory from(row_major, engine_, x.raw_data()), to(bf16, engine_, bf16_bytes.data());
+    dnnl::reorder(from, to).execute(stream, from, to);
+  }
+  Tensor widened = Tensor::Host(DType::kFloat32, {2, 20, 7, 6});  // x's bfloat16 values.
+  {
+    memory from(bf16, engine_, bf16_bytes.data()), to(row_major, engine_, widened.raw_data());
+    dnnl::reorder(from, to).execute(stream, from, to);
+  }
+  stream.wait();
+  Attributes window;
+  window.Set("kernel_shape", std::vector<int64_t>{3, 3});
+  window.Set("strides", std::vector<int64_t>{2, 2});
+  window.Set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  const Tensor expected = RunRowMajor("MaxPool", {widened}, window);
+  for (bool native_output : {false, true}) {
+    SCOPED_TRACE(native_output ? "native output" : "row-major output");
+    KernelSpec spec;
+    spec.op_type = "MaxPool";
+    spec.node_name = "pool";
+    spec.attributes = &window;
+    spec.native_output = native_output;
+    spec.inputs = {x.type()};
+    spec.constant_inputs = {nullptr};
+    spec.input_layouts = {SerializeDesc(bf16)};
+    ASSERT_TRUE(FindOp("MaxPool")->infer(&spec).ok());
+    absl::StatusOr<std::unique_ptr<Kernel>> kernel = MakeCpuKernel(spec, context_);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    std::vector<char> workspace((*kernel)->workspace_bytes() + 64);
+    (*kernel)->SetWorkspace(workspace.data());
+    const std::optional<memory::desc> out_layout =
+        native_output ? DeserializeDesc((*kernel)->native_output_layout()) : std::nullopt;
+    if (native_output) {
+      ASSERT_TRUE(out_layout.has_value());
+      EXPECT_EQ(out_layout->data_type(), memory::data_type::bf16);
+    }
+    Tensor y = Tensor::Host(DType::kFloat32, spec.outputs[0].shape);
+    std::vector<char> out(out_layout ? out_layout->get_size() : y.byte_size());
+    const void* inputs[] = {bf16_bytes.data()};
+    void* outputs[] = {out.data()};
+    ASSERT_TRUE((*kernel)->Run(RunContext{}, inputs, outputs).ok());
+    if (out_layout) {
+      const memory::dims y_dims(y.shape().begin(), y.shape().end());
+      memory from(*out_layout, engine_, out.data());
+      memory to(memory::desc(y_dims, memory::data_type::f32, memory::format_tag::abcd), engine_,
+                y.raw_data());
+      dnnl::reorder(from, to).execute(stream, from, to);
+      stream.wait();
+    } else {
+      std::memcpy(y.raw_data(), out.data(), y.byte_size());
+    }
+    int nans = 0;
+    for (int64_t i = 0; i < y.num_elements(); ++i) {
+      const float got = y.data<float>()[i], want = expected.data<float>()[i];
+      nans += std::isnan(want);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << "element " << i;
+      } else {
+        EXPECT_EQ(got, want) << "element " << i;  // A max picks one of its inputs.
+      }
+    }
+    EXPECT_GT(nans, 0);
   }
 }
 

@@ -191,27 +191,26 @@ std::string ChainOnnx(const std::vector<Tensor>& weights) {
 // a 3 x 3 window.
 std::vector<double> ConvReference(const std::vector<double>& x, int64_t in, const Tensor& w,
                                   const Tensor& bias, int64_t group, int64_t side = kSide) {
-  const int64_t kSide = side;  // The chains' side unless given.
   const int64_t out = w.shape()[0], area = w.shape()[2], pad = area / 2;
   const int64_t in_per_group = in / group, out_per_group = out / group;
-  std::vector<double> y(kBatch * out * kSide * kSide);
+  std::vector<double> y(kBatch * out * side * side);
   for (int64_t n = 0; n < kBatch; ++n) {
     for (int64_t f = 0; f < out; ++f) {
-      for (int64_t i = 0; i < kSide; ++i) {
-        for (int64_t j = 0; j < kSide; ++j) {
+      for (int64_t i = 0; i < side; ++i) {
+        for (int64_t j = 0; j < side; ++j) {
           double sum = bias.data<float>()[f];
           for (int64_t c = 0; c < in_per_group; ++c) {
             const int64_t channel = f / out_per_group * in_per_group + c;
             for (int64_t u = 0; u < area; ++u) {
               for (int64_t v = 0; v < area; ++v) {
                 const int64_t ii = i + u - pad, jj = j + v - pad;
-                if (ii < 0 || jj < 0 || ii >= kSide || jj >= kSide) continue;
-                sum += x[((n * in + channel) * kSide + ii) * kSide + jj] *
+                if (ii < 0 || jj < 0 || ii >= side || jj >= side) continue;
+                sum += x[((n * in + channel) * side + ii) * side + jj] *
                        ToBFloat16(w.data<float>()[((f * in_per_group + c) * area + u) * area + v]);
               }
             }
           }
-          y[((n * out + f) * kSide + i) * kSide + j] = sum;
+          y[((n * out + f) * side + i) * side + j] = sum;
         }
       }
     }
@@ -363,8 +362,7 @@ TEST(ProductPrecisionTest, BFloat16ValuesCrossAMaxPoolBetweenConvolutions) {
   EXPECT_GT(float_values, 5 * stem);  // The pooled addend was bfloat16.
 
   // A NaN reaches the outputs float32's reaches, through the bfloat16 pool.
-  Tensor with_nan = x;
-  with_nan = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 27);
+  Tensor with_nan = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 27);
   with_nan.data<float>()[2 * kSide + 5] = std::nanf("");
   const Tensor fp32 = RunNetwork(onnx, ComputePrecision::kFloat32, with_nan, &marked, kWide);
   const Tensor bf16_nan = RunNetwork(onnx, ComputePrecision::kBFloat16, with_nan, &marked, kWide);

@@ -166,6 +166,7 @@ TEST(CudaConv16Test, MarkedConvolutionsReportTheirLayoutAndOthersRefuseIt) {
     pool.constant_inputs = {nullptr};
     pool.input_layouts = {kCudaBFloat16Layout};
     pool.native_output = true;
+    window.Set(kOutputPrecisionAttribute, AttributeValue(std::string("bf16")));
     ASSERT_TRUE(FindOp(op)->infer(&pool).ok());
     absl::StatusOr<std::unique_ptr<Kernel>> kernel = (*gpu)->MakeKernel(pool);
     if (std::string(op) == "MaxPool") {
