@@ -250,6 +250,25 @@ std::vector<double> ChainReference(const Tensor& x, const std::vector<Tensor>& w
   return y;
 }
 
+// The nodes of `onnx` loaded in `precision` that write 16 bits
+// (kOutputPrecisionAttribute, which names the precision).
+std::vector<std::string> WritingSixteenBits(const std::string& onnx, ComputePrecision precision) {
+  OnnxImportOptions options;
+  options.precision = precision;
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(onnx, "m", "m", options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  std::vector<std::string> writing;
+  if (!model.ok()) return writing;
+  for (const Node& node : (*model)->graph().nodes) {
+    absl::StatusOr<std::string> output = node.attributes.GetString(kOutputPrecisionAttribute, "");
+    if (output.ok() && !output->empty()) {
+      EXPECT_EQ(*output, ComputePrecisionName(precision)) << node.name;
+      writing.push_back(node.name);
+    }
+  }
+  return writing;
+}
+
 std::vector<Tensor> ChainWeights() {
   return {testing::RandomTensor({kWide, kChannels, 3, 3}, 11), testing::RandomTensor({kWide}, 12),
           testing::RandomTensor({kWide, 1, 3, 3}, 13),         testing::RandomTensor({kWide}, 14),
@@ -259,16 +278,9 @@ std::vector<Tensor> ChainWeights() {
 TEST(ProductPrecisionTest, ChainsOfBFloat16ConvolutionsPassBFloat16Values) {
   const std::vector<Tensor> weights = ChainWeights();
   const std::string onnx = ChainOnnx(weights);
-  OnnxImportOptions options;
-  options.precision = ComputePrecision::kBFloat16;
-  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(onnx, "m", "m", options);
-  ASSERT_TRUE(model.ok()) << model.status();
-  std::vector<std::string> writing;
-  for (const Node& node : (*model)->graph().nodes) {
-    if (node.attributes.Has(kOutputPrecisionAttribute)) writing.push_back(node.name);
-  }
   // The third convolution (cc) and its sum go to the pool, which reads float32.
-  EXPECT_EQ(writing, (std::vector<std::string>{"ca", "cb"}));
+  EXPECT_EQ(WritingSixteenBits(onnx, ComputePrecision::kBFloat16),
+            (std::vector<std::string>{"ca", "cb"}));
   if (!HasBFloat16DotProducts()) GTEST_SKIP() << "this CPU has no bfloat16 dot products";
 
   const Tensor x = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 17);
@@ -339,16 +351,9 @@ std::vector<double> PoolChainReference(const Tensor& x, const std::vector<Tensor
 TEST(ProductPrecisionTest, BFloat16ValuesCrossAMaxPoolBetweenConvolutions) {
   const std::vector<Tensor> weights = PoolChainWeights();
   const std::string onnx = testing::ConvPoolChainOnnx(weights, kChannels, kWide, kSide);
-  OnnxImportOptions options;
-  options.precision = ComputePrecision::kBFloat16;
-  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(onnx, "m", "m", options);
-  ASSERT_TRUE(model.ok()) << model.status();
-  std::vector<std::string> writing;
-  for (const Node& node : (*model)->graph().nodes) {
-    if (node.attributes.Has(kOutputPrecisionAttribute)) writing.push_back(node.name);
-  }
   // The last convolution and its sum go to the global pool, which reads float32.
-  EXPECT_EQ(writing, (std::vector<std::string>{"ca", "p", "cb"}));
+  EXPECT_EQ(WritingSixteenBits(onnx, ComputePrecision::kBFloat16),
+            (std::vector<std::string>{"ca", "p", "cb"}));
   if (!HasBFloat16DotProducts()) GTEST_SKIP() << "this CPU has no bfloat16 dot products";
 
   const Tensor x = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 27);
@@ -381,19 +386,8 @@ TEST(ProductPrecisionTest, BFloat16ValuesCrossAMaxPoolBetweenConvolutions) {
 // fp16 models in float32, gives the float32 model's bits through it.
 TEST(ProductPrecisionTest, Float16MarksTheChainAndCpuSlotsComputeFloat32) {
   const std::string onnx = ChainOnnx(ChainWeights());
-  OnnxImportOptions options;
-  options.precision = ComputePrecision::kFloat16;
-  absl::StatusOr<std::shared_ptr<const Model>> model = LoadOnnxBytes(onnx, "m", "m", options);
-  ASSERT_TRUE(model.ok()) << model.status();
-  std::vector<std::string> writing;
-  for (const Node& node : (*model)->graph().nodes) {
-    absl::StatusOr<std::string> output = node.attributes.GetString(kOutputPrecisionAttribute, "");
-    if (output.ok() && !output->empty()) {
-      EXPECT_EQ(*output, "fp16") << node.name;
-      writing.push_back(node.name);
-    }
-  }
-  EXPECT_EQ(writing, (std::vector<std::string>{"ca", "cb"}));
+  EXPECT_EQ(WritingSixteenBits(onnx, ComputePrecision::kFloat16),
+            (std::vector<std::string>{"ca", "cb"}));
 
   const Tensor x = testing::RandomTensor({kBatch, kChannels, kSide, kSide}, 19);
   int fp32_marked = 0, fp16_marked = 0;
