@@ -608,8 +608,10 @@ int RunTrain(ReplicadClient& client, const TrainArgs& args) {
     const absl::Time start = absl::Now();
     // One TrainSteps stream per epoch: the next batch is written before the
     // answer to the one before is read, so the server always holds it (and
-    // uploads it to its GPUs while a step runs).
-    std::unique_ptr<client::ReplicadClient::StepStream> stream = client.TrainSteps();
+    // uploads it to its GPUs while a step runs). Its deadline is --timeout
+    // per step of the epoch.
+    const int64_t epoch_steps = (train.count + args.batch_size - 1) / args.batch_size;
+    std::unique_ptr<client::ReplicadClient::StepStream> stream = client.TrainSteps(epoch_steps);
     std::deque<int64_t> unanswered;  // Rows of each step written and not yet answered.
     auto answered = [&](const v1::TrainStepResponse& response) {
       const int64_t rows = unanswered.front();

@@ -238,7 +238,10 @@ absl::StatusOr<v1::TrainStepResponse> ReplicadClient::TrainStep(
   return response;
 }
 
-ReplicadClient::StepStream::StepStream(const ReplicadClient& client) {
+ReplicadClient::StepStream::StepStream(const ReplicadClient& client, int64_t steps) {
+  if (steps > 0 && client.deadline_ != absl::InfiniteDuration()) {
+    context_.set_deadline(absl::ToChronoTime(absl::Now() + client.deadline_ * steps));
+  }
   if (!client.token_.empty()) context_.AddMetadata("authorization", "Bearer " + client.token_);
   call_ = client.stub_->TrainSteps(&context_);
 }
@@ -269,8 +272,8 @@ absl::Status ReplicadClient::StepStream::Finish() {
   return *finished_;
 }
 
-std::unique_ptr<ReplicadClient::StepStream> ReplicadClient::TrainSteps() const {
-  return std::make_unique<StepStream>(*this);
+std::unique_ptr<ReplicadClient::StepStream> ReplicadClient::TrainSteps(int64_t steps) const {
+  return std::make_unique<StepStream>(*this, steps);
 }
 
 absl::StatusOr<v1::SaveCheckpointResponse> ReplicadClient::SaveCheckpoint(

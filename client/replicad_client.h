@@ -76,14 +76,17 @@ class ReplicadClient {
       const v1::SaveCheckpointRequest& request);
 
   // TrainSteps: steps written in order and answered in order, the server
-  // uploading the next one to its GPUs while one runs. Without the
-  // client's deadline (an epoch's stream may take hours); the token
-  // applies. Write the next step before reading the answer to the one
-  // before, so the server always holds it; more than one ahead only waits
-  // in gRPC's buffers. Not thread-safe: one writer and reader.
+  // uploading the next one to its GPUs while one runs. With `steps` > 0 the
+  // stream's deadline is the client's per-call deadline times `steps` (each
+  // step may take one call's time), so a server that stops answering ends
+  // it with DEADLINE_EXCEEDED; with 0, none (an epoch's stream may take
+  // hours). The token applies. Write the next step before reading the
+  // answer to the one before, so the server always holds it; more than one
+  // ahead only waits in gRPC's buffers. Not thread-safe: one writer and
+  // reader.
   class StepStream {
    public:
-    explicit StepStream(const ReplicadClient& client);
+    StepStream(const ReplicadClient& client, int64_t steps);
     ~StepStream();  // Cancels a stream not yet finished.
     // False once the call has ended (a step failed: Finish says why).
     bool Write(const v1::TrainStepRequest& request);
@@ -101,7 +104,7 @@ class ReplicadClient {
     bool closed_ = false;
     std::optional<absl::Status> finished_;
   };
-  std::unique_ptr<StepStream> TrainSteps() const;
+  std::unique_ptr<StepStream> TrainSteps(int64_t steps = 0) const;
 
  private:
   ReplicadClient(std::shared_ptr<grpc::Channel> channel, absl::Duration deadline,

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -97,14 +99,14 @@ void WriteSplit(const std::string& dir, const std::string& split, uint32_t count
 }
 
 // Models: "mlp" takes [N, 1, 4, 4], "flat" takes [N, 16], "untrained" answers
-// TrainStep as today's server does. TrainStep reports loss 2 and accuracy 0.5;
-// Predict's "logits" pick the right class for even samples only.
+// TrainStep as today's server does, "stalled" never answers TrainSteps. TrainStep reports loss 2
+// and accuracy 0.5; Predict's "logits" pick the right class for even samples only.
 class FakeTrainer final : public v1::Replicad::Service {
  public:
   grpc::Status GetModel(grpc::ServerContext*, const v1::GetModelRequest* request,
                         v1::GetModelResponse* response) override {
     const std::string& name = request->name();
-    if (name != "mlp" && name != "flat" && name != "untrained") {
+    if (name != "mlp" && name != "flat" && name != "untrained" && name != "stalled") {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "no model '" + name + "'");
     }
     v1::ModelInfo* model = response->mutable_model();
@@ -133,6 +135,10 @@ class FakeTrainer final : public v1::Replicad::Service {
       grpc::ServerReaderWriter<v1::TrainStepResponse, v1::TrainStepRequest>* stream) override {
     v1::TrainStepRequest request;
     while (stream->Read(&request)) {
+      if (request.model() == "stalled") {  // A server that stops answering.
+        while (!context->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return grpc::Status::CANCELLED;
+      }
       v1::TrainStepResponse response;
       grpc::Status status = TrainStep(context, &request, &response);
       if (!status.ok()) return status;
@@ -292,6 +298,12 @@ TEST_F(ReplicactlTrainTest, ServerErrorsArePrintedWithTheirCode) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err,
               HasSubstr("replicactl: UNIMPLEMENTED: TrainSteps: training is not implemented"));
+  // A server that stops answering: the epoch's stream ends at --timeout per
+  // step (3 steps of 8 of the 23 samples: 0.6 s), not never.
+  r = Train({"--model", "stalled", "--data", data_, "--epochs", "1", "--batch-size", "8",
+             "--timeout", "0.2"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("replicactl: DEADLINE_EXCEEDED: TrainSteps"));
   r = Train({"--model", "nope", "--data", data_, "--epochs", "1", "--batch-size", "8"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("replicactl: NOT_FOUND: GetModel: no model 'nope'"));
