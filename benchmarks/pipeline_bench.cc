@@ -16,7 +16,7 @@
 // where it is [N, C], mean squared error otherwise.
 //
 // Run with:
-//   build/benchmarks/pipeline_bench --model resnet50.onnx \
+//   build/benchmarks/pipeline_bench --model resnet50.onnx
 //       --placement '/conv1/*->dev0; /layer3/layer3.2/*->dev1' --batch 64 --micro-batches 8
 //   build/benchmarks/pipeline_bench --example theano --batch 256
 // --example theano builds Theano's multi-GPU example in-process: x feeds two

@@ -239,12 +239,13 @@ absl::StatusOr<std::unique_ptr<Servable>> BuildServable(std::shared_ptr<const Mo
   }
   const size_t parts = placed->parts.size();
   std::vector<std::unique_ptr<PipelineReplica>> replicas;  // One pipeline per copy.
+  PipelineReplicaOptions pipeline_options;
+  pipeline_options.slot_memory_limit = options.slot_memory_limit;
   for (const std::vector<SlotAssignment>& contexts : copies) {
     REPLICAD_ASSIGN_OR_RETURN(
         std::unique_ptr<PipelineReplica> pipeline,
         PipelineReplica::Create(model, *placed, contexts,
-                                SlotDevices(devices, options.slot_options),
-                                PipelineReplica::Options{options.slot_memory_limit}));
+                                SlotDevices(devices, options.slot_options), pipeline_options));
     replicas.push_back(std::move(pipeline));
   }
   const int micro_batches =

@@ -645,7 +645,9 @@ TEST(ModelTrainingE2eTest, DownloadModelGivesTheTrainedWeightsToTrainersOnly) {
       got.onnx += chunk.data();
     }
     got.status = reader->Finish();
-    if (got.status.ok()) EXPECT_EQ(static_cast<int64_t>(got.onnx.size()), total);
+    if (got.status.ok()) {
+      EXPECT_EQ(static_cast<int64_t>(got.onnx.size()), total);
+    }
     return got;
   };
   Download untrained = download("infer-only-0123456789abcdef");

@@ -133,7 +133,7 @@ TEST_F(ModelUploadTest, NamesAndPathsThatLeaveTheDirectoryAreRefused) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << model;
     EXPECT_NE(s.message().find("model: expected " + plain), std::string::npos) << s;
   }
-  for (const std::string& path :
+  for (const std::string path :
        {"../x/model.onnx", "/etc/model.onnx", "1/../model.onnx", "0/model.onnx", "01/model.onnx",
         "-1/model.onnx", "1/2/model.onnx", "1/.model.onnx", "1/", "model.onnx", "1//model.onnx",
         "99999999999999999999/model.onnx"}) {

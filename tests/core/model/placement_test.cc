@@ -94,7 +94,9 @@ TEST(PlacementTest, BackAndForthMakesAPartPerVisitInOrder) {
   ASSERT_EQ(placed->parts.size(), 4u);
   for (size_t p = 0; p < 4; ++p) {
     EXPECT_EQ(placed->parts[p].context, kContexts[p % 2]);
-    if (p > 0) EXPECT_THAT(placed->parts[p].after, ElementsAre(p - 1));
+    if (p > 0) {
+      EXPECT_THAT(placed->parts[p].after, ElementsAre(p - 1));
+    }
   }
 }
 

@@ -51,8 +51,10 @@ absl::StatusOr<std::unique_ptr<PipelineReplica>> Pipeline(std::shared_ptr<const 
   for (const SlotAssignment& s : Contexts()) names.push_back(s.name);
   absl::StatusOr<PlacedGraph> placed = PlaceGraph(model->graph(), *parsed, names);
   if (!placed.ok()) return placed.status();
+  PipelineReplicaOptions options;
+  options.slot_memory_limit = limit;
   return PipelineReplica::Create(std::move(model), *std::move(placed), Contexts(), CpuSlot,
-                                 PipelineReplica::Options{limit});
+                                 options);
 }
 
 // One slot's answer for rows [begin, begin + rows) of x.

@@ -97,7 +97,8 @@ TEST(SchedulerExactnessTest, FusedBatchesOfMixedSizesMatchEachRequestAlone) {
   // Long enough that every request below is queued before the first batch
   // forms, so they are fused.
   options.max_queue_delay = absl::Milliseconds(200);
-  Scheduler scheduler(Scheduler::Environment{"two", set, nullptr, options, nullptr});
+  Scheduler scheduler(
+      Scheduler::Environment{"two", set, nullptr, options, nullptr, RealClock(), nullptr});
   const std::vector<int64_t> sizes = {1, 3, 5, 2, 7, 1, 4, 9, 1};
   std::vector<std::unique_ptr<Call>> calls;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -142,7 +143,8 @@ TEST(SchedulerExactnessTest, RequestsOfDifferentSequenceLengthsAreBatchedOnlyByL
   SchedulerOptions options;
   options.max_batch_size = 64;
   options.max_queue_delay = absl::Milliseconds(200);
-  Scheduler scheduler(Scheduler::Environment{"sequences", set, nullptr, options, nullptr});
+  Scheduler scheduler(
+      Scheduler::Environment{"sequences", set, nullptr, options, nullptr, RealClock(), nullptr});
   const std::vector<std::pair<int64_t, int64_t>> rows_and_lengths = {
       {1, 3}, {2, 7}, {1, 3}, {3, 1}, {2, 7}, {1, 12}, {4, 3}};
   std::vector<std::unique_ptr<Call>> calls;
@@ -182,7 +184,8 @@ TEST(SchedulerExactnessTest, AModelThatMixesRowsRunsEachRequestAloneAndWhole) {
   SchedulerOptions options;
   options.max_batch_size = 64;
   options.max_queue_delay = absl::Milliseconds(100);
-  Scheduler scheduler(Scheduler::Environment{"running", set, nullptr, options, nullptr});
+  Scheduler scheduler(
+      Scheduler::Environment{"running", set, nullptr, options, nullptr, RealClock(), nullptr});
   std::vector<std::unique_ptr<Call>> calls;
   for (int64_t rows : {3, 1, 4, 2, 6}) {
     calls.push_back(std::make_unique<Call>());
@@ -212,7 +215,8 @@ TEST(SchedulerExactnessTest, ARankZeroOutputIsEachRequestsOwn) {
   SchedulerOptions options;
   options.max_batch_size = 64;
   options.max_queue_delay = absl::Milliseconds(100);
-  Scheduler scheduler(Scheduler::Environment{"mean", set, nullptr, options, nullptr});
+  Scheduler scheduler(
+      Scheduler::Environment{"mean", set, nullptr, options, nullptr, RealClock(), nullptr});
   std::vector<std::unique_ptr<Call>> calls;
   for (int64_t rows : {2, 5, 1, 3}) {
     calls.push_back(std::make_unique<Call>());
@@ -260,7 +264,7 @@ TEST(SchedulerFaultTest, ASlotThatFailsMidRequestLeavesTheSplitAndItsBatchRunsOn
   SchedulerOptions options;
   options.dynamic_batching = false;
   Scheduler scheduler(Scheduler::Environment{"faulty", std::shared_ptr<Servable>(*std::move(set)),
-                                             nullptr, options, nullptr});
+                                             nullptr, options, nullptr, RealClock(), nullptr});
   std::shared_ptr<ReplicaSet> reference = testing::MakeCpuReplicaSet(TwoInTwoOut(), {1});
   // Two inputs go up, then the first output's copy down fails.
   fault->copies_before_failure = 2;
@@ -289,7 +293,8 @@ TEST(SchedulerWarmTest, WarmBuildsPlansAndMeasuresEverySlot) {
   SchedulerOptions options;
   options.max_batch_size = 16;
   options.preferred_batch_sizes = {6};
-  Scheduler scheduler(Scheduler::Environment{"two", set, nullptr, options, nullptr});
+  Scheduler scheduler(
+      Scheduler::Environment{"two", set, nullptr, options, nullptr, RealClock(), nullptr});
   ASSERT_TRUE(scheduler.Warm().ok());
   for (const Scheduler::SlotReport& slot : scheduler.Slots()) {
     EXPECT_TRUE(slot.measured) << slot.slot;
@@ -306,14 +311,16 @@ TEST(SchedulerWarmTest, WarmTakesTheConfiguredSizesAndNoneAboveMaxBatchSize) {
   options.max_batch_size = 12;
   options.warmup_max_rows = 64;          // Powers of two up to 12: 1, 2, 4, 8.
   options.warmup_batch_sizes = {3, 12};  // model_warmup's.
-  Scheduler scheduler(Scheduler::Environment{"two", set, nullptr, options, nullptr});
+  Scheduler scheduler(
+      Scheduler::Environment{"two", set, nullptr, options, nullptr, RealClock(), nullptr});
   ASSERT_TRUE(scheduler.Warm().ok());
   EXPECT_EQ(set->replicas()[0]->plan_count(), 6u);
 
   options.warmup_max_rows = 1;  // Still 1 and 2: they tell whether outputs follow the batch.
   options.warmup_batch_sizes.clear();
   std::shared_ptr<ReplicaSet> small = testing::MakeCpuReplicaSet(TwoInTwoOut(), {1});
-  Scheduler only_small(Scheduler::Environment{"two", small, nullptr, options, nullptr});
+  Scheduler only_small(
+      Scheduler::Environment{"two", small, nullptr, options, nullptr, RealClock(), nullptr});
   ASSERT_TRUE(only_small.Warm().ok());
   EXPECT_EQ(small->replicas()[0]->plan_count(), 2u);
 }
@@ -508,8 +515,8 @@ class StandInTest : public ::testing::Test {
              bool trainable = false) {
     slots_ = std::make_shared<StandInSlots>(std::move(speeds));
     trainer_ = trainable ? std::make_shared<StandInTrainer>(slots_.get()) : nullptr;
-    scheduler_ = std::make_unique<Scheduler>(
-        Scheduler::Environment{"standin", slots_, trainer_, std::move(options), nullptr, clock_});
+    scheduler_ = std::make_unique<Scheduler>(Scheduler::Environment{
+        "standin", slots_, trainer_, std::move(options), nullptr, clock_, nullptr});
   }
   ~StandInTest() override {
     Open();
@@ -1041,7 +1048,8 @@ TEST(SchedulerPendingTest, TheCountStartsAtZeroAndEndsAtZeroAfterConcurrentBurst
       std::make_shared<StandInSlots>(std::vector<StandInSlots::Speed>{{0.0002, 0}, {0.0002, 0}});
   SchedulerOptions options;
   options.dynamic_batching = false;
-  Scheduler scheduler(Scheduler::Environment{"standin", slots, nullptr, options, &recorder});
+  Scheduler scheduler(
+      Scheduler::Environment{"standin", slots, nullptr, options, &recorder, RealClock(), nullptr});
   {
     absl::MutexLock lock(&recorder.mu);
     EXPECT_EQ(recorder.reports, 1);  // At the start, before any request.
@@ -1103,8 +1111,8 @@ class SchedulerStopTest : public ::testing::Test {
     return {testing::RandomTensor({rows, kWidth}, seed)};
   }
   std::unique_ptr<Scheduler> MakeScheduler(SchedulerOptions options) {
-    return std::make_unique<Scheduler>(
-        Scheduler::Environment{"chain", set_, nullptr, std::move(options), nullptr});
+    return std::make_unique<Scheduler>(Scheduler::Environment{
+        "chain", set_, nullptr, std::move(options), nullptr, RealClock(), nullptr});
   }
   // A request the test can cancel, and which tells once its batch is running
   // its kernels: the queue and the dispatch ask a request whether it is

@@ -109,7 +109,9 @@ TEST(HalfFloatTest, EveryBFloat16ConvertsToFloatAndBackUnchanged) {
     const uint16_t value = static_cast<uint16_t>(bits);
     const float wide = BFloat16ToFloat(value);
     EXPECT_EQ(FloatBits(wide), bits << 16);
-    if (!std::isnan(wide)) EXPECT_EQ(FloatToBFloat16(wide), value) << std::hex << bits;
+    if (!std::isnan(wide)) {
+      EXPECT_EQ(FloatToBFloat16(wide), value) << std::hex << bits;
+    }
   }
 }
 

@@ -71,7 +71,7 @@ TEST_F(CheckpointRootTest, EscapesAreRefusedNamingThePath) {
 TEST_F(CheckpointRootTest, SymbolicLinksBelowTheRootAreRefused) {
   ASSERT_EQ(::symlink((dir_ + "/elsewhere").c_str(), (root_ + "/out").c_str()), 0);
   ASSERT_EQ(::symlink((dir_ + "/elsewhere/f").c_str(), (root_ + "/link.onnx").c_str()), 0);
-  for (const std::string& path : {"out/m.onnx", "link.onnx"}) {
+  for (const char* path : {"out/m.onnx", "link.onnx"}) {
     absl::Status status = Refusal(path);
     EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << path;
     EXPECT_THAT(status.message(), HasSubstr("passes through the symbolic link")) << path;

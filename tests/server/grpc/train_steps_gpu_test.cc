@@ -64,7 +64,9 @@ TEST(TrainStepsGpuTest, StreamedStepsReadRowsUploadedAheadAndTrainAsOneCallEach)
     // The client wrote every step at once: from the second on, each was
     // waiting while the one before ran.
     for (const v1::ReplicaStep& replica : answers[k].replicas()) {
-      if (k == 0) EXPECT_FALSE(replica.input_prefetched()) << "the first step has none before it";
+      if (k == 0) {
+        EXPECT_FALSE(replica.input_prefetched()) << "the first step has none before it";
+      }
       prefetched += replica.input_prefetched() ? 1 : 0;
     }
     for (const v1::ReplicaStep& replica : one.replicas()) {
