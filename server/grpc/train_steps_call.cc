@@ -98,7 +98,7 @@ class TrainStepsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
         // The call's end once the steps before it are answered.
         undecodable_ = absl::InvalidArgumentError(absl::StrCat(
             "TrainSteps: message ", message, " (", bytes,
-            " bytes) is not a replicad.v1.TrainStepRequest: protobuf cannot parse it"));
+            " bytes) is not a valid replicad.v1.TrainStepRequest: protobuf refuses it"));
         adding_ = false;
       }
     }

@@ -208,7 +208,7 @@ TEST_F(TrainStepsTest, BytesThatAreNoStepEndTheCallNamingTheMessage) {
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
   EXPECT_THAT(status.error_message(), AllOf(HasSubstr("message 3"), HasSubstr("4 bytes"),
-                                            HasSubstr("not a replicad.v1.TrainStepRequest")));
+                                            HasSubstr("not a valid replicad.v1.TrainStepRequest")));
   absl::StatusOr<v1::TrainStepResponse> next = Unary(StepRequest(2, 24));
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(next->step(), 3);
