@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs dependencies, builds replicad, starts it on its
 # embedded default model on all local devices, trains it for one epoch on
-# Fashion-MNIST through TrainStep (data-parallel over the slots), predicts
+# Fashion-MNIST through TrainSteps (data-parallel over the slots), predicts
 # test images through replicactl, trains one more epoch from Python with the
 # client package's Keras-style fit, and shows the devices, the model and a
 # metrics summary. DEMO_EPOCHS (default 1) sets replicactl's epochs.
@@ -36,7 +36,7 @@ echo; echo "== model"; "${ctl[@]}" model default
 
 # "all" means one slot per GPU where there are GPUs (they then train on the
 # GPUs, reducing with NCCL), else CPU slots.
-echo; echo "== train: ${DEMO_EPOCHS:-1} epoch(s) of Fashion-MNIST through TrainStep, test accuracy through Predict"
+echo; echo "== train: ${DEMO_EPOCHS:-1} epoch(s) of Fashion-MNIST through TrainSteps (one stream an epoch), test accuracy through Predict"
 "${ctl[@]}" train --model default --data /usr/share/datasets/fashion-mnist \
   --epochs "${DEMO_EPOCHS:-1}" --batch-size 64 --optimizer sgd --lr 0.02 --momentum 0.9 \
   --checkpoint trained.onnx
