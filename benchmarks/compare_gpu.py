@@ -37,6 +37,10 @@ Dynamic batching: benchmarks/perf_analyzer_bench.py against `replicad serve` wit
 one GPU slot, batch-1 requests at concurrency 16 over gRPC, batching off and on (the JSON's
 batching_gain: throughput on over off); perf_analyzer is the bundle's bin/perf_analyzer or
 .venv-triton's.
+--sections runs some of these (predict, train, slots, graphs, precision, int8, fp16_train,
+batching); the report and the JSON are written again after each section, so a run cut short
+keeps what it measured, and --merge keeps the figures of the sections not run from the JSON
+already at --json (a run split over a lent machine's 10-minute calls).
 Every engine runs --warmup untimed and --iterations timed passes; the table gives medians and
 the ratio replicad/PyTorch (below 1.0: replicad faster). resnet50 comes from torchvision with
 weights=None (seed 0), exported at opset 13 with a dynamic batch.
@@ -59,7 +63,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 
-from bench_report import git_commit, publish  # noqa: E402
+from bench_report import git_commit  # noqa: E402
 import gpu_summary  # noqa: E402
 import export_torch_models as models  # noqa: E402
 
@@ -356,46 +360,13 @@ def batching_gain(path, args, workdir):
     return (round(gain, 3) if gain else None), rows
 
 
-def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--train-batch", type=int, default=128)
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--device", default="cuda:0")
-    parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
-    parser.add_argument("--output", help="also write the report (markdown) here")
-    parser.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results",
-                                                        "gpu-latest.json"),
-                        help="the figures as JSON (gpu_summary.py's shape)")
-    parser.add_argument("--run-timeout", type=int, default=1200,
-                        help="seconds one replicad benchmark run may take before it counts as failed")
-    parser.add_argument("--slot-batches", default="1,8,64",
-                        help="batches of the slots-per-GPU sweep (1, 2 and 4 slots of one GPU)")
-    parser.add_argument("--int8-batch", type=int, default=64,
-                        help="batch of the int8 resnet18 comparison")
-    parser.add_argument("--batching-window-ms", type=int, default=4000,
-                        help="perf_analyzer's window for the batching gain; 0 skips it")
-    args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        log("compare_gpu: PyTorch sees no CUDA device; this benchmark needs a GPU")
-        return 2
-    bench = os.path.join(args.build_dir, "benchmarks", "model_forward_bench")
-
-    workdir = tempfile.mkdtemp(prefix="replicad-gpu-bench-")
-    path = os.path.join(workdir, "resnet50.onnx")
-    torch.manual_seed(0)
-    module = torchvision.models.resnet50(weights=None).eval()
-    models.export_onnx(module, [("input", (3, 224, 224))], ["logits"], path)
-    module = module.cuda()
-    torch.backends.cudnn.benchmark = True
-
+def predict_section(bench, path, module, args):
+    """resnet50 Predict at --batch, TF32 off and on: replicad's layouts next to PyTorch (host
+    tensors in and out, and its input on the GPU). The table's rows and the JSON cases by TF32:
+    replicad's fastest layout against PyTorch with its input on the GPU (the issue's bar)."""
     rows = [("engine", "TF32", "slots", "chunks, merge", "median ms", "images/s",
              "replicad/PyTorch")]
-    # For the JSON: replicad's fastest Predict layout against PyTorch with its input on the
-    # GPU (the issue's bar), and the one-slot training step against PyTorch's SGD step.
-    predict_cases, train_cases = {}, {}
+    cases = {}
     for tf32 in (False, True):
         log(f"PyTorch inference, tf32={tf32}")
         peer = torch_inference_ms(module, args.batch, tf32, False, args)
@@ -424,19 +395,23 @@ def main(argv):
             if best is None or ms < best[0]:
                 best = (ms, f"batch {args.batch}, host tensors in and out, {slots} slot(s), "
                             f"{chunks} chunk(s), merge on {merge}")
-        predict_cases[tf32] = gpu_summary.case(
+        cases[tf32] = gpu_summary.case(
             resident, best[0] if best else None, replicad_case=best[1] if best else None,
             pytorch_case=f"batch {args.batch}, input already on the GPU")
-    train_path = os.path.join(workdir, "resnet50_train.onnx")
-    export_resnet50_training(train_path)
-    train_bench = os.path.join(args.build_dir, "benchmarks", "train_step_bench")
-    train_rows = [("engine", "TF32", "slots", "median ms per step", "images/s",
-                   "replicad/PyTorch")]
+    return rows, cases
+
+
+def train_section(train_bench, train_path, args):
+    """resnet50's training step at --train-batch, TF32 off and on: replicad on 1 and 2 slots
+    (one slot also with --no-cudnn-deterministic and --no-prefetch) next to PyTorch's SGD
+    step. The table's rows and the JSON cases by TF32 (the one-slot step)."""
+    rows = [("engine", "TF32", "slots", "median ms per step", "images/s", "replicad/PyTorch")]
+    cases = {}
     for tf32 in (False, True):
         log(f"PyTorch training step, tf32={tf32}")
         peer = torch_train_step_ms(args.train_batch, tf32, args)
-        train_rows.append(("PyTorch SGD step", "on" if tf32 else "off", "—", f"{peer:.1f}",
-                           f"{args.train_batch / peer * 1000:.0f}", ""))
+        rows.append(("PyTorch SGD step", "on" if tf32 else "off", "—", f"{peer:.1f}",
+                     f"{args.train_batch / peer * 1000:.0f}", ""))
         for slots in (1, 2):
             log(f"replicad training step, tf32={tf32}, slots={slots}")
             ms, error = replicad_ms(
@@ -444,12 +419,11 @@ def main(argv):
                 ["--model", train_path, "--device", args.device, "--slots", str(slots),
                  "--batch", str(args.train_batch)] + (["--tf32"] if tf32 else []), args)
             if ms is None:
-                train_rows.append(("replicad TrainStep", "on" if tf32 else "off", str(slots),
-                                   f"failed: {error}", "", ""))
+                rows.append(("replicad TrainStep", "on" if tf32 else "off", str(slots),
+                             f"failed: {error}", "", ""))
                 continue
-            train_rows.append(("replicad TrainStep", "on" if tf32 else "off", str(slots),
-                               f"{ms:.1f}", f"{args.train_batch / ms * 1000:.0f}",
-                               f"{ms / peer:.2f}"))
+            rows.append(("replicad TrainStep", "on" if tf32 else "off", str(slots), f"{ms:.1f}",
+                         f"{args.train_batch / ms * 1000:.0f}", f"{ms / peer:.2f}"))
             if slots == 1:
                 # Beside the default: cuDNN's fastest algorithms, as PyTorch's; and each
                 # step uploading its own input (the default posts the next batch, uploaded
@@ -466,56 +440,153 @@ def main(argv):
                          "--batch", str(args.train_batch), flag] +
                         (["--tf32"] if tf32 else []), args)
                     variant_ms[flag] = variant
-                    train_rows.append((label, "on" if tf32 else "off", "1",
-                                       f"{variant:.1f}" if variant else f"failed: {error}",
-                                       f"{args.train_batch / variant * 1000:.0f}" if variant else "",
-                                       f"{variant / peer:.2f}" if variant else ""))
+                    rows.append((label, "on" if tf32 else "off", "1",
+                                 f"{variant:.1f}" if variant else f"failed: {error}",
+                                 f"{args.train_batch / variant * 1000:.0f}" if variant else "",
+                                 f"{variant / peer:.2f}" if variant else ""))
                 fastest = variant_ms["--no-cudnn-deterministic"]
                 unhidden = variant_ms["--no-prefetch"]
-                train_cases[tf32] = gpu_summary.case(
+                cases[tf32] = gpu_summary.case(
                     peer, ms,
                     replicad_case=f"batch {args.train_batch}, 1 slot, deterministic, next batch "
                                   "uploaded during the step",
                     pytorch_case=f"batch {args.train_batch}, SGD momentum 0.9, cudnn.benchmark",
                     non_deterministic_replicad_ms=round(fastest, 3) if fastest else None,
                     upload_in_step_replicad_ms=round(unhidden, 3) if unhidden else None)
-        train_cases.setdefault(tf32, None)
+        cases.setdefault(tf32, None)
+    return rows, cases
 
-    def table(rows):
-        lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-        lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-        return "\n".join(lines)
 
-    report = "\n".join([
-        f"resnet50 on {torch.cuda.get_device_name(0)}, "
-        f"{datetime.date.today().isoformat()}, commit {git_commit()}, "
-        f"PyTorch {torch.__version__}; {args.iterations} timed passes after {args.warmup}.",
-        "", f"Inference, batch {args.batch}:", "", table(rows), "",
-        f"Training step, batch {args.train_batch}:", "", table(train_rows), ""])
-    slot_rows = slots_per_gpu(bench, path, args)
-    graph_rows, graphs_case = batch1_graphs(bench, path, module, args)
-    precision_rows, precision_cases = reduced_precision(bench, path, module, args)
-    int8_rows, int8_case = int8_inference(bench, workdir, args)
-    fp16_train_rows, fp16_train_case = fp16_train_step(train_bench, train_path, args)
-    gain, batching_rows = batching_gain(path, args, workdir)
-    report += "\n".join(["", "Slots of one GPU (TF32 off, host tensors in and out):", "",
-                         table(slot_rows), "",
-                         "Batch 1, one slot, TF32 off (CUDA graphs):", "", table(graph_rows), "",
-                         f"Reduced precision, batch {args.batch}, one slot:", "",
-                         table(precision_rows), "",
-                         f"int8, resnet18, batch {args.int8_batch}, one slot, TF32 off:", "",
-                         table(int8_rows), "",
-                         f"fp16 training step, batch {args.train_batch}, TF32 off:", "",
-                         table(fp16_train_rows), "",
-                         "Dynamic batching, resnet50 on one GPU slot, batch-1 requests over gRPC "
-                         "(perf_analyzer, concurrency 16):", "", table(batching_rows), ""])
-    publish(report, args.output)
-    document = gpu_summary.summary(datetime.date.today().isoformat(),
-                                   torch.cuda.get_device_name(0), git_commit(), train_cases,
-                                   predict_cases, batch1_graphs=graphs_case,
-                                   batching_gain=gain, reduced_precision=precision_cases,
-                                   train_fp16=fp16_train_case, int8=int8_case)
-    gpu_summary.write(document, args.json)
+# The sections in the order they run; --sections picks some, so that a lent machine's
+# 10-minute calls can take them a few at a time.
+SECTIONS = ("predict", "train", "slots", "graphs", "precision", "int8", "fp16_train", "batching")
+
+
+def figures_of(path):
+    """The figures of a gpu_summary document, keyed as main() keeps them."""
+    with open(path, encoding="utf-8") as f:
+        document = json.load(f)
+    predict, train = document.get("predict", {}), document.get("train_step", {})
+    return {"predict": {True: predict.get("tf32_on"), False: predict.get("tf32_off")},
+            "train": {True: train.get("tf32_on"), False: train.get("tf32_off")},
+            "graphs": predict.get("batch1_graphs"),
+            "precision": {"fp16": predict.get("fp16"), "bf16": predict.get("bf16")},
+            "int8": predict.get("int8"), "fp16_train": train.get("fp16"),
+            "gain": document.get("batching_gain")}
+
+
+def table(rows):
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--train-batch", type=int, default=128)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--output", help="also write the report (markdown) here")
+    parser.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results",
+                                                        "gpu-latest.json"),
+                        help="the figures as JSON (gpu_summary.py's shape)")
+    parser.add_argument("--run-timeout", type=int, default=1200,
+                        help="seconds one replicad benchmark run may take before it counts as failed")
+    parser.add_argument("--slot-batches", default="1,8,64",
+                        help="batches of the slots-per-GPU sweep (1, 2 and 4 slots of one GPU)")
+    parser.add_argument("--int8-batch", type=int, default=64,
+                        help="batch of the int8 resnet18 comparison")
+    parser.add_argument("--batching-window-ms", type=int, default=4000,
+                        help="perf_analyzer's window for the batching gain; 0 skips it")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help="which to run, in this order: " + ", ".join(SECTIONS) +
+                             ". The report and the JSON are written again after each one, so a "
+                             "run cut short keeps what it measured")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the figures of the sections not run from the JSON already "
+                             "at --json (a run split over several calls)")
+    args = parser.parse_args(argv)
+    sections = [name for name in args.sections.split(",") if name]
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        log(f"compare_gpu: --sections: unknown {', '.join(unknown)}; expected some of "
+            f"{', '.join(SECTIONS)}")
+        return 2
+    if not torch.cuda.is_available():
+        log("compare_gpu: PyTorch sees no CUDA device; this benchmark needs a GPU")
+        return 2
+    bench = os.path.join(args.build_dir, "benchmarks", "model_forward_bench")
+    train_bench = os.path.join(args.build_dir, "benchmarks", "train_step_bench")
+
+    workdir = tempfile.mkdtemp(prefix="replicad-gpu-bench-")
+    path = os.path.join(workdir, "resnet50.onnx")
+    torch.manual_seed(0)
+    module = torchvision.models.resnet50(weights=None).eval()
+    models.export_onnx(module, [("input", (3, 224, 224))], ["logits"], path)
+    module = module.cuda()
+    torch.backends.cudnn.benchmark = True
+    train_path = os.path.join(workdir, "resnet50_train.onnx")
+    if "train" in sections or "fp16_train" in sections:
+        export_resnet50_training(train_path)
+
+    header = (f"resnet50 on {torch.cuda.get_device_name(0)}, "
+              f"{datetime.date.today().isoformat()}, commit {git_commit()}, "
+              f"PyTorch {torch.__version__}; {args.iterations} timed passes after {args.warmup}; "
+              f"sections {', '.join(sections)}.")
+    blocks = []
+    figures = {"predict": {True: None, False: None}, "train": {True: None, False: None},
+               "graphs": None, "precision": {}, "int8": None, "fp16_train": None, "gain": None}
+    if args.merge and os.path.exists(args.json):
+        figures.update(figures_of(args.json))
+
+    def emit():
+        """The report and the JSON of every section run so far (the others null)."""
+        report = "\n".join([header, ""] + blocks)
+        if args.output:
+            with open(args.output, "w") as f:
+                f.write(report)
+        document = gpu_summary.summary(
+            datetime.date.today().isoformat(), torch.cuda.get_device_name(0), git_commit(),
+            figures["train"], figures["predict"], batch1_graphs=figures["graphs"],
+            batching_gain=figures["gain"], reduced_precision=figures["precision"],
+            train_fp16=figures["fp16_train"], int8=figures["int8"])
+        gpu_summary.write(document, args.json)
+
+    print(header)
+    for name in sections:
+        if name == "predict":
+            rows, figures["predict"] = predict_section(bench, path, module, args)
+            title = f"Inference, batch {args.batch}:"
+        elif name == "train":
+            rows, figures["train"] = train_section(train_bench, train_path, args)
+            title = f"Training step, batch {args.train_batch}:"
+        elif name == "slots":
+            rows = slots_per_gpu(bench, path, args)
+            title = "Slots of one GPU (TF32 off, host tensors in and out):"
+        elif name == "graphs":
+            rows, figures["graphs"] = batch1_graphs(bench, path, module, args)
+            title = "Batch 1, one slot, TF32 off (CUDA graphs):"
+        elif name == "precision":
+            rows, figures["precision"] = reduced_precision(bench, path, module, args)
+            title = f"Reduced precision, batch {args.batch}, one slot:"
+        elif name == "int8":
+            rows, figures["int8"] = int8_inference(bench, workdir, args)
+            title = f"int8, resnet18, batch {args.int8_batch}, one slot, TF32 off:"
+        elif name == "fp16_train":
+            rows, figures["fp16_train"] = fp16_train_step(train_bench, train_path, args)
+            title = f"fp16 training step, batch {args.train_batch}, TF32 off:"
+        else:  # batching
+            figures["gain"], rows = batching_gain(path, args, workdir)
+            title = ("Dynamic batching, resnet50 on one GPU slot, batch-1 requests over gRPC "
+                     "(perf_analyzer, concurrency 16):")
+        block = "\n".join([title, "", table(rows), ""])
+        blocks.append(block)
+        print(block, flush=True)
+        emit()
     log(f"compare_gpu: figures in {args.json}")
     return 0
 
