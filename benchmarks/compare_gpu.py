@@ -556,33 +556,33 @@ def main(argv):
             train_fp16=figures["fp16_train"], int8=figures["int8"])
         gpu_summary.write(document, args.json)
 
+    # Each section: what measures it (its table's rows and its figure for the JSON, or None),
+    # the figure's key in `figures`, and its title.
+    runs = {
+        "predict": (lambda: predict_section(bench, path, module, args), "predict",
+                    f"Inference, batch {args.batch}:"),
+        "train": (lambda: train_section(train_bench, train_path, args), "train",
+                  f"Training step, batch {args.train_batch}:"),
+        "slots": (lambda: (slots_per_gpu(bench, path, args), None), None,
+                  "Slots of one GPU (TF32 off, host tensors in and out):"),
+        "graphs": (lambda: batch1_graphs(bench, path, module, args), "graphs",
+                   "Batch 1, one slot, TF32 off (CUDA graphs):"),
+        "precision": (lambda: reduced_precision(bench, path, module, args), "precision",
+                      f"Reduced precision, batch {args.batch}, one slot:"),
+        "int8": (lambda: int8_inference(bench, workdir, args), "int8",
+                 f"int8, resnet18, batch {args.int8_batch}, one slot, TF32 off:"),
+        "fp16_train": (lambda: fp16_train_step(train_bench, train_path, args), "fp16_train",
+                       f"fp16 training step, batch {args.train_batch}, TF32 off:"),
+        "batching": (lambda: tuple(reversed(batching_gain(path, args, workdir))), "gain",
+                     "Dynamic batching, resnet50 on one GPU slot, batch-1 requests over gRPC "
+                     "(perf_analyzer, concurrency 16):"),
+    }
     print(header)
     for name in sections:
-        if name == "predict":
-            rows, figures["predict"] = predict_section(bench, path, module, args)
-            title = f"Inference, batch {args.batch}:"
-        elif name == "train":
-            rows, figures["train"] = train_section(train_bench, train_path, args)
-            title = f"Training step, batch {args.train_batch}:"
-        elif name == "slots":
-            rows = slots_per_gpu(bench, path, args)
-            title = "Slots of one GPU (TF32 off, host tensors in and out):"
-        elif name == "graphs":
-            rows, figures["graphs"] = batch1_graphs(bench, path, module, args)
-            title = "Batch 1, one slot, TF32 off (CUDA graphs):"
-        elif name == "precision":
-            rows, figures["precision"] = reduced_precision(bench, path, module, args)
-            title = f"Reduced precision, batch {args.batch}, one slot:"
-        elif name == "int8":
-            rows, figures["int8"] = int8_inference(bench, workdir, args)
-            title = f"int8, resnet18, batch {args.int8_batch}, one slot, TF32 off:"
-        elif name == "fp16_train":
-            rows, figures["fp16_train"] = fp16_train_step(train_bench, train_path, args)
-            title = f"fp16 training step, batch {args.train_batch}, TF32 off:"
-        else:  # batching
-            figures["gain"], rows = batching_gain(path, args, workdir)
-            title = ("Dynamic batching, resnet50 on one GPU slot, batch-1 requests over gRPC "
-                     "(perf_analyzer, concurrency 16):")
+        measure, key, title = runs[name]
+        rows, figure = measure()
+        if key is not None:
+            figures[key] = figure
         block = "\n".join([title, "", table(rows), ""])
         blocks.append(block)
         print(block, flush=True)
