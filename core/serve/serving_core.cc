@@ -27,6 +27,11 @@ class ServingCore::InFlight {
 
 namespace {
 
+// What a request gets once a drain has begun.
+absl::Status ShuttingDown() {
+  return absl::UnavailableError("replicad is shutting down; send the request elsewhere");
+}
+
 // The request log (--log-verbose 1): one line per inference answered.
 void LogAnswered(const std::string& id, const std::string& model, int64_t version, int64_t rows,
                  const absl::Status& status, absl::Duration queue, absl::Duration total) {
@@ -185,8 +190,7 @@ void ServingCore::Infer(InferRequest request, RequestContext context, ResponseWr
   const absl::Time admitted = options_.clock->Now();
   std::optional<InFlight> in_flight = Admit();
   if (!in_flight) {
-    std::move(done)(absl::UnavailableError("replicad is shutting down; send the request elsewhere"),
-                    {});
+    std::move(done)(ShuttingDown(), {});
     return;
   }
   absl::StatusOr<std::shared_ptr<LoadedModel>> model =
@@ -276,8 +280,7 @@ void ServingCore::TrainStep(TrainRequest request, RequestContext context, TrainD
   // Counted in flight from here, so a drain waits for the binding too.
   std::optional<InFlight> in_flight = Admit();
   if (!in_flight) {
-    std::move(done)(absl::UnavailableError("replicad is shutting down; send the request elsewhere"),
-                    nullptr);
+    std::move(done)(ShuttingDown(), nullptr);
     return;
   }
   std::shared_ptr<LoadedModel> model;
@@ -329,8 +332,7 @@ void ServingCore::WithdrawTrainStep(const BoundTrainStep& step) {
 void ServingCore::TrainBound(BoundTrainStep bound, RequestContext context, TrainDone done) {
   std::optional<InFlight> in_flight = Admit();
   if (!in_flight) {
-    std::move(done)(absl::UnavailableError("replicad is shutting down; send the request elsewhere"),
-                    std::move(bound.model));
+    std::move(done)(ShuttingDown(), std::move(bound.model));
     return;
   }
   std::shared_ptr<LoadedModel> model = std::move(bound.model);
@@ -366,7 +368,7 @@ void ServingCore::TrainBound(BoundTrainStep bound, RequestContext context, Train
 absl::StatusOr<TrainingSession*> ServingCore::TrainingOf(
     bool admitted, const std::string& name, std::shared_ptr<LoadedModel>* model) const {
   if (!admitted) {
-    return absl::UnavailableError("replicad is shutting down; send the request elsewhere");
+    return ShuttingDown();
   }
   absl::StatusOr<std::shared_ptr<LoadedModel>> found = FindModel(name, 0);
   if (!found.ok()) return found.status();

@@ -12,7 +12,6 @@
 #include "absl/synchronization/mutex.h"
 #include "core/base/clock.h"
 #include "core/serve/train_step_stream.h"
-#include "grpcpp/support/proto_buffer_reader.h"
 #include "server/grpc/call_context.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/v1_messages.h"
@@ -76,10 +75,11 @@ class TrainStepsCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
       // Decoded outside the lock: a large step takes a while, and the
       // training thread's answers need the lock.
       auto request = std::make_shared<v1::TrainStepRequest>();
-      grpc::ProtoBufferReader reader(&read_);
-      const bool decoded = request->ParseFromZeroCopyStream(&reader);
       const size_t bytes = read_.Length();
-      read_.Clear();  // The step holds its own copy: the wire's bytes go now.
+      // gRPC's own decoding, which also lets the wire's bytes go (the step
+      // holds its own copy).
+      const bool decoded =
+          grpc::SerializationTraits<v1::TrainStepRequest>::Deserialize(&read_, request.get()).ok();
       if (decoded) {
         bool take = false;
         {

@@ -62,6 +62,26 @@ struct TensorCoreForm {
   IntegerProductInputs at;
 };
 
+// Scratch bytes per packed row: its padded_depth int8 values, its
+// padded_channels int32 raw sums, its row sum.
+int64_t RowBytes(const TensorCoreForm& form) {
+  return form.padded_depth + (form.padded_channels + 1) * static_cast<int64_t>(sizeof(int32_t));
+}
+
+// cuBLAS's int8 product of `rows` packed rows against the packed weights:
+// column-major raw [padded_channels, rows] = W'^T A', the transposed-A,
+// plain-B form int8 tensor cores take, both operands K-contiguous, so that
+// raw holds each row's channels contiguously. The handle is prepared.
+cublasStatus_t RawIntegerProduct(const CublasRunner& cublas, const TensorCoreForm& form,
+                                 const void* weights, const void* packed, int64_t rows,
+                                 int32_t* raw) {
+  const int32_t one = 1, zero = 0;
+  return cublas.library().GemmEx_64(
+      cublas.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, form.padded_channels, rows, form.padded_depth,
+      &one, weights, CUDA_R_8I, form.padded_depth, packed, CUDA_R_8I, form.padded_depth, &zero, raw,
+      CUDA_R_32I, form.padded_channels, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT);
+}
+
 class IntegerTensorCoreKernel : public Kernel {
  public:
   IntegerTensorCoreKernel(const CudaKernelContext& context, const TensorCoreForm& form,
@@ -76,15 +96,13 @@ class IntegerTensorCoreKernel : public Kernel {
     const TensorCoreForm& f = form_;
     DeviceProduct p = WithProductParameters(f.product, f.at, inputs);
     const void* a_zero_point = p.a_zero_point;
-    p.a_zero_point = p.b_zero_point = nullptr;  // In the corrections.
-    p.bias = nullptr;
+    p.bias = nullptr;  // In the corrections (WriteSum reads no zero point).
     const void* a = inputs[f.at.a];
     char* scratch = static_cast<char*>(workspace_);
     int8_t* packed_values = reinterpret_cast<int8_t*>(scratch);
     int32_t* raw = reinterpret_cast<int32_t*>(scratch + packed_bytes());
     int32_t* row_sums = reinterpret_cast<int32_t*>(scratch + packed_bytes() + raw_bytes());
     const int32_t* corrections = static_cast<const int32_t*>(corrections_->data());
-    const int32_t one = 1, zero = 0;
     for (int64_t first = 0; first < f.units; first += f.units_per_chunk) {
       const int64_t units = std::min(f.units_per_chunk, f.units - first);
       PackedRows packed;
@@ -101,16 +119,9 @@ class IntegerTensorCoreKernel : public Kernel {
         LaunchPackIntegerRows(a, f.a_signed, first, packed, cublas_.stream());
       }
       REPLICAD_RETURN_IF_ERROR(LastLaunchStatus(cublas_.device(), "PackKernel"));
-      // Column-major raw [padded_channels, padded_rows] = W'^T A': the
-      // transposed-A, plain-B form int8 tensor cores take, both operands
-      // K-contiguous; raw holds each row's channels contiguously.
       REPLICAD_CUDA_RETURN_IF_ERROR(
           cublas_.device(),
-          cublas_.library().GemmEx_64(cublas_.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, f.padded_channels,
-                                      packed.padded_rows, f.padded_depth, &one, weights_->data(),
-                                      CUDA_R_8I, f.padded_depth, packed.values, CUDA_R_8I,
-                                      f.padded_depth, &zero, raw, CUDA_R_32I, f.padded_channels,
-                                      CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT));
+          RawIntegerProduct(cublas_, f, weights_->data(), packed.values, packed.padded_rows, raw));
       RawIntegerSums sums;
       sums.raw = raw;
       sums.ldc = f.padded_channels;
@@ -219,17 +230,11 @@ void Complete(TensorCoreForm* form, const IntegerGemmWeights& weights, const Ker
   form->a_signed = product.a == DType::kInt8;
   form->product = IntegerProductForm(spec, product, weights.channels);
   form->at = product.inputs;
-  const int64_t row_bytes =
-      weights.padded_depth + (weights.padded_channels + 1) * static_cast<int64_t>(sizeof(int32_t));
-  const int64_t chunk_rows = std::max<int64_t>(kIntegerGemmAlignment, kChunkBytes / row_bytes);
+  const int64_t chunk_rows =
+      std::max<int64_t>(kIntegerGemmAlignment, kChunkBytes / RowBytes(*form));
   form->units_per_chunk =
       std::min(form->units, std::max<int64_t>(1, chunk_rows / form->rows_per_unit));
   form->padded_chunk_rows = PaddedToIntegerGemm(form->units_per_chunk * form->rows_per_unit);
-}
-
-int64_t ChunkBytes(const TensorCoreForm& form) {
-  return form.padded_chunk_rows *
-         (form.padded_depth + (form.padded_channels + 1) * static_cast<int64_t>(sizeof(int32_t)));
 }
 
 // Whether this slot's cuBLAS takes the form: an int8 product of the
@@ -248,12 +253,8 @@ absl::StatusOr<bool> CublasTakes(CudaKernelContext& context, const TensorCoreFor
       context.device, cudaMemsetAsync(packed->data(), 0, packed->bytes(), context.stream));
   CublasRunner cublas(context, ComputePrecision::kFloat32, CudaUnary{});
   REPLICAD_RETURN_IF_ERROR(cublas.PrepareHandle());
-  const int32_t one = 1, zero = 0;
-  const cublasStatus_t status = cublas.library().GemmEx_64(
-      context.cublas, CUBLAS_OP_T, CUBLAS_OP_N, form.padded_channels, rows, form.padded_depth, &one,
-      weights.data(), CUDA_R_8I, form.padded_depth, packed->data(), CUDA_R_8I, form.padded_depth,
-      &zero, raw->data(), CUDA_R_32I, form.padded_channels, CUBLAS_COMPUTE_32I,
-      CUBLAS_GEMM_DEFAULT);
+  const cublasStatus_t status = RawIntegerProduct(cublas, form, weights.data(), packed->data(),
+                                                  rows, static_cast<int32_t*>(raw->data()));
   // The scratch is released after the product ran, not while it is queued.
   REPLICAD_CUDA_RETURN_IF_ERROR(context.device, cudaStreamSynchronize(context.stream));
   if (status == CUBLAS_STATUS_SUCCESS) return true;
@@ -293,7 +294,7 @@ KernelOrStatus MakeCudaIntegerTensorCoreKernel(const KernelSpec& spec, CudaKerne
     return nullptr;
   }
   Complete(&*form, weights, spec, product);
-  if (ChunkBytes(*form) > kMaxChunkBytes) return nullptr;
+  if (form->padded_chunk_rows * RowBytes(*form) > kMaxChunkBytes) return nullptr;
 
   REPLICAD_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> packed,
                             UploadToDevice(context, weights.values.data(), weights.values.size()));

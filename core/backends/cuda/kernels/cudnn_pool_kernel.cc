@@ -243,8 +243,10 @@ absl::StatusOr<PoolTypes> PoolTypesOf(const KernelSpec& spec) {
   // Out in 16 bits only where the node's mark says its readers take them
   // (else widened: a reader that is no 16-bit convolution gets float32).
   absl::StatusOr<std::string> mark = spec.attributes->GetString(kOutputPrecisionAttribute, "");
+  const ComputePrecision precision =
+      types.bfloat16 ? ComputePrecision::kBFloat16 : ComputePrecision::kFloat16;
   types.out_sixteen_bit =
-      spec.native_output && mark.ok() && *mark == (types.bfloat16 ? "bf16" : "fp16");
+      spec.native_output && mark.ok() && *mark == ComputePrecisionName(precision);
   return types;
 }
 

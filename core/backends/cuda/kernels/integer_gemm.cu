@@ -119,23 +119,24 @@ void LaunchPack(const Source& source, const PackedRows& packed, cudaStream_t str
                0, stream>>>(source, packed);
 }
 
-__device__ uint32_t SumAt(const RawIntegerSums& sums, int64_t row, int64_t channel) {
+// `za`: A's zero point shifted, read once per thread (ShiftedZeroPoint).
+__device__ uint32_t SumAt(const RawIntegerSums& sums, int32_t za, int64_t row, int64_t channel) {
   IntegerSumTerms terms;
   terms.bias = sums.biases[channel];
   terms.weight_sum = sums.weight_sums[channel];
   terms.weight_zero_point = sums.weight_zero_points[channel];
   terms.row_sum = sums.row_sums != nullptr ? sums.row_sums[row] : 0;
-  terms.activation_zero_point =
-      ShiftedZeroPoint(sums.activation_zero_point, sums.activation_signed);
+  terms.activation_zero_point = za;
   terms.depth = sums.depth;
   return CorrectedIntegerSum(sums.raw[row * sums.ldc + channel], terms);
 }
 
 __global__ void RowsOutKernel(RawIntegerSums sums, int64_t rows, int64_t channels,
                               int64_t first_row, void* y, DeviceProduct p) {
+  const int32_t za = ShiftedZeroPoint(sums.activation_zero_point, sums.activation_signed);
   REPLICAD_GRID_STRIDE_LOOP(i, rows * channels) {
     const int64_t row = i / channels, channel = i % channels;
-    WriteSum(SumAt(sums, row, channel), channel, (first_row + row) * channels + channel, y, p);
+    WriteSum(SumAt(sums, za, row, channel), channel, (first_row + row) * channels + channel, y, p);
   }
 }
 
@@ -149,11 +150,12 @@ __global__ void ImagesOutKernel(RawIntegerSums sums, int64_t images, int64_t cha
   __shared__ uint32_t tile[kTile][kTile + 1];
   const int64_t position0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int64_t channel0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int32_t za = ShiftedZeroPoint(sums.activation_zero_point, sums.activation_signed);
   for (int64_t image = blockIdx.z; image < images; image += gridDim.z) {
     for (int i = threadIdx.y; i < kTile; i += kTileRows) {
       const int64_t position = position0 + i, channel = channel0 + threadIdx.x;
       if (position < positions && channel < channels) {
-        tile[i][threadIdx.x] = SumAt(sums, image * positions + position, channel);
+        tile[i][threadIdx.x] = SumAt(sums, za, image * positions + position, channel);
       }
     }
     __syncthreads();
